@@ -1,0 +1,233 @@
+"""Shared HTTP plumbing for the REST providers: auth, timeouts, rate limits, retries.
+
+Each provider's ``client.py`` builds one ``ApiClient`` with its base URL, auth header,
+published rate limits and an ``error_mapper`` that turns a failed response into the
+project's error tree. httpx errors never leave this module or the provider's client.
+
+Retries: idempotent requests (GET, DELETE, PUT) are retried on 429, 5xx and transport
+errors with exponential backoff and full jitter, honouring ``Retry-After``. Requests that
+buy something (POST) are retried only when the provider certainly did not act on them
+(429, or a connection that was never made); on a timeout or 5xx they raise, and the
+adapter reconciles by listing what exists (that is what makes create idempotent).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
+
+log = logging.getLogger("provisioner.http")
+
+ErrorMapper = Callable[[str, httpx.Response], ProviderError]
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+class RateLimiter:
+    """Token bucket: ``rate_per_s`` sustained, ``burst`` at once. Thread-safe, blocking."""
+
+    def __init__(
+        self,
+        rate_per_s: float,
+        burst: float = 1.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if rate_per_s <= 0 or burst < 1:
+            raise ValueError("rate_per_s must be > 0 and burst >= 1")
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self._tokens = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._stamp = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take one token, sleeping until one is available; return seconds waited."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate_per_s)
+            self._stamp = now
+            self._tokens -= 1
+            wait = 0.0 if self._tokens >= 0 else -self._tokens / self.rate_per_s
+        if wait:
+            self._sleep(wait)
+        return wait
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """A provider's published limits. ``scaled(k)`` makes them k times faster (tests, benches)."""
+
+    requests_per_s: float
+    burst: float = 1.0
+    launches_per_s: float | None = None
+    launch_burst: float = 1.0
+
+    def scaled(self, factor: float) -> RateLimits:
+        launches = self.launches_per_s * factor if self.launches_per_s else None
+        return RateLimits(self.requests_per_s * factor, self.burst, launches, self.launch_burst)
+
+
+@dataclass
+class RetryPolicy:
+    attempts: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_delay_s)
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
+
+
+class ApiClient:
+    """An httpx client bound to one provider. Never logs or repr()s the API key."""
+
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        api_key: SecretStr | None,
+        *,
+        error_mapper: ErrorMapper,
+        limits: RateLimits,
+        auth_scheme: str = "Bearer",
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.provider = provider
+        self._api_key = api_key
+        self._auth_scheme = auth_scheme
+        self._error_mapper = error_mapper
+        self.retry = retry or RetryPolicy()
+        self.limiter = RateLimiter(limits.requests_per_s, limits.burst)
+        self.launch_limiter = (
+            RateLimiter(limits.launches_per_s, limits.launch_burst) if limits.launches_per_s else None
+        )
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            transport=transport,
+            headers={"User-Agent": "gpu-provisioner", "Accept": "application/json"},
+        )
+
+    def __repr__(self) -> str:
+        return f"ApiClient(provider={self.provider!r}, base_url={str(self._http.base_url)!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        launch: bool = False,
+        expect_json: bool = True,
+    ) -> Any:
+        """Send one API call with limits and retries; return parsed JSON (or None).
+
+        ``launch`` also takes a token from the launch limiter. Raises the provider's
+        mapped ProviderError subclass on failure.
+        """
+        method = method.upper()
+        idempotent = method in _IDEMPOTENT
+        attempt = 0
+        while True:
+            self.limiter.acquire()
+            if launch and self.launch_limiter:
+                self.launch_limiter.acquire()
+            try:
+                response = self._http.request(method, path, json=json, params=params,
+                                              headers=self._auth_headers())
+            except httpx.TransportError as exc:
+                never_sent = isinstance(exc, httpx.ConnectError)
+                if (idempotent or never_sent) and attempt + 1 < self.retry.attempts:
+                    self._back_off(attempt, None, f"{type(exc).__name__} on {method} {path}")
+                    attempt += 1
+                    continue
+                kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
+                raise ProviderAPIError(self.provider, 0, f"{method} {path} {kind}: {type(exc).__name__}") from None
+            if response.status_code < 400:
+                if not expect_json or not response.content:
+                    return None
+                try:
+                    return response.json()
+                except ValueError:
+                    raise ProviderAPIError(self.provider, response.status_code,
+                                           f"{method} {path}: response is not JSON") from None
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            retryable = response.status_code == 429 or (idempotent and response.status_code >= 500)
+            if retryable and attempt + 1 < self.retry.attempts:
+                self._back_off(attempt, retry_after, f"HTTP {response.status_code} on {method} {path}")
+                attempt += 1
+                continue
+            error = self._error_mapper(self.provider, response)
+            if isinstance(error, RateLimitError) and error.retry_after_s is None:
+                error.retry_after_s = retry_after
+            raise error
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._api_key is None:
+            return {}
+        return {"Authorization": f"{self._auth_scheme} {self._api_key.get_secret_value()}"}
+
+    def _back_off(self, attempt: int, retry_after: float | None, why: str) -> None:
+        delay = self.retry.delay(attempt, retry_after)
+        log.info("%s: retrying in %.2fs after %s", self.provider, delay, why)
+        self.retry.sleep(delay)
+
+
+def error_detail(response: httpx.Response) -> str:
+    """Best-effort one-line message from an error body (JSON ``error``/``message``/``detail``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return " ".join(response.text.split())[:300] or response.reason_phrase
+    if isinstance(body, dict):
+        for key in ("error", "message", "detail", "msg"):
+            value = body.get(key)
+            if isinstance(value, dict):
+                value = value.get("message") or value.get("code")
+            if value:
+                return " ".join(str(value).split())[:300]
+    return " ".join(str(body).split())[:300]
+
+
+__all__ = [
+    "ApiClient",
+    "ErrorMapper",
+    "RateLimiter",
+    "RateLimits",
+    "RetryPolicy",
+    "error_detail",
+    "parse_retry_after",
+]

@@ -1,0 +1,35 @@
+"""Explicit provider registry: name -> "module:Class", imported only when asked for.
+
+Adding a provider touches its package, one line here, its tests and one example spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from providers.base import Provider
+
+REGISTRY: dict[str, str] = {
+    "lambda": "providers.lambda_.provider:LambdaProvider",
+    "runpod": "providers.runpod.provider:RunPodProvider",
+    "vastai": "providers.vastai.provider:VastAIProvider",
+    "fluence": "providers.fluence.provider:FluenceProvider",
+    "aws": "providers.aws.provider:AWSProvider",
+    "gcp": "providers.gcp.provider:GCPProvider",
+}
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The adapter class for ``name``. Raises KeyError for an unknown name."""
+    module_name, _, attr = REGISTRY[name].partition(":")
+    cls: type[Provider] = getattr(importlib.import_module(module_name), attr)
+    return cls
+
+
+def get_provider(name: str, **kwargs: Any) -> Provider:
+    """An adapter instance configured from the environment (see providers.settings)."""
+    return provider_class(name)(**kwargs)
+
+
+__all__ = ["REGISTRY", "get_provider", "provider_class"]

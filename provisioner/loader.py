@@ -1,0 +1,168 @@
+"""Load a ClusterSpec from YAML, turning every mistake into one located SpecError.
+
+The YAML is composed into nodes first so each value keeps its line and column;
+pydantic's error locations are then mapped back to the nearest node. Nothing
+here raises anything but SpecError for bad input.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from provisioner.errors import SpecError
+from provisioner.spec import ClusterSpec, spec_problems
+
+Loc = tuple[str | int, ...]
+Marks = dict[Loc, tuple[int, int]]
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Read and validate a spec file. Raises SpecError (one line, located) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise SpecError(f"cannot read spec: {reason}", file=str(path)) from exc
+    return parse_spec(text, str(path))
+
+
+def parse_spec(text: str, file: str = "<spec>") -> ClusterSpec:
+    """Validate spec text; ``file`` is only used in error messages."""
+    data, marks = _compose(text, file)
+    spec = _validate(data, marks, file)
+    for field_path, message in spec_problems(spec):
+        line, column = _mark_for(tuple(field_path.split(".")), marks)
+        raise SpecError(message, path=field_path, file=file, line=line, column=column)
+    return spec
+
+
+def spec_marks(text: str, file: str = "<spec>") -> Marks:
+    """Line/column of every path in a spec document (for errors found after loading)."""
+    return _compose(text, file)[1]
+
+
+def locate(field_path: str, marks: Marks) -> tuple[int, int]:
+    """Line and column for a dotted field path, falling back to its nearest parent."""
+    return _mark_for(tuple(field_path.split(".")), marks)
+
+
+# -- YAML to plain data with marks -------------------------------------------------------
+
+def _compose(text: str, file: str) -> tuple[Any, Marks]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        raise SpecError(f"YAML syntax error: {problem}", file=file, line=line, column=column) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML error: {' '.join(str(exc).split())}", file=file) from None
+    if root is None:
+        raise SpecError("the spec is empty", file=file)
+    marks: Marks = {}
+    constructor = yaml.SafeLoader("")
+    data = _build(root, (), marks, constructor, file)
+    return data, marks
+
+
+def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file: str) -> Any:
+    marks.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if isinstance(node, yaml.MappingNode):
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                raise SpecError("keys must be plain names", path=_dotted(loc), file=file,
+                                line=where[0], column=where[1])
+            key = key_node.value
+            if key in result:
+                raise SpecError(f"duplicate key {key!r}", path=_dotted((*loc, key)), file=file,
+                                line=where[0], column=where[1])
+            marks[(*loc, key)] = where
+            result[key] = _build(value_node, (*loc, key), marks, ctor, file)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, (*loc, index), marks, ctor, file) for index, item in enumerate(node.value)]
+    try:
+        return ctor.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        line, column = marks[loc]
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(f"unsupported value: {' '.join(str(problem).split())}",
+                        path=_dotted(loc), file=file, line=line, column=column) from None
+
+
+# -- pydantic errors to located lines ----------------------------------------------------
+
+def _validate(data: Any, marks: Marks, file: str) -> ClusterSpec:
+    if not isinstance(data, Mapping):
+        line, column = marks[()]
+        raise SpecError("a spec is a mapping of keys (name:, gpus:, ...)", file=file,
+                        line=line, column=column)
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        error = _first_error(exc)
+        loc: Loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
+        line, column = _mark_for(loc, marks)
+        raise SpecError(_message(error, loc), path=_dotted(loc), file=file,
+                        line=line, column=column) from None
+
+
+def _first_error(exc: ValidationError) -> Any:
+    # Prefer an unknown key over errors it causes elsewhere; otherwise document order.
+    errors = exc.errors()
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+
+
+def _is_union_tag(part: str | int) -> bool:
+    # pydantic adds the union member's type name to loc ("int", "constrained-int", ...)
+    return isinstance(part, str) and (part in {"int", "float", "str", "bool", "list[str]", "none"}
+                                      or part.startswith(("constrained-", "function-")))
+
+
+def _message(error: Any, loc: Loc) -> str:
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1]) if loc else "?"
+        known = _field_names(loc[:-1])
+        guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {guess[0]!r}?" if guess else f"; expected one of: {', '.join(known)}"
+        return f"unknown key {key!r}{hint}"
+    if kind == "missing":
+        return "required field is missing"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _field_names(loc: Loc) -> list[str]:
+    model: type[BaseModel] | None = ClusterSpec
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return sorted(model.model_fields) if model else []
+
+
+def _mark_for(loc: Loc, marks: Marks) -> tuple[int, int]:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in marks:
+            return marks[loc[:end]]
+    return (1, 1)
+
+
+def _dotted(loc: Loc) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+__all__ = ["load_spec", "locate", "parse_spec", "spec_marks"]

@@ -1,0 +1,272 @@
+"""The declarative cluster spec: what a user asks for.
+
+Pure pydantic v2 models; unknown keys are errors. ``spec_problems`` lists the
+cross-field mistakes pydantic cannot see (12 GPUs at 8 per node, a TTL shorter
+than the job). Loading from YAML with file/line/column errors is in ``loader.py``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+from enum import Enum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PROVIDER_NAMES = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class Fabric(str, Enum):
+    """Inter-node network fabric. ``any`` (in a spec) accepts every fabric."""
+
+    ANY = "any"
+    ETHERNET = "ethernet"
+    ROCE = "roce"
+    INFINIBAND = "infiniband"
+    EFA = "efa"
+
+
+class ControlPlane(str, Enum):
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+    NONE = "none"
+
+
+class PricingMode(str, Enum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+    EITHER = "either"
+
+
+class SharedFsKind(str, Enum):
+    NONE = "none"
+    NFS = "nfs"  # exported from the head node's NVMe
+    MANAGED = "managed"  # the provider's managed filesystem (FSx, Filestore, Lambda FS, ...)
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+
+
+def canonical_gpu(name: str) -> str:
+    """Normalise a GPU model name for comparison: ``rtx 4090`` == ``RTX4090`` == ``rtx-4090``."""
+    return re.sub(r"[\s_\-]", "", name).upper()
+
+
+class GpuSpec(_Model):
+    model: list[str] = Field(
+        default_factory=list,
+        description="Acceptable GPU models, e.g. [H100, H200]. Empty accepts any model.",
+    )
+    count: PositiveInt = Field(description="Total GPUs in the cluster.")
+    min_memory_gib: NonNegFloat = Field(0, description="Minimum memory per GPU in GiB.")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, str) else value
+
+
+class NodesSpec(_Model):
+    gpus_per_node: PositiveInt | None = Field(None, description="GPUs on each node.")
+    count: PositiveInt | None = Field(None, description="Number of nodes.")
+
+
+class InterconnectSpec(_Model):
+    fabric: Fabric = Field(Fabric.ANY, description="Required inter-node fabric.")
+    min_gbps_per_node: NonNegFloat = Field(0, description="Minimum fabric bandwidth per node.")
+
+
+class SharedStorageSpec(_Model):
+    kind: SharedFsKind = SharedFsKind.NONE
+    size_gib: NonNegFloat = 0
+    mount_path: str = "/shared"
+
+
+class StorageSpec(_Model):
+    checkpoint_nvme_gib_per_node: NonNegFloat = Field(
+        0, description="Local NVMe capacity for checkpoints on every node."
+    )
+    checkpoint_path: str = "/mnt/checkpoints"
+    shared: SharedStorageSpec = Field(default_factory=SharedStorageSpec)
+
+
+class ProvidersSpec(_Model):
+    allow: list[str] = Field(default_factory=list, description="Only these providers (empty: all).")
+    deny: list[str] = Field(default_factory=list)
+    regions: list[str] = Field(default_factory=list, description="Only these regions (empty: all).")
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _known(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in PROVIDER_NAMES:
+                raise ValueError(f"unknown provider {name!r}; known: {', '.join(PROVIDER_NAMES)}")
+        return names
+
+
+class PricingSpec(_Model):
+    mode: PricingMode = PricingMode.ON_DEMAND
+    max_hourly_usd: NonNegFloat | None = Field(None, description="Cap on the cluster's hourly price.")
+    max_total_usd: NonNegFloat | None = Field(None, description="Cap on the expected total cost.")
+
+
+class ReliabilitySpec(_Model):
+    min_score: Annotated[float, Field(ge=0, le=1)] = Field(
+        0, description="Minimum host reliability score (0-1), e.g. Vast.ai's."
+    )
+
+
+_LOCATION = re.compile(
+    r"^(?:(?P<provider>aws|gcp|lambda|runpod|vastai|fluence):(?P<region>[a-z0-9\-]+)"
+    r"|(?P<scheme>s3|gs)://[^\s/]+(?:/\S*)?|internet|local|none)$"
+)
+
+
+class DatasetSpec(_Model):
+    size_gb: NonNegFloat = 0
+    location: str = Field(
+        "none",
+        description="Where the data lives: aws:us-east-1, gcp:us-central1, s3://bucket/path "
+        "(set region), gs://bucket/path, internet, local or none.",
+    )
+    region: str | None = Field(None, description="Region of an s3:// or gs:// bucket.")
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, value: str) -> str:
+        if not _LOCATION.match(value):
+            raise ValueError(
+                "expected PROVIDER:REGION (aws:us-east-1), s3://bucket, gs://bucket, "
+                "internet, local or none"
+            )
+        return value
+
+    @property
+    def source(self) -> tuple[str | None, str | None]:
+        """(provider, region) the data leaves from; provider None means the open internet."""
+        match = _LOCATION.match(self.location)
+        assert match is not None
+        if match["provider"]:
+            return match["provider"], match["region"]
+        if match["scheme"]:
+            return ("aws" if match["scheme"] == "s3" else "gcp"), self.region
+        return None, None
+
+
+class WorkloadSpec(_Model):
+    hours: Annotated[float, Field(gt=0)] = Field(1, description="Expected run time in hours.")
+    dataset: DatasetSpec = Field(default_factory=DatasetSpec)
+    results_out_gb: NonNegFloat = Field(0, description="GB leaving the cluster (results, checkpoints).")
+    checkpoint_interval_minutes: Annotated[float, Field(gt=0)] = 60
+    restart_overhead_minutes: NonNegFloat = 10
+
+
+class LifetimeSpec(_Model):
+    ttl_hours: Annotated[float, Field(gt=0)] | None = Field(
+        None, description="Hard limit: every node powers off after this long."
+    )
+    idle_timeout_minutes: Annotated[float, Field(gt=0)] | None = None
+
+
+class AccessSpec(_Model):
+    ssh_public_key: str | None = None
+    allowed_cidrs: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _ssh_key(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-\S+) \S+", value):
+            raise ValueError("expected an OpenSSH public key (ssh-ed25519 AAAA... or ssh-rsa AAAA...)")
+        return value
+
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a CIDR block") from None
+        return values
+
+
+class ClusterSpec(_Model):
+    """A whole cluster request. Field names are the YAML keys."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9\-]{0,38}[a-z0-9]$")] = Field(
+        description="Cluster name: lowercase letters, digits and dashes."
+    )
+    gpus: GpuSpec
+    nodes: NodesSpec = Field(default_factory=NodesSpec)
+    interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    control_plane: ControlPlane = ControlPlane.NONE
+    providers: ProvidersSpec = Field(default_factory=ProvidersSpec)
+    pricing: PricingSpec = Field(default_factory=PricingSpec)
+    reliability: ReliabilitySpec = Field(default_factory=ReliabilitySpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    lifetime: LifetimeSpec = Field(default_factory=LifetimeSpec)
+    access: AccessSpec = Field(default_factory=AccessSpec)
+
+    def allowed_providers(self) -> list[str]:
+        allow = self.providers.allow or list(PROVIDER_NAMES)
+        return [name for name in allow if name not in self.providers.deny]
+
+
+def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
+    """Yield ``(field path, message)`` for cross-field mistakes in an otherwise valid spec."""
+    total = spec.gpus.count
+    per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
+    if per_node and total % per_node:
+        yield "nodes.gpus_per_node", f"{total} GPUs cannot be split evenly into nodes of {per_node}"
+    if node_count and total % node_count:
+        yield "nodes.count", f"{total} GPUs cannot be split evenly across {node_count} nodes"
+    if per_node and node_count and per_node * node_count != total:
+        yield "nodes.count", f"{node_count} nodes x {per_node} GPUs is not gpus.count={total}"
+    if not spec.allowed_providers():
+        yield "providers.deny", "every provider is excluded"
+    overlap = set(spec.providers.allow) & set(spec.providers.deny)
+    if overlap and spec.allowed_providers():
+        yield "providers.deny", f"{', '.join(sorted(overlap))} is both allowed and denied"
+    ttl = spec.lifetime.ttl_hours
+    if ttl is not None and ttl < spec.workload.hours:
+        yield "lifetime.ttl_hours", (
+            f"TTL {ttl:g} h is shorter than the expected run of {spec.workload.hours:g} h"
+        )
+    shared = spec.storage.shared
+    if shared.kind != SharedFsKind.NONE and shared.size_gib <= 0:
+        yield "storage.shared.size_gib", f"a {shared.kind.value} filesystem needs a size > 0"
+    dataset = spec.workload.dataset
+    if dataset.location.startswith(("s3://", "gs://")) and dataset.region is None and dataset.size_gb:
+        yield "workload.dataset.region", "set the bucket's region to price moving the dataset"
+
+
+__all__ = [
+    "PROVIDER_NAMES",
+    "AccessSpec",
+    "ClusterSpec",
+    "ControlPlane",
+    "DatasetSpec",
+    "Fabric",
+    "GpuSpec",
+    "InterconnectSpec",
+    "LifetimeSpec",
+    "NodesSpec",
+    "PricingMode",
+    "PricingSpec",
+    "ProvidersSpec",
+    "ReliabilitySpec",
+    "SharedFsKind",
+    "SharedStorageSpec",
+    "StorageSpec",
+    "WorkloadSpec",
+    "canonical_gpu",
+    "spec_problems",
+]
