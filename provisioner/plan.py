@@ -23,7 +23,10 @@ PLAN_VERSION = 1
 
 
 class CostBreakdown(BaseModel):
-    """Expected USD for the whole run. ``total`` is the sum of the other parts."""
+    """Expected USD for the whole run. ``total`` is the sum of the four parts.
+
+    ``compute`` includes the paid boot/bootstrap time (``boot_usd`` says how much of it).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -31,8 +34,8 @@ class CostBreakdown(BaseModel):
     storage: float
     egress: float
     interruption: float
-    boot: float = Field(0, description="Paid time while nodes boot and bootstrap.")
     total: float
+    boot_usd: float = Field(0, description="Part of compute paid while nodes boot and bootstrap.")
 
 
 class Option(BaseModel):
