@@ -17,7 +17,7 @@ Contract (checked by tests/providers/contract.py for every adapter):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from enum import Enum
+from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +28,7 @@ CLUSTER_TAG = "provisioner-cluster"
 """Tag/label key (or name prefix where a provider has no tags) marking a cluster's nodes."""
 
 
-class Capability(str, Enum):
+class Capability(StrEnum):
     SPOT = "spot"
     MULTI_NODE = "multi_node"
     PLACEMENT = "placement"
@@ -41,7 +41,7 @@ class Capability(str, Enum):
     SHARED_FS = "shared_fs"
 
 
-class NodeStatus(str, Enum):
+class NodeStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     STOPPING = "stopping"

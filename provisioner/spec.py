@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -22,7 +22,7 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
 
 
-class Fabric(str, Enum):
+class Fabric(StrEnum):
     """Inter-node network fabric. ``any`` (in a spec) accepts every fabric."""
 
     ANY = "any"
@@ -32,19 +32,19 @@ class Fabric(str, Enum):
     EFA = "efa"
 
 
-class ControlPlane(str, Enum):
+class ControlPlane(StrEnum):
     SLURM = "slurm"
     KUBERNETES = "kubernetes"
     NONE = "none"
 
 
-class PricingMode(str, Enum):
+class PricingMode(StrEnum):
     ON_DEMAND = "on_demand"
     SPOT = "spot"
     EITHER = "either"
 
 
-class SharedFsKind(str, Enum):
+class SharedFsKind(StrEnum):
     NONE = "none"
     NFS = "nfs"  # exported from the head node's NVMe
     MANAGED = "managed"  # the provider's managed filesystem (FSx, Filestore, Lambda FS, ...)

@@ -1,0 +1,145 @@
+"""The `provisioner` command line: a thin shell around the pure core.
+
+Every ProvisionerError becomes one line on stderr and its exit code (2 for a bad spec
+or catalog, 3 for an unplannable spec, 4 for a provider failure); usage mistakes exit 2.
+Heavy modules are imported inside commands so `provisioner plan` starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from provisioner.errors import ProvisionerError, SpecError
+
+app = typer.Typer(
+    name="provisioner",
+    help="Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+catalog_app = typer.Typer(help="List the offer catalog, or refresh it from the providers' live APIs.")
+app.add_typer(catalog_app, name="catalog")
+
+FORMATS = ("table", "json", "csv", "markdown", "html")
+
+
+def _echo(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
+def plan(
+    specs: Annotated[list[Path], typer.Argument(help="Spec file(s) (YAML).", show_default=False)],
+    catalog: Annotated[Path | None, typer.Option(help="Catalog file to use instead of the cache/bundled one.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table | json | csv | markdown | html")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
+    top: Annotated[int, typer.Option(min=1, help="Show this many ranked options.")] = 10,
+    explain: Annotated[bool, typer.Option(help="List every rejected offer with its reason.")] = False,
+    save_plan: Annotated[Path | None, typer.Option(help="Freeze the winning option into a plan file.")] = None,
+) -> None:
+    """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing."""
+    from provisioner.workflow import plan_report
+
+    if format not in FORMATS:
+        raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}", param_hint="--format")
+    if save_plan and len(specs) != 1:
+        raise typer.BadParameter("needs exactly one spec", param_hint="--save-plan")
+    text = plan_report(specs, catalog_path=catalog, fmt=format, top=top, explain=explain, save_plan_to=save_plan)
+    _echo(text, output)
+    if save_plan:
+        typer.echo(f"saved plan to {save_plan}", err=True)
+
+
+@app.command()
+def schema() -> None:
+    """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
+    import json
+
+    from provisioner.spec import ClusterSpec
+
+    document = ClusterSpec.model_json_schema()
+    document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    document["title"] = "provisioner cluster spec"
+    typer.echo(json.dumps(document, indent=2))
+
+
+@app.command()
+def render(
+    source: Annotated[Path, typer.Argument(help="A spec (YAML) or a saved plan (JSON).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the files into.")],
+    catalog: Annotated[Path | None, typer.Option(help="Catalog used when SOURCE is a spec.")] = None,
+) -> None:
+    """Write every file the cluster needs: cloud-init per role, Slurm or Kubernetes configs, job helpers."""
+    from provisioner.render import render_to_dir
+    from provisioner.workflow import plan_from_source
+
+    written = render_to_dir(plan_from_source(source, catalog_path=catalog), out)
+    for path in written:
+        typer.echo(str(path))
+
+
+@catalog_app.callback(invoke_without_command=True)
+def catalog_list(
+    ctx: typer.Context,
+    provider: Annotated[str | None, typer.Option(help="Only this provider.")] = None,
+    gpu: Annotated[str | None, typer.Option(help="Only this GPU model, e.g. H100.")] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
+    catalog: Annotated[Path | None, typer.Option(help="Catalog file to list.")] = None,
+) -> None:
+    """List offers from the catalog in use (the refreshed cache if present, else the bundled one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from provisioner.workflow import catalog_listing
+
+    if format not in ("table", "json"):
+        raise typer.BadParameter("must be table or json", param_hint="--format")
+    _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
+
+
+@catalog_app.command("refresh")
+def catalog_refresh(
+    provider: Annotated[list[str] | None, typer.Option(help="Refresh only these providers.")] = None,
+) -> None:
+    """Fetch live offers from the providers' APIs and write the dated cache `plan` then uses."""
+    from provisioner.refresh import refresh_catalog
+
+    summary = refresh_catalog(provider or None)
+    typer.echo(summary)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point. Returns the exit code (never raises for user or provider errors)."""
+    import click
+
+    command = typer.main.get_command(app)
+    try:
+        command.main(args=argv, prog_name="provisioner", standalone_mode=False)
+    except ProvisionerError as exc:
+        # A SpecError already reads FILE:LINE:COL: path: message.
+        typer.echo(str(exc) if isinstance(exc, SpecError) else f"error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        typer.echo("aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        return 2
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

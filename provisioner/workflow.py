@@ -1,0 +1,106 @@
+"""Glue between the CLI and the pure core: pick the catalog, plan, report, save.
+
+This is the shell layer: it reads files and the environment (the cache location),
+the core modules it calls do not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from provisioner.catalog import load_bundled_catalog, load_catalog
+from provisioner.errors import NoFeasibleOfferError, SpecError
+from provisioner.loader import load_spec, locate, spec_marks
+from provisioner.offer import Catalog
+from provisioner.plan import Plan, PlanResult, load_plan, save_plan
+from provisioner.spec import ClusterSpec, canonical_gpu
+
+CACHE_FILE = "catalog.json"
+
+
+def cache_dir() -> Path:
+    """Where `catalog refresh` writes: $PROVISIONER_CACHE_DIR or the platform's user cache dir."""
+    override = os.environ.get("PROVISIONER_CACHE_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpu-provisioner"))
+
+
+def choose_catalog(catalog_path: Path | None) -> Catalog:
+    """``--catalog FILE`` beats the refreshed cache, which beats the bundled snapshot."""
+    if catalog_path is not None:
+        return load_catalog(catalog_path)
+    cached = cache_dir() / CACHE_FILE
+    if cached.is_file():
+        return load_catalog(cached)
+    return load_bundled_catalog()
+
+
+def resolve(spec: ClusterSpec, catalog: Catalog, spec_path: Path) -> PlanResult:
+    """Plan ``spec``; when nothing fits, raise a SpecError at the field that ruled out the last offers."""
+    from provisioner.optimizer import resolve_plan
+
+    try:
+        return resolve_plan(spec, catalog)
+    except NoFeasibleOfferError as exc:
+        raise _located(exc, spec_path) from None
+
+
+def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
+    if not exc.rejected:
+        return SpecError(str(exc), file=str(spec_path))
+    deepest = max(r.stage for r in exc.rejected)
+    blamed = [r for r in exc.rejected if r.stage == deepest]
+    field = blamed[0].field or ""
+    marks = spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path))
+    line, column = locate(field, marks) if field else (1, 1)
+    count = len({(r.provider, r.instance_type, r.region) for r in exc.rejected})
+    message = f"no offer fits: {blamed[0].reason} ({blamed[0].provider} {blamed[0].instance_type}; " \
+              f"{count} offers rejected, see --explain)"
+    return SpecError(message, path=field, file=str(spec_path), line=line, column=column)
+
+
+def plan_report(
+    spec_paths: list[Path],
+    *,
+    catalog_path: Path | None,
+    fmt: str,
+    top: int,
+    explain: bool,
+    save_plan_to: Path | None,
+) -> str:
+    """Render the comparison for each spec (a JSON list for several specs in JSON format)."""
+    from provisioner.report import render_report
+
+    catalog = choose_catalog(catalog_path)
+    results = [resolve(load_spec(path), catalog, path) for path in spec_paths]
+    if save_plan_to is not None:
+        save_plan(results[0].to_plan(), save_plan_to)
+    if fmt == "json" and len(results) > 1:
+        docs = [json.loads(render_report(result, "json", top=top, explain=explain)) for result in results]
+        return json.dumps(docs, indent=2) + "\n"
+    return "\n".join(render_report(result, fmt, top=top, explain=explain) for result in results)
+
+
+def plan_from_source(source: Path, *, catalog_path: Path | None) -> Plan:
+    """A saved plan (JSON) as is, or the winning plan for a spec (YAML)."""
+    if source.suffix == ".json":
+        return load_plan(source)
+    return resolve(load_spec(source), choose_catalog(catalog_path), source).to_plan()
+
+
+def catalog_listing(*, catalog_path: Path | None, provider: str | None, gpu: str | None, fmt: str) -> str:
+    from provisioner.report import render_catalog
+
+    catalog = choose_catalog(catalog_path)
+    offers = [
+        offer
+        for offer in catalog.offers
+        if (provider is None or offer.provider == provider)
+        and (gpu is None or canonical_gpu(offer.gpu_model) == canonical_gpu(gpu))
+    ]
+    return render_catalog(offers, fmt, as_of=catalog.as_of, origin=catalog.origin)
