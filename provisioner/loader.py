@@ -19,7 +19,8 @@ from provisioner.errors import SpecError
 from provisioner.spec import ClusterSpec, spec_problems
 
 Loc = tuple[str | int, ...]
-Marks = dict[Loc, tuple[int, int]]
+Marks = dict[Loc, tuple[int, int, int, int]]
+"""path -> (key line, key column, value line, value column); the root and list items have key == value."""
 
 
 def load_spec(path: str | Path) -> ClusterSpec:
@@ -38,7 +39,7 @@ def parse_spec(text: str, file: str = "<spec>") -> ClusterSpec:
     data, marks = _compose(text, file)
     spec = _validate(data, marks, file)
     for field_path, message in spec_problems(spec):
-        line, column = _mark_for(tuple(field_path.split(".")), marks)
+        line, column = _mark_for(tuple(field_path.split(".")), marks, key=True)
         raise SpecError(message, path=field_path, file=file, line=line, column=column)
     return spec
 
@@ -49,8 +50,8 @@ def spec_marks(text: str, file: str = "<spec>") -> Marks:
 
 
 def locate(field_path: str, marks: Marks) -> tuple[int, int]:
-    """Line and column for a dotted field path, falling back to its nearest parent."""
-    return _mark_for(tuple(field_path.split(".")), marks)
+    """Line and column of a dotted field path's key, falling back to its nearest parent."""
+    return _mark_for(tuple(field_path.split(".")), marks, key=True)
 
 
 # -- YAML to plain data with marks -------------------------------------------------------
@@ -73,8 +74,13 @@ def _compose(text: str, file: str) -> tuple[Any, Marks]:
     return data, marks
 
 
-def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file: str) -> Any:
-    marks.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
+def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file: str,
+           key_at: tuple[int, int] | None = None) -> Any:
+    value_at = (node.start_mark.line + 1, node.start_mark.column + 1)
+    marks[loc] = (*(key_at or value_at), *value_at)
+    if len(loc) > 32:  # only a recursive alias (&a [*a]) nests this deep in a spec
+        raise SpecError("document nests too deeply (recursive alias?)", path=_dotted(loc[:3]), file=file,
+                        line=value_at[0], column=value_at[1])
     if isinstance(node, yaml.MappingNode):
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -86,15 +92,14 @@ def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file:
             if key in result:
                 raise SpecError(f"duplicate key {key!r}", path=_dotted((*loc, key)), file=file,
                                 line=where[0], column=where[1])
-            marks[(*loc, key)] = where
-            result[key] = _build(value_node, (*loc, key), marks, ctor, file)
+            result[key] = _build(value_node, (*loc, key), marks, ctor, file, where)
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, (*loc, index), marks, ctor, file) for index, item in enumerate(node.value)]
     try:
         return ctor.construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-        line, column = marks[loc]
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError) as exc:
+        line, column = value_at
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"unsupported value: {' '.join(str(problem).split())}",
                         path=_dotted(loc), file=file, line=line, column=column) from None
@@ -104,7 +109,7 @@ def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file:
 
 def _validate(data: Any, marks: Marks, file: str) -> ClusterSpec:
     if not isinstance(data, Mapping):
-        line, column = marks[()]
+        line, column = marks[()][2:]
         raise SpecError("a spec is a mapping of keys (name:, gpus:, ...)", file=file,
                         line=line, column=column)
     try:
@@ -112,7 +117,8 @@ def _validate(data: Any, marks: Marks, file: str) -> ClusterSpec:
     except ValidationError as exc:
         error = _first_error(exc)
         loc: Loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
-        line, column = _mark_for(loc, marks)
+        # Point at the key for unknown/missing keys, at the value for a bad value.
+        line, column = _mark_for(loc, marks, key=error["type"] in ("extra_forbidden", "missing"))
         raise SpecError(_message(error, loc), path=_dotted(loc), file=file,
                         line=line, column=column) from None
 
@@ -154,10 +160,12 @@ def _field_names(loc: Loc) -> list[str]:
     return sorted(model.model_fields) if model else []
 
 
-def _mark_for(loc: Loc, marks: Marks) -> tuple[int, int]:
+def _mark_for(loc: Loc, marks: Marks, *, key: bool = False) -> tuple[int, int]:
     for end in range(len(loc), -1, -1):
         if loc[:end] in marks:
-            return marks[loc[:end]]
+            found = marks[loc[:end]]
+            # A missing field's nearest parent is a mapping: point at its key, not its first child.
+            return found[:2] if key or end < len(loc) else found[2:]
     return (1, 1)
 
 

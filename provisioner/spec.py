@@ -200,9 +200,7 @@ class AccessSpec(_Model):
 class ClusterSpec(_Model):
     """A whole cluster request. Field names are the YAML keys."""
 
-    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9\-]{0,38}[a-z0-9]$")] = Field(
-        description="Cluster name: lowercase letters, digits and dashes."
-    )
+    name: str = Field(description="Cluster name: 2-40 lowercase letters, digits and dashes.")
     gpus: GpuSpec
     nodes: NodesSpec = Field(default_factory=NodesSpec)
     interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
@@ -214,6 +212,13 @@ class ClusterSpec(_Model):
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     lifetime: LifetimeSpec = Field(default_factory=LifetimeSpec)
     access: AccessSpec = Field(default_factory=AccessSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9\-]{0,38}[a-z0-9]", value):
+            raise ValueError("use 2-40 lowercase letters, digits and dashes, starting with a letter")
+        return value
 
     def allowed_providers(self) -> list[str]:
         allow = self.providers.allow or list(PROVIDER_NAMES)

@@ -1,0 +1,175 @@
+"""Spec loading: every bad document is one located SpecError, never anything else."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from provisioner.errors import SpecError
+from provisioner.loader import load_spec, parse_spec
+from provisioner.spec import ClusterSpec, Fabric, PricingMode
+from tests.conftest import EXAMPLES
+
+GOOD = """\
+name: demo
+gpus:
+  model: [H100, H200]
+  count: 16
+  min_memory_gib: 80
+nodes:
+  gpus_per_node: 8
+interconnect:
+  fabric: infiniband
+  min_gbps_per_node: 400
+pricing:
+  mode: either
+  max_total_usd: 1000
+workload:
+  hours: 10
+  dataset: {size_gb: 100, location: "aws:us-east-1"}
+"""
+
+
+def test_good_spec_round_trips_values() -> None:
+    spec = parse_spec(GOOD, "good.yaml")
+    assert spec.gpus.model == ["H100", "H200"]
+    assert spec.gpus.count == 16
+    assert spec.interconnect.fabric is Fabric.INFINIBAND
+    assert spec.pricing.mode is PricingMode.EITHER
+    assert spec.workload.dataset.source == ("aws", "us-east-1")
+
+
+def test_single_model_string_becomes_list() -> None:
+    spec = parse_spec("name: a1\ngpus: {model: A100, count: 1}\n")
+    assert spec.gpus.model == ["A100"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
+         "s.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8"),
+        ("name: demo\ngpus:\n  cont: 4\n",
+         "s.yaml:3:3: gpus.cont: unknown key 'cont'; did you mean 'count'?"),
+        ("name: demo\ngpus:\n  count: four\n",
+         "s.yaml:3:10: gpus.count: Input should be a valid integer, unable to parse string as an integer"),
+        ("name: demo\ngpus: [1\n",
+         "s.yaml:3:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"),
+        ("name: demo\ngpus:\n  count: 1\ninterconnect:\n  fabric: ib\n",
+         "s.yaml:5:11: interconnect.fabric: Input should be 'any', 'ethernet', 'roce', 'infiniband' or 'efa'"),
+        ("name: demo\n",
+         "s.yaml:1:1: gpus: required field is missing"),
+        ("name: demo\ngpus: {count: 2}\nproviders:\n  allow: [aws, azure]\n",
+         "s.yaml:4:10: providers.allow: unknown provider 'azure'; known: aws, gcp, lambda, runpod, vastai, fluence"),
+        ("name: demo\ngpus: {count: 2}\nworkload:\n  hours: 10\nlifetime:\n  ttl_hours: 2\n",
+         "s.yaml:6:3: lifetime.ttl_hours: TTL 2 h is shorter than the expected run of 10 h"),
+        ("name: demo\ngpus: {count: 2}\ncontrol_plane: slurmm\n",
+         "s.yaml:3:16: control_plane: Input should be 'slurm', 'kubernetes' or 'none'"),
+        ("name: demo\ngpus:\n  count: 1\n  count: 2\n", "s.yaml:4:3: gpus.count: duplicate key 'count'"),
+        ("", "s.yaml:1:1: the spec is empty"),
+        ("- a\n", "s.yaml:1:1: a spec is a mapping of keys (name:, gpus:, ...)"),
+        ("name: demo\ngpus: {count: 2}\nworkload:\n  dataset: {location: 'ftp:x'}\n",
+         "s.yaml:4:23: workload.dataset.location: expected PROVIDER:REGION (aws:us-east-1), s3://bucket, "
+         "gs://bucket, internet, local or none"),
+    ],
+)
+def test_bad_specs_give_one_located_line(text: str, expected: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "s.yaml")
+    assert str(info.value) == expected
+    assert "\n" not in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_unreadable_file(tmp_path) -> None:
+    with pytest.raises(SpecError, match=r"missing\.yaml:1:1: cannot read spec"):
+        load_spec(tmp_path / "missing.yaml")
+
+
+def test_examples_load() -> None:
+    names = {load_spec(path).name for path in sorted(EXAMPLES.glob("*.yaml"))}
+    assert len(names) >= 4
+
+
+# -- property tests: nothing but SpecError escapes ----------------------------------------
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+    st.text(string.printable, max_size=12),
+)
+_keys = st.sampled_from(
+    ["name", "gpus", "count", "model", "nodes", "gpus_per_node", "interconnect", "fabric", "storage",
+     "pricing", "mode", "workload", "hours", "dataset", "location", "lifetime", "ttl_hours", "access",
+     "bogus", "providers", "allow", "min_memory_gib"]
+)
+_documents = st.recursive(
+    _scalars,
+    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(_keys, children, max_size=5)),
+    max_leaves=20,
+)
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> dict:
+    """The good spec with one to three sections or fields replaced by random documents."""
+    doc = yaml.safe_load(GOOD)
+    for _ in range(draw(st.integers(1, 3))):
+        section = draw(st.sampled_from(sorted(doc)))
+        if isinstance(doc[section], dict) and doc[section] and draw(st.booleans()):
+            key = draw(st.sampled_from(sorted(doc[section])))
+            doc[section][key] = draw(_documents)
+        else:
+            doc[section] = draw(_documents)
+    return doc
+
+
+def _only_spec_errors(text: str) -> None:
+    try:
+        spec = parse_spec(text, "fuzz.yaml")
+    except SpecError as exc:
+        message = str(exc)
+        assert message.startswith("fuzz.yaml:")
+        assert "\n" not in message
+    else:
+        assert isinstance(spec, ClusterSpec)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_documents)
+def test_random_documents_raise_only_spec_errors(document) -> None:
+    _only_spec_errors(yaml.safe_dump(document))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=200))
+def test_random_text_raises_only_spec_errors(text: str) -> None:
+    _only_spec_errors(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_mutated_good_spec_raises_only_spec_errors(document: dict) -> None:
+    _only_spec_errors(yaml.safe_dump(document))
+
+
+_yaml_tokens = st.sampled_from(
+    ["&a ", "*a", "{", "}", "[", "]", ": ", "- ", "\n", "  ", "name", "gpus", "count", "1", "-3", "8.5",
+     "!!str ", "!!int ", "!!python/name:os.system ", "? ", "'", '"', "|\n", ">\n", "# c", ",", "~", "<<: ",
+     "nodes", "gpus_per_node", "demo", "null", "true", "\t", "%YAML 1.1\n", "---\n", "...\n"]
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_yaml_tokens, max_size=40).map("".join))
+def test_yaml_token_soup_raises_only_spec_errors(text: str) -> None:
+    _only_spec_errors(text)
+
+
+@pytest.mark.parametrize("text", ["a: &a [*a]\n", "&a {b: *a}\n"])
+def test_recursive_aliases_are_spec_errors(text: str) -> None:
+    with pytest.raises(SpecError, match="nests too deeply"):
+        parse_spec(text, "r.yaml")
