@@ -1,0 +1,68 @@
+"""Cost-comparison reports for a PlanResult, and the catalog listing.
+
+``render_report`` is the one entry point the CLI uses for ``provisioner plan``; it is
+pure (no I/O, no clock) and returns the whole document as a string. Formats:
+
+- ``table``: rich terminal tables (``color``/``width`` apply only here);
+- ``json`` / ``csv``: machine-readable, unrounded numbers, fixed field order;
+- ``markdown``: GitHub pipe tables for pull requests and docs;
+- ``html``: one self-contained page with an inline SVG stacked bar chart.
+
+``top`` limits the ranked options shown; when None, the human formats (table,
+markdown, html) show 10 and the machine formats (json, csv) show all. Rejected offers
+are always all included; ``explain`` lists each instead of grouping them by reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from provisioner.offer import Offer
+from provisioner.plan import PlanResult
+from provisioner.report.html import render_html
+from provisioner.report.tabular import render_catalog_json, render_csv, render_json, render_markdown
+from provisioner.report.terminal import render_catalog_table, render_table
+from provisioner.report.view import DEFAULT_TOP, shown_options
+
+REPORT_FORMATS = ("table", "json", "csv", "markdown", "html")
+CATALOG_FORMATS = ("table", "json")
+
+
+def render_report(
+    result: PlanResult,
+    fmt: str,
+    *,
+    top: int | None = None,
+    explain: bool = False,
+    color: bool = False,
+    width: int = 120,
+) -> str:
+    """Render ``result`` as ``fmt``. Raises ValueError for an unknown format or top < 1."""
+    if fmt not in REPORT_FORMATS:
+        raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(REPORT_FORMATS)}")
+    machine = fmt in ("json", "csv")
+    options = shown_options(result, top, default=None if machine else DEFAULT_TOP)
+    if fmt == "table":
+        return render_table(result, options, explain=explain, color=color, width=width)
+    if fmt == "json":
+        return render_json(result, options)
+    if fmt == "csv":
+        return render_csv(options)
+    if fmt == "markdown":
+        return render_markdown(result, options, explain=explain)
+    return render_html(result, options, explain=explain)
+
+
+def render_catalog(
+    offers: Sequence[Offer], fmt: str, as_of: dt.date | str, origin: str, *, width: int = 140
+) -> str:
+    """List ``offers`` (in the given order) as a ``table`` or ``json``. Raises ValueError otherwise."""
+    if fmt == "table":
+        return render_catalog_table(offers, as_of, origin, width=width)
+    if fmt == "json":
+        return render_catalog_json(offers, as_of, origin)
+    raise ValueError(f"unknown catalog format {fmt!r}; expected one of {', '.join(CATALOG_FORMATS)}")
+
+
+__all__ = ["CATALOG_FORMATS", "REPORT_FORMATS", "render_catalog", "render_report"]

@@ -1,0 +1,150 @@
+"""The terminal report and catalog listing, drawn with rich into a string.
+
+Nothing is printed: a private Console writes to a StringIO at a fixed width, with no
+colour unless asked, so output is the same on every terminal and in tests. Every
+value from a spec, catalog or provider goes in as ``Text`` so brackets in it are never
+read as rich markup.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Console, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from provisioner.offer import Offer
+from provisioner.plan import Option, PlanResult
+from provisioner.report.view import (
+    as_of_text,
+    catalog_summary,
+    examples_text,
+    gpu_label,
+    group_rejections,
+    no_options_message,
+    request_summary,
+    sorted_rejections,
+    usd,
+    winner_summary,
+)
+
+
+def _console(width: int, color: bool) -> Console:
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+        soft_wrap=False,
+    )
+
+
+def _render(renderables: Sequence[RenderableType], width: int, color: bool) -> str:
+    console = _console(width, color)
+    for renderable in renderables:
+        console.print(renderable)
+    file = console.file
+    assert isinstance(file, io.StringIO)
+    return file.getvalue()
+
+
+def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for name, justify in columns:
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    return table
+
+
+_OPTION_COLUMNS = (
+    ("#", "right"), ("provider", "left"), ("region", "left"), ("instance type", "left"),
+    ("GPU x/node", "left"), ("nodes", "right"), ("spot", "left"), ("$/h", "right"),
+    ("compute", "right"), ("storage", "right"), ("egress", "right"), ("interrupt", "right"),
+    ("total", "right"),
+)
+
+
+def _options_table(title: str, options: Sequence[Option]) -> Table:
+    table = _table(title, _OPTION_COLUMNS)
+    for option in options:
+        cost = option.cost
+        table.add_row(
+            Text(str(option.rank)), Text(option.provider), Text(option.region), Text(option.instance_type),
+            Text(gpu_label(option.gpu_model, option.gpus_per_node)), Text(str(option.nodes)),
+            Text("yes" if option.spot else "no"), Text(usd(option.hourly_usd)),
+            Text(usd(cost.compute)), Text(usd(cost.storage)), Text(usd(cost.egress)),
+            Text(usd(cost.interruption)), Text(usd(cost.total), style="bold"),
+        )
+    return table
+
+
+def render_table(
+    result: PlanResult, options: Sequence[Option], *, explain: bool, color: bool, width: int
+) -> str:
+    """The full terminal report: header, winner, ranked and per-provider tables, rejections."""
+    parts: list[RenderableType] = [
+        Text(f"{result.spec.name}: {request_summary(result)}", style="bold"),
+        Text(catalog_summary(result), style="dim"),
+        Text(""),
+    ]
+    if options:
+        parts.append(Text.assemble(("Cheapest: ", "bold green"), winner_summary(options[0])))
+        parts.append(Text(""))
+        title = f"Ranked options ({len(options)} of {len(result.options)})"
+        parts.append(_options_table(title, options))
+        parts.append(_options_table("Best per provider", result.best_per_provider()))
+    else:
+        parts.append(Text(no_options_message(result), style="bold red"))
+        parts.append(Text(""))
+    parts.extend(_rejections(result, explain))
+    return _render(parts, width, color)
+
+
+def _rejections(result: PlanResult, explain: bool) -> list[RenderableType]:
+    title = f"Rejected offers ({len(result.rejected)})"
+    if not result.rejected:
+        return [Text(f"{title}: none")]
+    if explain:
+        table = _table(title, (("provider", "left"), ("region", "left"), ("instance type", "left"),
+                               ("reason", "left")))
+        for item in sorted_rejections(result.rejected):
+            table.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
+        return [table]
+    table = _table(title, (("offers", "right"), ("reason", "left"), ("examples", "left")))
+    for group in group_rejections(result.rejected):
+        table.add_row(Text(str(group.count)), Text(group.reason), Text(examples_text(group)))
+    return [table, Text("(--explain lists every rejected offer)", style="dim")]
+
+
+def _price(value: float | None) -> Text:
+    return Text("-" if value is None else usd(value))
+
+
+def render_catalog_table(offers: Sequence[Offer], as_of: dt.date | str, origin: str, *, width: int) -> str:
+    """Every offer as one row, in the order given."""
+    title = f"{len(offers)} offers; prices as of {as_of_text(as_of)} from {origin}"
+    table = _table(title, (
+        ("provider", "left"), ("instance type", "left"), ("region", "left"), ("GPU x count", "left"),
+        ("GPU mem", "right"), ("fabric/Gbps", "left"), ("on-demand $/h", "right"), ("spot $/h", "right"),
+        ("egress $/GB", "right"), ("reliability", "right"),
+    ))
+    for offer in offers:
+        table.add_row(
+            Text(offer.provider), Text(offer.instance_type), Text(offer.region),
+            Text(gpu_label(offer.gpu_model, offer.gpus)), Text(f"{offer.gpu_memory_gib:g} GiB"),
+            Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"), _price(offer.price_per_hour_usd),
+            _price(offer.spot_price_per_hour_usd), Text(f"${offer.egress_usd_per_gb:.3f}"),
+            Text(f"{offer.reliability:.3f}"),
+        )
+    return _render([table], width, color=False)
+
+
+__all__ = ["render_catalog_table", "render_table"]
