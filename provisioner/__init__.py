@@ -1,57 +1,44 @@
 """GPU cluster provisioner: spec -> plan -> render, across six providers.
 
 The core (spec, catalog, optimizer, reports) is pure; ``providers/`` talks to clouds and
-``stacks/`` realizes a Plan with Pulumi. Import what you need from here.
+``stacks/`` realizes a Plan with Pulumi. Names below are imported lazily on first use, so
+``import provisioner`` stays cheap for the CLI.
 """
 
-from provisioner.catalog import load_bundled_catalog, load_catalog
-from provisioner.errors import (
-    CapacityError,
-    CatalogError,
-    CredentialsError,
-    NoFeasibleOfferError,
-    PlanError,
-    ProviderAPIError,
-    ProviderError,
-    ProvisionerError,
-    QuotaError,
-    RateLimitError,
-    SpecError,
-    StackError,
-)
-from provisioner.loader import load_spec, parse_spec
-from provisioner.offer import Catalog, Offer, ProviderInfo
-from provisioner.plan import CostBreakdown, Option, Plan, PlanResult, load_plan, save_plan
-from provisioner.spec import ClusterSpec
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CapacityError",
-    "Catalog",
-    "CatalogError",
-    "ClusterSpec",
-    "CostBreakdown",
-    "CredentialsError",
-    "NoFeasibleOfferError",
-    "Offer",
-    "Option",
-    "Plan",
-    "PlanError",
-    "PlanResult",
-    "ProviderAPIError",
-    "ProviderError",
-    "ProviderInfo",
-    "ProvisionerError",
-    "QuotaError",
-    "RateLimitError",
-    "SpecError",
-    "StackError",
-    "__version__",
-    "load_bundled_catalog",
-    "load_catalog",
-    "load_plan",
-    "load_spec",
-    "parse_spec",
-    "save_plan",
-]
+_EXPORTS = {
+    "provisioner.catalog": ["load_bundled_catalog", "load_catalog"],
+    "provisioner.errors": [
+        "CapacityError", "CatalogError", "CredentialsError", "NoFeasibleOfferError", "PlanError",
+        "ProviderAPIError", "ProviderError", "ProvisionerError", "QuotaError", "RateLimitError",
+        "SpecError", "StackError",
+    ],
+    "provisioner.loader": ["load_spec", "parse_spec"],
+    "provisioner.offer": ["Catalog", "Offer", "ProviderInfo"],
+    "provisioner.optimizer": ["resolve_plan"],
+    "provisioner.plan": ["CostBreakdown", "Option", "Plan", "PlanResult", "load_plan", "save_plan"],
+    "provisioner.report": ["render_report"],
+    "provisioner.spec": ["ClusterSpec"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted([*_WHERE, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'provisioner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
