@@ -1,0 +1,191 @@
+"""RunPod API client: REST v2, plus GraphQL only where v2 has no equivalent (spot pods, spot prices).
+
+One method per endpoint. Every failure becomes a ``provisioner.errors`` exception here:
+v2 errors are RFC 9457 problem+json (``{"title","status","detail","errors"?}``); GraphQL
+errors arrive as HTTP 200 with an ``errors`` array and are mapped by ``_graphql_error``.
+The API key is only ever placed in the Authorization header by ``ApiClient``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from providers.http import ApiClient, RateLimits, RetryPolicy, error_detail
+from providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
+from provisioner.errors import (
+    CapacityError,
+    CredentialsError,
+    ProviderAPIError,
+    ProviderError,
+    QuotaError,
+    RateLimitError,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+NAME = "runpod"
+DEFAULT_BASE_URL = "https://api.runpod.io"
+
+# Published policy: "minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400.
+# A bucket of 10 refilled at 0.8/s allows at most 58 calls in any minute and 2,890 in any
+# hour. The day quota (0.58/s sustained) is left to 429 + Retry-After: no run lasts a day.
+RATE_LIMITS = RateLimits(requests_per_s=0.8, burst=10)
+
+# v2 has no machine-readable code for "no capacity", only this detail (and GraphQL's
+# SUPPLY_CONSTRAINT); insufficient balance is HTTP 402.
+_CAPACITY_MARKERS = ("no longer any instances available", "no capacity", "could not be placed")
+_BALANCE_MARKERS = ("insufficient balance", "insufficient funds", "balance too low", "not enough credit")
+
+_GPU_PRICES_QUERY = "query SpotPrices { gpuTypes { id secureSpotPrice communitySpotPrice } }"
+_RENT_SPOT_MUTATION = (
+    "mutation RentInterruptable($input: PodRentInterruptableInput!) "
+    "{ podRentInterruptable(input: $input) { id name } }"
+)
+
+
+def _parse(model: type[M], payload: Any, what: str) -> M:
+    """Validate a response body; a shape we cannot read is a provider API error, not a crash."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ProviderAPIError(NAME, 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
+
+
+def _classify(status: int, message: str) -> type[ProviderError] | None:
+    lowered = message.lower()
+    if status == 402 or any(marker in lowered for marker in _BALANCE_MARKERS):
+        return QuotaError
+    if any(marker in lowered for marker in _CAPACITY_MARKERS):
+        return CapacityError
+    return None
+
+
+def map_error(provider: str, response: httpx.Response) -> ProviderError:
+    """Turn a failed v2 response into the project's error tree, keeping RunPod's own words."""
+    try:
+        problem = Problem.model_validate(response.json())
+        detail = problem.detail or problem.title or response.reason_phrase
+        if problem.errors:
+            detail = f"{detail} ({'; '.join(problem.errors)[:200]})"
+    except (ValueError, ValidationError):
+        detail = error_detail(response)
+    status = response.status_code
+    if status == 401:
+        return CredentialsError(provider, f"API key rejected: {detail}")
+    if status == 403:
+        return CredentialsError(provider, f"API key lacks access: {detail}")
+    if status == 429:
+        return RateLimitError(provider, detail)
+    kind = _classify(status, detail)
+    if kind is not None:
+        return kind(provider, detail)
+    return ProviderAPIError(provider, status, detail)
+
+
+def _graphql_error(provider: str, errors: list[Any]) -> ProviderError:
+    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+    message = " ".join(str(first.get("message", "GraphQL error")).split())[:300]
+    code = str((first.get("extensions") or {}).get("code", ""))
+    if code == "SUPPLY_CONSTRAINT":
+        return CapacityError(provider, message)
+    if code in ("UNAUTHENTICATED", "FORBIDDEN"):
+        return CredentialsError(provider, message)
+    kind = _classify(200, message)
+    return kind(provider, message) if kind else ProviderAPIError(provider, 200, message)
+
+
+class RunPodClient:
+    """Thin wrapper over the RunPod endpoints the adapter needs. Thread-safe as ApiClient is."""
+
+    def __init__(
+        self,
+        api_key: SecretStr | None,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        limits: RateLimits = RATE_LIMITS,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.api = ApiClient(
+            NAME,
+            base_url,
+            api_key,
+            error_mapper=map_error,
+            limits=limits,
+            timeout_s=timeout_s,
+            retry=retry,
+            transport=transport,
+        )
+
+    def __repr__(self) -> str:
+        return f"RunPodClient({self.api!r})"
+
+    def close(self) -> None:
+        self.api.close()
+
+    # -- catalog ---------------------------------------------------------------------------
+    def list_gpu_types(self, *, cloud: str | None = None) -> GpuCatalog:
+        """``GET /v2/catalog/gpus?include=AVAILABILITY&product=POD``."""
+        params: dict[str, Any] = {"include": "AVAILABILITY", "product": "POD"}
+        if cloud:
+            params["cloud"] = cloud
+        return _parse(GpuCatalog, self.api.request("GET", "/v2/catalog/gpus", params=params), "GPU catalog")
+
+    def list_spot_prices(self) -> list[SpotPrice]:
+        """GraphQL ``gpuTypes``: the interruptible floor price per GPU (v2 does not publish it)."""
+        data = self._graphql(_GPU_PRICES_QUERY, {})
+        return [_parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
+
+    # -- pods -----------------------------------------------------------------------------
+    def list_pods(self) -> list[Pod]:
+        """``GET /v2/pods`` (standalone pods; the API has no pagination here)."""
+        return _parse(PodList, self.api.request("GET", "/v2/pods"), "pod list").pods
+
+    def get_pod(self, pod_id: str) -> Pod:
+        return _parse(Pod, self.api.request("GET", f"/v2/pods/{pod_id}"), "pod")
+
+    def create_pod(self, body: dict[str, Any]) -> Pod:
+        """``POST /v2/pods`` (201). Not retried on timeout/5xx: the caller reconciles."""
+        return _parse(Pod, self.api.request("POST", "/v2/pods", json=body, launch=True), "pod")
+
+    def rent_interruptible(self, graphql_input: dict[str, Any]) -> str:
+        """GraphQL ``podRentInterruptable`` (spot); returns the new pod id."""
+        data = self._graphql(_RENT_SPOT_MUTATION, {"input": graphql_input}, launch=True)
+        pod = data.get("podRentInterruptable") or {}
+        if not pod.get("id"):
+            raise ProviderAPIError(NAME, 200, "podRentInterruptable returned no pod id")
+        return str(pod["id"])
+
+    def delete_pod(self, pod_id: str) -> None:
+        """``DELETE /v2/pods/{id}`` (204). Raises ProviderAPIError(404) if it is gone."""
+        self.api.request("DELETE", f"/v2/pods/{pod_id}", expect_json=False)
+
+    # -- account --------------------------------------------------------------------------
+    def get_ssh_keys(self) -> list[str]:
+        return _parse(SshKeys, self.api.request("GET", "/v2/account/ssh-keys"), "ssh-keys").keys
+
+    def put_ssh_keys(self, keys: list[str]) -> list[str]:
+        """``PUT /v2/account/ssh-keys``: a full replacement of the account's key set."""
+        payload = self.api.request("PUT", "/v2/account/ssh-keys", json={"keys": keys})
+        return _parse(SshKeys, payload, "ssh-keys").keys
+
+    # -- GraphQL --------------------------------------------------------------------------
+    def _graphql(self, query: str, variables: dict[str, Any], *, launch: bool = False) -> dict[str, Any]:
+        payload = self.api.request("POST", "/graphql", json={"query": query, "variables": variables},
+                                   launch=launch)
+        if not isinstance(payload, dict):
+            raise ProviderAPIError(NAME, 200, f"GraphQL answer is not an object: {json.dumps(payload)[:80]}")
+        if payload.get("errors"):
+            raise _graphql_error(NAME, payload["errors"])
+        data = payload.get("data")
+        return data if isinstance(data, dict) else {}
+
+
+__all__ = ["DEFAULT_BASE_URL", "NAME", "RATE_LIMITS", "RunPodClient", "map_error"]

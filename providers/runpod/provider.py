@@ -1,0 +1,395 @@
+"""The RunPod adapter: offers from the v2 catalog, pods as nodes.
+
+Pods are containers, not VMs. How the adapter maps the Provider contract onto them:
+
+- A node is one pod named ``<cluster_id>-<node name>``. v2 pods have no tags or labels, so
+  the cluster id, node name and instance type also travel as environment variables
+  (``PROVISIONER_CLUSTER`` etc.); ``get_nodes`` selects on the variable, not the name, so
+  cluster ``a`` never picks up the pods of cluster ``a-b``.
+- ``user_data`` cannot run through cloud-init in a container. It is passed base64-encoded in
+  ``PROVISIONER_USER_DATA_B64``; when it is a script (``#!``) the pod's start command runs it
+  in the background and then hands over to the image's own ``/start.sh`` (which starts sshd
+  on RunPod images), or sleeps when there is none.
+- On-demand pods use REST v2 ``POST /v2/pods``. Spot pods use GraphQL ``podRentInterruptable``
+  because v2 has no interruptible create; both show up in ``GET /v2/pods``.
+- SSH keys are account-wide on RunPod: ``ensure_ssh_key`` adds the key to the account's set
+  (a full-replacement PUT, so it re-reads first) and pods start with ``startSsh``.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shlex
+import statistics
+from collections.abc import Sequence
+from functools import cache
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import SecretStr
+
+from providers import settings
+from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from providers.http import RateLimits, RetryPolicy
+from providers.runpod import naming
+from providers.runpod.client import DEFAULT_BASE_URL, NAME, RATE_LIMITS, RunPodClient
+from providers.runpod.models import GpuType, Pod
+from provisioner.catalog import load_bundled_catalog
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.offer import Offer
+
+log = logging.getLogger("provisioner.providers.runpod")
+
+CLUSTER_ENV = "PROVISIONER_CLUSTER"
+NODE_ENV = "PROVISIONER_NODE"
+INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
+USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
+DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
+
+STATUS_MAP = {
+    "PROVISIONING": NodeStatus.PENDING,
+    "STARTING": NodeStatus.PENDING,
+    "RUNNING": NodeStatus.RUNNING,
+    # EXITED: the container stopped; the pod still exists and bills its disk.
+    "EXITED": NodeStatus.STOPPING,
+    "ERROR": NodeStatus.FAILED,
+    "TERMINATED": NodeStatus.TERMINATED,
+}
+# RunPod publishes no per-host score; hosts under 98 % 30-day uptime leave the pool, and
+# Secure Cloud runs in RunPod's own data centers.
+RELIABILITY = {"SECURE": 0.99, "COMMUNITY": 0.98}
+# When the bundled catalog has no RunPod row for a model: RunPod's own placement floors
+# (v1 minVCPUPerGPU=2, minRAMPerGPU=8), i.e. what a pod is guaranteed at least.
+FLOOR_VCPUS_PER_GPU = 2
+FLOOR_MEMORY_GIB_PER_GPU = 8.0
+DEFAULT_INTERRUPTIONS = (0.0003, 0.02)  # (on-demand, spot) per node-hour, the catalog's seed values
+POD_COUNTS = (1, 2, 4, 8)
+
+
+@cache
+def _typical() -> dict[str, Any]:
+    """Per-GPU shapes and interruption rates of RunPod rows in the bundled catalog."""
+    offers = [o for o in load_bundled_catalog().offers if o.provider == NAME]
+    shapes = {o.gpu_model: (o.vcpus // o.gpus, o.memory_gib / o.gpus) for o in offers}
+    if not offers:
+        return {"shapes": shapes, "interruptions": DEFAULT_INTERRUPTIONS, "basis": "adapter default"}
+    spot = [o.spot_interruptions_per_node_hour for o in offers if o.spot_interruptions_per_node_hour]
+    rates = (statistics.median(o.interruptions_per_node_hour for o in offers),
+             statistics.median(spot) if spot else DEFAULT_INTERRUPTIONS[1])
+    return {"shapes": shapes, "interruptions": rates, "basis": "typical RunPod value, bundled catalog"}
+
+
+def _with_note(exc: ProviderError, note: str) -> ProviderError:
+    """The same kind of error as ``exc``, its message followed by ``note``."""
+    if isinstance(exc, ProviderAPIError):
+        return ProviderAPIError(exc.provider, exc.status, f"{exc.detail}; {note}")
+    if isinstance(exc, RateLimitError):
+        return RateLimitError(exc.provider, f"{exc.message}; {note}", exc.retry_after_s)
+    return type(exc)(exc.provider, f"{exc.message}; {note}")
+
+
+class RunPodProvider:
+    """RunPod adapter (see module docstring). Holds a client; never prints its key."""
+
+    name: ClassVar[str] = NAME
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.SPOT, Capability.USER_DATA, Capability.MULTI_NODE}
+    )
+
+    def __init__(
+        self,
+        api_key: str | SecretStr | None = None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self.base_url = base_url or settings.api_url(NAME, DEFAULT_BASE_URL)
+        self.poll_interval_s = poll_interval_s
+        self.client = RunPodClient(
+            settings.api_key(NAME, api_key),
+            base_url=self.base_url,
+            limits=limits or RATE_LIMITS,
+            transport=transport,
+            timeout_s=timeout_s,
+            retry=retry,
+        )
+
+    def __repr__(self) -> str:
+        return f"RunPodProvider(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- read-only ---------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raise CredentialsError if the key is rejected (one authenticated GET)."""
+        self.client.get_ssh_keys()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """One offer per (GPU type, cloud, pod GPU count, data center with stock).
+
+        Stock comes from the catalog's per-data-center availability for one GPU, so a
+        larger pod can still fail for capacity at create time.
+        """
+        spot = {} if query.spot is False else {p.id: p for p in self.client.list_spot_prices()}
+        wanted = {model.upper() for model in query.gpu_models}
+        offers: list[Offer] = []
+        for gpu in self.client.list_gpu_types().gpus:
+            model = naming.gpu_model(gpu.id, gpu.name)
+            if wanted and model.upper() not in wanted:
+                continue
+            for cloud in ("SECURE", "COMMUNITY"):
+                spot_price = spot.get(gpu.id)
+                per_gpu_spot = None
+                if spot_price is not None:
+                    per_gpu_spot = (spot_price.secure_spot_price if cloud == "SECURE"
+                                    else spot_price.community_spot_price)
+                offers.extend(self._gpu_offers(gpu, model, cloud, per_gpu_spot, query))
+        return offers
+
+    def _gpu_offers(
+        self, gpu: GpuType, model: str, cloud: str, spot_per_gpu: float | None, query: OfferQuery
+    ) -> list[Offer]:
+        secure = cloud == "SECURE"
+        offered = gpu.secure if secure else gpu.community
+        price = gpu.price.secure if secure else gpu.price.community
+        max_count = gpu.max_count.secure if secure else gpu.max_count.community
+        if not offered or not price or max_count < 1 or RELIABILITY[cloud] < query.min_reliability:
+            return []
+        if query.spot and not spot_per_gpu:
+            return []
+        counts = sorted({c for c in (*POD_COUNTS, max_count) if query.min_gpus <= c <= max_count})
+        centers = [dc for dc in gpu.data_centers
+                   if dc.availability != "NONE" and (not query.regions or dc.id in query.regions)]
+        typical = _typical()
+        vcpus_per_gpu, memory_per_gpu = typical["shapes"].get(
+            model, (FLOOR_VCPUS_PER_GPU, FLOOR_MEMORY_GIB_PER_GPU))
+        on_demand_rate, spot_rate = typical["interruptions"]
+        return [
+            Offer(
+                provider=NAME,
+                instance_type=naming.instance_type(gpu.id, gpu.name, count, cloud),
+                region=dc.id,
+                offer_id=gpu.id,
+                gpu_model=model,
+                gpus=count,
+                gpu_memory_gib=float(gpu.memory_gb),
+                vcpus=max(1, vcpus_per_gpu * count),
+                memory_gib=memory_per_gpu * count,
+                price_per_hour_usd=round(price * count, 4),
+                spot_price_per_hour_usd=round(spot_per_gpu * count, 4) if spot_per_gpu else None,
+                billing_increment_s=1,
+                egress_usd_per_gb=0.0,
+                interruptions_per_node_hour=on_demand_rate,
+                spot_interruptions_per_node_hour=spot_rate if spot_per_gpu else None,
+                interruption_basis=typical["basis"],
+                reliability=RELIABILITY[cloud],
+                max_nodes=1,
+            )
+            for count in counts
+            for dc in centers
+        ]
+
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every pod carrying ``PROVISIONER_CLUSTER=<cluster_id>``, sorted by node name."""
+        nodes = [self._node(cluster_id, pod) for pod in self.client.list_pods()
+                 if pod.env.get(CLUSTER_ENV) == cluster_id]
+        return sorted(nodes, key=lambda node: node.name)
+
+    def _node(self, cluster_id: str, pod: Pod) -> Node:
+        prefix = f"{cluster_id}-"
+        name = pod.env.get(NODE_ENV) or pod.name.removeprefix(prefix)
+        gpu_type = pod.env.get(INSTANCE_TYPE_ENV)
+        if not gpu_type and pod.gpu:
+            gpu_type = naming.instance_type(pod.gpu.id, pod.gpu.id, pod.gpu.count, pod.cloud)
+        private_ip = pod.global_networking.ip if pod.global_networking else None
+        return Node(
+            provider=NAME,
+            id=pod.id,
+            name=name,
+            cluster_id=cluster_id,
+            status=STATUS_MAP.get(pod.status, NodeStatus.PENDING),
+            instance_type=gpu_type or "",
+            region=pod.data_center_id or "",
+            public_ip=pod.public_ip(),
+            private_ip=private_ip,
+            provider_state=pod.status,
+        )
+
+    # -- mutations ----------------------------------------------------------------------------
+    def ensure_ssh_key(self, name: str, public_key: str) -> str:
+        """Add ``public_key`` (commented ``name``) to the account's keys unless present; return name."""
+        parts = public_key.split()
+        if len(parts) < 2:
+            raise ProviderAPIError(NAME, 0, f"ssh key {name!r} is not an authorized_keys line")
+        keys = self.client.get_ssh_keys()
+        if any(key.split()[:2] == parts[:2] for key in keys):
+            return name
+        self.client.put_ssh_keys([*keys, f"{parts[0]} {parts[1]} {name}"])
+        return name
+
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Create every missing pod of the cluster; idempotent on (cluster_id, node name).
+
+        Lists the cluster first and skips names that exist. A launch that times out or
+        gets a 5xx is reconciled by listing again and adopting the pod if it appeared.
+        If a launch fails after k pods were made here, those k are deleted and the error
+        is re-raised (CapacityError names the GPU type, data center and counts); if that
+        cleanup fails too, the message lists the pods left and how to delete them.
+        Does not wait for the pods to run.
+        """
+        names = [spec.name for spec in nodes]
+        if len(set(names)) != len(names):
+            raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
+        found = {node.name: node for node in self.get_nodes(cluster_id)}
+        missing = [spec for spec in nodes if spec.name not in found]
+        for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):
+            self.ensure_ssh_key(f"{cluster_id}", key)
+        made: list[str] = []
+        for spec in missing:
+            try:
+                node = self._launch(cluster_id, spec)
+            except ProviderError as exc:
+                raise self._rolled_back(exc, spec, made, len(missing)) from None
+            made.append(node.id)
+            found[spec.name] = node
+        return [found[name] for name in names]
+
+    def _rolled_back(self, exc: ProviderError, spec: NodeSpec, made: list[str], wanted: int) -> ProviderError:
+        left = self._delete_ids(made)
+        what = f"{spec.instance_type} in {spec.region or 'any data center'}"
+        note = f"created {len(made)} of {wanted} pods for {what}"
+        if left:
+            commands = "; ".join(f"curl -X DELETE {self.base_url}/v2/pods/{pod_id}" for pod_id in left)
+            note += f"; cleanup FAILED, still existing: {', '.join(left)} (delete with: {commands})"
+        elif made:
+            note += f"; deleted the {len(made)} created"
+        return _with_note(exc, note)
+
+    def _launch(self, cluster_id: str, spec: NodeSpec) -> Node:
+        for attempt in (1, 2):
+            try:
+                pod_id = self._launch_once(cluster_id, spec)
+                break
+            except ProviderAPIError as exc:
+                if exc.status and exc.status < 500:
+                    raise
+                adopted = self._find(cluster_id, spec.name)
+                if adopted is not None:
+                    log.warning("runpod: launch of %s ended with %s; adopted pod %s",
+                                spec.name, exc.message, adopted.id)
+                    return adopted
+                if attempt == 2:
+                    raise
+                log.warning("runpod: launch of %s ended with %s and no pod appeared; relaunching",
+                            spec.name, exc.message)
+        node = self._find(cluster_id, spec.name)
+        if node is None:  # the list lags the create: report what we know
+            return Node(provider=NAME, id=pod_id, name=spec.name, cluster_id=cluster_id,
+                        status=NodeStatus.PENDING, instance_type=spec.instance_type,
+                        region=spec.region, provider_state="PROVISIONING")
+        return node
+
+    def _find(self, cluster_id: str, name: str) -> Node | None:
+        return next((node for node in self.get_nodes(cluster_id) if node.name == name), None)
+
+    def _launch_once(self, cluster_id: str, spec: NodeSpec) -> str:
+        gpu_id, count, cloud = self._resolve(spec)
+        env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type}
+        args = ""
+        if spec.user_data:
+            env[USER_DATA_ENV] = base64.b64encode(spec.user_data.encode()).decode()
+            if spec.user_data.startswith("#!"):
+                args = _start_command()
+        pod_name = f"{cluster_id}-{spec.name}"
+        image = spec.image or DEFAULT_IMAGE
+        center = spec.region if spec.region and spec.region != "any" else None
+        log.info("runpod: launching %s (%s x%d, %s, %s)", pod_name, gpu_id, count, cloud, center or "any")
+        if spec.spot:
+            bid = spec.bid_usd_per_hour / count if spec.bid_usd_per_hour else self._spot_floor(gpu_id, cloud)
+            graphql_input: dict[str, Any] = {
+                "name": pod_name, "imageName": image, "gpuTypeId": gpu_id, "cloudType": cloud,
+                "gpuCount": count, "containerDiskInGb": spec.disk_gib, "volumeInGb": 0,
+                "startSsh": True, "ports": "22/tcp", "dockerArgs": args, "bidPerGpu": round(bid, 4),
+                "env": [{"key": key, "value": value} for key, value in env.items()],
+            }
+            if center:
+                graphql_input["dataCenterId"] = center
+            return self.client.rent_interruptible(graphql_input)
+        body: dict[str, Any] = {
+            "name": pod_name, "image": image, "gpu": {"id": gpu_id, "count": count}, "cloud": cloud,
+            "disk": spec.disk_gib, "env": env, "ports": ["22/tcp"], "startSsh": True,
+        }
+        if args:
+            body["args"] = args
+        if center:
+            body["dataCenterIds"] = [center]
+        return self.client.create_pod(body).id
+
+    def _spot_floor(self, gpu_id: str, cloud: str) -> float:
+        for price in self.client.list_spot_prices():
+            if price.id == gpu_id:
+                floor = price.secure_spot_price if cloud == "SECURE" else price.community_spot_price
+                if floor:
+                    return floor
+        raise CapacityError(NAME, f"RunPod sells no interruptible {gpu_id} in {cloud} cloud")
+
+    def _resolve(self, spec: NodeSpec) -> tuple[str, int, str]:
+        """(RunPod gpu id, GPU count, cloud) for a node spec."""
+        parsed = naming.parse_instance_type(spec.instance_type)
+        if parsed is None:  # a raw RunPod gpu id
+            return spec.offer_id or spec.instance_type, spec.gpus, "SECURE"
+        count, token, cloud = parsed
+        gpu_id = spec.offer_id or naming.gpu_id_for_token(token)
+        if gpu_id is None:
+            gpu_id = next((gpu.id for gpu in self.client.list_gpu_types().gpus
+                           if naming.derived_token_matches(token, gpu.name)), None)
+        if gpu_id is None:
+            raise CapacityError(NAME, f"RunPod has no GPU type for instance type {spec.instance_type}")
+        return gpu_id, count, cloud
+
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Terminate the given pods (all of the cluster's when None). Gone already is success.
+
+        Raises the first error after trying every pod; the message names the pods left.
+        """
+        ids = list(node_ids) if node_ids is not None else [node.id for node in self.get_nodes(cluster_id)]
+        errors: list[ProviderError] = []
+        left = self._delete_ids(ids, errors)
+        if errors:
+            raise _with_note(errors[0], f"pods not deleted: {', '.join(left)}")
+
+    def _delete_ids(self, ids: Sequence[str], errors: list[ProviderError] | None = None) -> list[str]:
+        left: list[str] = []
+        for pod_id in ids:
+            try:
+                self.client.delete_pod(pod_id)
+            except ProviderAPIError as exc:
+                if exc.status == 404:
+                    continue
+                left.append(pod_id)
+                if errors is not None:
+                    errors.append(exc)
+            except ProviderError as exc:
+                left.append(pod_id)
+                if errors is not None:
+                    errors.append(exc)
+        return left
+
+
+def _start_command() -> str:
+    script = (
+        f'echo "${USER_DATA_ENV}" | base64 -d > /run/provisioner-user-data'
+        " && chmod +x /run/provisioner-user-data"
+        " && (nohup /run/provisioner-user-data > /var/log/provisioner-user-data.log 2>&1 &);"
+        " if [ -x /start.sh ]; then exec /start.sh; else exec sleep infinity; fi"
+    )
+    return f"bash -c {shlex.quote(script)}"
+
+
+__all__ = ["CLUSTER_ENV", "DEFAULT_IMAGE", "NODE_ENV", "STATUS_MAP", "RunPodProvider"]
