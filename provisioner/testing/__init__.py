@@ -1,0 +1,1 @@
+"""Test support shipped with the package: fake provider servers (``provisioner.testing.fakes``)."""

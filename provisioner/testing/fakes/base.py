@@ -1,0 +1,502 @@
+"""Shared framework for the fake provider servers: routing, faults, call log, OpenAPI checks.
+
+A fake is a ``FakeApp`` subclass: a stateful WSGI app that answers like the provider's
+real API. Subclasses register routes in ``__init__`` and keep their own state; everything
+else lives here.
+
+Contract of ``FakeApp`` (what tests may rely on):
+
+- ``route(method, template, handler, kind=..., name=..., validate=True)`` registers a
+  handler ``handler(request, **path_params) -> werkzeug Response``. ``kind`` is the route
+  class used by faults, latency and the contract suite: ``offers``, ``list``, ``get``,
+  ``launch``, ``delete``, ``keys`` or ``other``.
+- Every request and every response of a validated route is checked with openapi-core
+  against the provider's official spec (``spec_file`` under the shared reference folder,
+  or ``$PROVISIONER_OPENAPI_DIR/<provider>/<file>``). Failures are appended to
+  ``validation_errors``; in ``strict`` mode the client also gets HTTP 599 with the message,
+  so a test fails loudly. Responses produced by an injected fault whose status the spec
+  does not document for that operation (429 and 5xx usually) are not validated; they are
+  listed in ``unvalidated``. When the spec file is absent the fake runs unvalidated and
+  says so in ``validation_note`` (tests call ``need_shared`` first).
+- The spec's ``servers`` are replaced in memory by ``/`` so any host and port (a real
+  127.0.0.1 server or an in-process base URL) matches. The parsed spec is cached per
+  process.
+- ``calls`` is the log of every API request (``Call``: monotonic time, method, path,
+  status, route name and kind); ``launched`` counts instances the fake created;
+  ``instance_count()`` counts live (not terminating/terminated) instances.
+- ``faults.inject(kind, route=None, times=1, after=0, **params)``; ``route`` is a route
+  name or kind (None: every route); the fault skips ``after`` matching requests, then
+  fires ``times`` times (None: forever). Kinds: ``http_error`` (``status``, ``message``),
+  ``rate_limit`` (429 + ``Retry-After: retry_after_s``), ``invalid_key``,
+  ``insufficient_balance``, ``timeout`` (the request is processed, then the answer is held
+  ``delay_s`` seconds: the launch happened but the client did not hear), ``capacity_after``
+  (``k`` more instances launch, then capacity errors; ``partial=True`` lets a batch launch
+  fewer than asked where the provider would), and ``slow_boot`` (instances created while it
+  is active stay pending for ``polls`` list/get polls or ``seconds``).
+- Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
+  ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
+- ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
+- ``serve(app)`` runs it on 127.0.0.1 in a background thread; in process use
+  ``httpx.WSGITransport(app=app)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+log = logging.getLogger("provisioner.fakes")
+
+ROUTE_KINDS = frozenset({"offers", "list", "get", "launch", "delete", "keys", "other"})
+FAULT_KINDS = frozenset({
+    "http_error", "rate_limit", "invalid_key", "insufficient_balance", "timeout",
+    "capacity_after", "slow_boot",
+})
+_PRE_FAULTS = ("http_error", "rate_limit", "invalid_key", "insufficient_balance")
+VALIDATION_STATUS = 599
+
+Handler = Callable[..., Response]
+
+
+def spec_root() -> Path:
+    """Folder holding ``<provider>/<spec file>``: $PROVISIONER_OPENAPI_DIR or ../shared/provider-apis."""
+    override = os.environ.get("PROVISIONER_OPENAPI_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[3].parent / "shared" / "provider-apis"
+
+
+@functools.lru_cache(maxsize=16)
+def load_openapi(path: str) -> Any:
+    """Parse one OpenAPI file (JSON or YAML) once per process, with ``servers`` set to ``/``."""
+    from openapi_core import Config, OpenAPI
+
+    text = Path(path).read_text(encoding="utf-8")
+    if path.endswith((".yml", ".yaml")):
+        import yaml
+
+        document = yaml.safe_load(text)
+    else:
+        document = json.loads(text)
+    document = copy.deepcopy(document)
+    document["servers"] = [{"url": "/"}]
+    # The shared specs were checked once when gathered; re-checking 300 KB per process is slow.
+    return OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
+
+
+@dataclass(frozen=True)
+class Call:
+    t: float
+    method: str
+    path: str
+    status: int
+    route: str
+    kind: str
+
+
+@dataclass
+class Fault:
+    kind: str
+    route: str | None = None
+    times: int | None = 1
+    after: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+    seen: int = 0
+    fired: int = 0
+    used: int = 0  # capacity_after: instances already granted
+
+    def matches(self, route_name: str, route_kind: str) -> bool:
+        return self.route is None or self.route in (route_name, route_kind)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.times is not None and self.fired >= self.times
+
+
+class Faults:
+    """The faults injected into one app. Thread-safe through the app's lock."""
+
+    def __init__(self, lock: threading.RLock) -> None:
+        self._lock = lock
+        self.active: list[Fault] = []
+
+    def inject(self, kind: str, *, route: str | None = None, times: int | None = 1, after: int = 0,
+               **params: Any) -> Fault:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
+        fault = Fault(kind, route, times, after, dict(params))
+        with self._lock:
+            self.active.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self.active.clear()
+
+    def take(self, kinds: Iterable[str], route_name: str, route_kind: str) -> Fault | None:
+        """The first matching fault of ``kinds`` that fires on this request (counts it)."""
+        kinds = tuple(kinds)
+        with self._lock:
+            for fault in self.active:
+                if fault.kind not in kinds or fault.exhausted or not fault.matches(route_name, route_kind):
+                    continue
+                fault.seen += 1
+                if fault.seen <= fault.after:
+                    continue
+                fault.fired += 1
+                return fault
+        return None
+
+    def grant_capacity(self, wanted: int, route_name: str = "launch") -> tuple[int, bool]:
+        """How many of ``wanted`` instances may launch now, and whether partial grants are allowed.
+
+        With no ``capacity_after`` fault every launch is granted. The caller launches the
+        granted count (or none if partial launches are not allowed and fewer were granted).
+        """
+        with self._lock:
+            granted, partial = wanted, False
+            for fault in self.active:
+                if fault.kind != "capacity_after" or not fault.matches(route_name, "launch"):
+                    continue
+                left = max(int(fault.params.get("k", 0)) - fault.used, 0)
+                granted = min(granted, left)
+                partial = partial or bool(fault.params.get("partial", False))
+            if granted < wanted and not partial:
+                granted = 0
+            for fault in self.active:
+                if fault.kind == "capacity_after" and fault.matches(route_name, "launch"):
+                    fault.used += granted
+            return granted, partial
+
+    def boot_requirement(self) -> tuple[int, float]:
+        """(polls, seconds) a newly created instance stays pending under ``slow_boot``."""
+        with self._lock:
+            for fault in self.active:
+                if fault.kind == "slow_boot":
+                    return int(fault.params.get("polls", 0)), float(fault.params.get("seconds", 0.0))
+        return 0, 0.0
+
+
+@dataclass
+class _Route:
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    handler: Handler
+    kind: str
+    name: str
+    validate: bool
+    reason: str
+
+
+@dataclass
+class _Birth:
+    polls_left: int
+    ready_at: float
+
+
+class FakeApp:
+    """Base WSGI fake; see the module docstring for the contract."""
+
+    provider = "fake"
+    spec_file: str | None = None
+
+    def __init__(self, *, api_key: str | None = None, strict: bool = True,
+                 latency_s: dict[str, float] | None = None, validate: bool = True,
+                 boot_polls: int = 1) -> None:
+        self.api_key = api_key
+        self.strict = strict
+        self.latency_s = dict(latency_s or {})
+        self.boot_polls = boot_polls
+        self.lock = threading.RLock()
+        self.faults = Faults(self.lock)
+        self.calls: list[Call] = []
+        self.validation_errors: list[str] = []
+        self.unvalidated: list[str] = []
+        self.launched = 0
+        self._routes: list[_Route] = []
+        self._births: dict[str, _Birth] = {}
+        self.openapi: Any = None
+        self.validation_note = "validation disabled"
+        if validate and self.spec_file:
+            path = spec_root() / self.provider / self.spec_file
+            if path.exists():
+                self.openapi = load_openapi(str(path))
+                self.validation_note = f"validating against {path.name}"
+            else:
+                self.validation_note = f"UNVALIDATED: {path} not found"
+                log.warning("fake %s runs unvalidated: %s not found", self.provider, path)
+
+    # ----- for subclasses -------------------------------------------------------------------
+    def route(self, method: str, template: str, handler: Handler, *, kind: str = "other",
+              name: str | None = None, validate: bool = True, reason: str = "") -> None:
+        """Register a handler. ``validate=False`` needs a ``reason`` (the endpoint is not in the spec)."""
+        if kind not in ROUTE_KINDS:
+            raise ValueError(f"unknown route kind {kind!r}")
+        if not validate and not reason:
+            raise ValueError("a route with validate=False must say why (reason=...)")
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
+        self._routes.append(_Route(method.upper(), template, re.compile(f"^{regex}$"), handler, kind,
+                                   name or f"{method.upper()} {template}", validate, reason))
+
+    @staticmethod
+    def json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        return Response(json.dumps(body), status=status, headers=headers, mimetype="application/json")
+
+    @staticmethod
+    def body(request: Request) -> Any:
+        """The request's JSON body, or {} when empty or not JSON."""
+        try:
+            return json.loads(request.get_data() or b"{}")
+        except ValueError:
+            return {}
+
+    def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
+        """A provider-shaped error. Kinds: invalid_key, insufficient_balance, capacity, not_found,
+        rate_limit, http_error, bad_request. Subclasses override with their real bodies."""
+        default = {"invalid_key": 401, "insufficient_balance": 402, "capacity": 409, "not_found": 404,
+                   "rate_limit": 429, "bad_request": 400}.get(kind, 500)
+        return self.json({"error": message or kind}, status or default)
+
+    def auth_ok(self, request: Request) -> bool:
+        """Whether the request carries ``api_key`` (Bearer). Subclasses change the scheme."""
+        if self.api_key is None:
+            return True
+        return request.headers.get("Authorization", "") == f"Bearer {self.api_key}"
+
+    def record_launch(self, instance_ids: Iterable[str]) -> None:
+        """Count new instances and start their boot clock (pending until polled/aged)."""
+        polls, seconds = self.faults.boot_requirement()
+        now = time.monotonic()
+        with self.lock:
+            for instance_id in instance_ids:
+                self.launched += 1
+                self._births[instance_id] = _Birth(max(polls, self.boot_polls), now + seconds)
+
+    def booted(self, instance_id: str) -> bool:
+        """Called once per poll that shows the instance; True once it may report running."""
+        with self.lock:
+            birth = self._births.get(instance_id)
+            if birth is None:
+                return True
+            if birth.polls_left > 0:
+                birth.polls_left -= 1
+                return False
+            if time.monotonic() < birth.ready_at:
+                return False
+            del self._births[instance_id]
+            return True
+
+    def instance_count(self) -> int:
+        """Live instances (not terminating or terminated). Subclasses implement."""
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able summary for ``GET /_fake/state``; subclasses may add to it."""
+        with self.lock:
+            return {
+                "provider": self.provider,
+                "instances": self.instance_count(),
+                "launched": self.launched,
+                "calls": [asdict(call) for call in self.calls],
+                "validation_errors": list(self.validation_errors),
+                "validation_note": self.validation_note,
+            }
+
+    def reset(self) -> None:
+        """Forget faults, calls and counters. Subclasses also clear their state (call super)."""
+        with self.lock:
+            self.faults.clear()
+            self.calls.clear()
+            self.validation_errors.clear()
+            self.unvalidated.clear()
+            self.launched = 0
+            self._births.clear()
+
+    # ----- queries used by tests ------------------------------------------------------------
+    def calls_of(self, kind: str) -> list[Call]:
+        with self.lock:
+            return [call for call in self.calls if call.kind == kind or call.route == kind]
+
+    # ----- WSGI -----------------------------------------------------------------------------
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        control = request.path.startswith("/_fake/")
+        response = self._control(request) if control else self._dispatch(request)
+        return response(environ, start_response)
+
+    def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
+        for route in self._routes:
+            if route.method != request.method:
+                continue
+            found = route.pattern.match(request.path)
+            if found:
+                return route, found.groupdict()
+        return None, {}
+
+    def _dispatch(self, request: Request) -> Response:
+        route, params = self._match(request)
+        name, kind = (route.name, route.kind) if route else ("unknown", "other")
+        delay = self.latency_s.get(kind, self.latency_s.get("*", 0.0))
+        if delay:
+            time.sleep(delay)
+        validating = self.openapi is not None and (route is None or route.validate)
+        problem = self._validate_request(request) if validating else None
+        injected = False
+        if problem and self.strict:
+            response = self.json({"fake_validation_error": problem}, VALIDATION_STATUS)
+        elif route is None:
+            response = self.error_reply("not_found", message=f"no route {request.method} {request.path}")
+        else:
+            fault = self.faults.take(_PRE_FAULTS, name, kind)
+            if fault is not None:
+                injected = True
+                response = self._fault_reply(fault)
+            elif not self.auth_ok(request):
+                response = self.error_reply("invalid_key")
+            else:
+                with self.lock:
+                    response = route.handler(request, **params)
+                hold = self.faults.take(("timeout",), name, kind)
+                if hold is not None:
+                    time.sleep(float(hold.params.get("delay_s", 3.0)))
+        if validating and not problem:
+            problem = self._validate_response(request, response, injected)
+            if problem and self.strict:
+                response = self.json({"fake_validation_error": problem}, VALIDATION_STATUS)
+        with self.lock:
+            self.calls.append(Call(time.monotonic(), request.method, request.path, response.status_code,
+                                   name, kind))
+        return response
+
+    def _fault_reply(self, fault: Fault) -> Response:
+        params = fault.params
+        if fault.kind == "rate_limit":
+            response = self.error_reply("rate_limit", message=params.get("message"))
+            response.headers["Retry-After"] = str(params.get("retry_after_s", 1))
+            return response
+        if fault.kind == "http_error":
+            return self.error_reply("http_error", status=int(params.get("status", 500)),
+                                    message=params.get("message"))
+        return self.error_reply(fault.kind, message=params.get("message"))
+
+    def _validate_request(self, request: Request) -> str | None:
+        from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest
+
+        try:
+            self.openapi.validate_request(WerkzeugOpenAPIRequest(request))
+        except Exception as exc:  # openapi-core raises a family of errors; all mean "invalid"
+            return self._record("request", request, exc)
+        return None
+
+    def _validate_response(self, request: Request, response: Response, injected: bool) -> str | None:
+        from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+        from openapi_core.templating.responses.exceptions import ResponseNotFound
+
+        try:
+            self.openapi.validate_response(WerkzeugOpenAPIRequest(request), WerkzeugOpenAPIResponse(response))
+        except ResponseNotFound:
+            if injected:
+                with self.lock:
+                    self.unvalidated.append(f"{request.method} {request.path} -> {response.status_code}")
+                return None
+            return self._record("response", request, ResponseNotFound(str(response.status_code)))
+        except Exception as exc:
+            return self._record("response", request, exc)
+        return None
+
+    def _record(self, what: str, request: Request, exc: Exception) -> str:
+        detail = str(exc)
+        cause = exc.__cause__
+        for attr in ("schema_errors", "errors"):
+            extra = getattr(cause, attr, None) or getattr(exc, attr, None)
+            if extra:
+                detail += " | " + "; ".join(str(getattr(e, "message", e)) for e in extra)
+                break
+        message = f"{self.provider} {what} {request.method} {request.path}: {type(exc).__name__}: {detail}"
+        with self.lock:
+            self.validation_errors.append(message[:2000])
+        log.error("openapi validation failed: %s", message[:500])
+        return message[:2000]
+
+    def _control(self, request: Request) -> Response:
+        if request.method == "GET" and request.path == "/_fake/state":
+            return self.json(self.state())
+        if request.method == "POST" and request.path == "/_fake/reset":
+            self.reset()
+            return self.json({"ok": True})
+        if request.method == "POST" and request.path == "/_fake/faults":
+            spec = self.body(request)
+            try:
+                kind = spec.pop("kind")
+                fault = self.faults.inject(kind, **spec)
+            except (KeyError, TypeError, ValueError) as exc:
+                return self.json({"error": f"bad fault: {exc}"}, 400)
+            return self.json({"ok": True, "fault": asdict(fault)})
+        return self.json({"error": f"no control route {request.method} {request.path}"}, 404)
+
+
+@dataclass
+class RunningServer:
+    """A fake served on a real socket. ``stop()`` shuts it down and joins the thread."""
+
+    url: str
+    app: FakeApp
+    _server: Any = field(repr=False)
+    _thread: threading.Thread = field(repr=False)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: bool = False) -> RunningServer:
+    """Serve ``app`` on ``host:port`` (0: a free port) from a daemon thread; returns at once.
+
+    werkzeug's per-request access log is off unless ``access_log``; ``app.calls`` has it all.
+    """
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class _Handler(WSGIRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            if access_log:
+                super().log_request(code, size)
+
+    server = make_server(host, port, app, threaded=True, request_handler=_Handler)
+    thread = threading.Thread(target=server.serve_forever, name=f"fake-{app.provider}", daemon=True)
+    thread.start()
+    return RunningServer(f"http://{host}:{server.server_port}", app, server, thread)
+
+
+__all__ = [
+    "FAULT_KINDS",
+    "ROUTE_KINDS",
+    "VALIDATION_STATUS",
+    "Call",
+    "FakeApp",
+    "Fault",
+    "Faults",
+    "RunningServer",
+    "load_openapi",
+    "serve",
+    "spec_root",
+]

@@ -1,0 +1,228 @@
+"""The contract every provider adapter passes, run against its fake on a real 127.0.0.1 socket.
+
+One parametrized suite for all providers with a ``harness_<name>.py`` (see harness.py).
+Every request and response the fake sees is validated against the provider's OpenAPI spec;
+the ``serve_fake`` fixture fails the test if any was invalid.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from providers.base import Node, NodeStatus, Provider
+from providers.http import RetryPolicy
+from provisioner.errors import CapacityError, CredentialsError, ProviderError, QuotaError, RateLimitError
+from provisioner.offer import Offer
+from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.waiting import wait_until
+from tests.providers.contract import harness_names, load_harness
+from tests.providers.harness import Harness, allowed_in_window, max_in_window
+
+
+@dataclass
+class Rig:
+    harness: Harness
+    server: RunningServer
+    retry: RetryPolicy
+
+    @property
+    def app(self) -> FakeApp:
+        return self.harness.app
+
+    def provider(self, api_key: str | None = None) -> Provider:
+        h = self.harness
+        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
+                               limits=h.scaled_limits, timeout_s=h.timeout_s, retry=self.retry)
+
+
+@pytest.fixture(params=harness_names())
+def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer],
+        fast_retry: RetryPolicy) -> Rig:
+    harness = load_harness(request.param)
+    return Rig(harness, serve_fake(harness.app), fast_retry)
+
+
+def cluster() -> str:
+    return f"ct{uuid.uuid4().hex[:6]}"
+
+
+def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
+    return wait_until(lambda: provider.get_nodes(cluster_id),
+                      lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
+                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="nodes gone")
+
+
+def test_offers_parse(rig: Rig) -> None:
+    offers = rig.provider().list_offers(rig.harness.offer_query)
+    assert offers, "the fake sells something; list_offers found nothing"
+    for offer in offers:
+        assert isinstance(offer, Offer)
+        assert offer.provider == rig.harness.name
+        assert offer.gpus >= 1 and offer.gpu_memory_gib > 0
+        assert offer.price_per_hour_usd is not None or offer.spot_price_per_hour_usd is not None
+        assert offer.gpu_model and offer.gpu_model == offer.gpu_model.strip()
+
+
+def test_round_trip(rig: Rig) -> None:
+    provider, cid = rig.provider(), cluster()
+    specs = rig.harness.node_specs(2, "n")
+    created = provider.create_nodes(cid, specs)
+    assert sorted(n.name for n in created) == sorted(s.name for s in specs)
+    assert {n.cluster_id for n in created} == {cid}
+    listed = provider.get_nodes(cid)
+    assert sorted(n.id for n in listed) == sorted(n.id for n in created)
+    assert all(n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) for n in listed)
+    assert all(n.provider_state for n in listed)
+    assert provider.get_nodes(cluster()) == []
+    running = wait_until(lambda: provider.get_nodes(cid),
+                         lambda nodes: all(n.status == NodeStatus.RUNNING for n in nodes),
+                         timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="running")
+    assert len(running) == 2
+    provider.delete_nodes(cid)
+    wait_gone(provider, cid)
+    assert rig.harness.instances() == 0
+    assert rig.harness.launches() == 2
+
+
+def test_create_twice_launches_once(rig: Rig) -> None:
+    provider, cid = rig.provider(), cluster()
+    specs = rig.harness.node_specs(2, "n")
+    first = provider.create_nodes(cid, specs)
+    second = provider.create_nodes(cid, specs)
+    assert sorted(n.id for n in first) == sorted(n.id for n in second)
+    assert rig.harness.launches() == 2
+    provider.delete_nodes(cid)
+
+
+def test_create_adopts_after_launch_timeout(rig: Rig) -> None:
+    h = rig.harness
+    provider, cid = rig.provider(), cluster()
+    h.app.faults.inject("timeout", route=h.launch_route, times=1, delay_s=h.timeout_delay_s)
+    specs = h.node_specs(2, "n")
+    created = provider.create_nodes(cid, specs)
+    assert sorted(n.name for n in created) == sorted(s.name for s in specs)
+    assert h.launches() == 2, "a launch the client did not hear about was bought twice"
+    assert h.instances() == 2
+    provider.delete_nodes(cid)
+
+
+def test_rollback_on_partial_capacity(rig: Rig) -> None:
+    h = rig.harness
+    provider, cid = rig.provider(), cluster()
+    h.app.faults.inject("capacity_after", route=h.launch_route, times=None, k=1, partial=True)
+    specs = h.node_specs(3, "n")
+    with pytest.raises(CapacityError) as caught:
+        provider.create_nodes(cid, specs)
+    assert specs[0].instance_type in str(caught.value)
+    assert h.instances() == 0, "rollback left instances behind"
+    assert [n for n in provider.get_nodes(cid) if n.status != NodeStatus.TERMINATED] == []
+
+
+def test_delete_missing_is_noop(rig: Rig) -> None:
+    provider = rig.provider()
+    provider.delete_nodes(cluster())
+    provider.delete_nodes(cluster(), ["does-not-exist-0000"])
+    assert rig.harness.instances() == 0
+
+
+def test_rate_limits_respected(rig: Rig) -> None:
+    h = rig.harness
+    provider, cid = rig.provider(), cluster()
+    for _ in range(8):
+        provider.list_offers(h.offer_query)
+    provider.create_nodes(cid, h.node_specs(2, "n"))
+    for _ in range(4):
+        provider.get_nodes(cid)
+    provider.delete_nodes(cid)
+    limits = h.scaled_limits
+    window = max(1.0, 3 / limits.requests_per_s)
+    times = [c.t for c in h.app.calls]
+    assert len(times) >= 14
+    assert max_in_window(times, window) <= allowed_in_window(limits.requests_per_s, limits.burst, window)
+    if limits.launches_per_s:
+        launch_window = max(1.0, 2 / limits.launches_per_s)
+        launch_times = [c.t for c in h.app.calls_of(h.launch_route)]
+        assert max_in_window(launch_times, launch_window) <= allowed_in_window(
+            limits.launches_per_s, limits.launch_burst, launch_window)
+
+
+def test_invalid_key_is_credentials_error(rig: Rig) -> None:
+    provider = rig.provider(api_key="definitely-not-the-key")
+    with pytest.raises(CredentialsError):
+        provider.check_credentials()
+    with pytest.raises(CredentialsError):
+        provider.list_offers(rig.harness.offer_query)
+    rig.provider().check_credentials()
+
+
+def test_invalid_key_fault_is_credentials_error(rig: Rig) -> None:
+    rig.app.faults.inject("invalid_key", route=rig.harness.offers_route)
+    with pytest.raises(CredentialsError):
+        rig.provider().list_offers(rig.harness.offer_query)
+
+
+def test_insufficient_balance_is_quota_error(rig: Rig) -> None:
+    h = rig.harness
+    h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None)
+    with pytest.raises(QuotaError):
+        rig.provider().create_nodes(cluster(), h.node_specs(1, "n"))
+    assert h.instances() == 0
+
+
+def test_429_with_retry_after_is_retried(rig: Rig) -> None:
+    h = rig.harness
+    h.app.faults.inject("rate_limit", route=h.offers_route, times=1, retry_after_s=0.05)
+    assert rig.provider().list_offers(h.offer_query)
+    statuses = [c.status for c in h.app.calls_of(h.offers_route)]
+    assert statuses[0] == 429 and statuses[-1] == 200
+
+
+def test_429_forever_is_rate_limit_error(rig: Rig) -> None:
+    h = rig.harness
+    h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.02)
+    with pytest.raises(RateLimitError) as caught:
+        rig.provider().list_offers(h.offer_query)
+    assert caught.value.retry_after_s == pytest.approx(0.02)
+    assert len(h.app.calls_of(h.offers_route)) == rig.retry.attempts
+
+
+def test_500_on_get_is_retried(rig: Rig) -> None:
+    h = rig.harness
+    h.app.faults.inject("http_error", route=h.list_route, times=1, status=500)
+    assert rig.provider().get_nodes(cluster()) == []
+    statuses = [c.status for c in h.app.calls_of(h.list_route)]
+    assert statuses[:2] == [500, 200]
+
+
+def test_canary_key_never_leaks(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    h = rig.harness
+    canary = f"CANARY{uuid.uuid4().hex}"
+    h.app.api_key = canary
+    caplog.set_level(logging.DEBUG)
+    provider = rig.provider(api_key=canary)
+    texts = [repr(provider), str(provider)]
+    provider.list_offers(h.offer_query)
+    cid = cluster()
+    provider.create_nodes(cid, h.node_specs(1, "n"))
+    provider.delete_nodes(cid)
+    h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.01)
+    h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None)
+    for action in (lambda: provider.list_offers(h.offer_query),
+                   lambda: provider.create_nodes(cluster(), h.node_specs(1, "n"))):
+        with pytest.raises(ProviderError) as caught:
+            action()
+        texts += [str(caught.value), repr(caught.value), repr(caught.value.__cause__)]
+    h.app.faults.clear()
+    wrong = f"CANARY{uuid.uuid4().hex}"
+    with pytest.raises(CredentialsError) as caught_key:
+        rig.provider(api_key=wrong).check_credentials()
+    texts += [str(caught_key.value), repr(caught_key.value)]
+    # The fake server's own access log (werkzeug) is not ours to police.
+    texts += [r.getMessage() for r in caplog.records if not r.name.startswith("werkzeug")]
+    joined = "\n".join(texts)
+    assert canary not in joined and wrong not in joined
