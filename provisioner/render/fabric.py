@@ -63,9 +63,8 @@ def _efa(offer: Offer) -> dict[str, str]:
         "FI_EFA_FORK_SAFE": "1",  # dataloader workers fork after libfabric init
         "NCCL_NET_PLUGIN": "ofi",  # loads libnccl-net-ofi.so from aws-ofi-nccl
         "NCCL_TUNER_PLUGIN": "ofi",
-        "NCCL_PROTO": "simple",  # aws-ofi-nccl guidance: LL/LL128 are not safe over EFA
         "NCCL_SOCKET_IFNAME": _EXCLUDE_IFACES,
-        "LD_LIBRARY_PATH": "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib:${LD_LIBRARY_PATH}",
+        "LD_LIBRARY_PATH": "/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}",
     }
 
 
@@ -94,7 +93,7 @@ def _tcpxo(offer: Offer) -> dict[str, str]:
         "NCCL_TUNER_PLUGIN": "libnccl-tuner.so",
         "NCCL_TUNER_CONFIG_PATH": "/var/lib/tcpxo/lib64/a3plus_tuner_config.textproto",
         "NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE": "/var/lib/tcpxo/lib64/a3plus_guest_config.textproto",
-        "LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64:${LD_LIBRARY_PATH}",
+        "LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}",
     }
 
 
@@ -124,7 +123,7 @@ def _tcpx(offer: Offer) -> dict[str, str]:
         "NCCL_NET_GDR_LEVEL": "PIX",
         "NCCL_MAX_NCHANNELS": "12",
         "NCCL_MIN_NCHANNELS": "12",
-        "LD_LIBRARY_PATH": "/var/lib/tcpx/lib64:${LD_LIBRARY_PATH}",
+        "LD_LIBRARY_PATH": "/var/lib/tcpx/lib64${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}",
     }
 
 
@@ -142,7 +141,7 @@ def _gib(offer: Offer) -> dict[str, str]:
         "NCCL_IB_TC": "52",
         "NCCL_IB_FIFO_TC": "84",
         "NCCL_TUNER_CONFIG_PATH": f"/usr/local/gib/configs/{tuner}",
-        "LD_LIBRARY_PATH": "/usr/local/gib/lib64:${LD_LIBRARY_PATH}",
+        "LD_LIBRARY_PATH": "/usr/local/gib/lib64${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}",
     }
 
 
@@ -192,8 +191,9 @@ def nccl_env(offer: Offer) -> dict[str, str]:
     """NCCL/libfabric environment for processes on a node of ``offer``.
 
     Pure and deterministic; keys are returned sorted. ``LD_LIBRARY_PATH`` (where
-    present) contains a literal ``${LD_LIBRARY_PATH}`` for shell expansion: consumers
-    that write a non-shell environment file should skip it or expand it themselves.
+    present) ends in a literal ``${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}`` for shell
+    expansion: consumers that write a non-shell environment should drop that suffix
+    (``value.split("$")[0]``) or expand it themselves.
     ``NCCL_DEBUG=WARN`` is always set so fabric fallbacks are visible in job logs.
     """
     env = _PROFILES[fabric_profile(offer)](offer)

@@ -1,0 +1,240 @@
+"""Typed view models: everything the templates need, computed once from a Plan.
+
+Templates never reach into the Plan themselves; they get a frozen ``ClusterView`` whose
+fields are already in the units and spellings the target files want (MiB for Slurm's
+RealMemory, lowercase GRES type names, sorted NCCL variables). ``cluster_view`` is pure.
+
+Decisions made here (documented once, used by every renderer):
+
+* Nodes are named ``<cluster>-<i>`` for i in 0..nodes-1; node 0 is the head. Every node
+  in a plan is a GPU node, so the head also runs ``slurmd`` (or a k3s server that also
+  schedules pods): no GPU sits idle behind a control-plane-only machine.
+* ``RealMemory`` leaves headroom for the OS, daemons and page cache:
+  ``max(2 GiB, 5 % of memory)`` is kept back from the offer's memory.
+* Topology: an optional mapping node name -> switch path (outermost switch first) builds a
+  tree for ``topology/tree``; without one every node hangs off a single switch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from provisioner.errors import PlanError
+from provisioner.plan import Plan
+from provisioner.render.fabric import fabric_profile, nccl_env
+from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu
+
+# GPUs whose 8-way SXM boards use NVSwitch and therefore need nvidia-fabricmanager.
+_NVSWITCH_GPUS = frozenset({"A100", "H100", "H200", "H800", "A800", "B200"})
+_MIN_HEADROOM_MIB = 2048
+_HEADROOM_FRACTION = 0.05
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    index: int
+    role: str  # "head" or "worker"
+
+
+@dataclass(frozen=True)
+class SwitchView:
+    """One ``topology.conf`` line: a switch with either nodes or child switches below it."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    switches: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    name: str
+    provider: str
+    region: str
+    zone: str | None
+    instance_type: str
+    gpu_model: str
+    gres_type: str
+    gpus_per_node: int
+    node_count: int
+    cpus: int
+    memory_mib: int
+    real_memory_mib: int
+    local_nvme_gib: float
+    fabric_profile: str
+    nccl_env: tuple[tuple[str, str], ...]
+    nodes: tuple[NodeView, ...]
+    control_plane: str
+    checkpoint_path: str
+    shared_kind: str
+    shared_mount_path: str
+    shared_size_gib: float
+    ttl_minutes: int | None
+    ssh_public_key: str | None
+    needs_fabric_manager: bool
+    switches: tuple[SwitchView, ...]
+    slurmdbd: bool = False
+    node_labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def head(self) -> NodeView:
+        return self.nodes[0]
+
+    @property
+    def workers(self) -> tuple[NodeView, ...]:
+        return self.nodes[1:]
+
+    @property
+    def node_list(self) -> str:
+        """All node names as one Slurm hostlist expression."""
+        return hostlist([node.name for node in self.nodes])
+
+    @property
+    def gpu_index_range(self) -> str:
+        """``0-7`` for 8 GPUs, ``0`` for one: the bracket body of ``/dev/nvidia[...]``."""
+        last = self.gpus_per_node - 1
+        return "0" if last == 0 else f"0-{last}"
+
+
+_NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
+
+
+def hostlist(names: Sequence[str]) -> str:
+    """Compress ``[a-0, a-1, a-2, b]`` to ``a-[0-2],b`` (Slurm hostlist syntax); order kept."""
+    groups: list[tuple[str, list[int]]] = []
+    out: list[str] = []
+    for name in names:
+        match = _NUMBERED.match(name)
+        if match is None or (match["num"].startswith("0") and match["num"] != "0"):
+            out.append(name)
+            continue
+        prefix, num = match["prefix"], int(match["num"])
+        if groups and groups[-1][0] == prefix and groups[-1][1][-1] == num - 1:
+            groups[-1][1].append(num)
+        else:
+            groups.append((prefix, [num]))
+            out.append(f"\0{len(groups) - 1}")
+    result = []
+    for item in out:
+        if item.startswith("\0"):
+            prefix, nums = groups[int(item[1:])]
+            if len(nums) == 1:
+                result.append(f"{prefix}{nums[0]}")
+            else:
+                result.append(f"{prefix}[{nums[0]}-{nums[-1]}]")
+        else:
+            result.append(item)
+    return ",".join(result)
+
+
+def real_memory_mib(memory_gib: float) -> int:
+    """Memory Slurm may hand to jobs: the offer's memory less OS headroom, in MiB."""
+    total = int(memory_gib * 1024)
+    headroom = max(_MIN_HEADROOM_MIB, math.ceil(total * _HEADROOM_FRACTION))
+    return max(total - headroom, 1)
+
+
+def gres_type(gpu_model: str) -> str:
+    """Slurm GRES type for a GPU model: ``H100`` -> ``h100``, ``RTX 4090`` -> ``rtx4090``."""
+    return re.sub(r"[^a-z0-9]", "", canonical_gpu(gpu_model).lower())
+
+
+def build_switches(
+    node_names: Sequence[str], topology: Mapping[str, Sequence[str]] | None
+) -> tuple[SwitchView, ...]:
+    """Switch tree from node -> switch path (outermost first). Raises PlanError on gaps.
+
+    Every node must be mapped, paths must end in a leaf switch, and a switch name must
+    sit at one place in the tree (a leaf cannot also be a spine).
+    """
+    if not topology:
+        return (SwitchView(name="sw0", nodes=tuple(node_names)),)
+    missing = [name for name in node_names if name not in topology]
+    if missing:
+        raise PlanError(f"topology has no switch path for node(s) {', '.join(missing)}")
+    unknown = sorted(set(topology) - set(node_names))
+    if unknown:
+        raise PlanError(f"topology names node(s) not in the plan: {', '.join(unknown)}")
+    parent: dict[str, str | None] = {}
+    leaf_nodes: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    for node in node_names:
+        path = list(topology[node])
+        if not path:
+            raise PlanError(f"topology path for {node} is empty")
+        for depth, switch in enumerate(path):
+            up = path[depth - 1] if depth else None
+            if parent.setdefault(switch, up) != up:
+                raise PlanError(f"switch {switch} appears under two parents in the topology")
+            if up is not None and switch not in children.setdefault(up, []):
+                children[up].append(switch)
+        leaf_nodes.setdefault(path[-1], []).append(node)
+    overlap = sorted(set(leaf_nodes) & set(children))
+    if overlap:
+        raise PlanError(f"switch {overlap[0]} has both nodes and switches below it")
+    return tuple(
+        SwitchView(name=name, nodes=tuple(leaf_nodes.get(name, ())), switches=tuple(children.get(name, ())))
+        for name in parent  # insertion order: deterministic for a given input
+    )
+
+
+def cluster_view(
+    plan: Plan,
+    *,
+    topology: Mapping[str, Sequence[str]] | None = None,
+    slurmdbd: bool = False,
+    node_labels: Mapping[str, str] | None = None,
+) -> ClusterView:
+    """Flatten a Plan into the view every template renders from. Pure; raises PlanError."""
+    spec, option = plan.spec, plan.option
+    offer = option.offer
+    if option.gpus_per_node > offer.gpus:
+        raise PlanError(f"plan asks {option.gpus_per_node} GPUs per node of a {offer.gpus}-GPU offer")
+    names = [f"{spec.name}-{i}" for i in range(option.nodes)]
+    nodes = tuple(NodeView(name=n, index=i, role="head" if i == 0 else "worker") for i, n in enumerate(names))
+    ttl = spec.lifetime.ttl_hours
+    model = canonical_gpu(option.gpu_model)
+    return ClusterView(
+        name=spec.name,
+        provider=option.provider,
+        region=option.region,
+        zone=option.zone,
+        instance_type=option.instance_type,
+        gpu_model=option.gpu_model,
+        gres_type=gres_type(option.gpu_model),
+        gpus_per_node=option.gpus_per_node,
+        node_count=option.nodes,
+        cpus=offer.vcpus,
+        memory_mib=int(offer.memory_gib * 1024),
+        real_memory_mib=real_memory_mib(offer.memory_gib),
+        local_nvme_gib=offer.local_nvme_gib,
+        fabric_profile=fabric_profile(offer),
+        nccl_env=tuple(nccl_env(offer).items()),
+        nodes=nodes,
+        control_plane=ControlPlane(spec.control_plane).value,
+        checkpoint_path=spec.storage.checkpoint_path,
+        shared_kind=SharedFsKind(spec.storage.shared.kind).value,
+        shared_mount_path=spec.storage.shared.mount_path,
+        shared_size_gib=spec.storage.shared.size_gib,
+        ttl_minutes=None if ttl is None else math.ceil(ttl * 60),
+        ssh_public_key=spec.access.ssh_public_key,
+        needs_fabric_manager=offer.gpus == 8 and model in _NVSWITCH_GPUS and "PCIE" not in model,
+        switches=build_switches(names, topology),
+        slurmdbd=slurmdbd,
+        node_labels=tuple(sorted((node_labels or {}).items())),
+    )
+
+
+__all__ = [
+    "ClusterView",
+    "NodeView",
+    "SwitchView",
+    "build_switches",
+    "cluster_view",
+    "gres_type",
+    "hostlist",
+    "real_memory_mib",
+]
