@@ -1,0 +1,358 @@
+"""The Vast.ai adapter: marketplace asks in, labelled single-host instances out.
+
+Vast has no tags: every instance this adapter rents carries the label
+``<cluster_id>/<node name>``, which is how ``get_nodes`` finds a cluster (cluster names
+never contain ``/``, so one cluster's nodes are never mistaken for another's). Vast rents
+one host per ask, so an n-node cluster is n asks of the same shape in one country.
+
+``create_nodes`` is idempotent on (cluster_id, node name), all-or-nothing, and issues the
+rent calls concurrently (bounded by the client's rate limits); see its docstring.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, TypeVar
+
+import httpx
+from pydantic import SecretStr
+
+from providers import settings
+from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from providers.http import RateLimits, RetryPolicy
+from providers.vastai import offers as vast_offers
+from providers.vastai.client import OFFICIAL_URL, PROVIDER, VastClient
+from providers.vastai.models import BundleOffer, Instance
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.offer import Offer
+
+log = logging.getLogger("provisioner.providers.vastai")
+T = TypeVar("T")
+
+DEFAULT_IMAGE = "vastai/base-image:@vastai-automatic-tag"  # the spec's default image
+MAX_WORKERS = 16
+USER_DATA_PATH = "/var/lib/provisioner/user-data"
+_PENDING = {None, "", "created", "loading", "scheduling", "rebooting", "unknown"}
+_STOPPED = {"stopped", "exited", "frozen"}
+
+
+def cluster_label(cluster_id: str, name: str) -> str:
+    return f"{cluster_id}/{name}"
+
+
+def node_status(instance: Instance) -> NodeStatus:
+    """Vast's ``actual_status``/``intended_status`` -> NodeStatus (raw state kept by the caller)."""
+    actual, intended = instance.actual_status, instance.intended_status
+    message = (instance.status_msg or "").lower()
+    if actual == "offline" or "error" in message or "failed" in message:
+        return NodeStatus.FAILED
+    if actual == "running":
+        return NodeStatus.STOPPING if intended == "stopped" else NodeStatus.RUNNING
+    if actual in _STOPPED:
+        return NodeStatus.STOPPING
+    if actual in _PENDING:
+        return NodeStatus.PENDING
+    return NodeStatus.FAILED
+
+
+def onstart_script(user_data: str) -> str:
+    """A Vast ``onstart`` command that installs ``user_data`` and runs it.
+
+    Vast containers do not run cloud-init on their own: a script (``#!``) is executed; a
+    ``#cloud-config`` document is handed to cloud-init when the image has it. The payload
+    travels base64-encoded so no quoting in it can break the command.
+    """
+    encoded = base64.b64encode(user_data.encode()).decode()
+    path = shlex.quote(USER_DATA_PATH)
+    run = (f"{path}" if user_data.startswith("#!") else
+           f"(command -v cloud-init >/dev/null && cloud-init --file {path} init "
+           f"&& cloud-init --file {path} modules --mode=config "
+           f"&& cloud-init --file {path} modules --mode=final)")
+    return (f"mkdir -p {shlex.quote(USER_DATA_PATH.rsplit('/', 1)[0])} && echo {encoded} | base64 -d > {path} "
+            f"&& chmod 700 {path} && {run}")
+
+
+class VastAIProvider:
+    """Vast.ai through its REST API (``console.vast.ai/api``). Construction reads the environment."""
+
+    name: ClassVar[str] = PROVIDER
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.SPOT, Capability.MULTI_NODE, Capability.USER_DATA})
+
+    def __init__(
+        self,
+        api_key: str | SecretStr | None = None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        key = settings.api_key(PROVIDER, api_key)
+        self.base_url = base_url or settings.api_url(PROVIDER, OFFICIAL_URL)
+        self.poll_interval_s = poll_interval_s
+        self.client = VastClient(self.base_url, key, limits=limits, transport=transport,
+                                 timeout_s=timeout_s, retry=retry)
+
+    def __repr__(self) -> str:
+        return f"VastAIProvider(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- read-only ------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raises CredentialsError if the key is rejected."""
+        self.client.current_user()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """Rentable asks matching ``query`` (CLI default filters, best score first). One search call."""
+        asks = self.client.search_offers(vast_offers.query_body(query))
+        return vast_offers.to_offers(ask for ask in asks if vast_offers.matches(ask, query))
+
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every instance labelled for ``cluster_id`` (all pages of the instance list)."""
+        return [self._node(cluster_id, inst) for inst in self._cluster_instances(cluster_id)]
+
+    def ensure_ssh_key(self, name: str, public_key: str) -> str:
+        """Add ``public_key`` to the account unless present (Vast keys have no names; matched by text)."""
+        wanted = " ".join(public_key.split()[:2])
+        for key in self.client.list_ssh_keys():
+            if " ".join(key.text.split()[:2]) == wanted:
+                return str(key.id)
+        log.info("vastai: registering ssh key %s", name)
+        return str(self.client.create_ssh_key(public_key.strip()).id)
+
+    # -- create ---------------------------------------------------------------------------
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Rent one ask per node, label it ``<cluster_id>/<name>``, return the nodes (pending).
+
+        Idempotent: names already labelled in the account are adopted, not rented again.
+        Asks come from ``offer_id`` when each node has a distinct one, otherwise from one
+        offer search per (instance type, region, spot) group. Rent calls run concurrently.
+        A rent call that times out or gets a 5xx is reconciled by listing: an instance
+        that appeared is adopted; one that did not is tried once more. If any node cannot
+        be rented, every instance this call made is destroyed and the error is raised
+        (CapacityError names the types, regions and counts tried); if that cleanup fails
+        the error lists what remains and the command to delete it. Does not wait for boot.
+        """
+        names = [spec.name for spec in nodes]
+        if len(set(names)) != len(names):
+            raise ProviderError(PROVIDER, f"duplicate node names in {names}")
+        existing = {self._name(cluster_id, inst): inst for inst in self._cluster_instances(cluster_id)}
+        todo = [spec for spec in nodes if spec.name not in existing]
+        made: dict[str, int] = {}
+        if todo:
+            for public_key in sorted({spec.ssh_public_key for spec in todo if spec.ssh_public_key}):
+                self.ensure_ssh_key(f"{cluster_id}-key", public_key)
+            plan = self._assign_asks(todo)
+            failures = self._launch_all(cluster_id, todo, plan, made)
+            if failures:
+                self._roll_back(cluster_id, todo, plan, made, failures)
+        result: list[Node] = []
+        for spec in nodes:
+            if spec.name in existing:
+                result.append(self._node(cluster_id, existing[spec.name]))
+            else:
+                result.append(Node(provider=PROVIDER, id=str(made[spec.name]), name=spec.name,
+                                   cluster_id=cluster_id, status=NodeStatus.PENDING,
+                                   instance_type=spec.instance_type, region=spec.region))
+        return result
+
+    def _assign_asks(self, todo: Sequence[NodeSpec]) -> dict[str, tuple[int, float | None]]:
+        """node name -> (ask id, bid $/h or None). Raises CapacityError before renting anything."""
+        plan: dict[str, tuple[int, float | None]] = {}
+        groups: dict[tuple[str, str, bool], list[NodeSpec]] = {}
+        for spec in todo:
+            groups.setdefault((spec.instance_type, spec.region, spec.spot), []).append(spec)
+        for (instance_type, region, spot), specs in groups.items():
+            given = list(dict.fromkeys(int(s.offer_id) for s in specs if s.offer_id and s.offer_id.isdigit()))
+            needs_search = len(given) < len(specs) or any(s.spot and s.bid_usd_per_hour is None for s in specs)
+            by_id: dict[int, BundleOffer] = {}
+            candidates = given
+            if needs_search:
+                by_id = {ask.id: ask for ask in self._search_asks(instance_type, region, spot)}
+                candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
+            if len(candidates) < len(specs):
+                raise CapacityError(PROVIDER, f"only {len(candidates)} rentable asks of {instance_type} in "
+                                    f"{region}{' (interruptible)' if spot else ''} for {len(specs)} nodes; "
+                                    "nothing rented")
+            chosen: dict[str, int] = {}
+            for spec in specs:  # a node keeps its own offer when it is still rentable
+                own = int(spec.offer_id) if spec.offer_id and spec.offer_id.isdigit() else None
+                if own in candidates and own not in chosen.values():
+                    chosen[spec.name] = own
+            spare = iter([i for i in candidates if i not in chosen.values()])
+            for spec in specs:
+                ask_id = chosen.get(spec.name) or next(spare)
+                ask = by_id.get(ask_id)
+                bid = None
+                if spec.spot:
+                    bid = spec.bid_usd_per_hour or (ask.min_bid or ask.dph_total if ask else None) or 0.001
+                    bid = min(max(bid, 0.001), 128.0)
+                plan[spec.name] = (ask_id, bid)
+        return plan
+
+    def _search_asks(self, instance_type: str, region: str, spot: bool) -> list[BundleOffer]:
+        shape = vast_offers.parse_instance_type(instance_type)
+        if shape is None:
+            raise ProviderError(PROVIDER, f"instance type {instance_type!r} is not a Vast shape like 8xH100_SXM")
+        count, gpu_name = shape
+        body = vast_offers.search_body(spot=spot, gpu_names=[gpu_name], num_gpus=count,
+                                       regions=[region] if region and region != "unknown" else [])
+        return [ask for ask in self.client.search_offers(body)
+                if ask.rentable and not ask.rented and ask.gpu_name == gpu_name and ask.num_gpus == count
+                and (not region or region == "unknown" or vast_offers.region_of(ask.geolocation)[0] == region)]
+
+    def _rent_body(self, cluster_id: str, spec: NodeSpec, bid: float | None) -> dict[str, Any]:
+        env = f"-e PROVISIONER_CLUSTER={shlex.quote(cluster_id)} -e PROVISIONER_NODE={shlex.quote(spec.name)}"
+        body: dict[str, Any] = {
+            "image": spec.image or DEFAULT_IMAGE,
+            "label": cluster_label(cluster_id, spec.name),
+            "disk": float(max(1, round(spec.disk_gib * 1.073741824))),  # Vast sizes disks in GB
+            "runtype": "ssh",
+            "target_state": "running",
+            "env": env,
+        }
+        if spec.user_data:
+            body["onstart"] = onstart_script(spec.user_data)
+        if bid is not None:
+            body["price"] = round(bid, 6)
+        else:
+            body["cancel_unavail"] = True  # on-demand: fail fast (410) instead of waiting for the host
+        return body
+
+    def _launch_all(self, cluster_id: str, todo: Sequence[NodeSpec], plan: dict[str, tuple[int, float | None]],
+                    made: dict[str, int]) -> dict[str, ProviderError]:
+        """Rent every node concurrently; fill ``made``; return the failures by node name."""
+        def rent(spec: NodeSpec) -> int:
+            ask_id, bid = plan[spec.name]
+            return int(self.client.create_instance(ask_id, self._rent_body(cluster_id, spec, bid)).new_contract)
+
+        failures: dict[str, ProviderError] = {}
+        pending = list(todo)
+        for round_no in range(2):
+            unclear: list[NodeSpec] = []
+            for spec, outcome in zip(pending, _run_all(rent, pending), strict=True):
+                if isinstance(outcome, int):
+                    made[spec.name] = outcome
+                elif _unclear(outcome) and round_no == 0:
+                    unclear.append(spec)
+                else:
+                    failures[spec.name] = outcome
+            if not unclear:
+                break
+            log.info("vastai: %d rent call(s) got no clear answer; re-listing before retrying", len(unclear))
+            seen = {self._name(cluster_id, inst): inst.id for inst in self._cluster_instances(cluster_id)}
+            pending = [spec for spec in unclear if spec.name not in seen]
+            made.update({spec.name: seen[spec.name] for spec in unclear if spec.name in seen})
+            if failures:
+                failures.update({spec.name: ProviderAPIError(PROVIDER, 0, "rent not attempted after failures")
+                                 for spec in pending})
+                break
+        return failures
+
+    def _roll_back(self, cluster_id: str, todo: Sequence[NodeSpec], plan: dict[str, tuple[int, float | None]],
+                   made: dict[str, int], failures: dict[str, ProviderError]) -> None:
+        tried = sorted({f"{s.instance_type} in {s.region}" for s in todo})
+        asks = ", ".join(str(plan[name][0]) for name in sorted(failures))
+        first = failures[sorted(failures)[0]]
+        summary = (f"{len(made)} of {len(todo)} nodes rented before failing ({', '.join(tried)}; "
+                   f"failed asks {asks}): {first.message}")
+        remaining = self._destroy(list(made.values()))
+        if remaining:
+            ids = " ".join(str(i) for i in remaining)
+            note = f"; cleanup FAILED, still running: {ids} (delete with: vastai destroy instances {ids})"
+        else:
+            note = f"; deleted the {len(made)} created" if made else "; nothing was created"
+        made.clear()
+        capacity = any(isinstance(err, CapacityError) for err in failures.values())
+        raise _rebuild(CapacityError(PROVIDER, summary) if capacity else first, summary + note)
+
+    def _destroy(self, instance_ids: Sequence[int]) -> list[int]:
+        """Destroy ``instance_ids``; return those still present afterwards (one verifying list)."""
+        if not instance_ids:
+            return []
+        outcomes = _run_all(self.client.destroy_instance, list(instance_ids))
+        suspect = [i for i, o in zip(instance_ids, outcomes, strict=True) if isinstance(o, ProviderError)]
+        try:
+            alive = {inst.id for inst in self.client.iter_instances()}
+        except ProviderError:
+            return suspect
+        return [i for i in instance_ids if i in alive]
+
+    # -- delete ---------------------------------------------------------------------------
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Destroy the cluster's instances (only ``node_ids`` if given). Gone already is success.
+
+        Only instances labelled for this cluster are touched; ids that are not (any more)
+        are treated as already deleted. Does not wait.
+        """
+        ids = [inst.id for inst in self._cluster_instances(cluster_id)]
+        if node_ids is not None:
+            wanted = {str(i) for i in node_ids}
+            ids = [i for i in ids if str(i) in wanted]
+        errors = [o for o in _run_all(self.client.destroy_instance, ids) if isinstance(o, ProviderError)]
+        if errors:
+            raise errors[0]
+
+    # -- helpers --------------------------------------------------------------------------
+    def _cluster_instances(self, cluster_id: str) -> list[Instance]:
+        prefix = cluster_label(cluster_id, "")
+        return [inst for inst in self.client.iter_instances() if (inst.label or "").startswith(prefix)]
+
+    @staticmethod
+    def _name(cluster_id: str, instance: Instance) -> str:
+        return (instance.label or "")[len(cluster_label(cluster_id, "")):]
+
+    def _node(self, cluster_id: str, instance: Instance) -> Node:
+        region, _ = vast_offers.region_of(instance.geolocation)
+        private = (instance.local_ipaddrs or "").split()
+        return Node(
+            provider=PROVIDER, id=str(instance.id), name=self._name(cluster_id, instance), cluster_id=cluster_id,
+            status=node_status(instance),
+            instance_type=vast_offers.instance_type_of(instance.num_gpus or 0, instance.gpu_name or "")
+            if instance.gpu_name else "",
+            region=region if instance.geolocation else "",
+            public_ip=instance.public_ipaddr or None, private_ip=private[0] if private else None,
+            provider_state=instance.actual_status or "",
+        )
+
+
+def _unclear(error: ProviderError) -> bool:
+    """Whether Vast may have acted on a rent call that failed this way (timeout, 5xx)."""
+    return isinstance(error, ProviderAPIError) and (error.status == 0 or error.status >= 500)
+
+
+def _run_all(fn: Callable[[Any], T], items: Iterable[Any]) -> list[T | ProviderError]:
+    """``fn`` over ``items`` on a small thread pool; ProviderErrors are returned, not raised."""
+    items = list(items)
+
+    def call(item: Any) -> T | ProviderError:
+        try:
+            return fn(item)
+        except ProviderError as exc:
+            return exc
+
+    if len(items) <= 1:
+        return [call(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(items)), thread_name_prefix="vastai") as pool:
+        return list(pool.map(call, items))
+
+
+def _rebuild(error: ProviderError, message: str) -> ProviderError:
+    """A copy of ``error`` (same class) whose message is ``message``."""
+    if isinstance(error, ProviderAPIError):
+        return ProviderAPIError(PROVIDER, error.status, message)
+    if isinstance(error, RateLimitError):
+        return RateLimitError(PROVIDER, message, error.retry_after_s)
+    return type(error)(PROVIDER, message)
+
+
+__all__ = ["VastAIProvider", "cluster_label", "node_status", "onstart_script"]
