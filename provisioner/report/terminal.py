@@ -54,35 +54,56 @@ def _render(renderables: Sequence[RenderableType], width: int, color: bool) -> s
         console.print(renderable)
     file = console.file
     assert isinstance(file, io.StringIO)
-    return file.getvalue()
+    # rich pads titled tables to the full width; trailing blanks only get in the way of diffs.
+    return "\n".join(line.rstrip() for line in file.getvalue().splitlines()) + "\n"
 
 
 def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    # One blank between columns (right padding only) keeps 13 columns inside 120 characters.
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
+        show_edge=False, expand=False,
+    )
     for name, justify in columns:
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+        # Numbers never wrap; names fold when the terminal is narrow.
+        numeric = justify == "right"
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=numeric)  # type: ignore[arg-type]
     return table
 
 
+_BREAKDOWN = ("compute", "storage", "egress", "interr.")
 _OPTION_COLUMNS = (
     ("#", "right"), ("provider", "left"), ("region", "left"), ("instance type", "left"),
-    ("GPU x/node", "left"), ("nodes", "right"), ("spot", "left"), ("$/h", "right"),
-    ("compute", "right"), ("storage", "right"), ("egress", "right"), ("interrupt", "right"),
-    ("total", "right"),
+    ("per node", "left"), ("nodes", "right"), ("spot", "left"), ("$/h", "right"),
+    *((name, "right") for name in _BREAKDOWN), ("total", "right"),
 )
+# Below this width the four breakdown columns are dropped rather than cut off.
+FULL_TABLE_MIN_WIDTH = 118
 
 
-def _options_table(title: str, options: Sequence[Option]) -> Table:
-    table = _table(title, _OPTION_COLUMNS)
+def _amount(amount_usd: float) -> str:
+    """USD without the sign: the caption gives the unit."""
+    return usd(amount_usd).lstrip("$")
+
+
+def _options_table(title: str, options: Sequence[Option], hours: float, width: int) -> Table:
+    full = width >= FULL_TABLE_MIN_WIDTH
+    columns = [c for c in _OPTION_COLUMNS if full or c[0] not in _BREAKDOWN]
+    table = _table(title, columns)
+    note = "" if full else f" (cost breakdown from {FULL_TABLE_MIN_WIDTH} columns)"
+    table.caption = f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}"
+    table.caption_justify = "left"
     for option in options:
         cost = option.cost
-        table.add_row(
-            Text(str(option.rank)), Text(option.provider), Text(option.region), Text(option.instance_type),
-            Text(gpu_label(option.gpu_model, option.gpus_per_node)), Text(str(option.nodes)),
-            Text("yes" if option.spot else "no"), Text(usd(option.hourly_usd)),
-            Text(usd(cost.compute)), Text(usd(cost.storage)), Text(usd(cost.egress)),
-            Text(usd(cost.interruption)), Text(usd(cost.total), style="bold"),
-        )
+        cells = [
+            str(option.rank), option.provider, option.region, option.instance_type,
+            gpu_label(option.gpu_model, option.gpus_per_node), str(option.nodes),
+            "yes" if option.spot else "no", _amount(option.hourly_usd),
+        ]
+        if full:
+            cells += [_amount(cost.compute), _amount(cost.storage), _amount(cost.egress),
+                      _amount(cost.interruption)]
+        table.add_row(*(Text(cell) for cell in cells), Text(_amount(cost.total), style="bold"))
     return table
 
 
@@ -99,8 +120,9 @@ def render_table(
         parts.append(Text.assemble(("Cheapest: ", "bold green"), winner_summary(options[0])))
         parts.append(Text(""))
         title = f"Ranked options ({len(options)} of {len(result.options)})"
-        parts.append(_options_table(title, options))
-        parts.append(_options_table("Best per provider", result.best_per_provider()))
+        hours = result.spec.workload.hours
+        parts += [_options_table(title, options, hours, width), Text("")]
+        parts += [_options_table("Best per provider", result.best_per_provider(), hours, width), Text("")]
     else:
         parts.append(Text(no_options_message(result), style="bold red"))
         parts.append(Text(""))
