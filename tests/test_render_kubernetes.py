@@ -74,15 +74,18 @@ def _plan(spec: ClusterSpec, offer: Offer, nodes: int, *, spot: bool = False) ->
 EXAMPLE_OFFERS: dict[str, tuple[Offer, int]] = {
     "lora-a100-k8s": (_offer(provider="gcp", instance_type="a2-ultragpu-8g", region="us-central1",
                              zone="us-central1-a", gpu_model="A100", vcpus=96, memory_gib=1360,
-                             fabric=Fabric.ETHERNET, fabric_gbps=100), 1),
+                             fabric=Fabric.ETHERNET, fabric_gbps=100, price_per_hour_usd=40.55,
+                             spot_price_per_hour_usd=12.0, spot_interruptions_per_node_hour=0.02), 1),
     "pretrain-h100-slurm": (_offer(), 2),
     "h200-dataset-aws": (_offer(provider="lambda", instance_type="gpu_8x_h200_sxm5", region="us-east-3",
                                 zone=None, gpu_model="H200", gpu_memory_gib=141, vcpus=208,
-                                memory_gib=2900, fabric=Fabric.INFINIBAND, fabric_gbps=3200), 4),
+                                memory_gib=2900, fabric=Fabric.INFINIBAND, fabric_gbps=3200,
+                                price_per_hour_usd=30.32), 4),
     "burst-4090-marketplace": (_offer(provider="runpod", instance_type="1x_RTX4090_COMMUNITY",
                                       region="EU-RO-1", zone=None, gpu_model="RTX4090", gpus=1,
                                       gpu_memory_gib=24, vcpus=16, memory_gib=62,
-                                      fabric=Fabric.ETHERNET, fabric_gbps=10), 4),
+                                      fabric=Fabric.ETHERNET, fabric_gbps=10,
+                                      price_per_hour_usd=0.34, reliability=0.98), 4),
 }
 
 
@@ -343,26 +346,41 @@ def test_golden(name: str) -> None:
 
 
 def _resolved_plans() -> list[tuple[str, Plan]]:
+    """Every example planned by the real optimizer over the bundled catalog plus the
+    fixed offers above (the bundled snapshot alone may not cover every example)."""
     optimizer = pytest.importorskip("provisioner.optimizer")
     from provisioner.catalog import load_bundled_catalog
+    from provisioner.offer import Catalog, ProviderInfo
 
-    catalog = load_bundled_catalog()
+    bundled = load_bundled_catalog()
+    offers = [offer for offer, _nodes in EXAMPLE_OFFERS.values()]
+    providers = {offer.provider: ProviderInfo(source="test", shared_storage_usd_per_gib_month=0.3)
+                 for offer in offers}
+    for name, info in bundled.providers.items():  # keep bundled facts, but let every one host a FS
+        fs_price = info.shared_storage_usd_per_gib_month or 0.3
+        providers[name] = info.model_copy(update={"shared_storage_usd_per_gib_month": fs_price})
+    catalog = Catalog(as_of=bundled.as_of, origin="test", providers=providers,
+                      offers=[*bundled.offers, *offers])
     plans = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
         spec = load_spec(path)
         if spec.control_plane is not ControlPlane.KUBERNETES:
             spec = spec.model_copy(update={"control_plane": ControlPlane.KUBERNETES})
-        result = optimizer.resolve_plan(spec, catalog)
-        plans.append((path.stem, result.to_plan() if hasattr(result, "to_plan") else result))
+        plans.append((path.stem, optimizer.resolve_plan(spec, catalog).to_plan()))
     return plans
 
 
 def test_every_example_resolved_by_the_optimizer_renders_valid_manifests() -> None:
     plans = _resolved_plans()
-    assert plans
+    assert len(plans) == len(list(EXAMPLES.glob("*.yaml"))) >= 4
+    fabrics = set()
     for _name, plan in plans:
         files = render_kubernetes(plan)
         assert validate_all(files) >= 9
         (queue,) = _kind(files, "ClusterQueue")
-        gpus = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]["nominalQuota"]
-        assert gpus == plan.option.nodes * plan.option.gpus_per_node
+        quota = {r["name"]: r["nominalQuota"]
+                 for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+        assert quota["nvidia.com/gpu"] == plan.option.nodes * plan.option.gpus_per_node
+        assert (_kind(files, "Job")[0]["spec"]["parallelism"]) == plan.option.nodes
+        fabrics.add(plan.option.offer.fabric)
+    assert len(fabrics) >= 2
