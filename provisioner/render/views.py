@@ -21,6 +21,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import jinja2
 
 from provisioner.errors import PlanError
 from provisioner.plan import Plan
@@ -228,6 +232,23 @@ def cluster_view(
     )
 
 
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("templates", ""),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render ``templates/<name>`` with StrictUndefined: a missing variable is an error."""
+    return _environment().get_template(name).render(**context)
+
+
 __all__ = [
     "ClusterView",
     "NodeView",
@@ -237,4 +258,5 @@ __all__ = [
     "gres_type",
     "hostlist",
     "real_memory_mib",
+    "render_template",
 ]

@@ -1,0 +1,72 @@
+"""cloud-init user data, one document per role (head, worker).
+
+Every node of a role gets the same document; the node learns its own name from the
+provider's metadata at boot (``provisioner-identity``), so the stack can hand one user
+data string to a whole group of instances. The head node is node 0 and, because every
+node in a plan carries GPUs, runs the GPU workload too (slurmd next to slurmctld, or a
+k3s server that schedules pods).
+
+Secrets (the munge key, the k3s token) appear only here, and only for the control plane
+that needs them.
+"""
+
+from __future__ import annotations
+
+from provisioner.render.views import ClusterView, render_template
+from provisioner.secrets import ClusterSecrets
+
+ROLES = ("head", "worker")
+
+
+def nvme_script(view: ClusterView) -> str:
+    """The NVMe discovery + RAID0 + mount script (see templates/cloud-init/nvme-raid.sh.j2)."""
+    return render_template("cloud-init/nvme-raid.sh.j2", c=view)
+
+
+def _packages(view: ClusterView, role: str) -> list[str]:
+    packages = ["curl", "mdadm", "nfs-common"]
+    if view.shared_kind == "nfs" and role == "head":
+        packages.append("nfs-kernel-server")
+    if view.control_plane == "slurm":
+        packages += ["munge", "slurm-client", "slurmd"]
+        if role == "head":
+            packages.append("slurmctld")
+            if view.slurmdbd:
+                packages += ["mariadb-server", "slurmdbd"]
+    return packages
+
+
+def render_cloudinit(
+    view: ClusterView, role: str, secrets: ClusterSecrets, slurm_files: dict[str, str] | None = None
+) -> str:
+    """User data for every node of ``role``. Raises ValueError for an unknown role.
+
+    ``slurm_files`` (from ``render_slurm``) is embedded under /etc/slurm when the control
+    plane is Slurm. The result holds secrets when the control plane is Slurm or Kubernetes.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    scripts = {
+        "identity": render_template("cloud-init/identity.sh.j2", c=view),
+        "nvme": nvme_script(view),
+        "gpu_check": render_template("cloud-init/gpu-check.sh.j2", c=view),
+        "deadman": render_template("cloud-init/deadman.sh.j2", c=view) if view.ttl_minutes else "",
+        "shared_fs": render_template("cloud-init/shared-fs.sh.j2", c=view),
+    }
+    # Only the values the template may place; nothing else about the secrets reaches jinja.
+    secret_values = {
+        "munge_key_b64": secrets.munge_key_b64.get_secret_value() if view.control_plane == "slurm" else "",
+        "k3s_token": secrets.k3s_token.get_secret_value() if view.control_plane == "kubernetes" else "",
+    }
+    return render_template(
+        "cloud-init/node.yaml.j2",
+        c=view,
+        role=role,
+        packages=_packages(view, role),
+        scripts=scripts,
+        secrets=secret_values,
+        slurm_files=sorted((slurm_files or {}).items()),
+    )
+
+
+__all__ = ["ROLES", "nvme_script", "render_cloudinit"]
