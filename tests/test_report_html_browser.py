@@ -69,6 +69,10 @@ def test_html_report_renders_in_chromium(tmp_path: Path, artifacts_dir: Path) ->
             dearest = max(result.options, key=lambda option: option.cost.total).rank
             assert max(by_rank, key=lambda rank: by_rank[rank]) == dearest == 5
             assert by_rank[1] < by_rank[3] < by_rank[5]
+            left_edges = page.evaluate(
+                "() => Array.from(document.querySelectorAll('svg text')).map(t => t.getBBox().x)"
+            )
+            assert min(left_edges) >= 0  # no label runs off the left of the chart
             labels = page.locator("svg text").all_text_contents()
             assert {"compute", "storage", "egress", "interruption", "$2,630.50"} <= set(labels)
             assert page.locator("table").first.locator("tbody tr").count() == 5

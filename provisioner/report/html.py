@@ -32,7 +32,7 @@ from provisioner.report.view import (
 TEMPLATE = "report.html.j2"
 
 # Chart layout in SVG user units (px at 100% zoom).
-LABEL_W = 300
+LABEL_W = 320
 BAR_AREA_W = 460
 TOTAL_W = 110
 ROW_H = 30
@@ -98,7 +98,7 @@ def build_chart(options: Sequence[Option]) -> Chart:
         bars.append(Bar(
             rank=option.rank,
             y=LEGEND_H + index * ROW_H,
-            label=_clip(f"#{option.rank} {option.provider} {option.instance_type}, {option.nodes} nodes"),
+            label=_clip(f"#{option.rank} {option.provider} {option.instance_type}"),
             total=usd(option.cost.total),
             width=round(x - LABEL_W, 2),
             segments=tuple(segments),
@@ -113,7 +113,7 @@ def build_chart(options: Sequence[Option]) -> Chart:
     )
 
 
-def _clip(text: str, limit: int = 44) -> str:
+def _clip(text: str, limit: int = 40) -> str:
     """Keep chart labels inside the label column (the table below has the full text)."""
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
