@@ -17,6 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from provisioner.errors import SpecError
 from provisioner.loader import load_spec
 from provisioner.offer import Offer
 from provisioner.plan import CostBreakdown, Option, Plan
@@ -323,6 +324,23 @@ def test_no_secret_reaches_the_manifests() -> None:
     text = "".join(files.values())
     assert CANARY not in text
     assert "ssh-ed25519" not in text and "token" not in text.lower()
+
+
+def test_relative_checkpoint_path_is_a_located_spec_error() -> None:
+    plan = _example_plan("lora-a100-k8s")
+    storage = plan.spec.storage.model_copy(update={"checkpoint_path": "ckpt"})
+    bad = _plan(plan.spec.model_copy(update={"storage": storage}), plan.option.offer, 1)
+    with pytest.raises(SpecError, match=r"storage\.checkpoint_path: 'ckpt' must be an absolute path"):
+        render_kubernetes(bad)
+
+
+def test_object_names_are_unique_and_label_values_sanitised() -> None:
+    for name in ALL_EXAMPLES:
+        docs = _docs(render_kubernetes(_example_plan(name)))
+        keys = [(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs]
+        assert len(keys) == len(set(keys))
+    assert label_value("8x H100/SXM (secure)_") == "8x-H100-SXM-secure"
+    assert len(label_value("x" * 100)) == 63
 
 
 def test_render_is_deterministic() -> None:

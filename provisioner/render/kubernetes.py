@@ -33,6 +33,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from provisioner.errors import SpecError
 from provisioner.plan import Plan
 from provisioner.spec import Fabric, SharedFsKind
 
@@ -230,8 +231,22 @@ def _split_library_path(env: dict[str, str]) -> tuple[dict[str, str], tuple[str,
     return env, dirs
 
 
+def _host_path(value: str, where: str) -> str:
+    if not value.startswith("/") or "\n" in value:
+        raise SpecError(f"{value!r} must be an absolute path (it becomes a hostPath volume)", path=where)
+    return value
+
+
+def _literal(value: str) -> str:
+    # Kubernetes expands $(VAR) in env values; "$$(" keeps a literal "$(".
+    return value.replace("$(", "$$(")
+
+
 def kube_view(plan: Plan) -> KubeView:
-    """The typed view model for the templates. Pure."""
+    """The typed view model for the templates. Pure.
+
+    Raises SpecError (with the spec path) for a storage path that cannot be a hostPath.
+    """
     from provisioner.render.fabric import nccl_env  # sibling renderer; imported late on purpose
 
     option = plan.option
@@ -266,10 +281,11 @@ def kube_view(plan: Plan) -> KubeView:
         gpu_taint_key=GPU_TAINT_KEY,
         gpu_present_label=GPU_PRESENT_LABEL,
         port=RENDEZVOUS_PORT,
-        env=dict(sorted(env.items())),
+        env={name: _literal(value) for name, value in sorted(env.items())},
         lib_dirs=lib_dirs,
-        checkpoint_path=spec.storage.checkpoint_path,
-        shared_path=shared.mount_path if shared.kind is not SharedFsKind.NONE else None,
+        checkpoint_path=_host_path(spec.storage.checkpoint_path, "storage.checkpoint_path"),
+        shared_path=(_host_path(shared.mount_path, "storage.shared.mount_path")
+                     if shared.kind is not SharedFsKind.NONE else None),
         images={
             "nvidia": NVIDIA_DEVICE_PLUGIN_IMAGE,
             "efa": EFA_DEVICE_PLUGIN_IMAGE,
@@ -313,7 +329,8 @@ def render_kubernetes(plan: Plan) -> dict[str, str]:
     """Render every manifest for ``plan``: ``{"k8s/...yaml": text}``, sorted by path.
 
     Deterministic for a given plan. Holds no secret. Kueue documents need Kueue
-    ``KUEUE_VERSION`` installed first; the rest are core Kubernetes objects.
+    ``KUEUE_VERSION`` installed first; the rest are core Kubernetes objects. Raises
+    SpecError for a checkpoint or shared path that is not absolute.
     """
     view = kube_view(plan)
     context: dict[str, Any] = {"v": view}
