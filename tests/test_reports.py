@@ -202,6 +202,15 @@ def test_markdown_has_pipe_tables_and_rejection_summary(result: PlanResult) -> N
     check_golden("report.md", text)
 
 
+def test_markdown_explain_lists_every_rejection(result: PlanResult) -> None:
+    text = render_report(result, "markdown", explain=True, top=1)
+    assert "## Ranked options (1 of 5)" in text
+    rejected = text.split("## Rejected offers (6)")[1]
+    assert "| runpod | US-GA-1 | 1x H100 PCIe |" in rejected
+    assert "| runpod | US-TX-3 | 1x H100 PCIe |" in rejected
+    assert rejected.count(FABRIC_REASON) == 4
+
+
 # -- terminal table -----------------------------------------------------------------------
 
 def test_table_shows_header_winner_best_per_provider_and_grouped_reasons(result: PlanResult) -> None:

@@ -134,12 +134,11 @@ def render_markdown(result: PlanResult, options: Sequence[Option], *, explain: b
     if not result.rejected:
         lines.append("None.")
     elif explain:
-        rows = [[r.provider, r.region, r.instance_type, r.reason] for r in sorted_rejections(result.rejected)]
-        lines += _md_table(("Provider", "Region", "Instance type", "Reason"), rows, set())
+        every = [[r.provider, r.region, r.instance_type, r.reason] for r in sorted_rejections(result.rejected)]
+        lines += _md_table(("Provider", "Region", "Instance type", "Reason"), every, set())
     else:
-        groups = group_rejections(result.rejected)
-        rows = [[g.reason, g.count, examples_text(g)] for g in groups]
-        lines += _md_table(("Reason", "Offers", "Examples"), rows, {1})
+        grouped = [[g.reason, g.count, examples_text(g)] for g in group_rejections(result.rejected)]
+        lines += _md_table(("Reason", "Offers", "Examples"), grouped, {1})
     return "\n".join(lines) + "\n"
 
 
