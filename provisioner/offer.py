@@ -59,7 +59,7 @@ class Offer(BaseModel):
 class EgressTier(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    up_to_gb: float | None = Field(description="Upper bound of this tier; None for the last tier.")
+    up_to_gb: float | None = Field(None, description="Upper bound of this tier; None (or absent) for the last tier.")
     usd_per_gb: float = Field(ge=0)
 
 
