@@ -114,7 +114,7 @@ class Plan(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["provisioner.plan"] = "provisioner.plan"
-    version: Literal[1] = PLAN_VERSION
+    version: Literal[1] = 1
     spec: ClusterSpec
     option: Option
     catalog_as_of: dt.date
