@@ -65,6 +65,7 @@ class Instance(_Payload):
     gpu_name: str | None = None
     num_gpus: int | None = None
     geolocation: str | None = None
+    country_code: str | None = None
     public_ipaddr: str | None = None
     local_ipaddrs: str | None = None
     ssh_host: str | None = None

@@ -122,7 +122,8 @@ def search_body(
         body["geolocation"] = {"in": list(regions)}
     if min_reliability > 0:
         body["reliability"] = {"gte": min_reliability}
-    body["order"] = [["score", "desc"]]
+    # Two sort keys: the spec (wrongly, at the outer level) demands exactly two entries.
+    body["order"] = [["score", "desc"], ["dph_total", "asc"]]
     body["type"] = "bid" if spot else "ondemand"
     body["limit"] = limit
     return body

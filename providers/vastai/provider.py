@@ -312,16 +312,17 @@ class VastAIProvider:
         return (instance.label or "")[len(cluster_label(cluster_id, "")):]
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
-        region, _ = vast_offers.region_of(instance.geolocation)
+        region = instance.country_code or (vast_offers.region_of(instance.geolocation)[0]
+                                           if instance.geolocation else "")
         private = (instance.local_ipaddrs or "").split()
         return Node(
             provider=PROVIDER, id=str(instance.id), name=self._name(cluster_id, instance), cluster_id=cluster_id,
             status=node_status(instance),
             instance_type=vast_offers.instance_type_of(instance.num_gpus or 0, instance.gpu_name or "")
             if instance.gpu_name else "",
-            region=region if instance.geolocation else "",
+            region=region,
             public_ip=instance.public_ipaddr or None, private_ip=private[0] if private else None,
-            provider_state=instance.actual_status or "",
+            provider_state=instance.actual_status or "provisioning",  # Vast: null while provisioning
         )
 
 
