@@ -52,6 +52,8 @@ def plan(
 
     if format not in FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}", param_hint="--format")
+    if format in ("html", "csv") and len(specs) > 1:
+        raise typer.BadParameter("html and csv take one spec at a time", param_hint="--format")
     if save_plan and len(specs) != 1:
         raise typer.BadParameter("needs exactly one spec", param_hint="--save-plan")
     text = plan_report(specs, catalog_path=catalog, fmt=format, top=top, explain=explain, save_plan_to=save_plan)

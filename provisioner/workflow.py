@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from provisioner.catalog import load_bundled_catalog, load_catalog
-from provisioner.errors import NoFeasibleOfferError, PlanError, SpecError
+from provisioner.errors import NoFeasibleOfferError, SpecError
 from provisioner.loader import load_spec, locate, spec_marks
 from provisioner.offer import Catalog
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
@@ -76,8 +76,6 @@ def plan_report(
     """Render the comparison for each spec (a JSON list for several specs in JSON format)."""
     from provisioner.report import render_report
 
-    if fmt in ("html", "csv") and len(spec_paths) > 1:
-        raise PlanError(f"--format {fmt} writes one report per spec; run it once for each spec")
     catalog = choose_catalog(catalog_path)
     results = [resolve(load_spec(path), catalog, path) for path in spec_paths]
     if save_plan_to is not None:
