@@ -482,7 +482,8 @@ def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: b
                 super().log_request(code, size)
 
     server = make_server(host, port, app, threaded=True, request_handler=_Handler)
-    thread = threading.Thread(target=server.serve_forever, name=f"fake-{app.provider}", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name=f"fake-{app.provider}", daemon=True)
     thread.start()
     return RunningServer(f"http://{host}:{server.server_port}", app, server, thread)
 

@@ -1,0 +1,165 @@
+"""Lambda Cloud REST client: one method per endpoint, errors mapped in one place.
+
+Facts (Lambda OpenAPI 1.10.0 and its docs): base ``https://cloud.lambda.ai``, paths under
+``/api/v1``, ``Authorization: Bearer <key>``, success bodies ``{"data": ...}``, errors
+``{"error": {"code", "message", "suggestion"}}`` where clients branch on ``code``. Limits:
+about one request per second, and launch one request per 12 s (five per minute).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from pydantic import SecretStr, TypeAdapter, ValidationError
+
+from providers.http import ApiClient, RateLimits, RetryPolicy, error_detail
+from providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
+from provisioner.errors import (
+    CapacityError,
+    CredentialsError,
+    ProviderAPIError,
+    ProviderError,
+    QuotaError,
+    RateLimitError,
+)
+
+DEFAULT_URL = "https://cloud.lambda.ai"
+LIMITS = RateLimits(requests_per_s=1.0, burst=1.0, launches_per_s=1 / 12, launch_burst=1.0)
+
+_CREDENTIALS = {"global/invalid-api-key", "global/forbidden"}
+_QUOTA = {"global/account-inactive", "global/invalid-address", "global/quota-exceeded"}
+_CAPACITY = {"instance-operations/launch/insufficient-capacity"}
+NOT_FOUND = "global/object-does-not-exist"
+
+_TYPES = TypeAdapter(dict[str, InstanceTypesItem])
+_INSTANCES = TypeAdapter(list[Instance])
+_KEYS = TypeAdapter(list[SSHKey])
+
+
+def _error_fields(response: httpx.Response) -> tuple[str, str]:
+    """(code, "message (suggestion)") from Lambda's error envelope, or ("", best effort)."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if not isinstance(error, dict):
+        return "", error_detail(response)
+    code = str(error.get("code") or "")
+    message = " ".join(str(error.get("message") or code or response.reason_phrase).split())
+    suggestion = error.get("suggestion")
+    if suggestion:
+        message = f"{message} {' '.join(str(suggestion).split())}"
+    return code, message[:400]
+
+
+def map_error(provider: str, response: httpx.Response) -> ProviderError:
+    """Lambda's error body -> the project's error tree (branching on ``code``, then status)."""
+    code, message = _error_fields(response)
+    text = f"{message} [{code}]" if code else message
+    status = response.status_code
+    if code in _CREDENTIALS or status == 401:
+        return CredentialsError(provider, text)
+    if code in _QUOTA:
+        return QuotaError(provider, text)
+    if code in _CAPACITY:
+        return CapacityError(provider, text)
+    if status == 429:
+        return RateLimitError(provider, text)
+    return ProviderAPIError(provider, status, text)
+
+
+def is_not_found(error: ProviderError) -> bool:
+    return isinstance(error, ProviderAPIError) and error.status == 404
+
+
+class LambdaClient:
+    """Thin typed wrapper over ``/api/v1``. Raises mapped ``ProviderError`` subclasses only."""
+
+    def __init__(
+        self,
+        api_key: SecretStr | None,
+        *,
+        base_url: str = DEFAULT_URL,
+        limits: RateLimits = LIMITS,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api = ApiClient("lambda", self.base_url, api_key, error_mapper=map_error, limits=limits,
+                             timeout_s=timeout_s, retry=retry, transport=transport)
+
+    def __repr__(self) -> str:
+        return f"LambdaClient(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self.api.close()
+
+    def _data(self, method: str, path: str, *, json: Any = None, launch: bool = False) -> Any:
+        body = self.api.request(method, f"/api/v1{path}", json=json, launch=launch)
+        if not isinstance(body, dict) or "data" not in body:
+            raise ProviderAPIError("lambda", 200, f"{method} {path}: response has no 'data'")
+        return body["data"]
+
+    @staticmethod
+    def _parse(adapter: TypeAdapter[Any], data: Any, what: str) -> Any:
+        try:
+            return adapter.validate_python(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ProviderAPIError("lambda", 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
+
+    def instance_types(self) -> dict[str, InstanceTypesItem]:
+        """GET /instance-types: every type with price and regions that have capacity now."""
+        result: dict[str, InstanceTypesItem] = self._parse(_TYPES, self._data("GET", "/instance-types"),
+                                                           "instance-types")
+        return result
+
+    def list_instances(self) -> list[Instance]:
+        """GET /instances: every instance of the account (no pagination)."""
+        result: list[Instance] = self._parse(_INSTANCES, self._data("GET", "/instances"), "instances")
+        return result
+
+    def get_instance(self, instance_id: str) -> Instance:
+        result: Instance = self._parse(TypeAdapter(Instance), self._data("GET", f"/instances/{instance_id}"),
+                                       "instance")
+        return result
+
+    def rename_instance(self, instance_id: str, name: str) -> Instance:
+        """POST /instances/{id} with a new name (the only per-instance field Lambda lets us change)."""
+        data = self._data("POST", f"/instances/{instance_id}", json={"name": name})
+        result: Instance = self._parse(TypeAdapter(Instance), data, "instance")
+        return result
+
+    def launch(self, request: LaunchRequest) -> list[str]:
+        """POST /instance-operations/launch; returns the new ids (possibly fewer than asked).
+
+        Takes a launch-limiter token. Not retried on timeout/5xx: the caller reconciles.
+        """
+        data = self._data("POST", "/instance-operations/launch", launch=True,
+                          json=request.model_dump(mode="json", exclude_none=True))
+        ids = data.get("instance_ids") if isinstance(data, dict) else None
+        if not isinstance(ids, list):
+            raise ProviderAPIError("lambda", 200, "launch response has no instance_ids")
+        return [str(i) for i in ids]
+
+    def terminate(self, instance_ids: list[str]) -> list[Instance]:
+        """POST /instance-operations/terminate. A 404 means one of the ids is unknown."""
+        data = self._data("POST", "/instance-operations/terminate", json={"instance_ids": instance_ids})
+        result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []),
+                                             "terminate")
+        return result
+
+    def list_ssh_keys(self) -> list[SSHKey]:
+        result: list[SSHKey] = self._parse(_KEYS, self._data("GET", "/ssh-keys"), "ssh-keys")
+        return result
+
+    def add_ssh_key(self, name: str, public_key: str) -> SSHKey:
+        data = self._data("POST", "/ssh-keys", json={"name": name, "public_key": public_key})
+        result: SSHKey = self._parse(TypeAdapter(SSHKey), data, "ssh-key")
+        return result
+
+
+__all__ = ["DEFAULT_URL", "LIMITS", "NOT_FOUND", "LambdaClient", "is_not_found", "map_error"]

@@ -1,0 +1,90 @@
+"""Pydantic models of the Lambda Cloud payloads the adapter reads and sends.
+
+Shapes from Lambda's OpenAPI 1.10.0. Responses ignore fields we do not use, so new
+fields on Lambda's side do not break parsing; requests are built from these models
+and dumped without ``None`` fields.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Region(_Payload):
+    name: str
+    description: str = ""
+
+
+class InstanceTypeSpecs(_Payload):
+    vcpus: int
+    memory_gib: int
+    storage_gib: int
+    gpus: int
+
+
+class InstanceType(_Payload):
+    name: str
+    description: str = ""
+    gpu_description: str = ""
+    price_cents_per_hour: int
+    specs: InstanceTypeSpecs
+
+
+class InstanceTypesItem(_Payload):
+    instance_type: InstanceType
+    regions_with_capacity_available: list[Region] = Field(default_factory=list)
+
+
+class Tag(_Payload):
+    key: str
+    value: str
+
+
+class Instance(_Payload):
+    id: str
+    name: str | None = None
+    ip: str | None = None
+    private_ip: str | None = None
+    status: str
+    region: Region | None = None
+    instance_type: InstanceType | None = None
+    hostname: str | None = None
+    tags: list[Tag] = Field(default_factory=list)
+
+    def tag(self, key: str) -> str | None:
+        return next((t.value for t in self.tags if t.key == key), None)
+
+
+class SSHKey(_Payload):
+    id: str
+    name: str
+    public_key: str = ""
+
+
+class ImageSpec(_Payload):
+    id: str | None = None
+    family: str | None = None
+
+
+class LaunchRequest(BaseModel):
+    """Body of ``POST /instance-operations/launch``. ``quantity`` is sent as real clients do
+    (Lambda's docs example has it; the 1.10 schema does not list it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    region_name: str
+    instance_type_name: str
+    ssh_key_names: list[str]
+    name: str | None = Field(None, max_length=64)
+    image: ImageSpec | None = None
+    user_data: str | None = Field(None, repr=False)
+    tags: list[Tag] = Field(default_factory=list)
+    quantity: int = Field(1, ge=1)
+
+
+__all__ = ["ImageSpec", "Instance", "InstanceType", "InstanceTypeSpecs", "InstanceTypesItem",
+           "LaunchRequest", "Region", "SSHKey", "Tag"]

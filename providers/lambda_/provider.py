@@ -1,0 +1,345 @@
+"""``LambdaProvider``: Lambda Cloud on-demand VMs behind the common Provider interface.
+
+How the contract maps onto Lambda:
+
+- Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
+  the instance name ``<cluster_id>-<node name>`` (names are the only per-instance field
+  Lambda lets us change after launch, tags are fixed per launch request).
+- Nodes with the same type, region, image, user data and SSH key are launched in one
+  request with ``quantity`` (the launch endpoint allows one call per 12 s). A batch is
+  launched under the placeholder name ``<cluster_id>-~unassigned`` and each instance is
+  then renamed to its node. Instances of the cluster still bearing the placeholder (a
+  rename that never happened, a launch whose answer was lost) are adopted by the next
+  create instead of launching more.
+- On a launch that timed out or failed with 5xx, the cluster is re-listed and whatever
+  appeared is adopted; nothing is launched twice. If nothing appeared the error is raised.
+- All-or-nothing: on any failure, instances this call launched or adopted are terminated
+  (not waited for: Lambda stops billing at terminate) and the error is re-raised with what
+  was tried; if termination fails too, the error lists the ids left and a command to
+  delete them.
+- Statuses: booting -> pending, active -> running, unhealthy -> failed, terminating ->
+  stopping, terminated/preempted -> terminated. No spot market, no InfiniBand on-demand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import statistics
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import ClassVar
+
+import httpx
+from pydantic import SecretStr
+
+from providers import settings
+from providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from providers.http import RateLimits, RetryPolicy
+from providers.lambda_.client import DEFAULT_URL, LIMITS, LambdaClient, is_not_found
+from providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.offer import Offer
+
+log = logging.getLogger("provisioner.providers.lambda")
+
+PLACEHOLDER = "~unassigned"
+MAX_BATCH = 8
+"""Most instances asked for in one launch call (Lambda publishes no maximum)."""
+DEFAULT_INTERRUPTIONS_PER_NODE_HOUR = 0.000158
+"""Used when the bundled catalog has no Lambda offer: the catalog's seed value for Lambda."""
+BILLING_INCREMENT_S = 60  # one-minute increments, no minimum (Lambda billing docs)
+
+_STATUS = {
+    "booting": NodeStatus.PENDING,
+    "active": NodeStatus.RUNNING,
+    "unhealthy": NodeStatus.FAILED,
+    "terminating": NodeStatus.STOPPING,
+    "terminated": NodeStatus.TERMINATED,
+    "preempted": NodeStatus.TERMINATED,
+}
+_GONE = {"terminating", "terminated", "preempted"}
+_GPU_ALIASES = {"TESLA V100": "V100", "RTX 6000": "RTX6000", "A6000": "RTXA6000"}
+_MEMORY = re.compile(r"\((\d+(?:\.\d+)?)\s*GB")
+_IMAGE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def canonical_gpu(gpu_description: str) -> str:
+    """``"H100 (80 GB SXM5)"`` -> ``"H100"``; ``"Tesla V100 (16 GB)"`` -> ``"V100"``."""
+    head = gpu_description.split("(")[0].strip().upper()
+    return _GPU_ALIASES.get(head, head.replace(" ", ""))
+
+
+def gpu_memory_gib(gpu_description: str) -> float | None:
+    found = _MEMORY.search(gpu_description)
+    return float(found.group(1)) if found else None
+
+
+@lru_cache(maxsize=1)
+def _catalog_defaults() -> tuple[float, str, dict[str, tuple[float, int]]]:
+    """(typical interruptions/node-hour, basis, {instance_type: (fabric_gbps, max_nodes)}) for Lambda."""
+    try:
+        from provisioner.catalog import load_bundled_catalog
+
+        offers = [o for o in load_bundled_catalog().offers if o.provider == "lambda"]
+    except Exception:  # the catalog is optional context, never a reason to fail listing
+        offers = []
+    if not offers:
+        return DEFAULT_INTERRUPTIONS_PER_NODE_HOUR, "documented default", {}
+    rate = statistics.median(o.interruptions_per_node_hour for o in offers)
+    shapes = {o.instance_type: (o.fabric_gbps, o.max_nodes) for o in offers}
+    return rate, f"bundled catalog typical value ({offers[0].interruption_basis})", shapes
+
+
+def key_name(public_key: str) -> str:
+    """Stable SSH key name derived from the key material, reused across runs."""
+    material = " ".join(public_key.split()[:2])
+    return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
+
+
+class LambdaProvider:
+    """Lambda Cloud adapter. Thread-compatible, not thread-safe (one client, one limiter)."""
+
+    name: ClassVar[str] = "lambda"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset(
+        {Capability.MULTI_NODE, Capability.USER_DATA, Capability.TAGS})
+
+    def __init__(
+        self,
+        api_key: str | SecretStr | None = None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self.base_url = base_url or settings.api_url("lambda", DEFAULT_URL)
+        self.poll_interval_s = poll_interval_s
+        self.client = LambdaClient(settings.api_key("lambda", api_key), base_url=self.base_url,
+                                   limits=limits or LIMITS, transport=transport, timeout_s=timeout_s,
+                                   retry=retry)
+
+    def __repr__(self) -> str:
+        return f"LambdaProvider(base_url={self.base_url!r})"
+
+    # ----- read-only ------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raise CredentialsError if Lambda rejects the key (one GET /ssh-keys)."""
+        self.client.list_ssh_keys()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """One offer per (GPU instance type, region with capacity now). Lambda has no spot."""
+        if query.spot:
+            return []
+        items = self.client.instance_types()
+        offers = [offer for item in items.values() for offer in self._offers(item)]
+        wanted = {g.upper() for g in query.gpu_models}
+        return sorted(
+            (o for o in offers
+             if (not wanted or o.gpu_model.upper() in wanted)
+             and (not query.regions or o.region in query.regions)
+             and o.gpus >= query.min_gpus and o.reliability >= query.min_reliability),
+            key=lambda o: o.key)
+
+    def _offers(self, item: InstanceTypesItem) -> list[Offer]:
+        itype = item.instance_type
+        memory = gpu_memory_gib(itype.gpu_description)
+        if itype.specs.gpus <= 0 or memory is None:
+            return []
+        rate, basis, shapes = _catalog_defaults()
+        fabric_gbps, max_nodes = shapes.get(itype.name, (0.0, 1))
+        return [
+            Offer(provider=self.name, instance_type=itype.name, region=region.name,
+                  gpu_model=canonical_gpu(itype.gpu_description), gpus=itype.specs.gpus,
+                  gpu_memory_gib=memory, vcpus=itype.specs.vcpus, memory_gib=itype.specs.memory_gib,
+                  local_nvme_gib=itype.specs.storage_gib, fabric_gbps=fabric_gbps,
+                  price_per_hour_usd=itype.price_cents_per_hour / 100,
+                  billing_increment_s=BILLING_INCREMENT_S, interruptions_per_node_hour=rate,
+                  interruption_basis=basis, max_nodes=max_nodes)
+            for region in item.regions_with_capacity_available
+        ]
+
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every instance tagged with the cluster (including ones being terminated)."""
+        return [self._node(cluster_id, i) for i in self._members(cluster_id)]
+
+    # ----- SSH keys -------------------------------------------------------------------------
+    def ensure_ssh_key(self, name: str, public_key: str) -> str:
+        """Register ``public_key`` as ``name`` unless a key with that name or material exists."""
+        material = public_key.split()[:2]
+        for key in self.client.list_ssh_keys():
+            if key.name == name or key.public_key.split()[:2] == material:
+                return key.name
+        return self.client.add_ssh_key(name, public_key).name
+
+    def _key_for(self, spec: NodeSpec) -> str:
+        if spec.ssh_public_key:
+            return self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key)
+        keys = self.client.list_ssh_keys()
+        if not keys:
+            raise ProviderAPIError(self.name, 400, "a launch needs exactly one SSH key and the account "
+                                   "has none: give the node an ssh_public_key")
+        return keys[0].name
+
+    # ----- create ---------------------------------------------------------------------------
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
+
+        Blocks for the launch calls only (not for boot). Raises CapacityError, QuotaError,
+        CredentialsError, RateLimitError or ProviderAPIError.
+        """
+        names = [n.name for n in nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique within a cluster")
+        members = [i for i in self._members(cluster_id) if i.status not in _GONE]
+        present = {self._node_name(cluster_id, i) for i in members}
+        pool = [i for i in members if self._node_name(cluster_id, i) == PLACEHOLDER]
+        missing = [n for n in nodes if n.name not in present]
+        made: list[str] = []
+        tried = ""
+        try:
+            for group in self._groups(missing):
+                tried = f"{len(group)} x {group[0].instance_type} in {group[0].region}"
+                self._create_group(cluster_id, group, pool, made)
+        except ProviderError as exc:
+            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
+            raise self._rolled_back(exc, made, what) from None
+        wanted = set(names)
+        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+
+    def _groups(self, specs: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
+        groups: dict[tuple[object, ...], list[NodeSpec]] = {}
+        for spec in specs:
+            key = (spec.instance_type, spec.region, spec.image, spec.user_data, spec.ssh_public_key,
+                   tuple(sorted(spec.tags.items())))
+            groups.setdefault(key, []).append(spec)
+        return list(groups.values())
+
+    def _create_group(self, cluster_id: str, group: list[NodeSpec], pool: list[Instance],
+                      made: list[str]) -> None:
+        first = group[0]
+        todo = list(group)
+        for instance in [i for i in pool if self._fits(i, first)]:
+            if not todo:
+                break
+            pool.remove(instance)
+            made.append(instance.id)
+            self.client.rename_instance(instance.id, f"{cluster_id}-{todo.pop(0).name}")
+        if not todo:
+            return
+        key = self._key_for(first)
+        for start in range(0, len(todo), MAX_BATCH):
+            batch = todo[start:start + MAX_BATCH]
+            ids = self._launch(cluster_id, batch, key)
+            made.extend(ids)
+            for spec, instance_id in zip(batch, ids, strict=False):
+                self.client.rename_instance(instance_id, f"{cluster_id}-{spec.name}")
+            if len(ids) < len(batch):
+                raise CapacityError(self.name, "Not enough capacity to fulfill launch request: got "
+                                    f"{len(ids)} of {len(batch)} [partial launch]")
+
+    def _launch(self, cluster_id: str, batch: list[NodeSpec], key: str) -> list[str]:
+        """Launch one batch; on a lost answer, adopt what appeared instead of launching again."""
+        spec = batch[0]
+        single = len(batch) == 1
+        image = None
+        if spec.image:
+            image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
+        tags = [Tag(key=CLUSTER_TAG, value=cluster_id)]
+        tags += [Tag(key=k, value=v) for k, v in sorted(spec.tags.items()) if k != CLUSTER_TAG]
+        request = LaunchRequest(
+            region_name=spec.region, instance_type_name=spec.instance_type, ssh_key_names=[key],
+            name=f"{cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
+            user_data=spec.user_data, tags=tags, quantity=len(batch))
+        before = {i.id for i in self._members(cluster_id)}
+        try:
+            return self.client.launch(request)
+        except ProviderAPIError as exc:
+            if exc.status and exc.status < 500:
+                raise
+            appeared = [i.id for i in self._members(cluster_id) if i.id not in before]
+            if not appeared:
+                raise
+            log.warning("lambda: launch answer lost (%s); adopting %d instance(s) that appeared",
+                        exc.detail, len(appeared))
+            return appeared[: len(batch)]
+
+    def _rolled_back(self, exc: ProviderError, made: list[str], tried: str) -> ProviderError:
+        if isinstance(exc, CapacityError):
+            tried += self._capacity_hint()
+        if not made:
+            return self._with_context(exc, tried)
+        try:
+            self._terminate(made)
+        except ProviderError as cleanup:
+            command = (f"curl -u \"$LAMBDA_API_KEY:\" -X POST {self.base_url}/api/v1/instance-operations/"
+                       f"terminate -H 'Content-Type: application/json' -d '{json.dumps({'instance_ids': made})}'")
+            return self._with_context(exc, f"{tried}; cleanup FAILED ({cleanup.message}); still running: "
+                                      f"{', '.join(made)}; delete them with: {command}")
+        return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
+
+    def _capacity_hint(self) -> str:
+        try:
+            items = self.client.instance_types()
+        except ProviderError:
+            return ""
+        regions = {name: [r.name for r in item.regions_with_capacity_available] for name, item in items.items()}
+        return "; capacity now: " + ", ".join(f"{n} in {'/'.join(r)}" for n, r in sorted(regions.items()) if r)
+
+    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
+        message = f"{exc.message}{extra}"
+        if isinstance(exc, ProviderAPIError):
+            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
+        if isinstance(exc, RateLimitError):
+            return RateLimitError(self.name, message, exc.retry_after_s)
+        return type(exc)(self.name, message)
+
+    # ----- delete ---------------------------------------------------------------------------
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is
+        success. Does not wait for them to disappear."""
+        targets = [i.id for i in self._members(cluster_id) if i.status not in _GONE
+                   and (node_ids is None or i.id in node_ids)]
+        if targets:
+            self._terminate(targets)
+
+    def _terminate(self, ids: list[str]) -> None:
+        try:
+            self.client.terminate(ids)
+        except ProviderAPIError as exc:
+            if not is_not_found(exc):
+                raise
+            # One id vanished meanwhile and Lambda rejects the whole call: retry the survivors.
+            alive = {i.id for i in self.client.list_instances() if i.status not in _GONE}
+            survivors = [i for i in ids if i in alive]
+            if survivors:
+                self.client.terminate(survivors)
+
+    # ----- helpers --------------------------------------------------------------------------
+    def _members(self, cluster_id: str) -> list[Instance]:
+        return [i for i in self.client.list_instances() if i.tag(CLUSTER_TAG) == cluster_id]
+
+    @staticmethod
+    def _node_name(cluster_id: str, instance: Instance) -> str:
+        name = instance.name or ""
+        return name.removeprefix(f"{cluster_id}-") if name.startswith(f"{cluster_id}-") else name
+
+    @staticmethod
+    def _fits(instance: Instance, spec: NodeSpec) -> bool:
+        itype = instance.instance_type.name if instance.instance_type else ""
+        region = instance.region.name if instance.region else ""
+        return itype == spec.instance_type and region == spec.region and instance.status not in _GONE
+
+    def _node(self, cluster_id: str, instance: Instance) -> Node:
+        return Node(provider=self.name, id=instance.id, name=self._node_name(cluster_id, instance),
+                    cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
+                    instance_type=instance.instance_type.name if instance.instance_type else "",
+                    region=instance.region.name if instance.region else "",
+                    public_ip=instance.ip, private_ip=instance.private_ip, provider_state=instance.status)
+
+
+__all__ = ["MAX_BATCH", "PLACEHOLDER", "LambdaProvider", "canonical_gpu", "key_name"]
