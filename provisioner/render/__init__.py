@@ -77,9 +77,10 @@ def render_cluster(
     ``secret_paths`` whenever the control plane needs a secret.
     """
     k8s = _kubernetes_module() if plan.spec.control_plane.value == "kubernetes" else None
-    labels = getattr(k8s, "node_labels", None)
-    view = cluster_view(
-        plan, topology=topology, slurmdbd=slurmdbd, node_labels=labels(plan) if labels else None
+    view = cluster_view(plan, topology=topology, slurmdbd=slurmdbd)
+    labels_of = getattr(k8s, "node_labels", None)
+    node_labels = (
+        {node.name: labels_of(plan, node.index) for node in view.nodes} if labels_of is not None else {}
     )
     files: dict[str, str] = {}
     slurm_files: dict[str, str] = {}
@@ -88,11 +89,13 @@ def render_cluster(
         files.update({f"slurm/{name}": text for name, text in slurm_files.items()})
         files.update({f"launch/{name}": text for name, text in render_launch(view).items()})
     roles = ROLES if view.node_count > 1 else ROLES[:1]
-    cloud_init = {f"cloud-init/{role}.yaml": render_cloudinit(view, role, secrets, slurm_files) for role in roles}
+    cloud_init = {
+        f"cloud-init/{role}.yaml": render_cloudinit(view, role, secrets, slurm_files, node_labels)
+        for role in roles
+    }
     files.update(cloud_init)
     if k8s is not None:
-        manifests = k8s.render_kubernetes(plan)
-        files.update({f"k8s/{name}": text for name, text in sorted(manifests.items())})
+        files.update(k8s.render_kubernetes(plan))  # its paths already start with k8s/
     secret_paths = frozenset(cloud_init) if view.control_plane in ("slurm", "kubernetes") else frozenset()
     return RenderedCluster(files=dict(sorted(files.items())), secret_paths=secret_paths)
 

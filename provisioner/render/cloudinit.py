@@ -12,6 +12,8 @@ that needs them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
 
@@ -36,13 +38,31 @@ def _packages(view: ClusterView, role: str) -> list[str]:
     return packages
 
 
+def _split_labels(
+    names: list[str], node_labels: Mapping[str, Mapping[str, str]]
+) -> tuple[list[tuple[str, str]], list[tuple[str, list[tuple[str, str]]]]]:
+    """Labels every node in ``names`` shares, and each node's remaining ones."""
+    if not names or not node_labels:
+        return [], []
+    per_node = [set(node_labels.get(name, {}).items()) for name in names]
+    common = set.intersection(*per_node)
+    extra = [(name, sorted(labels - common)) for name, labels in zip(names, per_node, strict=True)]
+    return sorted(common), extra
+
+
 def render_cloudinit(
-    view: ClusterView, role: str, secrets: ClusterSecrets, slurm_files: dict[str, str] | None = None
+    view: ClusterView,
+    role: str,
+    secrets: ClusterSecrets,
+    slurm_files: Mapping[str, str] | None = None,
+    node_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
 
     ``slurm_files`` (from ``render_slurm``) is embedded under /etc/slurm when the control
-    plane is Slurm. The result holds secrets when the control plane is Slurm or Kubernetes.
+    plane is Slurm. ``node_labels`` (node name -> k3s labels) is split into the labels the
+    role's nodes share (static k3s config) and per-node ones, chosen at boot once the node
+    knows its name. The result holds secrets when the control plane is Slurm or Kubernetes.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -58,8 +78,12 @@ def render_cloudinit(
         "munge_key_b64": secrets.munge_key_b64.get_secret_value() if view.control_plane == "slurm" else "",
         "k3s_token": secrets.k3s_token.get_secret_value() if view.control_plane == "kubernetes" else "",
     }
+    names = [node.name for node in view.nodes if node.role == role]
+    common_labels, node_extra_labels = _split_labels(names, node_labels or {})
     return render_template(
         "cloud-init/node.yaml.j2",
+        common_labels=common_labels,
+        node_extra_labels=node_extra_labels,
         c=view,
         role=role,
         packages=_packages(view, role),

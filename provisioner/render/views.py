@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -81,7 +81,6 @@ class ClusterView:
     needs_fabric_manager: bool
     switches: tuple[SwitchView, ...]
     slurmdbd: bool = False
-    node_labels: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @property
     def head(self) -> NodeView:
@@ -190,7 +189,6 @@ def cluster_view(
     *,
     topology: Mapping[str, Sequence[str]] | None = None,
     slurmdbd: bool = False,
-    node_labels: Mapping[str, str] | None = None,
 ) -> ClusterView:
     """Flatten a Plan into the view every template renders from. Pure; raises PlanError."""
     spec, option = plan.spec, plan.option
@@ -228,7 +226,6 @@ def cluster_view(
         needs_fabric_manager=offer.gpus == 8 and model in _NVSWITCH_GPUS and "PCIE" not in model,
         switches=build_switches(names, topology),
         slurmdbd=slurmdbd,
-        node_labels=tuple(sorted((node_labels or {}).items())),
     )
 
 

@@ -1,0 +1,290 @@
+"""cloud-init rendering: schema-valid user data per role, NVMe RAID logic, NCCL env, secrets."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from provisioner.errors import ProvisionerError
+from provisioner.render import RenderedCluster, render_cluster, write_rendered
+from provisioner.render.cloudinit import nvme_script, render_cloudinit
+from provisioner.render.fabric import fabric_profile, nccl_env
+from provisioner.render.views import cluster_view
+from provisioner.secrets import ClusterSecrets
+from tests.conftest import need_tool
+from tests.test_render_slurm import CANARY, make_offer, make_plan
+
+MUNGE = CANARY.munge_key_b64.get_secret_value()
+TOKEN = CANARY.k3s_token.get_secret_value()
+
+# Hand-built plans covering what the examples may not: every control plane, every shared-FS
+# kind on the providers with managed filesystems, no TTL, no SSH key, single node.
+VARIANTS = {
+    "aws-efa-slurm-nfs": make_plan(nodes=3),
+    "aws-slurm-managed-dbd": make_plan({"storage": {"shared": {"kind": "managed", "size_gib": 1200}}}, nodes=2),
+    "gcp-tcpxo-k8s-managed": make_plan(
+        {"control_plane": "kubernetes", "storage": {"shared": {"kind": "managed", "size_gib": 1024}}},
+        nodes=3, provider="gcp", instance_type="a3-megagpu-8g", region="us-central1", fabric="ethernet",
+    ),
+    "lambda-ib-none-managed": make_plan(
+        {"control_plane": "none", "storage": {"shared": {"kind": "managed", "size_gib": 100}},
+         "lifetime": {}, "access": {}},
+        nodes=2, provider="lambda", instance_type="gpu_8x_h100_sxm5", fabric="infiniband",
+    ),
+    "vast-single-node-k8s": make_plan(
+        {"control_plane": "kubernetes", "storage": {}}, nodes=1, provider="vastai", instance_type="1x_RTX4090",
+        gpus=1, gpu_model="RTX4090", fabric="ethernet", local_nvme_gib=0,
+    ),
+}
+
+
+def _render(name: str) -> RenderedCluster:
+    return render_cluster(VARIANTS[name], CANARY, slurmdbd=name.endswith("-dbd"))
+
+
+def _cloud_inits() -> list[tuple[str, str]]:
+    return [(name, path) for name in VARIANTS for path in _render(name) if path.startswith("cloud-init/")]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("variant", "path"), _cloud_inits())
+def test_cloud_init_schema_valid(variant: str, path: str, tmp_path: Path) -> None:
+    need_tool("cloud-init")
+    target = tmp_path / "user-data.yaml"
+    target.write_text(_render(variant)[path])
+    result = subprocess.run(["cloud-init", "schema", "-c", str(target)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Valid cloud-config" in result.stdout
+    assert "deprecat" not in (result.stdout + result.stderr).lower()
+
+
+def _doc(variant: str, role: str) -> dict:
+    text = _render(variant)[f"cloud-init/{role}.yaml"]
+    assert text.startswith("#cloud-config\n")
+    return yaml.safe_load(text)
+
+
+def _file(doc: dict, path: str) -> dict:
+    matches = [entry for entry in doc["write_files"] if entry["path"] == path]
+    assert len(matches) == 1, path
+    return matches[0]
+
+
+def test_roles_and_files_per_node_count() -> None:
+    assert sorted(p for p in _render("aws-efa-slurm-nfs") if p.startswith("cloud-init/")) == [
+        "cloud-init/head.yaml", "cloud-init/worker.yaml"]
+    assert [p for p in _render("vast-single-node-k8s") if p.startswith("cloud-init/")] == ["cloud-init/head.yaml"]
+    with pytest.raises(ValueError, match="unknown role"):
+        render_cloudinit(cluster_view(VARIANTS["aws-efa-slurm-nfs"]), "login", CANARY)
+
+
+def test_users_ssh_key_and_nccl_env_files() -> None:
+    doc = _doc("aws-efa-slurm-nfs", "worker")
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example"
+    assert doc["ssh_authorized_keys"] == [key]
+    ml = next(u for u in doc["users"] if isinstance(u, dict))
+    assert ml["name"] == "ml" and ml["ssh_authorized_keys"] == [key] and ml["uid"] == 2000
+    profile = _file(doc, "/etc/profile.d/provisioner-nccl.sh")["content"]
+    assert 'export FI_PROVIDER="efa"' in profile and 'export FI_EFA_USE_DEVICE_RDMA="1"' in profile
+    env_lines = _file(doc, "/etc/provisioner/nccl.env")["content"].splitlines()[1:]
+    assert "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/opt/amazon/efa/lib" in env_lines
+    assert not any("$" in line for line in env_lines)
+    assert "users" in _doc("lambda-ib-none-managed", "head")
+    assert "ssh_authorized_keys" not in _doc("lambda-ib-none-managed", "head")
+
+
+def test_deadman_timer_follows_ttl() -> None:
+    doc = _doc("aws-efa-slurm-nfs", "head")
+    assert "+ 600 * 60" in _file(doc, "/usr/local/sbin/provisioner-deadman")["content"]
+    assert "OnUnitActiveSec=1min" in _file(doc, "/etc/systemd/system/provisioner-deadman.timer")["content"]
+    assert ["systemctl", "enable", "--now", "provisioner-deadman.timer"] in doc["runcmd"]
+    no_ttl = _doc("lambda-ib-none-managed", "head")
+    assert not any("deadman" in entry["path"] for entry in no_ttl["write_files"])
+
+
+def test_gpu_checks_and_fabric_manager_only_for_nvswitch_boards() -> None:
+    check = _file(_doc("aws-efa-slurm-nfs", "head"), "/usr/local/sbin/provisioner-gpu-check")["content"]
+    assert '"$count" -ne 8' in check and "nvidia-fabricmanager" in check
+    small = _file(_doc("vast-single-node-k8s", "head"), "/usr/local/sbin/provisioner-gpu-check")["content"]
+    assert '"$count" -ne 1' in small and "fabricmanager" not in small
+
+
+def test_nfs_export_on_head_mount_on_workers() -> None:
+    head = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "head")["runcmd"])
+    worker = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "worker")["runcmd"])
+    assert "nfs-server" in head and "/etc/exports.d/provisioner.exports" in head
+    assert "llm-pretrain-0:/shared /shared nfs4" in worker and "exports" not in worker
+    assert "nfs-kernel-server" in _doc("aws-efa-slurm-nfs", "head")["packages"]
+    assert "nfs-kernel-server" not in _doc("aws-efa-slurm-nfs", "worker")["packages"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"),
+    [
+        ("aws-slurm-managed-dbd", "lustre"),
+        ("gcp-tcpxo-k8s-managed", "nfs defaults,hard"),
+        ("lambda-ib-none-managed", "/lambda/nfs/"),
+    ],
+)
+def test_managed_shared_fs_mount_per_provider(variant: str, expected: str) -> None:
+    doc = _doc(variant, "worker")
+    assert expected in _file(doc, "/usr/local/sbin/provisioner-shared-fs")["content"]
+    assert ["/usr/local/sbin/provisioner-shared-fs"] in doc["runcmd"]
+
+
+def test_slurm_daemons_per_role_and_slurmdbd() -> None:
+    head = _doc("aws-slurm-managed-dbd", "head")
+    worker = _doc("aws-slurm-managed-dbd", "worker")
+    assert {"slurmctld", "slurmd", "slurmdbd", "munge"} <= set(head["packages"])
+    assert "slurmctld" not in worker["packages"] and "slurmd" in worker["packages"]
+    assert _file(head, "/etc/slurm/slurmdbd.conf")["permissions"] == "0600"
+    assert _file(worker, "/etc/munge/munge.key") == {
+        "path": "/etc/munge/munge.key", "encoding": "b64", "owner": "munge:munge",
+        "permissions": "0400", "defer": True, "content": MUNGE}
+
+
+def test_k3s_server_agent_and_per_node_labels() -> None:
+    head = _doc("gcp-tcpxo-k8s-managed", "head")
+    worker = _doc("gcp-tcpxo-k8s-managed", "worker")
+    server = yaml.safe_load(_file(head, "/etc/rancher/k3s/config.yaml")["content"])
+    agent = yaml.safe_load(_file(worker, "/etc/rancher/k3s/config.yaml")["content"])
+    assert server["token"] == agent["token"] == TOKEN
+    assert agent["server"] == "https://llm-pretrain-0:6443" and "server" not in server
+    assert "provisioner.dev/role=server" in server["node-label"]
+    assert "provisioner.dev/role=agent" in agent["node-label"]
+    assert "INSTALL_K3S_EXEC=server" in yaml.safe_dump(head["runcmd"])
+    assert "INSTALL_K3S_EXEC=agent" in yaml.safe_dump(worker["runcmd"])
+
+
+def test_k3s_node_script_writes_node_name_and_labels(tmp_path: Path) -> None:
+    doc = _doc("gcp-tcpxo-k8s-managed", "worker")
+    script = _file(doc, "/usr/local/sbin/provisioner-k3s-node")["content"]
+    # Run it against a private root: rewrite the two absolute paths it touches.
+    (tmp_path / "identity.env").write_text("NODE_NAME=llm-pretrain-1\n")
+    script = script.replace("/etc/provisioner/identity.env", str(tmp_path / "identity.env"))
+    script = script.replace("/etc/rancher/k3s/config.yaml.d", str(tmp_path / "d"))
+    subprocess.run(["bash", "-c", script], check=True, timeout=30)
+    drop_in = yaml.safe_load((tmp_path / "d" / "10-node.yaml").read_text())
+    assert drop_in["node-name"] == "llm-pretrain-1"
+    assert "kubernetes.io/hostname=llm-pretrain-1" in drop_in["node-label+"]
+
+
+def _nvme(tmp_path: Path, devices: str, root: str = "/dev/nvme0n1") -> subprocess.CompletedProcess[str]:
+    view = cluster_view(make_plan(nodes=1))
+    script = tmp_path / "nvme-raid.sh"
+    script.write_text(nvme_script(view))
+    env = {"PATH": os.environ["PATH"], "PROVISIONER_DRY_RUN": "1", "PROVISIONER_NVME_DEVICES": devices,
+           "PROVISIONER_ROOT_DISK": root}
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+
+
+def _commands(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    return [line[2:] for line in result.stdout.splitlines() if line.startswith("+ ")]
+
+
+def test_nvme_zero_disks_stays_on_root(tmp_path: Path) -> None:
+    result = _nvme(tmp_path, "/dev/nvme0n1")  # only the root disk
+    assert _commands(result) == ["mkdir -p /mnt/checkpoints"]
+    assert "no local NVMe data disk" in result.stderr
+
+
+def test_nvme_one_disk_is_formatted_directly(tmp_path: Path) -> None:
+    commands = _commands(_nvme(tmp_path, "/dev/nvme0n1 /dev/nvme1n1"))
+    assert commands == [
+        "mkdir -p /mnt/checkpoints",
+        "mkfs.ext4 -F -q -L checkpoints -E lazy_itable_init=1,lazy_journal_init=1 -m 0 /dev/nvme1n1",
+        "mount -o noatime,discard /dev/nvme1n1 /mnt/checkpoints",
+        "chmod 1777 /mnt/checkpoints",
+    ]
+
+
+def test_nvme_many_disks_become_raid0_without_root(tmp_path: Path) -> None:
+    disks = " ".join(f"/dev/nvme{i}n1" for i in range(9))  # nvme0n1 is root; 8 data disks
+    commands = _commands(_nvme(tmp_path, disks))
+    data = " ".join(f"/dev/nvme{i}n1" for i in range(1, 9))
+    assert commands[1] == f"mdadm --create /dev/md/checkpoints --run --level=0 --chunk=512 --raid-devices=8 {data}"
+    assert commands[-2] == "mount -o noatime,discard /dev/md/checkpoints /mnt/checkpoints"
+    # A root disk named like a prefix of a data disk must not swallow it.
+    commands = _commands(_nvme(tmp_path, "/dev/nvme1n1 /dev/nvme1n10 /dev/nvme1n11", root="/dev/nvme1n1"))
+    assert "--raid-devices=2 /dev/nvme1n10 /dev/nvme1n11" in commands[1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "profile", "expected"),
+    [
+        ({}, "efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET_PLUGIN": "ofi"}),
+        ({"provider": "gcp", "instance_type": "a3-megagpu-8g", "fabric": "ethernet"}, "tcpxo",
+         {"NCCL_FASTRAK_CTRL_DEV": "enp0s12", "NCCL_SOCKET_IFNAME": "enp0s12"}),
+        ({"provider": "gcp", "instance_type": "a3-highgpu-8g", "fabric": "ethernet"}, "tcpx",
+         {"NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0"}),
+        ({"provider": "gcp", "instance_type": "a3-ultragpu-8g", "fabric": "roce"}, "gib",
+         {"NCCL_NET": "gIB", "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a3u.txtpb"}),
+        ({"provider": "gcp", "instance_type": "a4-highgpu-8g", "fabric": "roce"}, "gib",
+         {"NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a4.txtpb"}),
+        ({"provider": "lambda", "fabric": "infiniband"}, "infiniband",
+         {"NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "^lo,docker0"}),
+        ({"provider": "runpod", "fabric": "infiniband"}, "infiniband", {"NCCL_SOCKET_IFNAME": "ens1"}),
+        ({"provider": "fluence", "fabric": "roce"}, "roce", {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5"}),
+        ({"provider": "vastai", "fabric": "ethernet"}, "tcp", {"NCCL_IB_DISABLE": "1"}),
+    ],
+)
+def test_nccl_env_per_fabric(overrides: dict[str, str], profile: str, expected: dict[str, str]) -> None:
+    offer = make_offer(**overrides)
+    env = nccl_env(offer)
+    assert fabric_profile(offer) == profile
+    assert expected.items() <= env.items()
+    assert list(env) == sorted(env) and env["NCCL_DEBUG"] == "WARN"
+    if profile != "tcp":
+        assert "NCCL_IB_DISABLE" not in env or env["NCCL_IB_DISABLE"] == "0"
+
+
+def test_secrets_never_in_repr_or_non_secret_files(tmp_path: Path) -> None:
+    secrets = ClusterSecrets.generate()
+    for value in secrets.values():
+        assert value not in repr(secrets) and value not in str(secrets)
+        assert value not in secrets.model_dump_json()
+    assert ClusterSecrets.generate().values() != secrets.values()
+    for name in VARIANTS:
+        rendered = _render(name)
+        assert MUNGE not in repr(rendered) and TOKEN not in repr(rendered)
+        control = VARIANTS[name].spec.control_plane.value
+        for path, text in rendered.items():
+            is_user_data = path.startswith("cloud-init/")
+            assert (MUNGE in text) == (is_user_data and control == "slurm"), path
+            assert (TOKEN in text) == (is_user_data and control == "kubernetes"), path
+            assert rendered.is_secret(path) == (is_user_data and control != "none"), path
+
+
+def test_write_rendered_modes_and_overwrite(tmp_path: Path) -> None:
+    rendered = _render("aws-efa-slurm-nfs")
+    (tmp_path / "cloud-init").mkdir()
+    (tmp_path / "cloud-init" / "head.yaml").write_text("old")
+    (tmp_path / "cloud-init" / "head.yaml").chmod(0o644)
+    written = write_rendered(rendered, tmp_path)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(rendered)
+    mode = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in written}
+    assert mode["cloud-init/head.yaml"] == 0o600 and mode["cloud-init/worker.yaml"] == 0o600
+    assert mode["slurm/slurm.conf"] == 0o644 and mode["slurm/epilog.sh"] == 0o755
+    assert (tmp_path / "cloud-init" / "head.yaml").read_text() == rendered["cloud-init/head.yaml"]
+
+
+def test_write_rendered_refuses_escaping_paths(tmp_path: Path) -> None:
+    bad = RenderedCluster(files={"../evil": "x"})
+    with pytest.raises(ProvisionerError, match="outside"):
+        write_rendered(bad, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("munge", "token", "message"),
+    [("not base64!", "a" * 20, "base64"), ("YWJj", "a" * 20, "32 bytes"), (MUNGE, "short", "16 printable")],
+)
+def test_bad_secrets_rejected(munge: str, token: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ClusterSecrets(munge_key_b64=munge, k3s_token=token)
