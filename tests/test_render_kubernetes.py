@@ -247,8 +247,11 @@ def test_node_labels_match_flavor_topology_and_selectors(name: str) -> None:
     daemonset = next(d for d in _kind(files, "DaemonSet") if d["metadata"]["name"] == "nvidia-device-plugin")
     ds_selector = daemonset["spec"]["template"]["spec"]["nodeSelector"]
     topologies = _kind(files, "Topology")
+    common = node_labels(plan)
+    assert "kubernetes.io/hostname" not in common
     for index in range(plan.option.nodes):
         labels = node_labels(plan, index)
+        assert common.items() <= labels.items()
         assert all(len(v) <= 63 and label_value(v) == v for v in labels.values())
         assert flavor["spec"]["nodeLabels"].items() <= labels.items()
         assert ds_selector.items() <= labels.items()
@@ -268,12 +271,14 @@ def test_node_labels_roles_and_racks() -> None:
     efa = _example_plan("pretrain-h100-slurm")
     assert node_labels(efa, 0)["provisioner.dev/role"] == "server"
     assert node_labels(efa, 1)["provisioner.dev/role"] == "agent"
-    # One EFA placement domain: same rack; plain Ethernet: every node on its own.
-    assert node_labels(efa, 0)["provisioner.dev/topology-rack"] == node_labels(efa, 1)[
-        "provisioner.dev/topology-rack"]
+    assert node_labels(efa, 1)["kubernetes.io/hostname"] == "llm-pretrain-1"
+    # One placement request per plan: one rack, inside the zone's block.
+    assert node_labels(efa)["provisioner.dev/topology-rack"] == "llm-pretrain-placement"
+    assert node_labels(efa)["provisioner.dev/topology-block"] == "aws-us-east-1a"
+    assert node_labels(efa)["nvidia.com/gpu.product"] == "NVIDIA-H100"
+    assert node_labels(efa)["provisioner.dev/fabric"] == "efa"
     eth = _example_plan("burst-4090-marketplace")
-    assert node_labels(eth, 0)["provisioner.dev/topology-rack"] != node_labels(eth, 1)[
-        "provisioner.dev/topology-rack"]
+    assert node_labels(eth)["provisioner.dev/topology-block"] == "runpod-EU-RO-1"
     assert node_labels(efa, 0)["topology.kubernetes.io/zone"] == "us-east-1a"
     assert "topology.kubernetes.io/zone" not in node_labels(eth, 0)
     with pytest.raises(ValueError, match="out of range"):

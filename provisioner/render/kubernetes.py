@@ -2,14 +2,15 @@
 
 ``render_kubernetes(plan)`` returns ``{relative path: YAML text}``; every path starts
 with ``k8s/``. Files directly under ``k8s/`` are cluster bootstrap, meant to be applied
-in sorted path order once k3s (and, for ``20-kueue.yaml``, Kueue ``KUEUE_VERSION``
+in sorted path order once k3s (and, for ``k8s/20-kueue.yaml``, Kueue ``KUEUE_VERSION``
 from ``KUEUE_MANIFEST_URL``) is up. Files under ``k8s/launch/`` are the launch helper a
 user submits on purpose (an indexed Job running torchrun); bootstrap must not apply them.
 
-``node_labels(plan, i)`` gives the labels node ``i`` registers with (k3s
-``--node-label``); its hostname label is ``node_name(plan, i)``, so k3s must be started
-with ``--node-name`` set to that same name. The ResourceFlavor, the Topology and the
-device-plugin selectors are written against exactly these labels.
+``node_labels(plan)`` gives the labels every node registers with (k3s ``node-label``);
+``node_labels(plan, i)`` adds the per-node ones: ``kubernetes.io/hostname`` (which the
+kubelet sets by itself when the node name is ``node_name(plan, i)``, the hostname the
+cloud-init identity step gives the machine) and the node's role. The ResourceFlavor,
+the Topology and the device-plugin selectors are written against exactly these labels.
 
 Everything here is pure: no clock, no environment, no network. No secret is ever an
 input, so none can leak into the output (the k3s join token lives only in cloud-init).
@@ -114,22 +115,18 @@ def _check_index(plan: Plan, node_index: int) -> None:
         raise ValueError(f"node index {node_index} out of range for {plan.option.nodes} node(s)")
 
 
-def _rack(plan: Plan, node_index: int) -> str:
-    # All nodes on a shared RDMA fabric sit in one placement/fabric domain; on plain
-    # Ethernet nothing is known about locality, so each node is its own "rack" and TAS
-    # falls back to the block. Real topology (Topograph, instance-topology APIs) may relabel.
-    if plan.option.offer.fabric in (Fabric.EFA, *_RDMA_FABRICS):
-        return label_value(f"{plan.cluster_id}-fabric")
-    return label_value(f"{plan.cluster_id}-{node_index}")
+def node_labels(plan: Plan, node_index: int | None = None) -> dict[str, str]:
+    """Labels for the nodes of ``plan``, sorted by key; every value a valid label value.
 
+    Without ``node_index``: the labels every node shares (what one cloud-init file per
+    role can carry). With it: those plus ``kubernetes.io/hostname`` and the node's role
+    (0 is the k3s server). Raises ValueError for an index outside the plan. Keys in
+    ``kubernetes.io`` are only those a kubelet may set on itself.
 
-def node_labels(plan: Plan, node_index: int) -> dict[str, str]:
-    """Labels for node ``node_index`` of ``plan`` (0 is the k3s server), sorted by key.
-
-    Every value is a valid label value. Raises ValueError for an index outside the plan.
-    Keys in ``kubernetes.io`` / ``k8s.io`` are only those kubelet may set on itself.
+    The rack level is the plan's placement domain: all of a plan's nodes are bought in
+    one placement request, and nothing finer is known up front (Topograph or a
+    provider's instance-topology API may relabel nodes later).
     """
-    _check_index(plan, node_index)
     option = plan.option
     offer = option.offer
     place = option.zone or option.region
@@ -145,15 +142,16 @@ def node_labels(plan: Plan, node_index: int) -> dict[str, str]:
         f"{LABEL_PREFIX}/instance-type": label_value(option.instance_type),
         f"{LABEL_PREFIX}/fabric": offer.fabric.value,
         f"{LABEL_PREFIX}/capacity-type": "spot" if option.spot else "on-demand",
-        f"{LABEL_PREFIX}/role": "server" if node_index == 0 else "agent",
         TOPOLOGY_BLOCK_LABEL: label_value(f"{option.provider}-{place}"),
-        TOPOLOGY_RACK_LABEL: _rack(plan, node_index),
-        HOSTNAME_LABEL: node_name(plan, node_index),
+        TOPOLOGY_RACK_LABEL: label_value(f"{plan.cluster_id}-placement"),
         "node.kubernetes.io/instance-type": label_value(option.instance_type),
         "topology.kubernetes.io/region": label_value(option.region),
     }
     if option.zone:
         labels["topology.kubernetes.io/zone"] = label_value(option.zone)
+    if node_index is not None:
+        labels[HOSTNAME_LABEL] = node_name(plan, node_index)
+        labels[f"{LABEL_PREFIX}/role"] = "server" if node_index == 0 else "agent"
     return dict(sorted(labels.items()))
 
 
@@ -326,7 +324,9 @@ _FILES: tuple[tuple[str, str, str | None], ...] = (
 
 
 def render_kubernetes(plan: Plan) -> dict[str, str]:
-    """Render every manifest for ``plan``: ``{"k8s/...yaml": text}``, sorted by path.
+    """Render every manifest for ``plan``: ``{"k8s/20-kueue.yaml": text, ...}``, sorted by path.
+
+    ``k8s/launch/`` holds the user-submitted Job; everything else is bootstrap.
 
     Deterministic for a given plan. Holds no secret. Kueue documents need Kueue
     ``KUEUE_VERSION`` installed first; the rest are core Kubernetes objects. Raises
