@@ -274,8 +274,7 @@ class RunPodProvider:
     def _launch(self, cluster_id: str, spec: NodeSpec) -> Node:
         for attempt in (1, 2):
             try:
-                pod_id = self._launch_once(cluster_id, spec)
-                break
+                return self._node(cluster_id, self._launch_once(cluster_id, spec))
             except ProviderAPIError as exc:
                 if exc.status and exc.status < 500:
                     raise
@@ -288,17 +287,12 @@ class RunPodProvider:
                     raise
                 log.warning("runpod: launch of %s ended with %s and no pod appeared; relaunching",
                             spec.name, exc.message)
-        node = self._find(cluster_id, spec.name)
-        if node is None:  # the list lags the create: report what we know
-            return Node(provider=NAME, id=pod_id, name=spec.name, cluster_id=cluster_id,
-                        status=NodeStatus.PENDING, instance_type=spec.instance_type,
-                        region=spec.region, provider_state="PROVISIONING")
-        return node
+        raise AssertionError("unreachable")
 
     def _find(self, cluster_id: str, name: str) -> Node | None:
         return next((node for node in self.get_nodes(cluster_id) if node.name == name), None)
 
-    def _launch_once(self, cluster_id: str, spec: NodeSpec) -> str:
+    def _launch_once(self, cluster_id: str, spec: NodeSpec) -> Pod:
         gpu_id, count, cloud = self._resolve(spec)
         env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type}
         args = ""
@@ -320,7 +314,7 @@ class RunPodProvider:
             }
             if center:
                 graphql_input["dataCenterId"] = center
-            return self.client.rent_interruptible(graphql_input)
+            return self.client.get_pod(self.client.rent_interruptible(graphql_input))
         body: dict[str, Any] = {
             "name": pod_name, "image": image, "gpu": {"id": gpu_id, "count": count}, "cloud": cloud,
             "disk": spec.disk_gib, "env": env, "ports": ["22/tcp"], "startSsh": True,
@@ -329,7 +323,7 @@ class RunPodProvider:
             body["args"] = args
         if center:
             body["dataCenterIds"] = [center]
-        return self.client.create_pod(body).id
+        return self.client.create_pod(body)
 
     def _spot_floor(self, gpu_id: str, cloud: str) -> float:
         for price in self.client.list_spot_prices():
