@@ -75,6 +75,8 @@ _ERRORS: dict[str, tuple[int, str, str, str | None]] = {
                    "Try again later. Contact Support if the problem persists."),
 }
 
+_BY_STATUS = {400: "bad_request", 401: "invalid_key", 403: "insufficient_balance", 404: "instance_not_found"}
+
 
 def _type_body(name: str) -> dict[str, Any]:
     gpu, gpus, cents, vcpus, memory, storage, _ = _TYPES[name]
@@ -110,6 +112,8 @@ class LambdaFake(FakeApp):
 
     # ----- framework hooks ------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
+        if kind == "http_error" and status in _BY_STATUS:
+            kind = _BY_STATUS[status]  # a documented status gets the body the spec gives it
         code_status, code, default, suggestion = _ERRORS.get(kind, _ERRORS["http_error"])
         error: dict[str, Any] = {"code": code, "message": message or default}
         if suggestion:
