@@ -250,7 +250,7 @@ class VastAIFake(FakeApp):
             "label": body.get("label"), "template_id": None, "template_hash_id": None, "template_name": None,
             "image_uuid": body.get("image", "vastai/base-image:@vastai-automatic-tag"),
             "image_args": list(body.get("args") or []), "image_runtype": body.get("runtype", "ssh"),
-            "extra_env": [], "onstart": body.get("onstart"), "jupyter_token": f"{instance_id:064x}",
+            "extra_env": [], "onstart": body.get("onstart") or "", "jupyter_token": f"{instance_id:064x}",
             "public_ipaddr": ask["public_ipaddr"], "local_ipaddrs": f"10.8.{octet}.2 172.17.0.1",
             "ssh_host": f"ssh{instance_id % 9 + 1}.vast.ai", "ssh_idx": str(instance_id % 9 + 1),
             "ssh_port": 20000 + instance_id % 10000, "machine_dir_ssh_port": 30000 + instance_id % 10000,
