@@ -220,6 +220,7 @@ class FakeApp:
         self.strict = strict
         self.latency_s = dict(latency_s or {})
         self.boot_polls = boot_polls
+        self.sleep: Callable[[float], None] = time.sleep  # latency and timeout faults; tests swap it
         self.lock = threading.RLock()
         self.faults = Faults(self.lock)
         self.calls: list[Call] = []
@@ -351,7 +352,7 @@ class FakeApp:
         name, kind = (route.name, route.kind) if route else ("unknown", "other")
         delay = self.latency_s.get(kind, self.latency_s.get("*", 0.0))
         if delay:
-            time.sleep(delay)
+            self.sleep(delay)
         validating = self.openapi is not None and (route is None or route.validate)
         problem = self._validate_request(request) if validating else None
         injected = False
@@ -371,7 +372,7 @@ class FakeApp:
                     response = route.handler(request, **params)
                 hold = self.faults.take(("timeout",), name, kind)
                 if hold is not None:
-                    time.sleep(float(hold.params.get("delay_s", 3.0)))
+                    self.sleep(float(hold.params.get("delay_s", 3.0)))
         if validating and not problem:
             problem = self._validate_response(request, response, injected)
             if problem and self.strict:
