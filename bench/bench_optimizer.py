@@ -21,8 +21,9 @@ import tracemalloc
 
 import numpy as np
 
-from provisioner.costs import FABRICS, OfferTable, rank_table
+from provisioner.costs import FABRICS
 from provisioner.offer import Catalog, EgressTier, Offer, ProviderInfo
+from provisioner.offer_table import OfferTable, rank_table
 from provisioner.optimizer import resolve_plan
 from provisioner.spec import ClusterSpec
 

@@ -1,26 +1,28 @@
 """Choose where to build a cluster: every offer checked, priced and ranked for one spec.
 
-``resolve_plan(spec, catalog)`` is the public entry point. It is a thin shell around the
-columnar core in ``provisioner.costs`` (``OfferTable`` + ``rank_table``): the core works on
-numpy arrays and integer cents; this module turns the few rows it returns into ``Option``
-and ``RejectedOffer`` models with one-line reasons. The cost model is documented, with the
-source of every constant, in ``docs/cost-model.md``.
+``resolve_plan(spec, catalog)`` is the public entry point, a thin shell over the core:
+``provisioner.costs`` prices each (offer, variant) in plain Python (small catalogs; no
+numpy import, so a cold ``provisioner plan`` starts fast) and ``provisioner.offer_table``
+does the same columnar with numpy (large catalogs, 10^6 offers in well under a second).
+Both yield identical ``Candidate`` rows in integer cents; this module ranks them and turns
+them into ``Option`` and ``RejectedOffer`` models with one-line reasons. The cost model,
+with the source of every constant, is in ``docs/cost-model.md``.
 
-Pure: no I/O, no clock, no environment reads. numpy is imported on the first call, not at
-import time, so commands that never plan do not pay for it.
+Pure: no I/O, no clock, no environment reads.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
+from provisioner.costs import Candidate, Stage, price_offers, ranked, rejected
 from provisioner.errors import NoFeasibleOfferError, Rejection
 from provisioner.offer import Catalog, Offer
 from provisioner.plan import CostBreakdown, Option, PlanResult, RejectedOffer
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
 
-if TYPE_CHECKING:
-    from provisioner.costs import OfferTable, Ranking
+NUMPY_MIN_OFFERS = 3000
+"""From this many offers on, the vectorized core pays back numpy's import time."""
 
 
 def resolve_plan(spec: ClusterSpec, catalog: Catalog) -> PlanResult:
@@ -28,46 +30,53 @@ def resolve_plan(spec: ClusterSpec, catalog: Catalog) -> PlanResult:
 
     ``options`` are ranked 1..n by expected total cost, ties broken by cluster hourly price,
     then ``Offer.key``, then on-demand before spot. ``rejected`` holds one entry per
-    rejected (offer, variant) considered by ``spec.pricing.mode``, furthest-got first.
-    Deterministic for a given input. Raises NoFeasibleOfferError (with every Rejection)
-    when nothing is feasible, PlanError when pricing facts the spec needs are missing.
+    rejected (offer, variant) that ``spec.pricing.mode`` considers, furthest-got first.
+    Deterministic for a given input. Raises NoFeasibleOfferError (carrying every
+    Rejection) when nothing is feasible, PlanError when pricing facts the spec needs
+    are missing from the catalog.
     """
-    from provisioner.costs import OfferTable, rank_table
-
-    if not catalog.offers:
+    offers = catalog.offers
+    if not offers:
         raise NoFeasibleOfferError(f"catalog {catalog.origin} has no offers")
-    table = OfferTable.from_offers(catalog.offers)
-    ranking = rank_table(spec, table, catalog.providers)
-    rejections = rejections_of(spec, table, ranking)
-    if not len(ranking.order):
-        best = rejections[0]
+    candidates = price_candidates(spec, offers, catalog)
+    rejections = [rejection(spec, offers[c.offer_idx], c) for c in rejected(candidates, offers)]
+    best = ranked(candidates, offers)
+    if not best:
+        first = rejections[0]
         raise NoFeasibleOfferError(
-            f"no offer fits: {best.reason} ({best.provider} {best.instance_type} {best.region}; "
+            f"no offer fits: {first.reason} ({first.provider} {first.instance_type} {first.region}; "
             f"{len(rejections)} rejected)",
             rejected=rejections,
         )
-    options = [_option(rank, table, ranking, int(c)) for rank, c in enumerate(ranking.order.tolist(), 1)]
     return PlanResult(
         spec=spec,
         catalog_as_of=catalog.as_of,
         catalog_origin=catalog.origin,
-        options=options,
+        options=[option(rank, offers[c.offer_idx], c) for rank, c in enumerate(best, 1)],
         rejected=[RejectedOffer.of(r) for r in rejections],
     )
 
 
-def _option(rank: int, table: OfferTable, ranking: Ranking, c: int) -> Option:
-    assert table.offers is not None
-    offer = table.offers[int(ranking.offer_idx[c])]
-    parts = [int(ranking.compute_cents[c]), int(ranking.storage_cents[c]),
-             int(ranking.egress_cents[c]), int(ranking.interruption_cents[c])]
+def price_candidates(
+    spec: ClusterSpec, offers: Sequence[Offer], catalog: Catalog, numpy_min_offers: int = NUMPY_MIN_OFFERS
+) -> list[Candidate]:
+    """``costs.price_offers``, or its vectorized twin when there are ``numpy_min_offers`` or more."""
+    if len(offers) < numpy_min_offers:
+        return price_offers(spec, offers, catalog.providers)
+    from provisioner.offer_table import OfferTable, rank_table
+
+    return rank_table(spec, OfferTable.from_offers(offers), catalog.providers).candidates()
+
+
+def option(rank: int, offer: Offer, c: Candidate) -> Option:
+    """The ``Option`` model for a feasible candidate."""
     cost = CostBreakdown(
-        compute=parts[0] / 100,
-        storage=parts[1] / 100,
-        egress=parts[2] / 100,
-        interruption=parts[3] / 100,
-        total=sum(parts) / 100,
-        boot_usd=int(ranking.boot_cents[c]) / 100,
+        compute=c.compute_cents / 100,
+        storage=c.storage_cents / 100,
+        egress=c.egress_cents / 100,
+        interruption=c.interruption_cents / 100,
+        total=c.total_cents / 100,
+        boot_usd=c.boot_cents / 100,
     )
     return Option(
         rank=rank,
@@ -77,61 +86,31 @@ def _option(rank: int, table: OfferTable, ranking: Ranking, c: int) -> Option:
         instance_type=offer.instance_type,
         gpu_model=offer.gpu_model,
         gpus_per_node=offer.gpus,
-        nodes=int(ranking.nodes[c]),
-        spot=bool(ranking.spot[c]),
-        hourly_usd=round(float(ranking.hourly_usd[c]), 4),
+        nodes=c.nodes,
+        spot=c.spot,
+        hourly_usd=round(c.hourly_usd, 4),
         cost=cost,
-        expected_interruptions=round(float(ranking.expected_interruptions[c]), 6),
+        expected_interruptions=round(c.expected_interruptions, 6),
         offer=offer,
     )
 
 
-def rejections_of(
-    spec: ClusterSpec, table: OfferTable, ranking: Ranking, limit: int | None = None
-) -> list[Rejection]:
-    """Rejections for ``ranking``'s infeasible candidates, furthest stage first.
-
-    Within a stage: cheapest total first for the budget stages, then ``Offer.key``,
-    then on-demand before spot. ``limit`` caps how many are materialised (the rest stay
-    codes in ``ranking.stage``). Needs a table built from offers.
-    """
-    import numpy as np
-
-    from provisioner.costs import Stage
-
-    if table.offers is None:
-        raise ValueError("rejections_of needs an OfferTable built from offers")
-    rejected = np.flatnonzero(ranking.stage != 0)
-    stage = ranking.stage[rejected]
-    cost_key = np.where(stage >= Stage.MAX_HOURLY, ranking.total_cents[rejected], 0)
-    key_rank = table.key_rank[ranking.offer_idx[rejected]]
-    picked = rejected[np.lexsort((ranking.spot[rejected], key_rank, cost_key, -stage.astype(np.int64)))]
-    if limit is not None:
-        picked = picked[:limit]
-    out = []
-    for c in picked.tolist():
-        offer = table.offers[int(ranking.offer_idx[c])]
-        spot = bool(ranking.spot[c])
-        code = Stage(int(ranking.stage[c]))
-        field, why = _reason(code, spec, offer, spot, ranking, c)
-        out.append(Rejection(
-            provider=offer.provider,
-            instance_type=offer.instance_type,
-            region=offer.region,
-            reason=f"{'spot' if spot else 'on-demand'}: {why}",
-            field=field,
-            stage=int(code),
-        ))
-    return out
+def rejection(spec: ClusterSpec, offer: Offer, c: Candidate) -> Rejection:
+    """The ``Rejection`` for a rejected candidate: the spec field to blame and a one-line reason."""
+    field, why = _reason(Stage(c.stage), spec, offer, c)
+    return Rejection(
+        provider=offer.provider,
+        instance_type=offer.instance_type,
+        region=offer.region,
+        reason=f"{'spot' if c.spot else 'on-demand'}: {why}",
+        field=field,
+        stage=c.stage,
+    )
 
 
-def _reason(
-    code: int, spec: ClusterSpec, offer: Offer, spot: bool, ranking: Ranking, c: int
-) -> tuple[str, str]:
+def _reason(code: Stage, spec: ClusterSpec, offer: Offer, c: Candidate) -> tuple[str, str]:
     """(spec field to blame, one-line reason) for a candidate rejected at stage ``code``."""
-    from provisioner.costs import Stage
-
-    nodes = int(ranking.nodes[c])
+    nodes = c.nodes
     count = spec.gpus.count
     if code == Stage.PROVIDER:
         if offer.provider in spec.providers.deny:
@@ -175,17 +154,17 @@ def _reason(
             f"reliability {offer.reliability:g} is below {spec.reliability.min_score:g}"
         )
     if code == Stage.PRICING_MODE:
-        sold = "spot" if spot else "on-demand"
+        sold = "spot" if c.spot else "on-demand"
         return "pricing.mode", f"not sold {sold} (pricing.mode {PricingMode(spec.pricing.mode).value})"
-    hourly = float(ranking.hourly_usd[c])
+    hourly = c.hourly_usd
     if code == Stage.MAX_HOURLY:
         return "pricing.max_hourly_usd", (
             f"{nodes} nodes cost ${hourly:,.2f}/h, over ${spec.pricing.max_hourly_usd:,.2f}/h"
         )
-    total = int(ranking.total_cents[c]) / 100
+    total = c.total_cents / 100
     return "pricing.max_total_usd", (
         f"expected total ${total:,.2f} is over ${spec.pricing.max_total_usd:,.2f}"
     )
 
 
-__all__ = ["rejections_of", "resolve_plan"]
+__all__ = ["NUMPY_MIN_OFFERS", "option", "price_candidates", "rejection", "resolve_plan"]
