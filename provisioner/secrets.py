@@ -21,7 +21,8 @@ K3S_TOKEN_BYTES = 32
 class ClusterSecrets(BaseModel):
     """Secrets one cluster's nodes share. Immutable; never logged."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # hide_input_in_errors: a rejected value must not be echoed in the ValidationError text.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     munge_key_b64: SecretStr = Field(description="Munge key bytes, base64-encoded.")
     k3s_token: SecretStr = Field(description="Shared token k3s agents use to join the server.")

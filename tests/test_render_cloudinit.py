@@ -286,5 +286,6 @@ def test_write_rendered_refuses_escaping_paths(tmp_path: Path) -> None:
     [("not base64!", "a" * 20, "base64"), ("YWJj", "a" * 20, "32 bytes"), (MUNGE, "short", "16 printable")],
 )
 def test_bad_secrets_rejected(munge: str, token: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as caught:
         ClusterSecrets(munge_key_b64=munge, k3s_token=token)
+    assert munge not in str(caught.value) and token not in str(caught.value)
