@@ -1,0 +1,260 @@
+"""Pulumi dynamic resources for the neoclouds (Lambda, RunPod, Vast.ai, Fluence).
+
+These providers have no (maintained) Pulumi package, so a ``NeocloudNodes`` resource is
+realized by the same adapter the CLI uses (``providers.registry.get_provider``): one
+adapter, two drivers.
+
+Pulumi pickles the ``NeocloudNodesProvider`` instance (with dill) into the stack state,
+so it holds no client and no credential: every operation builds a fresh adapter, which
+reads its API key and endpoint from the environment (``providers.settings``), and closes
+it afterwards.
+
+Operations and what they guarantee:
+
+- ``check``: the provider is a neocloud, the node list is non-empty with unique names
+  and every node parses as a ``providers.base.NodeSpec``.
+- ``create``: ``create_nodes`` (idempotent on cluster id + node name, so a retried
+  ``pulumi up`` never buys twice), then ``wait_until`` every node runs. If they do not,
+  the nodes are deleted and a ``StackError`` is raised, so nothing bills outside state.
+- ``diff``: replacement when the provider, cluster id, any node's instance type or region
+  (or spot flag, image, disk) changes, or the user data changes (it only runs at boot);
+  adding or removing whole nodes is an in-place update.
+- ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
+- ``read``: the live nodes; an empty cluster reads as gone.
+- ``delete``: ``delete_nodes`` for the cluster, then waits until none is left running.
+
+``user_data`` enters as a Pulumi secret and is never part of the outputs: the state
+keeps only its SHA-256, which is what ``diff`` compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+from pydantic import ValidationError
+
+from providers.base import Node, NodeSpec, NodeStatus, Provider
+from providers.registry import get_provider
+from provisioner.errors import StackError
+from provisioner.waiting import WaitTimeout, wait_until
+
+NEOCLOUDS = frozenset({"lambda", "runpod", "vastai", "fluence"})
+DEFAULT_READY_TIMEOUT_S = 1800.0
+DEFAULT_DELETE_TIMEOUT_S = 600.0
+# A change to any of these node fields means a different machine: replace, never update.
+REPLACING_NODE_FIELDS = ("instance_type", "region", "zone", "spot", "image", "disk_gib", "gpus", "offer_id")
+_OUTPUTS = ("node_ids", "node_names", "public_ips", "private_ips", "user_data_sha256")
+
+
+def _sha256(text: str | None) -> str:
+    return hashlib.sha256(text.encode()).hexdigest() if text else ""
+
+
+def _specs(props: Mapping[str, Any]) -> list[NodeSpec]:
+    user_data = props.get("user_data") or None
+    return [NodeSpec(**{**dict(node), "user_data": user_data}) for node in props.get("nodes") or []]
+
+
+def _outputs(props: Mapping[str, Any], nodes: Sequence[Node]) -> dict[str, Any]:
+    """The state Pulumi records: the inputs minus user_data, plus what the nodes became."""
+    wanted = [node["name"] for node in props.get("nodes") or []]
+    by_name = {node.name: node for node in nodes}
+    present = [by_name[name] for name in wanted if name in by_name]
+    outs = {key: value for key, value in props.items() if key != "user_data" and key not in _OUTPUTS}
+    outs.update(
+        node_ids=[node.id for node in present],
+        node_names=[node.name for node in present],
+        public_ips=[node.public_ip or "" for node in present],
+        private_ips=[node.private_ip or "" for node in present],
+        user_data_sha256=_sha256(props.get("user_data")),
+    )
+    return outs
+
+
+class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
+    """CRUD for a set of neocloud nodes through the project's adapters.
+
+    Holds only ``adapter_options``: plain, picklable constructor options for the adapter
+    (``limits``, ``retry``, ``timeout_s``, ``poll_interval_s``), never a key or a client.
+    """
+
+    def __init__(self, adapter_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        options = dict(adapter_options or {})
+        forbidden = sorted(set(options) & {"api_key", "transport"})
+        if forbidden:
+            raise StackError(f"NeocloudNodes: {forbidden} must not be stored in Pulumi state")
+        self.adapter_options = options
+
+    def _adapter(self, name: str) -> Provider:
+        if name not in NEOCLOUDS:
+            raise StackError(f"NeocloudNodes: provider must be one of {sorted(NEOCLOUDS)}, not {name!r}")
+        return get_provider(name, **self.adapter_options)
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+        failures: list[pulumi.dynamic.CheckFailure] = []
+        if news.get("provider") not in NEOCLOUDS:
+            failures.append(pulumi.dynamic.CheckFailure("provider", f"must be one of {sorted(NEOCLOUDS)}"))
+        if not news.get("cluster_id"):
+            failures.append(pulumi.dynamic.CheckFailure("cluster_id", "must be a non-empty string"))
+        nodes = news.get("nodes") or []
+        names = [node.get("name") for node in nodes if isinstance(node, Mapping)]
+        if not nodes:
+            failures.append(pulumi.dynamic.CheckFailure("nodes", "at least one node is required"))
+        elif len(set(names)) != len(nodes):
+            failures.append(pulumi.dynamic.CheckFailure("nodes", "every node needs a unique name"))
+        for index, node in enumerate(nodes):
+            try:
+                NodeSpec(**dict(node))
+            except (TypeError, ValueError, ValidationError) as exc:
+                first = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
+                where = ".".join(str(part) for part in first["loc"])
+                failures.append(pulumi.dynamic.CheckFailure(f"nodes[{index}].{where}", first["msg"]))
+        return pulumi.dynamic.CheckResult(news, failures)
+
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        adapter = self._adapter(props["provider"])
+        try:
+            nodes = self._realize(adapter, props, rollback=True)
+        finally:
+            _close(adapter)
+        return pulumi.dynamic.CreateResult(f"{props['provider']}/{props['cluster_id']}", _outputs(props, nodes))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        replaces = [key for key in ("provider", "cluster_id") if olds.get(key) != news.get(key)]
+        old_nodes = {node["name"]: node for node in olds.get("nodes") or []}
+        for node in news.get("nodes") or []:
+            old = old_nodes.get(node["name"])
+            if old is not None and any(old.get(f) != node.get(f) for f in REPLACING_NODE_FIELDS):
+                replaces.append("nodes")
+                break
+        if olds.get("user_data_sha256", "") != _sha256(news.get("user_data")):
+            replaces.append("user_data")
+        changed = bool(replaces) or [n["name"] for n in olds.get("nodes") or []] != [
+            n["name"] for n in news.get("nodes") or []]
+        return pulumi.dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        adapter = self._adapter(news["provider"])
+        try:
+            keep = {node["name"] for node in news.get("nodes") or []}
+            gone = [node.id for node in adapter.get_nodes(news["cluster_id"]) if node.name not in keep]
+            if gone:
+                adapter.delete_nodes(news["cluster_id"], gone)
+            nodes = self._realize(adapter, news, rollback=False)
+        finally:
+            _close(adapter)
+        return pulumi.dynamic.UpdateResult(_outputs(news, nodes))
+
+    def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        adapter = self._adapter(props["provider"])
+        try:
+            nodes = [n for n in adapter.get_nodes(props["cluster_id"]) if n.status != NodeStatus.TERMINATED]
+        finally:
+            _close(adapter)
+        if not nodes:
+            return pulumi.dynamic.ReadResult(None, {})
+        return pulumi.dynamic.ReadResult(id_, {**props, **_outputs(props, nodes)})
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        adapter = self._adapter(props["provider"])
+        cluster_id = props["cluster_id"]
+        try:
+            adapter.delete_nodes(cluster_id)
+            wait_until(lambda: adapter.get_nodes(cluster_id),
+                       lambda nodes: all(node.status == NodeStatus.TERMINATED for node in nodes),
+                       timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S),
+                       interval_s=_interval(adapter), what=f"{cluster_id} nodes to be deleted")
+        except WaitTimeout as exc:
+            left = ", ".join(f"{n.id} ({n.provider_state})" for n in exc.last or [])  # type: ignore[attr-defined]
+            raise StackError(f"{props['provider']}: nodes of {cluster_id} still exist after delete: {left}") from None
+        finally:
+            _close(adapter)
+
+    def _realize(self, adapter: Provider, props: Mapping[str, Any], *, rollback: bool) -> list[Node]:
+        """create_nodes, then wait until every listed node runs (rolling back on failure if asked)."""
+        cluster_id = props["cluster_id"]
+        specs = _specs(props)
+        wanted = {spec.name for spec in specs}
+        adapter.create_nodes(cluster_id, specs)
+
+        def poll() -> list[Node]:
+            nodes = [node for node in adapter.get_nodes(cluster_id) if node.name in wanted]
+            failed = [f"{node.name} ({node.provider_state})" for node in nodes if node.status == NodeStatus.FAILED]
+            if failed:
+                raise StackError(f"{props['provider']}: nodes failed to start: {', '.join(failed)}")
+            return nodes
+
+        try:
+            return wait_until(
+                poll,
+                lambda nodes: {n.name for n in nodes if n.status == NodeStatus.RUNNING} == wanted,
+                timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S),
+                interval_s=_interval(adapter),
+                what=f"{len(wanted)} {props['provider']} nodes of {cluster_id} to run",
+            )
+        except (WaitTimeout, StackError) as exc:
+            note = ""
+            if rollback:
+                adapter.delete_nodes(cluster_id)
+                note = "; its nodes were deleted"
+            raise StackError(f"{props['provider']} cluster {cluster_id}: {exc}{note}") from None
+
+
+def _interval(adapter: Provider) -> float:
+    return float(getattr(adapter, "poll_interval_s", 5.0))
+
+
+def _close(adapter: Provider) -> None:
+    close = getattr(adapter, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
+
+
+class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="NeocloudNodes"):
+    """A cluster's nodes on one neocloud, created by the project's adapter.
+
+    ``nodes`` are plain dicts with ``providers.base.NodeSpec`` fields (without
+    ``user_data``); ``user_data`` is applied to every node and is always a secret.
+    Outputs, in the order of ``nodes``: ``node_ids``, ``node_names``, ``public_ips`` and
+    ``private_ips`` ("" where a node has none).
+    """
+
+    node_ids: pulumi.Output[list[str]]
+    node_names: pulumi.Output[list[str]]
+    public_ips: pulumi.Output[list[str]]
+    private_ips: pulumi.Output[list[str]]
+    user_data_sha256: pulumi.Output[str]
+
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        provider: str,
+        cluster_id: str,
+        nodes: Sequence[Mapping[str, Any]],
+        user_data: pulumi.Input[str] | None = None,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        adapter_options: Mapping[str, Any] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props: dict[str, Any] = {
+            "provider": provider,
+            "cluster_id": cluster_id,
+            "nodes": [{k: v for k, v in dict(node).items() if k != "user_data"} for node in nodes],
+            "user_data": pulumi.Output.secret(user_data) if user_data is not None else None,
+            "ready_timeout_s": ready_timeout_s,
+            **{name: None for name in _OUTPUTS},
+        }
+        secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["user_data"])
+        super().__init__(NeocloudNodesProvider(adapter_options), resource_name, props,
+                         pulumi.ResourceOptions.merge(opts, secret_opts))
+
+
+__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider"]
