@@ -39,6 +39,8 @@ class TinyFake(FakeApp):
         return self.json(self.body_to_send)
 
     def one(self, request: Request, id: str) -> Response:
+        if id == "teapot":
+            return self.json({"error": {"code": "x", "message": "no"}}, 418)
         return self.json({"error": {"code": "global/object-does-not-exist", "message": f"no {id}"}}, 404)
 
     def unspecced(self, request: Request) -> Response:
@@ -77,6 +79,12 @@ def test_invalid_response_is_recorded_and_fails_loudly(tiny: TinyFake) -> None:
     assert response.status_code == VALIDATION_STATUS
     assert "fake_validation_error" in response.json()
     assert len(tiny.validation_errors) == 1 and "response GET /api/v1/instances" in tiny.validation_errors[0]
+
+
+def test_undocumented_status_from_a_handler_is_an_error(tiny: TinyFake) -> None:
+    with client(tiny) as http:
+        assert http.get("/api/v1/instances/teapot").status_code == VALIDATION_STATUS
+    assert len(tiny.validation_errors) == 1 and "418" in tiny.validation_errors[0]
 
 
 def test_lenient_mode_records_but_answers(tiny: TinyFake) -> None:

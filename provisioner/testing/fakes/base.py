@@ -408,12 +408,12 @@ class FakeApp:
 
         try:
             self.openapi.validate_response(WerkzeugOpenAPIRequest(request), WerkzeugOpenAPIResponse(response))
-        except ResponseNotFound:
+        except ResponseNotFound as exc:
             if injected:
                 with self.lock:
                     self.unvalidated.append(f"{request.method} {request.path} -> {response.status_code}")
                 return None
-            return self._record("response", request, ResponseNotFound(str(response.status_code)))
+            return self._record("response", request, exc)
         except Exception as exc:
             return self._record("response", request, exc)
         return None
