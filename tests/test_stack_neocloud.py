@@ -9,6 +9,7 @@ that pickles without a client or key).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -63,7 +64,7 @@ def _rig(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     assert harness.app.validation_errors == []
 
 
-@pytest.fixture(params=[name for name in harness_names()])
+@pytest.fixture(params=harness_names())
 def rig(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     yield from _rig(request.param, monkeypatch)
 
@@ -123,7 +124,7 @@ def test_diff_replaces_on_identity_changes(runpod: Rig, change: Callable[[dict[s
                                            replaces: list[str]) -> None:
     props = runpod.props(2, cluster_id="fixed")
     olds = {**{k: v for k, v in props.items() if k != "user_data"},
-            "user_data_sha256": __import__("hashlib").sha256(USER_DATA.encode()).hexdigest()}
+            "user_data_sha256": hashlib.sha256(USER_DATA.encode()).hexdigest()}
     news = json.loads(json.dumps(props))
     assert runpod.provider.diff("x", olds, news).changes is False
     change(news)

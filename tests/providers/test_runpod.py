@@ -238,12 +238,16 @@ def test_user_data_and_key_never_logged(fake: RunPodFake, caplog: pytest.LogCapt
 # ----- the fake itself ---------------------------------------------------------------------------
 def test_fake_enforces_windows_and_reports_ratelimit_headers() -> None:
     need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
-    app = RunPodFake(api_key=KEY, limit_scale=3600.0, enforce_limits=True)  # minute window: 1/60 s
+    app = RunPodFake(api_key=KEY, enforce_limits=True, windows=(("minute", 3, 60.0), ("hour", 100, 3600.0)))
     client = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://runpod.fake",
                           headers={"Authorization": f"Bearer {KEY}"})
-    answers = [client.get("/v2/account/ssh-keys") for _ in range(70)]
-    ok = [a for a in answers if a.status_code == 200]
-    assert ok and '"hour";q=3000;w=1' in ok[0].headers["RateLimit-Policy"]
+    answers = [client.get("/v2/account/ssh-keys") for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert answers[0].headers["RateLimit"] == '"minute";r=2;t=60, "hour";r=99;t=3600'
+    assert answers[0].headers["RateLimit-Policy"] == '"minute";q=3;w=60, "hour";q=100;w=3600'
+    assert 1 <= int(answers[3].headers["Retry-After"]) <= 60
+    assert answers[3].json()["detail"] == "rate limit exceeded for the minute window"
+    assert [c.status for c in app.calls][-1] == 429
     assert app.validation_errors == []
 
 

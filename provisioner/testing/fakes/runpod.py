@@ -37,7 +37,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.fakes.base import FakeApp, spec_root
+from provisioner.testing.fakes.base import Call, FakeApp, spec_root
 
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 WINDOWS = (("minute", 60, 60.0), ("hour", 3000, 3600.0), ("day", 50000, 86400.0))
@@ -108,7 +108,8 @@ class RunPodFake(FakeApp):
     spec_file = "openapi-rest-v2.json"
 
     def __init__(self, *, gpus: list[dict[str, Any]] | None = None, balance_usd: float | None = None,
-                 limit_scale: float = 1.0, enforce_limits: bool = False, **kwargs: Any) -> None:
+                 limit_scale: float = 1.0, enforce_limits: bool = False,
+                 windows: tuple[tuple[str, int, float], ...] = WINDOWS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if self.openapi is not None:
             self.openapi = _load_spec(str(spec_root() / self.provider / self.spec_file))
@@ -117,6 +118,7 @@ class RunPodFake(FakeApp):
         self.balance_usd = balance_usd
         self.limit_scale = limit_scale
         self.enforce_limits = enforce_limits
+        self.windows = windows
         self.pods: dict[str, dict[str, Any]] = {}
         self.ssh_keys: list[str] = []
         self.bids: dict[str, float] = {}
@@ -175,7 +177,10 @@ class RunPodFake(FakeApp):
             wait = self._window_wait()
             if wait is not None and self.enforce_limits:
                 response = self.problem(429, "rate limit exceeded for the minute window")
-                response.headers["Retry-After"] = str(max(1, int(wait + 0.999)))
+                response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
+                with self.lock:
+                    self.calls.append(Call(time.monotonic(), request.method, request.path, 429,
+                                           "rate-limited", "other"))
                 return response
         return super()._dispatch(request)
 
@@ -200,11 +205,11 @@ class RunPodFake(FakeApp):
         """Count this request; return seconds until it would fit every window, or None if it fits."""
         now = time.monotonic()
         with self.lock:
-            longest = WINDOWS[-1][2] / self.limit_scale
+            longest = max(window for _, _, window in self.windows) / self.limit_scale
             while self._window_calls and now - self._window_calls[0] >= longest:
                 self._window_calls.popleft()
             wait = None
-            for _name, quota, window in WINDOWS:
+            for _name, quota, window in self.windows:
                 span = window / self.limit_scale
                 inside = [t for t in self._window_calls if now - t < span]
                 if len(inside) >= quota:
@@ -217,7 +222,7 @@ class RunPodFake(FakeApp):
         remaining, policy = [], []
         with self.lock:
             calls = list(self._window_calls)
-        for name, quota, window in WINDOWS:
+        for name, quota, window in self.windows:
             span = window / self.limit_scale
             used = sum(1 for t in calls if now - t < span)
             remaining.append(f'"{name}";r={max(quota - used, 0)};t={int(span)}')
