@@ -1,0 +1,381 @@
+"""``FluenceProvider``: Fluence GPU Cloud VMs behind the common Provider interface.
+
+How the contract maps onto Fluence:
+
+- Offers: every option of ``GET /gpu/plans/vms`` is one Offer (``offer_id`` = option id,
+  ``region`` = option location, ``instance_type`` = a plan-style shape name, see
+  naming.shape_name). Billing is hourly and prepaid with ``upfront_hours`` (3) taken at
+  deploy: ``billing_increment_s`` 3600, ``billing_minimum_s`` = upfront_hours x 3600. No
+  spot. Egress is 0 because Fluence documents no bandwidth charge (flagged as undocumented
+  in ``interruption_basis``). Interruption rate, reliability, fabric speed and max_nodes come
+  from the bundled catalog's Fluence entries (the API has none of them).
+- Membership: Fluence has no tags; the instance name ``<cluster mark>-<node>`` (1-25 chars
+  of ``[a-z0-9-]``, deterministic, see providers.fluence.naming) is the only mark.
+- create: one ``POST /gpu/instances/vms`` per node (the API has no batch), after every node
+  was resolved to an option, OS image and SSH key (nothing is bought if one cannot be).
+  A launch that timed out or failed with 5xx is followed by a re-list; an instance with the
+  node's name is adopted instead of deploying again. On any failure the instances this call
+  made are terminated and the error re-raised with what was tried; if that cleanup fails, the
+  error lists the ids left and the commands to delete them.
+- GPU nodes cannot take user data (the GPU deploy has no such field): a GPU node with
+  ``user_data`` is refused with PlanError before anything is created. CPU nodes
+  (``instance_type`` ``cpu-*``) go through the v2 VM API with cloud-init, see cpu_vms.
+- Statuses: INITIALIZED -> pending, ACTIVE -> running, FAILED -> failed, ENDED -> terminated.
+  FAILED and ENDED instances are never billed; create launches a fresh one in their place.
+- delete: Fluence terminates only ACTIVE instances. INITIALIZED ones are waited for (with
+  provisioner.waiting.wait_until, at most ``active_wait_s``) and then terminated, because
+  terminating a booting instance is impossible and leaving it would bill the prepaid hours
+  anyway. A 404, or a refusal for an instance that is already ENDED/FAILED, is success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import statistics
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import ClassVar
+
+import httpx
+from pydantic import SecretStr
+
+from providers import settings
+from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from providers.fluence import cpu_vms
+from providers.fluence.client import DEFAULT_URL, LIMITS, FluenceClient, is_not_active, is_not_found
+from providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
+from providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
+from providers.http import RateLimits, RetryPolicy
+from provisioner.errors import (
+    CapacityError,
+    PlanError,
+    ProviderAPIError,
+    ProviderError,
+    ProvisionerError,
+    RateLimitError,
+)
+from provisioner.offer import Offer
+from provisioner.waiting import wait_until
+
+log = logging.getLogger("provisioner.providers.fluence")
+
+DEFAULT_INTERRUPTIONS_PER_NODE_HOUR = 0.0005
+"""Used when the bundled catalog has no Fluence offer: the catalog's estimate for Fluence."""
+EGRESS_NOTE = "egress: none documented by Fluence, assumed 0 (undocumented)"
+PREFERRED_IMAGES = ("Ubuntu Server 22.04", "ubuntu22.04")
+
+STATUS = {"INITIALIZED": NodeStatus.PENDING, "ACTIVE": NodeStatus.RUNNING, "FAILED": NodeStatus.FAILED,
+          "ENDED": NodeStatus.TERMINATED}
+GONE = frozenset({"FAILED", "ENDED"})
+
+
+@lru_cache(maxsize=1)
+def _catalog_defaults() -> tuple[float, float, str, dict[str, tuple[float, int]]]:
+    """(interruptions/node-hour, reliability, basis, {instance_type: (fabric_gbps, max_nodes)})."""
+    try:
+        from provisioner.catalog import load_bundled_catalog
+
+        offers = [o for o in load_bundled_catalog().offers if o.provider == "fluence"]
+    except Exception:  # the catalog is optional context, never a reason to fail listing
+        offers = []
+    if not offers:
+        return DEFAULT_INTERRUPTIONS_PER_NODE_HOUR, 0.97, "documented default", {}
+    rate = statistics.median(o.interruptions_per_node_hour for o in offers)
+    reliability = statistics.median(o.reliability for o in offers)
+    shapes = {o.instance_type: (o.fabric_gbps, o.max_nodes) for o in offers}
+    return rate, reliability, f"bundled catalog typical value ({offers[0].interruption_basis})", shapes
+
+
+def key_name(public_key: str) -> str:
+    """Stable SSH key name derived from the key material, reused across runs."""
+    material = " ".join(public_key.split()[:2])
+    return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
+
+
+def option_shape(group: PlanGroup, gpus: int, option: PlanOption) -> str:
+    g = group.gpu_model
+    return shape_name(g.model, g.vram, g.interface, gpus, int(option.vcpu.count), option.memory.gib,
+                      option.storage.gib)
+
+
+def instance_shape(instance: Instance) -> str:
+    if instance.resources is None:
+        return ""
+    s, g = instance.resources.supply, instance.resources.gpu_model
+    return shape_name(g.model, g.vram, g.interface, s.gpu_count, int(s.vcpu.count), s.memory.gib, s.storage.gib)
+
+
+class FluenceProvider:
+    """Fluence GPU Cloud adapter. Thread-compatible, not thread-safe (one client, one limiter)."""
+
+    name: ClassVar[str] = "fluence"
+    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.MULTI_NODE})
+    active_wait_s: float = 1800.0
+    """Longest ``delete_nodes`` waits for an INITIALIZED instance to become deletable."""
+
+    def __init__(
+        self,
+        api_key: str | SecretStr | None = None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self.base_url = base_url or settings.api_url("fluence", DEFAULT_URL)
+        self.poll_interval_s = poll_interval_s
+        self.client = FluenceClient(settings.api_key("fluence", api_key), base_url=self.base_url,
+                                    limits=limits or LIMITS, transport=transport, timeout_s=timeout_s, retry=retry)
+
+    def __repr__(self) -> str:
+        return f"FluenceProvider(base_url={self.base_url!r})"
+
+    # ----- read-only ------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raise CredentialsError if Fluence rejects the key (one GET /ssh_keys)."""
+        self.client.list_ssh_keys()
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """One offer per deployable GPU VM option. Fluence has no spot tier."""
+        if query.spot:
+            return []
+        offers = [offer for group in self.client.vm_plans().data for offer in self._offers(group)]
+        wanted = {canonical_gpu(g) for g in query.gpu_models}
+        return sorted(
+            (o for o in offers
+             if (not wanted or o.gpu_model in wanted) and (not query.regions or o.region in query.regions)
+             and o.gpus >= query.min_gpus and o.reliability >= query.min_reliability),
+            key=lambda o: o.key)
+
+    def _offers(self, group: PlanGroup) -> list[Offer]:
+        memory = vram_gib(group.gpu_model.vram)
+        if memory is None or memory <= 0:
+            return []
+        rate, reliability, basis, shapes = _catalog_defaults()
+        offers = []
+        for level in group.availability_by_number:
+            for option in level.options:
+                if level.gpu_count <= 0 or option.vcpu.count <= 0 or option.memory.gib <= 0:
+                    continue
+                shape = option_shape(group, level.gpu_count, option)
+                fabric_gbps, max_nodes = shapes.get(shape, (10.0 if level.gpu_count else 0.0, 1))
+                offers.append(Offer(
+                    provider=self.name, instance_type=shape, region=option.location, offer_id=option.id,
+                    gpu_model=canonical_gpu(group.gpu_model.model), gpus=level.gpu_count, gpu_memory_gib=memory,
+                    vcpus=int(option.vcpu.count), memory_gib=option.memory.gib, local_nvme_gib=option.storage.gib,
+                    fabric_gbps=fabric_gbps, price_per_hour_usd=option.pricing.hour, billing_increment_s=3600,
+                    billing_minimum_s=max(option.pricing.upfront_hours, 1) * 3600, egress_usd_per_gb=0.0,
+                    interruptions_per_node_hour=rate, interruption_basis=f"{basis}; {EGRESS_NOTE}",
+                    reliability=reliability, max_nodes=max_nodes))
+        return offers
+
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every GPU instance and v2 VM whose name carries the cluster mark (ENDED ones included)."""
+        nodes = [self._node(cluster_id, i) for i in self._members(cluster_id)]
+        return nodes + [cpu_vms.to_node(cluster_id, vm) for vm in cpu_vms.members(self.client, cluster_id)]
+
+    # ----- SSH keys -------------------------------------------------------------------------
+    def ensure_ssh_key(self, name: str, public_key: str) -> str:
+        """Register ``public_key`` as ``name`` unless that name or key material exists; return the name."""
+        material = " ".join(public_key.split()[:2])
+        for key in self.client.list_ssh_keys():
+            if key.name == name or key.material == material:
+                return key.name
+        self.client.add_ssh_key(name, public_key)
+        return name
+
+    def _public_key(self, spec: NodeSpec) -> str:
+        if spec.ssh_public_key:
+            self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key)
+            return spec.ssh_public_key
+        active = [k for k in self.client.list_ssh_keys() if k.active and k.material]
+        if not active:
+            raise PlanError("fluence: a GPU VM needs an SSH key and the account has none: "
+                            "give the node an ssh_public_key")
+        return active[0].publicKey or active[0].public_key
+
+    # ----- create ---------------------------------------------------------------------------
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
+
+        Blocks for the deploy calls only (not for boot). Raises PlanError (a node Fluence
+        cannot serve as specified), CapacityError, QuotaError, CredentialsError,
+        RateLimitError or ProviderAPIError.
+        """
+        names = {spec.name: instance_name(cluster_id, spec.name) for spec in nodes}
+        if len(names) != len(nodes) or len(set(names.values())) != len(nodes):
+            raise PlanError("fluence: node names must be unique within a cluster (after shortening to 25 chars)")
+        for spec in nodes:
+            if spec.user_data and not cpu_vms.is_cpu_vm(spec):
+                raise PlanError(f"fluence: node {spec.name!r}: GPU Cloud VMs accept no user data; "
+                                "bootstrap them over SSH, or use a v2 CPU configuration (cpu-*) for nodes "
+                                "that need cloud-init")
+        present = {i.name for i in self._members(cluster_id) if i.status not in GONE}
+        cpu_specs = [s for s in nodes if cpu_vms.is_cpu_vm(s)]
+        if cpu_specs:
+            present |= {vm.name for vm in cpu_vms.members(self.client, cluster_id) if vm.status not in cpu_vms.GONE}
+        missing = [s for s in nodes if names[s.name] not in present]
+        gpu_requests = self._prepare([s for s in missing if not cpu_vms.is_cpu_vm(s)], names)
+        cpu_requests = cpu_vms.prepare(self.client, [s for s in missing if cpu_vms.is_cpu_vm(s)], names)
+        made: list[tuple[str, str]] = []  # (api, id)
+        tried = ""
+        try:
+            for spec, request in gpu_requests:
+                tried = f"{spec.instance_type} (option {request.plan_id}) in {spec.region}"
+                made.append(("gpu", self._launch(cluster_id, request)))
+            for request in cpu_requests:
+                tried = f"v2 VM {request.configurationId} in cluster {request.clusterId}"
+                made.append(("v2", cpu_vms.launch(self.client, request, cluster_id)))
+        except ProviderError as exc:
+            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
+            raise self._rolled_back(exc, made, what) from None
+        spec_of = {node_of(cluster_id, full): spec_name for spec_name, full in names.items()}
+        result = []
+        for node in self.get_nodes(cluster_id):
+            spec_name = spec_of.get(node.name)
+            if spec_name and node.status not in (NodeStatus.TERMINATED, NodeStatus.FAILED):
+                result.append(node.model_copy(update={"name": spec_name}))
+        return result
+
+    def _prepare(self, specs: list[NodeSpec], names: dict[str, str]) -> list[tuple[NodeSpec, DeployRequest]]:
+        """Resolve option, OS image and SSH key of every GPU spec before anything is bought."""
+        if not specs:
+            return []
+        groups = self.client.vm_plans().data
+        options = [(option_shape(g, level.gpu_count, o), o) for g in groups
+                   for level in g.availability_by_number for o in level.options]
+        keys: dict[str | None, str] = {}
+        requests = []
+        for spec in specs:
+            if spec.offer_id:
+                fits = [o for _, o in options if o.id == spec.offer_id]
+            else:
+                fits = sorted((o for shape, o in options if shape == spec.instance_type and o.location == spec.region),
+                              key=lambda o: (o.pricing.hour, o.id))
+            if not fits:
+                seen = sorted({f"{s} in {o.location}" for s, o in options if s == spec.instance_type})
+                raise CapacityError(self.name, f"Plan no longer available: no {spec.instance_type} option "
+                                    f"{spec.offer_id or ''} in {spec.region}; available now: "
+                                    f"{', '.join(seen) or 'none'}")
+            option = fits[0]
+            image = spec.image or next((i for p in PREFERRED_IMAGES for i in option.os_options if i.startswith(p)),
+                                       option.os_options[0] if option.os_options else "Ubuntu Server 22.04")
+            if option.os_options and image not in option.os_options:
+                raise PlanError(f"fluence: node {spec.name!r}: OS image {image!r} is not offered by option "
+                                f"{option.id}; available: {', '.join(option.os_options)}")
+            if spec.ssh_public_key not in keys:
+                keys[spec.ssh_public_key] = self._public_key(spec)
+            requests.append((spec, DeployRequest(plan_id=option.id, name=names[spec.name],
+                                                 ssh_key=keys[spec.ssh_public_key], os_image=image)))
+        return requests
+
+    def _launch(self, cluster_id: str, request: DeployRequest) -> str:
+        """Deploy one instance; on a lost answer adopt the instance of that name instead of deploying again."""
+        try:
+            return self.client.deploy(request)
+        except ProviderAPIError as exc:
+            if exc.status and exc.status < 500:
+                raise
+            appeared = [i.id for i in self._members(cluster_id) if i.name == request.name and i.status not in GONE]
+            if not appeared:
+                raise
+            log.warning("fluence: deploy answer lost (%s); adopting instance %s", exc.detail, appeared[0])
+            return appeared[0]
+
+    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
+        if not made:
+            return self._with_context(exc, tried)
+        left = []
+        problem = ""
+        for api, node_id in made:
+            try:
+                if api == "gpu":
+                    self._terminate([node_id])
+                else:
+                    cpu_vms.terminate(self.client, node_id)
+            except ProvisionerError as cleanup:
+                left.append((api, node_id))
+                problem = str(cleanup)
+        if not left:
+            return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
+        commands = "; ".join(
+            f"curl -X DELETE -H \"X-API-KEY: $FLUENCE_API_KEY\" {self.base_url}/gpu/instances/vms/{i}" if api == "gpu"
+            else f"curl -X POST -H \"X-API-KEY: $FLUENCE_API_KEY\" {self.base_url}/v2/vms/{i}/terminate"
+            for api, i in left)
+        return self._with_context(exc, f"{tried}; cleanup FAILED ({problem}); still running: "
+                                  f"{', '.join(i for _, i in left)}; delete them with: {commands}")
+
+    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
+        if isinstance(exc, ProviderAPIError):
+            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
+        if isinstance(exc, RateLimitError):
+            return RateLimitError(self.name, f"{exc.message}{extra}", exc.retry_after_s)
+        return type(exc)(self.name, f"{exc.message}{extra}")
+
+    # ----- delete ---------------------------------------------------------------------------
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Terminate the cluster's nodes (those in ``node_ids`` when given). Already gone is success.
+
+        Blocks only while a targeted GPU instance is still INITIALIZED (see module docstring).
+        """
+        targets = [i.id for i in self._members(cluster_id) if i.status not in GONE
+                   and (node_ids is None or i.id in node_ids)]
+        if targets:
+            self._terminate(targets)
+        for vm in cpu_vms.members(self.client, cluster_id):
+            if vm.status not in cpu_vms.GONE and (node_ids is None or vm.id in node_ids):
+                cpu_vms.terminate(self.client, vm.id)
+
+    def _terminate(self, ids: list[str]) -> None:
+        """Terminate GPU instances, first waiting for INITIALIZED ones to become ACTIVE."""
+        for _ in range(3):
+            states = self._await_settled(ids)
+            refused = []
+            for instance_id in ids:
+                if states.get(instance_id, "ENDED") in GONE:
+                    continue
+                try:
+                    self.client.terminate(instance_id)
+                except ProviderAPIError as exc:
+                    if is_not_found(exc):
+                        continue
+                    if not is_not_active(exc):
+                        raise
+                    refused.append(instance_id)
+            if not refused:
+                return
+            ids = refused
+        raise ProviderAPIError(self.name, 400, f"instances {', '.join(ids)} could not be terminated: "
+                               "they never became ACTIVE")
+
+    def _await_settled(self, ids: list[str]) -> dict[str, str]:
+        """Status by id once none of ``ids`` is INITIALIZED any more (missing ids count as ENDED)."""
+        def poll() -> dict[str, str]:
+            wanted = set(ids)
+            return {i.id: i.status for i in self.client.list_instances() if i.id in wanted}
+
+        return wait_until(poll, lambda states: "INITIALIZED" not in states.values(), timeout_s=self.active_wait_s,
+                          interval_s=self.poll_interval_s, max_interval_s=max(self.poll_interval_s, 30.0),
+                          what="Fluence instances to become ACTIVE before termination")
+
+    # ----- helpers --------------------------------------------------------------------------
+    def _members(self, cluster_id: str) -> list[Instance]:
+        return [i for i in self.client.list_instances() if node_of(cluster_id, i.name) is not None]
+
+    def _node(self, cluster_id: str, instance: Instance) -> Node:
+        return Node(provider=self.name, id=instance.id, name=node_of(cluster_id, instance.name) or instance.name,
+                    cluster_id=cluster_id, status=STATUS.get(instance.status, NodeStatus.PENDING),
+                    instance_type=instance_shape(instance), region=instance.location,
+                    public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
+                    provider_state=instance.status)
+
+
+def _is_ip(text: str) -> bool:
+    parts = text.split(".")
+    return len(parts) == 4 and all(p.isdigit() and 0 <= int(p) <= 255 for p in parts)
+
+
+__all__ = ["FluenceProvider", "instance_shape", "key_name", "option_shape"]
