@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 
 from provisioner.errors import PlanError
 from provisioner.offer import EgressTier, Offer, ProviderInfo
@@ -68,8 +68,7 @@ class Stage(IntEnum):
     MAX_TOTAL = 15
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One offer bought one way, checked and priced.
 
     ``stage`` is 0 when feasible, else the ``Stage`` of the first failed check (the cost

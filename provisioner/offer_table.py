@@ -184,7 +184,7 @@ class Ranking:
             for name in ("offer_idx", "spot", "stage", "nodes", "hourly_usd", "expected_interruptions",
                          "compute_cents", "storage_cents", "egress_cents", "interruption_cents", "boot_cents")
         ), strict=True)
-        return [Candidate(*row) for row in columns]
+        return list(map(Candidate._make, columns))
 
 
 def _cents(usd: np.ndarray) -> np.ndarray:

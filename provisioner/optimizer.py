@@ -21,7 +21,7 @@ from provisioner.offer import Catalog, Offer
 from provisioner.plan import CostBreakdown, Option, PlanResult, RejectedOffer
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
 
-NUMPY_MIN_OFFERS = 3000
+NUMPY_MIN_OFFERS = 10_000
 """From this many offers on, the vectorized core pays back numpy's import time."""
 
 
