@@ -3,7 +3,8 @@
 ``render_cluster(plan, secrets)`` is pure: it returns a ``RenderedCluster`` mapping
 relative paths to contents::
 
-    cloud-init/head.yaml, cloud-init/worker.yaml     user data per role (hold secrets)
+    cloud-init/head.yaml, cloud-init/worker.yaml     user data per role (hold secrets);
+                                                     a 1-node plan has no worker.yaml
     slurm/{slurm,gres,topology,cgroup}.conf, slurm/epilog.sh[, slurm/slurmdbd.conf]
     launch/train.sbatch                              torchrun launcher      (Slurm clusters)
     k8s/...                                          provisioner.render.kubernetes (k8s clusters)
