@@ -119,28 +119,38 @@ def catalog_refresh(
     typer.echo(summary)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Returns the exit code (never raises for user or provider errors)."""
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """Typer may vendor click (typer._click) or use the real one; catch whichever raises."""
     import click
 
+    found = {getattr(click.exceptions, name)}
+    found.update(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == name)
+    vendored = sys.modules.get(typer.BadParameter.__module__)
+    if vendored is not None and hasattr(vendored, name):
+        found.add(getattr(vendored, name))
+    return tuple(found)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point. Returns the exit code (never raises for user or provider errors)."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="provisioner", standalone_mode=False)
+        result = command.main(args=argv, prog_name="provisioner", standalone_mode=False)
     except ProvisionerError as exc:
         # A SpecError already reads FILE:LINE:COL: path: message.
         typer.echo(str(exc) if isinstance(exc, SpecError) else f"error: {exc}", err=True)
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
+    except _click_classes("Exit") as exc:
+        return int(getattr(exc, "exit_code", 0))
+    except _click_classes("Abort"):
         typer.echo("aborted", err=True)
         return 130
-    except click.ClickException as exc:
-        typer.echo(f"error: {exc.format_message()}", err=True)
+    except _click_classes("ClickException") as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
         return 2
     except BrokenPipeError:
         return 0
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
