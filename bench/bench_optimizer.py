@@ -16,6 +16,8 @@ import datetime as dt
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 
@@ -146,6 +148,23 @@ def bench_resolve(n: int, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+def cold_start_ms(code: str, repeat: int) -> float:
+    """Median wall time of a fresh interpreter running ``code`` (process start included)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+COLD_PLAN = (
+    "from provisioner.catalog import load_bundled_catalog; from provisioner.optimizer import resolve_plan; "
+    "from provisioner.spec import ClusterSpec; "
+    "resolve_plan(ClusterSpec(name='cold', gpus={'count': 8}, pricing={'mode': 'either'}), load_bundled_catalog())"
+)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -161,6 +180,11 @@ def main() -> None:
             print(f"| {label} | {r['n']:,} | {r['candidates']:,} | {r['feasible']:,} | {r['median_ms']:.1f} | "
                   f"{r['best_ms']:.1f} | {r['peak_mib']:.0f} | {r['table_mib']:.0f} |")
     print(f"\nresolve_plan, 500-offer Catalog: median {bench_resolve(500, args.repeat):.1f} ms")
+    print(f"cold start, median of {args.repeat} fresh interpreters:")
+    for label, code in (("python -c pass", "pass"), ("import numpy", "import numpy"),
+                        ("import provisioner.optimizer", "import provisioner.optimizer"),
+                        ("resolve_plan on the bundled catalog", COLD_PLAN)):
+        print(f"  {label}: {cold_start_ms(code, args.repeat):.0f} ms")
     print(f"process max RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
