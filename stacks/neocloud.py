@@ -111,10 +111,12 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         for index, node in enumerate(nodes):
             try:
                 NodeSpec(**dict(node))
-            except (TypeError, ValueError, ValidationError) as exc:
-                first = exc.errors()[0] if isinstance(exc, ValidationError) else {"loc": (), "msg": str(exc)}
+            except ValidationError as exc:
+                first = exc.errors()[0]
                 where = ".".join(str(part) for part in first["loc"])
-                failures.append(pulumi.dynamic.CheckFailure(f"nodes[{index}].{where}", first["msg"]))
+                failures.append(pulumi.dynamic.CheckFailure(f"nodes[{index}].{where}", str(first["msg"])))
+            except (TypeError, ValueError) as exc:
+                failures.append(pulumi.dynamic.CheckFailure(f"nodes[{index}]", str(exc)))
         return pulumi.dynamic.CheckResult(news, failures)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:

@@ -249,7 +249,7 @@ class RunPodProvider:
         found = {node.name: node for node in self.get_nodes(cluster_id)}
         missing = [spec for spec in nodes if spec.name not in found]
         for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):
-            self.ensure_ssh_key(f"{cluster_id}", key)
+            self.ensure_ssh_key(cluster_id, key)
         made: list[str] = []
         for spec in missing:
             try:
