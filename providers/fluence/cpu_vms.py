@@ -93,8 +93,8 @@ def terminate(client: FluenceClient, vm_id: str) -> None:
     except ProviderAPIError as exc:
         if is_not_found(exc):
             return
-        gone = {vm.id for vm in client.list_vms() if vm.status in GONE}
-        if vm_id not in gone:
+        alive = {vm.id for vm in client.list_vms() if vm.status not in GONE}
+        if vm_id in alive:
             raise
 
 
