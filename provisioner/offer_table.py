@@ -290,7 +290,7 @@ def rank_table(spec: ClusterSpec, table: OfferTable, provider_infos: Mapping[str
         if spec.pricing.max_hourly_usd is not None:
             np.putmask(late, hourly > spec.pricing.max_hourly_usd, Stage.MAX_HOURLY)
         np.putmask(late, ~sold, Stage.PRICING_MODE)
-        parts.append((spot, np.where(stage != 0, stage, late), hourly, expected,
+        parts.append((np.where(stage != 0, stage, late), hourly, expected,
                       compute_c, interruption_c, boot_c, total_c))
 
     many = len(parts) > 1
@@ -302,16 +302,16 @@ def rank_table(spec: ClusterSpec, table: OfferTable, provider_infos: Mapping[str
         return np.tile(a, len(parts)) if many else a
 
     offer_idx = tile(np.arange(n, dtype=np.int64))
-    spot_flags = np.repeat(np.array([p[0] for p in parts], dtype=bool), n)
-    all_stage, hourly_all, total_all = cat(1), cat(2), cat(7)
+    spot_flags = np.repeat(np.array(variants(spec.pricing.mode), dtype=bool), n)
+    all_stage, hourly_all, total_all = cat(0), cat(1), cat(6)
     feasible = np.flatnonzero(all_stage == 0)
     order = feasible[np.lexsort((spot_flags[feasible], table.key_rank[offer_idx[feasible]],
                                  hourly_all[feasible], total_all[feasible]))]
     return Ranking(
         offer_idx=offer_idx, spot=spot_flags, stage=all_stage, nodes=tile(nodes),
-        hourly_usd=hourly_all, expected_interruptions=cat(3), compute_cents=cat(4),
-        storage_cents=tile(storage_c), egress_cents=tile(egress_c), interruption_cents=cat(5),
-        boot_cents=cat(6), total_cents=total_all, order=order,
+        hourly_usd=hourly_all, expected_interruptions=cat(2), compute_cents=cat(3),
+        storage_cents=tile(storage_c), egress_cents=tile(egress_c), interruption_cents=cat(4),
+        boot_cents=cat(5), total_cents=total_all, order=order,
     )
 
 
