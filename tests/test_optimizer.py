@@ -328,6 +328,9 @@ def test_rank_table_without_offer_models_matches_resolve_plan() -> None:
     bare = OfferTable(**{f: getattr(table, f) for f in table.__dataclass_fields__ if f != "offers"})
     ranking = rank_table(spec, bare, make_catalog([]).providers)
     assert [int(ranking.total_cents[c]) / 100 for c in ranking.order] == [o.cost.total for o in result.options]
+    assert ranking.deepest_stage() == 0
+    broke = rank_table(make_spec(pricing={"mode": "either", "max_total_usd": 1}), bare, make_catalog([]).providers)
+    assert (len(broke.order), broke.deepest_stage()) == (0, Stage.MAX_TOTAL)
 
 
 def test_small_catalogs_are_planned_without_importing_numpy() -> None:
