@@ -1,0 +1,94 @@
+"""`catalog refresh` against the fake servers, then `plan` on the refreshed prices."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from providers.base import OfferQuery
+from providers.registry import get_provider
+from provisioner.catalog import load_catalog
+from provisioner.cli import main
+from provisioner.refresh import LIVE_PROVIDERS
+from provisioner.testing.fakes import make_fake, serve
+from tests.conftest import need_shared
+
+KEY = "refresh-canary-key-0123456789"
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    need_shared("provider-apis")
+    apps, servers = {}, []
+    for name in LIVE_PROVIDERS:
+        app = make_fake(name, api_key=KEY)
+        server = serve(app)
+        servers.append(server)
+        apps[name] = app
+        monkeypatch.setenv(f"PROVISIONER_{name.upper()}_API_URL", server.url)
+        monkeypatch.setenv(f"PROVISIONER_{name.upper()}_API_KEY", KEY)
+    try:
+        yield apps
+    finally:
+        for server in servers:
+            server.stop()
+    for name, app in apps.items():
+        assert app.validation_errors == [], name
+
+
+def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["catalog", "refresh"]) == 0
+    out = capsys.readouterr().out
+    for name in LIVE_PROVIDERS:
+        assert f"{name}: " in out and "failed" not in out
+    assert KEY not in out
+
+    cache = next(Path(p) for p in out.split() if p.endswith("catalog.json"))
+    refreshed = load_catalog(cache)
+    assert refreshed.as_of == dt.datetime.now(dt.UTC).date()
+    for name in LIVE_PROVIDERS:
+        live = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
+                for o in get_provider(name).list_offers(OfferQuery())}
+        cached = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
+                  for o in refreshed.offers if o.provider == name}
+        assert live and cached == live, name
+    # Providers that were not refreshed keep their bundled offers.
+    assert any(o.provider == "aws" for o in refreshed.offers)
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: fresh\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda, runpod, vastai]}\n"
+                    "pricing: {mode: either}\n")
+    assert main(["plan", str(spec), "--format", "json", "--top", "100"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["catalog"] == str(cache)
+    fresh_prices: dict[tuple[str, str, str, bool], set[float]] = {}
+    for o in refreshed.offers:  # marketplace asks may share a type and region at different prices
+        for spot, price in ((False, o.price_per_hour_usd), (True, o.spot_price_per_hour_usd)):
+            if price is not None:
+                fresh_prices.setdefault((o.provider, o.instance_type, o.region, spot), set()).add(price)
+    assert doc["options"]
+    for option in doc["options"]:
+        key = (option["provider"], option["instance_type"], option["region"], option["spot"])
+        per_node = option["hourly_usd"] / option["nodes"]
+        assert any(abs(per_node - price) < 1e-3 for price in fresh_prices[key]), (key, per_node)
+
+    assert main(["plan", str(spec)]) == 0
+    assert f"from {cache}" in capsys.readouterr().out
+
+
+def test_refresh_reports_a_failing_provider_and_keeps_the_rest(fakes, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PROVISIONER_RUNPOD_API_KEY", "wrong-key")
+    assert main(["catalog", "refresh"]) == 4
+    captured = capsys.readouterr()
+    assert "runpod: failed" in captured.out and "lambda: " in captured.out
+    assert "wrong-key" not in captured.out + captured.err
+    assert captured.err.strip().startswith("error: runpod: refresh failed")
+
+
+def test_refresh_without_keys_says_what_to_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalog", "refresh"]) == 4
+    assert "no provider has an API key set" in capsys.readouterr().err
