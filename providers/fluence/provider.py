@@ -226,9 +226,9 @@ class FluenceProvider:
             for spec, request in gpu_requests:
                 tried = f"{spec.instance_type} (option {request.plan_id}) in {spec.region}"
                 made.append(("gpu", self._launch(cluster_id, request)))
-            for request in cpu_requests:
-                tried = f"v2 VM {request.configurationId} in cluster {request.clusterId}"
-                made.append(("v2", cpu_vms.launch(self.client, request, cluster_id)))
+            for vm_request in cpu_requests:
+                tried = f"v2 VM {vm_request.configurationId} in cluster {vm_request.clusterId}"
+                made.append(("v2", cpu_vms.launch(self.client, vm_request, cluster_id)))
         except ProviderError as exc:
             what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
             raise self._rolled_back(exc, made, what) from None

@@ -297,7 +297,7 @@ class FluenceFake(FakeApp):
                     option.gpus, []).append(option)
         data = []
         for (model, vram, interface), levels in groups.items():
-            by_number = []
+            by_number: list[dict[str, Any]] = []
             for gpus, options in sorted(levels.items()):
                 by_number.append({
                     "gpu_count": gpus, "minimum_price": min(o.price for o in options),
