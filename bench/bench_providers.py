@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import math
 import os
 import platform
@@ -45,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from providers.base import NodeStatus  # noqa: E402
 from providers.http import RetryPolicy  # noqa: E402
+from provisioner.errors import ProvisionerError  # noqa: E402
 from provisioner.testing.fakes.base import serve  # noqa: E402
 from provisioner.waiting import wait_until  # noqa: E402
 
@@ -70,6 +72,7 @@ class Result:
     measured_s: float
     bound_s: float
     note: str = ""
+    diagnosis: str = ""
 
     @property
     def ratio(self) -> float:
@@ -110,6 +113,7 @@ def run_one(name: str, nodes: int) -> Result | None:
         create_s = time.monotonic() - started
         calls_during_create = len(app.calls)
         launch_calls = len(app.calls_of(harness.launch_route))
+        diagnosis = diagnose(app.calls, app.calls_of(harness.launch_route), limits)
         wait_until(lambda: provider.get_nodes(cluster_id),
                    lambda found: len(found) == nodes and all(n.status == NodeStatus.RUNNING for n in found),
                    timeout_s=600, interval_s=0.25, max_interval_s=0.25, what=f"{name} nodes running")
@@ -128,24 +132,48 @@ def run_one(name: str, nodes: int) -> Result | None:
         rate_s = max(rate_s, (launch_calls - limits.launch_burst) / limits.launches_per_s)
     bound_s = rate_s + LATENCY_S["list"] + LATENCY_S["launch"] + LATENCY_S["list"]
     return Result(name, nodes, SCALE.get(name, harness.scale), calls_during_create, launch_calls,
-                  create_s, measured_s, bound_s, note.strip())
+                  create_s, measured_s, bound_s, note.strip(), diagnosis)
+
+
+def diagnose(calls: list[Any], launches: list[Any], limits: Any) -> str:
+    """Why a run may exceed its bound, read from the fake's call log (completion times).
+
+    ``serial`` when the median gap between launch answers is at least the launch latency
+    although the limits allowed them closer together; ``stalls`` when launches wait on
+    other calls in between (gaps much longer than the launch rate needs).
+    """
+    if len(launches) < 2:
+        return "one launch call"
+    times = sorted(c.t for c in launches)
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
+    median = gaps[len(gaps) // 2]
+    launch_rate = min(limits.requests_per_s, limits.launches_per_s or limits.requests_per_s)
+    between = [c for c in calls if times[0] < c.t < times[-1] and c not in launches]
+    if median >= 0.9 * LATENCY_S["launch"] and 1 / launch_rate < 0.9 * LATENCY_S["launch"]:
+        return f"serial launches: median gap {median:.2f} s ~ one launch latency; rate allows {1 / launch_rate:.2f} s"
+    if median > 1.3 / launch_rate and between:
+        return (f"launches spaced {median:.2f} s (rate allows {1 / launch_rate:.2f} s) with {len(between)} "
+                "other calls in between, issued serially")
+    return f"rate-bound: median launch gap {median:.2f} s, rate allows {1 / launch_rate:.2f} s"
 
 
 def table(results: list[Result]) -> str:
-    lines = ["| provider | nodes | limit scale | calls (launch) | create s | create+running s | bound s | ratio |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| provider | nodes | limit scale | calls (launch) | create s | create+running s | bound s | ratio "
+             "| diagnosis |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         flag = "" if r.ratio <= TARGET_RATIO else " (over target)"
         extra = f" {r.note}" if r.note else ""
         lines.append(f"| {r.provider} | {r.nodes} | x{r.scale:g} | {r.calls} ({r.launch_calls}) | "
-                     f"{r.create_s:.2f} | {r.measured_s:.2f} | {r.bound_s:.2f} | {r.ratio:.2f}{flag}{extra} |")
+                     f"{r.create_s:.2f} | {r.measured_s:.2f} | {r.bound_s:.2f} | {r.ratio:.2f}{flag}{extra} | "
+                     f"{r.diagnosis} |")
     return "\n".join(lines)
 
 
-def section(results: list[Result], missing: list[str]) -> str:
+def section(results: list[Result], missing: list[str], failed: dict[str, str]) -> str:
     machine = f"{platform.machine()} {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, " \
               f"Python {platform.python_version()}"
     absent = f" Not run (no harness yet): {', '.join(missing)}." if missing else ""
+    absent += "".join(f" {name} failed: {reason}." for name, reason in failed.items())
     return (
         "## Providers\n\n"
         f"`python bench/bench_providers.py --write-docs`, {BENCH_DATE} (run at "
@@ -180,9 +208,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: list[Result] = []
     missing: list[str] = []
+    failed: dict[str, str] = {}
     for name in [p.strip() for p in args.providers.split(",") if p.strip()]:
         print(f"{name}: bringing up {args.nodes} nodes ...", flush=True)
-        result = run_one(name, args.nodes)
+        try:
+            result = run_one(name, args.nodes)
+        except ProvisionerError as exc:  # one provider's refusal must not hide the others' results
+            print(f"{name}: FAILED: {exc}", flush=True)
+            failed[name] = str(exc)
+            continue
         if result is None:
             missing.append(name)
             continue
@@ -191,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     print(table(results))
     if args.write_docs:
-        write_docs(section(results, missing))
-    return 0 if all(r.ratio <= TARGET_RATIO and not r.note for r in results) else 1
+        write_docs(section(results, missing, failed))
+    return 0 if not failed and all(r.ratio <= TARGET_RATIO and not r.note for r in results) else 1
 
 
 if __name__ == "__main__":
