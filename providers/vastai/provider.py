@@ -249,7 +249,11 @@ class VastAIProvider:
             if not unclear:
                 break
             log.info("vastai: %d rent call(s) got no clear answer; re-listing before retrying", len(unclear))
-            seen = {self._name(cluster_id, inst): inst.id for inst in self._cluster_instances(cluster_id)}
+            try:
+                seen = {self._name(cluster_id, inst): inst.id for inst in self._cluster_instances(cluster_id)}
+            except ProviderError as exc:  # cannot tell what exists: treat as failed, roll back
+                failures.update({spec.name: exc for spec in unclear})
+                break
             pending = [spec for spec in unclear if spec.name not in seen]
             made.update({spec.name: seen[spec.name] for spec in unclear if spec.name in seen})
             if failures:

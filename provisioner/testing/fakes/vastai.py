@@ -26,6 +26,7 @@ import base64
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
@@ -78,6 +79,13 @@ def _passes(field: str, have: Any, condition: Any) -> bool:
                     (op == "lt" and not have < want) or (op == "lte" and not have <= want):
                 return False
     return True
+
+
+def _sort_key(field: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
+    """Sort by ``field``, asks without it last (for ascending order)."""
+    def key(ask: dict[str, Any]) -> tuple[bool, Any]:
+        return ask.get(field) is None, ask.get(field) or 0
+    return key
 
 
 def build_market(seed_id: int = 4_100_000) -> dict[int, dict[str, Any]]:
@@ -202,13 +210,12 @@ class VastAIFake(FakeApp):
         query = self.body(request)
         if not isinstance(query, dict):
             return self.json({"error": "invalid_request", "msg": "Invalid json body"}, 400)
-        filters = {"verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False}}
+        filters: dict[str, Any] = {"verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False}}
         filters.update({k: v for k, v in query.items() if k not in ("order", "limit", "type", "allocated_storage")})
         found = [ask for ask in self.asks.values()
                  if all(field not in ask or _passes(field, ask[field], cond) for field, cond in filters.items())]
         for field, direction in reversed(query.get("order") or [["score", "desc"]]):
-            found.sort(key=lambda ask, f=field: (ask.get(f) is None, ask.get(f) or 0),
-                       reverse=str(direction).lower().startswith("d"))
+            found.sort(key=_sort_key(field), reverse=str(direction).lower().startswith("d"))
         limit = int(query.get("limit") or 64)
         bid = query.get("type") == "bid"
         return self.json({"offers": [dict(ask, is_bid=bid) for ask in found[:limit]]})
