@@ -83,7 +83,15 @@ def plan_report(
     if fmt == "json" and len(results) > 1:
         docs = [json.loads(render_report(result, "json", top=top, explain=explain)) for result in results]
         return json.dumps(docs, indent=2) + "\n"
-    return "\n".join(render_report(result, fmt, top=top, explain=explain) for result in results)
+    width = terminal_width()
+    return "\n".join(render_report(result, fmt, top=top, explain=explain, width=width) for result in results)
+
+
+def terminal_width() -> int:
+    """The terminal's width, or 150 columns when output goes to a file or pipe."""
+    import shutil
+
+    return max(shutil.get_terminal_size((150, 40)).columns, 80)
 
 
 def plan_from_source(source: Path, *, catalog_path: Path | None) -> Plan:
@@ -103,4 +111,4 @@ def catalog_listing(*, catalog_path: Path | None, provider: str | None, gpu: str
         if (provider is None or offer.provider == provider)
         and (gpu is None or canonical_gpu(offer.gpu_model) == canonical_gpu(gpu))
     ]
-    return render_catalog(offers, fmt, as_of=catalog.as_of, origin=catalog.origin)
+    return render_catalog(offers, fmt, as_of=catalog.as_of, origin=catalog.origin, width=terminal_width())
