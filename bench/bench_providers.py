@@ -101,6 +101,8 @@ def run_one(name: str, nodes: int) -> Result | None:
     app = harness.app
     app.latency_s = dict(LATENCY_S)
     app.boot_polls = 0
+    if hasattr(app, "option_capacity"):  # Fluence's fake stocks 8 machines per shape by default
+        app.option_capacity = max(app.option_capacity, nodes)
     limits = harness.published_limits.scaled(SCALE.get(name, harness.scale))
     server = serve(app)
     try:

@@ -171,8 +171,10 @@ class FluenceFake(FakeApp):
     provider = "fluence"
     spec_file = "fluence-openapi-original.yml"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, option_capacity: int = OPTION_CAPACITY, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.option_capacity = option_capacity
+        """Machines per option; benchmarks raise it to bring up large clusters on one shape."""
         self._local = threading.local()
         self.options = [_Option(*row[:12], tuple(row[12])) for row in _OPTIONS]
         self.used: dict[str, int] = {}
@@ -287,7 +289,7 @@ class FluenceFake(FakeApp):
 
     # ----- GPU Cloud ------------------------------------------------------------------------
     def _available(self, option: _Option) -> bool:
-        return self.used.get(option.id, 0) < OPTION_CAPACITY
+        return self.used.get(option.id, 0) < self.option_capacity
 
     def plans(self, request: Request) -> Response:
         groups: dict[tuple[str, str, str], dict[int, list[_Option]]] = {}
