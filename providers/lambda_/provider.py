@@ -8,11 +8,14 @@ How the contract maps onto Lambda:
 - Nodes with the same type, region, image, user data and SSH key are launched in one
   request with ``quantity`` (the launch endpoint allows one call per 12 s). A batch is
   launched under the placeholder name ``<cluster_id>-~unassigned`` and each instance is
-  then renamed to its node. Instances of the cluster still bearing the placeholder (a
-  rename that never happened, a launch whose answer was lost) are adopted by the next
-  create instead of launching more.
+  then renamed to its node (a batch of one is launched under its own name, no rename).
+  Renames run on a small thread pool while the next batch launches, so the shared rate
+  limiter, not request latency, sets the pace. Instances of the cluster still bearing
+  the placeholder (a rename that never happened, a launch whose answer was lost) are
+  adopted by the next create instead of launching more.
 - On a launch that timed out or failed with 5xx, the cluster is re-listed and whatever
-  appeared is adopted; nothing is launched twice. If nothing appeared the error is raised.
+  appeared (a member not seen before this call) is adopted; nothing is launched twice.
+  If nothing appeared the error is raised.
 - All-or-nothing: on any failure, instances this call launched or adopted are terminated
   (not waited for: Lambda stops billing at terminate) and the error is re-raised with what
   was tried; if termination fails too, the error lists the ids left and a command to
@@ -29,6 +32,7 @@ import logging
 import re
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
 
@@ -46,8 +50,15 @@ from provisioner.offer import Offer
 log = logging.getLogger("provisioner.providers.lambda")
 
 PLACEHOLDER = "~unassigned"
-MAX_BATCH = 8
-"""Most instances asked for in one launch call (Lambda publishes no maximum)."""
+MAX_BATCH = 16
+"""Most instances asked for in one launch call (Lambda publishes no maximum; the fake takes 32).
+
+At the published limits (1 request/s, 1 launch/12 s) renaming a batch of 16 takes longer
+than the launch spacing, so renames, not launches, set the pace and larger batches would
+not be faster; the remainder batch goes last, so the renames left after the last launch
+are as few as possible."""
+RENAME_WORKERS = 4
+"""Threads renaming instances concurrently; the client's rate limiter spaces their calls."""
 DEFAULT_INTERRUPTIONS_PER_NODE_HOUR = 0.000158
 """Used when the bundled catalog has no Lambda offer: the catalog's seed value for Lambda."""
 BILLING_INCREMENT_S = 60  # one-minute increments, no minimum (Lambda billing docs)
@@ -99,8 +110,58 @@ def key_name(public_key: str) -> str:
     return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
 
 
+class _Renames:
+    """Renames issued from a small pool while the caller goes on launching.
+
+    Not shared between threads: one ``create_nodes`` call owns it. ``close`` (or ``abort``,
+    which drops renames not started yet) waits for the ones in flight, so nothing touches an
+    instance after the caller terminates it.
+    """
+
+    def __init__(self, client: LambdaClient) -> None:
+        self._client = client
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: list[Future[Instance]] = []
+
+    def submit(self, instance_id: str, name: str) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(RENAME_WORKERS, thread_name_prefix="lambda-rename")
+        self._futures.append(self._pool.submit(self._client.rename_instance, instance_id, name))
+
+    def first_error(self) -> ProviderError | None:
+        """The first failure among renames already finished (none: they all went well so far)."""
+        for future in self._futures:
+            if future.done() and not future.cancelled() and isinstance(future.exception(), ProviderError):
+                return future.exception()  # type: ignore[return-value]
+        return None
+
+    def results(self) -> list[Instance]:
+        """Wait for every rename; the renamed instances, or the first failure raised."""
+        return [future.result() for future in self._futures]
+
+    def abort(self) -> None:
+        self.close(cancel=True)
+
+    def close(self, *, cancel: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+class _Run:
+    """State of one ``create_nodes`` call (main thread only; renames report through futures)."""
+
+    def __init__(self, cluster_id: str, *, known: set[str], pool: list[Instance], renames: _Renames) -> None:
+        self.cluster_id = cluster_id
+        self.known = known  # ids of the cluster listed before launching
+        self.pool = pool  # placeholder instances left by an earlier run, to adopt
+        self.made: list[str] = []  # launched or adopted by this call: rolled back on failure
+        self.keys: dict[str | None, str] = {}  # ssh public key -> registered key name
+        self.renames = renames
+
+
 class LambdaProvider:
-    """Lambda Cloud adapter. Thread-compatible, not thread-safe (one client, one limiter)."""
+    """Lambda Cloud adapter. Calls may come from several threads (the client and its limiters
+    are thread-safe); ``create_nodes`` itself renames from a private thread pool."""
 
     name: ClassVar[str] = "lambda"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
@@ -189,25 +250,30 @@ class LambdaProvider:
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
         """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
 
-        Blocks for the launch calls only (not for boot). Raises CapacityError, QuotaError,
-        CredentialsError, RateLimitError or ProviderAPIError.
+        Blocks for the launch and rename calls only (not for boot). Raises CapacityError,
+        QuotaError, CredentialsError, RateLimitError or ProviderAPIError.
         """
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
-        members = [i for i in self._members(cluster_id) if i.status not in _GONE]
+        listed = self._members(cluster_id)
+        members = [i for i in listed if i.status not in _GONE]
         present = {self._node_name(cluster_id, i) for i in members}
         pool = [i for i in members if self._node_name(cluster_id, i) == PLACEHOLDER]
         missing = [n for n in nodes if n.name not in present]
-        made: list[str] = []
+        run = _Run(cluster_id, known={i.id for i in listed}, pool=pool, renames=_Renames(self.client))
         tried = ""
         try:
             for group in self._groups(missing):
                 tried = f"{len(group)} x {group[0].instance_type} in {group[0].region}"
-                self._create_group(cluster_id, group, pool, made)
+                self._create_group(run, group)
+            run.renames.results()  # raises the first rename that failed
         except ProviderError as exc:
-            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
-            raise self._rolled_back(exc, made, what) from None
+            run.renames.abort()
+            what = f"; tried {tried} (cluster {cluster_id}: {len(run.made)} of {len(missing)} new nodes made)"
+            raise self._rolled_back(exc, run.made, what) from None
+        finally:
+            run.renames.close()
         wanted = set(names)
         return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
 
@@ -219,32 +285,38 @@ class LambdaProvider:
             groups.setdefault(key, []).append(spec)
         return list(groups.values())
 
-    def _create_group(self, cluster_id: str, group: list[NodeSpec], pool: list[Instance],
-                      made: list[str]) -> None:
+    def _create_group(self, run: _Run, group: list[NodeSpec]) -> None:
         first = group[0]
         todo = list(group)
-        for instance in [i for i in pool if self._fits(i, first)]:
+        for instance in [i for i in run.pool if self._fits(i, first)]:
             if not todo:
                 break
-            pool.remove(instance)
-            made.append(instance.id)
-            self.client.rename_instance(instance.id, f"{cluster_id}-{todo.pop(0).name}")
+            run.pool.remove(instance)
+            run.made.append(instance.id)
+            run.renames.submit(instance.id, f"{run.cluster_id}-{todo.pop(0).name}")
         if not todo:
             return
-        key = self._key_for(first)
+        if first.ssh_public_key not in run.keys:
+            run.keys[first.ssh_public_key] = self._key_for(first)
+        key = run.keys[first.ssh_public_key]
         for start in range(0, len(todo), MAX_BATCH):
+            failed = run.renames.first_error()
+            if failed is not None:  # stop launching: the whole call is rolled back anyway
+                raise failed
             batch = todo[start:start + MAX_BATCH]
-            ids = self._launch(cluster_id, batch, key)
-            made.extend(ids)
-            for spec, instance_id in zip(batch, ids, strict=False):
-                self.client.rename_instance(instance_id, f"{cluster_id}-{spec.name}")
+            ids = self._launch(run, batch, key)
+            run.made.extend(ids)
             if len(ids) < len(batch):
                 raise CapacityError(self.name, "Not enough capacity to fulfill launch request: got "
                                     f"{len(ids)} of {len(batch)} [partial launch]")
+            if len(batch) > 1:  # a batch of one was launched under its own name
+                for spec, instance_id in zip(batch, ids, strict=True):
+                    run.renames.submit(instance_id, f"{run.cluster_id}-{spec.name}")
 
-    def _launch(self, cluster_id: str, batch: list[NodeSpec], key: str) -> list[str]:
+    def _launch(self, run: _Run, batch: list[NodeSpec], key: str) -> list[str]:
         """Launch one batch; on a lost answer, adopt what appeared instead of launching again."""
         spec = batch[0]
+        cluster_id = run.cluster_id
         single = len(batch) == 1
         image = None
         if spec.image:
@@ -255,13 +327,15 @@ class LambdaProvider:
             region_name=spec.region, instance_type_name=spec.instance_type, ssh_key_names=[key],
             name=f"{cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
             user_data=spec.user_data, tags=tags, quantity=len(batch))
-        before = {i.id for i in self._members(cluster_id)}
         try:
             return self.client.launch(request)
         except ProviderAPIError as exc:
             if exc.status and exc.status < 500:
                 raise
-            appeared = [i.id for i in self._members(cluster_id) if i.id not in before]
+            # Anything of the cluster this call has not seen (listed first, or made) is this launch's.
+            seen = run.known | set(run.made)
+            appeared = sorted(i.id for i in self._members(cluster_id)
+                              if i.id not in seen and i.status not in _GONE)
             if not appeared:
                 raise
             log.warning("lambda: launch answer lost (%s); adopting %d instance(s) that appeared",
