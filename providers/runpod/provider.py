@@ -23,8 +23,9 @@ import logging
 import shlex
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import httpx
 from pydantic import SecretStr
@@ -65,6 +66,8 @@ FLOOR_VCPUS_PER_GPU = 2
 FLOOR_MEMORY_GIB_PER_GPU = 8.0
 DEFAULT_INTERRUPTIONS = (0.0003, 0.02)  # (on-demand, spot) per node-hour, the catalog's seed values
 POD_COUNTS = (1, 2, 4, 8)
+LAUNCH_WORKERS = 8
+"""Pods created concurrently: enough to use the limiter's burst; the limiter sets the pace."""
 
 
 @cache
@@ -78,6 +81,16 @@ def _typical() -> dict[str, Any]:
     rates = (statistics.median(o.interruptions_per_node_hour for o in offers),
              statistics.median(spot) if spot else DEFAULT_INTERRUPTIONS[1])
     return {"shapes": shapes, "interruptions": rates, "basis": "typical RunPod value, bundled catalog"}
+
+
+class _Target(NamedTuple):
+    """What one pod's launch asks for: RunPod GPU id, GPU count, cloud, spot bid per GPU (None:
+    on-demand)."""
+
+    gpu_id: str
+    gpus: int
+    cloud: str
+    bid_per_gpu: float | None
 
 
 def _with_note(exc: ProviderError, note: str) -> ProviderError:
@@ -236,9 +249,11 @@ class RunPodProvider:
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
         """Create every missing pod of the cluster; idempotent on (cluster_id, node name).
 
-        Lists the cluster first and skips names that exist. A launch that times out or
-        gets a 5xx is reconciled by listing again and adopting the pod if it appeared.
-        If a launch fails after k pods were made here, those k are deleted and the error
+        Lists the cluster first and skips names that exist. Pods are created from a small
+        thread pool, so the client's rate limiter, not request latency, spaces the calls.
+        A launch that times out or gets a 5xx is reconciled by listing again and adopting
+        the pod if it appeared. If a launch fails, no further launch starts; the pods made
+        here (including those whose launch was already in flight) are deleted and the error
         is re-raised (CapacityError names the GPU type, data center and counts); if that
         cleanup fails too, the message lists the pods left and how to delete them.
         Does not wait for the pods to run.
@@ -248,17 +263,51 @@ class RunPodProvider:
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
         found = {node.name: node for node in self.get_nodes(cluster_id)}
         missing = [spec for spec in nodes if spec.name not in found]
+        if not missing:
+            return [found[name] for name in names]
         for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):
             self.ensure_ssh_key(cluster_id, key)
+        targets = self._targets(missing)  # may raise; nothing is bought yet
         made: list[str] = []
-        for spec in missing:
-            try:
-                node = self._launch(cluster_id, spec)
-            except ProviderError as exc:
-                raise self._rolled_back(exc, spec, made, len(missing)) from None
-            made.append(node.id)
-            found[spec.name] = node
+        failed: tuple[NodeSpec, ProviderError] | None = None
+        with ThreadPoolExecutor(min(LAUNCH_WORKERS, len(missing)), thread_name_prefix="runpod-launch") as pool:
+            futures: dict[Future[Node], NodeSpec] = {
+                pool.submit(self._launch, cluster_id, spec, targets[spec.name]): spec for spec in missing}
+            for future in as_completed(futures):
+                if future.cancelled():
+                    continue
+                try:
+                    node = future.result()
+                except Exception as exc:  # any failure, even a bug, rolls back what the others bought
+                    if failed is None:  # start no more launches; those in flight finish
+                        failed = (futures[future], exc if isinstance(exc, ProviderError)
+                                  else ProviderAPIError(NAME, 0, f"launch failed: {type(exc).__name__}: {exc}"))
+                        for other in futures:
+                            other.cancel()
+                    continue
+                made.append(node.id)
+                found[node.name] = node
+        if failed is not None:
+            raise self._rolled_back(failed[1], failed[0], made, len(missing)) from None
         return [found[name] for name in names]
+
+    def _targets(self, specs: Sequence[NodeSpec]) -> dict[str, _Target]:
+        """What each node's launch asks for, resolved before anything is bought (one catalog or
+        spot-price lookup per distinct instance type, not one per pod)."""
+        resolved: dict[tuple[str, str | None, int], tuple[str, int, str]] = {}
+        floors: dict[tuple[str, str], float] = {}
+        targets: dict[str, _Target] = {}
+        for spec in specs:
+            key = (spec.instance_type, spec.offer_id, spec.gpus)
+            if key not in resolved:
+                resolved[key] = self._resolve(spec)
+            gpu_id, count, cloud = resolved[key]
+            if spec.spot and not spec.bid_usd_per_hour and (gpu_id, cloud) not in floors:
+                floors[gpu_id, cloud] = self._spot_floor(gpu_id, cloud)
+            bid = None if not spec.spot else (
+                spec.bid_usd_per_hour / count if spec.bid_usd_per_hour else floors[gpu_id, cloud])
+            targets[spec.name] = _Target(gpu_id, count, cloud, bid)
+        return targets
 
     def _rolled_back(self, exc: ProviderError, spec: NodeSpec, made: list[str], wanted: int) -> ProviderError:
         left = self._delete_ids(made)
@@ -271,10 +320,11 @@ class RunPodProvider:
             note += f"; deleted the {len(made)} created"
         return _with_note(exc, note)
 
-    def _launch(self, cluster_id: str, spec: NodeSpec) -> Node:
+    def _launch(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Node:
+        """Create one pod (runs on a pool thread); reconcile a lost answer by name."""
         for attempt in (1, 2):
             try:
-                return self._node(cluster_id, self._launch_once(cluster_id, spec))
+                return self._node(cluster_id, self._launch_once(cluster_id, spec, target))
             except ProviderAPIError as exc:
                 if exc.status and exc.status < 500:
                     raise
@@ -292,8 +342,8 @@ class RunPodProvider:
     def _find(self, cluster_id: str, name: str) -> Node | None:
         return next((node for node in self.get_nodes(cluster_id) if node.name == name), None)
 
-    def _launch_once(self, cluster_id: str, spec: NodeSpec) -> Pod:
-        gpu_id, count, cloud = self._resolve(spec)
+    def _launch_once(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Pod:
+        gpu_id, count, cloud, bid = target
         env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type}
         args = ""
         if spec.user_data:
@@ -304,8 +354,7 @@ class RunPodProvider:
         image = spec.image or DEFAULT_IMAGE
         center = spec.region if spec.region and spec.region != "any" else None
         log.info("runpod: launching %s (%s x%d, %s, %s)", pod_name, gpu_id, count, cloud, center or "any")
-        if spec.spot:
-            bid = spec.bid_usd_per_hour / count if spec.bid_usd_per_hour else self._spot_floor(gpu_id, cloud)
+        if bid is not None:
             graphql_input: dict[str, Any] = {
                 "name": pod_name, "imageName": image, "gpuTypeId": gpu_id, "cloudType": cloud,
                 "gpuCount": count, "containerDiskInGb": spec.disk_gib, "volumeInGb": 0,
