@@ -141,9 +141,16 @@ def _rejections(result: PlanResult, explain: bool) -> list[RenderableType]:
             table.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
         return [table]
     table = _table(title, (("offers", "right"), ("reason", "left"), ("examples", "left")))
-    for group in group_rejections(result.rejected):
+    groups = group_rejections(result.rejected)
+    for group in groups[:REASONS_SHOWN]:
         table.add_row(Text(str(group.count)), Text(group.reason), Text(examples_text(group)))
-    return [table, Text("(--explain lists every rejected offer)", style="dim")]
+    rest = groups[REASONS_SHOWN:]
+    more = f"{len(rest)} rarer reasons for {sum(g.count for g in rest)} more offers; " if rest else ""
+    return [table, Text(f"({more}--explain lists every rejected offer)", style="dim")]
+
+
+REASONS_SHOWN = 12
+"""The most frequent rejection reasons shown without --explain (rich tables cost ~2 ms a row)."""
 
 
 def _price(value: float | None) -> Text:
