@@ -116,13 +116,15 @@ class ApiClient:
         *,
         error_mapper: ErrorMapper,
         limits: RateLimits,
-        auth_scheme: str = "Bearer",
+        auth_header: str = "Authorization",
+        auth_scheme: str | None = "Bearer",
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.provider = provider
         self._api_key = api_key
+        self._auth_header = auth_header
         self._auth_scheme = auth_scheme
         self._error_mapper = error_mapper
         self.retry = retry or RetryPolicy()
@@ -198,7 +200,8 @@ class ApiClient:
     def _auth_headers(self) -> dict[str, str]:
         if self._api_key is None:
             return {}
-        return {"Authorization": f"{self._auth_scheme} {self._api_key.get_secret_value()}"}
+        key = self._api_key.get_secret_value()
+        return {self._auth_header: f"{self._auth_scheme} {key}" if self._auth_scheme else key}
 
     def _back_off(self, attempt: int, retry_after: float | None, why: str) -> None:
         delay = self.retry.delay(attempt, retry_after)

@@ -101,15 +101,6 @@ def is_not_active(error: ProviderError) -> bool:
             and "active" in error.detail.lower())
 
 
-class _FluenceApi(ApiClient):
-    """ApiClient sending the key as ``X-API-KEY`` (Fluence's scheme) instead of Authorization."""
-
-    def _auth_headers(self) -> dict[str, str]:
-        if self._api_key is None:
-            return {}
-        return {"X-API-KEY": self._api_key.get_secret_value()}
-
-
 class FluenceClient:
     """Thin typed wrapper over the GPU Cloud and v2 VM endpoints. Raises mapped ProviderErrors only."""
 
@@ -124,8 +115,10 @@ class FluenceClient:
         retry: RetryPolicy | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.api = _FluenceApi(PROVIDER, self.base_url, api_key, error_mapper=map_error, limits=limits,
-                               timeout_s=timeout_s, retry=retry, transport=transport)
+        # Fluence takes the bare key in X-API-KEY, not an Authorization header.
+        self.api = ApiClient(PROVIDER, self.base_url, api_key, auth_header="X-API-KEY", auth_scheme=None,
+                             error_mapper=map_error, limits=limits,
+                             timeout_s=timeout_s, retry=retry, transport=transport)
 
     def __repr__(self) -> str:
         return f"FluenceClient(base_url={self.base_url!r})"
