@@ -71,3 +71,28 @@ def artifacts_dir() -> Path:
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # A refreshed catalog cache on the developer's machine must not change test results.
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN") == "1"
+"""Set UPDATE_GOLDEN=1 to rewrite golden files from the current output; review the diff."""
+
+
+def assert_golden_file(path: Path, text: str) -> None:
+    """``text`` must equal the golden file byte for byte (rewritten first under UPDATE_GOLDEN=1)."""
+    if UPDATE_GOLDEN:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="")
+    assert path.is_file(), f"no golden file {path}; run with UPDATE_GOLDEN=1 and review it"
+    assert text.encode("utf-8") == path.read_bytes(), f"{path} differs (UPDATE_GOLDEN=1 to refresh, then review)"
+
+
+def assert_golden_tree(folder: Path, files: dict[str, str], *, pattern: str = "*") -> None:
+    """The files under ``folder`` matching ``pattern`` are exactly ``files`` (relative path -> text)."""
+    if UPDATE_GOLDEN:
+        for stale in folder.rglob(pattern):
+            if stale.is_file() and stale.relative_to(folder).as_posix() not in files:
+                stale.unlink()
+    for relative, text in files.items():
+        assert_golden_file(folder / relative, text)
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob(pattern) if p.is_file()}
+    assert on_disk == set(files), f"stale golden files under {folder}: {sorted(on_disk - set(files))}"

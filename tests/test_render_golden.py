@@ -13,8 +13,6 @@ Refresh after a deliberate change, then review the diff::
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,12 +23,11 @@ from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
 from provisioner.render import RenderedCluster, render_cluster
-from tests.conftest import EXAMPLES, need_tool
+from tests.conftest import EXAMPLES, assert_golden_tree, need_tool
 from tests.test_render_cloudinit import MUNGE, TOKEN, VARIANTS
 from tests.test_render_slurm import CANARY
 
 GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 EXAMPLE_PATHS = sorted(EXAMPLES.glob("*.yaml"))
 
 
@@ -56,24 +53,14 @@ def _render(case: str, kind: str) -> RenderedCluster:
 
 def test_every_example_is_covered() -> None:
     assert len(EXAMPLE_PATHS) >= 4
-    stale = {p.name for p in GOLDEN.iterdir() if p.is_dir()} - {c for c, _ in _cases()} - {"report"}
+    stale = {p.name for p in GOLDEN.iterdir() if p.is_dir()} - {c for c, _ in _cases()} - {"report", "plans"}
     assert not stale, f"golden folders with no example: {sorted(stale)}"
 
 
 @pytest.mark.parametrize(("case", "kind"), _cases())
 def test_golden(case: str, kind: str) -> None:
     rendered = {path: text for path, text in _render(case, kind).items() if not path.startswith("k8s/")}
-    folder = GOLDEN / case
-    if UPDATE:
-        shutil.rmtree(folder, ignore_errors=True)
-        for path, text in rendered.items():
-            (folder / path).parent.mkdir(parents=True, exist_ok=True)
-            (folder / path).write_text(text, encoding="utf-8", newline="")
-    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    assert on_disk == set(rendered), f"missing or stale golden files under {folder}"
-    for path, text in rendered.items():
-        expected = (folder / path).read_bytes()
-        assert text.encode("utf-8") == expected, f"{case}/{path} differs from its golden file"
+    assert_golden_tree(GOLDEN / case, rendered)
 
 
 @pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)

@@ -9,7 +9,6 @@ Golden files live in tests/golden_k8s/<example name>/; refresh with UPDATE_GOLDE
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import jsonschema
@@ -33,6 +32,7 @@ from provisioner.render.kubernetes import (
     render_kubernetes,
 )
 from provisioner.spec import ClusterSpec, ControlPlane, Fabric
+from tests.conftest import assert_golden_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -356,16 +356,7 @@ def test_render_is_deterministic() -> None:
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
 def test_golden(name: str) -> None:
     files = render_kubernetes(_example_plan(name))
-    folder = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        for old in folder.rglob("*.yaml"):
-            old.unlink()
-        for path, text in files.items():
-            target = folder / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-    stored = {str(p.relative_to(folder)): p.read_text(encoding="utf-8") for p in folder.rglob("*.yaml")}
-    assert stored == files, f"golden files differ for {name}; rerun with UPDATE_GOLDEN=1 and review"
+    assert_golden_tree(GOLDEN / name, files, pattern="*.yaml")
 
 
 def _resolved_plans() -> list[tuple[str, Plan]]:

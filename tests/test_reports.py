@@ -11,7 +11,6 @@ import csv
 import datetime as dt
 import io
 import json
-import os
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -23,6 +22,7 @@ from provisioner.offer import Offer
 from provisioner.plan import CostBreakdown, Option, PlanResult, RejectedOffer
 from provisioner.report import render_catalog, render_report
 from provisioner.report.html import BAR_AREA_W
+from tests.conftest import assert_golden_file
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
 
@@ -120,11 +120,7 @@ def result() -> PlanResult:
 
 
 def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} differs from golden (UPDATE_GOLDEN=1 to refresh)"
+    assert_golden_file(GOLDEN / name, text)
 
 
 # -- JSON ---------------------------------------------------------------------------------
