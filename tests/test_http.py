@@ -1,0 +1,129 @@
+"""The shared HTTP client: token bucket, retries, Retry-After, never-retried purchases, no key leaks."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy, error_detail, parse_retry_after
+from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
+
+KEY = "sk-http-canary-5f1e"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def mapper(provider: str, response: httpx.Response) -> ProviderError:
+    if response.status_code == 429:
+        return RateLimitError(provider, error_detail(response))
+    return ProviderAPIError(provider, response.status_code, error_detail(response))
+
+
+def client(handler, *, sleeps: list[float] | None = None, attempts: int = 4, **kwargs) -> ApiClient:
+    record = sleeps if sleeps is not None else []
+    return ApiClient("demo", "http://127.0.0.1:9", SecretStr(KEY), error_mapper=mapper,
+                     limits=RateLimits(1000.0, burst=1000), transport=httpx.MockTransport(handler),
+                     retry=RetryPolicy(attempts=attempts, base_delay_s=0.01, sleep=record.append), **kwargs)
+
+
+def test_token_bucket_spaces_calls_at_the_rate_after_the_burst() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(2.0, burst=3, clock=clock, sleep=clock.sleep)
+    waits = [limiter.acquire() for _ in range(7)]
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert waits[3:] == pytest.approx([0.5, 0.5, 0.5, 0.5])
+    clock.now += 10  # idle time refills up to the burst, not beyond
+    assert [limiter.acquire() for _ in range(4)] == pytest.approx([0.0, 0.0, 0.0, 0.5])
+
+
+def test_retry_after_parsing() -> None:
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after("0.25") == 0.25
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+
+
+def test_get_is_retried_on_5xx_then_succeeds() -> None:
+    answers = iter([httpx.Response(500, json={"error": "boom"}), httpx.Response(503),
+                    httpx.Response(200, json={"ok": True})])
+    sleeps: list[float] = []
+    assert client(lambda request: next(answers), sleeps=sleeps).request("GET", "/x") == {"ok": True}
+    assert len(sleeps) == 2
+
+
+def test_429_honours_retry_after_even_for_purchases() -> None:
+    answers = iter([httpx.Response(429, headers={"Retry-After": "2"}, json={"message": "slow down"}),
+                    httpx.Response(200, json={"id": "i-1"})])
+    sleeps: list[float] = []
+    assert client(lambda request: next(answers), sleeps=sleeps).request("POST", "/launch") == {"id": "i-1"}
+    assert sleeps == [2.0]
+
+
+def test_persistent_429_raises_rate_limit_error_with_retry_after() -> None:
+    with pytest.raises(RateLimitError) as info:
+        client(lambda request: httpx.Response(429, headers={"Retry-After": "7"}), attempts=2).request("GET", "/x")
+    assert info.value.retry_after_s == 7.0
+
+
+def test_purchases_are_not_retried_on_5xx_or_timeouts() -> None:
+    calls: list[str] = []
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        calls.append(request.method)
+        return httpx.Response(500, json={"error": {"message": "internal"}})
+
+    with pytest.raises(ProviderAPIError) as info:
+        client(failing).request("POST", "/launch")
+    assert calls == ["POST"] and info.value.status == 500 and "internal" in str(info.value)
+
+    def timing_out(request: httpx.Request) -> httpx.Response:
+        calls.append("timeout")
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with pytest.raises(ProviderAPIError, match="timed out") as info:
+        client(timing_out).request("POST", "/launch")
+    assert calls.count("timeout") == 1 and info.value.status == 0
+
+
+def test_connect_errors_are_retried_because_nothing_was_sent() -> None:
+    answers = iter([httpx.ConnectError("refused"), httpx.Response(201, json={"id": 1})])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert client(handler).request("POST", "/launch") == {"id": 1}
+
+
+def test_auth_header_variants_and_no_key_in_repr_or_logs(caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[dict[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(dict(request.headers))
+        return httpx.Response(500) if len(seen) == 1 else httpx.Response(200, json={})
+
+    caplog.set_level(logging.DEBUG)
+    bearer = client(handler)
+    bearer.request("GET", "/x")
+    assert seen[0]["authorization"] == f"Bearer {KEY}"
+    raw = client(handler, auth_header="X-API-KEY", auth_scheme=None)
+    raw.request("GET", "/x")
+    assert seen[-1]["x-api-key"] == KEY and "authorization" not in seen[-1]
+    assert KEY not in repr(bearer) + repr(raw) + caplog.text
+    assert "retrying" in caplog.text
