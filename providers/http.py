@@ -13,8 +13,10 @@ adapter reconciles by listing what exists (that is what makes create idempotent)
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import logging
+import math
 import random
 import threading
 import time
@@ -95,14 +97,24 @@ class RetryPolicy:
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date)."""
+    """Seconds from a Retry-After header (delta-seconds or HTTP date); None when absent or unreadable.
+
+    A malformed header (``soon``, ``nan``, a broken date) is the provider's quirk, not a reason
+    to fail the call: it reads as "no hint" and the normal backoff applies.
+    """
     if not value:
         return None
     try:
-        return max(float(value), 0.0)
+        seconds = float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(parsed.timestamp() - time.time(), 0.0) if parsed else None
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if parsed.tzinfo is None:  # RFC 9110 dates are GMT; "-0000" parses naive
+            parsed = parsed.replace(tzinfo=datetime.UTC)
+        seconds = parsed.timestamp() - time.time()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 class ApiClient:
@@ -171,7 +183,8 @@ class ApiClient:
                 response = self._http.request(method, path, json=json, params=params,
                                               headers=self._auth_headers())
             except httpx.TransportError as exc:
-                never_sent = isinstance(exc, httpx.ConnectError)
+                # No connection (or none from the pool) means the provider never saw the request.
+                never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
                 if (idempotent or never_sent) and attempt + 1 < self.retry.attempts:
                     self._back_off(attempt, None, f"{type(exc).__name__} on {method} {path}")
                     attempt += 1

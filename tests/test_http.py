@@ -55,6 +55,26 @@ def test_retry_after_parsing() -> None:
     assert parse_retry_after("0.25") == 0.25
     assert parse_retry_after(None) is None
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    assert parse_retry_after("-4") == 0.0
+
+
+@pytest.mark.parametrize("junk", ["soon", "nan", "inf", "Wed, 99 Foo 2015 07:28:00 GMT", "  "])
+def test_malformed_retry_after_is_no_hint_not_a_crash(junk: str) -> None:
+    assert parse_retry_after(junk) is None
+    answers = iter([httpx.Response(429, headers={"Retry-After": junk}), httpx.Response(200, json={"ok": 1})])
+    sleeps: list[float] = []
+    assert client(lambda request: next(answers), sleeps=sleeps).request("GET", "/x") == {"ok": 1}
+    assert len(sleeps) == 1 and 0.0 <= sleeps[0] <= 0.01  # the jittered backoff, not the header
+
+
+def test_future_http_date_gives_seconds_until_then() -> None:
+    import email.utils
+    import time
+
+    stamp = email.utils.formatdate(time.time() + 120, usegmt=True)
+    assert 100 < (parse_retry_after(stamp) or 0) <= 120
+    naive = email.utils.formatdate(time.time() + 120).rsplit(" ", 1)[0] + " -0000"
+    assert 100 < (parse_retry_after(naive) or 0) <= 120
 
 
 def test_get_is_retried_on_5xx_then_succeeds() -> None:
@@ -109,6 +129,16 @@ def test_connect_errors_are_retried_because_nothing_was_sent() -> None:
         return answer
 
     assert client(handler).request("POST", "/launch") == {"id": 1}
+
+    pool = iter([httpx.ConnectTimeout("no route"), httpx.Response(201, json={"id": 2})])
+
+    def slow_connect(request: httpx.Request) -> httpx.Response:
+        answer = next(pool)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert client(slow_connect).request("POST", "/launch") == {"id": 2}
 
 
 def test_auth_header_variants_and_no_key_in_repr_or_logs(caplog: pytest.LogCaptureFixture) -> None:
