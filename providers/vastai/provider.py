@@ -269,12 +269,28 @@ class VastAIProvider:
         first = failures[sorted(failures)[0]]
         summary = (f"{len(made)} of {len(todo)} nodes rented before failing ({', '.join(tried)}; "
                    f"failed asks {asks}): {first.message}")
-        remaining = self._destroy(list(made.values()))
+        # A rent that timed out may still have produced an instance: look for every node of
+        # this call by label, not only for the ids that came back.
+        doomed = list(made.values())
+        unseen = ""
+        try:
+            names = {spec.name for spec in todo}
+            doomed += [inst.id for inst in self._cluster_instances(cluster_id)
+                       if self._name(cluster_id, inst) in names and inst.id not in doomed]
+        except ProviderError as exc:
+            unclear = sorted(name for name, err in failures.items() if _unclear(err))
+            if unclear:
+                unseen = (f"; could not list instances ({exc.message}) to check whether the unanswered rent "
+                          f"calls for {', '.join(unclear)} created any: look for labels "
+                          f"{cluster_label(cluster_id, '')}...")
+        remaining = self._destroy(doomed)
         if remaining:
             ids = " ".join(str(i) for i in remaining)
             note = f"; cleanup FAILED, still running: {ids} (delete with: vastai destroy instances {ids})"
         else:
-            note = f"; deleted the {len(made)} created" if made else "; nothing was created"
+            note = (f"; deleted the {len(doomed)} {'known to be ' if unseen else ''}created" if doomed
+                    else "" if unseen else "; nothing was created")
+        note += unseen
         made.clear()
         capacity = any(isinstance(err, CapacityError) for err in failures.values())
         raise _rebuild(CapacityError(PROVIDER, summary) if capacity else first, summary + note)

@@ -323,3 +323,49 @@ def test_launches_are_issued_concurrently() -> None:
         server.stop()
     assert len(app.calls_of("launch")) == 8 and app.validation_errors == []
     assert app.most_in_flight >= 4, "rent calls were issued one after another"
+
+
+class LosesRentAnswers(httpx.BaseTransport):
+    """Serves the fake in process; the rent calls numbered in ``lose`` (1-based) are carried
+    out by the fake but answered with a read timeout, as when Vast acted and the reply was lost."""
+
+    def __init__(self, app: VastAIFake, lose: set[int]) -> None:
+        self.inner = httpx.WSGITransport(app=app)
+        self.lose = lose
+        self.rents = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "PUT" and request.url.path.startswith("/api/v0/asks/"):
+            self.rents += 1
+            if self.rents in self.lose:
+                raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+
+def test_lost_answer_on_the_retried_rent_is_still_rolled_back(fake: VastAIFake) -> None:
+    # n0 gets a 502 (nothing rented), its retry is rented but the answer is lost, so the
+    # adapter gives up: the instance it never heard of must be found by label and destroyed.
+    fake.faults.inject("http_error", route="launch", times=1, status=502)
+    transport = LosesRentAnswers(fake, lose={3})
+    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=transport,
+                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    with pytest.raises(ProviderAPIError, match="timed out") as caught:
+        vast.create_nodes("c1", specs(2))
+    assert fake.launched == 2 and fake.instance_count() == 0
+    assert "deleted the 2 created" in str(caught.value)
+
+
+def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIFake) -> None:
+    # The first rent is carried out but unanswered, and every later listing fails: the
+    # adapter cannot know whether that instance exists, and must say so instead of
+    # claiming a clean rollback.
+    fake.faults.inject("http_error", route="list", times=None, after=1, status=500)
+    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=LosesRentAnswers(fake, lose={1}),
+                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    with pytest.raises(ProviderAPIError) as caught:
+        vast.create_nodes("c1", specs(1))
+    message = str(caught.value)
+    assert "could not list instances" in message and "n0" in message and "c1/" in message
+    assert fake.instance_count() == 1  # the lost one: named in the error, never claimed deleted
+    assert "nothing was created" not in message and "deleted the" not in message
