@@ -8,6 +8,7 @@ here raises anything but SpecError for bad input.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,24 @@ def locate(field_path: str, marks: Marks) -> tuple[int, int]:
 
 # -- YAML to plain data with marks -------------------------------------------------------
 
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that also reads ``4e4`` and ``1.5e3`` as numbers (YAML 1.2 does; 1.1 does not).
+
+    Numeric spec fields are strict, so without this ``size_gb: 4e4`` would be a string and
+    a confusing "not a number" error. Quoted values stay strings.
+    """
+
+
+_SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 def _compose(text: str, file: str) -> tuple[Any, Marks]:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_SpecLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -145,8 +161,40 @@ def _message(error: Any, loc: Loc) -> str:
         return f"unknown key {key!r}{hint}"
     if kind == "missing":
         return "required field is missing"
-    message = str(error["msg"])
-    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if kind == "model_type":
+        message = "expected a mapping of keys"
+    if kind in _TYPE_ERRORS:
+        message += f", got {_yaml_type(error.get('input'))}"
+    return message
+
+
+_TYPE_ERRORS = {"int_type", "float_type", "string_type", "bool_type", "list_type", "dict_type", "model_type"}
+
+
+def _yaml_type(value: object) -> str:
+    """How a YAML author would name a value's type: ``got a quoted string``, ``got true``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "a string (remove the quotes?)" if _looks_numeric(value) else "a string"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _field_names(loc: Loc) -> list[str]:

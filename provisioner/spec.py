@@ -19,7 +19,8 @@ PROVIDER_NAMES = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+    # allow_inf_nan=False: `.inf` / `.nan` in YAML are mistakes, not quantities to price.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, allow_inf_nan=False)
 
 
 class Fabric(StrEnum):
@@ -50,8 +51,20 @@ class SharedFsKind(StrEnum):
     MANAGED = "managed"  # the provider's managed filesystem (FSx, Filestore, Lambda FS, ...)
 
 
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+MAX_COUNT = 100_000
+"""Upper bound on GPU and node counts: larger than any cluster a single spec can buy."""
+MAX_QUANTITY = 1e9
+"""Upper bound on every size, rate, duration and budget (GiB, Gbps, minutes, USD).
+
+Bounds keep the cost arithmetic finite and exact to the cent; nothing real comes close."""
+MAX_HOURS = 87_600.0
+"""Upper bound on ``workload.hours``: ten years."""
+
+# strict=True: YAML has typed scalars, so ``count: "8"`` or ``count: true`` is a wrong type,
+# not something to coerce. (Strict floats still accept integers.)
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_QUANTITY, strict=True)]
+PositiveFloat = Annotated[float, Field(gt=0, le=MAX_QUANTITY, strict=True)]
 
 
 def canonical_gpu(name: str) -> str:
@@ -118,7 +131,7 @@ class PricingSpec(_Model):
 
 
 class ReliabilitySpec(_Model):
-    min_score: Annotated[float, Field(ge=0, le=1)] = Field(
+    min_score: Annotated[float, Field(ge=0, le=1, strict=True)] = Field(
         0, description="Minimum host reliability score (0-1), e.g. Vast.ai's."
     )
 
@@ -161,18 +174,20 @@ class DatasetSpec(_Model):
 
 
 class WorkloadSpec(_Model):
-    hours: Annotated[float, Field(gt=0)] = Field(1, description="Expected run time in hours.")
+    hours: Annotated[float, Field(gt=0, le=MAX_HOURS, strict=True)] = Field(
+        1, description="Expected run time in hours."
+    )
     dataset: DatasetSpec = Field(default_factory=DatasetSpec)
     results_out_gb: NonNegFloat = Field(0, description="GB leaving the cluster (results, checkpoints).")
-    checkpoint_interval_minutes: Annotated[float, Field(gt=0)] = 60
+    checkpoint_interval_minutes: PositiveFloat = 60
     restart_overhead_minutes: NonNegFloat = 10
 
 
 class LifetimeSpec(_Model):
-    ttl_hours: Annotated[float, Field(gt=0)] | None = Field(
+    ttl_hours: PositiveFloat | None = Field(
         None, description="Hard limit: every node powers off after this long."
     )
-    idle_timeout_minutes: Annotated[float, Field(gt=0)] | None = None
+    idle_timeout_minutes: PositiveFloat | None = None
 
 
 class AccessSpec(_Model):

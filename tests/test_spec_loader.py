@@ -43,6 +43,12 @@ def test_good_spec_round_trips_values() -> None:
     assert spec.workload.dataset.source == ("aws", "us-east-1")
 
 
+def test_exponent_numbers_are_numbers() -> None:
+    # YAML 1.1 would read 4e4 as a string; the strict numeric fields need it as a number.
+    spec = parse_spec("name: a1\ngpus: {count: 1}\nworkload: {hours: 1.5e1, dataset: {size_gb: 4e4}}\n")
+    assert (spec.workload.hours, spec.workload.dataset.size_gb) == (15.0, 40_000.0)
+
+
 def test_single_model_string_becomes_list() -> None:
     spec = parse_spec("name: a1\ngpus: {model: A100, count: 1}\n")
     assert spec.gpus.model == ["A100"]
@@ -56,7 +62,23 @@ def test_single_model_string_becomes_list() -> None:
         ("name: demo\ngpus:\n  cont: 4\n",
          "s.yaml:3:3: gpus.cont: unknown key 'cont'; did you mean 'count'?"),
         ("name: demo\ngpus:\n  count: four\n",
-         "s.yaml:3:10: gpus.count: Input should be a valid integer, unable to parse string as an integer"),
+         "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string"),
+        # wrong types are not coerced: a quoted number, a boolean, a fraction
+        ("name: demo\ngpus:\n  count: '8'\n",
+         "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string (remove the quotes?)"),
+        ("name: demo\ngpus:\n  count: true\n", "s.yaml:3:10: gpus.count: Input should be a valid integer, got true"),
+        ("name: demo\ngpus:\n  count: 8.5\n",
+         "s.yaml:3:10: gpus.count: Input should be a valid integer, got the number 8.5"),
+        ("name: demo\ngpus: 8\n", "s.yaml:2:7: gpus: expected a mapping of keys, got the number 8"),
+        # infinite, NaN and absurdly large quantities cannot be priced
+        ("name: demo\ngpus: {count: 8}\nworkload:\n  hours: .inf\n",
+         "s.yaml:4:10: workload.hours: Input should be a finite number"),
+        ("name: demo\ngpus: {count: 8}\npricing:\n  max_total_usd: .nan\n",
+         "s.yaml:4:18: pricing.max_total_usd: Input should be a finite number"),
+        ("name: demo\ngpus: {count: 8}\nworkload:\n  hours: 1e300\n",
+         "s.yaml:4:10: workload.hours: Input should be less than or equal to 87600"),
+        ("name: demo\ngpus: {count: 1000000}\n",
+         "s.yaml:2:15: gpus.count: Input should be less than or equal to 100000"),
         ("name: demo\ngpus: [1\n",
          "s.yaml:3:1: YAML syntax error: expected ',' or ']', but got '<stream end>'"),
         ("name: demo\ngpus:\n  count: 1\ninterconnect:\n  fabric: ib\n",
