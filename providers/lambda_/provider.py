@@ -21,7 +21,9 @@ How the contract maps onto Lambda:
   was tried; if termination fails too, the error lists the ids left and a command to
   delete them.
 - Statuses: booting -> pending, active -> running, unhealthy -> failed, terminating ->
-  stopping, terminated/preempted -> terminated. No spot market, no InfiniBand on-demand.
+  stopping, terminated/preempted -> terminated. No spot market (a spot NodeSpec is refused
+  before anything is bought), no InfiniBand on-demand. Disk size is fixed by the instance
+  type (the launch API has no disk field), so ``NodeSpec.disk_gib`` is not sent.
 """
 
 from __future__ import annotations
@@ -256,6 +258,10 @@ class LambdaProvider:
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
+        spot = [n.name for n in nodes if n.spot]
+        if spot:  # launching them on demand would silently charge the on-demand price
+            raise CapacityError(self.name, f"Lambda sells no spot instances; nodes {', '.join(spot)} ask "
+                                "for spot: plan them on demand or on another provider")
         listed = self._members(cluster_id)
         members = [i for i in listed if i.status not in _GONE]
         present = {self._node_name(cluster_id, i) for i in members}

@@ -252,7 +252,8 @@ class RunPodProvider:
         Lists the cluster first and skips names that exist. Pods are created from a small
         thread pool, so the client's rate limiter, not request latency, spaces the calls.
         A launch that times out or gets a 5xx is reconciled by listing again and adopting
-        the pod if it appeared. If a launch fails, no further launch starts; the pods made
+        the pod if it appeared; only a definite 5xx (not a timeout or 504, where the pod may
+        still be on its way) is launched once more. If a launch fails, no further launch starts; the pods made
         here (including those whose launch was already in flight) are deleted and the error
         is re-raised (CapacityError names the GPU type, data center and counts); if that
         cleanup fails too, the message lists the pods left and how to delete them.
@@ -333,7 +334,9 @@ class RunPodProvider:
                     log.warning("runpod: launch of %s ended with %s; adopted pod %s",
                                 spec.name, exc.message, adopted.id)
                     return adopted
-                if attempt == 2:
+                # A timeout (status 0) or 504 may still be creating the pod after our listing:
+                # launching again could buy it twice. The error rolls back; a later create adopts it.
+                if attempt == 2 or exc.status in (0, 504):
                     raise
                 log.warning("runpod: launch of %s ended with %s and no pod appeared; relaunching",
                             spec.name, exc.message)
@@ -399,9 +402,13 @@ class RunPodProvider:
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Terminate the given pods (all of the cluster's when None). Gone already is success.
 
-        Raises the first error after trying every pod; the message names the pods left.
+        Only pods carrying this cluster's id are touched: an id of another cluster (or of a pod
+        not made by us) is ignored like an id that is already gone. Raises the first error after
+        trying every pod; the message names the pods left.
         """
-        ids = list(node_ids) if node_ids is not None else [node.id for node in self.get_nodes(cluster_id)]
+        members = [node.id for node in self.get_nodes(cluster_id)]
+        wanted = set(members if node_ids is None else node_ids)
+        ids = [pod_id for pod_id in members if pod_id in wanted]
         errors: list[ProviderError] = []
         left = self._delete_ids(ids, errors)
         if errors:

@@ -226,3 +226,10 @@ def test_retries_logged_without_key(lam: LambdaProvider, fake: LambdaFake, caplo
     fake.faults.inject("rate_limit", route="list_instances", times=2, retry_after_s=0.01)
     assert lam.get_nodes("c1") == []
     assert "retrying" in caplog.text and API_KEY not in caplog.text
+
+
+def test_spot_node_is_refused_before_buying(lam: LambdaProvider, fake: LambdaFake) -> None:
+    with pytest.raises(CapacityError, match="no spot") as caught:
+        lam.create_nodes("c1", [spec("a"), spec("b", spot=True)])
+    assert "b" in str(caught.value)
+    assert fake.launch_requests == [] and fake.launched == 0

@@ -160,6 +160,31 @@ def test_launch_5xx_before_acting_relaunches_once(fake: RunPodFake) -> None:
     assert [c.status for c in fake.calls_of("createPod")] == [503, 201]
 
 
+class _CreateTimesOut(httpx.BaseTransport):
+    """Passes requests to the fake, except that the first pod create never gets an answer and
+    never reaches the fake: from the client's side, exactly like a pod still being created."""
+
+    def __init__(self, app: RunPodFake) -> None:
+        self.inner = httpx.WSGITransport(app=app)
+        self.timed_out = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path == "/v2/pods" and not self.timed_out:
+            self.timed_out += 1
+            raise httpx.ReadTimeout("no answer", request=request)
+        return self.inner.handle_request(request)
+
+
+def test_launch_timeout_with_no_pod_yet_is_not_relaunched(fake: RunPodFake) -> None:
+    transport = _CreateTimesOut(fake)
+    provider = RunPodProvider(KEY, base_url="http://runpod.fake", transport=transport, retry=FAST)
+    with pytest.raises(ProviderAPIError, match="timed out"):
+        provider.create_nodes("t", [spec("a")])
+    assert transport.timed_out == 1 and fake.calls_of("createPod") == [] and fake.launched == 0
+    assert [n.name for n in provider.create_nodes("t", [spec("a")])] == ["a"]  # a later create works
+    assert fake.launched == 1
+
+
 def test_failed_cleanup_names_what_remains(fake: RunPodFake) -> None:
     fake.faults.inject("capacity_after", route="createPod", times=None, k=1)
     fake.faults.inject("http_error", route="deletePod", times=None, status=500)
@@ -187,6 +212,9 @@ def test_delete_is_idempotent_and_scoped(fake: RunPodFake) -> None:
     provider.delete_nodes("d", [a.id])
     provider.delete_nodes("d", [a.id])
     assert [n.name for n in provider.get_nodes("d")] == ["b"]
+    keep = provider.get_nodes("keep")[0]
+    provider.delete_nodes("d", [keep.id])  # an id of another cluster is left alone
+    assert [n.id for n in provider.get_nodes("keep")] == [keep.id]
     provider.delete_nodes("d")
     assert provider.get_nodes("d") == [] and len(provider.get_nodes("keep")) == 1
 
