@@ -30,6 +30,7 @@ How the contract maps onto Fluence:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import statistics
@@ -231,6 +232,7 @@ class FluenceProvider:
                 made.append(("v2", cpu_vms.launch(self.client, vm_request, cluster_id)))
         except ProviderError as exc:
             what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
+            made += self._unanswered(cluster_id, missing, names, made)
             raise self._rolled_back(exc, made, what) from None
         spec_of = {node_of(cluster_id, full): spec_name for spec_name, full in names.items()}
         result = []
@@ -284,6 +286,26 @@ class FluenceProvider:
                 raise
             log.warning("fluence: deploy answer lost (%s); adopting instance %s", exc.detail, appeared[0])
             return appeared[0]
+
+    def _unanswered(self, cluster_id: str, missing: Sequence[NodeSpec], names: dict[str, str],
+                    made: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Instances named for ``missing`` that ``made`` lacks: deploys whose answer was lost.
+
+        Best effort (a failing listing yields nothing more): the rollback removes them too.
+        """
+        known = {node_id for _, node_id in made}
+        gpu_names = {names[s.name] for s in missing if not cpu_vms.is_cpu_vm(s)}
+        cpu_names = {names[s.name] for s in missing if cpu_vms.is_cpu_vm(s)}
+        found: list[tuple[str, str]] = []
+        if gpu_names:
+            with contextlib.suppress(ProviderError):
+                found += [("gpu", i.id) for i in self._members(cluster_id)
+                          if i.name in gpu_names and i.status not in GONE and i.id not in known]
+        if cpu_names:
+            with contextlib.suppress(ProviderError):
+                found += [("v2", vm.id) for vm in cpu_vms.members(self.client, cluster_id)
+                          if vm.name in cpu_names and vm.status not in cpu_vms.GONE and vm.id not in known]
+        return found
 
     def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
         if not made:

@@ -337,3 +337,33 @@ def test_fake_flags_undocumented_request_fields(fake: FluenceFake,
     assert reply.status_code == 599 and "docs-derived schema" in reply.text
     assert server.app.validation_errors
     server.app.validation_errors.clear()  # expected here; the fixture fails on any left over
+
+
+class LosesDeployAnswers(httpx.BaseTransport):
+    """The fake in process; deploys numbered in ``lose`` (1-based) happen but their answer is lost."""
+
+    def __init__(self, app: FluenceFake, lose: set[int]) -> None:
+        self.inner = httpx.WSGITransport(app=app)
+        self.lose = lose
+        self.deploys = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "POST" and request.url.path == "/gpu/instances/vms":
+            self.deploys += 1
+            if self.deploys in self.lose:
+                raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+
+def test_deploy_with_lost_answer_and_failed_relist_is_still_rolled_back(fake: FluenceFake) -> None:
+    # n1's deploy happens but its answer is lost, and the re-list that would adopt it fails
+    # (3 attempts): create gives up, and the rollback must find n1's instance by name too.
+    fake.faults.inject("http_error", route="list_gpu_instances", times=3, after=1, status=502)
+    provider = FluenceProvider(API_KEY, base_url="http://fluence.test", transport=LosesDeployAnswers(fake, {2}),
+                               timeout_s=2.0, poll_interval_s=0.01, limits=LIMITS.scaled(100),
+                               retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.05))
+    with pytest.raises(ProviderAPIError, match="rolled back 2 instance") as caught:
+        provider.create_nodes(cid(), node_specs(2))
+    assert fake.launched == 2 and fake.instance_count() == 0
+    assert API_KEY not in str(caught.value)
