@@ -21,7 +21,8 @@ Operations and what they guarantee:
   adding or removing whole nodes is an in-place update.
 - ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
 - ``read``: the live nodes; an empty cluster reads as gone.
-- ``delete``: ``delete_nodes`` for the cluster, then waits until none is left running.
+- ``delete``: ``delete_nodes`` for the cluster, then waits until every node is terminated
+  (or failed: a failed instance is not running and was asked to be deleted).
 
 ``user_data`` enters as a Pulumi secret and is never part of the outputs: the state
 keeps only its SHA-256, which is what ``diff`` compares.
@@ -48,6 +49,9 @@ DEFAULT_READY_TIMEOUT_S = 1800.0
 DEFAULT_DELETE_TIMEOUT_S = 600.0
 # A change to any of these node fields means a different machine: replace, never update.
 REPLACING_NODE_FIELDS = ("instance_type", "region", "zone", "spot", "image", "disk_gib", "gpus", "offer_id")
+# What ``delete`` waits for. FAILED counts: delete_nodes was asked for every node, and some
+# providers keep failed instances listed forever without billing them (Fluence's FAILED).
+_DELETED = frozenset({NodeStatus.TERMINATED, NodeStatus.FAILED})
 _OUTPUTS = ("node_ids", "node_names", "public_ips", "private_ips", "user_data_sha256")
 
 
@@ -169,7 +173,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         try:
             adapter.delete_nodes(cluster_id)
             wait_until(lambda: adapter.get_nodes(cluster_id),
-                       lambda nodes: all(node.status == NodeStatus.TERMINATED for node in nodes),
+                       lambda nodes: all(node.status in _DELETED for node in nodes),
                        timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S),
                        interval_s=_interval(adapter), what=f"{cluster_id} nodes to be deleted")
         except WaitTimeout as exc:

@@ -218,3 +218,22 @@ def test_resource_records_user_data_as_secret_and_a_clean_provider(monkeypatch: 
         return pulumi.Output.all(nodes.node_ids, nodes.public_ips).apply(check)
 
     program()
+
+
+# ----- Fluence: failed instances stay listed ------------------------------------------------------
+@pytest.fixture
+def fluence(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    yield from _rig("fluence", monkeypatch)
+
+
+def test_delete_accepts_failed_instances_that_stay_listed(fluence: Rig) -> None:
+    # Fluence lists a FAILED instance forever and cannot terminate it (it is not billed):
+    # `pulumi destroy` must finish instead of waiting for a termination that never comes.
+    created = fluence.provider.create(fluence.props(2, user_data=None))
+    outs = created.outs or {}
+    failed_id = outs["node_ids"][0]
+    fluence.harness.app.set_status(failed_id, "FAILED")  # type: ignore[attr-defined]
+    fluence.provider.delete(created.id, {**outs, "delete_timeout_s": 5.0})
+    assert fluence.harness.instances() == 0
+    statuses = {i: body["status"] for i, body in fluence.harness.app.instances.items()}  # type: ignore[attr-defined]
+    assert statuses[failed_id] == "FAILED" and statuses[outs["node_ids"][1]] == "ENDED"
