@@ -239,6 +239,36 @@ def test_quota_and_job_shape_follow_the_plan(name: str) -> None:
     assert volumes["checkpoints"]["hostPath"]["path"] == plan.spec.storage.checkpoint_path
 
 
+def _fabric_plans() -> list[tuple[str, Plan]]:
+    roce = _plan(_example_plan("h200-dataset-aws").spec,
+                 _offer(provider="gcp", instance_type="a3-ultragpu-8g", fabric=Fabric.ROCE), 2)
+    return [(name, _example_plan(name)) for name in ALL_EXAMPLES] + [("roce", roce)]
+
+
+@pytest.mark.parametrize(("name", "plan"), _fabric_plans(), ids=[n for n, _ in _fabric_plans()])
+def test_cluster_queue_covers_every_resource_the_job_requests(name: str, plan: Plan) -> None:
+    # Kueue leaves a workload pending forever when it asks for a resource no ClusterQueue covers.
+    files = render_kubernetes(plan)
+    (queue,) = _kind(files, "ClusterQueue")
+    (group,) = queue["spec"]["resourceGroups"]
+    quota = {r["name"]: r["nominalQuota"] for r in group["flavors"][0]["resources"]}
+    assert set(group["coveredResources"]) == set(quota)
+    (container,) = _kind(files, "Job")[0]["spec"]["template"]["spec"]["containers"]
+    asked = set(container["resources"]["requests"]) | set(container["resources"]["limits"])
+    assert asked <= set(quota), asked - set(quota)
+    for resource, count in container["resources"]["limits"].items():
+        if "/" in resource:  # devices: every node's pod fits in the quota together
+            assert int(count) * plan.option.nodes <= quota[resource], resource
+    if plan.option.offer.fabric is Fabric.EFA:
+        assert quota[EFA_RESOURCE] == 32 * plan.option.nodes
+    elif plan.option.offer.fabric in (Fabric.INFINIBAND, Fabric.ROCE):
+        assert quota[RDMA_RESOURCE] == 64 * plan.option.nodes
+        config = _kind(files, "ConfigMap")[0]["data"]["config.json"]
+        assert '"rdmaHcaMax": 64' in config
+    else:
+        assert set(quota) == {"cpu", "memory", "nvidia.com/gpu"}
+
+
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
 def test_node_labels_match_flavor_topology_and_selectors(name: str) -> None:
     plan = _example_plan(name)

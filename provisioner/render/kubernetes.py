@@ -68,6 +68,7 @@ GPU_TAINT_KEY = "nvidia.com/gpu"
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 RDMA_RESOURCE = "rdma/hca_shared_devices_a"
+RDMA_SHARES_PER_NODE = 64  # rdmaHcaMax in the RDMA device plugin's config: pods per node sharing the HCAs
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # EFA interfaces per instance type; a pod gets full bandwidth only by asking for all.
@@ -201,6 +202,8 @@ class KubeView:
     quota_cpu: int
     quota_memory_gib: int
     quota_gpus: int
+    quota_fabric: dict[str, int]  # fabric devices: Kueue never admits a pod asking for an uncovered one
+    rdma_shares_per_node: int
     pod: PodResources
     job_name: str
     service_name: str
@@ -240,6 +243,13 @@ def _literal(value: str) -> str:
     return value.replace("$(", "$$(")
 
 
+def _fabric_quota(plan: Plan, pod: PodResources) -> dict[str, int]:
+    # What the cluster's device plugins advertise in all: EFA interfaces, or RDMA shares.
+    nodes = plan.option.nodes
+    return {name: nodes * (RDMA_SHARES_PER_NODE if name == RDMA_RESOURCE else count)
+            for name, count in sorted(pod.extra.items())}
+
+
 def kube_view(plan: Plan) -> KubeView:
     """The typed view model for the templates. Pure.
 
@@ -270,6 +280,8 @@ def kube_view(plan: Plan) -> KubeView:
         quota_cpu=option.nodes * offer.vcpus,
         quota_memory_gib=option.nodes * int(offer.memory_gib),
         quota_gpus=option.nodes * option.gpus_per_node,
+        quota_fabric=_fabric_quota(plan, pod),
+        rdma_shares_per_node=RDMA_SHARES_PER_NODE,
         pod=pod,
         job_name=job,
         service_name=f"{job}-rdzv",
