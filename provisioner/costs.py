@@ -193,12 +193,14 @@ def price_offers(
                 if o.provider == source:
                     egress_usd = 0.0 if o.region == source_region else data_gb * inter_region
         if out_gb:
-            if o.egress_usd_per_gb > 0:
-                egress_usd = egress_usd + out_gb * o.egress_usd_per_gb
-            else:
+            # The provider's tiered table (with its free allowance) when it publishes one (AWS,
+            # GCP); otherwise the offer's own flat rate (a Vast.ai host's inet_up_cost).
+            if info.internet_egress_tiers:
                 if o.provider not in results_tiers:
                     results_tiers[o.provider] = tiered_usd(info.internet_egress_tiers, out_gb, info.free_egress_gb)
                 egress_usd = egress_usd + results_tiers[o.provider]
+            else:
+                egress_usd = egress_usd + out_gb * o.egress_usd_per_gb
         storage_c, egress_c = cents(storage_usd), cents(egress_usd)
         boot_h = info.boot_minutes / 60.0
         increment = o.billing_increment_s

@@ -344,8 +344,8 @@ def _egress_usd(
     out_gb = spec.workload.results_out_gb
     if out_gb:
         tiered = np.array([tiered_usd(i.internet_egress_tiers, out_gb, i.free_egress_gb) for i in infos])
-        flat = table.egress_usd_per_gb
-        usd = usd + np.where(flat > 0, out_gb * flat, tiered[prov])
+        has_tiers = np.array([bool(i.internet_egress_tiers) for i in infos], dtype=bool)
+        usd = usd + np.where(has_tiers[prov], tiered[prov], out_gb * table.egress_usd_per_gb)
     return usd
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +179,104 @@ def test_console_script_runs_in_a_fresh_process() -> None:
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert "llm-pretrain" in result.stdout
+
+
+# --- "rank 1 is the cheapest feasible offer under the documented model" ---------------------
+# An independent re-statement of docs/cost-model.md on the raw bundled catalog JSON (no Offer
+# models, no optimizer code), checked against what `provisioner plan --format json` prints.
+
+_ACCEPTS = {
+    "any": {"ethernet", "roce", "infiniband", "efa"}, "ethernet": {"ethernet", "roce", "infiniband", "efa"},
+    "roce": {"roce", "infiniband"}, "infiniband": {"infiniband"}, "efa": {"efa"},
+}
+
+
+def _tiered(tiers: list[dict], gb: float) -> float:
+    cost, floor = 0.0, 0.0
+    for tier in tiers:
+        top = float("inf") if tier.get("up_to_gb") is None else tier["up_to_gb"]
+        cost += max(0.0, min(gb, top) - floor) * tier["usd_per_gb"]
+        floor = max(floor, top)
+    if tiers and gb > floor:
+        cost += (gb - floor) * tiers[-1]["usd_per_gb"]
+    return cost
+
+
+def _internet_out(info: dict, gb: float) -> float:
+    return _tiered(info["internet_egress_tiers"], gb) - _tiered(
+        info["internet_egress_tiers"], min(gb, info.get("free_egress_gb", 0)))
+
+
+def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str, str, bool], float]:
+    """(provider, region, instance type, offer id, spot) -> expected total USD of every feasible variant."""
+    w, feasible = spec.workload, {}
+    models = {canonical_gpu(m) for m in spec.gpus.model}
+    allowed = (set(spec.providers.allow) or set(raw["providers"])) - set(spec.providers.deny)
+    for o in raw["offers"]:
+        info = raw["providers"][o["provider"]]
+        nodes, rest = divmod(spec.gpus.count, o["gpus"])
+        if (o["provider"] not in allowed or (spec.providers.regions and o["region"] not in spec.providers.regions)
+                or (models and canonical_gpu(o["gpu_model"]) not in models)
+                or o["gpu_memory_gib"] < spec.gpus.min_memory_gib or not o.get("available", True)
+                or rest or nodes == 0 or nodes > o.get("max_nodes", 1)
+                or spec.nodes.gpus_per_node not in (None, o["gpus"]) or spec.nodes.count not in (None, nodes)
+                or o.get("fabric", "ethernet") not in _ACCEPTS[spec.interconnect.fabric.value]
+                or (nodes > 1 and o.get("fabric_gbps", 0) < spec.interconnect.min_gbps_per_node)
+                or o.get("local_nvme_gib", 0) < spec.storage.checkpoint_nvme_gib_per_node
+                or (spec.storage.shared.kind.value == "managed" and info["shared_storage_usd_per_gib_month"] is None)
+                or o.get("reliability", 0.99) < spec.reliability.min_score):
+            continue
+        storage = nodes * spec.storage.checkpoint_nvme_gib_per_node * o.get("disk_usd_per_gib_hour", 0) * w.hours
+        if spec.storage.shared.kind.value == "managed":
+            storage += info["shared_storage_usd_per_gib_month"] * spec.storage.shared.size_gib * w.hours / 730
+        source, source_region = w.dataset.source
+        data = w.dataset.size_gb
+        if source == o["provider"]:
+            egress = 0.0 if source_region == o["region"] else data * info["inter_region_usd_per_gb"]
+        else:
+            egress = data * o.get("ingress_usd_per_gb", 0)
+            if source is not None:
+                egress += _internet_out(raw["providers"][source], data)
+        if info["internet_egress_tiers"]:
+            egress += _internet_out(info, w.results_out_gb)
+        else:
+            egress += w.results_out_gb * o.get("egress_usd_per_gb", 0)
+        for spot in {"on_demand": [False], "spot": [True], "either": [False, True]}[spec.pricing.mode.value]:
+            price = o.get("spot_price_per_hour_usd") if spot else o.get("price_per_hour_usd")
+            if price is None or (spec.pricing.max_hourly_usd is not None
+                                 and nodes * price > spec.pricing.max_hourly_usd):
+                continue
+            step = o.get("billing_increment_s", 1)
+            billed_h = max(math.ceil(w.hours * 3600 / step) * step, o.get("billing_minimum_s", 0)) / 3600
+            rate = o["interruptions_per_node_hour"]
+            if spot:
+                rate = o.get("spot_interruptions_per_node_hour")
+                if rate is None:
+                    rate = max(o["interruptions_per_node_hour"], 0.25 / 730)
+            lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60
+            terms = [nodes * price * billed_h + nodes * price * info["boot_minutes"] / 60, storage, egress,
+                     rate * nodes * w.hours * lost_h * nodes * price]
+            total = sum(round(term, 2) for term in terms)
+            if spec.pricing.max_total_usd is not None and total > spec.pricing.max_total_usd + 1e-9:
+                continue
+            feasible[(o["provider"], o["region"], o["instance_type"], o.get("offer_id") or "", spot)] = total
+    return feasible
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+def test_rank_one_is_the_cheapest_feasible_offer_under_the_documented_model(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = json.loads((Path(__file__).parents[1] / "provisioner" / "data" / "catalog.json").read_text())
+    expected = _documented_model(load_spec(path), raw)
+    code, out, err = run_cli(["plan", str(path), "--format", "json", "--top", "100000"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["as_of"] == raw["as_of"]
+    assert len(expected) >= 2, "an example should have a choice to make"
+    got = {(o["provider"], o["region"], o["instance_type"], o["spot"]): o["cost"]["total"] for o in doc["options"]}
+    assert len(got) == len(doc["options"]) == len(expected)
+    assert got == pytest.approx({(p, r, t, s): v for (p, r, t, _, s), v in expected.items()}, abs=0.011)
+    assert doc["options"][0]["cost"]["total"] == pytest.approx(min(expected.values()), abs=0.011)
+    variants = 2 if load_spec(path).pricing.mode is PricingMode.EITHER else 1
+    assert len(doc["options"]) + len(doc["rejected"]) == variants * len(raw["offers"])

@@ -142,11 +142,15 @@ def test_tiered_egress_crosses_tiers_after_the_free_allowance() -> None:
     assert tiered_usd([EgressTier(up_to_gb=10, usd_per_gb=1.0)], 15) == 15.0
 
 
-def test_results_out_flat_rate_beats_provider_tiers() -> None:
+def test_results_out_use_provider_tiers_else_the_offer_flat_rate() -> None:
     spec = make_spec(workload={"hours": 10, "results_out_gb": 200})
-    tiers = make_info(internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=0.1)])
-    assert best(spec, [make_offer(egress_usd_per_gb=0.05)], **{"lambda": tiers}).cost.egress == 10.0
-    assert best(spec, [make_offer()], **{"lambda": tiers}).cost.egress == 20.0  # flat 0: tiers
+    tiers = make_info(internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=0.1)], free_egress_gb=50)
+    # a provider with a tiered table (AWS, GCP) is priced by it, free allowance included,
+    # even when its offers also quote a flat first-tier rate: (200 - 50) x 0.1
+    assert best(spec, [make_offer(egress_usd_per_gb=0.09)], **{"lambda": tiers}).cost.egress == 15.0
+    assert best(spec, [make_offer()], **{"lambda": tiers}).cost.egress == 15.0
+    # no table (a marketplace host): the offer's own rate
+    assert best(spec, [make_offer(egress_usd_per_gb=0.05)]).cost.egress == 10.0
     assert best(spec, [make_offer()]).cost.egress == 0  # neither
 
 
@@ -392,11 +396,11 @@ def brute_force(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, float]]:
             rate_out = src.internet_egress_tiers[0].usd_per_gb if src.internet_egress_tiers else 0.0
             free = min(w.dataset.size_gb, src.free_egress_gb)
             data = (w.dataset.size_gb * rate_out - free * rate_out) + w.dataset.size_gb * o.ingress_usd_per_gb
-        if o.egress_usd_per_gb:
-            out = w.results_out_gb * o.egress_usd_per_gb
-        else:
-            tier_rate = info.internet_egress_tiers[0].usd_per_gb if info.internet_egress_tiers else 0.0
+        if info.internet_egress_tiers:
+            tier_rate = info.internet_egress_tiers[0].usd_per_gb
             out = w.results_out_gb * tier_rate - min(w.results_out_gb, info.free_egress_gb) * tier_rate
+        else:
+            out = w.results_out_gb * o.egress_usd_per_gb
         for spot in {"on_demand": [False], "spot": [True], "either": [False, True]}[spec.pricing.mode.value]:
             price = o.spot_price_per_hour_usd if spot else o.price_per_hour_usd
             if price is None:
