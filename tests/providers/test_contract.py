@@ -16,7 +16,14 @@ import pytest
 
 from providers.base import Node, NodeStatus, Provider
 from providers.http import RetryPolicy
-from provisioner.errors import CapacityError, CredentialsError, ProviderError, QuotaError, RateLimitError
+from provisioner.errors import (
+    CapacityError,
+    CredentialsError,
+    ProviderAPIError,
+    ProviderError,
+    QuotaError,
+    RateLimitError,
+)
 from provisioner.offer import Offer
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.waiting import wait_until
@@ -87,6 +94,26 @@ def test_round_trip(rig: Rig) -> None:
     wait_gone(provider, cid)
     assert rig.harness.instances() == 0
     assert rig.harness.launches() == 2
+    provider.delete_nodes(cid, [n.id for n in created])  # already gone: still success
+    provider.delete_nodes(cid)
+    assert rig.harness.instances() == 0
+
+
+def test_slow_boot_reports_pending_until_the_node_boots(rig: Rig) -> None:
+    h = rig.harness
+    provider, cid = rig.provider(), cluster()
+    h.app.faults.inject("slow_boot", times=None, polls=6)
+    provider.create_nodes(cid, h.node_specs(1, "n"))
+    first = provider.get_nodes(cid)
+    assert [n.status for n in first] == [NodeStatus.PENDING]
+    polls = 1
+    while (nodes := provider.get_nodes(cid)) and nodes[0].status == NodeStatus.PENDING and polls < 40:
+        polls += 1
+    assert [n.status for n in nodes] == [NodeStatus.RUNNING]
+    assert polls >= 2, "a slow boot was reported running at once"
+    provider.delete_nodes(cid)
+    wait_gone(provider, cid)
+    assert h.instances() == 0
 
 
 def test_create_twice_launches_once(rig: Rig) -> None:
@@ -97,6 +124,21 @@ def test_create_twice_launches_once(rig: Rig) -> None:
     assert sorted(n.id for n in first) == sorted(n.id for n in second)
     assert rig.harness.launches() == 2
     provider.delete_nodes(cid)
+    wait_gone(provider, cid)
+    assert rig.harness.instances() == 0
+
+
+def test_create_launches_only_the_missing_nodes(rig: Rig) -> None:
+    provider, cid = rig.provider(), cluster()
+    specs = rig.harness.node_specs(3, "n")
+    first = {n.name: n.id for n in provider.create_nodes(cid, specs[:2])}
+    grown = {n.name: n.id for n in provider.create_nodes(cid, specs)}
+    assert sorted(grown) == sorted(s.name for s in specs)
+    assert {name: grown[name] for name in first} == first, "existing nodes were replaced"
+    assert rig.harness.launches() == 3
+    provider.delete_nodes(cid)
+    wait_gone(provider, cid)
+    assert rig.harness.instances() == 0
 
 
 def test_create_adopts_after_launch_timeout(rig: Rig) -> None:
@@ -109,6 +151,8 @@ def test_create_adopts_after_launch_timeout(rig: Rig) -> None:
     assert h.launches() == 2, "a launch the client did not hear about was bought twice"
     assert h.instances() == 2
     provider.delete_nodes(cid)
+    wait_gone(provider, cid)
+    assert h.instances() == 0
 
 
 def test_rollback_on_partial_capacity(rig: Rig) -> None:
@@ -118,10 +162,25 @@ def test_rollback_on_partial_capacity(rig: Rig) -> None:
     specs = h.node_specs(3, "n")
     with pytest.raises(CapacityError) as caught:
         provider.create_nodes(cid, specs)
-    assert specs[0].instance_type in str(caught.value)
+    assert specs[0].instance_type in str(caught.value) and specs[0].region in str(caught.value)
+    assert h.launches() == 1, "launches went on after capacity ran out"
     assert h.instances() == 0, "rollback left instances behind"
     gone = (NodeStatus.STOPPING, NodeStatus.TERMINATED)
     assert [n for n in provider.get_nodes(cid) if n.status not in gone] == []
+
+
+def test_delete_ignores_ids_of_another_cluster(rig: Rig) -> None:
+    provider, mine, theirs = rig.provider(), cluster(), cluster()
+    provider.create_nodes(mine, rig.harness.node_specs(1, "m"))
+    (other,) = provider.create_nodes(theirs, rig.harness.node_specs(1, "t"))
+    provider.delete_nodes(mine, [other.id])
+    assert [(n.id, n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)) for n in provider.get_nodes(theirs)] \
+        == [(other.id, True)], "deleting by id reached into another cluster"
+    provider.delete_nodes(mine)
+    provider.delete_nodes(theirs)
+    wait_gone(provider, mine)
+    wait_gone(provider, theirs)
+    assert rig.harness.instances() == 0
 
 
 def test_delete_missing_is_noop(rig: Rig) -> None:
@@ -158,6 +217,26 @@ def test_rate_limits_respected(rig: Rig) -> None:
             limits.launches_per_s, limits.launch_burst, launch_window)
 
 
+def test_launches_are_spaced_by_the_launch_limit(rig: Rig) -> None:
+    """Separate clusters cannot share a batch, so each create is its own launch call."""
+    h = rig.harness
+    limits = h.scaled_limits
+    if not limits.launches_per_s:
+        pytest.skip(f"{h.name} publishes no separate launch limit")
+    provider = rig.provider()
+    clusters = [cluster() for _ in range(int(limits.launch_burst) + 2)]
+    for cid in clusters:
+        provider.create_nodes(cid, h.node_specs(1, "n"))
+    launch_times = [c.t for c in h.app.calls_of(h.launch_route)]
+    assert len(launch_times) == len(clusters)
+    # Half a token period: a limiter-less adapter would put several launches in it.
+    assert max_in_window(launch_times, 0.5 / limits.launches_per_s) <= int(limits.launch_burst)
+    for cid in clusters:
+        provider.delete_nodes(cid)
+    for cid in clusters:
+        wait_gone(provider, cid)
+
+
 def test_invalid_key_is_credentials_error(rig: Rig) -> None:
     provider = rig.provider(api_key="definitely-not-the-key")
     with pytest.raises(CredentialsError):
@@ -168,17 +247,33 @@ def test_invalid_key_is_credentials_error(rig: Rig) -> None:
 
 
 def test_invalid_key_fault_is_credentials_error(rig: Rig) -> None:
-    rig.app.faults.inject("invalid_key", route=rig.harness.offers_route)
-    with pytest.raises(CredentialsError):
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    rig.app.faults.inject("invalid_key", route=rig.harness.offers_route, message=f"Invalid user key {probe}")
+    with pytest.raises(CredentialsError) as caught:
         rig.provider().list_offers(rig.harness.offer_query)
+    assert probe in str(caught.value), "the provider's own message was dropped"
 
 
 def test_insufficient_balance_is_quota_error(rig: Rig) -> None:
     h = rig.harness
-    h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None)
-    with pytest.raises(QuotaError):
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None,
+                        message=f"Insufficient balance to deploy ({probe})")
+    with pytest.raises(QuotaError) as caught:
         rig.provider().create_nodes(cluster(), h.node_specs(1, "n"))
+    assert probe in str(caught.value), "the provider's own message was dropped"
     assert h.instances() == 0
+
+
+def test_other_api_errors_carry_status_and_message(rig: Rig) -> None:
+    h = rig.harness
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    h.app.faults.inject("http_error", route=h.offers_route, times=None, status=502,
+                        message=f"upstream unavailable {probe}")
+    with pytest.raises(ProviderAPIError) as caught:
+        rig.provider().list_offers(h.offer_query)
+    assert caught.value.status == 502 and probe in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_429_with_retry_after_is_retried(rig: Rig) -> None:
@@ -191,10 +286,13 @@ def test_429_with_retry_after_is_retried(rig: Rig) -> None:
 
 def test_429_forever_is_rate_limit_error(rig: Rig) -> None:
     h = rig.harness
-    h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.02)
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.02,
+                        message=f"Too many requests {probe}")
     with pytest.raises(RateLimitError) as caught:
         rig.provider().list_offers(h.offer_query)
     assert caught.value.retry_after_s == pytest.approx(0.02)
+    assert probe in str(caught.value), "the provider's own message was dropped"
     assert len(h.app.calls_of(h.offers_route)) == rig.retry.attempts
 
 
