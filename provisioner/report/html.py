@@ -98,7 +98,7 @@ def build_chart(options: Sequence[Option]) -> Chart:
         bars.append(Bar(
             rank=option.rank,
             y=LEGEND_H + index * ROW_H,
-            label=_clip(f"#{option.rank} {option.provider} {option.instance_type}"),
+            label=_clip(f"#{option.rank} {option.provider} {option.region} {option.instance_type}"),
             total=usd(option.cost.total),
             width=round(x - LABEL_W, 2),
             segments=tuple(segments),
