@@ -115,6 +115,51 @@ def test_gpu_checks_and_fabric_manager_only_for_nvswitch_boards() -> None:
     assert '"$count" -ne 1' in small and "fabricmanager" not in small
 
 
+def _gpu_check(tmp_path: Path, variant: str, *, gpus: int | None, fabric_manager: bool = True,
+               container_runtime: bool = False) -> tuple[int, str]:
+    """Run the rendered check against stand-ins for nvidia-smi, systemctl and the container runtime."""
+    script = _file(_doc(variant, "head"), "/usr/local/sbin/provisioner-gpu-check")["content"]
+    script = script.replace("/var/log/provisioner", str(tmp_path / "log"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {"systemctl": f'[ "$1" = is-active ] && exit {0 if fabric_manager else 3}\nexit 1'}
+    if gpus is not None:
+        fakes["nvidia-smi"] = f'for i in $(seq 0 {gpus - 1}); do echo "GPU $i: NVIDIA H100 (UUID: GPU-$i)"; done'
+    if container_runtime:
+        fakes["nvidia-container-runtime"] = "exit 0"
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30)
+    assert (tmp_path / "log" / "gpu-check.log").read_text() == result.stdout
+    return result.returncode, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("variant", "kwargs", "rc", "expected"),
+    [
+        ("aws-efa-slurm-nfs", {"gpus": 8}, 0, ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active"]),
+        ("aws-efa-slurm-nfs", {"gpus": 7}, 1,
+         ["gpu-check: FAIL found 7 GPU(s), expected 8 x H100", "gpu-check: ok nv-fabricmanager active"]),
+        ("aws-efa-slurm-nfs", {"gpus": 8, "fabric_manager": False}, 1,
+         ["gpu-check: ok 8 GPU(s)", "gpu-check: FAIL nv-fabricmanager is not running"]),
+        ("aws-efa-slurm-nfs", {"gpus": None}, 1,
+         ["gpu-check: FAIL nvidia-smi not found (no NVIDIA driver on the image)"]),
+        ("gcp-tcpxo-k8s-managed", {"gpus": 8, "container_runtime": True}, 0,
+         ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active",
+          "gpu-check: ok nvidia-container-runtime present"]),
+        ("gcp-tcpxo-k8s-managed", {"gpus": 8}, 1,
+         ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active",
+          "gpu-check: FAIL nvidia-container-runtime not found (install nvidia-container-toolkit before k3s)"]),
+        ("vast-single-node-k8s", {"gpus": 1, "fabric_manager": False, "container_runtime": True}, 0,
+         ["gpu-check: ok 1 GPU(s)", "gpu-check: ok nvidia-container-runtime present"]),
+    ],
+)
+def test_gpu_check_runs(tmp_path: Path, variant: str, kwargs: dict, rc: int, expected: list[str]) -> None:
+    assert _gpu_check(tmp_path, variant, **kwargs) == (rc, "\n".join(expected) + "\n")
+
+
 def test_nfs_export_on_head_mount_on_workers() -> None:
     head = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "head")["runcmd"])
     worker = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "worker")["runcmd"])
