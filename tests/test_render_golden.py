@@ -13,12 +13,17 @@ Refresh after a deliberate change, then review the diff::
 
 from __future__ import annotations
 
+import base64
+import re
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from provisioner.catalog import load_bundled_catalog
+from provisioner.cli import main
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
@@ -89,3 +94,37 @@ def test_example_cloud_init_passes_schema(path: Path, tmp_path: Path) -> None:
                                 timeout=60)
         assert result.returncode == 0, f"{rel}: {result.stdout}{result.stderr}"
         assert "Valid cloud-config" in result.stdout
+
+
+@pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)
+def test_cli_render_writes_every_file(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``provisioner render SPEC --out DIR``: the files render_cluster gives, with fresh secrets, 0600."""
+    out = tmp_path / "out"
+    assert main(["render", str(path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.split()
+    expected = render_cluster(_example_plan(path), CANARY)
+    written = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()}
+    assert sorted(written) == sorted(expected) == sorted(Path(p).relative_to(out).as_posix() for p in printed)
+    assert any(rel.startswith("k8s/") or rel.startswith("slurm/") for rel in written) == (
+        "control_plane: none" not in path.read_text())
+    for rel, file in written.items():
+        text = file.read_text()
+        mode = stat.S_IMODE(file.stat().st_mode)
+        if not expected.is_secret(rel):
+            assert text == expected[rel], rel
+            assert mode == (0o755 if rel.endswith((".sh", ".sbatch")) else 0o644), rel
+            continue
+        assert mode == 0o600, rel
+        _, has_key, after_key = text.partition("/etc/munge/munge.key")
+        munge = re.search(r"^    content: (\S+)$", after_key, re.M) if has_key else None
+        token = re.search(r'^      token: "(\S+)"$', text, re.M)
+        assert munge or token, rel
+        fresh = expected[rel]
+        if munge:
+            assert len(base64.b64decode(munge[1])) == 1024 and munge[1] != MUNGE
+            fresh = fresh.replace(MUNGE, munge[1])
+        if token:
+            assert len(token[1]) == 64 and token[1] != TOKEN
+            fresh = fresh.replace(TOKEN, token[1])
+        assert text == fresh, rel  # only the secrets differ
+        assert yaml.safe_load(text)["runcmd"]
