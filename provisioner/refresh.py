@@ -28,11 +28,17 @@ def _configured(name: str) -> bool:
 
 
 def fetch_offers(name: str) -> list[Offer]:
-    """All live offers of one provider. Raises ProviderError subclasses."""
+    """All live offers of one provider (its HTTP client closed afterwards). Raises ProviderError subclasses."""
     from providers.base import OfferQuery
     from providers.registry import get_provider
 
-    return get_provider(name).list_offers(OfferQuery())
+    provider = get_provider(name)
+    try:
+        return provider.list_offers(OfferQuery())
+    finally:
+        close = getattr(provider, "close", None)
+        if callable(close):
+            close()
 
 
 def refresh_catalog(providers: Sequence[str] | None = None, *, today: dt.date | None = None) -> str:

@@ -92,3 +92,34 @@ def test_refresh_reports_a_failing_provider_and_keeps_the_rest(fakes, capsys, mo
 def test_refresh_without_keys_says_what_to_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "refresh"]) == 4
     assert "no provider has an API key set" in capsys.readouterr().err
+
+
+def _prices(offers: object, provider: str) -> set[tuple[str, str, float]]:
+    return {(o.instance_type, o.region, o.price_per_hour_usd) for o in offers if o.provider == provider}  # type: ignore[attr-defined]
+
+
+def test_refresh_one_provider_at_a_time_accumulates(fakes, capsys: pytest.CaptureFixture[str]) -> None:
+    from provisioner.catalog import load_bundled_catalog
+
+    bundled = load_bundled_catalog().offers
+    assert main(["catalog", "refresh", "--provider", "fluence"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("fluence: ") and "vastai" not in out
+    cache = next(Path(p) for p in out.split() if p.endswith("catalog.json"))
+    first = load_catalog(cache)
+    live_fluence = _prices(get_provider("fluence").list_offers(OfferQuery()), "fluence")
+    assert _prices(first.offers, "fluence") == live_fluence
+    assert _prices(first.offers, "vastai") == _prices(bundled, "vastai")  # untouched
+
+    assert main(["catalog", "refresh", "--provider", "vastai"]) == 0
+    capsys.readouterr()
+    second = load_catalog(cache)
+    assert _prices(second.offers, "fluence") == live_fluence  # the earlier refresh is kept
+    assert _prices(second.offers, "vastai") == _prices(get_provider("vastai").list_offers(OfferQuery()), "vastai")
+    assert _prices(second.offers, "vastai") != _prices(bundled, "vastai")
+
+
+def test_refresh_of_an_unsupported_provider_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["catalog", "refresh", "--provider", "aws"]) == 4
+    err = capsys.readouterr().err
+    assert err.strip() == "error: aws: live refresh is supported for lambda, runpod, vastai, fluence"

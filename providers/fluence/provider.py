@@ -134,6 +134,10 @@ class FluenceProvider:
     def __repr__(self) -> str:
         return f"FluenceProvider(base_url={self.base_url!r})"
 
+    def close(self) -> None:
+        """Close the HTTP client (the stack and `catalog refresh` call this when done)."""
+        self.client.close()
+
     # ----- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:
         """Raise CredentialsError if Fluence rejects the key (one GET /ssh_keys)."""
