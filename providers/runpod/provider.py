@@ -262,7 +262,8 @@ class RunPodProvider:
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
-        found = {node.name: node for node in self.get_nodes(cluster_id)}
+        # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
+        found = {node.name: node for node in self.get_nodes(cluster_id) if node.status != NodeStatus.TERMINATED}
         missing = [spec for spec in nodes if spec.name not in found]
         if not missing:
             return [found[name] for name in names]
@@ -366,7 +367,14 @@ class RunPodProvider:
             }
             if center:
                 graphql_input["dataCenterId"] = center
-            return self.client.get_pod(self.client.rent_interruptible(graphql_input))
+            pod_id = self.client.rent_interruptible(graphql_input)
+            try:
+                return self.client.get_pod(pod_id)
+            except ProviderError as exc:
+                # The pod is bought: report it (so a rollback can delete it) rather than lose its id.
+                log.warning("runpod: spot pod %s created but not readable yet (%s)", pod_id, exc.message)
+                return Pod(id=pod_id, name=pod_name, status="PROVISIONING", env=env, cloud=cloud,
+                           dataCenterId=center, gpu={"id": gpu_id, "count": count})
         body: dict[str, Any] = {
             "name": pod_name, "image": image, "gpu": {"id": gpu_id, "count": count}, "cloud": cloud,
             "disk": spec.disk_gib, "env": env, "ports": ["22/tcp"], "startSsh": True,

@@ -138,6 +138,24 @@ def test_spot_pod_uses_graphql_with_bid(fake: RunPodFake) -> None:
     assert {n.name for n in provider.get_nodes("s")} == {"a", "b"}
 
 
+def test_spot_pod_unreadable_after_rent_is_still_reported(fake: RunPodFake) -> None:
+    fake.faults.inject("http_error", route="getPod", times=None, status=404)
+    (node,) = adapter(fake).create_nodes("s", [spec("a", spot=True)])
+    (pod_id,) = fake.pods
+    assert (node.id, node.name, node.status) == (pod_id, "a", NodeStatus.PENDING)
+    fake.faults.clear()
+    adapter(fake).delete_nodes("s")
+    assert fake.instance_count() == 0
+
+
+def test_terminated_pod_of_the_same_name_is_replaced(fake: RunPodFake) -> None:
+    provider = adapter(fake)
+    (old,) = provider.create_nodes("z", [spec("a")])
+    fake.pods[old.id]["status"] = "TERMINATED"
+    (new,) = provider.create_nodes("z", [spec("a")])
+    assert new.id != old.id and new.status == NodeStatus.PENDING and fake.launched == 2
+
+
 def test_spot_without_supply_is_capacity_error(fake: RunPodFake) -> None:
     fake.faults.inject("capacity_after", route="createPod", times=None, k=0)
     with pytest.raises(CapacityError, match="no longer any instances"):
