@@ -177,7 +177,12 @@ class VastAIProvider:
             by_id: dict[int, BundleOffer] = {}
             candidates = given
             if needs_search:
-                by_id = {ask.id: ask for ask in self._search_asks(instance_type, region, spot)}
+                # Cheapest first (then most reliable), not Vast's score order: the plan priced
+                # this shape at its offer's price, and the extra asks should not cost more.
+                found = sorted(self._search_asks(instance_type, region, spot),
+                               key=lambda a: ((a.min_bid if spot and a.min_bid is not None else a.dph_total),
+                                              -(a.reliability or 0.0), a.id))
+                by_id = {ask.id: ask for ask in found}
                 candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
             if len(candidates) < len(specs):
                 raise CapacityError(PROVIDER, f"only {len(candidates)} rentable asks of {instance_type} in "

@@ -369,3 +369,15 @@ def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIF
     assert "could not list instances" in message and "n0" in message and "c1/" in message
     assert fake.instance_count() == 1  # the lost one: named in the error, never claimed deleted
     assert "nothing was created" not in message and "deleted the" not in message
+
+
+def test_extra_asks_are_the_cheapest_not_the_best_scored(vast: VastAIProvider, rec: Recorder,
+                                                         fake: VastAIFake) -> None:
+    # Vast orders a search by score; a pricey ask with a high score must not displace the
+    # cheaper asks the plan priced.
+    pricey = next(a for a in fake.asks.values() if a["gpu_name"] == "RTX 4090" and a["verified"])
+    pricey.update(score=1e6, dph_total=0.99, dph_base=0.98)
+    vast.create_nodes("c1", specs(3))
+    rented = {int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"}
+    assert pricey["id"] not in rented and len(rented) == 3
+    assert max(fake.asks[i]["dph_total"] for i in rented) == 0.38
