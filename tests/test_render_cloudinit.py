@@ -188,6 +188,10 @@ def test_nfs_export_on_head_mount_on_workers() -> None:
     head = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "head")["runcmd"])
     worker = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "worker")["runcmd"])
     assert "nfs-server" in head and "/etc/exports.d/provisioner.exports" in head
+    runcmd = _doc("aws-efa-slurm-nfs", "head")["runcmd"]
+    mkdir = runcmd.index(["mkdir", "-p", "/mnt/checkpoints/.shared", "/shared", "/etc/exports.d"])
+    export = next(i for i, cmd in enumerate(runcmd) if "/etc/exports.d/provisioner.exports" in str(cmd))
+    assert mkdir < export < runcmd.index(["exportfs", "-ra"])
     assert "llm-pretrain-0:/shared /shared nfs4" in worker and "exports" not in worker
     assert "nfs-kernel-server" in _doc("aws-efa-slurm-nfs", "head")["packages"]
     assert "nfs-kernel-server" not in _doc("aws-efa-slurm-nfs", "worker")["packages"]
