@@ -166,14 +166,17 @@ class ApiClient:
         params: Mapping[str, Any] | None = None,
         launch: bool = False,
         expect_json: bool = True,
+        idempotent: bool | None = None,
     ) -> Any:
         """Send one API call with limits and retries; return parsed JSON (or None).
 
-        ``launch`` also takes a token from the launch limiter. Raises the provider's
-        mapped ProviderError subclass on failure.
+        ``launch`` also takes a token from the launch limiter. ``idempotent`` overrides the
+        method's default (GET/PUT/DELETE yes, POST no) for POSTs that are safe to repeat: a
+        rename, a read-only GraphQL query. Raises the provider's mapped ProviderError subclass
+        on failure.
         """
         method = method.upper()
-        idempotent = method in _IDEMPOTENT
+        idempotent = method in _IDEMPOTENT if idempotent is None else idempotent
         attempt = 0
         while True:
             self.limiter.acquire()

@@ -119,6 +119,16 @@ def test_purchases_are_not_retried_on_5xx_or_timeouts() -> None:
     assert calls.count("timeout") == 1 and info.value.status == 0
 
 
+def test_a_post_marked_idempotent_is_retried_like_a_get() -> None:
+    answers = iter([httpx.Response(502), httpx.Response(200, json={"name": "renamed"})])
+    sleeps: list[float] = []
+    api = client(lambda request: next(answers), sleeps=sleeps)
+    assert api.request("POST", "/rename", json={"name": "x"}, idempotent=True) == {"name": "renamed"}
+    assert len(sleeps) == 1
+    with pytest.raises(ProviderAPIError):  # and a GET marked otherwise is not
+        client(lambda request: httpx.Response(503)).request("GET", "/x", idempotent=False)
+
+
 def test_connect_errors_are_retried_because_nothing_was_sent() -> None:
     answers = iter([httpx.ConnectError("refused"), httpx.Response(201, json={"id": 1})])
 

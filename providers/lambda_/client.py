@@ -96,8 +96,9 @@ class LambdaClient:
     def close(self) -> None:
         self.api.close()
 
-    def _data(self, method: str, path: str, *, json: Any = None, launch: bool = False) -> Any:
-        body = self.api.request(method, f"/api/v1{path}", json=json, launch=launch)
+    def _data(self, method: str, path: str, *, json: Any = None, launch: bool = False,
+              idempotent: bool | None = None) -> Any:
+        body = self.api.request(method, f"/api/v1{path}", json=json, launch=launch, idempotent=idempotent)
         if not isinstance(body, dict) or "data" not in body:
             raise ProviderAPIError("lambda", 200, f"{method} {path}: response has no 'data'")
         return body["data"]
@@ -128,8 +129,10 @@ class LambdaClient:
         return result
 
     def rename_instance(self, instance_id: str, name: str) -> Instance:
-        """POST /instances/{id} with a new name (the only per-instance field Lambda lets us change)."""
-        data = self._data("POST", f"/instances/{instance_id}", json={"name": name})
+        """POST /instances/{id} with a new name (the only per-instance field Lambda lets us change).
+
+        Setting a name twice is harmless, so this POST is retried on 5xx and timeouts."""
+        data = self._data("POST", f"/instances/{instance_id}", json={"name": name}, idempotent=True)
         result: Instance = self._parse(TypeAdapter(Instance), data, "instance")
         return result
 
@@ -146,8 +149,12 @@ class LambdaClient:
         return [str(i) for i in ids]
 
     def terminate(self, instance_ids: list[str]) -> list[Instance]:
-        """POST /instance-operations/terminate. A 404 means one of the ids is unknown."""
-        data = self._data("POST", "/instance-operations/terminate", json={"instance_ids": instance_ids})
+        """POST /instance-operations/terminate. A 404 means one of the ids is unknown.
+
+        Retried on 5xx and timeouts like a DELETE: terminating twice buys nothing (a repeat
+        that finds an id gone answers 404, which the provider handles)."""
+        data = self._data("POST", "/instance-operations/terminate", json={"instance_ids": instance_ids},
+                          idempotent=True)
         result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []),
                                              "terminate")
         return result

@@ -140,7 +140,7 @@ class RunPodClient:
 
     def list_spot_prices(self) -> list[SpotPrice]:
         """GraphQL ``gpuTypes``: the interruptible floor price per GPU (v2 does not publish it)."""
-        data = self._graphql(_GPU_PRICES_QUERY, {})
+        data = self._graphql(_GPU_PRICES_QUERY, {}, idempotent=True)  # a read: safe to retry
         return [_parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
 
     # -- pods -----------------------------------------------------------------------------
@@ -177,9 +177,10 @@ class RunPodClient:
         return _parse(SshKeys, payload, "ssh-keys").keys
 
     # -- GraphQL --------------------------------------------------------------------------
-    def _graphql(self, query: str, variables: dict[str, Any], *, launch: bool = False) -> dict[str, Any]:
+    def _graphql(self, query: str, variables: dict[str, Any], *, launch: bool = False,
+                 idempotent: bool = False) -> dict[str, Any]:
         payload = self.api.request("POST", "/graphql", json={"query": query, "variables": variables},
-                                   launch=launch)
+                                   launch=launch, idempotent=idempotent)
         if not isinstance(payload, dict):
             raise ProviderAPIError(NAME, 200, f"GraphQL answer is not an object: {json.dumps(payload)[:80]}")
         if payload.get("errors"):

@@ -233,3 +233,11 @@ def test_spot_node_is_refused_before_buying(lam: LambdaProvider, fake: LambdaFak
         lam.create_nodes("c1", [spec("a"), spec("b", spot=True)])
     assert "b" in str(caught.value)
     assert fake.launch_requests == [] and fake.launched == 0
+
+
+def test_transient_5xx_on_a_rename_is_retried_not_rolled_back(lam: LambdaProvider, fake: LambdaFake) -> None:
+    fake.faults.inject("http_error", route="rename", times=1, status=500)
+    nodes = lam.create_nodes("c1", [spec("a"), spec("b")])
+    assert sorted(n.name for n in nodes) == ["a", "b"]
+    assert [c.status for c in fake.calls_of("rename")].count(500) == 1
+    assert fake.launched == 2 and fake.instance_count() == 2

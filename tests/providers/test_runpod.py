@@ -70,6 +70,13 @@ def test_offers_carry_catalog_prices_regions_and_spot_floors(fake: RunPodFake) -
     assert by_key[("4x_RTX4090_COMMUNITY", "EU-RO-1")].reliability == 0.98
 
 
+def test_spot_price_query_is_retried_on_5xx(fake: RunPodFake) -> None:
+    fake.faults.inject("http_error", route="graphql", times=1, status=500)
+    offers = adapter(fake).list_offers(OfferQuery(spot=True))
+    assert offers and all(o.spot_price_per_hour_usd for o in offers)
+    assert [c.status for c in fake.calls_of("graphql")] == [500, 200]
+
+
 def test_offer_query_filters(fake: RunPodFake) -> None:
     provider = adapter(fake)
     offers = provider.list_offers(OfferQuery(gpu_models=("h100",), regions=("EU-RO-1",), min_gpus=4))
