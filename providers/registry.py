@@ -21,9 +21,18 @@ REGISTRY: dict[str, str] = {
 
 
 def provider_class(name: str) -> type[Provider]:
-    """The adapter class for ``name``. Raises KeyError for an unknown name."""
+    """The adapter class for ``name``. Raises KeyError for an unknown name or for a registered
+    adapter whose package is not in this installation yet (aws and gcp come later)."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown provider {name!r}; known: {', '.join(sorted(REGISTRY))}")
     module_name, _, attr = REGISTRY[name].partition(":")
-    cls: type[Provider] = getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
+            raise  # a dependency of the adapter is missing: that is a real error, not an unknown name
+        raise KeyError(f"provider {name!r} has no adapter in this installation") from None
+    cls: type[Provider] = getattr(module, attr)
     return cls
 
 

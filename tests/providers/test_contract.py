@@ -7,6 +7,7 @@ the ``serve_fake`` fixture fails the test if any was invalid.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import uuid
 from collections.abc import Callable
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from providers.base import Node, NodeStatus, Provider
+from providers.base import Capability, Node, NodeStatus, Provider
 from providers.http import RetryPolicy
+from providers.registry import REGISTRY, provider_class
 from provisioner.errors import (
     CapacityError,
     CredentialsError,
@@ -52,6 +54,25 @@ def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningS
         fast_retry: RetryPolicy) -> Rig:
     harness = load_harness(request.param)
     return Rig(harness, serve_fake(harness.app), fast_retry)
+
+
+@pytest.mark.parametrize("name", harness_names())
+def test_registry_names_the_adapter(name: str) -> None:
+    cls = provider_class(name)
+    assert cls.name == name
+    assert cls.capabilities and all(isinstance(c, Capability) for c in cls.capabilities)
+    for method in ("check_credentials", "list_offers", "create_nodes", "get_nodes", "delete_nodes"):
+        assert callable(getattr(cls, method, None)), f"{name} lacks {method}"
+
+
+def test_registry_unknown_or_absent_adapter_is_a_key_error() -> None:
+    with pytest.raises(KeyError, match=r"known: .*lambda"):
+        provider_class("no-such-cloud")
+    packages = {name: target.split(":")[0].rsplit(".", 1)[0] for name, target in REGISTRY.items()}
+    absent = [name for name, package in packages.items() if importlib.util.find_spec(package) is None]
+    for name in absent:  # registered ahead of their adapter (aws and gcp come later)
+        with pytest.raises(KeyError, match="no adapter"):
+            provider_class(name)
 
 
 def cluster() -> str:
