@@ -83,11 +83,12 @@ def instance_type_of(num_gpus: int, gpu_name: str) -> str:
 
 
 def parse_instance_type(instance_type: str) -> tuple[int, str] | None:
-    """``8xH100_SXM`` -> (8, "H100 SXM"); None if it is not of that form."""
+    """``8xH100_SXM`` (or the bundled catalog's ``8x_H100_SXM``) -> (8, "H100 SXM"); None if not of that form."""
     found = _INSTANCE_TYPE.match(instance_type)
     if not found:
         return None
-    return int(found["count"]), found["gpu"].replace("_", " ")
+    gpu = found["gpu"].replace("_", " ").strip()
+    return (int(found["count"]), gpu) if gpu else None
 
 
 def region_of(geolocation: str | None) -> tuple[str, str | None]:

@@ -134,8 +134,8 @@ class VastAIProvider:
         """Rent one ask per node, label it ``<cluster_id>/<name>``, return the nodes (pending).
 
         Idempotent: names already labelled in the account are adopted, not rented again.
-        Asks come from ``offer_id`` when each node has a distinct one, otherwise from one
-        offer search per (instance type, region, spot) group. Rent calls run concurrently.
+        One offer search per (instance type, region, spot) group; a node's ``offer_id`` is
+        rented when that ask is still listed, otherwise another ask of the same shape. Rent calls run concurrently.
         A rent call that times out or gets a 5xx is reconciled by listing: an instance
         that appeared is adopted; one that did not is tried once more. If any node cannot
         be rented, every instance this call made is destroyed and the error is raised
@@ -173,17 +173,16 @@ class VastAIProvider:
             groups.setdefault((spec.instance_type, spec.region, spec.spot), []).append(spec)
         for (instance_type, region, spot), specs in groups.items():
             given = list(dict.fromkeys(int(s.offer_id) for s in specs if s.offer_id and s.offer_id.isdigit()))
-            needs_search = len(given) < len(specs) or any(s.spot and s.bid_usd_per_hour is None for s in specs)
-            by_id: dict[int, BundleOffer] = {}
-            candidates = given
-            if needs_search:
-                # Cheapest first (then most reliable), not Vast's score order: the plan priced
-                # this shape at its offer's price, and the extra asks should not cost more.
-                found = sorted(self._search_asks(instance_type, region, spot),
-                               key=lambda a: ((a.min_bid if spot and a.min_bid is not None else a.dph_total),
-                                              -(a.reliability or 0.0), a.id))
-                by_id = {ask.id: ask for ask in found}
-                candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
+            # Always search: on a marketplace a planned ask is often rented by someone else
+            # by the time the plan is applied (and bundled-catalog ids never rent). Planned
+            # asks still listed are kept; the others are replaced by asks of the same shape,
+            # cheapest first (then most reliable), not in Vast's score order, so the extra
+            # asks cost what the plan priced, or close.
+            found = sorted(self._search_asks(instance_type, region, spot),
+                           key=lambda a: ((a.min_bid if spot and a.min_bid is not None else a.dph_total),
+                                          -(a.reliability or 0.0), a.id))
+            by_id: dict[int, BundleOffer] = {ask.id: ask for ask in found}
+            candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
             if len(candidates) < len(specs):
                 raise CapacityError(PROVIDER, f"only {len(candidates)} rentable asks of {instance_type} in "
                                     f"{region}{' (interruptible)' if spot else ''} for {len(specs)} nodes; "

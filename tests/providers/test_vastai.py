@@ -129,14 +129,31 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
     assert secret not in repr(specs(1, user_data=secret))
 
 
-def test_distinct_offer_ids_are_rented_without_search(vast: VastAIProvider, rec: Recorder,
-                                                      fake: VastAIFake) -> None:
-    ids = [str(a) for a, ask in fake.asks.items() if ask["gpu_name"] == "L40S"][:3]
+def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, rec: Recorder,
+                                                          fake: VastAIFake) -> None:
+    ids = [str(a) for a, ask in fake.asks.items() if ask["gpu_name"] == "L40S"][-3:]  # not the cheapest
     nodes = vast.create_nodes("c1", [NodeSpec(name=f"n{i}", instance_type="1xL40S", region="CA", offer_id=ask_id)
                                      for i, ask_id in enumerate(ids)])
-    assert rec.bodies("POST", "/api/v0/bundles") == []
+    assert len(rec.bodies("POST", "/api/v0/bundles")) == 1
     assert sorted(p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT") == sorted(ids)
     assert len(nodes) == 3
+
+
+def test_stale_and_bundled_offer_ids_are_replaced_by_the_same_shape(vast: VastAIProvider, rec: Recorder,
+                                                                    fake: VastAIFake) -> None:
+    # A planned ask rented by someone else meanwhile, and the bundled catalog's naming
+    # ("8x_H100_SXM", ids that never rent): both get an ask of the same shape.
+    taken = next(a for a in fake.asks.values() if a["gpu_name"] == "L40S")
+    taken["rented"] = True
+    nodes = vast.create_nodes("c1", [
+        NodeSpec(name="a", instance_type="1xL40S", region="CA", offer_id=str(taken["id"])),
+        NodeSpec(name="b", instance_type="8x_H100_SXM", region="US", offer_id="99"),
+    ])
+    rented = [int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"]
+    assert taken["id"] not in rented and 99 not in rented and len(rented) == 2
+    assert sorted((fake.asks[i]["gpu_name"], fake.asks[i]["num_gpus"]) for i in rented) == [
+        ("H100 SXM", 8), ("L40S", 1)]
+    assert {n.name for n in nodes} == {"a", "b"}
 
 
 def test_shared_offer_id_is_spread_over_other_asks(vast: VastAIProvider, rec: Recorder, fake: VastAIFake) -> None:
