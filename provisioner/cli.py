@@ -33,8 +33,19 @@ def _echo(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise typer.BadParameter(f"cannot write {output}: {exc.strerror or exc}", param_hint="--output") from None
         typer.echo(f"wrote {output}", err=True)
+
+
+def _check_writable(path: Path | None, option: str) -> None:
+    """Fail before planning, not after, when an output file's folder is missing."""
+    if path is not None and not path.parent.is_dir():
+        raise typer.BadParameter(f"folder {path.parent} does not exist", param_hint=option)
+    if path is not None and path.is_dir():
+        raise typer.BadParameter(f"{path} is a folder, not a file", param_hint=option)
 
 
 @app.command()
@@ -56,6 +67,8 @@ def plan(
         raise typer.BadParameter("html and csv take one spec at a time", param_hint="--format")
     if save_plan and len(specs) != 1:
         raise typer.BadParameter("needs exactly one spec", param_hint="--save-plan")
+    _check_writable(output, "--output")
+    _check_writable(save_plan, "--save-plan")
     text = plan_report(specs, catalog_path=catalog, fmt=format, top=top, explain=explain, save_plan_to=save_plan)
     _echo(text, output)
     if save_plan:
@@ -105,6 +118,11 @@ def catalog_list(
 
     if format not in ("table", "json"):
         raise typer.BadParameter("must be table or json", param_hint="--format")
+    from provisioner.spec import PROVIDER_NAMES
+
+    if provider is not None and provider not in PROVIDER_NAMES:
+        raise typer.BadParameter(f"unknown provider {provider!r}; known: {', '.join(PROVIDER_NAMES)}",
+                                 param_hint="--provider")
     _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
 
 
@@ -150,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        # A file we were told to read or write is unusable (permissions, full disk, ...).
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        return 1
     return result if isinstance(result, int) else 0
 
 

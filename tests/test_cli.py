@@ -280,3 +280,51 @@ def test_rank_one_is_the_cheapest_feasible_offer_under_the_documented_model(
     assert doc["options"][0]["cost"]["total"] == pytest.approx(min(expected.values()), abs=0.011)
     variants = 2 if load_spec(path).pricing.mode is PricingMode.EITHER else 1
     assert len(doc["options"]) + len(doc["rejected"]) == variants * len(raw["offers"])
+
+
+def test_unwritable_outputs_and_unknown_provider_are_one_line_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = str(EXAMPLE_FILES[0])
+    for args, hint in [
+        (["plan", spec, "--save-plan", str(tmp_path / "missing" / "plan.json")], "--save-plan"),
+        (["plan", spec, "-o", str(tmp_path / "missing" / "report.html"), "-f", "html"], "--output"),
+        (["plan", spec, "-o", str(tmp_path)], "--output"),
+        (["catalog", "--provider", "azure"], "--provider"),
+    ]:
+        code, out, err = run_cli(args, capsys)
+        assert (code, out) == (2, ""), args
+        assert len(err.strip().splitlines()) == 1 and hint in err, err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_catalog_flag_beats_the_refreshed_cache_which_beats_the_bundled_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datetime as dt
+    import os
+
+    from provisioner.catalog import load_bundled_catalog
+
+    bundled = load_bundled_catalog()
+
+    def only(instance_type: str, as_of: str) -> str:
+        offers = [o for o in bundled.offers if o.instance_type == instance_type][:1]
+        return bundled.model_copy(update={"offers": offers, "as_of": dt.date.fromisoformat(as_of)}).model_dump_json()
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: demo\ngpus: {count: 8}\n")
+    cache = Path(os.environ["PROVISIONER_CACHE_DIR"]) / "catalog.json"
+    cache.write_text(only("p5.48xlarge", "2026-12-01"))
+    flag = tmp_path / "mine.json"
+    flag.write_text(only("a3-highgpu-8g", "2026-12-02"))
+    _, out, _ = run_cli(["plan", str(spec), "-f", "json"], capsys)
+    doc = json.loads(out)
+    assert (doc["as_of"], doc["catalog"], doc["options"][0]["instance_type"]) == (
+        "2026-12-01", str(cache), "p5.48xlarge")
+    _, out, _ = run_cli(["plan", str(spec), "-f", "json", "--catalog", str(flag)], capsys)
+    doc = json.loads(out)
+    assert (doc["as_of"], doc["options"][0]["instance_type"]) == ("2026-12-02", "a3-highgpu-8g")
+    cache.unlink()
+    _, out, _ = run_cli(["plan", str(spec), "-f", "json"], capsys)
+    assert json.loads(out)["as_of"] == bundled.as_of.isoformat()

@@ -373,3 +373,33 @@ def test_render_catalog_table_and_json() -> None:
     assert doc["offers"][1]["price_per_hour_usd"] is None
     with pytest.raises(ValueError, match="unknown catalog format"):
         render_catalog(offers, "csv", "2026-11-01", "bundled")
+
+
+def test_human_reports_merge_a_reason_shared_by_both_pricing_variants() -> None:
+    from provisioner.report.view import merge_variants
+
+    def rej(provider: str, reason: str, region: str = "r1") -> RejectedOffer:
+        return RejectedOffer(provider=provider, instance_type="t", region=region, reason=reason)
+
+    rejected = [
+        rej("aws", "on-demand: GPU A100 is not one of H100"), rej("aws", "spot: GPU A100 is not one of H100"),
+        rej("lambda", "spot: not sold spot (pricing.mode either)"),
+        rej("gcp", "on-demand: expected total $9.00 is over $5.00"),
+        rej("gcp", "spot: expected total $6.00 is over $5.00"),
+        # two marketplace asks with the same name and place: two offers, each judged twice
+        *[rej("vastai", f"{variant}: reliability 0.6 is below 0.9", "US") for variant in ("on-demand", "spot") * 2],
+    ]
+    assert [(r.provider, r.reason) for r in merge_variants(rejected)] == [
+        ("aws", "GPU A100 is not one of H100"),
+        ("lambda", "spot: not sold spot (pricing.mode either)"),
+        ("gcp", "on-demand: expected total $9.00 is over $5.00"),
+        ("gcp", "spot: expected total $6.00 is over $5.00"),
+        ("vastai", "reliability 0.6 is below 0.9"),
+        ("vastai", "reliability 0.6 is below 0.9"),
+    ]
+    result = make_result()
+    doubled = result.model_copy(update={"rejected": [*result.rejected, *rejected[:2]]})
+    table = render_report(doubled, "table", width=150)
+    assert "GPU A100 is not one of H100" in table and "spot: GPU A100" not in table
+    assert f"Rejected offers ({len(result.rejected) + 1})" in table
+    assert json.loads(render_report(doubled, "json"))["rejected"][-1]["reason"] == "spot: GPU A100 is not one of H100"

@@ -22,6 +22,7 @@ from provisioner.report.view import (
     examples_text,
     gpu_label,
     group_rejections,
+    merge_variants,
     no_options_message,
     request_summary,
     sorted_rejections,
@@ -158,6 +159,7 @@ def _template() -> jinja2.Template:
 
 def render_html(result: PlanResult, options: Sequence[Option], *, explain: bool) -> str:
     """The whole page as one string. Raises nothing for a valid PlanResult."""
+    rejected = merge_variants(result.rejected)
     return _template().render(
         title=f"Cost comparison: {result.spec.name}",
         request=request_summary(result),
@@ -169,9 +171,9 @@ def render_html(result: PlanResult, options: Sequence[Option], *, explain: bool)
         rows=[_row(option) for option in options],
         best=[_row(option) for option in result.best_per_provider()],
         chart=build_chart(options),
-        rejected_count=len(result.rejected),
-        groups=[(g.reason, g.count, examples_text(g)) for g in group_rejections(result.rejected)],
-        all_rejected=sorted_rejections(result.rejected),
+        rejected_count=len(rejected),
+        groups=[(g.reason, g.count, examples_text(g)) for g in group_rejections(rejected)],
+        all_rejected=sorted_rejections(rejected),
         explain=explain,
     ) + "\n"
 

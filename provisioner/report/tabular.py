@@ -24,6 +24,7 @@ from provisioner.report.view import (
     examples_text,
     gpu_label,
     group_rejections,
+    merge_variants,
     no_options_message,
     request_summary,
     sorted_rejections,
@@ -130,14 +131,15 @@ def render_markdown(result: PlanResult, options: Sequence[Option], *, explain: b
         lines += _md_table(_RANKED_HEADER, [_ranked_row(o) for o in best], _RANKED_RIGHT)
     else:
         lines.append(f"**{no_options_message(result)}**")
-    lines += ["", f"## Rejected offers ({len(result.rejected)})", ""]
-    if not result.rejected:
+    rejected = merge_variants(result.rejected)
+    lines += ["", f"## Rejected offers ({len(rejected)})", ""]
+    if not rejected:
         lines.append("None.")
     elif explain:
-        every = [[r.provider, r.region, r.instance_type, r.reason] for r in sorted_rejections(result.rejected)]
+        every = [[r.provider, r.region, r.instance_type, r.reason] for r in sorted_rejections(rejected)]
         lines += _md_table(("Provider", "Region", "Instance type", "Reason"), every, set())
     else:
-        grouped = [[g.reason, g.count, examples_text(g)] for g in group_rejections(result.rejected)]
+        grouped = [[g.reason, g.count, examples_text(g)] for g in group_rejections(rejected)]
         lines += _md_table(("Reason", "Offers", "Examples"), grouped, {1})
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,7 @@ from provisioner.report.view import (
     examples_text,
     gpu_label,
     group_rejections,
+    merge_variants,
     no_options_message,
     request_summary,
     sorted_rejections,
@@ -131,17 +132,18 @@ def render_table(
 
 
 def _rejections(result: PlanResult, explain: bool) -> list[RenderableType]:
-    title = f"Rejected offers ({len(result.rejected)})"
-    if not result.rejected:
+    rejected = merge_variants(result.rejected)
+    title = f"Rejected offers ({len(rejected)})"
+    if not rejected:
         return [Text(f"{title}: none")]
     if explain:
         table = _table(title, (("provider", "left"), ("region", "left"), ("instance type", "left"),
                                ("reason", "left")))
-        for item in sorted_rejections(result.rejected):
+        for item in sorted_rejections(rejected):
             table.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
         return [table]
     table = _table(title, (("offers", "right"), ("reason", "left"), ("examples", "left")))
-    groups = group_rejections(result.rejected)
+    groups = group_rejections(rejected)
     for group in groups[:REASONS_SHOWN]:
         table.add_row(Text(str(group.count)), Text(group.reason), Text(examples_text(group)))
     rest = groups[REASONS_SHOWN:]

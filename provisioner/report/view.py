@@ -101,6 +101,49 @@ class RejectGroup:
     examples: tuple[str, ...]
 
 
+_VARIANT_PREFIXES = ("on-demand: ", "spot: ")
+
+
+def _split_variant(reason: str) -> tuple[str, str]:
+    for prefix in _VARIANT_PREFIXES:
+        if reason.startswith(prefix):
+            return prefix, reason[len(prefix):]
+    return "", reason
+
+
+def merge_variants(rejected: Sequence[RejectedOffer]) -> list[RejectedOffer]:
+    """What the human reports list: one entry per offer and reason.
+
+    With ``pricing.mode: either`` every offer is judged twice (on-demand and spot); when both
+    are turned down for the same reason (a wrong GPU, too little NVMe, ...) the pair becomes
+    one entry without the ``on-demand:``/``spot:`` prefix. Reasons that differ by variant
+    (no spot price, over budget at one price) stay as they are. Order is kept. The machine
+    formats (JSON, CSV) keep the full per-variant list.
+    """
+    pending: dict[tuple[str, str, str, str], dict[str, int]] = {}
+    for item in rejected:
+        prefix, rest = _split_variant(item.reason)
+        counts = pending.setdefault((item.provider, item.instance_type, item.region, rest), {})
+        counts[prefix] = counts.get(prefix, 0) + 1
+    pairs = {key: min(c.get(p, 0) for p in _VARIANT_PREFIXES) for key, c in pending.items()}
+    on_demand_left = dict(pairs)  # on-demand halves still to emit as merged entries
+    spot_kept = {key: c.get(_VARIANT_PREFIXES[1], 0) - pairs[key] for key, c in pending.items()}
+    merged: list[RejectedOffer] = []
+    for item in rejected:
+        prefix, rest = _split_variant(item.reason)
+        key = (item.provider, item.instance_type, item.region, rest)
+        if prefix == _VARIANT_PREFIXES[0] and on_demand_left[key]:
+            merged.append(item.model_copy(update={"reason": rest}))
+            on_demand_left[key] -= 1
+        elif prefix == _VARIANT_PREFIXES[1] and pairs[key]:
+            if spot_kept[key]:  # more spot than on-demand entries: keep the surplus
+                merged.append(item)
+                spot_kept[key] -= 1
+        else:
+            merged.append(item)
+    return merged
+
+
 def group_rejections(
     rejected: Sequence[RejectedOffer], examples: int = EXAMPLES_PER_REASON
 ) -> list[RejectGroup]:
@@ -138,6 +181,7 @@ __all__ = [
     "examples_text",
     "gpu_label",
     "group_rejections",
+    "merge_variants",
     "no_options_message",
     "pricing_label",
     "request_summary",
