@@ -9,14 +9,15 @@ Naming. ``instance_type`` is ``<num_gpus>x<gpu_name>`` with spaces as underscore
 (``8xH100_SXM``), ``region`` the ISO country code from ``geolocation`` ("Oslo, NO" -> NO)
 and ``zone`` the city.
 
-Interruption estimates (Vast publishes no rates; documented constants):
+Interruption estimates (Vast publishes no rates; the same model as the bundled catalog,
+docs/catalog.md, so a refresh does not change how risk is priced):
 
-- on-demand: ``max(FLEET_FAILURES_PER_NODE_HOUR, (1 - reliability) / MEAN_OUTAGE_HOURS)``.
-  The floor is the Llama 3 fleet rate (419 unexpected interruptions over 2,048 nodes x 54
+- on-demand: ``FLEET_FAILURES_PER_NODE_HOUR + (1 - reliability) / MEAN_OUTAGE_HOURS``.
+  The base is the Llama 3 fleet rate (419 unexpected interruptions over 2,048 nodes x 54
   days = 3.79 per 1000 node-days); the second term reads Vast's per-host ``reliability``
   (historical uptime share) as downtime in outages of ``MEAN_OUTAGE_HOURS`` (assumed 24 h).
-- interruptible (bid): the on-demand rate plus ``OUTBID_PER_NODE_HOUR`` (assumed 0.02,
-  about one pause per two days); an outbid instance is paused, not deleted.
+- interruptible (bid): the on-demand rate plus ``OUTBID_PER_NODE_HOUR`` (assumed 0.04,
+  one pause per 25 node-hours); an outbid instance is paused, not deleted.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from provisioner.spec import canonical_gpu
 PROVIDER = "vastai"
 FLEET_FAILURES_PER_NODE_HOUR = 3.79 / 1000 / 24
 MEAN_OUTAGE_HOURS = 24.0
-OUTBID_PER_NODE_HOUR = 0.02
+OUTBID_PER_NODE_HOUR = 0.04
 HOURS_PER_MONTH = 730.0
 SEARCH_LIMIT = 1000
 INTERRUPTION_BASIS = (
-    "vastai constants: floor 3.79/1000 node-days (Llama 3 fleet); (1 - host reliability) / 24 h "
-    "outages; +0.02/node-hour outbid pauses for interruptible"
+    "vastai constants: base 3.79/1000 node-days (Llama 3 fleet) + (1 - host reliability) / 24 h "
+    "outages; +0.04/node-hour outbid pauses for interruptible"
 )
 
 # Canonical model -> the gpu_name strings Vast lists for it.
@@ -167,7 +168,7 @@ def to_offers(asks: Iterable[BundleOffer]) -> list[Offer]:
 def to_offer(ask: BundleOffer, same_shape_asks: int = 1) -> Offer:
     region, city = region_of(ask.geolocation)
     reliability = _reliability(ask)
-    on_demand_rate = max(FLEET_FAILURES_PER_NODE_HOUR, (1.0 - reliability) / MEAN_OUTAGE_HOURS)
+    on_demand_rate = FLEET_FAILURES_PER_NODE_HOUR + (1.0 - reliability) / MEAN_OUTAGE_HOURS
     storage_per_hour = max(ask.dph_total - ask.dph_base, 0.0) if ask.dph_base is not None else 0.0
     bandwidth_mbps = min(ask.inet_up or 0.0, ask.inet_down or 0.0)
     return Offer(

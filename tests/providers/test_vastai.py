@@ -88,8 +88,9 @@ def test_offers_carry_vast_prices_and_counts(vast: VastAIProvider, rec: Recorder
     assert first.price_per_hour_usd == ask["dph_total"] and first.reliability == ask["reliability"]
     assert first.spot_price_per_hour_usd == pytest.approx(ask["min_bid"] + ask["dph_total"] - ask["dph_base"])
     assert first.disk_usd_per_gib_hour == pytest.approx(0.15 / 730)
-    assert first.interruptions_per_node_hour > 0 and first.spot_interruptions_per_node_hour > \
-        first.interruptions_per_node_hour
+    # The bundled catalog's model (docs/catalog.md): base + (1 - reliability) / 24 h, +0.04 when outbid.
+    assert first.interruptions_per_node_hour == pytest.approx(3.79 / 1000 / 24 + (1 - ask["reliability"]) / 24)
+    assert first.spot_interruptions_per_node_hour == pytest.approx(first.interruptions_per_node_hour + 0.04)
     body = rec.bodies("POST", "/api/v0/bundles")[0]
     assert body["verified"] == {"eq": True} and body["external"] == {"eq": False}
     assert body["rentable"] == {"eq": True} and body["rented"] == {"eq": False}
