@@ -6,9 +6,10 @@ Pods are containers, not VMs. How the adapter maps the Provider contract onto th
   the cluster id, node name and instance type also travel as environment variables
   (``PROVISIONER_CLUSTER`` etc.); ``get_nodes`` selects on the variable, not the name, so
   cluster ``a`` never picks up the pods of cluster ``a-b``.
-- ``user_data`` cannot run through cloud-init in a container. It is passed base64-encoded in
-  ``PROVISIONER_USER_DATA_B64``; when it is a script (``#!``) the pod's start command runs it
-  in the background and then hands over to the image's own ``/start.sh`` (which starts sshd
+- ``user_data`` cannot run through cloud-init in a container. It must be a script (``#!``;
+  anything else, cloud-config included, is refused with PlanError before a pod is bought). It
+  is passed base64-encoded in ``PROVISIONER_USER_DATA_B64`` and the pod's start command runs
+  it in the background, then hands over to the image's own ``/start.sh`` (which starts sshd
   on RunPod images), or sleeps when there is none.
 - On-demand pods use REST v2 ``POST /v2/pods``. Spot pods use GraphQL ``podRentInterruptable``
   because v2 has no interruptible create; both show up in ``GET /v2/pods``.
@@ -37,7 +38,7 @@ from providers.runpod import naming
 from providers.runpod.client import DEFAULT_BASE_URL, NAME, RATE_LIMITS, RunPodClient
 from providers.runpod.models import GpuType, Pod
 from provisioner.catalog import load_bundled_catalog
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.runpod")
@@ -262,6 +263,11 @@ class RunPodProvider:
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
+        for spec in nodes:
+            if spec.user_data and not spec.user_data.startswith("#!"):
+                # Nothing in a container would run cloud-config: refuse before buying, not boot a dud.
+                raise PlanError(f"runpod: node {spec.name!r}: pods are containers and run user data only "
+                                "as a script (starting with '#!'); cloud-config is not executed there")
         # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
         found = {node.name: node for node in self.get_nodes(cluster_id) if node.status != NodeStatus.TERMINATED}
         missing = [spec for spec in nodes if spec.name not in found]

@@ -18,6 +18,7 @@ from providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 from provisioner.errors import (
     CapacityError,
     CredentialsError,
+    PlanError,
     ProviderAPIError,
     QuotaError,
     RateLimitError,
@@ -109,6 +110,13 @@ def test_create_marks_pods_and_passes_user_data_and_ssh(fake: RunPodFake) -> Non
     provider.create_nodes("c1", [spec("w1", ssh_public_key=SSH_KEY)])
     assert len(fake.calls_of("updateSshKeys")) == 1  # the key is reused, not re-registered
     assert fake.launched == 3
+
+
+def test_cloud_config_user_data_is_refused_before_buying(fake: RunPodFake) -> None:
+    with pytest.raises(PlanError, match="cloud-config is not executed"):
+        adapter(fake).create_nodes("cc", [spec("a", user_data="#!/bin/sh\ntrue\n"),
+                                          spec("b", user_data="#cloud-config\nruncmd: [true]\n")])
+    assert fake.launched == 0 and fake.calls_of("createPod") == []
 
 
 def test_get_nodes_selects_by_cluster_env_not_name_prefix(fake: RunPodFake) -> None:
