@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import string
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from provisioner.errors import SpecError
@@ -195,3 +196,51 @@ def test_yaml_token_soup_raises_only_spec_errors(text: str) -> None:
 def test_recursive_aliases_are_spec_errors(text: str) -> None:
     with pytest.raises(SpecError, match="nests too deeply"):
         parse_spec(text, "r.yaml")
+
+
+# -- planning what loads: a valid spec never crashes the optimizer ----------------------------
+
+_numbers = st.one_of(
+    st.integers(-10, 10**7), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 0.0, 1e-300, 1e9, 1e300, math.inf, -math.inf, math.nan, "8", True]),
+)
+_NUMERIC_FIELDS = [
+    ("gpus", "count"), ("gpus", "min_memory_gib"), ("nodes", "gpus_per_node"), ("interconnect", "min_gbps_per_node"),
+    ("pricing", "max_total_usd"), ("pricing", "max_hourly_usd"), ("workload", "hours"),
+    ("workload", "results_out_gb"), ("workload", "checkpoint_interval_minutes"),
+    ("workload", "restart_overhead_minutes"), ("storage", "checkpoint_nvme_gib_per_node"),
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example([(("workload", "hours"), math.inf)], "either", "none")
+@example([(("workload", "hours"), 1e300)], "on_demand", "aws:us-east-1")
+@example([(("pricing", "max_total_usd"), math.inf)], "spot", "none")
+@example([(("workload", "results_out_gb"), 1e300)], "on_demand", "none")
+@given(st.lists(st.tuples(st.sampled_from(_NUMERIC_FIELDS), _numbers), min_size=1, max_size=4),
+       st.sampled_from(["on_demand", "spot", "either"]), st.sampled_from(["none", "aws:us-east-1", "internet"]))
+def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, location) -> None:
+    from provisioner.catalog import load_bundled_catalog
+    from provisioner.errors import ProvisionerError
+    from provisioner.optimizer import resolve_plan
+
+    doc = yaml.safe_load(GOOD)
+    doc["pricing"]["mode"] = mode
+    doc["workload"]["dataset"]["location"] = location
+    doc["storage"] = {}
+    for (section, key), value in edits:
+        doc[section][key] = value
+    try:
+        spec = parse_spec(yaml.safe_dump(doc), "fuzz.yaml")
+    except SpecError:
+        return
+    try:
+        result = resolve_plan(spec, load_bundled_catalog())
+    except ProvisionerError as exc:
+        assert "\n" not in str(exc)
+        return
+    for option in result.options:
+        parts = option.cost
+        assert math.isfinite(parts.total)
+        assert round((parts.compute + parts.storage + parts.egress + parts.interruption) * 100) == round(
+            parts.total * 100)
