@@ -94,6 +94,7 @@ def test_example_cloud_init_passes_schema(path: Path, tmp_path: Path) -> None:
                                 timeout=60)
         assert result.returncode == 0, f"{rel}: {result.stdout}{result.stderr}"
         assert "Valid cloud-config" in result.stdout
+        assert "deprecat" not in (result.stdout + result.stderr).lower(), rel
 
 
 @pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)
