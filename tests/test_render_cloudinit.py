@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provisioner.errors import ProvisionerError
+from provisioner.errors import ProvisionerError, SpecError
 from provisioner.render import RenderedCluster, render_cluster, write_rendered
 from provisioner.render.cloudinit import nvme_script, render_cloudinit
 from provisioner.render.fabric import fabric_profile, nccl_env
@@ -97,6 +97,40 @@ def test_users_ssh_key_and_nccl_env_files() -> None:
     assert not any("$" in line for line in env_lines)
     assert "users" in _doc("lambda-ib-none-managed", "head")
     assert "ssh_authorized_keys" not in _doc("lambda-ib-none-managed", "head")
+
+
+@pytest.mark.parametrize("key", ["ssh-ed25519 AAAAC3Nza user: laptop", "ssh-ed25519 AAAAC3Nza me #1 \"x\""])
+def test_ssh_key_comment_survives_yaml(key: str, tmp_path: Path) -> None:
+    text = render_cluster(make_plan({"access": {"ssh_public_key": key}}, nodes=1), CANARY)["cloud-init/head.yaml"]
+    doc = yaml.safe_load(text)
+    assert doc["ssh_authorized_keys"] == [key]
+    assert next(u for u in doc["users"] if isinstance(u, dict))["ssh_authorized_keys"] == [key]
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ({"access": {"ssh_public_key": "ssh-ed25519 AAAA x\nruncmd: [reboot]"}}, "access.ssh_public_key"),
+        ({"storage": {"checkpoint_path": "ckpt"}}, "storage.checkpoint_path"),
+        ({"storage": {"checkpoint_path": "/mnt/my ckpt"}}, "storage.checkpoint_path"),
+        ({"storage": {"checkpoint_path": "/"}}, "storage.checkpoint_path"),
+        ({"storage": {"checkpoint_path": "/mnt/../etc"}}, "storage.checkpoint_path"),
+        ({"storage": {"shared": {"kind": "nfs", "size_gib": 10, "mount_path": "/x'; reboot; '"}}},
+         "storage.shared.mount_path"),
+    ],
+)
+def test_unsafe_spec_strings_are_located_spec_errors(spec: dict, where: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        render_cluster(make_plan(spec, nodes=2), CANARY)
+    assert caught.value.path == where
+    assert str(caught.value).count("\n") == 0
+
+
+def test_plain_paths_are_accepted() -> None:
+    plan = make_plan({"storage": {"checkpoint_path": "/mnt/nvme_ckpt-1.d",
+                                  "shared": {"kind": "nfs", "size_gib": 10, "mount_path": "/data/shared"}}})
+    head = yaml.safe_load(render_cluster(plan, CANARY)["cloud-init/head.yaml"])
+    assert ["mkdir", "-p", "/mnt/nvme_ckpt-1.d/.shared", "/data/shared", "/etc/exports.d"] in head["runcmd"]
 
 
 def test_deadman_timer_follows_ttl() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import jinja2
 
-from provisioner.errors import PlanError
+from provisioner.errors import PlanError, SpecError
 from provisioner.plan import Plan
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu
@@ -100,6 +100,26 @@ class ClusterView:
         """``0-7`` for 8 GPUs, ``0`` for one: the bracket body of ``/dev/nvidia[...]``."""
         last = self.gpus_per_node - 1
         return "0" if last == 0 else f"0-{last}"
+
+
+# Paths land unquoted in shell scripts, fstab lines and YAML: keep them to a plain charset.
+_SAFE_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+
+
+def safe_path(value: str, where: str) -> str:
+    """``value`` if it is an absolute path of ``[A-Za-z0-9._-]`` parts (no ``..``); else SpecError at ``where``."""
+    if not _SAFE_PATH.match(value) or ".." in value.split("/"):
+        raise SpecError(
+            f"{value!r} must be an absolute path of letters, digits, '.', '_', '-' (boot scripts use it)",
+            path=where,
+        )
+    return value
+
+
+def _ssh_key(value: str | None) -> str | None:
+    if value is not None and not value.isprintable():
+        raise SpecError("must be one line of printable characters", path="access.ssh_public_key")
+    return value
 
 
 _NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<num>\d+)$")
@@ -190,7 +210,11 @@ def cluster_view(
     topology: Mapping[str, Sequence[str]] | None = None,
     slurmdbd: bool = False,
 ) -> ClusterView:
-    """Flatten a Plan into the view every template renders from. Pure; raises PlanError."""
+    """Flatten a Plan into the view every template renders from. Pure.
+
+    Raises PlanError for an inconsistent plan or topology, SpecError (with the spec path)
+    for a storage path or SSH key that cannot be placed safely in boot scripts.
+    """
     spec, option = plan.spec, plan.option
     offer = option.offer
     if option.gpus_per_node > offer.gpus:
@@ -217,12 +241,12 @@ def cluster_view(
         nccl_env=tuple(nccl_env(offer).items()),
         nodes=nodes,
         control_plane=ControlPlane(spec.control_plane).value,
-        checkpoint_path=spec.storage.checkpoint_path,
+        checkpoint_path=safe_path(spec.storage.checkpoint_path, "storage.checkpoint_path"),
         shared_kind=SharedFsKind(spec.storage.shared.kind).value,
-        shared_mount_path=spec.storage.shared.mount_path,
+        shared_mount_path=safe_path(spec.storage.shared.mount_path, "storage.shared.mount_path"),
         shared_size_gib=spec.storage.shared.size_gib,
         ttl_minutes=None if ttl is None else math.ceil(ttl * 60),
-        ssh_public_key=spec.access.ssh_public_key,
+        ssh_public_key=_ssh_key(spec.access.ssh_public_key),
         needs_fabric_manager=offer.gpus == 8 and model in _NVSWITCH_GPUS and "PCIE" not in model,
         switches=build_switches(names, topology),
         slurmdbd=slurmdbd,
@@ -256,4 +280,5 @@ __all__ = [
     "hostlist",
     "real_memory_mib",
     "render_template",
+    "safe_path",
 ]
