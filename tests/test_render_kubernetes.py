@@ -383,6 +383,11 @@ def test_render_is_deterministic() -> None:
     assert render_kubernetes(plan) == render_kubernetes(plan.model_copy())
 
 
+def test_every_example_spec_has_k8s_goldens() -> None:
+    assert sorted(p.stem for p in EXAMPLES.glob("*.yaml")) == ALL_EXAMPLES
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == ALL_EXAMPLES
+
+
 @pytest.mark.parametrize("name", ALL_EXAMPLES)
 def test_golden(name: str) -> None:
     files = render_kubernetes(_example_plan(name))
