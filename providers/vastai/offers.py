@@ -6,7 +6,7 @@ Offer (``offer_id`` is the ask id that ``PUT /api/v0/asks/{id}`` rents) and
 i.e. how many nodes a cluster of that shape could have right now.
 
 Naming. ``instance_type`` is ``<num_gpus>x<gpu_name>`` with spaces as underscores
-(``8xH100_SXM``), ``region`` the ISO country code from ``geolocation`` ("Oslo, NO" -> NO)
+(``8x_H100_SXM``, as in the bundled catalog), ``region`` the ISO country code from ``geolocation`` ("Oslo, NO" -> NO)
 and ``zone`` the city.
 
 Interruption estimates (Vast publishes no rates; the same model as the bundled catalog,
@@ -80,11 +80,11 @@ def canonical_model(vast_gpu_name: str) -> str:
 
 
 def instance_type_of(num_gpus: int, gpu_name: str) -> str:
-    return f"{num_gpus}x{gpu_name.replace(' ', '_')}"
+    return f"{num_gpus}x_{gpu_name.replace(' ', '_')}"
 
 
 def parse_instance_type(instance_type: str) -> tuple[int, str] | None:
-    """``8xH100_SXM`` (or the bundled catalog's ``8x_H100_SXM``) -> (8, "H100 SXM"); None if not of that form."""
+    """``8x_H100_SXM`` (or the older ``8xH100_SXM``) -> (8, "H100 SXM"); None if not of that form."""
     found = _INSTANCE_TYPE.match(instance_type)
     if not found:
         return None

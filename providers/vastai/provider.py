@@ -206,7 +206,7 @@ class VastAIProvider:
     def _search_asks(self, instance_type: str, region: str, spot: bool) -> list[BundleOffer]:
         shape = vast_offers.parse_instance_type(instance_type)
         if shape is None:
-            raise ProviderError(PROVIDER, f"instance type {instance_type!r} is not a Vast shape like 8xH100_SXM")
+            raise ProviderError(PROVIDER, f"instance type {instance_type!r} is not a Vast shape like 8x_H100_SXM")
         count, gpu_name = shape
         body = vast_offers.search_body(spot=spot, gpu_names=[gpu_name], num_gpus=count,
                                        regions=[region] if region and region != "unknown" else [])

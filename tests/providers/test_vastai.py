@@ -69,7 +69,7 @@ def vast(rec: Recorder) -> VastAIProvider:
 
 
 def specs(n: int, prefix: str = "n", **extra: object) -> list[NodeSpec]:
-    base: dict[str, object] = {"instance_type": "1xRTX_4090", "region": "US"}
+    base: dict[str, object] = {"instance_type": "1x_RTX_4090", "region": "US"}
     base.update(extra)
     return [NodeSpec(name=f"{prefix}{i}", **base) for i in range(n)]  # type: ignore[arg-type]
 
@@ -79,7 +79,7 @@ def test_offers_carry_vast_prices_and_counts(vast: VastAIProvider, rec: Recorder
     offers = vast.list_offers(OfferQuery(gpu_models=("RTX4090",), regions=("US",)))
     assert len(offers) == 40  # the unverified 0.19 $/h host is hidden by the CLI's default filters
     first = offers[0]
-    assert (first.provider, first.instance_type, first.region, first.zone) == ("vastai", "1xRTX_4090", "US", "Texas")
+    assert (first.provider, first.instance_type, first.region, first.zone) == ("vastai", "1x_RTX_4090", "US", "Texas")
     assert first.gpu_model == "RTX4090" and first.gpus == 1 and first.gpu_memory_gib == pytest.approx(23.99, abs=0.01)
     assert first.egress_usd_per_gb == 0.004 and first.ingress_usd_per_gb == 0.002
     assert {o.max_nodes for o in offers} == {40}
@@ -102,7 +102,7 @@ def test_reliability_filter_and_spot_search(vast: VastAIProvider, rec: Recorder)
     strict = vast.list_offers(OfferQuery(gpu_models=("H100",), min_reliability=0.998, spot=True))
     assert strict and all(o.reliability >= 0.998 for o in strict)
     assert {o.gpu_model for o in strict} == {"H100"}
-    assert {o.instance_type for o in strict} == {"8xH100_SXM", "1xH100_PCIE"}
+    assert {o.instance_type for o in strict} == {"8x_H100_SXM", "1x_H100_PCIE"}
     body = rec.bodies("POST", "/api/v0/bundles")[0]
     assert body["reliability"] == {"gte": 0.998} and body["type"] == "bid"
     assert body["gpu_name"] == {"in": ["H100 SXM", "H100 PCIE", "H100 NVL"]}
@@ -133,7 +133,7 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
 def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, rec: Recorder,
                                                           fake: VastAIFake) -> None:
     ids = [str(a) for a, ask in fake.asks.items() if ask["gpu_name"] == "L40S"][-3:]  # not the cheapest
-    nodes = vast.create_nodes("c1", [NodeSpec(name=f"n{i}", instance_type="1xL40S", region="CA", offer_id=ask_id)
+    nodes = vast.create_nodes("c1", [NodeSpec(name=f"n{i}", instance_type="1x_L40S", region="CA", offer_id=ask_id)
                                      for i, ask_id in enumerate(ids)])
     assert len(rec.bodies("POST", "/api/v0/bundles")) == 1
     assert sorted(p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT") == sorted(ids)
@@ -147,7 +147,7 @@ def test_stale_and_bundled_offer_ids_are_replaced_by_the_same_shape(vast: VastAI
     taken = next(a for a in fake.asks.values() if a["gpu_name"] == "L40S")
     taken["rented"] = True
     nodes = vast.create_nodes("c1", [
-        NodeSpec(name="a", instance_type="1xL40S", region="CA", offer_id=str(taken["id"])),
+        NodeSpec(name="a", instance_type="1x_L40S", region="CA", offer_id=str(taken["id"])),
         NodeSpec(name="b", instance_type="8x_H100_SXM", region="US", offer_id="99"),
     ])
     rented = [int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"]
@@ -163,7 +163,7 @@ def test_shared_offer_id_is_spread_over_other_asks(vast: VastAIProvider, rec: Re
                                      for i in range(4)])
     rented = [p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT"]
     assert len(set(rented)) == 4 and one in rented
-    assert {n.instance_type for n in vast.get_nodes("c1")} == {"8xH200"} and len(nodes) == 4
+    assert {n.instance_type for n in vast.get_nodes("c1")} == {"8x_H200"} and len(nodes) == 4
 
 
 def test_too_few_asks_fails_before_renting(vast: VastAIProvider, fake: VastAIFake) -> None:
@@ -185,7 +185,7 @@ def test_failed_cleanup_names_what_remains(vast: VastAIProvider, fake: VastAIFak
         vast.create_nodes("c1", specs(3))
     left = next(iter(fake.instances))
     message = str(caught.value)
-    assert "1xRTX_4090 in US" in message and "1 of 3 nodes" in message
+    assert "1x_RTX_4090 in US" in message and "1 of 3 nodes" in message
     assert f"still running: {left}" in message and f"vastai destroy instances {left}" in message
 
 
