@@ -96,10 +96,27 @@ class InterconnectSpec(_Model):
     min_gbps_per_node: NonNegFloat = Field(0, description="Minimum fabric bandwidth per node.")
 
 
+SAFE_PATH = re.compile(r"(/[A-Za-z0-9._-]+)+")
+"""Paths land unquoted in boot scripts, fstab lines and manifests: a plain charset, absolute."""
+
+
+def check_safe_path(value: str) -> str:
+    """``value`` if it is an absolute path of ``[A-Za-z0-9._-]`` parts without ``..``; else ValueError."""
+    if not SAFE_PATH.fullmatch(value) or ".." in value.split("/"):
+        raise ValueError(f"{value!r} must be an absolute path of letters, digits, '.', '_', '-' "
+                         "(boot scripts use it)")
+    return value
+
+
 class SharedStorageSpec(_Model):
     kind: SharedFsKind = SharedFsKind.NONE
     size_gib: NonNegFloat = 0
     mount_path: str = "/shared"
+
+    @field_validator("mount_path")
+    @classmethod
+    def _mount_path(cls, value: str) -> str:
+        return check_safe_path(value)
 
 
 class StorageSpec(_Model):
@@ -108,6 +125,15 @@ class StorageSpec(_Model):
     )
     checkpoint_path: str = "/mnt/checkpoints"
     shared: SharedStorageSpec = Field(default_factory=SharedStorageSpec)
+
+    @field_validator("checkpoint_path")
+    @classmethod
+    def _checkpoint_path(cls, value: str) -> str:
+        return check_safe_path(value)
+
+
+class SlurmSpec(_Model):
+    accounting: bool = Field(False, description="Run slurmdbd (job accounting) on the head node.")
 
 
 class ProvidersSpec(_Model):
@@ -197,7 +223,8 @@ class AccessSpec(_Model):
     @field_validator("ssh_public_key")
     @classmethod
     def _ssh_key(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-\S+) \S+", value):
+        if value is not None and (not value.isprintable()
+                                  or not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-\S+) \S+", value)):
             raise ValueError("expected an OpenSSH public key (ssh-ed25519 AAAA... or ssh-rsa AAAA...)")
         return value
 
@@ -221,6 +248,7 @@ class ClusterSpec(_Model):
     interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     control_plane: ControlPlane = ControlPlane.NONE
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Options for control_plane: slurm.")
     providers: ProvidersSpec = Field(default_factory=ProvidersSpec)
     pricing: PricingSpec = Field(default_factory=PricingSpec)
     reliability: ReliabilitySpec = Field(default_factory=ReliabilitySpec)
@@ -250,6 +278,8 @@ def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
         yield "nodes.count", f"{total} GPUs cannot be split evenly across {node_count} nodes"
     if per_node and node_count and per_node * node_count != total:
         yield "nodes.count", f"{node_count} nodes x {per_node} GPUs is not gpus.count={total}"
+    if spec.slurm.accounting and spec.control_plane is not ControlPlane.SLURM:
+        yield "slurm.accounting", "Slurm accounting needs control_plane: slurm"
     if not spec.allowed_providers():
         yield "providers.deny", "every provider is excluded"
     overlap = set(spec.providers.allow) & set(spec.providers.deny)
@@ -285,8 +315,10 @@ __all__ = [
     "ReliabilitySpec",
     "SharedFsKind",
     "SharedStorageSpec",
+    "SlurmSpec",
     "StorageSpec",
     "WorkloadSpec",
     "canonical_gpu",
+    "check_safe_path",
     "spec_problems",
 ]

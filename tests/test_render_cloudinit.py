@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -9,13 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from provisioner.errors import ProvisionerError, SpecError
+from provisioner.loader import parse_spec
 from provisioner.render import RenderedCluster, render_cluster, write_rendered
 from provisioner.render.cloudinit import nvme_script, render_cloudinit
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.render.views import cluster_view
 from provisioner.secrets import ClusterSecrets
+from provisioner.spec import SharedFsKind
 from tests.conftest import need_tool
 from tests.test_render_slurm import CANARY, make_offer, make_plan
 
@@ -115,15 +119,29 @@ def test_ssh_key_comment_survives_yaml(key: str, tmp_path: Path) -> None:
         ({"storage": {"checkpoint_path": "/mnt/my ckpt"}}, "storage.checkpoint_path"),
         ({"storage": {"checkpoint_path": "/"}}, "storage.checkpoint_path"),
         ({"storage": {"checkpoint_path": "/mnt/../etc"}}, "storage.checkpoint_path"),
-        ({"storage": {"shared": {"kind": "nfs", "size_gib": 10, "mount_path": "/x'; reboot; '"}}},
+        ({"storage": {"shared": {"kind": SharedFsKind.NFS, "size_gib": 10, "mount_path": "/x'; reboot; '"}}},
          "storage.shared.mount_path"),
     ],
 )
 def test_unsafe_spec_strings_are_located_spec_errors(spec: dict, where: str) -> None:
+    # The loader refuses them with a line number...
     with pytest.raises(SpecError) as caught:
-        render_cluster(make_plan(spec, nodes=2), CANARY)
+        parse_spec(json.dumps({"name": "unsafe", "gpus": {"count": 8}, **spec}, indent=1), "u.yaml")
+    assert caught.value.path == where and caught.value.line > 1
+    # ...and a hand-edited plan file, which skips the loader, is refused when rendered.
+    plan = make_plan({}, nodes=2)
+    tampered = plan.model_copy(update={"spec": _tamper(plan.spec, spec)})
+    with pytest.raises(SpecError) as caught:
+        render_cluster(tampered, CANARY)
     assert caught.value.path == where
     assert str(caught.value).count("\n") == 0
+
+
+def _tamper(model: BaseModel, changes: dict) -> BaseModel:
+    """``model`` with nested fields replaced, without validation (as a hand-edited plan would be)."""
+    updates = {key: _tamper(getattr(model, key), value) if isinstance(value, dict) else value
+               for key, value in changes.items()}
+    return model.model_copy(update=updates)
 
 
 def test_plain_paths_are_accepted() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.errors import PlanError
+from provisioner.errors import PlanError, SpecError
+from provisioner.loader import parse_spec
 from provisioner.offer import Offer
 from provisioner.plan import CostBreakdown, Option, Plan
 from provisioner.render import render_cluster
@@ -143,6 +144,20 @@ def test_slurmdbd_when_enabled() -> None:
     assert "AccountingStorageType=accounting_storage/slurmdbd" in conf_lines(files["slurm/slurm.conf"])
     assert "DbdHost=llm-pretrain-0" in conf_lines(files["slurm/slurmdbd.conf"])
     assert not any("Pass" in line for line in conf_lines(files["slurm/slurmdbd.conf"]))
+
+
+def test_slurmdbd_follows_the_spec_switch() -> None:
+    on = render_cluster(make_plan({"slurm": {"accounting": True}}, nodes=2), CANARY)
+    off = render_cluster(make_plan(nodes=2), CANARY)
+    assert "slurm/slurmdbd.conf" in on and "slurm/slurmdbd.conf" not in off
+    assert "slurm/slurmdbd.conf" not in render_cluster(make_plan({"slurm": {"accounting": True}}), CANARY,
+                                                       slurmdbd=False)
+
+
+def test_slurm_accounting_needs_slurm() -> None:
+    text = "name: acct\ngpus: {count: 8}\ncontrol_plane: kubernetes\nslurm:\n  accounting: true\n"
+    with pytest.raises(SpecError, match=r"^a.yaml:5:3: slurm.accounting: Slurm accounting needs control_plane: slurm$"):
+        parse_spec(text, "a.yaml")
 
 
 def test_hostlist_compression() -> None:

@@ -68,17 +68,18 @@ def render_cluster(
     secrets: ClusterSecrets,
     *,
     topology: Mapping[str, Sequence[str]] | None = None,
-    slurmdbd: bool = False,
+    slurmdbd: bool | None = None,
 ) -> RenderedCluster:
     """Render every bootstrap file for ``plan``. Pure and deterministic for fixed secrets.
 
     ``topology`` maps node name (``<cluster>-<i>``) to its switch path, outermost first;
-    ``slurmdbd`` turns on Slurm accounting. Raises PlanError for an inconsistent plan or
-    topology. Secrets are placed only in the cloud-init files, which are listed in
-    ``secret_paths`` whenever the control plane needs a secret.
+    ``slurmdbd`` turns Slurm accounting on or off (default: the spec's ``slurm.accounting``).
+    Raises PlanError for an inconsistent plan or topology. Secrets are placed only in the
+    cloud-init files, which are listed in ``secret_paths`` whenever the control plane needs one.
     """
     k8s = _kubernetes_module() if plan.spec.control_plane.value == "kubernetes" else None
-    view = cluster_view(plan, topology=topology, slurmdbd=slurmdbd)
+    accounting = plan.spec.slurm.accounting if slurmdbd is None else slurmdbd
+    view = cluster_view(plan, topology=topology, slurmdbd=accounting)
     labels_of = getattr(k8s, "node_labels", None)
     node_labels = (
         {node.name: labels_of(plan, node.index) for node in view.nodes} if labels_of is not None else {}

@@ -29,7 +29,7 @@ import jinja2
 from provisioner.errors import PlanError, SpecError
 from provisioner.plan import Plan
 from provisioner.render.fabric import fabric_profile, nccl_env
-from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu
+from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu, check_safe_path
 
 # GPUs whose 8-way SXM boards use NVSwitch and therefore need nvidia-fabricmanager.
 _NVSWITCH_GPUS = frozenset({"A100", "H100", "H200", "H800", "A800", "B200"})
@@ -102,18 +102,15 @@ class ClusterView:
         return "0" if last == 0 else f"0-{last}"
 
 
-# Paths land unquoted in shell scripts, fstab lines and YAML: keep them to a plain charset.
-_SAFE_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
-
-
 def safe_path(value: str, where: str) -> str:
-    """``value`` if it is an absolute path of ``[A-Za-z0-9._-]`` parts (no ``..``); else SpecError at ``where``."""
-    if not _SAFE_PATH.match(value) or ".." in value.split("/"):
-        raise SpecError(
-            f"{value!r} must be an absolute path of letters, digits, '.', '_', '-' (boot scripts use it)",
-            path=where,
-        )
-    return value
+    """``value`` if it is a safe absolute path; else SpecError at ``where``.
+
+    The spec loader checks the same rule with line numbers; this guards hand-edited plan files.
+    """
+    try:
+        return check_safe_path(value)
+    except ValueError as exc:
+        raise SpecError(str(exc), path=where) from None
 
 
 def _ssh_key(value: str | None) -> str | None:
