@@ -93,12 +93,16 @@ def render(
     source: Annotated[Path, typer.Argument(help="A spec (YAML) or a saved plan (JSON).")],
     out: Annotated[Path, typer.Option("--out", help="Directory to write the files into.")],
     catalog: Annotated[Path | None, typer.Option(help="Catalog used when SOURCE is a spec.")] = None,
+    topology: Annotated[Path | None, typer.Option(
+        help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, outermost first, "
+             "for Slurm's topology.conf (default: one flat switch).")] = None,
 ) -> None:
     """Write every file the cluster needs: cloud-init per role, Slurm or Kubernetes configs, job helpers."""
     from provisioner.render import render_to_dir
-    from provisioner.workflow import plan_from_source
+    from provisioner.workflow import load_topology, plan_from_source
 
-    written = render_to_dir(plan_from_source(source, catalog_path=catalog), out)
+    plan = plan_from_source(source, catalog_path=catalog)
+    written = render_to_dir(plan, out, topology=load_topology(topology) if topology else None)
     for path in written:
         typer.echo(str(path))
 

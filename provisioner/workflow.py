@@ -112,3 +112,21 @@ def catalog_listing(*, catalog_path: Path | None, provider: str | None, gpu: str
         and (gpu is None or canonical_gpu(offer.gpu_model) == canonical_gpu(gpu))
     ]
     return render_catalog(offers, fmt, as_of=catalog.as_of, origin=catalog.origin, width=terminal_width())
+
+
+def load_topology(path: Path) -> dict[str, list[str]]:
+    """A topology file: ``{node name: [outermost switch, ..., leaf switch]}``. SpecError when malformed."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"cannot read topology: {' '.join(str(exc).split())}", file=str(path)) from None
+    valid = isinstance(data, dict) and all(
+        isinstance(node, str) and isinstance(switches, list) and switches
+        and all(isinstance(s, str) and s for s in switches)
+        for node, switches in data.items()
+    )
+    if not valid:
+        raise SpecError("a topology maps each node name to a non-empty list of switch names", file=str(path))
+    return data

@@ -328,3 +328,17 @@ def test_catalog_flag_beats_the_refreshed_cache_which_beats_the_bundled_file(
     cache.unlink()
     _, out, _ = run_cli(["plan", str(spec), "-f", "json"], capsys)
     assert json.loads(out)["as_of"] == bundled.as_of.isoformat()
+
+
+def test_render_with_a_topology_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topology = tmp_path / "topology.yaml"
+    topology.write_text("llm-pretrain-0: [spine0, leaf0]\nllm-pretrain-1: [spine0, leaf1]\n")
+    spec = str(EXAMPLES / "pretrain-h100-slurm.yaml")
+    code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out"), "--topology", str(topology)], capsys)
+    assert code == 0, err
+    lines = (tmp_path / "out/slurm/topology.conf").read_text().splitlines()
+    assert "SwitchName=spine0 Switches=leaf0,leaf1" in lines
+    assert "SwitchName=leaf1 Nodes=llm-pretrain-1" in lines
+    topology.write_text("- not a mapping\n")
+    code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out2"), "--topology", str(topology)], capsys)
+    assert code == 2 and err.strip().endswith("a topology maps each node name to a non-empty list of switch names")

@@ -128,9 +128,16 @@ def write_rendered(rendered: RenderedCluster, out_dir: Path) -> list[Path]:
     return written
 
 
-def render_to_dir(plan: Plan, out_dir: Path, secrets: ClusterSecrets | None = None) -> list[Path]:
+def render_to_dir(
+    plan: Plan,
+    out_dir: Path,
+    secrets: ClusterSecrets | None = None,
+    *,
+    topology: Mapping[str, Sequence[str]] | None = None,
+) -> list[Path]:
     """Render ``plan`` and write it under ``out_dir``; fresh secrets unless given. Returns paths."""
-    return write_rendered(render_cluster(plan, secrets or ClusterSecrets.generate()), out_dir)
+    rendered = render_cluster(plan, secrets or ClusterSecrets.generate(), topology=topology)
+    return write_rendered(rendered, out_dir)
 
 
 __all__ = [
