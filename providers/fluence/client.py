@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from pydantic import SecretStr, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
+from providers.adapter import EndpointClient
 from providers.fluence.models import (
     ClusterDto,
     CreateVmRequest,
@@ -31,7 +32,7 @@ from providers.fluence.models import (
     VmConfiguration,
     VmPage,
 )
-from providers.http import ApiClient, RateLimits, RetryPolicy, error_detail
+from providers.http import RateLimits, error_detail
 from provisioner.errors import (
     CapacityError,
     CredentialsError,
@@ -101,30 +102,15 @@ def is_not_active(error: ProviderError) -> bool:
             and "active" in error.detail.lower())
 
 
-class FluenceClient:
+class FluenceClient(EndpointClient):
     """Thin typed wrapper over the GPU Cloud and v2 VM endpoints. Raises mapped ProviderErrors only."""
 
-    def __init__(
-        self,
-        api_key: SecretStr | None,
-        *,
-        base_url: str = DEFAULT_URL,
-        limits: RateLimits = LIMITS,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        # Fluence takes the bare key in X-API-KEY, not an Authorization header.
-        self.api = ApiClient(PROVIDER, self.base_url, api_key, auth_header="X-API-KEY", auth_scheme=None,
-                             error_mapper=map_error, limits=limits,
-                             timeout_s=timeout_s, retry=retry, transport=transport)
-
-    def __repr__(self) -> str:
-        return f"FluenceClient(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        self.api.close()
+    provider = PROVIDER
+    default_url = DEFAULT_URL
+    default_limits = LIMITS
+    error_mapper = staticmethod(map_error)
+    auth_header = "X-API-KEY"  # Fluence takes the bare key, not an Authorization header
+    auth_scheme = None
 
     @staticmethod
     def _parse(adapter: TypeAdapter[Any], data: Any, what: str) -> Any:

@@ -38,16 +38,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar
 
-import httpx
-from pydantic import SecretStr
-
-from providers import settings
+from providers.adapter import RestAdapter
 from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from providers.fluence import cpu_vms
-from providers.fluence.client import DEFAULT_URL, LIMITS, FluenceClient, is_not_active, is_not_found
+from providers.fluence.client import FluenceClient, is_not_active, is_not_found
 from providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
 from providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
-from providers.http import RateLimits, RetryPolicy
 from provisioner.errors import (
     CapacityError,
     PlanError,
@@ -107,36 +103,14 @@ def instance_shape(instance: Instance) -> str:
     return shape_name(g.model, g.vram, g.interface, s.gpu_count, int(s.vcpu.count), s.memory.gib, s.storage.gib)
 
 
-class FluenceProvider:
+class FluenceProvider(RestAdapter[FluenceClient]):
     """Fluence GPU Cloud adapter. Thread-compatible, not thread-safe (one client, one limiter)."""
 
     name: ClassVar[str] = "fluence"
     capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.MULTI_NODE})
+    client_class = FluenceClient
     active_wait_s: float = 1800.0
     """Longest ``delete_nodes`` waits for an INITIALIZED instance to become deletable."""
-
-    def __init__(
-        self,
-        api_key: str | SecretStr | None = None,
-        *,
-        base_url: str | None = None,
-        limits: RateLimits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-        poll_interval_s: float = 5.0,
-    ) -> None:
-        self.base_url = base_url or settings.api_url("fluence", DEFAULT_URL)
-        self.poll_interval_s = poll_interval_s
-        self.client = FluenceClient(settings.api_key("fluence", api_key), base_url=self.base_url,
-                                    limits=limits or LIMITS, transport=transport, timeout_s=timeout_s, retry=retry)
-
-    def __repr__(self) -> str:
-        return f"FluenceProvider(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        """Close the HTTP client (the stack and `catalog refresh` call this when done)."""
-        self.client.close()
 
     # ----- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from pydantic import SecretStr, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from providers.http import ApiClient, RateLimits, RetryPolicy, error_detail
+from providers.adapter import EndpointClient
+from providers.http import RateLimits, error_detail
 from providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
 from provisioner.errors import (
     CapacityError,
@@ -73,28 +74,13 @@ def is_not_found(error: ProviderError) -> bool:
     return isinstance(error, ProviderAPIError) and error.status == 404
 
 
-class LambdaClient:
+class LambdaClient(EndpointClient):
     """Thin typed wrapper over ``/api/v1``. Raises mapped ``ProviderError`` subclasses only."""
 
-    def __init__(
-        self,
-        api_key: SecretStr | None,
-        *,
-        base_url: str = DEFAULT_URL,
-        limits: RateLimits = LIMITS,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.api = ApiClient("lambda", self.base_url, api_key, error_mapper=map_error, limits=limits,
-                             timeout_s=timeout_s, retry=retry, transport=transport)
-
-    def __repr__(self) -> str:
-        return f"LambdaClient(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        self.api.close()
+    provider = "lambda"
+    default_url = DEFAULT_URL
+    default_limits = LIMITS
+    error_mapper = staticmethod(map_error)
 
     def _data(self, method: str, path: str, *, json: Any = None, launch: bool = False,
               idempotent: bool | None = None) -> Any:

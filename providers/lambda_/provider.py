@@ -38,13 +38,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
 
-import httpx
-from pydantic import SecretStr
-
-from providers import settings
+from providers.adapter import RestAdapter
 from providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.http import RateLimits, RetryPolicy
-from providers.lambda_.client import DEFAULT_URL, LIMITS, LambdaClient, is_not_found
+from providers.lambda_.client import LambdaClient, is_not_found
 from providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
@@ -161,33 +157,14 @@ class _Run:
         self.renames = renames
 
 
-class LambdaProvider:
+class LambdaProvider(RestAdapter[LambdaClient]):
     """Lambda Cloud adapter. Calls may come from several threads (the client and its limiters
     are thread-safe); ``create_nodes`` itself renames from a private thread pool."""
 
     name: ClassVar[str] = "lambda"
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.MULTI_NODE, Capability.USER_DATA, Capability.TAGS})
-
-    def __init__(
-        self,
-        api_key: str | SecretStr | None = None,
-        *,
-        base_url: str | None = None,
-        limits: RateLimits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-        poll_interval_s: float = 5.0,
-    ) -> None:
-        self.base_url = base_url or settings.api_url("lambda", DEFAULT_URL)
-        self.poll_interval_s = poll_interval_s
-        self.client = LambdaClient(settings.api_key("lambda", api_key), base_url=self.base_url,
-                                   limits=limits or LIMITS, transport=transport, timeout_s=timeout_s,
-                                   retry=retry)
-
-    def __repr__(self) -> str:
-        return f"LambdaProvider(base_url={self.base_url!r})"
+    client_class = LambdaClient
 
     # ----- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:

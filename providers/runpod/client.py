@@ -12,9 +12,10 @@ import json
 from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from providers.http import ApiClient, RateLimits, RetryPolicy, error_detail
+from providers.adapter import EndpointClient
+from providers.http import RateLimits, error_detail
 from providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
 from provisioner.errors import (
     CapacityError,
@@ -100,35 +101,13 @@ def _graphql_error(provider: str, errors: list[Any]) -> ProviderError:
     return kind(provider, message) if kind else ProviderAPIError(provider, 200, message)
 
 
-class RunPodClient:
+class RunPodClient(EndpointClient):
     """Thin wrapper over the RunPod endpoints the adapter needs. Thread-safe as ApiClient is."""
 
-    def __init__(
-        self,
-        api_key: SecretStr | None,
-        *,
-        base_url: str = DEFAULT_BASE_URL,
-        limits: RateLimits = RATE_LIMITS,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.api = ApiClient(
-            NAME,
-            base_url,
-            api_key,
-            error_mapper=map_error,
-            limits=limits,
-            timeout_s=timeout_s,
-            retry=retry,
-            transport=transport,
-        )
-
-    def __repr__(self) -> str:
-        return f"RunPodClient({self.api!r})"
-
-    def close(self) -> None:
-        self.api.close()
+    provider = NAME
+    default_url = DEFAULT_BASE_URL
+    default_limits = RATE_LIMITS
+    error_mapper = staticmethod(map_error)
 
     # -- catalog ---------------------------------------------------------------------------
     def list_gpu_types(self, *, cloud: str | None = None) -> GpuCatalog:

@@ -28,14 +28,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
-import httpx
-from pydantic import SecretStr
-
-from providers import settings
+from providers.adapter import RestAdapter
 from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.http import RateLimits, RetryPolicy
 from providers.runpod import naming
-from providers.runpod.client import DEFAULT_BASE_URL, NAME, RATE_LIMITS, RunPodClient
+from providers.runpod.client import NAME, RunPodClient
 from providers.runpod.models import GpuType, Pod
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError, RateLimitError
@@ -103,41 +99,14 @@ def _with_note(exc: ProviderError, note: str) -> ProviderError:
     return type(exc)(exc.provider, f"{exc.message}; {note}")
 
 
-class RunPodProvider:
+class RunPodProvider(RestAdapter[RunPodClient]):
     """RunPod adapter (see module docstring). Holds a client; never prints its key."""
 
     name: ClassVar[str] = NAME
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.SPOT, Capability.USER_DATA, Capability.MULTI_NODE}
     )
-
-    def __init__(
-        self,
-        api_key: str | SecretStr | None = None,
-        *,
-        base_url: str | None = None,
-        limits: RateLimits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-        poll_interval_s: float = 5.0,
-    ) -> None:
-        self.base_url = base_url or settings.api_url(NAME, DEFAULT_BASE_URL)
-        self.poll_interval_s = poll_interval_s
-        self.client = RunPodClient(
-            settings.api_key(NAME, api_key),
-            base_url=self.base_url,
-            limits=limits or RATE_LIMITS,
-            transport=transport,
-            timeout_s=timeout_s,
-            retry=retry,
-        )
-
-    def __repr__(self) -> str:
-        return f"RunPodProvider(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        self.client.close()
+    client_class = RunPodClient
 
     # -- read-only ---------------------------------------------------------------------------
     def check_credentials(self) -> None:

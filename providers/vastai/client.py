@@ -19,7 +19,8 @@ from typing import Any
 import httpx
 from pydantic import SecretStr, ValidationError
 
-from providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy
+from providers.adapter import EndpointClient
+from providers.http import RateLimiter, RateLimits, RetryPolicy
 from providers.vastai.models import (
     BundleOffer,
     BundlesResponse,
@@ -95,37 +96,37 @@ def _parse(model: Any, data: Any, what: str) -> Any:
         raise ProviderAPIError(PROVIDER, 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
 
 
-class VastClient:
+class VastClient(EndpointClient):
     """Thin typed wrapper over the endpoints the adapter uses. Thread-safe (httpx.Client is)."""
+
+    provider = PROVIDER
+    default_url = OFFICIAL_URL
+    default_limits = VAST_LIMITS
+    error_mapper = staticmethod(map_error)
 
     def __init__(
         self,
-        base_url: str,
         api_key: SecretStr | None,
         *,
+        base_url: str | None = None,
         limits: RateLimits | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
     ) -> None:
-        limits = limits or VAST_LIMITS
-        self.api = ApiClient(PROVIDER, base_url, api_key, error_mapper=map_error, limits=limits,
-                             timeout_s=timeout_s, retry=retry, transport=transport)
-        self.search_limiter = RateLimiter(limits.requests_per_s * _SEARCH_SHARE, 1.0)
+        super().__init__(api_key, base_url=base_url, limits=limits, transport=transport, timeout_s=timeout_s,
+                         retry=retry)
+        self.search_limiter = RateLimiter(self.limits.requests_per_s * _SEARCH_SHARE, 1.0)
         # Renting an ask is a PUT, which the shared client would retry on 5xx/timeouts and
         # so could rent twice. Launches go through a twin that never retries by itself and
         # shares the same rate-limit buckets; 429s are retried in ``_send_once``.
-        self._launch_api = ApiClient(PROVIDER, base_url, api_key, error_mapper=map_error, limits=limits,
-                                     timeout_s=timeout_s, retry=RetryPolicy(attempts=1),
-                                     transport=transport)
+        self._launch_api = self._api_client(api_key, transport=transport, timeout_s=timeout_s,
+                                            retry=RetryPolicy(attempts=1))
         self._launch_api.limiter = self.api.limiter
         self._launch_api.launch_limiter = self.api.launch_limiter
 
-    def __repr__(self) -> str:
-        return f"VastClient({self.api!r})"
-
     def close(self) -> None:
-        self.api.close()
+        super().close()
         self._launch_api.close()
 
     # -- offers ---------------------------------------------------------------------------

@@ -18,14 +18,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
-import httpx
-from pydantic import SecretStr
-
-from providers import settings
+from providers.adapter import RestAdapter
 from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.http import RateLimits, RetryPolicy
 from providers.vastai import offers as vast_offers
-from providers.vastai.client import OFFICIAL_URL, PROVIDER, VastClient
+from providers.vastai.client import PROVIDER, VastClient
 from providers.vastai.models import BundleOffer, Instance
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
@@ -76,35 +72,13 @@ def onstart_script(user_data: str) -> str:
             f"&& chmod 700 {path} && {run}")
 
 
-class VastAIProvider:
+class VastAIProvider(RestAdapter[VastClient]):
     """Vast.ai through its REST API (``console.vast.ai/api``). Construction reads the environment."""
 
     name: ClassVar[str] = PROVIDER
     capabilities: ClassVar[frozenset[Capability]] = frozenset(
         {Capability.SPOT, Capability.MULTI_NODE, Capability.USER_DATA})
-
-    def __init__(
-        self,
-        api_key: str | SecretStr | None = None,
-        *,
-        base_url: str | None = None,
-        limits: RateLimits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-        poll_interval_s: float = 5.0,
-    ) -> None:
-        key = settings.api_key(PROVIDER, api_key)
-        self.base_url = base_url or settings.api_url(PROVIDER, OFFICIAL_URL)
-        self.poll_interval_s = poll_interval_s
-        self.client = VastClient(self.base_url, key, limits=limits, transport=transport,
-                                 timeout_s=timeout_s, retry=retry)
-
-    def __repr__(self) -> str:
-        return f"VastAIProvider(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        self.client.close()
+    client_class = VastClient
 
     # -- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:

@@ -1,0 +1,105 @@
+"""The construction plumbing the REST adapters share: one client base, one adapter base.
+
+``EndpointClient`` is the base of each provider's ``client.py`` class. A subclass names its
+provider, default URL, published limits, auth header and error mapper as class attributes and
+adds one method per endpoint; the base builds the ``ApiClient`` (``self.api``) from them.
+
+``RestAdapter`` is the base of each REST provider's adapter. It owns the public constructor
+every caller (the stack, ``catalog refresh``, the contract suite, the bench) uses: the URL
+and key come from the arguments or ``providers.settings`` (environment), then the client is
+built. Everything provider-specific (offers, create, delete) stays in the subclass.
+
+Neither ever stores the key outside ``ApiClient`` nor puts it in a repr.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Generic, TypeVar
+
+import httpx
+from pydantic import SecretStr
+
+from providers import settings
+from providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
+
+
+class EndpointClient:
+    """One provider's API: ``self.api`` bound to ``base_url`` (trailing ``/`` stripped).
+
+    Subclasses set ``provider``, ``default_url``, ``default_limits`` and ``error_mapper``
+    (wrapped in ``staticmethod``), and ``auth_header``/``auth_scheme`` when the provider does
+    not take ``Authorization: Bearer <key>``. ``limits=None`` means ``default_limits``.
+    """
+
+    provider: ClassVar[str]
+    default_url: ClassVar[str]
+    default_limits: ClassVar[RateLimits]
+    error_mapper: ErrorMapper  # set as ``staticmethod(map_error)``: a class attribute, never bound
+    auth_header: ClassVar[str] = "Authorization"
+    auth_scheme: ClassVar[str | None] = "Bearer"
+
+    def __init__(
+        self,
+        api_key: SecretStr | None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.base_url = (base_url or self.default_url).rstrip("/")
+        self.limits = limits or self.default_limits
+        self.api = self._api_client(api_key, transport=transport, timeout_s=timeout_s, retry=retry)
+
+    def _api_client(self, api_key: SecretStr | None, *, transport: httpx.BaseTransport | None,
+                    timeout_s: float, retry: RetryPolicy | None) -> ApiClient:
+        """A fresh ``ApiClient`` for this provider (subclasses may want a second one)."""
+        return ApiClient(self.provider, self.base_url, api_key, error_mapper=self.error_mapper, limits=self.limits,
+                         auth_header=self.auth_header, auth_scheme=self.auth_scheme,
+                         timeout_s=timeout_s, retry=retry, transport=transport)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self.api.close()
+
+
+C = TypeVar("C", bound=EndpointClient)
+
+
+class RestAdapter(Generic[C]):
+    """Shared construction of a REST adapter; the subclass sets ``name`` and ``client_class``.
+
+    ``base_url`` defaults to ``PROVISIONER_<NAME>_API_URL`` or the client's ``default_url``;
+    ``api_key`` to the provider's key variable (``providers.settings.api_key``); ``limits``
+    to the client's published ``default_limits``. ``poll_interval_s`` is how often callers
+    poll ``get_nodes`` while waiting. ``close()`` releases the HTTP connections.
+    """
+
+    name: ClassVar[str]
+    client_class: type[C]
+
+    def __init__(
+        self,
+        api_key: str | SecretStr | None = None,
+        *,
+        base_url: str | None = None,
+        limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        self.base_url = base_url or settings.api_url(self.name, self.client_class.default_url)
+        self.poll_interval_s = poll_interval_s
+        self.client: C = self.client_class(settings.api_key(self.name, api_key), base_url=self.base_url,
+                                           limits=limits, transport=transport, timeout_s=timeout_s, retry=retry)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Close the HTTP client (the stack and ``catalog refresh`` call this when done)."""
+        self.client.close()
