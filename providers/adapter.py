@@ -14,13 +14,22 @@ Neither ever stores the key outside ``ApiClient`` nor puts it in a repr.
 
 from __future__ import annotations
 
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
 from providers import settings
 from providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
+from provisioner.errors import ProviderAPIError, ProviderError
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+def is_not_found(error: ProviderError) -> bool:
+    """The provider answered 404 (what ``delete`` of an already-gone node gets)."""
+    return isinstance(error, ProviderAPIError) and error.status == 404
 
 
 class EndpointClient:
@@ -64,6 +73,21 @@ class EndpointClient:
 
     def close(self) -> None:
         self.api.close()
+
+    @overload
+    def _parse(self, schema: type[M], data: Any, what: str) -> M: ...
+    @overload
+    def _parse(self, schema: TypeAdapter[T], data: Any, what: str) -> T: ...
+    def _parse(self, schema: Any, data: Any, what: str) -> Any:
+        """``data`` validated by a model class or TypeAdapter; a body of another shape is a
+        ``ProviderAPIError`` naming the first bad field, not a crash."""
+        try:
+            return schema.validate_python(data) if isinstance(schema, TypeAdapter) else schema.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            detail = f"unexpected {what} payload at {where}: {first['msg']}"
+            raise ProviderAPIError(self.provider, 200, detail) from None
 
 
 C = TypeVar("C", bound=EndpointClient)

@@ -136,6 +136,8 @@ class ApiClient:
     ) -> None:
         self.provider = provider
         self._api_key = api_key
+        self._timeout_s = timeout_s
+        self._transport = transport
         self._auth_header = auth_header
         self._auth_scheme = auth_scheme
         self._error_mapper = error_mapper
@@ -156,6 +158,16 @@ class ApiClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def twin(self, retry: RetryPolicy) -> ApiClient:
+        """A client for the same endpoint and key with another retry policy and its own
+        connections, drawing on this client's rate-limit buckets (close it separately)."""
+        other = ApiClient(self.provider, str(self._http.base_url), self._api_key, error_mapper=self._error_mapper,
+                          limits=RateLimits(self.limiter.rate_per_s, self.limiter.burst),
+                          auth_header=self._auth_header, auth_scheme=self._auth_scheme,
+                          timeout_s=self._timeout_s, retry=retry, transport=self._transport)
+        other.limiter, other.launch_limiter = self.limiter, self.launch_limiter
+        return other
 
     def request(
         self,

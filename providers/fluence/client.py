@@ -14,12 +14,10 @@ one deploy per 2 s), not a documented number.
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from providers.adapter import EndpointClient
+from providers.adapter import EndpointClient, is_not_found
 from providers.fluence.models import (
     ClusterDto,
     CreateVmRequest,
@@ -92,10 +90,6 @@ def map_error(provider: str, response: httpx.Response) -> ProviderError:
     return ProviderAPIError(provider, status, text)
 
 
-def is_not_found(error: ProviderError) -> bool:
-    return isinstance(error, ProviderAPIError) and error.status == 404
-
-
 def is_not_active(error: ProviderError) -> bool:
     """A terminate refused because the instance is not (yet, or any more) ACTIVE."""
     return (isinstance(error, ProviderAPIError) and error.status in (400, 409)
@@ -111,15 +105,6 @@ class FluenceClient(EndpointClient):
     error_mapper = staticmethod(map_error)
     auth_header = "X-API-KEY"  # Fluence takes the bare key, not an Authorization header
     auth_scheme = None
-
-    @staticmethod
-    def _parse(adapter: TypeAdapter[Any], data: Any, what: str) -> Any:
-        try:
-            return adapter.validate_python(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ProviderAPIError(PROVIDER, 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
 
     # ----- GPU Cloud ------------------------------------------------------------------------
     def vm_plans(self) -> PlansResponse:

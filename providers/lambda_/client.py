@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
-from providers.adapter import EndpointClient
+from providers.adapter import EndpointClient, is_not_found
 from providers.http import RateLimits, error_detail
 from providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
 from provisioner.errors import (
@@ -70,10 +70,6 @@ def map_error(provider: str, response: httpx.Response) -> ProviderError:
     return ProviderAPIError(provider, status, text)
 
 
-def is_not_found(error: ProviderError) -> bool:
-    return isinstance(error, ProviderAPIError) and error.status == 404
-
-
 class LambdaClient(EndpointClient):
     """Thin typed wrapper over ``/api/v1``. Raises mapped ``ProviderError`` subclasses only."""
 
@@ -88,15 +84,6 @@ class LambdaClient(EndpointClient):
         if not isinstance(body, dict) or "data" not in body:
             raise ProviderAPIError("lambda", 200, f"{method} {path}: response has no 'data'")
         return body["data"]
-
-    @staticmethod
-    def _parse(adapter: TypeAdapter[Any], data: Any, what: str) -> Any:
-        try:
-            return adapter.validate_python(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ProviderAPIError("lambda", 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
 
     def instance_types(self) -> dict[str, InstanceTypesItem]:
         """GET /instance-types: every type with price and regions that have capacity now."""

@@ -9,10 +9,10 @@ The API key is only ever placed in the Authorization header by ``ApiClient``.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from providers.adapter import EndpointClient
 from providers.http import RateLimits, error_detail
@@ -25,8 +25,6 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
-
-M = TypeVar("M", bound=BaseModel)
 
 NAME = "runpod"
 DEFAULT_BASE_URL = "https://api.runpod.io"
@@ -46,16 +44,6 @@ _RENT_SPOT_MUTATION = (
     "mutation RentInterruptable($input: PodRentInterruptableInput!) "
     "{ podRentInterruptable(input: $input) { id name } }"
 )
-
-
-def _parse(model: type[M], payload: Any, what: str) -> M:
-    """Validate a response body; a shape we cannot read is a provider API error, not a crash."""
-    try:
-        return model.model_validate(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ProviderAPIError(NAME, 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
 
 
 def _classify(status: int, message: str) -> type[ProviderError] | None:
@@ -115,24 +103,24 @@ class RunPodClient(EndpointClient):
         params: dict[str, Any] = {"include": "AVAILABILITY", "product": "POD"}
         if cloud:
             params["cloud"] = cloud
-        return _parse(GpuCatalog, self.api.request("GET", "/v2/catalog/gpus", params=params), "GPU catalog")
+        return self._parse(GpuCatalog, self.api.request("GET", "/v2/catalog/gpus", params=params), "GPU catalog")
 
     def list_spot_prices(self) -> list[SpotPrice]:
         """GraphQL ``gpuTypes``: the interruptible floor price per GPU (v2 does not publish it)."""
         data = self._graphql(_GPU_PRICES_QUERY, {}, idempotent=True)  # a read: safe to retry
-        return [_parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
+        return [self._parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
 
     # -- pods -----------------------------------------------------------------------------
     def list_pods(self) -> list[Pod]:
         """``GET /v2/pods`` (standalone pods; the API has no pagination here)."""
-        return _parse(PodList, self.api.request("GET", "/v2/pods"), "pod list").pods
+        return self._parse(PodList, self.api.request("GET", "/v2/pods"), "pod list").pods
 
     def get_pod(self, pod_id: str) -> Pod:
-        return _parse(Pod, self.api.request("GET", f"/v2/pods/{pod_id}"), "pod")
+        return self._parse(Pod, self.api.request("GET", f"/v2/pods/{pod_id}"), "pod")
 
     def create_pod(self, body: dict[str, Any]) -> Pod:
         """``POST /v2/pods`` (201). Not retried on timeout/5xx: the caller reconciles."""
-        return _parse(Pod, self.api.request("POST", "/v2/pods", json=body, launch=True), "pod")
+        return self._parse(Pod, self.api.request("POST", "/v2/pods", json=body, launch=True), "pod")
 
     def rent_interruptible(self, graphql_input: dict[str, Any]) -> str:
         """GraphQL ``podRentInterruptable`` (spot); returns the new pod id."""
@@ -148,12 +136,12 @@ class RunPodClient(EndpointClient):
 
     # -- account --------------------------------------------------------------------------
     def get_ssh_keys(self) -> list[str]:
-        return _parse(SshKeys, self.api.request("GET", "/v2/account/ssh-keys"), "ssh-keys").keys
+        return self._parse(SshKeys, self.api.request("GET", "/v2/account/ssh-keys"), "ssh-keys").keys
 
     def put_ssh_keys(self, keys: list[str]) -> list[str]:
         """``PUT /v2/account/ssh-keys``: a full replacement of the account's key set."""
         payload = self.api.request("PUT", "/v2/account/ssh-keys", json={"keys": keys})
-        return _parse(SshKeys, payload, "ssh-keys").keys
+        return self._parse(SshKeys, payload, "ssh-keys").keys
 
     # -- GraphQL --------------------------------------------------------------------------
     def _graphql(self, query: str, variables: dict[str, Any], *, launch: bool = False,

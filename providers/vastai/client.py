@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
 from providers.adapter import EndpointClient
 from providers.http import RateLimiter, RateLimits, RetryPolicy
@@ -87,15 +87,6 @@ def map_error(provider: str, response: httpx.Response) -> ProviderError:
     return ProviderAPIError(provider, status, message)
 
 
-def _parse(model: Any, data: Any, what: str) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ProviderAPIError(PROVIDER, 200, f"unexpected {what} payload at {where}: {first['msg']}") from None
-
-
 class VastClient(EndpointClient):
     """Thin typed wrapper over the endpoints the adapter uses. Thread-safe (httpx.Client is)."""
 
@@ -104,26 +95,14 @@ class VastClient(EndpointClient):
     default_limits = VAST_LIMITS
     error_mapper = staticmethod(map_error)
 
-    def __init__(
-        self,
-        api_key: SecretStr | None,
-        *,
-        base_url: str | None = None,
-        limits: RateLimits | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        super().__init__(api_key, base_url=base_url, limits=limits, transport=transport, timeout_s=timeout_s,
-                         retry=retry)
+    def __init__(self, api_key: SecretStr | None, **options: Any) -> None:
+        """As ``EndpointClient`` (same keyword options), plus the search limiter and launch twin."""
+        super().__init__(api_key, **options)
         self.search_limiter = RateLimiter(self.limits.requests_per_s * _SEARCH_SHARE, 1.0)
         # Renting an ask is a PUT, which the shared client would retry on 5xx/timeouts and
         # so could rent twice. Launches go through a twin that never retries by itself and
         # shares the same rate-limit buckets; 429s are retried in ``_send_once``.
-        self._launch_api = self._api_client(api_key, transport=transport, timeout_s=timeout_s,
-                                            retry=RetryPolicy(attempts=1))
-        self._launch_api.limiter = self.api.limiter
-        self._launch_api.launch_limiter = self.api.launch_limiter
+        self._launch_api = self.api.twin(RetryPolicy(attempts=1))
 
     def close(self) -> None:
         super().close()
@@ -135,7 +114,7 @@ class VastClient(EndpointClient):
 
         self.search_limiter.acquire()
         data = self.api.request("POST", "/api/v0/bundles", json=dict(query))
-        return list(_parse(BundlesResponse, data, "offer search").offers)
+        return list(self._parse(BundlesResponse, data, "offer search").offers)
 
     # -- instances ------------------------------------------------------------------------
     def create_instance(self, ask_id: int, body: Mapping[str, Any]) -> LaunchResponse:
@@ -146,7 +125,7 @@ class VastClient(EndpointClient):
         """
 
         data = self._send_once("PUT", f"/api/v0/asks/{int(ask_id)}", dict(body))
-        return _parse(LaunchResponse, data, "create instance")
+        return self._parse(LaunchResponse, data, "create instance")
 
     def list_instances_page(self, after_token: str | None = None) -> InstancesPage:
         """``GET /api/v1/instances``: one keyset page (at most 25 rows)."""
@@ -155,7 +134,7 @@ class VastClient(EndpointClient):
         if after_token:
             params["after_token"] = after_token
         data = self.api.request("GET", "/api/v1/instances", params=params)
-        return _parse(InstancesPage, data, "instance list")
+        return self._parse(InstancesPage, data, "instance list")
 
     def iter_instances(self) -> Iterator[Instance]:
         """Every instance of the account, following ``next_token`` to the end."""
@@ -188,19 +167,19 @@ class VastClient(EndpointClient):
                 return []
             raise
         rows = data if isinstance(data, list) else []
-        return [_parse(SshKey, row, "ssh key") for row in rows]
+        return [self._parse(SshKey, row, "ssh key") for row in rows]
 
     def create_ssh_key(self, public_key: str) -> SshKey:
         """``POST /api/v0/ssh``: add an account key (Vast copies it to new instances)."""
 
         data = self.api.request("POST", "/api/v0/ssh", json={"ssh_key": public_key})
-        created: SshKeyCreated = _parse(SshKeyCreated, data, "ssh key")
+        created: SshKeyCreated = self._parse(SshKeyCreated, data, "ssh key")
         return created.key
 
     def current_user(self) -> CurrentUser:
         """``GET /api/v0/users/current``: validates the key; carries the balance."""
 
-        return _parse(CurrentUser, self.api.request("GET", "/api/v0/users/current"), "user")
+        return self._parse(CurrentUser, self.api.request("GET", "/api/v0/users/current"), "user")
 
     def _send_once(self, method: str, path: str, body: dict[str, Any]) -> Any:
         # Renting must not be repeated blindly: only a 429 (Vast did nothing) is retried.
