@@ -31,14 +31,8 @@ from providers.fluence.models import (
     VmPage,
 )
 from providers.http import RateLimits, error_detail
-from provisioner.errors import (
-    CapacityError,
-    CredentialsError,
-    ProviderAPIError,
-    ProviderError,
-    QuotaError,
-    RateLimitError,
-)
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 DEFAULT_URL = "https://api.fluence.dev"
 LIMITS = RateLimits(requests_per_s=2.0, burst=2.0, launches_per_s=0.5, launch_burst=1.0)
@@ -73,7 +67,7 @@ def _error_fields(response: httpx.Response) -> tuple[str, str]:
     return code, " ".join(message.split())[:400]
 
 
-def map_error(provider: str, response: httpx.Response) -> ProviderError:
+def map_error(provider: str, response: httpx.Response) -> errors.ProviderError:
     """A Fluence error response -> the project's error tree (code first, then text, then status)."""
     code, message = _error_fields(response)
     lowered = message.lower()
@@ -90,7 +84,7 @@ def map_error(provider: str, response: httpx.Response) -> ProviderError:
     return ProviderAPIError(provider, status, text)
 
 
-def is_not_active(error: ProviderError) -> bool:
+def is_not_active(error: errors.ProviderError) -> bool:
     """A terminate refused because the instance is not (yet, or any more) ACTIVE."""
     return (isinstance(error, ProviderAPIError) and error.status in (400, 409)
             and "active" in error.detail.lower())

@@ -16,14 +16,8 @@ from pydantic import TypeAdapter
 from providers.adapter import EndpointClient, is_not_found
 from providers.http import RateLimits, error_detail
 from providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
-from provisioner.errors import (
-    CapacityError,
-    CredentialsError,
-    ProviderAPIError,
-    ProviderError,
-    QuotaError,
-    RateLimitError,
-)
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 DEFAULT_URL = "https://cloud.lambda.ai"
 LIMITS = RateLimits(requests_per_s=1.0, burst=1.0, launches_per_s=1 / 12, launch_burst=1.0)
@@ -54,7 +48,7 @@ def _error_fields(response: httpx.Response) -> tuple[str, str]:
     return code, message[:400]
 
 
-def map_error(provider: str, response: httpx.Response) -> ProviderError:
+def map_error(provider: str, response: httpx.Response) -> errors.ProviderError:
     """Lambda's error body -> the project's error tree (branching on ``code``, then status)."""
     code, message = _error_fields(response)
     text = f"{message} [{code}]" if code else message

@@ -17,14 +17,8 @@ from pydantic import ValidationError
 from providers.adapter import EndpointClient
 from providers.http import RateLimits, error_detail
 from providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
-from provisioner.errors import (
-    CapacityError,
-    CredentialsError,
-    ProviderAPIError,
-    ProviderError,
-    QuotaError,
-    RateLimitError,
-)
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 NAME = "runpod"
 DEFAULT_BASE_URL = "https://api.runpod.io"
@@ -46,7 +40,7 @@ _RENT_SPOT_MUTATION = (
 )
 
 
-def _classify(status: int, message: str) -> type[ProviderError] | None:
+def _classify(status: int, message: str) -> type[errors.ProviderError] | None:
     lowered = message.lower()
     if status == 402 or any(marker in lowered for marker in _BALANCE_MARKERS):
         return QuotaError
@@ -55,7 +49,7 @@ def _classify(status: int, message: str) -> type[ProviderError] | None:
     return None
 
 
-def map_error(provider: str, response: httpx.Response) -> ProviderError:
+def map_error(provider: str, response: httpx.Response) -> errors.ProviderError:
     """Turn a failed v2 response into the project's error tree, keeping RunPod's own words."""
     try:
         problem = Problem.model_validate(response.json())
@@ -77,8 +71,8 @@ def map_error(provider: str, response: httpx.Response) -> ProviderError:
     return ProviderAPIError(provider, status, detail)
 
 
-def _graphql_error(provider: str, errors: list[Any]) -> ProviderError:
-    first = errors[0] if errors and isinstance(errors[0], dict) else {}
+def _graphql_error(provider: str, problems: list[Any]) -> errors.ProviderError:
+    first = problems[0] if problems and isinstance(problems[0], dict) else {}
     message = " ".join(str(first.get("message", "GraphQL error")).split())[:300]
     code = str((first.get("extensions") or {}).get("code", ""))
     if code == "SUPPLY_CONSTRAINT":

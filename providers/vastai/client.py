@@ -31,14 +31,8 @@ from providers.vastai.models import (
     SshKey,
     SshKeyCreated,
 )
-from provisioner.errors import (
-    CapacityError,
-    CredentialsError,
-    ProviderAPIError,
-    ProviderError,
-    QuotaError,
-    RateLimitError,
-)
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 PROVIDER = "vastai"
 OFFICIAL_URL = "https://console.vast.ai"
@@ -64,7 +58,7 @@ def _message(body: Mapping[str, Any], response: httpx.Response) -> str:
     return response.reason_phrase or "no detail"
 
 
-def map_error(provider: str, response: httpx.Response) -> ProviderError:
+def map_error(provider: str, response: httpx.Response) -> errors.ProviderError:
     """Turn a failed Vast response into the project's error tree (never includes the key).
 
     Vast's bodies are ``{"success": false, "error": code, "msg": text}``, sometimes only
