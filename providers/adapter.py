@@ -59,14 +59,9 @@ class EndpointClient:
     ) -> None:
         self.base_url = (base_url or self.default_url).rstrip("/")
         self.limits = limits or self.default_limits
-        self.api = self._api_client(api_key, transport=transport, timeout_s=timeout_s, retry=retry)
-
-    def _api_client(self, api_key: SecretStr | None, *, transport: httpx.BaseTransport | None,
-                    timeout_s: float, retry: RetryPolicy | None) -> ApiClient:
-        """A fresh ``ApiClient`` for this provider (subclasses may want a second one)."""
-        return ApiClient(self.provider, self.base_url, api_key, error_mapper=self.error_mapper, limits=self.limits,
-                         auth_header=self.auth_header, auth_scheme=self.auth_scheme,
-                         timeout_s=timeout_s, retry=retry, transport=transport)
+        self.api = ApiClient(self.provider, self.base_url, api_key, error_mapper=self.error_mapper,
+                             limits=self.limits, auth_header=self.auth_header, auth_scheme=self.auth_scheme,
+                             timeout_s=timeout_s, retry=retry, transport=transport)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r})"
