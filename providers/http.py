@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from providers.redact import Redactor, sensitive_strings
 from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 
 log = logging.getLogger("provisioner.http")
@@ -220,10 +221,26 @@ class ApiClient:
                 self._back_off(attempt, retry_after, f"HTTP {response.status_code} on {method} {path}")
                 attempt += 1
                 continue
-            error = self._error_mapper(self.provider, response)
+            error = self._error_mapper(self.provider, self._scrubbed(response, json))
             if isinstance(error, RateLimitError) and error.retry_after_s is None:
                 error.retry_after_s = retry_after
             raise error
+
+    def _scrubbed(self, response: httpx.Response, body: Any) -> httpx.Response:
+        """``response`` with the API key and the request's long strings (user data) cut out.
+
+        Error mappers copy the provider's own words into exceptions; a provider that quotes
+        the request back must not carry a secret into a log line or a terminal.
+        """
+        secrets = list(sensitive_strings(body))
+        if self._api_key is not None:
+            secrets.append(self._api_key.get_secret_value())
+        redactor = Redactor(secrets)
+        if not redactor or not response.content:
+            return response
+        text = redactor.scrub(response.content.decode("utf-8", errors="replace"))
+        return httpx.Response(response.status_code, headers=response.headers, content=text.encode(),
+                              request=response.request)
 
     def _auth_headers(self) -> dict[str, str]:
         if self._api_key is None:

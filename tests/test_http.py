@@ -167,3 +167,28 @@ def test_auth_header_variants_and_no_key_in_repr_or_logs(caplog: pytest.LogCaptu
     assert seen[-1]["x-api-key"] == KEY and "authorization" not in seen[-1]
     assert KEY not in repr(bearer) + repr(raw) + caplog.text
     assert "retrying" in caplog.text
+
+
+def test_error_bodies_are_scrubbed_of_the_key_and_request_secrets() -> None:
+    script = "#!/bin/sh\necho 'MUNGE-KEY-CANARY-0123456789abcdef' > /etc/munge/key\n"
+
+    def echoing(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(422, json={"error": f"bad key {KEY}; bad field user_data={script[:60]!r}"})
+
+    with pytest.raises(ProviderAPIError) as info:
+        client(echoing).request("POST", "/launch", json={"user_data": script, "name": "n0"})
+    text = str(info.value)
+    assert KEY not in text and "MUNGE-KEY-CANARY" not in text
+    assert "bad key [redacted]" in text and "HTTP 422" in text
+
+
+def test_redactor_catches_fragments_and_base64_payloads() -> None:
+    import base64 as b64
+
+    from providers.redact import Redactor, sensitive_strings
+
+    secret = "token-0123456789-abcdefghij"
+    payload = f"echo {b64.b64encode(f'export TOKEN={secret}'.encode()).decode()} | base64 -d | sh"
+    redactor = Redactor(sensitive_strings({"env": {"BOOT": payload}, "short": "x"}))
+    assert secret[:14] not in redactor.scrub(f"the token was {secret[:14]}...")  # a truncated quote
+    assert redactor.scrub("nothing secret here") == "nothing secret here"

@@ -10,8 +10,8 @@ written files, exception messages, reprs and formatted tracebacks (the whole cau
 The area tests (contract, refresh, render, stack) each have a canary check of their own; this
 module covers the paths between them: native key variables, the CLI under every fault, timeouts,
 tracebacks, create/get/delete with secret user data, the render/plan CLI and the stack's failure
-paths. Tests marked ``xfail(strict=True, reason="leak: ...")`` demonstrate a real leak and flip
-once it is fixed.
+paths, and providers that quote a key or the request's user data back in an error (scrubbed by
+providers.redact in the HTTP client).
 """
 
 from __future__ import annotations
@@ -241,13 +241,8 @@ def test_refresh_in_a_subprocess_shows_no_key(tmp_path: Path) -> None:
 
 
 # A provider (or a proxy in front of it) that quotes the caller's key back in its error body,
-# as several APIs do ("Invalid API key: sk-...."). The adapters relay the provider's words
-# verbatim, and ApiClient, the one place that holds the key, does not redact it.
-ECHO_LEAK = ("leak: providers/http.py ApiClient.request (line ~211) raises error_mapper(...)'s message "
-             "as is; a provider error body that quotes the API key reaches stdout/stderr/exceptions")
-
-
-@pytest.mark.xfail(strict=True, reason=ECHO_LEAK)
+# as several APIs do ("Invalid API key: sk-...."): the adapters relay the provider's words, so
+# the HTTP client scrubs the key (and the request's user data) out of every error body first.
 @pytest.mark.parametrize("name", LIVE_PROVIDERS)
 def test_a_key_echoed_by_the_provider_is_redacted(name: str, fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
     fleet.apps[name].faults.inject("invalid_key", times=None, message=f"Invalid API key: {fleet.key}")
@@ -351,8 +346,6 @@ def test_fluence_refusal_of_user_data_does_not_quote_it(monkeypatch: pytest.Monk
     assert_clean(exception_texts(caught.value), ALL_SECRET_FORMS, "fluence user-data refusal")
 
 
-@pytest.mark.xfail(strict=True, reason="leak: provider validation errors that quote the request (user data with "
-                   "the munge key) are relayed verbatim by each adapter's map_error/error_detail")
 @pytest.mark.parametrize("name", ["lambda", "runpod", "vastai"])
 def test_user_data_echoed_in_a_launch_error_is_redacted(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     need_shared("provider-apis")
