@@ -42,6 +42,7 @@ Contract of ``FakeApp`` (what tests may rely on):
 
 from __future__ import annotations
 
+import abc
 import copy
 import functools
 import json
@@ -207,7 +208,7 @@ class _Birth:
     ready_at: float
 
 
-class FakeApp:
+class FakeApp(abc.ABC):
     """Base WSGI fake; see the module docstring for the contract."""
 
     provider = "fake"
@@ -300,9 +301,9 @@ class FakeApp:
             del self._births[instance_id]
             return True
 
+    @abc.abstractmethod
     def instance_count(self) -> int:
-        """Live instances (not terminating or terminated). Subclasses implement."""
-        raise NotImplementedError
+        """Live instances (not terminating or terminated)."""
 
     def state(self) -> dict[str, Any]:
         """A JSON-able summary for ``GET /_fake/state``; subclasses may add to it."""
