@@ -137,8 +137,9 @@ def catalog_refresh(
     """Fetch live offers from the providers' APIs and write the dated cache `plan` then uses."""
     from provisioner.refresh import refresh_catalog
 
-    summary = refresh_catalog(provider or None)
-    typer.echo(summary)
+    result = refresh_catalog(provider or None)
+    typer.echo(result.summary)
+    result.raise_for_failures()
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
