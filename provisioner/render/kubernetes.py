@@ -34,8 +34,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from provisioner.errors import SpecError
 from provisioner.plan import Plan
+from provisioner.render.views import safe_path
 from provisioner.spec import Fabric, SharedFsKind
 
 # Pinned images and versions. Bump deliberately; golden files show the change.
@@ -232,12 +232,6 @@ def _split_library_path(env: dict[str, str]) -> tuple[dict[str, str], tuple[str,
     return env, dirs
 
 
-def _host_path(value: str, where: str) -> str:
-    if not value.startswith("/") or "\n" in value:
-        raise SpecError(f"{value!r} must be an absolute path (it becomes a hostPath volume)", path=where)
-    return value
-
-
 def _literal(value: str) -> str:
     # Kubernetes expands $(VAR) in env values; "$$(" keeps a literal "$(".
     return value.replace("$(", "$$(")
@@ -293,8 +287,8 @@ def kube_view(plan: Plan) -> KubeView:
         port=RENDEZVOUS_PORT,
         env={name: _literal(value) for name, value in sorted(env.items())},
         lib_dirs=lib_dirs,
-        checkpoint_path=_host_path(spec.storage.checkpoint_path, "storage.checkpoint_path"),
-        shared_path=(_host_path(shared.mount_path, "storage.shared.mount_path")
+        checkpoint_path=safe_path(spec.storage.checkpoint_path, "storage.checkpoint_path"),
+        shared_path=(safe_path(shared.mount_path, "storage.shared.mount_path")
                      if shared.kind is not SharedFsKind.NONE else None),
         images={
             "nvidia": NVIDIA_DEVICE_PLUGIN_IMAGE,
