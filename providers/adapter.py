@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
+from provisioner.providers import settings
+from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-from providers import settings
-from providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
 from provisioner.errors import ProviderAPIError, ProviderError
 
 M = TypeVar("M", bound=BaseModel)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from provisioner.providers.redact import Redactor, sensitive_strings
 from pydantic import SecretStr
 
-from providers.redact import Redactor, sensitive_strings
 from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 
 log = logging.getLogger("provisioner.http")

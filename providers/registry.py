@@ -8,15 +8,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from providers.base import Provider
+from provisioner.providers.base import Provider
 
 REGISTRY: dict[str, str] = {
-    "lambda": "providers.lambda_.provider:LambdaProvider",
-    "runpod": "providers.runpod.provider:RunPodProvider",
-    "vastai": "providers.vastai.provider:VastAIProvider",
-    "fluence": "providers.fluence.provider:FluenceProvider",
-    "aws": "providers.aws.provider:AWSProvider",
-    "gcp": "providers.gcp.provider:GCPProvider",
+    "lambda": "provisioner.providers.lambda_.provider:LambdaProvider",
+    "runpod": "provisioner.providers.runpod.provider:RunPodProvider",
+    "vastai": "provisioner.providers.vastai.provider:VastAIProvider",
+    "fluence": "provisioner.providers.fluence.provider:FluenceProvider",
+    "aws": "provisioner.providers.aws.provider:AWSProvider",
+    "gcp": "provisioner.providers.gcp.provider:GCPProvider",
 }
 
 

@@ -23,7 +23,7 @@ LIVE_PROVIDERS = ("lambda", "runpod", "vastai", "fluence")
 
 
 def _configured(name: str) -> bool:
-    from providers.settings import NATIVE_KEY_VARS
+    from provisioner.providers.settings import NATIVE_KEY_VARS
 
     prefix = f"PROVISIONER_{name.upper()}"
     return any(os.environ.get(var) for var in (f"{prefix}_API_KEY", NATIVE_KEY_VARS.get(name, "")))
@@ -31,8 +31,8 @@ def _configured(name: str) -> bool:
 
 def fetch_offers(name: str) -> list[Offer]:
     """All live offers of one provider (its HTTP client closed afterwards). Raises ProviderError subclasses."""
-    from providers.base import OfferQuery
-    from providers.registry import get_provider
+    from provisioner.providers.base import OfferQuery
+    from provisioner.providers.registry import get_provider
 
     provider = get_provider(name)
     try:

@@ -37,10 +37,10 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.registry import get_provider
 from pydantic import ValidationError
 
-from providers.base import Node, NodeSpec, NodeStatus, Provider
-from providers.registry import get_provider
 from provisioner.errors import StackError
 from provisioner.waiting import WaitTimeout, wait_until
 

@@ -6,9 +6,9 @@ import logging
 
 import httpx
 import pytest
+from provisioner.providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy, error_detail, parse_retry_after
 from pydantic import SecretStr
 
-from providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy, error_detail, parse_retry_after
 from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 
 KEY = "sk-http-canary-5f1e"
@@ -185,7 +185,7 @@ def test_error_bodies_are_scrubbed_of_the_key_and_request_secrets() -> None:
 def test_redactor_catches_fragments_and_base64_payloads() -> None:
     import base64 as b64
 
-    from providers.redact import Redactor, sensitive_strings
+    from provisioner.providers.redact import Redactor, sensitive_strings
 
     secret = "token-0123456789-abcdefghij"
     payload = f"echo {b64.b64encode(f'export TOKEN={secret}'.encode()).decode()} | base64 -d | sh"

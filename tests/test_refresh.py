@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from provisioner.providers.base import OfferQuery
+from provisioner.providers.registry import get_provider
 
-from providers.base import OfferQuery
-from providers.registry import get_provider
 from provisioner.catalog import load_catalog
 from provisioner.cli import main
 from provisioner.refresh import LIVE_PROVIDERS

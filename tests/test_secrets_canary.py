@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.http import RateLimits, RetryPolicy
 
-from providers.base import NodeSpec
-from providers.http import RateLimits, RetryPolicy
 from provisioner.cli import FORMATS, main
 from provisioner.errors import ProviderError, ProvisionerError
 from provisioner.refresh import LIVE_PROVIDERS
@@ -117,7 +117,7 @@ class Fleet:
 def fast_adapters(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The CLI's adapters with millisecond retries (the CLI has no flags for it); a test may
     change the returned options (e.g. a short ``timeout_s``) before running the CLI."""
-    import providers.registry as registry
+    import provisioner.providers.registry as registry
 
     real = registry.get_provider
     options: dict[str, Any] = {"retry": FAST_RETRY, "timeout_s": TIMEOUT_S, "limits": FAST_LIMITS}
@@ -282,7 +282,7 @@ def rig(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 
 def adapter(rig: Rig, timeout_s: float = TIMEOUT_S) -> Any:
-    from providers.registry import get_provider
+    from provisioner.providers.registry import get_provider
 
     # RunPod's fake enforces its (scaled) published limits; the others take any pace.
     limits = rig.harness.scaled_limits if rig.name == "runpod" else FAST_LIMITS
@@ -339,7 +339,7 @@ def test_fluence_refusal_of_user_data_does_not_quote_it(monkeypatch: pytest.Monk
     monkeypatch.setenv("PROVISIONER_FLUENCE_API_URL", "http://127.0.0.1:9")  # never reached
     harness = load_harness("fluence")
     spec = harness.node_specs(1, "n")[0].model_copy(update={"user_data": USER_DATA})
-    from providers.registry import get_provider
+    from provisioner.providers.registry import get_provider
 
     with pytest.raises(ProvisionerError) as caught:
         get_provider("fluence", retry=FAST_RETRY).create_nodes("c1", [spec])
@@ -450,8 +450,7 @@ def test_cli_errors_show_no_key(tmp_path: Path, env_keys: str, capsys: pytest.Ca
 def test_stack_failures_show_no_key_or_user_data(rig: Rig, fault: str, caplog: pytest.LogCaptureFixture) -> None:
     import dill
     import pulumi.dynamic.dynamic as pulumi_dynamic
-
-    from stacks.neocloud import NeocloudNodesProvider
+    from provisioner.stacks.neocloud import NeocloudNodesProvider
 
     caplog.set_level(logging.DEBUG)
     options = {"limits": rig.harness.scaled_limits, "poll_interval_s": 0.01, "timeout_s": TIMEOUT_S,
@@ -482,7 +481,7 @@ def test_stack_failures_show_no_key_or_user_data(rig: Rig, fault: str, caplog: p
 
 @pytest.mark.parametrize("rig", ["runpod", "vastai"], indirect=True)  # the others: test_stack_neocloud.py
 def test_stack_outputs_hold_no_secret(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
-    from stacks.neocloud import NeocloudNodesProvider
+    from provisioner.stacks.neocloud import NeocloudNodesProvider
 
     caplog.set_level(logging.DEBUG)
     stack = NeocloudNodesProvider({"limits": rig.harness.scaled_limits, "poll_interval_s": 0.01,

@@ -20,11 +20,11 @@ import dill
 import pulumi
 import pulumi.dynamic.dynamic as pulumi_dynamic
 import pytest
+from provisioner.providers.http import RetryPolicy
+from provisioner.stacks.neocloud import NeocloudNodes, NeocloudNodesProvider
 
-from providers.http import RetryPolicy
 from provisioner.errors import CapacityError, ProvisionerError, StackError
 from provisioner.testing.fakes.base import RunningServer, serve
-from stacks.neocloud import NeocloudNodes, NeocloudNodesProvider
 from tests.providers.contract import harness_names, load_harness
 from tests.providers.harness import Harness
 

@@ -1,5 +1,5 @@
 """Fluence adapter: ``FluenceProvider`` over the GPU Cloud API (plus the v2 VM API for CPU nodes)."""
 
-from providers.fluence.provider import FluenceProvider
+from provisioner.providers.fluence.provider import FluenceProvider
 
 __all__ = ["FluenceProvider"]

@@ -15,10 +15,8 @@ one deploy per 2 s), not a documented number.
 from __future__ import annotations
 
 import httpx
-from pydantic import TypeAdapter
-
-from providers.adapter import EndpointClient, is_not_found
-from providers.fluence.models import (
+from provisioner.providers.adapter import EndpointClient, is_not_found
+from provisioner.providers.fluence.models import (
     ClusterDto,
     CreateVmRequest,
     DeployRequest,
@@ -30,7 +28,9 @@ from providers.fluence.models import (
     VmConfiguration,
     VmPage,
 )
-from providers.http import RateLimits, error_detail
+from provisioner.providers.http import RateLimits, error_detail
+from pydantic import TypeAdapter
+
 from provisioner import errors
 from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from providers.base import Node, NodeSpec, NodeStatus
-from providers.fluence.client import PROVIDER, FluenceClient, is_not_found
-from providers.fluence.models import BootDisk, CloudInit, CreateVmRequest, UserVm
-from providers.fluence.naming import node_of
+from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.fluence.client import PROVIDER, FluenceClient, is_not_found
+from provisioner.providers.fluence.models import BootDisk, CloudInit, CreateVmRequest, UserVm
+from provisioner.providers.fluence.naming import node_of
+
 from provisioner.errors import PlanError, ProviderAPIError
 
 STATUS = {

@@ -8,9 +8,8 @@ Responses ignore fields we do not use; requests forbid unknown fields.
 
 from __future__ import annotations
 
+from provisioner.providers.fluence.naming import to_gib
 from pydantic import BaseModel, ConfigDict, Field
-
-from providers.fluence.naming import to_gib
 
 
 class _Payload(BaseModel):

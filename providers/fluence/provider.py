@@ -38,12 +38,13 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar
 
-from providers.adapter import RestAdapter
-from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.fluence import cpu_vms
-from providers.fluence.client import FluenceClient, is_not_active, is_not_found
-from providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
-from providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
+from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.fluence import cpu_vms
+from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
+from provisioner.providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
+from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
+
 from provisioner.errors import (
     CapacityError,
     PlanError,

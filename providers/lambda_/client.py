@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from provisioner.providers.adapter import EndpointClient, is_not_found
+from provisioner.providers.http import RateLimits, error_detail
+from provisioner.providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
 from pydantic import TypeAdapter
 
-from providers.adapter import EndpointClient, is_not_found
-from providers.http import RateLimits, error_detail
-from providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
 from provisioner import errors
 from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 

@@ -38,10 +38,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
 
-from providers.adapter import RestAdapter
-from providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.lambda_.client import LambdaClient, is_not_found
-from providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
+from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.lambda_.client import LambdaClient, is_not_found
+from provisioner.providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
+
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
 

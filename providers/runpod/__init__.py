@@ -1,5 +1,5 @@
 """RunPod adapter: REST v2 (GraphQL only for spot pods and spot prices)."""
 
-from providers.runpod.provider import RunPodProvider
+from provisioner.providers.runpod.provider import RunPodProvider
 
 __all__ = ["RunPodProvider"]

@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 import httpx
+from provisioner.providers.adapter import EndpointClient
+from provisioner.providers.http import RateLimits, error_detail
+from provisioner.providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
 from pydantic import ValidationError
 
-from providers.adapter import EndpointClient
-from providers.http import RateLimits, error_detail
-from providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
 from provisioner import errors
 from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 

@@ -28,11 +28,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
-from providers.adapter import RestAdapter
-from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.runpod import naming
-from providers.runpod.client import NAME, RunPodClient
-from providers.runpod.models import GpuType, Pod
+from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.runpod import naming
+from provisioner.providers.runpod.client import NAME, RunPodClient
+from provisioner.providers.runpod.models import GpuType, Pod
+
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer

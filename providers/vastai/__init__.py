@@ -1,5 +1,5 @@
 """Vast.ai adapter: marketplace asks rented through the REST API (see provider.py)."""
 
-from providers.vastai.provider import VastAIProvider
+from provisioner.providers.vastai.provider import VastAIProvider
 
 __all__ = ["VastAIProvider"]

@@ -17,11 +17,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
-
-from providers.adapter import EndpointClient
-from providers.http import RateLimiter, RateLimits, RetryPolicy
-from providers.vastai.models import (
+from provisioner.providers.adapter import EndpointClient
+from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy
+from provisioner.providers.vastai.models import (
     BundleOffer,
     BundlesResponse,
     CurrentUser,
@@ -31,6 +29,8 @@ from providers.vastai.models import (
     SshKey,
     SshKeyCreated,
 )
+from pydantic import SecretStr
+
 from provisioner import errors
 from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 

@@ -28,8 +28,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from providers.base import OfferQuery
-from providers.vastai.models import BundleOffer
+from provisioner.providers.base import OfferQuery
+from provisioner.providers.vastai.models import BundleOffer
+
 from provisioner.offer import Offer
 from provisioner.spec import canonical_gpu
 

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
-from providers.adapter import RestAdapter
-from providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from providers.vastai import offers as vast_offers
-from providers.vastai.client import PROVIDER, VastClient
-from providers.vastai.models import BundleOffer, Instance
+from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.vastai import offers as vast_offers
+from provisioner.providers.vastai.client import PROVIDER, VastClient
+from provisioner.providers.vastai.models import BundleOffer, Instance
+
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
 

@@ -308,7 +308,7 @@ def _environment() -> Environment:
     global _env
     if _env is None:
         _env = Environment(
-            loader=PackageLoader("templates", "k8s"),
+            loader=PackageLoader("provisioner.templates", "k8s"),
             undefined=StrictUndefined,
             keep_trailing_newline=True,
             trim_blocks=True,

@@ -253,7 +253,7 @@ def cluster_view(
 @cache
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("templates", ""),
+        loader=jinja2.PackageLoader("provisioner.templates", ""),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

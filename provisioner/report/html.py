@@ -150,7 +150,7 @@ def _row(option: Option) -> Row:
 
 @functools.cache
 def _template() -> jinja2.Template:
-    source = resources.files("templates").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    source = resources.files("provisioner.templates").joinpath(TEMPLATE).read_text(encoding="utf-8")
     env = jinja2.Environment(
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
     )

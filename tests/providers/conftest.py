@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from provisioner.providers.http import RetryPolicy
 
-from providers.http import RetryPolicy
 from provisioner.testing.fakes.base import FakeApp, RunningServer, serve
 
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from providers.base import NodeSpec, OfferQuery, Provider
-from providers.http import RateLimits
+from provisioner.providers.base import NodeSpec, OfferQuery, Provider
+from provisioner.providers.http import RateLimits
+
 from provisioner.testing.fakes.base import FakeApp
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import NodeSpec
-from providers.fluence.client import LIMITS
-from providers.fluence.provider import FluenceProvider
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.fluence.client import LIMITS
+from provisioner.providers.fluence.provider import FluenceProvider
+
 from provisioner.testing.fakes.fluence import FluenceFake
 from tests.conftest import need_shared
 from tests.providers.harness import Harness

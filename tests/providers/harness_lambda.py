@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import NodeSpec
-from providers.lambda_.client import LIMITS
-from providers.lambda_.provider import LambdaProvider
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.lambda_.client import LIMITS
+from provisioner.providers.lambda_.provider import LambdaProvider
+
 from provisioner.testing.fakes.lambda_ import LambdaFake
 from tests.conftest import need_shared
 from tests.providers.harness import Harness

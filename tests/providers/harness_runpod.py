@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import NodeSpec, OfferQuery
-from providers.runpod.client import RATE_LIMITS
-from providers.runpod.provider import RunPodProvider
+from provisioner.providers.base import NodeSpec, OfferQuery
+from provisioner.providers.runpod.client import RATE_LIMITS
+from provisioner.providers.runpod.provider import RunPodProvider
+
 from provisioner.testing.fakes.runpod import RunPodFake
 from tests.conftest import need_shared
 from tests.providers.harness import Harness

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import NodeSpec, OfferQuery
-from providers.vastai.client import VAST_LIMITS
-from providers.vastai.provider import VastAIProvider
+from provisioner.providers.base import NodeSpec, OfferQuery
+from provisioner.providers.vastai.client import VAST_LIMITS
+from provisioner.providers.vastai.provider import VastAIProvider
+
 from provisioner.testing.fakes.vastai import VastAIFake
 from tests.providers.harness import Harness
 

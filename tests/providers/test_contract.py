@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from provisioner.providers.base import Capability, Node, NodeStatus, Provider
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.registry import REGISTRY, provider_class
 
-from providers.base import Capability, Node, NodeStatus, Provider
-from providers.http import RetryPolicy
-from providers.registry import REGISTRY, provider_class
 from provisioner.errors import (
     CapacityError,
     CredentialsError,

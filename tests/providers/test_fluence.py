@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.fluence.client import LIMITS, is_not_found, map_error
+from provisioner.providers.fluence.models import DeployRequest
+from provisioner.providers.fluence.naming import MAX_NAME, canonical_gpu, cluster_mark, instance_name, node_of, vram_gib
+from provisioner.providers.fluence.provider import FluenceProvider
+from provisioner.providers.http import RetryPolicy
 
-from providers.base import NodeSpec, NodeStatus, OfferQuery
-from providers.fluence.client import LIMITS, is_not_found, map_error
-from providers.fluence.models import DeployRequest
-from providers.fluence.naming import MAX_NAME, canonical_gpu, cluster_mark, instance_name, node_of, vram_gib
-from providers.fluence.provider import FluenceProvider
-from providers.http import RetryPolicy
 from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.fluence import DOC_SCHEMAS, FluenceFake, doc_problem

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from provisioner.providers.base import CLUSTER_TAG, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.lambda_.client import LIMITS, map_error
+from provisioner.providers.lambda_.provider import PLACEHOLDER, LambdaProvider, canonical_gpu, key_name
 
-from providers.base import CLUSTER_TAG, NodeSpec, NodeStatus, OfferQuery
-from providers.http import RetryPolicy
-from providers.lambda_.client import LIMITS, map_error
-from providers.lambda_.provider import PLACEHOLDER, LambdaProvider, canonical_gpu, key_name
 from provisioner.errors import (
     CapacityError,
     CredentialsError,

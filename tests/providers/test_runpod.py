@@ -10,11 +10,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.runpod.client import _graphql_error, map_error
+from provisioner.providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 
-from providers.base import NodeSpec, NodeStatus, OfferQuery
-from providers.http import RetryPolicy
-from providers.runpod.client import _graphql_error, map_error
-from providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 from provisioner.errors import (
     CapacityError,
     CredentialsError,

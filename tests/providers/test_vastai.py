@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.vastai.client import VAST_LIMITS, map_error
+from provisioner.providers.vastai.models import Instance
+from provisioner.providers.vastai.provider import VastAIProvider, cluster_label, node_status, onstart_script
 
-from providers.base import NodeSpec, NodeStatus, OfferQuery
-from providers.http import RetryPolicy
-from providers.vastai.client import VAST_LIMITS, map_error
-from providers.vastai.models import Instance
-from providers.vastai.provider import VastAIProvider, cluster_label, node_status, onstart_script
 from provisioner.errors import (
     CapacityError,
     CredentialsError,
