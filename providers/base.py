@@ -22,23 +22,11 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from provisioner.capabilities import Capability
 from provisioner.offer import Offer
 
 CLUSTER_TAG = "provisioner-cluster"
 """Tag/label key (or name prefix where a provider has no tags) marking a cluster's nodes."""
-
-
-class Capability(StrEnum):
-    SPOT = "spot"
-    MULTI_NODE = "multi_node"
-    PLACEMENT = "placement"
-    FABRIC_IB = "fabric_ib"
-    FABRIC_EFA = "fabric_efa"
-    FABRIC_ROCE = "fabric_roce"
-    SELF_TERMINATE = "self_terminate"
-    USER_DATA = "user_data"
-    TAGS = "tags"
-    SHARED_FS = "shared_fs"
 
 
 class NodeStatus(StrEnum):

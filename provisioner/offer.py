@@ -11,6 +11,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.spec import Fabric
 
 
@@ -48,6 +49,13 @@ class Offer(BaseModel):
     interruption_basis: str = Field(description="Where the interruption estimates come from.")
     reliability: float = Field(0.99, ge=0, le=1, description="Host/provider reliability score.")
     max_nodes: int = Field(1, gt=0, description="Most nodes in one placement group / cluster.")
+    min_nodes: int = Field(1, gt=0, description="Fewest nodes the provider sells this as (cluster products).")
+    purchase: Purchase = Field(Purchase.INSTANCE, description="How it is bought; reservation/sales are quote-only.")
+    bootstrap: Bootstrap = Field(Bootstrap.CLOUD_INIT, description="How a node runs the cluster bootstrap.")
+    network: Network = Field(Network.PRIVATE, description="How nodes of one cluster reach each other.")
+    how_to_obtain: str | None = Field(None, description="For quote-only products: how to get one (URL, steps).")
+    as_of: dt.date | None = Field(None, description="Price date when it differs from the provider's as_of.")
+    source: str | None = Field(None, description="Where this offer came from when not the provider's source.")
     available: bool = True
 
     @property
@@ -69,6 +77,7 @@ class ProviderInfo(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: str = Field(description="Where the prices and facts came from, and when.")
+    as_of: dt.date | None = Field(None, description="When this provider's prices were read; None: the catalog's as_of.")
     internet_egress_tiers: list[EgressTier] = Field(
         default_factory=list, description="Tiered internet egress for data leaving this provider."
     )
