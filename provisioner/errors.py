@@ -13,7 +13,8 @@
     │   ├── CapacityError                 no capacity for the requested nodes
     │   ├── RateLimitError                throttled; ``retry_after_s`` when the provider said
     │   └── ProviderAPIError              any other API failure; ``status`` and ``detail``
-    └── StackError                        exit 5: realizing a plan as a Pulumi stack failed
+    ├── StackError                        exit 5: realizing a plan as a Pulumi stack failed
+    └── ValidationFailedError             exit 11: node validation failed (``burst`` refuses to start)
 
 Every error renders as one line (``str(err)``); the CLI prints that line and exits
 with ``err.exit_code``. Provider errors never carry API keys: adapters build them
@@ -141,6 +142,12 @@ class StackError(ProvisionerError):
     exit_code = 5
 
 
+class ValidationFailedError(ProvisionerError):
+    """Node validation failed; a job is not started on the cluster unless forced."""
+
+    exit_code = 11
+
+
 __all__ = [
     "CapacityError",
     "CatalogError",
@@ -155,4 +162,5 @@ __all__ = [
     "Rejection",
     "SpecError",
     "StackError",
+    "ValidationFailedError",
 ]

@@ -25,7 +25,7 @@ _BAD_EVENTS = {
     "hw_slowdown": (Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
     "hw_thermal_slowdown": (Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
     "hw_power_brake_slowdown": (Severity.FAILED, "HW power brake slowdown (external power brake asserted)"),
-    "sw_thermal_slowdown": (Severity.DEGRADED, "SW thermal slowdown (clocks lowered to stay under the temperature target)"),
+    "sw_thermal_slowdown": (Severity.DEGRADED, "SW thermal slowdown (clocks lowered to hold the temperature target)"),
 }
 
 _MODEL_WORDS = re.compile(r"[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+")

@@ -15,6 +15,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from provisioner.errors import ProvisionerError
@@ -116,7 +117,7 @@ def _column(header: str) -> str:
     return name.replace("clocks_throttle_reasons", "clocks_event_reasons")
 
 
-_CSV_MAP = {
+_CSV_MAP: dict[str, tuple[str, Callable[[str], object]]] = {
     "name": ("name", str),
     "uuid": ("uuid", str),
     "pci.bus_id": ("bus_id", str),
