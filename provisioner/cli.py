@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from provisioner.errors import ProvisionerError, SpecError
+from provisioner.validation.cli import node_app, validate  # typer only; the checks load on use
 
 app = typer.Typer(
     name="provisioner",
@@ -140,6 +141,10 @@ def catalog_refresh(
     result = refresh_catalog(provider or None)
     typer.echo(result.summary)
     result.raise_for_failures()
+
+
+app.command("validate")(validate)
+app.add_typer(node_app, name="node")
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
