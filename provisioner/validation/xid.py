@@ -51,8 +51,9 @@ XID_TABLE: dict[int, XidRule] = {rule.xid: rule for rule in (
     XidRule(154, "GPU recovery action changed (reset or reboot required)", Severity.FAILED, Action.REBOOT),
 )}
 
-# "NVRM: Xid (PCI:0000:00:06.0): 79, pid=1234, name=python, GPU has fallen off the bus."
-_XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\)"
+# "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus." The driver names
+# the GPU domain:bus:device, without the function nvidia-smi adds (00000000:3b:00.0).
+_XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?\)"
                        r"(?:, GPU-[0-9a-f-]+)?: (?P<xid>\d+)")
 
 
@@ -74,8 +75,9 @@ def parse_kernel_log(text: str) -> list[XidEvent]:
 
 
 def _bus_key(bus_id: str) -> str:
-    """``00000000:00:06.0`` and ``0000:00:06.0`` name the same device: compare bus:device.function."""
-    return bus_id.lower().split(":", 1)[-1] if bus_id.count(":") == 2 else bus_id.lower()
+    """``00000000:3b:00.0`` (nvidia-smi) and ``0000:3b:00`` (kernel) name one GPU: compare bus:device."""
+    parts = bus_id.lower().split(".", 1)[0].split(":")
+    return ":".join(parts[-2:])
 
 
 def xid_findings(events: Sequence[XidEvent], bus_to_index: dict[str, int]) -> list[Finding]:
