@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 from enum import IntEnum, StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 EXIT_HEALTHY = 0
 EXIT_DEGRADED = 10
@@ -83,6 +84,15 @@ class Finding(BaseModel):
     action: Action = Action.NONE
     value: float | None = None
     threshold: float | None = None
+
+    @field_serializer("severity")
+    def _severity_label(self, severity: Severity) -> str:
+        return severity.label
+
+    @field_validator("severity", mode="before")
+    @classmethod
+    def _severity_from_label(cls, value: Any) -> Any:
+        return Severity[value.upper()] if isinstance(value, str) and value.upper() in Severity.__members__ else value
 
 
 class GpuMetrics(BaseModel):

@@ -1,0 +1,184 @@
+"""``provisioner node check`` and ``provisioner validate`` through the real CLI entry point.
+
+The node's tools are fakes on PATH (shell scripts that print the real H100 captures from
+tests/fixtures/gpu), so the production subprocess runner is what runs them. Remote runs go
+through a fake ``ssh``/``srun``/``scontrol`` on PATH that answers with canned node reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.validation.model import EXIT_DEGRADED, EXIT_FAILED, Finding, NodeReport, Severity
+from tests.conftest import EXAMPLES
+
+FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+DEGRADED = FIXTURES / "degraded"
+
+
+def _script(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture
+def fake_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PATH with only fake nvidia-smi and dmesg (no dcgmi, no torch-visible GPU)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    cat = shutil.which("cat")
+    query = tmp_path / "query.csv"
+    query.write_text("\n".join(line for line in (FIXTURES / "h100-sxm-80gb" / "nvidia-smi-query.csv").read_text()
+                               .splitlines() if not line.startswith(("$ ", "[exit "))) + "\n")
+    _script(bin_dir, "nvidia-smi", f"""case "$*" in
+  "-q -x") {cat} "$FAKE_SMI_XML" ;;
+  --query-gpu*) {cat} "{query}" ;;
+  *) exit 0 ;;
+esac
+""")
+    _script(bin_dir, "dmesg", f'{cat} "$FAKE_DMESG"\n')
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("FAKE_SMI_XML", str(FIXTURES / "h100-sxm-80gb" / "nvidia-smi-q.xml"))
+    monkeypatch.setenv("FAKE_DMESG", str(DEGRADED / "dmesg-clean.txt"))
+    return bin_dir
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_node_check_healthy_json(fake_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["node", "check", "--json", "--no-burnin", "--expect-gpus", "1", "--expect-model", "H100",
+                              "--node", "gpu-0"], capsys)
+    assert code == 0, out + err
+    report = json.loads(out)
+    assert report["status"] == "healthy" and report["node"] == "gpu-0" and report["gpu_count"] == 1
+
+
+@pytest.mark.parametrize(("xml", "dmesg", "code", "problem"), [
+    ("ecc-error.xml", "dmesg-clean.txt", EXIT_FAILED, "ecc.volatile_uncorrectable"),
+    ("remap-failure.xml", "dmesg-clean.txt", EXIT_FAILED, "remap.failure"),
+    ("pcie-gen3.xml", "dmesg-clean.txt", EXIT_DEGRADED, "pcie.gen_below_max"),
+    ("../h100-sxm-80gb/nvidia-smi-q.xml", "dmesg-xid79.txt", EXIT_FAILED, "xid.79"),
+])
+def test_node_check_exit_codes(fake_node: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                               xml: str, dmesg: str, code: int, problem: str) -> None:
+    monkeypatch.setenv("FAKE_SMI_XML", str(DEGRADED / xml))
+    monkeypatch.setenv("FAKE_DMESG", str(DEGRADED / dmesg))
+    exit_code, out, _ = run_cli(["node", "check", "--no-burnin"], capsys)
+    assert exit_code == code
+    first = out.splitlines()[0]
+    assert first.endswith(("failed (1 x H100, 0 s)", "degraded (1 x H100, 0 s)"))
+    assert problem in out
+
+
+def test_node_check_without_a_driver_fails_with_a_report(fake_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (fake_node / "nvidia-smi").unlink()
+    code, out, err = run_cli(["node", "check", "--json", "--expect-gpus", "8"], capsys)
+    assert code == EXIT_FAILED and "Traceback" not in err
+    assert {f["code"] for f in json.loads(out)["findings"]} >= {"gpu.smi", "gpu.count"}
+
+
+def test_node_check_writes_the_report_file(fake_node: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "report.json"
+    code, _, err = run_cli(["node", "check", "--json", "--no-burnin", "-o", str(target)], capsys)
+    assert code == 0 and f"wrote {target}" in err
+    assert NodeReport.from_json(target.read_text()).gpu_model == "H100"
+
+
+@pytest.mark.parametrize("args", [
+    ["node", "check", "--expect-fabric", "carrier-pigeon"],
+    ["node", "check", "--dcgm-level", "9"],
+    ["validate"],
+    ["validate", "--nodes", "a,b"],
+    ["validate", "--nodes", "a", "--via", "telnet"],
+    ["validate", "no-such-plan.json"],
+])
+def test_bad_input_is_one_line_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(args, capsys)
+    assert code in (2, 3), (code, err)
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:"), err
+    assert "Traceback" not in err + out
+
+
+def test_bad_input_in_a_subprocess_has_no_traceback() -> None:
+    done = subprocess.run([sys.executable, "-m", "provisioner.cli", "validate", "--nodes", "a"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
+
+
+# --- validate: a fake ssh/srun/scontrol on PATH --------------------------------------------------------
+
+
+def _report(node: str, sustained: float = 669.9, fail: str | None = None) -> str:
+    from tests.test_validation import _reference_run
+
+    findings = [Finding(code=fail, severity=Severity.FAILED, message=fail)] if fail else []
+    return NodeReport(node=node, gpu_model="H100", gpu_count=8, findings=findings,
+                      burnin=_reference_run(8, matmul_sustained_tflops=sustained)).to_json()
+
+
+@pytest.fixture
+def fake_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ssh/srun answer with reports/<node>.json and log argv to calls.log; scontrol logs only."""
+    bin_dir, reports = tmp_path / "bin", tmp_path / "reports"
+    bin_dir.mkdir()
+    reports.mkdir()
+    log = tmp_path / "calls.log"
+    _script(bin_dir, "ssh", f'echo "ssh $*" >> {log}\ncat "{reports}/$5.json"\n')
+    _script(bin_dir, "srun", f'echo "srun $*" >> {log}\nnode="${{3#--nodelist=}}"\ncat "{reports}/$node.json"\n')
+    _script(bin_dir, "scontrol", f'echo "scontrol $*" >> {log}\n')
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path
+
+
+def test_validate_nodes_over_ssh(fake_cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for i, sustained in enumerate([669.9, 671.0, 668.5, 560.0]):
+        (fake_cluster / "reports" / f"g{i}.json").write_text(_report(f"g{i}", sustained))
+    code, out, err = run_cli(["validate", "--nodes", "g0,g1,g2,g3", "--via", "ssh", "--no-burnin", "--json"], capsys)
+    assert code == EXIT_DEGRADED, err
+    report = json.loads(out)
+    status = {n["node"]: n["status"] for n in report["nodes"]}
+    assert status == {"g0": "healthy", "g1": "healthy", "g2": "healthy", "g3": "degraded"}
+    assert "no scheduler to drain through over ssh" in err
+    calls = (fake_cluster / "calls.log").read_text().splitlines()
+    assert len(calls) == 4 and all("node check --json" in c and "--no-burnin" in c for c in calls)
+
+
+def test_validate_a_plan_through_slurm_drains_the_failed_node(fake_cluster: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    plan = fake_cluster / "plan.json"
+    assert main(["plan", str(EXAMPLES / "pretrain-h100-slurm.yaml"), "--save-plan", str(plan)]) == 0
+    capsys.readouterr()
+    (fake_cluster / "reports" / "llm-pretrain-0.json").write_text(_report("llm-pretrain-0"))
+    (fake_cluster / "reports" / "llm-pretrain-1.json").write_text(_report("llm-pretrain-1", fail="xid.79"))
+    code, out, _ = run_cli(["validate", str(plan), "--no-burnin"], capsys)
+    assert code == EXIT_FAILED
+    row = next(line for line in out.splitlines() if line.startswith("llm-pretrain-1"))
+    assert "drained" in row and "xid.79" in row
+    calls = (fake_cluster / "calls.log").read_text().splitlines()
+    sruns = [c for c in calls if c.startswith("srun")]
+    assert len(sruns) == 2 and all("--gres=gpu:8" in c and "--expect-model H100" in c for c in sruns)
+    assert all("--expect-gpus 8" in c for c in sruns)
+    assert ("scontrol update NodeName=llm-pretrain-1 State=DRAIN "
+            "Reason=provisioner validate: failed: xid.79") in calls
+    assert not any("NodeName=llm-pretrain-0" in c for c in calls)
+
+
+def test_validate_no_drain_takes_no_action(fake_cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (fake_cluster / "reports" / "a.json").write_text(_report("a", fail="remap.failure"))
+    code, _, _ = run_cli(["validate", "--nodes", "a", "--via", "slurm", "--no-drain", "--no-burnin"], capsys)
+    assert code == EXIT_FAILED
+    assert not any(c.startswith("scontrol") for c in (fake_cluster / "calls.log").read_text().splitlines())
