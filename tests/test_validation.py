@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import ProvisionerError, ValidationFailedError
-from provisioner.validation.actions import Candidate, apply_drains, plan_drains, slurm_out_of_service
+from provisioner.validation.actions import (
+    Candidate,
+    apply_drains,
+    plan_drains,
+    slurm_drained,
+    slurm_node_states,
+    slurm_out_of_service,
+)
 from provisioner.validation.burnin import BurnInConfig, busbw_gbps, run_burnin
 from provisioner.validation.checks import canonical_model, check_clock_events, check_gpus
 from provisioner.validation.cluster import (
@@ -487,7 +494,7 @@ def test_drain_plan_never_takes_the_last_node_silently() -> None:
     bad = [Candidate("a", "failed: xid.79", 3), Candidate("b", "degraded: straggler", 2)]
     plan = plan_drains(bad, ["a", "b", "c"])
     assert [c.node for c in plan.drain] == ["a", "b"] and not plan.refused
-    # c already drained: a and b are all that is left, so the least bad one stays, and we say so.
+    # c is down: a and b are all that is left in service, so the least bad one stays, and we say so.
     plan = plan_drains(bad, ["a", "b", "c"], out_of_service=["c"])
     assert [c.node for c in plan.drain] == ["a"] and [c.node for c in plan.refused] == ["b"]
     assert "last node in service" in (plan.refusal_message() or "")
@@ -495,6 +502,12 @@ def test_drain_plan_never_takes_the_last_node_silently() -> None:
     assert [c.node for c in forced.drain] == ["a", "b"]
     single = plan_drains([Candidate("a", "failed", 3)], ["a"])
     assert not single.drain and [c.node for c in single.refused] == ["a"]
+    # A flagged node that is down is still drained (it must not come back into service), and
+    # one already drained is not drained again.
+    down = plan_drains([Candidate("b", "failed", 3)], ["a", "b"], out_of_service=["b"])
+    assert [c.node for c in down.drain] == ["b"]
+    again = plan_drains([Candidate("b", "failed", 3)], ["a", "b"], out_of_service=["b"], already_drained=["b"])
+    assert not again.drain and not again.refused
 
 
 def test_apply_drains_k8s_cordons_and_taints() -> None:
@@ -509,8 +522,9 @@ def test_slurm_out_of_service_reads_scontrol() -> None:
     text = ("NodeName=a Arch=x86_64 State=IDLE ThreadsPerCore=1\n"
             "NodeName=b Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1\n"
             "NodeName=c Arch=x86_64 State=DOWN* ThreadsPerCore=1\n")
-    run = FakeRunner({("scontrol", "show", "node"): CommandResult(0, text)})
-    assert slurm_out_of_service(run) == ["b", "c"]
+    states = slurm_node_states(FakeRunner({("scontrol", "show", "node"): CommandResult(0, text)}))
+    assert states == {"a": "IDLE", "b": "IDLE+DRAIN", "c": "DOWN*"}
+    assert slurm_out_of_service(states) == ["b", "c"] and slurm_drained(states) == ["b"]
 
 
 def test_failed_drain_command_is_reported() -> None:

@@ -40,14 +40,22 @@ class DrainPlan:
 
 
 def plan_drains(candidates: Sequence[Candidate], all_nodes: Sequence[str], out_of_service: Sequence[str] = (),
-                *, force: bool = False) -> DrainPlan:
-    """Which candidates to drain. ``out_of_service``: nodes already drained or down in the scheduler."""
-    unavailable = set(out_of_service)
-    wanted = [c for c in candidates if c.node not in unavailable]
+                *, already_drained: Sequence[str] = (), force: bool = False) -> DrainPlan:
+    """Which candidates to drain.
+
+    ``out_of_service``: nodes the scheduler will not use now (drained, down, not responding);
+    they do not count as the nodes left in service. ``already_drained`` are not drained again.
+    A down node that validation flags is still drained, so it stays out when it comes back.
+    """
+    unavailable = set(out_of_service) | set(already_drained)
+    wanted = [c for c in candidates if c.node not in set(already_drained)]
     remaining = [n for n in all_nodes if n not in unavailable and n not in {c.node for c in wanted}]
     if remaining or force or not wanted:
         return DrainPlan(tuple(wanted), ())
-    keep = min(wanted, key=lambda c: (c.badness, c.node))
+    in_service = [c for c in wanted if c.node not in unavailable]
+    if not in_service:  # nothing that serves now would be taken out
+        return DrainPlan(tuple(wanted), ())
+    keep = min(in_service, key=lambda c: (c.badness, c.node))
     return DrainPlan(tuple(c for c in wanted if c is not keep), (keep,))
 
 
@@ -64,19 +72,25 @@ def k8s_cordon_commands(node: str, reason: str) -> list[tuple[str, ...]]:
     ]
 
 
-def slurm_out_of_service(run: Runner) -> list[str]:
-    """Nodes Slurm will not schedule on: drained, draining, down or not responding."""
+def slurm_node_states(run: Runner) -> dict[str, str]:
+    """Node name -> Slurm state (``IDLE``, ``IDLE+DRAIN``, ``DOWN*``...) from ``scontrol show node -o``."""
     result = run(("scontrol", "show", "node", "-o"), timeout_s=30)
-    if not result.ok:
-        return []
-    nodes = []
-    for line in result.stdout.splitlines():
+    states = {}
+    for line in result.stdout.splitlines() if result.ok else []:
         fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        state = fields.get("State", "").upper()
-        if fields.get("NodeName") and any(word in state for word in ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING",
-                                                                      "*")):
-            nodes.append(fields["NodeName"])
-    return nodes
+        if fields.get("NodeName"):
+            states[fields["NodeName"]] = fields.get("State", "").upper()
+    return states
+
+
+def slurm_drained(states: dict[str, str]) -> list[str]:
+    return [node for node, state in states.items() if "DRAIN" in state]
+
+
+def slurm_out_of_service(states: dict[str, str]) -> list[str]:
+    """Nodes Slurm will not schedule on: drained, draining, down, failed or not responding (``*``)."""
+    words = ("DRAIN", "DOWN", "FAIL", "NOT_RESPONDING", "*")
+    return [node for node, state in states.items() if any(word in state for word in words)]
 
 
 def k8s_out_of_service(run: Runner) -> list[str]:
@@ -105,4 +119,5 @@ def apply_drains(plan: DrainPlan, run: Runner, via: str) -> list[ActionOutcome]:
 
 
 __all__ = ["TAINT_KEY", "ActionOutcome", "Candidate", "DrainPlan", "apply_drains", "k8s_cordon_commands",
-           "k8s_out_of_service", "plan_drains", "slurm_drain_commands", "slurm_out_of_service"]
+           "k8s_out_of_service", "plan_drains", "slurm_drain_commands", "slurm_drained", "slurm_node_states",
+           "slurm_out_of_service"]

@@ -95,7 +95,13 @@ def validate(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
 ) -> None:
     """Run `node check` on every node (srun, kubectl exec or ssh), find stragglers, drain bad nodes."""
-    from provisioner.validation.actions import apply_drains, k8s_out_of_service, slurm_out_of_service
+    from provisioner.validation.actions import (
+        apply_drains,
+        k8s_out_of_service,
+        slurm_drained,
+        slurm_node_states,
+        slurm_out_of_service,
+    )
     from provisioner.validation.cluster import VIAS, Target, plan_cluster_drains, validate_cluster, with_actions
     from provisioner.validation.runner import run_subprocess
     from provisioner.validation.table import render_cluster
@@ -121,8 +127,12 @@ def validate(
                     check_args=tuple(extra))
     report = validate_cluster(target, run_subprocess, timeout_s=timeout_s)
     if drain and via in ("slurm", "k8s"):
-        out_of_service = slurm_out_of_service(run_subprocess) if via == "slurm" else k8s_out_of_service(run_subprocess)
-        plan = plan_cluster_drains(report, out_of_service, force=force)
+        if via == "slurm":
+            states = slurm_node_states(run_subprocess)
+            out_of_service, drained = slurm_out_of_service(states), slurm_drained(states)
+        else:
+            out_of_service = drained = k8s_out_of_service(run_subprocess)
+        plan = plan_cluster_drains(report, out_of_service, already_drained=drained, force=force)
         report = with_actions(report, plan, apply_drains(plan, run_subprocess, via))
     elif drain and via == "ssh" and report.status.rank > 0:
         report = report.model_copy(update={"messages": [

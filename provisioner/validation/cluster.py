@@ -182,8 +182,10 @@ def with_actions(report: ClusterReport, plan: DrainPlan, outcomes: Sequence[Acti
     })
 
 
-def plan_cluster_drains(report: ClusterReport, out_of_service: Sequence[str], *, force: bool) -> DrainPlan:
-    return plan_drains(drain_candidates(report.nodes), [n.node for n in report.nodes], out_of_service, force=force)
+def plan_cluster_drains(report: ClusterReport, out_of_service: Sequence[str], *, already_drained: Sequence[str] = (),
+                        force: bool) -> DrainPlan:
+    return plan_drains(drain_candidates(report.nodes), [n.node for n in report.nodes], out_of_service,
+                       already_drained=already_drained, force=force)
 
 
 def require_healthy(report: ClusterReport | NodeReport, *, force: bool = False, allow_degraded: bool = True) -> None:
