@@ -408,6 +408,7 @@ def test_node_check_healthy_capture() -> None:
                         burnin=fake_burnin(_reference_run(1)))
     assert report.status is Status.HEALTHY, report.problems()
     assert (report.gpu_count, report.gpu_model, report.node) == (1, "H100", "gpu-0")
+    assert report.gpu_name == "NVIDIA H100 80GB HBM3"
     assert ("dcgmi", "diag", "-r", "1", "-j") in run.calls  # asked, answered "not installed"
     assert "dcgm.skipped" in {f.code for f in report.findings}
     assert run.calls.count(QUERY_ARGS) == 4  # once up front, three times under load

@@ -98,16 +98,20 @@ def _matmul_windows(devices: _Devices, n: int, duration_s: float, window_s: floa
         a, b, out = operands[name]
         torch.mm(a, b, out=out)
 
-    first = max(devices.timed(one))  # warm-up, and the size of one step
-    iterations = max(1, int(window_s / max(first, 1e-6)))
+    devices.timed(one)  # warm-up: library handles and kernel selection are not measured
+    iterations = 3
+
+    def step(name: str) -> None:
+        for _ in range(iterations):
+            one(name)
+
+    per_step = max(devices.timed(step)) / iterations  # calibration: how many steps fill a window
+    iterations = max(1, int(window_s / max(per_step, 1e-6)))
     flop = 2.0 * n**3 * iterations
+
     windows: list[list[float]] = [[] for _ in devices.names]
     deadline = clock() + duration_s
     while True:
-        def step(name: str) -> None:
-            for _ in range(iterations):
-                one(name)
-
         for i, seconds in enumerate(devices.timed(step)):
             windows[i].append(flop / max(seconds, 1e-9) / 1e12)
         if probe is not None:

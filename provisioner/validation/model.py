@@ -138,7 +138,8 @@ class NodeReport(BaseModel):
     kind: str = "provisioner.node-report"
     version: int = REPORT_VERSION
     node: str
-    gpu_model: str | None = None
+    gpu_model: str | None = None  # canonical (H100)
+    gpu_name: str | None = None  # as nvidia-smi names it (NVIDIA H100 80GB HBM3)
     gpu_count: int = 0
     findings: list[Finding] = Field(default_factory=list)
     burnin: BurnInResult | None = None

@@ -125,6 +125,7 @@ def check_node(host: Host, options: CheckOptions,
     return NodeReport(
         node=options.node or socket.gethostname().split(".")[0],
         gpu_model=canonical_model(names[0]) if names and names[0] else None,
+        gpu_name=names[0] if names and names[0] else None,
         gpu_count=len(states),
         findings=findings,
         burnin=result,
