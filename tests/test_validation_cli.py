@@ -182,3 +182,34 @@ def test_validate_no_drain_takes_no_action(fake_cluster: Path, capsys: pytest.Ca
     code, _, _ = run_cli(["validate", "--nodes", "a", "--via", "slurm", "--no-drain", "--no-burnin"], capsys)
     assert code == EXIT_FAILED
     assert not any(c.startswith("scontrol") for c in (fake_cluster / "calls.log").read_text().splitlines())
+
+
+# --- the rendered boot check runs node check before the scheduler starts --------------------------------
+
+
+@pytest.mark.parametrize(("node_check_rc", "status", "line"), [
+    (0, 0, "gpu-check: ok node check healthy"),
+    (10, 0, "gpu-check: WARN node check degraded (/var/log/provisioner/node-check.json)"),
+    (11, 1, "gpu-check: FAIL node check failed (/var/log/provisioner/node-check.json)"),
+])
+def test_rendered_gpu_check_runs_node_check(tmp_path: Path, node_check_rc: int, status: int, line: str) -> None:
+    import yaml
+
+    from provisioner.render import render_cluster
+    from tests.test_render_slurm import CANARY, make_plan
+
+    document = yaml.safe_load(render_cluster(make_plan(), CANARY)["cloud-init/head.yaml"])
+    (script,) = [f["content"] for f in document["write_files"] if f["path"] == "/usr/local/sbin/provisioner-gpu-check"]
+    script = script.replace("/var/log/provisioner", str(tmp_path / "log"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "args.txt"
+    _script(bin_dir, "nvidia-smi", 'for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3"; done\n')
+    _script(bin_dir, "systemctl", "exit 0\n")
+    _script(bin_dir, "provisioner", f'echo "$*" > {record}\nexit {node_check_rc}\n')
+    done = subprocess.run(["bash", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert done.returncode == status, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == line.replace("/var/log/provisioner", str(tmp_path / "log"))
+    assert record.read_text().split() == ["node", "check", "--expect-gpus", "8", "--expect-model", "H100", "--json",
+                                          "-o", str(tmp_path / "log" / "node-check.json")]
