@@ -85,8 +85,9 @@ def remote_argv(node: str, target: Target, run: Runner) -> tuple[str, ...] | Com
     check = node_check_argv(target)
     if target.via == "slurm":
         gres = [f"--gres=gpu:{target.expect_gpus}"] if target.expect_gpus else []
+        # --immediate: a node that is down or busy answers within a minute instead of queueing.
         return ("srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--exclusive", "--job-name=node-check",
-                *gres, *check)
+                "--immediate=60", *gres, *check)
     if target.via == "k8s":
         found = run(("kubectl", "get", "pods", "--all-namespaces", "-l", K8S_SELECTOR, "--field-selector",
                      f"spec.nodeName={node}", "-o",
