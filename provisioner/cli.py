@@ -98,14 +98,20 @@ def render(
         help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, outermost first, "
              "for Slurm's topology.conf (default: one flat switch).")] = None,
 ) -> None:
-    """Write every file the cluster needs: cloud-init per role, Slurm or Kubernetes configs, job helpers."""
+    """Write every file the cluster needs: cloud-init and bootstrap script per role, Slurm or Kubernetes
+    configs, job helpers. Cluster secrets are kept (0600) beside a saved plan (PLAN.secrets.json) or in
+    OUT/.cluster-secrets.json for a spec, and reused on the next render."""
     from provisioner.render import render_to_dir
+    from provisioner.secrets import secrets_path_for
     from provisioner.workflow import load_topology, plan_from_source
 
     plan = plan_from_source(source, catalog_path=catalog)
-    written = render_to_dir(plan, out, topology=load_topology(topology) if topology else None)
+    secrets_file = secrets_path_for(source, out)
+    written = render_to_dir(plan, out, secrets_file=secrets_file,
+                            topology=load_topology(topology) if topology else None)
     for path in written:
         typer.echo(str(path))
+    typer.echo(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", err=True)
 
 
 @catalog_app.callback(invoke_without_command=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -45,6 +47,12 @@ VARIANTS = {
         gpus=1, gpu_model="RTX4090", fabric="ethernet", local_nvme_gib=0,
     ),
 }
+
+
+def readable(text: str) -> str:
+    """``text`` plus the decoded file contents a bootstrap script embeds in base64 heredocs."""
+    blocks = re.findall(r"<<'PROVISIONER_B64'\n(.*?)\nPROVISIONER_B64\n", text, re.S)
+    return "\n".join([text, *(base64.b64decode(block).decode("utf-8", "replace") for block in blocks)])
 
 
 def _render(name: str) -> RenderedCluster:
@@ -381,7 +389,8 @@ def test_secrets_never_in_repr_or_non_secret_files(tmp_path: Path) -> None:
         assert MUNGE not in repr(rendered) and TOKEN not in repr(rendered)
         control = VARIANTS[name].spec.control_plane.value
         for path, text in rendered.items():
-            is_user_data = path.startswith("cloud-init/")
+            text = readable(text)
+            is_user_data = path.startswith(("cloud-init/", "bootstrap/"))
             assert (MUNGE in text) == (is_user_data and control == "slurm"), path
             assert (TOKEN in text) == (is_user_data and control == "kubernetes"), path
             assert rendered.is_secret(path) == (is_user_data and control != "none"), path

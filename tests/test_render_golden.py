@@ -14,7 +14,6 @@ Refresh after a deliberate change, then review the diff::
 from __future__ import annotations
 
 import base64
-import re
 import stat
 import subprocess
 from pathlib import Path
@@ -28,8 +27,9 @@ from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
 from provisioner.render import RenderedCluster, render_cluster
+from provisioner.secrets import SPEC_SECRETS_NAME, load_secrets
 from tests.conftest import EXAMPLES, assert_golden_tree, need_tool
-from tests.test_render_cloudinit import MUNGE, TOKEN, VARIANTS
+from tests.test_render_cloudinit import MUNGE, TOKEN, VARIANTS, readable
 from tests.test_render_slurm import CANARY
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -75,7 +75,8 @@ def test_canary_secrets_only_in_user_data(path: Path) -> None:
     control = plan.spec.control_plane.value
     assert MUNGE not in plan.dumps() and TOKEN not in plan.dumps()
     for rel, text in rendered.items():
-        in_user_data = rel.startswith("cloud-init/")
+        text = readable(text)
+        in_user_data = rel.startswith(("cloud-init/", "bootstrap/"))
         assert (MUNGE in text) == (in_user_data and control == "slurm"), rel
         assert (TOKEN in text) == (in_user_data and control == "kubernetes"), rel
 
@@ -99,33 +100,62 @@ def test_example_cloud_init_passes_schema(path: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)
 def test_cli_render_writes_every_file(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``provisioner render SPEC --out DIR``: the files render_cluster gives, with fresh secrets, 0600."""
+    """``provisioner render SPEC --out DIR``: exactly the files render_cluster gives with the secrets
+    the CLI generated and kept in DIR/.cluster-secrets.json (0600); secret files 0600."""
     out = tmp_path / "out"
     assert main(["render", str(path), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out.split()
-    expected = render_cluster(_example_plan(path), CANARY)
-    written = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()}
+    captured = capsys.readouterr()
+    kept = out / SPEC_SECRETS_NAME
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and str(kept) in captured.err
+    secrets = load_secrets(kept)
+    assert secrets.munge_key_b64.get_secret_value() != MUNGE and len(secrets.k3s_token.get_secret_value()) == 64
+    assert len(base64.b64decode(secrets.munge_key_b64.get_secret_value())) == 1024
+    assert secrets.ssh_public_key is not None and secrets.ssh_public_key.startswith("ssh-ed25519 ")
+    expected = render_cluster(_example_plan(path), secrets)
+    written = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file() and p != kept}
+    printed = captured.out.split()
     assert sorted(written) == sorted(expected) == sorted(Path(p).relative_to(out).as_posix() for p in printed)
     assert any(rel.startswith("k8s/") or rel.startswith("slurm/") for rel in written) == (
         "control_plane: none" not in path.read_text())
     for rel, file in written.items():
-        text = file.read_text()
+        assert file.read_text() == expected[rel], rel
         mode = stat.S_IMODE(file.stat().st_mode)
-        if not expected.is_secret(rel):
-            assert text == expected[rel], rel
+        if expected.is_secret(rel):
+            assert mode == 0o600, rel
+        else:
             assert mode == (0o755 if rel.endswith((".sh", ".sbatch")) else 0o644), rel
-            continue
-        assert mode == 0o600, rel
-        _, has_key, after_key = text.partition("/etc/munge/munge.key")
-        munge = re.search(r"^    content: (\S+)$", after_key, re.M) if has_key else None
-        token = re.search(r'^      token: "(\S+)"$', text, re.M)
-        assert munge or token, rel
-        fresh = expected[rel]
-        if munge:
-            assert len(base64.b64decode(munge[1])) == 1024 and munge[1] != MUNGE
-            fresh = fresh.replace(MUNGE, munge[1])
-        if token:
-            assert len(token[1]) == 64 and token[1] != TOKEN
-            fresh = fresh.replace(TOKEN, token[1])
-        assert text == fresh, rel  # only the secrets differ
-        assert yaml.safe_load(text)["runcmd"]
+    for rel in expected:
+        if rel.startswith("cloud-init/"):
+            assert yaml.safe_load(expected[rel])["runcmd"]
+            if secrets.ssh_public_key:
+                assert secrets.ssh_public_key in yaml.safe_load(expected[rel])["ssh_authorized_keys"]
+
+
+def test_render_twice_keeps_the_cluster_secrets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rendering again (from the spec into the same folder, or from a saved plan) reuses the kept
+    secrets, so nodes rendered at different times join one cluster; the plan file holds none."""
+    spec = EXAMPLES / "pretrain-h100-slurm.yaml"
+
+    def munge_key(folder: Path) -> str:
+        text = (folder / "cloud-init" / "head.yaml").read_text()
+        return yaml.safe_load(text)["write_files"][[e["path"] for e in yaml.safe_load(text)["write_files"]].index(
+            "/etc/munge/munge.key")]["content"]
+
+    out = tmp_path / "out"
+    assert main(["render", str(spec), "--out", str(out)]) == 0
+    first = munge_key(out)
+    assert main(["render", str(spec), "--out", str(out)]) == 0
+    assert munge_key(out) == first
+    assert main(["render", str(spec), "--out", str(tmp_path / "other")]) == 0
+    assert munge_key(tmp_path / "other") != first  # another folder from a spec: another cluster
+
+    plan_file = tmp_path / "plan.json"
+    assert main(["plan", str(spec), "--save-plan", str(plan_file)]) == 0
+    for folder in ("a", "b"):
+        assert main(["render", str(plan_file), "--out", str(tmp_path / folder)]) == 0
+    kept = tmp_path / "plan.secrets.json"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert munge_key(tmp_path / "a") == munge_key(tmp_path / "b") == load_secrets(kept).munge_key_b64.get_secret_value()
+    assert not (tmp_path / "a" / SPEC_SECRETS_NAME).exists()
+    for secret in load_secrets(kept).values():
+        assert secret not in plan_file.read_text() and secret not in capsys.readouterr().out

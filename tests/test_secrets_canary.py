@@ -410,10 +410,16 @@ def test_render_puts_secrets_only_in_0600_cloud_init(example: str, tmp_path: Pat
                 holding.add(path.relative_to(out_dir).as_posix())
                 assert path.stat().st_mode & 0o777 == 0o600, f"{path} holds a secret but is not 0600"
             assert env_keys not in text, f"{path} holds a provider key"
-        assert holding <= {"cloud-init/head.yaml", "cloud-init/worker.yaml"}, holding
+        assert holding <= {"cloud-init/head.yaml", "cloud-init/worker.yaml", "bootstrap/head.sh",
+                           "bootstrap/worker.sh"}, holding
         control_plane = json.loads(plan_file.read_text())["spec"]["control_plane"]
         if control_plane != "none":
             assert "cloud-init/head.yaml" in holding, "the canary secrets were not rendered at all"
+        # The kept cluster secrets: 0600, beside the plan (or in the folder, from a spec), never printed.
+        kept = tmp_path / "plan.secrets.json" if source == plan_file else out_dir / ".cluster-secrets.json"
+        assert kept.stat().st_mode & 0o777 == 0o600, f"{kept} is not 0600"
+        assert SECRETS.munge_key_b64.get_secret_value() in kept.read_text(encoding="utf-8")
+        assert str(kept) in err and kept.as_posix() not in out.split()
     assert_clean([*texts, *log_texts(caplog)], [env_keys, *ALL_SECRET_FORMS], f"plan/render of {example}")
 
 

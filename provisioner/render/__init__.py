@@ -5,6 +5,8 @@ relative paths to contents::
 
     cloud-init/head.yaml, cloud-init/worker.yaml     user data per role (hold secrets);
                                                      a 1-node plan has no worker.yaml
+    bootstrap/head.sh, bootstrap/worker.sh           the same bootstrap as a script, for container
+                                                     pods and SSH (hold secrets; render.bootstrap)
     slurm/{slurm,gres,topology,cgroup}.conf, slurm/epilog.sh[, slurm/slurmdbd.conf]
     launch/train.sbatch                              torchrun launcher      (Slurm clusters)
     k8s/...                                          provisioner.render.kubernetes (k8s clusters)
@@ -15,20 +17,23 @@ relative paths to contents::
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provisioner.errors import ProvisionerError
+from provisioner.errors import ProvisionerError, SpecError
 from provisioner.plan import Plan
+from provisioner.render.bootstrap import render_bootstrap_script
 from provisioner.render.cloudinit import ROLES, render_cloudinit
 from provisioner.render.fabric import fabric_profile, nccl_env
+from provisioner.render.firewall import firewall_view
 from provisioner.render.launch import render_launch
 from provisioner.render.slurm import render_slurm
 from provisioner.render.views import ClusterView, cluster_view
-from provisioner.secrets import ClusterSecrets
+from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 
 @dataclass(frozen=True)
@@ -69,13 +74,19 @@ def render_cluster(
     *,
     topology: Mapping[str, Sequence[str]] | None = None,
     slurmdbd: bool | None = None,
+    node_addresses: Mapping[str, str] | None = None,
+    private_cidrs: Sequence[str] | None = None,
 ) -> RenderedCluster:
     """Render every bootstrap file for ``plan``. Pure and deterministic for fixed secrets.
 
     ``topology`` maps node name (``<cluster>-<i>``) to its switch path, outermost first;
     ``slurmdbd`` turns Slurm accounting on or off (default: the spec's ``slurm.accounting``).
-    Raises PlanError for an inconsistent plan or topology. Secrets are placed only in the
-    cloud-init files, which are listed in ``secret_paths`` whenever the control plane needs one.
+    ``node_addresses`` (node name -> private IP, when known: SSH bootstrap, fixed addresses)
+    becomes /etc/provisioner/hosts on every node and the cluster network of the node firewall;
+    else ``private_cidrs`` (e.g. the VPC's), else RFC 1918, is that network.
+    Raises PlanError for an inconsistent plan or topology, SpecError for a bad address. Secrets
+    are placed only in the cloud-init and bootstrap files, listed in ``secret_paths`` whenever
+    the control plane needs one.
     """
     k8s = _kubernetes_module() if plan.spec.control_plane.value == "kubernetes" else None
     accounting = plan.spec.slurm.accounting if slurmdbd is None else slurmdbd
@@ -91,15 +102,37 @@ def render_cluster(
         files.update({f"slurm/{name}": text for name, text in slurm_files.items()})
         files.update({f"launch/{name}": text for name, text in render_launch(view).items()})
     roles = ROLES if view.node_count > 1 else ROLES[:1]
-    cloud_init = {
-        f"cloud-init/{role}.yaml": render_cloudinit(view, role, secrets, slurm_files, node_labels)
-        for role in roles
-    }
-    files.update(cloud_init)
+    addresses = _node_addresses(view, node_addresses)
+    firewall = firewall_view(view.allowed_cidrs, node_addresses=addresses, private_cidrs=private_cidrs)
+    bootstrap: dict[str, str] = {}
+    for role in roles:
+        user_data = render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
+                                     node_addresses=addresses)
+        bootstrap[f"cloud-init/{role}.yaml"] = user_data
+        bootstrap[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
+    files.update(bootstrap)
     if k8s is not None:
         files.update(k8s.render_kubernetes(plan))  # its paths already start with k8s/
-    secret_paths = frozenset(cloud_init) if view.control_plane in ("slurm", "kubernetes") else frozenset()
+    secret_paths = frozenset(bootstrap) if view.control_plane in ("slurm", "kubernetes") else frozenset()
     return RenderedCluster(files=dict(sorted(files.items())), secret_paths=secret_paths)
+
+
+def _node_addresses(view: ClusterView, addresses: Mapping[str, str] | None) -> dict[str, str]:
+    """Node name -> canonical IP text, in node order. SpecError for an unknown node or a non-IP."""
+    if not addresses:
+        return {}
+    names = [node.name for node in view.nodes]
+    unknown = sorted(set(addresses) - set(names))
+    if unknown:
+        raise SpecError(f"addresses given for node(s) not in the plan: {', '.join(unknown)}", path="node_addresses")
+    out = {}
+    for name in names:
+        if name in addresses:
+            try:
+                out[name] = str(ipaddress.ip_address(addresses[name]))
+            except ValueError:
+                raise SpecError(f"{addresses[name]!r} is not an IP address", path=f"node_addresses.{name}") from None
+    return out
 
 
 def write_rendered(rendered: RenderedCluster, out_dir: Path) -> list[Path]:
@@ -133,10 +166,19 @@ def render_to_dir(
     out_dir: Path,
     secrets: ClusterSecrets | None = None,
     *,
+    secrets_file: Path | None = None,
     topology: Mapping[str, Sequence[str]] | None = None,
+    node_addresses: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """Render ``plan`` and write it under ``out_dir``; fresh secrets unless given. Returns paths."""
-    rendered = render_cluster(plan, secrets or ClusterSecrets.generate(), topology=topology)
+    """Render ``plan`` and write it under ``out_dir``. Returns the written paths.
+
+    Secrets: ``secrets`` if given; else those kept in ``secrets_file`` (created 0600 with fresh
+    ones on first use, so rendering again reuses them); else fresh ones, not kept.
+    """
+    if secrets is None and secrets_file is not None:
+        secrets, _ = load_or_create_secrets(secrets_file, generate=lambda: ClusterSecrets.generate())
+    rendered = render_cluster(plan, secrets or ClusterSecrets.generate(), topology=topology,
+                              node_addresses=node_addresses)
     return write_rendered(rendered, out_dir)
 
 

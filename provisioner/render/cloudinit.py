@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from provisioner.render.firewall import FIREWALL_PATH, FirewallView, firewall_view, render_firewall
 from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
 
@@ -26,7 +27,7 @@ def nvme_script(view: ClusterView) -> str:
 
 
 def _packages(view: ClusterView, role: str) -> list[str]:
-    packages = ["curl", "mdadm", "nfs-common"]
+    packages = ["curl", "mdadm", "nfs-common", "nftables"]
     if view.shared_kind == "nfs" and role == "head":
         packages.append("nfs-kernel-server")
     if view.control_plane == "slurm":
@@ -56,8 +57,17 @@ def render_cloudinit(
     secrets: ClusterSecrets,
     slurm_files: Mapping[str, str] | None = None,
     node_labels: Mapping[str, Mapping[str, str]] | None = None,
+    *,
+    firewall: FirewallView | None = None,
+    node_addresses: Mapping[str, str] | None = None,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
+
+    ``firewall`` is the node firewall (default: SSH from anywhere the spec allows, cluster
+    daemons from RFC 1918 only); ``node_addresses`` (node name -> private IP, when the caller
+    knows them) becomes /etc/provisioner/hosts, which ``provisioner-identity`` adds to /etc/hosts
+    so every node resolves every other by name. The cluster SSH public key (``secrets``) is
+    authorized next to the spec's key for the default user and ``ml``.
 
     ``slurm_files`` (from ``render_slurm``) is embedded under /etc/slurm when the control
     plane is Slurm. ``node_labels`` (node name -> k3s labels) is split into the labels the
@@ -72,6 +82,7 @@ def render_cloudinit(
         "gpu_check": render_template("cloud-init/gpu-check.sh.j2", c=view),
         "deadman": render_template("cloud-init/deadman.sh.j2", c=view) if view.ttl_minutes else "",
         "shared_fs": render_template("cloud-init/shared-fs.sh.j2", c=view),
+        "firewall": render_firewall(view, firewall or firewall_view(view.allowed_cidrs)),
     }
     # Only the values the template may place; nothing else about the secrets reaches jinja.
     secret_values = {
@@ -80,8 +91,13 @@ def render_cloudinit(
     }
     names = [node.name for node in view.nodes if node.role == role]
     common_labels, node_extra_labels = _split_labels(names, node_labels or {})
+    authorized_keys = [key for key in (view.ssh_public_key, secrets.ssh_public_key) if key]
+    hosts = [(address, name) for name, address in (node_addresses or {}).items()]
     return render_template(
         "cloud-init/node.yaml.j2",
+        authorized_keys=authorized_keys,
+        firewall_path=FIREWALL_PATH,
+        hosts=hosts,
         common_labels=common_labels,
         node_extra_labels=node_extra_labels,
         c=view,

@@ -81,6 +81,7 @@ class ClusterView:
     needs_fabric_manager: bool
     switches: tuple[SwitchView, ...]
     slurmdbd: bool = False
+    allowed_cidrs: tuple[str, ...] = ()
 
     @property
     def head(self) -> NodeView:
@@ -247,6 +248,7 @@ def cluster_view(
         needs_fabric_manager=offer.gpus == 8 and model in _NVSWITCH_GPUS and "PCIE" not in model,
         switches=build_switches(names, topology),
         slurmdbd=slurmdbd,
+        allowed_cidrs=tuple(spec.access.allowed_cidrs),
     )
 
 

@@ -1,0 +1,294 @@
+#!/bin/bash
+# provisioner bootstrap: head node(s) of cluster h200-big-data (p5e.48xlarge on aws).
+# The same bootstrap as cloud-init/head.yaml, for nodes where cloud-init does not run: a
+# container pod's entrypoint (no systemd: daemons are started directly) or a VM reached over SSH.
+# Idempotent and resumable: a step that succeeded is not run again; run it again after a failure.
+# Set PROVISIONER_NODE_NAME to this node's name (h200-big-data-<i>) where the hostname is not it.
+# Holds cluster secrets: keep it 0600 and delete it from anywhere it was copied once it has run.
+set -euo pipefail
+umask 022
+STATE=/var/lib/provisioner/bootstrap
+mkdir -p "$STATE" /var/log/provisioner /run/provisioner
+chmod 0700 "$STATE"
+exec > >(tee -a /var/log/provisioner/bootstrap.log) 2>&1
+log() { echo "provisioner-bootstrap: $*"; }
+if command -v flock >/dev/null; then
+    exec 9>/run/provisioner/bootstrap.lock
+    flock -n 9 || { log "another bootstrap is running"; exit 75; }
+fi
+HAVE_SYSTEMD=0
+[ -d /run/systemd/system ] && HAVE_SYSTEMD=1
+FAILED=0
+
+put_file() {  # PATH MODE OWNER, base64 content on stdin; replaced atomically
+    local path=$1 mode=$2 owner=$3 tmp
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    chmod 0600 "$tmp"
+    base64 -d > "$tmp"
+    chown "$owner" "$tmp"
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$path"
+}
+
+authorize() {  # USER KEY...
+    local user=$1 home key
+    shift
+    home=$(getent passwd "$user" | cut -d: -f6)
+    mkdir -p "$home/.ssh"
+    touch "$home/.ssh/authorized_keys"
+    for key in "$@"; do
+        grep -qxF "$key" "$home/.ssh/authorized_keys" || echo "$key" >> "$home/.ssh/authorized_keys"
+    done
+    chmod 0700 "$home/.ssh"
+    chmod 0600 "$home/.ssh/authorized_keys"
+    chown -R "$user:$(id -gn "$user")" "$home/.ssh"
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ -z "${missing[*]:-}" ] && return 0
+    log "installing ${missing[*]}"
+    command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+node_name() {
+    if [ -f /etc/provisioner/identity.env ]; then
+        (. /etc/provisioner/identity.env && echo "$NODE_NAME")
+    else
+        echo "${PROVISIONER_NODE_NAME:-$(hostname -s)}"
+    fi
+}
+
+pid_file() {
+    case $1 in
+        munge) echo /run/munge/munged.pid ;;
+        slurmctld | slurmd | slurmdbd) echo "/run/$1.pid" ;;
+        *) echo "/run/provisioner/$1.pid" ;;
+    esac
+}
+
+svc_running() {
+    local pid
+    [ -f "/run/provisioner/$1.done" ] && return 0
+    pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+svc_start() {  # start UNIT without systemd, unless it is running already
+    local unit=${1%.service} exec_start
+    svc_running "$unit" && return 0
+    case $unit in
+        munge)
+            install -d -o munge -g munge -m 0755 /run/munge
+            runuser -u munge -- /usr/sbin/munged ;;
+        slurmctld) /usr/sbin/slurmctld ;;
+        slurmd) /usr/sbin/slurmd -N "$(node_name)" ;;
+        slurmdbd) /usr/sbin/slurmdbd ;;
+        k3s | k3s-agent)
+            setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
+                >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-deadman.timer)
+            # Once the deadline passes, provisioner-deadman's poweroff fails without systemd: stop PID 1.
+            setsid bash -c 'while sleep 60; do /usr/local/sbin/provisioner-deadman || kill -TERM 1; done' \
+                > /dev/null 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        *)
+            if [ -f "/etc/systemd/system/$unit.service" ]; then
+                exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
+                $exec_start  # our own oneshot units: a plain command line
+                touch "/run/provisioner/$unit.done"
+            elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
+                "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
+            else
+                log "cannot start $unit without systemd"
+                return 1
+            fi ;;
+    esac
+}
+
+svc_stop() {
+    local unit=${1%.service} pid i
+    rm -f "/run/provisioner/$unit.done"
+    pid=$(cat "$(pid_file "$unit")" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+systemctl() {  # systemd when it runs; otherwise start the daemons directly
+    if [ "$HAVE_SYSTEMD" = 1 ]; then
+        command systemctl "$@"
+        return
+    fi
+    local action=$1 now=0 unit units=()
+    shift
+    for unit in "$@"; do
+        case $unit in --now) now=1 ;; -*) ;; *) units+=("$unit") ;; esac
+    done
+    for unit in "${units[@]}"; do
+        case $action in
+            enable) if [ "$now" = 1 ]; then svc_start "$unit" || return; fi ;;
+            start) svc_start "$unit" || return ;;
+            restart) svc_stop "$unit"; svc_start "$unit" || return ;;
+            stop) svc_stop "$unit" ;;
+            is-active) svc_running "${unit%.service}" || return ;;
+            *) log "systemctl $action $unit: ignored without systemd" ;;
+        esac
+    done
+}
+
+begin_step() {  # ID ALWAYS: false when the step already succeeded on an earlier run
+    if [ "$2" = 0 ] && [ -e "$STATE/$1.done" ]; then
+        log "step $1: done earlier"
+        return 1
+    fi
+    log "step $1"
+}
+end_step() { touch "$STATE/$1.done"; }
+fail_step() {  # ID STATUS WARN_ONLY
+    if [ "$3" = 1 ]; then
+        log "step $1: WARN exit $2 (left to node validation)"
+        touch "$STATE/$1.done"
+    else
+        log "step $1: FAILED exit $2 (run the bootstrap again to retry)"
+        FAILED=1
+    fi
+}
+
+log "head node of h200-big-data, systemd: $HAVE_SYSTEMD"
+if ! id -u ml >/dev/null 2>&1; then
+    useradd -m -u 2000 -s /bin/bash ml
+fi
+for group in $(echo sudo | tr , ' '); do
+    getent group "$group" >/dev/null && usermod -aG "$group" ml
+done
+if [ -d /etc/sudoers.d ]; then
+    echo 'ml ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-provisioner-ml
+    chmod 0440 /etc/sudoers.d/90-provisioner-ml
+fi
+authorize ml 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 ml@example'
+authorize root 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 ml@example'
+put_file /etc/provisioner/firewall.nft 0644 root:root <<'PROVISIONER_B64'
+IyEvdXNyL3NiaW4vbmZ0IC1mCiMgTm9kZSBmaXJld2FsbCBmb3IgY2x1c3RlciBoMjAwLWJpZy1kYXRhOiBTU0ggb25seSBmcm9tIGFjY2Vzcy5hbGxvd2VkX2NpZHJzIGFuZCB0aGUgY2x1c3RlcidzIG93bgojIG5ldHdvcms7IFNsdXJtLCBrM3MgYW5kIE5GUyBkYWVtb25zIG9ubHkgZnJvbSB0aGUgY2x1c3RlcidzIG93biBuZXR3b3JrLiBPdGhlciB0cmFmZmljIGlzIGxlZnQKIyB0byB0aGUgcHJvdmlkZXIncyBmaXJld2FsbCAocG9saWN5IGFjY2VwdCksIHNvIHByb3ZpZGVyIGFnZW50cyBhbmQgREhDUCBrZWVwIHdvcmtpbmcuCiMgTG9hZGluZyB0aGlzIGZpbGUgYWdhaW4gcmVwbGFjZXMgdGhlIHRhYmxlIGF0b21pY2FsbHkgKGlkZW1wb3RlbnQpLgp0YWJsZSBpbmV0IHByb3Zpc2lvbmVyCmRlbGV0ZSB0YWJsZSBpbmV0IHByb3Zpc2lvbmVyCnRhYmxlIGluZXQgcHJvdmlzaW9uZXIgewogICAgc2V0IHNzaF92NCB7CiAgICAgICAgdHlwZSBpcHY0X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgICAgIGVsZW1lbnRzID0geyAwLjAuMC4wLzAgfQogICAgfQogICAgc2V0IHNzaF92NiB7CiAgICAgICAgdHlwZSBpcHY2X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgc2V0IGNsdXN0ZXJfdjQgewogICAgICAgIHR5cGUgaXB2NF9hZGRyCiAgICAgICAgZmxhZ3MgaW50ZXJ2YWwKICAgICAgICBlbGVtZW50cyA9IHsgMTAuMC4wLjAvOCwgMTcyLjE2LjAuMC8xMiwgMTkyLjE2OC4wLjAvMTYgfQogICAgfQogICAgc2V0IGNsdXN0ZXJfdjYgewogICAgICAgIHR5cGUgaXB2Nl9hZGRyCiAgICAgICAgZmxhZ3MgaW50ZXJ2YWwKICAgIH0KICAgIGNoYWluIGlucHV0IHsKICAgICAgICB0eXBlIGZpbHRlciBob29rIGlucHV0IHByaW9yaXR5IGZpbHRlcjsgcG9saWN5IGFjY2VwdDsKICAgICAgICBpaWYgImxvIiBhY2NlcHQKICAgICAgICBjdCBzdGF0ZSBlc3RhYmxpc2hlZCxyZWxhdGVkIGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcCBzYWRkciBAc3NoX3Y0IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcDYgc2FkZHIgQHNzaF92NiBhY2NlcHQKICAgICAgICB0Y3AgZHBvcnQgMjIgaXAgc2FkZHIgQGNsdXN0ZXJfdjQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwNiBzYWRkciBAY2x1c3Rlcl92NiBhY2NlcHQKICAgICAgICB0Y3AgZHBvcnQgMjIgY291bnRlciBkcm9wCiAgICAgICAgdGNwIGRwb3J0IHsgMTExLCAyMDQ5LCA2NDQzLCA2ODE3LCA2ODE4LCA2ODE5LCAxMDI1MCB9IGlwIHNhZGRyICE9IEBjbHVzdGVyX3Y0IGNvdW50ZXIgZHJvcAogICAgICAgIHVkcCBkcG9ydCB7IDExMSwgMjA0OSwgODQ3MiB9IGlwIHNhZGRyICE9IEBjbHVzdGVyX3Y0IGNvdW50ZXIgZHJvcAogICAgICAgIHRjcCBkcG9ydCB7IDExMSwgMjA0OSwgNjQ0MywgNjgxNywgNjgxOCwgNjgxOSwgMTAyNTAgfSBpcDYgc2FkZHIgIT0gQGNsdXN0ZXJfdjYgY291bnRlciBkcm9wCiAgICAgICAgdWRwIGRwb3J0IHsgMTExLCAyMDQ5LCA4NDcyIH0gaXA2IHNhZGRyICE9IEBjbHVzdGVyX3Y2IGNvdW50ZXIgZHJvcAogICAgfQp9Cg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgZmlyZXdhbGwgb2YgY2x1c3RlciBoMjAwLWJpZy1kYXRhIChTU0ggZnJvbSBhY2Nlc3MuYWxsb3dlZF9jaWRycyBvbmx5KQpXYW50cz1uZXR3b3JrLXByZS50YXJnZXQKQmVmb3JlPW5ldHdvcmstcHJlLnRhcmdldCBzc2guc2VydmljZSBzbHVybWQuc2VydmljZSBzbHVybWN0bGQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZQpbU2VydmljZV0KVHlwZT1vbmVzaG90ClJlbWFpbkFmdGVyRXhpdD15ZXMKRXhlY1N0YXJ0PS91c3Ivc2Jpbi9uZnQgLWYgL2V0Yy9wcm92aXNpb25lci9maXJld2FsbC5uZnQKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-identity 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBXb3JrIG91dCB3aGljaCBub2RlIG9mIGNsdXN0ZXIgaDIwMC1iaWctZGF0YSB0aGlzIG1hY2hpbmUgaXMsIGZyb20gdGhlIHByb3ZpZGVyJ3MgbWV0YWRhdGEKIyAodGhlIGluc3RhbmNlIG5hbWUgdGhlIHN0YWNrIGdhdmUgaXQpLCBzZXQgdGhlIGhvc3RuYW1lIHRvIGl0IGFuZCByZWNvcmQgaXQgaW4KIyAvZXRjL3Byb3Zpc2lvbmVyL2lkZW50aXR5LmVudi4gUFJPVklTSU9ORVJfTk9ERV9OQU1FIChzZXQgYnkgdGhlIHN0YWNrIHdoZXJlIHRoZSBwcm92aWRlciBoYXMKIyBubyBpbnN0YW5jZS1uYW1lIG1ldGFkYXRhLCBlLmcuIGEgY29udGFpbmVyIHBvZCdzIGVudmlyb25tZW50KSB3aW5zOyBmYWxscyBiYWNrIHRvIHRoZSBjdXJyZW50CiMgc2hvcnQgaG9zdG5hbWUuCnNldCAtdQpQQVRURVJOPSdeaDIwMC1iaWctZGF0YS1bMC05XSskJwpuYW1lPSIke1BST1ZJU0lPTkVSX05PREVfTkFNRTotfSIKaWYgWyAteiAiJG5hbWUiIF07IHRoZW4KICAgIHRva2VuPSQoY3VybCAtc2YgLW0gNSAtWCBQVVQgaHR0cDovLzE2OS4yNTQuMTY5LjI1NC9sYXRlc3QvYXBpL3Rva2VuIC1IICJYLWF3cy1lYzItbWV0YWRhdGEtdG9rZW4tdHRsLXNlY29uZHM6IDYwIiB8fCB0cnVlKQogICAgbmFtZT0kKGN1cmwgLXNmIC1tIDUgLUggIlgtYXdzLWVjMi1tZXRhZGF0YS10b2tlbjogJHRva2VuIiBodHRwOi8vMTY5LjI1NC4xNjkuMjU0L2xhdGVzdC9tZXRhLWRhdGEvdGFncy9pbnN0YW5jZS9OYW1lIHx8IHRydWUpCmZpCmlmICEgW1sgIiRuYW1lIiA9fiAkUEFUVEVSTiBdXTsgdGhlbgogICAgbmFtZT0kKGhvc3RuYW1lIC1zKQpmaQppZiAhIFtbICIkbmFtZSIgPX4gJFBBVFRFUk4gXV07IHRoZW4KICAgIGVjaG8gInByb3Zpc2lvbmVyLWlkZW50aXR5OiBjYW5ub3QgdGVsbCB3aGljaCBub2RlIHRoaXMgaXMgKGdvdCAnJG5hbWUnKSIgPiYyCiAgICBleGl0IDEKZmkKaG9zdG5hbWVjdGwgc2V0LWhvc3RuYW1lICIkbmFtZSIgMj4vZGV2L251bGwgfHwgaG9zdG5hbWUgIiRuYW1lIgpyb2xlPXdvcmtlcgpbICIkbmFtZSIgPSAiaDIwMC1iaWctZGF0YS0wIiBdICYmIHJvbGU9aGVhZApta2RpciAtcCAvZXRjL3Byb3Zpc2lvbmVyCnByaW50ZiAnTk9ERV9OQU1FPSVzXG5OT0RFX1JPTEU9JXNcbkhFQURfTk9ERT0lc1xuJyAiJG5hbWUiICIkcm9sZSIgImgyMDAtYmlnLWRhdGEtMCIgPiAvZXRjL3Byb3Zpc2lvbmVyL2lkZW50aXR5LmVudgojIFRoZSBzdGFjayBtYXkgZHJvcCAiSVAgTkFNRSIgbGluZXMgaGVyZSB3aGVuIHRoZSBwcm92aWRlciBoYXMgbm8gaW50ZXJuYWwgRE5TIGZvciBub2RlIG5hbWVzLgppZiBbIC1mIC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMgXSAmJiAhIGdyZXAgLXEgJyMgcHJvdmlzaW9uZXIgaG9zdHMnIC9ldGMvaG9zdHM7IHRoZW4KICAgIHsgZWNobyAnIyBwcm92aXNpb25lciBob3N0cyc7IGNhdCAvZXRjL3Byb3Zpc2lvbmVyL2hvc3RzOyB9ID4+IC9ldGMvaG9zdHMKZmkKZWNobyAicHJvdmlzaW9uZXItaWRlbnRpdHk6ICRuYW1lICgkcm9sZSkiCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-nvme-raid 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBBc3NlbWJsZSBldmVyeSBsb2NhbCBOVk1lIGRhdGEgZGlzayBpbnRvIG9uZSBmaWxlc3lzdGVtIGF0IC9tbnQvY2hlY2twb2ludHMuCiMgICAwIGRpc2tzOiBhIGRpcmVjdG9yeSBvbiB0aGUgcm9vdCBkaXNrICh3aXRoIGEgd2FybmluZyk7IDEgZGlzazogZm9ybWF0dGVkIGRpcmVjdGx5OwojICAgTiBkaXNrczogbWRhZG0gUkFJRDAgKC9kZXYvbWQvY2hlY2twb2ludHMpLiBJZGVtcG90ZW50OiBhbiBleGlzdGluZyBtb3VudCBvciBhcnJheSBpcyByZXVzZWQuCiMgVGVzdCBob29rcyAodXNlZCBieSB0aGUgdW5pdCB0ZXN0cywgaGFybWxlc3MgaW4gcHJvZHVjdGlvbik6CiMgICBQUk9WSVNJT05FUl9OVk1FX0RFVklDRVMgIHNwYWNlLXNlcGFyYXRlZCBjYW5kaWRhdGUgZGlza3MgaW5zdGVhZCBvZiBsc2JsayBkaXNjb3ZlcnkKIyAgIFBST1ZJU0lPTkVSX1JPT1RfRElTSyAgICAgdGhlIHJvb3QgZGlzayBpbnN0ZWFkIG9mIGFza2luZyBmaW5kbW50L2xzYmxrCiMgICBQUk9WSVNJT05FUl9EUllfUlVOPTEgICAgIHByaW50IHRoZSBjb21tYW5kcyBpbnN0ZWFkIG9mIHJ1bm5pbmcgdGhlbQpzZXQgLWV1byBwaXBlZmFpbApNT1VOVF9QT0lOVD0iJHtQUk9WSVNJT05FUl9NT1VOVF9QT0lOVDotL21udC9jaGVja3BvaW50c30iCk1EX0RFVklDRT0vZGV2L21kL2NoZWNrcG9pbnRzCgpydW4oKSB7CiAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiA9IDEgXTsgdGhlbiBlY2hvICIrICQqIjsgZWxzZSAiJEAiOyBmaQp9Cgpyb290X2Rpc2soKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX1JPT1RfRElTSzotfSIgXTsgdGhlbiBlY2hvICIkUFJPVklTSU9ORVJfUk9PVF9ESVNLIjsgcmV0dXJuOyBmaQogICAgbG9jYWwgc3JjIHBhcmVudAogICAgc3JjPSQoZmluZG1udCAtbm8gU09VUkNFIC8gfHwgdHJ1ZSkKICAgIHBhcmVudD0kKGxzYmxrIC1ubyBQS05BTUUgIiRzcmMiIDI+L2Rldi9udWxsIHwgaGVhZCAtbiAxIHx8IHRydWUpCiAgICBpZiBbIC1uICIkcGFyZW50IiBdOyB0aGVuIGVjaG8gIi9kZXYvJHBhcmVudCI7IGVsc2UgZWNobyAiJHNyYyI7IGZpCn0KCmNhbmRpZGF0ZXMoKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX05WTUVfREVWSUNFUytzZXR9IiBdOyB0aGVuCiAgICAgICAgZm9yIGRldiBpbiAkUFJPVklTSU9ORVJfTlZNRV9ERVZJQ0VTOyBkbyBlY2hvICIkZGV2IjsgZG9uZQogICAgICAgIHJldHVybgogICAgZmkKICAgICMgV2hvbGUgTlZNZSBkaXNrcyB3aXRoIG5vIHBhcnRpdGlvbnMgYW5kIG5vIGZpbGVzeXN0ZW0gbW91bnRlZCBmcm9tIHRoZW0uCiAgICBsc2JsayAtZHBubyBOQU1FLFRZUEUgfCBhd2sgJyQyID09ICJkaXNrIiAmJiAkMSB+IC9cL252bWVbMC05XStuWzAtOV0rJC8ge3ByaW50ICQxfScgfCB3aGlsZSByZWFkIC1yIGRldjsgZG8KICAgICAgICBpZiBbICIkKGxzYmxrIC1ubyBOQU1FICIkZGV2IiB8IHdjIC1sKSIgLWVxIDEgXSAmJiBbIC16ICIkKGxzYmxrIC1ubyBNT1VOVFBPSU5UICIkZGV2IiB8IHRyIC1kICdbOnNwYWNlOl0nKSIgXTsgdGhlbgogICAgICAgICAgICBlY2hvICIkZGV2IgogICAgICAgIGZpCiAgICBkb25lCn0KCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iICE9IDEgXSAmJiBtb3VudHBvaW50IC1xICIkTU9VTlRfUE9JTlQiOyB0aGVuCiAgICBlY2hvICJudm1lLXJhaWQ6ICRNT1VOVF9QT0lOVCBhbHJlYWR5IG1vdW50ZWQiCiAgICBleGl0IDAKZmkKClJPT1Q9JChyb290X2Rpc2spCkRJU0tTPSgpCkNPVU5UPTAKZm9yIGRldiBpbiAkKGNhbmRpZGF0ZXMpOyBkbwogICAgaWYgWyAiJGRldiIgPSAiJFJPT1QiIF07IHRoZW4gY29udGludWU7IGZpCiAgICBESVNLUys9KCIkZGV2IikKICAgIENPVU5UPSQoKENPVU5UICsgMSkpCmRvbmUKCnJ1biBta2RpciAtcCAiJE1PVU5UX1BPSU5UIgpjYXNlICRDT1VOVCBpbgogICAgMCkKICAgICAgICBlY2hvICJudm1lLXJhaWQ6IFdBUk5JTkc6IG5vIGxvY2FsIE5WTWUgZGF0YSBkaXNrOyAkTU9VTlRfUE9JTlQgaXMgb24gdGhlIHJvb3QgZGlzayIgPiYyCiAgICAgICAgZXhpdCAwCiAgICAgICAgOzsKICAgIDEpCiAgICAgICAgVEFSR0VUPSIke0RJU0tTWzBdfSIKICAgICAgICA7OwogICAgKikKICAgICAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiAhPSAxIF0gJiYgWyAtZSAiJE1EX0RFVklDRSIgXTsgdGhlbgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZWxzZQogICAgICAgICAgICBydW4gbWRhZG0gLS1jcmVhdGUgIiRNRF9ERVZJQ0UiIC0tcnVuIC0tbGV2ZWw9MCAtLWNodW5rPTUxMiAtLXJhaWQtZGV2aWNlcz0kQ09VTlQgIiR7RElTS1NbQF19IgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZmkKICAgICAgICA7Owplc2FjCmVjaG8gIm52bWUtcmFpZDogJENPVU5UIGRpc2socyk6ICR7RElTS1NbKl19IC0+ICRUQVJHRVQiCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iID0gMSBdIHx8ICEgYmxraWQgLW8gdmFsdWUgLXMgVFlQRSAiJFRBUkdFVCIgPi9kZXYvbnVsbCAyPiYxOyB0aGVuCiAgICBydW4gbWtmcy5leHQ0IC1GIC1xIC1MIGNoZWNrcG9pbnRzIC1FIGxhenlfaXRhYmxlX2luaXQ9MSxsYXp5X2pvdXJuYWxfaW5pdD0xIC1tIDAgIiRUQVJHRVQiCmZpCnJ1biBtb3VudCAtbyBub2F0aW1lLGRpc2NhcmQgIiRUQVJHRVQiICIkTU9VTlRfUE9JTlQiCnJ1biBjaG1vZCAxNzc3ICIkTU9VTlRfUE9JTlQiCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-nvme.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFzc2VtYmxlIGxvY2FsIE5WTWUgaW50byAvbW50L2NoZWNrcG9pbnRzCkJlZm9yZT1zbHVybWQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApSZW1haW5BZnRlckV4aXQ9eWVzCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItbnZtZS1yYWlkCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDggXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDggeCBIMjAwIgogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIDgtR1BVIE5WU3dpdGNoIGJvYXJkcyBuZWVkIG52aWRpYS1mYWJyaWNtYW5hZ2VyIG9yIENVREEgaW5pdCBmYWlscyB3aXRoIGVycm9yIDgwMi4KaWYgISBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIHN5c3RlbWN0bCBlbmFibGUgLS1ub3cgbnZpZGlhLWZhYnJpY21hbmFnZXIgfHwgdHJ1ZQpmaQppZiBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIGVjaG8gImdwdS1jaGVjazogb2sgbnYtZmFicmljbWFuYWdlciBhY3RpdmUiCmVsc2UKICAgIGVjaG8gImdwdS1jaGVjazogRkFJTCBudi1mYWJyaWNtYW5hZ2VyIGlzIG5vdCBydW5uaW5nIgogICAgc3RhdHVzPTEKZmkKIyBOb2RlIHZhbGlkYXRpb24gKGRvY3MvdmFsaWRhdGlvbi5tZCkgd2hlcmUgdGhlIGltYWdlIGhhcyB0aGUgcHJvdmlzaW9uZXIgcGFja2FnZTogR1BVIGhlYWx0aCwKIyBYSURzLCBOVkxpbmssIERDR00gYW5kIGEgfjY1IHMgYnVybi1pbiwgYmVmb3JlIHNsdXJtZC9rM3Mgc3RhcnQuIEZhaWxlZCAoZXhpdCAxMSkgZmFpbHMgdGhpcwojIGNoZWNrOyBkZWdyYWRlZCAoMTApIGlzIGxvZ2dlZCBhbmQgbGVmdCB0byBgcHJvdmlzaW9uZXIgdmFsaWRhdGVgLiBJbWFnZXMgd2l0aG91dCB0aGUgcGFja2FnZQojIGtlZXAgdGhlIHByZXNlbmNlIGNoZWNrcyBhYm92ZSBvbmx5LgppZiBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIHByb3Zpc2lvbmVyIG5vZGUgY2hlY2sgLS1leHBlY3QtZ3B1cyA4IC0tZXhwZWN0LW1vZGVsIEgyMDAgXAogICAgICAgIC0tanNvbiAtbyAvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24KICAgIGNhc2UgJD8gaW4KICAgICAgICAwKSBlY2hvICJncHUtY2hlY2s6IG9rIG5vZGUgY2hlY2sgaGVhbHRoeSIgOzsKICAgICAgICAxMCkgZWNobyAiZ3B1LWNoZWNrOiBXQVJOIG5vZGUgY2hlY2sgZGVncmFkZWQgKC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbikiIDs7CiAgICAgICAgKikgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG5vZGUgY2hlY2sgZmFpbGVkICgvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24pIjsgc3RhdHVzPTEgOzsKICAgIGVzYWMKZmkKZXhpdCAkc3RhdHVzCg==
+PROVISIONER_B64
+put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
+IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgZWZhIGZhYnJpYyBvZiBwNWUuNDh4bGFyZ2UuCmV4cG9ydCBGSV9FRkFfRk9SS19TQUZFPSIxIgpleHBvcnQgRklfRUZBX1VTRV9ERVZJQ0VfUkRNQT0iMSIKZXhwb3J0IEZJX1BST1ZJREVSPSJlZmEiCmV4cG9ydCBMRF9MSUJSQVJZX1BBVEg9Ii9vcHQvYW1hem9uL29maS1uY2NsL2xpYjovb3B0L2FtYXpvbi9lZmEvbGliJHtMRF9MSUJSQVJZX1BBVEg6Kzoke0xEX0xJQlJBUllfUEFUSH19IgpleHBvcnQgTkNDTF9ERUJVRz0iV0FSTiIKZXhwb3J0IE5DQ0xfTkVUX1BMVUdJTj0ib2ZpIgpleHBvcnQgTkNDTF9TT0NLRVRfSUZOQU1FPSJebG8sZG9ja2VyMCIKZXhwb3J0IE5DQ0xfVFVORVJfUExVR0lOPSJvZmkiCg==
+PROVISIONER_B64
+put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
+IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCkZJX0VGQV9GT1JLX1NBRkU9MQpGSV9FRkFfVVNFX0RFVklDRV9SRE1BPTEKRklfUFJPVklERVI9ZWZhCkxEX0xJQlJBUllfUEFUSD0vb3B0L2FtYXpvbi9vZmktbmNjbC9saWI6L29wdC9hbWF6b24vZWZhL2xpYgpOQ0NMX0RFQlVHPVdBUk4KTkNDTF9ORVRfUExVR0lOPW9maQpOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAKTkNDTF9UVU5FUl9QTFVHSU49b2ZpCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-deadman 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IHBvd2VyIHRoZSBub2RlIG9mZiBvbmNlIHRoZSBjbHVzdGVyJ3MgbGlmZXRpbWUgKDM2MDAgbWluKSBpcyB1cC4KIyBUaGUgZGVhZGxpbmUgaXMgZml4ZWQgb24gZmlyc3QgYm9vdCwgc28gcmVib290cyBkbyBub3QgZXh0ZW5kIGl0LgpzZXQgLWV1CkRFQURMSU5FX0ZJTEU9L2V0Yy9wcm92aXNpb25lci9kZWFkbGluZQppZiBbICEgLWYgIiRERUFETElORV9GSUxFIiBdOyB0aGVuCiAgICBta2RpciAtcCAvZXRjL3Byb3Zpc2lvbmVyCiAgICBlY2hvICQoKCAkKGRhdGUgKyVzKSArIDM2MDAgKiA2MCApKSA+ICIkREVBRExJTkVfRklMRSIKZmkKaWYgWyAiJChkYXRlICslcykiIC1nZSAiJChjYXQgIiRERUFETElORV9GSUxFIikiIF07IHRoZW4KICAgIGxvZ2dlciAtdCBwcm92aXNpb25lci1kZWFkbWFuICJsaWZldGltZSBvZiAzNjAwIG1pbiByZWFjaGVkOyBwb3dlcmluZyBvZmYiCiAgICBzeXN0ZW1jdGwgcG93ZXJvZmYKZmkK
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPVBvd2VyIG9mZiB3aGVuIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGlzIG92ZXIKW1NlcnZpY2VdClR5cGU9b25lc2hvdApFeGVjU3RhcnQ9L3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLWRlYWRtYW4K
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUNoZWNrIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGV2ZXJ5IG1pbnV0ZQpbVGltZXJdCk9uQm9vdFNlYz0xbWluCk9uVW5pdEFjdGl2ZVNlYz0xbWluCkFjY3VyYWN5U2VjPTMwcwpbSW5zdGFsbF0KV2FudGVkQnk9dGltZXJzLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-shared-fs 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBNb3VudCB0aGUgcHJvdmlkZXIncyBtYW5hZ2VkIHNoYXJlZCBmaWxlc3lzdGVtIGF0IC9zaGFyZWQuCiMgVGhlIGZpbGVzeXN0ZW0gaXMgY3JlYXRlZCBieSB0aGUgc3RhY2sgYWZ0ZXIgdGhpcyBmaWxlIGlzIHJlbmRlcmVkLCBzbyBpdHMgYWRkcmVzcyBpcyByZWFkCiMgYXQgYm9vdCBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvc2hhcmVkLWZzLmVudiAoU0hBUkVEX0ZTX1RBUkdFVD0uLi4pLCB3aGljaCB0aGUgc3RhY2sgd3JpdGVzLgpzZXQgLWV1Ck1PVU5UX1BPSU5UPSIvc2hhcmVkIgpFTlZfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL3NoYXJlZC1mcy5lbnYKZm9yIF8gaW4gJChzZXEgMSA2MCk7IGRvIFsgLWYgIiRFTlZfRklMRSIgXSAmJiBicmVhazsgc2xlZXAgMTA7IGRvbmUKaWYgWyAhIC1mICIkRU5WX0ZJTEUiIF07IHRoZW4KICAgIGVjaG8gInNoYXJlZC1mczogJEVOVl9GSUxFIG5ldmVyIGFwcGVhcmVkOyAkTU9VTlRfUE9JTlQgaXMgbm90IG1vdW50ZWQiID4mMgogICAgZXhpdCAxCmZpCi4gIiRFTlZfRklMRSIKbWtkaXIgLXAgIiRNT1VOVF9QT0lOVCIKIyBGU3ggZm9yIEx1c3RyZTogU0hBUkVEX0ZTX1RBUkdFVD1mcy0wMTIzLmZzeC51cy1lYXN0LTEuYW1hem9uYXdzLmNvbUB0Y3A6L21vdW50bmFtZQphcHQtZ2V0IGluc3RhbGwgLXkgImx1c3RyZS1jbGllbnQtbW9kdWxlcy0kKHVuYW1lIC1yKSIgfHwgYXB0LWdldCBpbnN0YWxsIC15IGx1c3RyZS1jbGllbnQtbW9kdWxlcy1hd3MKZWNobyAiJFNIQVJFRF9GU19UQVJHRVQgJE1PVU5UX1BPSU5UIGx1c3RyZSBkZWZhdWx0cyxub2F0aW1lLGZsb2NrLF9uZXRkZXYsbm9mYWlsIDAgMCIgPj4gL2V0Yy9mc3RhYgptb3VudCAiJE1PVU5UX1BPSU5UIgo=
+PROVISIONER_B64
+if begin_step 00-packages 0; then
+    if install_packages curl mdadm nfs-common nftables munge slurm-client slurmd slurmctld; then end_step 00-packages; else
+        log "step 00-packages: FAILED; nothing else can run"
+        exit 1
+    fi
+fi
+put_file /etc/munge/munge.key 0400 munge:munge <<'PROVISIONER_B64'
+Q0FOQVJZLW11bmdlLWtleS0wMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMA==
+PROVISIONER_B64
+put_file /etc/slurm/cgroup.conf 0644 root:root <<'PROVISIONER_B64'
+IyBjZ3JvdXAuY29uZiBmb3IgY2x1c3RlciBoMjAwLWJpZy1kYXRhOiBjb25maW5lIGpvYnMgdG8gdGhlIGNvcmVzLCBtZW1vcnkgYW5kIEdQVXMgdGhleSBhc2tlZCBmb3IuCkNvbnN0cmFpbkNvcmVzPXllcwpDb25zdHJhaW5SQU1TcGFjZT15ZXMKQ29uc3RyYWluU3dhcFNwYWNlPXllcwpDb25zdHJhaW5EZXZpY2VzPXllcwpBbGxvd2VkUkFNU3BhY2U9MTAwCkFsbG93ZWRTd2FwU3BhY2U9MAo=
+PROVISIONER_B64
+put_file /etc/slurm/epilog.sh 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBTbHVybSBlcGlsb2cgZm9yIGNsdXN0ZXIgaDIwMC1iaWctZGF0YTogcnVucyBhcyByb290IG9uIGVhY2ggbm9kZSBhZnRlciBldmVyeSBqb2IuCiMgSWYgYSBub2RlIHZhbGlkYXRvciBpcyBpbnN0YWxsZWQgYW5kIHJlcG9ydHMgYSBmYXVsdCwgZHJhaW4gdGhpcyBub2RlIHNvIG5vIGZ1cnRoZXIgam9iIGxhbmRzCiMgb24gYmFkIGhhcmR3YXJlLiBUaGUgZXBpbG9nIGl0c2VsZiBhbHdheXMgZXhpdHMgMDogYSBmYWlsaW5nIGVwaWxvZyB3b3VsZCBkcmFpbiB0aGUgbm9kZSB3aXRoCiMgYSBsZXNzIHVzZWZ1bCByZWFzb24uClZBTElEQVRPUj0iJHtQUk9WSVNJT05FUl9WQUxJREFUT1I6LS91c3IvbG9jYWwvYmluL3Byb3Zpc2lvbmVyLXZhbGlkYXRlLW5vZGV9IgpTQ09OVFJPTD0iJHtQUk9WSVNJT05FUl9TQ09OVFJPTDotc2NvbnRyb2x9IgpOT0RFPSIke1NMVVJNRF9OT0RFTkFNRTotJChob3N0bmFtZSAtcyl9IgoKaWYgWyAteCAiJFZBTElEQVRPUiIgXTsgdGhlbgogICAgaWYgISBvdXRwdXQ9JCh0aW1lb3V0IDMwMCAiJFZBTElEQVRPUiIgLS1hZnRlci1qb2IgIiR7U0xVUk1fSk9CX0lEOi0wfSIgMj4mMSk7IHRoZW4KICAgICAgICByZWFzb249JChwcmludGYgJyVzJyAiJG91dHB1dCIgfCB0YWlsIC1uIDEgfCB0ciAtY2QgJ1s6YWxudW06XSAuXzo9Ly0nIHwgY3V0IC1jMS0xMjApCiAgICAgICAgIiRTQ09OVFJPTCIgdXBkYXRlIG5vZGVuYW1lPSIkTk9ERSIgc3RhdGU9ZHJhaW4gcmVhc29uPSJ2YWxpZGF0b3IgZmFpbGVkOiAke3JlYXNvbjotdW5rbm93bn0iCiAgICAgICAgbG9nZ2VyIC10IHByb3Zpc2lvbmVyLWVwaWxvZyAiZHJhaW5lZCAkTk9ERSBhZnRlciBqb2IgJHtTTFVSTV9KT0JfSUQ6LT99OiAke3JlYXNvbjotdW5rbm93bn0iCiAgICBmaQpmaQpleGl0IDAK
+PROVISIONER_B64
+put_file /etc/slurm/gres.conf 0644 root:root <<'PROVISIONER_B64'
+IyBncmVzLmNvbmYgZm9yIGNsdXN0ZXIgaDIwMC1iaWctZGF0YTogOCB4IEgyMDAgcGVyIG5vZGUuCkF1dG9EZXRlY3Q9b2ZmCk5vZGVOYW1lPWgyMDAtYmlnLWRhdGEtWzAtM10gTmFtZT1ncHUgVHlwZT1oMjAwIEZpbGU9L2Rldi9udmlkaWFbMC03XQo=
+PROVISIONER_B64
+put_file /etc/slurm/slurm.conf 0644 root:root <<'PROVISIONER_B64'
+IyBzbHVybS5jb25mIGZvciBjbHVzdGVyIGgyMDAtYmlnLWRhdGE6IDQgeCBwNWUuNDh4bGFyZ2UgKGF3cyB1cy1lYXN0LTEpCiMgUmVuZGVyZWQgYnkgcHJvdmlzaW9uZXIgZnJvbSBwbGFuLmpzb247IGVkaXQgdGhlIHNwZWMsIG5vdCB0aGlzIGZpbGUuCkNsdXN0ZXJOYW1lPWgyMDBfYmlnX2RhdGEKU2x1cm1jdGxkSG9zdD1oMjAwLWJpZy1kYXRhLTAKU2x1cm1Vc2VyPXNsdXJtClNsdXJtZFVzZXI9cm9vdApBdXRoVHlwZT1hdXRoL211bmdlCkNyZWRUeXBlPWNyZWQvbXVuZ2UKU2x1cm1jdGxkUG9ydD02ODE3ClNsdXJtZFBvcnQ9NjgxOApTdGF0ZVNhdmVMb2NhdGlvbj0vdmFyL3Nwb29sL3NsdXJtY3RsZApTbHVybWRTcG9vbERpcj0vdmFyL3Nwb29sL3NsdXJtZApTbHVybWN0bGRQaWRGaWxlPS9ydW4vc2x1cm1jdGxkLnBpZApTbHVybWRQaWRGaWxlPS9ydW4vc2x1cm1kLnBpZApTbHVybWN0bGRMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtY3RsZC5sb2cKU2x1cm1kTG9nRmlsZT0vdmFyL2xvZy9zbHVybS9zbHVybWQubG9nClByb2N0cmFja1R5cGU9cHJvY3RyYWNrL2Nncm91cApUYXNrUGx1Z2luPXRhc2svY2dyb3VwLHRhc2svYWZmaW5pdHkKUmV0dXJuVG9TZXJ2aWNlPTIKU2NoZWR1bGVyVHlwZT1zY2hlZC9iYWNrZmlsbApTZWxlY3RUeXBlPXNlbGVjdC9jb25zX3RyZXMKU2VsZWN0VHlwZVBhcmFtZXRlcnM9Q1JfQ29yZV9NZW1vcnkKTXBpRGVmYXVsdD1ub25lClByb3BhZ2F0ZVJlc291cmNlTGltaXRzRXhjZXB0PU1FTUxPQ0sKSm9iQ29tcFR5cGU9am9iY29tcC9ub25lCkFjY291bnRpbmdTdG9yYWdlVHlwZT1hY2NvdW50aW5nX3N0b3JhZ2Uvbm9uZQpKb2JBY2N0R2F0aGVyVHlwZT1qb2JhY2N0X2dhdGhlci9ub25lClRvcG9sb2d5UGx1Z2luPXRvcG9sb2d5L3RyZWUKR3Jlc1R5cGVzPWdwdQpFcGlsb2c9L2V0Yy9zbHVybS9lcGlsb2cuc2gKS2lsbFdhaXQ9MzAKVW5raWxsYWJsZVN0ZXBUaW1lb3V0PTE4MApTbHVybWN0bGRUaW1lb3V0PTEyMApTbHVybWRUaW1lb3V0PTMwMAojIENQVXMgYW5kIFJlYWxNZW1vcnkgKE1pQiwgT1MgaGVhZHJvb20ga2VwdCBiYWNrKSBjb21lIGZyb20gdGhlIHByaWNlZCBvZmZlci4KTm9kZU5hbWU9aDIwMC1iaWctZGF0YS1bMC0zXSBDUFVzPTE5MiBSZWFsTWVtb3J5PTE5OTIyOTQgR3Jlcz1ncHU6aDIwMDo4IFN0YXRlPVVOS05PV04KUGFydGl0aW9uTmFtZT1ncHUgTm9kZXM9QUxMIERlZmF1bHQ9WUVTIE1heFRpbWU9SU5GSU5JVEUgU3RhdGU9VVAK
+PROVISIONER_B64
+put_file /etc/slurm/topology.conf 0644 root:root <<'PROVISIONER_B64'
+IyB0b3BvbG9neS5jb25mIGZvciBjbHVzdGVyIGgyMDAtYmlnLWRhdGEgKHRvcG9sb2d5L3RyZWUpLgpTd2l0Y2hOYW1lPXN3MCBOb2Rlcz1oMjAwLWJpZy1kYXRhLTAsaDIwMC1iaWctZGF0YS0xLGgyMDAtYmlnLWRhdGEtMixoMjAwLWJpZy1kYXRhLTMK
+PROVISIONER_B64
+if begin_step 01-provisioner-identity 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+fi
+if begin_step 02-provisioner-deadman 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step 02-provisioner-deadman; else fail_step 02-provisioner-deadman $? 0; fi
+fi
+if begin_step 03-systemctl 1; then
+    if systemctl daemon-reload; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+fi
+if begin_step 04-systemctl 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+fi
+if begin_step 05-systemctl 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step 05-systemctl; else fail_step 05-systemctl $? 0; fi
+fi
+if begin_step 06-systemctl 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step 06-systemctl; else fail_step 06-systemctl $? 0; fi
+fi
+if begin_step 07-provisioner-gpu-check 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step 07-provisioner-gpu-check; else fail_step 07-provisioner-gpu-check $? 1; fi
+fi
+if begin_step 08-provisioner-shared-fs 0; then
+    if /usr/local/sbin/provisioner-shared-fs; then end_step 08-provisioner-shared-fs; else fail_step 08-provisioner-shared-fs $? 0; fi
+fi
+if begin_step 09-mkdir 0; then
+    if mkdir -p /var/log/slurm /var/spool/slurmd /var/spool/slurmctld; then end_step 09-mkdir; else fail_step 09-mkdir $? 0; fi
+fi
+if begin_step 10-chown 0; then
+    if chown slurm:slurm /var/log/slurm /var/spool/slurmctld; then end_step 10-chown; else fail_step 10-chown $? 0; fi
+fi
+if begin_step 11-systemctl 1; then
+    if systemctl restart munge; then end_step 11-systemctl; else fail_step 11-systemctl $? 0; fi
+fi
+if begin_step 12-systemctl 1; then
+    if systemctl enable slurmctld; then end_step 12-systemctl; else fail_step 12-systemctl $? 0; fi
+fi
+if begin_step 13-systemctl 1; then
+    if systemctl restart slurmctld; then end_step 13-systemctl; else fail_step 13-systemctl $? 0; fi
+fi
+if begin_step 14-systemctl 1; then
+    if systemctl enable slurmd; then end_step 14-systemctl; else fail_step 14-systemctl $? 0; fi
+fi
+if begin_step 15-systemctl 1; then
+    if systemctl restart slurmd; then end_step 15-systemctl; else fail_step 15-systemctl $? 0; fi
+fi
+if [ "$FAILED" = 0 ]; then
+    log "provisioner: head node of h200-big-data bootstrapped"
+else
+    log "some steps failed; see above"
+fi
+if [ $$ = 1 ]; then
+    log "staying in the foreground as the container's init"
+    trap 'exit 0' TERM INT
+    while :; do sleep 3600 & wait $! || true; done
+fi
+exit "$FAILED"

@@ -1,0 +1,291 @@
+#!/bin/bash
+# provisioner bootstrap: worker node(s) of cluster llm-pretrain (p5.48xlarge on aws).
+# The same bootstrap as cloud-init/worker.yaml, for nodes where cloud-init does not run: a
+# container pod's entrypoint (no systemd: daemons are started directly) or a VM reached over SSH.
+# Idempotent and resumable: a step that succeeded is not run again; run it again after a failure.
+# Set PROVISIONER_NODE_NAME to this node's name (llm-pretrain-<i>) where the hostname is not it.
+# Holds cluster secrets: keep it 0600 and delete it from anywhere it was copied once it has run.
+set -euo pipefail
+umask 022
+STATE=/var/lib/provisioner/bootstrap
+mkdir -p "$STATE" /var/log/provisioner /run/provisioner
+chmod 0700 "$STATE"
+exec > >(tee -a /var/log/provisioner/bootstrap.log) 2>&1
+log() { echo "provisioner-bootstrap: $*"; }
+if command -v flock >/dev/null; then
+    exec 9>/run/provisioner/bootstrap.lock
+    flock -n 9 || { log "another bootstrap is running"; exit 75; }
+fi
+HAVE_SYSTEMD=0
+[ -d /run/systemd/system ] && HAVE_SYSTEMD=1
+FAILED=0
+
+put_file() {  # PATH MODE OWNER, base64 content on stdin; replaced atomically
+    local path=$1 mode=$2 owner=$3 tmp
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    chmod 0600 "$tmp"
+    base64 -d > "$tmp"
+    chown "$owner" "$tmp"
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$path"
+}
+
+authorize() {  # USER KEY...
+    local user=$1 home key
+    shift
+    home=$(getent passwd "$user" | cut -d: -f6)
+    mkdir -p "$home/.ssh"
+    touch "$home/.ssh/authorized_keys"
+    for key in "$@"; do
+        grep -qxF "$key" "$home/.ssh/authorized_keys" || echo "$key" >> "$home/.ssh/authorized_keys"
+    done
+    chmod 0700 "$home/.ssh"
+    chmod 0600 "$home/.ssh/authorized_keys"
+    chown -R "$user:$(id -gn "$user")" "$home/.ssh"
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ -z "${missing[*]:-}" ] && return 0
+    log "installing ${missing[*]}"
+    command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+node_name() {
+    if [ -f /etc/provisioner/identity.env ]; then
+        (. /etc/provisioner/identity.env && echo "$NODE_NAME")
+    else
+        echo "${PROVISIONER_NODE_NAME:-$(hostname -s)}"
+    fi
+}
+
+pid_file() {
+    case $1 in
+        munge) echo /run/munge/munged.pid ;;
+        slurmctld | slurmd | slurmdbd) echo "/run/$1.pid" ;;
+        *) echo "/run/provisioner/$1.pid" ;;
+    esac
+}
+
+svc_running() {
+    local pid
+    [ -f "/run/provisioner/$1.done" ] && return 0
+    pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+svc_start() {  # start UNIT without systemd, unless it is running already
+    local unit=${1%.service} exec_start
+    svc_running "$unit" && return 0
+    case $unit in
+        munge)
+            install -d -o munge -g munge -m 0755 /run/munge
+            runuser -u munge -- /usr/sbin/munged ;;
+        slurmctld) /usr/sbin/slurmctld ;;
+        slurmd) /usr/sbin/slurmd -N "$(node_name)" ;;
+        slurmdbd) /usr/sbin/slurmdbd ;;
+        k3s | k3s-agent)
+            setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
+                >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-deadman.timer)
+            # Once the deadline passes, provisioner-deadman's poweroff fails without systemd: stop PID 1.
+            setsid bash -c 'while sleep 60; do /usr/local/sbin/provisioner-deadman || kill -TERM 1; done' \
+                > /dev/null 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        *)
+            if [ -f "/etc/systemd/system/$unit.service" ]; then
+                exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
+                $exec_start  # our own oneshot units: a plain command line
+                touch "/run/provisioner/$unit.done"
+            elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
+                "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
+            else
+                log "cannot start $unit without systemd"
+                return 1
+            fi ;;
+    esac
+}
+
+svc_stop() {
+    local unit=${1%.service} pid i
+    rm -f "/run/provisioner/$unit.done"
+    pid=$(cat "$(pid_file "$unit")" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+systemctl() {  # systemd when it runs; otherwise start the daemons directly
+    if [ "$HAVE_SYSTEMD" = 1 ]; then
+        command systemctl "$@"
+        return
+    fi
+    local action=$1 now=0 unit units=()
+    shift
+    for unit in "$@"; do
+        case $unit in --now) now=1 ;; -*) ;; *) units+=("$unit") ;; esac
+    done
+    for unit in "${units[@]}"; do
+        case $action in
+            enable) if [ "$now" = 1 ]; then svc_start "$unit" || return; fi ;;
+            start) svc_start "$unit" || return ;;
+            restart) svc_stop "$unit"; svc_start "$unit" || return ;;
+            stop) svc_stop "$unit" ;;
+            is-active) svc_running "${unit%.service}" || return ;;
+            *) log "systemctl $action $unit: ignored without systemd" ;;
+        esac
+    done
+}
+
+begin_step() {  # ID ALWAYS: false when the step already succeeded on an earlier run
+    if [ "$2" = 0 ] && [ -e "$STATE/$1.done" ]; then
+        log "step $1: done earlier"
+        return 1
+    fi
+    log "step $1"
+}
+end_step() { touch "$STATE/$1.done"; }
+fail_step() {  # ID STATUS WARN_ONLY
+    if [ "$3" = 1 ]; then
+        log "step $1: WARN exit $2 (left to node validation)"
+        touch "$STATE/$1.done"
+    else
+        log "step $1: FAILED exit $2 (run the bootstrap again to retry)"
+        FAILED=1
+    fi
+}
+
+log "worker node of llm-pretrain, systemd: $HAVE_SYSTEMD"
+if ! id -u ml >/dev/null 2>&1; then
+    useradd -m -u 2000 -s /bin/bash ml
+fi
+for group in $(echo sudo | tr , ' '); do
+    getent group "$group" >/dev/null && usermod -aG "$group" ml
+done
+if [ -d /etc/sudoers.d ]; then
+    echo 'ml ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-provisioner-ml
+    chmod 0440 /etc/sudoers.d/90-provisioner-ml
+fi
+authorize ml 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example'
+authorize root 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example'
+put_file /etc/provisioner/firewall.nft 0644 root:root <<'PROVISIONER_B64'
+IyEvdXNyL3NiaW4vbmZ0IC1mCiMgTm9kZSBmaXJld2FsbCBmb3IgY2x1c3RlciBsbG0tcHJldHJhaW46IFNTSCBvbmx5IGZyb20gYWNjZXNzLmFsbG93ZWRfY2lkcnMgYW5kIHRoZSBjbHVzdGVyJ3Mgb3duCiMgbmV0d29yazsgU2x1cm0sIGszcyBhbmQgTkZTIGRhZW1vbnMgb25seSBmcm9tIHRoZSBjbHVzdGVyJ3Mgb3duIG5ldHdvcmsuIE90aGVyIHRyYWZmaWMgaXMgbGVmdAojIHRvIHRoZSBwcm92aWRlcidzIGZpcmV3YWxsIChwb2xpY3kgYWNjZXB0KSwgc28gcHJvdmlkZXIgYWdlbnRzIGFuZCBESENQIGtlZXAgd29ya2luZy4KIyBMb2FkaW5nIHRoaXMgZmlsZSBhZ2FpbiByZXBsYWNlcyB0aGUgdGFibGUgYXRvbWljYWxseSAoaWRlbXBvdGVudCkuCnRhYmxlIGluZXQgcHJvdmlzaW9uZXIKZGVsZXRlIHRhYmxlIGluZXQgcHJvdmlzaW9uZXIKdGFibGUgaW5ldCBwcm92aXNpb25lciB7CiAgICBzZXQgc3NoX3Y0IHsKICAgICAgICB0eXBlIGlwdjRfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICAgICAgZWxlbWVudHMgPSB7IDAuMC4wLjAvMCB9CiAgICB9CiAgICBzZXQgc3NoX3Y2IHsKICAgICAgICB0eXBlIGlwdjZfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICB9CiAgICBzZXQgY2x1c3Rlcl92NCB7CiAgICAgICAgdHlwZSBpcHY0X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgICAgIGVsZW1lbnRzID0geyAxMC4wLjAuMC84LCAxNzIuMTYuMC4wLzEyLCAxOTIuMTY4LjAuMC8xNiB9CiAgICB9CiAgICBzZXQgY2x1c3Rlcl92NiB7CiAgICAgICAgdHlwZSBpcHY2X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgY2hhaW4gaW5wdXQgewogICAgICAgIHR5cGUgZmlsdGVyIGhvb2sgaW5wdXQgcHJpb3JpdHkgZmlsdGVyOyBwb2xpY3kgYWNjZXB0OwogICAgICAgIGlpZiAibG8iIGFjY2VwdAogICAgICAgIGN0IHN0YXRlIGVzdGFibGlzaGVkLHJlbGF0ZWQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwIHNhZGRyIEBzc2hfdjQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwNiBzYWRkciBAc3NoX3Y2IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcCBzYWRkciBAY2x1c3Rlcl92NCBhY2NlcHQKICAgICAgICB0Y3AgZHBvcnQgMjIgaXA2IHNhZGRyIEBjbHVzdGVyX3Y2IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBjb3VudGVyIGRyb3AKICAgICAgICB0Y3AgZHBvcnQgeyAxMTEsIDIwNDksIDY0NDMsIDY4MTcsIDY4MTgsIDY4MTksIDEwMjUwIH0gaXAgc2FkZHIgIT0gQGNsdXN0ZXJfdjQgY291bnRlciBkcm9wCiAgICAgICAgdWRwIGRwb3J0IHsgMTExLCAyMDQ5LCA4NDcyIH0gaXAgc2FkZHIgIT0gQGNsdXN0ZXJfdjQgY291bnRlciBkcm9wCiAgICAgICAgdGNwIGRwb3J0IHsgMTExLCAyMDQ5LCA2NDQzLCA2ODE3LCA2ODE4LCA2ODE5LCAxMDI1MCB9IGlwNiBzYWRkciAhPSBAY2x1c3Rlcl92NiBjb3VudGVyIGRyb3AKICAgICAgICB1ZHAgZHBvcnQgeyAxMTEsIDIwNDksIDg0NzIgfSBpcDYgc2FkZHIgIT0gQGNsdXN0ZXJfdjYgY291bnRlciBkcm9wCiAgICB9Cn0K
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgZmlyZXdhbGwgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gKFNTSCBmcm9tIGFjY2Vzcy5hbGxvd2VkX2NpZHJzIG9ubHkpCldhbnRzPW5ldHdvcmstcHJlLnRhcmdldApCZWZvcmU9bmV0d29yay1wcmUudGFyZ2V0IHNzaC5zZXJ2aWNlIHNsdXJtZC5zZXJ2aWNlIHNsdXJtY3RsZC5zZXJ2aWNlIGszcy5zZXJ2aWNlIGszcy1hZ2VudC5zZXJ2aWNlCltTZXJ2aWNlXQpUeXBlPW9uZXNob3QKUmVtYWluQWZ0ZXJFeGl0PXllcwpFeGVjU3RhcnQ9L3Vzci9zYmluL25mdCAtZiAvZXRjL3Byb3Zpc2lvbmVyL2ZpcmV3YWxsLm5mdApbSW5zdGFsbF0KV2FudGVkQnk9bXVsdGktdXNlci50YXJnZXQK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-identity 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBXb3JrIG91dCB3aGljaCBub2RlIG9mIGNsdXN0ZXIgbGxtLXByZXRyYWluIHRoaXMgbWFjaGluZSBpcywgZnJvbSB0aGUgcHJvdmlkZXIncyBtZXRhZGF0YQojICh0aGUgaW5zdGFuY2UgbmFtZSB0aGUgc3RhY2sgZ2F2ZSBpdCksIHNldCB0aGUgaG9zdG5hbWUgdG8gaXQgYW5kIHJlY29yZCBpdCBpbgojIC9ldGMvcHJvdmlzaW9uZXIvaWRlbnRpdHkuZW52LiBQUk9WSVNJT05FUl9OT0RFX05BTUUgKHNldCBieSB0aGUgc3RhY2sgd2hlcmUgdGhlIHByb3ZpZGVyIGhhcwojIG5vIGluc3RhbmNlLW5hbWUgbWV0YWRhdGEsIGUuZy4gYSBjb250YWluZXIgcG9kJ3MgZW52aXJvbm1lbnQpIHdpbnM7IGZhbGxzIGJhY2sgdG8gdGhlIGN1cnJlbnQKIyBzaG9ydCBob3N0bmFtZS4Kc2V0IC11ClBBVFRFUk49J15sbG0tcHJldHJhaW4tWzAtOV0rJCcKbmFtZT0iJHtQUk9WSVNJT05FUl9OT0RFX05BTUU6LX0iCmlmIFsgLXogIiRuYW1lIiBdOyB0aGVuCiAgICB0b2tlbj0kKGN1cmwgLXNmIC1tIDUgLVggUFVUIGh0dHA6Ly8xNjkuMjU0LjE2OS4yNTQvbGF0ZXN0L2FwaS90b2tlbiAtSCAiWC1hd3MtZWMyLW1ldGFkYXRhLXRva2VuLXR0bC1zZWNvbmRzOiA2MCIgfHwgdHJ1ZSkKICAgIG5hbWU9JChjdXJsIC1zZiAtbSA1IC1IICJYLWF3cy1lYzItbWV0YWRhdGEtdG9rZW46ICR0b2tlbiIgaHR0cDovLzE2OS4yNTQuMTY5LjI1NC9sYXRlc3QvbWV0YS1kYXRhL3RhZ3MvaW5zdGFuY2UvTmFtZSB8fCB0cnVlKQpmaQppZiAhIFtbICIkbmFtZSIgPX4gJFBBVFRFUk4gXV07IHRoZW4KICAgIG5hbWU9JChob3N0bmFtZSAtcykKZmkKaWYgISBbWyAiJG5hbWUiID1+ICRQQVRURVJOIF1dOyB0aGVuCiAgICBlY2hvICJwcm92aXNpb25lci1pZGVudGl0eTogY2Fubm90IHRlbGwgd2hpY2ggbm9kZSB0aGlzIGlzIChnb3QgJyRuYW1lJykiID4mMgogICAgZXhpdCAxCmZpCmhvc3RuYW1lY3RsIHNldC1ob3N0bmFtZSAiJG5hbWUiIDI+L2Rldi9udWxsIHx8IGhvc3RuYW1lICIkbmFtZSIKcm9sZT13b3JrZXIKWyAiJG5hbWUiID0gImxsbS1wcmV0cmFpbi0wIiBdICYmIHJvbGU9aGVhZApta2RpciAtcCAvZXRjL3Byb3Zpc2lvbmVyCnByaW50ZiAnTk9ERV9OQU1FPSVzXG5OT0RFX1JPTEU9JXNcbkhFQURfTk9ERT0lc1xuJyAiJG5hbWUiICIkcm9sZSIgImxsbS1wcmV0cmFpbi0wIiA+IC9ldGMvcHJvdmlzaW9uZXIvaWRlbnRpdHkuZW52CiMgVGhlIHN0YWNrIG1heSBkcm9wICJJUCBOQU1FIiBsaW5lcyBoZXJlIHdoZW4gdGhlIHByb3ZpZGVyIGhhcyBubyBpbnRlcm5hbCBETlMgZm9yIG5vZGUgbmFtZXMuCmlmIFsgLWYgL2V0Yy9wcm92aXNpb25lci9ob3N0cyBdICYmICEgZ3JlcCAtcSAnIyBwcm92aXNpb25lciBob3N0cycgL2V0Yy9ob3N0czsgdGhlbgogICAgeyBlY2hvICcjIHByb3Zpc2lvbmVyIGhvc3RzJzsgY2F0IC9ldGMvcHJvdmlzaW9uZXIvaG9zdHM7IH0gPj4gL2V0Yy9ob3N0cwpmaQplY2hvICJwcm92aXNpb25lci1pZGVudGl0eTogJG5hbWUgKCRyb2xlKSIK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-nvme-raid 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBBc3NlbWJsZSBldmVyeSBsb2NhbCBOVk1lIGRhdGEgZGlzayBpbnRvIG9uZSBmaWxlc3lzdGVtIGF0IC9tbnQvY2hlY2twb2ludHMuCiMgICAwIGRpc2tzOiBhIGRpcmVjdG9yeSBvbiB0aGUgcm9vdCBkaXNrICh3aXRoIGEgd2FybmluZyk7IDEgZGlzazogZm9ybWF0dGVkIGRpcmVjdGx5OwojICAgTiBkaXNrczogbWRhZG0gUkFJRDAgKC9kZXYvbWQvY2hlY2twb2ludHMpLiBJZGVtcG90ZW50OiBhbiBleGlzdGluZyBtb3VudCBvciBhcnJheSBpcyByZXVzZWQuCiMgVGVzdCBob29rcyAodXNlZCBieSB0aGUgdW5pdCB0ZXN0cywgaGFybWxlc3MgaW4gcHJvZHVjdGlvbik6CiMgICBQUk9WSVNJT05FUl9OVk1FX0RFVklDRVMgIHNwYWNlLXNlcGFyYXRlZCBjYW5kaWRhdGUgZGlza3MgaW5zdGVhZCBvZiBsc2JsayBkaXNjb3ZlcnkKIyAgIFBST1ZJU0lPTkVSX1JPT1RfRElTSyAgICAgdGhlIHJvb3QgZGlzayBpbnN0ZWFkIG9mIGFza2luZyBmaW5kbW50L2xzYmxrCiMgICBQUk9WSVNJT05FUl9EUllfUlVOPTEgICAgIHByaW50IHRoZSBjb21tYW5kcyBpbnN0ZWFkIG9mIHJ1bm5pbmcgdGhlbQpzZXQgLWV1byBwaXBlZmFpbApNT1VOVF9QT0lOVD0iJHtQUk9WSVNJT05FUl9NT1VOVF9QT0lOVDotL21udC9jaGVja3BvaW50c30iCk1EX0RFVklDRT0vZGV2L21kL2NoZWNrcG9pbnRzCgpydW4oKSB7CiAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiA9IDEgXTsgdGhlbiBlY2hvICIrICQqIjsgZWxzZSAiJEAiOyBmaQp9Cgpyb290X2Rpc2soKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX1JPT1RfRElTSzotfSIgXTsgdGhlbiBlY2hvICIkUFJPVklTSU9ORVJfUk9PVF9ESVNLIjsgcmV0dXJuOyBmaQogICAgbG9jYWwgc3JjIHBhcmVudAogICAgc3JjPSQoZmluZG1udCAtbm8gU09VUkNFIC8gfHwgdHJ1ZSkKICAgIHBhcmVudD0kKGxzYmxrIC1ubyBQS05BTUUgIiRzcmMiIDI+L2Rldi9udWxsIHwgaGVhZCAtbiAxIHx8IHRydWUpCiAgICBpZiBbIC1uICIkcGFyZW50IiBdOyB0aGVuIGVjaG8gIi9kZXYvJHBhcmVudCI7IGVsc2UgZWNobyAiJHNyYyI7IGZpCn0KCmNhbmRpZGF0ZXMoKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX05WTUVfREVWSUNFUytzZXR9IiBdOyB0aGVuCiAgICAgICAgZm9yIGRldiBpbiAkUFJPVklTSU9ORVJfTlZNRV9ERVZJQ0VTOyBkbyBlY2hvICIkZGV2IjsgZG9uZQogICAgICAgIHJldHVybgogICAgZmkKICAgICMgV2hvbGUgTlZNZSBkaXNrcyB3aXRoIG5vIHBhcnRpdGlvbnMgYW5kIG5vIGZpbGVzeXN0ZW0gbW91bnRlZCBmcm9tIHRoZW0uCiAgICBsc2JsayAtZHBubyBOQU1FLFRZUEUgfCBhd2sgJyQyID09ICJkaXNrIiAmJiAkMSB+IC9cL252bWVbMC05XStuWzAtOV0rJC8ge3ByaW50ICQxfScgfCB3aGlsZSByZWFkIC1yIGRldjsgZG8KICAgICAgICBpZiBbICIkKGxzYmxrIC1ubyBOQU1FICIkZGV2IiB8IHdjIC1sKSIgLWVxIDEgXSAmJiBbIC16ICIkKGxzYmxrIC1ubyBNT1VOVFBPSU5UICIkZGV2IiB8IHRyIC1kICdbOnNwYWNlOl0nKSIgXTsgdGhlbgogICAgICAgICAgICBlY2hvICIkZGV2IgogICAgICAgIGZpCiAgICBkb25lCn0KCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iICE9IDEgXSAmJiBtb3VudHBvaW50IC1xICIkTU9VTlRfUE9JTlQiOyB0aGVuCiAgICBlY2hvICJudm1lLXJhaWQ6ICRNT1VOVF9QT0lOVCBhbHJlYWR5IG1vdW50ZWQiCiAgICBleGl0IDAKZmkKClJPT1Q9JChyb290X2Rpc2spCkRJU0tTPSgpCkNPVU5UPTAKZm9yIGRldiBpbiAkKGNhbmRpZGF0ZXMpOyBkbwogICAgaWYgWyAiJGRldiIgPSAiJFJPT1QiIF07IHRoZW4gY29udGludWU7IGZpCiAgICBESVNLUys9KCIkZGV2IikKICAgIENPVU5UPSQoKENPVU5UICsgMSkpCmRvbmUKCnJ1biBta2RpciAtcCAiJE1PVU5UX1BPSU5UIgpjYXNlICRDT1VOVCBpbgogICAgMCkKICAgICAgICBlY2hvICJudm1lLXJhaWQ6IFdBUk5JTkc6IG5vIGxvY2FsIE5WTWUgZGF0YSBkaXNrOyAkTU9VTlRfUE9JTlQgaXMgb24gdGhlIHJvb3QgZGlzayIgPiYyCiAgICAgICAgZXhpdCAwCiAgICAgICAgOzsKICAgIDEpCiAgICAgICAgVEFSR0VUPSIke0RJU0tTWzBdfSIKICAgICAgICA7OwogICAgKikKICAgICAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiAhPSAxIF0gJiYgWyAtZSAiJE1EX0RFVklDRSIgXTsgdGhlbgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZWxzZQogICAgICAgICAgICBydW4gbWRhZG0gLS1jcmVhdGUgIiRNRF9ERVZJQ0UiIC0tcnVuIC0tbGV2ZWw9MCAtLWNodW5rPTUxMiAtLXJhaWQtZGV2aWNlcz0kQ09VTlQgIiR7RElTS1NbQF19IgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZmkKICAgICAgICA7Owplc2FjCmVjaG8gIm52bWUtcmFpZDogJENPVU5UIGRpc2socyk6ICR7RElTS1NbKl19IC0+ICRUQVJHRVQiCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iID0gMSBdIHx8ICEgYmxraWQgLW8gdmFsdWUgLXMgVFlQRSAiJFRBUkdFVCIgPi9kZXYvbnVsbCAyPiYxOyB0aGVuCiAgICBydW4gbWtmcy5leHQ0IC1GIC1xIC1MIGNoZWNrcG9pbnRzIC1FIGxhenlfaXRhYmxlX2luaXQ9MSxsYXp5X2pvdXJuYWxfaW5pdD0xIC1tIDAgIiRUQVJHRVQiCmZpCnJ1biBtb3VudCAtbyBub2F0aW1lLGRpc2NhcmQgIiRUQVJHRVQiICIkTU9VTlRfUE9JTlQiCnJ1biBjaG1vZCAxNzc3ICIkTU9VTlRfUE9JTlQiCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-nvme.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFzc2VtYmxlIGxvY2FsIE5WTWUgaW50byAvbW50L2NoZWNrcG9pbnRzCkJlZm9yZT1zbHVybWQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApSZW1haW5BZnRlckV4aXQ9eWVzCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItbnZtZS1yYWlkCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDggXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDggeCBIMTAwIgogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIDgtR1BVIE5WU3dpdGNoIGJvYXJkcyBuZWVkIG52aWRpYS1mYWJyaWNtYW5hZ2VyIG9yIENVREEgaW5pdCBmYWlscyB3aXRoIGVycm9yIDgwMi4KaWYgISBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIHN5c3RlbWN0bCBlbmFibGUgLS1ub3cgbnZpZGlhLWZhYnJpY21hbmFnZXIgfHwgdHJ1ZQpmaQppZiBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIGVjaG8gImdwdS1jaGVjazogb2sgbnYtZmFicmljbWFuYWdlciBhY3RpdmUiCmVsc2UKICAgIGVjaG8gImdwdS1jaGVjazogRkFJTCBudi1mYWJyaWNtYW5hZ2VyIGlzIG5vdCBydW5uaW5nIgogICAgc3RhdHVzPTEKZmkKIyBOb2RlIHZhbGlkYXRpb24gKGRvY3MvdmFsaWRhdGlvbi5tZCkgd2hlcmUgdGhlIGltYWdlIGhhcyB0aGUgcHJvdmlzaW9uZXIgcGFja2FnZTogR1BVIGhlYWx0aCwKIyBYSURzLCBOVkxpbmssIERDR00gYW5kIGEgfjY1IHMgYnVybi1pbiwgYmVmb3JlIHNsdXJtZC9rM3Mgc3RhcnQuIEZhaWxlZCAoZXhpdCAxMSkgZmFpbHMgdGhpcwojIGNoZWNrOyBkZWdyYWRlZCAoMTApIGlzIGxvZ2dlZCBhbmQgbGVmdCB0byBgcHJvdmlzaW9uZXIgdmFsaWRhdGVgLiBJbWFnZXMgd2l0aG91dCB0aGUgcGFja2FnZQojIGtlZXAgdGhlIHByZXNlbmNlIGNoZWNrcyBhYm92ZSBvbmx5LgppZiBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIHByb3Zpc2lvbmVyIG5vZGUgY2hlY2sgLS1leHBlY3QtZ3B1cyA4IC0tZXhwZWN0LW1vZGVsIEgxMDAgXAogICAgICAgIC0tanNvbiAtbyAvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24KICAgIGNhc2UgJD8gaW4KICAgICAgICAwKSBlY2hvICJncHUtY2hlY2s6IG9rIG5vZGUgY2hlY2sgaGVhbHRoeSIgOzsKICAgICAgICAxMCkgZWNobyAiZ3B1LWNoZWNrOiBXQVJOIG5vZGUgY2hlY2sgZGVncmFkZWQgKC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbikiIDs7CiAgICAgICAgKikgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG5vZGUgY2hlY2sgZmFpbGVkICgvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24pIjsgc3RhdHVzPTEgOzsKICAgIGVzYWMKZmkKZXhpdCAkc3RhdHVzCg==
+PROVISIONER_B64
+put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
+IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgZWZhIGZhYnJpYyBvZiBwNS40OHhsYXJnZS4KZXhwb3J0IEZJX0VGQV9GT1JLX1NBRkU9IjEiCmV4cG9ydCBGSV9FRkFfVVNFX0RFVklDRV9SRE1BPSIxIgpleHBvcnQgRklfUFJPVklERVI9ImVmYSIKZXhwb3J0IExEX0xJQlJBUllfUEFUSD0iL29wdC9hbWF6b24vb2ZpLW5jY2wvbGliOi9vcHQvYW1hem9uL2VmYS9saWIke0xEX0xJQlJBUllfUEFUSDorOiR7TERfTElCUkFSWV9QQVRIfX0iCmV4cG9ydCBOQ0NMX0RFQlVHPSJXQVJOIgpleHBvcnQgTkNDTF9ORVRfUExVR0lOPSJvZmkiCmV4cG9ydCBOQ0NMX1NPQ0tFVF9JRk5BTUU9Il5sbyxkb2NrZXIwIgpleHBvcnQgTkNDTF9UVU5FUl9QTFVHSU49Im9maSIK
+PROVISIONER_B64
+put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
+IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCkZJX0VGQV9GT1JLX1NBRkU9MQpGSV9FRkFfVVNFX0RFVklDRV9SRE1BPTEKRklfUFJPVklERVI9ZWZhCkxEX0xJQlJBUllfUEFUSD0vb3B0L2FtYXpvbi9vZmktbmNjbC9saWI6L29wdC9hbWF6b24vZWZhL2xpYgpOQ0NMX0RFQlVHPVdBUk4KTkNDTF9ORVRfUExVR0lOPW9maQpOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAKTkNDTF9UVU5FUl9QTFVHSU49b2ZpCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-deadman 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IHBvd2VyIHRoZSBub2RlIG9mZiBvbmNlIHRoZSBjbHVzdGVyJ3MgbGlmZXRpbWUgKDYwMCBtaW4pIGlzIHVwLgojIFRoZSBkZWFkbGluZSBpcyBmaXhlZCBvbiBmaXJzdCBib290LCBzbyByZWJvb3RzIGRvIG5vdCBleHRlbmQgaXQuCnNldCAtZXUKREVBRExJTkVfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL2RlYWRsaW5lCmlmIFsgISAtZiAiJERFQURMSU5FX0ZJTEUiIF07IHRoZW4KICAgIG1rZGlyIC1wIC9ldGMvcHJvdmlzaW9uZXIKICAgIGVjaG8gJCgoICQoZGF0ZSArJXMpICsgNjAwICogNjAgKSkgPiAiJERFQURMSU5FX0ZJTEUiCmZpCmlmIFsgIiQoZGF0ZSArJXMpIiAtZ2UgIiQoY2F0ICIkREVBRExJTkVfRklMRSIpIiBdOyB0aGVuCiAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItZGVhZG1hbiAibGlmZXRpbWUgb2YgNjAwIG1pbiByZWFjaGVkOyBwb3dlcmluZyBvZmYiCiAgICBzeXN0ZW1jdGwgcG93ZXJvZmYKZmkK
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPVBvd2VyIG9mZiB3aGVuIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGlzIG92ZXIKW1NlcnZpY2VdClR5cGU9b25lc2hvdApFeGVjU3RhcnQ9L3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLWRlYWRtYW4K
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUNoZWNrIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGV2ZXJ5IG1pbnV0ZQpbVGltZXJdCk9uQm9vdFNlYz0xbWluCk9uVW5pdEFjdGl2ZVNlYz0xbWluCkFjY3VyYWN5U2VjPTMwcwpbSW5zdGFsbF0KV2FudGVkQnk9dGltZXJzLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-shared-fs 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBNb3VudCB0aGUgcHJvdmlkZXIncyBtYW5hZ2VkIHNoYXJlZCBmaWxlc3lzdGVtIGF0IC9zaGFyZWQuCiMgVGhlIGZpbGVzeXN0ZW0gaXMgY3JlYXRlZCBieSB0aGUgc3RhY2sgYWZ0ZXIgdGhpcyBmaWxlIGlzIHJlbmRlcmVkLCBzbyBpdHMgYWRkcmVzcyBpcyByZWFkCiMgYXQgYm9vdCBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvc2hhcmVkLWZzLmVudiAoU0hBUkVEX0ZTX1RBUkdFVD0uLi4pLCB3aGljaCB0aGUgc3RhY2sgd3JpdGVzLgpzZXQgLWV1Ck1PVU5UX1BPSU5UPSIvc2hhcmVkIgpFTlZfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL3NoYXJlZC1mcy5lbnYKZm9yIF8gaW4gJChzZXEgMSA2MCk7IGRvIFsgLWYgIiRFTlZfRklMRSIgXSAmJiBicmVhazsgc2xlZXAgMTA7IGRvbmUKaWYgWyAhIC1mICIkRU5WX0ZJTEUiIF07IHRoZW4KICAgIGVjaG8gInNoYXJlZC1mczogJEVOVl9GSUxFIG5ldmVyIGFwcGVhcmVkOyAkTU9VTlRfUE9JTlQgaXMgbm90IG1vdW50ZWQiID4mMgogICAgZXhpdCAxCmZpCi4gIiRFTlZfRklMRSIKbWtkaXIgLXAgIiRNT1VOVF9QT0lOVCIKIyBGU3ggZm9yIEx1c3RyZTogU0hBUkVEX0ZTX1RBUkdFVD1mcy0wMTIzLmZzeC51cy1lYXN0LTEuYW1hem9uYXdzLmNvbUB0Y3A6L21vdW50bmFtZQphcHQtZ2V0IGluc3RhbGwgLXkgImx1c3RyZS1jbGllbnQtbW9kdWxlcy0kKHVuYW1lIC1yKSIgfHwgYXB0LWdldCBpbnN0YWxsIC15IGx1c3RyZS1jbGllbnQtbW9kdWxlcy1hd3MKZWNobyAiJFNIQVJFRF9GU19UQVJHRVQgJE1PVU5UX1BPSU5UIGx1c3RyZSBkZWZhdWx0cyxub2F0aW1lLGZsb2NrLF9uZXRkZXYsbm9mYWlsIDAgMCIgPj4gL2V0Yy9mc3RhYgptb3VudCAiJE1PVU5UX1BPSU5UIgo=
+PROVISIONER_B64
+if begin_step 00-packages 0; then
+    if install_packages curl mdadm nfs-common nftables munge slurm-client slurmd; then end_step 00-packages; else
+        log "step 00-packages: FAILED; nothing else can run"
+        exit 1
+    fi
+fi
+put_file /etc/munge/munge.key 0400 munge:munge <<'PROVISIONER_B64'
+Q0FOQVJZLW11bmdlLWtleS0wMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMA==
+PROVISIONER_B64
+put_file /etc/slurm/cgroup.conf 0644 root:root <<'PROVISIONER_B64'
+IyBjZ3JvdXAuY29uZiBmb3IgY2x1c3RlciBsbG0tcHJldHJhaW46IGNvbmZpbmUgam9icyB0byB0aGUgY29yZXMsIG1lbW9yeSBhbmQgR1BVcyB0aGV5IGFza2VkIGZvci4KQ29uc3RyYWluQ29yZXM9eWVzCkNvbnN0cmFpblJBTVNwYWNlPXllcwpDb25zdHJhaW5Td2FwU3BhY2U9eWVzCkNvbnN0cmFpbkRldmljZXM9eWVzCkFsbG93ZWRSQU1TcGFjZT0xMDAKQWxsb3dlZFN3YXBTcGFjZT0wCg==
+PROVISIONER_B64
+put_file /etc/slurm/epilog.sh 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBTbHVybSBlcGlsb2cgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluOiBydW5zIGFzIHJvb3Qgb24gZWFjaCBub2RlIGFmdGVyIGV2ZXJ5IGpvYi4KIyBJZiBhIG5vZGUgdmFsaWRhdG9yIGlzIGluc3RhbGxlZCBhbmQgcmVwb3J0cyBhIGZhdWx0LCBkcmFpbiB0aGlzIG5vZGUgc28gbm8gZnVydGhlciBqb2IgbGFuZHMKIyBvbiBiYWQgaGFyZHdhcmUuIFRoZSBlcGlsb2cgaXRzZWxmIGFsd2F5cyBleGl0cyAwOiBhIGZhaWxpbmcgZXBpbG9nIHdvdWxkIGRyYWluIHRoZSBub2RlIHdpdGgKIyBhIGxlc3MgdXNlZnVsIHJlYXNvbi4KVkFMSURBVE9SPSIke1BST1ZJU0lPTkVSX1ZBTElEQVRPUjotL3Vzci9sb2NhbC9iaW4vcHJvdmlzaW9uZXItdmFsaWRhdGUtbm9kZX0iClNDT05UUk9MPSIke1BST1ZJU0lPTkVSX1NDT05UUk9MOi1zY29udHJvbH0iCk5PREU9IiR7U0xVUk1EX05PREVOQU1FOi0kKGhvc3RuYW1lIC1zKX0iCgppZiBbIC14ICIkVkFMSURBVE9SIiBdOyB0aGVuCiAgICBpZiAhIG91dHB1dD0kKHRpbWVvdXQgMzAwICIkVkFMSURBVE9SIiAtLWFmdGVyLWpvYiAiJHtTTFVSTV9KT0JfSUQ6LTB9IiAyPiYxKTsgdGhlbgogICAgICAgIHJlYXNvbj0kKHByaW50ZiAnJXMnICIkb3V0cHV0IiB8IHRhaWwgLW4gMSB8IHRyIC1jZCAnWzphbG51bTpdIC5fOj0vLScgfCBjdXQgLWMxLTEyMCkKICAgICAgICAiJFNDT05UUk9MIiB1cGRhdGUgbm9kZW5hbWU9IiROT0RFIiBzdGF0ZT1kcmFpbiByZWFzb249InZhbGlkYXRvciBmYWlsZWQ6ICR7cmVhc29uOi11bmtub3dufSIKICAgICAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItZXBpbG9nICJkcmFpbmVkICROT0RFIGFmdGVyIGpvYiAke1NMVVJNX0pPQl9JRDotP306ICR7cmVhc29uOi11bmtub3dufSIKICAgIGZpCmZpCmV4aXQgMAo=
+PROVISIONER_B64
+put_file /etc/slurm/gres.conf 0644 root:root <<'PROVISIONER_B64'
+IyBncmVzLmNvbmYgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluOiA4IHggSDEwMCBwZXIgbm9kZS4KQXV0b0RldGVjdD1vZmYKTm9kZU5hbWU9bGxtLXByZXRyYWluLVswLTFdIE5hbWU9Z3B1IFR5cGU9aDEwMCBGaWxlPS9kZXYvbnZpZGlhWzAtN10K
+PROVISIONER_B64
+put_file /etc/slurm/slurm.conf 0644 root:root <<'PROVISIONER_B64'
+IyBzbHVybS5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbjogMiB4IHA1LjQ4eGxhcmdlIChhd3MgdXMtZWFzdC0xKQojIFJlbmRlcmVkIGJ5IHByb3Zpc2lvbmVyIGZyb20gcGxhbi5qc29uOyBlZGl0IHRoZSBzcGVjLCBub3QgdGhpcyBmaWxlLgpDbHVzdGVyTmFtZT1sbG1fcHJldHJhaW4KU2x1cm1jdGxkSG9zdD1sbG0tcHJldHJhaW4tMApTbHVybVVzZXI9c2x1cm0KU2x1cm1kVXNlcj1yb290CkF1dGhUeXBlPWF1dGgvbXVuZ2UKQ3JlZFR5cGU9Y3JlZC9tdW5nZQpTbHVybWN0bGRQb3J0PTY4MTcKU2x1cm1kUG9ydD02ODE4ClN0YXRlU2F2ZUxvY2F0aW9uPS92YXIvc3Bvb2wvc2x1cm1jdGxkClNsdXJtZFNwb29sRGlyPS92YXIvc3Bvb2wvc2x1cm1kClNsdXJtY3RsZFBpZEZpbGU9L3J1bi9zbHVybWN0bGQucGlkClNsdXJtZFBpZEZpbGU9L3J1bi9zbHVybWQucGlkClNsdXJtY3RsZExvZ0ZpbGU9L3Zhci9sb2cvc2x1cm0vc2x1cm1jdGxkLmxvZwpTbHVybWRMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtZC5sb2cKUHJvY3RyYWNrVHlwZT1wcm9jdHJhY2svY2dyb3VwClRhc2tQbHVnaW49dGFzay9jZ3JvdXAsdGFzay9hZmZpbml0eQpSZXR1cm5Ub1NlcnZpY2U9MgpTY2hlZHVsZXJUeXBlPXNjaGVkL2JhY2tmaWxsClNlbGVjdFR5cGU9c2VsZWN0L2NvbnNfdHJlcwpTZWxlY3RUeXBlUGFyYW1ldGVycz1DUl9Db3JlX01lbW9yeQpNcGlEZWZhdWx0PW5vbmUKUHJvcGFnYXRlUmVzb3VyY2VMaW1pdHNFeGNlcHQ9TUVNTE9DSwpKb2JDb21wVHlwZT1qb2Jjb21wL25vbmUKQWNjb3VudGluZ1N0b3JhZ2VUeXBlPWFjY291bnRpbmdfc3RvcmFnZS9zbHVybWRiZApBY2NvdW50aW5nU3RvcmFnZUhvc3Q9bGxtLXByZXRyYWluLTAKQWNjb3VudGluZ1N0b3JhZ2VUUkVTPWdyZXMvZ3B1CkpvYkFjY3RHYXRoZXJUeXBlPWpvYmFjY3RfZ2F0aGVyL2Nncm91cApUb3BvbG9neVBsdWdpbj10b3BvbG9neS90cmVlCkdyZXNUeXBlcz1ncHUKRXBpbG9nPS9ldGMvc2x1cm0vZXBpbG9nLnNoCktpbGxXYWl0PTMwClVua2lsbGFibGVTdGVwVGltZW91dD0xODAKU2x1cm1jdGxkVGltZW91dD0xMjAKU2x1cm1kVGltZW91dD0zMDAKIyBDUFVzIGFuZCBSZWFsTWVtb3J5IChNaUIsIE9TIGhlYWRyb29tIGtlcHQgYmFjaykgY29tZSBmcm9tIHRoZSBwcmljZWQgb2ZmZXIuCk5vZGVOYW1lPWxsbS1wcmV0cmFpbi1bMC0xXSBDUFVzPTE5MiBSZWFsTWVtb3J5PTE5OTIyOTQgR3Jlcz1ncHU6aDEwMDo4IFN0YXRlPVVOS05PV04KUGFydGl0aW9uTmFtZT1ncHUgTm9kZXM9QUxMIERlZmF1bHQ9WUVTIE1heFRpbWU9SU5GSU5JVEUgU3RhdGU9VVAK
+PROVISIONER_B64
+put_file /etc/slurm/slurmdbd.conf 0600 root:root <<'PROVISIONER_B64'
+IyBzbHVybWRiZC5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbjogYWNjb3VudGluZyBpbiBhIE1hcmlhREIgb24gdGhlIGhlYWQgbm9kZS4KIyBUaGUgZGF0YWJhc2UgaXMgcmVhY2hlZCBvdmVyIGl0cyBsb2NhbCBzb2NrZXQgYXMgdGhlIHNsdXJtIHVuaXggdXNlciwgc28gbm8gcGFzc3dvcmQgaXMgc3RvcmVkIGhlcmUuCkRiZEhvc3Q9bGxtLXByZXRyYWluLTAKRGJkUG9ydD02ODE5ClNsdXJtVXNlcj1zbHVybQpTdG9yYWdlVHlwZT1hY2NvdW50aW5nX3N0b3JhZ2UvbXlzcWwKU3RvcmFnZUhvc3Q9bG9jYWxob3N0ClN0b3JhZ2VMb2M9c2x1cm1fYWNjdF9kYgpTdG9yYWdlVXNlcj1zbHVybQpMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtZGJkLmxvZwpQaWRGaWxlPS9ydW4vc2x1cm1kYmQucGlkCg==
+PROVISIONER_B64
+put_file /etc/slurm/topology.conf 0644 root:root <<'PROVISIONER_B64'
+IyB0b3BvbG9neS5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbiAodG9wb2xvZ3kvdHJlZSkuClN3aXRjaE5hbWU9c3cwIE5vZGVzPWxsbS1wcmV0cmFpbi0wLGxsbS1wcmV0cmFpbi0xCg==
+PROVISIONER_B64
+if begin_step 01-provisioner-identity 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+fi
+if begin_step 02-provisioner-deadman 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step 02-provisioner-deadman; else fail_step 02-provisioner-deadman $? 0; fi
+fi
+if begin_step 03-systemctl 1; then
+    if systemctl daemon-reload; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+fi
+if begin_step 04-systemctl 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+fi
+if begin_step 05-systemctl 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step 05-systemctl; else fail_step 05-systemctl $? 0; fi
+fi
+if begin_step 06-systemctl 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step 06-systemctl; else fail_step 06-systemctl $? 0; fi
+fi
+if begin_step 07-provisioner-gpu-check 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step 07-provisioner-gpu-check; else fail_step 07-provisioner-gpu-check $? 1; fi
+fi
+if begin_step 08-provisioner-shared-fs 0; then
+    if /usr/local/sbin/provisioner-shared-fs; then end_step 08-provisioner-shared-fs; else fail_step 08-provisioner-shared-fs $? 0; fi
+fi
+if begin_step 09-mkdir 0; then
+    if mkdir -p /var/log/slurm /var/spool/slurmd /var/spool/slurmctld; then end_step 09-mkdir; else fail_step 09-mkdir $? 0; fi
+fi
+if begin_step 10-chown 0; then
+    if chown slurm:slurm /var/log/slurm /var/spool/slurmctld; then end_step 10-chown; else fail_step 10-chown $? 0; fi
+fi
+if begin_step 11-systemctl 1; then
+    if systemctl restart munge; then end_step 11-systemctl; else fail_step 11-systemctl $? 0; fi
+fi
+if begin_step 12-systemctl 1; then
+    if systemctl enable slurmd; then end_step 12-systemctl; else fail_step 12-systemctl $? 0; fi
+fi
+if begin_step 13-systemctl 1; then
+    if systemctl restart slurmd; then end_step 13-systemctl; else fail_step 13-systemctl $? 0; fi
+fi
+if [ "$FAILED" = 0 ]; then
+    log "provisioner: worker node of llm-pretrain bootstrapped"
+else
+    log "some steps failed; see above"
+fi
+if [ $$ = 1 ]; then
+    log "staying in the foreground as the container's init"
+    trap 'exit 0' TERM INT
+    while :; do sleep 3600 & wait $! || true; done
+fi
+exit "$FAILED"

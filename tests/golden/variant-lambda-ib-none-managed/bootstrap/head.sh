@@ -1,0 +1,238 @@
+#!/bin/bash
+# provisioner bootstrap: head node(s) of cluster llm-pretrain (gpu_8x_h100_sxm5 on lambda).
+# The same bootstrap as cloud-init/head.yaml, for nodes where cloud-init does not run: a
+# container pod's entrypoint (no systemd: daemons are started directly) or a VM reached over SSH.
+# Idempotent and resumable: a step that succeeded is not run again; run it again after a failure.
+# Set PROVISIONER_NODE_NAME to this node's name (llm-pretrain-<i>) where the hostname is not it.
+# Holds cluster secrets: keep it 0600 and delete it from anywhere it was copied once it has run.
+set -euo pipefail
+umask 022
+STATE=/var/lib/provisioner/bootstrap
+mkdir -p "$STATE" /var/log/provisioner /run/provisioner
+chmod 0700 "$STATE"
+exec > >(tee -a /var/log/provisioner/bootstrap.log) 2>&1
+log() { echo "provisioner-bootstrap: $*"; }
+if command -v flock >/dev/null; then
+    exec 9>/run/provisioner/bootstrap.lock
+    flock -n 9 || { log "another bootstrap is running"; exit 75; }
+fi
+HAVE_SYSTEMD=0
+[ -d /run/systemd/system ] && HAVE_SYSTEMD=1
+FAILED=0
+
+put_file() {  # PATH MODE OWNER, base64 content on stdin; replaced atomically
+    local path=$1 mode=$2 owner=$3 tmp
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    chmod 0600 "$tmp"
+    base64 -d > "$tmp"
+    chown "$owner" "$tmp"
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$path"
+}
+
+authorize() {  # USER KEY...
+    local user=$1 home key
+    shift
+    home=$(getent passwd "$user" | cut -d: -f6)
+    mkdir -p "$home/.ssh"
+    touch "$home/.ssh/authorized_keys"
+    for key in "$@"; do
+        grep -qxF "$key" "$home/.ssh/authorized_keys" || echo "$key" >> "$home/.ssh/authorized_keys"
+    done
+    chmod 0700 "$home/.ssh"
+    chmod 0600 "$home/.ssh/authorized_keys"
+    chown -R "$user:$(id -gn "$user")" "$home/.ssh"
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ -z "${missing[*]:-}" ] && return 0
+    log "installing ${missing[*]}"
+    command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+node_name() {
+    if [ -f /etc/provisioner/identity.env ]; then
+        (. /etc/provisioner/identity.env && echo "$NODE_NAME")
+    else
+        echo "${PROVISIONER_NODE_NAME:-$(hostname -s)}"
+    fi
+}
+
+pid_file() {
+    case $1 in
+        munge) echo /run/munge/munged.pid ;;
+        slurmctld | slurmd | slurmdbd) echo "/run/$1.pid" ;;
+        *) echo "/run/provisioner/$1.pid" ;;
+    esac
+}
+
+svc_running() {
+    local pid
+    [ -f "/run/provisioner/$1.done" ] && return 0
+    pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+svc_start() {  # start UNIT without systemd, unless it is running already
+    local unit=${1%.service} exec_start
+    svc_running "$unit" && return 0
+    case $unit in
+        munge)
+            install -d -o munge -g munge -m 0755 /run/munge
+            runuser -u munge -- /usr/sbin/munged ;;
+        slurmctld) /usr/sbin/slurmctld ;;
+        slurmd) /usr/sbin/slurmd -N "$(node_name)" ;;
+        slurmdbd) /usr/sbin/slurmdbd ;;
+        k3s | k3s-agent)
+            setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
+                >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-deadman.timer)
+            # Once the deadline passes, provisioner-deadman's poweroff fails without systemd: stop PID 1.
+            setsid bash -c 'while sleep 60; do /usr/local/sbin/provisioner-deadman || kill -TERM 1; done' \
+                > /dev/null 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        *)
+            if [ -f "/etc/systemd/system/$unit.service" ]; then
+                exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
+                $exec_start  # our own oneshot units: a plain command line
+                touch "/run/provisioner/$unit.done"
+            elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
+                "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
+            else
+                log "cannot start $unit without systemd"
+                return 1
+            fi ;;
+    esac
+}
+
+svc_stop() {
+    local unit=${1%.service} pid i
+    rm -f "/run/provisioner/$unit.done"
+    pid=$(cat "$(pid_file "$unit")" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+systemctl() {  # systemd when it runs; otherwise start the daemons directly
+    if [ "$HAVE_SYSTEMD" = 1 ]; then
+        command systemctl "$@"
+        return
+    fi
+    local action=$1 now=0 unit units=()
+    shift
+    for unit in "$@"; do
+        case $unit in --now) now=1 ;; -*) ;; *) units+=("$unit") ;; esac
+    done
+    for unit in "${units[@]}"; do
+        case $action in
+            enable) if [ "$now" = 1 ]; then svc_start "$unit" || return; fi ;;
+            start) svc_start "$unit" || return ;;
+            restart) svc_stop "$unit"; svc_start "$unit" || return ;;
+            stop) svc_stop "$unit" ;;
+            is-active) svc_running "${unit%.service}" || return ;;
+            *) log "systemctl $action $unit: ignored without systemd" ;;
+        esac
+    done
+}
+
+begin_step() {  # ID ALWAYS: false when the step already succeeded on an earlier run
+    if [ "$2" = 0 ] && [ -e "$STATE/$1.done" ]; then
+        log "step $1: done earlier"
+        return 1
+    fi
+    log "step $1"
+}
+end_step() { touch "$STATE/$1.done"; }
+fail_step() {  # ID STATUS WARN_ONLY
+    if [ "$3" = 1 ]; then
+        log "step $1: WARN exit $2 (left to node validation)"
+        touch "$STATE/$1.done"
+    else
+        log "step $1: FAILED exit $2 (run the bootstrap again to retry)"
+        FAILED=1
+    fi
+}
+
+log "head node of llm-pretrain, systemd: $HAVE_SYSTEMD"
+if ! id -u ml >/dev/null 2>&1; then
+    useradd -m -u 2000 -s /bin/bash ml
+fi
+for group in $(echo sudo | tr , ' '); do
+    getent group "$group" >/dev/null && usermod -aG "$group" ml
+done
+if [ -d /etc/sudoers.d ]; then
+    echo 'ml ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-provisioner-ml
+    chmod 0440 /etc/sudoers.d/90-provisioner-ml
+fi
+put_file /etc/provisioner/firewall.nft 0644 root:root <<'PROVISIONER_B64'
+IyEvdXNyL3NiaW4vbmZ0IC1mCiMgTm9kZSBmaXJld2FsbCBmb3IgY2x1c3RlciBsbG0tcHJldHJhaW46IFNTSCBvbmx5IGZyb20gYWNjZXNzLmFsbG93ZWRfY2lkcnMgYW5kIHRoZSBjbHVzdGVyJ3Mgb3duCiMgbmV0d29yazsgU2x1cm0sIGszcyBhbmQgTkZTIGRhZW1vbnMgb25seSBmcm9tIHRoZSBjbHVzdGVyJ3Mgb3duIG5ldHdvcmsuIE90aGVyIHRyYWZmaWMgaXMgbGVmdAojIHRvIHRoZSBwcm92aWRlcidzIGZpcmV3YWxsIChwb2xpY3kgYWNjZXB0KSwgc28gcHJvdmlkZXIgYWdlbnRzIGFuZCBESENQIGtlZXAgd29ya2luZy4KIyBMb2FkaW5nIHRoaXMgZmlsZSBhZ2FpbiByZXBsYWNlcyB0aGUgdGFibGUgYXRvbWljYWxseSAoaWRlbXBvdGVudCkuCnRhYmxlIGluZXQgcHJvdmlzaW9uZXIKZGVsZXRlIHRhYmxlIGluZXQgcHJvdmlzaW9uZXIKdGFibGUgaW5ldCBwcm92aXNpb25lciB7CiAgICBzZXQgc3NoX3Y0IHsKICAgICAgICB0eXBlIGlwdjRfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICAgICAgZWxlbWVudHMgPSB7IDAuMC4wLjAvMCB9CiAgICB9CiAgICBzZXQgc3NoX3Y2IHsKICAgICAgICB0eXBlIGlwdjZfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICB9CiAgICBzZXQgY2x1c3Rlcl92NCB7CiAgICAgICAgdHlwZSBpcHY0X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgICAgIGVsZW1lbnRzID0geyAxMC4wLjAuMC84LCAxNzIuMTYuMC4wLzEyLCAxOTIuMTY4LjAuMC8xNiB9CiAgICB9CiAgICBzZXQgY2x1c3Rlcl92NiB7CiAgICAgICAgdHlwZSBpcHY2X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgY2hhaW4gaW5wdXQgewogICAgICAgIHR5cGUgZmlsdGVyIGhvb2sgaW5wdXQgcHJpb3JpdHkgZmlsdGVyOyBwb2xpY3kgYWNjZXB0OwogICAgICAgIGlpZiAibG8iIGFjY2VwdAogICAgICAgIGN0IHN0YXRlIGVzdGFibGlzaGVkLHJlbGF0ZWQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwIHNhZGRyIEBzc2hfdjQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwNiBzYWRkciBAc3NoX3Y2IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcCBzYWRkciBAY2x1c3Rlcl92NCBhY2NlcHQKICAgICAgICB0Y3AgZHBvcnQgMjIgaXA2IHNhZGRyIEBjbHVzdGVyX3Y2IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBjb3VudGVyIGRyb3AKICAgICAgICB0Y3AgZHBvcnQgeyAxMTEsIDIwNDksIDY0NDMsIDY4MTcsIDY4MTgsIDY4MTksIDEwMjUwIH0gaXAgc2FkZHIgIT0gQGNsdXN0ZXJfdjQgY291bnRlciBkcm9wCiAgICAgICAgdWRwIGRwb3J0IHsgMTExLCAyMDQ5LCA4NDcyIH0gaXAgc2FkZHIgIT0gQGNsdXN0ZXJfdjQgY291bnRlciBkcm9wCiAgICAgICAgdGNwIGRwb3J0IHsgMTExLCAyMDQ5LCA2NDQzLCA2ODE3LCA2ODE4LCA2ODE5LCAxMDI1MCB9IGlwNiBzYWRkciAhPSBAY2x1c3Rlcl92NiBjb3VudGVyIGRyb3AKICAgICAgICB1ZHAgZHBvcnQgeyAxMTEsIDIwNDksIDg0NzIgfSBpcDYgc2FkZHIgIT0gQGNsdXN0ZXJfdjYgY291bnRlciBkcm9wCiAgICB9Cn0K
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgZmlyZXdhbGwgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gKFNTSCBmcm9tIGFjY2Vzcy5hbGxvd2VkX2NpZHJzIG9ubHkpCldhbnRzPW5ldHdvcmstcHJlLnRhcmdldApCZWZvcmU9bmV0d29yay1wcmUudGFyZ2V0IHNzaC5zZXJ2aWNlIHNsdXJtZC5zZXJ2aWNlIHNsdXJtY3RsZC5zZXJ2aWNlIGszcy5zZXJ2aWNlIGszcy1hZ2VudC5zZXJ2aWNlCltTZXJ2aWNlXQpUeXBlPW9uZXNob3QKUmVtYWluQWZ0ZXJFeGl0PXllcwpFeGVjU3RhcnQ9L3Vzci9zYmluL25mdCAtZiAvZXRjL3Byb3Zpc2lvbmVyL2ZpcmV3YWxsLm5mdApbSW5zdGFsbF0KV2FudGVkQnk9bXVsdGktdXNlci50YXJnZXQK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-identity 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBXb3JrIG91dCB3aGljaCBub2RlIG9mIGNsdXN0ZXIgbGxtLXByZXRyYWluIHRoaXMgbWFjaGluZSBpcywgZnJvbSB0aGUgcHJvdmlkZXIncyBtZXRhZGF0YQojICh0aGUgaW5zdGFuY2UgbmFtZSB0aGUgc3RhY2sgZ2F2ZSBpdCksIHNldCB0aGUgaG9zdG5hbWUgdG8gaXQgYW5kIHJlY29yZCBpdCBpbgojIC9ldGMvcHJvdmlzaW9uZXIvaWRlbnRpdHkuZW52LiBQUk9WSVNJT05FUl9OT0RFX05BTUUgKHNldCBieSB0aGUgc3RhY2sgd2hlcmUgdGhlIHByb3ZpZGVyIGhhcwojIG5vIGluc3RhbmNlLW5hbWUgbWV0YWRhdGEsIGUuZy4gYSBjb250YWluZXIgcG9kJ3MgZW52aXJvbm1lbnQpIHdpbnM7IGZhbGxzIGJhY2sgdG8gdGhlIGN1cnJlbnQKIyBzaG9ydCBob3N0bmFtZS4Kc2V0IC11ClBBVFRFUk49J15sbG0tcHJldHJhaW4tWzAtOV0rJCcKbmFtZT0iJHtQUk9WSVNJT05FUl9OT0RFX05BTUU6LX0iCmlmICEgW1sgIiRuYW1lIiA9fiAkUEFUVEVSTiBdXTsgdGhlbgogICAgbmFtZT0kKGhvc3RuYW1lIC1zKQpmaQppZiAhIFtbICIkbmFtZSIgPX4gJFBBVFRFUk4gXV07IHRoZW4KICAgIGVjaG8gInByb3Zpc2lvbmVyLWlkZW50aXR5OiBjYW5ub3QgdGVsbCB3aGljaCBub2RlIHRoaXMgaXMgKGdvdCAnJG5hbWUnKSIgPiYyCiAgICBleGl0IDEKZmkKaG9zdG5hbWVjdGwgc2V0LWhvc3RuYW1lICIkbmFtZSIgMj4vZGV2L251bGwgfHwgaG9zdG5hbWUgIiRuYW1lIgpyb2xlPXdvcmtlcgpbICIkbmFtZSIgPSAibGxtLXByZXRyYWluLTAiIF0gJiYgcm9sZT1oZWFkCm1rZGlyIC1wIC9ldGMvcHJvdmlzaW9uZXIKcHJpbnRmICdOT0RFX05BTUU9JXNcbk5PREVfUk9MRT0lc1xuSEVBRF9OT0RFPSVzXG4nICIkbmFtZSIgIiRyb2xlIiAibGxtLXByZXRyYWluLTAiID4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKIyBUaGUgc3RhY2sgbWF5IGRyb3AgIklQIE5BTUUiIGxpbmVzIGhlcmUgd2hlbiB0aGUgcHJvdmlkZXIgaGFzIG5vIGludGVybmFsIEROUyBmb3Igbm9kZSBuYW1lcy4KaWYgWyAtZiAvZXRjL3Byb3Zpc2lvbmVyL2hvc3RzIF0gJiYgISBncmVwIC1xICcjIHByb3Zpc2lvbmVyIGhvc3RzJyAvZXRjL2hvc3RzOyB0aGVuCiAgICB7IGVjaG8gJyMgcHJvdmlzaW9uZXIgaG9zdHMnOyBjYXQgL2V0Yy9wcm92aXNpb25lci9ob3N0czsgfSA+PiAvZXRjL2hvc3RzCmZpCmVjaG8gInByb3Zpc2lvbmVyLWlkZW50aXR5OiAkbmFtZSAoJHJvbGUpIgo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-nvme-raid 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBBc3NlbWJsZSBldmVyeSBsb2NhbCBOVk1lIGRhdGEgZGlzayBpbnRvIG9uZSBmaWxlc3lzdGVtIGF0IC9tbnQvY2hlY2twb2ludHMuCiMgICAwIGRpc2tzOiBhIGRpcmVjdG9yeSBvbiB0aGUgcm9vdCBkaXNrICh3aXRoIGEgd2FybmluZyk7IDEgZGlzazogZm9ybWF0dGVkIGRpcmVjdGx5OwojICAgTiBkaXNrczogbWRhZG0gUkFJRDAgKC9kZXYvbWQvY2hlY2twb2ludHMpLiBJZGVtcG90ZW50OiBhbiBleGlzdGluZyBtb3VudCBvciBhcnJheSBpcyByZXVzZWQuCiMgVGVzdCBob29rcyAodXNlZCBieSB0aGUgdW5pdCB0ZXN0cywgaGFybWxlc3MgaW4gcHJvZHVjdGlvbik6CiMgICBQUk9WSVNJT05FUl9OVk1FX0RFVklDRVMgIHNwYWNlLXNlcGFyYXRlZCBjYW5kaWRhdGUgZGlza3MgaW5zdGVhZCBvZiBsc2JsayBkaXNjb3ZlcnkKIyAgIFBST1ZJU0lPTkVSX1JPT1RfRElTSyAgICAgdGhlIHJvb3QgZGlzayBpbnN0ZWFkIG9mIGFza2luZyBmaW5kbW50L2xzYmxrCiMgICBQUk9WSVNJT05FUl9EUllfUlVOPTEgICAgIHByaW50IHRoZSBjb21tYW5kcyBpbnN0ZWFkIG9mIHJ1bm5pbmcgdGhlbQpzZXQgLWV1byBwaXBlZmFpbApNT1VOVF9QT0lOVD0iJHtQUk9WSVNJT05FUl9NT1VOVF9QT0lOVDotL21udC9jaGVja3BvaW50c30iCk1EX0RFVklDRT0vZGV2L21kL2NoZWNrcG9pbnRzCgpydW4oKSB7CiAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiA9IDEgXTsgdGhlbiBlY2hvICIrICQqIjsgZWxzZSAiJEAiOyBmaQp9Cgpyb290X2Rpc2soKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX1JPT1RfRElTSzotfSIgXTsgdGhlbiBlY2hvICIkUFJPVklTSU9ORVJfUk9PVF9ESVNLIjsgcmV0dXJuOyBmaQogICAgbG9jYWwgc3JjIHBhcmVudAogICAgc3JjPSQoZmluZG1udCAtbm8gU09VUkNFIC8gfHwgdHJ1ZSkKICAgIHBhcmVudD0kKGxzYmxrIC1ubyBQS05BTUUgIiRzcmMiIDI+L2Rldi9udWxsIHwgaGVhZCAtbiAxIHx8IHRydWUpCiAgICBpZiBbIC1uICIkcGFyZW50IiBdOyB0aGVuIGVjaG8gIi9kZXYvJHBhcmVudCI7IGVsc2UgZWNobyAiJHNyYyI7IGZpCn0KCmNhbmRpZGF0ZXMoKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX05WTUVfREVWSUNFUytzZXR9IiBdOyB0aGVuCiAgICAgICAgZm9yIGRldiBpbiAkUFJPVklTSU9ORVJfTlZNRV9ERVZJQ0VTOyBkbyBlY2hvICIkZGV2IjsgZG9uZQogICAgICAgIHJldHVybgogICAgZmkKICAgICMgV2hvbGUgTlZNZSBkaXNrcyB3aXRoIG5vIHBhcnRpdGlvbnMgYW5kIG5vIGZpbGVzeXN0ZW0gbW91bnRlZCBmcm9tIHRoZW0uCiAgICBsc2JsayAtZHBubyBOQU1FLFRZUEUgfCBhd2sgJyQyID09ICJkaXNrIiAmJiAkMSB+IC9cL252bWVbMC05XStuWzAtOV0rJC8ge3ByaW50ICQxfScgfCB3aGlsZSByZWFkIC1yIGRldjsgZG8KICAgICAgICBpZiBbICIkKGxzYmxrIC1ubyBOQU1FICIkZGV2IiB8IHdjIC1sKSIgLWVxIDEgXSAmJiBbIC16ICIkKGxzYmxrIC1ubyBNT1VOVFBPSU5UICIkZGV2IiB8IHRyIC1kICdbOnNwYWNlOl0nKSIgXTsgdGhlbgogICAgICAgICAgICBlY2hvICIkZGV2IgogICAgICAgIGZpCiAgICBkb25lCn0KCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iICE9IDEgXSAmJiBtb3VudHBvaW50IC1xICIkTU9VTlRfUE9JTlQiOyB0aGVuCiAgICBlY2hvICJudm1lLXJhaWQ6ICRNT1VOVF9QT0lOVCBhbHJlYWR5IG1vdW50ZWQiCiAgICBleGl0IDAKZmkKClJPT1Q9JChyb290X2Rpc2spCkRJU0tTPSgpCkNPVU5UPTAKZm9yIGRldiBpbiAkKGNhbmRpZGF0ZXMpOyBkbwogICAgaWYgWyAiJGRldiIgPSAiJFJPT1QiIF07IHRoZW4gY29udGludWU7IGZpCiAgICBESVNLUys9KCIkZGV2IikKICAgIENPVU5UPSQoKENPVU5UICsgMSkpCmRvbmUKCnJ1biBta2RpciAtcCAiJE1PVU5UX1BPSU5UIgpjYXNlICRDT1VOVCBpbgogICAgMCkKICAgICAgICBlY2hvICJudm1lLXJhaWQ6IFdBUk5JTkc6IG5vIGxvY2FsIE5WTWUgZGF0YSBkaXNrOyAkTU9VTlRfUE9JTlQgaXMgb24gdGhlIHJvb3QgZGlzayIgPiYyCiAgICAgICAgZXhpdCAwCiAgICAgICAgOzsKICAgIDEpCiAgICAgICAgVEFSR0VUPSIke0RJU0tTWzBdfSIKICAgICAgICA7OwogICAgKikKICAgICAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiAhPSAxIF0gJiYgWyAtZSAiJE1EX0RFVklDRSIgXTsgdGhlbgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZWxzZQogICAgICAgICAgICBydW4gbWRhZG0gLS1jcmVhdGUgIiRNRF9ERVZJQ0UiIC0tcnVuIC0tbGV2ZWw9MCAtLWNodW5rPTUxMiAtLXJhaWQtZGV2aWNlcz0kQ09VTlQgIiR7RElTS1NbQF19IgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZmkKICAgICAgICA7Owplc2FjCmVjaG8gIm52bWUtcmFpZDogJENPVU5UIGRpc2socyk6ICR7RElTS1NbKl19IC0+ICRUQVJHRVQiCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iID0gMSBdIHx8ICEgYmxraWQgLW8gdmFsdWUgLXMgVFlQRSAiJFRBUkdFVCIgPi9kZXYvbnVsbCAyPiYxOyB0aGVuCiAgICBydW4gbWtmcy5leHQ0IC1GIC1xIC1MIGNoZWNrcG9pbnRzIC1FIGxhenlfaXRhYmxlX2luaXQ9MSxsYXp5X2pvdXJuYWxfaW5pdD0xIC1tIDAgIiRUQVJHRVQiCmZpCnJ1biBtb3VudCAtbyBub2F0aW1lLGRpc2NhcmQgIiRUQVJHRVQiICIkTU9VTlRfUE9JTlQiCnJ1biBjaG1vZCAxNzc3ICIkTU9VTlRfUE9JTlQiCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-nvme.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFzc2VtYmxlIGxvY2FsIE5WTWUgaW50byAvbW50L2NoZWNrcG9pbnRzCkJlZm9yZT1zbHVybWQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApSZW1haW5BZnRlckV4aXQ9eWVzCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItbnZtZS1yYWlkCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDggXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDggeCBIMTAwIgogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIDgtR1BVIE5WU3dpdGNoIGJvYXJkcyBuZWVkIG52aWRpYS1mYWJyaWNtYW5hZ2VyIG9yIENVREEgaW5pdCBmYWlscyB3aXRoIGVycm9yIDgwMi4KaWYgISBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIHN5c3RlbWN0bCBlbmFibGUgLS1ub3cgbnZpZGlhLWZhYnJpY21hbmFnZXIgfHwgdHJ1ZQpmaQppZiBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIGVjaG8gImdwdS1jaGVjazogb2sgbnYtZmFicmljbWFuYWdlciBhY3RpdmUiCmVsc2UKICAgIGVjaG8gImdwdS1jaGVjazogRkFJTCBudi1mYWJyaWNtYW5hZ2VyIGlzIG5vdCBydW5uaW5nIgogICAgc3RhdHVzPTEKZmkKIyBOb2RlIHZhbGlkYXRpb24gKGRvY3MvdmFsaWRhdGlvbi5tZCkgd2hlcmUgdGhlIGltYWdlIGhhcyB0aGUgcHJvdmlzaW9uZXIgcGFja2FnZTogR1BVIGhlYWx0aCwKIyBYSURzLCBOVkxpbmssIERDR00gYW5kIGEgfjY1IHMgYnVybi1pbiwgYmVmb3JlIHNsdXJtZC9rM3Mgc3RhcnQuIEZhaWxlZCAoZXhpdCAxMSkgZmFpbHMgdGhpcwojIGNoZWNrOyBkZWdyYWRlZCAoMTApIGlzIGxvZ2dlZCBhbmQgbGVmdCB0byBgcHJvdmlzaW9uZXIgdmFsaWRhdGVgLiBJbWFnZXMgd2l0aG91dCB0aGUgcGFja2FnZQojIGtlZXAgdGhlIHByZXNlbmNlIGNoZWNrcyBhYm92ZSBvbmx5LgppZiBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIHByb3Zpc2lvbmVyIG5vZGUgY2hlY2sgLS1leHBlY3QtZ3B1cyA4IC0tZXhwZWN0LW1vZGVsIEgxMDAgXAogICAgICAgIC0tanNvbiAtbyAvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24KICAgIGNhc2UgJD8gaW4KICAgICAgICAwKSBlY2hvICJncHUtY2hlY2s6IG9rIG5vZGUgY2hlY2sgaGVhbHRoeSIgOzsKICAgICAgICAxMCkgZWNobyAiZ3B1LWNoZWNrOiBXQVJOIG5vZGUgY2hlY2sgZGVncmFkZWQgKC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbikiIDs7CiAgICAgICAgKikgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG5vZGUgY2hlY2sgZmFpbGVkICgvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24pIjsgc3RhdHVzPTEgOzsKICAgIGVzYWMKZmkKZXhpdCAkc3RhdHVzCg==
+PROVISIONER_B64
+put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
+IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgaW5maW5pYmFuZCBmYWJyaWMgb2YgZ3B1Xzh4X2gxMDBfc3htNS4KZXhwb3J0IE5DQ0xfREVCVUc9IldBUk4iCmV4cG9ydCBOQ0NMX0lCX0RJU0FCTEU9IjAiCmV4cG9ydCBOQ0NMX0lCX0hDQT0ibWx4NSIKZXhwb3J0IE5DQ0xfSUJfUVBTX1BFUl9DT05ORUNUSU9OPSIyIgpleHBvcnQgTkNDTF9ORVRfR0RSX0xFVkVMPSJQSVgiCmV4cG9ydCBOQ0NMX1NPQ0tFVF9JRk5BTUU9Il5sbyxkb2NrZXIwIgo=
+PROVISIONER_B64
+put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
+IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCk5DQ0xfREVCVUc9V0FSTgpOQ0NMX0lCX0RJU0FCTEU9MApOQ0NMX0lCX0hDQT1tbHg1Ck5DQ0xfSUJfUVBTX1BFUl9DT05ORUNUSU9OPTIKTkNDTF9ORVRfR0RSX0xFVkVMPVBJWApOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-shared-fs 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBNb3VudCB0aGUgcHJvdmlkZXIncyBtYW5hZ2VkIHNoYXJlZCBmaWxlc3lzdGVtIGF0IC9zaGFyZWQuCiMgVGhlIGZpbGVzeXN0ZW0gaXMgY3JlYXRlZCBieSB0aGUgc3RhY2sgYWZ0ZXIgdGhpcyBmaWxlIGlzIHJlbmRlcmVkLCBzbyBpdHMgYWRkcmVzcyBpcyByZWFkCiMgYXQgYm9vdCBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvc2hhcmVkLWZzLmVudiAoU0hBUkVEX0ZTX1RBUkdFVD0uLi4pLCB3aGljaCB0aGUgc3RhY2sgd3JpdGVzLgpzZXQgLWV1Ck1PVU5UX1BPSU5UPSIvc2hhcmVkIgpFTlZfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL3NoYXJlZC1mcy5lbnYKZm9yIF8gaW4gJChzZXEgMSA2MCk7IGRvIFsgLWYgIiRFTlZfRklMRSIgXSAmJiBicmVhazsgc2xlZXAgMTA7IGRvbmUKaWYgWyAhIC1mICIkRU5WX0ZJTEUiIF07IHRoZW4KICAgIGVjaG8gInNoYXJlZC1mczogJEVOVl9GSUxFIG5ldmVyIGFwcGVhcmVkOyAkTU9VTlRfUE9JTlQgaXMgbm90IG1vdW50ZWQiID4mMgogICAgZXhpdCAxCmZpCi4gIiRFTlZfRklMRSIKbWtkaXIgLXAgIiRNT1VOVF9QT0lOVCIKIyBMYW1iZGEgZmlsZXN5c3RlbXMgYXJlIGF0dGFjaGVkIGJ5IHRoZSBwbGF0Zm9ybSB1bmRlciAvbGFtYmRhL25mcy88bmFtZT46IFNIQVJFRF9GU19UQVJHRVQ9PG5hbWU+CnJtZGlyICIkTU9VTlRfUE9JTlQiIDI+L2Rldi9udWxsIHx8IHRydWUKbG4gLXNmbiAiL2xhbWJkYS9uZnMvJFNIQVJFRF9GU19UQVJHRVQiICIkTU9VTlRfUE9JTlQiCmV4aXQgMAptb3VudCAiJE1PVU5UX1BPSU5UIgo=
+PROVISIONER_B64
+if begin_step 00-packages 0; then
+    if install_packages curl mdadm nfs-common nftables; then end_step 00-packages; else
+        log "step 00-packages: FAILED; nothing else can run"
+        exit 1
+    fi
+fi
+if begin_step 01-provisioner-identity 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+fi
+if begin_step 02-systemctl 1; then
+    if systemctl daemon-reload; then end_step 02-systemctl; else fail_step 02-systemctl $? 0; fi
+fi
+if begin_step 03-systemctl 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+fi
+if begin_step 04-systemctl 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+fi
+if begin_step 05-provisioner-gpu-check 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step 05-provisioner-gpu-check; else fail_step 05-provisioner-gpu-check $? 1; fi
+fi
+if begin_step 06-provisioner-shared-fs 0; then
+    if /usr/local/sbin/provisioner-shared-fs; then end_step 06-provisioner-shared-fs; else fail_step 06-provisioner-shared-fs $? 0; fi
+fi
+if [ "$FAILED" = 0 ]; then
+    log "provisioner: head node of llm-pretrain bootstrapped"
+else
+    log "some steps failed; see above"
+fi
+if [ $$ = 1 ]; then
+    log "staying in the foreground as the container's init"
+    trap 'exit 0' TERM INT
+    while :; do sleep 3600 & wait $! || true; done
+fi
+exit "$FAILED"
