@@ -102,8 +102,10 @@ def _users(doc: dict[str, Any]) -> list[UserView]:
     out = []
     for user in doc.get("users", []):
         if isinstance(user, dict):
-            out.append(UserView(name=_quote(user["name"]), uid=int(user["uid"]), groups=_quote(",".join(user["groups"])),
-                                shell=_quote(user["shell"]), sudo=_quote(f"{user['name']} {user['sudo']}")))
+            out.append(UserView(
+                name=_quote(user["name"]), uid=int(user["uid"]), groups=_quote(",".join(user["groups"])),
+                shell=_quote(user["shell"]), sudo=_quote(f"{user['name']} {user['sudo']}"),
+            ))
     return out
 
 

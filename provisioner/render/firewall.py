@@ -46,7 +46,7 @@ class FirewallView:
 
 def _collapse(cidrs: Iterable[Network], version: int) -> list[Network]:
     same = [c for c in cidrs if c.version == version]
-    return list(ipaddress.collapse_addresses(same))  # type: ignore[arg-type]
+    return list(ipaddress.collapse_addresses(same))  # type: ignore[type-var]
 
 
 def _networks(values: Iterable[str], where: str) -> tuple[Network, ...]:
