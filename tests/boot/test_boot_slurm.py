@@ -1,0 +1,159 @@
+"""A 2-node Slurm cluster that really boots: the rendered cloud-init user data, unchanged but for
+the rewrites ``localize`` lists, on two systemd-nspawn machines of one Debian node image.
+
+Head ``boot-0`` (10.77.0.1) and worker ``boot-1`` (10.77.0.2) sit on a bridge in a network
+namespace the test creates; the namespace itself holds 10.77.0.254 (the spec's only allowed SSH
+source) and 10.77.0.253 (not allowed). After cloud-init finishes on both: ``sinfo`` on the head
+lists both nodes idle, ``srun -N2 hostname`` over SSH (the ``ml`` user, the cluster key) prints
+both names, and SSH from the address outside ``access.allowed_cidrs`` is dropped by the rendered
+node firewall while the allowed one and the other node get through.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provisioner.render import render_cluster
+from provisioner.secrets import ClusterSecrets
+from tests.boot.nodes import Machine, Netns, boot, build_image, nspawn_children, wait_for
+from tests.conftest import need_tool, require_system
+from tests.test_render_slurm import make_plan
+
+pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(900)]
+
+NAMES = ("boot-0", "boot-1")
+ADDRESSES = {"boot-0": "10.77.0.1", "boot-1": "10.77.0.2"}
+ALLOWED, DENIED = "10.77.0.254", "10.77.0.253"
+
+
+def _host_resources() -> tuple[int, int]:
+    """CPUs and memory (MiB) as slurmd measures them: a container sees the host's."""
+    line = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30, check=True).stdout
+    return int(re.search(r"CPUs=(\d+)", line)[1]), int(re.search(r"RealMemory=(\d+)", line)[1])  # type: ignore[index]
+
+
+def localize(user_data: str) -> str:
+    """The only rewrites of the rendered user data, each because a container is not a GPU VM:
+
+    * gres.conf ``File=/dev/nvidia[0-7]`` -> stand-in character devices under /opt/fake-gpu
+      (nspawn gives each node a fresh /dev, and the nodes have no GPUs);
+    * ``ProctrackType=proctrack/cgroup`` -> ``proctrack/linuxproc`` and ``TaskPlugin=task/cgroup,
+      task/affinity`` -> ``task/affinity``: on this cgroup-v1 host nspawn mounts the container's
+      cgroup tree read-only, so slurmd cannot create its cgroups.
+    Node names, addresses, users, keys, firewall and every other Slurm setting stay as rendered.
+    """
+    rewrites = {"File=/dev/nvidia[": "File=/opt/fake-gpu/nvidia[",
+                "ProctrackType=proctrack/cgroup": "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/cgroup,task/affinity": "TaskPlugin=task/affinity"}
+    for old, new in rewrites.items():
+        assert user_data.count(old) == 1, old
+        user_data = user_data.replace(old, new)
+    return user_data
+
+
+@pytest.fixture(scope="session")
+def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_tool("mmdebstrap", "systemd-nspawn", "ip", "nsenter", "slurmd", "ssh")
+    if os.geteuid() != 0:
+        (pytest.fail if require_system() else pytest.skip)("booting nodes needs root")
+    cache = os.environ.get("PROVISIONER_BOOT_IMAGE_CACHE")
+    return build_image(Path(cache) if cache else tmp_path_factory.mktemp("boot-image"))
+
+
+@pytest.fixture
+def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path]]:
+    cpus, memory_mib = _host_resources()
+    plan = make_plan({"name": "boot", "storage": {"shared": {"kind": "none"}},
+                      "access": {"allowed_cidrs": [f"{ALLOWED}/32"]}},
+                     nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024)
+    secrets = ClusterSecrets.generate()
+    rendered = render_cluster(plan, secrets, node_addresses=ADDRESSES)
+    workdir = Path(tempfile.mkdtemp(prefix="provisioner-boot-", dir="/var/tmp"))
+    key = workdir / "cluster_key"
+    key.write_text(secrets.ssh_private_key.get_secret_value())  # type: ignore[union-attr]
+    key.chmod(0o600)
+    netns = Netns(f"pvboot{os.getpid()}", (f"{ALLOWED}/24", f"{DENIED}/24"))
+    machines: dict[str, Machine] = {}
+    try:
+        for name in NAMES:
+            role = "head" if name == NAMES[0] else "worker"
+            machine = boot(node_image, workdir, netns, name, f"{ADDRESSES[name]}/24",
+                           localize(rendered[f"cloud-init/{role}.yaml"]))
+            fake = machine.root / "opt" / "fake-gpu"
+            fake.mkdir(parents=True)
+            for i in range(8):  # NVIDIA's numbers (major 195); only stat()ed by slurmd
+                os.mknod(fake / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
+            machines[name] = machine
+        yield machines, netns, key
+    finally:
+        for machine in machines.values():
+            machine.stop()
+        left = list(nspawn_children(list(machines.values())))
+        netns.delete()
+        shutil.rmtree(workdir, ignore_errors=True)
+        assert not left, f"nspawn processes left running: {left}"
+
+
+def _cloud_init_done(machine: Machine) -> tuple[bool, str]:
+    if machine.proc.poll() is not None:
+        raise AssertionError(f"{machine.name} exited {machine.proc.returncode}:\n{machine.log.read_text()[-3000:]}")
+    if machine.leader() is None:
+        return False, "no init yet"
+    result = machine.exec("cloud-init", "status", timeout=30)
+    return ("status: done" in result.stdout or "status: error" in result.stdout), result.stdout + result.stderr
+
+
+def _ssh(netns: Netns, key: Path, source: str, host: str, command: str,
+         timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return netns.run(["ssh", "-i", str(key), "-b", source, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+                      "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
+                      f"ml@{host}", command], timeout=timeout)
+
+
+def test_two_nodes_boot_into_one_slurm_cluster(cluster: tuple[dict[str, Machine], Netns, Path]) -> None:
+    machines, netns, key = cluster
+    started = time.monotonic()
+    head, worker = machines[NAMES[0]], machines[NAMES[1]]
+    for machine in (head, worker):
+        wait_for(lambda m=machine: _cloud_init_done(m), f"cloud-init on {machine.name}", 240)
+    booted = time.monotonic() - started
+
+    def both_idle() -> tuple[bool, str]:
+        out = head.exec("sinfo", "-h", "-N", "-o", "%N %t").stdout
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        return states == {name: "idle" for name in NAMES}, out
+
+    try:
+        wait_for(both_idle, "both nodes idle in sinfo", 120)
+    except AssertionError:
+        logs = {m.name: m.exec("sh", "-c", "tail -n 30 /var/log/slurm/*.log /var/log/cloud-init-output.log").stdout
+                for m in (head, worker)}
+        raise AssertionError(f"{logs}") from None
+
+    srun = _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[0]], "srun -N2 --immediate=60 hostname")
+    assert srun.returncode == 0, srun.stderr
+    assert sorted(srun.stdout.split()) == sorted(NAMES)
+
+    # The node firewall: SSH only from access.allowed_cidrs and the cluster's own nodes.
+    assert _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[1]], "hostname").stdout.strip() == NAMES[1]
+    from_worker = worker.exec("bash", "-c", f"exec 3<>/dev/tcp/{ADDRESSES[NAMES[0]]}/22 && head -c 4 <&3",
+                              timeout=20)
+    assert from_worker.stdout == "SSH-", from_worker.stderr
+    denied = netns.run(["python3", "-c", (
+        "import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],0))\ns.settimeout(3)\n"
+        "try:\n s.connect((sys.argv[2],22)); print('open')\nexcept OSError as e: print(type(e).__name__)"),
+        DENIED, ADDRESSES[NAMES[0]]], timeout=30)
+    assert denied.stdout.strip() in ("TimeoutError", "timeout"), denied.stdout + denied.stderr
+    ruleset = head.exec("nft", "list", "table", "inet", "provisioner").stdout
+    assert f"{ALLOWED}" in ruleset and "10.77.0.1" in ruleset and "10.77.0.2" in ruleset
+    print(f"boot: cloud-init done on both nodes after {booted:.0f} s; whole check {time.monotonic() - started:.0f} s")
