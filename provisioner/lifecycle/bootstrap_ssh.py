@@ -1,0 +1,162 @@
+"""Run the rendered bootstrap script on a node over SSH (OpenSSH's ``ssh`` client).
+
+For nodes that take no user data (Fluence GPU VMs) and any node whose user data did not run.
+The cluster key (``ClusterSecrets.ssh_private_key``) authenticates; host keys are learnt on
+first contact into a per-cluster ``known_hosts`` (``StrictHostKeyChecking=accept-new``), so a
+node whose host key later changes is refused rather than trusted.
+
+``SshBootstrapper.run`` copies the script (0600, through ssh's stdin) to the node, runs it as root (``sudo -n`` for
+another login user) with ``PROVISIONER_NODE_NAME`` set, and removes it again. The script is
+idempotent and resumable (``render.bootstrap``), so running it again after a failure or a
+timeout is how to retry. Blocking; nothing here reads the script's secrets or logs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from provisioner.errors import ProvisionerError
+from provisioner.secrets import ClusterSecrets
+
+_NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+REMOTE_SCRIPT = ".provisioner-bootstrap.sh"  # in the login user's home
+
+
+class BootstrapError(ProvisionerError):
+    """The bootstrap could not reach a node, or its script exited non-zero (output tail attached)."""
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    host: str
+    node_name: str
+    user: str = "root"
+    port: int = 22
+
+    def __post_init__(self) -> None:
+        if not _NODE_NAME.match(self.node_name):
+            raise ValueError(f"bad node name {self.node_name!r}")
+        if not _USER.match(self.user):
+            raise ValueError(f"bad SSH user {self.user!r}")
+        if not self.host or self.host.startswith("-") or any(c.isspace() for c in self.host):
+            raise ValueError(f"bad SSH host {self.host!r}")
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    node_name: str
+    exit_code: int
+    output: str
+    seconds: float
+
+
+def write_key_file(secrets: ClusterSecrets, folder: Path) -> Path:
+    """The cluster private key as ``folder/id_ed25519`` (0600, created before any byte is written)."""
+    if secrets.ssh_private_key is None:
+        raise BootstrapError("these cluster secrets have no SSH key pair; render again to create one")
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / "id_ed25519"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(secrets.ssh_private_key.get_secret_value())
+    return path
+
+
+class SshBootstrapper:
+    """Runs bootstrap scripts over SSH with one cluster's key and known_hosts file."""
+
+    def __init__(
+        self,
+        key_file: Path,
+        known_hosts: Path,
+        *,
+        connect_timeout_s: int = 10,
+        ssh: str = "ssh",
+        extra_options: Sequence[str] = (),
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.key_file = key_file
+        self.known_hosts = known_hosts
+        self.connect_timeout_s = connect_timeout_s
+        self.ssh = ssh
+        self.extra_options = tuple(extra_options)
+        self._sleep, self._clock = sleep, clock
+
+    def _options(self) -> list[str]:
+        options = {
+            "BatchMode": "yes",
+            "IdentitiesOnly": "yes",
+            "StrictHostKeyChecking": "accept-new",
+            "UserKnownHostsFile": str(self.known_hosts),
+            "GlobalKnownHostsFile": "/dev/null",
+            "ConnectTimeout": str(self.connect_timeout_s),
+            "ServerAliveInterval": "15",
+            "LogLevel": "ERROR",
+        }
+        out = ["-i", str(self.key_file)]
+        for key, value in options.items():
+            out += ["-o", f"{key}={value}"]
+        return out + list(self.extra_options)
+
+    def _ssh(self, target: SshTarget, command: str, timeout_s: float,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        argv = [self.ssh, *self._options(), "-p", str(target.port), f"{target.user}@{target.host}", command]
+        try:
+            if stdin is None:
+                return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                                      stdin=subprocess.DEVNULL)
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, input=stdin)
+        except subprocess.TimeoutExpired:
+            raise BootstrapError(f"{target.node_name}: ssh to {target.host} timed out after {timeout_s:.0f} s; "
+                                 "run the bootstrap again to resume") from None
+
+    def wait_until_reachable(self, target: SshTarget, timeout_s: float = 600, interval_s: float = 5) -> None:
+        """Block until ``ssh true`` succeeds; BootstrapError with the last error after ``timeout_s``."""
+        deadline = self._clock() + timeout_s
+        while True:
+            result = self._ssh(target, "true", timeout_s=self.connect_timeout_s + 30)
+            if result.returncode == 0:
+                return
+            if self._clock() >= deadline:
+                raise BootstrapError(f"{target.node_name}: no SSH on {target.host}:{target.port} after "
+                                     f"{timeout_s:.0f} s ({_last_line(result.stderr)})")
+            self._sleep(interval_s)
+
+    def run(self, target: SshTarget, script: str, *, timeout_s: float = 3600, check: bool = True) -> BootstrapResult:
+        """Copy ``script`` to ``target``, run it as root, remove it. Raises BootstrapError when the
+        node cannot be reached or (``check``) the script exits non-zero. Idempotent when the script is."""
+        started = self._clock()
+        # Copied through ssh's stdin into a file created 0600 (umask 077): never on a command line.
+        copied = self._ssh(target, f"umask 077 && cat > {REMOTE_SCRIPT}", self.connect_timeout_s + 120, script)
+        if copied.returncode != 0:
+            raise BootstrapError(f"{target.node_name}: cannot copy the bootstrap to {target.host}: "
+                                 f"{_last_line(copied.stderr)}")
+        sudo = "" if target.user == "root" else "sudo -n "
+        command = (f"chmod 600 {REMOTE_SCRIPT}; {sudo}env PROVISIONER_NODE_NAME={shlex.quote(target.node_name)} "
+                   f"bash {REMOTE_SCRIPT}; rc=$?; rm -f {REMOTE_SCRIPT}; exit $rc")
+        result = self._ssh(target, command, timeout_s)
+        output = result.stdout + result.stderr
+        outcome = BootstrapResult(target.node_name, result.returncode, output, self._clock() - started)
+        if check and result.returncode != 0:
+            tail = "\n".join(output.rstrip().splitlines()[-15:])
+            raise BootstrapError(f"{target.node_name}: bootstrap on {target.host} exited {result.returncode} "
+                                 f"(run it again to resume):\n{tail}")
+        return outcome
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+__all__ = ["BootstrapError", "BootstrapResult", "SshBootstrapper", "SshTarget", "write_key_file"]
