@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 from pathlib import Path
@@ -423,3 +424,95 @@ def test_bad_secrets_rejected(munge: str, token: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as caught:
         ClusterSecrets(munge_key_b64=munge, k3s_token=token)
     assert munge not in str(caught.value) and token not in str(caught.value)
+
+
+# ----- node firewall and bootstrap script -----------------------------------------------------------
+def _firewall(rendered: RenderedCluster, role: str = "head") -> str:
+    return _file(yaml.safe_load(rendered[f"cloud-init/{role}.yaml"]), "/etc/provisioner/firewall.nft")["content"]
+
+
+def _nft_sets(ruleset: str) -> dict[str, list[str]]:
+    sets = {}
+    for name, body in re.findall(r"^    set (\w+) \{\n(.*?)^    \}$", ruleset, re.S | re.M):
+        elements = re.search(r"elements = \{ (.*) \}", body)
+        sets[name] = elements[1].split(", ") if elements else []
+    return sets
+
+
+def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
+    plan = make_plan({"access": {"allowed_cidrs": ["203.0.113.7/32", "198.51.100.0/24", "2001:db8::/48"]}})
+    rendered = render_cluster(plan, CANARY, node_addresses={"llm-pretrain-0": "10.1.0.5", "llm-pretrain-1": "10.1.0.6"})
+    ruleset = _firewall(rendered)
+    assert ruleset == _firewall(rendered, "worker") and ruleset in readable(rendered["bootstrap/head.sh"])
+    assert _nft_sets(ruleset) == {
+        "ssh_v4": ["198.51.100.0/24", "203.0.113.7/32"], "ssh_v6": ["2001:db8::/48"],
+        "cluster_v4": ["10.1.0.5/32", "10.1.0.6/32"], "cluster_v6": []}
+    rules = [line.strip() for line in ruleset.split("chain input {")[1].splitlines() if "dport" in line]
+    # Every rule on port 22 accepts a set or drops; the drop comes after every accept.
+    ssh = [rule for rule in rules if rule.startswith("tcp dport 22 ")]
+    assert ssh == ["tcp dport 22 ip saddr @ssh_v4 accept", "tcp dport 22 ip6 saddr @ssh_v6 accept",
+                   "tcp dport 22 ip saddr @cluster_v4 accept", "tcp dport 22 ip6 saddr @cluster_v6 accept",
+                   "tcp dport 22 counter drop"]
+    daemons = [rule for rule in rules if not rule.startswith("tcp dport 22 ")]
+    assert all("6817" in rule and "6818" in rule and "6443" in rule and "2049" in rule
+               for rule in daemons if rule.startswith("tcp")) and len(daemons) == 4
+    assert all(rule.endswith("counter drop") and "!= @cluster_v" in rule for rule in daemons)
+    head = yaml.safe_load(rendered["cloud-init/head.yaml"])
+    assert _file(head, "/etc/provisioner/hosts")["content"] == "10.1.0.5 llm-pretrain-0\n10.1.0.6 llm-pretrain-1\n"
+    assert "nftables" in head["packages"]
+    assert ["systemctl", "enable", "--now", "provisioner-firewall.service"] in head["runcmd"]
+    # Without node addresses the cluster's network is RFC 1918 (or the private CIDRs given).
+    default = _nft_sets(_firewall(render_cluster(plan, CANARY)))
+    assert default["cluster_v4"] == ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
+    vpc = _nft_sets(_firewall(render_cluster(plan, CANARY, private_cidrs=["10.20.0.0/16"])))
+    assert vpc["cluster_v4"] == ["10.20.0.0/16"]
+
+
+@pytest.mark.parametrize(("addresses", "where"), [
+    ({"llm-pretrain-9": "10.0.0.1"}, "node_addresses"),
+    ({"llm-pretrain-0": "10.0.0.1\nruncmd: [reboot]"}, "node_addresses.llm-pretrain-0"),
+])
+def test_bad_node_addresses_are_refused(addresses: dict[str, str], where: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        render_cluster(make_plan(), CANARY, node_addresses=addresses)
+    assert caught.value.path == where
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_firewall_loads_in_nft_check_mode(variant: str, tmp_path: Path) -> None:
+    need_tool("nft", "unshare")
+    if os.geteuid() != 0:
+        pytest.skip("nft -c needs CAP_NET_ADMIN")
+    path = tmp_path / "firewall.nft"
+    path.write_text(_firewall(_render(variant)))
+    # In a fresh network namespace, so nothing on this machine is touched even if -c were ignored.
+    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_bootstrap_script_matches_the_user_data(variant: str) -> None:
+    rendered = _render(variant)
+    for role in ("head", "worker"):
+        if f"cloud-init/{role}.yaml" not in rendered:
+            assert f"bootstrap/{role}.sh" not in rendered
+            continue
+        doc = yaml.safe_load(rendered[f"cloud-init/{role}.yaml"])
+        script = rendered[f"bootstrap/{role}.sh"]
+        assert subprocess.run(["bash", "-n"], input=script, text=True, timeout=30).returncode == 0
+        embedded = readable(script)
+        for entry in doc["write_files"]:
+            content = entry["content"]
+            assert content in embedded, entry["path"]
+            assert f"put_file {entry['path']} " in script
+        steps = re.findall(r"^if begin_step (\S+) ([01]); then\n    if (.*); then end_step", script, re.M)
+        assert steps[0][0] == "00-packages" and shlex.split(steps.pop(0)[2])[1:] == doc["packages"]
+        assert len(steps) == len(doc["runcmd"])
+        for (_, always, command), runcmd in zip(steps, doc["runcmd"], strict=True):
+            words = runcmd if isinstance(runcmd, list) else ["sh", "-c", runcmd]
+            assert shlex.split(command) == [str(w) for w in words]
+            assert always == ("1" if words[0] in ("systemctl", "/usr/local/sbin/provisioner-identity") else "0")
+        for key in doc.get("ssh_authorized_keys", []):
+            assert f"authorize root {shlex.quote(key)}" in script

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,16 +120,28 @@ class Machine:
                               timeout=timeout)
 
     def stop(self) -> None:
-        """Power off (SIGRTMIN+4 to its init), then SIGKILL nspawn if it has not exited in 20 s."""
-        if self.proc.poll() is None:
-            pid = self.leader()
+        """Power off (SIGRTMIN+4 to its init); after 20 s SIGKILL the init (which ends every process
+        of the container's PID namespace) and then nspawn. Killing only nspawn is not enough: the
+        container's init outlives it, reparented to PID 1."""
+        pid = self.leader() if self.proc.poll() is None else None
+        if pid is not None:
+            self.extra["leader"] = str(pid)
+            os.kill(pid, signal.SIGRTMIN + 4)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
             if pid is not None:
-                os.kill(pid, signal.SIGRTMIN + 4)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=20)
+                os.kill(pid, signal.SIGKILL)
+            self.proc.kill()
+            self.proc.wait(timeout=20)
+
+    def alive(self) -> list[int]:
+        """Our nspawn process and the container's init, where either still runs."""
+        pids = [self.proc.pid] if self.proc.poll() is None else []
+        leader = self.extra.get("leader")
+        if leader and Path(f"/proc/{leader}").exists():
+            pids.append(int(leader))
+        return pids
 
 
 def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user_data: str) -> Machine:
@@ -166,8 +177,6 @@ def wait_for(check, what: str, timeout_s: float) -> str:  # type: ignore[no-unty
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}; last: {last}")
 
 
-def nspawn_children(machines: list[Machine]) -> Iterator[int]:
-    """PIDs of our nspawn processes still alive."""
-    for machine in machines:
-        if machine.proc.poll() is None:
-            yield machine.proc.pid
+def left_running(machines: list[Machine]) -> list[int]:
+    """PIDs of our nspawn processes and container inits still alive."""
+    return [pid for machine in machines for pid in machine.alive()]

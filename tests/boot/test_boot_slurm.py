@@ -6,7 +6,9 @@ namespace the test creates; the namespace itself holds 10.77.0.254 (the spec's o
 source) and 10.77.0.253 (not allowed). After cloud-init finishes on both: ``sinfo`` on the head
 lists both nodes idle, ``srun -N2 hostname`` over SSH (the ``ml`` user, the cluster key) prints
 both names, and SSH from the address outside ``access.allowed_cidrs`` is dropped by the rendered
-node firewall while the allowed one and the other node get through.
+node firewall while the allowed one and the other node get through. Then the worker's bootstrap as
+a script runs over SSH (lifecycle.bootstrap_ssh, as `ml` with sudo) twice: the second run skips
+every one-off step, and Slurm still spans both nodes.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.render import render_cluster
+from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget
+from provisioner.render import cluster_view, render_cluster
+from provisioner.render.bootstrap import render_bootstrap_script
 from provisioner.secrets import ClusterSecrets
-from tests.boot.nodes import Machine, Netns, boot, build_image, nspawn_children, wait_for
+from tests.boot.nodes import Machine, Netns, boot, build_image, left_running, wait_for
 from tests.conftest import need_tool, require_system
 from tests.test_render_slurm import make_plan
 
@@ -71,7 +75,7 @@ def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path]]:
+def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path, dict[str, str]]]:
     cpus, memory_mib = _host_resources()
     plan = make_plan({"name": "boot", "storage": {"shared": {"kind": "none"}},
                       "access": {"allowed_cidrs": [f"{ALLOWED}/32"]}},
@@ -94,14 +98,18 @@ def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path]
             for i in range(8):  # NVIDIA's numbers (major 195); only stat()ed by slurmd
                 os.mknod(fake / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
             machines[name] = machine
-        yield machines, netns, key
+        view = cluster_view(plan)
+        assert render_bootstrap_script(view, "worker", rendered["cloud-init/worker.yaml"]) == rendered[
+            "bootstrap/worker.sh"]  # so the script built from the localized user data is the one rendered
+        yield machines, netns, key, {"worker.sh": render_bootstrap_script(
+            view, "worker", localize(rendered["cloud-init/worker.yaml"]))}
     finally:
         for machine in machines.values():
             machine.stop()
-        left = list(nspawn_children(list(machines.values())))
+        left = left_running(list(machines.values()))
         netns.delete()
         shutil.rmtree(workdir, ignore_errors=True)
-        assert not left, f"nspawn processes left running: {left}"
+        assert not left, f"nspawn processes or container inits left running: {left}"
 
 
 def _cloud_init_done(machine: Machine) -> tuple[bool, str]:
@@ -120,8 +128,10 @@ def _ssh(netns: Netns, key: Path, source: str, host: str, command: str,
                       f"ml@{host}", command], timeout=timeout)
 
 
-def test_two_nodes_boot_into_one_slurm_cluster(cluster: tuple[dict[str, Machine], Netns, Path]) -> None:
-    machines, netns, key = cluster
+def test_two_nodes_boot_into_one_slurm_cluster(
+    cluster: tuple[dict[str, Machine], Netns, Path, dict[str, str]],
+) -> None:
+    machines, netns, key, scripts = cluster
     started = time.monotonic()
     head, worker = machines[NAMES[0]], machines[NAMES[1]]
     for machine in (head, worker):
@@ -156,4 +166,23 @@ def test_two_nodes_boot_into_one_slurm_cluster(cluster: tuple[dict[str, Machine]
     assert denied.stdout.strip() in ("TimeoutError", "timeout"), denied.stdout + denied.stderr
     ruleset = head.exec("nft", "list", "table", "inet", "provisioner").stdout
     assert f"{ALLOWED}" in ruleset and "10.77.0.1" in ruleset and "10.77.0.2" in ruleset
+
+    # The same bootstrap as a script, over SSH (as `ml`, sudo -n) with the cluster key: run twice on
+    # the booted worker, the second run skips every one-off step; Slurm still spans both nodes.
+    wrapper = key.parent / "ssh-in-netns"
+    wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {netns.name} ssh -b {ALLOWED} \"$@\"\n")
+    wrapper.chmod(0o755)
+    runner = SshBootstrapper(key, key.parent / "known_hosts", ssh=str(wrapper))
+    target = SshTarget(host=ADDRESSES[NAMES[1]], node_name=NAMES[1], user="ml")
+    script = scripts["worker.sh"]
+    first = runner.run(target, script, timeout_s=300)
+    assert "bootstrapped" in first.output and "FAILED" not in first.output, first.output
+    assert "done earlier" not in first.output  # cloud-init ran these steps, not the script
+    second = runner.run(target, script, timeout_s=300)
+    one_off = set(re.findall(r"^if begin_step (\S+) 0; then", script, re.M))
+    assert set(re.findall(r"step (\S+): done earlier", second.output)) == one_off, second.output
+    assert len(one_off) >= 5 and "FAILED" not in second.output
+    wait_for(both_idle, "both nodes idle after the SSH bootstrap", 120)
+    again = _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[0]], "srun -N2 --immediate=60 hostname")
+    assert sorted(again.stdout.split()) == sorted(NAMES), again.stderr
     print(f"boot: cloud-init done on both nodes after {booted:.0f} s; whole check {time.monotonic() - started:.0f} s")
