@@ -51,7 +51,7 @@ def _check_writable(path: Path | None, option: str) -> None:
 
 @app.command()
 def plan(
-    specs: Annotated[list[Path], typer.Argument(help="Spec file(s) (YAML).", show_default=False)],
+    specs: Annotated[list[Path], typer.Argument(metavar="SPEC...", help="Spec file(s) (YAML).", show_default=False)],
     catalog: Annotated[Path | None, typer.Option(help="Catalog file to use instead of the cache/bundled one.")] = None,
     format: Annotated[str, typer.Option("--format", "-f", help="table | json | csv | markdown | html")] = "table",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
@@ -59,9 +59,10 @@ def plan(
     explain: Annotated[bool, typer.Option(help="List every rejected offer with its reason.")] = False,
     save_plan: Annotated[Path | None, typer.Option(help="Freeze the winning option into a plan file.")] = None,
 ) -> None:
-    """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing."""
-    from provisioner.workflow import plan_report
+    """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing.
 
+    With several specs each gets its report or its one error line; the exit code is the worst.
+    """
     if format not in FORMATS:
         raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}", param_hint="--format")
     if format in ("html", "csv") and len(specs) > 1:
@@ -70,10 +71,49 @@ def plan(
         raise typer.BadParameter("needs exactly one spec", param_hint="--save-plan")
     _check_writable(output, "--output")
     _check_writable(save_plan, "--save-plan")
-    text = plan_report(specs, catalog_path=catalog, fmt=format, top=top, explain=explain, save_plan_to=save_plan)
-    _echo(text, output)
-    if save_plan:
+    from provisioner.workflow import plan_report
+
+    reports: list[str] = []
+    worst = 0
+    for spec in specs:
+        try:
+            reports.append(plan_report([spec], catalog_path=catalog, fmt=format, top=top, explain=explain,
+                                       save_plan_to=save_plan))
+        except ProvisionerError as exc:
+            if len(specs) == 1 and not _explained(exc):
+                raise
+            typer.echo(error_line(exc), err=True)
+            worst = max(worst, exc.exit_code)
+            if _explained(exc):
+                reports.append(str(exc.report))  # type: ignore[attr-defined]
+            elif format == "json":
+                reports.append(_json_error(spec, exc))
+    if reports:
+        _echo(_join_reports(reports, format, several=len(specs) > 1), output)
+    if save_plan and not worst:
         typer.echo(f"saved plan to {save_plan}", err=True)
+    if worst:
+        raise typer.Exit(worst)
+
+
+def _explained(exc: ProvisionerError) -> bool:
+    """An unplannable spec under --explain carries the report listing every rejection."""
+    return isinstance(getattr(exc, "report", None), str)
+
+
+def _json_error(spec: Path, exc: ProvisionerError) -> str:
+    """A spec that failed, as an item of the JSON list several specs print (docs/report-schema.json)."""
+    import json
+
+    return json.dumps({"spec_file": str(spec), "error": error_line(exc), "exit_code": exc.exit_code}, indent=2)
+
+
+def _join_reports(reports: list[str], fmt: str, *, several: bool) -> str:
+    """Several JSON documents become one JSON list, textually, so exact decimals stay as written."""
+    if fmt != "json" or not several:
+        return "\n".join(reports)
+    items = ["  " + report.strip().replace("\n", "\n  ") for report in reports]
+    return "[\n" + ",\n".join(items) + "\n]\n"
 
 
 @app.command()
@@ -132,7 +172,8 @@ def catalog_list(
     from provisioner.spec import PROVIDER_NAMES
 
     if provider is not None and provider not in PROVIDER_NAMES:
-        raise typer.BadParameter(f"unknown provider {provider!r}; known: {', '.join(PROVIDER_NAMES)}",
+        hint = f"did you mean {provider.lower()!r}? " if provider.lower() in PROVIDER_NAMES else ""
+        raise typer.BadParameter(f"unknown provider {provider!r}; {hint}known: {', '.join(PROVIDER_NAMES)}",
                                  param_hint="--provider")
     _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
 
@@ -153,43 +194,71 @@ app.command("validate")(validate)
 app.add_typer(node_app, name="node")
 
 
-def _click_classes(name: str) -> tuple[type[BaseException], ...]:
-    """Typer may vendor click (typer._click) or use the real one; catch whichever raises."""
-    import click
+def _typer_exception(name: str) -> type[BaseException]:
+    """Click's exception ``name`` as this typer raises it.
 
-    found = {getattr(click.exceptions, name)}
-    found.update(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == name)
-    vendored = sys.modules.get(typer.BadParameter.__module__)
-    if vendored is not None and hasattr(vendored, name):
-        found.add(getattr(vendored, name))
-    return tuple(found)
+    typer >= 0.16 vendors click (``typer._click``) and no longer installs it; older typer uses the
+    real click. Both put ``ClickException``/``UsageError`` in ``typer.BadParameter``'s MRO, so
+    importing click is never needed (a runtime-only install has none).
+    """
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == name:
+            return cls
+    raise LookupError(name)  # pragma: no cover - every typer since 0.9 has both
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _usage_message(exc: BaseException) -> str:
+    """One line for a usage mistake: the problem, and which --help to read."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else "provisioner"
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        # A group run without a command (`provisioner`, `provisioner node`).
+        names = ctx.command.list_commands(ctx) if hasattr(ctx.command, "list_commands") else []
+        choices = f" (one of: {', '.join(names)})" if names else ""
+        return f"error: {where}: missing command{choices}; see '{where} --help'"
+    return f"error: {_one_line(exc.format_message())} (see '{where} --help')"  # type: ignore[attr-defined]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point. Returns the exit code (never raises for user or provider errors)."""
+    """Console entry point. Returns the exit code (never raises for user or provider errors).
+
+    Every usage mistake is one line on stderr and exit 2; a ProvisionerError is its one line and
+    its exit code (a located ``FILE:LINE:COL: path: message`` for spec problems).
+    """
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="provisioner", standalone_mode=False)
     except ProvisionerError as exc:
-        # A SpecError already reads FILE:LINE:COL: path: message.
-        typer.echo(str(exc) if isinstance(exc, SpecError) else f"error: {exc}", err=True)
+        typer.echo(error_line(exc), err=True)
         return exc.exit_code
-    except _click_classes("Exit") as exc:
+    except typer.Exit as exc:
         return int(getattr(exc, "exit_code", 0))
-    except _click_classes("Abort"):
+    except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except _click_classes("ClickException") as exc:
-        typer.echo(f"error: {exc.format_message()}", err=True)  # type: ignore[attr-defined]
+    except _typer_exception("UsageError") as exc:
+        typer.echo(_usage_message(exc), err=True)
         return 2
+    except _typer_exception("ClickException") as exc:
+        typer.echo(f"error: {_one_line(exc.format_message())}", err=True)  # type: ignore[attr-defined]
+        return 1
     except BrokenPipeError:
         return 0
     except OSError as exc:
         # A file we were told to read or write is unusable (permissions, full disk, ...).
         where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        typer.echo(f"error: {where}{_one_line(exc.strerror or exc)}", err=True)
         return 1
     return result if isinstance(result, int) else 0
+
+
+def error_line(exc: ProvisionerError) -> str:
+    """The one line a ProvisionerError prints: located errors as they are, others after ``error:``."""
+    return str(exc) if isinstance(exc, SpecError) else f"error: {_one_line(exc)}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,19 +24,40 @@ Marks = dict[Loc, tuple[int, int, int, int]]
 """path -> (key line, key column, value line, value column); the root and list items have key == value."""
 
 
+MAX_SPEC_BYTES = 1024 * 1024
+"""A spec is a page of YAML; anything over 1 MiB is refused before it is read or parsed."""
+MAX_LIST_ITEMS = 1000
+"""Longest list a spec may hold (GPU models, regions, CIDRs); real specs hold a handful."""
+MAX_VALUES = 20_000
+"""Most values (scalars, lists, mappings, alias expansions counted again) one spec may hold."""
+
+
 def load_spec(path: str | Path) -> ClusterSpec:
-    """Read and validate a spec file. Raises SpecError (one line, located) on any problem."""
+    """Read and validate a spec file. Raises SpecError (one line, located) on any problem.
+
+    The size is checked before reading, so a huge file (or a device) fails fast.
+    """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise SpecError(f"cannot read spec: {reason}", file=str(path)) from exc
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"cannot read spec: {exc.strerror or exc}", file=str(path)) from exc
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file",
+                        file=str(path))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError("cannot read spec: not UTF-8 text", file=str(path)) from exc
     return parse_spec(text, str(path))
 
 
 def parse_spec(text: str, file: str = "<spec>") -> ClusterSpec:
     """Validate spec text; ``file`` is only used in error messages."""
+    if len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file",
+                        file=file)
     data, marks = _compose(text, file)
     spec = _validate(data, marks, file)
     for field_path, message in spec_problems(spec):
@@ -62,7 +83,40 @@ class _SpecLoader(yaml.SafeLoader):
 
     Numeric spec fields are strict, so without this ``size_gb: 4e4`` would be a string and
     a confusing "not a number" error. Quoted values stay strings.
+
+    It also caps what composing may build, while it builds it: at most MAX_LIST_ITEMS items in
+    one list or mapping and MAX_VALUES nodes in all, so an absurd document fails at the first
+    item over the limit instead of after building millions of nodes.
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.spec_file = "<spec>"
+        self._composed = 0
+        self._path: list[str | int] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        step: str | int = ""  # a mapping key itself
+        if isinstance(index, int):
+            step = index
+        elif isinstance(index, yaml.ScalarNode):
+            step = str(index.value)
+        if (isinstance(index, int) and index >= MAX_LIST_ITEMS) or (
+                isinstance(parent, yaml.MappingNode) and len(parent.value) >= MAX_LIST_ITEMS):
+            self._refuse(f"more than {MAX_LIST_ITEMS} items in one list or mapping")
+        self._composed += 1
+        if self._composed > MAX_VALUES:
+            self._refuse(f"more than {MAX_VALUES} values in one spec")
+        self._path.append(step)
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._path.pop()
+
+    def _refuse(self, message: str) -> None:
+        mark = self.peek_event().start_mark
+        raise SpecError(message, path=_dotted(tuple(p for p in self._path if p != "")), file=self.spec_file,
+                        line=mark.line + 1, column=mark.column + 1)
 
 
 _SpecLoader.add_implicit_resolver(
@@ -73,8 +127,11 @@ _SpecLoader.add_implicit_resolver(
 
 
 def _compose(text: str, file: str) -> tuple[Any, Marks]:
+    loader: _SpecLoader | None = None
     try:
-        root = yaml.compose(text, Loader=_SpecLoader)
+        loader = _SpecLoader(text)  # the reader refuses control characters right here
+        loader.spec_file = file
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -82,6 +139,9 @@ def _compose(text: str, file: str) -> tuple[Any, Marks]:
         raise SpecError(f"YAML syntax error: {problem}", file=file, line=line, column=column) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"YAML error: {' '.join(str(exc).split())}", file=file) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise SpecError("the spec is empty", file=file)
     marks: Marks = {}
@@ -94,6 +154,9 @@ def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file:
            key_at: tuple[int, int] | None = None) -> Any:
     value_at = (node.start_mark.line + 1, node.start_mark.column + 1)
     marks[loc] = (*(key_at or value_at), *value_at)
+    if len(marks) > MAX_VALUES:  # aliases reuse nodes: `[*a, *a, ...]` of `[*b, *b, ...]` grows fast
+        raise SpecError(f"more than {MAX_VALUES} values in one spec (aliases expanded)", path=_dotted(loc[:3]),
+                        file=file, line=value_at[0], column=value_at[1])
     if len(loc) > 32:  # only a recursive alias (&a [*a]) nests this deep in a spec
         raise SpecError("document nests too deeply (recursive alias?)", path=_dotted(loc[:3]), file=file,
                         line=value_at[0], column=value_at[1])

@@ -85,6 +85,48 @@ class GpuSpec(_Model):
     def _one_or_many(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
+    @field_validator("model")
+    @classmethod
+    def _known_models(cls, models: list[str]) -> list[str]:
+        for name in models:
+            problem = gpu_model_problem(name)
+            if problem:
+                raise ValueError(problem)
+        return models
+
+
+GPU_MODELS = (
+    "B300", "B200", "GB200", "H200", "GH200", "H100", "H800", "A100", "A800", "L40S", "L40", "L4", "A40", "A30",
+    "A10", "A10G", "A16", "T4", "V100", "P100", "RTXPRO6000", "RTX6000ADA", "RTX6000", "RTXA6000", "A6000",
+    "RTXA5000", "RTXA4500", "RTXA4000", "RTX5090", "RTX4090", "RTX4080", "RTX3090", "RTX3080", "MI300X", "MI325X",
+    "MI250X",
+)
+"""GPU models a spec may ask for (canonical names, as catalogs and reports spell them)."""
+
+_KNOWN_GPUS = {re.sub(r"[\s_\-]", "", name).upper(): name for name in GPU_MODELS}
+_VENDOR_WORDS = {"NVIDIA", "AMD", "TESLA", "GEFORCE", "INSTINCT"}
+_FORM_WORD = re.compile(r"^(?:SXM\d?|PCIE|NVL|HBM\d?E?|OAM)$")
+_MEMORY_WORD = re.compile(r"^(?P<gib>\d+)G(?:I?B)?$")
+
+
+def gpu_model_problem(name: str) -> str | None:
+    """None for a known GPU model (any case, spaces or dashes), else one line saying what to write.
+
+    ``A100-80GB`` -> "use A100 with min_memory_gib: 80"; ``H100 SXM`` -> "use H100"; anything
+    else lists the known models.
+    """
+    if canonical_gpu(name) in _KNOWN_GPUS:
+        return None
+    words = [w for w in re.split(r"[\s_\-/]+", name.upper()) if w and w not in _VENDOR_WORDS]
+    memory = [m["gib"] for m in map(_MEMORY_WORD.match, words) if m]
+    base = "".join(w for w in words if not _MEMORY_WORD.match(w) and not _FORM_WORD.match(w))
+    if base in _KNOWN_GPUS and memory:
+        return (f"unknown GPU model {name!r}: memory is its own field; "
+                f"use {_KNOWN_GPUS[base]} with min_memory_gib: {int(memory[0])}")
+    if base in _KNOWN_GPUS:
+        return f"unknown GPU model {name!r}; use {_KNOWN_GPUS[base]}"
+    return f"unknown GPU model {name!r}; known: {', '.join(GPU_MODELS)}"
+
 
 class NodesSpec(_Model):
     gpus_per_node: PositiveInt | None = Field(None, description="GPUs on each node.")
@@ -299,6 +341,7 @@ def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
 
 
 __all__ = [
+    "GPU_MODELS",
     "PROVIDER_NAMES",
     "AccessSpec",
     "ClusterSpec",
@@ -320,5 +363,6 @@ __all__ = [
     "WorkloadSpec",
     "canonical_gpu",
     "check_safe_path",
+    "gpu_model_problem",
     "spec_problems",
 ]

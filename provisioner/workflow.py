@@ -52,7 +52,9 @@ def resolve(spec: ClusterSpec, catalog: Catalog, spec_path: Path) -> PlanResult:
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
     if not exc.rejected:
-        return SpecError(str(exc), file=str(spec_path))
+        error = SpecError(str(exc), file=str(spec_path))
+        error.exit_code = NoFeasibleOfferError.exit_code
+        return error
     deepest = max(r.stage for r in exc.rejected)
     blamed = [r for r in exc.rejected if r.stage == deepest]
     field = blamed[0].field or ""
@@ -61,7 +63,9 @@ def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
     count = len({(r.provider, r.instance_type, r.region) for r in exc.rejected})
     message = f"no offer fits: {blamed[0].reason} ({blamed[0].provider} {blamed[0].instance_type}; " \
               f"{count} offers rejected, see --explain)"
-    return SpecError(message, path=field, file=str(spec_path), line=line, column=column)
+    error = SpecError(message, path=field, file=str(spec_path), line=line, column=column)
+    error.exit_code = NoFeasibleOfferError.exit_code  # located like a spec error; the spec is valid: exit 3
+    return error
 
 
 def plan_report(

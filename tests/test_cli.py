@@ -119,6 +119,11 @@ BAD_SPECS = {
     "type.yaml": ("name: demo\ngpus:\n  count: eight\n", "type.yaml:3:10: gpus.count: Input should be a valid integer"),
     "split.yaml": ("name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
                    "split.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8"),
+    "model.yaml": ("name: demo\ngpus:\n  model: A100-80GB\n  count: 8\n",
+                   "model.yaml:3:10: gpus.model: unknown GPU model 'A100-80GB': memory is its own field; "
+                   "use A100 with min_memory_gib: 80"),
+}
+NO_FIT_SPECS = {
     "ib.yaml": ("name: demo\ngpus:\n  count: 16\nnodes:\n  gpus_per_node: 8\ninterconnect:\n  fabric: infiniband\n"
                 "providers:\n  allow: [aws, gcp]\n",
                 "ib.yaml:7:3: interconnect.fabric: no offer fits"),
@@ -143,6 +148,41 @@ def test_bad_specs_exit_2_with_one_located_line(name: str, tmp_path: Path,
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("name", sorted(NO_FIT_SPECS))
+def test_no_offer_fits_exits_3_with_one_located_line(name: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    text, expected = NO_FIT_SPECS[name]
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = run_cli(["plan", str(path)], capsys)
+    assert (code, out) == (3, "")
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(str(tmp_path / expected.split(":", 1)[0]) + ":" + expected.split(":", 1)[1]), lines[0]
+
+
+def test_several_specs_each_get_a_result_or_an_error_and_the_worst_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    no_fit = tmp_path / "budget.yaml"
+    no_fit.write_text(NO_FIT_SPECS["budget.yaml"][0])
+    bad = tmp_path / "model.yaml"
+    bad.write_text(BAD_SPECS["model.yaml"][0])
+    good = EXAMPLES / "pretrain-h100-slurm.yaml"
+    code, out, err = run_cli(["plan", str(good), str(no_fit), str(good)], capsys)
+    assert code == 3
+    assert out.count("llm-pretrain: 16 GPUs") == 2
+    assert err.strip().splitlines() == [line for line in err.strip().splitlines() if "no offer fits" in line]
+    assert len(err.strip().splitlines()) == 1
+    code, out, err = run_cli(["plan", str(no_fit), str(bad), str(good), "-f", "json"], capsys)
+    assert code == 3  # the worst of 3 (no fit), 2 (bad spec) and 0
+    docs = json.loads(out)
+    assert [doc.get("exit_code") for doc in docs] == [3, 2, None]
+    assert docs[0]["spec_file"] == str(no_fit) and docs[0]["error"].startswith(f"{no_fit}:6:3: pricing.max_total_usd")
+    assert docs[2]["spec"] == "llm-pretrain"
+    assert [line.split(":")[0] for line in err.strip().splitlines()] == [str(no_fit), str(bad)]
+
+
 def test_missing_file_and_bad_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["plan", str(tmp_path / "nope.yaml")], capsys)
     assert code == 2 and "cannot read spec" in err
@@ -152,11 +192,52 @@ def test_missing_file_and_bad_catalog(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 2 and err.startswith(f"error: {bad}: offers.0.") and len(err.strip().splitlines()) == 1
 
 
-def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(["plan", str(EXAMPLE_FILES[0]), "--format", "pdf"], capsys)
-    assert code == 2 and "--format" in err
-    code, _, _ = run_cli(["frobnicate"], capsys)
-    assert code == 2
+USAGE_ERRORS = {
+    "no command": ([], "error: provisioner: missing command (one of: plan, schema, render, validate, catalog, node)"),
+    "no spec": (["plan"], "error: Missing argument 'SPEC...'."),
+    "bad format": (["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
+                   "error: Invalid value for --format: must be one of table, json, csv, markdown, html"),
+    "provider case": (["catalog", "--provider", "VastAI"],
+                      "error: Invalid value for --provider: unknown provider 'VastAI'; did you mean 'vastai'?"),
+    "missing folder": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
+                       "error: Invalid value for --output: folder /missing/dir does not exist"),
+    "unknown command": (["frobnicate"], "error: No such command 'frobnicate'."),
+    "unknown option": (["plan", "--bogus"], "error: No such option: --bogus"),
+    "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"], "error: Invalid value for '--top'"),
+    "node group": (["node"], "error: provisioner node: missing command (one of: check)"),
+}
+"""Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
+
+
+@pytest.mark.parametrize("name", sorted(USAGE_ERRORS))
+def test_usage_errors_exit_2_with_one_line(name: str, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).parents[1])
+    args, start = USAGE_ERRORS[name]
+    code, out, err = run_cli(args, capsys)
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1 and err.startswith(start), err
+    assert "Traceback" not in err and "Usage:" not in err
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        found += _commands(sub, (*path, name))
+    return found
+
+
+def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from provisioner.cli import app
+
+    commands = _commands(typer.main.get_command(app))
+    assert ("plan",) in commands and ("catalog", "refresh") in commands and ("node", "check") in commands
+    for path in commands:
+        code, out, err = run_cli([*path, "--help"], capsys)
+        assert (code, err) == (0, ""), path
+        assert out.startswith("Usage: ") and "--help" in out, path
 
 
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:

@@ -244,3 +244,87 @@ def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, 
         assert math.isfinite(parts.total)
         assert round((parts.compute + parts.storage + parts.egress + parts.interruption) * 100) == round(
             parts.total * 100)
+
+
+# -- size and shape limits: absurd documents fail fast, located -----------------------------
+
+def test_a_spec_file_over_one_mib_is_refused_before_parsing(tmp_path) -> None:
+    import time
+
+    path = tmp_path / "huge.yaml"
+    path.write_text("name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["H100"] * 1_500_000) + "]\n")
+    started = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert time.perf_counter() - started < 1.0
+    assert str(info.value) == f"{path}:1:1: the spec is larger than 1 MiB; a spec is a short YAML file"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["H100"] * 200_000) + "]\n",
+         "s.yaml:4:5011: gpus.model: more than 1000 items in one list or mapping"),
+        ("name: demo\ngpus: {count: 8}\nproviders:\n  regions:\n" + "    - us-east-1\n" * 5000,
+         "s.yaml:1005:7: providers.regions: more than 1000 items in one list or mapping"),
+        ("name: demo\nx:\n" + "".join(f"  k{i}: 1\n" for i in range(5000)),
+         "s.yaml:1003:3: x: more than 1000 items in one list or mapping"),
+        ("name: demo\ngpus: {count: 8}\nproviders:\n  regions: ["
+         + ",".join(["[" + ",".join(["a"] * 900) + "]"] * 30) + "]\n",
+         "s.yaml:4:39990: providers.regions.22: more than 20000 values in one spec"),
+        # aliases: a few bytes that expand to 10^5 values
+        ("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+         "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+         "s.yaml:1:24: e.0.6: more than 20000 values in one spec (aliases expanded)"),
+    ],
+    ids=["flow-list", "block-list", "mapping", "total", "alias-bomb"],
+)
+def test_absurd_collections_fail_fast_with_a_located_error(text: str, expected: str) -> None:
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "s.yaml")
+    assert time.perf_counter() - started < 2.0
+    assert str(info.value) == expected
+
+
+# -- GPU models: unknown ones say so and what to write instead --------------------------------
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        ("A100-80GB", "unknown GPU model 'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80"),
+        ("H100-80GB", "unknown GPU model 'H100-80GB': memory is its own field; use H100 with min_memory_gib: 80"),
+        ("A100-40GB", "unknown GPU model 'A100-40GB': memory is its own field; use A100 with min_memory_gib: 40"),
+        ("NVIDIA H100 80GB HBM3",
+         "unknown GPU model 'NVIDIA H100 80GB HBM3': memory is its own field; use H100 with min_memory_gib: 80"),
+        ("H100 SXM", "unknown GPU model 'H100 SXM'; use H100"),
+    ],
+)
+def test_gpu_model_with_memory_or_form_factor_says_what_to_write(model: str, expected: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(f"name: demo\ngpus:\n  model: [H200, {model}]\n  count: 8\n", "s.yaml")
+    assert str(info.value) == f"s.yaml:3:10: gpus.model: {expected}"
+
+
+def test_unknown_gpu_model_lists_the_known_ones() -> None:
+    from provisioner.spec import GPU_MODELS
+
+    with pytest.raises(SpecError) as info:
+        parse_spec("name: demo\ngpus: {model: Blackwell, count: 8}\n", "s.yaml")
+    message = str(info.value)
+    assert message.startswith("s.yaml:2:15: gpus.model: unknown GPU model 'Blackwell'; known: B300, B200,")
+    assert all(name in message for name in GPU_MODELS)
+
+
+@pytest.mark.parametrize("model", ["h100", "RTX 4090", "rtx-4090", "l40s", "A100"])
+def test_known_gpu_models_in_any_spelling_load(model: str) -> None:
+    assert parse_spec(f"name: demo\ngpus: {{model: '{model}', count: 8}}\n").gpus.model == [model]
+
+
+def test_every_catalog_gpu_model_is_a_known_model() -> None:
+    from provisioner.catalog import load_bundled_catalog
+    from provisioner.spec import gpu_model_problem
+
+    assert {o.gpu_model for o in load_bundled_catalog().offers if gpu_model_problem(o.gpu_model)} == set()

@@ -1,0 +1,117 @@
+"""The CLI as a user gets it from a plain ``pip install .``: runtime dependencies only.
+
+A fresh venv (no test extras, no click unless typer itself brings it) gets a non-editable
+install from a copy of the working tree. Every usage mistake must exit 2 with one line on
+stderr and no traceback; an unplannable spec exits 3; every ``--help`` works; and the install
+puts exactly one top-level package, ``provisioner``, into site-packages (issue 7, item 8).
+
+Installing may reach the package index: without one the module is skipped with the reason,
+unless REQUIRE_SYSTEM_TOOLS=1, under which it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, ROOT, require_system
+from tests.test_cli import NO_FIT_SPECS, USAGE_ERRORS
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "test-artifacts",
+)
+
+
+class RuntimeVenv:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.bin = root / "bin"
+
+    def run(self, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.bin / "provisioner"), *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    def python(self, code: str) -> str:
+        done = subprocess.run([str(self.bin / "python"), "-I", "-c", code], capture_output=True, text=True,
+                              timeout=120, check=True)
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> RuntimeVenv:
+    base = tmp_path_factory.mktemp("runtime")
+    source = base / "src"
+    shutil.copytree(ROOT, source, ignore=COPY_IGNORE)  # a stale build/ must not leak into the wheel
+    env = RuntimeVenv(base / "venv")
+    subprocess.run([sys.executable, "-m", "venv", str(env.root)], check=True, timeout=300)
+    install = subprocess.run([str(env.bin / "python"), "-m", "pip", "install", "--quiet", str(source)],
+                             capture_output=True, text=True, timeout=600, check=False)
+    if install.returncode != 0:
+        reason = f"pip install . failed (no package index?): {install.stderr.strip().splitlines()[-1:]}"
+        if require_system():
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return env
+
+
+def test_only_runtime_dependencies_are_installed(venv: RuntimeVenv) -> None:
+    names = {line.split("==")[0].lower() for line in venv.python(
+        "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"
+    ).split()}
+    assert "gpu-provisioner" in names
+    assert not names & {"pytest", "hypothesis", "playwright", "boto3", "pulumi", "moto", "mypy", "ruff"}
+
+
+@pytest.mark.parametrize("name", sorted(USAGE_ERRORS))
+def test_usage_errors_exit_2_with_one_line(venv: RuntimeVenv, name: str) -> None:
+    args, start = USAGE_ERRORS[name]
+    done = venv.run(*args)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(start), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unplannable_spec_exits_3_with_the_located_line(venv: RuntimeVenv, tmp_path: Path) -> None:
+    text, expected = NO_FIT_SPECS["budget.yaml"]
+    (tmp_path / "budget.yaml").write_text(text)
+    done = venv.run("plan", "budget.yaml", cwd=tmp_path)
+    assert done.returncode == 3 and done.stdout == ""
+    assert done.stderr.splitlines() == [done.stderr.strip()] and done.stderr.startswith(expected)
+
+
+def test_every_command_has_help(venv: RuntimeVenv) -> None:
+    for path in ([], ["plan"], ["catalog"], ["catalog", "refresh"], ["render"], ["schema"], ["validate"], ["node"],
+                 ["node", "check"]):
+        done = venv.run(*path, "--help")
+        assert (done.returncode, done.stderr) == (0, ""), path
+        assert done.stdout.startswith("Usage: "), path
+
+
+def test_plans_an_example_into_every_format(venv: RuntimeVenv, tmp_path: Path) -> None:
+    spec = str(EXAMPLES / "pretrain-h100-slurm.yaml")
+    for fmt in ("table", "json", "csv", "markdown", "html"):
+        done = venv.run("plan", spec, "-f", fmt, "-o", str(tmp_path / f"report.{fmt}"))
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / f"report.{fmt}").stat().st_size > 200
+    json.loads((tmp_path / "report.json").read_text())
+
+
+def test_site_packages_gets_one_top_level_package(venv: RuntimeVenv) -> None:
+    files = json.loads(venv.python(
+        "import importlib.metadata as m, json; print(json.dumps([str(f) for f in m.files('gpu-provisioner')]))"))
+    tops = {Path(name).parts[0] for name in files if not name.startswith("..")}  # ../../../bin/provisioner
+    assert {t for t in tops if not t.endswith((".dist-info", ".egg-info"))} == {"provisioner"}, tops
+    for sub in ("providers", "stacks", "templates"):
+        assert any(name.startswith(f"provisioner/{sub}/") for name in files), sub
+    assert "provisioner/templates/report.html.j2" in files
+    site = Path(venv.python("import provisioner, pathlib; print(pathlib.Path(provisioner.__file__).parents[1])")
+                .strip())
+    for generic in ("providers", "stacks", "templates"):
+        assert not (site / generic).exists(), f"{generic} installed as a top-level package"
