@@ -1,14 +1,21 @@
 """Explicit provider registry: name -> "module:Class", imported only when asked for.
 
 Adding a provider touches its package, one line here, its tests and one example spec.
+
+``capabilities()`` tells the core what each adapter can create without importing any
+adapter: every provider package's ``__init__`` defines ``CAPABILITIES`` and stays light
+(the adapter class is imported on first use).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.base import Provider
+from provisioner.capabilities import Capability
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
 
 REGISTRY: dict[str, str] = {
     "lambda": "provisioner.providers.lambda_.provider:LambdaProvider",
@@ -20,6 +27,16 @@ REGISTRY: dict[str, str] = {
 }
 
 
+def _package(name: str) -> str:
+    """``provisioner.providers.lambda_`` for ``lambda``: the package holding the adapter."""
+    return REGISTRY[name].partition(":")[0].rsplit(".", 1)[0]
+
+
+def _missing(exc: ModuleNotFoundError, module_name: str) -> bool:
+    """Whether ``exc`` says ``module_name`` itself (or a parent) is absent, not a dependency of it."""
+    return exc.name is not None and (module_name == exc.name or module_name.startswith(f"{exc.name}."))
+
+
 def provider_class(name: str) -> type[Provider]:
     """The adapter class for ``name``. Raises KeyError for an unknown name or for a registered
     adapter whose package is not in this installation yet (aws and gcp come later)."""
@@ -29,7 +46,7 @@ def provider_class(name: str) -> type[Provider]:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
+        if not _missing(exc, module_name):
             raise  # a dependency of the adapter is missing: that is a real error, not an unknown name
         raise KeyError(f"provider {name!r} has no adapter in this installation") from None
     cls: type[Provider] = getattr(module, attr)
@@ -41,4 +58,25 @@ def get_provider(name: str, **kwargs: Any) -> Provider:
     return provider_class(name)(**kwargs)
 
 
-__all__ = ["REGISTRY", "get_provider", "provider_class"]
+def capabilities() -> dict[str, frozenset[Capability]]:
+    """What each registered provider's adapter can create, by provider name (registry order).
+
+    An empty set for a registered provider with no adapter in this installation (aws and
+    gcp today). Imports only the providers' light package ``__init__`` modules (each defines
+    ``CAPABILITIES``), never an adapter or its HTTP client. Pure otherwise: no network.
+    """
+    found: dict[str, frozenset[Capability]] = {}
+    for name in REGISTRY:
+        package = _package(name)
+        try:
+            module = importlib.import_module(package)
+        except ModuleNotFoundError as exc:
+            if not _missing(exc, package):
+                raise
+            found[name] = frozenset()
+            continue
+        found[name] = frozenset(getattr(module, "CAPABILITIES", frozenset()))
+    return found
+
+
+__all__ = ["REGISTRY", "capabilities", "get_provider", "provider_class"]

@@ -1,5 +1,38 @@
-"""Fluence adapter: ``FluenceProvider`` over the GPU Cloud API (plus the v2 VM API for CPU nodes)."""
+"""Fluence adapter: ``FluenceProvider`` over the GPU Cloud API (plus the v2 VM API for CPU nodes).
 
-from provisioner.providers.fluence.provider import FluenceProvider
+``CAPABILITIES`` is what the adapter can create today for GPU nodes (read by the optimizer
+through ``providers.registry.capabilities()`` without importing the adapter):
 
-__all__ = ["FluenceProvider"]
+- on-demand GPU VMs only (Fluence sells no spot; a spot node is refused before buying),
+  several per cluster;
+- GPU VMs take no user data and no start command: the bootstrap runs over SSH after boot;
+- no private network documented between GPU VMs (public ``domain`` only), no tags.
+
+CPU nodes (``cpu-*``, the v2 VM API) additionally boot cloud-init user data
+(``CPU_VM_CAPABILITIES``); no GPU offer is bought that way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.SSH_BOOTSTRAP,
+})
+CPU_VM_CAPABILITIES: frozenset[Capability] = CAPABILITIES | {Capability.USER_DATA}
+
+if TYPE_CHECKING:
+    from provisioner.providers.fluence.provider import FluenceProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FluenceProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.fluence.provider import FluenceProvider
+
+        return FluenceProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "CPU_VM_CAPABILITIES", "FluenceProvider"]

@@ -40,7 +40,7 @@ from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.fluence import cpu_vms
+from provisioner.providers.fluence import CAPABILITIES, cpu_vms
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
 from provisioner.providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
@@ -108,7 +108,7 @@ class FluenceProvider(RestAdapter[FluenceClient]):
     """Fluence GPU Cloud adapter. Thread-compatible, not thread-safe (one client, one limiter)."""
 
     name: ClassVar[str] = "fluence"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.MULTI_NODE})
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = FluenceClient
     active_wait_s: float = 1800.0
     """Longest ``delete_nodes`` waits for an INITIALIZED instance to become deletable."""

@@ -1,5 +1,38 @@
-"""Lambda Cloud adapter: ``LambdaProvider`` over the ``/api/v1`` REST API."""
+"""Lambda Cloud adapter: ``LambdaProvider`` over the ``/api/v1`` REST API.
 
-from provisioner.providers.lambda_.provider import LambdaProvider
+``CAPABILITIES`` is what the adapter can create today; it is read by the optimizer through
+``providers.registry.capabilities()`` without importing the adapter (httpx, models):
 
-__all__ = ["LambdaProvider"]
+- on-demand instances only (Lambda sells no spot; a spot node is refused before buying);
+- several instances per cluster, which reach each other over the region's private network
+  (``private_ip``; reference: provider-apis.md 1.4 "instances in same region talk over
+  private IP");
+- cloud-init user data and SSH keys at launch, tags at launch.
+
+Not: 1-Click Clusters (reserved through Lambda's console/sales, no launch API), InfiniBand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK, Capability.USER_DATA,
+    Capability.SSH_BOOTSTRAP, Capability.TAGS,
+})
+
+if TYPE_CHECKING:
+    from provisioner.providers.lambda_.provider import LambdaProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LambdaProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.lambda_.provider import LambdaProvider
+
+        return LambdaProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "LambdaProvider"]

@@ -40,6 +40,7 @@ from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter
 from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.lambda_ import CAPABILITIES
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
 from provisioner.providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
 
@@ -163,8 +164,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     are thread-safe); ``create_nodes`` itself renames from a private thread pool."""
 
     name: ClassVar[str] = "lambda"
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.MULTI_NODE, Capability.USER_DATA, Capability.TAGS})
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = LambdaClient
 
     # ----- read-only ------------------------------------------------------------------------

@@ -1,5 +1,37 @@
-"""RunPod adapter: REST v2 (GraphQL only for spot pods and spot prices)."""
+"""RunPod adapter: REST v2 (GraphQL only for spot pods and spot prices).
 
-from provisioner.providers.runpod.provider import RunPodProvider
+``CAPABILITIES`` is what the adapter can create today (read by the optimizer through
+``providers.registry.capabilities()`` without importing the adapter):
 
-__all__ = ["RunPodProvider"]
+- on-demand and spot (interruptible) pods, several per cluster;
+- pods are containers on separate hosts: the bootstrap runs as a script (the pod's start
+  command), and SSH is reachable after boot (``startSsh``); no cloud-init;
+- no private network between pods (global networking is not requested), no tags.
+
+Not: Instant Clusters (``/v2/clusters``): no CLUSTER_PRODUCT until the adapter creates them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
+    Capability.SSH_BOOTSTRAP,
+})
+
+if TYPE_CHECKING:
+    from provisioner.providers.runpod.provider import RunPodProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunPodProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.runpod.provider import RunPodProvider
+
+        return RunPodProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "RunPodProvider"]

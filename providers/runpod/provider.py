@@ -30,7 +30,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from provisioner.providers.adapter import RestAdapter
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.runpod import naming
+from provisioner.providers.runpod import CAPABILITIES, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
@@ -104,9 +104,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
     """RunPod adapter (see module docstring). Holds a client; never prints its key."""
 
     name: ClassVar[str] = NAME
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.SPOT, Capability.USER_DATA, Capability.MULTI_NODE}
-    )
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = RunPodClient
 
     # -- read-only ---------------------------------------------------------------------------

@@ -1,5 +1,35 @@
-"""Vast.ai adapter: marketplace asks rented through the REST API (see provider.py)."""
+"""Vast.ai adapter: marketplace asks rented through the REST API (see provider.py).
 
-from provisioner.providers.vastai.provider import VastAIProvider
+``CAPABILITIES`` is what the adapter can create today (read by the optimizer through
+``providers.registry.capabilities()`` without importing the adapter):
 
-__all__ = ["VastAIProvider"]
+- on-demand and interruptible (bid) instances, several per cluster (one ask each);
+- instances are containers on separate hosts: the bootstrap runs as the ``onstart`` script,
+  and SSH is reachable after boot (``runtype: ssh``); no cloud-init (images rarely have it);
+- no private network between hosts, no tags (the label names the cluster).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
+    Capability.SSH_BOOTSTRAP,
+})
+
+if TYPE_CHECKING:
+    from provisioner.providers.vastai.provider import VastAIProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VastAIProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.vastai.provider import VastAIProvider
+
+        return VastAIProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "VastAIProvider"]

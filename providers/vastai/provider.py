@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.vastai import CAPABILITIES
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
 from provisioner.providers.vastai.models import BundleOffer, Instance
@@ -77,8 +78,7 @@ class VastAIProvider(RestAdapter[VastClient]):
     """Vast.ai through its REST API (``console.vast.ai/api``). Construction reads the environment."""
 
     name: ClassVar[str] = PROVIDER
-    capabilities: ClassVar[frozenset[Capability]] = frozenset(
-        {Capability.SPOT, Capability.MULTI_NODE, Capability.USER_DATA})
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = VastClient
 
     # -- read-only ------------------------------------------------------------------------
