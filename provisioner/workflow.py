@@ -15,6 +15,7 @@ from provisioner.errors import NoFeasibleOfferError, SpecError
 from provisioner.loader import load_spec, locate, spec_marks
 from provisioner.offer import Catalog
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
+from provisioner.report.facts import ReportMeta
 from provisioner.spec import ClusterSpec, canonical_gpu
 
 CACHE_FILE = "catalog.json"
@@ -47,7 +48,9 @@ def resolve(spec: ClusterSpec, catalog: Catalog, spec_path: Path) -> PlanResult:
     try:
         return resolve_plan(spec, catalog)
     except NoFeasibleOfferError as exc:
-        raise _located(exc, spec_path) from None
+        located = _located(exc, spec_path)
+        located.no_fit = exc  # type: ignore[attr-defined]  # --explain renders its rejections
+        raise located from None
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
@@ -79,16 +82,42 @@ def plan_report(
 ) -> str:
     """Render the comparison for each spec (a JSON list for several specs in JSON format)."""
     from provisioner.report import render_report
+    from provisioner.report.facts import unplannable_result
 
+    meta = report_meta()
     catalog = choose_catalog(catalog_path)
-    results = [resolve(load_spec(path), catalog, path) for path in spec_paths]
+    results = []
+    for path in spec_paths:
+        spec = load_spec(path)
+        try:
+            results.append(resolve(spec, catalog, path))
+        except SpecError as error:
+            no_fit = getattr(error, "no_fit", None)
+            if explain and no_fit is not None:  # the CLI prints this report, then the error line (exit 3)
+                empty = unplannable_result(spec, catalog.as_of, catalog.origin, no_fit)
+                error.report = render_report(empty, fmt, top=top, explain=True, width=terminal_width(),  # type: ignore[attr-defined]
+                                             meta=meta)
+            raise
     if save_plan_to is not None:
         save_plan(results[0].to_plan(), save_plan_to)
     if fmt == "json" and len(results) > 1:
-        docs = [json.loads(render_report(result, "json", top=top, explain=explain)) for result in results]
+        docs = [json.loads(render_report(result, "json", top=top, explain=explain, meta=meta)) for result in results]
         return json.dumps(docs, indent=2) + "\n"
     width = terminal_width()
-    return "\n".join(render_report(result, fmt, top=top, explain=explain, width=width) for result in results)
+    return "\n".join(render_report(result, fmt, top=top, explain=explain, width=width, meta=meta)
+                     for result in results)
+
+
+def report_meta() -> ReportMeta:
+    """What reports print that the pure core cannot know: now (UTC) and this package's version."""
+    import datetime as dt
+    from importlib import metadata
+
+    try:
+        version = metadata.version("gpu-provisioner")
+    except metadata.PackageNotFoundError:
+        version = None
+    return ReportMeta(generated_at=dt.datetime.now(dt.UTC), tool_version=version)
 
 
 def terminal_width() -> int:

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,18 @@ FABRICS_OK = {
     Fabric.INFINIBAND: {"infiniband"},
     Fabric.EFA: {"efa"},
 }
+
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "docs" / "report-schema.json").read_text())
+
+
+def validate_report(text: str) -> Any:
+    """The JSON report validated against docs/report-schema.json, parsed with float money for arithmetic."""
+    import jsonschema
+
+    doc = json.loads(text)
+    jsonschema.validate(doc, SCHEMA, format_checker=jsonschema.FormatChecker())
+    return doc
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -57,8 +70,9 @@ def _assert_feasible(option: dict, spec: ClusterSpec) -> None:
 def test_example_plans_as_json(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["plan", str(path), "--format", "json", "--top", "1000"], capsys)
     assert code == 0, err
-    doc = json.loads(out)
+    doc = validate_report(out)
     spec = load_spec(path)
+    assert doc["generated_at"] and doc["tool_version"] and doc["assumptions"]["hours"] == spec.workload.hours
     assert doc["as_of"] and doc["options"], doc
     totals = [option["cost"]["total"] for option in doc["options"]]
     assert totals == sorted(totals)
@@ -68,15 +82,26 @@ def test_example_plans_as_json(path: Path, capsys: pytest.CaptureFixture[str]) -
         assert round(parts["compute"] + parts["storage"] + parts["egress"] + parts["interruption"], 2) == \
             pytest.approx(parts["total"], abs=0.011)
         _assert_feasible(option, spec)
-    for rejected in doc["rejected"]:
-        assert set(rejected) >= {"provider", "instance_type", "region", "reason"}
-        assert rejected["reason"]
+    assert "rejected" not in doc
+    for group in doc["rejection_groups"]:
+        assert group["reason"] and group["count"] >= len(group["examples"]) >= 1
+    assert sum(g["count"] for g in doc["rejection_groups"]) == doc["rejected_count"]
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+def test_every_example_json_matches_the_report_schema_with_explain(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["plan", str(path), "--format", "json", "--explain"], capsys)
+    assert code == 0, err
+    doc = validate_report(out)
+    assert len(doc["rejected"]) >= doc["rejected_count"] > 0
 
 
 def test_several_specs_give_a_json_list(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["plan", *map(str, EXAMPLE_FILES), "--format", "json"], capsys)
     assert code == 0
-    docs = json.loads(out)
+    docs = validate_report(out)
     assert [doc["spec"] for doc in docs] == [load_spec(p).name for p in EXAMPLE_FILES]
 
 
@@ -176,7 +201,7 @@ def test_several_specs_each_get_a_result_or_an_error_and_the_worst_exit_code(
     assert len(err.strip().splitlines()) == 1
     code, out, err = run_cli(["plan", str(no_fit), str(bad), str(good), "-f", "json"], capsys)
     assert code == 3  # the worst of 3 (no fit), 2 (bad spec) and 0
-    docs = json.loads(out)
+    docs = validate_report(out)
     assert [doc.get("exit_code") for doc in docs] == [3, 2, None]
     assert docs[0]["spec_file"] == str(no_fit) and docs[0]["error"].startswith(f"{no_fit}:6:3: pricing.max_total_usd")
     assert docs[2]["spec"] == "llm-pretrain"
@@ -350,7 +375,7 @@ def test_rank_one_is_the_cheapest_feasible_offer_under_the_documented_model(
 ) -> None:
     raw = json.loads((Path(__file__).parents[1] / "provisioner" / "data" / "catalog.json").read_text())
     expected = _documented_model(load_spec(path), raw)
-    code, out, err = run_cli(["plan", str(path), "--format", "json", "--top", "100000"], capsys)
+    code, out, err = run_cli(["plan", str(path), "--format", "json", "--top", "100000", "--explain"], capsys)
     assert code == 0, err
     doc = json.loads(out)
     assert doc["as_of"] == raw["as_of"]
@@ -423,3 +448,19 @@ def test_render_with_a_topology_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     topology.write_text("- not a mapping\n")
     code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out2"), "--topology", str(topology)], capsys)
     assert code == 2 and err.strip().endswith("a topology maps each node name to a non-empty list of switch names")
+
+
+def test_explain_on_an_unplannable_spec_prints_the_rejection_table_and_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = NO_FIT_SPECS["budget.yaml"]
+    path = tmp_path / "budget.yaml"
+    path.write_text(text)
+    code, out, err = run_cli(["plan", str(path), "--explain"], capsys)
+    assert code == 3
+    assert err.strip().splitlines() == [err.strip()] and err.startswith(f"{path}:6:3: pricing.max_total_usd: no offer")
+    assert "No offer fits this spec" in out and "Every rejected offer" in out
+    assert "pricing.max_total_usd" in out and "expected total" in out
+    code, out, err = run_cli(["plan", str(path), "--explain", "-f", "json"], capsys)
+    doc = validate_report(out)
+    assert code == 3 and doc["options"] == [] and doc["rejected_count"] == len(doc["rejected"]) > 0

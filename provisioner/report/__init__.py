@@ -9,8 +9,9 @@ pure (no I/O, no clock) and returns the whole document as a string. Formats:
 - ``html``: one self-contained page with an inline SVG stacked bar chart.
 
 ``top`` limits the ranked options shown; when None, the human formats (table,
-markdown, html) show 10 and the machine formats (json, csv) show all. Rejected offers
-are always all included; ``explain`` lists each instead of grouping them by reason.
+markdown, html) show 10 rows (identical offers in several regions fold into one) and the
+machine formats (json, csv) show every option the result holds. Rejections are grouped by
+stage and reason (count, spec field, examples); ``explain`` adds every rejected offer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from provisioner.report.view import DEFAULT_TOP, shown_options
+from provisioner.report.facts import ReportMeta
+from provisioner.report.view import build_view, shown_options
 
 if TYPE_CHECKING:
     from provisioner.offer import Offer
@@ -40,27 +42,35 @@ def render_report(
     explain: bool = False,
     color: bool = False,
     width: int = 120,
+    meta: ReportMeta | None = None,
 ) -> str:
-    """Render ``result`` as ``fmt``. Raises ValueError for an unknown format or top < 1."""
+    """Render ``result`` as ``fmt``. Raises ValueError for an unknown format or top < 1.
+
+    ``meta`` carries what only the shell knows (generation time, tool version); the reports
+    print it and warn about ranked providers' prices older than 7 days at that time.
+    """
     if fmt not in REPORT_FORMATS:
         raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(REPORT_FORMATS)}")
-    machine = fmt in ("json", "csv")
-    options = shown_options(result, top, default=None if machine else DEFAULT_TOP)
+    meta = meta or ReportMeta()
+    if fmt in ("json", "csv"):
+        from provisioner.report import tabular
+
+        options = shown_options(result, top, default=None)
+        if fmt == "json":
+            return tabular.render_json(result, options, explain=explain, meta=meta)
+        return tabular.render_csv(result, options)
+    view = build_view(result, top, explain=explain, meta=meta)
     if fmt == "table":
         from provisioner.report.terminal import render_table
 
-        return render_table(result, options, explain=explain, color=color, width=width)
+        return render_table(view, color=color, width=width)
     if fmt == "html":
         from provisioner.report.html import render_html
 
-        return render_html(result, options, explain=explain)
-    from provisioner.report import tabular
+        return render_html(view)
+    from provisioner.report.tabular import render_markdown
 
-    if fmt == "json":
-        return tabular.render_json(result, options)
-    if fmt == "csv":
-        return tabular.render_csv(options)
-    return tabular.render_markdown(result, options, explain=explain)
+    return render_markdown(view)
 
 
 def render_catalog(
@@ -78,4 +88,4 @@ def render_catalog(
     raise ValueError(f"unknown catalog format {fmt!r}; expected one of {', '.join(CATALOG_FORMATS)}")
 
 
-__all__ = ["CATALOG_FORMATS", "REPORT_FORMATS", "render_catalog", "render_report"]
+__all__ = ["CATALOG_FORMATS", "REPORT_FORMATS", "ReportMeta", "render_catalog", "render_report"]

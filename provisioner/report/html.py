@@ -15,20 +15,8 @@ from importlib import resources
 
 import jinja2
 
-from provisioner.plan import Option, PlanResult
-from provisioner.report.view import (
-    COST_PARTS,
-    catalog_summary,
-    examples_text,
-    gpu_label,
-    group_rejections,
-    merge_variants,
-    no_options_message,
-    request_summary,
-    sorted_rejections,
-    usd,
-    winner_summary,
-)
+from provisioner.report.facts import COST_PARTS, usd
+from provisioner.report.view import ReportView, Row, examples_text
 
 TEMPLATE = "report.html.j2"
 
@@ -79,28 +67,28 @@ class Chart:
     legend: tuple[tuple[str, str], ...]
 
 
-def build_chart(options: Sequence[Option]) -> Chart:
-    """Stacked horizontal bars, one per option, scaled so the dearest fills BAR_AREA_W."""
-    max_total = max((max(option.cost.total, 0.0) for option in options), default=0.0)
+def build_chart(rows: Sequence[Row]) -> Chart:
+    """Stacked horizontal bars, one per row, scaled so the dearest fills BAR_AREA_W."""
+    max_total = max((max(float(row.total), 0.0) for row in rows), default=0.0)
     scale = BAR_AREA_W / max_total if max_total > 0 else 0.0
     bars = []
-    for index, option in enumerate(options):
+    for index, row in enumerate(rows):
         x = float(LABEL_W)
         segments = []
         for part in COST_PARTS:
-            width = max(getattr(option.cost, part), 0.0) * scale
+            width = max(float(row.amount(part)), 0.0) * scale  # drawing only: geometry may be float
             if width <= 0:
                 continue
             segments.append(Segment(
-                part=part, x=round(x, 2), width=round(width, 2), amount=usd(getattr(option.cost, part)),
+                part=part, x=round(x, 2), width=round(width, 2), amount=usd(row.amount(part)),
                 color=SEGMENT_COLORS[part], labelled=width >= MIN_LABELLED_SEGMENT_W,
             ))
             x += width
         bars.append(Bar(
-            rank=option.rank,
+            rank=row.rank,
             y=LEGEND_H + index * ROW_H,
-            label=_clip(f"#{option.rank} {option.provider} {option.region} {option.instance_type}"),
-            total=usd(option.cost.total),
+            label=_clip(f"#{row.rank} {row.provider} {row.region} {row.instance_type}"),
+            total=usd(row.total),
             width=round(x - LABEL_W, 2),
             segments=tuple(segments),
         ))
@@ -120,16 +108,19 @@ def _clip(text: str, limit: int = 40) -> str:
 
 
 @dataclass(frozen=True)
-class Row:
+class HtmlRow:
     rank: int
     provider: str
     region: str
+    regions: str
     zone: str
     instance_type: str
     gpus: str
     nodes: int
     spot: str
+    network: str
     hourly: str
+    per_gpu_hour: str
     compute: str
     storage: str
     egress: str
@@ -137,14 +128,13 @@ class Row:
     total: str
 
 
-def _row(option: Option) -> Row:
-    cost = option.cost
-    return Row(
-        rank=option.rank, provider=option.provider, region=option.region, zone=option.zone or "",
-        instance_type=option.instance_type, gpus=gpu_label(option.gpu_model, option.gpus_per_node),
-        nodes=option.nodes, spot="yes" if option.spot else "no", hourly=usd(option.hourly_usd),
-        compute=usd(cost.compute), storage=usd(cost.storage), egress=usd(cost.egress),
-        interruption=usd(cost.interruption), total=usd(cost.total),
+def _row(row: Row) -> HtmlRow:
+    return HtmlRow(
+        rank=row.rank, provider=row.provider, region=row.region,
+        regions=", ".join(row.regions) if row.folded else "", zone=row.zone, instance_type=row.instance_type,
+        gpus=row.gpus, nodes=row.nodes, spot="yes" if row.spot else "no", network=row.network,
+        hourly=usd(row.hourly), per_gpu_hour=usd(row.per_gpu_hour), compute=usd(row.compute),
+        storage=usd(row.storage), egress=usd(row.egress), interruption=usd(row.interruption), total=usd(row.total),
     )
 
 
@@ -157,24 +147,15 @@ def _template() -> jinja2.Template:
     return env.from_string(source)
 
 
-def render_html(result: PlanResult, options: Sequence[Option], *, explain: bool) -> str:
-    """The whole page as one string. Raises nothing for a valid PlanResult."""
-    rejected = merge_variants(result.rejected)
+def render_html(view: ReportView) -> str:
+    """The whole page as one string. Raises nothing for a valid view."""
     return _template().render(
-        title=f"Cost comparison: {result.spec.name}",
-        request=request_summary(result),
-        catalog=catalog_summary(result),
-        winner=winner_summary(options[0]) if options else None,
-        empty_message=no_options_message(result),
-        shown=len(options),
-        total_options=len(result.options),
-        rows=[_row(option) for option in options],
-        best=[_row(option) for option in result.best_per_provider()],
-        chart=build_chart(options),
-        rejected_count=len(rejected),
-        groups=[(g.reason, g.count, examples_text(g)) for g in group_rejections(rejected)],
-        all_rejected=sorted_rejections(rejected),
-        explain=explain,
+        view=view,
+        rows=[_row(row) for row in view.rows],
+        best=[_row(row) for row in view.best],
+        chart=build_chart(view.rows),
+        quotes=[(q, "ask" if q.hourly_usd is None else usd(q.hourly_usd)) for q in view.quotes],
+        groups=[(g, examples_text(g)) for g in view.groups],
     ) + "\n"
 
 

@@ -18,20 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from provisioner.offer import Offer
-from provisioner.plan import Option, PlanResult
-from provisioner.report.view import (
-    as_of_text,
-    catalog_summary,
-    examples_text,
-    gpu_label,
-    group_rejections,
-    merge_variants,
-    no_options_message,
-    request_summary,
-    sorted_rejections,
-    usd,
-    winner_summary,
-)
+from provisioner.report.facts import money, usd
+from provisioner.report.view import ReportView, Row, as_of_text, examples_text, gpu_label
 
 
 def _console(width: int, color: bool) -> Console:
@@ -75,88 +63,109 @@ def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
 _BREAKDOWN = ("compute", "storage", "egress", "interr.")
 _OPTION_COLUMNS = (
     ("#", "right"), ("provider", "left"), ("region", "left"), ("instance type", "left"),
-    ("per node", "left"), ("nodes", "right"), ("spot", "left"), ("$/h", "right"),
-    *((name, "right") for name in _BREAKDOWN), ("total", "right"),
+    ("per node", "left"), ("nodes", "right"), ("spot", "left"), ("network", "left"), ("$/h", "right"),
+    ("$/GPU-h", "right"), *((name, "right") for name in _BREAKDOWN), ("total", "right"),
 )
 # Below this width the four breakdown columns are dropped rather than cut off.
-FULL_TABLE_MIN_WIDTH = 118
+FULL_TABLE_MIN_WIDTH = 140
+_NETWORK_SHORT = {"cluster_fabric": "cluster fabric"}
 
 
-def _amount(amount_usd: float) -> str:
+def _amount(amount_usd: object) -> str:
     """USD without the sign: the caption gives the unit."""
     return usd(amount_usd).lstrip("$")
 
 
-def _options_table(title: str, options: Sequence[Option], hours: float, width: int) -> Table:
+def _options_table(title: str, rows: Sequence[Row], hours: float, width: int) -> Table:
     full = width >= FULL_TABLE_MIN_WIDTH
     columns = [c for c in _OPTION_COLUMNS if full or c[0] not in _BREAKDOWN]
     table = _table(title, columns)
     note = "" if full else f" (cost breakdown from {FULL_TABLE_MIN_WIDTH} columns)"
-    table.caption = f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}"
+    folded = [f"#{row.rank}: {', '.join(row.regions)}" for row in rows if row.folded]
+    regions = f"\nsame offer and price in several regions: {'; '.join(folded)}" if folded else ""
+    table.caption = f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}{regions}"
     table.caption_justify = "left"
-    for option in options:
-        cost = option.cost
+    for row in rows:
         cells = [
-            str(option.rank), option.provider, option.region, option.instance_type,
-            gpu_label(option.gpu_model, option.gpus_per_node), str(option.nodes),
-            "yes" if option.spot else "no", _amount(option.hourly_usd),
+            str(row.rank), row.provider, row.region, row.instance_type, row.gpus, str(row.nodes),
+            "yes" if row.spot else "no", _NETWORK_SHORT.get(row.network, row.network), _amount(row.hourly),
+            _amount(row.per_gpu_hour),
         ]
         if full:
-            cells += [_amount(cost.compute), _amount(cost.storage), _amount(cost.egress),
-                      _amount(cost.interruption)]
-        table.add_row(*(Text(cell) for cell in cells), Text(_amount(cost.total), style="bold"))
+            cells += [_amount(row.compute), _amount(row.storage), _amount(row.egress), _amount(row.interruption)]
+        table.add_row(*(Text(cell) for cell in cells), Text(_amount(row.total), style="bold"))
     return table
 
 
-def render_table(
-    result: PlanResult, options: Sequence[Option], *, explain: bool, color: bool, width: int
-) -> str:
-    """The full terminal report: header, winner, ranked and per-provider tables, rejections."""
+def render_table(view: ReportView, *, color: bool, width: int) -> str:
+    """The full terminal report: header, assumptions, winner and why, ranked, per-provider and quote-only
+    tables, grouped rejections (every one with explain)."""
     parts: list[RenderableType] = [
-        Text(f"{result.spec.name}: {request_summary(result)}", style="bold"),
-        Text(catalog_summary(result), style="dim"),
-        Text(""),
+        Text(f"{view.title.removeprefix('Cost comparison: ')}: {view.request}", style="bold"),
+        Text(f"assumes {view.assumptions}"),
+        Text(f"{view.catalog}; provider price dates: {view.price_dates_text or 'none ranked'}", style="dim"),
+        Text(view.generated, style="dim"),
     ]
-    if options:
-        parts.append(Text.assemble(("Cheapest: ", "bold green"), winner_summary(options[0])))
+    parts += [Text.assemble(("warning: ", "bold yellow"), warning) for warning in view.warnings]
+    parts.append(Text(""))
+    if view.rows and view.winner:
+        parts.append(Text.assemble(("Cheapest: ", "bold green"), view.winner))
+        if view.why:
+            parts.append(Text.assemble(("Why #1: ", "bold"), view.why))
         parts.append(Text(""))
-        title = f"Ranked options ({len(options)} of {len(result.options)})"
-        hours = result.spec.workload.hours
-        parts += [_options_table(title, options, hours, width), Text("")]
-        parts += [_options_table("Best per provider", result.best_per_provider(), hours, width), Text("")]
+        parts += [_options_table(view.ranked_title, view.rows, view.hours, width), Text("")]
+        parts += [_options_table("Best per provider", view.best, view.hours, width), Text("")]
     else:
-        parts.append(Text(no_options_message(result), style="bold red"))
+        parts.append(Text(view.empty_message, style="bold red"))
         parts.append(Text(""))
-    parts.extend(_rejections(result, explain))
+    if view.quotes:
+        parts += [_quotes_table(view), Text("")]
+    parts.extend(_rejections(view))
     return _render(parts, width, color)
 
 
-def _rejections(result: PlanResult, explain: bool) -> list[RenderableType]:
-    rejected = merge_variants(result.rejected)
-    title = f"Rejected offers ({len(rejected)})"
-    if not rejected:
+def _quotes_table(view: ReportView) -> Table:
+    table = _table(f"Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool", (
+        ("provider", "left"), ("instance type", "left"), ("region", "left"), ("per node", "left"),
+        ("nodes", "right"), ("purchase", "left"), ("$/h", "right"), ("how to obtain", "left"),
+    ))
+    for q in view.quotes:
+        table.add_row(Text(q.provider), Text(q.instance_type), Text(q.region),
+                      Text(gpu_label(q.gpu_model, q.gpus_per_node)), Text(str(q.nodes)), Text(q.purchase),
+                      Text("ask" if q.hourly_usd is None else _amount(q.hourly_usd)), Text(q.how_to_obtain))
+    return table
+
+
+def _rejections(view: ReportView) -> list[RenderableType]:
+    title = f"Rejected offers ({view.rejected_count})"
+    if not view.rejected_count:
         return [Text(f"{title}: none")]
-    if explain:
-        table = _table(title, (("provider", "left"), ("region", "left"), ("instance type", "left"),
-                               ("reason", "left")))
-        for item in sorted_rejections(rejected):
-            table.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
-        return [table]
-    table = _table(title, (("offers", "right"), ("reason", "left"), ("examples", "left")))
-    groups = group_rejections(rejected)
-    for group in groups[:REASONS_SHOWN]:
-        table.add_row(Text(str(group.count)), Text(group.reason), Text(examples_text(group)))
-    rest = groups[REASONS_SHOWN:]
-    more = f"{len(rest)} rarer reasons for {sum(g.count for g in rest)} more offers; " if rest else ""
-    return [table, Text(f"({more}--explain lists every rejected offer)", style="dim")]
+    table = _table(title, (("offers", "right"), ("stage", "left"), ("spec field", "left"), ("reason", "left"),
+                           ("examples", "left")))
+    groups = view.groups if view.explain else view.groups[:REASONS_SHOWN]
+    for group in groups:
+        table.add_row(Text(str(group.count)), Text(group.stage_label), Text(group.field or "-"),
+                      Text(group.reason), Text(examples_text(group)))
+    parts: list[RenderableType] = [table]
+    if view.explain and view.rejected:
+        every = _table(f"Every rejected offer ({len(view.rejected)})", (
+            ("provider", "left"), ("region", "left"), ("instance type", "left"), ("reason", "left")))
+        for item in view.rejected:
+            every.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
+        parts += [Text(""), every]
+    elif not view.explain:
+        rest = view.groups[REASONS_SHOWN:]
+        more = f"{len(rest)} rarer reasons for {sum(g.count for g in rest)} more offers; " if rest else ""
+        parts.append(Text(f"({more}--explain lists every rejected offer)", style="dim"))
+    return parts
 
 
 REASONS_SHOWN = 12
 """The most frequent rejection reasons shown without --explain (rich tables cost ~2 ms a row)."""
 
 
-def _price(value: float | None) -> Text:
-    return Text("-" if value is None else usd(value))
+def _price(value: object) -> Text:
+    return Text("-" if value is None else usd(money(value)))
 
 
 def render_catalog_table(offers: Sequence[Offer], as_of: dt.date | str, origin: str, *, width: int) -> str:

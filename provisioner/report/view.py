@@ -1,7 +1,8 @@
-"""Format-neutral pieces every report shares: which options to show, how to word them.
+"""Format-neutral pieces every human report shares: which rows to show, and how to word them.
 
-Pure functions over a ``PlanResult``; no I/O. The renderers (terminal, tabular, html)
-only lay these values out, so the words and numbers agree across formats.
+Pure functions over a ``PlanResult``; no I/O. The renderers (terminal, markdown, html) only
+lay out a ``ReportView``, so the words and numbers agree across formats. Identical offers in
+several regions (same provider, type, shape and every cost) fold into one row ("3 regions").
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from provisioner.plan import Option, PlanResult, RejectedOffer
+from provisioner.report import facts
+from provisioner.report.facts import COST_PARTS, ReportMeta, merge_variants, usd
 
 DEFAULT_TOP = 10
-EXAMPLES_PER_REASON = 3
+COST_FIELDS = (*COST_PARTS, "total")
 
 # Field order of one option in JSON and CSV; the CLI's users script against it.
 OPTION_FIELDS = (
@@ -27,10 +31,13 @@ OPTION_FIELDS = (
     "nodes",
     "spot",
     "hourly_usd",
+    "usd_per_gpu_hour",
     "expected_interruptions",
+    "purchase",
+    "bootstrap",
+    "network",
+    "as_of",
 )
-COST_PARTS = ("compute", "storage", "egress", "interruption")
-COST_FIELDS = (*COST_PARTS, "total")
 
 
 def shown_options(result: PlanResult, top: int | None, *, default: int | None) -> list[Option]:
@@ -45,11 +52,133 @@ def shown_options(result: PlanResult, top: int | None, *, default: int | None) -
     return ranked if limit is None else ranked[:limit]
 
 
-def usd(amount_usd: float) -> str:
-    """``$1,234.56``; amounts under a cent but above zero keep three decimals."""
-    if 0 < abs(amount_usd) < 0.01:
-        return f"${amount_usd:,.3f}"
-    return f"${amount_usd:,.2f}"
+@dataclass(frozen=True)
+class Row:
+    """One table row: an option, or identical options in several regions folded together."""
+
+    rank: int
+    provider: str
+    regions: tuple[str, ...]
+    zone: str
+    instance_type: str
+    gpus: str
+    nodes: int
+    spot: bool
+    network: str
+    hourly: Decimal
+    per_gpu_hour: Decimal
+    compute: Decimal
+    storage: Decimal
+    egress: Decimal
+    interruption: Decimal
+    total: Decimal
+
+    @property
+    def region(self) -> str:
+        return self.regions[0] if len(self.regions) == 1 else f"{len(self.regions)} regions"
+
+    @property
+    def folded(self) -> bool:
+        return len(self.regions) > 1
+
+    def amount(self, part: str) -> Decimal:
+        value: Decimal = getattr(self, part)
+        return value
+
+
+def _fold_key(option: Option) -> tuple[object, ...]:
+    return (option.provider, option.instance_type, option.gpu_model, option.gpus_per_node, option.nodes,
+            option.spot, facts.network(option), facts.hourly(option),
+            *(facts.cost_part(option, part) for part in COST_FIELDS))
+
+
+def fold_rows(options: Sequence[Option]) -> list[Row]:
+    """One row per distinct offer, in rank order; the same offer in other regions joins its row."""
+    rows: dict[tuple[object, ...], list[Option]] = {}
+    for option in sorted(options, key=lambda o: o.rank):
+        rows.setdefault(_fold_key(option), []).append(option)
+    folded = []
+    for group in rows.values():
+        first = group[0]
+        regions = tuple(dict.fromkeys(option.region for option in group))
+        folded.append(Row(
+            rank=first.rank, provider=first.provider, regions=regions,
+            zone=(first.zone or "") if len(regions) == 1 else "", instance_type=first.instance_type,
+            gpus=gpu_label(first.gpu_model, first.gpus_per_node), nodes=first.nodes, spot=first.spot,
+            network=facts.network(first), hourly=facts.hourly(first), per_gpu_hour=facts.usd_per_gpu_hour(first),
+            compute=facts.cost_part(first, "compute"), storage=facts.cost_part(first, "storage"),
+            egress=facts.cost_part(first, "egress"), interruption=facts.cost_part(first, "interruption"),
+            total=facts.total(first),
+        ))
+    return folded
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything a human report says, already worded."""
+
+    title: str
+    request: str
+    assumptions: str
+    catalog: str
+    generated: str
+    price_dates: tuple[facts.PriceDate, ...]
+    warnings: tuple[str, ...]
+    winner: str | None
+    why: str | None
+    empty_message: str
+    rows: tuple[Row, ...]
+    best: tuple[Row, ...]
+    feasible: int
+    quotes: tuple[facts.QuoteRow, ...]
+    groups: tuple[facts.Group, ...]
+    rejected_count: int
+    rejected: tuple[RejectedOffer, ...]
+    explain: bool
+    hours: float
+
+    @property
+    def ranked_title(self) -> str:
+        shown = sum(len(row.regions) for row in self.rows)
+        return f"Ranked options ({shown} of {self.feasible} feasible)"
+
+    @property
+    def price_dates_text(self) -> str:
+        return ", ".join(f"{d.provider} {d.as_of.isoformat()}" for d in self.price_dates)
+
+
+def build_view(result: PlanResult, top: int | None, *, explain: bool, meta: ReportMeta) -> ReportView:
+    """The worded report for ``result``: ``top`` rows (folded), default DEFAULT_TOP."""
+    limit = DEFAULT_TOP if top is None else top
+    if limit < 1:
+        raise ValueError(f"top must be at least 1, got {limit}")
+    rows = fold_rows(result.options)[:limit]
+    shown_ranks = {row.rank for row in rows}
+    ranked = [option for option in result.options if option.rank in shown_ranks]
+    dates = facts.price_dates(result, ranked, meta)
+    winner = min(result.options, key=lambda option: option.rank) if result.options else None
+    decision = facts.decision(sorted(result.options, key=lambda option: option.rank))
+    return ReportView(
+        title=f"Cost comparison: {result.spec.name}",
+        request=request_summary(result),
+        assumptions=facts.assumptions_text(result.spec),
+        catalog=catalog_summary(result),
+        generated=generated_text(meta),
+        price_dates=tuple(dates),
+        warnings=tuple(facts.stale_warnings(dates)),
+        winner=winner_summary(winner) if winner else None,
+        why=decision.sentence if decision else None,
+        empty_message=no_options_message(result),
+        rows=tuple(rows),
+        best=tuple(fold_rows(result.best_per_provider())),
+        feasible=facts.feasible_count(result),
+        quotes=tuple(facts.quotes(result)),
+        groups=tuple(facts.rejection_groups(result)),
+        rejected_count=facts.rejected_total(result),
+        rejected=tuple(sorted_rejections(merge_variants(result.rejected))) if explain else (),
+        explain=explain,
+        hours=result.spec.workload.hours,
+    )
 
 
 def gpu_label(model: str, count: int) -> str:
@@ -76,93 +205,32 @@ def catalog_summary(result: PlanResult) -> str:
     return f"prices as of {as_of_text(result.catalog_as_of)} from {result.catalog_origin}"
 
 
+def generated_text(meta: ReportMeta) -> str:
+    when = meta.generated_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if meta.generated_at else "unknown"
+    return f"generated {when} by gpu-provisioner {meta.tool_version or '(version unknown)'}"
+
+
 def winner_summary(option: Option) -> str:
-    """One sentence naming the cheapest option and its cost."""
+    """One sentence naming the cheapest option, its cost and the network its nodes use."""
     zone = f" ({option.zone})" if option.zone else ""
+    nodes = f"; nodes talk over {facts.network_words(option)}" if option.nodes > 1 else ""
     return (
         f"{option.provider} {option.instance_type} in {option.region}{zone}: "
         f"{option.nodes} x {gpu_label(option.gpu_model, option.gpus_per_node)}, "
-        f"{pricing_label(option)}, {usd(option.hourly_usd)}/h, "
-        f"{usd(option.cost.total)} expected total"
+        f"{pricing_label(option)}, {usd(option.hourly_usd)}/h ({usd(facts.usd_per_gpu_hour(option))}/GPU-h), "
+        f"{usd(option.cost.total)} expected total{nodes}"
     )
 
 
 def no_options_message(result: PlanResult) -> str:
-    count = len(result.rejected)
+    count = facts.rejected_total(result)
     return f"No offer fits this spec ({count} offer{'s' if count != 1 else ''} rejected)."
 
 
-@dataclass(frozen=True)
-class RejectGroup:
-    """Every rejection sharing one reason: how many, and a few example offers."""
-
-    reason: str
-    count: int
-    examples: tuple[str, ...]
-
-
-_VARIANT_PREFIXES = ("on-demand: ", "spot: ")
-
-
-def _split_variant(reason: str) -> tuple[str, str]:
-    for prefix in _VARIANT_PREFIXES:
-        if reason.startswith(prefix):
-            return prefix, reason[len(prefix):]
-    return "", reason
-
-
-def merge_variants(rejected: Sequence[RejectedOffer]) -> list[RejectedOffer]:
-    """What the human reports list: one entry per offer and reason.
-
-    With ``pricing.mode: either`` every offer is judged twice (on-demand and spot); when both
-    are turned down for the same reason (a wrong GPU, too little NVMe, ...) the pair becomes
-    one entry without the ``on-demand:``/``spot:`` prefix. Reasons that differ by variant
-    (no spot price, over budget at one price) stay as they are. Order is kept. The machine
-    formats (JSON, CSV) keep the full per-variant list.
-    """
-    pending: dict[tuple[str, str, str, str], dict[str, int]] = {}
-    for item in rejected:
-        prefix, rest = _split_variant(item.reason)
-        counts = pending.setdefault((item.provider, item.instance_type, item.region, rest), {})
-        counts[prefix] = counts.get(prefix, 0) + 1
-    pairs = {key: min(c.get(p, 0) for p in _VARIANT_PREFIXES) for key, c in pending.items()}
-    on_demand_left = dict(pairs)  # on-demand halves still to emit as merged entries
-    spot_kept = {key: c.get(_VARIANT_PREFIXES[1], 0) - pairs[key] for key, c in pending.items()}
-    merged: list[RejectedOffer] = []
-    for item in rejected:
-        prefix, rest = _split_variant(item.reason)
-        key = (item.provider, item.instance_type, item.region, rest)
-        if prefix == _VARIANT_PREFIXES[0] and on_demand_left[key]:
-            merged.append(item.model_copy(update={"reason": rest}))
-            on_demand_left[key] -= 1
-        elif prefix == _VARIANT_PREFIXES[1] and pairs[key]:
-            if spot_kept[key]:  # more spot than on-demand entries: keep the surplus
-                merged.append(item)
-                spot_kept[key] -= 1
-        else:
-            merged.append(item)
-    return merged
-
-
-def group_rejections(
-    rejected: Sequence[RejectedOffer], examples: int = EXAMPLES_PER_REASON
-) -> list[RejectGroup]:
-    """Group by exact reason text, most frequent first (ties by reason, so output is stable)."""
-    members: dict[str, list[str]] = {}
-    for item in rejected:
-        label = f"{item.provider} {item.instance_type}"
-        names = members.setdefault(item.reason, [])
-        names.append(label)
-    groups = []
-    for reason, names in members.items():
-        distinct = list(dict.fromkeys(names))
-        groups.append(RejectGroup(reason=reason, count=len(names), examples=tuple(distinct[:examples])))
-    return sorted(groups, key=lambda group: (-group.count, group.reason))
-
-
-def examples_text(group: RejectGroup) -> str:
+def examples_text(group: facts.Group) -> str:
+    names = list(dict.fromkeys(f"{item.provider} {item.instance_type}" for item in group.examples))
     more = group.count - len(group.examples)
-    text = ", ".join(group.examples)
+    text = ", ".join(names)
     return f"{text} (+{more} more)" if more > 0 else text
 
 
@@ -175,12 +243,15 @@ __all__ = [
     "COST_PARTS",
     "DEFAULT_TOP",
     "OPTION_FIELDS",
-    "RejectGroup",
+    "ReportView",
+    "Row",
     "as_of_text",
+    "build_view",
     "catalog_summary",
     "examples_text",
+    "fold_rows",
+    "generated_text",
     "gpu_label",
-    "group_rejections",
     "merge_variants",
     "no_options_message",
     "pricing_label",
