@@ -453,9 +453,8 @@ def test_render_with_a_topology_file(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_explain_on_an_unplannable_spec_prints_the_rejection_table_and_exits_3(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text, expected = NO_FIT_SPECS["budget.yaml"]
     path = tmp_path / "budget.yaml"
-    path.write_text(text)
+    path.write_text(NO_FIT_SPECS["budget.yaml"][0])
     code, out, err = run_cli(["plan", str(path), "--explain"], capsys)
     assert code == 3
     assert err.strip().splitlines() == [err.strip()] and err.startswith(f"{path}:6:3: pricing.max_total_usd: no offer")
@@ -464,3 +463,21 @@ def test_explain_on_an_unplannable_spec_prints_the_rejection_table_and_exits_3(
     code, out, err = run_cli(["plan", str(path), "--explain", "-f", "json"], capsys)
     doc = validate_report(out)
     assert code == 3 and doc["options"] == [] and doc["rejected_count"] == len(doc["rejected"]) > 0
+
+
+def test_readme_quick_start_has_two_commands_and_its_layout_rule_finds_files() -> None:
+    import importlib
+    import re
+
+    root = Path(__file__).parents[1]
+    readme = (root / "README.md").read_text()
+    quick = readme.split("## Quick start")[1].split("\n## ")[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", quick, re.DOTALL)
+    assert len(commands) == 2 and all("\n" not in c for c in commands)
+    assert "provisioner plan examples/" in commands[0]
+    assert commands[1] == ("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
+                           "&& python -m pytest -q")
+    for name, path in [("provisioner.providers.lambda_.client", "providers/lambda_/client.py"),
+                       ("provisioner.report.facts", "provisioner/report/facts.py")]:
+        assert f"`{name}` is `{path}`" in " ".join(readme.split())
+        assert Path(importlib.import_module(name).__file__ or "").resolve() == (root / path).resolve()
