@@ -10,21 +10,92 @@ and key come from the arguments or ``providers.settings`` (environment), then th
 built. Everything provider-specific (offers, create, delete) stays in the subclass.
 
 Neither ever stores the key outside ``ApiClient`` nor puts it in a repr.
+
+``require_capabilities`` is the one check every adapter's ``create_nodes`` runs first: a node
+asking for something the adapter does not declare (spot, several nodes, cloud-init or a
+script, tags) is refused with ``PlanError`` before any request, never silently degraded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
 from provisioner.providers import settings
+from provisioner.providers.base import Capability, NodeSpec
 from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
-from provisioner.errors import ProviderAPIError, ProviderError
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+
+
+def needed_capabilities(spec: NodeSpec) -> set[Capability]:
+    """What creating ``spec`` needs from an adapter (MULTI_NODE is decided per call, not per node).
+
+    User data starting with ``#!`` is a script: an adapter that runs cloud-init runs it too, so
+    it needs SCRIPT_BOOTSTRAP or USER_DATA (checked by ``require_capabilities``); anything else
+    (``#cloud-config``, a MIME multipart) needs USER_DATA.
+    """
+    needed = {Capability.SPOT if spec.spot else Capability.ON_DEMAND}
+    if spec.user_data:
+        needed.add(Capability.SCRIPT_BOOTSTRAP if spec.user_data.startswith("#!") else Capability.USER_DATA)
+    if spec.tags:
+        needed.add(Capability.TAGS)
+    return needed
+
+
+_WHAT = {
+    Capability.SPOT: "spot (interruptible) nodes",
+    Capability.ON_DEMAND: "on-demand nodes",
+    Capability.MULTI_NODE: "more than one node per cluster",
+    Capability.TAGS: "tags",
+}
+
+
+def _refusal(need: Capability, have: frozenset[Capability]) -> str:
+    """Why a node needing ``need`` cannot be created with ``have``, in words a planner acts on."""
+    if need in (Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP):
+        if Capability.SCRIPT_BOOTSTRAP in have:
+            return ("runs user data only as a script (starting with '#!'); cloud-config is not executed "
+                    "there")
+        ssh = " (bootstrap over SSH after boot)" if Capability.SSH_BOOTSTRAP in have else ""
+        return f"cannot pass user data: its nodes accept no user data{ssh}"
+    return f"cannot create {_WHAT.get(need, need.value)}"
+
+
+def require_capabilities(
+    provider: str,
+    capabilities: frozenset[Capability],
+    nodes: Sequence[NodeSpec],
+    *,
+    per_node: Callable[[NodeSpec], frozenset[Capability]] | None = None,
+) -> None:
+    """Raise PlanError unless the adapter can create every node as specified. No request is made.
+
+    ``capabilities`` is the adapter's declared set; ``per_node`` (optional) gives a node's own
+    set where it differs (Fluence's CPU VMs boot cloud-init, its GPU VMs do not). The error
+    names the provider, the nodes and what they ask for, so it reads as a planning mistake,
+    not a provider failure: nothing was bought.
+    """
+    if len(nodes) > 1 and Capability.MULTI_NODE not in capabilities:
+        raise PlanError(f"{provider}: the adapter {_refusal(Capability.MULTI_NODE, capabilities)} "
+                        f"({len(nodes)} asked); nothing was bought")
+    refused: dict[Capability, tuple[str, list[str]]] = {}
+    for spec in nodes:
+        have = per_node(spec) if per_node else capabilities
+        for need in sorted(needed_capabilities(spec)):
+            if need in have or (need is Capability.SCRIPT_BOOTSTRAP and Capability.USER_DATA in have):
+                continue
+            refused.setdefault(need, (_refusal(need, have), []))[1].append(spec.name)
+    if refused:
+        why, names = next(iter(refused.values()))
+        more = f" (and {len(refused) - 1} more refusal(s))" if len(refused) > 1 else ""
+        raise PlanError(f"{provider}: the adapter {why}; node(s) {', '.join(names)} ask for it; nothing was "
+                        f"bought: plan them differently or on another provider{more}")
 
 
 def is_not_found(error: ProviderError) -> bool:

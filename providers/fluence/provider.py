@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import ClassVar
 
-from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.fluence import CAPABILITIES, cpu_vms
+from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, cpu_vms
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
 from provisioner.providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
@@ -185,14 +185,12 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         cannot serve as specified), CapacityError, QuotaError, CredentialsError,
         RateLimitError or ProviderAPIError.
         """
+        # No spot, no user data on GPU VMs (bootstrap them over SSH; cpu-* v2 VMs boot cloud-init).
+        require_capabilities(self.name, self.capabilities, nodes,
+                             per_node=lambda s: CPU_VM_CAPABILITIES if cpu_vms.is_cpu_vm(s) else self.capabilities)
         names = {spec.name: instance_name(cluster_id, spec.name) for spec in nodes}
         if len(names) != len(nodes) or len(set(names.values())) != len(nodes):
             raise PlanError("fluence: node names must be unique within a cluster (after shortening to 25 chars)")
-        for spec in nodes:
-            if spec.user_data and not cpu_vms.is_cpu_vm(spec):
-                raise PlanError(f"fluence: node {spec.name!r}: GPU Cloud VMs accept no user data; "
-                                "bootstrap them over SSH, or use a v2 CPU configuration (cpu-*) for nodes "
-                                "that need cloud-init")
         present = {i.name for i in self._members(cluster_id) if i.status not in GONE}
         cpu_specs = [s for s in nodes if cpu_vms.is_cpu_vm(s)]
         if cpu_specs:

@@ -38,7 +38,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
 
-from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.lambda_ import CAPABILITIES
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
@@ -233,13 +233,10 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         Blocks for the launch and rename calls only (not for boot). Raises CapacityError,
         QuotaError, CredentialsError, RateLimitError or ProviderAPIError.
         """
+        require_capabilities(self.name, self.capabilities, nodes)  # e.g. spot: refused, never bought on demand
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
-        spot = [n.name for n in nodes if n.spot]
-        if spot:  # launching them on demand would silently charge the on-demand price
-            raise CapacityError(self.name, f"Lambda sells no spot instances; nodes {', '.join(spot)} ask "
-                                "for spot: plan them on demand or on another provider")
         listed = self._members(cluster_id)
         members = [i for i in listed if i.status not in _GONE]
         present = {self._node_name(cluster_id, i) for i in members}

@@ -28,14 +28,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
-from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.runpod import CAPABILITIES, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
 from provisioner.catalog import load_bundled_catalog
-from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.runpod")
@@ -228,14 +228,11 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         cleanup fails too, the message lists the pods left and how to delete them.
         Does not wait for the pods to run.
         """
+        # Pods are containers: nothing would run cloud-config, so it is refused before buying.
+        require_capabilities(NAME, self.capabilities, nodes)
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
-        for spec in nodes:
-            if spec.user_data and not spec.user_data.startswith("#!"):
-                # Nothing in a container would run cloud-config: refuse before buying, not boot a dud.
-                raise PlanError(f"runpod: node {spec.name!r}: pods are containers and run user data only "
-                                "as a script (starting with '#!'); cloud-config is not executed there")
         # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
         found = {node.name: node for node in self.get_nodes(cluster_id) if node.status != NodeStatus.TERMINATED}
         missing = [spec for spec in nodes if spec.name not in found]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
-from provisioner.providers.adapter import RestAdapter
+from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.vastai import CAPABILITIES
 from provisioner.providers.vastai import offers as vast_offers
@@ -117,6 +117,7 @@ class VastAIProvider(RestAdapter[VastClient]):
         (CapacityError names the types, regions and counts tried); if that cleanup fails
         the error lists what remains and the command to delete it. Does not wait for boot.
         """
+        require_capabilities(PROVIDER, self.capabilities, nodes)
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderError(PROVIDER, f"duplicate node names in {names}")

@@ -13,6 +13,7 @@ import pytest
 from provisioner.providers.http import RetryPolicy
 
 from provisioner.testing.fakes.base import FakeApp, RunningServer, serve
+from tests.providers.contract import Rig, harness_names, load_harness
 
 
 @pytest.fixture
@@ -34,3 +35,11 @@ def serve_fake() -> Iterator[Callable[[FakeApp], RunningServer]]:
 @pytest.fixture
 def fast_retry() -> RetryPolicy:
     return RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.2)
+
+
+@pytest.fixture(params=harness_names())
+def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer],
+        fast_retry: RetryPolicy) -> Rig:
+    """Every provider with a harness: its fake served, ready to build the adapter against."""
+    harness = load_harness(request.param)
+    return Rig(harness, serve_fake(harness.app), fast_retry)

@@ -7,8 +7,15 @@ adding a provider adds one file and nothing here changes.
 from __future__ import annotations
 
 import importlib
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.providers.http import RetryPolicy
+
+from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.waiting import wait_until
 from tests.providers.harness import Harness
 
 HERE = Path(__file__).resolve().parent
@@ -26,4 +33,33 @@ def load_harness(name: str) -> Harness:
     return harness
 
 
-__all__ = ["harness_names", "load_harness"]
+@dataclass
+class Rig:
+    """One harness with its fake served on 127.0.0.1 (the ``rig`` fixture in conftest.py)."""
+
+    harness: Harness
+    server: RunningServer
+    retry: RetryPolicy
+
+    @property
+    def app(self) -> FakeApp:
+        return self.harness.app
+
+    def provider(self, api_key: str | None = None) -> Provider:
+        h = self.harness
+        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
+                               limits=h.scaled_limits, timeout_s=h.timeout_s, retry=self.retry)
+
+
+def cluster() -> str:
+    """A fresh cluster id."""
+    return f"ct{uuid.uuid4().hex[:6]}"
+
+
+def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
+    return wait_until(lambda: provider.get_nodes(cluster_id),
+                      lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
+                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="nodes gone")
+
+
+__all__ = ["Rig", "cluster", "harness_names", "load_harness", "wait_gone"]

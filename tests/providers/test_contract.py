@@ -11,10 +11,9 @@ import importlib.util
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
-from provisioner.providers.base import Capability, Node, NodeStatus, Provider
+from provisioner.providers.base import Capability, NodeStatus
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.registry import REGISTRY, provider_class
 
@@ -29,31 +28,8 @@ from provisioner.errors import (
 from provisioner.offer import Offer
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.waiting import wait_until
-from tests.providers.contract import harness_names, load_harness
-from tests.providers.harness import Harness, allowed_in_window, max_in_window
-
-
-@dataclass
-class Rig:
-    harness: Harness
-    server: RunningServer
-    retry: RetryPolicy
-
-    @property
-    def app(self) -> FakeApp:
-        return self.harness.app
-
-    def provider(self, api_key: str | None = None) -> Provider:
-        h = self.harness
-        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
-                               limits=h.scaled_limits, timeout_s=h.timeout_s, retry=self.retry)
-
-
-@pytest.fixture(params=harness_names())
-def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer],
-        fast_retry: RetryPolicy) -> Rig:
-    harness = load_harness(request.param)
-    return Rig(harness, serve_fake(harness.app), fast_retry)
+from tests.providers.contract import Rig, cluster, harness_names, load_harness, wait_gone
+from tests.providers.harness import allowed_in_window, max_in_window
 
 
 def _launch_limited() -> list[str]:
@@ -85,16 +61,6 @@ def test_registry_unknown_or_absent_adapter_is_a_key_error() -> None:
     for name in absent:  # registered ahead of their adapter (aws and gcp come later)
         with pytest.raises(KeyError, match="no adapter"):
             provider_class(name)
-
-
-def cluster() -> str:
-    return f"ct{uuid.uuid4().hex[:6]}"
-
-
-def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
-    return wait_until(lambda: provider.get_nodes(cluster_id),
-                      lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
-                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="nodes gone")
 
 
 def test_offers_parse(rig: Rig) -> None:

@@ -191,6 +191,14 @@ def test_failed_node_is_replaced_on_create(fake: FluenceFake, provider: FluenceP
     assert states[first.id] == NodeStatus.FAILED
 
 
+def test_spot_node_is_refused_before_any_request(fake: FluenceFake, provider: FluenceProvider) -> None:
+    """Fluence sells no spot: a spot node is a planning error, never an on-demand purchase."""
+    specs = [node_specs(2)[0], node_specs(2)[1].model_copy(update={"spot": True})]
+    with pytest.raises(PlanError, match=r"spot.*n1"):
+        provider.create_nodes(cid(), specs)
+    assert fake.calls == [] and fake.launched == 0 and fake.bought == {}
+
+
 def test_user_data_on_gpu_node_is_refused_before_buying(fake: FluenceFake, provider: FluenceProvider) -> None:
     spec = node_specs(1)[0].model_copy(update={"user_data": "#cloud-config\n{}\n"})
     with pytest.raises(PlanError, match="user data"):

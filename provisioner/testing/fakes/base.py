@@ -24,6 +24,10 @@ Contract of ``FakeApp`` (what tests may rely on):
 - ``calls`` is the log of every API request (``Call``: monotonic time, method, path,
   status, route name and kind); ``launched`` counts instances the fake created;
   ``instance_count()`` counts live (not terminating/terminated) instances.
+- ``bought`` maps each launched instance id to a ``Bought`` record: what the provider was
+  asked to sell (interruptible or not), what the instance receives at boot (user data, start
+  command and environment as the API got them), its tags, SSH keys and private network. The
+  capability contract proves each declared capability from these records.
 - ``faults.inject(kind, route=None, times=1, after=0, **params)``; ``route`` is a route
   name or kind (None: every route); the fault skips ``after`` matching requests, then
   fires ``times`` times (None: forever). Kinds: ``http_error`` (``status``, ``message``),
@@ -105,6 +109,25 @@ class Call:
     status: int
     route: str
     kind: str
+
+
+@dataclass(frozen=True)
+class Bought:
+    """The fake's record of one instance it launched (the capability contract's evidence).
+
+    ``boot`` is everything the instance is given to run or read at boot, verbatim as the API
+    received it (user data, start command, environment values), joined by newlines.
+    ``private_network`` names the private network the instance is on (None: it has none);
+    instances on the same one reach each other at their ``private_ip``.
+    """
+
+    instance_id: str
+    interruptible: bool = False
+    boot: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    ssh_public_keys: tuple[str, ...] = ()
+    private_ip: str | None = None
+    private_network: str | None = None
 
 
 @dataclass
@@ -228,6 +251,7 @@ class FakeApp(abc.ABC):
         self.validation_errors: list[str] = []
         self.unvalidated: list[str] = []
         self.launched = 0
+        self.bought: dict[str, Bought] = {}
         self._routes: list[_Route] = []
         self._births: dict[str, _Birth] = {}
         self.openapi: Any = None
@@ -287,6 +311,11 @@ class FakeApp(abc.ABC):
                 self.launched += 1
                 self._births[instance_id] = _Birth(max(polls, self.boot_polls), now + seconds)
 
+    def record_bought(self, bought: Bought) -> None:
+        """Keep what one launch bought (see ``Bought``); call it next to ``record_launch``."""
+        with self.lock:
+            self.bought[bought.instance_id] = bought
+
     def booted(self, instance_id: str) -> bool:
         """Called once per poll that shows the instance; True once it may report running."""
         with self.lock:
@@ -325,6 +354,7 @@ class FakeApp(abc.ABC):
             self.validation_errors.clear()
             self.unvalidated.clear()
             self.launched = 0
+            self.bought.clear()
             self._births.clear()
 
     # ----- queries used by tests ------------------------------------------------------------
@@ -494,6 +524,7 @@ __all__ = [
     "FAULT_KINDS",
     "ROUTE_KINDS",
     "VALIDATION_STATUS",
+    "Bought",
     "Call",
     "FakeApp",
     "Fault",

@@ -46,7 +46,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.fakes.base import VALIDATION_STATUS, Call, FakeApp
+from provisioner.testing.fakes.base import VALIDATION_STATUS, Bought, Call, FakeApp
 
 OPTION_CAPACITY = 8
 LIVE = ("INITIALIZED", "ACTIVE")
@@ -380,6 +380,8 @@ class FluenceFake(FakeApp):
                                         "interface": option.interface}},
             "created_at": _now(), "updated_at": _now(), "os_image": req["os_image"], "ssh_key": req.get("ssh_key", ""),
             "price": option.price, "option": option.id}
+        # The GPU deploy takes no user data and no start command: nothing runs at boot but sshd.
+        self.record_bought(Bought(instance_id, ssh_public_keys=(req.get("ssh_key", ""),)))
         self.record_launch([instance_id])
         return self.json({"instance_id": instance_id})
 
@@ -466,6 +468,7 @@ class FluenceFake(FakeApp):
               "cloudInit": {} if user_data else None, "priceHourlyUsd": "0.05", "vcpu": config[2], "ramGb": config[3],
               "createdAt": _now(), "updatedAt": _now(), "_user_data": user_data}
         self.vms[vm_id] = vm
+        self.record_bought(Bought(vm_id, boot=user_data.decode(errors="replace")))
         self.record_launch([vm_id])
         return self.json({k: copy.deepcopy(v) for k, v in vm.items() if not k.startswith("_")})
 

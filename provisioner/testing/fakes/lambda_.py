@@ -30,7 +30,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.fakes.base import FakeApp
+from provisioner.testing.fakes.base import Bought, FakeApp
 
 MAX_QUANTITY = 32
 LIVE = ("booting", "active", "unhealthy")
@@ -208,8 +208,14 @@ class LambdaFake(FakeApp):
         if granted == 0:
             return self.error_reply("capacity")
         ids = [uuid.uuid4().hex for _ in range(granted)]
+        keys_by_name = {key["name"]: key["public_key"] for key in self.ssh_keys.values()}
         for instance_id in ids:
-            self.instances[instance_id] = self._new_instance(instance_id, req, type_name, region)
+            body = self.instances[instance_id] = self._new_instance(instance_id, req, type_name, region)
+            self.record_bought(Bought(
+                instance_id, interruptible=False, boot=req.get("user_data") or "",
+                tags={tag["key"]: tag["value"] for tag in body["tags"]},
+                ssh_public_keys=tuple(keys_by_name[name] for name in keys),
+                private_ip=body["private_ip"], private_network=f"lambda-private-{region}"))
         self.record_launch(ids)
         return self.json({"data": {"instance_ids": ids}})
 
@@ -249,11 +255,12 @@ class LambdaFake(FakeApp):
 
     # ----- helpers --------------------------------------------------------------------------
     def _new_instance(self, instance_id: str, req: dict[str, Any], type_name: str, region: str) -> dict[str, Any]:
-        octet = next(self._ips) % 250 + 2
+        # One private network per region (10.<region>.0.0/16): instances of a region reach each other.
+        serial = next(self._ips)
         body: dict[str, Any] = {
             "id": instance_id,
             "name": req.get("name", ""),
-            "private_ip": f"10.0.{octet // 250}.{octet}",
+            "private_ip": f"10.{list(_REGIONS).index(region) + 1}.{serial // 250 % 250}.{serial % 250 + 2}",
             "status": "booting",
             "ssh_key_names": list(req.get("ssh_key_names", [])),
             "file_system_names": list(req.get("file_system_names", [])),

@@ -37,7 +37,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.fakes.base import Call, FakeApp, spec_root
+from provisioner.testing.fakes.base import Bought, Call, FakeApp, spec_root
 
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 WINDOWS = (("minute", 60, 60.0), ("hour", 3000, 3600.0), ("day", 50000, 86400.0))
@@ -303,7 +303,8 @@ class RunPodFake(FakeApp):
         return None, stocked[0]
 
     def _new_pod(self, *, name: str, image: str, gpu_id: str, count: int, cloud: str, center: str,
-                 disk: int, env: dict[str, str], ports: list[str], args: str) -> dict[str, Any]:
+                 disk: int, env: dict[str, str], ports: list[str], args: str, start_ssh: bool = False,
+                 interruptible: bool = False, global_networking: bool = False) -> dict[str, Any]:
         pod_id = _pod_id()
         gpu = next(g for g in self.gpus if g["id"] == gpu_id)
         pod = {
@@ -314,9 +315,14 @@ class RunPodFake(FakeApp):
             "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod_id}-64411eb2",
                               "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io"}, "direct": None},
             "template": None, "cost": round(gpu["price"][cloud.lower()] * count, 4), "locked": False,
-            "globalNetworking": {"enabled": False}, "runtime": {}, "createdAt": _now(), "startedAt": None,
+            "globalNetworking": {"enabled": global_networking}, "runtime": {}, "createdAt": _now(),
+            "startedAt": None,
         }
         self.pods[pod_id] = pod
+        # A pod runs its start command (args) with its environment; startSsh injects the account keys.
+        self.record_bought(Bought(pod_id, interruptible=interruptible, boot="\n".join([args, *env.values()]),
+                                  ssh_public_keys=tuple(self.ssh_keys) if start_ssh else (),
+                                  private_network="runpod-global" if global_networking else None))
         self.record_launch([pod_id])
         return pod
 
@@ -332,7 +338,8 @@ class RunPodFake(FakeApp):
         pod = self._new_pod(name=body["name"], image=body["image"], gpu_id=gpu["id"],
                             count=gpu.get("count", 1), cloud=cloud, center=center, disk=body.get("disk", 50),
                             env=dict(body.get("env") or {}), ports=list(body.get("ports") or []),
-                            args=body.get("args", ""))
+                            args=body.get("args", ""), start_ssh=bool(body.get("startSsh")),
+                            global_networking=bool(body.get("globalNetworking")))
         return self.ok(copy.deepcopy(pod), 201)
 
     # ----- account -------------------------------------------------------------------------
@@ -399,7 +406,8 @@ class RunPodFake(FakeApp):
                             count=int(spec["gpuCount"]), cloud=cloud, center=center,
                             disk=int(spec.get("containerDiskInGb", 50)),
                             env={e["key"]: e["value"] for e in env}, ports=ports,
-                            args=spec.get("dockerArgs", ""))
+                            args=spec.get("dockerArgs", ""), start_ssh=bool(spec.get("startSsh")),
+                            interruptible=True)
         self.bids[pod["id"]] = float(spec["bidPerGpu"])
         return self.json({"data": {"podRentInterruptable": {"id": pod["id"], "name": pod["name"]}}})
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from provisioner.testing.fakes.base import FakeApp
+from provisioner.testing.fakes.base import Bought, FakeApp
 
 PAGE_LIMIT = 25
 
@@ -236,6 +236,11 @@ class VastAIFake(FakeApp):
         ask["rented"] = True
         instance_id = next(self._ids)
         self.instances[instance_id] = self._instance(instance_id, ask, body)
+        # Separate hosts: local_ipaddrs is the host's own LAN, not a network shared with other rentals.
+        ssh = "ssh" in str(body.get("runtype", "ssh"))
+        self.record_bought(Bought(str(instance_id), interruptible=body.get("price") is not None,
+                                  boot="\n".join(str(body.get(k) or "") for k in ("onstart", "env", "args")),
+                                  ssh_public_keys=tuple(k["public_key"] for k in self.ssh_keys) if ssh else ()))
         self.record_launch([str(instance_id)])
         return self.json({"success": True, "new_contract": instance_id,
                           "instance_api_key": base64.b16encode(instance_id.to_bytes(8, "big")).decode().lower()})

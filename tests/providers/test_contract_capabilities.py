@@ -1,0 +1,185 @@
+"""Capabilities are honest: each one an adapter declares is proven against its fake, and each
+one it does not declare is refused before any request (or, where a NodeSpec cannot ask for it,
+shown absent in the fake).
+
+Run for every provider with a ``harness_<name>.py`` and every ``Capability``. The evidence is
+the fake's ``bought`` record of each launch (``provisioner.testing.fakes.base.Bought``): what
+the provider was asked to sell, what the instance gets at boot, its tags, keys and network.
+A capability declared without a proof here fails: declaring is a promise this suite checks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+
+import pytest
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.registry import capabilities, provider_class
+
+from provisioner.errors import PlanError
+from provisioner.testing.fakes.base import Bought
+from provisioner.waiting import wait_until
+from tests.providers.contract import Rig, cluster, harness_names
+
+CAPABILITIES = sorted(Capability)
+NODE_SPEC_CAPABILITIES = {Capability.SPOT, Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.USER_DATA,
+                          Capability.SCRIPT_BOOTSTRAP, Capability.TAGS}
+"""What a NodeSpec can ask for: an adapter without it must refuse the request before any call."""
+
+
+def _probe() -> str:
+    return f"probe-{uuid.uuid4().hex[:10]}"
+
+
+def _revealed(text: str) -> str:
+    """``text`` plus every base64 token in it decoded (adapters ship scripts base64-encoded)."""
+    decoded = []
+    for token in re.findall(r"[A-Za-z0-9+/=]{16,}", text):
+        try:
+            decoded.append(base64.b64decode(token, validate=True).decode())
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+    return "\n".join([text, *decoded])
+
+
+def _one(rig: Rig, **update: object) -> NodeSpec:
+    return rig.harness.node_specs(1, "n")[0].model_copy(update=update)
+
+
+def _create(rig: Rig, specs: list[NodeSpec]) -> tuple[Provider, list[Node], list[Bought]]:
+    provider = rig.provider()
+    nodes = provider.create_nodes(cluster(), specs)
+    assert sorted(n.name for n in nodes) == sorted(s.name for s in specs)
+    return provider, nodes, [rig.app.bought[n.id] for n in nodes]
+
+
+def _running(provider: Provider, nodes: list[Node]) -> list[Node]:
+    cluster_id = nodes[0].cluster_id
+    return wait_until(lambda: provider.get_nodes(cluster_id),
+                      lambda found: len(found) == len(nodes) and all(n.status == NodeStatus.RUNNING for n in found),
+                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="running")
+
+
+# ----- proofs of declared capabilities -------------------------------------------------------
+def prove_on_demand(rig: Rig) -> None:
+    _, _, (bought,) = _create(rig, [_one(rig, spot=False)])
+    assert bought.interruptible is False
+
+
+def prove_spot(rig: Rig) -> None:
+    _, _, (bought,) = _create(rig, [_one(rig, spot=True)])
+    assert bought.interruptible is True, "a spot node was bought on demand"
+
+
+def prove_multi_node(rig: Rig) -> None:
+    _, nodes, bought = _create(rig, rig.harness.node_specs(3, "m"))
+    assert len({n.id for n in nodes}) == 3 and len(bought) == 3
+    assert rig.harness.launches() == 3
+
+
+def prove_private_network(rig: Rig) -> None:
+    provider, nodes, bought = _create(rig, rig.harness.node_specs(2, "p"))
+    networks = {b.private_network for b in bought}
+    assert len(networks) == 1 and None not in networks, f"nodes are not on one private network: {networks}"
+    running = {n.id: n for n in _running(provider, nodes)}
+    ips = [running[b.instance_id].private_ip for b in bought]
+    assert ips == [b.private_ip for b in bought] and all(ips) and len(set(ips)) == 2
+    assert all(ipaddress.ip_address(ip or "").is_private for ip in ips)
+
+
+def prove_user_data(rig: Rig) -> None:
+    probe = _probe()
+    user_data = f"#cloud-config\nruncmd:\n  - [touch, /run/{probe}]\n"
+    _, _, (bought,) = _create(rig, [_one(rig, user_data=user_data)])
+    assert user_data in _revealed(bought.boot)
+
+
+def prove_script_bootstrap(rig: Rig) -> None:
+    probe = _probe()
+    script = f"#!/bin/sh\necho {probe} > /run/probe\n"
+    _, _, (bought,) = _create(rig, [_one(rig, user_data=script)])
+    assert script in _revealed(bought.boot), "the bootstrap script never reached the provider"
+
+
+def prove_ssh_bootstrap(rig: Rig) -> None:
+    spec = _one(rig)
+    assert spec.ssh_public_key, "the harness's node specs carry an SSH key"
+    provider, nodes, (bought,) = _create(rig, [spec])
+    material = spec.ssh_public_key.split()[:2]
+    assert any(key.split()[:2] == material for key in bought.ssh_public_keys), "the node's key was not installed"
+    (node,) = _running(provider, nodes)
+    assert node.public_ip, "a running node has no address to SSH to"
+
+
+def prove_tags(rig: Rig) -> None:
+    probe = _probe()
+    _, _, (bought,) = _create(rig, [_one(rig, tags={"team": probe})])
+    assert bought.tags.get("team") == probe
+
+
+PROOFS: dict[Capability, Callable[[Rig], None]] = {
+    Capability.ON_DEMAND: prove_on_demand,
+    Capability.SPOT: prove_spot,
+    Capability.MULTI_NODE: prove_multi_node,
+    Capability.PRIVATE_NETWORK: prove_private_network,
+    Capability.USER_DATA: prove_user_data,
+    Capability.SCRIPT_BOOTSTRAP: prove_script_bootstrap,
+    Capability.SSH_BOOTSTRAP: prove_ssh_bootstrap,
+    Capability.TAGS: prove_tags,
+}
+
+
+# ----- refusals of undeclared ones ------------------------------------------------------------
+def asking_for(rig: Rig, capability: Capability) -> list[NodeSpec]:
+    """Node specs that need ``capability`` (and otherwise only what the harness's nodes need)."""
+    if capability is Capability.MULTI_NODE:
+        return rig.harness.node_specs(2, "m")
+    update: dict[str, object] = {
+        Capability.SPOT: {"spot": True},
+        Capability.ON_DEMAND: {"spot": False},
+        Capability.USER_DATA: {"user_data": "#cloud-config\nruncmd: [[true]]\n"},
+        Capability.SCRIPT_BOOTSTRAP: {"user_data": "#!/bin/sh\ntrue\n"},
+        Capability.TAGS: {"tags": {"team": "ml"}},
+    }[capability]
+    return [_one(rig, **update)]
+
+
+@pytest.mark.parametrize("capability", CAPABILITIES)
+def test_capability_is_honest(rig: Rig, capability: Capability) -> None:
+    declared = provider_class(rig.harness.name).capabilities
+    if capability in declared:
+        proof = PROOFS.get(capability)
+        assert proof is not None, f"{rig.harness.name} declares {capability} but this suite has no proof of it"
+        proof(rig)
+    elif capability is Capability.SCRIPT_BOOTSTRAP and Capability.USER_DATA in declared:
+        prove_script_bootstrap(rig)  # cloud-init runs a '#!' user-data script: accepted as user data
+    elif capability in NODE_SPEC_CAPABILITIES:
+        with pytest.raises(PlanError, match=rig.harness.name):
+            rig.provider().create_nodes(cluster(), asking_for(rig, capability))
+        assert rig.app.calls == [], "a request went out before the refusal"
+        assert rig.harness.launches() == 0
+    elif capability is Capability.PRIVATE_NETWORK:
+        _, _, bought = _create(rig, rig.harness.node_specs(2, "p"))
+        assert {b.private_network for b in bought} == {None}, "nodes share a private network: declare it"
+    else:
+        pytest.skip(f"{capability} is not declared and a NodeSpec cannot ask for it (the optimizer gates it)")
+
+
+@pytest.mark.parametrize("name", harness_names())
+def test_registry_reports_what_the_adapter_declares(name: str) -> None:
+    assert capabilities()[name] == provider_class(name).capabilities
+
+
+def test_registry_capabilities_cover_every_provider_without_importing_adapters() -> None:
+    code = ("import sys; from provisioner.providers.registry import REGISTRY, capabilities; c = capabilities(); "
+            "assert list(c) == list(REGISTRY), c; assert c['aws'] == c['gcp'] == frozenset(), c; "
+            "heavy = [m for m in sys.modules if m.startswith('httpx') or m.endswith('.provider')]; "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True)
