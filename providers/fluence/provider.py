@@ -45,6 +45,7 @@ from provisioner.providers.fluence.client import FluenceClient, is_not_active, i
 from provisioner.providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import (
     CapacityError,
     PlanError,
@@ -149,7 +150,8 @@ class FluenceProvider(RestAdapter[FluenceClient]):
                     fabric_gbps=fabric_gbps, price_per_hour_usd=option.pricing.hour, billing_increment_s=3600,
                     billing_minimum_s=max(option.pricing.upfront_hours, 1) * 3600, egress_usd_per_gb=0.0,
                     interruptions_per_node_hour=rate, interruption_basis=f"{basis}; {EGRESS_NOTE}",
-                    reliability=reliability, max_nodes=max_nodes))
+                    reliability=reliability, max_nodes=max_nodes, purchase=Purchase.INSTANCE,
+                    bootstrap=Bootstrap.SSH, network=Network.NONE))
         return offers
 
     def get_nodes(self, cluster_id: str) -> list[Node]:

@@ -44,6 +44,7 @@ from provisioner.providers.lambda_ import CAPABILITIES
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
 from provisioner.providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
 
@@ -200,7 +201,8 @@ class LambdaProvider(RestAdapter[LambdaClient]):
                   local_nvme_gib=itype.specs.storage_gib, fabric_gbps=fabric_gbps,
                   price_per_hour_usd=itype.price_cents_per_hour / 100,
                   billing_increment_s=BILLING_INCREMENT_S, interruptions_per_node_hour=rate,
-                  interruption_basis=basis, max_nodes=max_nodes)
+                  interruption_basis=basis, max_nodes=max_nodes, purchase=Purchase.INSTANCE,
+                  bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE)
             for region in item.regions_with_capacity_available
         ]
 

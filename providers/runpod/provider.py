@@ -34,6 +34,7 @@ from provisioner.providers.runpod import CAPABILITIES, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.offer import Offer
@@ -172,6 +173,10 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                 interruption_basis=typical["basis"],
                 reliability=RELIABILITY[cloud],
                 max_nodes=1,
+                # Containers on separate hosts: a script entrypoint boots them, no private path between them.
+                purchase=Purchase.POD,
+                bootstrap=Bootstrap.SCRIPT,
+                network=Network.NONE,
             )
             for count in counts
             for dc in centers

@@ -31,6 +31,7 @@ from typing import Any
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.vastai.models import BundleOffer
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.offer import Offer
 from provisioner.spec import canonical_gpu
 
@@ -197,6 +198,10 @@ def to_offer(ask: BundleOffer, same_shape_asks: int = 1) -> Offer:
         interruption_basis=INTERRUPTION_BASIS,
         reliability=reliability,
         max_nodes=max(same_shape_asks, 1),
+        # One container per host: the onstart script boots it; hosts share no private network.
+        purchase=Purchase.INSTANCE,
+        bootstrap=Bootstrap.SCRIPT,
+        network=Network.NONE,
         available=True,
     )
 

@@ -183,3 +183,21 @@ def test_registry_capabilities_cover_every_provider_without_importing_adapters()
             "heavy = [m for m in sys.modules if m.startswith('httpx') or m.endswith('.provider')]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_live_offers_say_how_they_are_bought_like_the_bundled_catalog(rig: Rig) -> None:
+    """What list_offers returns is creatable by the adapter, and described as the catalog does."""
+    from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Network, Purchase
+    from provisioner.catalog import load_bundled_catalog
+
+    declared = provider_class(rig.harness.name).capabilities
+    offers = rig.provider().list_offers(rig.harness.offer_query)
+    assert offers
+    for offer in offers:
+        assert offer.purchase in (Purchase.INSTANCE, Purchase.POD), offer.purchase
+        assert BOOTSTRAP_CAPABILITY[offer.bootstrap] in declared
+        assert (offer.network is Network.PRIVATE) == (Capability.PRIVATE_NETWORK in declared)
+    bundled = {(o.purchase, o.bootstrap, o.network, o.min_nodes) for o in load_bundled_catalog().offers
+               if o.provider == rig.harness.name and o.purchase in (Purchase.INSTANCE, Purchase.POD)
+               and BOOTSTRAP_CAPABILITY[o.bootstrap] in declared}
+    assert {(o.purchase, o.bootstrap, o.network, o.min_nodes) for o in offers} <= bundled
