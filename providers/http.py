@@ -9,6 +9,10 @@ errors with exponential backoff and full jitter, honouring ``Retry-After``. Requ
 buy something (POST) are retried only when the provider certainly did not act on them
 (429, or a connection that was never made); on a timeout or 5xx they raise, and the
 adapter reconciles by listing what exists (that is what makes create idempotent).
+
+Provider answers are untrusted: a body is streamed and the request fails with
+ProviderAPIError once it passes ``max_body_bytes`` (16 MiB by default), so a hostile or
+broken endpoint cannot make the client buffer gigabytes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 log = logging.getLogger("provisioner.http")
 
 ErrorMapper = Callable[[str, httpx.Response], ProviderError]
+MAX_BODY_BYTES = 16 * 1024 * 1024
+"""Largest response body read from a provider (the biggest real answer, a 1000-ask Vast.ai
+search, is a few MB)."""
+_CHUNK_BYTES = 64 * 1024
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 
 
@@ -134,8 +142,10 @@ class ApiClient:
         timeout_s: float = 30.0,
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.provider = provider
+        self.max_body_bytes = max_body_bytes
         self._api_key = api_key
         self._timeout_s = timeout_s
         self._transport = transport
@@ -166,7 +176,8 @@ class ApiClient:
         other = ApiClient(self.provider, str(self._http.base_url), self._api_key, error_mapper=self._error_mapper,
                           limits=RateLimits(self.limiter.rate_per_s, self.limiter.burst),
                           auth_header=self._auth_header, auth_scheme=self._auth_scheme,
-                          timeout_s=self._timeout_s, retry=retry, transport=self._transport)
+                          timeout_s=self._timeout_s, retry=retry, transport=self._transport,
+                          max_body_bytes=self.max_body_bytes)
         other.limiter, other.launch_limiter = self.limiter, self.launch_limiter
         return other
 
@@ -196,8 +207,7 @@ class ApiClient:
             if launch and self.launch_limiter:
                 self.launch_limiter.acquire()
             try:
-                response = self._http.request(method, path, json=json, params=params,
-                                              headers=self._auth_headers())
+                response = self._send(method, path, json=json, params=params)
             except httpx.TransportError as exc:
                 # No connection (or none from the pool) means the provider never saw the request.
                 never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
@@ -225,6 +235,34 @@ class ApiClient:
             if isinstance(error, RateLimitError) and error.retry_after_s is None:
                 error.retry_after_s = retry_after
             raise error
+
+    def _send(self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None) -> httpx.Response:
+        """Send and read the answer, at most ``max_body_bytes`` of it (ProviderAPIError beyond).
+
+        The body is streamed in chunks, so an oversized answer costs at most the limit in
+        memory; the returned response holds the (decoded) body read.
+        """
+        request = self._http.build_request(method, path, json=json, params=params, headers=self._auth_headers())
+        response = self._http.send(request, stream=True)
+        try:
+            declared = response.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                raise self._too_large(method, path, response.status_code)
+            body = bytearray()
+            for chunk in response.iter_bytes(_CHUNK_BYTES):
+                body += chunk
+                if len(body) > self.max_body_bytes:
+                    raise self._too_large(method, path, response.status_code)
+        finally:
+            response.close()
+        headers = [(k, v) for k, v in response.headers.multi_items()
+                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=request)
+
+    def _too_large(self, method: str, path: str, status: int) -> ProviderAPIError:
+        limit_mib = self.max_body_bytes / (1024 * 1024)
+        return ProviderAPIError(self.provider, status, f"{method} {path}: response larger than "
+                                f"{limit_mib:g} MiB; refused (provider answers are capped)")
 
     def _scrubbed(self, response: httpx.Response, body: Any) -> httpx.Response:
         """``response`` with the API key and the request's long strings (user data) cut out.

@@ -192,3 +192,57 @@ def test_redactor_catches_fragments_and_base64_payloads() -> None:
     redactor = Redactor(sensitive_strings({"env": {"BOOT": payload}, "short": "x"}))
     assert secret[:14] not in redactor.scrub(f"the token was {secret[:14]}...")  # a truncated quote
     assert redactor.scrub("nothing secret here") == "nothing secret here"
+
+
+# ----- provider answers are capped ------------------------------------------------------------
+HUGE_BYTES = 70 * 1024 * 1024
+
+
+def _huge_app(declare_length: bool):
+    """A WSGI app answering every request with 70 MB of JSON-looking bytes, streamed in chunks."""
+    chunk = b"[" + b"1," * (512 * 1024 - 1)  # 1 MiB
+
+    def app(environ, start_response):  # type: ignore[no-untyped-def]
+        headers = [("Content-Type", "application/json")]
+        if declare_length:
+            headers.append(("Content-Length", str(HUGE_BYTES)))
+        start_response("200 OK", headers)
+        return (chunk for _ in range(HUGE_BYTES // len(chunk)))
+
+    return app
+
+
+@pytest.mark.parametrize("declare_length", [True, False], ids=["content-length", "chunked"])
+def test_a_70_mb_answer_is_refused_in_bounded_memory(declare_length: bool) -> None:
+    import threading
+    import tracemalloc
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, _huge_app(declare_length), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    api = ApiClient("demo", f"http://127.0.0.1:{server.server_port}", SecretStr(KEY), error_mapper=mapper,
+                    limits=RateLimits(1000.0, burst=1000), retry=RetryPolicy(attempts=1))
+    try:
+        tracemalloc.start()
+        with pytest.raises(ProviderAPIError, match="larger than 16 MiB") as caught:
+            api.request("GET", "/offers")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        api.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert caught.value.status == 200
+    assert peak < 40 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB while refusing a 70 MB answer"
+
+
+def test_the_body_cap_is_per_client_and_small_answers_pass() -> None:
+    body = b'{"data": "' + b"x" * 2000 + b'"}'
+    api = client(lambda request: httpx.Response(200, content=body), max_body_bytes=4096)
+    assert api.request("GET", "/small") == {"data": "x" * 2000}
+    big = client(lambda request: httpx.Response(200, content=body * 3), max_body_bytes=4096)
+    with pytest.raises(ProviderAPIError, match="larger than"):
+        big.request("GET", "/big")
