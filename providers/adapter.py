@@ -18,16 +18,19 @@ script, tags) is refused with ``PlanError`` before any request, never silently d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
 from provisioner.providers import settings
 from provisioner.providers.base import Capability, NodeSpec
 from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
+from provisioner.providers.screening import OfferScreen
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
 from provisioner.errors import PlanError, ProviderAPIError, ProviderError
+from provisioner.offer import Offer
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -187,8 +190,19 @@ class RestAdapter(Generic[C]):
         self.client: C = self.client_class(settings.api_key(self.name, api_key), base_url=self.base_url,
                                            limits=limits, transport=transport, timeout_s=timeout_s, retry=retry)
 
+        self.dropped_offers: Counter[str] = Counter()
+        """Offers the last ``list_offers`` refused as untrusted data, by reason (see providers.screening)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def _screened(self, items: Iterable[T], make: Callable[[T], Iterable[Offer]]) -> list[Offer]:
+        """``make(item)`` for every item through an ``OfferScreen``: bad data is dropped and
+        counted in ``dropped_offers``, never raised."""
+        screen = OfferScreen(self.name)
+        offers = screen.build(items, make)
+        self.dropped_offers = screen.dropped
+        return offers
 
     def close(self) -> None:
         """Close the HTTP client (the stack and ``catalog refresh`` call this when done)."""

@@ -123,7 +123,7 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         """One offer per deployable GPU VM option. Fluence has no spot tier."""
         if query.spot:
             return []
-        offers = [offer for group in self.client.vm_plans().data for offer in self._offers(group)]
+        offers = self._screened(self.client.vm_plans().data, self._offers)
         wanted = {canonical_gpu(g) for g in query.gpu_models}
         return sorted(
             (o for o in offers

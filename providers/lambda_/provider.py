@@ -178,7 +178,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         if query.spot:
             return []
         items = self.client.instance_types()
-        offers = [offer for item in items.values() for offer in self._offers(item)]
+        offers = self._screened(items.values(), self._offers)
         wanted = {g.upper() for g in query.gpu_models}
         return sorted(
             (o for o in offers

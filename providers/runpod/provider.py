@@ -121,11 +121,12 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         """
         spot = {} if query.spot is False else {p.id: p for p in self.client.list_spot_prices()}
         wanted = {model.upper() for model in query.gpu_models}
-        offers: list[Offer] = []
-        for gpu in self.client.list_gpu_types().gpus:
+
+        def offers_of(gpu: GpuType) -> list[Offer]:
             model = naming.gpu_model(gpu.id, gpu.name)
             if wanted and model.upper() not in wanted:
-                continue
+                return []
+            offers: list[Offer] = []
             for cloud in ("SECURE", "COMMUNITY"):
                 spot_price = spot.get(gpu.id)
                 per_gpu_spot = None
@@ -133,7 +134,9 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                     per_gpu_spot = (spot_price.secure_spot_price if cloud == "SECURE"
                                     else spot_price.community_spot_price)
                 offers.extend(self._gpu_offers(gpu, model, cloud, per_gpu_spot, query))
-        return offers
+            return offers
+
+        return self._screened(self.client.list_gpu_types().gpus, offers_of)
 
     def _gpu_offers(
         self, gpu: GpuType, model: str, cloud: str, spot_per_gpu: float | None, query: OfferQuery
@@ -158,7 +161,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                 provider=NAME,
                 instance_type=naming.instance_type(gpu.id, gpu.name, count, cloud),
                 region=dc.id,
-                offer_id=gpu.id,
+                offer_id=gpu.id.replace(" ", "+"),  # ids have spaces; SAFE_ID has none (see _resolve)
                 gpu_model=model,
                 gpus=count,
                 gpu_memory_gib=float(gpu.memory_gb),
@@ -372,10 +375,11 @@ class RunPodProvider(RestAdapter[RunPodClient]):
     def _resolve(self, spec: NodeSpec) -> tuple[str, int, str]:
         """(RunPod gpu id, GPU count, cloud) for a node spec."""
         parsed = naming.parse_instance_type(spec.instance_type)
+        offer_gpu = spec.offer_id.replace("+", " ") if spec.offer_id else None  # offers write ' ' as '+'
         if parsed is None:  # a raw RunPod gpu id
-            return spec.offer_id or spec.instance_type, spec.gpus, "SECURE"
+            return offer_gpu or spec.instance_type, spec.gpus, "SECURE"
         count, token, cloud = parsed
-        gpu_id = spec.offer_id or naming.gpu_id_for_token(token)
+        gpu_id = offer_gpu or naming.gpu_id_for_token(token)
         if gpu_id is None:
             gpu_id = next((gpu.id for gpu in self.client.list_gpu_types().gpus
                            if naming.derived_token_matches(token, gpu.name)), None)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from provisioner.providers.base import OfferQuery
+from provisioner.providers.screening import safe_id
 from provisioner.providers.vastai.models import BundleOffer
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
@@ -159,16 +160,32 @@ def _reliability(ask: BundleOffer) -> float:
     return min(max(value if value is not None else 0.0, 0.0), 1.0)
 
 
+def usable(asks: Iterable[BundleOffer]) -> list[BundleOffer]:
+    """The asks that can be rented now and sell GPUs."""
+    return [ask for ask in asks if ask.rentable and not ask.rented and ask.num_gpus > 0 and ask.gpu_ram > 0]
+
+
+def shape_of(ask: BundleOffer) -> tuple[str, str]:
+    """(instance type, country) of an ask: asks of one shape can form one cluster."""
+    return instance_type_of(ask.num_gpus, ask.gpu_name), region_of(ask.geolocation)[0]
+
+
+def shape_counts(asks: Iterable[BundleOffer]) -> Counter[tuple[str, str]]:
+    return Counter(shape_of(ask) for ask in asks)
+
+
 def to_offers(asks: Iterable[BundleOffer]) -> list[Offer]:
-    """One Offer per rentable ask; ``max_nodes`` = asks of the same shape and country."""
-    usable = [ask for ask in asks if ask.rentable and not ask.rented and ask.num_gpus > 0 and ask.gpu_ram > 0]
-    counts = Counter((instance_type_of(a.num_gpus, a.gpu_name), region_of(a.geolocation)[0]) for a in usable)
-    return [to_offer(ask, counts[(instance_type_of(ask.num_gpus, ask.gpu_name), region_of(ask.geolocation)[0])])
-            for ask in usable]
+    """One Offer per rentable ask; ``max_nodes`` = asks of the same shape and country. Unscreened:
+    the adapter screens what it lists (providers.screening)."""
+    found = usable(asks)
+    counts = shape_counts(found)
+    return [to_offer(ask, counts[shape_of(ask)]) for ask in found]
 
 
 def to_offer(ask: BundleOffer, same_shape_asks: int = 1) -> Offer:
     region, city = region_of(ask.geolocation)
+    zone = re.sub(r"\s+", "-", city) if city else None  # "San Jose" -> "San-Jose"; the zone is informational
+    zone = zone if zone and safe_id(zone) else None
     reliability = _reliability(ask)
     on_demand_rate = FLEET_FAILURES_PER_NODE_HOUR + (1.0 - reliability) / MEAN_OUTAGE_HOURS
     storage_per_hour = max(ask.dph_total - ask.dph_base, 0.0) if ask.dph_base is not None else 0.0
@@ -177,7 +194,7 @@ def to_offer(ask: BundleOffer, same_shape_asks: int = 1) -> Offer:
         provider=PROVIDER,
         instance_type=instance_type_of(ask.num_gpus, ask.gpu_name),
         region=region,
-        zone=city,
+        zone=zone,
         offer_id=str(ask.id),
         gpu_model=canonical_model(ask.gpu_name),
         gpus=ask.num_gpus,
@@ -216,6 +233,9 @@ __all__ = [
     "query_body",
     "region_of",
     "search_body",
+    "shape_counts",
+    "shape_of",
     "to_offer",
     "to_offers",
+    "usable",
 ]

@@ -89,7 +89,10 @@ class VastAIProvider(RestAdapter[VastClient]):
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """Rentable asks matching ``query`` (CLI default filters, best score first). One search call."""
         asks = self.client.search_offers(vast_offers.query_body(query))
-        return vast_offers.to_offers(ask for ask in asks if vast_offers.matches(ask, query))
+        asks = [ask for ask in asks if vast_offers.matches(ask, query)]
+        usable = vast_offers.usable(asks)
+        counts = vast_offers.shape_counts(usable)
+        return self._screened(usable, lambda ask: [vast_offers.to_offer(ask, counts[vast_offers.shape_of(ask)])])
 
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every instance labelled for ``cluster_id`` (all pages of the instance list)."""

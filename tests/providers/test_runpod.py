@@ -60,7 +60,7 @@ def test_offers_carry_catalog_prices_regions_and_spot_floors(fake: RunPodFake) -
     assert (rtx.gpu_model, rtx.gpus, rtx.gpu_memory_gib) == ("RTX4090", 1, 24.0)
     assert rtx.price_per_hour_usd == pytest.approx(0.69)
     assert rtx.spot_price_per_hour_usd == pytest.approx(0.44)
-    assert rtx.offer_id == "NVIDIA GeForce RTX 4090"
+    assert rtx.offer_id == "NVIDIA+GeForce+RTX+4090"  # SAFE_ID has no spaces; _resolve reads + as a space
     assert (rtx.egress_usd_per_gb, rtx.billing_increment_s, rtx.reliability) == (0.0, 1, 0.99)
     h100 = by_key[("8x_H100-SXM_SECURE", "US-KS-2")]
     assert h100.price_per_hour_usd == pytest.approx(8 * 2.99)
