@@ -1,25 +1,45 @@
 """`provisioner catalog refresh`: live offers from the providers into a dated cache.
 
-Shell layer (network, clock, files). Each provider is asked independently and concurrently; one
-provider's failure does not lose the others' fresh prices. The cache keeps the
-provider facts (egress tiers, storage prices) of the catalog it refreshes, since
-offer APIs do not publish them.
+Shell layer (network, clock, files). Each provider is asked independently and concurrently.
+The result is merged per provider into the catalog in use (the cache, else the bundled one):
+
+- a provider not refreshed keeps its offers and its own ``ProviderInfo.as_of``;
+- a refreshed provider gets its live offers and today's ``as_of``; the products its live API
+  does not list (cluster products, reservations, sales-led offers) are kept, each marked with
+  the ``source`` and ``as_of`` it came from;
+- a provider whose refresh fails, or yields no valid offer, keeps its previous offers and is
+  named in ``RefreshResult.failed`` (the command exits non-zero);
+- provider answers are untrusted: offers with unsafe identifiers or absurd numbers are
+  dropped (counted in ``RefreshResult.dropped``), never raised, never written;
+- the cache is written atomically (temporary file + ``os.replace``); a cache that cannot be
+  read (truncated, hand-edited) is replaced from the bundled catalog, with a warning.
+
+The cache keeps the provider facts (egress tiers, storage prices) of the catalog it
+refreshes, since offer APIs do not publish them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Sequence
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from provisioner.catalog import dump_catalog, merge_catalogs
-from provisioner.errors import ProviderError
-from provisioner.offer import Catalog, Offer
+from provisioner.capabilities import Purchase
+from provisioner.catalog import dump_catalog, load_bundled_catalog
+from provisioner.errors import CatalogError, ProviderError
+from provisioner.offer import Catalog, Offer, ProviderInfo
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 
 LIVE_PROVIDERS = ("lambda", "runpod", "vastai", "fluence")
+LISTED_PURCHASES = frozenset({Purchase.INSTANCE, Purchase.POD})
+"""What the live offer APIs list; other products of a refreshed provider are kept as they were."""
+_LIVE_PREFIX = re.compile(r"^Live offers from the \w+ API on \d{4}-\d{2}-\d{2}[^.]*\. (Kept from before: )?")
 
 
 def _configured(name: str) -> bool:
@@ -29,78 +49,187 @@ def _configured(name: str) -> bool:
     return any(os.environ.get(var) for var in (f"{prefix}_API_KEY", NATIVE_KEY_VARS.get(name, "")))
 
 
-def fetch_offers(name: str) -> list[Offer]:
-    """All live offers of one provider (its HTTP client closed afterwards). Raises ProviderError subclasses."""
+@dataclass
+class Fetched:
+    """One provider's live answer: its screened offers and what was dropped, by reason."""
+
+    offers: list[Offer]
+    dropped: Counter[str] = field(default_factory=Counter)
+
+
+def fetch_offers(name: str) -> Fetched:
+    """All live offers of one provider, screened (its HTTP client closed afterwards).
+
+    Raises ProviderError subclasses when the provider cannot be asked or answers with an error.
+    """
     from provisioner.providers.base import OfferQuery
     from provisioner.providers.registry import get_provider
+    from provisioner.providers.screening import OfferScreen
 
     provider = get_provider(name)
     try:
-        return provider.list_offers(OfferQuery())
+        offers = provider.list_offers(OfferQuery())
+        dropped: Counter[str] = Counter(getattr(provider, "dropped_offers", None) or {})
     finally:
         close = getattr(provider, "close", None)
         if callable(close):
             close()
+    screen = OfferScreen(name)  # again here: whatever an adapter let through is checked once more
+    kept = screen.screen(offer for offer in offers if offer.provider == name)
+    dropped.update(screen.dropped)
+    foreign = sum(1 for offer in offers if offer.provider != name)
+    if foreign:
+        dropped["offer of another provider"] += foreign
+    return Fetched(kept, dropped)
 
 
 @dataclass
 class RefreshResult:
-    """What a refresh did: one summary line per provider (and the cache written), and failures."""
+    """What a refresh did: one summary line per provider (and the cache written), and failures.
+
+    ``failed`` maps each provider that kept its previous offers to why (an error, or no valid
+    offer); ``dropped`` maps a provider to the offers refused as untrusted data, by reason;
+    ``refreshed`` lists the providers whose offers were replaced; ``cache`` is the file written
+    (None when nothing was written); ``warnings`` are lines worth printing (an unreadable cache).
+    """
 
     lines: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)
+    refreshed: list[str] = field(default_factory=list)
+    cache: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def summary(self) -> str:
-        return "\n".join(self.lines)
+        return "\n".join([*self.warnings, *self.lines])
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
     def raise_for_failures(self) -> None:
         if self.failed:
             raise ProviderError(", ".join(self.failed), "refresh failed; the cache keeps their previous offers")
 
 
-def _fetch(name: str) -> list[Offer] | ProviderError:
+def _base_catalog(result: RefreshResult) -> Catalog:
     try:
-        return fetch_offers(name)
-    except ProviderError as exc:
-        return exc
+        return choose_catalog(None)
+    except CatalogError as exc:
+        result.warnings.append(f"warning: {exc}; starting again from the bundled catalog")
+        return load_bundled_catalog()
 
 
-def refresh_catalog(providers: Sequence[str] | None = None, *, today: dt.date | None = None) -> RefreshResult:
+def _dropped_text(dropped: Counter[str]) -> str:
+    if not dropped:
+        return ""
+    reasons = ", ".join(f"{count} {reason}" for reason, count in sorted(dropped.items()))
+    return f"; dropped {sum(dropped.values())} untrusted offer(s): {reasons}"
+
+
+def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date, origin: str) -> Catalog:
+    """``base`` with each provider in ``fresh`` replaced by its live offers (see module docstring).
+
+    Every provider's ``as_of`` is written explicitly, so the catalog's own ``as_of`` (the day
+    the file was written) never dates a provider that was not refreshed. Pure.
+    """
+    infos: dict[str, ProviderInfo] = {}
+    for name, info in base.providers.items():
+        infos[name] = info if info.as_of is not None else info.model_copy(update={"as_of": base.as_of})
+    offers: list[Offer] = []
+    for offer in base.offers:
+        if offer.provider not in fresh:
+            offers.append(offer)
+        elif offer.purchase not in LISTED_PURCHASES:  # the live API does not list it: keep, dated
+            dated = infos.get(offer.provider)
+            offers.append(offer.model_copy(update={
+                "as_of": offer.as_of or (dated.as_of if dated else base.as_of),
+                "source": offer.source or f"{base.origin} catalog (the live API does not list this product)",
+            }))
+    for name, live in fresh.items():
+        offers.extend(live)
+        previous = infos.get(name)
+        kept = _LIVE_PREFIX.sub("", previous.source) if previous else ""
+        source = (f"Live offers from the {name} API on {today.isoformat()}. "
+                  + (f"Kept from before: {kept}" if kept else ""))
+        infos[name] = (previous.model_copy(update={"as_of": today, "source": source.strip()}) if previous
+                       else ProviderInfo(source=source.strip(), as_of=today))
+    return Catalog(as_of=today, origin=origin, providers=infos, offers=offers)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def refresh_catalog(
+    providers: Sequence[str] | None = None,
+    *,
+    today: dt.date | None = None,
+    clock: Callable[[], dt.date] | None = None,
+    fetch: Callable[[str], Fetched] | None = None,
+) -> RefreshResult:
     """Refresh ``providers`` (default: every live provider with a key set) and write the cache.
 
-    Providers are asked concurrently and independently: the cache is written with every
-    provider that answered, and the result lists those that failed (``raise_for_failures``).
-    Raises ProviderError before any request for an unknown provider or when no key is set.
+    Providers are asked concurrently and independently; see the module docstring for how the
+    answers are merged. ``today``/``clock`` date the refreshed providers (default: the UTC date);
+    ``fetch`` replaces ``fetch_offers`` (tests). Raises ProviderError before any request for an
+    unknown provider or when no key is set; a provider's failure is reported in the result.
     """
-    names = list(providers) if providers else [name for name in LIVE_PROVIDERS if _configured(name)]
+    names = list(dict.fromkeys(providers)) if providers else [n for n in LIVE_PROVIDERS if _configured(n)]
     unknown = [name for name in names if name not in LIVE_PROVIDERS]
     if unknown:
         raise ProviderError(unknown[0], f"live refresh is supported for {', '.join(LIVE_PROVIDERS)}")
     if not names:
         raise ProviderError("catalog", "no provider has an API key set; set e.g. LAMBDA_API_KEY or pass --provider")
-    base = choose_catalog(None)
     result = RefreshResult()
-    fresh: list[Offer] = []
+    base = _base_catalog(result)
+    fetcher = fetch or fetch_offers
+
+    def ask(name: str) -> Fetched | ProviderError:
+        try:
+            return fetcher(name)
+        except ProviderError as exc:
+            return exc
+
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        answers = dict(zip(names, pool.map(_fetch, names), strict=True))
+        answers = dict(zip(names, pool.map(ask, names), strict=True))
+    fresh: dict[str, list[Offer]] = {}
     for name, answer in answers.items():
         if isinstance(answer, ProviderError):
             result.failed[name] = answer.message
-            result.lines.append(f"{name}: failed: {answer.message}")
-        else:
-            fresh.extend(answer)
-            result.lines.append(f"{name}: {len(answer)} offers")
-    refreshed = [name for name in names if name not in result.failed]
-    if refreshed:
+            result.lines.append(f"{name}: failed: {answer.message}; kept its previous offers")
+            continue
+        if answer.dropped:
+            result.dropped[name] = dict(answer.dropped)
+        if not answer.offers:
+            why = "no valid offer" + _dropped_text(answer.dropped)
+            result.failed[name] = why
+            result.lines.append(f"{name}: failed: {why}; kept its previous offers")
+            continue
+        fresh[name] = answer.offers
+        result.lines.append(f"{name}: {len(answer.offers)} offers{_dropped_text(answer.dropped)}")
+    result.refreshed = list(fresh)
+    if fresh:
         path = cache_dir() / CACHE_FILE
-        stamp = today or dt.datetime.now(dt.UTC).date()
-        update = Catalog(as_of=stamp, origin=str(path), providers=base.providers, offers=fresh)
-        merged = merge_catalogs(base, update, refreshed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_catalog(merged), encoding="utf-8")
-        result.lines.append(f"wrote {path} ({len(merged.offers)} offers, as of {stamp})")
+        stamp = today or (clock() if clock else dt.datetime.now(dt.UTC).date())
+        merged = merge_refreshed(base, fresh, stamp, str(path))
+        write_atomically(path, dump_catalog(merged))
+        result.cache = path
+        result.lines.append(f"wrote {path} ({len(merged.offers)} offers, {', '.join(fresh)} as of {stamp})")
     return result
 
 
-__all__ = ["LIVE_PROVIDERS", "RefreshResult", "fetch_offers", "refresh_catalog"]
+__all__ = ["LIVE_PROVIDERS", "Fetched", "RefreshResult", "fetch_offers", "merge_refreshed", "refresh_catalog",
+           "write_atomically"]

@@ -11,9 +11,9 @@ import pytest
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.registry import get_provider
 
-from provisioner.catalog import load_catalog
+from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
-from provisioner.refresh import LIVE_PROVIDERS
+from provisioner.refresh import LIVE_PROVIDERS, LISTED_PURCHASES
 from provisioner.testing.fakes import make_fake, serve
 from tests.conftest import need_shared
 
@@ -49,15 +49,27 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
 
     cache = next(Path(p) for p in out.split() if p.endswith("catalog.json"))
     refreshed = load_catalog(cache)
-    assert refreshed.as_of == dt.datetime.now(dt.UTC).date()
+    today = dt.datetime.now(dt.UTC).date()
+    assert refreshed.as_of == today
+    bundled = load_bundled_catalog()
     for name in LIVE_PROVIDERS:
         live = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
                 for o in get_provider(name).list_offers(OfferQuery())}
         cached = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
-                  for o in refreshed.offers if o.provider == name}
+                  for o in refreshed.offers if o.provider == name and o.purchase in LISTED_PURCHASES}
         assert live and cached == live, name
-    # Providers that were not refreshed keep their bundled offers.
-    assert any(o.provider == "aws" for o in refreshed.offers)
+        assert refreshed.providers[name].as_of == today
+    # Products the live APIs do not list (Lambda 1-Click Clusters, RunPod Instant Clusters) are kept, dated.
+    unlisted = [o for o in bundled.offers if o.provider in LIVE_PROVIDERS and o.purchase not in LISTED_PURCHASES]
+    assert unlisted
+    kept = {(o.provider, o.instance_type, o.region): o for o in refreshed.offers}
+    for offer in unlisted:
+        copy = kept[(offer.provider, offer.instance_type, offer.region)]
+        assert copy.as_of == bundled.as_of and copy.source and "bundled" in copy.source
+        assert copy.price_per_hour_usd == offer.price_per_hour_usd
+    # Providers that were not refreshed keep their bundled offers and their own date.
+    assert _prices(refreshed.offers, "aws") == _prices(bundled.offers, "aws")
+    assert refreshed.providers["aws"].as_of == bundled.as_of != today
 
     spec = tmp_path / "spec.yaml"
     spec.write_text("name: fresh\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda, runpod, vastai]}\n"
@@ -99,8 +111,6 @@ def _prices(offers: object, provider: str) -> set[tuple[str, str, float]]:
 
 
 def test_refresh_one_provider_at_a_time_accumulates(fakes, capsys: pytest.CaptureFixture[str]) -> None:
-    from provisioner.catalog import load_bundled_catalog
-
     bundled = load_bundled_catalog().offers
     assert main(["catalog", "refresh", "--provider", "fluence"]) == 0
     out = capsys.readouterr().out
