@@ -13,7 +13,7 @@ from provisioner.providers.registry import get_provider
 
 from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
-from provisioner.refresh import LIVE_PROVIDERS, LISTED_PURCHASES
+from provisioner.refresh import LISTED_PURCHASES, LIVE_PROVIDERS
 from provisioner.testing.fakes import make_fake, serve
 from tests.conftest import need_shared
 

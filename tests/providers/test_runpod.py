@@ -340,3 +340,13 @@ def test_fake_runs_as_a_server() -> None:
         process.wait(timeout=10)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def test_a_listed_offer_is_created_from_its_offer_id(fake: RunPodFake) -> None:
+    """Offer ids write the GPU id's spaces as '+' (SAFE_ID); creating from one finds the GPU again."""
+    provider = adapter(fake)
+    offer = next(o for o in provider.list_offers(OfferQuery(gpu_models=("RTX4090",))) if o.gpus == 1)
+    assert offer.offer_id and " " not in offer.offer_id
+    node_spec = NodeSpec(name="a", instance_type=offer.instance_type, region=offer.region, offer_id=offer.offer_id)
+    (node,) = provider.create_nodes("o", [node_spec])
+    assert fake.pods[node.id]["gpu"]["id"] == offer.offer_id.replace("+", " ")
