@@ -115,10 +115,10 @@ def _tiered(tiers: Sequence[EgressTier], gb: float) -> float:
     for tier in tiers:
         ceiling = math.inf if tier.up_to_gb is None else tier.up_to_gb
         if gb > floor:
-            cost += (min(gb, ceiling) - floor) * tier.usd_per_gb
+            cost += (min(gb, ceiling) - floor) * float(tier.usd_per_gb)
         floor = max(floor, ceiling)
     if tiers and gb > floor:
-        cost += (gb - floor) * tiers[-1].usd_per_gb
+        cost += (gb - floor) * float(tiers[-1].usd_per_gb)
     return cost
 
 

@@ -8,11 +8,40 @@ cache hold them; the optimizer ranks them. Units are in the field names.
 from __future__ import annotations
 
 import datetime as dt
+import re
+from decimal import Decimal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.spec import Fabric
+
+SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}$"
+SAFE_ID = re.compile(SAFE_ID_PATTERN)
+"""The one rule for identifiers that come from outside (provider, instance type, region, zone,
+GPU model, offer id): a letter or digit, then up to 127 of ``A-Za-z0-9._:/+@-``. No spaces, no
+control characters, nothing a shell, cloud-init, slurm.conf or YAML would read as syntax. Catalog
+files (JSON and columnar), plan files and provider answers are all checked against it."""
+
+SafeId = Annotated[str, StringConstraints(pattern=SAFE_ID_PATTERN)]
+
+MAX_PRICE_PER_HOUR_USD = Decimal(10_000)
+"""Per node. The dearest real node (8x B200 on AWS) costs about 114 $/h; the engine's int64
+headroom is proved for this bound (provisioner.offer_table, "Overflow")."""
+MAX_RATE_USD = Decimal(1_000)
+"""Per GB (egress, ingress) or per GiB-hour (disk) or per GiB-month (shared storage)."""
+MAX_GPUS_PER_NODE = 64
+MAX_NODES_PER_OFFER = 100_000
+MAX_SIZE_GIB = 10_000_000.0
+MAX_BILLING_S = 31_622_400
+"""A year (366 days): the coarsest billing increment or minimum a catalog may state."""
+MAX_INTERRUPTIONS_PER_NODE_HOUR = 1_000.0
+
+Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False)]
+"""A price per node-hour: exact, above zero (a zero price is never ranked as free), bounded."""
+Rate = Annotated[Decimal, Field(ge=0, le=MAX_RATE_USD, allow_inf_nan=False)]
+Size = Annotated[float, Field(ge=0, le=MAX_SIZE_GIB, allow_inf_nan=False)]
 
 
 class Offer(BaseModel):
@@ -20,36 +49,39 @@ class Offer(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: str
-    instance_type: str
-    region: str
-    zone: str | None = None
-    offer_id: str | None = Field(None, description="Provider's own id (a Vast.ai ask id, ...).")
-    gpu_model: str = Field(description="Canonical name: H100, H200, A100, B200, GH200, L40S, RTX4090, ...")
-    gpus: int = Field(gt=0)
-    gpu_memory_gib: float = Field(gt=0, description="Memory per GPU.")
-    vcpus: int = Field(gt=0)
-    memory_gib: float = Field(gt=0)
-    local_nvme_gib: float = Field(0, ge=0)
+    provider: SafeId
+    instance_type: SafeId
+    region: SafeId
+    zone: SafeId | None = None
+    offer_id: SafeId | None = Field(None, description="Provider's own id (a Vast.ai ask id, ...).")
+    gpu_model: SafeId = Field(description="Canonical name: H100, H200, A100, B200, GH200, L40S, RTX4090, ...")
+    gpus: int = Field(gt=0, le=MAX_GPUS_PER_NODE)
+    gpu_memory_gib: float = Field(gt=0, le=MAX_SIZE_GIB, allow_inf_nan=False, description="Memory per GPU.")
+    vcpus: int = Field(gt=0, le=1_000_000)
+    memory_gib: float = Field(gt=0, le=MAX_SIZE_GIB, allow_inf_nan=False)
+    local_nvme_gib: Size = 0
     fabric: Fabric = Fabric.ETHERNET
-    fabric_gbps: float = Field(0, ge=0, description="Inter-node bandwidth per node.")
-    price_per_hour_usd: float | None = Field(None, ge=0, description="On-demand; None if not sold.")
-    spot_price_per_hour_usd: float | None = Field(None, ge=0, description="Spot/interruptible; None if not sold.")
-    billing_increment_s: int = Field(1, gt=0, description="Usage is rounded up to this step.")
-    billing_minimum_s: int = Field(0, ge=0, description="Minimum billed time per node.")
-    egress_usd_per_gb: float = Field(0, ge=0, description="Internet egress out of this offer.")
-    ingress_usd_per_gb: float = Field(0, ge=0, description="Internet ingress into this offer.")
-    disk_usd_per_gib_hour: float = Field(0, ge=0, description="Extra charge per GiB of local disk used.")
+    fabric_gbps: float = Field(0, ge=0, le=1_000_000, allow_inf_nan=False, description="Inter-node bandwidth per node.")
+    price_per_hour_usd: Price | None = Field(None, description="On-demand, exact; None if not sold.")
+    spot_price_per_hour_usd: Price | None = Field(None, description="Spot/interruptible, exact; None if not sold.")
+    billing_increment_s: int = Field(1, gt=0, le=MAX_BILLING_S, description="Usage is rounded up to this step.")
+    billing_minimum_s: int = Field(0, ge=0, le=MAX_BILLING_S, description="Minimum billed time per node.")
+    egress_usd_per_gb: Rate = Field(Decimal(0), description="Internet egress out of this offer.")
+    ingress_usd_per_gb: Rate = Field(Decimal(0), description="Internet ingress into this offer.")
+    disk_usd_per_gib_hour: Rate = Field(Decimal(0), description="Extra charge per GiB of local disk used.")
     interruptions_per_node_hour: float = Field(
-        ge=0, description="Expected unplanned interruptions per node-hour, on-demand."
+        ge=0, le=MAX_INTERRUPTIONS_PER_NODE_HOUR, allow_inf_nan=False,
+        description="Expected unplanned interruptions per node-hour, on-demand (an estimate, not money).",
     )
     spot_interruptions_per_node_hour: float | None = Field(
-        None, ge=0, description="Expected reclaims per node-hour when bought as spot."
+        None, ge=0, le=MAX_INTERRUPTIONS_PER_NODE_HOUR, allow_inf_nan=False,
+        description="Expected reclaims per node-hour when bought as spot.",
     )
     interruption_basis: str = Field(description="Where the interruption estimates come from.")
-    reliability: float = Field(0.99, ge=0, le=1, description="Host/provider reliability score.")
-    max_nodes: int = Field(1, gt=0, description="Most nodes in one placement group / cluster.")
-    min_nodes: int = Field(1, gt=0, description="Fewest nodes the provider sells this as (cluster products).")
+    reliability: float = Field(0.99, ge=0, le=1, allow_inf_nan=False, description="Host/provider reliability score.")
+    max_nodes: int = Field(1, gt=0, le=MAX_NODES_PER_OFFER, description="Most nodes in one placement group / cluster.")
+    min_nodes: int = Field(1, gt=0, le=MAX_NODES_PER_OFFER,
+                           description="Fewest nodes the provider sells this as (cluster products).")
     purchase: Purchase = Field(Purchase.INSTANCE, description="How it is bought; reservation/sales are quote-only.")
     bootstrap: Bootstrap = Field(Bootstrap.CLOUD_INIT, description="How a node runs the cluster bootstrap.")
     network: Network = Field(Network.PRIVATE, description="How nodes of one cluster reach each other.")
@@ -67,8 +99,9 @@ class Offer(BaseModel):
 class EgressTier(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    up_to_gb: float | None = Field(None, description="Upper bound of this tier; None (or absent) for the last tier.")
-    usd_per_gb: float = Field(ge=0)
+    up_to_gb: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False,
+                                   description="Upper bound of this tier; None (or absent) for the last tier.")
+    usd_per_gb: Rate
 
 
 class ProviderInfo(BaseModel):
@@ -81,13 +114,13 @@ class ProviderInfo(BaseModel):
     internet_egress_tiers: list[EgressTier] = Field(
         default_factory=list, description="Tiered internet egress for data leaving this provider."
     )
-    free_egress_gb: float = Field(0, ge=0, description="Free internet egress per month.")
-    inter_region_usd_per_gb: float = Field(0, ge=0, description="Transfer between two of its regions.")
-    shared_storage_usd_per_gib_month: float | None = Field(
-        None, ge=0, description="Managed shared filesystem price; None if it has none."
+    free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False, description="Free internet egress per month.")
+    inter_region_usd_per_gb: Rate = Field(Decimal(0), description="Transfer between two of its regions.")
+    shared_storage_usd_per_gib_month: Rate | None = Field(
+        None, description="Managed shared filesystem price; None if it has none."
     )
     shared_storage_kind: str | None = Field(None, description="FSx for Lustre, Filestore, ...")
-    boot_minutes: float = Field(5, ge=0, description="Typical time from create to usable node.")
+    boot_minutes: float = Field(5, ge=0, le=10_000, allow_inf_nan=False, description="Typical time from create to usable node.")
     egress_note: str = ""
 
 
@@ -98,8 +131,19 @@ class Catalog(BaseModel):
 
     as_of: dt.date
     origin: str = "bundled"
-    providers: dict[str, ProviderInfo]
+    providers: dict[SafeId, ProviderInfo]
     offers: list[Offer]
 
 
-__all__ = ["Catalog", "EgressTier", "Offer", "ProviderInfo"]
+__all__ = [
+    "MAX_PRICE_PER_HOUR_USD",
+    "SAFE_ID",
+    "SAFE_ID_PATTERN",
+    "Catalog",
+    "EgressTier",
+    "Offer",
+    "Price",
+    "ProviderInfo",
+    "Rate",
+    "SafeId",
+]

@@ -248,7 +248,7 @@ def rank_table(spec: ClusterSpec, table: OfferTable, provider_infos: Mapping[str
     storage_usd = nodes * (nvme_gib * hours) * table.disk_usd_per_gib_hour
     if SharedFsKind(shared.kind) == SharedFsKind.MANAGED:
         price = np.array(
-            [math.nan if i.shared_storage_usd_per_gib_month is None else i.shared_storage_usd_per_gib_month
+            [math.nan if i.shared_storage_usd_per_gib_month is None else float(i.shared_storage_usd_per_gib_month)
              for i in infos], dtype=np.float64,
         )
         fails.append((Stage.SHARED_STORAGE, np.isnan(price)[prov]))
@@ -337,7 +337,7 @@ def _egress_usd(
             usd = leave + ingress
             if source in table.providers:
                 same_provider = prov == table.providers.index(source)
-                usd = np.where(same_provider, data_gb * info.inter_region_usd_per_gb, usd)
+                usd = np.where(same_provider, data_gb * float(info.inter_region_usd_per_gb), usd)
                 if source_region in table.regions:
                     same_place = same_provider & (table.region_idx == table.regions.index(source_region))
                     usd = np.where(same_place, 0.0, usd)

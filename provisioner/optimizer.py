@@ -14,8 +14,9 @@ Pure: no I/O, no clock, no environment reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
-from provisioner.costs import Candidate, Stage, price_offers, ranked, rejected
+from provisioner.costs import Candidate, Stage, ranked, rejected
 from provisioner.errors import NoFeasibleOfferError, Rejection
 from provisioner.offer import Catalog, Offer
 from provisioner.plan import CostBreakdown, Option, PlanResult, RejectedOffer
@@ -61,8 +62,6 @@ def price_candidates(
     spec: ClusterSpec, offers: Sequence[Offer], catalog: Catalog, numpy_min_offers: int = NUMPY_MIN_OFFERS
 ) -> list[Candidate]:
     """``costs.price_offers``, or its vectorized twin when there are ``numpy_min_offers`` or more."""
-    if len(offers) < numpy_min_offers:
-        return price_offers(spec, offers, catalog.providers)
     from provisioner.offer_table import OfferTable, rank_table
 
     return rank_table(spec, OfferTable.from_offers(offers), catalog.providers).candidates()
@@ -71,13 +70,15 @@ def price_candidates(
 def option(rank: int, offer: Offer, c: Candidate) -> Option:
     """The ``Option`` model for a feasible candidate."""
     cost = CostBreakdown(
-        compute=c.compute_cents / 100,
-        storage=c.storage_cents / 100,
-        egress=c.egress_cents / 100,
-        interruption=c.interruption_cents / 100,
-        total=c.total_cents / 100,
-        boot_usd=c.boot_cents / 100,
+        compute=Decimal(c.compute_cents) / 100,
+        storage=Decimal(c.storage_cents) / 100,
+        egress=Decimal(c.egress_cents) / 100,
+        interruption=Decimal(c.interruption_cents) / 100,
+        total=Decimal(c.total_cents) / 100,
+        boot_usd=Decimal(c.boot_cents) / 100,
     )
+    price = offer.spot_price_per_hour_usd if c.spot else offer.price_per_hour_usd
+    hourly = c.nodes * (price or Decimal(0))
     return Option(
         rank=rank,
         provider=offer.provider,
@@ -88,7 +89,12 @@ def option(rank: int, offer: Offer, c: Candidate) -> Option:
         gpus_per_node=offer.gpus,
         nodes=c.nodes,
         spot=c.spot,
-        hourly_usd=round(c.hourly_usd, 4),
+        purchase=offer.purchase,
+        bootstrap=offer.bootstrap,
+        network=offer.network,
+        hourly_usd=hourly,
+        usd_per_gpu_hour=(hourly / (c.nodes * offer.gpus)).quantize(Decimal("0.000001")),
+        as_of=offer.as_of,
         cost=cost,
         expected_interruptions=round(c.expected_interruptions, 6),
         offer=offer,

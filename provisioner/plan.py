@@ -11,51 +11,100 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Literal
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, Rejection
-from provisioner.offer import Offer
+from provisioner.offer import Offer, SafeId
 from provisioner.spec import ClusterSpec
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+"""2: money is exact decimal text; options say how they are bought, booted and networked."""
+
+MICRO_USD = Decimal("0.000001")
+Money = Annotated[Decimal, Field(ge=0, le=Decimal("1e15"), allow_inf_nan=False)]
+"""USD, exact. Totals are whole cents; hourly prices keep the catalog's written decimals."""
 
 
 class CostBreakdown(BaseModel):
-    """Expected USD for the whole run. ``total`` is the sum of the four parts.
+    """Expected USD for the whole run, each term a whole number of cents. ``total`` is the sum of the four.
 
     ``compute`` includes the paid boot/bootstrap time (``boot_usd`` says how much of it).
+    Rounding rules: docs/cost-model.md, "Rounding".
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    compute: float
-    storage: float
-    egress: float
-    interruption: float
-    total: float
-    boot_usd: float = Field(0, description="Part of compute paid while nodes boot and bootstrap.")
+    compute: Money
+    storage: Money
+    egress: Money
+    interruption: Money
+    total: Money
+    boot_usd: Money = Field(Decimal(0), description="Part of compute paid while nodes boot and bootstrap.")
 
 
 class Option(BaseModel):
-    """One feasible way to build the cluster, priced."""
+    """One feasible, buyable way to build the cluster, priced."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    rank: int
-    provider: str
-    region: str
-    zone: str | None
-    instance_type: str
-    gpu_model: str
+    rank: int = Field(ge=1)
+    provider: SafeId
+    region: SafeId
+    zone: SafeId | None
+    instance_type: SafeId
+    gpu_model: SafeId
+    gpus_per_node: int = Field(gt=0)
+    nodes: int = Field(gt=0)
+    spot: bool
+    purchase: Purchase = Purchase.INSTANCE
+    bootstrap: Bootstrap = Bootstrap.CLOUD_INIT
+    network: Network = Network.PRIVATE
+    hourly_usd: Money = Field(description="Whole cluster, per hour (nodes x the offer's price, exact).")
+    usd_per_gpu_hour: Money = Field(description="hourly_usd / GPUs, rounded half-even to 1e-6 USD.")
+    cost: CostBreakdown
+    expected_interruptions: float = Field(ge=0, allow_inf_nan=False)
+    as_of: dt.date | None = Field(None, description="Price date of this offer (its own, else its provider's).")
+    offer: Offer
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_gpu_hour(cls, data: Any) -> Any:
+        """``usd_per_gpu_hour`` is derived when not given: hourly / GPUs, half-even to 1e-6 USD."""
+        if isinstance(data, dict) and data.get("usd_per_gpu_hour") is None:
+            try:
+                gpus = int(data["gpus_per_node"]) * int(data["nodes"])
+                hourly = Decimal(str(data["hourly_usd"]))
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                return data  # the field validators say what is wrong
+            if gpus > 0 and hourly.is_finite():
+                data = {**data, "usd_per_gpu_hour": per_gpu_hour(hourly, gpus)}
+        return data
+
+
+def per_gpu_hour(hourly_usd: Decimal, gpus: int) -> Decimal:
+    """USD per GPU-hour, rounded half-even to a millionth of a dollar (docs/cost-model.md, "Rounding")."""
+    return (hourly_usd / gpus).quantize(MICRO_USD, rounding=ROUND_HALF_EVEN)
+
+
+class Quote(BaseModel):
+    """A product that fits the spec but is bought through a reservation or sales: listed, never ranked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: SafeId
+    instance_type: SafeId
+    region: SafeId
+    gpu_model: SafeId
     gpus_per_node: int
     nodes: int
-    spot: bool
-    hourly_usd: float = Field(description="Whole cluster, per hour.")
-    cost: CostBreakdown
-    expected_interruptions: float
-    offer: Offer
+    purchase: Purchase
+    hourly_usd: Money | None = Field(None, description="Cluster list price per hour when published.")
+    how_to_obtain: str | None = None
+    as_of: dt.date | None = None
 
 
 class RejectedOffer(BaseModel):
@@ -66,6 +115,8 @@ class RejectedOffer(BaseModel):
     region: str
     reason: str
     field: str = ""
+    stage: int = 0
+    stage_name: str = ""
 
     @classmethod
     def of(cls, rejection: Rejection) -> RejectedOffer:
@@ -75,19 +126,43 @@ class RejectedOffer(BaseModel):
             region=rejection.region,
             reason=rejection.reason,
             field=rejection.field,
+            stage=rejection.stage,
+            stage_name=getattr(rejection, "stage_name", ""),
         )
 
 
+class RejectionGroup(BaseModel):
+    """Rejections sharing one (stage, spec field, reason): how many, and at most three examples."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    stage: int
+    stage_name: str
+    field: str
+    reason: str
+    count: int = Field(ge=1)
+    examples: list[RejectedOffer] = Field(default_factory=list, max_length=3)
+
+
 class PlanResult(BaseModel):
-    """Every feasible option ranked by expected total cost, and every rejection with its reason."""
+    """The best ``keep`` buyable options ranked by expected total, the quote-only products, and why the rest failed.
+
+    ``feasible_count`` counts every feasible option (``options`` holds the best of them).
+    ``rejection_groups`` is furthest stage first, then count; ``rejected`` lists every
+    rejection only when ``resolve_plan(..., explain=True)``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     spec: ClusterSpec
     catalog_as_of: dt.date
     catalog_origin: str
+    provider_as_of: dict[str, dt.date] = Field(default_factory=dict)
     options: list[Option]
-    rejected: list[RejectedOffer]
+    feasible_count: int = 0
+    quotes: list[Quote] = Field(default_factory=list)
+    rejection_groups: list[RejectionGroup] = Field(default_factory=list)
+    rejected: list[RejectedOffer] = Field(default_factory=list)
 
     def best_per_provider(self) -> list[Option]:
         seen: dict[str, Option] = {}
@@ -96,9 +171,14 @@ class PlanResult(BaseModel):
         return list(seen.values())
 
     def to_plan(self, rank: int = 1) -> Plan:
-        """Freeze option ``rank`` into a Plan. Raises PlanError if there is no such option."""
+        """Freeze option ``rank`` into a Plan. Raises PlanError if there is no such option.
+
+        Quote-only products are never in ``options``, so they can never become a Plan.
+        """
         for option in self.options:
             if option.rank == rank:
+                if option.purchase.quote_only:  # unreachable through resolve_plan; kept as the contract
+                    raise PlanError(f"option {rank} is quote-only ({option.purchase.value}); it cannot be planned")
                 return Plan(
                     spec=self.spec,
                     option=option,
@@ -108,13 +188,29 @@ class PlanResult(BaseModel):
         raise PlanError(f"no option ranked {rank} (there are {len(self.options)})")
 
 
+COST_TERMS = ("compute", "storage", "egress", "interruption")
+
+
+def decided_by(first: Option, second: Option) -> str:
+    """The cost term that made the difference between two options: where ``first`` saves the most.
+
+    One of ``compute``, ``storage``, ``egress``, ``interruption``; ties go to the earlier term.
+    When the totals are equal the ranking's tie-breaks decided: ``hourly price`` when the
+    cluster hourly prices differ, else ``tie-break``.
+    """
+    if first.cost.total == second.cost.total:
+        return "hourly price" if first.hourly_usd != second.hourly_usd else "tie-break"
+    savings = {term: getattr(second.cost, term) - getattr(first.cost, term) for term in COST_TERMS}
+    return max(COST_TERMS, key=lambda term: (savings[term], -COST_TERMS.index(term)))
+
+
 class Plan(BaseModel):
     """A priced, reviewable decision. Versioned; never holds a secret."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Literal["provisioner.plan"] = "provisioner.plan"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     spec: ClusterSpec
     option: Option
     catalog_as_of: dt.date
@@ -146,11 +242,17 @@ def load_plan(path: Path) -> Plan:
 
 __all__ = [
     "PLAN_VERSION",
+    "COST_TERMS",
     "CostBreakdown",
+    "Money",
     "Option",
     "Plan",
     "PlanResult",
+    "Quote",
     "RejectedOffer",
+    "RejectionGroup",
+    "decided_by",
+    "per_gpu_hour",
     "load_plan",
     "save_plan",
 ]

@@ -125,7 +125,7 @@ def test_save_plan_writes_a_frozen_plan(tmp_path: Path, capsys: pytest.CaptureFi
     code, _, err = run_cli(["plan", str(EXAMPLE_FILES[0]), "--save-plan", str(target)], capsys)
     assert code == 0, err
     plan = load_plan(target)
-    assert plan.version == 1 and plan.option.rank == 1
+    assert plan.version == 2 and plan.option.rank == 1
     assert plan.spec == load_spec(EXAMPLE_FILES[0])
 
 

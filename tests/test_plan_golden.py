@@ -30,14 +30,14 @@ def test_plan_matches_golden_and_round_trips(path: Path, tmp_path: Path) -> None
     save_plan(plan, saved)
     assert load_plan(saved) == plan
     doc = json.loads(saved.read_text())
-    assert doc["kind"] == "provisioner.plan" and doc["version"] == 1
+    assert doc["kind"] == "provisioner.plan" and doc["version"] == 2
     assert doc["option"]["rank"] == 1
 
 
 def test_plan_files_reject_tampering(tmp_path: Path) -> None:
     plan = resolve_plan(load_spec(EXAMPLE_PATHS[0]), load_bundled_catalog()).to_plan()
     doc = json.loads(plan.dumps())
-    doc["version"] = 2
+    doc["version"] = 99
     bad = tmp_path / "plan.json"
     bad.write_text(json.dumps(doc))
     with pytest.raises(PlanError, match=r"plan.json: not a valid plan file: version"):
