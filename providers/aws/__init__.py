@@ -1,0 +1,41 @@
+"""AWS adapter: ``AWSProvider`` over EC2, the Pricing API and Service Quotas (boto3).
+
+``CAPABILITIES`` is what the adapter can create today, each proven by the contract suite
+against the AWS fake (``provisioner.testing.fakes.aws_ec2``, EC2 answered by moto):
+
+- on-demand and spot instances (``InstanceMarketOptions`` spot, one-time, terminate);
+- several instances per cluster in the region's default VPC: they reach each other at
+  their private addresses;
+- cloud-init user data and an imported SSH key pair at launch; tags at launch
+  (``TagSpecifications``) carrying the cluster id, node name, owner and expiry.
+
+Not declared (no proof in the contract suite yet, see docs/aws-gcp.md): placement groups,
+EFA interfaces (``FABRIC_EFA``), self-termination. Credentials come from boto3's standard
+chain (environment, profile, SSO, instance role), never from an API key. boto3 is imported
+by ``client.py`` only, so importing this package stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
+    Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS,
+})
+
+if TYPE_CHECKING:
+    from provisioner.providers.aws.provider import AWSProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AWSProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.aws.provider import AWSProvider
+
+        return AWSProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "AWSProvider"]

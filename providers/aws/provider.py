@@ -1,0 +1,395 @@
+"""``AWSProvider``: EC2 GPU instances behind the common Provider interface.
+
+How the contract maps onto EC2:
+
+- Offers: one per (GPU instance type, availability zone where it is offered), from
+  DescribeInstanceTypes (GPU, EFA, NVMe facts), DescribeInstanceTypeOfferings, the latest
+  DescribeSpotPriceHistory price of that zone and the Pricing API's on-demand price (exact,
+  Decimal). A type with neither price is not offered. Fabric ``efa`` where the type supports
+  EFA, with the sum of its network cards' bandwidth.
+- Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
+  the tag ``provisioner-node=<name>`` (also ``Name=<cluster_id>-<name>``). Owner and expiry
+  go on as ``provisioner-owner`` / ``provisioner-expires`` when known, so ``gc`` finds them.
+- One RunInstances per node (MinCount = MaxCount = 1), with
+  ``InstanceInitiatedShutdownBehavior=terminate`` so a TTL's ``shutdown`` stops billing.
+  Create is idempotent on (cluster, node name): nodes already tagged are not launched again.
+  A launch whose answer is lost (timeout, 5xx) is never retried: the cluster is re-listed
+  and the instance tagged with that node is adopted; if none appeared the error is raised.
+- All-or-nothing: on any failure the instances this call launched are terminated and the
+  error is raised with what was tried; if that fails too, the error lists the ids left and
+  the ``aws ec2 terminate-instances`` command that removes them.
+- Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
+  stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
+- ``check_quota`` / ``quota_shortfalls`` read Service Quotas (see ``quotas``) before a purchase.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from provisioner.providers import settings
+from provisioner.providers.adapter import require_capabilities
+from provisioner.providers.aws import CAPABILITIES
+from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.models import (
+    GpuInstanceType,
+    gpu_instance_type,
+    latest_spot_prices,
+    on_demand_price,
+    tag_map,
+    zones_by_type,
+)
+from provisioner.providers.aws.quotas import QuotaShortfall, check_quota, quota_code, shortfall
+from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.screening import OfferScreen
+
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.offer import Offer
+from provisioner.spec import Fabric
+
+log = logging.getLogger("provisioner.providers.aws")
+
+NODE_TAG = "provisioner-node"
+OWNER_TAG = "provisioner-owner"
+EXPIRES_TAG = "provisioner-expires"
+DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
+"""Regions asked when neither the query nor ``PROVISIONER_AWS_REGIONS`` names any."""
+DEFAULT_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
+"""Amazon-owned GPU image looked up when a node names none (dstack uses the same family)."""
+BILLING_INCREMENT_S, BILLING_MINIMUM_S = 1, 60  # per-second Linux billing, 60 s minimum (bundled catalog)
+
+_STATUS = {
+    "pending": NodeStatus.PENDING,
+    "running": NodeStatus.RUNNING,
+    "shutting-down": NodeStatus.STOPPING,
+    "stopping": NodeStatus.STOPPING,
+    "stopped": NodeStatus.STOPPING,
+    "terminated": NodeStatus.TERMINATED,
+}
+_LIVE = ["pending", "running", "stopping", "stopped"]
+_PRICE_FILTERS = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"),
+                  ("capacitystatus", "Used"))
+
+
+@lru_cache(maxsize=1)
+def _catalog_templates() -> tuple[dict[str, Offer], Offer | None]:
+    """The bundled catalog's AWS offers by instance type (interruption rates, egress, max nodes)
+    and one typical offer for types the catalog does not know."""
+    try:
+        from provisioner.catalog import load_bundled_catalog
+
+        offers = [o for o in load_bundled_catalog().offers if o.provider == "aws"]
+    except Exception:  # the catalog is optional context, never a reason to fail listing
+        offers = []
+    if not offers:
+        return {}, None
+    typical = sorted(offers, key=lambda o: o.interruptions_per_node_hour)[len(offers) // 2]
+    return {o.instance_type: o for o in offers}, typical
+
+
+def key_name(public_key: str) -> str:
+    """Stable key-pair name derived from the key material, reused across runs."""
+    material = " ".join(public_key.split()[:2])
+    return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
+
+
+class AWSProvider:
+    """EC2 adapter. ``session`` is a ``boto3.Session`` (default: boto3's standard credential
+    chain); ``endpoint_url`` (or ``PROVISIONER_AWS_API_URL``) points every service at one URL;
+    ``regions`` (or ``PROVISIONER_AWS_REGIONS``, comma-separated) are listed and searched."""
+
+    name: ClassVar[str] = "aws"
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
+
+    def __init__(self, session: Any = None, *, regions: Sequence[str] | None = None, endpoint_url: str | None = None,
+                 limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None,
+                 image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0) -> None:
+        env_regions = [r.strip() for r in os.environ.get("PROVISIONER_AWS_REGIONS", "").split(",") if r.strip()]
+        self.regions: tuple[str, ...] = tuple(regions or env_regions or DEFAULT_REGIONS)
+        self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
+        self.client = AWSClient(session, endpoint_url=self.endpoint_url, limits=limits, timeout_s=timeout_s,
+                                retry=retry)
+        self.image_id = image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None
+        self.owner = owner
+        self.poll_interval_s = poll_interval_s
+        self.dropped_offers: dict[str, int] = {}
+        self._cluster_regions: dict[str, set[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"AWSProvider(regions={list(self.regions)!r}, endpoint_url={self.endpoint_url!r})"
+
+    def close(self) -> None:
+        self.client.close()
+
+    # ----- read-only ------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raise CredentialsError unless EC2 accepts the credentials (one DescribeRegions)."""
+        self.client.caller_identity(self.regions[0])
+
+    def gpu_types(self, region: str, instance_types: list[str] | None = None) -> list[GpuInstanceType]:
+        """GPU instance types sold in ``region`` (NVIDIA only), sorted by name."""
+        found = (gpu_instance_type(item) for item in self.client.describe_instance_types(region, instance_types))
+        return sorted((t for t in found if t is not None), key=lambda t: t.instance_type)
+
+    def on_demand_prices(self, region: str, instance_types: Iterable[str]) -> dict[str, Decimal]:
+        """Linux on-demand USD/hour per type in ``region`` from the Pricing API (exact)."""
+        prices: dict[str, Decimal] = {}
+        for instance_type in instance_types:
+            filters = [{"Field": f, "Value": v} for f, v in
+                       (("instanceType", instance_type), ("regionCode", region), *_PRICE_FILTERS)]
+            for item in self.client.get_products(filters):
+                parsed = on_demand_price(item)
+                if parsed and parsed[0] == instance_type and parsed[1] == region:
+                    prices[instance_type] = min(parsed[2], prices.get(instance_type, parsed[2]))
+        return prices
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """One offer per (GPU type, zone) with a price; see the module docstring. Read-only."""
+        wanted = {g.upper() for g in query.gpu_models}
+        offers: list[Offer] = []
+        dropped: dict[str, int] = {}
+        for region in query.regions or self.regions:
+            types = [t for t in self.gpu_types(region)
+                     if (not wanted or t.gpu_model in wanted) and t.gpus >= query.min_gpus]
+            if not types:
+                continue
+            names = [t.instance_type for t in types]
+            zones = zones_by_type(self.client.describe_instance_type_offerings(region, names))
+            spot = latest_spot_prices(self.client.describe_spot_price_history(region, names)) \
+                if query.spot is not False else {}
+            on_demand = self.on_demand_prices(region, names) if query.spot is not True else {}
+            screen = OfferScreen(self.name)
+            offers += screen.build(types, functools.partial(self._offers, region=region, zones=zones,
+                                                            on_demand=on_demand, spot=spot, query=query))
+            for reason, count in screen.dropped.items():
+                dropped[reason] = dropped.get(reason, 0) + count
+        self.dropped_offers = dropped
+        return sorted((o for o in offers if o.reliability >= query.min_reliability), key=lambda o: o.key)
+
+    def _offers(self, kind: GpuInstanceType, *, region: str, zones: dict[str, list[str]],
+                on_demand: dict[str, Decimal], spot: dict[tuple[str, str], Decimal], query: OfferQuery) -> list[Offer]:
+        by_type, typical = _catalog_templates()
+        template = by_type.get(kind.instance_type, typical)
+        made = []
+        for zone in zones.get(kind.instance_type, []):
+            price = on_demand.get(kind.instance_type)
+            spot_price = spot.get((kind.instance_type, zone)) if kind.spot_supported else None
+            if (query.spot is True and spot_price is None) or (query.spot is False and price is None):
+                continue
+            if price is None and spot_price is None:
+                continue
+            made.append(Offer(
+                provider=self.name, instance_type=kind.instance_type, region=region, zone=zone,
+                gpu_model=kind.gpu_model, gpus=kind.gpus, gpu_memory_gib=kind.gpu_memory_gib, vcpus=kind.vcpus,
+                memory_gib=kind.memory_gib, local_nvme_gib=kind.local_nvme_gib,
+                fabric=Fabric.EFA if kind.efa_supported else Fabric.ETHERNET, fabric_gbps=kind.network_gbps,
+                price_per_hour_usd=price, spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
+                billing_increment_s=BILLING_INCREMENT_S, billing_minimum_s=BILLING_MINIMUM_S,
+                egress_usd_per_gb=template.egress_usd_per_gb if template else 0,
+                interruptions_per_node_hour=template.interruptions_per_node_hour if template else 0.000158,
+                spot_interruptions_per_node_hour=template.spot_interruptions_per_node_hour if template else None,
+                interruption_basis=template.interruption_basis if template else "documented default",
+                max_nodes=(template.max_nodes if template and template.instance_type == kind.instance_type
+                           else 64 if kind.efa_supported else 16),
+                purchase=Purchase.INSTANCE, bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE))
+        return made
+
+    # ----- quotas ---------------------------------------------------------------------------
+    def quota_vcpus(self, region: str, code: str) -> float | None:
+        """The quota's value in vCPUs; None when Service Quotas does not know the code there."""
+        try:
+            return float(self.client.get_service_quota(region, code).get("Value"))  # type: ignore[arg-type]
+        except ProviderAPIError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        except TypeError:
+            return None
+
+    def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[QuotaShortfall]:
+        """For (instance type, region, node count, spot) requests, those that exceed their vCPU
+        quota: each names the quota code and the command that asks for more. Read-only."""
+        found = []
+        for instance_type, region, count, spot in requests:
+            kinds = self.gpu_types(region, [instance_type])
+            if not kinds:
+                continue
+            code = quota_code(instance_type, spot)
+            if code is None:
+                continue
+            short = shortfall(instance_type, region, kinds[0].vcpus, count, spot, self.quota_vcpus(region, code))
+            if short is not None:
+                found.append(short)
+        return found
+
+    def check_quota(self, instance_type: str, region: str, count: int, spot: bool) -> None:
+        """Raise QuotaError (quota code + increase command) when ``count`` nodes exceed the quota."""
+        kinds = self.gpu_types(region, [instance_type])
+        if kinds:
+            check_quota(self.quota_vcpus, instance_type, region, kinds[0].vcpus, count, spot)
+
+    # ----- SSH keys -------------------------------------------------------------------------
+    def ensure_ssh_key(self, name: str, public_key: str, region: str | None = None) -> str:
+        """Import ``public_key`` as key pair ``name`` in ``region`` unless it exists."""
+        region = region or self.regions[0]
+        if self.client.describe_key_pairs(region, [name]):
+            return name
+        return self.client.import_key_pair(region, name, public_key, [{"Key": "provisioner", "Value": "ssh-key"}])
+
+    # ----- create ---------------------------------------------------------------------------
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
+
+        Blocks for the API calls only (not for boot). Raises PlanError (before any request) for
+        what the adapter cannot create, CapacityError, QuotaError, CredentialsError,
+        RateLimitError or ProviderAPIError.
+        """
+        require_capabilities(self.name, self.capabilities, nodes)
+        names = [n.name for n in nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique within a cluster")
+        self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
+        made: list[tuple[str, str]] = []
+        tried = ""
+        try:
+            for region in sorted({n.region for n in nodes}):
+                present = {tag_map(i).get(NODE_TAG) for i in self._members(cluster_id, region, live=True)}
+                for spec in (n for n in nodes if n.region == region and n.name not in present):
+                    tried = f"1 x {spec.instance_type} in {spec.region}{f' ({spec.zone})' if spec.zone else ''}"
+                    made.append((region, self._launch(cluster_id, spec)))
+        except ProviderError as exc:
+            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} new node(s) made)"
+            raise self._rolled_back(exc, made, what) from None
+        wanted = set(names)
+        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+
+    def _launch(self, cluster_id: str, spec: NodeSpec) -> str:
+        params = self._run_params(cluster_id, spec)
+        try:
+            (instance,) = self.client.run_instances(spec.region, params)
+            return str(instance["InstanceId"])
+        except ProviderAPIError as exc:
+            if exc.status and exc.status < 500:
+                raise
+            appeared = [i for i in self._members(cluster_id, spec.region, live=True)
+                        if tag_map(i).get(NODE_TAG) == spec.name]
+            if not appeared:
+                raise
+            log.warning("aws: RunInstances answer lost (%s); adopting %s", exc.detail, appeared[0]["InstanceId"])
+            return str(appeared[0]["InstanceId"])
+
+    def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
+        tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name,
+                "Name": f"{cluster_id}-{spec.name}"}
+        if self.owner and OWNER_TAG not in tags:
+            tags[OWNER_TAG] = self.owner
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        params: dict[str, Any] = {
+            "ImageId": self._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
+            "InstanceInitiatedShutdownBehavior": "terminate",
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list},
+                                  {"ResourceType": "volume", "Tags": tag_list}],
+        }
+        if spec.zone:
+            params["Placement"] = {"AvailabilityZone": spec.zone}
+        if spec.user_data:
+            params["UserData"] = spec.user_data  # boto3 base64-encodes it
+        if spec.ssh_public_key:
+            params["KeyName"] = self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key, spec.region)
+        if spec.spot:
+            options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
+            if spec.bid_usd_per_hour is not None:
+                options["MaxPrice"] = str(spec.bid_usd_per_hour)
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
+        return params
+
+    def _image(self, spec: NodeSpec) -> str:
+        if spec.image or self.image_id:
+            return str(spec.image or self.image_id)
+        images = self.client.describe_images(spec.region, [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]},
+                                                           {"Name": "state", "Values": ["available"]}], ["amazon"])
+        if not images:
+            raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's image "
+                            "or PROVISIONER_AWS_IMAGE_ID")
+        return str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
+
+    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
+        if not made:
+            return self._with_context(exc, tried)
+        left: list[tuple[str, str]] = []
+        for region in sorted({r for r, _ in made}):
+            ids = [i for r, i in made if r == region]
+            try:
+                self._terminate(region, ids)
+            except ProviderError as cleanup:
+                log.error("aws: rollback failed in %s: %s", region, cleanup.message)
+                left += [(region, i) for i in ids]
+        if left:
+            commands = "; ".join(f"aws ec2 terminate-instances --region {r} --instance-ids "
+                                 f"{' '.join(i for rr, i in left if rr == r)}" for r in sorted({r for r, _ in left}))
+            return self._with_context(exc, f"{tried}; cleanup FAILED; still running: "
+                                      f"{', '.join(i for _, i in left)}; delete them with: {commands}")
+        return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
+
+    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
+        if isinstance(exc, ProviderAPIError):
+            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
+        if isinstance(exc, RateLimitError):
+            return RateLimitError(self.name, f"{exc.message}{extra}", exc.retry_after_s)
+        return type(exc)(self.name, f"{exc.message}{extra}")
+
+    # ----- read / delete --------------------------------------------------------------------
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every instance tagged with the cluster in the adapter's regions (and any region this
+        adapter created the cluster's nodes in), terminated ones included while EC2 lists them."""
+        regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
+        return [self._node(cluster_id, region, i) for region in regions for i in self._members(cluster_id, region)]
+
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is
+        success; ids of another cluster are ignored. Does not wait."""
+        regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
+        for region in regions:
+            ids = [str(i["InstanceId"]) for i in self._members(cluster_id, region, live=True)
+                   if node_ids is None or i["InstanceId"] in node_ids]
+            if ids:
+                self._terminate(region, ids)
+
+    def _terminate(self, region: str, ids: list[str]) -> None:
+        try:
+            self.client.terminate_instances(region, ids)
+        except ProviderAPIError as exc:
+            if not is_not_found(exc):
+                raise
+            alive = {str(i["InstanceId"]) for i in self.client.describe_instances(
+                region, [{"Name": "instance-id", "Values": ids}, {"Name": "instance-state-name", "Values": _LIVE}])}
+            survivors = [i for i in ids if i in alive]
+            if survivors:
+                self.client.terminate_instances(region, survivors)
+
+    def _members(self, cluster_id: str, region: str, *, live: bool = False) -> list[dict[str, Any]]:
+        filters: list[dict[str, Any]] = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
+        if live:
+            filters.append({"Name": "instance-state-name", "Values": _LIVE})
+        return self.client.describe_instances(region, filters)
+
+    def _node(self, cluster_id: str, region: str, instance: dict[str, Any]) -> Node:
+        state = str(instance.get("State", {}).get("Name", ""))
+        tags = tag_map(instance)
+        return Node(provider=self.name, id=str(instance["InstanceId"]), name=tags.get(NODE_TAG, ""),
+                    cluster_id=cluster_id, status=_STATUS.get(state, NodeStatus.PENDING),
+                    instance_type=str(instance.get("InstanceType", "")), region=region,
+                    public_ip=instance.get("PublicIpAddress"), private_ip=instance.get("PrivateIpAddress"),
+                    provider_state=state)
+
+
+__all__ = ["DEFAULT_REGIONS", "EXPIRES_TAG", "NODE_TAG", "OWNER_TAG", "AWSProvider", "key_name"]

@@ -1,0 +1,378 @@
+"""A fake AWS endpoint for the AWS adapter: EC2 answered by moto, plus what moto lacks.
+
+One WSGI app (a ``FakeApp``) on one URL, like ``endpoint_url`` pointing every boto3 client at
+it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON protocol's
+``X-Amz-Target``):
+
+- EC2 instances, key pairs, instance types and offerings are forwarded to moto's own WSGI
+  app in process (moto 5.2.5, ``EC2_ENABLE_INSTANCE_TYPE_VALIDATION`` on), so their
+  semantics are moto's. On top the fake adds what the contract suite needs: faults,
+  capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
+  ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
+- ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
+  ``0.00001`` dated 2006), ``pricing.GetProducts`` from ``on_demand_prices`` (moto has no
+  Pricing backend) and ``service-quotas.GetServiceQuota`` from ``quotas`` (moto knows no
+  EC2 quota codes), all in the real botocore shapes.
+
+Every request is decoded against botocore's input shape for its operation (unknown
+parameters and bad types are validation errors), and every answer the fake writes or moto
+returns is parsed by botocore's parser and checked against the output shape
+(``aws_shapes``). Authentication is real SigV4: the fake recomputes the signature with
+``api_key`` as the secret access key, so a wrong secret is ``AuthFailure``.
+
+Throttling faults answer HTTP 429 (the contract suite's convention); EC2 itself answers
+``RequestLimitExceeded`` with 503 (the AWS tests cover that mapping separately).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import io
+import json
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from werkzeug.wrappers import Request, Response
+
+from provisioner.testing.fakes import aws_shapes
+from provisioner.testing.fakes.base import Bought, FakeApp, _Route
+
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+
+DEFAULT_ON_DEMAND = {
+    ("p5.48xlarge", "us-east-1"): "55.0400000000", ("p4d.24xlarge", "us-east-1"): "21.9576000000",
+    ("p5en.48xlarge", "us-east-1"): "63.2960000000", ("g6e.xlarge", "us-east-1"): "1.8610000000",
+    ("p5.48xlarge", "us-west-2"): "55.0400000000",
+}
+"""USD/hour, Linux, shared tenancy (provider-apis.md 5.1, fixture data, not truth)."""
+DEFAULT_SPOT = {("p5.48xlarge", "us-east-1a"): "27.2010", ("p5.48xlarge", "us-east-1b"): "29.5000",
+                ("p4d.24xlarge", "us-east-1a"): "8.7800", ("g6e.xlarge", "us-east-1a"): "0.7702"}
+DEFAULT_QUOTAS = {("us-east-1", "L-417A185B"): 384.0, ("us-east-1", "L-DB2E81BA"): 64.0,
+                  ("us-east-1", "L-C4BD4855"): 0.0, ("us-east-1", "L-7212CCBC"): 96.0,
+                  ("us-east-1", "L-3819A6DF"): 32.0}
+
+_KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
+          "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
+_EC2_ERRORS = {"invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
+               "insufficient_balance": (400, "VcpuLimitExceeded", "You have requested more vCPU capacity than your "
+                                        "current vCPU limit allows"),
+               "capacity": (500, "InsufficientInstanceCapacity", "We currently do not have sufficient capacity in "
+                            "the Availability Zone you requested"),
+               "not_found": (400, "InvalidInstanceID.NotFound", "The instance ID does not exist"),
+               "rate_limit": (429, "RequestLimitExceeded", "Request limit exceeded."),
+               "bad_request": (400, "InvalidParameterValue", "Invalid parameter")}
+_JSON_ERRORS = {"invalid_key": (400, "UnrecognizedClientException", "The security token included in the request is "
+                                "invalid."),
+                "insufficient_balance": (400, "ServiceQuotaExceededException", "quota exceeded"),
+                "not_found": (400, "NoSuchResourceException", "The request failed because the specified service "
+                              "does not exist."),
+                "rate_limit": (429, "ThrottlingException", "Rate exceeded"),
+                "bad_request": (400, "ValidationException", "Invalid parameter")}
+
+
+def _moto_app() -> Callable[..., Iterable[bytes]]:
+    import moto.settings
+    from moto.server import DomainDispatcherApplication, create_backend_app
+
+    moto.settings.EC2_ENABLE_INSTANCE_TYPE_VALIDATION = True
+    return DomainDispatcherApplication(create_backend_app)
+
+
+def reset_moto() -> None:
+    """Forget every moto resource in this process (moto's state is per process, not per app)."""
+    from moto.moto_api._internal.models import moto_api_backend
+
+    moto_api_backend.reset()
+
+
+def _sign(key: bytes, text: str) -> bytes:
+    return hmac.new(key, text.encode(), hashlib.sha256).digest()
+
+
+class AWSFake(FakeApp):
+    """See the module docstring. ``api_key`` is the secret access key requests must be signed with."""
+
+    provider = "aws"
+
+    def __init__(self, *, api_key: str | None = None, on_demand_prices: dict[tuple[str, str], str] | None = None,
+                 spot_prices: dict[tuple[str, str], str] | None = None,
+                 quotas: dict[tuple[str, str], float] | None = None, **kwargs: Any) -> None:
+        super().__init__(api_key=api_key, **kwargs)
+        self.openapi = object()  # validation is on: botocore shapes, see _validate_request/_validate_response
+        self.validation_note = "validating against botocore service models"
+        self.on_demand_prices = dict(DEFAULT_ON_DEMAND if on_demand_prices is None else on_demand_prices)
+        self.spot_prices = dict(DEFAULT_SPOT if spot_prices is None else spot_prices)
+        self.quotas = dict(DEFAULT_QUOTAS if quotas is None else quotas)
+        self.key_material: dict[str, str] = {}
+        self.live: set[str] = set()
+        self._moto = _moto_app()
+        reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
+        self._local = threading.local()
+        for action, kind in _KINDS.items():
+            self.route("POST", "/", self._forward, kind=kind, name=action)
+        self.route("POST", "/", self._spot_history, kind="other", name="DescribeSpotPriceHistory")
+        self.route("POST", "/", self._get_products, kind="other", name="GetProducts")
+        self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
+        self.route("POST", "/", self._forward, kind="other", name="ec2")
+
+    # ----- dispatch -------------------------------------------------------------------------
+    def _action(self, request: Request) -> tuple[str, str, dict[str, Any]]:
+        """(service, action, params) of a request; params decoded per the botocore shape."""
+        target = request.headers.get("X-Amz-Target", "")
+        if target:
+            service = "pricing" if target.startswith("AWSPriceListService") else "service-quotas"
+            return service, target.rsplit(".", 1)[-1], self.body(request)
+        form = dict(parse_qsl(request.get_data(as_text=True), keep_blank_values=True))
+        return "ec2", form.get("Action", ""), form
+
+    def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
+        service, action, _ = self._action(request)
+        self._local.service = service
+        wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts",
+                                                           "GetServiceQuota") else "ec2"
+        for route in self._routes:
+            if route.name == wanted:
+                return route, {}
+        return None, {}
+
+    def auth_ok(self, request: Request) -> bool:
+        """Whether the SigV4 signature matches one computed with ``api_key`` as the secret."""
+        if self.api_key is None:
+            return True
+        header = request.headers.get("Authorization", "")
+        try:
+            _, rest = header.split(" ", 1)
+            parts = dict(p.strip().split("=", 1) for p in rest.split(","))
+            _, date, region, service, _ = parts["Credential"].split("/")
+            signed = parts["SignedHeaders"].split(";")
+        except ValueError:
+            return False
+        query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+                         for k, v in sorted(parse_qsl(request.query_string.decode(), keep_blank_values=True)))
+        headers = "".join(f"{h}:{' '.join(request.headers.get(h, '').split())}\n" for h in signed)
+        payload = request.headers.get("X-Amz-Content-SHA256") or hashlib.sha256(request.get_data()).hexdigest()
+        canonical = "\n".join([request.method, quote(request.path, safe="/-_.~"), query, headers, ";".join(signed),
+                               payload])
+        stamp = request.headers.get("X-Amz-Date", "")
+        scope = f"{date}/{region}/{service}/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        key = _sign(_sign(_sign(_sign(f"AWS4{self.api_key}".encode(), date), region), service), "aws4_request")
+        expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected, parts.get("Signature", ""))
+
+    def _region(self, request: Request) -> str:
+        try:
+            return request.headers["Authorization"].split("Credential=", 1)[1].split("/")[2]
+        except (KeyError, IndexError):
+            return "us-east-1"
+
+    # ----- errors ---------------------------------------------------------------------------
+    def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
+        service = getattr(self._local, "service", "ec2")
+        if service == "ec2":
+            default = _EC2_ERRORS.get(kind, (status or 500, "ServiceUnavailable" if (status or 500) >= 502
+                                             else "InternalError", "An internal error has occurred"))
+            code_status, code, text = default
+            return self.ec2_error(status or code_status, code, message or text)
+        code_status, code, text = _JSON_ERRORS.get(kind, (status or 500, "ServiceException", "internal error"))
+        return self.json({"__type": code, "message": message or text}, status or code_status,
+                         headers={"x-amzn-ErrorType": code})
+
+    @staticmethod
+    def ec2_error(status: int, code: str, message: str) -> Response:
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code>"
+                f"<Message>{_xml(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
+        return Response(body, status=status, mimetype="text/xml")
+
+    # ----- validation (botocore shapes) -------------------------------------------------------
+    def _validate_request(self, request: Request) -> str | None:
+        service, action, params = self._action(request)
+        if not action:
+            return self._problem("request", request, "no action")
+        try:
+            op = aws_shapes.operation(service, action)
+        except Exception:
+            return self._problem("request", request, f"unknown operation {service}.{action}")
+        errors: list[str] = []
+        if service == "ec2":
+            params, errors = aws_shapes.decode_query(op, params)
+        errors += aws_shapes.request_errors(op, params)
+        return self._problem("request", request, "; ".join(errors)) if errors else None
+
+    def _validate_response(self, request: Request, response: Response, injected: bool) -> str | None:
+        service, action, _ = self._action(request)
+        if response.status_code >= 300:
+            return None  # errors are parsed by the client's error path; their shape is the code/message pair
+        op = aws_shapes.operation(service, action)
+        body = response.get_data()
+        if service == "ec2":
+            parsed = aws_shapes.parse_ec2_response(op, response.status_code, dict(response.headers), body)
+        else:
+            parsed = json.loads(body or b"{}")
+        errors = aws_shapes.output_errors(op, parsed)
+        return self._problem("response", request, "; ".join(errors)) if errors else None
+
+    def _problem(self, what: str, request: Request, detail: str) -> str:
+        message = f"aws {what} {request.method} {request.path} {self._action(request)[1]}: {detail}"[:2000]
+        with self.lock:
+            self.validation_errors.append(message)
+        return message
+
+    # ----- moto ----------------------------------------------------------------------------
+    def _moto_call(self, request: Request) -> Response:
+        body = request.get_data()
+        environ = dict(request.environ)
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        captured: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+            captured["status"], captured["headers"] = int(status.split()[0]), headers
+
+        chunks = b"".join(self._moto(environ, start_response))
+        headers = [(k, v) for k, v in captured["headers"] if k.lower() not in ("content-length", "server", "date")]
+        return Response(chunks, status=captured["status"], headers=headers)
+
+    def _forward(self, request: Request) -> Response:
+        _, action, form = self._action(request)
+        if action == "RunInstances":
+            return self._run_instances(request, form)
+        if action == "ImportKeyPair" and "PublicKeyMaterial" in form:
+            self.key_material[form.get("KeyName", "")] = base64.b64decode(form["PublicKeyMaterial"]).decode()
+        response = self._moto_call(request)
+        if action == "TerminateInstances" and response.status_code == 200:
+            ids = {v for k, v in form.items() if k.startswith("InstanceId.")}
+            self.live -= ids
+        if action == "DescribeInstances" and response.status_code == 200:
+            response = self._with_boot_states(response)
+        return response
+
+    def _run_instances(self, request: Request, form: dict[str, str]) -> Response:
+        wanted = int(form.get("MaxCount", "1"))
+        granted, _ = self.faults.grant_capacity(wanted, "RunInstances")
+        if granted < int(form.get("MinCount", "1")) or granted == 0:
+            return self.error_reply("capacity")
+        response = self._moto_call(request)
+        if response.status_code != 200:
+            return response
+        root, ns = _parse(response.get_data())
+        tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
+                if k.startswith("TagSpecification.") and k.endswith(".Key")
+                and form.get(k.split(".Tag.")[0] + ".ResourceType") == "instance"}
+        boot = base64.b64decode(form["UserData"]).decode() if form.get("UserData") else ""
+        key = self.key_material.get(form.get("KeyName", ""))
+        ids = []
+        for item in root.iter(f"{ns}instancesSet"):
+            for instance in item.findall(f"{ns}item"):
+                instance_id = instance.findtext(f"{ns}instanceId", "")
+                ids.append(instance_id)
+                self.record_bought(Bought(
+                    instance_id=instance_id,
+                    interruptible=form.get("InstanceMarketOptions.MarketType") == "spot",
+                    boot=boot, tags=tags, ssh_public_keys=(key,) if key else (),
+                    private_ip=instance.findtext(f"{ns}privateIpAddress"),
+                    private_network=instance.findtext(f"{ns}vpcId")))
+        self.record_launch(ids)
+        self.live.update(ids)
+        return response
+
+    def _with_boot_states(self, response: Response) -> Response:
+        root, ns = _parse(response.get_data())
+        for instance in root.iter(f"{ns}item"):
+            instance_id = instance.findtext(f"{ns}instanceId")
+            state = instance.find(f"{ns}instanceState")
+            if instance_id not in self.live or state is None:
+                continue
+            name = state.find(f"{ns}name")
+            code = state.find(f"{ns}code")
+            if name is not None and code is not None and name.text == "running" and not self.booted(instance_id):
+                name.text, code.text = "pending", "0"
+        return Response(ET.tostring(root, xml_declaration=True, encoding="UTF-8"), status=200, mimetype="text/xml")
+
+    # ----- what moto lacks --------------------------------------------------------------------
+    def _spot_history(self, request: Request) -> Response:
+        _, _, form = self._action(request)
+        types = {v for k, v in form.items() if k.startswith("InstanceType.")}
+        region = self._region(request)
+        items = "".join(
+            f"<item><instanceType>{t}</instanceType><productDescription>Linux/UNIX</productDescription>"
+            f"<spotPrice>{price}</spotPrice><timestamp>2026-11-22T00:00:00.000Z</timestamp>"
+            f"<availabilityZone>{zone}</availabilityZone></item>"
+            for (t, zone), price in sorted(self.spot_prices.items())
+            if (not types or t in types) and zone.startswith(region))
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"{EC2_NS}\">"
+                f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
+                "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
+    def _get_products(self, request: Request) -> Response:
+        body = self.body(request)
+        if body.get("ServiceCode") != "AmazonEC2":
+            return self.error_reply("not_found")
+        terms = {f["Field"]: f["Value"] for f in body.get("Filters", []) if f.get("Type") == "TERM_MATCH"}
+        items = [price_list_item(t, r, Decimal(p)) for (t, r), p in sorted(self.on_demand_prices.items())
+                 if terms.get("instanceType", t) == t and terms.get("regionCode", r) == r]
+        return self.json({"FormatVersion": "aws_v1", "PriceList": items},
+                         headers={"x-amzn-RequestId": str(uuid.uuid4())})
+
+    def _get_service_quota(self, request: Request) -> Response:
+        body = self.body(request)
+        region, code = self._region(request), str(body.get("QuotaCode", ""))
+        if body.get("ServiceCode") != "ec2" or (region, code) not in self.quotas:
+            return self.error_reply("not_found", message=f"quota {code} not found in {region}")
+        return self.json({"Quota": {
+            "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)", "QuotaCode": code,
+            "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:ec2/{code}", "QuotaName": code,
+            "Value": self.quotas[(region, code)], "Unit": "None", "Adjustable": True, "GlobalQuota": False}})
+
+    # ----- FakeApp ---------------------------------------------------------------------------
+    def instance_count(self) -> int:
+        return len(self.live)
+
+    def reset(self) -> None:
+        super().reset()
+        with self.lock:
+            self.live.clear()
+            self.key_material.clear()
+            reset_moto()
+
+
+def price_list_item(instance_type: str, region: str, usd_per_hour: Decimal) -> str:
+    """One Pricing API ``PriceList`` entry (a JSON string) for a Linux on-demand price."""
+    sku = hashlib.sha1(f"{instance_type}{region}".encode()).hexdigest()[:16].upper()
+    term = f"{sku}.JRTCKXETXF"
+    return json.dumps({
+        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+            "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+            "preInstalledSw": "NA", "capacitystatus": "Used", "marketoption": "OnDemand"}},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {term: {"offerTermCode": "JRTCKXETXF", "sku": sku,
+                                      "effectiveDate": dt.date(2026, 11, 1).isoformat(),
+                                      "priceDimensions": {f"{term}.6YS6EN2CT7": {
+                                          "unit": "Hrs", "pricePerUnit": {"USD": f"{usd_per_hour:.10f}"},
+                                          "description": f"${usd_per_hour} per On Demand Linux {instance_type}"}}}}},
+        "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z"})
+
+
+def _parse(body: bytes) -> tuple[ET.Element, str]:
+    """The XML root and its namespace as an ElementTree prefix (``{uri}``); the namespace is
+    registered as the default so the document serializes back without ``ns0:`` prefixes."""
+    root = ET.fromstring(body)
+    uri = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
+    ET.register_namespace("", uri)
+    return root, f"{{{uri}}}" if uri else ""
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+__all__ = ["DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "AWSFake", "price_list_item"]
