@@ -64,6 +64,8 @@ def gpu_instance_type(item: dict[str, Any]) -> GpuInstanceType | None:
         return None
     first = gpus[0]
     count = sum(int(g.get("Count", 0)) for g in gpus)
+    if count < 1:  # moto lists a few types with a GPU entry of count 0
+        return None
     memory_mib = float(first.get("MemoryInfo", {}).get("SizeInMiB", 0))
     network = item.get("NetworkInfo") or {}
     storage = item.get("InstanceStorageInfo") or {}
