@@ -1,0 +1,40 @@
+"""GCP adapter: ``GCPProvider`` over Compute Engine v1 (google-cloud-compute, REST transport).
+
+``CAPABILITIES`` is what the adapter can create today, each proven by the contract suite
+against the GCP fake (``provisioner.testing.fakes.gcp_compute``):
+
+- on-demand (STANDARD) and spot (SPOT, terminated by DELETE) VMs, several per cluster on the
+  project's ``default`` VPC, where they reach each other at their internal addresses;
+- cloud-init user data (``user-data`` metadata) and SSH keys (``ssh-keys`` metadata) at
+  creation; labels (the project's tags) carrying cluster id, node name, owner and expiry.
+
+Not declared (no proof in the contract suite yet, see docs/aws-gcp.md): compact placement
+policies, GPUDirect/RDMA NIC layouts, ``max_run_duration`` self-termination, flex-start.
+Credentials come from Application Default Credentials, never from an API key; the Google
+libraries are imported by ``client.py`` only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from provisioner.capabilities import Capability
+
+CAPABILITIES: frozenset[Capability] = frozenset({
+    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
+    Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS,
+})
+
+if TYPE_CHECKING:
+    from provisioner.providers.gcp.provider import GCPProvider
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GCPProvider":  # imported on first use: the package itself stays light
+        from provisioner.providers.gcp.provider import GCPProvider
+
+        return GCPProvider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["CAPABILITIES", "GCPProvider"]

@@ -1,0 +1,211 @@
+"""Compute Engine v1 client: one method per API call, google.api_core errors mapped in one place.
+
+The Google libraries are imported here only. Every call goes through ``_call``: a client-side
+token bucket (``LIMITS``; inserts also take a launch token), our own retry loop (the
+generated clients' retries are off: every call passes ``retry=None``), and ``map_error``:
+
+- HTTP 401, and 403 without a quota reason -> CredentialsError
+- 403 ``quotaExceeded`` / operation error ``QUOTA_EXCEEDED`` -> QuotaError
+- 429 / ``rateLimitExceeded`` -> RateLimitError (``Retry-After`` honoured when sent)
+- ``ZONE_RESOURCE_POOL_EXHAUSTED`` (HTTP or operation error) -> CapacityError
+- anything else -> ProviderAPIError(status, message); timeouts and refused connections: status 0.
+
+Throttling is always retried; 5xx and transport errors only for calls that buy nothing.
+``instances.insert`` is never retried: the instance name is the idempotence key, and the
+adapter re-reads it after a lost answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import requests.exceptions
+from google.api_core import exceptions as gexc
+from google.api_core.client_options import ClientOptions
+from google.cloud import compute_v1
+from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
+
+from provisioner.errors import (
+    CapacityError,
+    CredentialsError,
+    ProviderAPIError,
+    ProviderError,
+    QuotaError,
+    RateLimitError,
+)
+
+PROVIDER = "gcp"
+LIMITS = RateLimits(requests_per_s=10.0, burst=5.0, launches_per_s=2.0, launch_burst=1.0)
+"""Our own pacing, well below Compute Engine's per-project API rate quotas (read and write
+requests per minute; exact defaults vary by project: UNVERIFIED here, see docs/aws-gcp.md)."""
+_CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+_QUOTA = ("quotaExceeded", "QUOTA_EXCEEDED")
+_RATE = ("rateLimitExceeded", "userRateLimitExceeded")
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def _reasons(exc: gexc.GoogleAPICallError) -> str:
+    """Every reason/code the error carries (JSON ``errors[].reason`` or operation ``errors[].code``)."""
+    found = []
+    for item in exc.errors or ():
+        if isinstance(item, dict):
+            found += [str(item.get("reason", "")), str(item.get("code", ""))]
+        else:
+            found += [str(getattr(item, "code", "")), str(getattr(item, "reason", ""))]
+    return " ".join([*found, str(exc.message)])
+
+
+def map_error(exc: Exception) -> ProviderError:
+    """A google.api_core / transport exception -> the project's error tree (module docstring)."""
+    if isinstance(exc, gexc.GoogleAPICallError):
+        status = int(exc.code or 0)
+        reasons = _reasons(exc)
+        text = _one_line(exc.message or type(exc).__name__)
+        if any(code in reasons for code in _CAPACITY):
+            return CapacityError(PROVIDER, f"{text} [ZONE_RESOURCE_POOL_EXHAUSTED]")
+        if any(code in reasons for code in _QUOTA):
+            return QuotaError(PROVIDER, text)
+        if status == 429 or any(code in reasons for code in _RATE):
+            response = getattr(exc, "response", None)
+            headers = getattr(response, "headers", None) or {}
+            return RateLimitError(PROVIDER, text, parse_retry_after(headers.get("Retry-After")))
+        if status in (401, 403):
+            return CredentialsError(PROVIDER, text)
+        return ProviderAPIError(PROVIDER, status, text)
+    if isinstance(exc, requests.exceptions.RequestException):
+        return ProviderAPIError(PROVIDER, 0, f"{type(exc).__name__}: {_one_line(str(exc), 200)}")
+    import google.auth.exceptions
+
+    if isinstance(exc, google.auth.exceptions.GoogleAuthError):
+        return CredentialsError(PROVIDER, f"no usable Google credentials: {_one_line(str(exc))} (Application "
+                                "Default Credentials: GOOGLE_APPLICATION_CREDENTIALS or gcloud auth)")
+    return ProviderAPIError(PROVIDER, 0, f"{type(exc).__name__}: {_one_line(str(exc))}")
+
+
+def _mapped(exc: Exception) -> bool:
+    import google.auth.exceptions
+
+    return isinstance(exc, (gexc.GoogleAPICallError, requests.exceptions.RequestException,
+                            google.auth.exceptions.GoogleAuthError))
+
+
+def _fixed_token(credentials: Any) -> bool:
+    """Whether ``credentials`` are a bare OAuth access token (no refresh token, nothing to refresh with)."""
+    import google.oauth2.credentials
+
+    return isinstance(credentials, google.oauth2.credentials.Credentials) and credentials.refresh_token is None
+
+
+def is_not_found(error: ProviderError) -> bool:
+    return isinstance(error, ProviderAPIError) and error.status == 404
+
+
+class GCPClient:
+    """compute_v1 clients sharing credentials, one limiter and one retry policy. Thread-safe.
+
+    ``credentials`` default to Application Default Credentials; ``endpoint`` (a URL with its
+    scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com.
+    """
+
+    def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
+                 limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None) -> None:
+        self.project = project
+        self.endpoint = endpoint or None
+        self.limits = limits or LIMITS
+        self.retry = retry or RetryPolicy()
+        self.timeout_s = timeout_s
+        self._credentials = credentials
+        self._requests = RateLimiter(self.limits.requests_per_s, self.limits.burst)
+        self._launches = (RateLimiter(self.limits.launches_per_s, self.limits.launch_burst)
+                          if self.limits.launches_per_s else None)
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"GCPClient(project={self.project!r}, endpoint={self.endpoint!r})"
+
+    def _client(self, kind: str) -> Any:
+        with self._lock:
+            if kind not in self._clients:
+                options = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
+                cls = getattr(compute_v1, kind)
+                try:
+                    client = cls(credentials=self._credentials, transport="rest", client_options=options)
+                except Exception as exc:
+                    if not _mapped(exc):
+                        raise
+                    raise map_error(exc) from exc
+                if _fixed_token(self._credentials):
+                    # A bare access token cannot be refreshed: answer a 401 with the API's own message
+                    # instead of google-auth's failed refresh (the session's refresh-on-401 is private).
+                    session = getattr(getattr(client, "_transport", None), "_session", None)
+                    if session is not None:
+                        session._refresh_status_codes = ()
+                self._clients[kind] = client
+            return self._clients[kind]
+
+    def _call(self, kind: str, method: str, *, idempotent: bool = True, launch: bool = False,
+              consume: Callable[[Any], Any] = lambda result: result, **params: Any) -> Any:
+        """One API call (and ``consume`` of its result, e.g. paging), paced, retried, errors mapped."""
+        attempts = max(self.retry.attempts, 1)
+        for attempt in range(attempts):
+            self._requests.acquire()
+            if launch and self._launches is not None:
+                self._launches.acquire()
+            try:
+                return consume(getattr(self._client(kind), method)(retry=None, timeout=self.timeout_s, **params))
+            except Exception as exc:
+                if not _mapped(exc):
+                    raise
+                error = map_error(exc)
+                retryable = isinstance(error, RateLimitError) or (
+                    idempotent and isinstance(error, ProviderAPIError) and (error.status >= 500 or error.status == 0))
+                if not retryable or attempt == attempts - 1:
+                    raise error from exc
+            retry_after = error.retry_after_s if isinstance(error, RateLimitError) else None
+            self.retry.sleep(self.retry.delay(attempt, retry_after))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ----- discovery ----------------------------------------------------------------------------
+    def machine_types(self, zone: str) -> list[Any]:
+        """machineTypes.list in ``zone`` (every page)."""
+        return list(self._call("MachineTypesClient", "list", consume=list, project=self.project, zone=zone))
+
+    def accelerator_types(self, zone: str) -> list[Any]:
+        """acceleratorTypes.list in ``zone`` (every page)."""
+        return list(self._call("AcceleratorTypesClient", "list", consume=list, project=self.project, zone=zone))
+
+    def region(self, region: str) -> Any:
+        """regions.get: the region with its ``zones`` URLs and ``quotas`` (metric, limit, usage)."""
+        return self._call("RegionsClient", "get", project=self.project, region=region)
+
+    # ----- instances ---------------------------------------------------------------------------
+    def insert_instance(self, zone: str, instance: Any) -> None:
+        """instances.insert and wait for its operation (done at once for capacity errors). Never retried."""
+        self._call("InstancesClient", "insert", idempotent=False, launch=True,
+                   consume=lambda op: op.result(timeout=self.timeout_s),
+                   project=self.project, zone=zone, instance_resource=instance)
+
+    def get_instance(self, zone: str, name: str) -> Any:
+        return self._call("InstancesClient", "get", project=self.project, zone=zone, instance=name)
+
+    def list_instances(self, label_filter: str) -> Iterator[tuple[str, Any]]:
+        """instances.aggregatedList with a filter: (zone, instance) across every zone."""
+        pages = self._call("InstancesClient", "aggregated_list", consume=list,
+                           request={"project": self.project, "filter": label_filter})
+        for scope, scoped in pages:
+            for instance in scoped.instances:
+                yield scope.rsplit("/", 1)[-1], instance
+
+    def delete_instance(self, zone: str, name: str) -> None:
+        """instances.delete (deleting twice buys nothing, so it is retried like a read)."""
+        self._call("InstancesClient", "delete", consume=lambda op: None, project=self.project, zone=zone,
+                   instance=name)
+
+
+__all__ = ["LIMITS", "GCPClient", "is_not_found", "map_error"]

@@ -1,0 +1,382 @@
+"""``GCPProvider``: Compute Engine GPU VMs behind the common Provider interface.
+
+How the contract maps onto Compute Engine:
+
+- Offers: one per (accelerator-optimized machine type with bundled GPUs, zone), from
+  machineTypes.list and acceleratorTypes.list per zone (GPU model and memory from the
+  accelerator type). Prices are NOT read from Cloud Billing yet: they come from the bundled
+  catalog's row for the same machine type and region, and each offer says so in ``source``
+  and ``as_of``; a type the catalog has no price for is not offered. N1 VMs with attachable
+  GPUs are not offered.
+- Cluster membership is the label ``provisioner-cluster=<cluster_id>``; the node's identity is
+  the instance name ``<cluster_id>-<node name>`` (unique per zone), so a retried insert finds
+  the instance (HTTP 409) instead of buying a second one. Owner and expiry labels when given.
+- Spot nodes: ``provisioningModel=SPOT`` with ``instanceTerminationAction=DELETE``; every GPU VM
+  has ``onHostMaintenance=TERMINATE``. User data and SSH keys go in metadata (``user-data``,
+  ``ssh-keys`` as ``ubuntu:<key>``); the NIC is on the ``default`` network with a NAT address.
+- All-or-nothing: on failure, instances this call inserted are deleted and the error names
+  what was tried (or, if deleting fails, what is left and the gcloud command to remove it).
+- Statuses: PROVISIONING/STAGING/PENDING -> pending, RUNNING -> running, STOPPING/SUSPENDING/
+  DEPROVISIONING/STOPPED/SUSPENDED -> stopping, TERMINATED -> terminated, REPAIRING -> failed.
+- Quotas: ``quota_shortfalls`` / ``check_quota`` read the region's GPU quotas (limit minus
+  usage) from regions.get, e.g. ``NVIDIA_H100_GPUS`` and ``PREEMPTIBLE_NVIDIA_H100_GPUS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from provisioner.providers import settings
+from provisioner.providers.adapter import require_capabilities
+from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.gcp import CAPABILITIES
+from provisioner.providers.gcp.client import GCPClient, is_not_found
+from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.screening import OfferScreen
+
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError, RateLimitError
+from provisioner.offer import Offer
+
+NODE_TAG = "provisioner-node"
+DEFAULT_REGIONS = ("us-central1",)
+_LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_GB = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
+
+GPU_MODELS = {
+    "nvidia-tesla-a100": ("A100", 40), "nvidia-a100-80gb": ("A100", 80), "nvidia-h100-80gb": ("H100", 80),
+    "nvidia-h100-mega-80gb": ("H100", 80), "nvidia-h200-141gb": ("H200", 141), "nvidia-b200": ("B200", 180),
+    "nvidia-l4": ("L4", 24), "nvidia-tesla-t4": ("T4", 16), "nvidia-tesla-v100": ("V100", 16),
+}
+"""Accelerator type -> (canonical model, GiB per GPU) (gpuhunt ``accelerator_details``; the
+description's ``NN GB`` wins when present)."""
+QUOTA_METRICS = {
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS", "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS", "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS", "nvidia-b200": "NVIDIA_B200_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+}
+"""Regional quota metric per accelerator type; spot VMs count against ``PREEMPTIBLE_<metric>``.
+NVIDIA_H100_GPUS / PREEMPTIBLE_NVIDIA_H100_GPUS as named in issue 10; the others follow the
+same pattern and are UNVERIFIED (docs/aws-gcp.md)."""
+
+_STATUS = {
+    "PROVISIONING": NodeStatus.PENDING, "STAGING": NodeStatus.PENDING, "PENDING": NodeStatus.PENDING,
+    "RUNNING": NodeStatus.RUNNING, "STOPPING": NodeStatus.STOPPING, "SUSPENDING": NodeStatus.STOPPING,
+    "DEPROVISIONING": NodeStatus.STOPPING, "PENDING_STOP": NodeStatus.STOPPING, "STOPPED": NodeStatus.STOPPING,
+    "SUSPENDED": NodeStatus.STOPPING, "TERMINATED": NodeStatus.TERMINATED, "REPAIRING": NodeStatus.FAILED,
+}
+_GONE = {"STOPPING", "TERMINATED", "DEPROVISIONING"}
+
+
+@dataclass(frozen=True)
+class GpuMachineType:
+    machine_type: str
+    zone: str
+    accelerator: str
+    gpu_model: str
+    gpus: int
+    gpu_memory_gib: float
+    vcpus: int
+    memory_gib: float
+    local_ssd_gib: float
+
+
+@dataclass(frozen=True)
+class GpuQuotaShortfall:
+    machine_type: str
+    region: str
+    spot: bool
+    metric: str
+    available_gpus: int
+    needed_gpus: int
+    project: str
+
+    @property
+    def reason(self) -> str:
+        return (f"{self.needed_gpus} {'spot ' if self.spot else ''}GPUs of {self.machine_type} in {self.region} exceed "
+                f"the quota {self.metric} ({self.available_gpus} left); ask for more at "
+                f"https://console.cloud.google.com/iam-admin/quotas?project={self.project} "
+                f"(metric compute.googleapis.com/{self.metric}, region {self.region})")
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> tuple[dict[tuple[str, str], Offer], str]:
+    """The bundled catalog's GCP offers by (machine type, region), and its date."""
+    try:
+        from provisioner.catalog import load_bundled_catalog
+
+        catalog = load_bundled_catalog()
+    except Exception:  # prices are context here; without them nothing is offered
+        return {}, ""
+    return ({(o.instance_type, o.region): o for o in catalog.offers if o.provider == "gcp"},
+            catalog.as_of.isoformat())
+
+
+def _zone_region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def _leaf(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
+class GCPProvider:
+    """Compute Engine adapter. ``project`` (or ``PROVISIONER_GCP_PROJECT`` / ``GOOGLE_CLOUD_PROJECT``)
+    and ``credentials`` (default: Application Default Credentials); ``endpoint`` (or
+    ``PROVISIONER_GCP_API_URL``) replaces compute.googleapis.com; ``zones`` (or
+    ``PROVISIONER_GCP_ZONES``) are the zones listed for offers; ``regions`` are searched for quotas."""
+
+    name: ClassVar[str] = "gcp"
+    capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
+
+    def __init__(self, project: str | None = None, credentials: Any = None, *, zones: Sequence[str] | None = None,
+                 endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
+                 retry: RetryPolicy | None = None, image: str | None = None, owner: str | None = None,
+                 poll_interval_s: float = 5.0) -> None:
+        project = project or os.environ.get("PROVISIONER_GCP_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        if credentials is None:
+            import google.auth
+            import google.auth.exceptions
+
+            try:
+                credentials, found = google.auth.default()
+            except google.auth.exceptions.DefaultCredentialsError as exc:
+                from provisioner.errors import CredentialsError
+
+                raise CredentialsError("gcp", f"no Application Default Credentials: {exc}") from None
+            project = project or found
+        if not project:
+            raise PlanError("gcp: no project: set PROVISIONER_GCP_PROJECT or GOOGLE_CLOUD_PROJECT")
+        env_zones = [z.strip() for z in os.environ.get("PROVISIONER_GCP_ZONES", "").split(",") if z.strip()]
+        self.zones: tuple[str, ...] = tuple(zones or env_zones or (f"{r}-a" for r in DEFAULT_REGIONS))
+        self.project = project
+        self.endpoint = endpoint or settings.api_url("gcp", "") or None
+        self.client = GCPClient(project, credentials, endpoint=self.endpoint, limits=limits, timeout_s=timeout_s,
+                                retry=retry)
+        self.image = image or os.environ.get("PROVISIONER_GCP_IMAGE") or None
+        self.owner = owner
+        self.poll_interval_s = poll_interval_s
+        self.dropped_offers: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"GCPProvider(project={self.project!r}, endpoint={self.endpoint!r})"
+
+    def close(self) -> None:
+        """Nothing to release: the REST transports close with the process."""
+
+    # ----- read-only ----------------------------------------------------------------------------
+    def check_credentials(self) -> None:
+        """Raise CredentialsError unless Compute Engine accepts the credentials (one regions.get)."""
+        self.client.region(_zone_region(self.zones[0]))
+
+    def gpu_machine_types(self, zone: str) -> list[GpuMachineType]:
+        """Machine types in ``zone`` with bundled NVIDIA GPUs (deprecated ones skipped)."""
+        accelerators = {a.name: a for a in self.client.accelerator_types(zone)}
+        found = []
+        for machine in self.client.machine_types(zone):
+            if not machine.accelerators or (machine.deprecated and machine.deprecated.state == "DEPRECATED"):
+                continue
+            bundled = machine.accelerators[0]
+            accelerator = _leaf(bundled.guest_accelerator_type)
+            model, memory = GPU_MODELS.get(accelerator, ("", 0))
+            described = _GB.search(accelerators[accelerator].description) if accelerator in accelerators else None
+            memory = int(described.group(1)) if described else memory
+            if not model or bundled.guest_accelerator_count < 1:
+                continue
+            partitions = machine.bundled_local_ssds.partition_count if machine.bundled_local_ssds else 0
+            found.append(GpuMachineType(machine.name, zone, accelerator, model, bundled.guest_accelerator_count,
+                                        float(memory), machine.guest_cpus, machine.memory_mb / 1024,
+                                        375.0 * partitions))
+        return sorted(found, key=lambda m: m.machine_type)
+
+    def list_offers(self, query: OfferQuery) -> list[Offer]:
+        """One offer per (GPU machine type, zone) with a price; see the module docstring. Read-only."""
+        wanted = {g.upper() for g in query.gpu_models}
+        zones = [z for z in self.zones if not query.regions or _zone_region(z) in query.regions]
+        screen = OfferScreen(self.name)
+        offers: list[Offer] = []
+        for zone in zones:
+            kinds = [m for m in self.gpu_machine_types(zone)
+                     if (not wanted or m.gpu_model in wanted) and m.gpus >= query.min_gpus]
+            offers += screen.build(kinds, lambda m: self._offer(m, query))
+        self.dropped_offers = dict(screen.dropped)
+        return sorted((o for o in offers if o.reliability >= query.min_reliability), key=lambda o: o.key)
+
+    def _offer(self, kind: GpuMachineType, query: OfferQuery) -> list[Offer]:
+        priced, as_of = _catalog()
+        template = priced.get((kind.machine_type, _zone_region(kind.zone)))
+        if template is None:
+            return []
+        price = template.price_per_hour_usd if query.spot is not True else None
+        spot = template.spot_price_per_hour_usd if query.spot is not False else None
+        if price is None and spot is None:
+            return []
+        return [template.model_copy(update={
+            "zone": kind.zone, "gpu_model": kind.gpu_model, "gpus": kind.gpus, "gpu_memory_gib": kind.gpu_memory_gib,
+            "vcpus": kind.vcpus, "memory_gib": kind.memory_gib, "local_nvme_gib": kind.local_ssd_gib,
+            "price_per_hour_usd": price, "spot_price_per_hour_usd": spot, "purchase": Purchase.INSTANCE,
+            "bootstrap": Bootstrap.CLOUD_INIT, "network": Network.PRIVATE, "as_of": template.as_of or as_of or None,
+            "source": "machine type live from Compute Engine; price from the bundled catalog (Cloud Billing SKUs "
+                      "not read yet)"})]
+
+    # ----- quotas -------------------------------------------------------------------------------
+    def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[GpuQuotaShortfall]:
+        """For (machine type, zone, node count, spot) requests, those whose GPUs exceed what is left
+        of the region's GPU quota (limit minus usage). Read-only."""
+        found = []
+        for machine_type, zone, count, spot in requests:
+            kind = next((m for m in self.gpu_machine_types(zone) if m.machine_type == machine_type), None)
+            metric = QUOTA_METRICS.get(kind.accelerator) if kind else None
+            if kind is None or metric is None:
+                continue
+            metric = f"PREEMPTIBLE_{metric}" if spot else metric
+            region = _zone_region(zone)
+            quota = next((q for q in self.client.region(region).quotas if q.metric == metric), None)
+            if quota is None:
+                continue
+            left = int(quota.limit - quota.usage)
+            if kind.gpus * count > left:
+                found.append(GpuQuotaShortfall(machine_type, region, spot, metric, left, kind.gpus * count,
+                                               self.project))
+        return found
+
+    def check_quota(self, machine_type: str, zone: str, count: int, spot: bool) -> None:
+        """Raise QuotaError naming the quota metric and where to ask for more."""
+        for short in self.quota_shortfalls([(machine_type, zone, count, spot)]):
+            raise QuotaError(self.name, short.reason)
+
+    # ----- create -------------------------------------------------------------------------------
+    def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
+        """Create the nodes not yet present (by instance name); all-or-nothing.
+
+        Blocks for the insert operations (not for boot). Raises PlanError before any request for
+        what cannot be created (no zone, no image, a tag that is not a valid label), CapacityError,
+        QuotaError, CredentialsError, RateLimitError or ProviderAPIError.
+        """
+        require_capabilities(self.name, self.capabilities, nodes)
+        names = [n.name for n in nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique within a cluster")
+        bodies = [(spec, self._instance(cluster_id, spec)) for spec in nodes]
+        present = {i.name for _, i in self._members(cluster_id) if i.status not in _GONE}
+        made: list[tuple[str, str]] = []
+        tried = ""
+        try:
+            for spec, body in bodies:
+                if body["name"] in present:
+                    continue
+                tried = f"1 x {spec.instance_type} in {spec.region} ({spec.zone})"
+                self._insert(str(spec.zone), body)
+                made.append((str(spec.zone), body["name"]))
+        except ProviderError as exc:
+            raise self._rolled_back(exc, made, f"; tried {tried} (cluster {cluster_id}: {len(made)} new made)") \
+                from None
+        wanted = set(names)
+        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+
+    def _insert(self, zone: str, body: dict[str, Any]) -> None:
+        from google.cloud import compute_v1
+
+        try:
+            self.client.insert_instance(zone, compute_v1.Instance(body))
+        except ProviderAPIError as exc:
+            if exc.status == 409 or exc.status == 0 or exc.status >= 500:
+                try:  # the insert may have happened: the name is ours, adopt it if it carries our label
+                    found = self.client.get_instance(zone, body["name"])
+                except ProviderAPIError:
+                    raise exc from None
+                if found.labels.get(CLUSTER_TAG) == body["labels"][CLUSTER_TAG]:
+                    return
+            raise
+
+    def _instance(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
+        if not spec.zone:
+            raise PlanError(f"gcp: node {spec.name} has no zone; GCP instances are zonal")
+        if not (spec.image or self.image):
+            raise PlanError(f"gcp: node {spec.name} has no image; set it or PROVISIONER_GCP_IMAGE")
+        name = f"{cluster_id}-{spec.name}".lower()
+        labels = {**spec.tags, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name}
+        if self.owner:
+            labels.setdefault("provisioner-owner", self.owner)
+        bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
+        if bad or not _NAME.match(name):
+            raise PlanError(f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
+                            "digits, '-' and '_'); nothing was bought")
+        metadata = []
+        if spec.user_data:
+            metadata.append({"key": "user-data", "value": spec.user_data})
+        if spec.ssh_public_key:
+            metadata.append({"key": "ssh-keys", "value": f"ubuntu:{spec.ssh_public_key.strip()}"})
+        scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": not spec.spot,
+                                      "provisioning_model": "SPOT" if spec.spot else "STANDARD"}
+        if spec.spot:
+            scheduling["instance_termination_action"] = "DELETE"
+        return {
+            "name": name, "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}", "labels": labels,
+            "disks": [{"boot": True, "auto_delete": True, "initialize_params": {
+                "source_image": spec.image or self.image, "disk_size_gb": spec.disk_gib}}],
+            "network_interfaces": [{"network": "global/networks/default",
+                                    "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
+            "scheduling": scheduling, "metadata": {"items": metadata},
+        }
+
+    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
+        left = []
+        for zone, name in made:
+            try:
+                self.client.delete_instance(zone, name)
+            except ProviderError:
+                left.append((zone, name))
+        if left:
+            command = "; ".join(f"gcloud compute instances delete {n} --zone {z} --project {self.project} --quiet"
+                                for z, n in left)
+            tried += f"; cleanup FAILED; still there: {', '.join(n for _, n in left)}; delete them with: {command}"
+        elif made:
+            tried += f"; rolled back {len(made)} instance(s) this call made"
+        if isinstance(exc, ProviderAPIError):
+            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{tried}")
+        if isinstance(exc, RateLimitError):
+            return RateLimitError(self.name, f"{exc.message}{tried}", exc.retry_after_s)
+        return type(exc)(self.name, f"{exc.message}{tried}")
+
+    # ----- read / delete ------------------------------------------------------------------------
+    def get_nodes(self, cluster_id: str) -> list[Node]:
+        """Every instance labelled with the cluster, in any zone of the project."""
+        return [self._node(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
+
+    def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
+        """Delete the cluster's instances (``node_ids`` are instance names). Gone is success;
+        names of another cluster are ignored. Does not wait."""
+        for zone, instance in self._members(cluster_id):
+            if instance.status in _GONE or (node_ids is not None and instance.name not in node_ids):
+                continue
+            try:
+                self.client.delete_instance(zone, instance.name)
+            except ProviderAPIError as exc:
+                if not is_not_found(exc):
+                    raise
+
+    def _members(self, cluster_id: str) -> list[tuple[str, Any]]:
+        return list(self.client.list_instances(f'labels.{CLUSTER_TAG} = "{cluster_id}"'))
+
+    def _node(self, cluster_id: str, zone: str, instance: Any) -> Node:
+        nic = instance.network_interfaces[0] if instance.network_interfaces else None
+        public = nic.access_configs[0].nat_i_p if nic and nic.access_configs and nic.access_configs[0].nat_i_p \
+            else None
+        return Node(provider=self.name, id=instance.name, name=instance.labels.get(NODE_TAG, ""),
+                    cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
+                    instance_type=_leaf(instance.machine_type), region=_zone_region(zone),
+                    public_ip=public, private_ip=(nic.network_i_p or None) if nic else None,
+                    provider_state=instance.status)
+
+
+__all__ = ["DEFAULT_REGIONS", "GPU_MODELS", "NODE_TAG", "QUOTA_METRICS", "GCPProvider", "GpuMachineType",
+           "GpuQuotaShortfall"]
