@@ -1,0 +1,78 @@
+"""GCP adapter with the real google-cloud-compute client (REST, anonymous credentials) against
+the GCPFake on 127.0.0.1: machine/accelerator facts, GPU quotas, capacity and label checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from google.auth.credentials import AnonymousCredentials
+from provisioner.providers.base import NodeSpec, OfferQuery
+from provisioner.providers.gcp.provider import GCPProvider
+
+from provisioner.errors import CapacityError, PlanError, QuotaError
+from provisioner.testing.fakes.base import RunningServer, serve
+from provisioner.testing.fakes.gcp_compute import GCPFake
+
+IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+
+
+@pytest.fixture
+def fake() -> Iterator[RunningServer]:
+    with serve(GCPFake()) as running:
+        yield running
+        assert running.app.validation_errors == []
+
+
+def _provider(url: str) -> GCPProvider:
+    return GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=url)
+
+
+def _spec(name: str = "a", **update: object) -> NodeSpec:
+    spec = NodeSpec(name=name, instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a", image=IMAGE)
+    return spec.model_copy(update=update)
+
+
+def test_gpu_machine_types(fake: RunningServer) -> None:
+    kinds = {m.machine_type: m for m in _provider(fake.url).gpu_machine_types("us-central1-a")}
+    assert "n2-standard-8" not in kinds
+    a3 = kinds["a3-highgpu-8g"]
+    assert (a3.gpu_model, a3.gpus, a3.gpu_memory_gib, a3.vcpus, a3.local_ssd_gib) == ("H100", 8, 80.0, 208, 6000.0)
+    assert (kinds["g2-standard-4"].gpu_model, kinds["a2-ultragpu-8g"].gpu_memory_gib) == ("L4", 80.0)
+
+
+def test_offers_name_their_price_source(fake: RunningServer) -> None:
+    offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
+    assert {o.instance_type for o in offers} == {"a3-highgpu-8g", "a3-megagpu-8g"}
+    assert all(o.zone == "us-central1-a" and o.source and "bundled catalog" in o.source for o in offers)
+
+
+def test_gpu_quota_refusal_names_the_metric(fake: RunningServer) -> None:
+    provider = _provider(fake.url)
+    provider.check_quota("a3-highgpu-8g", "us-central1-a", 2, spot=False)  # 16 H100 left
+    with pytest.raises(QuotaError, match=r"24 GPUs .* NVIDIA_H100_GPUS \(16 left\).*iam-admin/quotas\?project=p"):
+        provider.check_quota("a3-highgpu-8g", "us-central1-a", 3, spot=False)
+    (spot,) = provider.quota_shortfalls([("a3-highgpu-8g", "us-central1-a", 1, True),
+                                         ("g2-standard-4", "us-central1-a", 4, False)])
+    assert (spot.metric, spot.available_gpus) == ("PREEMPTIBLE_NVIDIA_H100_GPUS", 0)
+
+
+def test_zone_exhausted_is_capacity_error(fake: RunningServer) -> None:
+    fake.app.faults.inject("capacity_after", route="insert", times=None, k=0)
+    with pytest.raises(CapacityError, match=r"ZONE_RESOURCE_POOL_EXHAUSTED.*a3-highgpu-8g in us-central1"):
+        _provider(fake.url).create_nodes("gc1", [_spec()])
+    assert fake.app.instance_count() == 0
+
+
+def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer) -> None:
+    (node,) = _provider(fake.url).create_nodes("gc2", [_spec(spot=True, tags={"owner": "alice"})])
+    body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
+    assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": False,
+                                  "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
+    assert body["labels"] == {"owner": "alice", "provisioner-cluster": "gc2", "provisioner-node": "a"}
+
+
+def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:
+    with pytest.raises(PlanError, match="not valid GCP names/labels"):
+        _provider(fake.url).create_nodes("gc3", [_spec(tags={"Team": "ML"})])
+    assert fake.app.calls == []
