@@ -10,12 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.spec import Fabric
+
+if TYPE_CHECKING:
+    from provisioner.columns import OfferTable
 
 SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}$"
 SAFE_ID = re.compile(SAFE_ID_PATTERN)
@@ -61,7 +64,8 @@ class Offer(BaseModel):
     memory_gib: float = Field(gt=0, le=MAX_SIZE_GIB, allow_inf_nan=False)
     local_nvme_gib: Size = 0
     fabric: Fabric = Fabric.ETHERNET
-    fabric_gbps: float = Field(0, ge=0, le=1_000_000, allow_inf_nan=False, description="Inter-node bandwidth per node.")
+    fabric_gbps: float = Field(0, ge=0, le=1_000_000, allow_inf_nan=False,
+                               description="Inter-node bandwidth per node.")
     price_per_hour_usd: Price | None = Field(None, description="On-demand, exact; None if not sold.")
     spot_price_per_hour_usd: Price | None = Field(None, description="Spot/interruptible, exact; None if not sold.")
     billing_increment_s: int = Field(1, gt=0, le=MAX_BILLING_S, description="Usage is rounded up to this step.")
@@ -114,13 +118,15 @@ class ProviderInfo(BaseModel):
     internet_egress_tiers: list[EgressTier] = Field(
         default_factory=list, description="Tiered internet egress for data leaving this provider."
     )
-    free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False, description="Free internet egress per month.")
+    free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False,
+                                  description="Free internet egress per month.")
     inter_region_usd_per_gb: Rate = Field(Decimal(0), description="Transfer between two of its regions.")
     shared_storage_usd_per_gib_month: Rate | None = Field(
         None, description="Managed shared filesystem price; None if it has none."
     )
     shared_storage_kind: str | None = Field(None, description="FSx for Lustre, Filestore, ...")
-    boot_minutes: float = Field(5, ge=0, le=10_000, allow_inf_nan=False, description="Typical time from create to usable node.")
+    boot_minutes: float = Field(5, ge=0, le=10_000, allow_inf_nan=False,
+                                description="Typical time from create to usable node.")
     egress_note: str = ""
 
 
@@ -133,6 +139,15 @@ class Catalog(BaseModel):
     origin: str = "bundled"
     providers: dict[SafeId, ProviderInfo]
     offers: list[Offer]
+    _table: Any = PrivateAttr(default=None)
+
+    def offer_table(self) -> OfferTable:
+        """The offers as columns (built once, on first use; imports numpy)."""
+        if self._table is None:
+            from provisioner.columns import OfferTable
+
+            self._table = OfferTable.from_offers(self.offers)
+        return cast("OfferTable", self._table)
 
 
 __all__ = [

@@ -1,31 +1,43 @@
-"""The optimizer's columnar core: an offer table and one vectorized pass that checks and prices it.
+"""The cost model: every (offer, pricing variant) of an ``OfferTable`` checked, priced exactly and ranked.
 
-``OfferTable`` holds one numpy array per offer attribute (built once from ``Offer`` models,
-or generated directly by a benchmark). ``rank_table`` checks every (offer, pricing variant)
-against a spec in the stage order of ``costs.Stage``, prices them with the cost model of
-``docs/cost-model.md``, and returns a ``Ranking``: integer cents per cost term, a stage code
-per candidate, and the feasible candidates in rank order. Nothing here builds a pydantic
-object per offer, so 10^6 offers take well under a second.
+This is the one production implementation of docs/cost-model.md. ``rank_table`` runs the
+checks of ``costs.Stage`` over whole columns, prices the candidates that reach the money
+stages, and returns a ``Ranking``: a stage code (and a reason sub-code) per candidate, integer
+cents per cost term, and the feasible candidates in rank order. No Python object is built per
+offer or per rejection.
 
-It is the vectorized twin of ``costs.price_offers`` and must give identical numbers, so each
-arithmetic step is written in the same order as there. Pure: no I/O, no clock, no
-environment. Importing it imports numpy (60-120 ms), which is why ``resolve_plan`` only
-does so for large catalogs.
+Each cost term is one function in ``TERMS`` taking the ``Pricing`` context and returning int64
+cents for the priced rows; adding a term means adding one function there (and its field on
+``plan.CostBreakdown``).
+
+Overflow. Integers are int64 (|x| < 9.22e18). Bounds (checked when catalogs and specs are
+read): price p <= 1e10 micro-USD per node-hour ($10,000), nodes N <= 1e5 (spec MAX_COUNT), run
+<= 87,600 h (spec MAX_HOURS) so billed seconds S <= 3.16e8 + one billing increment (<= 3.17e7)
+< 3.5e8. Cluster hourly h = N*p <= 1e15 micro-USD. ``_cents_of(h, S, 3600)`` splits S = 3600q + r
+and h = 1e4*hc + hr: whole cents hc*q <= 1e11 * 9.7e4 ~ 1e16; the remainder numerator
+hr*q*3600 + h*r < 1e4*9.7e4*3600 + 1e15*3600 = 3.5e12 + 3.6e18 < 9.22e18. Totals are sums of
+four terms each < 1e17 cents (the interruption estimate is capped at ``CENT_CAP``), so < 4e17.
+Budgets compare integers: h <= floor(max_hourly * 1e6), total <= floor(max_total * 100).
+tests/test_money.py drives every bound at once.
+
+Pure: no I/O, no clock, no environment.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 
 import numpy as np
 
+from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Bootstrap, Capability, Network, Purchase
+from provisioner.columns import ENUMS, OfferTable
 from provisioner.costs import (
     FABRICS,
     HOURS_PER_MONTH,
     SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR,
-    Candidate,
     Stage,
     dataset_leave_usd,
     fabric_accepts,
@@ -33,320 +45,404 @@ from provisioner.costs import (
     variants,
 )
 from provisioner.errors import PlanError
-from provisioner.offer import Offer, ProviderInfo
-from provisioner.spec import ClusterSpec, Fabric, SharedFsKind, canonical_gpu
+from provisioner.money import CENTS, MICRO, NANO, ceil_int, floor_units, round_cents, spec_decimal
+from provisioner.offer import ProviderInfo
+from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
 
-_FLOAT_COLUMNS = (
-    "gpu_memory_gib", "local_nvme_gib", "fabric_gbps", "price_per_hour_usd", "spot_price_per_hour_usd",
-    "billing_increment_s", "billing_minimum_s", "egress_usd_per_gb", "ingress_usd_per_gb",
-    "disk_usd_per_gib_hour", "interruptions_per_node_hour", "spot_interruptions_per_node_hour",
-    "reliability",
+CENT_CAP = 10**17
+"""Cap on the interruption estimate in cents ($10^15): keeps an absurd estimate inside int64."""
+NEEDED: tuple[Capability, ...] = (
+    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
+    Capability.CLUSTER_PRODUCT, Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP,
+    Capability.FABRIC_IB, Capability.FABRIC_EFA, Capability.FABRIC_ROCE,
 )
-_INT_COLUMNS = ("provider_idx", "region_idx", "gpu_model_idx", "gpus", "fabric_idx", "max_nodes", "key_rank")
+"""Capabilities an option may need, in the order the first missing one is named."""
+NO_ADAPTER = len(NEEDED)
+"""ADAPTER sub-code: the provider has no adapter at all in this installation."""
+_FABRIC_CAPABILITY = {Fabric.INFINIBAND: Capability.FABRIC_IB, Fabric.EFA: Capability.FABRIC_EFA,
+                      Fabric.ROCE: Capability.FABRIC_ROCE}
 
-
-@dataclass(frozen=True, eq=False)
-class OfferTable:
-    """Offers as columns. Row ``i`` of every array describes offer ``i``.
-
-    ``*_idx`` columns index the ``providers``/``regions``/``gpu_models``/``FABRICS`` tuples.
-    Prices and the spot rate are NaN where the offer has none. ``key_rank`` is each
-    offer's position when all offers are sorted by ``Offer.key`` (the final tie-break).
-    ``offers`` holds the source models when the table was built from them (needed to
-    materialise options and rejection messages); a generated table has none.
-    """
-
-    providers: tuple[str, ...]
-    regions: tuple[str, ...]
-    gpu_models: tuple[str, ...]
-    provider_idx: np.ndarray
-    region_idx: np.ndarray
-    gpu_model_idx: np.ndarray
-    gpus: np.ndarray
-    gpu_memory_gib: np.ndarray
-    local_nvme_gib: np.ndarray
-    fabric_idx: np.ndarray
-    fabric_gbps: np.ndarray
-    price_per_hour_usd: np.ndarray
-    spot_price_per_hour_usd: np.ndarray
-    billing_increment_s: np.ndarray
-    billing_minimum_s: np.ndarray
-    egress_usd_per_gb: np.ndarray
-    ingress_usd_per_gb: np.ndarray
-    disk_usd_per_gib_hour: np.ndarray
-    interruptions_per_node_hour: np.ndarray
-    spot_interruptions_per_node_hour: np.ndarray
-    reliability: np.ndarray
-    max_nodes: np.ndarray
-    available: np.ndarray
-    key_rank: np.ndarray
-    offers: tuple[Offer, ...] | None = None
-
-    def __post_init__(self) -> None:
-        n = len(self.gpus)
-        for name in (*_FLOAT_COLUMNS, *_INT_COLUMNS, "available"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"OfferTable column {name} has {len(getattr(self, name))} rows, not {n}")
-        if self.offers is not None and len(self.offers) != n:
-            raise ValueError(f"OfferTable has {n} rows but {len(self.offers)} offers")
-
-    def __len__(self) -> int:
-        return len(self.gpus)
-
-    @classmethod
-    def from_offers(cls, offers: Sequence[Offer]) -> OfferTable:
-        """Build the table from offer models (linear in ``len(offers)``, plus one sort for ``key_rank``)."""
-        offers = tuple(offers)
-        n = len(offers)
-        providers, provider_idx = _codes([o.provider for o in offers])
-        regions, region_idx = _codes([o.region for o in offers])
-        gpu_models, gpu_model_idx = _codes([o.gpu_model for o in offers])
-        fabric_pos = {fabric: i for i, fabric in enumerate(FABRICS)}
-        key_rank = np.empty(n, dtype=np.int64)
-        key_rank[sorted(range(n), key=lambda i: offers[i].key)] = np.arange(n)
-
-        def floats(values: list[float | None]) -> np.ndarray:
-            return np.array([math.nan if v is None else v for v in values], dtype=np.float64)
-
-        return cls(
-            providers=providers,
-            regions=regions,
-            gpu_models=gpu_models,
-            provider_idx=provider_idx,
-            region_idx=region_idx,
-            gpu_model_idx=gpu_model_idx,
-            gpus=np.array([o.gpus for o in offers], dtype=np.int64),
-            gpu_memory_gib=floats([o.gpu_memory_gib for o in offers]),
-            local_nvme_gib=floats([o.local_nvme_gib for o in offers]),
-            fabric_idx=np.array([fabric_pos[o.fabric] for o in offers], dtype=np.int8),
-            fabric_gbps=floats([o.fabric_gbps for o in offers]),
-            price_per_hour_usd=floats([o.price_per_hour_usd for o in offers]),
-            spot_price_per_hour_usd=floats([o.spot_price_per_hour_usd for o in offers]),
-            billing_increment_s=floats([o.billing_increment_s for o in offers]),
-            billing_minimum_s=floats([o.billing_minimum_s for o in offers]),
-            egress_usd_per_gb=floats([o.egress_usd_per_gb for o in offers]),
-            ingress_usd_per_gb=floats([o.ingress_usd_per_gb for o in offers]),
-            disk_usd_per_gib_hour=floats([o.disk_usd_per_gib_hour for o in offers]),
-            interruptions_per_node_hour=floats([o.interruptions_per_node_hour for o in offers]),
-            spot_interruptions_per_node_hour=floats([o.spot_interruptions_per_node_hour for o in offers]),
-            reliability=floats([o.reliability for o in offers]),
-            max_nodes=np.array([o.max_nodes for o in offers], dtype=np.int64),
-            available=np.array([o.available for o in offers], dtype=bool),
-            key_rank=key_rank,
-            offers=offers,
-        )
-
-
-def _codes(values: list[str]) -> tuple[tuple[str, ...], np.ndarray]:
-    names: dict[str, int] = {}
-    codes = np.array([names.setdefault(v, len(names)) for v in values], dtype=np.int32)
-    return tuple(names), codes
+Capabilities = Mapping[str, frozenset[Capability]]
 
 
 @dataclass(frozen=True, eq=False)
 class Ranking:
     """``rank_table``'s answer, one row per candidate (an offer bought one way).
 
-    ``offer_idx[c]`` is the table row of candidate ``c`` and ``spot[c]`` its variant.
-    ``stage[c]`` is 0 when feasible, else the ``Stage`` of its first failed check.
-    Cost terms are whole cents (``total_cents`` is exactly their sum; ``boot_cents`` is
-    the part of ``compute_cents`` paid while booting). ``order`` lists the feasible
-    candidates best first: total, then cluster hourly price, then ``Offer.key``, then
-    on-demand before spot. Costs of infeasible candidates are meaningless.
+    Candidates are variant-major: candidate ``c`` is offer ``c % n`` bought as variant
+    ``c // n`` (``spots[c // n]``). ``stage[c]`` is 0 when feasible, else the ``Stage`` of its
+    first failed check, ``sub[c]`` which reason at that stage (see ``optimizer._reason``).
+    Cost columns (whole cents) are meaningful only where ``priced``; ``quote[c]`` marks a
+    feasible quote-only product (never ranked). ``order`` lists the best ranked candidates
+    first (at most ``keep``); ``feasible_count`` counts them all.
     """
 
-    offer_idx: np.ndarray
-    spot: np.ndarray
+    n: int
+    spots: tuple[bool, ...]
     stage: np.ndarray
+    sub: np.ndarray
     nodes: np.ndarray
-    hourly_usd: np.ndarray
+    priced: np.ndarray
+    hourly_micro: np.ndarray
     expected_interruptions: np.ndarray
-    compute_cents: np.ndarray
-    storage_cents: np.ndarray
-    egress_cents: np.ndarray
-    interruption_cents: np.ndarray
+    terms: dict[str, np.ndarray]
     boot_cents: np.ndarray
     total_cents: np.ndarray
+    quote: np.ndarray
     order: np.ndarray
+    feasible_count: int
+    extra: dict[str, object] = field(default_factory=dict)
 
-    def __len__(self) -> int:
-        return len(self.offer_idx)
+    def offer_of(self, c: int) -> int:
+        return c % self.n
+
+    def spot_of(self, c: int) -> bool:
+        return self.spots[c // self.n]
 
     def deepest_stage(self) -> int:
-        """The furthest stage any rejected candidate reached (0 when none was rejected)."""
         return int(self.stage.max()) if len(self.stage) else 0
 
-    def candidates(self) -> list[Candidate]:
-        """Every row as a ``Candidate``, offer by offer, on-demand first (as ``costs.price_offers``)."""
-        rows = np.lexsort((self.spot, self.offer_idx))
-        columns = zip(*(
-            getattr(self, name)[rows].tolist()
-            for name in ("offer_idx", "spot", "stage", "nodes", "hourly_usd", "expected_interruptions",
-                         "compute_cents", "storage_cents", "egress_cents", "interruption_cents", "boot_cents")
-        ), strict=True)
-        return list(map(Candidate._make, columns))
+
+@dataclass(frozen=True, eq=False)
+class Pricing:
+    """What every cost term reads: the spec's exact quantities, the table, the provider facts."""
+
+    spec: ClusterSpec
+    table: OfferTable
+    infos: list[ProviderInfo]
+    rows: np.ndarray
+    """Offer rows of the candidates being priced."""
+    nodes: np.ndarray
+    hourly_micro: np.ndarray
+    rate: np.ndarray
+    """Interruptions per node-hour of each candidate (an estimate, float)."""
+    hours: Decimal
+    provider_infos: Mapping[str, ProviderInfo]
+    """Every provider's facts (the dataset's source may sell nothing here)."""
 
 
-def _cents(usd: np.ndarray) -> np.ndarray:
-    return np.rint(usd * 100.0).astype(np.int64)
+def _cents_of(x: np.ndarray, amount: np.ndarray, unit: int) -> np.ndarray:
+    """Exact round-half-even of ``x * amount / (unit * 1e4)`` in int64 (``x`` micro-USD per unit of
+    ``amount``). Splits both factors so no product overflows (module docstring, "Overflow")."""
+    q, r = np.divmod(amount, unit)
+    xc, xr = np.divmod(x, 10_000)
+    den = unit * 10_000
+    fq, fr = np.divmod(xr * q * unit + x * r, den)
+    cents = xc * q + fq
+    return cents + ((2 * fr > den) | ((2 * fr == den) & (cents % 2 == 1)))
 
 
-def rank_table(spec: ClusterSpec, table: OfferTable, provider_infos: Mapping[str, ProviderInfo]) -> Ranking:
-    """Check, price and rank every (offer, variant) of ``table`` for ``spec``.
+def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray:
+    """``value(*key)`` for every row, evaluated once per distinct key (exact Python arithmetic)."""
+    if not len(columns[0]):
+        return np.zeros(0, dtype=np.int64)
+    keys, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    out = np.array([value(*row) for row in keys.tolist()], dtype=np.int64)
+    return out[inverse.reshape(-1)]
 
-    Linear time and memory in ``len(table)`` plus a sort of the feasible candidates.
-    Raises PlanError when a provider in the table, or the dataset's source provider
-    (when there is data to move), has no entry in ``provider_infos``.
-    """
+
+def billed_seconds(p: Pricing) -> np.ndarray:
+    """Run time counted in whole seconds (rounded up), then up to the billing increment, at least the minimum."""
+    run_s = ceil_int(p.hours * 3600)
+    inc = p.table["billing_increment_s"][p.rows]
+    return np.maximum(-(-run_s // inc) * inc, p.table["billing_minimum_s"][p.rows])
+
+
+def boot_cents(p: Pricing) -> np.ndarray:
+    """Paid boot time: cluster hourly x the provider's boot minutes (read in whole seconds, half-even)."""
+    boot_s = np.array([round(spec_decimal(i.boot_minutes) * 60) for i in p.infos], dtype=np.int64)
+    return _cents_of(p.hourly_micro, boot_s[p.table["provider"][p.rows]], 3600)
+
+
+def compute_term(p: Pricing) -> np.ndarray:
+    """Cluster hourly x billed hours, rounded to cents, plus the boot time, rounded on its own."""
+    return _cents_of(p.hourly_micro, billed_seconds(p), 3600) + boot_cents(p)
+
+
+def storage_term(p: Pricing) -> np.ndarray:
+    """Checkpoint NVMe at the offer's disk rate plus the provider's managed filesystem, rounded once."""
+    spec, hours = p.spec, Fraction(p.hours)
+    nvme_gib_hours = Fraction(spec_decimal(spec.storage.checkpoint_nvme_gib_per_node)) * hours
+    shared = spec.storage.shared
+    managed = SharedFsKind(shared.kind) == SharedFsKind.MANAGED
+    shared_usd = [
+        Fraction(i.shared_storage_usd_per_gib_month or 0) * Fraction(spec_decimal(shared.size_gib)) * hours
+        / HOURS_PER_MONTH if managed else Fraction(0)
+        for i in p.infos
+    ]
+    if not nvme_gib_hours and not any(shared_usd):
+        return np.zeros(len(p.rows), dtype=np.int64)
+
+    def cents(disk_nano: int, nodes: int, provider: int) -> int:
+        return round_cents(Fraction(disk_nano, NANO) * nodes * nvme_gib_hours + shared_usd[provider])
+
+    return _per_key([p.table["disk_nano"][p.rows], p.nodes, p.table["provider"][p.rows]], cents)
+
+
+def egress_term(p: Pricing) -> np.ndarray:
+    """The dataset coming in plus the results going out, rounded once (docs/cost-model.md, "Egress")."""
+    spec, table = p.spec, p.table
+    dataset = spec.workload.dataset
+    data_gb = Fraction(spec_decimal(dataset.size_gb))
+    out_gb = Fraction(spec_decimal(spec.workload.results_out_gb))
+    if not data_gb and not out_gb:
+        return np.zeros(len(p.rows), dtype=np.int64)
+    source, source_region = dataset.source
+    providers = table.dictionary("provider")
+    leave = dataset_leave_usd(spec, p.provider_infos)
+    results = [tiered_usd(i.internet_egress_tiers, spec.workload.results_out_gb, i.free_egress_gb)
+               if i.internet_egress_tiers else None for i in p.infos]
+    regions = table.names["region"]
+    wanted_region = None if source_region is None else source_region.encode()
+
+    def cents(provider: int, region: int, ingress_nano: int, egress_nano: int) -> int:
+        usd = Fraction(0)
+        if data_gb:
+            if source is not None and providers[provider] == source:
+                info = p.infos[provider]
+                usd = Fraction(0) if regions[region] == wanted_region else data_gb * Fraction(
+                    info.inter_region_usd_per_gb)
+            else:
+                usd = leave + data_gb * Fraction(ingress_nano, NANO)
+        if out_gb:
+            tiered = results[provider]
+            usd += tiered if tiered is not None else out_gb * Fraction(egress_nano, NANO)
+        return round_cents(usd)
+
+    return _per_key([table["provider"][p.rows], table["region"][p.rows], table["ingress_nano"][p.rows],
+                     table["egress_nano"][p.rows]], cents)
+
+
+def interruption_term(p: Pricing) -> np.ndarray:
+    """Expected lost work, an estimate in binary64: E = rate*N*H; E * L * hourly USD * 100, half-even."""
+    w = p.spec.workload
+    lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60.0
+    expected = p.rate * p.nodes * w.hours
+    loss = expected * lost_h * (p.hourly_micro / 1e6) * 100.0
+    return np.rint(np.minimum(loss, CENT_CAP)).astype(np.int64)
+
+
+TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
+    "compute": compute_term,
+    "storage": storage_term,
+    "egress": egress_term,
+    "interruption": interruption_term,
+}
+"""The cost terms, in CostBreakdown order; the total is their sum."""
+
+
+def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]) -> tuple[np.ndarray, ...]:
+    """(stage, sub-code, nodes) per offer for the checks that do not depend on the pricing variant."""
     n = len(table)
-    infos = []
-    for name in table.providers:
-        if name not in provider_infos:
-            raise PlanError(f"catalog has offers from {name} but no pricing facts for it")
-        infos.append(provider_infos[name])
-    hours = spec.workload.hours
-    prov = table.provider_idx
+    v = table.values
     stage = np.zeros(n, dtype=np.int8)
-    # Checks are applied last-stage-first so that each row ends up holding its earliest failure.
-    fails: list[tuple[Stage, np.ndarray]] = []
+    sub = np.zeros(n, dtype=np.int16)  # reason sub-code at that stage
+    fails: list[tuple[Stage, np.ndarray, np.ndarray | int]] = []  # applied last-first: earliest failure wins
+    prov = v["provider"]
+    providers = table.dictionary("provider")
 
     allowed = set(spec.allowed_providers())
-    fails.append((Stage.PROVIDER, ~np.array([p in allowed for p in table.providers], dtype=bool)[prov]))
+    denied = np.array([p in spec.providers.deny for p in providers], dtype=bool)
+    fails.append((Stage.PROVIDER, ~np.array([p in allowed for p in providers], dtype=bool)[prov],
+                  np.where(denied[prov], 0, 1)))
     if spec.providers.regions:
-        wanted_regions = set(spec.providers.regions)
-        ok = np.array([r in wanted_regions for r in table.regions], dtype=bool)
-        fails.append((Stage.REGION, ~ok[table.region_idx]))
+        wanted = set(spec.providers.regions)
+        fails.append((Stage.REGION, ~np.array([r in wanted for r in table.dictionary("region")], dtype=bool)[
+            v["region"]], 0))
     if spec.gpus.model:
-        wanted_models = {canonical_gpu(m) for m in spec.gpus.model}
-        ok = np.array([canonical_gpu(m) in wanted_models for m in table.gpu_models], dtype=bool)
-        fails.append((Stage.GPU_MODEL, ~ok[table.gpu_model_idx]))
+        models = {canonical_gpu(m) for m in spec.gpus.model}
+        ok = np.array([canonical_gpu(m) in models for m in table.dictionary("gpu_model")], dtype=bool)
+        fails.append((Stage.GPU_MODEL, ~ok[v["gpu_model"]], 0))
     if spec.gpus.min_memory_gib:
-        fails.append((Stage.GPU_MEMORY, table.gpu_memory_gib < spec.gpus.min_memory_gib))
-    fails.append((Stage.AVAILABLE, ~table.available))
+        fails.append((Stage.GPU_MEMORY, v["gpu_memory_gib"] < spec.gpus.min_memory_gib, 0))
+    fails.append((Stage.AVAILABLE, ~v["available"], 0))
 
+    gpus = v["gpus"].astype(np.int64)
     count = spec.gpus.count
-    nodes = count // table.gpus
-    split_bad = (count % table.gpus) != 0
-    if spec.nodes.gpus_per_node is not None:
-        split_bad |= table.gpus != spec.nodes.gpus_per_node
-    if spec.nodes.count is not None:
-        split_bad |= nodes != spec.nodes.count
+    nodes = count // gpus
+    per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
+    split = np.full(n, -1, dtype=np.int16)
+    if node_count is not None:
+        split[nodes != node_count] = 2
+    split[(count % gpus) != 0] = 1
+    if per_node is not None:
+        split[gpus != per_node] = 0
     nodes = np.maximum(nodes, 1)
-    fails.append((Stage.NODE_SPLIT, split_bad))
-    fails.append((Stage.MAX_NODES, nodes > table.max_nodes))
-
+    fails.append((Stage.NODE_SPLIT, split >= 0, split))
+    fails.append((Stage.MIN_NODES, nodes < v["min_nodes"], 0))
+    fails.append((Stage.MAX_NODES, nodes > v["max_nodes"], 0))
     fabric = Fabric(spec.interconnect.fabric)
     fabric_ok = np.array([fabric_accepts(fabric, f) for f in FABRICS], dtype=bool)
-    fails.append((Stage.FABRIC, ~fabric_ok[table.fabric_idx]))
+    fails.append((Stage.FABRIC, ~fabric_ok[v["fabric"]], v["fabric"]))
     if spec.interconnect.min_gbps_per_node:
-        fails.append((Stage.FABRIC_GBPS, (nodes > 1) & (table.fabric_gbps < spec.interconnect.min_gbps_per_node)))
-    nvme_gib = spec.storage.checkpoint_nvme_gib_per_node
-    if nvme_gib:
-        fails.append((Stage.NVME, table.local_nvme_gib < nvme_gib))
-
-    shared = spec.storage.shared
-    storage_usd = nodes * (nvme_gib * hours) * table.disk_usd_per_gib_hour
-    if SharedFsKind(shared.kind) == SharedFsKind.MANAGED:
-        price = np.array(
-            [math.nan if i.shared_storage_usd_per_gib_month is None else float(i.shared_storage_usd_per_gib_month)
-             for i in infos], dtype=np.float64,
-        )
-        fails.append((Stage.SHARED_STORAGE, np.isnan(price)[prov]))
-        storage_usd = storage_usd + np.nan_to_num(price * (shared.size_gib * hours / HOURS_PER_MONTH))[prov]
+        fails.append((Stage.FABRIC_GBPS, (nodes > 1) & (v["fabric_gbps"] < spec.interconnect.min_gbps_per_node), 0))
+    if needs_private_network(spec):
+        fails.append((Stage.PRIVATE_NETWORK, (nodes > 1) & (v["network"] == ENUMS["network"].index(Network.NONE)),
+                      0))
+    if spec.storage.checkpoint_nvme_gib_per_node:
+        fails.append((Stage.NVME, v["local_nvme_gib"] < spec.storage.checkpoint_nvme_gib_per_node, 0))
+    if SharedFsKind(spec.storage.shared.kind) == SharedFsKind.MANAGED:
+        missing = np.array([i.shared_storage_usd_per_gib_month is None for i in infos], dtype=bool)
+        fails.append((Stage.SHARED_STORAGE, missing[prov], prov))
     if spec.reliability.min_score:
-        fails.append((Stage.RELIABILITY, table.reliability < spec.reliability.min_score))
-
-    for check, failed in reversed(fails):
+        fails.append((Stage.RELIABILITY, v["reliability"] < spec.reliability.min_score, 0))
+    for check, failed, code in reversed(fails):
         np.putmask(stage, failed, check)
-
-    egress_usd = _egress_usd(spec, table, provider_infos, infos)
-    storage_c = _cents(storage_usd)
-    egress_c = _cents(egress_usd)
-    boot_h = np.array([i.boot_minutes / 60.0 for i in infos], dtype=np.float64)[prov]
-    increment = table.billing_increment_s
-    billed_h = np.maximum(np.ceil(hours * 3600.0 / increment) * increment, table.billing_minimum_s) / 3600.0
-    lost_h = (spec.workload.checkpoint_interval_minutes / 2 + spec.workload.restart_overhead_minutes) / 60.0
-
-    parts = []
-    for spot in variants(spec.pricing.mode):
-        price = table.spot_price_per_hour_usd if spot else table.price_per_hour_usd
-        sold = ~np.isnan(price)
-        price = np.where(sold, price, 0.0)
-        if spot:
-            spot_rate = table.spot_interruptions_per_node_hour
-            fallback = np.maximum(table.interruptions_per_node_hour, SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
-            rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
+        if isinstance(code, np.ndarray):
+            np.putmask(sub, failed, code.astype(np.int16))
         else:
-            rate = table.interruptions_per_node_hour
-        hourly = nodes * price
-        boot_c = _cents(hourly * boot_h)
-        compute_c = _cents(hourly * billed_h) + boot_c
-        expected = rate * nodes * hours
-        interruption_c = _cents(expected * lost_h * hourly)
-        total_c = compute_c + storage_c + egress_c + interruption_c
-        late = np.zeros(n, dtype=np.int8)
-        if spec.pricing.max_total_usd is not None:
-            np.putmask(late, total_c > round(spec.pricing.max_total_usd * 100), Stage.MAX_TOTAL)
-        if spec.pricing.max_hourly_usd is not None:
-            np.putmask(late, hourly > spec.pricing.max_hourly_usd, Stage.MAX_HOURLY)
-        np.putmask(late, ~sold, Stage.PRICING_MODE)
-        parts.append((np.where(stage != 0, stage, late), hourly, expected,
-                      compute_c, interruption_c, boot_c, total_c))
-
-    many = len(parts) > 1
-
-    def cat(i: int) -> np.ndarray:
-        return np.concatenate([p[i] for p in parts]) if many else parts[0][i]
-
-    def tile(a: np.ndarray) -> np.ndarray:
-        return np.tile(a, len(parts)) if many else a
-
-    offer_idx = tile(np.arange(n, dtype=np.int64))
-    spot_flags = np.repeat(np.array(variants(spec.pricing.mode), dtype=bool), n)
-    all_stage, hourly_all, total_all = cat(0), cat(1), cat(6)
-    feasible = np.flatnonzero(all_stage == 0)
-    order = feasible[np.lexsort((spot_flags[feasible], table.key_rank[offer_idx[feasible]],
-                                 hourly_all[feasible], total_all[feasible]))]
-    return Ranking(
-        offer_idx=offer_idx, spot=spot_flags, stage=all_stage, nodes=tile(nodes),
-        hourly_usd=hourly_all, expected_interruptions=cat(2), compute_cents=cat(3),
-        storage_cents=tile(storage_c), egress_cents=tile(egress_c), interruption_cents=cat(4),
-        boot_cents=cat(5), total_cents=total_all, order=order,
-    )
+            sub[failed] = code
+    return stage, sub, nodes
 
 
-def _egress_usd(
+def needs_private_network(spec: ClusterSpec) -> bool:
+    """A multi-node cluster with a control plane needs a private path between its nodes; with a
+    specific RDMA fabric the fabric check already decides."""
+    return (ControlPlane(spec.control_plane) is not ControlPlane.NONE
+            and Fabric(spec.interconnect.fabric) in (Fabric.ANY, Fabric.ETHERNET))
+
+
+def missing_capability(
+    spec: ClusterSpec, table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool, capabilities: Capabilities,
+) -> np.ndarray:
+    """Per candidate: -1 when its provider's adapter declares everything it needs, else the index in
+    ``NEEDED`` of the first missing capability (``NO_ADAPTER`` when the provider has no adapter)."""
+    v = table.values
+    providers = table.dictionary("provider")
+    has = np.array([[need in capabilities.get(p, frozenset()) for p in providers] for need in NEEDED], dtype=bool)
+    no_adapter = np.array([not capabilities.get(p) for p in providers], dtype=bool)
+    prov = v["provider"][rows]
+    multi = nodes > 1
+    network = v["network"][rows]
+    purchase = v["purchase"][rows]
+    bootstrap = v["bootstrap"][rows]
+    private = (network == ENUMS["network"].index(Network.PRIVATE)) | (
+        network == ENUMS["network"].index(Network.PARTITION))
+    wanted_fabric = _FABRIC_CAPABILITY.get(Fabric(spec.interconnect.fabric))
+    needs: dict[Capability, np.ndarray | bool] = {
+        Capability.ON_DEMAND: not spot,
+        Capability.SPOT: spot,
+        Capability.MULTI_NODE: multi,
+        Capability.PRIVATE_NETWORK: multi & private,
+        Capability.CLUSTER_PRODUCT: purchase == ENUMS["purchase"].index(Purchase.CLUSTER),
+        **{BOOTSTRAP_CAPABILITY[b]: bootstrap == ENUMS["bootstrap"].index(b) for b in Bootstrap},
+    }
+    if wanted_fabric is not None:
+        needs[wanted_fabric] = multi
+    first = np.full(len(rows), -1, dtype=np.int16)
+    for index in reversed(range(len(NEEDED))):
+        need = needs.get(NEEDED[index], False)
+        np.putmask(first, need & ~has[index][prov], index)
+    np.putmask(first, no_adapter[prov], NO_ADAPTER)
+    return first
+
+
+def rank_table(
     spec: ClusterSpec,
     table: OfferTable,
     provider_infos: Mapping[str, ProviderInfo],
-    infos: list[ProviderInfo],
-) -> np.ndarray:
-    """Dataset in plus results out, per offer (see docs/cost-model.md, "Egress")."""
-    prov = table.provider_idx
-    dataset = spec.workload.dataset
-    data_gb = dataset.size_gb
-    usd = np.zeros(len(table), dtype=np.float64)
-    if data_gb:
-        ingress = data_gb * table.ingress_usd_per_gb
-        source, source_region = dataset.source
-        if source is None:
-            usd = ingress
+    capabilities: Capabilities | None = None,
+    *,
+    keep: int = 50,
+) -> Ranking:
+    """Check, price and rank every (offer, variant) of ``table`` for ``spec``.
+
+    ``capabilities`` maps provider -> what its adapter declares; a candidate needing a
+    capability its adapter lacks is rejected at ``Stage.ADAPTER`` (None: no adapter gate).
+    Quote-only products (reservation, sales) skip that stage and, when they pass everything
+    else, are marked ``quote``, never ranked. Linear in ``len(table)`` plus a partial sort.
+    Raises PlanError when a provider in the table, or the dataset's source provider (when
+    there is data to move), has no entry in ``provider_infos``.
+    """
+    n = len(table)
+    providers = table.dictionary("provider")
+    missing = [name for name in providers if name not in provider_infos]
+    if missing:
+        raise PlanError(f"catalog has offers from {missing[0]} but no pricing facts for it")
+    infos = [provider_infos[name] for name in providers]
+    dataset_leave_usd(spec, provider_infos)  # PlanError up front when the dataset's source has no facts
+    offer_stage, offer_sub, offer_nodes = offer_stages(spec, table, infos)
+    alive = np.flatnonzero(offer_stage == 0)
+    quote_only = np.isin(table["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])
+    max_hourly = None if spec.pricing.max_hourly_usd is None else floor_units(
+        Decimal(spec.pricing.max_hourly_usd), MICRO)
+    max_total = None if spec.pricing.max_total_usd is None else floor_units(Decimal(spec.pricing.max_total_usd), CENTS)
+    hours = spec_decimal(spec.workload.hours)
+
+    spots = variants(spec.pricing.mode)
+    size = n * len(spots)
+    stage = np.tile(offer_stage, len(spots))
+    sub = np.tile(offer_sub, len(spots))
+    nodes_all = np.tile(offer_nodes, len(spots))
+    priced = np.zeros(size, dtype=bool)
+    hourly = np.zeros(size, dtype=np.int64)
+    expected = np.zeros(size, dtype=np.float64)
+    terms = {name: np.zeros(size, dtype=np.int64) for name in TERMS}
+    boot = np.zeros(size, dtype=np.int64)
+    total = np.zeros(size, dtype=np.int64)
+    for k, spot in enumerate(spots):
+        base = k * n
+        price = table["spot_price_micro" if spot else "price_micro"][alive]
+        late = np.zeros(len(alive), dtype=np.int8)
+        late_sub = np.zeros(len(alive), dtype=np.int16)
+        sold = price >= 0
+        late[~sold] = Stage.PRICING_MODE
+        late_sub[~sold] = k
+        nodes = offer_nodes[alive]
+        if capabilities is not None:
+            lacking = missing_capability(spec, table, alive, nodes, spot, capabilities)
+            blocked = sold & (lacking >= 0) & ~quote_only[alive]
+            late[blocked] = Stage.ADAPTER
+            late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
+        go = late == 0
+        rows = alive[go]
+        h = nodes[go].astype(np.int64) * price[go]
+        if spot:
+            spot_rate = table["spot_interruptions_per_node_hour"][rows]
+            fallback = np.maximum(table["interruptions_per_node_hour"][rows], SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
+            rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
         else:
-            leave = dataset_leave_usd(spec, provider_infos)
-            info = provider_infos[source]
-            usd = leave + ingress
-            if source in table.providers:
-                same_provider = prov == table.providers.index(source)
-                usd = np.where(same_provider, data_gb * float(info.inter_region_usd_per_gb), usd)
-                if source_region in table.regions:
-                    same_place = same_provider & (table.region_idx == table.regions.index(source_region))
-                    usd = np.where(same_place, 0.0, usd)
-    out_gb = spec.workload.results_out_gb
-    if out_gb:
-        tiered = np.array([tiered_usd(i.internet_egress_tiers, out_gb, i.free_egress_gb) for i in infos])
-        has_tiers = np.array([bool(i.internet_egress_tiers) for i in infos], dtype=bool)
-        usd = usd + np.where(has_tiers[prov], tiered[prov], out_gb * table.egress_usd_per_gb)
-    return usd
+            rate = table["interruptions_per_node_hour"][rows]
+        ctx = Pricing(spec=spec, table=table, infos=infos, rows=rows, nodes=nodes[go].astype(np.int64),
+                      hourly_micro=h, rate=rate, hours=hours, provider_infos=provider_infos)
+        cand = base + rows
+        run_total = np.zeros(len(rows), dtype=np.int64)
+        for name, term in TERMS.items():
+            cents = term(ctx)
+            terms[name][cand] = cents
+            run_total += cents
+        boot[cand] = boot_cents(ctx)
+        total[cand] = run_total
+        hourly[cand] = h
+        expected[cand] = rate * ctx.nodes * spec.workload.hours
+        priced[cand] = True
+        money_stage = np.zeros(len(rows), dtype=np.int8)
+        if max_total is not None:
+            money_stage[run_total > max_total] = Stage.MAX_TOTAL
+        if max_hourly is not None:
+            money_stage[h > max_hourly] = Stage.MAX_HOURLY
+        late[go] = money_stage
+        stage[base + alive] = late
+        sub[base + alive] = late_sub
+
+    passed = stage == 0
+    quote = passed & np.tile(quote_only, len(spots))
+    ranked = np.flatnonzero(passed & ~quote)
+    order = best_first(ranked, total, hourly, np.tile(table["key_rank"], len(spots)), n, keep)
+    return Ranking(n=n, spots=spots, stage=stage, sub=sub, nodes=nodes_all, priced=priced, hourly_micro=hourly,
+                   expected_interruptions=expected, terms=terms, boot_cents=boot, total_cents=total, quote=quote,
+                   order=order, feasible_count=len(ranked))
 
 
-__all__ = ["OfferTable", "Ranking", "rank_table"]
+def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_rank: np.ndarray, n: int,
+               keep: int) -> np.ndarray:
+    """The best ``keep`` of ``cands``: total, then cluster hourly, then ``Offer.key``, then on-demand first."""
+    if len(cands) > keep > 0:
+        cut = np.partition(total[cands], keep - 1)[keep - 1]
+        cands = cands[total[cands] <= cut]
+    ordered = cands[np.lexsort((cands // n, key_rank[cands], hourly[cands], total[cands]))]
+    return ordered[:keep] if keep > 0 else ordered
+
+
+__all__ = ["NEEDED", "NO_ADAPTER", "TERMS", "Capabilities", "Pricing", "Ranking", "needs_private_network",
+           "rank_table"]

@@ -1,84 +1,112 @@
 """Choose where to build a cluster: every offer checked, priced and ranked for one spec.
 
-``resolve_plan(spec, catalog)`` is the public entry point, a thin shell over the core:
-``provisioner.costs`` prices each (offer, variant) in plain Python (small catalogs; no
-numpy import, so a cold ``provisioner plan`` starts fast) and ``provisioner.offer_table``
-does the same columnar with numpy (large catalogs, 10^6 offers in well under a second).
-Both yield identical ``Candidate`` rows in integer cents; this module ranks them and turns
-them into ``Option`` and ``RejectedOffer`` models with one-line reasons. The cost model,
-with the source of every constant, is in ``docs/cost-model.md``.
+``resolve_plan(spec, catalog, capabilities)`` is the public entry point, a thin shell over the
+one cost model in ``provisioner.offer_table`` (columnar, integer money). This module turns its
+``Ranking`` into models: the best ``keep`` ``Option``s, the quote-only products as ``Quote``s,
+rejections grouped by (stage, spec field, reason) with a few examples, and every rejection
+only when asked (``explain=True``). Output size does not grow with the number of rejections.
+The cost model, with the source of every constant, is in ``docs/cost-model.md``.
 
 Pure: no I/O, no clock, no environment reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from decimal import Decimal
+import datetime as dt
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
-from provisioner.costs import Candidate, Stage, ranked, rejected
+from provisioner.capabilities import Capability
+from provisioner.costs import FABRICS, Stage
 from provisioner.errors import NoFeasibleOfferError, Rejection
-from provisioner.offer import Catalog, Offer
-from provisioner.plan import CostBreakdown, Option, PlanResult, RejectedOffer
+from provisioner.money import usd_of_cents, usd_of_micro
+from provisioner.offer import ProviderInfo
+from provisioner.plan import CostBreakdown, Option, PlanResult, Quote, RejectedOffer, RejectionGroup, per_gpu_hour
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
 
-NUMPY_MIN_OFFERS = 10_000
-"""From this many offers on, the vectorized core pays back numpy's import time."""
+if TYPE_CHECKING:
+    import numpy as np
+
+    from provisioner.columns import OfferTable
+    from provisioner.offer_table import Ranking
+
+EXAMPLES_PER_GROUP = 3
+DEFAULT_KEEP = 50
 
 
-def resolve_plan(spec: ClusterSpec, catalog: Catalog) -> PlanResult:
-    """Rank every feasible (offer, pricing variant) of ``catalog`` for ``spec``.
+class OfferSource(Protocol):
+    """What resolve_plan reads from a catalog: a JSON ``Catalog`` or a columnar ``TableCatalog``."""
 
-    ``options`` are ranked 1..n by expected total cost, ties broken by cluster hourly price,
-    then ``Offer.key``, then on-demand before spot. ``rejected`` holds one entry per
-    rejected (offer, variant) that ``spec.pricing.mode`` considers, furthest-got first.
-    Deterministic for a given input. Raises NoFeasibleOfferError (carrying every
-    Rejection) when nothing is feasible, PlanError when pricing facts the spec needs
-    are missing from the catalog.
+    @property
+    def as_of(self) -> dt.date: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def providers(self) -> Mapping[str, ProviderInfo]: ...
+    def offer_table(self) -> OfferTable: ...
+
+
+def resolve_plan(
+    spec: ClusterSpec,
+    catalog: OfferSource,
+    capabilities: Mapping[str, frozenset[Capability]] | None = None,
+    *,
+    keep: int = DEFAULT_KEEP,
+    explain: bool = False,
+) -> PlanResult:
+    """Rank every buyable (offer, pricing variant) of ``catalog`` for ``spec``; keep the best ``keep``.
+
+    ``capabilities`` is what each provider's adapter can create (``registry.capabilities()``,
+    passed by the shell); a provider absent from it can create nothing. None skips the adapter
+    gate (what-if pricing only). Options are ranked by expected total, then cluster hourly
+    price, then ``Offer.key``, then on-demand before spot. Deterministic. Raises
+    NoFeasibleOfferError (carrying the rejection groups, and every rejection when
+    ``explain``) when nothing can be ranked, PlanError when pricing facts are missing.
     """
-    offers = catalog.offers
-    if not offers:
+    from provisioner.offer_table import rank_table
+
+    table = catalog.offer_table()
+    if not len(table):
         raise NoFeasibleOfferError(f"catalog {catalog.origin} has no offers")
-    candidates = price_candidates(spec, offers, catalog)
-    rejections = [rejection(spec, offers[c.offer_idx], c) for c in rejected(candidates, offers)]
-    best = ranked(candidates, offers)
-    if not best:
-        first = rejections[0]
-        raise NoFeasibleOfferError(
-            f"no offer fits: {first.reason} ({first.provider} {first.instance_type} {first.region}; "
-            f"{len(rejections)} rejected)",
-            rejected=rejections,
-        )
+    ranking = rank_table(spec, table, catalog.providers, capabilities, keep=keep)
+    provider_as_of = {name: catalog.providers[name].as_of or catalog.as_of for name in table.dictionary("provider")}
+    groups = rejection_groups(spec, table, ranking)
+    rejected = every_rejection(spec, table, ranking) if explain else []
+    if not len(ranking.order):
+        first = groups[0] if groups else None
+        example = first.examples[0] if first and first.examples else None
+        where = f" ({example.provider} {example.instance_type} {example.region}; " if example else " ("
+        count = sum(g.count for g in groups)
+        quoted = int(ranking.quote.sum())
+        why = example.reason if example else (first.reason if first else "nothing can be bought")
+        if quoted and first is None:
+            why = f"only quote-only products fit ({quoted}); see the quotes"
+        error = NoFeasibleOfferError(f"no offer fits: {why}{where}{count} rejected)",
+                                     rejected=[_as_rejection(r) for r in rejected])
+        error.rejection_groups = groups  # type: ignore[attr-defined]
+        error.quotes = quotes(spec, table, ranking, provider_as_of, keep)  # type: ignore[attr-defined]
+        raise error
+    options = [option(rank, table, ranking, int(c), provider_as_of) for rank, c in enumerate(ranking.order, 1)]
     return PlanResult(
         spec=spec,
         catalog_as_of=catalog.as_of,
         catalog_origin=catalog.origin,
-        options=[option(rank, offers[c.offer_idx], c) for rank, c in enumerate(best, 1)],
-        rejected=[RejectedOffer.of(r) for r in rejections],
+        provider_as_of=provider_as_of,
+        options=options,
+        feasible_count=ranking.feasible_count,
+        quotes=quotes(spec, table, ranking, provider_as_of, keep),
+        rejection_groups=groups,
+        rejected=rejected,
     )
 
 
-def price_candidates(
-    spec: ClusterSpec, offers: Sequence[Offer], catalog: Catalog, numpy_min_offers: int = NUMPY_MIN_OFFERS
-) -> list[Candidate]:
-    """``costs.price_offers``, or its vectorized twin when there are ``numpy_min_offers`` or more."""
-    from provisioner.offer_table import OfferTable, rank_table
-
-    return rank_table(spec, OfferTable.from_offers(offers), catalog.providers).candidates()
-
-
-def option(rank: int, offer: Offer, c: Candidate) -> Option:
-    """The ``Option`` model for a feasible candidate."""
-    cost = CostBreakdown(
-        compute=Decimal(c.compute_cents) / 100,
-        storage=Decimal(c.storage_cents) / 100,
-        egress=Decimal(c.egress_cents) / 100,
-        interruption=Decimal(c.interruption_cents) / 100,
-        total=Decimal(c.total_cents) / 100,
-        boot_usd=Decimal(c.boot_cents) / 100,
-    )
-    price = offer.spot_price_per_hour_usd if c.spot else offer.price_per_hour_usd
-    hourly = c.nodes * (price or Decimal(0))
+def option(rank: int, table: OfferTable, ranking: Ranking, c: int, provider_as_of: Mapping[str, dt.date]) -> Option:
+    """The ``Option`` model for a ranked candidate."""
+    offer = table.offer(ranking.offer_of(c))
+    hourly = usd_of_micro(int(ranking.hourly_micro[c]))
+    terms = {name: usd_of_cents(int(cents[c])) for name, cents in ranking.terms.items()}
+    cost = CostBreakdown(**terms, total=usd_of_cents(int(ranking.total_cents[c])),
+                         boot_usd=usd_of_cents(int(ranking.boot_cents[c])))
     return Option(
         rank=rank,
         provider=offer.provider,
@@ -87,90 +115,212 @@ def option(rank: int, offer: Offer, c: Candidate) -> Option:
         instance_type=offer.instance_type,
         gpu_model=offer.gpu_model,
         gpus_per_node=offer.gpus,
-        nodes=c.nodes,
-        spot=c.spot,
+        nodes=int(ranking.nodes[c]),
+        spot=ranking.spot_of(c),
         purchase=offer.purchase,
         bootstrap=offer.bootstrap,
         network=offer.network,
         hourly_usd=hourly,
-        usd_per_gpu_hour=(hourly / (c.nodes * offer.gpus)).quantize(Decimal("0.000001")),
-        as_of=offer.as_of,
+        usd_per_gpu_hour=per_gpu_hour(hourly, offer.gpus * int(ranking.nodes[c])),
         cost=cost,
-        expected_interruptions=round(c.expected_interruptions, 6),
+        expected_interruptions=round(float(ranking.expected_interruptions[c]), 6),
+        as_of=offer.as_of or provider_as_of.get(offer.provider),
         offer=offer,
     )
 
 
-def rejection(spec: ClusterSpec, offer: Offer, c: Candidate) -> Rejection:
-    """The ``Rejection`` for a rejected candidate: the spec field to blame and a one-line reason."""
-    field, why = _reason(Stage(c.stage), spec, offer, c)
-    return Rejection(
-        provider=offer.provider,
-        instance_type=offer.instance_type,
-        region=offer.region,
-        reason=f"{'spot' if c.spot else 'on-demand'}: {why}",
-        field=field,
-        stage=c.stage,
-    )
+def quotes(spec: ClusterSpec, table: OfferTable, ranking: Ranking, provider_as_of: Mapping[str, dt.date],
+           keep: int) -> list[Quote]:
+    """Quote-only products that fit, cheapest first (at most ``keep``)."""
+    import numpy as np
+
+    found = np.flatnonzero(ranking.quote)
+    found = found[np.lexsort((ranking.hourly_micro[found], ranking.total_cents[found]))][:keep]
+    out = []
+    for c in found.tolist():
+        offer = table.offer(ranking.offer_of(c))
+        out.append(Quote(provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
+                         gpu_model=offer.gpu_model, gpus_per_node=offer.gpus, nodes=int(ranking.nodes[c]),
+                         purchase=offer.purchase, hourly_usd=usd_of_micro(int(ranking.hourly_micro[c])),
+                         how_to_obtain=offer.how_to_obtain,
+                         as_of=offer.as_of or provider_as_of.get(offer.provider)))
+    return out
 
 
-def _reason(code: Stage, spec: ClusterSpec, offer: Offer, c: Candidate) -> tuple[str, str]:
-    """(spec field to blame, one-line reason) for a candidate rejected at stage ``code``."""
-    nodes = c.nodes
+def _variant_stage(stage: int) -> bool:
+    return stage >= Stage.PRICING_MODE
+
+
+def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> list[RejectionGroup]:
+    """Rejections counted by (stage, reason sub-code): offer checks count each offer once, the
+    variant checks each (offer, variant). Furthest stage first, then count; each with at most
+    three examples (the cheapest first in the budget stages, else by ``Offer.key``)."""
+    import numpy as np
+
+    n = ranking.n
+    first_variant = ranking.stage[:n]
+    cands = np.concatenate([
+        np.flatnonzero((first_variant > 0) & (first_variant < Stage.PRICING_MODE)),
+        np.flatnonzero(ranking.stage >= Stage.PRICING_MODE),
+    ])
+    if not len(cands):
+        return []
+    key = ranking.stage[cands].astype(np.int64) * 65_536 + ranking.sub[cands].astype(np.int64)
+    keys, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    key_rank = ranking_key_rank(table, ranking)
+    groups = []
+    for g, (k, count) in enumerate(zip(keys.tolist(), counts.tolist(), strict=True)):
+        stage, sub = divmod(k, 65_536)
+        members = cands[inverse.reshape(-1) == g]
+        if stage >= Stage.MAX_HOURLY:
+            members = members[np.lexsort((key_rank[members], ranking.total_cents[members]))]
+        else:
+            members = members[np.argsort(key_rank[members], kind="stable")]
+        examples = [rejected_offer(spec, table, ranking, int(c)) for c in members[:EXAMPLES_PER_GROUP].tolist()]
+        field, reason = _reason(Stage(stage), sub, spec, table, ranking, None)
+        groups.append(RejectionGroup(stage=stage, stage_name=Stage(stage).label, field=field, reason=reason,
+                                     count=count, examples=examples))
+    return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
+
+
+def ranking_key_rank(table: OfferTable, ranking: Ranking) -> np.ndarray:
+    import numpy as np
+
+    return np.tile(table["key_rank"], len(ranking.spots))
+
+
+def every_rejection(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> list[RejectedOffer]:
+    """Every rejected (offer, variant), furthest stage first; cheapest first in the budget stages."""
+    import numpy as np
+
+    rejected = np.flatnonzero(ranking.stage > 0)
+    cost = np.where(ranking.stage[rejected] >= Stage.MAX_HOURLY, ranking.total_cents[rejected], 0)
+    rank = ranking_key_rank(table, ranking)[rejected]
+    order = rejected[np.lexsort((rejected // ranking.n, rank, cost, -ranking.stage[rejected].astype(np.int64)))]
+    return [rejected_offer(spec, table, ranking, int(c)) for c in order.tolist()]
+
+
+def rejected_offer(spec: ClusterSpec, table: OfferTable, ranking: Ranking, c: int) -> RejectedOffer:
+    """One rejected candidate with its own figures in the reason."""
+    stage = Stage(int(ranking.stage[c]))
+    field, why = _reason(stage, int(ranking.sub[c]), spec, table, ranking, c)
+    row = ranking.offer_of(c)
+    reason = f"{'spot' if ranking.spot_of(c) else 'on-demand'}: {why}" if _variant_stage(stage) else why
+    return RejectedOffer(provider=table.text("provider", row) or "", instance_type=table.text("instance_type", row)
+                         or "", region=table.text("region", row) or "", reason=reason, field=field,
+                         stage=int(stage), stage_name=stage.label)
+
+
+def _as_rejection(item: RejectedOffer) -> Rejection:
+    return Rejection(provider=item.provider, instance_type=item.instance_type, region=item.region,
+                     reason=item.reason, field=item.field, stage=item.stage)
+
+
+def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking: Ranking,
+            c: int | None) -> tuple[str, str]:
+    """(spec field to blame, one-line reason) for stage ``code`` and reason ``sub``; with a candidate
+    ``c`` the reason carries its own figures, without one it is the group's shared wording."""
+    row = None if c is None else ranking.offer_of(c)
+
+    def text(name: str) -> str:
+        return "" if row is None else table.text(name, row) or ""
+
+    def num(name: str) -> float:
+        return float(table[name][row]) if row is not None else 0.0
+
+    offer = f"{text('provider')} {text('instance_type')}" if row is not None else "the offer"
     count = spec.gpus.count
+    nodes = int(ranking.nodes[c]) if c is not None else 0
+    nodes_field = "nodes.count" if spec.nodes.count is not None else "gpus.count"
     if code == Stage.PROVIDER:
-        if offer.provider in spec.providers.deny:
-            return "providers.deny", f"provider {offer.provider} is denied"
-        return "providers.allow", f"provider {offer.provider} is not in providers.allow"
+        name = text("provider") or "provider"
+        if sub == 0:
+            return "providers.deny", f"provider {name} is denied" if row is not None else "provider is denied"
+        return "providers.allow", (f"provider {name} is not in providers.allow" if row is not None
+                                   else "provider is not in providers.allow")
     if code == Stage.REGION:
-        return "providers.regions", f"region {offer.region} is not in providers.regions"
+        return "providers.regions", f"region {text('region') or ''} is not in providers.regions".replace("  ", " ")
     if code == Stage.GPU_MODEL:
-        return "gpus.model", f"GPU {offer.gpu_model} is not one of {', '.join(spec.gpus.model)}"
+        return "gpus.model", f"GPU {text('gpu_model')} is not one of {', '.join(spec.gpus.model)}".replace("  ", " ")
     if code == Stage.GPU_MEMORY:
-        return "gpus.min_memory_gib", (
-            f"{offer.gpu_memory_gib:g} GiB per GPU is below {spec.gpus.min_memory_gib:g} GiB"
-        )
+        have = f"{num('gpu_memory_gib'):g} GiB per GPU" if row is not None else "GPU memory"
+        return "gpus.min_memory_gib", f"{have} is below {spec.gpus.min_memory_gib:g} GiB"
     if code == Stage.AVAILABLE:
-        return "gpus.model", f"{offer.gpu_model} offer is not available now"
+        return "gpus.model", f"{text('gpu_model') or 'the'} offer is not available now".replace("the offer", "offer")
     if code == Stage.NODE_SPLIT:
-        per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
-        if per_node is not None and offer.gpus != per_node:
-            return "nodes.gpus_per_node", f"nodes have {offer.gpus} GPUs, not {per_node}"
-        if count % offer.gpus:
-            return "gpus.count", f"{count} GPUs do not split into nodes of {offer.gpus}"
-        return "nodes.count", f"{count} GPUs in nodes of {offer.gpus} make {nodes} nodes, not {node_count}"
+        gpus = int(num("gpus"))
+        if sub == 0:
+            return "nodes.gpus_per_node", (f"nodes have {gpus} GPUs, not {spec.nodes.gpus_per_node}" if row is not None
+                                           else f"nodes do not have {spec.nodes.gpus_per_node} GPUs")
+        if sub == 1:
+            return "gpus.count", (f"{count} GPUs do not split into nodes of {gpus}" if row is not None
+                                  else f"{count} GPUs do not split into whole nodes")
+        return "nodes.count", (f"{count} GPUs in nodes of {gpus} make {nodes} nodes, not {spec.nodes.count}"
+                               if row is not None else f"{count} GPUs do not make {spec.nodes.count} nodes")
+    if code == Stage.MIN_NODES:
+        return nodes_field, (f"needs {nodes} nodes; {offer} is sold as at least {int(num('min_nodes'))}"
+                             if row is not None else "needs fewer nodes than the product is sold as")
     if code == Stage.MAX_NODES:
-        field = "nodes.count" if spec.nodes.count is not None else "gpus.count"
-        return field, f"needs {nodes} nodes; at most {offer.max_nodes} can be placed together"
+        return nodes_field, (f"needs {nodes} nodes; at most {int(num('max_nodes'))} can be placed together"
+                             if row is not None else "needs more nodes than can be placed together")
     if code == Stage.FABRIC:
         wanted = Fabric(spec.interconnect.fabric)
-        return "interconnect.fabric", f"fabric {offer.fabric.value} does not provide {wanted.value}"
+        return "interconnect.fabric", f"fabric {FABRICS[sub].value} does not provide {wanted.value}"
     if code == Stage.FABRIC_GBPS:
-        return "interconnect.min_gbps_per_node", (
-            f"{offer.fabric_gbps:g} Gbps per node is below {spec.interconnect.min_gbps_per_node:g}"
-        )
+        have = f"{num('fabric_gbps'):g} Gbps per node" if row is not None else "fabric bandwidth"
+        return "interconnect.min_gbps_per_node", f"{have} is below {spec.interconnect.min_gbps_per_node:g}"
+    if code == Stage.PRIVATE_NETWORK:
+        return "interconnect.fabric", (
+            f"nodes of {offer} cannot reach each other privately (network: none); a multi-node cluster "
+            f"with a control plane needs a private network")
     if code == Stage.NVME:
+        have = f"{num('local_nvme_gib'):g} GiB local NVMe" if row is not None else "local NVMe"
         return "storage.checkpoint_nvme_gib_per_node", (
-            f"{offer.local_nvme_gib:g} GiB local NVMe is below {spec.storage.checkpoint_nvme_gib_per_node:g} GiB"
-        )
+            f"{have} is below {spec.storage.checkpoint_nvme_gib_per_node:g} GiB")
     if code == Stage.SHARED_STORAGE:
-        return "storage.shared.kind", f"{offer.provider} has no managed shared filesystem"
+        return "storage.shared.kind", f"{table.dictionary('provider')[sub]} has no managed shared filesystem"
     if code == Stage.RELIABILITY:
-        return "reliability.min_score", (
-            f"reliability {offer.reliability:g} is below {spec.reliability.min_score:g}"
-        )
+        have = f"reliability {num('reliability'):g}" if row is not None else "reliability"
+        return "reliability.min_score", f"{have} is below {spec.reliability.min_score:g}"
     if code == Stage.PRICING_MODE:
-        sold = "spot" if c.spot else "on-demand"
+        sold = "spot" if sub else "on-demand"
         return "pricing.mode", f"not sold {sold} (pricing.mode {PricingMode(spec.pricing.mode).value})"
-    hourly = c.hourly_usd
+    if code == Stage.ADAPTER:
+        return _adapter_reason(sub, table)
     if code == Stage.MAX_HOURLY:
+        budget = f"${spec.pricing.max_hourly_usd:,.2f}/h"
+        if c is None:
+            return "pricing.max_hourly_usd", f"cluster hourly price is over {budget}"
         return "pricing.max_hourly_usd", (
-            f"{nodes} nodes cost ${hourly:,.2f}/h, over ${spec.pricing.max_hourly_usd:,.2f}/h"
-        )
-    total = c.total_cents / 100
-    return "pricing.max_total_usd", (
-        f"expected total ${total:,.2f} is over ${spec.pricing.max_total_usd:,.2f}"
-    )
+            f"{nodes} nodes cost ${usd_of_micro(int(ranking.hourly_micro[c])):,.2f}/h, over {budget}")
+    budget = f"${spec.pricing.max_total_usd:,.2f}"
+    if c is None:
+        return "pricing.max_total_usd", f"expected total is over {budget}"
+    return "pricing.max_total_usd", f"expected total ${usd_of_cents(int(ranking.total_cents[c])):,} is over {budget}"
 
 
-__all__ = ["NUMPY_MIN_OFFERS", "option", "price_candidates", "rejection", "resolve_plan"]
+def _adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:
+    from provisioner.offer_table import NEEDED, NO_ADAPTER
+
+    code, lacking = divmod(sub, 32)
+    provider = table.dictionary("provider")[code]
+    if lacking == NO_ADAPTER:
+        return "providers.allow", f"no {provider} adapter in this installation yet"
+    need = NEEDED[lacking]
+    field = {Capability.SPOT: "pricing.mode", Capability.ON_DEMAND: "pricing.mode",
+             Capability.FABRIC_IB: "interconnect.fabric", Capability.FABRIC_EFA: "interconnect.fabric",
+             Capability.FABRIC_ROCE: "interconnect.fabric"}.get(need, "providers.allow")
+    return field, f"the {provider} adapter cannot create {_WHAT[need]}"
+
+
+_WHAT = {
+    Capability.ON_DEMAND: "on-demand nodes", Capability.SPOT: "spot nodes",
+    Capability.MULTI_NODE: "multi-node clusters", Capability.PRIVATE_NETWORK: "nodes on a private network",
+    Capability.CLUSTER_PRODUCT: "cluster products", Capability.USER_DATA: "nodes booted from cloud-init",
+    Capability.SCRIPT_BOOTSTRAP: "nodes bootstrapped by a start script",
+    Capability.SSH_BOOTSTRAP: "nodes bootstrapped over SSH", Capability.FABRIC_IB: "InfiniBand clusters",
+    Capability.FABRIC_EFA: "EFA clusters", Capability.FABRIC_ROCE: "RoCE clusters",
+}
+
+
+__all__ = ["DEFAULT_KEEP", "OfferSource", "option", "rejection_groups", "resolve_plan"]

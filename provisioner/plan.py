@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -241,8 +241,8 @@ def load_plan(path: Path) -> Plan:
 
 
 __all__ = [
-    "PLAN_VERSION",
     "COST_TERMS",
+    "PLAN_VERSION",
     "CostBreakdown",
     "Money",
     "Option",
@@ -252,7 +252,7 @@ __all__ = [
     "RejectedOffer",
     "RejectionGroup",
     "decided_by",
-    "per_gpu_hour",
     "load_plan",
+    "per_gpu_hour",
     "save_plan",
 ]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
 PROVIDER_NAMES = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
 
@@ -192,10 +193,29 @@ class ProvidersSpec(_Model):
         return names
 
 
+def _money_number(value: object) -> object:
+    """A budget is a YAML number, read as the decimal written (``159.60`` is exactly 159.60)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("expected a number of USD")
+    return Decimal(repr(value)) if isinstance(value, float) else value
+
+
+def _money_json(value: Decimal) -> int | float:
+    # A budget is read from a YAML number via its shortest repr, so the float written back reads
+    # back as the same Decimal: plan.json keeps budgets as JSON numbers.
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+Budget = Annotated[Decimal, BeforeValidator(_money_number),
+                   Field(ge=0, le=Decimal(repr(MAX_QUANTITY)), allow_inf_nan=False),
+                   PlainSerializer(_money_json, when_used="json")]
+"""USD, exact: compared with the cluster's price without rounding (docs/cost-model.md)."""
+
+
 class PricingSpec(_Model):
     mode: PricingMode = PricingMode.ON_DEMAND
-    max_hourly_usd: NonNegFloat | None = Field(None, description="Cap on the cluster's hourly price.")
-    max_total_usd: NonNegFloat | None = Field(None, description="Cap on the expected total cost.")
+    max_hourly_usd: Budget | None = Field(None, description="Cap on the cluster's hourly price (USD, exact).")
+    max_total_usd: Budget | None = Field(None, description="Cap on the expected total cost (USD, exact).")
 
 
 class ReliabilitySpec(_Model):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import overload
 
-from provisioner.catalog import load_bundled_catalog, load_catalog
-from provisioner.errors import NoFeasibleOfferError, SpecError
+from provisioner.capabilities import Capability
+from provisioner.catalog import TableCatalog, load_bundled_catalog, load_catalog
+from provisioner.errors import CatalogError, NoFeasibleOfferError, SpecError
 from provisioner.loader import load_spec, locate, spec_marks
 from provisioner.offer import Catalog
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
@@ -31,22 +33,49 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("gpu-provisioner"))
 
 
-def choose_catalog(catalog_path: Path | None) -> Catalog:
-    """``--catalog FILE`` beats the refreshed cache, which beats the bundled snapshot."""
+@overload
+def choose_catalog(catalog_path: None, warnings: list[str] | None = None) -> Catalog: ...
+@overload
+def choose_catalog(catalog_path: Path | None, warnings: list[str] | None = None) -> Catalog | TableCatalog: ...
+def choose_catalog(catalog_path: Path | None, warnings: list[str] | None = None) -> Catalog | TableCatalog:
+    """``--catalog FILE`` beats the refreshed cache, which beats the bundled snapshot.
+
+    A JSON ``--catalog`` is compiled once into a columnar file under the cache dir. An
+    unreadable refreshed cache raises CatalogError, unless ``warnings`` is given: then a line
+    saying so is appended to it and the bundled snapshot is used (plan must not be blocked by
+    a truncated cache).
+    """
     if catalog_path is not None:
-        return load_catalog(catalog_path)
+        return load_catalog(catalog_path, cache_dir=cache_dir())
     cached = cache_dir() / CACHE_FILE
     if cached.is_file():
-        return load_catalog(cached)
+        try:
+            catalog = load_catalog(cached)
+            if isinstance(catalog, Catalog):
+                return catalog
+            raise CatalogError(f"{cached}: the refreshed cache must be a JSON catalog")
+        except CatalogError as exc:
+            if warnings is None:
+                raise
+            warnings.append(f"warning: {exc}; using the bundled catalog (run `provisioner catalog refresh`)")
     return load_bundled_catalog()
 
 
-def resolve(spec: ClusterSpec, catalog: Catalog, spec_path: Path) -> PlanResult:
+def adapter_capabilities() -> dict[str, frozenset[Capability]]:
+    """What each provider's adapter in this installation can create (the optimizer's adapter gate)."""
+    from provisioner.providers import registry
+
+    return registry.capabilities()
+
+
+def resolve(
+    spec: ClusterSpec, catalog: Catalog | TableCatalog, spec_path: Path, *, keep: int = 50, explain: bool = False
+) -> PlanResult:
     """Plan ``spec``; when nothing fits, raise a SpecError at the field that ruled out the last offers."""
     from provisioner.optimizer import resolve_plan
 
     try:
-        return resolve_plan(spec, catalog)
+        return resolve_plan(spec, catalog, adapter_capabilities(), keep=keep, explain=explain)
     except NoFeasibleOfferError as exc:
         located = _located(exc, spec_path)
         located.no_fit = exc  # type: ignore[attr-defined]  # --explain renders its rejections
@@ -54,18 +83,19 @@ def resolve(spec: ClusterSpec, catalog: Catalog, spec_path: Path) -> PlanResult:
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
-    if not exc.rejected:
+    groups = getattr(exc, "rejection_groups", None) or []
+    if not groups or not groups[0].examples:
         error = SpecError(str(exc), file=str(spec_path))
         error.exit_code = NoFeasibleOfferError.exit_code
         return error
-    deepest = max(r.stage for r in exc.rejected)
-    blamed = [r for r in exc.rejected if r.stage == deepest]
-    field = blamed[0].field or ""
+    deepest = groups[0]  # furthest stage first
+    blamed = deepest.examples[0]
+    field = deepest.field or ""
     marks = spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path))
     line, column = locate(field, marks) if field else (1, 1)
-    count = len({(r.provider, r.instance_type, r.region) for r in exc.rejected})
-    message = f"no offer fits: {blamed[0].reason} ({blamed[0].provider} {blamed[0].instance_type}; " \
-              f"{count} offers rejected, see --explain)"
+    count = sum(group.count for group in groups)
+    message = f"no offer fits: {blamed.reason} ({blamed.provider} {blamed.instance_type}; " \
+              f"{count} rejected, see --explain)"
     error = SpecError(message, path=field, file=str(spec_path), line=line, column=column)
     error.exit_code = NoFeasibleOfferError.exit_code  # located like a spec error; the spec is valid: exit 3
     return error
@@ -81,16 +111,21 @@ def plan_report(
     save_plan_to: Path | None,
 ) -> str:
     """Render the comparison for each spec (a JSON list for several specs in JSON format)."""
+    import sys
+
     from provisioner.report import render_report
     from provisioner.report.facts import unplannable_result
 
     meta = report_meta()
-    catalog = choose_catalog(catalog_path)
+    warnings: list[str] = []
+    catalog = choose_catalog(catalog_path, warnings)
+    for line in warnings:
+        sys.stderr.write(line + "\n")
     results = []
     for path in spec_paths:
         spec = load_spec(path)
         try:
-            results.append(resolve(spec, catalog, path))
+            results.append(resolve(spec, catalog, path, keep=max(top, 50), explain=explain))
         except SpecError as error:
             no_fit = getattr(error, "no_fit", None)
             if explain and no_fit is not None:  # the CLI prints this report, then the error line (exit 3)
@@ -131,7 +166,7 @@ def plan_from_source(source: Path, *, catalog_path: Path | None) -> Plan:
     """A saved plan (JSON) as is, or the winning plan for a spec (YAML)."""
     if source.suffix == ".json":
         return load_plan(source)
-    return resolve(load_spec(source), choose_catalog(catalog_path), source).to_plan()
+    return resolve(load_spec(source), choose_catalog(catalog_path), source, keep=1).to_plan()
 
 
 def catalog_listing(*, catalog_path: Path | None, provider: str | None, gpu: str | None, fmt: str) -> str:

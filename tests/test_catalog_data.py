@@ -247,7 +247,7 @@ def _tiered(tiers: list[EgressTier], gb: float, free_gb: float) -> float:
         usd, floor = 0.0, 0.0
         for tier in tiers:
             ceiling = math.inf if tier.up_to_gb is None else tier.up_to_gb
-            usd += max(0.0, min(amount, ceiling) - floor) * tier.usd_per_gb
+            usd += max(0.0, min(amount, ceiling) - floor) * float(tier.usd_per_gb)
             floor = ceiling
         return usd
     return cost(gb) - cost(min(gb, free_gb))
@@ -270,7 +270,7 @@ def test_h200_offers_let_aws_egress_change_the_winner(catalog: Catalog) -> None:
 
     def compute(o: Offer) -> float:
         assert o.price_per_hour_usd is not None
-        return nodes * hours * o.price_per_hour_usd
+        return nodes * hours * float(o.price_per_hour_usd)
 
     aws_best = min(in_place, key=compute)
     other_best = min(elsewhere, key=compute)

@@ -1,7 +1,8 @@
 """Golden plan files: what each example freezes into plan.json on the bundled catalog.
 
 A change to the catalog, the optimizer or the Plan model shows up here as a reviewable diff
-(UPDATE_GOLDEN=1 to refresh). Plans must also round-trip and hold no secret.
+(UPDATE_GOLDEN=1 to refresh). Plans must also round-trip and hold no secret. Planned with this
+installation's adapter capabilities, as the CLI plans.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from provisioner.providers.registry import capabilities
 
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import PlanError
@@ -24,7 +26,7 @@ EXAMPLE_PATHS = sorted(EXAMPLES.glob("*.yaml"))
 
 @pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)
 def test_plan_matches_golden_and_round_trips(path: Path, tmp_path: Path) -> None:
-    plan = resolve_plan(load_spec(path), load_bundled_catalog()).to_plan()
+    plan = resolve_plan(load_spec(path), load_bundled_catalog(), capabilities()).to_plan()
     assert_golden_file(GOLDEN / f"{path.stem}.json", plan.dumps())
     saved = tmp_path / "plan.json"
     save_plan(plan, saved)
@@ -35,7 +37,7 @@ def test_plan_matches_golden_and_round_trips(path: Path, tmp_path: Path) -> None
 
 
 def test_plan_files_reject_tampering(tmp_path: Path) -> None:
-    plan = resolve_plan(load_spec(EXAMPLE_PATHS[0]), load_bundled_catalog()).to_plan()
+    plan = resolve_plan(load_spec(EXAMPLE_PATHS[0]), load_bundled_catalog(), capabilities()).to_plan()
     doc = json.loads(plan.dumps())
     doc["version"] = 99
     bad = tmp_path / "plan.json"
