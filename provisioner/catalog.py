@@ -115,7 +115,8 @@ def _bounded_int(text: str) -> int | Decimal:
 
 
 def _no_constant(name: str) -> Decimal:
-    raise ValueError(f"{name} is not a number a catalog may hold")
+    # NaN/Infinity parse to a non-finite Decimal, which the model refuses at its field (located)
+    return Decimal(name)
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -173,7 +174,7 @@ def load_columnar(path: Path, *, origin: str | None = None) -> TableCatalog:
 
     origin = origin or str(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
             meta = json.loads(bytes(data["meta"]).decode("utf-8"), parse_float=Decimal)
             values = {name[2:]: data[name] for name in data.files if name.startswith("c.")}
             names = {name[2:]: data[name] for name in data.files if name.startswith("d.")}

@@ -50,7 +50,8 @@ from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
 
 CENT_CAP = 10**17
-"""Cap on the interruption estimate in cents ($10^15): keeps an absurd estimate inside int64."""
+"""Cap on every cost term in cents ($10^15, a million times any real cluster's bill): keeps absurd
+inputs (10^7 GiB of NVMe per node for ten years) inside int64. Budgets are at most $10^9."""
 NEEDED: tuple[Capability, ...] = (
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
     Capability.CLUSTER_PRODUCT, Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP,
@@ -137,7 +138,7 @@ def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray
     if not len(columns[0]):
         return np.zeros(0, dtype=np.int64)
     keys, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-    out = np.array([value(*row) for row in keys.tolist()], dtype=np.int64)
+    out = np.array([min(value(*row), CENT_CAP) for row in keys.tolist()], dtype=np.int64)
     return out[inverse.reshape(-1)]
 
 
@@ -408,7 +409,7 @@ def rank_table(
         cand = base + rows
         run_total = np.zeros(len(rows), dtype=np.int64)
         for name, term in TERMS.items():
-            cents = term(ctx)
+            cents = np.minimum(term(ctx), CENT_CAP)
             terms[name][cand] = cents
             run_total += cents
         boot[cand] = boot_cents(ctx)

@@ -25,7 +25,7 @@ PLAN_VERSION = 2
 """2: money is exact decimal text; options say how they are bought, booted and networked."""
 
 MICRO_USD = Decimal("0.000001")
-Money = Annotated[Decimal, Field(ge=0, le=Decimal("1e15"), allow_inf_nan=False)]
+Money = Annotated[Decimal, Field(ge=0, le=Decimal("1e16"), allow_inf_nan=False)]
 """USD, exact. Totals are whole cents; hourly prices keep the catalog's written decimals."""
 
 

@@ -1,0 +1,73 @@
+"""Exact money: units, the one rounding rule, and int64 headroom at every bound at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from provisioner.capabilities import Capability
+from provisioner.money import floor_units, round_cents, spec_decimal, to_micro, to_nano, usd_of_cents, usd_of_micro
+from provisioner.offer import MAX_PRICE_PER_HOUR_USD, Catalog, Offer, ProviderInfo
+from provisioner.offer_table import _cents_of
+from provisioner.optimizer import resolve_plan
+from provisioner.spec import MAX_COUNT, MAX_HOURS, ClusterSpec
+
+
+def test_units_and_rounding_rule() -> None:
+    assert (to_micro(Decimal("23.92")), to_micro(0.31), to_nano(Decimal("0.000136986"))) == (23_920_000, 310_000,
+                                                                                             136_986)
+    assert to_micro(Decimal("0.0000005")) == 0 and to_micro(Decimal("0.0000015")) == 2  # half to even
+    assert round_cents(Fraction(1, 200)) == 0 and round_cents(Fraction(3, 200)) == 2  # $0.005 -> 0, $0.015 -> 2
+    assert usd_of_cents(1230) == Decimal("12.30") and str(usd_of_micro(47_840_000)) == "47.84"
+    assert str(usd_of_micro(253_184_000)) == "253.184"
+    assert spec_decimal(159.6) == Decimal("159.6") and spec_decimal(0.1) == Decimal("0.1")
+    assert floor_units(Decimal("159.6"), 1_000_000) == 159_600_000
+    assert floor_units(Decimal("0.0099"), 100) == 0
+
+
+@given(x=st.integers(0, 10**15), amount=st.integers(0, 4 * 10**8))
+def test_split_cents_is_exact(x: int, amount: int) -> None:
+    got = _cents_of(np.array([x], dtype=np.int64), np.array([amount], dtype=np.int64), 3600)
+    assert int(got[0]) == round(Fraction(x * amount, 3600 * 10_000))
+
+
+def test_extreme_values_do_not_overflow() -> None:
+    """$10,000 per node-hour, 100,000 one-GPU nodes, ten years, hourly billing with a year's minimum."""
+    offer = Offer(provider="lambda", instance_type="huge", region="r", gpu_model="H100", gpus=1, gpu_memory_gib=80,
+                  vcpus=8, memory_gib=64, price_per_hour_usd=MAX_PRICE_PER_HOUR_USD, billing_increment_s=31_622_400,
+                  billing_minimum_s=31_622_400, interruptions_per_node_hour=1000, interruption_basis="t",
+                  max_nodes=MAX_COUNT, local_nvme_gib=10_000_000, disk_usd_per_gib_hour=1000,
+                  egress_usd_per_gb=1000, ingress_usd_per_gb=1000)
+    info = ProviderInfo(source="t", boot_minutes=10_000)
+    catalog = Catalog(as_of=dt.date(2026, 1, 1), providers={"lambda": info}, offers=[offer])
+    spec = ClusterSpec.model_validate({
+        "name": "huge", "gpus": {"count": MAX_COUNT},
+        "storage": {"checkpoint_nvme_gib_per_node": 1e7},
+        "workload": {"hours": MAX_HOURS, "results_out_gb": 1e9, "dataset": {"size_gb": 1e9, "location": "internet"},
+                     "restart_overhead_minutes": 1e9},
+    })
+    option = resolve_plan(spec, catalog, {"lambda": frozenset(Capability)}).options[0]
+    hourly = Fraction(MAX_COUNT) * 10_000
+    billed_s = -(-int(MAX_HOURS * 3600) // 31_622_400) * 31_622_400
+    assert option.hourly_usd == Decimal(10**9)
+    assert option.cost.compute == usd_of_cents(round(hourly * billed_s / 3600 * 100) + round(hourly * 600_000 / 36))
+    assert option.cost.egress == Decimal(2 * 10**12)  # 10^9 GB in and 10^9 GB out at $1000/GB
+    # 10^5 nodes x 10^7 GiB x 87,600 h x $1000/GiB-h, and the interruption estimate, are over the $10^15 cap
+    assert option.cost.storage == option.cost.interruption == Decimal(10**15)
+    c = option.cost
+    assert c.total == c.compute + c.storage + c.egress + c.interruption > 0
+
+
+def test_prices_above_the_bound_or_not_above_zero_are_refused() -> None:
+    base = {"provider": "lambda", "instance_type": "t", "region": "r", "gpu_model": "H100", "gpus": 1,
+            "gpu_memory_gib": 80, "vcpus": 8, "memory_gib": 64, "interruptions_per_node_hour": 0,
+            "interruption_basis": "t"}
+    for price in (0, -1, "10000.01", float("nan"), float("inf"), 10**400):
+        with pytest.raises(ValueError):
+            Offer.model_validate({**base, "price_per_hour_usd": price})
