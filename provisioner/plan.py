@@ -159,10 +159,17 @@ class PlanResult(BaseModel):
     catalog_origin: str
     provider_as_of: dict[str, dt.date] = Field(default_factory=dict)
     options: list[Option]
-    feasible_count: int = 0
+    feasible_count: int = Field(0, ge=0, description="Every feasible option; len(options) when not given.")
     quotes: list[Quote] = Field(default_factory=list)
     rejection_groups: list[RejectionGroup] = Field(default_factory=list)
     rejected: list[RejectedOffer] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _count(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("feasible_count") is None and isinstance(data.get("options"), list):
+            data = {**data, "feasible_count": len(data["options"])}
+        return data
 
     def best_per_provider(self) -> list[Option]:
         seen: dict[str, Option] = {}

@@ -81,11 +81,11 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
     for o in refreshed.offers:  # marketplace asks may share a type and region at different prices
         for spot, price in ((False, o.price_per_hour_usd), (True, o.spot_price_per_hour_usd)):
             if price is not None:
-                fresh_prices.setdefault((o.provider, o.instance_type, o.region, spot), set()).add(price)
+                fresh_prices.setdefault((o.provider, o.instance_type, o.region, spot), set()).add(float(price))
     assert doc["options"]
     for option in doc["options"]:
         key = (option["provider"], option["instance_type"], option["region"], option["spot"])
-        per_node = option["hourly_usd"] / option["nodes"]
+        per_node = float(option["hourly_usd"]) / option["nodes"]
         assert any(abs(per_node - price) < 1e-3 for price in fresh_prices[key]), (key, per_node)
 
     assert main(["plan", str(spec)]) == 0

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ def _fetcher(offers: dict[str, list[Offer]]) -> Callable[[str], Fetched]:
 
 def test_refresh_of_one_provider_leaves_the_others_offers_and_dates_untouched() -> None:
     bundled = load_bundled_catalog()
-    lam = [o.model_copy(update={"price_per_hour_usd": 1.11}) for o in bundled.offers
+    lam = [o.model_copy(update={"price_per_hour_usd": Decimal("1.11")}) for o in bundled.offers
            if o.provider == "lambda" and o.purchase.value == "instance"][:3]
     day = dt.date(2031, 1, 2)
     result = refresh_catalog(["lambda"], clock=lambda: day, fetch=_fetcher({"lambda": lam}))

@@ -101,7 +101,7 @@ def test_gres_conf_lists_every_gpu_device() -> None:
         "AutoDetect=off",
         "NodeName=llm-pretrain-[0-2] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
     ]
-    one = render_cluster(make_plan(nodes=1, gpus=1, gpu_model="RTX 4090", instance_type="x"), CANARY)
+    one = render_cluster(make_plan(nodes=1, gpus=1, gpu_model="RTX4090", instance_type="x"), CANARY)
     assert "Type=rtx4090 File=/dev/nvidia[0]" in one["slurm/gres.conf"]
     assert "Gres=gpu:rtx4090:1" in one["slurm/slurm.conf"]
 

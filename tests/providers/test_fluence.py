@@ -97,7 +97,7 @@ def test_offers_carry_three_hour_minimum_and_zero_undocumented_egress(provider: 
     a10 = [o for o in offers if o.gpu_model == "A10"]
     assert sorted(o.offer_id or "" for o in a10) == ["0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
                                                      "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49"]
-    assert a10[0].price_per_hour_usd == 0.99 and a10[0].gpu_memory_gib == 24.0 and a10[0].vcpus == 30
+    assert float(a10[0].price_per_hour_usd or 0) == 0.99 and a10[0].gpu_memory_gib == 24.0 and a10[0].vcpus == 30
     h100 = next(o for o in offers if o.instance_type == INSTANCE_TYPE and o.region == REGION)
     assert (h100.gpus, h100.memory_gib, h100.local_nvme_gib) == (8, 1800.0, 14000.0)
     assert h100.max_nodes == 2, "max_nodes comes from the bundled catalog entry of the same shape"

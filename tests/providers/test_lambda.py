@@ -54,7 +54,7 @@ def test_offers_have_lambda_prices_and_canonical_gpus(lam: LambdaProvider) -> No
     assert sorted(o.region for o in h100) == ["us-south-2", "us-west-3"]
     offer = h100[0]
     assert (offer.gpu_model, offer.gpus, offer.gpu_memory_gib) == ("H100", 8, 80.0)
-    assert offer.price_per_hour_usd == pytest.approx(23.92)
+    assert float(offer.price_per_hour_usd) == pytest.approx(23.92)
     assert offer.spot_price_per_hour_usd is None
     assert (offer.vcpus, offer.memory_gib, offer.billing_increment_s) == (208, 1800, 60)
     assert offer.interruptions_per_node_hour > 0 and offer.interruption_basis

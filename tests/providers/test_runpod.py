@@ -58,12 +58,12 @@ def test_offers_carry_catalog_prices_regions_and_spot_floors(fake: RunPodFake) -
     by_key = {(o.instance_type, o.region): o for o in offers}
     rtx = by_key[("1x_RTX4090_SECURE", "US-KS-2")]
     assert (rtx.gpu_model, rtx.gpus, rtx.gpu_memory_gib) == ("RTX4090", 1, 24.0)
-    assert rtx.price_per_hour_usd == pytest.approx(0.69)
-    assert rtx.spot_price_per_hour_usd == pytest.approx(0.44)
+    assert float(rtx.price_per_hour_usd) == pytest.approx(0.69)
+    assert float(rtx.spot_price_per_hour_usd) == pytest.approx(0.44)
     assert rtx.offer_id == "NVIDIA+GeForce+RTX+4090"  # SAFE_ID has no spaces; _resolve reads + as a space
     assert (rtx.egress_usd_per_gb, rtx.billing_increment_s, rtx.reliability) == (0.0, 1, 0.99)
     h100 = by_key[("8x_H100-SXM_SECURE", "US-KS-2")]
-    assert h100.price_per_hour_usd == pytest.approx(8 * 2.99)
+    assert float(h100.price_per_hour_usd) == pytest.approx(8 * 2.99)
     assert h100.vcpus == 128 and h100.memory_gib == 1000  # typical shape from the bundled catalog
     assert ("1x_A100-80GB-SXM_SECURE", "CA-MTL-1") not in by_key  # availability NONE
     assert not any(o.instance_type.endswith("_COMMUNITY") and o.gpu_model == "H200" for o in offers)

@@ -81,13 +81,14 @@ def test_offers_carry_vast_prices_and_counts(vast: VastAIProvider, rec: Recorder
     first = offers[0]
     assert (first.provider, first.instance_type, first.region, first.zone) == ("vastai", "1x_RTX_4090", "US", "Texas")
     assert first.gpu_model == "RTX4090" and first.gpus == 1 and first.gpu_memory_gib == pytest.approx(23.99, abs=0.01)
-    assert first.egress_usd_per_gb == 0.004 and first.ingress_usd_per_gb == 0.002
+    assert float(first.egress_usd_per_gb) == 0.004 and float(first.ingress_usd_per_gb) == 0.002
     assert {o.max_nodes for o in offers} == {40}
     assert len({o.offer_id for o in offers}) == 40
     ask = fake.asks[int(first.offer_id or 0)]
-    assert first.price_per_hour_usd == ask["dph_total"] and first.reliability == ask["reliability"]
-    assert first.spot_price_per_hour_usd == pytest.approx(ask["min_bid"] + ask["dph_total"] - ask["dph_base"])
-    assert first.disk_usd_per_gib_hour == pytest.approx(0.15 / 730)
+    assert float(first.price_per_hour_usd or 0) == ask["dph_total"] and first.reliability == ask["reliability"]
+    assert float(first.spot_price_per_hour_usd or 0) == pytest.approx(
+        ask["min_bid"] + ask["dph_total"] - ask["dph_base"])
+    assert float(first.disk_usd_per_gib_hour) == pytest.approx(0.15 / 730)
     # The bundled catalog's model (docs/catalog.md): base + (1 - reliability) / 24 h, +0.04 when outbid.
     assert first.interruptions_per_node_hour == pytest.approx(3.79 / 1000 / 24 + (1 - ask["reliability"]) / 24)
     assert first.spot_interruptions_per_node_hour == pytest.approx(first.interruptions_per_node_hour + 0.04)
