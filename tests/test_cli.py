@@ -109,15 +109,19 @@ def test_h200_dataset_egress_changes_the_winner(capsys: pytest.CaptureFixture[st
     """With the dataset in aws:us-east-1 the winner differs from the same spec with no dataset."""
     path = EXAMPLES / "h200-dataset-aws.yaml"
     _, out, _ = run_cli(["plan", str(path), "--format", "json"], capsys)
-    with_data = json.loads(out)["options"][0]
+    options = json.loads(out)["options"]
+    with_data = options[0]
     assert with_data["cost"]["egress"] < 1000  # staying next to the data avoids the egress bill
+    assert (with_data["provider"], with_data["region"]) == ("aws", "us-east-1")
+    # another AWS region pays the inter-region transfer: 40,000 GB x $0.02 (only buyable options rank now)
+    assert options[1]["cost"]["total"] - with_data["cost"]["total"] == pytest.approx(800, abs=0.001)
     no_data = path.read_text().replace("location: aws:us-east-1", "location: none")
     alt = path.parent.parent / "test-artifacts" / "h200-no-dataset.yaml"
     alt.parent.mkdir(exist_ok=True)
     alt.write_text(no_data)
     _, out, _ = run_cli(["plan", str(alt), "--format", "json"], capsys)
-    without = json.loads(out)["options"][0]
-    assert (with_data["provider"], with_data["instance_type"]) != (without["provider"], without["instance_type"])
+    without = json.loads(out)["options"]
+    assert without[1]["cost"]["total"] == without[0]["cost"]["total"]  # no data: the regions tie
 
 
 def test_save_plan_writes_a_frozen_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -313,6 +317,32 @@ def _internet_out(info: dict, gb: float) -> float:
         info["internet_egress_tiers"], min(gb, info.get("free_egress_gb", 0)))
 
 
+def _buyable(spec: ClusterSpec, o: dict, nodes: int) -> bool:
+    """docs/cost-model.md stages min nodes, private network and adapter (on-demand part; spot is checked
+    per variant below), and quote-only products are never ranked."""
+    from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Bootstrap, Capability
+    from provisioner.providers.registry import capabilities
+
+    caps = capabilities().get(o["provider"], frozenset())
+    network, purchase = o.get("network", "private"), o.get("purchase", "instance")
+    if purchase in ("reservation", "sales") or nodes < o.get("min_nodes", 1):
+        return False
+    if (nodes > 1 and network == "none" and spec.control_plane.value != "none"
+            and spec.interconnect.fabric.value in ("any", "ethernet")):
+        return False
+    needs = {BOOTSTRAP_CAPABILITY[Bootstrap(o.get("bootstrap", "cloud_init"))]}
+    if nodes > 1:
+        needs.add(Capability.MULTI_NODE)
+        if network in ("private", "partition"):
+            needs.add(Capability.PRIVATE_NETWORK)
+        fabric = {"infiniband": Capability.FABRIC_IB, "efa": Capability.FABRIC_EFA, "roce": Capability.FABRIC_ROCE}
+        if spec.interconnect.fabric.value in fabric:
+            needs.add(fabric[spec.interconnect.fabric.value])
+    if purchase == "cluster":
+        needs.add(Capability.CLUSTER_PRODUCT)
+    return bool(caps) and needs <= caps
+
+
 def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str, str, bool], float]:
     """(provider, region, instance type, offer id, spot) -> expected total USD of every feasible variant."""
     w, feasible = spec.workload, {}
@@ -330,7 +360,8 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
                 or (nodes > 1 and o.get("fabric_gbps", 0) < spec.interconnect.min_gbps_per_node)
                 or o.get("local_nvme_gib", 0) < spec.storage.checkpoint_nvme_gib_per_node
                 or (spec.storage.shared.kind.value == "managed" and info["shared_storage_usd_per_gib_month"] is None)
-                or o.get("reliability", 0.99) < spec.reliability.min_score):
+                or o.get("reliability", 0.99) < spec.reliability.min_score
+                or not _buyable(spec, o, nodes)):
             continue
         storage = nodes * spec.storage.checkpoint_nvme_gib_per_node * o.get("disk_usd_per_gib_hour", 0) * w.hours
         if spec.storage.shared.kind.value == "managed":
@@ -349,8 +380,14 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
             egress += w.results_out_gb * o.get("egress_usd_per_gb", 0)
         for spot in {"on_demand": [False], "spot": [True], "either": [False, True]}[spec.pricing.mode.value]:
             price = o.get("spot_price_per_hour_usd") if spot else o.get("price_per_hour_usd")
+            from provisioner.capabilities import Capability
+            from provisioner.providers.registry import capabilities
+
+            sold_as = Capability.SPOT if spot else Capability.ON_DEMAND
+            if sold_as not in capabilities().get(o["provider"], frozenset()):
+                continue
             if price is None or (spec.pricing.max_hourly_usd is not None
-                                 and nodes * price > spec.pricing.max_hourly_usd):
+                                 and nodes * price > float(spec.pricing.max_hourly_usd)):
                 continue
             step = o.get("billing_increment_s", 1)
             billed_h = max(math.ceil(w.hours * 3600 / step) * step, o.get("billing_minimum_s", 0)) / 3600
@@ -363,7 +400,7 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
             terms = [nodes * price * billed_h + nodes * price * info["boot_minutes"] / 60, storage, egress,
                      rate * nodes * w.hours * lost_h * nodes * price]
             total = sum(round(term, 2) for term in terms)
-            if spec.pricing.max_total_usd is not None and total > spec.pricing.max_total_usd + 1e-9:
+            if spec.pricing.max_total_usd is not None and total > float(spec.pricing.max_total_usd) + 1e-9:
                 continue
             feasible[(o["provider"], o["region"], o["instance_type"], o.get("offer_id") or "", spot)] = total
     return feasible
@@ -385,7 +422,7 @@ def test_rank_one_is_the_cheapest_feasible_offer_under_the_documented_model(
     assert got == pytest.approx({(p, r, t, s): v for (p, r, t, _, s), v in expected.items()}, abs=0.011)
     assert doc["options"][0]["cost"]["total"] == pytest.approx(min(expected.values()), abs=0.011)
     variants = 2 if load_spec(path).pricing.mode is PricingMode.EITHER else 1
-    assert len(doc["options"]) + len(doc["rejected"]) == variants * len(raw["offers"])
+    assert len(doc["options"]) + len(doc["rejected"]) + len(doc["quotes"]) == variants * len(raw["offers"])
 
 
 def test_unwritable_outputs_and_unknown_provider_are_one_line_usage_errors(
