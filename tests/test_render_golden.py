@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from provisioner.providers.registry import capabilities
 
 from provisioner.catalog import load_bundled_catalog
 from provisioner.cli import main
@@ -37,7 +38,7 @@ EXAMPLE_PATHS = sorted(EXAMPLES.glob("*.yaml"))
 
 
 def _example_plan(path: Path) -> Plan:
-    return resolve_plan(load_spec(path), load_bundled_catalog()).to_plan()
+    return resolve_plan(load_spec(path), load_bundled_catalog(), capabilities()).to_plan()
 
 
 def _cases() -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -80,7 +81,8 @@ def test_node_check_exit_codes(fake_node: Path, monkeypatch: pytest.MonkeyPatch,
     exit_code, out, _ = run_cli(["node", "check", "--no-burnin"], capsys)
     assert exit_code == code
     first = out.splitlines()[0]
-    assert first.endswith(("failed (1 x H100, 0 s)", "degraded (1 x H100, 0 s)"))
+    # The elapsed seconds vary with the machine's load; the verdict and the GPU count do not.
+    assert re.search(r"(failed|degraded) \(1 x H100, \d+ s\)$", first), first
     assert problem in out
 
 

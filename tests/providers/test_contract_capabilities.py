@@ -178,8 +178,9 @@ def test_registry_reports_what_the_adapter_declares(name: str) -> None:
 
 
 def test_registry_capabilities_cover_every_provider_without_importing_adapters() -> None:
+    """Every registered provider declares what it can create; reading that imports no adapter."""
     code = ("import sys; from provisioner.providers.registry import REGISTRY, capabilities; c = capabilities(); "
-            "assert list(c) == list(REGISTRY), c; assert c['aws'] == c['gcp'] == frozenset(), c; "
+            "assert list(c) == list(REGISTRY), c; assert all(c.values()), c; "
             "heavy = [m for m in sys.modules if m.startswith('httpx') or m.endswith('.provider')]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
