@@ -211,8 +211,48 @@ def decided_by(first: Option, second: Option) -> str:
     return max(COST_TERMS, key=lambda term: (savings[term], -COST_TERMS.index(term)))
 
 
+class PlanNode(BaseModel):
+    """One machine of the planned cluster: the one place node names and roles come from.
+
+    Render, the stacks and the lifecycle commands all read ``Plan.nodes``; an adapter's
+    ``NodeSpec`` is built from a PlanNode plus the bootstrap and the cluster's tags.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: SafeId
+    index: int = Field(ge=0)
+    role: Literal["head", "worker"]
+    provider: SafeId
+    instance_type: SafeId
+    region: SafeId
+    zone: SafeId | None = None
+    offer_id: SafeId | None = None
+    gpus: int = Field(gt=0)
+    spot: bool = False
+    bootstrap: Bootstrap = Bootstrap.CLOUD_INIT
+
+
+def plan_nodes(spec: ClusterSpec, option: Option) -> tuple[PlanNode, ...]:
+    """The nodes of ``option`` for ``spec``: ``<name>-0`` is the head, the rest are workers. Pure."""
+    return tuple(
+        PlanNode(
+            name=f"{spec.name}-{index}", index=index, role="head" if index == 0 else "worker",
+            provider=option.provider, instance_type=option.instance_type, region=option.region,
+            zone=option.zone, offer_id=option.offer.offer_id, gpus=option.gpus_per_node,
+            spot=option.spot, bootstrap=option.bootstrap,
+        )
+        for index in range(option.nodes)
+    )
+
+
 class Plan(BaseModel):
-    """A priced, reviewable decision. Versioned; never holds a secret."""
+    """A priced, reviewable decision. Versioned; never holds a secret.
+
+    ``nodes`` is derived from the spec and the option when absent; a plan file whose node
+    list disagrees with its option is refused (a hand edit cannot build other machines
+    than the ones priced).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -222,10 +262,24 @@ class Plan(BaseModel):
     option: Option
     catalog_as_of: dt.date
     catalog_origin: str
+    nodes: tuple[PlanNode, ...] = ()
+
+    @model_validator(mode="after")
+    def _nodes(self) -> Plan:
+        derived = plan_nodes(self.spec, self.option)
+        if not self.nodes:
+            object.__setattr__(self, "nodes", derived)
+        elif self.nodes != derived:
+            raise ValueError("nodes do not match the planned option (edit the spec and plan again)")
+        return self
 
     @property
     def cluster_id(self) -> str:
         return self.spec.name
+
+    @property
+    def head(self) -> PlanNode:
+        return self.nodes[0]
 
     def dumps(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
@@ -254,6 +308,7 @@ __all__ = [
     "Money",
     "Option",
     "Plan",
+    "PlanNode",
     "PlanResult",
     "Quote",
     "RejectedOffer",
@@ -261,5 +316,6 @@ __all__ = [
     "decided_by",
     "load_plan",
     "per_gpu_hour",
+    "plan_nodes",
     "save_plan",
 ]

@@ -217,8 +217,7 @@ def cluster_view(
     offer = option.offer
     if option.gpus_per_node > offer.gpus:
         raise PlanError(f"plan asks {option.gpus_per_node} GPUs per node of a {offer.gpus}-GPU offer")
-    names = [f"{spec.name}-{i}" for i in range(option.nodes)]
-    nodes = tuple(NodeView(name=n, index=i, role="head" if i == 0 else "worker") for i, n in enumerate(names))
+    nodes = tuple(NodeView(name=n.name, index=n.index, role=n.role) for n in plan.nodes)
     ttl = spec.lifetime.ttl_hours
     model = canonical_gpu(option.gpu_model)
     return ClusterView(
@@ -246,7 +245,7 @@ def cluster_view(
         ttl_minutes=None if ttl is None else math.ceil(ttl * 60),
         ssh_public_key=_ssh_key(spec.access.ssh_public_key),
         needs_fabric_manager=offer.gpus == 8 and model in _NVSWITCH_GPUS and "PCIE" not in model,
-        switches=build_switches(names, topology),
+        switches=build_switches([n.name for n in nodes], topology),
         slurmdbd=slurmdbd,
         allowed_cidrs=tuple(spec.access.allowed_cidrs),
     )
