@@ -1,0 +1,139 @@
+"""Local records of the clusters this machine brought up: what `status`, `down`, `burst` and `gc` read.
+
+One JSON file per cluster under ``state_dir()/clusters/<cluster_id>.json`` (written atomically,
+mode 0600 because it names where the cluster lives), and the cluster's secrets beside it as
+``<cluster_id>.secrets.json`` (provisioner.secrets, 0600). A record never holds a secret.
+
+The provider is the source of truth for what exists (nodes carry the cluster tag); a record is
+what this machine meant to exist: a tagged node with no record, or with a record past its
+expiry, is what ``gc`` collects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from provisioner.errors import ProvisionerError
+from provisioner.offer import SafeId
+from provisioner.plan import Plan
+
+RECORD_VERSION = 1
+
+
+def state_dir() -> Path:
+    """``$PROVISIONER_STATE_DIR``, else the platform's user state dir for gpu-provisioner."""
+    override = os.environ.get("PROVISIONER_STATE_DIR")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("gpu-provisioner"))
+
+
+class ClusterRecord(BaseModel):
+    """What this machine brought up (or is bringing up) for one cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = RECORD_VERSION
+    cluster_id: SafeId
+    provider: SafeId
+    engine: Literal["direct", "pulumi"] = "direct"
+    plan: Plan
+    created_at: dt.datetime
+    expires_at: dt.datetime | None = Field(None, description="TTL end (UTC); None when the spec sets none.")
+    max_cost_usd: Decimal | None = Field(None, ge=0, allow_inf_nan=False)
+    node_ids: dict[str, str] = Field(default_factory=dict, description="node name -> provider id")
+    head_address: str | None = None
+    status: Literal["creating", "up", "failed", "deleting"] = "creating"
+
+    def expired(self, now: dt.datetime) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+
+def clusters_dir() -> Path:
+    return state_dir() / "clusters"
+
+
+def record_path(cluster_id: str) -> Path:
+    return clusters_dir() / f"{cluster_id}.json"
+
+
+def secrets_path(cluster_id: str) -> Path:
+    return clusters_dir() / f"{cluster_id}.secrets.json"
+
+
+def save_record(record: ClusterRecord) -> Path:
+    """Write ``record`` atomically (0600 temp file renamed over the old one). Returns its path."""
+    path = record_path(record.cluster_id)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(record.model_dump_json(indent=1))
+            handle.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ProvisionerError(f"cannot write cluster record {path}: {exc.strerror}") from None
+    return path
+
+
+def load_record(cluster_id: str) -> ClusterRecord | None:
+    """The record of ``cluster_id``, None when there is none. ProvisionerError when unreadable."""
+    path = record_path(cluster_id)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ProvisionerError(f"cannot read cluster record {path}: {exc.strerror}") from None
+    try:
+        return ClusterRecord.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "file"
+        raise ProvisionerError(f"{path}: not a valid cluster record: {where}: {first['msg']}") from None
+
+
+def list_records() -> list[ClusterRecord]:
+    """Every readable record, by cluster id. Unreadable files are skipped (``gc`` must still run)."""
+    records = []
+    folder = clusters_dir()
+    if not folder.is_dir():
+        return []
+    for path in sorted(folder.glob("*.json")):
+        if path.name.endswith(".secrets.json"):
+            continue
+        try:
+            records.append(ClusterRecord.model_validate_json(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, json.JSONDecodeError):
+            continue
+    return records
+
+
+def remove_record(cluster_id: str) -> None:
+    """Forget the cluster (its record and its secrets). Idempotent."""
+    record_path(cluster_id).unlink(missing_ok=True)
+    secrets_path(cluster_id).unlink(missing_ok=True)
+
+
+__all__ = [
+    "ClusterRecord",
+    "clusters_dir",
+    "list_records",
+    "load_record",
+    "record_path",
+    "remove_record",
+    "save_record",
+    "secrets_path",
+    "state_dir",
+]
