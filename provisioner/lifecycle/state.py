@@ -24,7 +24,7 @@ from provisioner.errors import ProvisionerError
 from provisioner.offer import SafeId
 from provisioner.plan import Plan
 
-RECORD_VERSION = 1
+RECORD_VERSION: Literal[1] = 1
 
 
 def state_dir() -> Path:
