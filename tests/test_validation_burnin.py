@@ -7,6 +7,7 @@ the result. Timing is never asserted.
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 import pytest
@@ -59,3 +60,36 @@ def test_multinode_allreduce_runs_under_torch_distributed(monkeypatch: pytest.Mo
         monkeypatch.setenv(key, value)
     # One rank: the bus bandwidth is 0 by definition (nothing crosses a link), but the path runs.
     assert multinode_allreduce_busbw(nbytes=1 << 12, repeats=2, backend="gloo") == 0.0
+
+
+def test_cuda_path_runs_on_simulated_gpus() -> None:
+    """The CUDA code path (per-GPU events, pinned copies, single-process all-reduce) on a numpy
+    stand-in for torch with 2 simulated GPUs: it runs in CI, where torch is not installed."""
+    from tests.fake_torch import FakeTorch
+
+    fake = FakeTorch(gpus=2)
+    probes: list[int] = []
+    config = BurnInConfig().tiny()
+    result = run_burnin(BurnInConfig(**{**config.__dict__, "device": "cuda"}), torch_module=fake,
+                        probe=lambda: probes.append(1))
+    assert result.skipped is None
+    assert [g.index for g in result.gpus] == [0, 1]
+    assert fake.devices_used >= {"cuda:0", "cuda:1"}
+    for gpu in result.gpus:
+        assert gpu.matmul_burst_tflops and gpu.matmul_sustained_tflops and gpu.hbm_copy_tbps
+        assert gpu.h2d_gbps and gpu.d2h_gbps  # pinned copies measured per GPU on the CUDA path
+    assert result.nccl_gpus == 2 and result.nccl_busbw_gbps is not None and result.nccl_busbw_gbps > 0
+    assert fake.calls["all_reduce"] == config.repeats + 1  # one warm-up, then the timed repeats
+    assert fake.calls["pinned"] == 1
+    assert len(probes) == len(result.sustained_windows_tflops) >= 1
+    # the node-wide sustained curve is the slowest GPU's
+    slowest = min(result.gpus, key=lambda g: g.matmul_sustained_tflops or 0.0)
+    assert statistics.median(result.sustained_windows_tflops) == pytest.approx(slowest.matmul_sustained_tflops,
+                                                                               abs=0.01)
+
+
+def test_no_gpu_visible_is_skipped_on_the_stand_in() -> None:
+    from tests.fake_torch import FakeTorch
+
+    assert run_burnin(BurnInConfig(sustained_s=1), torch_module=FakeTorch(gpus=0)).skipped == (
+        "no CUDA device visible to torch")
