@@ -12,11 +12,33 @@ Contract (checked by tests/providers/contract.py for every adapter):
 - ``delete_nodes`` of an already-gone node succeeds. It does not wait; callers use
   ``provisioner.waiting.wait_until`` with ``get_nodes``.
 - Every SDK/HTTP error is mapped into ``provisioner.errors`` inside the adapter's client.
+
+How a node is known to be the tool's (what ``provisioner gc`` reads back):
+
+- Where the provider has tags or labels (Lambda, AWS, GCP) every node carries three:
+  ``CLUSTER_TAG`` (the cluster id), ``OWNER_TAG`` (``owner_id()``: who launched it, so two
+  people sharing an account never collect each other's clusters) and, when the NodeSpec has
+  an ``expires_at``, ``EXPIRES_TAG`` (ISO-8601 UTC, ``2026-11-24T02:00:00Z``; GCP writes
+  the label-safe ``expiry_label`` form). The adapter adds them itself; a caller does not.
+- RunPod pods carry the same three as environment variables (``PROVISIONER_CLUSTER``,
+  ``PROVISIONER_OWNER``, ``PROVISIONER_EXPIRES``), which its list call returns.
+- Vast.ai and Fluence have nothing but a name: the cluster is learnt from the name (Vast:
+  label ``<cluster>/<node>``; Fluence: the cluster mark before the first ``-``, see
+  providers.fluence.naming) and the expiry from the local cluster record
+  (provisioner.lifecycle.state). A Fluence name cannot be told apart from a name the user
+  chose, so gc touches Fluence instances only of clusters it has a record of or is named.
+- Adapters that can list every node of the tool at once implement ``SupportsGc``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import getpass
+import os
+import re
+import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -27,6 +49,56 @@ from provisioner.offer import Offer
 
 CLUSTER_TAG = "provisioner-cluster"
 """Tag/label key (or name prefix where a provider has no tags) marking a cluster's nodes."""
+OWNER_TAG = "provisioner-owner"
+"""Tag/label key naming who launched the node (``owner_id()``)."""
+EXPIRES_TAG = "provisioner-expires"
+"""Tag/label key: when the node's cluster expires, ISO-8601 UTC (``2026-11-24T02:00:00Z``)."""
+_OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
+
+
+def owner_id() -> str:
+    """Who launches nodes from here: ``$PROVISIONER_OWNER``, else ``user-host``.
+
+    Lowercase ``[a-z0-9_-]``, at most 63 characters, so it is a valid tag value and GCP label.
+    """
+    raw = os.environ.get("PROVISIONER_OWNER") or f"{getpass.getuser()}-{socket.gethostname().split('.')[0]}"
+    return _OWNER_SAFE.sub("-", raw.lower()).strip("-")[:63] or "unknown"
+
+
+def expiry_text(when: dt.datetime) -> str:
+    """``when`` as the EXPIRES_TAG value: ISO-8601 UTC to the second, ``Z`` suffix."""
+    if when.tzinfo is None:
+        raise ValueError("expiry must be timezone-aware")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def expiry_label(when: dt.datetime) -> str:
+    """``when`` in a label-safe form (GCP labels: lowercase, no ``:``): ``20261124t020000z``."""
+    return expiry_text(when).replace("-", "").replace(":", "").lower()
+
+
+def parse_expiry(text: str | None) -> dt.datetime | None:
+    """An EXPIRES_TAG value in either form back to an aware UTC datetime; None if absent or unreadable."""
+    if not text:
+        return None
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dt%H%M%Sz"):
+        try:
+            return dt.datetime.strptime(text, fmt).replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def tool_tags(cluster_id: str, expires_at: dt.datetime | None, owner: str | None = None) -> dict[str, str]:
+    """The tags every node of ``cluster_id`` carries where the provider has tags."""
+    tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: owner or owner_id()}
+    if expires_at is not None:
+        tags[EXPIRES_TAG] = expiry_text(expires_at)
+    return tags
 
 
 class NodeStatus(StrEnum):
@@ -67,6 +139,9 @@ class NodeSpec(BaseModel):
     spot: bool = False
     bid_usd_per_hour: float | None = None
     tags: Mapping[str, str] = Field(default_factory=dict)
+    expires_at: dt.datetime | None = Field(
+        None, description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
+        "has tags; needs no TAGS capability.")
 
 
 class Node(BaseModel):
@@ -105,6 +180,22 @@ class Provider(Protocol):
         """Request deletion of the given nodes (all of the cluster's when None). Idempotent."""
 
 
+@dataclass(frozen=True)
+class OwnedNode:
+    """A node found by ``SupportsGc.list_owned``: the node and what its tags (or name) say."""
+
+    node: Node
+    owner: str | None = None
+    expires_at: dt.datetime | None = None
+
+
+@runtime_checkable
+class SupportsGc(Protocol):
+    def list_owned(self) -> list[OwnedNode]:
+        """Every live node of every cluster the tool made on this account (by tag, env or name).
+        Read-only. Terminated nodes are left out."""
+
+
 @runtime_checkable
 class SupportsSshKeys(Protocol):
     def ensure_ssh_key(self, name: str, public_key: str) -> str:
@@ -113,11 +204,20 @@ class SupportsSshKeys(Protocol):
 
 __all__ = [
     "CLUSTER_TAG",
+    "EXPIRES_TAG",
+    "OWNER_TAG",
     "Capability",
     "Node",
     "NodeSpec",
     "NodeStatus",
     "OfferQuery",
+    "OwnedNode",
     "Provider",
+    "SupportsGc",
     "SupportsSshKeys",
+    "expiry_label",
+    "expiry_text",
+    "owner_id",
+    "parse_expiry",
+    "tool_tags",
 ]

@@ -13,13 +13,11 @@ How the contract maps onto Lambda:
   limiter, not request latency, sets the pace. Instances of the cluster still bearing
   the placeholder (a rename that never happened, a launch whose answer was lost) are
   adopted by the next create instead of launching more.
-- On a launch that timed out or failed with 5xx, the cluster is re-listed and whatever
-  appeared (a member not seen before this call) is adopted; nothing is launched twice.
-  If nothing appeared the error is raised.
-- All-or-nothing: on any failure, instances this call launched or adopted are terminated
-  (not waited for: Lambda stops billing at terminate) and the error is re-raised with what
-  was tried; if termination fails too, the error lists the ids left and a command to
-  delete them.
+- Adopt-after-timeout, all-or-nothing rollback and the fail-closed error are
+  providers.orchestrate's; this module supplies the launch (a batch, then renames), the
+  listing and terminate (not waited for: Lambda stops billing at terminate). A 5xx on a
+  launch is never launched again. Every instance carries the cluster, owner and expiry tags
+  (providers.base).
 - Statuses: booting -> pending, active -> running, unhealthy -> failed, terminating ->
   stopping, terminated/preempted -> terminated. No spot market (a spot NodeSpec is refused
   before anything is bought), no InfiniBand on-demand. Disk size is fixed by the instance
@@ -29,7 +27,6 @@ How the contract maps onto Lambda:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import statistics
@@ -39,13 +36,26 @@ from functools import lru_cache
 from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import (
+    CLUSTER_TAG,
+    EXPIRES_TAG,
+    OWNER_TAG,
+    Capability,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    OfferQuery,
+    OwnedNode,
+    parse_expiry,
+    tool_tags,
+)
 from provisioner.providers.lambda_ import CAPABILITIES
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
 from provisioner.providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
+from provisioner.providers.orchestrate import Launcher, Member, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.errors import ProviderAPIError, ProviderError
 from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.lambda")
@@ -148,16 +158,79 @@ class _Renames:
             self._pool.shutdown(wait=True, cancel_futures=cancel)
 
 
-class _Run:
-    """State of one ``create_nodes`` call (main thread only; renames report through futures)."""
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: batches of one shape under a placeholder name, renamed after."""
 
-    def __init__(self, cluster_id: str, *, known: set[str], pool: list[Instance], renames: _Renames) -> None:
-        self.cluster_id = cluster_id
-        self.known = known  # ids of the cluster listed before launching
-        self.pool = pool  # placeholder instances left by an earlier run, to adopt
-        self.made: list[str] = []  # launched or adopted by this call: rolled back on failure
+    def __init__(self, provider: LambdaProvider, cluster_id: str) -> None:
+        super().__init__(provider.name, cluster_id)
+        self.adapter = provider
         self.keys: dict[str | None, str] = {}  # ssh public key -> registered key name
-        self.renames = renames
+        self.renames = _Renames(provider.client)
+
+    def members(self) -> list[Member]:
+        return [Member(i.id, None if (name := self.adapter._node_name(self.cluster_id, i)) == PLACEHOLDER else name,
+                       i.instance_type.name if i.instance_type else "", i.region.name if i.region else "")
+                for i in self.adapter._members(self.cluster_id) if i.status not in _GONE]
+
+    def prepare(self, missing: Sequence[NodeSpec]) -> None:
+        for spec in missing:
+            if spec.ssh_public_key not in self.keys:
+                self.keys[spec.ssh_public_key] = self.adapter._key_for(spec)
+
+    def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
+        groups: dict[tuple[object, ...], list[NodeSpec]] = {}
+        for spec in missing:
+            key = (spec.instance_type, spec.region, spec.image, spec.user_data, spec.ssh_public_key,
+                   spec.expires_at, tuple(sorted(spec.tags.items())))
+            groups.setdefault(key, []).append(spec)
+        return [group[start:start + MAX_BATCH] for group in groups.values()
+                for start in range(0, len(group), MAX_BATCH)]
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        failed = self.renames.first_error()
+        if failed is not None:  # stop launching: the whole call is rolled back anyway
+            raise failed
+        spec = batch[0]
+        single = len(batch) == 1
+        image = None
+        if spec.image:
+            image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
+        tags = {**tool_tags(self.cluster_id, spec.expires_at),
+                **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG}}
+        request = LaunchRequest(
+            region_name=spec.region, instance_type_name=spec.instance_type,
+            ssh_key_names=[self.keys[spec.ssh_public_key]],
+            name=f"{self.cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
+            user_data=spec.user_data, tags=[Tag(key=k, value=v) for k, v in sorted(tags.items())],
+            quantity=len(batch))
+        ids = self.adapter.client.launch(request)
+        if not single:
+            for node, instance_id in zip(batch, ids, strict=False):
+                self.adopt(instance_id, node)
+        return ids
+
+    def adopt(self, member_id: str, spec: NodeSpec) -> None:
+        self.renames.submit(member_id, f"{self.cluster_id}-{spec.name}")
+
+    def finish(self) -> None:
+        try:
+            self.renames.results()  # raises the first rename that failed
+        finally:
+            self.renames.close()
+
+    def abort(self) -> None:
+        self.renames.abort()
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        try:
+            self.adapter._terminate(list(ids))
+        except ProviderError:
+            return list(ids)
+        return []
+
+    def capacity_hint(self) -> str:
+        return self.adapter._capacity_hint()
+
 
 
 class LambdaProvider(RestAdapter[LambdaClient]):
@@ -230,114 +303,16 @@ class LambdaProvider(RestAdapter[LambdaClient]):
 
     # ----- create ---------------------------------------------------------------------------
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
-        """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
+        """Create the nodes not yet present (by name); all-or-nothing through providers.orchestrate.
 
         Blocks for the launch and rename calls only (not for boot). Raises CapacityError,
-        QuotaError, CredentialsError, RateLimitError or ProviderAPIError.
+        QuotaError, CredentialsError, RateLimitError or ProviderAPIError (naming what may remain
+        and the gc command when a lost answer or a failed cleanup leaves doubt).
         """
         require_capabilities(self.name, self.capabilities, nodes)  # e.g. spot: refused, never bought on demand
-        names = [n.name for n in nodes]
-        if len(set(names)) != len(names):
-            raise ValueError("node names must be unique within a cluster")
-        listed = self._members(cluster_id)
-        members = [i for i in listed if i.status not in _GONE]
-        present = {self._node_name(cluster_id, i) for i in members}
-        pool = [i for i in members if self._node_name(cluster_id, i) == PLACEHOLDER]
-        missing = [n for n in nodes if n.name not in present]
-        run = _Run(cluster_id, known={i.id for i in listed}, pool=pool, renames=_Renames(self.client))
-        tried = ""
-        try:
-            for group in self._groups(missing):
-                tried = f"{len(group)} x {group[0].instance_type} in {group[0].region}"
-                self._create_group(run, group)
-            run.renames.results()  # raises the first rename that failed
-        except ProviderError as exc:
-            run.renames.abort()
-            what = f"; tried {tried} (cluster {cluster_id}: {len(run.made)} of {len(missing)} new nodes made)"
-            raise self._rolled_back(exc, run.made, what) from None
-        finally:
-            run.renames.close()
-        wanted = set(names)
+        create(_Launcher(self, cluster_id), nodes)
+        wanted = {n.name for n in nodes}
         return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
-
-    def _groups(self, specs: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
-        groups: dict[tuple[object, ...], list[NodeSpec]] = {}
-        for spec in specs:
-            key = (spec.instance_type, spec.region, spec.image, spec.user_data, spec.ssh_public_key,
-                   tuple(sorted(spec.tags.items())))
-            groups.setdefault(key, []).append(spec)
-        return list(groups.values())
-
-    def _create_group(self, run: _Run, group: list[NodeSpec]) -> None:
-        first = group[0]
-        todo = list(group)
-        for instance in [i for i in run.pool if self._fits(i, first)]:
-            if not todo:
-                break
-            run.pool.remove(instance)
-            run.made.append(instance.id)
-            run.renames.submit(instance.id, f"{run.cluster_id}-{todo.pop(0).name}")
-        if not todo:
-            return
-        if first.ssh_public_key not in run.keys:
-            run.keys[first.ssh_public_key] = self._key_for(first)
-        key = run.keys[first.ssh_public_key]
-        for start in range(0, len(todo), MAX_BATCH):
-            failed = run.renames.first_error()
-            if failed is not None:  # stop launching: the whole call is rolled back anyway
-                raise failed
-            batch = todo[start:start + MAX_BATCH]
-            ids = self._launch(run, batch, key)
-            run.made.extend(ids)
-            if len(ids) < len(batch):
-                raise CapacityError(self.name, "Not enough capacity to fulfill launch request: got "
-                                    f"{len(ids)} of {len(batch)} [partial launch]")
-            if len(batch) > 1:  # a batch of one was launched under its own name
-                for spec, instance_id in zip(batch, ids, strict=True):
-                    run.renames.submit(instance_id, f"{run.cluster_id}-{spec.name}")
-
-    def _launch(self, run: _Run, batch: list[NodeSpec], key: str) -> list[str]:
-        """Launch one batch; on a lost answer, adopt what appeared instead of launching again."""
-        spec = batch[0]
-        cluster_id = run.cluster_id
-        single = len(batch) == 1
-        image = None
-        if spec.image:
-            image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
-        tags = [Tag(key=CLUSTER_TAG, value=cluster_id)]
-        tags += [Tag(key=k, value=v) for k, v in sorted(spec.tags.items()) if k != CLUSTER_TAG]
-        request = LaunchRequest(
-            region_name=spec.region, instance_type_name=spec.instance_type, ssh_key_names=[key],
-            name=f"{cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
-            user_data=spec.user_data, tags=tags, quantity=len(batch))
-        try:
-            return self.client.launch(request)
-        except ProviderAPIError as exc:
-            if exc.status and exc.status < 500:
-                raise
-            # Anything of the cluster this call has not seen (listed first, or made) is this launch's.
-            seen = run.known | set(run.made)
-            appeared = sorted(i.id for i in self._members(cluster_id)
-                              if i.id not in seen and i.status not in _GONE)
-            if not appeared:
-                raise
-            log.warning("lambda: launch answer lost (%s); adopting %d instance(s) that appeared",
-                        exc.detail, len(appeared))
-            return appeared[: len(batch)]
-
-    def _rolled_back(self, exc: ProviderError, made: list[str], tried: str) -> ProviderError:
-        if isinstance(exc, CapacityError):
-            tried += self._capacity_hint()
-        if not made:
-            return self._with_context(exc, tried)
-        try:
-            self._terminate(made)
-        except ProviderError as cleanup:
-            command = (f"curl -u \"$LAMBDA_API_KEY:\" -X POST {self.base_url}/api/v1/instance-operations/"
-                       f"terminate -H 'Content-Type: application/json' -d '{json.dumps({'instance_ids': made})}'")
-            return self._with_context(exc, f"{tried}; cleanup FAILED ({cleanup.message}); still running: "
-                                      f"{', '.join(made)}; delete them with: {command}")
-        return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
 
     def _capacity_hint(self) -> str:
         try:
@@ -347,13 +322,15 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         regions = {name: [r.name for r in item.regions_with_capacity_available] for name, item in items.items()}
         return "; capacity now: " + ", ".join(f"{n} in {'/'.join(r)}" for n, r in sorted(regions.items()) if r)
 
-    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
-        message = f"{exc.message}{extra}"
-        if isinstance(exc, ProviderAPIError):
-            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
-        if isinstance(exc, RateLimitError):
-            return RateLimitError(self.name, message, exc.retry_after_s)
-        return type(exc)(self.name, message)
+    def list_owned(self) -> list[OwnedNode]:
+        """Every live instance carrying the cluster tag, with its owner and expiry tags."""
+        found = []
+        for instance in self.client.list_instances():
+            cluster_id = instance.tag(CLUSTER_TAG)
+            if cluster_id and instance.status not in _GONE:
+                found.append(OwnedNode(self._node(cluster_id, instance), instance.tag(OWNER_TAG),
+                                       parse_expiry(instance.tag(EXPIRES_TAG))))
+        return found
 
     # ----- delete ---------------------------------------------------------------------------
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from provisioner.providers.base import CLUSTER_TAG, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import CLUSTER_TAG, OWNER_TAG, NodeSpec, NodeStatus, OfferQuery, owner_id
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.lambda_.client import LIMITS, map_error
 from provisioner.providers.lambda_.provider import PLACEHOLDER, LambdaProvider, canonical_gpu, key_name
@@ -81,7 +81,7 @@ def test_one_batched_launch_with_tags_name_key_and_user_data(lam: LambdaProvider
     assert body["quantity"] == 3
     assert body["ssh_key_names"] == [key_name(SSH_KEY)]
     assert body["name"] == f"c1-{PLACEHOLDER}"
-    assert body["tags"] == [{"key": CLUSTER_TAG, "value": "c1"}]
+    assert body["tags"] == [{"key": CLUSTER_TAG, "value": "c1"}, {"key": OWNER_TAG, "value": owner_id()}]
     assert body["user_data"].startswith("#cloud-config")
     assert sorted(i["name"] for i in fake.instances.values()) == ["c1-w0", "c1-w1", "c1-w2"]
     # the key is registered once and reused by name
@@ -125,8 +125,9 @@ def test_failed_cleanup_names_what_remains(lam: LambdaProvider, fake: LambdaFake
     message = str(caught.value)
     (left,) = fake.instances
     assert "cleanup FAILED" in message and left in message
-    assert "instance-operations/terminate" in message and '"instance_ids"' in message
-    assert API_KEY not in message and "$LAMBDA_API_KEY" in message
+    assert "instances may exist in cluster c1" in message
+    assert "provisioner gc --provider lambda --cluster c1 --yes" in message
+    assert API_KEY not in message
 
 
 def test_leftover_placeholders_are_adopted(lam: LambdaProvider, fake: LambdaFake) -> None:
