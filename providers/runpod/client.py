@@ -14,7 +14,16 @@ from typing import Any
 import httpx
 from provisioner.providers.adapter import EndpointClient
 from provisioner.providers.http import RateLimits, error_detail
-from provisioner.providers.runpod.models import GpuCatalog, Pod, PodList, Problem, SpotPrice, SshKeys
+from provisioner.providers.runpod.models import (
+    Cluster,
+    ClusterList,
+    GpuCatalog,
+    Pod,
+    PodList,
+    Problem,
+    SpotPrice,
+    SshKeys,
+)
 from pydantic import ValidationError
 
 from provisioner import errors
@@ -105,9 +114,11 @@ class RunPodClient(EndpointClient):
         return [self._parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
 
     # -- pods -----------------------------------------------------------------------------
-    def list_pods(self) -> list[Pod]:
-        """``GET /v2/pods`` (standalone pods; the API has no pagination here)."""
-        return self._parse(PodList, self.api.request("GET", "/v2/pods"), "pod list").pods
+    def list_pods(self, *, include_cluster_pods: bool = False) -> list[Pod]:
+        """``GET /v2/pods`` (no pagination here): standalone pods, and with ``include_cluster_pods``
+        the members of Instant Clusters too (each with its ``cluster`` membership)."""
+        params = {"includeClusterPods": "true"} if include_cluster_pods else None
+        return self._parse(PodList, self.api.request("GET", "/v2/pods", params=params), "pod list").pods
 
     def get_pod(self, pod_id: str) -> Pod:
         return self._parse(Pod, self.api.request("GET", f"/v2/pods/{pod_id}"), "pod")
@@ -127,6 +138,24 @@ class RunPodClient(EndpointClient):
     def delete_pod(self, pod_id: str) -> None:
         """``DELETE /v2/pods/{id}`` (204). Raises ProviderAPIError(404) if it is gone."""
         self.api.request("DELETE", f"/v2/pods/{pod_id}", expect_json=False)
+
+    # -- Instant Clusters -----------------------------------------------------------------
+    def list_clusters(self) -> list[Cluster]:
+        """``GET /v2/clusters``: every cluster of the account."""
+        return self._parse(ClusterList, self.api.request("GET", "/v2/clusters"), "cluster list").clusters
+
+    def create_cluster(self, body: dict[str, Any]) -> Cluster:
+        """``POST /v2/clusters`` (201). Not retried on timeout/5xx: the caller reconciles by name."""
+        return self._parse(Cluster, self.api.request("POST", "/v2/clusters", json=body, launch=True), "cluster")
+
+    def list_cluster_pods(self, cluster_id: str) -> list[Pod]:
+        """``GET /v2/clusters/{id}/pods``: the member pods. ProviderAPIError(404) if it is gone."""
+        return self._parse(PodList, self.api.request("GET", f"/v2/clusters/{cluster_id}/pods"), "pod list").pods
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        """``DELETE /v2/clusters/{id}`` (204): the cluster and every member pod. ProviderAPIError(404)
+        if it is gone."""
+        self.api.request("DELETE", f"/v2/clusters/{cluster_id}", expect_json=False)
 
     # -- account --------------------------------------------------------------------------
     def get_ssh_keys(self) -> list[str]:

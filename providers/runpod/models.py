@@ -89,6 +89,15 @@ class PodGlobalNetworking(_Model):
     ip: str | None = None
 
 
+class PodCluster(_Model):
+    """A member pod's place in an Instant Cluster: ``rank`` 0 is the primary (None until assigned),
+    ``ip`` its address on the cluster's private overlay network (None until assigned)."""
+
+    id: str
+    rank: int | None = None
+    ip: str | None = None
+
+
 class Pod(_Model):
     """A pod as returned by ``GET /v2/pods`` and ``POST /v2/pods``."""
 
@@ -102,6 +111,7 @@ class Pod(_Model):
     ssh: PodSsh | None = None
     runtime: PodRuntime | None = None
     global_networking: PodGlobalNetworking | None = Field(None, alias="globalNetworking")
+    cluster: PodCluster | None = None
     cost_usd_per_hour: float = Field(0.0, alias="cost")
 
     def public_ip(self) -> str | None:
@@ -118,6 +128,26 @@ class PodList(_Model):
     pods: list[Pod]
 
 
+class ClusterCompute(_Model):
+    gpu_type_id: str = Field(alias="gpuTypeId")
+    gpu_count_per_pod: int = Field(alias="gpuCountPerPod")
+    pod_count: int = Field(alias="podCount")
+
+
+class Cluster(_Model):
+    """An Instant Cluster as ``GET/POST /v2/clusters`` return it (``pods`` is only a summary)."""
+
+    id: str
+    name: str
+    type: str = "TRAINING"
+    compute: ClusterCompute
+    data_center_id: str | None = Field(None, alias="dataCenterId")
+
+
+class ClusterList(_Model):
+    clusters: list[Cluster]
+
+
 class SshKeys(_Model):
     keys: list[str]
 
@@ -132,10 +162,14 @@ class Problem(_Model):
 
 
 __all__ = [
+    "Cluster",
+    "ClusterCompute",
+    "ClusterList",
     "DataCenterAvailability",
     "GpuCatalog",
     "GpuType",
     "Pod",
+    "PodCluster",
     "PodList",
     "Problem",
     "SpotPrice",

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.runpod import CAPABILITIES, naming
+from provisioner.providers.runpod import CAPABILITIES, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
@@ -186,9 +186,9 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         ]
 
     def get_nodes(self, cluster_id: str) -> list[Node]:
-        """Every pod carrying ``PROVISIONER_CLUSTER=<cluster_id>``, sorted by node name."""
-        nodes = [self._node(cluster_id, pod) for pod in self.client.list_pods()
-                 if pod.env.get(CLUSTER_ENV) == cluster_id]
+        """Every pod carrying ``PROVISIONER_CLUSTER=<cluster_id>`` (Instant Cluster members too), by name."""
+        nodes = [clusters.member_node(self, cluster_id, pod) if pod.cluster else self._node(cluster_id, pod)
+                 for pod in self.client.list_pods(include_cluster_pods=True) if pod.env.get(CLUSTER_ENV) == cluster_id]
         return sorted(nodes, key=lambda node: node.name)
 
     def _node(self, cluster_id: str, pod: Pod) -> Node:
@@ -238,6 +238,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         """
         # Pods are containers: nothing would run cloud-config, so it is refused before buying.
         require_capabilities(NAME, self.capabilities, nodes)
+        if clusters.wants_cluster(nodes):  # an Instant Cluster product is bought whole: see clusters.py
+            return clusters.create(self, cluster_id, nodes)
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
@@ -394,7 +396,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         not made by us) is ignored like an id that is already gone. Raises the first error after
         trying every pod; the message names the pods left.
         """
-        members = [node.id for node in self.get_nodes(cluster_id)]
+        in_clusters = clusters.delete(self, cluster_id, node_ids)  # Instant Clusters go whole
+        members = [node.id for node in self.get_nodes(cluster_id) if node.id not in in_clusters]
         wanted = set(members if node_ids is None else node_ids)
         ids = [pod_id for pod_id in members if pod_id in wanted]
         errors: list[ProviderError] = []

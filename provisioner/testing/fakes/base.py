@@ -118,7 +118,9 @@ class Bought:
     ``boot`` is everything the instance is given to run or read at boot, verbatim as the API
     received it (user data, start command, environment values), joined by newlines.
     ``private_network`` names the private network the instance is on (None: it has none);
-    instances on the same one reach each other at their ``private_ip``.
+    instances on the same one reach each other at their ``private_ip``. ``cluster_product``
+    is the provider's id of the cluster product (e.g. a RunPod Instant Cluster) the instance
+    was bought as a member of; None when it was bought on its own.
     """
 
     instance_id: str
@@ -128,6 +130,7 @@ class Bought:
     ssh_public_keys: tuple[str, ...] = ()
     private_ip: str | None = None
     private_network: str | None = None
+    cluster_product: str | None = None
 
 
 @dataclass

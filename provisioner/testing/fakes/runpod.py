@@ -15,6 +15,10 @@ Behaviour worth knowing:
   fault, or a pod larger than ``maxCount`` is refused with RunPod's 400 detail.
 - ``balance_usd``: when set, a create whose hourly cost exceeds the balance is refused
   with 402 (RunPod needs at least one hour of credit to deploy).
+- Instant Clusters (``/v2/clusters``, handlers in ``runpod_clusters``): a create buys every
+  member pod at once or none; members carry ``cluster`` {id, rank, ip}, are left out of
+  ``GET /v2/pods`` unless ``includeClusterPods=true``, and ``DELETE /v2/pods/{id}`` of one
+  answers 409 (delete the cluster instead), as the spec says.
 - ``RateLimit``/``RateLimit-Policy`` headers on every authenticated answer, from RunPod's
   published windows divided by ``limit_scale``; with ``enforce_limits`` an exceeded
   window answers 429 with ``Retry-After``.
@@ -38,6 +42,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, Call, FakeApp, spec_root
+from provisioner.testing.fakes.runpod_clusters import ClusterRoutes
 
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 WINDOWS = (("minute", 60, 60.0), ("hour", 3000, 3600.0), ("day", 50000, 86400.0))
@@ -128,6 +133,7 @@ class RunPodFake(FakeApp):
         self.route("POST", "/v2/pods", self._create, kind="launch", name="createPod")
         self.route("GET", "/v2/pods/{pod_id}", self._get, kind="get", name="getPod")
         self.route("DELETE", "/v2/pods/{pod_id}", self._delete, kind="delete", name="deletePod")
+        self.cluster_routes = ClusterRoutes(self)
         self.route("GET", "/v2/account/ssh-keys", self._get_keys, kind="keys", name="getSshKeys")
         self.route("PUT", "/v2/account/ssh-keys", self._put_keys, kind="keys", name="updateSshKeys")
         self.route("POST", "/graphql", self._graphql, kind="other", name="graphql", validate=False,
@@ -144,12 +150,14 @@ class RunPodFake(FakeApp):
             self.pods.clear()
             self.ssh_keys.clear()
             self.bids.clear()
+            self.cluster_routes.clusters.clear()
             self._window_calls.clear()
             self.gpus = copy.deepcopy(self._initial_gpus)
 
     def state(self) -> dict[str, Any]:
         with self.lock:
-            return {**super().state(), "pods": copy.deepcopy(list(self.pods.values()))}
+            return {**super().state(), "pods": copy.deepcopy(list(self.pods.values())),
+                    "clusters": copy.deepcopy(list(self.cluster_routes.clusters.values()))}
 
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         defaults = {
@@ -271,13 +279,16 @@ class RunPodFake(FakeApp):
         return copy.deepcopy(pod)
 
     def _list(self, request: Request) -> Response:
-        return self.ok({"pods": [self._visible(pod) for pod in self.pods.values()]})
+        members = request.args.get("includeClusterPods", "false") == "true"
+        return self.ok({"pods": [self._visible(pod) for pod in self.pods.values() if members or "cluster" not in pod]})
 
     def _get(self, request: Request, pod_id: str) -> Response:
         pod = self.pods.get(pod_id)
         return self.ok(self._visible(pod)) if pod else self.error_reply("not_found")
 
     def _delete(self, request: Request, pod_id: str) -> Response:
+        if "cluster" in self.pods.get(pod_id, {}):
+            return self.problem(409, "pod belongs to a cluster: delete the cluster via DELETE /v2/clusters/{id}")
         if self.pods.pop(pod_id, None) is None:
             return self.error_reply("not_found")
         return self._with_limit_headers(Response(status=204))
@@ -304,7 +315,8 @@ class RunPodFake(FakeApp):
 
     def _new_pod(self, *, name: str, image: str, gpu_id: str, count: int, cloud: str, center: str,
                  disk: int, env: dict[str, str], ports: list[str], args: str, start_ssh: bool = False,
-                 interruptible: bool = False, global_networking: bool = False) -> dict[str, Any]:
+                 interruptible: bool = False, global_networking: bool = False,
+                 cluster: dict[str, Any] | None = None) -> dict[str, Any]:
         pod_id = _pod_id()
         gpu = next(g for g in self.gpus if g["id"] == gpu_id)
         pod = {
@@ -318,11 +330,16 @@ class RunPodFake(FakeApp):
             "globalNetworking": {"enabled": global_networking}, "runtime": {}, "createdAt": _now(),
             "startedAt": None,
         }
+        if cluster is not None:
+            pod["cluster"] = cluster
         self.pods[pod_id] = pod
         # A pod runs its start command (args) with its environment; startSsh injects the account keys.
         self.record_bought(Bought(pod_id, interruptible=interruptible, boot="\n".join([args, *env.values()]),
                                   ssh_public_keys=tuple(self.ssh_keys) if start_ssh else (),
-                                  private_network="runpod-global" if global_networking else None))
+                                  private_ip=cluster["ip"] if cluster else None,
+                                  private_network=(f"runpod-cluster-{cluster['id']}" if cluster
+                                                   else "runpod-global" if global_networking else None),
+                                  cluster_product=cluster["id"] if cluster else None))
         self.record_launch([pod_id])
         return pod
 
