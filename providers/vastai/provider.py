@@ -19,14 +19,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
+from provisioner.providers.orchestrate import Launcher, Member, create
 from provisioner.providers.vastai import CAPABILITIES
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
 from provisioner.providers.vastai.models import BundleOffer, Instance
 
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
-from provisioner.offer import Offer
+from provisioner.errors import CapacityError, ProviderError
+from provisioner.offer import SAFE_ID, Offer
 
 log = logging.getLogger("provisioner.providers.vastai")
 T = TypeVar("T")
@@ -113,36 +114,35 @@ class VastAIProvider(RestAdapter[VastClient]):
 
         Idempotent: names already labelled in the account are adopted, not rented again.
         One offer search per (instance type, region, spot) group; a node's ``offer_id`` is
-        rented when that ask is still listed, otherwise another ask of the same shape. Rent calls run concurrently.
-        A rent call that times out or gets a 5xx is reconciled by listing: an instance
-        that appeared is adopted; one that did not is tried once more. If any node cannot
-        be rented, every instance this call made is destroyed and the error is raised
-        (CapacityError names the types, regions and counts tried); if that cleanup fails
-        the error lists what remains and the command to delete it. Does not wait for boot.
+        rented when that ask is still listed, otherwise another ask of the same shape. Rent
+        calls run concurrently through providers.orchestrate: a rent that times out or gets a
+        5xx is reconciled by listing (an instance that appeared is adopted; after a definite
+        500/502/503 with nothing appeared the rent is tried once more); if any node cannot be
+        rented, every instance this call made is destroyed and the error is raised
+        (CapacityError names the types, regions and counts tried); when something may remain
+        the error names the cluster and the gc command. Does not wait for boot.
         """
         require_capabilities(PROVIDER, self.capabilities, nodes)
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderError(PROVIDER, f"duplicate node names in {names}")
-        existing = {self._name(cluster_id, inst): inst for inst in self._cluster_instances(cluster_id)}
-        todo = [spec for spec in nodes if spec.name not in existing]
-        made: dict[str, int] = {}
-        if todo:
-            for public_key in sorted({spec.ssh_public_key for spec in todo if spec.ssh_public_key}):
-                self.ensure_ssh_key(f"{cluster_id}-key", public_key)
-            plan = self._assign_asks(todo)
-            failures = self._launch_all(cluster_id, todo, plan, made)
-            if failures:
-                self._roll_back(cluster_id, todo, plan, made, failures)
-        result: list[Node] = []
-        for spec in nodes:
-            if spec.name in existing:
-                result.append(self._node(cluster_id, existing[spec.name]))
-            else:
-                result.append(Node(provider=PROVIDER, id=str(made[spec.name]), name=spec.name,
-                                   cluster_id=cluster_id, status=NodeStatus.PENDING,
-                                   instance_type=spec.instance_type, region=spec.region))
-        return result
+        launcher = _Launcher(self, cluster_id)
+        ids = create(launcher, nodes)
+        listed = {str(inst.id): self._node(cluster_id, inst) for inst in launcher.listed}
+        by_name = {spec.name: spec for spec in nodes}
+        return [listed.get(node_id) or Node(provider=PROVIDER, id=node_id, name=name, cluster_id=cluster_id,
+                                            status=NodeStatus.PENDING, instance_type=by_name[name].instance_type,
+                                            region=by_name[name].region)
+                for name, node_id in ids.items()]
+
+    def list_owned(self) -> list[OwnedNode]:
+        """Every instance labelled ``<cluster>/<node>`` (Vast has no tags: no owner or expiry known)."""
+        found = []
+        for instance in self.client.iter_instances():
+            cluster_id, slash, name = (instance.label or "").partition("/")
+            if slash and cluster_id and name and SAFE_ID.match(cluster_id):
+                found.append(OwnedNode(self._node(cluster_id, instance)))
+        return found
 
     def _assign_asks(self, todo: Sequence[NodeSpec]) -> dict[str, tuple[int, float | None]]:
         """node name -> (ask id, bid $/h or None). Raises CapacityError before renting anything."""
@@ -211,73 +211,6 @@ class VastAIProvider(RestAdapter[VastClient]):
             body["cancel_unavail"] = True  # on-demand: fail fast (410) instead of waiting for the host
         return body
 
-    def _launch_all(self, cluster_id: str, todo: Sequence[NodeSpec], plan: dict[str, tuple[int, float | None]],
-                    made: dict[str, int]) -> dict[str, ProviderError]:
-        """Rent every node concurrently; fill ``made``; return the failures by node name."""
-        def rent(spec: NodeSpec) -> int:
-            ask_id, bid = plan[spec.name]
-            return int(self.client.create_instance(ask_id, self._rent_body(cluster_id, spec, bid)).new_contract)
-
-        failures: dict[str, ProviderError] = {}
-        pending = list(todo)
-        for round_no in range(2):
-            unclear: list[NodeSpec] = []
-            for spec, outcome in zip(pending, _run_all(rent, pending), strict=True):
-                if isinstance(outcome, int):
-                    made[spec.name] = outcome
-                elif _unclear(outcome) and round_no == 0:
-                    unclear.append(spec)
-                else:
-                    failures[spec.name] = outcome
-            if not unclear:
-                break
-            log.info("vastai: %d rent call(s) got no clear answer; re-listing before retrying", len(unclear))
-            try:
-                seen = {self._name(cluster_id, inst): inst.id for inst in self._cluster_instances(cluster_id)}
-            except ProviderError as exc:  # cannot tell what exists: treat as failed, roll back
-                failures.update({spec.name: exc for spec in unclear})
-                break
-            pending = [spec for spec in unclear if spec.name not in seen]
-            made.update({spec.name: seen[spec.name] for spec in unclear if spec.name in seen})
-            if failures:
-                failures.update({spec.name: ProviderAPIError(PROVIDER, 0, "rent not attempted after failures")
-                                 for spec in pending})
-                break
-        return failures
-
-    def _roll_back(self, cluster_id: str, todo: Sequence[NodeSpec], plan: dict[str, tuple[int, float | None]],
-                   made: dict[str, int], failures: dict[str, ProviderError]) -> None:
-        tried = sorted({f"{s.instance_type} in {s.region}" for s in todo})
-        asks = ", ".join(str(plan[name][0]) for name in sorted(failures))
-        first = failures[sorted(failures)[0]]
-        summary = (f"{len(made)} of {len(todo)} nodes rented before failing ({', '.join(tried)}; "
-                   f"failed asks {asks}): {first.message}")
-        # A rent that timed out may still have produced an instance: look for every node of
-        # this call by label, not only for the ids that came back.
-        doomed = list(made.values())
-        unseen = ""
-        try:
-            names = {spec.name for spec in todo}
-            doomed += [inst.id for inst in self._cluster_instances(cluster_id)
-                       if self._name(cluster_id, inst) in names and inst.id not in doomed]
-        except ProviderError as exc:
-            unclear = sorted(name for name, err in failures.items() if _unclear(err))
-            if unclear:
-                unseen = (f"; could not list instances ({exc.message}) to check whether the unanswered rent "
-                          f"calls for {', '.join(unclear)} created any: look for labels "
-                          f"{cluster_label(cluster_id, '')}...")
-        remaining = self._destroy(doomed)
-        if remaining:
-            ids = " ".join(str(i) for i in remaining)
-            note = f"; cleanup FAILED, still running: {ids} (delete with: vastai destroy instances {ids})"
-        else:
-            note = (f"; deleted the {len(doomed)} {'known to be ' if unseen else ''}created" if doomed
-                    else "" if unseen else "; nothing was created")
-        note += unseen
-        made.clear()
-        capacity = any(isinstance(err, CapacityError) for err in failures.values())
-        raise _rebuild(CapacityError(PROVIDER, summary) if capacity else first, summary + note)
-
     def _destroy(self, instance_ids: Sequence[int]) -> list[int]:
         """Destroy ``instance_ids``; return those still present afterwards (one verifying list)."""
         if not instance_ids:
@@ -329,11 +262,6 @@ class VastAIProvider(RestAdapter[VastClient]):
         )
 
 
-def _unclear(error: ProviderError) -> bool:
-    """Whether Vast may have acted on a rent call that failed this way (timeout, 5xx)."""
-    return isinstance(error, ProviderAPIError) and (error.status == 0 or error.status >= 500)
-
-
 def _run_all(fn: Callable[[Any], T], items: Iterable[Any]) -> list[T | ProviderError]:
     """``fn`` over ``items`` on a small thread pool; ProviderErrors are returned, not raised."""
     items = list(items)
@@ -350,13 +278,40 @@ def _run_all(fn: Callable[[Any], T], items: Iterable[Any]) -> list[T | ProviderE
         return list(pool.map(call, items))
 
 
-def _rebuild(error: ProviderError, message: str) -> ProviderError:
-    """A copy of ``error`` (same class) whose message is ``message``."""
-    if isinstance(error, ProviderAPIError):
-        return ProviderAPIError(PROVIDER, error.status, message)
-    if isinstance(error, RateLimitError):
-        return RateLimitError(PROVIDER, message, error.retry_after_s)
-    return type(error)(PROVIDER, message)
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: one rent per node, the asks chosen before anything is rented."""
+
+    workers = MAX_WORKERS
+    relaunch_on_5xx = True  # Vast rents nothing on a 5xx it answers (a lost answer is status 0)
+
+    def __init__(self, provider: VastAIProvider, cluster_id: str) -> None:
+        super().__init__(PROVIDER, cluster_id)
+        self.adapter = provider
+        self.plan: dict[str, tuple[int, float | None]] = {}
+        self.listed: list[Instance] = []  # the latest listing: create_nodes answers from it, polling no more
+
+    def members(self) -> list[Member]:
+        self.listed = self.adapter._cluster_instances(self.cluster_id)
+        return [Member(str(inst.id), self.adapter._name(self.cluster_id, inst)) for inst in self.listed]
+
+    def prepare(self, missing: Sequence[NodeSpec]) -> None:
+        for public_key in sorted({spec.ssh_public_key for spec in missing if spec.ssh_public_key}):
+            self.adapter.ensure_ssh_key(f"{self.cluster_id}-key", public_key)
+        self.plan = self.adapter._assign_asks(missing)
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        (spec,) = batch
+        ask_id, bid = self.plan[spec.name]
+        body = self.adapter._rent_body(self.cluster_id, spec, bid)
+        return [str(self.adapter.client.create_instance(ask_id, body).new_contract)]
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        return [str(i) for i in self.adapter._destroy([int(i) for i in ids])]
+
+    def describe(self, batch: Sequence[NodeSpec]) -> str:
+        spec = batch[0]
+        ask = self.plan.get(spec.name, (None, None))[0]
+        return f"{spec.instance_type} in {spec.region or 'any region'} (ask {ask})"
 
 
 __all__ = ["VastAIProvider", "cluster_label", "node_status", "onstart_script"]

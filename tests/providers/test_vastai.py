@@ -186,8 +186,8 @@ def test_failed_cleanup_names_what_remains(vast: VastAIProvider, fake: VastAIFak
         vast.create_nodes("c1", specs(3))
     left = next(iter(fake.instances))
     message = str(caught.value)
-    assert "1x_RTX_4090 in US" in message and "1 of 3 nodes" in message
-    assert f"still running: {left}" in message and f"vastai destroy instances {left}" in message
+    assert "1x_RTX_4090 in US" in message and "1 of 3 new nodes made" in message
+    assert f"still running: {left}" in message and "provisioner gc --provider vastai --cluster c1 --yes" in message
 
 
 def test_quota_error_from_insufficient_credit(vast: VastAIProvider, fake: VastAIFake) -> None:
@@ -362,17 +362,28 @@ class LosesRentAnswers(httpx.BaseTransport):
         return response
 
 
-def test_lost_answer_on_the_retried_rent_is_still_rolled_back(fake: VastAIFake) -> None:
-    # n0 gets a 502 (nothing rented), its retry is rented but the answer is lost, so the
-    # adapter gives up: the instance it never heard of must be found by label and destroyed.
+def test_lost_answer_on_the_retried_rent_is_adopted(fake: VastAIFake) -> None:
+    # n0 gets a 502 (nothing rented), its retry is rented but the answer is lost: the
+    # instance it never heard of is found by label and adopted, not rented a third time.
     fake.faults.inject("http_error", route="launch", times=1, status=502)
     transport = LosesRentAnswers(fake, lose={3})
     vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=transport,
                           limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
-    with pytest.raises(ProviderAPIError, match="timed out") as caught:
+    nodes = vast.create_nodes("c1", specs(2))
+    assert sorted(n.name for n in nodes) == ["n0", "n1"]
+    assert fake.launched == 2 and fake.instance_count() == 2
+
+
+def test_lost_answer_after_a_failure_is_still_rolled_back(fake: VastAIFake) -> None:
+    # One rent is refused (no credit); the other is carried out but unanswered: the rollback
+    # finds that instance by label and destroys it.
+    fake.faults.inject("insufficient_balance", route="launch", times=1)
+    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=LosesRentAnswers(fake, lose={2}),
+                          limits=VAST_LIMITS.scaled(1), retry=FAST, timeout_s=2.0)
+    with pytest.raises(QuotaError) as caught:
         vast.create_nodes("c1", specs(2))
-    assert fake.launched == 2 and fake.instance_count() == 0
-    assert "deleted the 2 created" in str(caught.value)
+    assert fake.instance_count() == 0 and fake.launched == 1
+    assert "instances may exist" not in str(caught.value)
 
 
 def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIFake) -> None:
@@ -385,9 +396,11 @@ def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIF
     with pytest.raises(ProviderAPIError) as caught:
         vast.create_nodes("c1", specs(1))
     message = str(caught.value)
-    assert "could not list instances" in message and "n0" in message and "c1/" in message
+    assert "could not list the cluster" in message and "n0" in message
     assert fake.instance_count() == 1  # the lost one: named in the error, never claimed deleted
-    assert "nothing was created" not in message and "deleted the" not in message
+    assert "instances may exist in cluster c1" in message and "provisioner gc --provider vastai --cluster c1 --yes" \
+        in message
+    assert "rolled back" not in message
 
 
 def test_extra_asks_are_the_cheapest_not_the_best_scored(vast: VastAIProvider, rec: Recorder,
