@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from provisioner.render.firewall import FIREWALL_PATH, FirewallView, firewall_view, render_firewall
+from provisioner.render.teardown import render_teardown_scripts
 from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
 
@@ -80,10 +81,15 @@ def render_cloudinit(
         "identity": render_template("cloud-init/identity.sh.j2", c=view),
         "nvme": nvme_script(view),
         "gpu_check": render_template("cloud-init/gpu-check.sh.j2", c=view),
-        "deadman": render_template("cloud-init/deadman.sh.j2", c=view) if view.ttl_minutes else "",
         "shared_fs": render_template("cloud-init/shared-fs.sh.j2", c=view),
         "firewall": render_firewall(view, firewall or firewall_view(view.allowed_cidrs)),
+        **render_teardown_scripts(view),
     }
+    # (unit, script, OnUnitActiveSec, description) of the lifetime timers; see render/teardown.py.
+    timers = [(name, name, "1min", what) for name, what in (
+        ("deadman", f"End this node when the cluster lifetime ({view.ttl_minutes} min) is over"),
+        ("idle", f"End this node after {view.idle_minutes} idle minutes"),
+    ) if name in scripts]
     # Only the values the template may place; nothing else about the secrets reaches jinja.
     secret_values = {
         "munge_key_b64": secrets.munge_key_b64.get_secret_value() if view.control_plane == "slurm" else "",
@@ -106,6 +112,7 @@ def render_cloudinit(
         scripts=scripts,
         secrets=secret_values,
         slurm_files=sorted((slurm_files or {}).items()),
+        timers=timers,
     )
 
 

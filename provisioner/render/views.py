@@ -17,8 +17,10 @@ Decisions made here (documented once, used by every renderer):
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -82,6 +84,7 @@ class ClusterView:
     switches: tuple[SwitchView, ...]
     slurmdbd: bool = False
     allowed_cidrs: tuple[str, ...] = ()
+    idle_minutes: int | None = None
 
     @property
     def head(self) -> NodeView:
@@ -218,7 +221,7 @@ def cluster_view(
     if option.gpus_per_node > offer.gpus:
         raise PlanError(f"plan asks {option.gpus_per_node} GPUs per node of a {offer.gpus}-GPU offer")
     nodes = tuple(NodeView(name=n.name, index=n.index, role=n.role) for n in plan.nodes)
-    ttl = spec.lifetime.ttl_hours
+    ttl, idle = spec.lifetime.ttl_hours, spec.lifetime.idle_timeout_minutes
     model = canonical_gpu(option.gpu_model)
     return ClusterView(
         name=spec.name,
@@ -248,12 +251,28 @@ def cluster_view(
         switches=build_switches([n.name for n in nodes], topology),
         slurmdbd=slurmdbd,
         allowed_cidrs=tuple(spec.access.allowed_cidrs),
+        idle_minutes=None if idle is None else max(1, math.ceil(idle)),
     )
+
+
+def shell_word(value: Any) -> str:
+    """``value`` as one shell word (POSIX single quotes where needed): the ``sh`` filter."""
+    return shlex.quote(str(value))
+
+
+def yaml_string(value: Any) -> str:
+    """``value`` as one double-quoted YAML scalar (JSON's escaping, which YAML reads): the ``yq`` filter."""
+    return json.dumps(str(value))
+
+
+def comment_text(value: Any) -> str:
+    """``value`` made safe inside a ``#`` comment line: every control character becomes ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(value))
 
 
 @cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("provisioner.templates", ""),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -261,6 +280,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters.update(sh=shell_word, yq=yaml_string, comment=comment_text)
+    return env
 
 
 def render_template(name: str, **context: Any) -> str:
@@ -274,9 +295,12 @@ __all__ = [
     "SwitchView",
     "build_switches",
     "cluster_view",
+    "comment_text",
     "gres_type",
     "hostlist",
     "real_memory_mib",
     "render_template",
     "safe_path",
+    "shell_word",
+    "yaml_string",
 ]

@@ -94,10 +94,11 @@ svc_start() {  # start UNIT without systemd, unless it is running already
             setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
                 >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
-        provisioner-deadman.timer)
-            # Once the deadline passes, provisioner-deadman's poweroff fails without systemd: stop PID 1.
-            setsid bash -c 'while sleep 60; do /usr/local/sbin/provisioner-deadman || kill -TERM 1; done' \
-                > /dev/null 2>&1 < /dev/null &
+        provisioner-*.timer)
+            # The lifetime timers (deadman, idle) as a loop: provisioner-teardown deletes this node
+            # through the provider's API where it can, else stops PID 1 (the container) itself.
+            setsid bash -c 'while sleep 60; do "$0" || true; done' "/usr/local/sbin/${unit%.timer}" \
+                >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
         remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
         *)
@@ -200,14 +201,17 @@ PROVISIONER_B64
 put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
 IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCkZJX0VGQV9GT1JLX1NBRkU9MQpGSV9FRkFfVVNFX0RFVklDRV9SRE1BPTEKRklfUFJPVklERVI9ZWZhCkxEX0xJQlJBUllfUEFUSD0vb3B0L2FtYXpvbi9vZmktbmNjbC9saWI6L29wdC9hbWF6b24vZWZhL2xpYgpOQ0NMX0RFQlVHPVdBUk4KTkNDTF9ORVRfUExVR0lOPW9maQpOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAKTkNDTF9UVU5FUl9QTFVHSU49b2ZpCg==
 PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-teardown 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci10ZWFyZG93biBSRUFTT046IGVuZCB0aGlzIG5vZGUgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gb24gYXdzIHNvIHRoYXQgaXQgc3RvcHMgYmlsbGluZy4KIyBBV1M6IHRoZSBhZGFwdGVyIGxhdW5jaGVzIHdpdGggSW5zdGFuY2VJbml0aWF0ZWRTaHV0ZG93bkJlaGF2aW9yPXRlcm1pbmF0ZSwgc28gcG93ZXJpbmcgb2ZmIHRlcm1pbmF0ZXMuCiMgVGhlIGNyZWRlbnRpYWwgaXMgaGFuZGVkIHRvIGN1cmwgb24gc3RkaW4sIG5ldmVyIGluIGFyZ3YsIGFuZCBuZXZlciBsb2dnZWQuIFdoZW4gdGhlIEFQSSBjYWxsIGZhaWxzCiMgdGhlIG5vZGUgcG93ZXJzIG9mZiBhbnl3YXkuIEV4aXQgMCBvbmNlIHRoZSBwcm92aWRlciBhY2NlcHRlZCB0aGUgdGVhcmRvd24gKG9yIHBvd2Vyb2ZmIGJlZ2FuKS4Kc2V0IC11ClJFQVNPTj0kezE6LXR0bH0KY2FzZSAkUkVBU09OIGluIHR0bCB8IGlkbGUgfCBtYW51YWwpIDs7ICopIFJFQVNPTj1tYW51YWwgOzsgZXNhYwpTVEFURV9ESVI9JHtQUk9WSVNJT05FUl9TVEFURV9ESVI6LS92YXIvbGliL3Byb3Zpc2lvbmVyfQpta2RpciAtcCAiJFNUQVRFX0RJUiIgMj4vZGV2L251bGwgfHwgdHJ1ZQpsb2coKSB7CiAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItdGVhcmRvd24gLS0gIiQqIiAyPi9kZXYvbnVsbCB8fCB0cnVlCiAgICBlY2hvICJwcm92aXNpb25lci10ZWFyZG93bjogJCoiID4mMgp9Cgpwb3dlcl9vZmYoKSB7ICAjIHN5c3RlbWQncyBwb3dlcm9mZiwgb3IsIGFzIGEgY29udGFpbmVyJ3MgZW50cnlwb2ludCB3aXRob3V0IHN5c3RlbWQsIHN0b3AgUElEIDEKICAgIGlmIFsgLWQgIiR7UFJPVklTSU9ORVJfU1lTVEVNRF9ESVI6LS9ydW4vc3lzdGVtZC9zeXN0ZW19IiBdOyB0aGVuCiAgICAgICAgc3lzdGVtY3RsIHBvd2Vyb2ZmCiAgICBlbHNlCiAgICAgICAga2lsbCAtVEVSTSAiJHtQUk9WSVNJT05FUl9JTklUX1BJRDotMX0iCiAgICBmaQp9Cgpsb2cgIiRSRUFTT04gbGltaXQgcmVhY2hlZDsgcG93ZXJpbmcgb2ZmLCB3aGljaCB0ZXJtaW5hdGVzIHRoaXMgaW5zdGFuY2UiCnBvd2VyX29mZgo=
+PROVISIONER_B64
 put_file /usr/local/sbin/provisioner-deadman 0755 root:root <<'PROVISIONER_B64'
-IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IHBvd2VyIHRoZSBub2RlIG9mZiBvbmNlIHRoZSBjbHVzdGVyJ3MgbGlmZXRpbWUgKDYwMCBtaW4pIGlzIHVwLgojIFRoZSBkZWFkbGluZSBpcyBmaXhlZCBvbiBmaXJzdCBib290LCBzbyByZWJvb3RzIGRvIG5vdCBleHRlbmQgaXQuCnNldCAtZXUKREVBRExJTkVfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL2RlYWRsaW5lCmlmIFsgISAtZiAiJERFQURMSU5FX0ZJTEUiIF07IHRoZW4KICAgIG1rZGlyIC1wIC9ldGMvcHJvdmlzaW9uZXIKICAgIGVjaG8gJCgoICQoZGF0ZSArJXMpICsgNjAwICogNjAgKSkgPiAiJERFQURMSU5FX0ZJTEUiCmZpCmlmIFsgIiQoZGF0ZSArJXMpIiAtZ2UgIiQoY2F0ICIkREVBRExJTkVfRklMRSIpIiBdOyB0aGVuCiAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItZGVhZG1hbiAibGlmZXRpbWUgb2YgNjAwIG1pbiByZWFjaGVkOyBwb3dlcmluZyBvZmYiCiAgICBzeXN0ZW1jdGwgcG93ZXJvZmYKZmkK
+IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IGVuZCB0aGlzIG5vZGUgb25jZSB0aGUgY2x1c3RlcidzIGxpZmV0aW1lICg2MDAgbWluKSBpcyB1cCwgdGhyb3VnaAojIHByb3Zpc2lvbmVyLXRlYXJkb3duICh3aGljaCBkb2VzIHdoYXQgc3RvcHMgdGhlIGJpbGwgb24gYXdzKS4KIyBUaGUgZGVhZGxpbmUgaXMgZml4ZWQgb24gZmlyc3QgYm9vdCwgc28gcmVib290cyBhbmQgcmVzdGFydHMgZG8gbm90IGV4dGVuZCBpdC4Kc2V0IC1ldQpTVEFURV9ESVI9JHtQUk9WSVNJT05FUl9TVEFURV9ESVI6LS92YXIvbGliL3Byb3Zpc2lvbmVyfQpERUFETElORV9GSUxFPSRTVEFURV9ESVIvZGVhZGxpbmUKbm93PSQoZGF0ZSArJXMpCmlmICEgW1sgIiQoY2F0ICIkREVBRExJTkVfRklMRSIgMj4vZGV2L251bGwpIiA9fiBeWzAtOV0rJCBdXTsgdGhlbgogICAgbWtkaXIgLXAgIiRTVEFURV9ESVIiCiAgICBlY2hvICQoKCBub3cgKyA2MDAgKiA2MCApKSA+ICIkREVBRExJTkVfRklMRSIKZmkKaWYgWyAiJG5vdyIgLWdlICIkKGNhdCAiJERFQURMSU5FX0ZJTEUiKSIgXTsgdGhlbgogICAgbG9nZ2VyIC10IHByb3Zpc2lvbmVyLWRlYWRtYW4gImxpZmV0aW1lIG9mIDYwMCBtaW4gcmVhY2hlZCIgMj4vZGV2L251bGwgfHwgdHJ1ZQogICAgZXhlYyAiJHtQUk9WSVNJT05FUl9URUFSRE9XTjotL3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLXRlYXJkb3dufSIgdHRsCmZpCg==
 PROVISIONER_B64
 put_file /etc/systemd/system/provisioner-deadman.service 0644 root:root <<'PROVISIONER_B64'
-W1VuaXRdCkRlc2NyaXB0aW9uPVBvd2VyIG9mZiB3aGVuIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGlzIG92ZXIKW1NlcnZpY2VdClR5cGU9b25lc2hvdApFeGVjU3RhcnQ9L3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLWRlYWRtYW4K
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoNjAwIG1pbikgaXMgb3ZlcgpbU2VydmljZV0KVHlwZT1vbmVzaG90CkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItZGVhZG1hbgo=
 PROVISIONER_B64
 put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
-W1VuaXRdCkRlc2NyaXB0aW9uPUNoZWNrIHRoZSBjbHVzdGVyIGxpZmV0aW1lIGV2ZXJ5IG1pbnV0ZQpbVGltZXJdCk9uQm9vdFNlYz0xbWluCk9uVW5pdEFjdGl2ZVNlYz0xbWluCkFjY3VyYWN5U2VjPTMwcwpbSW5zdGFsbF0KV2FudGVkQnk9dGltZXJzLnRhcmdldAo=
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoNjAwIG1pbikgaXMgb3ZlciwgZXZlcnkgbWludXRlCltUaW1lcl0KT25Cb290U2VjPTFtaW4KT25Vbml0QWN0aXZlU2VjPTFtaW4KQWNjdXJhY3lTZWM9MzBzCltJbnN0YWxsXQpXYW50ZWRCeT10aW1lcnMudGFyZ2V0Cg==
 PROVISIONER_B64
 if begin_step 00-packages 0; then
     if install_packages curl mdadm nfs-common nftables munge slurm-client slurmd; then end_step 00-packages; else

@@ -94,10 +94,11 @@ svc_start() {  # start UNIT without systemd, unless it is running already
             setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
                 >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
-        provisioner-deadman.timer)
-            # Once the deadline passes, provisioner-deadman's poweroff fails without systemd: stop PID 1.
-            setsid bash -c 'while sleep 60; do /usr/local/sbin/provisioner-deadman || kill -TERM 1; done' \
-                > /dev/null 2>&1 < /dev/null &
+        provisioner-*.timer)
+            # The lifetime timers (deadman, idle) as a loop: provisioner-teardown deletes this node
+            # through the provider's API where it can, else stops PID 1 (the container) itself.
+            setsid bash -c 'while sleep 60; do "$0" || true; done' "/usr/local/sbin/${unit%.timer}" \
+                >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
         remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
         *)
@@ -197,6 +198,9 @@ IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgaW5maW5pYmFuZCBmYWJyaWMgb2YgZ3B1Xzh4X2gxMDBfc3ht
 PROVISIONER_B64
 put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
 IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCk5DQ0xfREVCVUc9V0FSTgpOQ0NMX0lCX0RJU0FCTEU9MApOQ0NMX0lCX0hDQT1tbHg1Ck5DQ0xfSUJfUVBTX1BFUl9DT05ORUNUSU9OPTIKTkNDTF9ORVRfR0RSX0xFVkVMPVBJWApOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-teardown 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci10ZWFyZG93biBSRUFTT046IGVuZCB0aGlzIG5vZGUgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gb24gbGFtYmRhIHNvIHRoYXQgaXQgc3RvcHMgYmlsbGluZy4KIyBsYW1iZGE6IG5vIGluc3RhbmNlLXNjb3BlZCBjcmVkZW50aWFsIGV4aXN0cywgc28gdGhlIG5vZGUgY2FuIG9ubHkgcG93ZXIgb2ZmIChzdG9wcGluZyBHUFUKIyB1c2UpOyB0aGUgY2xpZW50J3Mgd2F0Y2hkb2cgYW5kIGBwcm92aXNpb25lciBnY2AgZGVsZXRlIHRoZSBpbnN0YW5jZSB0aHJvdWdoIHRoZSBBUEkuCiMgVGhlIGNyZWRlbnRpYWwgaXMgaGFuZGVkIHRvIGN1cmwgb24gc3RkaW4sIG5ldmVyIGluIGFyZ3YsIGFuZCBuZXZlciBsb2dnZWQuIFdoZW4gdGhlIEFQSSBjYWxsIGZhaWxzCiMgdGhlIG5vZGUgcG93ZXJzIG9mZiBhbnl3YXkuIEV4aXQgMCBvbmNlIHRoZSBwcm92aWRlciBhY2NlcHRlZCB0aGUgdGVhcmRvd24gKG9yIHBvd2Vyb2ZmIGJlZ2FuKS4Kc2V0IC11ClJFQVNPTj0kezE6LXR0bH0KY2FzZSAkUkVBU09OIGluIHR0bCB8IGlkbGUgfCBtYW51YWwpIDs7ICopIFJFQVNPTj1tYW51YWwgOzsgZXNhYwpTVEFURV9ESVI9JHtQUk9WSVNJT05FUl9TVEFURV9ESVI6LS92YXIvbGliL3Byb3Zpc2lvbmVyfQpta2RpciAtcCAiJFNUQVRFX0RJUiIgMj4vZGV2L251bGwgfHwgdHJ1ZQpsb2coKSB7CiAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItdGVhcmRvd24gLS0gIiQqIiAyPi9kZXYvbnVsbCB8fCB0cnVlCiAgICBlY2hvICJwcm92aXNpb25lci10ZWFyZG93bjogJCoiID4mMgp9Cgpwb3dlcl9vZmYoKSB7ICAjIHN5c3RlbWQncyBwb3dlcm9mZiwgb3IsIGFzIGEgY29udGFpbmVyJ3MgZW50cnlwb2ludCB3aXRob3V0IHN5c3RlbWQsIHN0b3AgUElEIDEKICAgIGlmIFsgLWQgIiR7UFJPVklTSU9ORVJfU1lTVEVNRF9ESVI6LS9ydW4vc3lzdGVtZC9zeXN0ZW19IiBdOyB0aGVuCiAgICAgICAgc3lzdGVtY3RsIHBvd2Vyb2ZmCiAgICBlbHNlCiAgICAgICAga2lsbCAtVEVSTSAiJHtQUk9WSVNJT05FUl9JTklUX1BJRDotMX0iCiAgICBmaQp9Cgpsb2cgIiRSRUFTT04gbGltaXQgcmVhY2hlZDsgcG93ZXJpbmcgb2ZmIChHUFUgdXNlIHN0b3BzOyB0aGUgYmlsbCBzdG9wcyB3aGVuIHRoZSBjbGllbnQncyB3YXRjaGRvZyBvciBwcm92aXNpb25lciBnYyBkZWxldGVzIHRoaXMgbm9kZSkiCnBvd2VyX29mZgo=
 PROVISIONER_B64
 put_file /usr/local/sbin/provisioner-shared-fs 0755 root:root <<'PROVISIONER_B64'
 IyEvYmluL2Jhc2gKIyBNb3VudCB0aGUgcHJvdmlkZXIncyBtYW5hZ2VkIHNoYXJlZCBmaWxlc3lzdGVtIGF0IC9zaGFyZWQuCiMgVGhlIGZpbGVzeXN0ZW0gaXMgY3JlYXRlZCBieSB0aGUgc3RhY2sgYWZ0ZXIgdGhpcyBmaWxlIGlzIHJlbmRlcmVkLCBzbyBpdHMgYWRkcmVzcyBpcyByZWFkCiMgYXQgYm9vdCBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvc2hhcmVkLWZzLmVudiAoU0hBUkVEX0ZTX1RBUkdFVD0uLi4pLCB3aGljaCB0aGUgc3RhY2sgd3JpdGVzLgpzZXQgLWV1Ck1PVU5UX1BPSU5UPSIvc2hhcmVkIgpFTlZfRklMRT0vZXRjL3Byb3Zpc2lvbmVyL3NoYXJlZC1mcy5lbnYKZm9yIF8gaW4gJChzZXEgMSA2MCk7IGRvIFsgLWYgIiRFTlZfRklMRSIgXSAmJiBicmVhazsgc2xlZXAgMTA7IGRvbmUKaWYgWyAhIC1mICIkRU5WX0ZJTEUiIF07IHRoZW4KICAgIGVjaG8gInNoYXJlZC1mczogJEVOVl9GSUxFIG5ldmVyIGFwcGVhcmVkOyAkTU9VTlRfUE9JTlQgaXMgbm90IG1vdW50ZWQiID4mMgogICAgZXhpdCAxCmZpCi4gIiRFTlZfRklMRSIKbWtkaXIgLXAgIiRNT1VOVF9QT0lOVCIKIyBMYW1iZGEgZmlsZXN5c3RlbXMgYXJlIGF0dGFjaGVkIGJ5IHRoZSBwbGF0Zm9ybSB1bmRlciAvbGFtYmRhL25mcy88bmFtZT46IFNIQVJFRF9GU19UQVJHRVQ9PG5hbWU+CnJtZGlyICIkTU9VTlRfUE9JTlQiIDI+L2Rldi9udWxsIHx8IHRydWUKbG4gLXNmbiAiL2xhbWJkYS9uZnMvJFNIQVJFRF9GU19UQVJHRVQiICIkTU9VTlRfUE9JTlQiCmV4aXQgMAptb3VudCAiJE1PVU5UX1BPSU5UIgo=
