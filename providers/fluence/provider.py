@@ -13,10 +13,8 @@ How the contract maps onto Fluence:
   of ``[a-z0-9-]``, deterministic, see providers.fluence.naming) is the only mark.
 - create: one ``POST /gpu/instances/vms`` per node (the API has no batch), after every node
   was resolved to an option, OS image and SSH key (nothing is bought if one cannot be).
-  A launch that timed out or failed with 5xx is followed by a re-list; an instance with the
-  node's name is adopted instead of deploying again. On any failure the instances this call
-  made are terminated and the error re-raised with what was tried; if that cleanup fails, the
-  error lists the ids left and the commands to delete them.
+  Adopt-after-timeout (by instance name), rollback and the fail-closed error are
+  providers.orchestrate's; a 5xx deploy is never deployed again.
 - GPU nodes cannot take user data (the GPU deploy has no such field): a GPU node with
   ``user_data`` is refused with PlanError before anything is created. CPU nodes
   (``instance_type`` ``cpu-*``) go through the v2 VM API with cloud-init, see cpu_vms.
@@ -30,7 +28,6 @@ How the contract maps onto Fluence:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import statistics
@@ -39,20 +36,19 @@ from functools import lru_cache
 from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
 from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, cpu_vms
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
-from provisioner.providers.fluence.models import DeployRequest, Instance, PlanGroup, PlanOption
+from provisioner.providers.fluence.models import CreateVmRequest, DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
+from provisioner.providers.orchestrate import Launcher, Member, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import (
     CapacityError,
     PlanError,
     ProviderAPIError,
-    ProviderError,
     ProvisionerError,
-    RateLimitError,
 )
 from provisioner.offer import Offer
 from provisioner.waiting import wait_until
@@ -181,11 +177,12 @@ class FluenceProvider(RestAdapter[FluenceClient]):
 
     # ----- create ---------------------------------------------------------------------------
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
-        """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
+        """Create the nodes not yet present (by name); all-or-nothing through providers.orchestrate.
 
         Blocks for the deploy calls only (not for boot). Raises PlanError (a node Fluence
         cannot serve as specified), CapacityError, QuotaError, CredentialsError,
-        RateLimitError or ProviderAPIError.
+        RateLimitError or ProviderAPIError (naming what may remain and the gc command when a
+        lost answer or a failed cleanup leaves doubt).
         """
         # No spot, no user data on GPU VMs (bootstrap them over SSH; cpu-* v2 VMs boot cloud-init).
         require_capabilities(self.name, self.capabilities, nodes,
@@ -193,26 +190,7 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         names = {spec.name: instance_name(cluster_id, spec.name) for spec in nodes}
         if len(names) != len(nodes) or len(set(names.values())) != len(nodes):
             raise PlanError("fluence: node names must be unique within a cluster (after shortening to 25 chars)")
-        present = {i.name for i in self._members(cluster_id) if i.status not in GONE}
-        cpu_specs = [s for s in nodes if cpu_vms.is_cpu_vm(s)]
-        if cpu_specs:
-            present |= {vm.name for vm in cpu_vms.members(self.client, cluster_id) if vm.status not in cpu_vms.GONE}
-        missing = [s for s in nodes if names[s.name] not in present]
-        gpu_requests = self._prepare([s for s in missing if not cpu_vms.is_cpu_vm(s)], names)
-        cpu_requests = cpu_vms.prepare(self.client, [s for s in missing if cpu_vms.is_cpu_vm(s)], names)
-        made: list[tuple[str, str]] = []  # (api, id)
-        tried = ""
-        try:
-            for spec, request in gpu_requests:
-                tried = f"{spec.instance_type} (option {request.plan_id}) in {spec.region}"
-                made.append(("gpu", self._launch(cluster_id, request)))
-            for vm_request in cpu_requests:
-                tried = f"v2 VM {vm_request.configurationId} in cluster {vm_request.clusterId}"
-                made.append(("v2", cpu_vms.launch(self.client, vm_request, cluster_id)))
-        except ProviderError as exc:
-            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} of {len(missing)} new nodes made)"
-            made += self._unanswered(cluster_id, missing, names, made)
-            raise self._rolled_back(exc, made, what) from None
+        create(_Launcher(self, cluster_id, nodes, names), nodes)
         spec_of = {node_of(cluster_id, full): spec_name for spec_name, full in names.items()}
         result = []
         for node in self.get_nodes(cluster_id):
@@ -220,6 +198,13 @@ class FluenceProvider(RestAdapter[FluenceClient]):
             if spec_name and node.status not in (NodeStatus.TERMINATED, NodeStatus.FAILED):
                 result.append(node.model_copy(update={"name": spec_name}))
         return result
+
+    def list_owned(self) -> list[OwnedNode]:
+        """Fluence names carry no tool mark (see providers.base): nothing is claimed from names alone.
+
+        gc asks ``get_nodes`` for the clusters it has records of, or is named, instead.
+        """
+        return []
 
     def _prepare(self, specs: list[NodeSpec], names: dict[str, str]) -> list[tuple[NodeSpec, DeployRequest]]:
         """Resolve option, OS image and SSH key of every GPU spec before anything is bought."""
@@ -252,69 +237,6 @@ class FluenceProvider(RestAdapter[FluenceClient]):
             requests.append((spec, DeployRequest(plan_id=option.id, name=names[spec.name],
                                                  ssh_key=keys[spec.ssh_public_key], os_image=image)))
         return requests
-
-    def _launch(self, cluster_id: str, request: DeployRequest) -> str:
-        """Deploy one instance; on a lost answer adopt the instance of that name instead of deploying again."""
-        try:
-            return self.client.deploy(request)
-        except ProviderAPIError as exc:
-            if exc.status and exc.status < 500:
-                raise
-            appeared = [i.id for i in self._members(cluster_id) if i.name == request.name and i.status not in GONE]
-            if not appeared:
-                raise
-            log.warning("fluence: deploy answer lost (%s); adopting instance %s", exc.detail, appeared[0])
-            return appeared[0]
-
-    def _unanswered(self, cluster_id: str, missing: Sequence[NodeSpec], names: dict[str, str],
-                    made: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Instances named for ``missing`` that ``made`` lacks: deploys whose answer was lost.
-
-        Best effort (a failing listing yields nothing more): the rollback removes them too.
-        """
-        known = {node_id for _, node_id in made}
-        gpu_names = {names[s.name] for s in missing if not cpu_vms.is_cpu_vm(s)}
-        cpu_names = {names[s.name] for s in missing if cpu_vms.is_cpu_vm(s)}
-        found: list[tuple[str, str]] = []
-        if gpu_names:
-            with contextlib.suppress(ProviderError):
-                found += [("gpu", i.id) for i in self._members(cluster_id)
-                          if i.name in gpu_names and i.status not in GONE and i.id not in known]
-        if cpu_names:
-            with contextlib.suppress(ProviderError):
-                found += [("v2", vm.id) for vm in cpu_vms.members(self.client, cluster_id)
-                          if vm.name in cpu_names and vm.status not in cpu_vms.GONE and vm.id not in known]
-        return found
-
-    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
-        if not made:
-            return self._with_context(exc, tried)
-        left = []
-        problem = ""
-        for api, node_id in made:
-            try:
-                if api == "gpu":
-                    self._terminate([node_id])
-                else:
-                    cpu_vms.terminate(self.client, node_id)
-            except ProvisionerError as cleanup:
-                left.append((api, node_id))
-                problem = str(cleanup)
-        if not left:
-            return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
-        commands = "; ".join(
-            f"curl -X DELETE -H \"X-API-KEY: $FLUENCE_API_KEY\" {self.base_url}/gpu/instances/vms/{i}" if api == "gpu"
-            else f"curl -X POST -H \"X-API-KEY: $FLUENCE_API_KEY\" {self.base_url}/v2/vms/{i}/terminate"
-            for api, i in left)
-        return self._with_context(exc, f"{tried}; cleanup FAILED ({problem}); still running: "
-                                  f"{', '.join(i for _, i in left)}; delete them with: {commands}")
-
-    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
-        if isinstance(exc, ProviderAPIError):
-            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
-        if isinstance(exc, RateLimitError):
-            return RateLimitError(self.name, f"{exc.message}{extra}", exc.retry_after_s)
-        return type(exc)(self.name, f"{exc.message}{extra}")
 
     # ----- delete ---------------------------------------------------------------------------
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
@@ -372,6 +294,74 @@ class FluenceProvider(RestAdapter[FluenceClient]):
                     instance_type=instance_shape(instance), region=instance.location,
                     public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
                     provider_state=instance.status)
+
+
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: one deploy per node (GPU VMs, then v2 CPU VMs), resolved first."""
+
+    def __init__(self, provider: FluenceProvider, cluster_id: str, nodes: Sequence[NodeSpec],
+                 names: dict[str, str]) -> None:
+        super().__init__(provider.name, cluster_id)
+        self.adapter = provider
+        self.names = names  # node name -> instance name
+        self.spec_of = {full: spec_name for spec_name, full in names.items()}
+        self.with_cpu = any(cpu_vms.is_cpu_vm(s) for s in nodes)
+        self.requests: dict[str, tuple[str, DeployRequest | CreateVmRequest]] = {}
+        self.api_of: dict[str, str] = {}  # instance id -> "gpu" | "v2"
+
+    def members(self) -> list[Member]:
+        found = []
+        for i in self.adapter._members(self.cluster_id):
+            if i.status not in GONE:
+                self.api_of[i.id] = "gpu"
+                found.append(Member(i.id, self.spec_of.get(i.name, i.name)))
+        if self.with_cpu:
+            for vm in cpu_vms.members(self.adapter.client, self.cluster_id):
+                if vm.status not in cpu_vms.GONE:
+                    self.api_of[vm.id] = "v2"
+                    found.append(Member(vm.id, self.spec_of.get(vm.name, vm.name)))
+        return found
+
+    def prepare(self, missing: Sequence[NodeSpec]) -> None:
+        gpu = self.adapter._prepare([s for s in missing if not cpu_vms.is_cpu_vm(s)], self.names)
+        cpu_specs = [s for s in missing if cpu_vms.is_cpu_vm(s)]
+        cpu = cpu_vms.prepare(self.adapter.client, cpu_specs, self.names)
+        self.requests = {spec.name: ("gpu", request) for spec, request in gpu}
+        self.requests.update({spec.name: ("v2", request) for spec, request in zip(cpu_specs, cpu, strict=True)})
+
+    def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
+        return [[s] for s in missing if not cpu_vms.is_cpu_vm(s)] + [[s] for s in missing if cpu_vms.is_cpu_vm(s)]
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        (spec,) = batch
+        api, request = self.requests[spec.name]
+        if isinstance(request, DeployRequest):
+            node_id = self.adapter.client.deploy(request)
+        else:
+            node_id = cpu_vms.launch(self.adapter.client, request, self.cluster_id)
+        self.api_of[node_id] = api
+        return [node_id]
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        left = []
+        for node_id in ids:
+            try:
+                if self.api_of.get(node_id, "gpu") == "gpu":
+                    self.adapter._terminate([node_id])
+                else:
+                    cpu_vms.terminate(self.adapter.client, node_id)
+            except ProvisionerError:
+                left.append(node_id)
+        return left
+
+    def describe(self, batch: Sequence[NodeSpec]) -> str:
+        spec = batch[0]
+        request = self.requests.get(spec.name, ("gpu", None))[1]
+        if isinstance(request, DeployRequest):
+            return f"{spec.instance_type} (option {request.plan_id}) in {spec.region}"
+        if request is not None:
+            return f"v2 VM {request.configurationId} in cluster {request.clusterId}"
+        return f"{spec.instance_type} in {spec.region}"
 
 
 def _is_ip(text: str) -> bool:

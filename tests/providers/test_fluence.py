@@ -220,7 +220,7 @@ def test_cleanup_failure_lists_what_remains(fake: FluenceFake, provider: Fluence
         provider.create_nodes(cid(), node_specs(2))
     text = str(caught.value)
     (left,) = [i for i, body in fake.instances.items() if body["status"] == "ACTIVE"]
-    assert "cleanup FAILED" in text and left in text and f"/gpu/instances/vms/{left}" in text
+    assert "cleanup FAILED" in text and left in text and "provisioner gc --provider fluence --cluster" in text
     assert API_KEY not in text
 
 
