@@ -13,6 +13,11 @@ Pods are containers, not VMs. How the adapter maps the Provider contract onto th
   on RunPod images), or sleeps when there is none.
 - On-demand pods use REST v2 ``POST /v2/pods``. Spot pods use GraphQL ``podRentInterruptable``
   because v2 has no interruptible create; both show up in ``GET /v2/pods``.
+- v2 pods have no tags: the cluster, the owner (``PROVISIONER_OWNER``) and the expiry
+  (``PROVISIONER_EXPIRES``, ISO-8601 UTC) travel as environment variables, which the list
+  call returns; ``list_owned`` reads them for ``provisioner gc``.
+- Create goes through providers.orchestrate (adopt by name after a lost answer, one more
+  launch after a definite 5xx, rollback, the fail-closed error naming the gc command).
 - SSH keys are account-wide on RunPod: ``ensure_ssh_key`` adds the key to the account's set
   (a full-replacement PUT, so it re-reads first) and pods start with ``startSsh``.
 """
@@ -24,12 +29,22 @@ import logging
 import shlex
 import statistics
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import (
+    Capability,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    OfferQuery,
+    OwnedNode,
+    expiry_text,
+    owner_id,
+    parse_expiry,
+)
+from provisioner.providers.orchestrate import Launcher, Member, create
 from provisioner.providers.runpod import CAPABILITIES, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
@@ -44,6 +59,8 @@ log = logging.getLogger("provisioner.providers.runpod")
 CLUSTER_ENV = "PROVISIONER_CLUSTER"
 NODE_ENV = "PROVISIONER_NODE"
 INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
+OWNER_ENV = "PROVISIONER_OWNER"
+EXPIRES_ENV = "PROVISIONER_EXPIRES"
 USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
 DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 
@@ -243,36 +260,23 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         names = [spec.name for spec in nodes]
         if len(set(names)) != len(names):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
-        # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
-        found = {node.name: node for node in self.get_nodes(cluster_id) if node.status != NodeStatus.TERMINATED}
-        missing = [spec for spec in nodes if spec.name not in found]
-        if not missing:
-            return [found[name] for name in names]
-        for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):
-            self.ensure_ssh_key(cluster_id, key)
-        targets = self._targets(missing)  # may raise; nothing is bought yet
-        made: list[str] = []
-        failed: tuple[NodeSpec, ProviderError] | None = None
-        with ThreadPoolExecutor(min(LAUNCH_WORKERS, len(missing)), thread_name_prefix="runpod-launch") as pool:
-            futures: dict[Future[Node], NodeSpec] = {
-                pool.submit(self._launch, cluster_id, spec, targets[spec.name]): spec for spec in missing}
-            for future in as_completed(futures):
-                if future.cancelled():
-                    continue
-                try:
-                    node = future.result()
-                except Exception as exc:  # any failure, even a bug, rolls back what the others bought
-                    if failed is None:  # start no more launches; those in flight finish
-                        failed = (futures[future], exc if isinstance(exc, ProviderError)
-                                  else ProviderAPIError(NAME, 0, f"launch failed: {type(exc).__name__}: {exc}"))
-                        for other in futures:
-                            other.cancel()
-                    continue
-                made.append(node.id)
-                found[node.name] = node
-        if failed is not None:
-            raise self._rolled_back(failed[1], failed[0], made, len(missing)) from None
-        return [found[name] for name in names]
+        launcher = _Launcher(self, cluster_id)
+        ids = create(launcher, nodes)
+        listed = {node.id: node for node in launcher.listed}
+        return [listed.get(pod_id) or Node(provider=NAME, id=pod_id, name=name, cluster_id=cluster_id,
+                                           status=NodeStatus.PENDING, instance_type=spec.instance_type,
+                                           region=spec.region)
+                for spec in nodes for name, pod_id in [(spec.name, ids[spec.name])]]
+
+    def list_owned(self) -> list[OwnedNode]:
+        """Every pod carrying ``PROVISIONER_CLUSTER`` (the env is RunPod's tags), with owner and expiry."""
+        found = []
+        for pod in self.client.list_pods(include_cluster_pods=True):
+            cluster_id = pod.env.get(CLUSTER_ENV)
+            if cluster_id and pod.status != "TERMINATED":
+                node = clusters.member_node(self, cluster_id, pod) if pod.cluster else self._node(cluster_id, pod)
+                found.append(OwnedNode(node, pod.env.get(OWNER_ENV), parse_expiry(pod.env.get(EXPIRES_ENV))))
+        return found
 
     def _targets(self, specs: Sequence[NodeSpec]) -> dict[str, _Target]:
         """What each node's launch asks for, resolved before anything is bought (one catalog or
@@ -292,44 +296,12 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             targets[spec.name] = _Target(gpu_id, count, cloud, bid)
         return targets
 
-    def _rolled_back(self, exc: ProviderError, spec: NodeSpec, made: list[str], wanted: int) -> ProviderError:
-        left = self._delete_ids(made)
-        what = f"{spec.instance_type} in {spec.region or 'any data center'}"
-        note = f"created {len(made)} of {wanted} pods for {what}"
-        if left:
-            commands = "; ".join(f"curl -X DELETE {self.base_url}/v2/pods/{pod_id}" for pod_id in left)
-            note += f"; cleanup FAILED, still existing: {', '.join(left)} (delete with: {commands})"
-        elif made:
-            note += f"; deleted the {len(made)} created"
-        return _with_note(exc, note)
-
-    def _launch(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Node:
-        """Create one pod (runs on a pool thread); reconcile a lost answer by name."""
-        for attempt in (1, 2):
-            try:
-                return self._node(cluster_id, self._launch_once(cluster_id, spec, target))
-            except ProviderAPIError as exc:
-                if exc.status and exc.status < 500:
-                    raise
-                adopted = self._find(cluster_id, spec.name)
-                if adopted is not None:
-                    log.warning("runpod: launch of %s ended with %s; adopted pod %s",
-                                spec.name, exc.message, adopted.id)
-                    return adopted
-                # A timeout (status 0) or 504 may still be creating the pod after our listing:
-                # launching again could buy it twice. The error rolls back; a later create adopts it.
-                if attempt == 2 or exc.status in (0, 504):
-                    raise
-                log.warning("runpod: launch of %s ended with %s and no pod appeared; relaunching",
-                            spec.name, exc.message)
-        raise AssertionError("unreachable")
-
-    def _find(self, cluster_id: str, name: str) -> Node | None:
-        return next((node for node in self.get_nodes(cluster_id) if node.name == name), None)
-
     def _launch_once(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Pod:
         gpu_id, count, cloud, bid = target
-        env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type}
+        env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type,
+               OWNER_ENV: owner_id()}
+        if spec.expires_at is not None:
+            env[EXPIRES_ENV] = expiry_text(spec.expires_at)
         args = ""
         if spec.user_data:
             env[USER_DATA_ENV] = base64.b64encode(spec.user_data.encode()).decode()
@@ -421,6 +393,40 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                 if errors is not None:
                     errors.append(exc)
         return left
+
+
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: one pod per node from a small pool (the rate limiter sets the pace)."""
+
+    workers = LAUNCH_WORKERS
+    relaunch_on_5xx = True  # a definite 5xx from RunPod creates no pod; a timeout or 504 may
+
+    def __init__(self, provider: RunPodProvider, cluster_id: str) -> None:
+        super().__init__(NAME, cluster_id)
+        self.adapter = provider
+        self.targets: dict[str, _Target] = {}
+        self.listed: list[Node] = []  # the latest listing: create_nodes answers from it
+
+    def members(self) -> list[Member]:
+        # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
+        self.listed = [n for n in self.adapter.get_nodes(self.cluster_id) if n.status != NodeStatus.TERMINATED]
+        return [Member(n.id, n.name, n.instance_type, n.region) for n in self.listed]
+
+    def prepare(self, missing: Sequence[NodeSpec]) -> None:
+        for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):
+            self.adapter.ensure_ssh_key(self.cluster_id, key)
+        self.targets = self.adapter._targets(missing)  # may raise; nothing is bought yet
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        (spec,) = batch
+        return [self.adapter._launch_once(self.cluster_id, spec, self.targets[spec.name]).id]
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        return self.adapter._delete_ids(ids)
+
+    def describe(self, batch: Sequence[NodeSpec]) -> str:
+        spec = batch[0]
+        return f"{spec.instance_type} in {spec.region or 'any data center'}"
 
 
 def _start_command() -> str:

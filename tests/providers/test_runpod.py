@@ -225,8 +225,8 @@ def test_failed_cleanup_names_what_remains(fake: RunPodFake) -> None:
         adapter(fake).create_nodes("f", [spec("a"), spec("b")])
     (left,) = fake.pods
     message = str(caught.value)
-    assert "created 1 of 2" in message and "cleanup FAILED" in message
-    assert left in message and f"/v2/pods/{left}" in message
+    assert "1 of 2 new nodes made" in message and "cleanup FAILED" in message
+    assert left in message and "provisioner gc --provider runpod --cluster f --yes" in message
     assert "1x_RTX4090_SECURE in US-KS-2" in message
 
 
