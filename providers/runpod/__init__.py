@@ -6,9 +6,13 @@
 - on-demand and spot (interruptible) pods, several per cluster;
 - pods are containers on separate hosts: the bootstrap runs as a script (the pod's start
   command), and SSH is reachable after boot (``startSsh``); no cloud-init;
-- no private network between pods (global networking is not requested), no tags.
+- no private network between pods (global networking is not requested), no tags;
+- Instant Clusters (``/v2/clusters``, ``providers.runpod.clusters``): the catalog's cluster
+  products (``cluster_8x_H100-SXM``...) are bought whole, their members on the cluster's own
+  private overlay (CLUSTER_PRODUCT).
 
-Not: Instant Clusters (``/v2/clusters``): no CLUSTER_PRODUCT until the adapter creates them.
+Not: FABRIC_IB. The catalog rates Instant Clusters 1600-3200 Gbps, but RunPod's docs never say
+InfiniBand or RoCE, so a spec asking for a named RDMA fabric is not served by them.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
-    Capability.SSH_BOOTSTRAP,
+    Capability.SSH_BOOTSTRAP, Capability.CLUSTER_PRODUCT,
 })
 
 if TYPE_CHECKING:

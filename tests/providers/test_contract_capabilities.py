@@ -124,11 +124,34 @@ def prove_tags(rig: Rig) -> None:
     assert bought.tags.get("team") == probe
 
 
+def prove_cluster_product(rig: Rig) -> None:
+    """The provider's cluster product from the bundled catalog (what the plan ranks) is bought as one
+    product: every node a member of the same one, on its own private network at distinct addresses."""
+    from provisioner.capabilities import Purchase
+    from provisioner.catalog import load_bundled_catalog
+
+    offer = next(o for o in load_bundled_catalog().offers
+                 if o.provider == rig.harness.name and o.purchase is Purchase.CLUSTER)
+    specs = [_one(rig).model_copy(update={"name": f"c{i}", "instance_type": offer.instance_type, "gpus": offer.gpus,
+                                          "region": offer.region, "offer_id": offer.offer_id})
+             for i in range(max(offer.min_nodes, 2))]
+    provider, nodes, bought = _create(rig, specs)
+    products = {b.cluster_product for b in bought}
+    assert len(products) == 1 and None not in products, f"nodes were not bought as one cluster product: {products}"
+    assert len({b.private_network for b in bought}) == 1 and bought[0].private_network is not None
+    assert rig.harness.launches() == len(specs)
+    running = {n.id: n for n in _running(provider, nodes)}
+    ips = [running[b.instance_id].private_ip for b in bought]
+    assert ips == [b.private_ip for b in bought] and len(set(ips)) == len(specs)
+    assert all(ipaddress.ip_address(ip or "").is_private for ip in ips)
+
+
 PROOFS: dict[Capability, Callable[[Rig], None]] = {
     Capability.ON_DEMAND: prove_on_demand,
     Capability.SPOT: prove_spot,
     Capability.MULTI_NODE: prove_multi_node,
     Capability.PRIVATE_NETWORK: prove_private_network,
+    Capability.CLUSTER_PRODUCT: prove_cluster_product,
     Capability.USER_DATA: prove_user_data,
     Capability.SCRIPT_BOOTSTRAP: prove_script_bootstrap,
     Capability.SSH_BOOTSTRAP: prove_ssh_bootstrap,
