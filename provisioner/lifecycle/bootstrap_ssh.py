@@ -108,9 +108,13 @@ class SshBootstrapper:
             out += ["-o", f"{key}={value}"]
         return out + list(self.extra_options)
 
+    def ssh_argv(self, target: SshTarget, command: str) -> list[str]:
+        """The ``ssh`` argv that runs ``command`` (one shell line, already quoted) on ``target``."""
+        return [self.ssh, *self._options(), "-p", str(target.port), f"{target.user}@{target.host}", command]
+
     def _ssh(self, target: SshTarget, command: str, timeout_s: float,
              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        argv = [self.ssh, *self._options(), "-p", str(target.port), f"{target.user}@{target.host}", command]
+        argv = self.ssh_argv(target, command)
         try:
             if stdin is None:
                 return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,

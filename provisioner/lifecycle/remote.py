@@ -1,0 +1,108 @@
+"""Commands on cluster nodes: the one seam between the lifecycle layer and SSH.
+
+``Remote`` is what realize and burst call to reach a node; ``SshRemote`` implements it with
+OpenSSH and the cluster key (``lifecycle.bootstrap_ssh``); tests pass a stand-in that answers
+from a table, so the fake-backed tests never open a socket to a node.
+
+- ``run(target, argv)`` runs a command (each word quoted for the remote shell) and returns a
+  ``CommandResult``; it never raises for a failed, missing or timed-out command (127/124).
+- ``stream(target, argv, on_line)`` runs a command, hands each output line to ``on_line`` as
+  it arrives and returns the exit status; on KeyboardInterrupt it stops the local ssh and
+  re-raises (the caller tears the nodes down, which ends the remote side).
+- ``bootstrap(target, script)`` waits until SSH answers, then runs the rendered bootstrap
+  script as root (idempotent, resumable). Raises BootstrapError.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
+from provisioner.secrets import ClusterSecrets
+from provisioner.validation.runner import CommandResult
+
+SSH_LOGIN_USERS = {"runpod": "root", "vastai": "root"}
+"""The provider image's login user (``ubuntu`` elsewhere): who runs the SSH bootstrap."""
+CLUSTER_USER = "ml"
+"""The user every bootstrap creates with the cluster key authorized: who runs sinfo and jobs."""
+
+
+def login_user(provider: str) -> str:
+    return SSH_LOGIN_USERS.get(provider, "ubuntu")
+
+
+class Remote(Protocol):
+    def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult: ...
+
+    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
+               timeout_s: float | None = None) -> int: ...
+
+    def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None: ...
+
+
+class SshRemote:
+    """``Remote`` over OpenSSH with one cluster's key; host keys learnt per cluster (accept-new)."""
+
+    def __init__(self, key_file: Path, known_hosts: Path, *, ssh: str = "ssh",
+                 extra_options: Sequence[str] = (), connect_timeout_s: int = 10) -> None:
+        self._ssh = SshBootstrapper(key_file, known_hosts, ssh=ssh, extra_options=extra_options,
+                                    connect_timeout_s=connect_timeout_s)
+        self._children: set[subprocess.Popen[str]] = set()
+
+    def stop(self) -> None:
+        """Kill every ``stream`` still running (burst calls this before tearing the nodes down)."""
+        for child in list(self._children):
+            child.kill()
+
+    @classmethod
+    def for_cluster(cls, secrets: ClusterSecrets, folder: Path, **options: object) -> SshRemote:
+        """Write the cluster key (0600) and a known_hosts file under ``folder`` and use them."""
+        key_file = write_key_file(secrets, folder)
+        return cls(key_file, folder / "known_hosts", **options)  # type: ignore[arg-type]
+
+    def argv(self, target: SshTarget, argv: Sequence[str]) -> list[str]:
+        return self._ssh.ssh_argv(target, shlex.join(argv))
+
+    def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        command = self.argv(target, argv)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
+                                  stdin=subprocess.DEVNULL, check=False)
+        except subprocess.TimeoutExpired:
+            return CommandResult(124, "", f"ssh {target.node_name}: timed out after {timeout_s:g}s")
+        except OSError as exc:
+            return CommandResult(127, "", f"ssh: {exc.strerror or exc}")
+        return CommandResult(done.returncode, done.stdout, done.stderr)
+
+    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
+               timeout_s: float | None = None) -> int:
+        command = self.argv(target, argv)
+        try:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     stdin=subprocess.DEVNULL, bufsize=1)
+        except OSError as exc:
+            on_line(f"ssh: {exc.strerror or exc}")
+            return 127
+        self._children.add(child)
+        try:
+            assert child.stdout is not None
+            for line in child.stdout:
+                on_line(line.rstrip("\n"))
+            return child.wait(timeout=timeout_s)
+        except BaseException:
+            child.kill()
+            child.wait()
+            raise
+        finally:
+            self._children.discard(child)
+
+    def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None:
+        self._ssh.wait_until_reachable(target)
+        self._ssh.run(target, script, timeout_s=timeout_s)
+
+
+__all__ = ["CLUSTER_USER", "SSH_LOGIN_USERS", "Remote", "SshRemote", "login_user"]

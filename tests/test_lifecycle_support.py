@@ -1,0 +1,150 @@
+"""Shared pieces of the lifecycle and burst tests (no tests here).
+
+- ``StandInRemote``: the ``Remote`` the fake-backed tests use instead of SSH. The control
+  plane lists every node it was told about as ready (after ``not_ready_polls`` polls), a job
+  prints ``job_lines`` and exits ``job_exit``; every call is recorded.
+- ``served_fake(name, monkeypatch)``: a fake provider on 127.0.0.1 with the adapter pointed at it.
+- ``plans_for(spec_text, tmp_path)``: the ranked plans of a spec, from the bundled catalog.
+- ``instant_runtime(...)``: a Runtime whose sleep does not wait (a fake clock advanced by sleep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from provisioner.providers.base import Provider
+
+from provisioner.lifecycle.bootstrap_ssh import SshTarget
+from provisioner.lifecycle.realize import Runtime, Timeouts
+from provisioner.plan import Plan
+from provisioner.testing.fakes import make_fake, serve
+from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.validation.runner import CommandResult
+
+API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key"}
+
+
+@dataclass
+class StandInRemote:
+    nodes: Sequence[str] = ()
+    not_ready_polls: int = 0
+    job_lines: Sequence[str] = ("hello from the job",)
+    job_exit: int = 0
+    on_job: Callable[[], None] | None = None
+    calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    bootstrapped: list[str] = field(default_factory=list)
+
+    def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        self.calls.append((target.node_name, tuple(argv)))
+        if argv[0] == "sinfo":
+            if self.not_ready_polls > 0:
+                self.not_ready_polls -= 1
+                return CommandResult(0, "".join(f"{name}|idle*\n" for name in self.nodes))
+            return CommandResult(0, "".join(f"{name}|idle\n" for name in self.nodes))
+        if argv[0] == "kubectl" and argv[1:3] == ("get", "nodes"):
+            return CommandResult(0, "".join(f"{name}|True\n" for name in self.nodes))
+        if argv[0] == "true":
+            return CommandResult(0)
+        return CommandResult(0, "", "")
+
+    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
+               timeout_s: float | None = None) -> int:
+        self.calls.append((target.node_name, tuple(argv)))
+        if self.on_job is not None:
+            self.on_job()
+        for line in self.job_lines:
+            on_line(line)
+        return self.job_exit
+
+    def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None:
+        assert script.startswith("#!")
+        self.bootstrapped.append(target.node_name)
+
+
+class FakeTime:
+    """A monotonic clock that moves only when slept on."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+
+
+def fast_provider(name: str) -> Provider:
+    """The adapter with its published rate limits scaled x100 (the fakes enforce none by default)."""
+    from provisioner.providers.registry import get_provider, provider_class
+
+    cls: Any = provider_class(name)
+    return get_provider(name, limits=cls.client_class.default_limits.scaled(100.0))
+
+
+def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **kwargs: Any) -> Runtime:
+    ticks = FakeTime()
+    kwargs.setdefault("provider_for", fast_provider)
+
+    def emit(event: str, /, *, message: str, **fields: Any) -> None:
+        if events is not None:
+            events.append({"event": event, "message": message, **fields})
+
+    return Runtime(remote=remote, emit=emit, clock=ticks.clock, sleep=ticks.sleep,
+                   timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1), **kwargs)
+
+
+@contextmanager
+def served_fake(name: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Iterator[tuple[FakeApp, RunningServer]]:
+    app = make_fake(name, api_key=API_KEYS[name], **kwargs)
+    server = serve(app)
+    prefix = f"PROVISIONER_{name.upper()}"
+    monkeypatch.setenv(f"{prefix}_API_URL", server.url)
+    monkeypatch.setenv(f"{prefix}_API_KEY", API_KEYS[name])
+    try:
+        yield app, server
+    finally:
+        server.stop()
+    assert app.validation_errors == [], "the fake saw traffic that breaks the provider's OpenAPI spec"
+
+
+def plans_for(spec_text: str, tmp_path: Path, count: int = 3) -> list[Plan]:
+    from provisioner.loader import load_spec
+    from provisioner.workflow import choose_catalog, resolve
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec_text, encoding="utf-8")
+    result = resolve(load_spec(path), choose_catalog(None), path, keep=count)
+    return [result.to_plan(option.rank) for option in result.options[:count]]
+
+
+LAMBDA_SPEC = """\
+name: lc-lambda
+gpus: {model: [H100], count: 8}
+nodes: {count: 2}
+control_plane: slurm
+providers: {allow: [lambda]}
+workload: {hours: 1}
+lifetime: {ttl_hours: 2}
+"""
+
+RUNPOD_SPEC = """\
+name: lc-runpod
+gpus: {model: [RTX4090], count: 1}
+nodes: {count: 1}
+control_plane: slurm
+providers: {allow: [runpod]}
+workload: {hours: 1}
+"""
+
+
+def runpod_plan(tmp_path: Path) -> Plan:
+    """The RunPod plan on a GPU type and data center the fake sells (Secure Cloud, US-KS-2)."""
+    plans = plans_for(RUNPOD_SPEC, tmp_path, count=20)
+    return next(plan for plan in plans
+                if plan.option.instance_type == "1x_RTX4090_SECURE" and plan.option.region == "US-KS-2")
