@@ -24,14 +24,19 @@ Operations and what they guarantee:
 - ``delete``: ``delete_nodes`` for the cluster, then waits until every node is terminated
   (or failed: a failed instance is not running and was asked to be deleted).
 
-``user_data`` enters as a Pulumi secret and is never part of the outputs: the state
-keeps only its SHA-256, which is what ``diff`` compares.
+``user_data`` (one text for every node, or a mapping node name -> text, e.g. a head's and
+the workers' bootstrap) enters as a Pulumi secret and is never part of the outputs: the
+state keeps only its SHA-256, which is what ``diff`` compares.
+
+Through the engine's gRPC path every number arrives as a float (``gpus: 8`` -> ``8.0``):
+each operation first coerces the integer fields back (``normalize_props``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,15 +58,46 @@ REPLACING_NODE_FIELDS = ("instance_type", "region", "zone", "spot", "image", "di
 # providers keep failed instances listed forever without billing them (Fluence's FAILED).
 _DELETED = frozenset({NodeStatus.TERMINATED, NodeStatus.FAILED})
 _OUTPUTS = ("node_ids", "node_names", "public_ips", "private_ips", "user_data_sha256")
+_INT_NODE_FIELDS = ("gpus", "disk_gib")
 
 
-def _sha256(text: str | None) -> str:
-    return hashlib.sha256(text.encode()).hexdigest() if text else ""
+def _sha256(user_data: str | Mapping[str, str] | None) -> str:
+    if not user_data:
+        return ""
+    text = user_data if isinstance(user_data, str) else json.dumps(dict(user_data), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _as_int(value: Any) -> Any:
+    """2.0 -> 2 (what a Struct number becomes); anything else unchanged, for check to judge."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def normalize_props(props: Mapping[str, Any]) -> dict[str, Any]:
+    """``props`` with the integer node fields made ints again. Pure; idempotent."""
+    out = dict(props)
+    nodes = out.get("nodes")
+    if isinstance(nodes, list | tuple):
+        out["nodes"] = [
+            {k: (_as_int(v) if k in _INT_NODE_FIELDS else v) for k, v in node.items()}
+            if isinstance(node, Mapping) else node
+            for node in nodes
+        ]
+    return out
+
+
+def _user_data_for(props: Mapping[str, Any], name: str) -> str | None:
+    user_data = props.get("user_data")
+    if isinstance(user_data, Mapping):
+        return user_data.get(name) or None
+    return user_data or None
 
 
 def _specs(props: Mapping[str, Any]) -> list[NodeSpec]:
-    user_data = props.get("user_data") or None
-    return [NodeSpec(**{**dict(node), "user_data": user_data}) for node in props.get("nodes") or []]
+    return [NodeSpec(**{**dict(node), "user_data": _user_data_for(props, node["name"])})
+            for node in props.get("nodes") or []]
 
 
 def _outputs(props: Mapping[str, Any], nodes: Sequence[Node]) -> dict[str, Any]:
@@ -101,6 +137,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         return get_provider(name, **self.adapter_options)
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.CheckResult:
+        news = normalize_props(news)
         failures: list[pulumi.dynamic.CheckFailure] = []
         if news.get("provider") not in NEOCLOUDS:
             failures.append(pulumi.dynamic.CheckFailure("provider", f"must be one of {sorted(NEOCLOUDS)}"))
@@ -124,6 +161,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CheckResult(news, failures)
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        props = normalize_props(props)
         adapter = self._adapter(props["provider"])
         try:
             nodes = self._realize(adapter, props, rollback=True)
@@ -132,6 +170,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.CreateResult(f"{props['provider']}/{props['cluster_id']}", _outputs(props, nodes))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
+        olds, news = normalize_props(olds), normalize_props(news)
         replaces = [key for key in ("provider", "cluster_id") if olds.get(key) != news.get(key)]
         old_nodes = {node["name"]: node for node in olds.get("nodes") or []}
         for node in news.get("nodes") or []:
@@ -146,6 +185,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
+        news = normalize_props(news)
         adapter = self._adapter(news["provider"])
         try:
             keep = {node["name"] for node in news.get("nodes") or []}
@@ -158,6 +198,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.UpdateResult(_outputs(news, nodes))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
+        props = normalize_props(props)
         adapter = self._adapter(props["provider"])
         try:
             nodes = [n for n in adapter.get_nodes(props["cluster_id"]) if n.status != NodeStatus.TERMINATED]
@@ -227,7 +268,8 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
     """A cluster's nodes on one neocloud, created by the project's adapter.
 
     ``nodes`` are plain dicts with ``providers.base.NodeSpec`` fields (without
-    ``user_data``); ``user_data`` is applied to every node and is always a secret.
+    ``user_data``); ``user_data`` (one text for every node, or node name -> text) is always
+    a secret.
     Outputs, in the order of ``nodes``: ``node_ids``, ``node_names``, ``public_ips`` and
     ``private_ips`` ("" where a node has none).
     """
@@ -245,7 +287,7 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
         provider: str,
         cluster_id: str,
         nodes: Sequence[Mapping[str, Any]],
-        user_data: pulumi.Input[str] | None = None,
+        user_data: pulumi.Input[str] | pulumi.Input[Mapping[str, str]] | None = None,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
         adapter_options: Mapping[str, Any] | None = None,
         opts: pulumi.ResourceOptions | None = None,
@@ -263,4 +305,4 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
                          pulumi.ResourceOptions.merge(opts, secret_opts))
 
 
-__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider"]
+__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "normalize_props"]
