@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from provisioner.lifecycle.realize import Runtime, Timeouts
 from provisioner.plan import Plan
 from provisioner.testing.fakes import make_fake, serve
 from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.validation.model import NodeReport
 from provisioner.validation.runner import CommandResult
 
 API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key"}
@@ -35,6 +37,8 @@ class StandInRemote:
     not_ready_polls: int = 0
     job_lines: Sequence[str] = ("hello from the job",)
     job_exit: int = 0
+    healthy: bool = False
+    """Whether ``provisioner node check`` (through srun) answers with a healthy report."""
     on_job: Callable[[], None] | None = None
     calls: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     bootstrapped: list[str] = field(default_factory=list)
@@ -50,6 +54,9 @@ class StandInRemote:
             return CommandResult(0, "".join(f"{name}|True\n" for name in self.nodes))
         if argv[0] == "true":
             return CommandResult(0)
+        if argv[0] == "srun" and "check" in argv and self.healthy:
+            node = next(word.split("=", 1)[1] for word in argv if word.startswith("--nodelist="))
+            return CommandResult(0, NodeReport(node=node, gpu_model="H100", gpu_count=4).to_json())
         return CommandResult(0, "", "")
 
     def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
@@ -87,9 +94,14 @@ def fast_provider(name: str) -> Provider:
     return get_provider(name, limits=cls.client_class.default_limits.scaled(100.0))
 
 
+EPOCH = dt.datetime(2026, 11, 24, 0, 0, tzinfo=dt.UTC)
+
+
 def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **kwargs: Any) -> Runtime:
+    """A Runtime on a fake clock: ``sleep`` advances both the monotonic clock and ``now``."""
     ticks = FakeTime()
     kwargs.setdefault("provider_for", fast_provider)
+    kwargs.setdefault("now", lambda: EPOCH + dt.timedelta(seconds=ticks.now - 1000.0))
 
     def emit(event: str, /, *, message: str, **fields: Any) -> None:
         if events is not None:

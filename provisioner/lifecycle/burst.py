@@ -1,0 +1,301 @@
+"""``provisioner burst``: a cluster that exists for one job and always ends.
+
+``run_burst(plans, command, options, runtime)`` brings the first plan with capacity up
+(failover over at most ``max_tries`` options), validates the nodes (a failed validation
+refuses the job unless ``skip_validation``), runs COMMAND on the head and streams its output,
+then tears everything down: on success, failure, TTL, budget, Ctrl-C/SIGTERM (the caller
+installs ``runtime.interrupts``) or any error. Returns the job's exit status.
+
+How COMMAND runs: on Slurm, a command starting with ``srun``/``salloc`` runs as given and
+``sbatch`` gets ``--wait`` (so its exit status is the job's); anything else runs as
+``srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 -- COMMAND``. On Kubernetes it
+becomes a Job (``kubectl create job`` with ``image``), followed with ``kubectl logs -f`` and
+its status read back. With no control plane it runs on the head over SSH.
+
+The watchdog is client-side and exact: it fires when ``now >= expires_at`` (TTL) or when
+``hourly_usd x elapsed >= max_cost_usd`` (Decimal, no rounding; compared as
+``hourly x seconds >= max_cost x 3600``). It is checked at every ``runtime.sleep`` (so every
+wait of the bring-up is covered) and while the job runs, on the injectable clock ``runtime.now``.
+A fired watchdog tears down and raises ``BurstStopped`` (exit 124).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+
+from provisioner.errors import ProvisionerError, StackError
+from provisioner.lifecycle import state
+from provisioner.lifecycle.realize import (
+    Runtime,
+    bring_up_first,
+    cluster_secrets,
+    default_remote,
+    head_target,
+    live,
+    tear_down,
+)
+from provisioner.lifecycle.remote import CLUSTER_USER, Remote
+from provisioner.plan import Plan
+from provisioner.providers.base import Node
+from provisioner.validation.cluster import ClusterReport, Target
+from provisioner.validation.runner import CommandResult
+
+JOB_NAME = re.compile(r"[^a-z0-9-]+")
+SLURM_LAUNCHERS = ("srun", "salloc")
+
+
+class BurstStopped(ProvisionerError):
+    """The watchdog ended the burst (TTL or budget); the cluster was torn down."""
+
+    exit_code = 124
+
+
+@dataclass(frozen=True)
+class BurstOptions:
+    ttl_s: float | None = None
+    """TTL from the start of the burst; None: the spec's ``lifetime.ttl_hours`` (or none)."""
+    max_cost_usd: Decimal | None = None
+    skip_validation: bool = False
+    max_tries: int = 3
+    image: str = "ubuntu:24.04"
+    """The Kubernetes Job's container image."""
+    poll_s: float = 1.0
+    """How often the watchdog looks while the job runs."""
+    validation_args: tuple[str, ...] = ("--sustained-s", "10")
+
+
+class Watchdog:
+    """TTL and cost cap on an injectable clock. ``reason(now)`` says why to stop, or None."""
+
+    def __init__(self, started_at: dt.datetime, *, hourly_usd: Decimal, expires_at: dt.datetime | None,
+                 max_cost_usd: Decimal | None) -> None:
+        self.started_at = started_at
+        self.hourly_usd = hourly_usd
+        self.expires_at = expires_at
+        self.max_cost_usd = max_cost_usd
+
+    def spent_usd(self, now: dt.datetime) -> Decimal:
+        """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted)."""
+        elapsed = now - self.started_at
+        micros = Decimal(elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds)
+        return self.hourly_usd * micros / Decimal(3_600_000_000)
+
+    def reason(self, now: dt.datetime) -> str | None:
+        if self.expires_at is not None and now >= self.expires_at:
+            return f"TTL reached at {self.expires_at.isoformat()}"
+        if self.max_cost_usd is not None:
+            elapsed = now - self.started_at
+            micros = elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds
+            if self.hourly_usd * micros >= self.max_cost_usd * 3_600_000_000:
+                return f"cost cap ${self.max_cost_usd} reached (${self.hourly_usd}/h)"
+        return None
+
+
+def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
+    """What the head runs for COMMAND (see the module docstring). Pure."""
+    if not command:
+        raise ProvisionerError("burst needs a COMMAND after --")
+    control_plane = plan.spec.control_plane.value
+    if control_plane == "slurm":
+        if command[0] in SLURM_LAUNCHERS:
+            return tuple(command)
+        if command[0] == "sbatch":
+            return ("sbatch", "--wait", *command[1:]) if "--wait" not in command else tuple(command)
+        return ("srun", f"--nodes={len(plan.nodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--",
+                *command)
+    if control_plane == "kubernetes":
+        name = k8s_job_name(plan)
+        script = (f"kubectl create job {name} --image={_q(image)} -- {' '.join(_q(w) for w in command)} >/dev/null"
+                  f" && kubectl wait --for=condition=ready pod -l job-name={name} --timeout=600s >/dev/null;"
+                  f" kubectl logs -f job/{name};"
+                  f" kubectl wait --for=condition=complete job/{name} --timeout=30s >/dev/null 2>&1")
+        return ("bash", "-c", script)
+    return tuple(command)
+
+
+def k8s_job_name(plan: Plan) -> str:
+    return JOB_NAME.sub("-", f"burst-{plan.cluster_id}")[:63].strip("-")
+
+
+def _q(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptions | None = None,
+              runtime: Runtime | None = None) -> int:
+    """Bring up, validate, run ``command``, tear down (always). Returns the job's exit status.
+
+    Raises BurstStopped (TTL/budget), ValidationFailedError (exit 11), the bring-up's errors,
+    or Interrupted on Ctrl-C/SIGTERM; in every case after the teardown. A teardown that fails
+    raises StackError naming what remains and ``provisioner gc``.
+    """
+    opts = options or BurstOptions()
+    rt = runtime or Runtime()
+    if not plans:
+        raise ProvisionerError("no option to burst on")
+    job = job_argv(plans[0], command, opts.image)  # refuse a bad COMMAND before buying anything
+    started = rt.now()
+    first = plans[0]
+    expires_at = None
+    ttl_s = opts.ttl_s
+    if ttl_s is None and first.spec.lifetime.ttl_hours is not None:
+        ttl_s = first.spec.lifetime.ttl_hours * 3600
+    if ttl_s is not None:
+        expires_at = started + dt.timedelta(seconds=ttl_s)
+    watchdog = Watchdog(started, hourly_usd=first.option.hourly_usd, expires_at=expires_at,
+                        max_cost_usd=opts.max_cost_usd)
+    watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
+    cluster_id = first.cluster_id
+    remote: Remote | None = rt.remote
+    try:
+        record = bring_up_first(plans, watched, max_tries=opts.max_tries, expires_at=expires_at,
+                                max_cost_usd=opts.max_cost_usd, destroy_on_failure=True)
+        watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
+        nodes = watched.provider(record.provider).get_nodes(cluster_id)
+        if remote is None:
+            remote = default_remote(cluster_id, cluster_secrets(cluster_id))
+        if opts.skip_validation:
+            rt.emit("validate", message="node validation skipped (--skip-validation)", cluster=cluster_id)
+        else:
+            _validate(watched, record, remote, nodes, opts)
+        job = job_argv(record.plan, command, opts.image)
+        return _run_job(watched, record, remote, nodes, job, watchdog, opts)
+    finally:
+        stop = getattr(remote, "stop", None)
+        if stop is not None:
+            stop()  # a job still streaming: end the local ssh before the nodes go
+        _teardown_all(rt, plans[: opts.max_tries])
+
+
+def _watched_sleep(rt: Runtime, watchdog: Watchdog) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        _check(rt, watchdog)
+        rt.sleep(seconds)
+        _check(rt, watchdog)
+
+    return sleep
+
+
+def _check(rt: Runtime, watchdog: Watchdog) -> None:
+    if rt.interrupts is not None:
+        rt.interrupts.check()
+    why = watchdog.reason(rt.now())
+    if why:
+        spent = watchdog.spent_usd(rt.now())
+        rt.emit("watchdog", message=f"stopping: {why}; spent about ${spent:.2f}", reason=why, spent_usd=spent)
+        raise BurstStopped(f"burst stopped: {why}; the cluster was torn down")
+
+
+def _validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node],
+              opts: BurstOptions) -> None:
+    from provisioner.validation.cluster import require_healthy, validate_cluster
+
+    plan = record.plan
+    via = {"slurm": "slurm", "kubernetes": "k8s"}.get(plan.spec.control_plane.value)
+    names = tuple(node.name for node in plan.nodes)
+    target = Target(nodes=names, via=via or "ssh", expect_gpus=plan.option.gpus_per_node,
+                    expect_model=plan.option.gpu_model, check_args=opts.validation_args)
+    rt.emit("validate", message=f"validating {len(names)} node(s) via {target.via}", cluster=record.cluster_id)
+    head = head_target(record, nodes)
+    if via is not None:
+        def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+            return remote.run(head, args, timeout_s=timeout_s)
+
+        report = validate_cluster(target, run)
+    else:
+        report = _validate_each(record, remote, nodes, target)
+    rt.emit("validated", message=f"validation: {report.status.value}", cluster=record.cluster_id,
+            status=report.status.value)
+    require_healthy(report)
+
+
+def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node], target: Target) -> ClusterReport:
+    """No control plane: the node check runs on each node directly over SSH."""
+    from provisioner.lifecycle.bootstrap_ssh import SshTarget
+    from provisioner.validation.cluster import mark_stragglers, node_check_argv
+    from provisioner.validation.model import Action, Finding, NodeReport, Severity
+
+    by_name = {node.name: node for node in nodes}
+    reports = []
+    for name in target.nodes:
+        node = by_name.get(name)
+        host = (node.public_ip or node.private_ip) if node else None
+        result = remote.run(SshTarget(host=host or "0.0.0.0", node_name=name, user=CLUSTER_USER),
+                            node_check_argv(target), timeout_s=600)
+        try:
+            reports.append(NodeReport.from_json(result.stdout).model_copy(update={"node": name}))
+        except ValueError:
+            reports.append(NodeReport(node=name, findings=[Finding(
+                code="node.unreachable", severity=Severity.FAILED, action=Action.DRAIN,
+                message=f"no report from {name} (exit {result.returncode}: {result.brief()})")]))
+    return ClusterReport(nodes=mark_stragglers(reports))
+
+
+def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node],
+             job: tuple[str, ...], watchdog: Watchdog, opts: BurstOptions) -> int:
+    """Stream the job on a worker thread; the main thread keeps the watchdog and signals."""
+    head = head_target(record, nodes)
+    outcome: dict[str, object] = {}
+    done = threading.Event()
+
+    def on_line(line: str) -> None:
+        rt.emit("job-output", message=line, line=line)
+
+    def work() -> None:
+        try:
+            outcome["code"] = remote.stream(head, job, on_line)
+        except BaseException as exc:  # reported on the main thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    rt.emit("job", message=f"running on {record.plan.head.name}: {' '.join(job)}", cluster=record.cluster_id,
+            argv=list(job))
+    worker = threading.Thread(target=work, name="burst-job", daemon=True)
+    worker.start()
+    while not done.wait(0):
+        rt.sleep(opts.poll_s)  # watched: raises on TTL, budget or a signal
+        done.wait(0.05)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    code = int(outcome.get("code", 1))  # type: ignore[call-overload]
+    rt.emit("job-done", message=f"job exited {code}", cluster=record.cluster_id, exit_code=code)
+    return code
+
+
+def _teardown_all(rt: Runtime, plans: Sequence[Plan]) -> None:
+    """Delete every node of the cluster on each provider it may have been bought on; never interrupted."""
+    shield = rt.interrupts.shielded() if rt.interrupts is not None else None
+    if shield is not None:
+        shield.__enter__()
+    try:
+        cluster_id = plans[0].cluster_id
+        providers = list(dict.fromkeys(plan.option.provider for plan in plans))
+        record = state.load_record(cluster_id)
+        if record is not None and record.provider in providers:
+            providers.remove(record.provider)
+            providers.insert(0, record.provider)
+        left: list[str] = []
+        for name in providers:
+            try:
+                tear_down(cluster_id, rt, provider=name)
+                remaining = live(rt.provider(name).get_nodes(cluster_id))
+                left += [f"{node.name} ({node.id}) on {name}" for node in remaining]
+            except ProvisionerError as exc:
+                left.append(f"{name}: {exc}")
+        if left:
+            raise StackError(f"teardown of {cluster_id} incomplete: {'; '.join(left)}; remove with: "
+                             f"provisioner down {cluster_id} or provisioner gc --yes")
+    finally:
+        if shield is not None:
+            shield.__exit__(None, None, None)
+
+
+__all__ = ["BurstOptions", "BurstStopped", "Watchdog", "job_argv", "run_burst"]

@@ -1,0 +1,116 @@
+"""``run_burst`` on the Lambda fake with a stand-in Remote: exit codes, teardown every way, watchdog.
+
+The clock is fake (sleep advances it), so TTL and budget expiry take no real time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.errors import ValidationFailedError
+from provisioner.lifecycle import state
+from provisioner.lifecycle.burst import BurstOptions, BurstStopped, Watchdog, job_argv, run_burst
+from tests.conftest import need_shared
+from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+
+T0 = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+
+
+def test_watchdog_budget_is_exact() -> None:
+    dog = Watchdog(T0, hourly_usd=Decimal("24.72"), expires_at=None, max_cost_usd=Decimal("24.72"))
+    just_before = T0 + dt.timedelta(seconds=3599, microseconds=999_999)
+    assert dog.reason(just_before) is None
+    assert dog.reason(T0 + dt.timedelta(hours=1)) is not None
+    assert dog.spent_usd(T0 + dt.timedelta(minutes=30)) == Decimal("12.36")
+    third = Watchdog(T0, hourly_usd=Decimal("3"), expires_at=None, max_cost_usd=Decimal("0.01"))
+    assert third.reason(T0 + dt.timedelta(seconds=11, microseconds=999_999)) is None  # $0.00999...
+    assert third.reason(T0 + dt.timedelta(seconds=12)) is not None  # exactly $0.01
+
+
+def test_watchdog_ttl() -> None:
+    dog = Watchdog(T0, hourly_usd=Decimal(1), expires_at=T0 + dt.timedelta(hours=4), max_cost_usd=None)
+    assert dog.reason(T0 + dt.timedelta(hours=4) - dt.timedelta(microseconds=1)) is None
+    assert "TTL" in (dog.reason(T0 + dt.timedelta(hours=4)) or "")
+
+
+def test_job_argv_per_control_plane(tmp_path: Path) -> None:
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    assert job_argv(plan, ["srun", "-N2", "hostname"], "img") == ("srun", "-N2", "hostname")
+    assert job_argv(plan, ["sbatch", "x.sh"], "img") == ("sbatch", "--wait", "x.sh")
+    assert job_argv(plan, ["python", "t.py"], "img") == (
+        "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--", "python", "t.py")
+
+
+@pytest.mark.parametrize("job_exit", [0, 3])
+def test_exit_code_propagates_and_cluster_is_torn_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       job_exit: int) -> None:
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=True, job_exit=job_exit,
+                           job_lines=("line 1", "line 2"))
+    events: list[dict[str, Any]] = []
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        code = run_burst(plans, ["srun", "-N2", "hostname"], BurstOptions(), instant_runtime(remote, events))
+        assert code == job_exit
+        assert app.launched == 2 and app.instance_count() == 0
+        assert len(app.calls_of("delete")) >= 1
+        assert state.load_record("lc-lambda") is None
+    output = [e["line"] for e in events if e["event"] == "job-output"]
+    assert output == ["line 1", "line 2"]
+    assert [e["exit_code"] for e in events if e["event"] == "job-done"] == [job_exit]
+    assert ("lc-lambda-0", ("srun", "-N2", "hostname")) in remote.calls
+
+
+def test_failed_validation_refuses_the_job_and_tears_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=False)
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        with pytest.raises(ValidationFailedError) as caught:
+            run_burst(plans, ["srun", "hostname"], BurstOptions(), instant_runtime(remote))
+        assert caught.value.exit_code == 11
+        assert not [call for call in remote.calls if call[1][0] == "srun" and "hostname" in call[1]]
+        assert app.launched == 2 and app.instance_count() == 0
+
+        skip = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=False, job_exit=0)
+        assert run_burst(plans, ["srun", "hostname"], BurstOptions(skip_validation=True),
+                         instant_runtime(skip)) == 0
+        assert not [call for call in skip.calls if "check" in call[1]]
+        assert app.instance_count() == 0
+
+
+@pytest.mark.parametrize("limit", ["ttl", "budget"])
+def test_watchdog_deletes_the_instances_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        limit: str) -> None:
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    release = threading.Event()
+    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=True,
+                           on_job=lambda: release.wait(30))  # a job that runs until told
+    options = BurstOptions(ttl_s=4 * 3600, poll_s=600) if limit == "ttl" else \
+        BurstOptions(ttl_s=100 * 3600, max_cost_usd=Decimal("100"), poll_s=600)
+    events: list[dict[str, Any]] = []
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        try:
+            with pytest.raises(BurstStopped) as caught:
+                run_burst(plans, ["srun", "sleep", "infinity"], options, instant_runtime(remote, events))
+        finally:
+            release.set()
+        assert caught.value.exit_code == 124
+        # --ttl 4h beats the spec's 2 h; the fake clock starts at 2026-11-24T00:00Z
+        assert ("TTL reached at 2026-11-24T04:00:00" if limit == "ttl" else "cost cap $100") in str(caught.value)
+        deletes = app.calls_of("delete")
+        assert deletes and app.instance_count() == 0 and state.load_record("lc-lambda") is None
+    fired = [e for e in events if e["event"] == "watchdog"]
+    assert len(fired) == 1
+    if limit == "budget":  # 24.72 $/h: $100 is reached after 4.045 h, i.e. at the first 600 s poll past it
+        assert Decimal(100) <= fired[0]["spent_usd"] < Decimal(100) + Decimal("24.72") * 600 / 3600 + 1
