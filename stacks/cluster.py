@@ -1,0 +1,128 @@
+"""``GpuCluster``: one Pulumi component for one planned cluster, on any provider.
+
+The component takes ``ClusterArgs`` (built from the Plan up front by
+``provisioner.stacks.model.cluster_args``), wraps every node's user data into a Pulumi
+secret, and creates its children with ``parent=self``:
+
+- ``aws``: ``provisioner.stacks.aws.build_aws`` (pulumi_aws);
+- ``gcp``: ``provisioner.stacks.gcp.build_gcp`` (pulumi_gcp);
+- the neoclouds: one ``NeocloudNodes`` dynamic resource (the CLI's own adapters), plus the
+  provider's firewall for ``access.allowed_cidrs`` where its adapter can set one
+  (``provisioner.stacks.firewall``).
+
+Counts and names come from the Plan, never from inside ``.apply()``. Outputs (registered at
+the end): ``head_address``, ``ssh_command``, ``nodes`` (name, role, public and private
+address per node), ``hourly_usd`` (exact decimal text), ``expires_at`` (ISO UTC or ""),
+``shared_fs`` (managed filesystem endpoint, or None). No output holds a secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+from provisioner.stacks.built import Built, BuiltNode
+from provisioner.stacks.model import ClusterArgs
+
+from provisioner.errors import StackError
+
+TYPE_TOKEN = "provisioner:index:GpuCluster"
+
+
+def _neocloud_nodes(args: ClusterArgs) -> list[dict[str, Any]]:
+    nodes = []
+    for node in args.nodes:
+        item: dict[str, Any] = {"name": node.name, "instance_type": node.instance_type, "region": node.region,
+                                "gpus": node.gpus, "spot": node.spot,
+                                "tags": args.tags(**{"provisioner-role": node.role})}
+        if node.zone:
+            item["zone"] = node.zone
+        if node.offer_id:
+            item["offer_id"] = node.offer_id
+        if args.ssh_public_key is not None:
+            item["ssh_public_key"] = args.ssh_public_key
+        nodes.append(item)
+    return nodes
+
+
+def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mapping[str, pulumi.Output[str]],
+                   adapter_options: Mapping[str, Any] | None = None) -> Built:
+    """The nodes through ``NeocloudNodes``, and the provider's firewall where it has one."""
+    from provisioner.stacks.firewall import firewall_for
+    from provisioner.stacks.neocloud import NeocloudNodes
+
+    child = pulumi.ResourceOptions(parent=parent)
+    firewall = firewall_for(parent, args, adapter_options)
+    secret = pulumi.Output.secret(pulumi.Output.all(**user_data)) if user_data else None
+    resource = NeocloudNodes(
+        f"{args.cluster_id}-nodes", provider=args.provider, cluster_id=args.cluster_id,
+        nodes=_neocloud_nodes(args), user_data=secret, adapter_options=adapter_options,
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            depends_on=[firewall] if firewall is not None else None)))
+
+    def address(values: list[Any], name: str) -> str:
+        names, ips = values
+        return dict(zip(names or [], ips or [], strict=False)).get(name, "")
+
+    built = []
+    for node in args.nodes:
+        public = pulumi.Output.all(resource.node_names, resource.public_ips).apply(
+            lambda v, n=node.name: address(v, n))
+        private = pulumi.Output.all(resource.node_names, resource.private_ips).apply(
+            lambda v, n=node.name: address(v, n))
+        built.append(BuiltNode(node.name, node.role, public, private))
+    return Built(built)
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """A planned GPU cluster: its nodes, network, firewall, bootstrap and outputs.
+
+    Raises StackError for a provider no builder serves. Creating it only registers
+    resources; the engine creates them (idempotently, per Pulumi's state).
+    """
+
+    head_address: pulumi.Output[str]
+    ssh_command: pulumi.Output[str]
+    nodes: pulumi.Output[list[dict[str, str]]]
+    hourly_usd: pulumi.Output[str]
+    expires_at: pulumi.Output[str]
+    shared_fs: pulumi.Output[Any]
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None, *,
+                 adapter_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(TYPE_TOKEN, name, None, opts)
+        user_data = {node: pulumi.Output.secret(text) for node, text in args.user_data.items()}
+        built = self._build(args, user_data, adapter_options)
+        head = built.nodes[0]
+        self.head_address = head.public_ip
+        self.ssh_command = head.public_ip.apply(lambda ip: f"ssh {args.ssh_user}@{ip}" if ip else "")
+        self.nodes = pulumi.Output.all(*[pulumi.Output.all(n.public_ip, n.private_ip) for n in built.nodes]).apply(
+            lambda pairs: [{"name": n.name, "role": n.role, "public_ip": pub or "", "private_ip": priv or ""}
+                           for n, (pub, priv) in zip(built.nodes, pairs, strict=True)])
+        self.hourly_usd = pulumi.Output.from_input(str(args.hourly_usd))
+        self.expires_at = pulumi.Output.from_input(args.expires_text)
+        self.shared_fs = built.shared_fs if built.shared_fs is not None else pulumi.Output.from_input(None)
+        self.register_outputs({
+            "head_address": self.head_address, "ssh_command": self.ssh_command, "nodes": self.nodes,
+            "hourly_usd": self.hourly_usd, "expires_at": self.expires_at, "shared_fs": self.shared_fs,
+        })
+
+    def _build(self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]],
+               adapter_options: Mapping[str, Any] | None) -> Built:
+        if args.provider == "aws":
+            from provisioner.stacks.aws import build_aws
+
+            return build_aws(self, args, user_data)
+        if args.provider == "gcp":
+            from provisioner.stacks.gcp import build_gcp
+
+            return build_gcp(self, args, user_data)
+        from provisioner.stacks.neocloud import NEOCLOUDS
+
+        if args.provider in NEOCLOUDS:
+            return build_neocloud(self, args, user_data, adapter_options)
+        raise StackError(f"no stack builder for provider {args.provider!r}")
+
+
+__all__ = ["TYPE_TOKEN", "GpuCluster", "build_neocloud"]

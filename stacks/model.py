@@ -1,0 +1,203 @@
+"""The typed arguments of a ``GpuCluster``, built from a Plan and its rendered bootstrap.
+
+``cluster_args(plan, rendered, owner=..., expires_at=...)`` is pure: no Pulumi call, no
+clock, no environment. Node names and roles come from ``Plan.nodes`` only; the user data a
+node boots with is picked by its role and the plan's bootstrap method:
+
+- ``cloud_init``: ``cloud-init/<role>.yaml`` (AWS, GCP, Lambda);
+- ``script``: ``bootstrap/<role>.sh``, run as the container entrypoint (RunPod, Vast.ai);
+- ``ssh``: none; the lifecycle layer runs ``bootstrap/<role>.sh`` over SSH (Fluence).
+
+``ClusterArgs`` holds the user data as plain text with ``repr=False``; ``GpuCluster`` turns
+it into Pulumi secrets before any resource sees it.
+
+Tags: every resource carries ``CLUSTER_TAG`` (cluster id), ``OWNER_TAG`` and ``EXPIRES_TAG``
+so ``gc`` finds it. AWS and the neoclouds take the expiry as ISO 8601 UTC
+(``2026-11-24T01:00:00Z``); GCP label values allow only ``[a-z0-9_-]``, so labels carry
+the same instant as ``20261124t010000z`` (``parse_expiry`` reads both).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from provisioner.providers import base as _base
+
+from provisioner.capabilities import Bootstrap
+from provisioner.errors import PlanError
+from provisioner.plan import Plan, PlanNode
+from provisioner.spec import SharedFsKind
+
+CLUSTER_TAG: str = _base.CLUSTER_TAG
+# providers/base.py gains these constants in a parallel change; same values until then.
+OWNER_TAG: str = getattr(_base, "OWNER_TAG", "provisioner-owner")
+EXPIRES_TAG: str = getattr(_base, "EXPIRES_TAG", "provisioner-expires")
+NODE_TAG = "provisioner-node"
+SSH_USERS = {"runpod": "root", "vastai": "root"}
+"""Login user per provider; ``ubuntu`` elsewhere (the GPU images the stacks boot)."""
+_LABEL_VALUE = re.compile(r"[^a-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class SharedFs:
+    """A managed shared filesystem to create beside the nodes (FSx for Lustre, Filestore)."""
+
+    size_gib: int
+    mount_path: str
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    """Everything ``GpuCluster`` builds from: fixed before any resource exists."""
+
+    cluster_id: str
+    provider: str
+    region: str
+    zone: str | None
+    instance_type: str
+    gpus_per_node: int
+    spot: bool
+    bootstrap: Bootstrap
+    nodes: tuple[PlanNode, ...]
+    allowed_cidrs: tuple[str, ...]
+    ssh_public_key: Any
+    """The key the provider installs for the login user (a str or a Pulumi Output[str]), or None."""
+    owner: str
+    expires_at: dt.datetime | None
+    ttl_seconds: int | None
+    hourly_usd: Decimal
+    local_nvme_gib: float
+    shared_fs: SharedFs | None = None
+    image: str | None = None
+    flex_start: bool = False
+    user_data: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    """Node name -> bootstrap text (a str or Output[str]; secret). Absent for SSH-bootstrapped nodes."""
+
+    @property
+    def head(self) -> PlanNode:
+        return self.nodes[0]
+
+    @property
+    def ssh_user(self) -> str:
+        return SSH_USERS.get(self.provider, "ubuntu")
+
+    @property
+    def expires_text(self) -> str:
+        return "" if self.expires_at is None else iso_utc(self.expires_at)
+
+    def tags(self, **extra: str) -> dict[str, str]:
+        """Cluster, owner and expiry tags (AWS, neoclouds), plus ``extra``."""
+        tags = {CLUSTER_TAG: self.cluster_id, OWNER_TAG: self.owner}
+        if self.expires_at is not None:
+            tags[EXPIRES_TAG] = self.expires_text
+        return {**tags, **extra}
+
+    def description(self) -> str:
+        """The same facts as text, for GCP resources that take no labels (networks, firewalls, policies)."""
+        expires = f"; expires {self.expires_text}" if self.expires_at is not None else ""
+        return f"provisioner cluster {self.cluster_id}; owner {self.owner}{expires}"
+
+    def labels(self, **extra: str) -> dict[str, str]:
+        """The same as GCP labels: lowercase ``[a-z0-9_-]`` values of at most 63 characters."""
+        labels = {CLUSTER_TAG: self.cluster_id, OWNER_TAG: label_value(self.owner)}
+        if self.expires_at is not None:
+            labels[EXPIRES_TAG] = self.expires_at.astimezone(dt.UTC).strftime("%Y%m%dt%H%M%Sz")
+        return {**labels, **{k: label_value(v) for k, v in extra.items()}}
+
+
+def iso_utc(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def label_value(text: str) -> str:
+    """``text`` as a GCP label value: lowercased, other characters as ``-``, at most 63 long."""
+    return _LABEL_VALUE.sub("-", text.lower())[:63]
+
+
+def parse_expiry(text: str) -> dt.datetime:
+    """An expiry tag or label (either form) as an aware UTC datetime. ValueError otherwise."""
+    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dt%H%M%Sz"):
+        try:
+            return dt.datetime.strptime(text, fmt).replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue
+    raise ValueError(f"not an expiry tag value: {text!r}")
+
+
+def expiry_for(plan: Plan, now: dt.datetime) -> dt.datetime | None:
+    """``now`` + the spec's TTL (whole seconds, rounded up), or None without a TTL. Pure."""
+    ttl = plan.spec.lifetime.ttl_hours
+    return None if ttl is None else now + dt.timedelta(seconds=math.ceil(ttl * 3600))
+
+
+def user_data_path(bootstrap: Bootstrap, role: str) -> str | None:
+    """Which rendered file a node of ``role`` boots with, or None (bootstrapped over SSH)."""
+    if bootstrap is Bootstrap.CLOUD_INIT:
+        return f"cloud-init/{role}.yaml"
+    if bootstrap is Bootstrap.SCRIPT:
+        return f"bootstrap/{role}.sh"
+    return None
+
+
+def cluster_args(
+    plan: Plan,
+    rendered: Mapping[str, Any],
+    *,
+    owner: str,
+    expires_at: dt.datetime | None,
+    ssh_public_key: Any = None,
+    image: str | None = None,
+    flex_start: bool = False,
+) -> ClusterArgs:
+    """The component's arguments for ``plan``. Pure.
+
+    ``rendered`` maps rendered paths to text (or to Outputs of text when the secrets arrive
+    as secret stack config). Raises PlanError when a file a node needs is missing (a render
+    of another plan) or flex-start is asked off GCP.
+    """
+    option = plan.option
+    user_data: dict[str, str] = {}
+    for node in plan.nodes:
+        path = user_data_path(node.bootstrap, node.role)
+        if path is None:
+            continue
+        if path not in rendered:
+            raise PlanError(f"the rendered bootstrap has no {path} for node {node.name}")
+        user_data[node.name] = rendered[path]
+    if flex_start and option.provider != "gcp":
+        raise PlanError("flex-start provisioning is a GCP feature; this plan is on " + option.provider)
+    shared = plan.spec.storage.shared
+    ttl = plan.spec.lifetime.ttl_hours
+    return ClusterArgs(
+        cluster_id=plan.cluster_id, provider=option.provider, region=option.region, zone=option.zone,
+        instance_type=option.instance_type, gpus_per_node=option.gpus_per_node, spot=option.spot,
+        bootstrap=option.bootstrap, nodes=plan.nodes, allowed_cidrs=tuple(plan.spec.access.allowed_cidrs),
+        ssh_public_key=ssh_public_key or plan.spec.access.ssh_public_key, owner=owner, expires_at=expires_at,
+        ttl_seconds=None if ttl is None else math.ceil(ttl * 3600), hourly_usd=option.hourly_usd,
+        local_nvme_gib=option.offer.local_nvme_gib,
+        shared_fs=SharedFs(math.ceil(shared.size_gib), shared.mount_path)
+        if shared.kind is SharedFsKind.MANAGED else None,
+        image=image, flex_start=flex_start, user_data=user_data,
+    )
+
+
+__all__ = [
+    "CLUSTER_TAG",
+    "EXPIRES_TAG",
+    "NODE_TAG",
+    "OWNER_TAG",
+    "ClusterArgs",
+    "SharedFs",
+    "cluster_args",
+    "expiry_for",
+    "iso_utc",
+    "label_value",
+    "parse_expiry",
+    "user_data_path",
+]
