@@ -13,6 +13,14 @@ adapter reconciles by listing what exists (that is what makes create idempotent)
 Provider answers are untrusted: a body is streamed and the request fails with
 ProviderAPIError once it passes ``max_body_bytes`` (16 MiB by default), so a hostile or
 broken endpoint cannot make the client buffer gigabytes.
+
+Every call has an overall deadline (``deadline_s``, default five times ``timeout_s``): the
+attempts, their back-off sleeps and every socket connect, write and read together. httpx's
+own timeouts are per operation, so a provider that drips one byte a second would never trip
+them; here each socket operation's timeout is cut to what is left of the call's deadline
+(a wrapper around httpcore's network backend), and a call past its deadline raises
+ProviderAPIError (status 0) saying so. A POST cut off this way was possibly acted on: the
+adapters treat it like any lost answer (providers.orchestrate).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpcore
 import httpx
 from provisioner.providers.redact import Redactor, sensitive_strings
 from pydantic import SecretStr
@@ -42,6 +51,73 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 search, is a few MB)."""
 _CHUNK_BYTES = 64 * 1024
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+_DEADLINE = threading.local()  # .at: time.monotonic() by which this thread's current call must end
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """``timeout`` cut to what is left of the current call's deadline; ``error`` once it has passed."""
+    at = getattr(_DEADLINE, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise error("the call's deadline has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A socket stream whose every read and write ends by the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname,
+                                                     _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's network backend with connects, reads and writes bounded by the call's deadline."""
+
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_tcp(host, port, _left(timeout, httpcore.ConnectTimeout),
+                                                       local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._inner.connect_unix_socket(path, _left(timeout, httpcore.ConnectTimeout),
+                                                               socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _bound_by_deadlines(client: httpx.Client) -> bool:
+    """Wrap the network backend of ``client``'s default transport; False where there is none
+    (an injected transport: in-process fakes, where the body loop's check still applies)."""
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
+        return False
+    if not isinstance(pool._network_backend, _DeadlineBackend):
+        pool._network_backend = _DeadlineBackend(pool._network_backend)
+    return True
 
 
 class RateLimiter:
@@ -143,9 +219,13 @@ class ApiClient:
         retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        deadline_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.provider = provider
         self.max_body_bytes = max_body_bytes
+        self.deadline_s = deadline_s if deadline_s is not None else 5 * timeout_s
+        self._clock = clock
         self._api_key = api_key
         self._timeout_s = timeout_s
         self._transport = transport
@@ -163,6 +243,8 @@ class ApiClient:
             transport=transport,
             headers={"User-Agent": "gpu-provisioner", "Accept": "application/json"},
         )
+        self.socket_deadlines = _bound_by_deadlines(self._http)
+        """Whether socket operations are cut at the deadline (True unless a transport was injected)."""
 
     def __repr__(self) -> str:
         return f"ApiClient(provider={self.provider!r}, base_url={str(self._http.base_url)!r})"
@@ -177,7 +259,7 @@ class ApiClient:
                           limits=RateLimits(self.limiter.rate_per_s, self.limiter.burst),
                           auth_header=self._auth_header, auth_scheme=self._auth_scheme,
                           timeout_s=self._timeout_s, retry=retry, transport=self._transport,
-                          max_body_bytes=self.max_body_bytes)
+                          max_body_bytes=self.max_body_bytes, deadline_s=self.deadline_s, clock=self._clock)
         other.limiter, other.launch_limiter = self.limiter, self.launch_limiter
         return other
 
@@ -197,22 +279,28 @@ class ApiClient:
         ``launch`` also takes a token from the launch limiter. ``idempotent`` overrides the
         method's default (GET/PUT/DELETE yes, POST no) for POSTs that are safe to repeat: a
         rename, a read-only GraphQL query. Raises the provider's mapped ProviderError subclass
-        on failure.
+        on failure; ProviderAPIError (status 0) once ``deadline_s`` has passed.
         """
         method = method.upper()
         idempotent = method in _IDEMPOTENT if idempotent is None else idempotent
+        deadline = self._clock() + self.deadline_s
         attempt = 0
         while True:
             self.limiter.acquire()
             if launch and self.launch_limiter:
                 self.launch_limiter.acquire()
+            if self._clock() >= deadline:
+                raise self._past_deadline(method, path)
             try:
-                response = self._send(method, path, json=json, params=params)
+                response = self._send(method, path, json=json, params=params, deadline=deadline)
             except httpx.TransportError as exc:
+                if self._clock() >= deadline:
+                    raise self._past_deadline(method, path) from None
                 # No connection (or none from the pool) means the provider never saw the request.
                 never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout))
-                if (idempotent or never_sent) and attempt + 1 < self.retry.attempts:
-                    self._back_off(attempt, None, f"{type(exc).__name__} on {method} {path}")
+                wait = self.retry.delay(attempt, None)
+                if (idempotent or never_sent) and attempt + 1 < self.retry.attempts and self._clock() + wait < deadline:
+                    self._back_off(wait, f"{type(exc).__name__} on {method} {path}")
                     attempt += 1
                     continue
                 kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
@@ -227,8 +315,9 @@ class ApiClient:
                                            f"{method} {path}: response is not JSON") from None
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             retryable = response.status_code == 429 or (idempotent and response.status_code >= 500)
-            if retryable and attempt + 1 < self.retry.attempts:
-                self._back_off(attempt, retry_after, f"HTTP {response.status_code} on {method} {path}")
+            wait = self.retry.delay(attempt, retry_after)
+            if retryable and attempt + 1 < self.retry.attempts and self._clock() + wait < deadline:
+                self._back_off(wait, f"HTTP {response.status_code} on {method} {path}")
                 attempt += 1
                 continue
             error = self._error_mapper(self.provider, self._scrubbed(response, json))
@@ -236,28 +325,40 @@ class ApiClient:
                 error.retry_after_s = retry_after
             raise error
 
-    def _send(self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None) -> httpx.Response:
-        """Send and read the answer, at most ``max_body_bytes`` of it (ProviderAPIError beyond).
+    def _send(self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None,
+              deadline: float) -> httpx.Response:
+        """Send and read the answer, at most ``max_body_bytes`` of it (ProviderAPIError beyond),
+        all of it by ``deadline`` (on ``self._clock``; httpx.ReadTimeout beyond).
 
         The body is streamed in chunks, so an oversized answer costs at most the limit in
         memory; the returned response holds the (decoded) body read.
         """
         request = self._http.build_request(method, path, json=json, params=params, headers=self._auth_headers())
-        response = self._http.send(request, stream=True)
+        _DEADLINE.at = time.monotonic() + (deadline - self._clock())
         try:
-            declared = response.headers.get("Content-Length", "")
-            if declared.isdigit() and int(declared) > self.max_body_bytes:
-                raise self._too_large(method, path, response.status_code)
-            body = bytearray()
-            for chunk in response.iter_bytes(_CHUNK_BYTES):
-                body += chunk
-                if len(body) > self.max_body_bytes:
+            response = self._http.send(request, stream=True)
+            try:
+                declared = response.headers.get("Content-Length", "")
+                if declared.isdigit() and int(declared) > self.max_body_bytes:
                     raise self._too_large(method, path, response.status_code)
+                body = bytearray()
+                for chunk in response.iter_bytes(_CHUNK_BYTES):
+                    body += chunk
+                    if len(body) > self.max_body_bytes:
+                        raise self._too_large(method, path, response.status_code)
+                    if self._clock() >= deadline:
+                        raise httpx.ReadTimeout("the call's deadline has passed", request=request)
+            finally:
+                response.close()
         finally:
-            response.close()
+            _DEADLINE.at = None
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=request)
+
+    def _past_deadline(self, method: str, path: str) -> ProviderAPIError:
+        return ProviderAPIError(self.provider, 0, f"{method} {path} timed out: no complete answer within the "
+                                f"{self.deadline_s:g}s deadline of the call")
 
     def _too_large(self, method: str, path: str, status: int) -> ProviderAPIError:
         limit_mib = self.max_body_bytes / (1024 * 1024)
@@ -286,8 +387,7 @@ class ApiClient:
         key = self._api_key.get_secret_value()
         return {self._auth_header: f"{self._auth_scheme} {key}" if self._auth_scheme else key}
 
-    def _back_off(self, attempt: int, retry_after: float | None, why: str) -> None:
-        delay = self.retry.delay(attempt, retry_after)
+    def _back_off(self, delay: float, why: str) -> None:
         log.info("%s: retrying in %.2fs after %s", self.provider, delay, why)
         self.retry.sleep(delay)
 

@@ -36,23 +36,29 @@ Contract of ``FakeApp`` (what tests may rely on):
   ``delay_s`` seconds: the launch happened but the client did not hear), ``capacity_after``
   (``k`` more instances launch, then capacity errors; ``partial=True`` lets a batch launch
   fewer than asked where the provider would), and ``slow_boot`` (instances created while it
-  is active stay pending for ``polls`` list/get polls or ``seconds``).
+  is active stay pending for ``polls`` list/get polls or ``seconds``), ``lose_answer`` (the
+  request is processed, unless ``processed=False``, and its answer dropped: the connection is
+  closed on a real socket; in process ``FakeTransport`` raises ``httpx.ReadTimeout``, or
+  ``httpx.RemoteProtocolError`` with ``as_timeout=False``) and ``drip`` (the answer's body is
+  sent ``chunk_bytes`` at a time, ``interval_s`` apart, through ``sleep``).
 - Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
 - ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
 - ``serve(app)`` runs it on 127.0.0.1 in a background thread; in process use
-  ``httpx.WSGITransport(app=app)``.
+  ``FakeTransport(app)`` (an ``httpx.WSGITransport`` that turns lost answers into transport errors).
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import functools
 import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -60,6 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 from werkzeug.wrappers import Request, Response
 
 log = logging.getLogger("provisioner.fakes")
@@ -67,7 +74,7 @@ log = logging.getLogger("provisioner.fakes")
 ROUTE_KINDS = frozenset({"offers", "list", "get", "launch", "delete", "keys", "other"})
 FAULT_KINDS = frozenset({
     "http_error", "rate_limit", "invalid_key", "insufficient_balance", "timeout",
-    "capacity_after", "slow_boot",
+    "capacity_after", "slow_boot", "lose_answer", "drip",
 })
 _PRE_FAULTS = ("http_error", "rate_limit", "invalid_key", "insufficient_balance")
 VALIDATION_STATUS = 599
@@ -99,6 +106,29 @@ def load_openapi(path: str) -> Any:
     document["servers"] = [{"url": "/"}]
     # The shared specs were checked once when gathered; re-checking 300 KB per process is slow.
     return OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
+
+
+class AnswerLost(ConnectionAbortedError):
+    """Raised by a fake to drop an answer (the ``lose_answer`` fault); see ``FakeTransport``."""
+
+    def __init__(self, what: str, *, timeout: bool = True) -> None:
+        self.timeout = timeout
+        super().__init__(what)
+
+
+class FakeTransport(httpx.BaseTransport):
+    """In-process transport to a fake: a dropped answer reaches the client as a transport error."""
+
+    def __init__(self, app: FakeApp) -> None:
+        self.app = app
+        self._inner = httpx.WSGITransport(app=app)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return self._inner.handle_request(request)
+        except AnswerLost as exc:
+            error = httpx.ReadTimeout if exc.timeout else httpx.RemoteProtocolError
+            raise error(f"fake dropped the answer: {exc}", request=request) from None
 
 
 @dataclass(frozen=True)
@@ -369,7 +399,14 @@ class FakeApp(abc.ABC):
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         request = Request(environ)
         control = request.path.startswith("/_fake/")
-        response = self._control(request) if control else self._dispatch(request)
+        try:
+            response = self._control(request) if control else self._dispatch(request)
+        except AnswerLost:
+            connection = environ.get("werkzeug.socket")
+            if connection is not None:  # a real socket: hang up before any answer is written
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+            raise
         return response(environ, start_response)
 
     def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
@@ -402,8 +439,13 @@ class FakeApp(abc.ABC):
             elif not self.auth_ok(request):
                 response = self.error_reply("invalid_key")
             else:
+                lost = self.faults.take(("lose_answer",), name, kind)
+                if lost is not None and not lost.params.get("processed", True):
+                    self._lose(request, name, lost)
                 with self.lock:
                     response = route.handler(request, **params)
+                if lost is not None:
+                    self._lose(request, name, lost)
                 hold = self.faults.take(("timeout",), name, kind)
                 if hold is not None:
                     self.sleep(float(hold.params.get("delay_s", 3.0)))
@@ -414,7 +456,28 @@ class FakeApp(abc.ABC):
         with self.lock:
             self.calls.append(Call(time.monotonic(), request.method, request.path, response.status_code,
                                    name, kind))
-        return response
+        drip = self.faults.take(("drip",), name, kind) if route is not None else None
+        return self._dripped(response, drip) if drip is not None else response
+
+    def _lose(self, request: Request, name: str, fault: Fault) -> None:
+        with self.lock:
+            self.calls.append(Call(time.monotonic(), request.method, request.path, 0, name, "lost"))
+        raise AnswerLost(f"{request.method} {request.path}", timeout=bool(fault.params.get("as_timeout", True)))
+
+    def _dripped(self, response: Response, fault: Fault) -> Response:
+        """``response`` with its body sent ``chunk_bytes`` at a time, ``interval_s`` apart."""
+        body = response.get_data()
+        step = max(int(fault.params.get("chunk_bytes", 1)), 1)
+        interval = float(fault.params.get("interval_s", 0.1))
+
+        def chunks() -> Iterable[bytes]:
+            for start in range(0, len(body), step):
+                self.sleep(interval)
+                yield body[start:start + step]
+
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
+        headers.append(("Content-Length", str(len(body))))
+        return Response(chunks(), status=response.status_code, headers=headers, direct_passthrough=True)
 
     def _fault_reply(self, fault: Fault) -> Response:
         params = fault.params
@@ -527,9 +590,11 @@ __all__ = [
     "FAULT_KINDS",
     "ROUTE_KINDS",
     "VALIDATION_STATUS",
+    "AnswerLost",
     "Bought",
     "Call",
     "FakeApp",
+    "FakeTransport",
     "Fault",
     "Faults",
     "RunningServer",

@@ -1,0 +1,98 @@
+"""Every provider call has an overall deadline: a fake that drips its answer cannot hang a call.
+
+The LambdaFake's ``drip`` fault holds each byte of an answer (headers go out with the first
+byte) on an Event the test releases at the end, so the fake would hold a call forever; httpx's
+per-read timeout is set far above the deadline, so only the call's own deadline can end it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.lambda_.provider import LambdaProvider
+
+from provisioner.errors import ProviderAPIError, ProviderError
+from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.testing.fakes.lambda_ import LambdaFake
+from tests.conftest import need_shared
+from tests.providers.harness_lambda import API_KEY, node_specs
+
+DEADLINE_S = 0.5
+PER_READ_TIMEOUT_S = 120.0
+LIVENESS_S = 30.0  # far above the deadline; only there so a broken deadline fails instead of hanging
+
+
+@pytest.fixture
+def held() -> Iterator[threading.Event]:
+    release = threading.Event()
+    yield release
+    release.set()
+
+
+@pytest.fixture
+def lam(serve_fake: Callable[[FakeApp], RunningServer], held: threading.Event) -> tuple[LambdaProvider, LambdaFake]:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    fake = LambdaFake(api_key=API_KEY)
+    fake.sleep = lambda seconds: held.wait(seconds) and None  # a drip byte waits until the test ends
+    server = serve_fake(fake)
+    provider = LambdaProvider(API_KEY, base_url=server.url, timeout_s=PER_READ_TIMEOUT_S,
+                              limits=RateLimits(1000.0, 100.0, 1000.0, 100.0),
+                              retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02))
+    provider.client.api.deadline_s = DEADLINE_S
+    return provider, fake
+
+
+def _call(fn: Callable[[], object]) -> BaseException | object:
+    """Run ``fn`` on a thread; what it returned or raised (fails if it is still running)."""
+    outcome: list[BaseException | object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(fn())
+        except BaseException as exc:  # handed back to the test
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(LIVENESS_S)
+    assert not worker.is_alive(), "a dripping provider hung the call past its deadline"
+    return outcome[0]
+
+
+def test_socket_operations_are_bounded(lam: tuple[LambdaProvider, LambdaFake]) -> None:
+    provider, _ = lam
+    assert provider.client.api.socket_deadlines
+
+
+def test_dripped_list_ends_at_the_deadline(lam: tuple[LambdaProvider, LambdaFake]) -> None:
+    provider, fake = lam
+    fake.faults.inject("drip", route="list_instances", times=None, interval_s=PER_READ_TIMEOUT_S * 10)
+    outcome = _call(lambda: provider.get_nodes("c1"))
+    assert isinstance(outcome, ProviderAPIError)
+    assert outcome.status == 0 and "deadline" in outcome.detail and "GET /api/v1/instances" in outcome.detail
+
+
+def test_dripped_launch_answer_is_adopted_not_bought_twice(lam: tuple[LambdaProvider, LambdaFake]) -> None:
+    # The launch is carried out but its answer never completes: the deadline ends the call,
+    # the re-listing (answered normally) finds the instance and adopts it.
+    provider, fake = lam
+    fake.faults.inject("drip", route="launch", times=1, interval_s=PER_READ_TIMEOUT_S * 10)
+    outcome = _call(lambda: provider.create_nodes("c1", node_specs(1)))
+    assert not isinstance(outcome, BaseException), outcome
+    assert [n.name for n in outcome] == ["n0"]  # type: ignore[attr-defined]
+    assert fake.launched == 1 and fake.instance_count() == 1
+
+
+def test_dripped_launch_with_failing_listing_fails_closed(lam: tuple[LambdaProvider, LambdaFake]) -> None:
+    provider, fake = lam
+    fake.faults.inject("drip", route="launch", times=1, interval_s=PER_READ_TIMEOUT_S * 10)
+    fake.faults.inject("http_error", route="list_instances", times=None, after=1, status=503)
+    outcome = _call(lambda: provider.create_nodes("c1", node_specs(1)))
+    assert isinstance(outcome, ProviderError)
+    message = str(outcome)
+    assert "deadline" in message and "instances may exist in cluster c1" in message
+    assert "provisioner gc --provider lambda --cluster c1 --yes" in message
+    assert fake.launched == 1 and fake.instance_count() == 1  # the one it could not see is still there
