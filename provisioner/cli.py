@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from provisioner.errors import ProvisionerError, SpecError
+from provisioner.lifecycle.cli import register as register_lifecycle  # typer only; the engines load on use
 from provisioner.validation.cli import node_app, validate  # typer only; the checks load on use
 
 app = typer.Typer(
@@ -192,6 +193,7 @@ def catalog_refresh(
 
 app.command("validate")(validate)
 app.add_typer(node_app, name="node")
+register_lifecycle(app)  # up, down, status, outputs, ssh, burst (provisioner/lifecycle/cli.py)
 
 
 def _typer_exception(name: str) -> type[BaseException]:

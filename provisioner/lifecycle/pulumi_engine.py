@@ -1,0 +1,179 @@
+"""The pulumi engine: ``up``/``down``/``outputs`` drive the ``stacks/`` program through the Automation API.
+
+One stack per cluster (stack name = cluster id) of the project in the installed
+``provisioner.stacks`` folder. Config written before each ``up``:
+
+- ``provisioner:plan``: the path of the plan file kept in the state dir (``<id>.plan.json``);
+- ``provisioner:secrets``: the cluster secrets file's JSON, as *secret* config (encrypted in
+  the stack; never printed: ``show_secrets=False``).
+
+Backend: ``--backend URL`` (``s3://...``, ``gs://...``, ``https://api.pulumi.com``), else a
+local file backend under the state dir (``file://<state>/pulumi``). The file backend encrypts
+secrets with a passphrase: ``$PULUMI_CONFIG_PASSPHRASE`` when set, else one generated once and
+kept 0600 in ``<state>/pulumi/passphrase``.
+
+The ``pulumi`` CLI must be on PATH (the Automation API drives it); when it is absent every
+entry point raises StackError with one line saying how to install it and that ``--engine
+direct`` needs none. A failed ``up``/``destroy`` raises StackError (exit 5) naming the
+resources left in the stack and the command that removes them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _secrets
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import StackError
+from provisioner.lifecycle import state
+from provisioner.lifecycle.events import Emit, no_events
+from provisioner.plan import Plan, save_plan
+
+INSTALL_HINT = ("the pulumi CLI is not installed (the pulumi engine drives it): install it with "
+                "'curl -fsSL https://get.pulumi.com | sh' (see https://www.pulumi.com/docs/install/), "
+                "or run with --engine direct")
+
+
+def require_pulumi(which: Callable[[str], str | None] = shutil.which) -> str:
+    """The ``pulumi`` executable's path. StackError (one line, install hint) when absent."""
+    found = which("pulumi")
+    if not found:
+        raise StackError(INSTALL_HINT)
+    return found
+
+
+def stacks_dir() -> Path:
+    import provisioner.stacks as stacks
+
+    return Path(stacks.__file__).resolve().parent
+
+
+def backend_url(backend: str | None) -> str:
+    if backend:
+        return backend
+    folder = state.state_dir() / "pulumi"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return f"file://{folder}"
+
+
+def _passphrase() -> str:
+    given = os.environ.get("PULUMI_CONFIG_PASSPHRASE")
+    if given is not None:
+        return given
+    path = state.state_dir() / "pulumi" / "passphrase"
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    value = _secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(value + "\n")
+    return value
+
+
+def plan_path(cluster_id: str) -> Path:
+    return state.clusters_dir() / f"{cluster_id}.plan.json"
+
+
+def _stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
+    require_pulumi()
+    from pulumi import automation as auto
+
+    env = {"PULUMI_BACKEND_URL": backend_url(backend), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    if not (backend or "").startswith("https://"):
+        env["PULUMI_CONFIG_PASSPHRASE"] = _passphrase()
+    opts = auto.LocalWorkspaceOptions(work_dir=str(stacks_dir()), env_vars=env)
+    try:
+        if create:
+            return auto.create_or_select_stack(cluster_id, work_dir=str(stacks_dir()), opts=opts)
+        return auto.select_stack(cluster_id, work_dir=str(stacks_dir()), opts=opts)
+    except auto.errors.StackNotFoundError:
+        raise StackError(f"no pulumi stack {cluster_id} in {env['PULUMI_BACKEND_URL']}") from None
+    except auto.errors.CommandError as exc:
+        raise StackError(f"pulumi cannot open stack {cluster_id}: {_last_line(str(exc))}") from None
+
+
+def _remaining(stack: Any) -> list[str]:
+    """Resources still recorded in the stack (type and name), the stack itself left out."""
+    try:
+        deployment = stack.export_stack().deployment or {}
+    except Exception:  # best effort: the error message must still be written
+        return ["(the stack's state could not be read)"]
+    out = []
+    for resource in deployment.get("resources", []):
+        urn = str(resource.get("urn", ""))
+        kind = str(resource.get("type", ""))
+        if kind.startswith("pulumi:"):
+            continue
+        out.append(f"{kind} {urn.rsplit('::', 1)[-1]}")
+    return out
+
+
+def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str | None) -> StackError:
+    left = _remaining(stack)
+    where = f" --backend {backend}" if backend else ""
+    named = "; ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "") if left else "nothing"
+    return StackError(f"pulumi {verb} of {cluster_id} failed: {_last_line(str(exc))}; still in the stack: {named}; "
+                      f"remove with: provisioner down {cluster_id} --engine pulumi{where}")
+
+
+def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events) -> dict[str, Any]:
+    """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks."""
+    from pulumi import automation as auto
+
+    stack = _stack(plan.cluster_id, backend, create=True)
+    from provisioner.lifecycle.realize import cluster_secrets
+
+    cluster_secrets(plan.cluster_id)  # created once, 0600, in the state dir
+    path = plan_path(plan.cluster_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_plan(plan, path)
+    secrets_text = state.secrets_path(plan.cluster_id).read_text(encoding="utf-8")
+    stack.set_all_config({
+        "provisioner:plan": auto.ConfigValue(value=str(path)),
+        "provisioner:secrets": auto.ConfigValue(value=secrets_text, secret=True),
+    })
+    emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
+    try:
+        result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
+                          color="never", show_secrets=False)
+    except auto.errors.CommandError as exc:
+        raise _failed("up", plan.cluster_id, stack, exc, backend) from None
+    return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
+
+
+def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events) -> None:
+    """Destroy the cluster's stack and remove it. Blocks; a missing stack is already down."""
+    from pulumi import automation as auto
+
+    try:
+        stack = _stack(cluster_id, backend, create=False)
+    except StackError as exc:
+        if "no pulumi stack" in str(exc):
+            return
+        raise
+    emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
+    try:
+        stack.destroy(on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never",
+                      show_secrets=False)
+        stack.workspace.remove_stack(cluster_id)
+    except auto.errors.CommandError as exc:
+        raise _failed("destroy", cluster_id, stack, exc, backend) from None
+
+
+def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:
+    stack = _stack(cluster_id, backend, create=False)
+    return {key: ("[secret]" if value.secret else value.value) for key, value in stack.outputs().items()}
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+__all__ = ["INSTALL_HINT", "backend_url", "down", "outputs", "require_pulumi", "stacks_dir", "up"]
