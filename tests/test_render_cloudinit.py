@@ -225,11 +225,12 @@ def test_gpu_check_runs(tmp_path: Path, variant: str, kwargs: dict, rc: int, exp
 def test_nfs_export_on_head_mount_on_workers() -> None:
     head = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "head")["runcmd"])
     worker = yaml.safe_dump(_doc("aws-efa-slurm-nfs", "worker")["runcmd"])
-    assert "nfs-server" in head and "/etc/exports.d/provisioner.exports" in head
+    assert "nfs-server" in head
     runcmd = _doc("aws-efa-slurm-nfs", "head")["runcmd"]
+    # provisioner-firewall writes the exports (each node address, root squashed: tests/test_render_firewall.py).
+    export = runcmd.index(["systemctl", "enable", "--now", "provisioner-firewall.service"])
     mkdir = runcmd.index(["mkdir", "-p", "/mnt/checkpoints/.shared", "/shared", "/etc/exports.d"])
-    export = next(i for i, cmd in enumerate(runcmd) if "/etc/exports.d/provisioner.exports" in str(cmd))
-    assert mkdir < export < runcmd.index(["exportfs", "-ra"])
+    assert export < mkdir < runcmd.index(["exportfs", "-ra"])
     assert "llm-pretrain-0:/shared /shared nfs4" in worker and "exports" not in worker
     assert "nfs-kernel-server" in _doc("aws-efa-slurm-nfs", "head")["packages"]
     assert "nfs-kernel-server" not in _doc("aws-efa-slurm-nfs", "worker")["packages"]
@@ -423,7 +424,7 @@ def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
     assert ruleset == _firewall(rendered, "worker") and ruleset in readable(rendered["bootstrap/head.sh"])
     assert _nft_sets(ruleset) == {
         "ssh_v4": ["198.51.100.0/24", "203.0.113.7/32"], "ssh_v6": ["2001:db8::/48"],
-        "cluster_v4": ["10.1.0.5/32", "10.1.0.6/32"], "cluster_v6": []}
+        "cluster_v4": [], "cluster_v6": []}  # node addresses join at boot, from /etc/provisioner/hosts
     rules = [line.strip() for line in ruleset.split("chain input {")[1].splitlines() if "dport" in line]
     # Every rule on port 22 accepts a set or drops; the drop comes after every accept.
     ssh = [rule for rule in rules if rule.startswith("tcp dport 22 ")]
@@ -438,11 +439,11 @@ def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
     assert _file(head, "/etc/provisioner/hosts")["content"] == "10.1.0.5 llm-pretrain-0\n10.1.0.6 llm-pretrain-1\n"
     assert "nftables" in head["packages"]
     assert ["systemctl", "enable", "--now", "provisioner-firewall.service"] in head["runcmd"]
-    # Without node addresses the cluster's network is RFC 1918 (or the private CIDRs given).
-    default = _nft_sets(_firewall(render_cluster(plan, CANARY)))
-    assert default["cluster_v4"] == ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]
-    vpc = _nft_sets(_firewall(render_cluster(plan, CANARY, private_cidrs=["10.20.0.0/16"])))
-    assert vpc["cluster_v4"] == ["10.20.0.0/16"]
+    assert ["systemctl", "enable", "--now", "provisioner-firewall.path"] in head["runcmd"]
+    # Never RFC 1918 wholesale: only the node list, or the private CIDRs the caller names until it exists.
+    assert "10.0.0.0/8" not in render_cluster(plan, CANARY)["cloud-init/head.yaml"]
+    vpc = yaml.safe_load(render_cluster(plan, CANARY, private_cidrs=["10.20.0.0/16"])["cloud-init/head.yaml"])
+    assert "v4+=(10.20.0.0/16)" in _file(vpc, "/usr/local/sbin/provisioner-firewall")["content"]
 
 
 @pytest.mark.parametrize(("addresses", "where"), [

@@ -82,8 +82,9 @@ def render_cluster(
     ``topology`` maps node name (``<cluster>-<i>``) to its switch path, outermost first;
     ``slurmdbd`` turns Slurm accounting on or off (default: the spec's ``slurm.accounting``).
     ``node_addresses`` (node name -> private IP, when known: SSH bootstrap, fixed addresses)
-    becomes /etc/provisioner/hosts on every node and the cluster network of the node firewall;
-    else ``private_cidrs`` (e.g. the VPC's), else RFC 1918, is that network.
+    becomes /etc/provisioner/hosts on every node; the node firewall and NFS exports are built
+    from that file at boot (and rebuilt when it changes). Until it exists, ``private_cidrs``
+    (e.g. the VPC's) stand in for it, else cluster daemons answer the node itself only.
     Raises PlanError for an inconsistent plan or topology, SpecError for a bad address. Secrets
     are placed only in the cloud-init and bootstrap files, listed in ``secret_paths`` whenever
     the control plane needs one.
@@ -103,16 +104,18 @@ def render_cluster(
         files.update({f"launch/{name}": text for name, text in render_launch(view).items()})
     roles = ROLES if view.node_count > 1 else ROLES[:1]
     addresses = _node_addresses(view, node_addresses)
-    firewall = firewall_view(view.allowed_cidrs, node_addresses=addresses, private_cidrs=private_cidrs)
+    firewall = firewall_view(view.allowed_cidrs, private_cidrs=private_cidrs,
+                             kubernetes=view.control_plane == "kubernetes")
+    k8s_files: dict[str, str] = k8s.render_kubernetes(plan) if k8s is not None else {}  # paths start with k8s/
+    manifests = k8s.bootstrap_manifests(k8s_files) if k8s is not None else {}
     bootstrap: dict[str, str] = {}
     for role in roles:
         user_data = render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
-                                     node_addresses=addresses)
+                                     node_addresses=addresses, k8s_manifests=manifests)
         bootstrap[f"cloud-init/{role}.yaml"] = user_data
         bootstrap[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
     files.update(bootstrap)
-    if k8s is not None:
-        files.update(k8s.render_kubernetes(plan))  # its paths already start with k8s/
+    files.update(k8s_files)
     secret_paths = frozenset(bootstrap) if view.control_plane in ("slurm", "kubernetes") else frozenset()
     return RenderedCluster(files=dict(sorted(files.items())), secret_paths=secret_paths)
 

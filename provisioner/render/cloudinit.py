@@ -12,9 +12,17 @@ that needs them.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
-from provisioner.render.firewall import FIREWALL_PATH, FirewallView, firewall_view, render_firewall
+from provisioner.render.firewall import (
+    FIREWALL_PATH,
+    FirewallView,
+    firewall_view,
+    render_firewall,
+    render_firewall_script,
+)
+from provisioner.render.kubernetes import K3S_INSTALL_URL, K3S_VERSION, KUEUE_MANIFEST_URL, KUEUE_VERSION
 from provisioner.render.teardown import render_teardown_scripts
 from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
@@ -61,30 +69,44 @@ def render_cloudinit(
     *,
     firewall: FirewallView | None = None,
     node_addresses: Mapping[str, str] | None = None,
+    k8s_manifests: Mapping[str, str] | None = None,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
 
-    ``firewall`` is the node firewall (default: SSH from anywhere the spec allows, cluster
-    daemons from RFC 1918 only); ``node_addresses`` (node name -> private IP, when the caller
-    knows them) becomes /etc/provisioner/hosts, which ``provisioner-identity`` adds to /etc/hosts
-    so every node resolves every other by name. The cluster SSH public key (``secrets``) is
-    authorized next to the spec's key for the default user and ``ml``.
+    ``firewall`` is the node firewall (default: SSH from the spec's ``allowed_cidrs``, cluster
+    daemons from the node addresses in /etc/provisioner/hosts only; see render/firewall.py);
+    ``node_addresses`` (node name -> private IP, when the caller knows them) becomes
+    /etc/provisioner/hosts, which ``provisioner-firewall`` turns into the firewall's node sets,
+    the NFS exports and /etc/hosts, so every node resolves every other by name. The cluster
+    SSH public key (``secrets``) is authorized next to the spec's key for the default user and
+    ``ml``.
 
     ``slurm_files`` (from ``render_slurm``) is embedded under /etc/slurm when the control
-    plane is Slurm. ``node_labels`` (node name -> k3s labels) is split into the labels the
-    role's nodes share (static k3s config) and per-node ones, chosen at boot once the node
-    knows its name. The result holds secrets when the control plane is Slurm or Kubernetes.
+    plane is Slurm; ``k8s_manifests`` (file name -> text, ``kubernetes.bootstrap_manifests``)
+    under /etc/provisioner/k8s on the head, which applies them after Kueue. ``node_labels``
+    (node name -> k3s labels) is split into the labels the role's nodes share (static k3s
+    config) and per-node ones, chosen at boot once the node knows its name. The result holds
+    secrets when the control plane is Slurm or Kubernetes.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    if firewall is None:
+        firewall = firewall_view(view.allowed_cidrs, kubernetes=view.control_plane == "kubernetes")
     scripts = {
         "identity": render_template("cloud-init/identity.sh.j2", c=view),
         "nvme": nvme_script(view),
         "gpu_check": render_template("cloud-init/gpu-check.sh.j2", c=view),
         "shared_fs": render_template("cloud-init/shared-fs.sh.j2", c=view),
-        "firewall": render_firewall(view, firewall or firewall_view(view.allowed_cidrs)),
+        "firewall": render_firewall(view, firewall),
+        "firewall_apply": render_firewall_script(view, firewall, role),
         **render_teardown_scripts(view),
     }
+    k3s_install = ""
+    if view.control_plane == "kubernetes":
+        scripts["k8s_apply"] = render_template("cloud-init/k8s-apply.sh.j2", c=view, kueue_version=KUEUE_VERSION,
+                                               kueue_manifest_url=KUEUE_MANIFEST_URL)
+        k3s_install = (f"curl -sfL {shlex.quote(K3S_INSTALL_URL)} | INSTALL_K3S_VERSION={shlex.quote(K3S_VERSION)} "
+                       f"INSTALL_K3S_EXEC={'server' if role == 'head' else 'agent'} sh -")
     # (unit, script, OnUnitActiveSec, description) of the lifetime timers; see render/teardown.py.
     timers = [(name, name, "1min", what) for name, what in (
         ("deadman", f"End this node when the cluster lifetime ({view.ttl_minutes} min) is over"),
@@ -113,6 +135,8 @@ def render_cloudinit(
         secrets=secret_values,
         slurm_files=sorted((slurm_files or {}).items()),
         timers=timers,
+        k3s_install=k3s_install,
+        k8s_manifests=sorted((k8s_manifests or {}).items()),
     )
 
 

@@ -1,28 +1,42 @@
-"""The node firewall (nftables) every bootstrap installs.
+"""The node firewall (nftables) and NFS exports every bootstrap installs, built from the node list.
 
 SSH (22) is accepted only from the spec's ``access.allowed_cidrs`` and from the cluster's own
-network; the cluster daemons (slurmctld 6817, slurmd 6818, slurmdbd 6819, k3s API 6443, kubelet
-10250, flannel VXLAN 8472/udp, NFS 2049 and rpcbind 111) only from the cluster's own network.
+nodes; the cluster daemons (slurmctld 6817, slurmd 6818, slurmdbd 6819, k3s API 6443, kubelet
+10250, flannel VXLAN 8472/udp, NFS 2049 and rpcbind 111) only from the cluster's own nodes
+(and, on Kubernetes, k3s's pod and service networks, from which pods reach the API server).
 Everything else is left to the provider's firewall (``policy accept``).
 
-The cluster's own network is, most specific first: the nodes' addresses when the caller knows
-them (``node_addresses``), else the private CIDRs it names (e.g. the VPC), else the RFC 1918
-ranges. Every CIDR is parsed and re-printed by ``ipaddress`` before it reaches the file.
+Node addresses are known only at boot, so the rendered ruleset (``firewall.nft``) carries the
+SSH sets and empty node sets, and ``provisioner-firewall`` fills them from
+``/etc/provisioner/hosts`` (``IP NAME`` lines, written by render when the caller knows the
+addresses, or by the stack/SSH runner at boot): it loads ruleset + node addresses in one ``nft``
+transaction, rewrites the NFS exports (head of an NFS cluster: the share, read-write with root
+squashing, to each node address) and the ``/etc/hosts`` block. A systemd path unit (or the
+script bootstrap's loop) runs it again whenever the hosts file changes. Until the file exists
+the node sets hold ``private_cidrs`` if the caller named them (e.g. the VPC), else nothing:
+cluster daemons are then reachable from this node only. Every CIDR is parsed and re-printed by
+``ipaddress`` before it reaches a file; the script accepts only address-shaped words from the
+hosts file.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from provisioner.errors import SpecError
 from provisioner.render.views import ClusterView, render_template
 
-RFC1918 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 CLUSTER_TCP_PORTS = (111, 2049, 6443, 6817, 6818, 6819, 10250)
 CLUSTER_UDP_PORTS = (111, 2049, 8472)
+# k3s defaults (--cluster-cidr, --service-cidr): pods reach the API server and kubelets from here.
+K3S_POD_NETWORKS = ("10.42.0.0/16", "10.43.0.0/16")
 FIREWALL_PATH = "/etc/provisioner/firewall.nft"
+FIREWALL_SCRIPT = "/usr/local/sbin/provisioner-firewall"
+HOSTS_PATH = "/etc/provisioner/hosts"
+EXPORTS_PATH = "/etc/exports.d/provisioner.exports"
+NFS_OPTIONS = "rw,sync,no_subtree_check,root_squash"
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -30,7 +44,8 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 @dataclass(frozen=True)
 class FirewallView:
     ssh_cidrs: tuple[Network, ...]
-    cluster_cidrs: tuple[Network, ...]
+    static_cidrs: tuple[Network, ...] = ()  # always in the node sets (k3s pod/service networks)
+    fallback_cidrs: tuple[Network, ...] = ()  # the node sets until /etc/provisioner/hosts exists
     cluster_tcp_ports: tuple[int, ...] = CLUSTER_TCP_PORTS
     cluster_udp_ports: tuple[int, ...] = CLUSTER_UDP_PORTS
 
@@ -38,10 +53,13 @@ class FirewallView:
     def sets(self) -> list[tuple[str, str, list[str]]]:
         """(family, set name, CIDRs) for the four address sets the rules use."""
         out = []
-        for name, cidrs in (("ssh", self.ssh_cidrs), ("cluster", self.cluster_cidrs)):
+        for name, cidrs in (("ssh", self.ssh_cidrs), ("cluster", self.static_cidrs)):
             for family, version in (("ipv4", 4), ("ipv6", 6)):
                 out.append((family, f"{name}_v{version}", [str(c) for c in _collapse(cidrs, version)]))
         return out
+
+    def fallback(self, version: int) -> list[str]:
+        return [str(c) for c in _collapse(self.fallback_cidrs, version)]
 
 
 def _collapse(cidrs: Iterable[Network], version: int) -> list[Network]:
@@ -62,17 +80,15 @@ def _networks(values: Iterable[str], where: str) -> tuple[Network, ...]:
 def firewall_view(
     allowed_cidrs: Sequence[str],
     *,
-    node_addresses: Mapping[str, str] | None = None,
     private_cidrs: Sequence[str] | None = None,
+    kubernetes: bool = False,
 ) -> FirewallView:
     """The firewall's address sets. SpecError for a value that is not an address or CIDR."""
-    if node_addresses:
-        cluster = _networks(node_addresses.values(), "node_addresses")
-    elif private_cidrs:
-        cluster = _networks(private_cidrs, "private_cidrs")
-    else:
-        cluster = _networks(RFC1918, "private_cidrs")
-    return FirewallView(ssh_cidrs=_networks(allowed_cidrs, "access.allowed_cidrs"), cluster_cidrs=cluster)
+    return FirewallView(
+        ssh_cidrs=_networks(allowed_cidrs, "access.allowed_cidrs"),
+        static_cidrs=_networks(K3S_POD_NETWORKS, "k3s") if kubernetes else (),
+        fallback_cidrs=_networks(private_cidrs or (), "private_cidrs"),
+    )
 
 
 def render_firewall(view: ClusterView, firewall: FirewallView) -> str:
@@ -80,4 +96,24 @@ def render_firewall(view: ClusterView, firewall: FirewallView) -> str:
     return render_template("cloud-init/firewall.nft.j2", c=view, fw=firewall)
 
 
-__all__ = ["FIREWALL_PATH", "FirewallView", "firewall_view", "render_firewall"]
+def render_firewall_script(view: ClusterView, firewall: FirewallView, role: str) -> str:
+    """``provisioner-firewall``: applies the node list (ruleset, NFS exports on the head, /etc/hosts)."""
+    export = view.shared_mount_path if view.shared_kind == "nfs" and role == "head" else ""
+    return render_template(
+        "cloud-init/firewall.sh.j2", c=view, fw=firewall, rules_path=FIREWALL_PATH, hosts_path=HOSTS_PATH,
+        export_path=export, exports_file=EXPORTS_PATH, nfs_options=NFS_OPTIONS,
+    )
+
+
+__all__ = [
+    "EXPORTS_PATH",
+    "FIREWALL_PATH",
+    "FIREWALL_SCRIPT",
+    "HOSTS_PATH",
+    "K3S_POD_NETWORKS",
+    "NFS_OPTIONS",
+    "FirewallView",
+    "firewall_view",
+    "render_firewall",
+    "render_firewall_script",
+]

@@ -1,10 +1,12 @@
 """Kubernetes bootstrap manifests for a k3s cluster built from a Plan.
 
 ``render_kubernetes(plan)`` returns ``{relative path: YAML text}``; every path starts
-with ``k8s/``. Files directly under ``k8s/`` are cluster bootstrap, meant to be applied
-in sorted path order once k3s (and, for ``k8s/20-kueue.yaml``, Kueue ``KUEUE_VERSION``
-from ``KUEUE_MANIFEST_URL``) is up. Files under ``k8s/launch/`` are the launch helper a
-user submits on purpose (an indexed Job running torchrun); bootstrap must not apply them.
+with ``k8s/``. Files directly under ``k8s/`` are cluster bootstrap: the head's cloud-init
+writes them to /etc/provisioner/k8s and ``provisioner-k8s-apply`` applies them in sorted
+order once k3s ``K3S_VERSION`` is up, after installing Kueue ``KUEUE_VERSION`` from
+``KUEUE_MANIFEST_URL`` (server-side apply) and waiting for its controller. Files under
+``k8s/launch/`` are the launch helper a user submits on purpose (an indexed Job running
+torchrun); bootstrap must not apply them.
 
 ``node_labels(plan)`` gives the labels every node registers with (k3s ``node-label``);
 ``node_labels(plan, i)`` adds the per-node ones: ``kubernetes.io/hostname`` (which the
@@ -43,6 +45,9 @@ NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
 EFA_DEVICE_PLUGIN_IMAGE = "public.ecr.aws/eks/aws-efa-k8s-device-plugin:v0.5.7"
 RDMA_DEVICE_PLUGIN_IMAGE = "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
 TRAINING_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
+K3S_VERSION = "v1.33.3+k3s1"
+# The installer from the same tag (not get.k3s.io's moving one); "+" is "%2B" in the URL path.
+K3S_INSTALL_URL = f"https://raw.githubusercontent.com/k3s-io/k3s/{K3S_VERSION.replace('+', '%2B')}/install.sh"
 KUEUE_VERSION = "v0.15.2"
 KUEUE_MANIFEST_URL = (
     f"https://github.com/kubernetes-sigs/kueue/releases/download/{KUEUE_VERSION}/manifests.yaml"
@@ -348,9 +353,17 @@ def render_kubernetes(plan: Plan) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+def bootstrap_manifests(files: dict[str, str]) -> dict[str, str]:
+    """File name -> text of the manifests the head applies at boot: ``k8s/*.yaml``, not ``k8s/launch/``."""
+    return {path.removeprefix("k8s/"): text for path, text in sorted(files.items())
+            if path.startswith("k8s/") and "/" not in path.removeprefix("k8s/")}
+
+
 __all__ = [
     "EFA_RESOURCE",
     "GPU_MODEL_LABEL",
+    "K3S_INSTALL_URL",
+    "K3S_VERSION",
     "KUEUE_API_VERSION",
     "KUEUE_MANIFEST_URL",
     "KUEUE_VERSION",
@@ -358,6 +371,7 @@ __all__ = [
     "TOPOLOGY_LEVELS",
     "KubeView",
     "PodResources",
+    "bootstrap_manifests",
     "kube_view",
     "label_value",
     "node_labels",
