@@ -197,6 +197,19 @@ class SupportsGc(Protocol):
 
 
 @runtime_checkable
+class SupportsFirewall(Protocol):
+    """The provider's own firewall for ``access.allowed_cidrs`` (Lambda's firewall rulesets)."""
+
+    def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
+        """Admit SSH (tcp/22) to the cluster's nodes in ``region`` only from ``allowed_cidrs``;
+        return the provider's firewall id. Idempotent. Call before ``create_nodes`` (the firewall
+        is attached to nodes at launch)."""
+
+    def remove_firewall(self, cluster_id: str) -> None:
+        """Remove the cluster's firewall in every region once its nodes are gone. Gone already is success."""
+
+
+@runtime_checkable
 class SupportsSshKeys(Protocol):
     def ensure_ssh_key(self, name: str, public_key: str) -> str:
         """Register the key if absent; return the provider's key id/name."""
@@ -213,6 +226,7 @@ __all__ = [
     "OfferQuery",
     "OwnedNode",
     "Provider",
+    "SupportsFirewall",
     "SupportsGc",
     "SupportsSshKeys",
     "expiry_label",

@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 from provisioner.providers.adapter import EndpointClient, is_not_found
 from provisioner.providers.http import RateLimits, error_detail
-from provisioner.providers.lambda_.models import Instance, InstanceTypesItem, LaunchRequest, SSHKey
+from provisioner.providers.lambda_.models import (
+    FirewallRule,
+    FirewallRuleset,
+    Instance,
+    InstanceTypesItem,
+    LaunchRequest,
+    SSHKey,
+)
 from pydantic import TypeAdapter
 
 from provisioner import errors
@@ -30,6 +37,8 @@ NOT_FOUND = "global/object-does-not-exist"
 _TYPES = TypeAdapter(dict[str, InstanceTypesItem])
 _INSTANCES = TypeAdapter(list[Instance])
 _KEYS = TypeAdapter(list[SSHKey])
+_RULESETS = TypeAdapter(list[FirewallRuleset])
+_RULESET = TypeAdapter(FirewallRuleset)
 
 
 def _error_fields(response: httpx.Response) -> tuple[str, str]:
@@ -134,6 +143,33 @@ class LambdaClient(EndpointClient):
         data = self._data("POST", "/ssh-keys", json={"name": name, "public_key": public_key})
         result: SSHKey = self._parse(TypeAdapter(SSHKey), data, "ssh-key")
         return result
+
+
+    # ----- firewall rulesets ----------------------------------------------------------------
+    def list_firewall_rulesets(self) -> list[FirewallRuleset]:
+        """GET /firewall-rulesets: every ruleset of the account, in every region."""
+        result: list[FirewallRuleset] = self._parse(_RULESETS, self._data("GET", "/firewall-rulesets"),
+                                                    "firewall-rulesets")
+        return result
+
+    def create_firewall_ruleset(self, name: str, region: str, rules: list[FirewallRule]) -> FirewallRuleset:
+        """POST /firewall-rulesets. Not retried on timeout/5xx: the caller reconciles by name."""
+        body = {"name": name, "region": region, "rules": [r.model_dump(exclude_none=True) for r in rules]}
+        result: FirewallRuleset = self._parse(_RULESET, self._data("POST", "/firewall-rulesets", json=body),
+                                              "firewall-ruleset")
+        return result
+
+    def update_firewall_ruleset(self, ruleset_id: str, rules: list[FirewallRule]) -> FirewallRuleset:
+        """PATCH /firewall-rulesets/{id} with the full rule list (setting it twice is harmless: retried)."""
+        body = {"rules": [r.model_dump(exclude_none=True) for r in rules]}
+        data = self._data("PATCH", f"/firewall-rulesets/{ruleset_id}", json=body, idempotent=True)
+        result: FirewallRuleset = self._parse(_RULESET, data, "firewall-ruleset")
+        return result
+
+    def delete_firewall_ruleset(self, ruleset_id: str) -> None:
+        """DELETE /firewall-rulesets/{id}. ProviderAPIError 404 if it is gone, 400
+        ``firewall-rulesets/firewall-ruleset-in-use`` while instances still use it."""
+        self._data("DELETE", f"/firewall-rulesets/{ruleset_id}")
 
 
 __all__ = ["DEFAULT_URL", "LIMITS", "NOT_FOUND", "LambdaClient", "is_not_found", "map_error"]

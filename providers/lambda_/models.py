@@ -70,6 +70,32 @@ class ImageSpec(_Payload):
     family: str | None = None
 
 
+class FirewallRule(_Payload):
+    """One inbound allow rule. ``port_range`` is ``[min, max]`` inclusive (absent for ICMP);
+    ``source_network`` an IPv4 CIDR."""
+
+    protocol: str
+    port_range: list[int] | None = None
+    source_network: str
+    description: str = ""
+
+
+class FirewallRuleset(_Payload):
+    """A named set of inbound rules in one region, attached to instances at launch."""
+
+    id: str
+    name: str
+    region: Region
+    rules: list[FirewallRule] = Field(default_factory=list)
+    instance_ids: list[str] = Field(default_factory=list)
+
+
+class FirewallRulesetEntry(_Payload):
+    """A reference to a ruleset, as the launch request and an instance carry it."""
+
+    id: str
+
+
 class LaunchRequest(BaseModel):
     """Body of ``POST /instance-operations/launch``. ``quantity`` is sent as real clients do
     (Lambda's docs example has it; the 1.10 schema does not list it)."""
@@ -84,7 +110,8 @@ class LaunchRequest(BaseModel):
     user_data: str | None = Field(None, repr=False)
     tags: list[Tag] = Field(default_factory=list)
     quantity: int = Field(1, ge=1)
+    firewall_rulesets: list[FirewallRulesetEntry] | None = None
 
 
-__all__ = ["ImageSpec", "Instance", "InstanceType", "InstanceTypeSpecs", "InstanceTypesItem",
-           "LaunchRequest", "Region", "SSHKey", "Tag"]
+__all__ = ["FirewallRule", "FirewallRuleset", "FirewallRulesetEntry", "ImageSpec", "Instance", "InstanceType",
+           "InstanceTypeSpecs", "InstanceTypesItem", "LaunchRequest", "Region", "SSHKey", "Tag"]

@@ -49,9 +49,16 @@ from provisioner.providers.base import (
     parse_expiry,
     tool_tags,
 )
-from provisioner.providers.lambda_ import CAPABILITIES
+from provisioner.providers.lambda_ import CAPABILITIES, firewall
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
-from provisioner.providers.lambda_.models import ImageSpec, Instance, InstanceTypesItem, LaunchRequest, Tag
+from provisioner.providers.lambda_.models import (
+    FirewallRulesetEntry,
+    ImageSpec,
+    Instance,
+    InstanceTypesItem,
+    LaunchRequest,
+    Tag,
+)
 from provisioner.providers.orchestrate import Launcher, Member, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
@@ -165,6 +172,7 @@ class _Launcher(Launcher):
         super().__init__(provider.name, cluster_id)
         self.adapter = provider
         self.keys: dict[str | None, str] = {}  # ssh public key -> registered key name
+        self.firewalls: dict[str, list[FirewallRulesetEntry] | None] = {}  # region -> rulesets to attach
         self.renames = _Renames(provider.client)
 
     def members(self) -> list[Member]:
@@ -176,6 +184,8 @@ class _Launcher(Launcher):
         for spec in missing:
             if spec.ssh_public_key not in self.keys:
                 self.keys[spec.ssh_public_key] = self.adapter._key_for(spec)
+        for region in dict.fromkeys(spec.region for spec in missing):  # rulesets attach at launch only
+            self.firewalls[region] = firewall.launch_entries(self.adapter.client, self.cluster_id, region)
 
     def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
         groups: dict[tuple[object, ...], list[NodeSpec]] = {}
@@ -202,7 +212,7 @@ class _Launcher(Launcher):
             ssh_key_names=[self.keys[spec.ssh_public_key]],
             name=f"{self.cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
             user_data=spec.user_data, tags=[Tag(key=k, value=v) for k, v in sorted(tags.items())],
-            quantity=len(batch))
+            quantity=len(batch), firewall_rulesets=self.firewalls.get(spec.region))
         ids = self.adapter.client.launch(request)
         if not single:
             for node, instance_id in zip(batch, ids, strict=False):
@@ -300,6 +310,21 @@ class LambdaProvider(RestAdapter[LambdaClient]):
             raise ProviderAPIError(self.name, 400, "a launch needs exactly one SSH key and the account "
                                    "has none: give the node an ssh_public_key")
         return keys[0].name
+
+    # ----- firewall (providers/lambda_/firewall.py) -----------------------------------------
+    def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
+        """The id of the cluster's ruleset in ``region`` admitting SSH (tcp/22) only from ``allowed_cidrs``.
+
+        Idempotent (found by name, rules replaced when they differ). Call it before
+        ``create_nodes``: Lambda attaches rulesets at launch only, and every launch of the cluster
+        in that region attaches it. Raises PlanError for a bad CIDR, ProviderError subclasses.
+        """
+        return firewall.ensure(self.client, cluster_id, allowed_cidrs, region)
+
+    def remove_firewall(self, cluster_id: str) -> None:
+        """Delete the cluster's rulesets in every region, after its instances are gone (Lambda
+        refuses to delete one in use). Gone already is success."""
+        firewall.remove(self.client, cluster_id)
 
     # ----- create ---------------------------------------------------------------------------
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:

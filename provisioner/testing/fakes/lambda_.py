@@ -17,6 +17,8 @@ Choices where the spec is silent, each an assumption about the real service:
   and returns fewer ids, which an adapter must treat as a shortfall.
 - 429 and 5xx bodies use the same error envelope (``global/rate-limited``,
   ``global/internal-error``); the spec documents neither status for these paths.
+- Firewall rulesets (``/api/v1/firewall-rulesets``, handlers in ``lambda_firewall``): a launch
+  may attach rulesets of its region; the instance lists them in ``firewall_rulesets``.
 - ``insufficient_balance`` is 403 ``global/account-inactive`` (Lambda's answer to an account
   without a valid payment method), the closest the API has to "no funds".
 """
@@ -31,6 +33,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, FakeApp
+from provisioner.testing.fakes.lambda_firewall import FirewallRoutes
 
 MAX_QUANTITY = 32
 LIVE = ("booting", "active", "unhealthy")
@@ -109,6 +112,7 @@ class LambdaFake(FakeApp):
         self.route("GET", "/api/v1/ssh-keys", self.list_keys, kind="keys", name="list_ssh_keys")
         self.route("POST", "/api/v1/ssh-keys", self.add_key, kind="keys", name="add_ssh_key")
         self.route("DELETE", "/api/v1/ssh-keys/{id}", self.delete_key, kind="keys", name="delete_ssh_key")
+        self.firewall = FirewallRoutes(self, _REGIONS, LIVE)
 
     # ----- framework hooks ------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
@@ -130,6 +134,7 @@ class LambdaFake(FakeApp):
             self.instances.clear()
             self.ssh_keys.clear()
             self.launch_requests.clear()
+            self.firewall.rulesets.clear()
             self.capacity = {name: set(spec[6]) for name, spec in _TYPES.items()}
 
     def set_status(self, instance_id: str, status: str) -> None:
@@ -202,6 +207,9 @@ class LambdaFake(FakeApp):
             return self.json({"error": {"code": "global/object-does-not-exist",
                                         "message": "Instance type or region does not exist.",
                                         "suggestion": "List instance types to see what is offered."}}, 404)
+        refused = self.firewall.check_launch(req.get("firewall_rulesets"), region)
+        if refused:
+            return self.error_reply("bad_request", message=refused)
         if region not in self.capacity[type_name]:
             return self.error_reply("capacity")
         granted, _ = self.faults.grant_capacity(quantity)
@@ -270,6 +278,7 @@ class LambdaFake(FakeApp):
             "jupyter_token": uuid.uuid4().hex,
             "jupyter_url": f"https://jupyter-{instance_id}.lambdaspaces.com/?token=redacted",
             "tags": [dict(tag) for tag in req.get("tags", [])],
+            "firewall_rulesets": [{"id": entry["id"]} for entry in req.get("firewall_rulesets") or []],
         }
         self._set_actions(body, False, "vm-has-not-launched")
         return body
