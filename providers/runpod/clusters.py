@@ -12,6 +12,8 @@ onto it (``RunPodProvider`` dispatches here when a create asks for such a type):
   first lists the account's clusters; a cluster of that name whose members carry
   ``PROVISIONER_CLUSTER=<cluster_id>`` is adopted instead of buying a second one. A cluster
   cannot grow: asking for a node it does not have is a PlanError naming what exists.
+- Like pods, members carry ``PROVISIONER_CLUSTER``, ``PROVISIONER_OWNER`` and (with an expiry)
+  ``PROVISIONER_EXPIRES`` in their environment, which is what ``list_owned``/gc read.
 - Node names travel in ``PROVISIONER_NODES`` (comma-separated, in request order); the member
   of rank ``r`` (``pod.cluster.rank``, RunPod's NODE_RANK) is node ``r``, rank 0 being the
   primary. ``private_ip`` is the member's overlay address.
@@ -39,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.base import Node, NodeSpec
+from provisioner.providers.base import Node, NodeSpec, expiry_text, owner_id
 from provisioner.providers.runpod import naming
 from provisioner.providers.runpod.client import NAME
 from provisioner.providers.runpod.models import Cluster, Pod
@@ -57,6 +59,8 @@ CLUSTER_ENV = "PROVISIONER_CLUSTER"
 NODES_ENV = "PROVISIONER_NODES"
 INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
 USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
+OWNER_ENV = "PROVISIONER_OWNER"
+EXPIRES_ENV = "PROVISIONER_EXPIRES"
 CLUSTER_TYPE = "TRAINING"
 """RunPod's generic distributed-training cluster: no managed Slurm/Ray, our bootstrap runs."""
 MIN_PODS, MAX_PODS = 2, 250
@@ -158,9 +162,9 @@ def _check(nodes: Sequence[NodeSpec]) -> NodeSpec:
     why = ""
     if not all(is_cluster_type(spec.instance_type) for spec in nodes):
         why = "cluster-product nodes cannot be mixed with pods in one create"
-    elif len({(spec.instance_type, spec.region, spec.image, spec.ssh_public_key, spec.disk_gib)
+    elif len({(spec.instance_type, spec.region, spec.image, spec.ssh_public_key, spec.disk_gib, spec.expires_at)
               for spec in nodes}) > 1:
-        why = "every node of an Instant Cluster has the same type, data center, image, disk and SSH key"
+        why = "every node of an Instant Cluster has the same type, data center, image, disk, SSH key and expiry"
     elif any(spec.spot for spec in nodes):
         why = "Instant Clusters are sold on demand only (no interruptible clusters)"
     elif not MIN_PODS <= len(nodes) <= MAX_PODS:
@@ -220,7 +224,9 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
 
     gpu_id, per_pod = _gpu_id(adapter, first)
     env = {CLUSTER_ENV: cluster_id, NODES_ENV: ",".join(spec.name for spec in nodes),
-           INSTANCE_TYPE_ENV: first.instance_type}
+           INSTANCE_TYPE_ENV: first.instance_type, OWNER_ENV: owner_id()}
+    if first.expires_at is not None:
+        env[EXPIRES_ENV] = expiry_text(first.expires_at)
     scripts = [spec.user_data or "" for spec in nodes]
     if len(set(scripts)) == 1 and scripts[0]:
         env[USER_DATA_ENV] = base64.b64encode(scripts[0].encode()).decode()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from provisioner.providers.base import NodeSpec, NodeStatus
+from provisioner.providers.base import NodeSpec, NodeStatus, owner_id
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.runpod import clusters
 from provisioner.providers.runpod import provider as pods
@@ -55,8 +56,8 @@ def test_bundled_cluster_offers_are_the_types_this_dispatches() -> None:
     offers = [o for o in load_bundled_catalog().offers if o.provider == "runpod" and o.purchase is Purchase.CLUSTER]
     assert offers and all(clusters.is_cluster_type(o.instance_type) for o in offers)
     assert not clusters.is_cluster_type("8x_H100-SXM_SECURE")
-    assert (clusters.CLUSTER_ENV, clusters.INSTANCE_TYPE_ENV, clusters.USER_DATA_ENV) == (
-        pods.CLUSTER_ENV, pods.INSTANCE_TYPE_ENV, pods.USER_DATA_ENV)
+    names = ("CLUSTER_ENV", "INSTANCE_TYPE_ENV", "USER_DATA_ENV", "OWNER_ENV", "EXPIRES_ENV")
+    assert [getattr(clusters, name) for name in names] == [getattr(pods, name) for name in names]
 
 
 def test_create_buys_one_cluster_named_by_rank_on_the_overlay(fake: RunPodFake) -> None:
@@ -164,10 +165,15 @@ def test_member_pods_are_not_deleted_through_the_pod_endpoint(fake: RunPodFake) 
 
 def test_each_node_gets_its_own_script_by_rank(fake: RunPodFake) -> None:
     head, worker = "#!/bin/sh\necho head\n", "#!/bin/sh\necho worker\n"
-    adapter(fake).create_nodes("c9", [node("h", user_data=head), node("w", user_data=worker)])
+    expires = dt.datetime(2026, 11, 24, 6, tzinfo=dt.UTC)
+    adapter(fake).create_nodes("c9", [node("h", user_data=head, expires_at=expires),
+                                      node("w", user_data=worker, expires_at=expires)])
     (pod, *_) = fake.pods.values()
     env = pod["env"]
-    assert env[clusters.NODES_ENV] == "h,w"
+    assert env[clusters.NODES_ENV] == "h,w" and env[clusters.EXPIRES_ENV] == "2026-11-24T06:00:00Z"
+    assert env[clusters.OWNER_ENV] == owner_id()
+    owned = {o.node.name: o for o in adapter(fake).list_owned()}
+    assert sorted(owned) == ["h", "w"] and owned["w"].expires_at == expires
     assert base64.b64decode(env[f"{clusters.USER_DATA_ENV}_0"]).decode() == head
     assert base64.b64decode(env[f"{clusters.USER_DATA_ENV}_1"]).decode() == worker
     assert clusters.USER_DATA_ENV not in env and "NODE_RANK" in pod["args"]
