@@ -192,6 +192,25 @@ def catalog_refresh(
 
 
 app.command("validate")(validate)
+
+
+@app.command("gc")
+def gc(
+    provider: Annotated[str | None, typer.Option(help="Only this provider (default: every one with credentials).")]
+    = None,
+    cluster: Annotated[str | None, typer.Option(help="Only this cluster, collected whatever its record says.")]
+    = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Delete what is found (default: only list it).")] = False,
+) -> None:
+    """List (or with --yes delete) nodes the tool made that have no local record or whose expiry passed."""
+    from provisioner.lifecycle.gc import collect_garbage
+
+    try:
+        report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--provider") from None
+    typer.echo(report.render())
+    raise typer.Exit(report.exit_code)
 app.add_typer(node_app, name="node")
 register_lifecycle(app)  # up, down, status, outputs, ssh, burst (provisioner/lifecycle/cli.py)
 

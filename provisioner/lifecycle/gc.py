@@ -1,0 +1,245 @@
+"""``provisioner gc``: find, and with ``--yes`` delete, nodes the tool made that nothing accounts for.
+
+What is collected (the provider is the source of truth; providers.base says how a node is
+known to be the tool's on each provider):
+
+- a node whose cluster has **no local record** (provisioner.lifecycle.state) on this machine
+  for that provider: a client killed mid-create, a record deleted by hand;
+- a node whose **expiry has passed**, by its EXPIRES_TAG where the provider has tags, else by
+  its cluster's record (``expires_at``);
+- with ``cluster_id``: every node of that cluster, whatever its record says (naming a cluster
+  is the decision to remove it; this is the command a failed create prints).
+
+Never collected: a node whose OWNER_TAG names another owner (a colleague on the same account
+has records on another machine), and, on providers without a tool mark in their names
+(Fluence), a node of a cluster that has no record here and was not named.
+
+Providers: every registered adapter whose credentials are configured (an API key variable for
+the neoclouds; a credentials file or variable for AWS and GCP, never a metadata server); the
+others are skipped and the report says why. An adapter that can list the tool's nodes at once
+(``SupportsGc``) is asked for all of them; otherwise gc asks ``get_nodes`` for the clusters it
+has records of and the named cluster.
+
+Deleting: ``delete_nodes`` per cluster (idempotent, does not wait); a cluster whose every
+node was deleted loses its local record. Nothing is deleted unless ``delete`` is set.
+
+Exit code (``GcReport.exit_code``): 0 when every provider was checked and nothing found is
+left undeleted (listing only: when every provider was checked); 4 when a node could not be
+deleted or a provider could not be listed (both named in the report).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from provisioner.errors import ProviderError, ProvisionerError
+from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record
+from provisioner.providers import registry, settings
+from provisioner.providers.base import NodeStatus, OwnedNode, Provider, SupportsGc, owner_id
+
+Clock = Callable[[], dt.datetime]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One node gc would collect, and why."""
+
+    provider: str
+    cluster_id: str
+    node_id: str
+    name: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.provider} {self.cluster_id} {self.name} ({self.node_id}): {self.why}"
+
+
+@dataclass
+class GcReport:
+    """What one gc run found and did."""
+
+    delete: bool
+    leftovers: list[Leftover] = field(default_factory=list)
+    deleted: list[Leftover] = field(default_factory=list)
+    failed: list[tuple[Leftover, str]] = field(default_factory=list)
+    kept: list[tuple[str, str, str]] = field(default_factory=list)  # (provider, cluster, why)
+    skipped: dict[str, str] = field(default_factory=dict)  # provider -> why not checked
+    unlisted: dict[str, str] = field(default_factory=dict)  # provider -> why listing failed
+    checked: list[str] = field(default_factory=list)
+    records_removed: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 4 if self.failed or self.unlisted else 0
+
+    def render(self) -> str:
+        """The report as lines for a terminal (no secrets: ids, names and provider words only)."""
+        out = [f"checked: {', '.join(self.checked) or 'no provider'}"]
+        out += [f"skipped {name}: {why}" for name, why in sorted(self.skipped.items())]
+        out += [f"FAILED to list {name}: {why}" for name, why in sorted(self.unlisted.items())]
+        kept = sorted(set(self.kept))
+        out += [f"kept {provider} {cluster}: {why}" for provider, cluster, why in kept]
+        if not self.leftovers:
+            out.append("nothing to collect")
+        elif not self.delete:
+            out += [f"would delete {item.line()}" for item in self.leftovers]
+            out.append(f"{len(self.leftovers)} node(s) to collect; run again with --yes to delete them")
+        else:
+            out += [f"deleted {item.line()}" for item in self.deleted]
+            out += [f"NOT deleted {item.line()}: {why}" for item, why in self.failed]
+            out += [f"forgot local record of {cluster}" for cluster in self.records_removed]
+        return "\n".join(out)
+
+
+def configured(name: str) -> str | None:
+    """None when ``name``'s credentials are configured here, else why not (never asks a network)."""
+    if name in settings.NATIVE_KEY_VARS:
+        if settings.api_key(name, required=False) is None:
+            return f"no API key (set PROVISIONER_{name.upper()}_API_KEY or {settings.NATIVE_KEY_VARS[name]})"
+        return None
+    home = Path.home()
+    if name == "aws":
+        files = [os.environ.get("AWS_SHARED_CREDENTIALS_FILE", str(home / ".aws" / "credentials")),
+                 os.environ.get("AWS_CONFIG_FILE", str(home / ".aws" / "config"))]
+        if any(os.environ.get(v) for v in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE")) \
+                or any(Path(f).is_file() for f in files):
+            return None
+        return "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)"
+    if name == "gcp":
+        adc = Path(os.environ.get("CLOUDSDK_CONFIG", str(home / ".config" / "gcloud"))) / \
+            "application_default_credentials.json"
+        if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or adc.is_file():
+            return None
+        return "no Google credentials (GOOGLE_APPLICATION_CREDENTIALS or gcloud application-default login)"
+    return "no credential check known for this provider"
+
+
+def _adapters(only: str | None) -> tuple[dict[str, Provider], dict[str, str]]:
+    names = [only] if only else list(registry.REGISTRY)
+    adapters: dict[str, Provider] = {}
+    skipped: dict[str, str] = {}
+    for name in names:
+        why = configured(name)
+        if why is not None:
+            skipped[name] = why
+            continue
+        try:
+            adapters[name] = registry.get_provider(name)
+        except KeyError as exc:
+            skipped[name] = str(exc.args[0]) if exc.args else "no adapter"
+        except ProvisionerError as exc:
+            skipped[name] = str(exc)
+    return adapters, skipped
+
+
+def collect_garbage(
+    *,
+    provider: str | None = None,
+    cluster_id: str | None = None,
+    delete: bool = False,
+    now: Clock = utc_now,
+    adapters: Mapping[str, Provider] | None = None,
+    records: Sequence[ClusterRecord] | None = None,
+    owner: str | None = None,
+) -> GcReport:
+    """Find (and with ``delete`` delete) the tool's unaccounted nodes; see the module docstring.
+
+    ``provider``/``cluster_id`` narrow the search. ``adapters`` (default: every registered
+    provider with credentials configured, built from the environment) and ``records``
+    (default: ``list_records()``), ``now`` and ``owner`` (default ``owner_id()``) are injectable.
+    Blocking: one listing per provider plus the delete calls. Raises ValueError for an unknown
+    ``provider``; provider failures are reported, never raised.
+    """
+    if provider is not None and provider not in registry.REGISTRY:
+        raise ValueError(f"unknown provider {provider!r}; known: {', '.join(registry.REGISTRY)}")
+    report = GcReport(delete=delete)
+    if adapters is None:
+        found, report.skipped = _adapters(provider)
+    else:
+        found = {name: a for name, a in adapters.items() if provider is None or name == provider}
+    records = list_records() if records is None else list(records)
+    me = owner or owner_id()
+    at = now()
+    for name, adapter in found.items():
+        mine = {r.cluster_id: r for r in records if r.provider == name}
+        try:
+            nodes = _owned(adapter, mine, cluster_id, at)
+        except ProviderError as exc:
+            report.unlisted[name] = str(exc)
+            continue
+        report.checked.append(name)
+        picked: dict[str, list[Leftover]] = {}
+        for owned in nodes:
+            node = owned.node
+            if cluster_id is not None and node.cluster_id != cluster_id:
+                continue
+            why = _verdict(owned, mine.get(node.cluster_id), cluster_id, me, at)
+            if why.startswith("keep:"):
+                report.kept.append((name, node.cluster_id, why.removeprefix("keep: ")))
+                continue
+            picked.setdefault(node.cluster_id, []).append(Leftover(name, node.cluster_id, node.id, node.name, why))
+        for cluster, items in sorted(picked.items()):
+            report.leftovers += items
+            if delete:
+                _delete(adapter, cluster, items, mine.get(cluster), report)
+    return report
+
+
+def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: str | None,
+           at: dt.datetime) -> list[OwnedNode]:
+    """The tool's live nodes on ``adapter``: all of them where it can list them, plus the
+    nodes of expired recorded clusters and of the named cluster (asked one by one)."""
+    nodes = list(adapter.list_owned()) if isinstance(adapter, SupportsGc) else []
+    seen = {o.node.id for o in nodes}
+    ask = {cid for cid, r in records.items() if r.expired(at)}
+    if cluster_id is not None:
+        ask = {cluster_id}
+    for cid in sorted(ask):
+        nodes += [OwnedNode(n) for n in adapter.get_nodes(cid) if n.id not in seen]
+    return [o for o in nodes if o.node.status != NodeStatus.TERMINATED]
+
+
+def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, me: str, at: dt.datetime) -> str:
+    """Why the node is collected, or ``keep: why`` when it is not."""
+    if owned.owner and owned.owner != me:
+        return f"keep: owned by {owned.owner}"
+    if named is not None:
+        return "named with --cluster"
+    if owned.expires_at is not None and at >= owned.expires_at:
+        return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
+    if record is None:
+        return "no local record"
+    if record.expired(at) and record.expires_at is not None:
+        return f"expired at {record.expires_at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ} (local record)"
+    return "keep: recorded and not expired"
+
+
+def _delete(adapter: Provider, cluster: str, items: list[Leftover], record: ClusterRecord | None,
+            report: GcReport) -> None:
+    try:
+        adapter.delete_nodes(cluster, [item.node_id for item in items])
+    except ProviderError as exc:
+        report.failed += [(item, str(exc)) for item in items]
+        return
+    report.deleted += items
+    if record is not None:
+        try:
+            left = [n for n in adapter.get_nodes(cluster)
+                    if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)
+                    and n.id not in {item.node_id for item in items}]
+        except ProviderError:
+            return  # keep the record: it is how a later gc finds this cluster on a tagless provider
+        if not left:
+            remove_record(cluster)
+            report.records_removed.append(cluster)
+
+
+__all__ = ["GcReport", "Leftover", "collect_garbage", "configured", "utc_now"]

@@ -1,0 +1,197 @@
+"""``provisioner gc`` against the fakes: what is collected, what is kept, exit codes, skipped providers.
+
+The adapters talk to the fakes in process (``FakeTransport``); the CLI test serves the Lambda
+fake on 127.0.0.1 and finds it through ``PROVISIONER_LAMBDA_API_URL``. Local records are
+built in memory (gc takes them as an argument) except where the state dir is the point.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from provisioner.providers.base import Provider
+from provisioner.providers.http import RateLimits, RetryPolicy
+
+from provisioner.cli import main
+from provisioner.lifecycle import state
+from provisioner.lifecycle.gc import collect_garbage
+from provisioner.lifecycle.state import ClusterRecord
+from provisioner.testing.fakes.base import FakeApp, FakeTransport, serve
+from tests.providers.contract import load_harness
+from tests.providers.harness import Harness
+
+NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+FAST = RetryPolicy(attempts=3, base_delay_s=0.0, max_delay_s=0.0, sleep=lambda _: None)
+UNLIMITED = RateLimits(1e6, 1e6, 1e6, 1e6)
+NEOCLOUD_KEYS = ("LAMBDA_API_KEY", "RUNPOD_API_KEY", "VAST_API_KEY", "FLUENCE_API_KEY")
+
+
+@dataclass
+class Rig:
+    harness: Harness
+    provider: Provider
+
+    @property
+    def fake(self) -> FakeApp:
+        return self.harness.app
+
+
+def rig_for(name: str) -> Rig:
+    harness = load_harness(name)
+    provider = harness.make_provider(api_key=harness.api_key, base_url=f"http://{name}.test",
+                                     transport=FakeTransport(harness.app), limits=UNLIMITED, timeout_s=5.0,
+                                     retry=FAST)
+    return Rig(harness, provider)
+
+
+def record(cluster_id: str, provider: str, expires_at: dt.datetime | None = None) -> ClusterRecord:
+    """A record without a plan (gc reads only the cluster, provider and expiry)."""
+    return ClusterRecord.model_construct(cluster_id=cluster_id, provider=provider, expires_at=expires_at,
+                                         created_at=NOW - dt.timedelta(hours=1), node_ids={}, status="up")
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    yield tmp_path / "state"
+
+
+@pytest.mark.parametrize("name", ["lambda", "runpod", "vastai"])
+def test_unrecorded_nodes_are_listed_then_deleted(name: str) -> None:
+    rig = rig_for(name)
+    rig.provider.create_nodes("orphan", rig.harness.node_specs(2, "n"))
+    rig.provider.create_nodes("alive", rig.harness.node_specs(1, "a"))
+    records = [record("alive", name, NOW + dt.timedelta(hours=1))]
+    adapters = {name: rig.provider}
+
+    listed = collect_garbage(adapters=adapters, records=records, now=lambda: NOW)
+    assert sorted((x.cluster_id, x.name, x.why) for x in listed.leftovers) == [
+        ("orphan", "n0", "no local record"), ("orphan", "n1", "no local record")]
+    assert listed.deleted == [] and rig.harness.instances() == 3 and listed.exit_code == 0
+    assert (name, "alive", "recorded and not expired") in listed.kept
+
+    done = collect_garbage(adapters=adapters, records=records, delete=True, now=lambda: NOW)
+    assert sorted(x.name for x in done.deleted) == ["n0", "n1"] and done.failed == [] and done.exit_code == 0
+    assert rig.harness.instances() == 1
+    assert [n.name for n in rig.provider.get_nodes("alive")] == ["a0"]
+
+
+@pytest.mark.parametrize("name", ["lambda", "runpod", "vastai", "fluence"])
+def test_expired_record_is_collected_and_forgotten(name: str) -> None:
+    rig = rig_for(name)
+    rig.provider.create_nodes("old", rig.harness.node_specs(1, "n"))
+    expired = record("old", name, NOW - dt.timedelta(minutes=1))
+    state.save_record(expired)  # gc forgets it once the cluster is gone
+    assert state.record_path("old").exists()
+    report = collect_garbage(adapters={name: rig.provider}, records=[expired], delete=True, now=lambda: NOW)
+    assert [(x.cluster_id, x.why) for x in report.deleted] == [
+        ("old", "expired at 2026-11-24T11:59:00Z (local record)")]
+    assert rig.harness.instances() == 0 and report.records_removed == ["old"]
+    assert not state.record_path("old").exists()
+
+
+def test_fluence_names_alone_are_never_claimed() -> None:
+    # A Fluence name cannot be told from one the user chose: no record, no --cluster, no delete.
+    rig = rig_for("fluence")
+    rig.provider.create_nodes("mine", rig.harness.node_specs(1, "n"))
+    report = collect_garbage(adapters={"fluence": rig.provider}, records=[], delete=True, now=lambda: NOW)
+    assert report.leftovers == [] and rig.harness.instances() == 1
+    named = collect_garbage(adapters={"fluence": rig.provider}, records=[], cluster_id="mine", delete=True,
+                            now=lambda: NOW)
+    assert [x.why for x in named.deleted] == ["named with --cluster"] and rig.harness.instances() == 0
+
+
+def test_expiry_tag_wins_over_a_live_record() -> None:
+    rig = rig_for("lambda")
+    specs = [s.model_copy(update={"expires_at": NOW - dt.timedelta(seconds=1)}) for s in rig.harness.node_specs(1, "n")]
+    rig.provider.create_nodes("c1", specs)
+    live = record("c1", "lambda", NOW + dt.timedelta(days=1))
+    report = collect_garbage(adapters={"lambda": rig.provider}, records=[live], now=lambda: NOW)
+    assert [x.why for x in report.leftovers] == ["expired at 2026-11-24T11:59:59Z"]
+    later = collect_garbage(adapters={"lambda": rig.provider}, records=[live],
+                            now=lambda: NOW - dt.timedelta(hours=1))
+    assert later.leftovers == [], "a tag expiry still in the future collected the node"
+
+
+def test_named_cluster_is_collected_whatever_its_record_says() -> None:
+    rig = rig_for("runpod")
+    rig.provider.create_nodes("c1", rig.harness.node_specs(2, "n"))
+    rig.provider.create_nodes("c2", rig.harness.node_specs(1, "n"))
+    live = [record("c1", "runpod", NOW + dt.timedelta(days=1)), record("c2", "runpod", None)]
+    report = collect_garbage(provider="runpod", cluster_id="c1", adapters={"runpod": rig.provider}, records=live,
+                             delete=True, now=lambda: NOW)
+    assert sorted(x.name for x in report.deleted) == ["n0", "n1"] and {x.cluster_id for x in report.deleted} == {"c1"}
+    assert rig.harness.instances() == 1 and [n.name for n in rig.provider.get_nodes("c2")] == ["n0"]
+
+
+@pytest.mark.parametrize("name", ["lambda", "runpod"])
+def test_another_owners_nodes_are_kept(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = rig_for(name)
+    monkeypatch.setenv("PROVISIONER_OWNER", "colleague")
+    rig.provider.create_nodes("theirs", rig.harness.node_specs(1, "n"))
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    report = collect_garbage(adapters={name: rig.provider}, records=[], delete=True, now=lambda: NOW)
+    assert report.leftovers == [] and (name, "theirs", "owned by colleague") in report.kept
+    assert rig.harness.instances() == 1
+
+
+def test_a_node_that_cannot_be_deleted_is_named_and_exits_nonzero() -> None:
+    rig = rig_for("runpod")
+    (node,) = rig.provider.create_nodes("stuck", rig.harness.node_specs(1, "n"))
+    rig.fake.faults.inject("http_error", route="deletePod", times=None, status=500)
+    report = collect_garbage(adapters={"runpod": rig.provider}, records=[], delete=True, now=lambda: NOW)
+    assert report.exit_code == 4 and [(x.node_id, x.cluster_id) for x, _ in report.failed] == [(node.id, "stuck")]
+    assert f"NOT deleted runpod stuck n0 ({node.id})" in report.render()
+    assert rig.harness.instances() == 1
+
+
+def test_a_provider_that_cannot_be_listed_exits_nonzero() -> None:
+    rig = rig_for("lambda")
+    rig.fake.faults.inject("http_error", route="list_instances", times=None, status=503)
+    report = collect_garbage(adapters={"lambda": rig.provider}, records=[], delete=True, now=lambda: NOW)
+    assert report.exit_code == 4 and "lambda" in report.unlisted and report.checked == []
+    assert "FAILED to list lambda" in report.render()
+
+
+def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in (*NEOCLOUD_KEYS, "PROVISIONER_LAMBDA_API_KEY", "PROVISIONER_RUNPOD_API_KEY",
+                "PROVISIONER_VASTAI_API_KEY", "PROVISIONER_FLUENCE_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent-home")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent-home/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent-home/config")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", "/nonexistent-home/gcloud")
+    report = collect_garbage(now=lambda: NOW)
+    assert report.checked == [] and report.exit_code == 0
+    assert sorted(report.skipped) == ["aws", "fluence", "gcp", "lambda", "runpod", "vastai"]
+    assert "LAMBDA_API_KEY" in report.skipped["lambda"] and "AWS_ACCESS_KEY_ID" in report.skipped["aws"]
+    with pytest.raises(ValueError, match="unknown provider"):
+        collect_garbage(provider="nocloud")
+
+
+def test_cli_lists_then_deletes_on_a_served_fake(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    harness = load_harness("lambda")
+    with serve(harness.app) as server:
+        for var in NEOCLOUD_KEYS:
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", server.url)
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", harness.api_key)
+        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url)
+        provider.create_nodes("lost1", harness.node_specs(1, "n"))
+        assert main(["gc", "--provider", "lambda"]) == 0
+        out = capsys.readouterr().out
+        assert "would delete lambda lost1 n0" in out and "--yes" in out and harness.instances() == 1
+        assert main(["gc", "--provider", "lambda", "--cluster", "lost1", "--yes"]) == 0
+        out = capsys.readouterr().out
+        assert "deleted lambda lost1 n0" in out and harness.instances() == 0
+        assert harness.api_key not in out
+        harness.app.faults.inject("http_error", route="list_instances", times=None, status=503)
+        assert main(["gc", "--provider", "lambda"]) == 4
+        assert "FAILED to list lambda" in capsys.readouterr().out
