@@ -100,18 +100,20 @@ def create(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], 
     first = _check(nodes)
     names = [spec.name for spec in nodes]
     existing = _find(adapter, cluster_id)
-    if existing is not None:
-        return _adopted(adapter, cluster_id, existing, names)
+    if existing is not None:  # members of a cluster still being placed are waited for, then named
+        try:
+            members = _members(adapter, existing, existing.compute.pod_count, clock, sleep)
+        except WaitTimeout:
+            raise ProviderAPIError(NAME, 0, f"Instant Cluster {existing.id} named {cluster_id} exists but RunPod "
+                                            f"did not list its {existing.compute.pod_count} member pods within "
+                                            f"{MEMBERS_TIMEOUT_S:g}s; nothing was bought") from None
+        return _adopted(adapter, cluster_id, existing, members, names)
     for key in dict.fromkeys(spec.ssh_public_key for spec in nodes if spec.ssh_public_key):
         adapter.ensure_ssh_key(cluster_id, key)
     body = _body(adapter, cluster_id, nodes, first)
     cluster = _launch(adapter, cluster_id, body)
     try:
-        members = wait_until(
-            lambda: [pod for pod in adapter.client.list_cluster_pods(cluster.id) if pod.cluster],
-            lambda pods: len(pods) >= len(nodes) and all(pod.cluster and pod.cluster.rank is not None for pod in pods),
-            timeout_s=MEMBERS_TIMEOUT_S, interval_s=adapter.poll_interval_s, what=f"the members of {cluster.id}",
-            clock=clock, sleep=sleep)
+        members = _members(adapter, cluster, len(nodes), clock, sleep)
     except (ProviderError, WaitTimeout) as exc:
         error = exc if isinstance(exc, ProviderError) else ProviderAPIError(
             NAME, 0, f"RunPod listed fewer than {len(nodes)} member pods of cluster {cluster.id} "
@@ -119,6 +121,16 @@ def create(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], 
         raise _rolled_back(adapter, error, cluster, first) from None
     by_name = {node.name: node for node in (member_node(adapter, cluster_id, pod) for pod in members)}
     return [by_name[name] for name in names]
+
+
+def _members(adapter: RunPodProvider, cluster: Cluster, count: int, clock: Callable[[], float],
+             sleep: Callable[[float], None]) -> list[Pod]:
+    """The cluster's member pods once ``count`` are listed with their ranks (raises WaitTimeout)."""
+    return wait_until(
+        lambda: [pod for pod in adapter.client.list_cluster_pods(cluster.id) if pod.cluster],
+        lambda pods: len(pods) >= count and all(pod.cluster and pod.cluster.rank is not None for pod in pods),
+        timeout_s=MEMBERS_TIMEOUT_S, interval_s=adapter.poll_interval_s, what=f"the members of {cluster.id}",
+        clock=clock, sleep=sleep)
 
 
 def delete(adapter: RunPodProvider, cluster_id: str, node_ids: Sequence[str] | None) -> set[str]:
@@ -194,14 +206,14 @@ def _find(adapter: RunPodProvider, cluster_id: str) -> Cluster | None:
     return None
 
 
-def _adopted(adapter: RunPodProvider, cluster_id: str, cluster: Cluster, names: list[str]) -> list[Node]:
-    found = {node.name: node for node in (member_node(adapter, cluster_id, pod)
-                                          for pod in adapter.client.list_cluster_pods(cluster.id))}
+def _adopted(adapter: RunPodProvider, cluster_id: str, cluster: Cluster, members: list[Pod],
+             names: list[str]) -> list[Node]:
+    found = {node.name: node for node in (member_node(adapter, cluster_id, pod) for pod in members)}
     missing = [name for name in names if name not in found]
     if missing:
         raise PlanError(f"{NAME}: Instant Cluster {cluster.id} named {cluster_id} exists with nodes "
-                        f"{', '.join(sorted(found)) or '(none listed yet)'} and cannot grow to hold "
-                        f"{', '.join(missing)}: delete it first; nothing was bought")
+                        f"{', '.join(sorted(found))} and cannot grow to hold {', '.join(missing)}: "
+                        "delete it first; nothing was bought")
     return [found[name] for name in names]
 
 

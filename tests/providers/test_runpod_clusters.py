@@ -207,3 +207,41 @@ def test_errors_are_mapped(fake: RunPodFake) -> None:
     with pytest.raises(CapacityError):
         adapter(fake).create_nodes("e4", [node("a"), node("b")])
     assert created_clusters(fake) == [] and fake.launched == 0
+
+
+class _MembersHidden(httpx.BaseTransport):
+    """The first ``polls`` member listings come back empty, as while RunPod is still placing pods."""
+
+    def __init__(self, app: RunPodFake, polls: int) -> None:
+        self.inner = httpx.WSGITransport(app=app)
+        self.polls = polls
+        self.seen = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "GET" and request.url.path.endswith("/pods") and "/clusters/" in request.url.path:
+            self.seen += 1
+            if self.seen <= self.polls:
+                return httpx.Response(200, json={"pods": []})
+        return response
+
+
+def test_a_retry_while_members_are_being_placed_waits_and_adopts(fake: RunPodFake) -> None:
+    made = adapter(fake).create_nodes("c10", [node("a"), node("b")])
+    hidden = _MembersHidden(fake, polls=3)
+    again = adapter(fake, hidden).create_nodes("c10", [node("a"), node("b")])
+    assert [n.id for n in again] == [n.id for n in made] and hidden.seen >= 4
+    assert len(created_clusters(fake)) == 1 and fake.launched == 2
+
+
+def test_members_never_listed_on_a_retry_buy_nothing(fake: RunPodFake) -> None:
+    adapter(fake).create_nodes("c11", [node("a"), node("b")])
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    provider = adapter(fake, _MembersHidden(fake, polls=10**6))
+    with pytest.raises(ProviderAPIError, match="did not list its 2 member pods"):
+        clusters.create(provider, "c11", [node("a"), node("b")], clock=lambda: now[0], sleep=sleep)
+    assert now[0] >= clusters.MEMBERS_TIMEOUT_S and len(created_clusters(fake)) == 1 and fake.launched == 2
