@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints
 
@@ -108,6 +108,25 @@ class EgressTier(BaseModel):
     usd_per_gb: Rate
 
 
+class QuotaHeadroom(BaseModel):
+    """What is left of one account quota in one region when ``catalog refresh`` read it, and which
+    instance types (bought spot or not) count against it. The optimizer refuses an option that
+    needs more (``Stage.QUOTA``); the shell reads quotas, the core only compares numbers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    region: SafeId
+    code: SafeId = Field(description="The provider's quota id: L-417A185B, NVIDIA_H100_GPUS, ...")
+    name: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
+    unit: Literal["vcpus", "gpus"] = Field(description="What the quota counts per node.")
+    spot: bool = Field(description="Whether it governs spot (preemptible) or on-demand nodes.")
+    limit: int = Field(ge=0, le=10**9)
+    available: int = Field(ge=0, le=10**9, description="The limit less what running nodes already use.")
+    instance_types: list[SafeId] = Field(max_length=10_000)
+    how_to_request: str = Field("", max_length=400, pattern=r"^[^\x00-\x1f\x7f]*$",
+                                description="How to ask for more (a command or a console page).")
+
+
 class ProviderInfo(BaseModel):
     """Per-provider facts that are not per offer, each with where it came from."""
 
@@ -128,6 +147,9 @@ class ProviderInfo(BaseModel):
     boot_minutes: float = Field(5, ge=0, le=10_000, allow_inf_nan=False,
                                 description="Typical time from create to usable node.")
     egress_note: str = ""
+    quotas: list[QuotaHeadroom] | None = Field(
+        None, description="Account quota headroom read by `catalog refresh` (None: not read; no quota check)."
+    )
 
 
 class Catalog(BaseModel):
@@ -159,6 +181,7 @@ __all__ = [
     "Offer",
     "Price",
     "ProviderInfo",
+    "QuotaHeadroom",
     "Rate",
     "SafeId",
 ]

@@ -338,6 +338,39 @@ def missing_capability(
     return first
 
 
+QUOTA_SLOTS = 256
+"""QUOTA sub-code: provider code * QUOTA_SLOTS + the quota's index in that provider's ``quotas``
+(a provider's quotas past the first QUOTA_SLOTS are not checked)."""
+
+
+def quota_refusals(table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool,
+                   infos: list[ProviderInfo]) -> np.ndarray:
+    """Per candidate: -1 when every quota its (provider, region, instance type) counts against has
+    room for ``nodes`` of it bought ``spot`` or not, else the QUOTA sub-code of the first one short.
+
+    What a quota counts is ``QuotaHeadroom.unit`` per node: the offer's vCPUs or GPUs. Providers
+    with no quotas read (``ProviderInfo.quotas`` None) are never refused here."""
+    out = np.full(len(rows), -1, dtype=np.int16)
+    prov = table["provider"][rows]
+    regions, types = table.dictionary("region"), table.dictionary("instance_type")
+    for p, info in enumerate(infos):
+        mine = np.flatnonzero(prov == p)
+        if not info.quotas or not len(mine):
+            continue
+        for q, quota in reversed(list(enumerate(info.quotas[:QUOTA_SLOTS]))):  # the first one short wins
+            if quota.spot != spot:
+                continue
+            names = set(quota.instance_types)
+            in_region = np.array([r == quota.region for r in regions], dtype=bool)
+            covered = np.array([t in names for t in types], dtype=bool)
+            r = rows[mine]
+            per_node = table["vcpus" if quota.unit == "vcpus" else "gpus"][r].astype(np.int64)
+            short = in_region[table["region"][r]] & covered[table["instance_type"][r]] & (
+                nodes[mine] * per_node > quota.available)
+            out[mine[short]] = p * QUOTA_SLOTS + q
+    return out
+
+
 def rank_table(
     spec: ClusterSpec,
     table: OfferTable,
@@ -351,7 +384,10 @@ def rank_table(
     ``capabilities`` maps provider -> what its adapter declares; a candidate needing a
     capability its adapter lacks is rejected at ``Stage.ADAPTER`` (None: no adapter gate).
     Quote-only products (reservation, sales) skip that stage and, when they pass everything
-    else, are marked ``quote``, never ranked. Linear in ``len(table)`` plus a partial sort.
+    else, are marked ``quote``, never ranked. A candidate within every budget that needs more
+    of an account quota than its provider's ``ProviderInfo.quotas`` has left is rejected at
+    ``Stage.QUOTA`` (quote-only products are not: their capacity is not drawn from it).
+    Linear in ``len(table)`` plus a partial sort.
     Raises PlanError when a provider in the table, or the dataset's source provider (when
     there is data to move), has no entry in ``provider_infos``.
     """
@@ -422,6 +458,10 @@ def rank_table(
             money_stage[run_total > max_total] = Stage.MAX_TOTAL
         if max_hourly is not None:
             money_stage[h > max_hourly] = Stage.MAX_HOURLY
+        short = quota_refusals(table, rows, ctx.nodes, spot, infos)
+        over = (money_stage == 0) & (short >= 0) & ~quote_only[rows]
+        money_stage[over] = Stage.QUOTA
+        late_sub[np.flatnonzero(go)[over]] = short[over]
         late[go] = money_stage
         stage[base + alive] = late
         sub[base + alive] = late_sub
@@ -432,7 +472,7 @@ def rank_table(
     order = best_first(ranked, total, hourly, np.tile(table["key_rank"], len(spots)), n, keep)
     return Ranking(n=n, spots=spots, stage=stage, sub=sub, nodes=nodes_all, priced=priced, hourly_micro=hourly,
                    expected_interruptions=expected, terms=terms, boot_cents=boot, total_cents=total, quote=quote,
-                   order=order, feasible_count=len(ranked))
+                   order=order, feasible_count=len(ranked), extra={"quotas": [info.quotas or [] for info in infos]})
 
 
 def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_rank: np.ndarray, n: int,
@@ -445,5 +485,5 @@ def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_ran
     return ordered[:keep] if keep > 0 else ordered
 
 
-__all__ = ["NEEDED", "NO_ADAPTER", "TERMS", "Capabilities", "Pricing", "Ranking", "needs_private_network",
-           "rank_table"]
+__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "TERMS", "Capabilities", "Pricing", "Ranking",
+           "needs_private_network", "quota_refusals", "rank_table"]

@@ -287,6 +287,8 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
         return "pricing.mode", f"not sold {sold} (pricing.mode {PricingMode(spec.pricing.mode).value})"
     if code == Stage.ADAPTER:
         return _adapter_reason(sub, table)
+    if code == Stage.QUOTA:
+        return nodes_field, _quota_reason(sub, table, ranking, c)
     if code == Stage.MAX_HOURLY:
         budget = f"${spec.pricing.max_hourly_usd:,.2f}/h"
         if c is None:
@@ -311,6 +313,23 @@ def _adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:
              Capability.FABRIC_IB: "interconnect.fabric", Capability.FABRIC_EFA: "interconnect.fabric",
              Capability.FABRIC_ROCE: "interconnect.fabric"}.get(need, "providers.allow")
     return field, f"the {provider} adapter cannot create {_WHAT[need]}"
+
+
+def _quota_reason(sub: int, table: OfferTable, ranking: Ranking, c: int | None) -> str:
+    from provisioner.offer_table import QUOTA_SLOTS
+
+    p, q = divmod(sub, QUOTA_SLOTS)
+    quota = ranking.extra["quotas"][p][q]  # type: ignore[index]
+    name = f" ({quota.name})" if quota.name else ""
+    ask = f"; ask for more: {quota.how_to_request}" if quota.how_to_request else ""
+    left = f"{quota.available} {quota.unit} left of {quota.limit}"
+    if c is None:
+        return f"over the {table.dictionary('provider')[p]} quota {quota.code}{name} in {quota.region}: {left}{ask}"
+    row = ranking.offer_of(c)
+    per_node = int(table["vcpus" if quota.unit == "vcpus" else "gpus"][row])
+    nodes = int(ranking.nodes[c])
+    return (f"{nodes} x {table.text('instance_type', row)} need {nodes * per_node} {quota.unit}, over the quota "
+            f"{quota.code}{name} in {quota.region}: {left}{ask}")
 
 
 _WHAT = {

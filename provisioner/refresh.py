@@ -25,7 +25,7 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +33,15 @@ from pathlib import Path
 from provisioner.capabilities import Purchase
 from provisioner.catalog import dump_catalog, load_bundled_catalog
 from provisioner.errors import CatalogError, ProviderError
-from provisioner.offer import Catalog, Offer, ProviderInfo
+from provisioner.offer import Catalog, Offer, ProviderInfo, QuotaHeadroom
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 
 LIVE_PROVIDERS = ("lambda", "runpod", "vastai", "fluence")
+"""Refreshed by default when their API key is set."""
+CLOUD_PROVIDERS = ("aws", "gcp")
+"""Refreshed only when named (``--provider aws``): their credentials come from the SDKs' standard
+chains, not an API key, so having some is no sign the user wants them asked. They also record
+account quota headroom (``ProviderInfo.quotas``) the optimizer checks."""
 LISTED_PURCHASES = frozenset({Purchase.INSTANCE, Purchase.POD})
 """What the live offer APIs list; other products of a refreshed provider are kept as they were."""
 _LIVE_PREFIX = re.compile(r"^Live offers from the \w+ API on \d{4}-\d{2}-\d{2}[^.]*\. (Kept from before: )?")
@@ -55,6 +60,8 @@ class Fetched:
 
     offers: list[Offer]
     dropped: Counter[str] = field(default_factory=Counter)
+    quotas: list[QuotaHeadroom] | None = None
+    """Quota headroom for the offers' regions, from adapters that can read it (None: not read)."""
 
 
 def fetch_offers(name: str) -> Fetched:
@@ -67,9 +74,13 @@ def fetch_offers(name: str) -> Fetched:
     from provisioner.providers.screening import OfferScreen
 
     provider = get_provider(name)
+    quotas = None
     try:
         offers = provider.list_offers(OfferQuery())
         dropped: Counter[str] = Counter(getattr(provider, "dropped_offers", None) or {})
+        headroom = getattr(provider, "quota_headroom", None)  # aws, gcp: quotas read before anything is bought
+        if callable(headroom):
+            quotas = list(headroom([o for o in offers if o.provider == name]))
     finally:
         close = getattr(provider, "close", None)
         if callable(close):
@@ -80,7 +91,7 @@ def fetch_offers(name: str) -> Fetched:
     foreign = sum(1 for offer in offers if offer.provider != name)
     if foreign:
         dropped["offer of another provider"] += foreign
-    return Fetched(kept, dropped)
+    return Fetched(kept, dropped, quotas)
 
 
 @dataclass
@@ -128,8 +139,10 @@ def _dropped_text(dropped: Counter[str]) -> str:
     return f"; dropped {sum(dropped.values())} untrusted offer(s): {reasons}"
 
 
-def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date, origin: str) -> Catalog:
-    """``base`` with each provider in ``fresh`` replaced by its live offers (see module docstring).
+def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date, origin: str,
+                    quotas: Mapping[str, list[QuotaHeadroom]] | None = None) -> Catalog:
+    """``base`` with each provider in ``fresh`` replaced by its live offers (see module docstring);
+    a provider in ``quotas`` gets that quota headroom, the others keep what they had.
 
     Every provider's ``as_of`` is written explicitly, so the catalog's own ``as_of`` (the day
     the file was written) never dates a provider that was not refreshed. Pure.
@@ -155,6 +168,8 @@ def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date
                   + (f"Kept from before: {kept}" if kept else ""))
         infos[name] = (previous.model_copy(update={"as_of": today, "source": source.strip()}) if previous
                        else ProviderInfo(source=source.strip(), as_of=today))
+        if quotas and name in quotas:
+            infos[name] = infos[name].model_copy(update={"quotas": list(quotas[name])})
     return Catalog(as_of=today, origin=origin, providers=infos, offers=offers)
 
 
@@ -188,9 +203,9 @@ def refresh_catalog(
     unknown provider or when no key is set; a provider's failure is reported in the result.
     """
     names = list(dict.fromkeys(providers)) if providers else [n for n in LIVE_PROVIDERS if _configured(n)]
-    unknown = [name for name in names if name not in LIVE_PROVIDERS]
+    unknown = [name for name in names if name not in (*LIVE_PROVIDERS, *CLOUD_PROVIDERS)]
     if unknown:
-        raise ProviderError(unknown[0], f"live refresh is supported for {', '.join(LIVE_PROVIDERS)}")
+        raise ProviderError(unknown[0], f"live refresh is supported for {', '.join(LIVE_PROVIDERS + CLOUD_PROVIDERS)}")
     if not names:
         raise ProviderError("catalog", "no provider has an API key set; set e.g. LAMBDA_API_KEY or pass --provider")
     result = RefreshResult()
@@ -206,6 +221,7 @@ def refresh_catalog(
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         answers = dict(zip(names, pool.map(ask, names), strict=True))
     fresh: dict[str, list[Offer]] = {}
+    quotas: dict[str, list[QuotaHeadroom]] = {}
     for name, answer in answers.items():
         if isinstance(answer, ProviderError):
             result.failed[name] = answer.message
@@ -219,17 +235,20 @@ def refresh_catalog(
             result.lines.append(f"{name}: failed: {why}; kept its previous offers")
             continue
         fresh[name] = answer.offers
-        result.lines.append(f"{name}: {len(answer.offers)} offers{_dropped_text(answer.dropped)}")
+        if answer.quotas is not None:
+            quotas[name] = answer.quotas
+        counted = "" if answer.quotas is None else f", {len(answer.quotas)} quotas read"
+        result.lines.append(f"{name}: {len(answer.offers)} offers{counted}{_dropped_text(answer.dropped)}")
     result.refreshed = list(fresh)
     if fresh:
         path = cache_dir() / CACHE_FILE
         stamp = today or (clock() if clock else dt.datetime.now(dt.UTC).date())
-        merged = merge_refreshed(base, fresh, stamp, str(path))
+        merged = merge_refreshed(base, fresh, stamp, str(path), quotas)
         write_atomically(path, dump_catalog(merged))
         result.cache = path
         result.lines.append(f"wrote {path} ({len(merged.offers)} offers, {', '.join(fresh)} as of {stamp})")
     return result
 
 
-__all__ = ["LIVE_PROVIDERS", "Fetched", "RefreshResult", "fetch_offers", "merge_refreshed", "refresh_catalog",
-           "write_atomically"]
+__all__ = ["CLOUD_PROVIDERS", "LIVE_PROVIDERS", "Fetched", "RefreshResult", "fetch_offers", "merge_refreshed",
+           "refresh_catalog", "write_atomically"]

@@ -130,6 +130,6 @@ def test_refresh_one_provider_at_a_time_accumulates(fakes, capsys: pytest.Captur
 
 
 def test_refresh_of_an_unsupported_provider_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["catalog", "refresh", "--provider", "aws"]) == 4
+    assert main(["catalog", "refresh", "--provider", "oracle"]) == 4
     err = capsys.readouterr().err
-    assert err.strip() == "error: aws: live refresh is supported for lambda, runpod, vastai, fluence"
+    assert err.strip() == "error: oracle: live refresh is supported for lambda, runpod, vastai, fluence, aws, gcp"

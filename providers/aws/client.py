@@ -27,6 +27,7 @@ from typing import Any
 import boto3
 import botocore.config
 import botocore.exceptions
+import botocore.parsers
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
@@ -88,7 +89,7 @@ def map_error(exc: Exception) -> ProviderError:
                                 "chain: AWS_PROFILE, environment, SSO, instance role)")
     if isinstance(exc, (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)):
         return ProviderAPIError(PROVIDER, 0, f"timed out: {_one_line(str(exc))}")
-    if isinstance(exc, botocore.exceptions.ResponseParserError):
+    if isinstance(exc, botocore.parsers.ResponseParserError):
         return ProviderAPIError(PROVIDER, 500, f"unreadable answer: {_one_line(str(exc), 200)}")
     return ProviderAPIError(PROVIDER, 0, f"{type(exc).__name__}: {_one_line(str(exc))}")
 

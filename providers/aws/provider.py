@@ -20,7 +20,10 @@ How the contract maps onto EC2:
   the ``aws ec2 terminate-instances`` command that removes them.
 - Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
   stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
-- ``check_quota`` / ``quota_shortfalls`` read Service Quotas (see ``quotas``) before a purchase.
+- Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
+  Service Quotas code and region and raises QuotaError (code + increase command) when that
+  plus what running instances use exceeds the quota: nothing is bought. ``quota_headroom``
+  records the same per code for ``catalog refresh``, so ``plan`` can refuse up front.
 """
 
 from __future__ import annotations
@@ -46,14 +49,14 @@ from provisioner.providers.aws.models import (
     tag_map,
     zones_by_type,
 )
-from provisioner.providers.aws.quotas import QuotaShortfall, check_quota, quota_code, shortfall
+from provisioner.providers.aws.quotas import QUOTA_NAMES, QuotaShortfall, how_to_request, quota_code
 from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError, RateLimitError
-from provisioner.offer import Offer
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError, RateLimitError
+from provisioner.offer import Offer, QuotaHeadroom
 from provisioner.spec import Fabric
 
 log = logging.getLogger("provisioner.providers.aws")
@@ -215,27 +218,92 @@ class AWSProvider:
         except TypeError:
             return None
 
+    def used_vcpus(self, region: str) -> dict[tuple[str, bool], int]:
+        """vCPUs of pending/running instances in ``region`` by (quota code, spot): what each quota
+        already counts. Read-only (DescribeInstances, and DescribeInstanceTypes for their sizes)."""
+        running = [i for i in self.client.describe_instances(region, [
+            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+            if quota_code(str(i.get("InstanceType", "")), False)]
+        sizes = {t.instance_type: t.vcpus for t in self.gpu_types(
+            region, sorted({str(i["InstanceType"]) for i in running}))} if running else {}
+        used: dict[tuple[str, bool], int] = {}
+        for instance in running:
+            kind, spot = str(instance["InstanceType"]), instance.get("InstanceLifecycle") == "spot"
+            cpu = instance.get("CpuOptions") or {}
+            vcpus = sizes.get(kind) or int(cpu.get("CoreCount", 0)) * int(cpu.get("ThreadsPerCore", 1))
+            key = (str(quota_code(kind, spot)), spot)
+            used[key] = used.get(key, 0) + vcpus
+        return used
+
     def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[QuotaShortfall]:
-        """For (instance type, region, node count, spot) requests, those that exceed their vCPU
-        quota: each names the quota code and the command that asks for more. Read-only."""
-        found = []
+        """For (instance type, region, node count, spot) requests, summed per quota code and region,
+        those that exceed what the quota leaves after running instances: each names the code and
+        the command that asks for more. Unknown codes and non-GPU types are no refusal. Read-only."""
+        need: dict[tuple[str, str, bool], dict[str, int]] = {}
         for instance_type, region, count, spot in requests:
-            kinds = self.gpu_types(region, [instance_type])
-            if not kinds:
-                continue
             code = quota_code(instance_type, spot)
-            if code is None:
+            kinds = self.gpu_types(region, [instance_type]) if code else []
+            if code and kinds:
+                types = need.setdefault((region, code, spot), {})
+                types[instance_type] = types.get(instance_type, 0) + kinds[0].vcpus * count
+        found = []
+        used_in: dict[str, dict[tuple[str, bool], int]] = {}
+        for (region, code, spot), types in sorted(need.items()):
+            limit = self.quota_vcpus(region, code)
+            if limit is None:
                 continue
-            short = shortfall(instance_type, region, kinds[0].vcpus, count, spot, self.quota_vcpus(region, code))
-            if short is not None:
-                found.append(short)
+            if region not in used_in:
+                used_in[region] = self.used_vcpus(region)
+            in_use = used_in[region].get((code, spot), 0)
+            wanted = sum(types.values())
+            if in_use + wanted > limit:
+                found.append(QuotaShortfall(", ".join(sorted(types)), region, spot, code, int(limit), wanted, in_use))
         return found
 
     def check_quota(self, instance_type: str, region: str, count: int, spot: bool) -> None:
         """Raise QuotaError (quota code + increase command) when ``count`` nodes exceed the quota."""
-        kinds = self.gpu_types(region, [instance_type])
-        if kinds:
-            check_quota(self.quota_vcpus, instance_type, region, kinds[0].vcpus, count, spot)
+        self.check_quotas([NodeSpec(name=f"n{i}", instance_type=instance_type, region=region, spot=spot)
+                           for i in range(count)])
+
+    def check_quotas(self, nodes: Sequence[NodeSpec]) -> None:
+        """Raise QuotaError for the first quota ``nodes`` together would exceed. Read-only; called
+        by ``create_nodes`` before anything is bought."""
+        counts: dict[tuple[str, str, bool], int] = {}
+        for node in nodes:
+            counts[(node.instance_type, node.region, node.spot)] = counts.get(
+                (node.instance_type, node.region, node.spot), 0) + 1
+        for short in self.quota_shortfalls([(t, r, n, s) for (t, r, s), n in sorted(counts.items())]):
+            raise QuotaError(self.name, short.reason)
+
+    def _missing(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
+        """The nodes of ``nodes`` the cluster does not have live yet (what a create would buy)."""
+        present = {(region, tag_map(i).get(NODE_TAG)) for region in sorted({n.region for n in nodes})
+                   for i in self._members(cluster_id, region, live=True)}
+        return [n for n in nodes if (n.region, n.name) not in present]
+
+    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
+        """What each P/G/VT vCPU quota leaves in the offers' regions (limit less running
+        instances), with the offered types it covers: what ``catalog refresh`` records for the
+        optimizer. Codes Service Quotas does not know are left out (no refusal). Read-only."""
+        covered: dict[tuple[str, str, bool], set[str]] = {}
+        for offer in offers:
+            for spot, price in ((False, offer.price_per_hour_usd), (True, offer.spot_price_per_hour_usd)):
+                code = quota_code(offer.instance_type, spot)
+                if code and price is not None:
+                    covered.setdefault((offer.region, code, spot), set()).add(offer.instance_type)
+        found = []
+        used_in: dict[str, dict[tuple[str, bool], int]] = {}
+        for (region, code, spot), types in sorted(covered.items()):
+            limit = self.quota_vcpus(region, code)
+            if limit is None:
+                continue
+            if region not in used_in:
+                used_in[region] = self.used_vcpus(region)
+            found.append(QuotaHeadroom(
+                region=region, code=code, name=QUOTA_NAMES.get(code, ""), unit="vcpus", spot=spot, limit=int(limit),
+                available=max(0, int(limit) - used_in[region].get((code, spot), 0)), instance_types=sorted(types),
+                how_to_request=how_to_request(code, region)))
+        return found
 
     # ----- SSH keys -------------------------------------------------------------------------
     def ensure_ssh_key(self, name: str, public_key: str, region: str | None = None) -> str:
@@ -258,6 +326,7 @@ class AWSProvider:
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
+        self.check_quotas(self._missing(cluster_id, nodes))  # a quota refusal before anything is bought
         made: list[tuple[str, str]] = []
         tried = ""
         try:

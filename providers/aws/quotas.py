@@ -66,9 +66,17 @@ def increase_command(code: str, region: str, desired_vcpus: int) -> str:
             f"--desired-value {desired_vcpus} --region {region}")
 
 
+def how_to_request(code: str, region: str) -> str:
+    """The increase command with the value left for the reader (what ``QuotaHeadroom`` records)."""
+    return increase_command(code, region, 0).replace("--desired-value 0", "--desired-value <vCPUs wanted>")
+
+
 @dataclass(frozen=True)
 class QuotaShortfall:
-    """A request that does not fit a quota: enough to render a rejection reason or raise."""
+    """A request that does not fit a quota: enough to render a rejection reason or raise.
+
+    ``instance_type`` names every type of the request under this code (comma-separated);
+    ``used_vcpus`` is what running instances already use of it."""
 
     instance_type: str
     region: str
@@ -76,13 +84,15 @@ class QuotaShortfall:
     code: str
     limit_vcpus: int
     needed_vcpus: int
+    used_vcpus: int = 0
 
     @property
     def reason(self) -> str:
         market = "spot" if self.spot else "on-demand"
+        used = f" ({self.used_vcpus} already in use)" if self.used_vcpus else ""
         return (f"{self.needed_vcpus} vCPUs of {market} {self.instance_type} in {self.region} exceed the quota "
-                f"{self.code} ({QUOTA_NAMES.get(self.code, 'EC2 vCPU quota')}) of {self.limit_vcpus} vCPUs; "
-                f"ask for more with: {increase_command(self.code, self.region, self.needed_vcpus)}")
+                f"{self.code} ({QUOTA_NAMES.get(self.code, 'EC2 vCPU quota')}) of {self.limit_vcpus} vCPUs{used}; "
+                f"ask for more with: {increase_command(self.code, self.region, self.used_vcpus + self.needed_vcpus)}")
 
 
 def shortfall(instance_type: str, region: str, vcpus_per_node: int, count: int, spot: bool,
@@ -117,4 +127,4 @@ def check_quota(lookup: Callable[[str, str], float | None], instance_type: str, 
 
 
 __all__ = ["ON_DEMAND_G_VT", "ON_DEMAND_P", "QUOTA_NAMES", "SPOT_G_VT", "SPOT_P2_P3_P4", "SPOT_P5",
-           "QuotaShortfall", "check_quota", "increase_command", "quota_code", "shortfall"]
+           "QuotaShortfall", "check_quota", "how_to_request", "increase_command", "quota_code", "shortfall"]

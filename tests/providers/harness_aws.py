@@ -16,7 +16,7 @@ from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec, OfferQuery
 
-from provisioner.testing.fakes.aws_ec2 import AWSFake
+from provisioner.testing.fakes.aws_ec2 import DEFAULT_QUOTAS, AWSFake
 from tests.providers.harness import Harness
 
 SECRET_KEY = "aws-test-secret-key"
@@ -39,8 +39,13 @@ def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwarg
     return AWSProvider(session, regions=["us-east-1"], endpoint_url=base_url, **kwargs)
 
 
+ROOMY_QUOTAS = {key: 100_000.0 for key in DEFAULT_QUOTAS}
+"""The contract suite buys many p5 nodes, spot ones too: quotas that never refuse (test_aws*.py
+covers refusals)."""
+
+
 def make_harness() -> Harness:
-    app = AWSFake(api_key=SECRET_KEY)
+    app = AWSFake(api_key=SECRET_KEY, quotas=ROOMY_QUOTAS)
     return Harness(name="aws", app=app, make_provider=make_provider, api_key=SECRET_KEY, node_specs=node_specs,
                    published_limits=LIMITS, scale=20.0,
                    offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),

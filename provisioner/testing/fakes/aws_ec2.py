@@ -79,6 +79,7 @@ _JSON_ERRORS = {"invalid_key": (400, "UnrecognizedClientException", "The securit
 
 
 def _moto_app() -> Callable[..., Iterable[bytes]]:
+    import moto.ec2.models.instance_types  # seconds of JSON: loaded now, not inside a 1 s request
     import moto.settings
     from moto.server import DomainDispatcherApplication, create_backend_app
 
@@ -91,6 +92,17 @@ def reset_moto() -> None:
     from moto.moto_api._internal.models import moto_api_backend
 
     moto_api_backend.reset()
+
+
+def _warm_up(region: str = "us-east-1") -> None:
+    """Build now what the first request would otherwise spend seconds on (the contract suite
+    reads with a 1 s timeout): botocore's service models and moto's EC2 backend of ``region``."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    for service in ("ec2", "pricing", "service-quotas"):
+        aws_shapes.service_model(service)
+    ec2_backends[DEFAULT_ACCOUNT_ID][region]
 
 
 def _sign(key: bytes, text: str) -> bytes:
@@ -115,6 +127,7 @@ class AWSFake(FakeApp):
         self.live: set[str] = set()
         self._moto = _moto_app()
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
+        _warm_up()
         self._local = threading.local()
         for action, kind in _KINDS.items():
             self.route("POST", "/", self._forward, kind=kind, name=action)
