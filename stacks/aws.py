@@ -13,23 +13,27 @@ What ``build_aws`` creates, all tagged with cluster id, owner and expiry:
   of the type (``efa_layout``), ``instance_initiated_shutdown_behavior: terminate`` so the
   bootstrap's TTL shutdown ends the bill, one-time spot with terminate when the plan is spot,
   IMDSv2 only, tags on the instance, its volumes and interfaces;
-- one instance per ``Plan.nodes`` entry (its role's user data, a Pulumi secret) and an
+- one instance per ``Plan.nodes`` entry (its role's user data, gzip-compressed to fit EC2's
+  16 KiB, a Pulumi secret) and an
   Elastic IP on its primary interface (AWS assigns no public address to an instance
   launched with several interfaces);
-- FSx for Lustre (SCRATCH_2) when ``storage.shared.kind`` is ``managed``.
+- FSx for Lustre (SCRATCH_2) when ``storage.shared.kind`` is ``managed``; its mount target
+  reaches the nodes' rendered mount script through a boot hook (``with_shared_fs_target``).
 
 The instance-store NVMe RAID0 is built by the bootstrap (``cloud-init/nvme-raid.sh``).
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import math
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import NODE_TAG, ClusterArgs
+from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
 
 VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
@@ -43,6 +47,7 @@ EFA_INTERFACES = {
 """EFA interfaces per instance type: one per network card (EC2 User Guide, "Maximize network
 bandwidth on Amazon EC2 instances with multiple network cards"). Types not listed get one ENA."""
 ROOT_VOLUME_GIB = 200
+USER_DATA_MAX_BYTES = 16 * 1024
 FSX_STEP_GIB = 2400  # SCRATCH_2 sizes: 1200, then multiples of 2400 GiB
 
 
@@ -67,6 +72,19 @@ def efa_layout(instance_type: str) -> tuple[Interface, ...]:
     if count == 0:
         return (Interface(0, 0, "interface"),)
     return (Interface(0, 0, "efa"), *(Interface(card, 1, "efa-only") for card in range(1, count)))
+
+
+def compressed_user_data(text: str) -> str:
+    """``text`` gzip-compressed and base64-encoded, for ``user_data_base64``. Pure, deterministic.
+
+    EC2 takes at most 16 KiB of user data before base64, and a rendered Slurm or k3s head
+    is 20-30 KiB; cloud-init recognises gzip and inflates it. Raises ValueError when even
+    the compressed form is too large.
+    """
+    raw = gzip.compress(text.encode(), mtime=0)
+    if len(raw) > USER_DATA_MAX_BYTES:
+        raise ValueError(f"user data is {len(raw)} bytes gzip-compressed; EC2 takes at most {USER_DATA_MAX_BYTES}")
+    return base64.b64encode(raw).decode("ascii")
 
 
 def fsx_capacity_gib(size_gib: int) -> int:
@@ -156,6 +174,17 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
                             for kind in ("instance", "volume", "network-interface")],
         tags=named("lt"), opts=child)
+    shared = None
+    if args.shared_fs is not None:
+        lustre = aws.fsx.LustreFileSystem(
+            f"{cid}-fsx", deployment_type="SCRATCH_2", storage_capacity=fsx_capacity_gib(args.shared_fs.size_gib),
+            subnet_ids=subnet.id, security_group_ids=[group.id], tags=named("fsx"), opts=child)
+        mount_path = args.shared_fs.mount_path
+        shared = pulumi.Output.all(lustre.dns_name, lustre.mount_name).apply(
+            lambda v: {"kind": "fsx-lustre", "target": f"{v[0]}@tcp:/{v[1]}", "mount_path": mount_path})
+        target = shared.apply(lambda fs: fs["target"])
+        user_data = {name: pulumi.Output.all(text, target).apply(lambda v: with_shared_fs_target(v[0], v[1]))
+                     for name, text in user_data.items()}
     built: list[BuiltNode] = []
     for node in args.nodes:
         instance = aws.ec2.Instance(
@@ -163,7 +192,7 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(
                 id=template.id, version=template.latest_version.apply(str)),
             instance_initiated_shutdown_behavior="terminate",
-            user_data=user_data.get(node.name),
+            user_data_base64=user_data[node.name].apply(compressed_user_data) if node.name in user_data else None,
             tags={**tags, NODE_TAG: node.name, "Name": node.name, "provisioner-role": node.role},
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[routes, igw]))
         address = aws.ec2.Eip(f"{node.name}-eip", domain="vpc",
@@ -171,15 +200,15 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                               tags=named(f"{node.name}-eip"), opts=pulumi.ResourceOptions(parent=parent,
                                                                                           depends_on=[igw]))
         built.append(BuiltNode(node.name, node.role, address.public_ip, instance.private_ip))
-    shared = None
-    if args.shared_fs is not None:
-        lustre = aws.fsx.LustreFileSystem(
-            f"{cid}-fsx", deployment_type="SCRATCH_2", storage_capacity=fsx_capacity_gib(args.shared_fs.size_gib),
-            subnet_ids=subnet.id, security_group_ids=[group.id], tags=named("fsx"), opts=child)
-        shared = pulumi.Output.all(lustre.dns_name, lustre.mount_name).apply(
-            lambda v: {"kind": "fsx-lustre", "dns_name": v[0], "mount_name": v[1],
-                       "mount_path": args.shared_fs.mount_path if args.shared_fs else ""})
     return Built(built, shared)
 
 
-__all__ = ["EFA_INTERFACES", "Interface", "build_aws", "efa_layout", "fsx_capacity_gib"]
+__all__ = [
+    "EFA_INTERFACES",
+    "USER_DATA_MAX_BYTES",
+    "Interface",
+    "build_aws",
+    "compressed_user_data",
+    "efa_layout",
+    "fsx_capacity_gib",
+]

@@ -15,7 +15,8 @@ What ``build_gcp`` creates, all labelled with cluster id, owner and expiry:
   RAID0), ``user-data`` metadata (a Pulumi secret), spot / flex-start / standard provisioning,
   ``max_run_duration`` = the TTL with ``instance_termination_action: DELETE`` so the TTL
   ends the bill even if the node hangs;
-- Filestore (BASIC_SSD) when ``storage.shared.kind`` is ``managed``.
+- Filestore (BASIC_SSD) when ``storage.shared.kind`` is ``managed``; its export reaches the
+  nodes' rendered mount script through a boot hook (``with_shared_fs_target``).
 
 The A2/A3/A4/G2 machine types carry their GPUs, so no ``guest_accelerators`` are set.
 """
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import NODE_TAG, ClusterArgs
+from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
 
 SUBNET_CIDR = "10.42.0.0/20"
 DEFAULT_IMAGE = "ubuntu-os-accelerator-images/ubuntu-accelerator-2204-amd64-with-nvidia-570"
@@ -148,6 +149,20 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
     if args.ssh_public_key:
         metadata["ssh-keys"] = pulumi.Output.from_input(args.ssh_public_key).apply(
             lambda key: f"{args.ssh_user}:{key.strip()}")
+    shared = None
+    if args.shared_fs is not None:
+        store = gcp.filestore.Instance(
+            f"{cid}-filestore", location=args.zone, tier="BASIC_SSD",
+            file_shares=gcp.filestore.InstanceFileSharesArgs(
+                name="shared", capacity_gb=max(FILESTORE_MIN_GIB, math.ceil(args.shared_fs.size_gib))),
+            networks=[gcp.filestore.InstanceNetworkArgs(network=network.name, modes=["MODE_IPV4"])],
+            labels=labels, description=desc, opts=child)
+        mount_path = args.shared_fs.mount_path
+        shared = store.networks.apply(lambda nets: {
+            "kind": "filestore", "target": f"{(nets[0].ip_addresses or [''])[0]}:/shared", "mount_path": mount_path})
+        target = shared.apply(lambda fs: fs["target"])
+        user_data = {name: pulumi.Output.all(text, target).apply(lambda v: with_shared_fs_target(v[0], v[1]))
+                     for name, text in user_data.items()}
     built: list[BuiltNode] = []
     for node in args.nodes:
         nics = []
@@ -178,17 +193,6 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             node.name, node.role,
             interface.apply(lambda i: (i.access_configs or [None])[0].nat_ip if i.access_configs else ""),
             interface.apply(lambda i: i.network_ip or "")))
-    shared = None
-    if args.shared_fs is not None:
-        store = gcp.filestore.Instance(
-            f"{cid}-filestore", location=args.zone, tier="BASIC_SSD",
-            file_shares=gcp.filestore.InstanceFileSharesArgs(
-                name="shared", capacity_gb=max(FILESTORE_MIN_GIB, math.ceil(args.shared_fs.size_gib))),
-            networks=[gcp.filestore.InstanceNetworkArgs(network=network.name, modes=["MODE_IPV4"])],
-            labels=labels, description=desc, opts=child)
-        shared = store.networks.apply(lambda nets: {
-            "kind": "filestore", "ip": (nets[0].ip_addresses or [""])[0] if nets else "", "share": "shared",
-            "mount_path": args.shared_fs.mount_path if args.shared_fs else ""})
     return Built(built, shared)
 
 

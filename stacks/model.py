@@ -20,6 +20,7 @@ the same instant as ``20261124t010000z`` (``parse_expiry`` reads both).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import math
 import re
 from collections.abc import Mapping
@@ -130,6 +131,37 @@ def parse_expiry(text: str) -> dt.datetime:
     raise ValueError(f"not an expiry tag value: {text!r}")
 
 
+SHARED_FS_ENV = "/etc/provisioner/shared-fs.env"
+
+
+def with_shared_fs_target(user_data: str, target: str) -> str:
+    """``user_data`` with a boot hook that writes ``SHARED_FS_TARGET=<target>`` to
+    ``/etc/provisioner/shared-fs.env`` first. Pure.
+
+    The managed filesystem exists only after render, so its address cannot be in the rendered
+    cloud-config; the rendered ``provisioner-shared-fs`` script waits for this file. A MIME
+    multi-part message keeps the rendered part byte for byte: a ``cloud-boothook`` part runs
+    before any cloud-config module. ValueError for a target with characters an address or
+    export path never has.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9.@:/_-]+", target):
+        raise ValueError(f"not a filesystem address: {target!r}")
+    from email.mime.multipart import MIMEMultipart
+    from email.mime.text import MIMEText
+
+    hook = (f"#cloud-boothook\n#!/bin/sh\nmkdir -p /etc/provisioner\n"
+            f"printf 'SHARED_FS_TARGET=%s\\n' '{target}' > {SHARED_FS_ENV}\n")
+    # A fixed boundary: the same inputs give the same bytes, so `pulumi up` sees no change.
+    boundary = "provisioner-" + hashlib.sha256(f"{hook}\0{user_data}".encode()).hexdigest()[:32]
+    message = MIMEMultipart(boundary=boundary)
+    for text, subtype in ((hook, "cloud-boothook"), (user_data, "cloud-config")):
+        # ASCII parts travel as 7bit (verbatim): base64 would spend a third of AWS's 16 KiB.
+        part = MIMEText(text, subtype, "us-ascii" if text.isascii() else "utf-8")
+        part.add_header("Content-Disposition", "attachment", filename=f"{subtype}.txt")
+        message.attach(part)
+    return message.as_string()
+
+
 def expiry_for(plan: Plan, now: dt.datetime) -> dt.datetime | None:
     """``now`` + the spec's TTL (whole seconds, rounded up), or None without a TTL. Pure."""
     ttl = plan.spec.lifetime.ttl_hours
@@ -200,4 +232,5 @@ __all__ = [
     "label_value",
     "parse_expiry",
     "user_data_path",
+    "with_shared_fs_target",
 ]

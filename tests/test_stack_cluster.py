@@ -9,11 +9,15 @@ rules, tags, scheduling) a real ``pulumi up`` would send.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import email
 import functools
+import gzip
 import ipaddress
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -250,6 +254,19 @@ def _user_data_by_node(plan: Plan, rendered_key: str) -> dict[str, str]:
     return out
 
 
+def booted(user_data: str) -> str:
+    """The rendered cloud-config inside ``user_data``: itself, or the cloud-config part of the
+    MIME message that carries the managed filesystem's address (whose hook must name it)."""
+    if not user_data.startswith("Content-Type: multipart/mixed"):
+        return user_data
+    parts = [p for p in email.message_from_string(user_data).walk() if not p.is_multipart()]
+    assert [p.get_content_type() for p in parts] == ["text/cloud-boothook", "text/cloud-config"]
+    hook = parts[0].get_payload(decode=True).decode()
+    assert re.search(r"SHARED_FS_TARGET=%s\\n' '(fs-1\.fsx\.example@tcp:/abcdef|10\.42\.9\.2:/shared)' > "
+                     r"/etc/provisioner/shared-fs.env", hook), hook
+    return str(parts[1].get_payload(decode=True).decode())
+
+
 def _check_aws(plan: Plan, done: Realized) -> None:
     rec, cid = done.recorder, plan.cluster_id
     instances = rec.of("aws:ec2/instance:Instance")
@@ -272,8 +289,11 @@ def _check_aws(plan: Plan, done: Realized) -> None:
         assert groups == [] and "placement" not in template.inputs
     expected = _user_data_by_node(plan, "aws")
     for instance in instances:
-        user_data = instance.inputs["userData"]
-        assert is_secret(user_data) and user_data["value"] == expected[instance.name]
+        user_data = instance.inputs["userDataBase64"]
+        assert is_secret(user_data) and "userData" not in instance.inputs
+        raw = gzip.decompress(base64.b64decode(user_data["value"]))
+        assert len(base64.b64decode(user_data["value"])) <= 16 * 1024  # EC2's limit, before base64
+        assert booted(raw.decode()) == expected[instance.name]
         assert instance.inputs["tags"]["provisioner-node"] == instance.name
     assert len(rec.of("aws:ec2/eip:Eip")) == len(plan.nodes)
     # Security: SSH from the spec's CIDRs, everything else only from the group itself.
@@ -304,7 +324,7 @@ def _check_aws(plan: Plan, done: Realized) -> None:
     assert len(lustre) == (1 if managed else 0)
     if managed:
         assert lustre[0].inputs["storageCapacity"] >= plan.spec.storage.shared.size_gib
-        assert done.outputs["shared_fs"]["dns_name"] == "fs-1.fsx.example"
+        assert done.outputs["shared_fs"]["target"] == "fs-1.fsx.example@tcp:/abcdef"
 
 
 def _check_gcp(plan: Plan, done: Realized) -> None:
@@ -322,7 +342,7 @@ def _check_gcp(plan: Plan, done: Realized) -> None:
         assert scheduling["instanceTerminationAction"] == "DELETE"
         assert scheduling["onHostMaintenance"] == "TERMINATE"
         metadata = inputs["metadata"]  # one secret value holding the mapping
-        assert is_secret(metadata) and metadata["value"]["user-data"] == expected[instance.name]
+        assert is_secret(metadata) and booted(metadata["value"]["user-data"]) == expected[instance.name]
         assert metadata["value"]["ssh-keys"] == f"ubuntu:{_secrets().ssh_public_key}"
         labels = inputs["labels"]
         assert (labels["provisioner-cluster"], labels["provisioner-owner"], labels["provisioner-expires"]) == (
@@ -360,7 +380,7 @@ def _check_gcp(plan: Plan, done: Realized) -> None:
     managed = plan.spec.storage.shared.kind.value == "managed"
     assert len(rec.of("gcp:filestore/instance:Instance")) == (1 if managed else 0)
     if managed:
-        assert done.outputs["shared_fs"]["ip"] == "10.42.9.2"
+        assert done.outputs["shared_fs"]["target"] == "10.42.9.2:/shared"
 
 
 def _check_neocloud(plan: Plan, done: Realized) -> None:

@@ -7,6 +7,8 @@ passed-in secrets and registers one GpuCluster. Also: the project file the engin
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import stat
 from collections.abc import Iterator
@@ -55,8 +57,9 @@ def _run(config: dict[str, str], secret_keys: tuple[str, ...] = ()) -> tuple[Rec
 def _user_data(recorder: Recorder) -> dict[str, str]:
     out = {}
     for instance in recorder.of("aws:ec2/instance:Instance"):
-        assert is_secret(instance.inputs["userData"])
-        out[instance.name] = instance.inputs["userData"]["value"]
+        packed = instance.inputs["userDataBase64"]
+        assert is_secret(packed)
+        out[instance.name] = gzip.decompress(base64.b64decode(packed["value"])).decode()
     return out
 
 
