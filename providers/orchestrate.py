@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from provisioner.providers.base import NodeSpec
+from provisioner.providers.base import Node, NodeSpec, NodeStatus
 
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
 
@@ -107,6 +107,23 @@ class Launcher:
     def capacity_hint(self) -> str:
         """Appended to a CapacityError (e.g. where capacity is now); best effort, '' if unknown."""
         return ""
+
+
+def answer(provider: str, cluster_id: str, nodes: Sequence[NodeSpec], ids: Mapping[str, str],
+           listed: Callable[[], Sequence[Node]]) -> list[Node]:
+    """What ``create_nodes`` returns once ``create`` succeeded: ``nodes`` in order, as ``listed()``
+    shows them (by id), else as pending Nodes built from the ids (a listing that fails now must
+    not turn nodes that exist into an error that hides them)."""
+    try:
+        by_id = {node.id: node for node in listed()}
+    except ProviderError as exc:
+        log.warning("%s: cluster %s created, but listing it failed (%s); reporting the nodes as pending",
+                    provider, cluster_id, exc.message)
+        by_id = {}
+    return [by_id.get(ids[spec.name]) or Node(provider=provider, id=ids[spec.name], name=spec.name,
+                                              cluster_id=cluster_id, status=NodeStatus.PENDING,
+                                              instance_type=spec.instance_type, region=spec.region)
+            for spec in nodes]
 
 
 def gc_command(provider: str, cluster_id: str) -> str:
@@ -309,4 +326,4 @@ def _rolled_back(launcher: Launcher, call: _Call, missing: list[NodeSpec], failu
     return with_note(exc, note)
 
 
-__all__ = ["Launcher", "Member", "create", "gc_command", "unclear", "with_note"]
+__all__ = ["Launcher", "Member", "answer", "create", "gc_command", "unclear", "with_note"]

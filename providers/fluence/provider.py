@@ -41,7 +41,7 @@ from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, cpu
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
 from provisioner.providers.fluence.models import CreateVmRequest, DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
-from provisioner.providers.orchestrate import Launcher, Member, create
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import (
@@ -190,14 +190,14 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         names = {spec.name: instance_name(cluster_id, spec.name) for spec in nodes}
         if len(names) != len(nodes) or len(set(names.values())) != len(nodes):
             raise PlanError("fluence: node names must be unique within a cluster (after shortening to 25 chars)")
-        create(_Launcher(self, cluster_id, nodes, names), nodes)
+        ids = create(_Launcher(self, cluster_id, nodes, names), nodes)
         spec_of = {node_of(cluster_id, full): spec_name for spec_name, full in names.items()}
-        result = []
-        for node in self.get_nodes(cluster_id):
-            spec_name = spec_of.get(node.name)
-            if spec_name and node.status not in (NodeStatus.TERMINATED, NodeStatus.FAILED):
-                result.append(node.model_copy(update={"name": spec_name}))
-        return result
+
+        def listed() -> list[Node]:
+            return [node.model_copy(update={"name": spec_of[node.name]}) for node in self.get_nodes(cluster_id)
+                    if node.name in spec_of]
+
+        return answer(self.name, cluster_id, nodes, ids, listed)
 
     def list_owned(self) -> list[OwnedNode]:
         """Fluence names carry no tool mark (see providers.base): nothing is claimed from names alone.

@@ -59,7 +59,7 @@ from provisioner.providers.lambda_.models import (
     LaunchRequest,
     Tag,
 )
-from provisioner.providers.orchestrate import Launcher, Member, create
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import ProviderAPIError, ProviderError
@@ -335,9 +335,8 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         and the gc command when a lost answer or a failed cleanup leaves doubt).
         """
         require_capabilities(self.name, self.capabilities, nodes)  # e.g. spot: refused, never bought on demand
-        create(_Launcher(self, cluster_id), nodes)
-        wanted = {n.name for n in nodes}
-        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+        ids = create(_Launcher(self, cluster_id), nodes)
+        return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
     def _capacity_hint(self) -> str:
         try:

@@ -44,7 +44,7 @@ from provisioner.providers.base import (
     owner_id,
     parse_expiry,
 )
-from provisioner.providers.orchestrate import Launcher, Member, create
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.runpod import CAPABILITIES, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
@@ -262,11 +262,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             raise ProviderAPIError(NAME, 0, f"node names must be unique within a cluster: {names}")
         launcher = _Launcher(self, cluster_id)
         ids = create(launcher, nodes)
-        listed = {node.id: node for node in launcher.listed}
-        return [listed.get(pod_id) or Node(provider=NAME, id=pod_id, name=name, cluster_id=cluster_id,
-                                           status=NodeStatus.PENDING, instance_type=spec.instance_type,
-                                           region=spec.region)
-                for spec in nodes for name, pod_id in [(spec.name, ids[spec.name])]]
+        return answer(NAME, cluster_id, nodes, ids, lambda: launcher.listed)
 
     def list_owned(self) -> list[OwnedNode]:
         """Every pod carrying ``PROVISIONER_CLUSTER`` (the env is RunPod's tags), with owner and expiry."""

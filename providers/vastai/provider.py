@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
-from provisioner.providers.orchestrate import Launcher, Member, create
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.vastai import CAPABILITIES
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
@@ -128,12 +128,8 @@ class VastAIProvider(RestAdapter[VastClient]):
             raise ProviderError(PROVIDER, f"duplicate node names in {names}")
         launcher = _Launcher(self, cluster_id)
         ids = create(launcher, nodes)
-        listed = {str(inst.id): self._node(cluster_id, inst) for inst in launcher.listed}
-        by_name = {spec.name: spec for spec in nodes}
-        return [listed.get(node_id) or Node(provider=PROVIDER, id=node_id, name=name, cluster_id=cluster_id,
-                                            status=NodeStatus.PENDING, instance_type=by_name[name].instance_type,
-                                            region=by_name[name].region)
-                for name, node_id in ids.items()]
+        return answer(PROVIDER, cluster_id, nodes, ids,
+                      lambda: [self._node(cluster_id, inst) for inst in launcher.listed])
 
     def list_owned(self) -> list[OwnedNode]:
         """Every instance labelled ``<cluster>/<node>`` (Vast has no tags: no owner or expiry known)."""
