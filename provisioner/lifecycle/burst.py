@@ -17,6 +17,11 @@ The watchdog is client-side and exact: it fires when ``now >= expires_at`` (TTL)
 ``hourly x seconds >= max_cost x 3600``). It is checked at every ``runtime.sleep`` (so every
 wait of the bring-up is covered) and while the job runs, on the injectable clock ``runtime.now``.
 A fired watchdog tears down and raises ``BurstStopped`` (exit 124).
+
+What a client killed outright (SIGKILL, power loss) leaves: the nodes carry the expiry tag and
+the local record holds a lease on this process (``ClusterRecord.lease_pid``); the record counts
+as expired once the process is gone, so ``provisioner gc --yes`` collects the nodes at once, and
+after the expiry on any machine (by the tag).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from provisioner.validation.runner import CommandResult
 
 JOB_NAME = re.compile(r"[^a-z0-9-]+")
 SLURM_LAUNCHERS = ("srun", "salloc")
+DEFAULT_TTL_S = 24 * 3600
+"""A burst always has an expiry: ``--ttl``, else the spec's ``lifetime.ttl_hours``, else 24 h."""
 
 
 class BurstStopped(ProvisionerError):
@@ -58,7 +65,7 @@ class BurstStopped(ProvisionerError):
 @dataclass(frozen=True)
 class BurstOptions:
     ttl_s: float | None = None
-    """TTL from the start of the burst; None: the spec's ``lifetime.ttl_hours`` (or none)."""
+    """TTL from the start of the burst; None: the spec's ``lifetime.ttl_hours``, else 24 h."""
     max_cost_usd: Decimal | None = None
     skip_validation: bool = False
     max_tries: int = 3
@@ -143,12 +150,10 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
     job = job_argv(plans[0], command, opts.image)  # refuse a bad COMMAND before buying anything
     started = rt.now()
     first = plans[0]
-    expires_at = None
     ttl_s = opts.ttl_s
     if ttl_s is None and first.spec.lifetime.ttl_hours is not None:
         ttl_s = first.spec.lifetime.ttl_hours * 3600
-    if ttl_s is not None:
-        expires_at = started + dt.timedelta(seconds=ttl_s)
+    expires_at = started + dt.timedelta(seconds=DEFAULT_TTL_S if ttl_s is None else ttl_s)
     watchdog = Watchdog(started, hourly_usd=first.option.hourly_usd, expires_at=expires_at,
                         max_cost_usd=opts.max_cost_usd)
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
@@ -156,7 +161,7 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
     remote: Remote | None = rt.remote
     try:
         record = bring_up_first(plans, watched, max_tries=opts.max_tries, expires_at=expires_at,
-                                max_cost_usd=opts.max_cost_usd, destroy_on_failure=True)
+                                max_cost_usd=opts.max_cost_usd, destroy_on_failure=True, lease=True)
         watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
         nodes = watched.provider(record.provider).get_nodes(cluster_id)
         if remote is None:

@@ -4,7 +4,7 @@ One stack per cluster (stack name = cluster id) of the project in the installed
 ``provisioner.stacks`` folder. Config written before each ``up``:
 
 - ``provisioner:plan``: the path of the plan file kept in the state dir (``<id>.plan.json``);
-- ``provisioner:secrets``: the cluster secrets file's JSON, as *secret* config (encrypted in
+- ``provisioner:secrets``: the cluster secrets file's fields (JSON object), as *secret* config (encrypted in
   the stack; never printed: ``show_secrets=False``).
 
 Backend: ``--backend URL`` (``s3://...``, ``gs://...``, ``https://api.pulumi.com``), else a
@@ -20,6 +20,7 @@ resources left in the stack and the command that removes them.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets as _secrets
 import shutil
@@ -133,7 +134,9 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events) -> dic
     path = plan_path(plan.cluster_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, path)
-    secrets_text = state.secrets_path(plan.cluster_id).read_text(encoding="utf-8")
+    fields = json.loads(state.secrets_path(plan.cluster_id).read_text(encoding="utf-8"))
+    fields.pop("version", None)  # the program validates the secrets' own fields (ClusterSecrets)
+    secrets_text = json.dumps(fields)
     stack.set_all_config({
         "provisioner:plan": auto.ConfigValue(value=str(path)),
         "provisioner:secrets": auto.ConfigValue(value=secrets_text, secret=True),

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -179,13 +181,14 @@ def live(nodes: Sequence[Node]) -> list[Node]:
 
 def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datetime | None = None,
              ttl_s: float | None = None, max_cost_usd: Decimal | None = None,
-             destroy_on_failure: bool = False) -> state.ClusterRecord:
+             destroy_on_failure: bool = False, lease: bool = False) -> state.ClusterRecord:
     """Create, boot and bootstrap ``plan``'s nodes; block until the control plane lists each ready.
 
     Idempotent on the cluster id: a second call adopts the nodes that exist. ``expires_at``
     defaults to now + ``ttl_s`` or the spec's TTL. Raises the adapter's ProviderError when the
     purchase fails (nothing left), ProvisionerError (StackError naming what remains) after it,
     and lets KeyboardInterrupt through (the record stays, so ``down`` and ``gc`` find the nodes).
+    ``lease``: the record is bound to this process (burst): once it dies, ``gc`` collects the nodes.
     """
     rt = runtime or Runtime()
     cluster_id = plan.cluster_id
@@ -202,7 +205,8 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     record = state.ClusterRecord(
         cluster_id=cluster_id, provider=plan.option.provider, engine="direct", plan=plan,
         created_at=existing.created_at if existing else now, expires_at=expires_at,
-        max_cost_usd=max_cost_usd, status="creating")
+        max_cost_usd=max_cost_usd, status="creating",
+        lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
     state.save_record(record)
     provider = rt.provider(plan.option.provider)
     option = plan.option

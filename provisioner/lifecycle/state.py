@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
@@ -53,9 +54,27 @@ class ClusterRecord(BaseModel):
     node_ids: dict[str, str] = Field(default_factory=dict, description="node name -> provider id")
     head_address: str | None = None
     status: Literal["creating", "up", "failed", "deleting"] = "creating"
+    lease_pid: int | None = Field(None, description="burst: the process this cluster lives only as long as "
+                                  "(on lease_host); once it is gone the cluster counts as expired.")
+    lease_host: str | None = None
+
+    def lease_lost(self) -> bool:
+        """Whether the process holding the lease on this host is gone (a SIGKILLed burst).
+
+        A lease held on another host, or by a live process (or a pid reused since), is not lost."""
+        if self.lease_pid is None or self.lease_host != socket.gethostname():
+            return False
+        try:
+            os.kill(self.lease_pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False
 
     def expired(self, now: dt.datetime) -> bool:
-        return self.expires_at is not None and now >= self.expires_at
+        """Past its expiry, or a burst cluster whose process died (nothing else will end it)."""
+        return (self.expires_at is not None and now >= self.expires_at) or self.lease_lost()
 
 
 def clusters_dir() -> Path:
