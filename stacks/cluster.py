@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import ClusterArgs
+from provisioner.stacks.model import OWNER_TAG, ClusterArgs
 
 from provisioner.errors import StackError
 
@@ -33,9 +33,13 @@ TYPE_TOKEN = "provisioner:index:GpuCluster"
 def _neocloud_nodes(args: ClusterArgs) -> list[dict[str, Any]]:
     nodes = []
     for node in args.nodes:
+        # The adapter writes the cluster and expiry tags itself (tags, env or name: providers/base.py);
+        # the owner is passed so a configured provisioner:owner wins over the adapter's default.
         item: dict[str, Any] = {"name": node.name, "instance_type": node.instance_type, "region": node.region,
                                 "gpus": node.gpus, "spot": node.spot,
-                                "tags": args.tags(**{"provisioner-role": node.role})}
+                                "tags": {OWNER_TAG: args.owner, "provisioner-role": node.role}}
+        if args.expires_at is not None:
+            item["expires_at"] = args.expires_text
         if node.zone:
             item["zone"] = node.zone
         if node.offer_id:

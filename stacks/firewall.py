@@ -1,16 +1,14 @@
 """The provider's own firewall for ``access.allowed_cidrs``, where a neocloud's API has one.
 
-Lambda Cloud has account-wide firewall rulesets; its adapter gains a method for them in a
-parallel change. ``firewall_for`` creates a ``NeocloudFirewall`` dynamic resource only when
-the provider's adapter class has ``ensure_firewall``; otherwise it returns None and the node
-firewall rendered into the bootstrap (nftables, SSH only from the allowed CIDRs) is the only
-one. The dynamic provider, like ``NeocloudNodesProvider``, holds no client or key: each
-operation builds a fresh adapter from the environment.
-
-Contract of the adapter method this calls: ``ensure_firewall(cluster_id, allowed_cidrs)``
-makes the provider admit SSH (tcp/22) only from ``allowed_cidrs`` for the cluster,
-idempotently; ``remove_firewall(cluster_id)``, when present, undoes it (a missing ruleset
-is not an error).
+Lambda Cloud has firewall rulesets (``providers.base.SupportsFirewall``: the adapter's
+``ensure_firewall(cluster_id, allowed_cidrs, region)`` and ``remove_firewall(cluster_id)``).
+``firewall_for`` creates a ``NeocloudFirewall`` dynamic resource only when the provider's
+adapter class has them; otherwise it returns None and the node firewall rendered into the
+bootstrap (nftables, SSH only from the allowed CIDRs) is the only one. ``GpuCluster`` makes
+the nodes depend on it: the ruleset exists before any launch (Lambda attaches rulesets at
+launch only) and is removed after the nodes are gone (Lambda refuses to delete one in use).
+The dynamic provider, like ``NeocloudNodesProvider``, holds no client or key: each operation
+builds a fresh adapter from the environment.
 """
 
 from __future__ import annotations
@@ -25,11 +23,12 @@ from provisioner.stacks.model import ClusterArgs
 
 
 def has_firewall(provider: str) -> bool:
-    """Whether ``provider``'s adapter can set a firewall (``ensure_firewall``)."""
+    """Whether ``provider``'s adapter can set a firewall (``SupportsFirewall``)."""
     try:
-        return callable(getattr(provider_class(provider), "ensure_firewall", None))
+        cls = provider_class(provider)
     except KeyError:
         return False
+    return all(callable(getattr(cls, name, None)) for name in ("ensure_firewall", "remove_firewall"))
 
 
 class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
@@ -43,19 +42,20 @@ class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
         adapter: Any = get_provider(props["provider"], **self.adapter_options)
         try:
-            adapter.ensure_firewall(props["cluster_id"], list(props["allowed_cidrs"]))
+            firewall_id = adapter.ensure_firewall(props["cluster_id"], list(props["allowed_cidrs"]), props["region"])
         finally:
             close = getattr(adapter, "close", None)
             if callable(close):
                 close()
-        return dict(props)
+        return {**props, "firewall_id": firewall_id}
 
     def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
         return pulumi.dynamic.CreateResult(f"{props['provider']}/{props['cluster_id']}/firewall", self._apply(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        changed = [k for k in ("provider", "cluster_id", "allowed_cidrs") if olds.get(k) != news.get(k)]
-        return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=[k for k in changed if k != "allowed_cidrs"])
+        changed = [k for k in ("provider", "cluster_id", "region", "allowed_cidrs") if olds.get(k) != news.get(k)]
+        return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=[k for k in changed if k != "allowed_cidrs"],
+                                         delete_before_replace=True)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
         return pulumi.dynamic.UpdateResult(self._apply(news))
@@ -63,9 +63,7 @@ class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         adapter: Any = get_provider(props["provider"], **self.adapter_options)
         try:
-            remove = getattr(adapter, "remove_firewall", None)
-            if callable(remove):
-                remove(props["cluster_id"])
+            adapter.remove_firewall(props["cluster_id"])
         finally:
             close = getattr(adapter, "close", None)
             if callable(close):
@@ -75,9 +73,12 @@ class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
 class NeocloudFirewall(pulumi.dynamic.Resource, module="provisioner", name="NeocloudFirewall"):
     """SSH only from ``allowed_cidrs`` at the provider's firewall for one cluster."""
 
-    def __init__(self, resource_name: str, *, provider: str, cluster_id: str, allowed_cidrs: list[str],
+    firewall_id: pulumi.Output[str]
+
+    def __init__(self, resource_name: str, *, provider: str, cluster_id: str, region: str, allowed_cidrs: list[str],
                  adapter_options: Mapping[str, Any] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {"provider": provider, "cluster_id": cluster_id, "allowed_cidrs": list(allowed_cidrs)}
+        props = {"provider": provider, "cluster_id": cluster_id, "region": region,
+                 "allowed_cidrs": list(allowed_cidrs), "firewall_id": None}
         super().__init__(NeocloudFirewallProvider(adapter_options), resource_name, props, opts)
 
 
@@ -87,7 +88,7 @@ def firewall_for(parent: pulumi.Resource, args: ClusterArgs,
     if not has_firewall(args.provider):
         return None
     return NeocloudFirewall(f"{args.cluster_id}-firewall", provider=args.provider, cluster_id=args.cluster_id,
-                            allowed_cidrs=list(args.allowed_cidrs), adapter_options=adapter_options,
+                            region=args.region, allowed_cidrs=list(args.allowed_cidrs), adapter_options=adapter_options,
                             opts=pulumi.ResourceOptions(parent=parent))
 
 

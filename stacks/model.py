@@ -12,9 +12,10 @@ node boots with is picked by its role and the plan's bootstrap method:
 it into Pulumi secrets before any resource sees it.
 
 Tags: every resource carries ``CLUSTER_TAG`` (cluster id), ``OWNER_TAG`` and ``EXPIRES_TAG``
-so ``gc`` finds it. AWS and the neoclouds take the expiry as ISO 8601 UTC
-(``2026-11-24T01:00:00Z``); GCP label values allow only ``[a-z0-9_-]``, so labels carry
-the same instant as ``20261124t010000z`` (``parse_expiry`` reads both).
+(providers/base.py) so ``gc`` finds it. AWS takes the expiry as ISO 8601 UTC
+(``2026-11-24T01:00:00Z``, ``expiry_text``); GCP label values allow only ``[a-z0-9_-]``, so
+labels carry the same instant as ``20261124t010000z`` (``expiry_label``). Neocloud nodes get
+``expires_at`` in their NodeSpec and the adapter writes its own tags (or env, or name).
 """
 
 from __future__ import annotations
@@ -35,10 +36,7 @@ from provisioner.errors import PlanError
 from provisioner.plan import Plan, PlanNode
 from provisioner.spec import SharedFsKind
 
-CLUSTER_TAG: str = _base.CLUSTER_TAG
-# providers/base.py gains these constants in a parallel change; same values until then.
-OWNER_TAG: str = getattr(_base, "OWNER_TAG", "provisioner-owner")
-EXPIRES_TAG: str = getattr(_base, "EXPIRES_TAG", "provisioner-expires")
+CLUSTER_TAG, OWNER_TAG, EXPIRES_TAG = _base.CLUSTER_TAG, _base.OWNER_TAG, _base.EXPIRES_TAG
 NODE_TAG = "provisioner-node"
 SSH_USERS = {"runpod": "root", "vastai": "root"}
 """Login user per provider; ``ubuntu`` elsewhere (the GPU images the stacks boot)."""
@@ -108,12 +106,12 @@ class ClusterArgs:
         """The same as GCP labels: lowercase ``[a-z0-9_-]`` values of at most 63 characters."""
         labels = {CLUSTER_TAG: self.cluster_id, OWNER_TAG: label_value(self.owner)}
         if self.expires_at is not None:
-            labels[EXPIRES_TAG] = self.expires_at.astimezone(dt.UTC).strftime("%Y%m%dt%H%M%Sz")
+            labels[EXPIRES_TAG] = _base.expiry_label(self.expires_at)
         return {**labels, **{k: label_value(v) for k, v in extra.items()}}
 
 
 def iso_utc(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _base.expiry_text(when)
 
 
 def label_value(text: str) -> str:
@@ -123,12 +121,10 @@ def label_value(text: str) -> str:
 
 def parse_expiry(text: str) -> dt.datetime:
     """An expiry tag or label (either form) as an aware UTC datetime. ValueError otherwise."""
-    for fmt in ("%Y-%m-%dT%H:%M:%SZ", "%Y%m%dt%H%M%Sz"):
-        try:
-            return dt.datetime.strptime(text, fmt).replace(tzinfo=dt.UTC)
-        except ValueError:
-            continue
-    raise ValueError(f"not an expiry tag value: {text!r}")
+    parsed = _base.parse_expiry(text)
+    if parsed is None:
+        raise ValueError(f"not an expiry tag value: {text!r}")
+    return parsed
 
 
 SHARED_FS_ENV = "/etc/provisioner/shared-fs.env"

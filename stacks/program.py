@@ -9,9 +9,9 @@ Stack config (namespace ``provisioner``):
   lifecycle commands pass them; else the 0600 file ``secretsFile``, else the one kept beside
   the plan (``plan.secrets.json``) or, for a spec, ``.provisioner/<stack>/.cluster-secrets.json``,
   created on first use (``provisioner.secrets.load_or_create_secrets``).
-- ``owner`` (default: the login name), ``expiresAt`` (ISO UTC; default: now + the spec's
-  TTL, recomputed on every ``up`` unless pinned), ``image`` (overrides the GPU image),
-  ``flexStart`` (GCP flex-start provisioning).
+- ``owner`` (default: ``providers.base.owner_id()``, as the adapters and ``gc`` use),
+  ``expiresAt`` (ISO UTC; default: now + the spec's TTL, recomputed on every ``up`` unless
+  pinned), ``image`` (overrides the GPU image), ``flexStart`` (GCP flex-start provisioning).
 
 Stack outputs: ``cluster_id``, ``provider``, ``head_address``, ``ssh_command``, ``nodes``,
 ``hourly_usd``, ``expires_at``, ``shared_fs``. A mistake in the config or the spec stops
@@ -21,12 +21,12 @@ the program with one line (``pulumi.RunError``), not a traceback.
 from __future__ import annotations
 
 import datetime as dt
-import getpass
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pulumi
+from provisioner.providers.base import owner_id
 from provisioner.stacks.cluster import GpuCluster
 from provisioner.stacks.model import cluster_args, expiry_for, user_data_path
 
@@ -93,7 +93,7 @@ def build(config: pulumi.Config | None = None, *,
         expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
     except ValueError:
         raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
-    args = cluster_args(plan, files, owner=config.get("owner") or getpass.getuser(), expires_at=expires,
+    args = cluster_args(plan, files, owner=config.get("owner") or owner_id(), expires_at=expires,
                         ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False)
     cluster = GpuCluster(plan.cluster_id, args)
     pulumi.export("cluster_id", plan.cluster_id)

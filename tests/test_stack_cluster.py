@@ -394,11 +394,13 @@ def _check_neocloud(plan: Plan, done: Realized) -> None:
         assert node["gpus"] == planned.gpus and node["spot"] == planned.spot
         assert node.get("offer_id") == planned.offer_id and node.get("zone") == planned.zone
         assert node["ssh_public_key"] == _secrets().ssh_public_key
-        assert (node["tags"]["provisioner-cluster"], node["tags"]["provisioner-owner"],
-                node["tags"]["provisioner-expires"]) == (cid, OWNER, "2026-11-24T06:00:00Z")
+        assert node["tags"] == {"provisioner-owner": OWNER, "provisioner-role": planned.role}
+        assert node["expires_at"] == "2026-11-24T06:00:00Z"  # the adapter writes the cluster/expiry tags
     walls = rec.of("pulumi-python:dynamic/provisioner:NeocloudFirewall")
     if has_firewall(plan.option.provider):  # the provider's own firewall: SSH from the spec's CIDRs only
-        assert [w.inputs["allowed_cidrs"] for w in walls] == [plan.spec.access.allowed_cidrs]
+        assert [(w.inputs["allowed_cidrs"], w.inputs["region"]) for w in walls] == [
+            (plan.spec.access.allowed_cidrs, plan.option.region)]
+        assert cid in walls[0].name
     else:
         assert walls == []
     expected = _user_data_by_node(plan, plan.option.provider)
