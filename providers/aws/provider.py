@@ -12,12 +12,12 @@ How the contract maps onto EC2:
   go on as ``provisioner-owner`` / ``provisioner-expires`` when known, so ``gc`` finds them.
 - One RunInstances per node (MinCount = MaxCount = 1), with
   ``InstanceInitiatedShutdownBehavior=terminate`` so a TTL's ``shutdown`` stops billing.
-  Create is idempotent on (cluster, node name): nodes already tagged are not launched again.
-  A launch whose answer is lost (timeout, 5xx) is never retried: the cluster is re-listed
-  and the instance tagged with that node is adopted; if none appeared the error is raised.
-- All-or-nothing: on any failure the instances this call launched are terminated and the
-  error is raised with what was tried; if that fails too, the error lists the ids left and
-  the ``aws ec2 terminate-instances`` command that removes them.
+  Create goes through providers.orchestrate: idempotent on (cluster, node name); a launch
+  whose answer is lost (timeout, 5xx) is never retried: the cluster is re-listed and the
+  instance tagged with that node is adopted; all-or-nothing rollback; when something may
+  remain the error names the cluster and ``provisioner gc --provider aws --cluster ID --yes``.
+  Every instance carries the owner tag (``owner`` or providers.base.owner_id) and, when the
+  NodeSpec has one, the expiry tag.
 - Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
   stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
 - Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
@@ -50,12 +50,24 @@ from provisioner.providers.aws.models import (
     zones_by_type,
 )
 from provisioner.providers.aws.quotas import QUOTA_NAMES, QuotaShortfall, how_to_request, quota_code
-from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import (
+    CLUSTER_TAG,
+    Capability,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    OfferQuery,
+    OwnedNode,
+    expiry_text,
+    owner_id,
+    parse_expiry,
+)
 from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError, RateLimitError
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
 from provisioner.offer import Offer, QuotaHeadroom
 from provisioner.spec import Fabric
 
@@ -327,40 +339,27 @@ class AWSProvider:
             raise ValueError("node names must be unique within a cluster")
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
         self.check_quotas(self._missing(cluster_id, nodes))  # a quota refusal before anything is bought
-        made: list[tuple[str, str]] = []
-        tried = ""
-        try:
-            for region in sorted({n.region for n in nodes}):
-                present = {tag_map(i).get(NODE_TAG) for i in self._members(cluster_id, region, live=True)}
-                for spec in (n for n in nodes if n.region == region and n.name not in present):
-                    tried = f"1 x {spec.instance_type} in {spec.region}{f' ({spec.zone})' if spec.zone else ''}"
-                    made.append((region, self._launch(cluster_id, spec)))
-        except ProviderError as exc:
-            what = f"; tried {tried} (cluster {cluster_id}: {len(made)} new node(s) made)"
-            raise self._rolled_back(exc, made, what) from None
-        wanted = set(names)
-        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+        ids = create(_Launcher(self, cluster_id, nodes), nodes)
+        return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
-    def _launch(self, cluster_id: str, spec: NodeSpec) -> str:
-        params = self._run_params(cluster_id, spec)
-        try:
-            (instance,) = self.client.run_instances(spec.region, params)
-            return str(instance["InstanceId"])
-        except ProviderAPIError as exc:
-            if exc.status and exc.status < 500:
-                raise
-            appeared = [i for i in self._members(cluster_id, spec.region, live=True)
-                        if tag_map(i).get(NODE_TAG) == spec.name]
-            if not appeared:
-                raise
-            log.warning("aws: RunInstances answer lost (%s); adopting %s", exc.detail, appeared[0]["InstanceId"])
-            return str(appeared[0]["InstanceId"])
+    def list_owned(self) -> list[OwnedNode]:
+        """Every live instance carrying the cluster tag in the adapter's regions, with owner and expiry."""
+        found = []
+        for region in self.regions:
+            for instance in self.client.describe_instances(region, [{"Name": "tag-key", "Values": [CLUSTER_TAG]},
+                                                                    {"Name": "instance-state-name",
+                                                                     "Values": _LIVE}]):
+                tags = tag_map(instance)
+                found.append(OwnedNode(self._node(tags[CLUSTER_TAG], region, instance), tags.get(OWNER_TAG),
+                                       parse_expiry(tags.get(EXPIRES_TAG))))
+        return found
 
     def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
         tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name,
                 "Name": f"{cluster_id}-{spec.name}"}
-        if self.owner and OWNER_TAG not in tags:
-            tags[OWNER_TAG] = self.owner
+        tags.setdefault(OWNER_TAG, self.owner or owner_id())
+        if spec.expires_at is not None:
+            tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
             "ImageId": self._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
@@ -390,31 +389,6 @@ class AWSProvider:
             raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's image "
                             "or PROVISIONER_AWS_IMAGE_ID")
         return str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
-
-    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
-        if not made:
-            return self._with_context(exc, tried)
-        left: list[tuple[str, str]] = []
-        for region in sorted({r for r, _ in made}):
-            ids = [i for r, i in made if r == region]
-            try:
-                self._terminate(region, ids)
-            except ProviderError as cleanup:
-                log.error("aws: rollback failed in %s: %s", region, cleanup.message)
-                left += [(region, i) for i in ids]
-        if left:
-            commands = "; ".join(f"aws ec2 terminate-instances --region {r} --instance-ids "
-                                 f"{' '.join(i for rr, i in left if rr == r)}" for r in sorted({r for r, _ in left}))
-            return self._with_context(exc, f"{tried}; cleanup FAILED; still running: "
-                                      f"{', '.join(i for _, i in left)}; delete them with: {commands}")
-        return self._with_context(exc, f"{tried}; rolled back {len(made)} instance(s) this call made")
-
-    def _with_context(self, exc: ProviderError, extra: str) -> ProviderError:
-        if isinstance(exc, ProviderAPIError):
-            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{extra}")
-        if isinstance(exc, RateLimitError):
-            return RateLimitError(self.name, f"{exc.message}{extra}", exc.retry_after_s)
-        return type(exc)(self.name, f"{exc.message}{extra}")
 
     # ----- read / delete --------------------------------------------------------------------
     def get_nodes(self, cluster_id: str) -> list[Node]:
@@ -459,6 +433,46 @@ class AWSProvider:
                     instance_type=str(instance.get("InstanceType", "")), region=region,
                     public_ip=instance.get("PublicIpAddress"), private_ip=instance.get("PrivateIpAddress"),
                     provider_state=state)
+
+
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: one RunInstances per node, in the nodes' regions."""
+
+    def __init__(self, provider: AWSProvider, cluster_id: str, nodes: Sequence[NodeSpec]) -> None:
+        super().__init__(provider.name, cluster_id)
+        self.adapter = provider
+        self.regions = sorted({n.region for n in nodes})
+        self.region_of: dict[str, str] = {}
+
+    def members(self) -> list[Member]:
+        found = []
+        for region in self.regions:
+            for i in self.adapter._members(self.cluster_id, region, live=True):
+                self.region_of[str(i["InstanceId"])] = region
+                found.append(Member(str(i["InstanceId"]), tag_map(i).get(NODE_TAG),
+                                    str(i.get("InstanceType", "")), region))
+        return found
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        (spec,) = batch
+        (instance,) = self.adapter.client.run_instances(spec.region, self.adapter._run_params(self.cluster_id, spec))
+        self.region_of[str(instance["InstanceId"])] = spec.region
+        return [str(instance["InstanceId"])]
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        left: list[str] = []
+        for region in sorted({self.region_of.get(i, "") for i in ids}):
+            batch = [i for i in ids if self.region_of.get(i, "") == region]
+            try:
+                self.adapter._terminate(region, batch)
+            except ProviderError as cleanup:
+                log.error("aws: rollback failed in %s: %s", region, cleanup.message)
+                left += batch
+        return left
+
+    def describe(self, batch: Sequence[NodeSpec]) -> str:
+        spec = batch[0]
+        return f"1 x {spec.instance_type} in {spec.region}{f' ({spec.zone})' if spec.zone else ''}"
 
 
 __all__ = ["DEFAULT_REGIONS", "EXPIRES_TAG", "NODE_TAG", "OWNER_TAG", "AWSProvider", "key_name"]
