@@ -39,7 +39,8 @@ Contract of ``FakeApp`` (what tests may rely on):
   is active stay pending for ``polls`` list/get polls or ``seconds``), ``lose_answer`` (the
   request is processed, unless ``processed=False``, and its answer dropped: the connection is
   closed on a real socket; in process ``FakeTransport`` raises ``httpx.ReadTimeout``, or
-  ``httpx.RemoteProtocolError`` with ``as_timeout=False``) and ``drip`` (the answer's body is
+  ``httpx.RemoteProtocolError`` with ``as_timeout=False``; ``then``: a fault, as ``inject``'s
+  keyword arguments with ``kind``, injected when the answer is dropped) and ``drip`` (the answer's body is
   sent ``chunk_bytes`` at a time, ``interval_s`` apart, through ``sleep``).
 - Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
@@ -462,6 +463,10 @@ class FakeApp(abc.ABC):
     def _lose(self, request: Request, name: str, fault: Fault) -> None:
         with self.lock:
             self.calls.append(Call(time.monotonic(), request.method, request.path, 0, name, "lost"))
+        then = fault.params.get("then")
+        if then:  # a fault that starts when this answer is lost (e.g. the listing that would adopt it fails)
+            spec = dict(then)
+            self.faults.inject(spec.pop("kind"), **spec)
         raise AnswerLost(f"{request.method} {request.path}", timeout=bool(fault.params.get("as_timeout", True)))
 
     def _dripped(self, response: Response, fault: Fault) -> Response:
