@@ -93,3 +93,90 @@ def test_down_without_record_or_provider_is_one_line(capsys: pytest.CaptureFixtu
     assert main(["down", "nosuch", "--engine", "direct"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no record of cluster nosuch" in err
+
+
+FAKE_PULUMI = """#!{python}
+import json, os, sys
+args = [a for a in sys.argv[1:] if a != "--non-interactive"]
+with open(os.environ["FAKE_PULUMI_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args[:1] == ["version"]:
+    print("v3.190.0")
+elif args[:1] == ["up"] and os.environ.get("FAKE_PULUMI_UP") == "fail":
+    sys.stderr.write("error: update failed: lambda: no capacity for gpu_4x_h100_sxm5\\n")
+    sys.exit(255)
+elif args[:2] == ["stack", "output"]:
+    print(json.dumps({{"headAddress": "198.51.100.7"}}))
+elif args[:2] == ["stack", "history"]:
+    print(json.dumps([{{"version": 1, "kind": "update", "startTime": "2026-11-24T00:00:00.000Z", "message": "",
+                       "environment": {{}}, "config": {{}}, "result": "succeeded",
+                       "endTime": "2026-11-24T00:01:00.000Z", "resourceChanges": {{"create": 3}}}}]))
+elif args[:2] == ["stack", "export"]:
+    print(json.dumps({{"version": 3, "deployment": {{"resources": [
+        {{"urn": "urn:pulumi:lc-lambda::provisioner::pulumi:pulumi:Stack::provisioner-lc-lambda",
+          "type": "pulumi:pulumi:Stack"}},
+        {{"urn": "urn:pulumi:lc-lambda::provisioner::provisioner:index:GpuCluster::lc-lambda",
+          "type": "provisioner:index:GpuCluster"}},
+        {{"urn": "urn:pulumi:lc-lambda::provisioner::pulumi-python:dynamic:Resource::lc-lambda-nodes",
+          "type": "pulumi-python:dynamic:Resource"}}]}}}}))
+"""
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in ``pulumi`` CLI on PATH that logs its arguments (the Automation API drives it)."""
+    import os
+    import sys
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "pulumi"
+    script.write_text(FAKE_PULUMI.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    log = tmp_path / "pulumi.log"
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    return log
+
+
+def _pulumi_calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            fake_pulumi: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("FAKE_PULUMI_UP", "fail")
+    assert main(["up", str(_spec(tmp_path)), "--json"]) == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "pulumi up of lc-lambda failed: error: update failed: lambda: no capacity" in err
+    assert "provisioner:index:GpuCluster lc-lambda" in err and "pulumi-python:dynamic:Resource lc-lambda-nodes" in err
+    assert "remove with: provisioner down lc-lambda --engine pulumi" in err
+    calls = _pulumi_calls(fake_pulumi)
+    config = next(call for call in calls if call[:2] == ["config", "set-all"])
+    assert any(word.startswith("provisioner:plan=") for word in config)
+    assert f"provisioner:secretsFile={state.secrets_path('lc-lambda')}" in config
+    # No secret value ever reaches pulumi's command line.
+    from provisioner.secrets import load_secrets
+
+    secrets = load_secrets(state.secrets_path("lc-lambda"))
+    text = fake_pulumi.read_text(encoding="utf-8")
+    assert all(value[:40] not in text for value in secrets.values())
+    assert state.load_record("lc-lambda") is None
+
+
+def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", str(_spec(tmp_path)), "--json"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert events[-1]["event"] == "up" and events[-1]["outputs"] == {"headAddress": "198.51.100.7"}
+    record = state.load_record("lc-lambda")
+    assert record is not None and record.engine == "pulumi" and record.status == "up"
+    assert (state.state_dir() / "pulumi" / "passphrase").stat().st_mode & 0o077 == 0
+    assert main(["down", "lc-lambda"]) == 0  # the record says pulumi
+    calls = _pulumi_calls(fake_pulumi)
+    assert any(call[:1] == ["destroy"] for call in calls) and any(call[:2] == ["stack", "rm"] for call in calls)
+    assert state.load_record("lc-lambda") is None
+    select = next(call for call in calls if call[:2] == ["stack", "select"])
+    assert select[-1] == "lc-lambda"  # one stack per cluster

@@ -124,7 +124,17 @@ def up(
     from provisioner.lifecycle.realize import bring_up_first
 
     plans = ranked_plans(target, catalog, max_tries)
-    bring_up_first(plans, _runtime(emit), max_tries=max_tries, ttl_s=ttl_s)
+    runtime = _runtime(emit)
+    try:
+        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s)
+    except KeyboardInterrupt:
+        cluster_id = plans[0].cluster_id
+        emit("error", message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
+             f"provisioner down {cluster_id} --engine direct", cluster=cluster_id)
+        raise
+    finally:
+        if runtime.interrupts is not None:
+            runtime.interrupts.restore()
 
 
 def _save_pulumi_record(plan: Plan, ttl_s: float | None) -> None:

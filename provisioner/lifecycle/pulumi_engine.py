@@ -4,8 +4,11 @@ One stack per cluster (stack name = cluster id) of the project in the installed
 ``provisioner.stacks`` folder. Config written before each ``up``:
 
 - ``provisioner:plan``: the path of the plan file kept in the state dir (``<id>.plan.json``);
-- ``provisioner:secrets``: the cluster secrets file's fields (JSON object), as *secret* config (encrypted in
-  the stack; never printed: ``show_secrets=False``).
+- ``provisioner:secretsFile``: the path of the cluster's 0600 secrets file in the state dir. Not
+  the values as secret config (``provisioner:secrets``): the Automation API hands config values
+  to the pulumi CLI as command-line arguments, which every local user can read in ``ps``. The
+  program renders from the file and keeps the user data as Pulumi secrets; output is run with
+  ``show_secrets=False``.
 
 Backend: ``--backend URL`` (``s3://...``, ``gs://...``, ``https://api.pulumi.com``), else a
 local file backend under the state dir (``file://<state>/pulumi``). The file backend encrypts
@@ -20,7 +23,6 @@ resources left in the stack and the command that removes them.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets as _secrets
 import shutil
@@ -95,7 +97,7 @@ def _stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
         return auto.select_stack(cluster_id, work_dir=str(stacks_dir()), opts=opts)
     except auto.errors.StackNotFoundError:
         raise StackError(f"no pulumi stack {cluster_id} in {env['PULUMI_BACKEND_URL']}") from None
-    except auto.errors.CommandError as exc:
+    except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise StackError(f"pulumi cannot open stack {cluster_id}: {_last_line(str(exc))}") from None
 
 
@@ -134,18 +136,19 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events) -> dic
     path = plan_path(plan.cluster_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_plan(plan, path)
-    fields = json.loads(state.secrets_path(plan.cluster_id).read_text(encoding="utf-8"))
-    fields.pop("version", None)  # the program validates the secrets' own fields (ClusterSecrets)
-    secrets_text = json.dumps(fields)
+    # The Automation API passes config values on pulumi's command line, where any local user can
+    # read them (ps): secrets travel as the path of their 0600 file, never as values.
     stack.set_all_config({
         "provisioner:plan": auto.ConfigValue(value=str(path)),
-        "provisioner:secrets": auto.ConfigValue(value=secrets_text, secret=True),
+        "provisioner:secretsFile": auto.ConfigValue(value=str(state.secrets_path(plan.cluster_id))),
     })
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
         result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
                           color="never", show_secrets=False)
     except auto.errors.CommandError as exc:
+        raise _failed("up", plan.cluster_id, stack, exc, backend) from None
+    except (ValueError, OSError) as exc:  # an answer the Automation API could not read
         raise _failed("up", plan.cluster_id, stack, exc, backend) from None
     return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
 
@@ -165,17 +168,28 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events)
         stack.destroy(on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never",
                       show_secrets=False)
         stack.workspace.remove_stack(cluster_id)
-    except auto.errors.CommandError as exc:
+    except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise _failed("destroy", cluster_id, stack, exc, backend) from None
 
 
 def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:
+    """The stack's outputs, secret ones masked. StackError when pulumi fails or answers oddly."""
+    from pulumi import automation as auto
+
     stack = _stack(cluster_id, backend, create=False)
-    return {key: ("[secret]" if value.secret else value.value) for key, value in stack.outputs().items()}
+    try:
+        found = stack.outputs()
+    except (auto.errors.CommandError, ValueError, OSError) as exc:
+        raise StackError(f"pulumi cannot read the outputs of {cluster_id}: {_last_line(str(exc))}") from None
+    return {key: ("[secret]" if value.secret else value.value) for key, value in found.items()}
 
 
 def _last_line(text: str) -> str:
+    """The last meaningful line of a CommandError's text (``code:/stdout:/stderr:`` labels dropped)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line.removeprefix("stderr:").removeprefix("stdout:").strip() for line in lines
+             if not line.startswith("code:")]
+    lines = [line for line in lines if line]
     return lines[-1][:300] if lines else "no output"
 
 
