@@ -1,6 +1,7 @@
 """AWS resources of a ``GpuCluster`` (pulumi_aws), children of the component.
 
-What ``build_aws`` creates, all tagged with cluster id, owner and expiry:
+What ``build_aws`` creates, all through an explicit provider for the plan's region and all
+tagged with cluster id, owner and expiry:
 
 - a VPC (10.42.0.0/16), an internet gateway, one subnet in the plan's zone (AWS picks one
   when the plan has none), a route table with the default route;
@@ -120,7 +121,9 @@ def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]
 def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]]) -> Built:
     """Create the cluster's AWS resources under ``parent``. ``user_data``: node name -> secret."""
     cid = args.cluster_id
-    child = pulumi.ResourceOptions(parent=parent)
+    # An explicit provider: the plan's region wins over whatever aws:region the stack has.
+    regional = aws.Provider(f"{cid}-aws", region=args.region, opts=pulumi.ResourceOptions(parent=parent))
+    child = pulumi.ResourceOptions(parent=parent, provider=regional)
     tags = args.tags()
 
     def named(suffix: str) -> dict[str, str]:
@@ -151,7 +154,7 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         key = aws.ec2.KeyPair(f"{cid}-key", public_key=args.ssh_public_key, tags=named("key"), opts=child)
     template = aws.ec2.LaunchTemplate(
         f"{cid}-lt",
-        image_id=_image(args, pulumi.InvokeOptions(parent=parent)),
+        image_id=_image(args, pulumi.InvokeOptions(parent=parent, provider=regional)),
         instance_type=args.instance_type,
         key_name=key.key_name if key is not None else None,
         instance_initiated_shutdown_behavior="terminate",
@@ -194,11 +197,11 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             instance_initiated_shutdown_behavior="terminate",
             user_data_base64=user_data[node.name].apply(compressed_user_data) if node.name in user_data else None,
             tags={**tags, NODE_TAG: node.name, "Name": node.name, "provisioner-role": node.role},
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[routes, igw]))
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[routes, igw])))
         address = aws.ec2.Eip(f"{node.name}-eip", domain="vpc",
                               network_interface=instance.primary_network_interface_id,
-                              tags=named(f"{node.name}-eip"), opts=pulumi.ResourceOptions(parent=parent,
-                                                                                          depends_on=[igw]))
+                              tags=named(f"{node.name}-eip"),
+                              opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])))
         built.append(BuiltNode(node.name, node.role, address.public_ip, instance.private_ip))
     return Built(built, shared)
 

@@ -1,6 +1,7 @@
 """GCP resources of a ``GpuCluster`` (pulumi_gcp), children of the component.
 
-What ``build_gcp`` creates, all labelled with cluster id, owner and expiry:
+What ``build_gcp`` creates, all through an explicit provider for the plan's region and zone
+(project from ``gcp:project`` or the credentials), labelled with cluster id, owner and expiry:
 
 - the cluster VPC (custom mode) and a subnet in the plan's region; firewall rules: SSH
   (tcp/22) from ``access.allowed_cidrs`` to the cluster's network tag and nothing else from
@@ -118,9 +119,12 @@ def _extra_networks(args: ClusterArgs, layout: tuple[Nic, ...], child: pulumi.Re
 def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]]) -> Built:
     """Create the cluster's GCP resources under ``parent``. ``user_data``: node name -> secret."""
     cid, desc = args.cluster_id, args.description()
-    child = pulumi.ResourceOptions(parent=parent)
+    # An explicit provider: the plan's region and zone win over the stack's gcp:region/gcp:zone.
+    place = gcp.Provider(f"{cid}-gcp", region=args.region, zone=args.zone,
+                         opts=pulumi.ResourceOptions(parent=parent))
+    child = pulumi.ResourceOptions(parent=parent, provider=place)
     project = gcp.config.project or gcp.organizations.get_client_config_output(
-        opts=pulumi.InvokeOptions(parent=parent)).project
+        opts=pulumi.InvokeOptions(parent=parent, provider=place)).project
     labels = args.labels()
     network = gcp.compute.Network(f"{cid}-vpc", auto_create_subnetworks=False, description=desc, opts=child)
     subnet = gcp.compute.Subnetwork(f"{cid}-subnet", network=network.id, region=args.region,
