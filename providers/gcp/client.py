@@ -24,7 +24,7 @@ from typing import Any
 import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from google.cloud import compute_v1
+from google.cloud import billing_v1, compute_v1
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
@@ -109,13 +109,16 @@ class GCPClient:
     """compute_v1 clients sharing credentials, one limiter and one retry policy. Thread-safe.
 
     ``credentials`` default to Application Default Credentials; ``endpoint`` (a URL with its
-    scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com.
+    scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com, ``billing_endpoint``
+    (default: ``endpoint``) cloudbilling.googleapis.com.
     """
 
     def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
-                 limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None) -> None:
+                 billing_endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
+                 retry: RetryPolicy | None = None) -> None:
         self.project = project
         self.endpoint = endpoint or None
+        self.billing_endpoint = billing_endpoint or endpoint or None
         self.limits = limits or LIMITS
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
@@ -132,8 +135,9 @@ class GCPClient:
     def _client(self, kind: str) -> Any:
         with self._lock:
             if kind not in self._clients:
-                options = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
-                cls = getattr(compute_v1, kind)
+                endpoint = self.billing_endpoint if kind == "CloudCatalogClient" else self.endpoint
+                options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+                cls = getattr(billing_v1 if kind == "CloudCatalogClient" else compute_v1, kind)
                 try:
                     client = cls(credentials=self._credentials, transport="rest", client_options=options)
                 except Exception as exc:
@@ -183,6 +187,12 @@ class GCPClient:
     def region(self, region: str) -> Any:
         """regions.get: the region with its ``zones`` URLs and ``quotas`` (metric, limit, usage)."""
         return self._call("RegionsClient", "get", project=self.project, region=region)
+
+    def skus(self, service: str) -> list[dict[str, Any]]:
+        """Cloud Billing Catalog ``services.skus.list`` in USD (every page), as REST JSON dicts."""
+        pages = self._call("CloudCatalogClient", "list_skus", consume=list,
+                           request={"parent": service, "currency_code": "USD"})
+        return [billing_v1.Sku.to_dict(sku, preserving_proto_field_name=False) for sku in pages]
 
     # ----- instances ---------------------------------------------------------------------------
     def insert_instance(self, zone: str, instance: Any) -> None:

@@ -4,10 +4,10 @@ How the contract maps onto Compute Engine:
 
 - Offers: one per (accelerator-optimized machine type with bundled GPUs, zone), from
   machineTypes.list and acceleratorTypes.list per zone (GPU model and memory from the
-  accelerator type). Prices are NOT read from Cloud Billing yet: they come from the bundled
-  catalog's row for the same machine type and region, and each offer says so in ``source``
-  and ``as_of``; a type the catalog has no price for is not offered. N1 VMs with attachable
-  GPUs are not offered.
+  accelerator type). On-demand and spot prices come from the Cloud Billing Catalog's Compute
+  Engine SKUs (GPU + vCPU + RAM, see ``billing``); a machine type no SKU set prices falls back
+  to the bundled catalog's row, and each offer's ``source`` says which it is. A type priced by
+  neither is not offered. N1 VMs with attachable GPUs are not offered.
 - Cluster membership is the label ``provisioner-cluster=<cluster_id>``; the node's identity is
   the instance name ``<cluster_id>-<node name>`` (unique per zone), so a retried insert finds
   the instance (HTTP 409) instead of buying a second one. Owner and expiry labels when given.
@@ -18,16 +18,22 @@ How the contract maps onto Compute Engine:
   what was tried (or, if deleting fails, what is left and the gcloud command to remove it).
 - Statuses: PROVISIONING/STAGING/PENDING -> pending, RUNNING -> running, STOPPING/SUSPENDING/
   DEPROVISIONING/STOPPED/SUSPENDED -> stopping, TERMINATED -> terminated, REPAIRING -> failed.
-- Quotas: ``quota_shortfalls`` / ``check_quota`` read the region's GPU quotas (limit minus
-  usage) from regions.get, e.g. ``NVIDIA_H100_GPUS`` and ``PREEMPTIBLE_NVIDIA_H100_GPUS``.
+- Quotas (``quotas``): ``create_nodes`` first sums the GPUs the missing nodes need per regional
+  metric (``NVIDIA_H100_GPUS``, ``PREEMPTIBLE_NVIDIA_H100_GPUS``, ...) and raises QuotaError
+  naming it when that exceeds limit minus usage (regions.get): nothing is inserted.
+  ``quota_headroom`` records the same for ``catalog refresh``, so ``plan`` can refuse first.
+- ``topology`` turns the instances' ``resourceStatus.physicalHostTopology`` (cluster, block,
+  subblock) into the switch paths ``provisioner.render`` writes to Slurm's topology.conf.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -35,13 +41,15 @@ from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.gcp import CAPABILITIES
+from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
+from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall, how_to_request, quota_metric
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError, RateLimitError
-from provisioner.offer import Offer
+from provisioner.offer import Offer, QuotaHeadroom
 
 NODE_TAG = "provisioner-node"
 DEFAULT_REGIONS = ("us-central1",)
@@ -57,16 +65,6 @@ GPU_MODELS = {
 }
 """Accelerator type -> (canonical model, GiB per GPU) (gpuhunt ``accelerator_details``; the
 description's ``NN GB`` wins when present)."""
-QUOTA_METRICS = {
-    "nvidia-tesla-a100": "NVIDIA_A100_GPUS", "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
-    "nvidia-h100-80gb": "NVIDIA_H100_GPUS", "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
-    "nvidia-h200-141gb": "NVIDIA_H200_GPUS", "nvidia-b200": "NVIDIA_B200_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS",
-    "nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
-}
-"""Regional quota metric per accelerator type; spot VMs count against ``PREEMPTIBLE_<metric>``.
-NVIDIA_H100_GPUS / PREEMPTIBLE_NVIDIA_H100_GPUS as named in issue 10; the others follow the
-same pattern and are UNVERIFIED (docs/aws-gcp.md)."""
-
 _STATUS = {
     "PROVISIONING": NodeStatus.PENDING, "STAGING": NodeStatus.PENDING, "PENDING": NodeStatus.PENDING,
     "RUNNING": NodeStatus.RUNNING, "STOPPING": NodeStatus.STOPPING, "SUSPENDING": NodeStatus.STOPPING,
@@ -89,35 +87,23 @@ class GpuMachineType:
     local_ssd_gib: float
 
 
-@dataclass(frozen=True)
-class GpuQuotaShortfall:
-    machine_type: str
-    region: str
-    spot: bool
-    metric: str
-    available_gpus: int
-    needed_gpus: int
-    project: str
-
-    @property
-    def reason(self) -> str:
-        return (f"{self.needed_gpus} {'spot ' if self.spot else ''}GPUs of {self.machine_type} in {self.region} exceed "
-                f"the quota {self.metric} ({self.available_gpus} left); ask for more at "
-                f"https://console.cloud.google.com/iam-admin/quotas?project={self.project} "
-                f"(metric compute.googleapis.com/{self.metric}, region {self.region})")
-
-
 @lru_cache(maxsize=1)
-def _catalog() -> tuple[dict[tuple[str, str], Offer], str]:
+def _catalog() -> tuple[dict[tuple[str, str], Offer], dt.date | None]:
     """The bundled catalog's GCP offers by (machine type, region), and its date."""
     try:
         from provisioner.catalog import load_bundled_catalog
 
         catalog = load_bundled_catalog()
     except Exception:  # prices are context here; without them nothing is offered
-        return {}, ""
-    return ({(o.instance_type, o.region): o for o in catalog.offers if o.provider == "gcp"},
-            catalog.as_of.isoformat())
+        return {}, None
+    return ({(o.instance_type, o.region): o for o in catalog.offers if o.provider == "gcp"}, catalog.as_of)
+
+
+def _typical() -> Offer | None:
+    """A typical bundled GCP offer: the facts (interruption rates, egress, billing terms) for a
+    machine type the bundled catalog has no row for."""
+    rows = sorted(_catalog()[0].values(), key=lambda o: o.key)
+    return rows[len(rows) // 2] if rows else None
 
 
 def _zone_region(zone: str) -> str:
@@ -142,6 +128,14 @@ class GCPProvider:
                  retry: RetryPolicy | None = None, image: str | None = None, owner: str | None = None,
                  poll_interval_s: float = 5.0) -> None:
         project = project or os.environ.get("PROVISIONER_GCP_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        endpoint = endpoint or settings.api_url("gcp", "") or None
+        if credentials is None and os.environ.get("PROVISIONER_GCP_CREDENTIALS") == "anonymous":
+            if not endpoint:
+                raise PlanError("gcp: PROVISIONER_GCP_CREDENTIALS=anonymous is for a local endpoint only; set "
+                                "PROVISIONER_GCP_API_URL too")
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()
         if credentials is None:
             import google.auth
             import google.auth.exceptions
@@ -158,9 +152,10 @@ class GCPProvider:
         env_zones = [z.strip() for z in os.environ.get("PROVISIONER_GCP_ZONES", "").split(",") if z.strip()]
         self.zones: tuple[str, ...] = tuple(zones or env_zones or (f"{r}-a" for r in DEFAULT_REGIONS))
         self.project = project
-        self.endpoint = endpoint or settings.api_url("gcp", "") or None
-        self.client = GCPClient(project, credentials, endpoint=self.endpoint, limits=limits, timeout_s=timeout_s,
-                                retry=retry)
+        self.endpoint = endpoint
+        self.billing_endpoint = os.environ.get("PROVISIONER_GCP_BILLING_URL") or endpoint
+        self.client = GCPClient(project, credentials, endpoint=self.endpoint, billing_endpoint=self.billing_endpoint,
+                                limits=limits, timeout_s=timeout_s, retry=retry)
         self.image = image or os.environ.get("PROVISIONER_GCP_IMAGE") or None
         self.owner = owner
         self.poll_interval_s = poll_interval_s
@@ -203,55 +198,118 @@ class GCPProvider:
         zones = [z for z in self.zones if not query.regions or _zone_region(z) in query.regions]
         screen = OfferScreen(self.name)
         offers: list[Offer] = []
+        prices = self.sku_prices({_zone_region(z) for z in zones}) if zones else SkuPrices({})
         for zone in zones:
             kinds = [m for m in self.gpu_machine_types(zone)
                      if (not wanted or m.gpu_model in wanted) and m.gpus >= query.min_gpus]
-            offers += screen.build(kinds, lambda m: self._offer(m, query))
+            offers += screen.build(kinds, lambda m: self._offer(m, query, prices))
         self.dropped_offers = dict(screen.dropped)
         return sorted((o for o in offers if o.reliability >= query.min_reliability), key=lambda o: o.key)
 
-    def _offer(self, kind: GpuMachineType, query: OfferQuery) -> list[Offer]:
+    def sku_prices(self, regions: Iterable[str]) -> SkuPrices:
+        """Compute Engine's Cloud Billing Catalog SKUs for ``regions``, indexed (``billing``). Read-only."""
+        return sku_prices(self.client.skus(COMPUTE_SERVICE), regions)
+
+    def _offer(self, kind: GpuMachineType, query: OfferQuery, prices: SkuPrices) -> list[Offer]:
+        """The offer for one machine type in one zone: priced from SKUs when every part of it is
+        (source says so), else from the bundled catalog's row (source says that), else none."""
         priced, as_of = _catalog()
-        template = priced.get((kind.machine_type, _zone_region(kind.zone)))
-        if template is None:
+        region = _zone_region(kind.zone)
+        template = priced.get((kind.machine_type, region))
+        memory = Decimal(kind.memory_gib)  # MiB / 1024: exact in binary, so exact here
+        billed = [prices.machine_price(kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus, memory, region, s)
+                  for s in (False, True)]
+        if any(billed):
+            price, spot = billed
+            source, dated = "machine type live from Compute Engine; price from Cloud Billing Catalog SKUs (GPU + " \
+                "vCPU + RAM, local SSD not included)", None
+        elif template is not None:
+            price, spot = template.price_per_hour_usd, template.spot_price_per_hour_usd
+            source, dated = ("machine type live from Compute Engine; price from the bundled catalog (no Cloud Billing "
+                             "SKU priced this machine type)"), template.as_of or as_of or None
+        else:
             return []
-        price = template.price_per_hour_usd if query.spot is not True else None
-        spot = template.spot_price_per_hour_usd if query.spot is not False else None
+        price = price if query.spot is not True else None
+        spot = spot if query.spot is not False else None
         if price is None and spot is None:
             return []
-        return [template.model_copy(update={
-            "zone": kind.zone, "gpu_model": kind.gpu_model, "gpus": kind.gpus, "gpu_memory_gib": kind.gpu_memory_gib,
-            "vcpus": kind.vcpus, "memory_gib": kind.memory_gib, "local_nvme_gib": kind.local_ssd_gib,
-            "price_per_hour_usd": price, "spot_price_per_hour_usd": spot, "purchase": Purchase.INSTANCE,
-            "bootstrap": Bootstrap.CLOUD_INIT, "network": Network.PRIVATE, "as_of": template.as_of or as_of or None,
-            "source": "machine type live from Compute Engine; price from the bundled catalog (Cloud Billing SKUs "
-                      "not read yet)"})]
+        base = template or _typical()
+        facts = {
+            "zone": kind.zone, "region": region, "instance_type": kind.machine_type, "gpu_model": kind.gpu_model,
+            "gpus": kind.gpus, "gpu_memory_gib": kind.gpu_memory_gib, "vcpus": kind.vcpus,
+            "memory_gib": kind.memory_gib, "local_nvme_gib": kind.local_ssd_gib, "price_per_hour_usd": price,
+            "spot_price_per_hour_usd": spot, "purchase": Purchase.INSTANCE, "bootstrap": Bootstrap.CLOUD_INIT,
+            "network": Network.PRIVATE, "as_of": dated, "source": source}
+        if base is None:  # no GCP row at all to take interruption rates, egress and billing terms from
+            return []
+        return [base.model_copy(update={**facts, "offer_id": None, "max_nodes": base.max_nodes if template else 16})]
 
     # ----- quotas -------------------------------------------------------------------------------
     def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[GpuQuotaShortfall]:
-        """For (machine type, zone, node count, spot) requests, those whose GPUs exceed what is left
-        of the region's GPU quota (limit minus usage). Read-only."""
-        found = []
+        """For (machine type, zone, node count, spot) requests, summed per regional GPU metric, those
+        that exceed what is left of it (limit minus usage, from regions.get). Read-only."""
+        need: dict[tuple[str, str], dict[str, int]] = {}
+        kinds: dict[str, dict[str, GpuMachineType]] = {}
         for machine_type, zone, count, spot in requests:
-            kind = next((m for m in self.gpu_machine_types(zone) if m.machine_type == machine_type), None)
-            metric = QUOTA_METRICS.get(kind.accelerator) if kind else None
+            if zone not in kinds:
+                kinds[zone] = {m.machine_type: m for m in self.gpu_machine_types(zone)}
+            kind = kinds[zone].get(machine_type)
+            metric = quota_metric(kind.accelerator, spot) if kind else None
             if kind is None or metric is None:
                 continue
-            metric = f"PREEMPTIBLE_{metric}" if spot else metric
-            region = _zone_region(zone)
+            types = need.setdefault((_zone_region(zone), metric), {})
+            types[machine_type] = types.get(machine_type, 0) + kind.gpus * count
+        found = []
+        for (region, metric), types in sorted(need.items()):
             quota = next((q for q in self.client.region(region).quotas if q.metric == metric), None)
             if quota is None:
                 continue
             left = int(quota.limit - quota.usage)
-            if kind.gpus * count > left:
-                found.append(GpuQuotaShortfall(machine_type, region, spot, metric, left, kind.gpus * count,
-                                               self.project))
+            if sum(types.values()) > left:
+                found.append(GpuQuotaShortfall(", ".join(sorted(types)), region, metric.startswith("PREEMPTIBLE_"),
+                                               metric, left, sum(types.values()), self.project))
         return found
 
     def check_quota(self, machine_type: str, zone: str, count: int, spot: bool) -> None:
         """Raise QuotaError naming the quota metric and where to ask for more."""
         for short in self.quota_shortfalls([(machine_type, zone, count, spot)]):
             raise QuotaError(self.name, short.reason)
+
+    def check_quotas(self, nodes: Sequence[NodeSpec]) -> None:
+        """Raise QuotaError for the first regional GPU quota ``nodes`` together exceed (nodes without
+        a zone are left to ``create_nodes``' own refusal). Read-only; called before any insert."""
+        counts: dict[tuple[str, str, bool], int] = {}
+        for node in nodes:
+            if node.zone:
+                key = (node.instance_type, node.zone, node.spot)
+                counts[key] = counts.get(key, 0) + 1
+        for short in self.quota_shortfalls([(t, z, n, s) for (t, z, s), n in sorted(counts.items())]):
+            raise QuotaError(self.name, short.reason)
+
+    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
+        """What each regional GPU quota leaves (limit minus usage) in the offers' regions, with the
+        offered machine types it covers: what ``catalog refresh`` records for the optimizer. Read-only."""
+        accelerators: dict[str, str] = {}
+        for zone in sorted({o.zone for o in offers if o.zone}):
+            accelerators.update({m.machine_type: m.accelerator for m in self.gpu_machine_types(zone)})
+        covered: dict[tuple[str, str, bool], set[str]] = {}
+        for offer in offers:
+            for spot, price in ((False, offer.price_per_hour_usd), (True, offer.spot_price_per_hour_usd)):
+                metric = quota_metric(accelerators.get(offer.instance_type, ""), spot)
+                if metric and price is not None:
+                    covered.setdefault((offer.region, metric, spot), set()).add(offer.instance_type)
+        found = []
+        for region in sorted({r for r, _, _ in covered}):
+            quotas = {q.metric: q for q in self.client.region(region).quotas}
+            for (where, metric, spot), types in sorted(covered.items()):
+                quota = quotas.get(metric)
+                if where != region or quota is None:
+                    continue
+                found.append(QuotaHeadroom(
+                    region=region, code=metric, unit="gpus", spot=spot, limit=int(quota.limit),
+                    available=max(0, int(quota.limit - quota.usage)), instance_types=sorted(types),
+                    how_to_request=how_to_request(self.project, metric, region)))
+        return found
 
     # ----- create -------------------------------------------------------------------------------
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
@@ -267,6 +325,7 @@ class GCPProvider:
             raise ValueError("node names must be unique within a cluster")
         bodies = [(spec, self._instance(cluster_id, spec)) for spec in nodes]
         present = {i.name for _, i in self._members(cluster_id) if i.status not in _GONE}
+        self.check_quotas([spec for spec, body in bodies if body["name"] not in present])  # before any insert
         made: list[tuple[str, str]] = []
         tried = ""
         try:

@@ -14,7 +14,7 @@ from provisioner.providers.base import NodeSpec, OfferQuery
 from provisioner.providers.gcp.client import LIMITS
 from provisioner.providers.gcp.provider import GCPProvider
 
-from provisioner.testing.fakes.gcp_compute import GCPFake
+from provisioner.testing.fakes.gcp_compute import DEFAULT_QUOTAS, GCPFake
 from tests.conftest import need_shared
 from tests.providers.harness import Harness
 
@@ -36,7 +36,8 @@ def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwarg
 
 def make_harness() -> Harness:
     need_shared("provider-apis", "gcp", "compute_v1_and_billing_fields.json")
-    app = GCPFake(api_key=TOKEN)
+    app = GCPFake(api_key=TOKEN, quotas={**DEFAULT_QUOTAS, "NVIDIA_H100_GPUS": (100_000.0, 0.0),
+                                         "PREEMPTIBLE_NVIDIA_H100_GPUS": (100_000.0, 0.0)})  # test_gcp*.py refuses
     return Harness(name="gcp", app=app, make_provider=make_provider, api_key=TOKEN, node_specs=node_specs,
                    published_limits=LIMITS, scale=20.0,
                    offer_query=OfferQuery(gpu_models=("H100",), regions=("us-central1",)),

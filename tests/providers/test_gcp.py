@@ -4,6 +4,7 @@ the GCPFake on 127.0.0.1: machine/accelerator facts, GPU quotas, capacity and la
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
@@ -42,9 +43,14 @@ def test_gpu_machine_types(fake: RunningServer) -> None:
 
 
 def test_offers_name_their_price_source(fake: RunningServer) -> None:
-    offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
-    assert {o.instance_type for o in offers} == {"a3-highgpu-8g", "a3-megagpu-8g"}
-    assert all(o.zone == "us-central1-a" and o.source and "bundled catalog" in o.source for o in offers)
+    offers = {o.instance_type: o for o in _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))}
+    assert set(offers) == {"a3-highgpu-8g", "a3-megagpu-8g"} and {o.zone for o in offers.values()} == {"us-central1-a"}
+    a3, mega = offers["a3-highgpu-8g"], offers["a3-megagpu-8g"]
+    # 8 x 9.7965 (GPU) + 208 x 0.02392 (vCPU) + 1872 x 0.0032 (GiB) from the fake's SKUs, exact
+    assert (a3.price_per_hour_usd, a3.spot_price_per_hour_usd) == (Decimal("89.33776"), Decimal("26.79856"))
+    assert a3.source and "Cloud Billing Catalog SKUs" in a3.source
+    # no A3 Mega SKUs in the fake: the bundled catalog's price, and the source says so
+    assert mega.price_per_hour_usd == Decimal("92.2143") and mega.source and "bundled catalog" in mega.source
 
 
 def test_gpu_quota_refusal_names_the_metric(fake: RunningServer) -> None:
@@ -65,6 +71,7 @@ def test_zone_exhausted_is_capacity_error(fake: RunningServer) -> None:
 
 
 def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer) -> None:
+    fake.app.quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"] = (8.0, 0.0)  # type: ignore[attr-defined]
     (node,) = _provider(fake.url).create_nodes("gc2", [_spec(spot=True, tags={"owner": "alice"})])
     body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
     assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": False,

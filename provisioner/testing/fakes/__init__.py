@@ -17,6 +17,8 @@ FAKES: dict[str, str] = {
     "runpod": "provisioner.testing.fakes.runpod:RunPodFake",
     "vastai": "provisioner.testing.fakes.vastai:VastAIFake",
     "fluence": "provisioner.testing.fakes.fluence:FluenceFake",
+    "aws": "provisioner.testing.fakes.aws_ec2:AWSFake",
+    "gcp": "provisioner.testing.fakes.gcp_compute:GCPFake",
 }
 
 

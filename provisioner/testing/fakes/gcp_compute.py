@@ -17,6 +17,7 @@ Authentication: ``Authorization: Bearer <api_key>`` when ``api_key`` is set (an 
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -40,6 +41,21 @@ ACCELERATORS = {"nvidia-h100-80gb": "NVIDIA H100 80GB", "nvidia-h100-mega-80gb":
                 "nvidia-a100-80gb": "NVIDIA A100 80GB", "nvidia-l4": "NVIDIA L4", "nvidia-tesla-t4": "NVIDIA T4"}
 DEFAULT_QUOTAS = {"NVIDIA_H100_GPUS": (16.0, 0.0), "PREEMPTIBLE_NVIDIA_H100_GPUS": (0.0, 0.0),
                   "NVIDIA_L4_GPUS": (8.0, 4.0), "CPUS": (2400.0, 0.0)}
+SKUS = {
+    ("Nvidia H100 80GB GPU running in Americas", "GPU", "OnDemand"): "9.7965",
+    ("Nvidia H100 80GB GPU attached to Spot Preemptible VMs running in Americas", "GPU", "Preemptible"): "2.9385",
+    ("A3 Instance Core running in Americas", "CPU", "OnDemand"): "0.02392",
+    ("Spot Preemptible A3 Instance Core running in Americas", "CPU", "Preemptible"): "0.00718",
+    ("A3 Instance Ram running in Americas", "RAM", "OnDemand"): "0.0032",
+    ("Spot Preemptible A3 Instance Ram running in Americas", "RAM", "Preemptible"): "0.00096",
+    ("Nvidia L4 GPU running in Americas", "GPU", "OnDemand"): "0.56",
+    ("G2 Instance Core running in Americas", "CPU", "OnDemand"): "0.02495",
+    ("G2 Instance Ram running in Americas", "RAM", "OnDemand"): "0.002923",
+    ("Commitment v1: A3 Cpu in Americas for 1 Year", "CPU", "Commit1Yr"): "0.015",
+}
+"""Cloud Billing Catalog SKUs of Compute Engine in ``sku_regions``: (description, resource group,
+usage type) -> USD per unit-hour (fixture data, not truth; A3 Mega and A2 are left unpriced)."""
+SKUS_PAGE = 4
 _RESPONSE_TYPES = {"machineTypes": "MachineTypeList", "acceleratorTypes": "AcceleratorTypeList", "region": "Region",
                    "aggregated": "InstanceAggregatedList", "instance": "Instance", "operation": "Operation"}
 _FILTER = re.compile(r'labels\.([\w-]+)\s*=\s*"?([\w-]+)"?')
@@ -51,8 +67,15 @@ class GCPFake(FakeApp):
     provider = "gcp"
 
     def __init__(self, *, api_key: str | None = None, zones: tuple[str, ...] = ("us-central1-a", "us-central1-b"),
-                 quotas: dict[str, tuple[float, float]] | None = None, **kwargs: Any) -> None:
+                 quotas: dict[str, tuple[float, float]] | None = None,
+                 skus: dict[tuple[str, str, str], str] | None = None,
+                 sku_regions: tuple[str, ...] = ("us-central1", "us-east4"),
+                 hosts: dict[str, tuple[str, str, str, str]] | None = None, **kwargs: Any) -> None:
         super().__init__(api_key=api_key, **kwargs)
+        self.skus = dict(SKUS if skus is None else skus)
+        self.sku_regions = sku_regions
+        self.hosts = dict(hosts or {})
+        """instance name -> (cluster, block, subblock, host) once RUNNING; default: derived from the name."""
         self.openapi = object()  # validation on: the client library's message types (see _validate_*)
         fields = spec_root() / "gcp" / "compute_v1_and_billing_fields.json"
         self.fields: dict[str, Any] = json.loads(fields.read_text()) if fields.exists() else {}
@@ -72,6 +95,7 @@ class GCPFake(FakeApp):
         self.route("GET", f"{BASE}/zones/{{zone}}/instances/{{name}}", self._get, kind="get", name="instance")
         self.route("DELETE", f"{BASE}/zones/{{zone}}/instances/{{name}}", self._delete, kind="delete", name="delete")
         self.route("GET", f"{BASE}/zones/{{zone}}/operations/{{op}}", self._operation, name="operation")
+        self.route("GET", "/v1/services/{service}/skus", self._skus, kind="offers", name="skus")
 
     # ----- errors ---------------------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
@@ -121,8 +145,13 @@ class GCPFake(FakeApp):
 
         route, _ = self._match(request)
         type_name = _RESPONSE_TYPES.get(route.name if route else "", "Operation")
+        module: Any = compute_v1
+        if route is not None and route.name == "skus":
+            from google.cloud import billing_v1
+
+            module, type_name = billing_v1, "ListSkusResponse"
         try:
-            getattr(compute_v1, type_name).from_json(response.get_data(as_text=True), ignore_unknown_fields=False)
+            getattr(module, type_name).from_json(response.get_data(as_text=True), ignore_unknown_fields=False)
         except Exception as exc:
             return self._problem("response", request, f"{type_name}: {type(exc).__name__}: {exc}")
         return None
@@ -158,6 +187,37 @@ class GCPFake(FakeApp):
         quotas = [{"metric": metric, "limit": limit, "usage": usage}
                   for metric, (limit, usage) in sorted(self.quotas.items())]
         return self.json({"kind": "compute#region", "name": region, "status": "UP", "zones": zones, "quotas": quotas})
+
+    def _skus(self, request: Request, service: str) -> Response:
+        if service != "6F81-5844-456A":
+            return self.error_reply("not_found", message=f"service {service} not found")
+        if request.args.get("currencyCode", "USD") != "USD":
+            return self.error_reply("bad_request", message="only USD in this fake")
+        items = []
+        for n, ((text, group, usage), price) in enumerate(sorted(self.skus.items())):
+            units, _, frac = price.partition(".")
+            sku_id = f"{n:04X}-{n * 7 % 65536:04X}-{n * 13 % 65536:04X}"
+            items.append({
+                "name": f"services/{service}/skus/{sku_id}", "skuId": sku_id, "description": text,
+                "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                             "resourceGroup": group, "usageType": usage},
+                "serviceRegions": list(self.sku_regions), "serviceProviderName": "Google",
+                "pricingInfo": [{"effectiveTime": "2026-11-01T00:00:00Z", "summary": "", "currencyConversionRate": 1,
+                                 "pricingExpression": {
+                                     "usageUnit": "GiBy.h" if group == "RAM" else "h", "displayQuantity": 1,
+                                     "usageUnitDescription": "gibibyte hour" if group == "RAM" else "hour",
+                                     "baseUnit": "By.s" if group == "RAM" else "s", "baseUnitConversionFactor": 3600,
+                                     "baseUnitDescription": "byte second" if group == "RAM" else "second",
+                                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
+                                         "currencyCode": "USD", "units": units or "0",
+                                         "nanos": int((frac + "000000000")[:9])}}]}}],
+                "geoTaxonomy": {"type": "MULTI_REGIONAL", "regions": list(self.sku_regions)}})
+        start = int(request.args.get("pageToken") or 0)
+        size = min(int(request.args.get("pageSize") or SKUS_PAGE), SKUS_PAGE)
+        body: dict[str, Any] = {"skus": items[start:start + size]}
+        if start + size < len(items):
+            body["nextPageToken"] = str(start + size)
+        return self.json(body)
 
     # ----- instances ------------------------------------------------------------------------------
     def _operation_body(self, project: str, zone: str, target: str, kind: str,
@@ -216,6 +276,10 @@ class GCPFake(FakeApp):
             return None
         if instance["status"] == "PROVISIONING" and self.booted(key[1]):
             instance["status"] = "RUNNING"
+            cluster, block, subblock, host = self.hosts.get(key[1]) or _host_of(key[1])
+            instance["resourceStatus"] = {
+                "physicalHost": f"/{cluster}/{block}/{host}",
+                "physicalHostTopology": {"cluster": cluster, "block": block, "subblock": subblock, "host": host}}
         return instance
 
     def _aggregated(self, request: Request, project: str) -> Response:
@@ -261,4 +325,11 @@ class GCPFake(FakeApp):
             self._deleting.clear()
 
 
-__all__ = ["ACCELERATORS", "DEFAULT_QUOTAS", "MACHINE_TYPES", "GCPFake"]
+def _host_of(name: str) -> tuple[str, str, str, str]:
+    """A stable made-up placement for an instance: two per subblock, four per block."""
+    found = re.search(r"(\d+)$", name)
+    n = int(found.group(1)) if found else 0
+    return ("c9a1b2", f"b{n // 4:04x}", f"s{n // 2:04x}", f"h{hashlib.sha1(name.encode()).hexdigest()[:8]}")
+
+
+__all__ = ["ACCELERATORS", "DEFAULT_QUOTAS", "MACHINE_TYPES", "SKUS", "GCPFake"]
