@@ -163,11 +163,23 @@ def collect_garbage(
     report = GcReport(delete=delete)
     if adapters is None:
         found, report.skipped = _adapters(provider)
-    else:
-        found = {name: a for name, a in adapters.items() if provider is None or name == provider}
+        try:
+            _collect(report, found, cluster_id, delete, now(), records, owner)
+        finally:
+            for adapter in found.values():
+                close = getattr(adapter, "close", None)
+                if callable(close):
+                    close()
+        return report
+    found = {name: a for name, a in adapters.items() if provider is None or name == provider}
+    _collect(report, found, cluster_id, delete, now(), records, owner)
+    return report
+
+
+def _collect(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
+             at: dt.datetime, records: Sequence[ClusterRecord] | None, owner: str | None) -> None:
     records = list_records() if records is None else list(records)
     me = owner or owner_id()
-    at = now()
     for name, adapter in found.items():
         mine = {r.cluster_id: r for r in records if r.provider == name}
         try:
@@ -190,7 +202,6 @@ def collect_garbage(
             report.leftovers += items
             if delete:
                 _delete(adapter, cluster, items, mine.get(cluster), report)
-    return report
 
 
 def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: str | None,
