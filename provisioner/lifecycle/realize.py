@@ -20,7 +20,7 @@ down when ``destroy_on_failure`` (burst does), else marks the record ``failed`` 
 StackError naming the nodes left and ``provisioner down <id>``.
 
 ``tear_down(cluster_id)`` deletes every node carrying the cluster tag through the provider
-API, waits until none is pending or running and forgets the record and secrets. Idempotent.
+API, waits until none is pending or running and forgets the record, secrets and key copy. Idempotent.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -49,6 +49,14 @@ from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
+BOOT_BOOTSTRAP_DONE = """#!/bin/bash
+# Wait for the boot-time bootstrap to end (cloud-init on a VM; the start command's run, which
+# holds the bootstrap lock, on a pod) so the SSH run does not race it.
+if [ -d /run/systemd/system ] && command -v cloud-init >/dev/null; then cloud-init status --wait >/dev/null || true; fi
+if [ -e /run/provisioner/bootstrap.lock ] && command -v flock >/dev/null; then
+    flock -w 900 /run/provisioner/bootstrap.lock true
+fi
+"""
 
 
 def utc_now() -> dt.datetime:
@@ -162,12 +170,14 @@ def head_target(record: state.ClusterRecord, nodes: Sequence[Node], user: str = 
     raise ProvisionerError(f"cluster {record.cluster_id}: the head node {head} has no address yet")
 
 
+def ssh_dir(cluster_id: str) -> Path:
+    """Where the cluster's key file and known_hosts live while it exists (removed by tear_down)."""
+    return state.clusters_dir() / "ssh" / cluster_id
+
+
 def default_remote(cluster_id: str, secrets: ClusterSecrets) -> Remote:
-    """OpenSSH with the cluster key, written under the state dir (``ssh/<cluster_id>``, 0700)."""
-    folder = state.clusters_dir() / "ssh" / cluster_id
-    if not folder.parent.parent.exists():
-        folder = Path(tempfile.mkdtemp(prefix="provisioner-ssh-"))
-    return SshRemote.for_cluster(secrets, folder)
+    """OpenSSH with the cluster key, written under the state dir (``clusters/ssh/<cluster_id>``, 0700)."""
+    return SshRemote.for_cluster(secrets, ssh_dir(cluster_id))
 
 
 def cluster_secrets(cluster_id: str) -> ClusterSecrets:
@@ -265,7 +275,10 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             cluster=cluster_id, head_address=node_address(head),
             nodes={name: node_address(node) for name, node in sorted(by_name.items()) if name in wanted})
     remote = rt.remote or default_remote(cluster_id, secrets)
-    ssh_nodes = [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH]
+    # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
+    # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
+    # bootstrap again over SSH, rendered with the addresses now known (one-off steps are skipped).
+    ssh_nodes = [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
     if ssh_nodes:
         _ssh_bootstrap(rt, remote, plan, secrets, by_name, ssh_nodes)
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
@@ -294,8 +307,10 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
             raise StackError(f"node {node.name} has no address to bootstrap over SSH")
         rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({user}@{host})",
                 cluster=plan.cluster_id, node=node.name)
-        remote.bootstrap(SshTarget(host=host, node_name=node.name, user=user),
-                         rendered[f"bootstrap/{node.role}.sh"])
+        target = SshTarget(host=host, node_name=node.name, user=user)
+        if node.bootstrap is not Bootstrap.SSH:
+            remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
+        remote.bootstrap(target, rendered[f"bootstrap/{node.role}.sh"])
 
 
 def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
@@ -365,6 +380,7 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
         rt.wait(lambda: adapter.get_nodes(cluster_id), lambda nodes: not live(nodes),
                 timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {cluster_id} to be deleted")
     state.remove_record(cluster_id)
+    shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)  # the copy of the cluster key goes too
     rt.emit("down", message=f"cluster {cluster_id} is down ({len(left)} node(s) deleted)", cluster=cluster_id,
             deleted=[node.id for node in left])
     return [node.id for node in left]

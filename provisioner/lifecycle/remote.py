@@ -88,17 +88,18 @@ class SshRemote:
             on_line(f"ssh: {exc.strerror or exc}")
             return 127
         self._children.add(child)
-        try:
-            assert child.stdout is not None
-            for line in child.stdout:
-                on_line(line.rstrip("\n"))
-            return child.wait(timeout=timeout_s)
-        except BaseException:
-            child.kill()
-            child.wait()
-            raise
-        finally:
-            self._children.discard(child)
+        with child:  # closes the pipe however this ends
+            try:
+                assert child.stdout is not None
+                for line in child.stdout:
+                    on_line(line.rstrip("\n"))
+                return child.wait(timeout=timeout_s)
+            except BaseException:
+                child.kill()
+                child.wait()
+                raise
+            finally:
+                self._children.discard(child)
 
     def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None:
         self._ssh.wait_until_reachable(target)
