@@ -6,6 +6,9 @@ The clock is fake (sleep advances it), so TTL and budget expiry take no real tim
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -51,6 +54,45 @@ def test_job_argv_per_control_plane(tmp_path: Path) -> None:
     assert job_argv(plan, ["sbatch", "x.sh"], "img") == ("sbatch", "--wait", "x.sh")
     assert job_argv(plan, ["python", "t.py"], "img") == (
         "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--", "python", "t.py")
+
+
+def test_kubernetes_job_keeps_the_command_words_and_never_retries(tmp_path: Path) -> None:
+    import json
+    import shlex
+
+    plan = plans_for(LAMBDA_SPEC.replace("control_plane: slurm", "control_plane: kubernetes"), tmp_path)[0]
+    hostile = ["python", "-c", "print('$(reboot)'); import sys; sys.exit(4)", "it's; rm -rf /"]
+    argv = job_argv(plan, hostile, "nvcr.io/nvidia/pytorch:25.01-py3")
+    assert argv[:2] == ("bash", "-c")
+    first = argv[2].splitlines()[0]
+    quoted = shlex.split(first)[2]  # printf '%s' MANIFEST | kubectl apply -f -
+    job = json.loads(quoted)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == hostile and container["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    assert job["metadata"]["name"] == "burst-lc-lambda"
+
+    # The script itself, run by bash against a stand-in kubectl: applies that manifest, streams the
+    # logs, exits with the container's status.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f"""#!{sys.executable}
+import sys
+args = sys.argv[1:]
+if args[:3] == ["apply", "-f", "-"]:
+    open({str(tmp_path / "applied.json")!r}, "w").write(sys.stdin.read())
+elif args[:1] == ["logs"]:
+    print("from the job")
+elif args[:2] == ["get", "pods"]:
+    print("4")
+""", encoding="utf-8")
+    kubectl.chmod(0o755)
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 4 and done.stdout == "from the job\n"
+    assert json.loads((tmp_path / "applied.json").read_text()) == job
 
 
 @pytest.mark.parametrize("job_exit", [0, 3])

@@ -9,8 +9,9 @@ installs ``runtime.interrupts``) or any error. Returns the job's exit status.
 How COMMAND runs: on Slurm, a command starting with ``srun``/``salloc`` runs as given and
 ``sbatch`` gets ``--wait`` (so its exit status is the job's); anything else runs as
 ``srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 -- COMMAND``. On Kubernetes it
-becomes a Job (``kubectl create job`` with ``image``), followed with ``kubectl logs -f`` and
-its status read back. With no control plane it runs on the head over SSH.
+becomes a Job (``k8s_job``: one pod of ``image`` with the node's GPUs, never retried), applied
+with ``kubectl``, followed with ``kubectl logs -f``, and its container's exit status returned.
+With no control plane it runs on the head over SSH.
 
 The watchdog is client-side and exact: it fires when ``now >= expires_at`` (TTL) or when
 ``hourly_usd x elapsed >= max_cost_usd`` (Decimal, no rounding; compared as
@@ -27,6 +28,7 @@ after the expiry on any machine (by the tag).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -117,12 +119,31 @@ def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
                 *command)
     if control_plane == "kubernetes":
         name = k8s_job_name(plan)
-        script = (f"kubectl create job {name} --image={_q(image)} -- {' '.join(_q(w) for w in command)} >/dev/null"
-                  f" && kubectl wait --for=condition=ready pod -l job-name={name} --timeout=600s >/dev/null;"
-                  f" kubectl logs -f job/{name};"
-                  f" kubectl wait --for=condition=complete job/{name} --timeout=30s >/dev/null 2>&1")
+        manifest = json.dumps(k8s_job(plan, command, image), separators=(",", ":"))
+        exit_code = "{.items[0].status.containerStatuses[0].state.terminated.exitCode}"
+        script = (f"printf '%s' {_q(manifest)} | kubectl apply -f - >/dev/null || exit $?\n"
+                  f"kubectl logs -f job/{name} --pod-running-timeout=15m\n"
+                  f"for _ in $(seq 150); do\n"
+                  f"  code=$(kubectl get pods -l job-name={name} -o jsonpath={_q(exit_code)})\n"
+                  f'  [ -n "$code" ] && exit "$code"\n'
+                  f"  sleep 2\n"
+                  f"done\n"
+                  f"exit 1\n")
         return ("bash", "-c", script)
     return tuple(command)
+
+
+def k8s_job(plan: Plan, command: Sequence[str], image: str) -> dict[str, object]:
+    """The burst's Kubernetes Job: one pod, never retried (its exit status is the job's), the node's GPUs."""
+    gpus = str(plan.option.gpus_per_node)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": k8s_job_name(plan), "labels": {"app.kubernetes.io/managed-by": "provisioner"}},
+        "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "job", "image": image, "command": list(command),
+                            "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}},
+    }
 
 
 def k8s_job_name(plan: Plan) -> str:
@@ -303,4 +324,4 @@ def _teardown_all(rt: Runtime, plans: Sequence[Plan]) -> None:
             shield.__exit__(None, None, None)
 
 
-__all__ = ["BurstOptions", "BurstStopped", "Watchdog", "job_argv", "run_burst"]
+__all__ = ["BurstOptions", "BurstStopped", "Watchdog", "job_argv", "k8s_job", "run_burst"]
