@@ -21,6 +21,7 @@ from provisioner.lifecycle.readiness import NotReadyError, k8s_ready, slurm_read
 from provisioner.lifecycle.realize import bring_up, bring_up_first, cluster_nodes, tear_down
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import (
+    FLUENCE_SPEC,
     LAMBDA_SPEC,
     StandInRemote,
     instant_runtime,
@@ -99,6 +100,21 @@ def test_runpod_up_down_round_trip_with_script_entrypoint(tmp_path: Path, monkey
         assert script.startswith("#!") and 'PROVISIONER_NODE_NAME="${PROVISIONER_NODE_NAME:-lc-runpod-0}"' in script
         tear_down("lc-runpod", instant_runtime(remote))
         assert app.instance_count() == 0 and state.load_record("lc-runpod") is None
+
+
+def test_fluence_node_is_bootstrapped_over_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "fluence")
+    plan = next(p for p in plans_for(FLUENCE_SPEC, tmp_path, count=10) if p.option.region == "dulles-usa-1")
+    assert plan.option.bootstrap.value == "ssh"
+    remote = StandInRemote(nodes=["lc-fluence-0"])
+    with served_fake("fluence", monkeypatch) as (app, _server):
+        record = bring_up(plan, instant_runtime(remote))
+        assert record.status == "up" and app.instance_count() == 1
+        assert remote.bootstrapped == ["ubuntu@lc-fluence-0"]  # the rendered head script, as the login user
+        (bought,) = app.bought.values()
+        assert "#cloud-config" not in bought.boot  # a GPU VM takes no user data
+        tear_down("lc-fluence", instant_runtime(remote))
+        assert app.instance_count() == 0
 
 
 def test_capacity_error_on_first_option_fails_over_to_second(tmp_path: Path,

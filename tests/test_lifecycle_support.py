@@ -28,7 +28,7 @@ from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.validation.model import NodeReport
 from provisioner.validation.runner import CommandResult
 
-API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key"}
+API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key", "fluence": "fluence-lc-key"}
 
 
 @dataclass
@@ -70,7 +70,7 @@ class StandInRemote:
 
     def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None:
         assert script.startswith("#!")
-        self.bootstrapped.append(target.node_name)
+        self.bootstrapped.append(f"{target.user}@{target.node_name}")
 
 
 class FakeTime:
@@ -143,6 +143,15 @@ control_plane: slurm
 providers: {allow: [lambda]}
 workload: {hours: 1}
 lifetime: {ttl_hours: 2}
+"""
+
+FLUENCE_SPEC = """\
+name: lc-fluence
+gpus: {model: [H100], count: 8}
+nodes: {count: 1}
+control_plane: slurm
+providers: {allow: [fluence]}
+workload: {hours: 1}
 """
 
 RUNPOD_SPEC = """\
