@@ -14,8 +14,11 @@ How the contract maps onto Compute Engine:
 - Spot nodes: ``provisioningModel=SPOT`` with ``instanceTerminationAction=DELETE``; every GPU VM
   has ``onHostMaintenance=TERMINATE``. User data and SSH keys go in metadata (``user-data``,
   ``ssh-keys`` as ``ubuntu:<key>``); the NIC is on the ``default`` network with a NAT address.
-- All-or-nothing: on failure, instances this call inserted are deleted and the error names
-  what was tried (or, if deleting fails, what is left and the gcloud command to remove it).
+- Create goes through providers.orchestrate: all-or-nothing (instances this call inserted are
+  deleted and the error names what was tried); when something may remain (a lost answer no
+  listing could check, a failed cleanup) the error names the cluster and
+  ``provisioner gc --provider gcp --cluster ID --yes``. Expiry goes on as the label
+  ``provisioner-expires`` in providers.base.expiry_label form (labels take no ``:``).
 - Statuses: PROVISIONING/STAGING/PENDING -> pending, RUNNING -> running, STOPPING/SUSPENDING/
   DEPROVISIONING/STOPPED/SUSPENDED -> stopping, TERMINATED -> terminated, REPAIRING -> failed.
 - Quotas (``quotas``): ``create_nodes`` first sums the GPUs the missing nodes need per regional
@@ -39,16 +42,29 @@ from typing import Any, ClassVar
 
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
-from provisioner.providers.base import CLUSTER_TAG, Capability, Node, NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.base import (
+    CLUSTER_TAG,
+    EXPIRES_TAG,
+    OWNER_TAG,
+    Capability,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    OfferQuery,
+    OwnedNode,
+    expiry_label,
+    parse_expiry,
+)
 from provisioner.providers.gcp import CAPABILITIES
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
 from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall, how_to_request, quota_metric
 from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError, RateLimitError
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
 from provisioner.offer import Offer, QuotaHeadroom
 
 NODE_TAG = "provisioner-node"
@@ -326,20 +342,18 @@ class GCPProvider:
         bodies = [(spec, self._instance(cluster_id, spec)) for spec in nodes]
         present = {i.name for _, i in self._members(cluster_id) if i.status not in _GONE}
         self.check_quotas([spec for spec, body in bodies if body["name"] not in present])  # before any insert
-        made: list[tuple[str, str]] = []
-        tried = ""
-        try:
-            for spec, body in bodies:
-                if body["name"] in present:
-                    continue
-                tried = f"1 x {spec.instance_type} in {spec.region} ({spec.zone})"
-                self._insert(str(spec.zone), body)
-                made.append((str(spec.zone), body["name"]))
-        except ProviderError as exc:
-            raise self._rolled_back(exc, made, f"; tried {tried} (cluster {cluster_id}: {len(made)} new made)") \
-                from None
-        wanted = set(names)
-        return [n for n in self.get_nodes(cluster_id) if n.name in wanted]
+        ids = create(_Launcher(self, cluster_id, bodies), nodes)
+        return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
+
+    def list_owned(self) -> list[OwnedNode]:
+        """Every live instance carrying the cluster label, with its owner and expiry labels."""
+        found = []
+        for zone, instance in self.client.list_instances(f"labels.{CLUSTER_TAG}:*"):
+            cluster_id = instance.labels.get(CLUSTER_TAG)
+            if cluster_id and instance.status not in _GONE:
+                found.append(OwnedNode(self._node(cluster_id, zone, instance), instance.labels.get(OWNER_TAG),
+                                       parse_expiry(instance.labels.get(EXPIRES_TAG))))
+        return found
 
     def _insert(self, zone: str, body: dict[str, Any]) -> None:
         from google.cloud import compute_v1
@@ -364,7 +378,9 @@ class GCPProvider:
         name = f"{cluster_id}-{spec.name}".lower()
         labels = {**spec.tags, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name}
         if self.owner:
-            labels.setdefault("provisioner-owner", self.owner)
+            labels.setdefault(OWNER_TAG, self.owner)
+        if spec.expires_at is not None:
+            labels[EXPIRES_TAG] = expiry_label(spec.expires_at)  # labels take no ':' or capitals
         bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
         if bad or not _NAME.match(name):
             raise PlanError(f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
@@ -386,25 +402,6 @@ class GCPProvider:
                                     "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
             "scheduling": scheduling, "metadata": {"items": metadata},
         }
-
-    def _rolled_back(self, exc: ProviderError, made: list[tuple[str, str]], tried: str) -> ProviderError:
-        left = []
-        for zone, name in made:
-            try:
-                self.client.delete_instance(zone, name)
-            except ProviderError:
-                left.append((zone, name))
-        if left:
-            command = "; ".join(f"gcloud compute instances delete {n} --zone {z} --project {self.project} --quiet"
-                                for z, n in left)
-            tried += f"; cleanup FAILED; still there: {', '.join(n for _, n in left)}; delete them with: {command}"
-        elif made:
-            tried += f"; rolled back {len(made)} instance(s) this call made"
-        if isinstance(exc, ProviderAPIError):
-            return ProviderAPIError(self.name, exc.status, f"{exc.detail}{tried}")
-        if isinstance(exc, RateLimitError):
-            return RateLimitError(self.name, f"{exc.message}{tried}", exc.retry_after_s)
-        return type(exc)(self.name, f"{exc.message}{tried}")
 
     # ----- read / delete ------------------------------------------------------------------------
     def get_nodes(self, cluster_id: str) -> list[Node]:
@@ -435,6 +432,48 @@ class GCPProvider:
                     instance_type=_leaf(instance.machine_type), region=_zone_region(zone),
                     public_ip=public, private_ip=(nic.network_i_p or None) if nic else None,
                     provider_state=instance.status)
+
+
+class _Launcher(Launcher):
+    """One ``create_nodes`` call: one insert per node, named ``<cluster>-<node>`` (a retried insert
+    of the same name finds the instance: HTTP 409)."""
+
+    def __init__(self, provider: GCPProvider, cluster_id: str, bodies: list[tuple[NodeSpec, dict[str, Any]]]) -> None:
+        super().__init__(provider.name, cluster_id)
+        self.adapter = provider
+        self.bodies = {spec.name: (str(spec.zone), body) for spec, body in bodies}
+        self.zone_of = {body["name"]: str(spec.zone) for spec, body in bodies}
+
+    def members(self) -> list[Member]:
+        found = []
+        for zone, instance in self.adapter._members(self.cluster_id):
+            if instance.status not in _GONE:
+                self.zone_of[instance.name] = zone
+                found.append(Member(instance.name, instance.labels.get(NODE_TAG), _leaf(instance.machine_type),
+                                    _zone_region(zone)))
+        return found
+
+    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+        (spec,) = batch
+        zone, body = self.bodies[spec.name]
+        self.adapter._insert(zone, body)
+        return [str(body["name"])]
+
+    def terminate(self, ids: Sequence[str]) -> list[str]:
+        left = []
+        for name in ids:
+            try:
+                self.adapter.client.delete_instance(self.zone_of[name], name)
+            except ProviderAPIError as exc:
+                if not is_not_found(exc):
+                    left.append(name)
+            except ProviderError:
+                left.append(name)
+        return left
+
+    def describe(self, batch: Sequence[NodeSpec]) -> str:
+        spec = batch[0]
+        return f"1 x {spec.instance_type} in {spec.region} ({spec.zone})"
 
 
 __all__ = ["DEFAULT_REGIONS", "GPU_MODELS", "NODE_TAG", "QUOTA_METRICS", "GCPProvider", "GpuMachineType",

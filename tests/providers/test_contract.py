@@ -154,6 +154,33 @@ def test_create_adopts_after_launch_timeout(rig: Rig) -> None:
     assert h.instances() == 0
 
 
+def test_lost_launch_answer_with_failing_listing_fails_closed(rig: Rig) -> None:
+    """The launch happens but its answer is lost, and every listing after it fails: unless the
+    adapter can find the instance without listing (GCP gets it by its name) and reports it, the
+    error must say that instances may exist, name the cluster and the command that removes
+    them, and that command (gc, in process) must then leave nothing behind."""
+    from provisioner.lifecycle.gc import collect_garbage
+
+    h = rig.harness
+    provider, cid = rig.provider(), cluster()
+    failing_lists = {"kind": "http_error", "route": h.list_route, "times": None, "status": 503}
+    h.app.faults.inject("lose_answer", route=h.launch_route, times=1, then=failing_lists)
+    try:
+        made = provider.create_nodes(cid, h.node_specs(1, "n"))
+    except ProviderError as exc:
+        message = str(exc)
+        assert f"instances may exist in cluster {cid}" in message
+        assert f"provisioner gc --provider {h.name} --cluster {cid} --yes" in message
+    else:
+        assert [n.name for n in made] == ["n0"], "a create that succeeded must report the node it made"
+    assert h.launches() == 1 and h.instances() == 1, "the launch whose answer was lost did not happen"
+    h.app.faults.clear()
+    report = collect_garbage(provider=h.name, cluster_id=cid, delete=True, adapters={h.name: provider}, records=[])
+    assert report.exit_code == 0 and len(report.deleted) == 1
+    wait_gone(provider, cid)
+    assert h.instances() == 0
+
+
 def test_rollback_on_partial_capacity(rig: Rig) -> None:
     h = rig.harness
     provider, cid = rig.provider(), cluster()
