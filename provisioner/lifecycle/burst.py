@@ -197,7 +197,7 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         stop = getattr(remote, "stop", None)
         if stop is not None:
             stop()  # a job still streaming: end the local ssh before the nodes go
-        _teardown_all(rt, plans[: opts.max_tries])
+        _teardown_all(rt, plans[0].cluster_id)
 
 
 def _watched_sleep(rt: Runtime, watchdog: Watchdog) -> Callable[[float], None]:
@@ -296,18 +296,16 @@ def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: li
     return code
 
 
-def _teardown_all(rt: Runtime, plans: Sequence[Plan]) -> None:
-    """Delete every node of the cluster on each provider it may have been bought on; never interrupted."""
+def _teardown_all(rt: Runtime, cluster_id: str) -> None:
+    """Delete every node of the cluster on each provider a purchase was tried on; never interrupted."""
     shield = rt.interrupts.shielded() if rt.interrupts is not None else None
     if shield is not None:
         shield.__enter__()
     try:
-        cluster_id = plans[0].cluster_id
-        providers = list(dict.fromkeys(plan.option.provider for plan in plans))
         record = state.load_record(cluster_id)
-        if record is not None and record.provider in providers:
-            providers.remove(record.provider)
-            providers.insert(0, record.provider)
+        # The record's provider first: tear_down follows the record while there is one.
+        providers = [record.provider] if record is not None else []
+        providers += sorted(rt.touched - set(providers))
         left: list[str] = []
         for name in providers:
             try:

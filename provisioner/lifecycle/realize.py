@@ -96,6 +96,8 @@ class Runtime:
     sleep: Callable[[float], None] = time.sleep
     timeouts: Timeouts = field(default_factory=Timeouts)
     interrupts: Interrupts | None = None
+    touched: set[str] = field(default_factory=set)
+    """Providers a purchase was attempted on (what a cleanup must look at)."""
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
 
     def provider(self, name: str) -> Provider:
@@ -224,6 +226,7 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
             f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id}", cluster=cluster_id,
             provider=option.provider, region=option.region, instance_type=option.instance_type,
             nodes=option.nodes, hourly_usd=option.hourly_usd)
+    rt.touched.add(option.provider)
     try:
         with rt.held():
             created = provider.create_nodes(cluster_id, node_specs(plan, secrets, rendered, expires_at))
