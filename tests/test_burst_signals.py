@@ -24,7 +24,7 @@ import pytest
 
 from provisioner.lifecycle import state
 from tests.conftest import ROOT, need_shared
-from tests.test_lifecycle_support import API_KEYS, fast_provider, served_fake
+from tests.test_lifecycle_support import API_KEYS, served_fake
 
 CHILD = r"""
 import json, sys, threading
@@ -161,8 +161,9 @@ def test_sigterm_while_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert app.launched == 2 and app.instance_count() == 0
 
 
-def test_sigkill_then_gc_yes_leaves_zero_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gc = pytest.importorskip("provisioner.lifecycle.gc", reason="gc lands separately (provisioner/lifecycle/gc.py)")
+def test_sigkill_then_gc_yes_leaves_zero_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from provisioner.cli import main
 
     with served_fake("lambda", monkeypatch) as (app, _server):
         child = Child("kill", tmp_path)
@@ -171,8 +172,11 @@ def test_sigkill_then_gc_yes_leaves_zero_instances(tmp_path: Path, monkeypatch: 
         assert child.finish() == -signal.SIGKILL
         assert app.instance_count() == 2  # nothing ran after the kill
         record = state.load_record("lc-lambda")
-        assert record is not None and record.lease_lost()
-        report = gc.collect_garbage(provider="lambda", delete=True, adapters={"lambda": fast_provider("lambda")})
-        assert sorted(item.name for item in report.deleted) == ["lc-lambda-0", "lc-lambda-1"]
-        assert app.instance_count() == 0
-        assert API_KEYS["lambda"] not in json.dumps([str(item) for item in report.deleted])
+        assert record is not None and record.lease_lost() and record.lease_pid == child.proc.pid
+        capsys.readouterr()
+        assert main(["gc", "--provider", "lambda"]) == 0  # listing deletes nothing
+        assert app.instance_count() == 2 and "lc-lambda-0" in capsys.readouterr().out
+        assert main(["gc", "--provider", "lambda", "--yes"]) == 0
+        assert app.instance_count() == 0 and len(app.calls_of("delete")) >= 1
+        assert state.load_record("lc-lambda") is None
+        assert API_KEYS["lambda"] not in capsys.readouterr().out
