@@ -4,6 +4,7 @@ pulumi engine without its CLI, status/outputs/down of a cluster on the Lambda fa
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -158,6 +159,9 @@ def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monk
     config = next(call for call in calls if call[:2] == ["config", "set-all"])
     assert any(word.startswith("provisioner:plan=") for word in config)
     assert f"provisioner:secretsFile={state.secrets_path('lc-lambda')}" in config
+    assert any(word.startswith("provisioner:owner=") for word in config)
+    expiry = next(word.partition("=")[2] for word in config if word.startswith("provisioner:expiresAt="))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expiry)  # the spec's 2 h TTL, pinned
     # No secret value ever reaches pulumi's command line.
     from provisioner.secrets import load_secrets
 

@@ -11,6 +11,7 @@ with the job's status (124 when its TTL or cost cap stopped it, 130 on Ctrl-C).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import sys
@@ -114,11 +115,14 @@ def up(
     emit = _emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
+        from provisioner.lifecycle.realize import expiry_for, utc_now
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
         plan = ranked_plans(target, catalog, 1)[0]
-        outputs = pulumi_engine.up(plan, backend=backend, emit=emit)
-        _save_pulumi_record(plan, ttl_s)
+        now = utc_now()
+        expires_at = expiry_for(plan, now, ttl_s)
+        outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at)
+        _save_pulumi_record(plan, now, expires_at)
         emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
         return
     from provisioner.lifecycle.realize import bring_up_first
@@ -137,14 +141,12 @@ def up(
             runtime.interrupts.restore()
 
 
-def _save_pulumi_record(plan: Plan, ttl_s: float | None) -> None:
+def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None) -> None:
     from provisioner.lifecycle import state
-    from provisioner.lifecycle.realize import expiry_for, utc_now
 
-    now = utc_now()
     state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider,
-                                          engine="pulumi", plan=plan, created_at=now,
-                                          expires_at=expiry_for(plan, now, ttl_s), status="up"))
+                                          engine="pulumi", plan=plan, created_at=now, expires_at=expires_at,
+                                          status="up"))
 
 
 def down(

@@ -23,6 +23,7 @@ resources left in the stack and the command that removes them.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import secrets as _secrets
 import shutil
@@ -125,8 +126,12 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
                       f"remove with: provisioner down {cluster_id} --engine pulumi{where}")
 
 
-def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events) -> dict[str, Any]:
-    """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks."""
+def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
+       expires_at: dt.datetime | None = None) -> dict[str, Any]:
+    """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks.
+
+    ``expires_at`` pins the nodes' expiry tag (``provisioner:expiresAt``); None lets the program
+    use now + the spec's TTL. ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads)."""
     from pulumi import automation as auto
 
     stack = _stack(plan.cluster_id, backend, create=True)
@@ -138,10 +143,16 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events) -> dic
     save_plan(plan, path)
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
-    stack.set_all_config({
+    from provisioner.providers.base import expiry_text, owner_id
+
+    config = {
         "provisioner:plan": auto.ConfigValue(value=str(path)),
         "provisioner:secretsFile": auto.ConfigValue(value=str(state.secrets_path(plan.cluster_id))),
-    })
+        "provisioner:owner": auto.ConfigValue(value=owner_id()),
+    }
+    if expires_at is not None:
+        config["provisioner:expiresAt"] = auto.ConfigValue(value=expiry_text(expires_at))
+    stack.set_all_config(config)
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
         result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
