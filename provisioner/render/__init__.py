@@ -16,6 +16,8 @@ relative paths to contents::
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import ipaddress
 import os
@@ -141,27 +143,66 @@ def _node_addresses(view: ClusterView, addresses: Mapping[str, str] | None) -> d
 def write_rendered(rendered: RenderedCluster, out_dir: Path) -> list[Path]:
     """Write every file under ``out_dir`` (created if missing); secret files get mode 0600.
 
-    Overwrites existing files; idempotent. Secret files are created 0600 before any byte
-    is written, so a secret is never readable by others even briefly. Raises
-    ProvisionerError on an unsafe path or an OS error.
+    Never follows a symlink below ``out_dir``: each subfolder is opened with O_NOFOLLOW relative
+    to its parent (a symlinked subfolder is refused), and each file is written to a new temp file
+    (O_EXCL, created with its final mode, so a secret is never readable by others even briefly)
+    and renamed over the old name, which replaces a symlink there instead of writing through it.
+    Overwrites existing files; idempotent. Raises ProvisionerError on an unsafe path, a symlinked
+    subfolder or an OS error; a file written before the error stays written.
     """
     out_dir = Path(out_dir)
     written: list[Path] = []
-    for rel, text in rendered.items():
-        if rel.startswith("/") or ".." in Path(rel).parts:
-            raise ProvisionerError(f"refusing to write {rel!r} outside {out_dir}")
-        path = out_dir / rel
-        mode = 0o600 if rendered.is_secret(rel) else (0o755 if rel.endswith((".sh", ".sbatch")) else 0o644)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            os.fchmod(fd, mode)  # an existing file keeps its old mode through O_CREAT
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-        except OSError as exc:
-            raise ProvisionerError(f"cannot write {path}: {exc.strerror}") from exc
-        written.append(path)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        root = os.open(out_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise ProvisionerError(f"cannot write into {out_dir}: {exc.strerror}") from exc
+    try:
+        for rel, text in rendered.items():
+            parts = tuple(rel.split("/"))
+            if any(part in ("", ".", "..") for part in parts):
+                raise ProvisionerError(f"refusing to write {rel!r} outside {out_dir}")
+            mode = 0o600 if rendered.is_secret(rel) else (0o755 if rel.endswith((".sh", ".sbatch")) else 0o644)
+            _write_below(root, parts, text, mode, out_dir)
+            written.append(out_dir / rel)
+    finally:
+        os.close(root)
     return written
+
+
+def _write_below(root: int, parts: tuple[str, ...], text: str, mode: int, out_dir: Path) -> None:
+    """Write ``text`` at ``parts`` below the open folder ``root`` without following a symlink."""
+    opened: list[int] = []
+    folder = root
+    try:
+        for index, part in enumerate(parts[:-1]):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=folder)
+            try:
+                folder = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+            except OSError as exc:
+                where = out_dir.joinpath(*parts[: index + 1])
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise ProvisionerError(f"refusing to write through {where}: a symlink or not a folder") from None
+                raise ProvisionerError(f"cannot open {where}: {exc.strerror}") from exc
+            opened.append(folder)
+        name = parts[-1]
+        tmp = f".{name}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=folder)
+            try:
+                os.fchmod(fd, mode)  # the umask may have narrowed it
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                    handle.write(text)
+                os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                os.unlink(tmp, dir_fd=folder)
+                raise
+        except OSError as exc:
+            raise ProvisionerError(f"cannot write {out_dir.joinpath(*parts)}: {exc.strerror}") from exc
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
 
 
 def render_to_dir(

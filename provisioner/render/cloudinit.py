@@ -117,6 +117,15 @@ def render_cloudinit(
         "munge_key_b64": secrets.munge_key_b64.get_secret_value() if view.control_plane == "slurm" else "",
         "k3s_token": secrets.k3s_token.get_secret_value() if view.control_plane == "kubernetes" else "",
     }
+    # The shared filesystem's fstab lines, as shell commands with every path quoted.
+    ckpt, mount = view.checkpoint_path, view.shared_mount_path
+    bind_line = f"{ckpt}/.shared {mount} none bind,nofail 0 0"
+    client_line = (f"{view.head.name}:{mount} {mount} nfs4 "
+                   "_netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0")
+    nfs = {
+        "bind": f"echo {shlex.quote(bind_line)} >> /etc/fstab && mount {shlex.quote(mount)}",
+        "client": f"echo {shlex.quote(client_line)} >> /etc/fstab",
+    }
     names = [node.name for node in view.nodes if node.role == role]
     common_labels, node_extra_labels = _split_labels(names, node_labels or {})
     authorized_keys = [key for key in (view.ssh_public_key, secrets.ssh_public_key) if key]
@@ -137,6 +146,7 @@ def render_cloudinit(
         timers=timers,
         k3s_install=k3s_install,
         k8s_manifests=sorted((k8s_manifests or {}).items()),
+        nfs=nfs,
     )
 
 

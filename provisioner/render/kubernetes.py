@@ -37,7 +37,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from provisioner.plan import Plan
-from provisioner.render.views import safe_path
+from provisioner.render.views import comment_text, safe_path
 from provisioner.spec import Fabric, SharedFsKind
 
 # Pinned images and versions. Bump deliberately; golden files show the change.
@@ -320,6 +320,7 @@ def _environment() -> Environment:
             lstrip_blocks=True,
             autoescape=False,  # YAML, not HTML: values go through |tojson instead
         )
+        _env.filters["comment"] = comment_text
     return _env
 
 

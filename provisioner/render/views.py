@@ -29,6 +29,7 @@ from typing import Any
 import jinja2
 
 from provisioner.errors import PlanError, SpecError
+from provisioner.offer import SAFE_ID
 from provisioner.plan import Plan
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu, check_safe_path
@@ -96,8 +97,8 @@ class ClusterView:
 
     @property
     def node_list(self) -> str:
-        """All node names as one Slurm hostlist expression."""
-        return hostlist([node.name for node in self.nodes])
+        """All node names as one Slurm hostlist expression. PlanError for a name that is not a plain word."""
+        return hostlist([plain_word(node.name) for node in self.nodes])
 
     @property
     def gpu_index_range(self) -> str:
@@ -182,6 +183,10 @@ def build_switches(
     unknown = sorted(set(topology) - set(node_names))
     if unknown:
         raise PlanError(f"topology names node(s) not in the plan: {', '.join(unknown)}")
+    for node in node_names:
+        for switch in topology[node]:
+            if not isinstance(switch, str) or not SAFE_ID.fullmatch(switch):
+                raise PlanError(f"topology switch name {switch!r} for {node} is not a plain identifier")
     parent: dict[str, str | None] = {}
     leaf_nodes: dict[str, list[str]] = {}
     children: dict[str, list[str]] = {}
@@ -205,6 +210,26 @@ def build_switches(
     )
 
 
+_CLUSTER_NAME = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+
+
+def _check_identifiers(plan: Plan) -> None:
+    """Refuse a plan whose names could be read as syntax by a target file (a hand-edited or
+    unvalidated plan: the models check the same rules on load). SpecError/PlanError, one line."""
+    if not isinstance(plan.spec.name, str) or not _CLUSTER_NAME.fullmatch(plan.spec.name):
+        raise SpecError("use 2-40 lowercase letters, digits and dashes, starting with a letter", path="name")
+    option = plan.option
+    fields = {"option.provider": option.provider, "option.region": option.region, "option.zone": option.zone,
+              "option.instance_type": option.instance_type, "option.gpu_model": option.gpu_model,
+              "option.offer.provider": option.offer.provider, "option.offer.instance_type": option.offer.instance_type}
+    for where, value in fields.items():
+        if value is not None and (not isinstance(value, str) or not SAFE_ID.fullmatch(value)):
+            raise PlanError(f"plan field {where}: {value!r} is not a plain identifier")
+    for index, node in enumerate(plan.nodes):
+        if node.name != f"{plan.spec.name}-{index}" or node.role != ("head" if index == 0 else "worker"):
+            raise PlanError(f"plan node {index} is {node.name!r} ({node.role!r}); expected {plan.spec.name}-{index}")
+
+
 def cluster_view(
     plan: Plan,
     *,
@@ -218,6 +243,7 @@ def cluster_view(
     """
     spec, option = plan.spec, plan.option
     offer = option.offer
+    _check_identifiers(plan)
     if option.gpus_per_node > offer.gpus:
         raise PlanError(f"plan asks {option.gpus_per_node} GPUs per node of a {offer.gpus}-GPU offer")
     nodes = tuple(NodeView(name=n.name, index=n.index, role=n.role) for n in plan.nodes)
@@ -265,9 +291,38 @@ def yaml_string(value: Any) -> str:
     return json.dumps(str(value))
 
 
+def plain_word(value: Any) -> str:
+    """``value`` if it is a plain identifier (``offer.SAFE_ID``), the only thing slurm.conf,
+    topology.conf, gres.conf and host names can hold safely (they have no quoting for ``=``,
+    ``#``, ``,``, ``[``, spaces or newlines): the ``word`` filter. PlanError otherwise."""
+    text = str(value)
+    if not SAFE_ID.fullmatch(text):
+        raise PlanError(f"{text!r} is not a plain identifier (letters, digits, ._:/+@-); refusing to render it")
+    return text
+
+
+_ENV_VALUE = re.compile(r"[^\x00-\x1f\x7f\"`\\]*")
+
+
+def env_value(value: Any) -> str:
+    """``value`` for ``export NAME="value"``: ``$NAME`` expansions allowed, nothing that ends the
+    quotes or runs a command (``"``, backquote, backslash, ``$(``, control characters): the
+    ``env`` filter. PlanError otherwise."""
+    text = str(value)
+    if not _ENV_VALUE.fullmatch(text) or "$(" in text:
+        raise PlanError(f"{text!r} cannot be placed in an environment file; refusing to render it")
+    return text
+
+
 def comment_text(value: Any) -> str:
     """``value`` made safe inside a ``#`` comment line: every control character becomes ``?``."""
     return "".join(ch if ch.isprintable() else "?" for ch in str(value))
+
+
+def unit_text(value: Any) -> str:
+    """``value`` for a systemd unit setting's free text: one line, ``%`` doubled (systemd reads
+    ``%x`` as a specifier): the ``unit`` filter."""
+    return comment_text(value).replace("%", "%%")
 
 
 @cache
@@ -280,7 +335,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(sh=shell_word, yq=yaml_string, comment=comment_text)
+    env.filters.update(sh=shell_word, yq=yaml_string, comment=comment_text, word=plain_word, env=env_value,
+                       unit=unit_text)
     return env
 
 
@@ -296,11 +352,14 @@ __all__ = [
     "build_switches",
     "cluster_view",
     "comment_text",
+    "env_value",
     "gres_type",
     "hostlist",
+    "plain_word",
     "real_memory_mib",
     "render_template",
     "safe_path",
     "shell_word",
+    "unit_text",
     "yaml_string",
 ]
