@@ -47,6 +47,9 @@ def _render(renderables: Sequence[RenderableType], width: int, color: bool) -> s
     return "\n".join(line.rstrip() for line in file.getvalue().splitlines()) + "\n"
 
 
+_IDENTIFIER_COLUMNS = frozenset({"provider", "instance type"})
+
+
 def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
     # One blank between columns (right padding only) keeps 13 columns inside 120 characters.
     table = Table(
@@ -54,9 +57,9 @@ def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
         show_edge=False, expand=False,
     )
     for name, justify in columns:
-        # Numbers never wrap; names fold when the terminal is narrow.
-        numeric = justify == "right"
-        table.add_column(name, justify=justify, overflow="fold", no_wrap=numeric)  # type: ignore[arg-type]
+        # Numbers and identifiers (copied into specs and consoles) never wrap; prose folds when narrow.
+        whole = justify == "right" or name in _IDENTIFIER_COLUMNS
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=whole)  # type: ignore[arg-type]
     return table
 
 
