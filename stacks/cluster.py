@@ -58,24 +58,24 @@ def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mappin
 
     child = pulumi.ResourceOptions(parent=parent)
     firewall = firewall_for(parent, args, adapter_options)
-    secret = pulumi.Output.secret(pulumi.Output.all(**user_data)) if user_data else None
+    secret: pulumi.Output[Any] | None = None
+    if user_data:
+        secret = pulumi.Output.secret(pulumi.Output.all(**user_data))
     resource = NeocloudNodes(
         f"{args.cluster_id}-nodes", provider=args.provider, cluster_id=args.cluster_id,
         nodes=_neocloud_nodes(args), user_data=secret, adapter_options=adapter_options,
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             depends_on=[firewall] if firewall is not None else None)))
 
-    def address(values: list[Any], name: str) -> str:
-        names, ips = values
-        return dict(zip(names or [], ips or [], strict=False)).get(name, "")
+    def address_of(name: str, ips: pulumi.Output[list[str]]) -> pulumi.Output[str]:
+        def pick(values: list[Any]) -> str:
+            names, found = values
+            return str(dict(zip(names or [], found or [], strict=False)).get(name, ""))
 
-    built = []
-    for node in args.nodes:
-        public = pulumi.Output.all(resource.node_names, resource.public_ips).apply(
-            lambda v, n=node.name: address(v, n))
-        private = pulumi.Output.all(resource.node_names, resource.private_ips).apply(
-            lambda v, n=node.name: address(v, n))
-        built.append(BuiltNode(node.name, node.role, public, private))
+        return pulumi.Output.all(resource.node_names, ips).apply(pick)
+
+    built = [BuiltNode(node.name, node.role, address_of(node.name, resource.public_ips),
+                       address_of(node.name, resource.private_ips)) for node in args.nodes]
     return Built(built)
 
 

@@ -195,7 +195,7 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         interface = instance.network_interfaces.apply(lambda n: n[0])
         built.append(BuiltNode(
             node.name, node.role,
-            interface.apply(lambda i: (i.access_configs or [None])[0].nat_ip if i.access_configs else ""),
+            interface.apply(lambda i: (i.access_configs[0].nat_ip or "") if i.access_configs else ""),
             interface.apply(lambda i: i.network_ip or "")))
     return Built(built, shared)
 

@@ -64,6 +64,10 @@ def _needed_paths(plan: Plan) -> list[str]:
     return sorted({p for node in plan.nodes if (p := user_data_path(node.bootstrap, node.role)) is not None})
 
 
+def _file(rendered: pulumi.Output[Any], path: str) -> pulumi.Output[str]:
+    return rendered.apply(lambda files: str(files[path]))
+
+
 def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any]:
     """(rendered path -> text or Output[text], the login key to install) for ``plan``.
 
@@ -75,7 +79,7 @@ def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple
     if blob is not None:
         secrets = blob.apply(lambda raw: ClusterSecrets.model_validate(raw))
         rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private))
-        files = {path: rendered.apply(lambda r, p=path: r[p]) for path in _needed_paths(plan)}
+        files = {path: _file(rendered, path) for path in _needed_paths(plan)}
         key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))
         return files, key
     kept, _ = load_or_create_secrets(_secrets_file(config, source))
