@@ -5,9 +5,9 @@ Stack config (namespace ``provisioner``):
 - ``spec`` (a spec YAML path) or ``plan`` (a saved plan.json path), exactly one. A spec is
   planned here with the refreshed or bundled catalog (``catalog`` overrides it) and the
   registry's adapter capabilities, like ``provisioner plan``; a plan is built as saved.
-- ``secrets`` (secret, a JSON object with the cluster secrets file's fields), as the
-  lifecycle commands pass them; else the 0600 file ``secretsFile``, else the one kept beside
-  the plan (``plan.secrets.json``) or, for a spec, ``.provisioner/<stack>/.cluster-secrets.json``,
+- ``secrets`` (secret config, a JSON object with the cluster secrets file's fields); else the
+  0600 file ``secretsFile`` (what ``provisioner up`` passes), else the one kept beside the plan
+  (``plan.secrets.json``) or, for a spec, ``.provisioner/<stack>/.cluster-secrets.json``,
   created on first use (``provisioner.secrets.load_or_create_secrets``).
 - ``owner`` (default: ``providers.base.owner_id()``, as the adapters and ``gc`` use),
   ``expiresAt`` (ISO UTC; default: now + the spec's TTL, recomputed on every ``up`` unless
