@@ -49,6 +49,17 @@ def require_pulumi(which: Callable[[str], str | None] = shutil.which) -> str:
     return found
 
 
+def _automation() -> Any:
+    """``pulumi.automation``, after checking the CLI is there. StackError (one line) when either is missing."""
+    require_pulumi()
+    try:
+        from pulumi import automation
+    except ModuleNotFoundError:
+        raise StackError("the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', "
+                         "or run with --engine direct") from None
+    return automation
+
+
 def stacks_dir() -> Path:
     import provisioner.stacks as stacks
 
@@ -85,9 +96,7 @@ def plan_path(cluster_id: str) -> Path:
 
 
 def _stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
-    require_pulumi()
-    from pulumi import automation as auto
-
+    auto = _automation()
     env = {"PULUMI_BACKEND_URL": backend_url(backend), "PULUMI_SKIP_UPDATE_CHECK": "true"}
     if not (backend or "").startswith("https://"):
         env["PULUMI_CONFIG_PASSPHRASE"] = _passphrase()
@@ -132,7 +141,7 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
 
     ``expires_at`` pins the nodes' expiry tag (``provisioner:expiresAt``); None lets the program
     use now + the spec's TTL. ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads)."""
-    from pulumi import automation as auto
+    auto = _automation()
 
     stack = _stack(plan.cluster_id, backend, create=True)
     from provisioner.lifecycle.realize import cluster_secrets
@@ -166,7 +175,7 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
 
 def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events) -> None:
     """Destroy the cluster's stack and remove it. Blocks; a missing stack is already down."""
-    from pulumi import automation as auto
+    auto = _automation()
 
     try:
         stack = _stack(cluster_id, backend, create=False)
@@ -185,7 +194,7 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events)
 
 def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:
     """The stack's outputs, secret ones masked. StackError when pulumi fails or answers oddly."""
-    from pulumi import automation as auto
+    auto = _automation()
 
     stack = _stack(cluster_id, backend, create=False)
     try:
