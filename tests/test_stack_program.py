@@ -139,3 +139,20 @@ def test_the_project_file_names_a_python_program_in_stacks() -> None:
     assert "provisioner.stacks.program import main" in (STACKS / "__main__.py").read_text(encoding="utf-8")
     # The project name is the config namespace the program reads (provisioner:spec, provisioner:plan).
     assert project["name"] == "provisioner" and set(project["config"]) == {"spec", "plan"}
+
+
+def test_a_named_secrets_file_is_used_as_provisioner_up_passes_it(tmp_path: Path) -> None:
+    plan = plan_on(example("lora-a100-k8s.yaml"), "lambda")
+    path = tmp_path / "plan.json"
+    save_plan(plan, path)
+    kept = tmp_path / "state" / "lora-finetune.secrets.json"
+    recorder, _ = _run({"plan": str(path), "secretsFile": str(kept)})
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and not (tmp_path / "plan.secrets.json").exists()
+    (nodes,) = recorder.of("pulumi-python:dynamic/provisioner:NeocloudNodes")
+    token = load_secrets(kept).k3s_token.get_secret_value()
+    assert is_secret(nodes.inputs["user_data"]) and token in nodes.inputs["user_data"]["value"]["lora-finetune-0"]
+    kept.chmod(0o644)  # readable by others: refused with one line, nothing registered
+    pulumi.runtime.set_mocks(Recorder(), project="gpu-cluster", stack="test", preview=False)
+    set_all_config({"provisioner:plan": str(path), "provisioner:secretsFile": str(kept)})
+    with pytest.raises(pulumi.RunError, match="chmod 600"):
+        program.main()
