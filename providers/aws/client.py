@@ -232,6 +232,15 @@ class AWSClient:
         images: list[dict[str, Any]] = answer.get("Images", [])
         return images
 
+    def describe_instance_topology(self, region: str, instance_ids: list[str]) -> list[dict[str, Any]]:
+        """DescribeInstanceTopology for the named instances (100 per request, every page): each
+        with its ``NetworkNodes``, outermost first. Types without topology are left out by EC2."""
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(instance_ids), 100):
+            found += self._pages("ec2", region, "describe_instance_topology",
+                                 {"InstanceIds": instance_ids[start:start + 100]}, "Instances")
+        return found
+
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:
         """pricing.GetProducts for AmazonEC2 with TERM_MATCH filters: the PriceList JSON strings."""

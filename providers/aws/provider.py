@@ -18,6 +18,8 @@ How the contract maps onto EC2:
   remain the error names the cluster and ``provisioner gc --provider aws --cluster ID --yes``.
   Every instance carries the owner tag (``owner`` or providers.base.owner_id) and, when the
   NodeSpec has one, the expiry tag.
+- ``topology`` maps running nodes to their DescribeInstanceTopology network nodes (Slurm
+  topology.conf through ``provisioner.render``).
 - Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
   stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
 - Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
@@ -396,6 +398,25 @@ class AWSProvider:
         adapter created the cluster's nodes in), terminated ones included while EC2 lists them."""
         regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
         return [self._node(cluster_id, region, i) for region in regions for i in self._members(cluster_id, region)]
+
+    def topology(self, cluster_id: str) -> dict[str, list[str]]:
+        """{node name: [network node, ...]} (outermost first) of the cluster's running instances
+        from DescribeInstanceTopology: what ``provisioner.render``'s ``topology=`` turns into Slurm's
+        topology.conf. Instances EC2 gives no topology for (types without it, not yet running) are
+        left out. Read-only."""
+        regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
+        found: dict[str, list[str]] = {}
+        for region in regions:
+            names = {str(i["InstanceId"]): tag_map(i).get(NODE_TAG, "") for i in self._members(cluster_id, region)
+                     if i.get("State", {}).get("Name") == "running"}
+            if not names:
+                continue
+            for item in self.client.describe_instance_topology(region, sorted(names)):
+                name = names.get(str(item.get("InstanceId")), "")
+                layers = [str(n) for n in item.get("NetworkNodes", [])]
+                if name and layers:
+                    found[name] = layers
+        return found
 
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is

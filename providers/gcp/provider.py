@@ -408,6 +408,24 @@ class GCPProvider:
         """Every instance labelled with the cluster, in any zone of the project."""
         return [self._node(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
 
+    def topology(self, cluster_id: str) -> dict[str, list[str]]:
+        """{node name: [cluster, block, subblock switch]} of the cluster's running instances from
+        ``resourceStatus.physicalHostTopology`` (else the ``/cluster/block/host`` of ``physicalHost``):
+        what ``provisioner.render``'s ``topology=`` turns into Slurm's topology.conf. Each level is
+        named after the ones above it (``gce-<cluster>-<block>``), so a name sits at one place in the
+        tree. Instances GCE shows no placement for are left out. Read-only."""
+        found: dict[str, list[str]] = {}
+        for _, instance in self._members(cluster_id):
+            status = instance.resource_status
+            where = status.physical_host_topology if status else None
+            levels = [where.cluster, where.block, where.subblock] if where and where.cluster else \
+                [part for part in (status.physical_host if status else "").split("/") if part][:2]
+            levels = [re.sub(r"[^A-Za-z0-9_-]", "", level)[:40] for level in levels if level]
+            name = instance.labels.get(NODE_TAG, "")
+            if instance.status == "RUNNING" and name and levels and all(levels):
+                found[name] = ["gce-" + "-".join(levels[:depth]) for depth in range(1, len(levels) + 1)]
+        return found
+
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Delete the cluster's instances (``node_ids`` are instance names). Gone is success;
         names of another cluster are ignored. Does not wait."""

@@ -50,4 +50,5 @@ def make_harness() -> Harness:
                    published_limits=LIMITS, scale=20.0,
                    offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),
                    launch_route="RunInstances", list_route="DescribeInstances", offers_route="DescribeInstanceTypes",
-                   balance_fault_route="RunInstances")
+                   balance_fault_route="RunInstances",
+                   timeout_s=3.0, timeout_delay_s=3.6)  # moto builds ~900 instance types per DescribeInstanceTypes

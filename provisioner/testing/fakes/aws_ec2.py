@@ -9,6 +9,8 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   semantics are moto's. On top the fake adds what the contract suite needs: faults,
   capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
   ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
+- ``DescribeInstanceTopology`` (moto has none) is answered from what the fake launched
+  (``network_nodes`` overrides the made-up layers);
 - ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
   ``0.00001`` dated 2006), ``pricing.GetProducts`` from ``on_demand_prices`` (moto has no
   Pricing backend) and ``service-quotas.GetServiceQuota`` from ``quotas`` (moto knows no
@@ -59,6 +61,9 @@ DEFAULT_QUOTAS = {("us-east-1", "L-417A185B"): 384.0, ("us-east-1", "L-DB2E81BA"
                   ("us-east-1", "L-C4BD4855"): 0.0, ("us-east-1", "L-7212CCBC"): 96.0,
                   ("us-east-1", "L-3819A6DF"): 32.0}
 
+TOPOLOGY_FAMILIES = ("p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "trn1", "trn1n", "trn2")
+"""Families DescribeInstanceTopology answers for (EC2 User Guide, "Amazon EC2 instance topology":
+prerequisites; dated 2026-11-23, p6 UNVERIFIED); other instances are left out of its answer."""
 _KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
           "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
 _EC2_ERRORS = {"invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
@@ -125,6 +130,10 @@ class AWSFake(FakeApp):
         self.quotas = dict(DEFAULT_QUOTAS if quotas is None else quotas)
         self.key_material: dict[str, str] = {}
         self.live: set[str] = set()
+        self.placement: dict[str, tuple[str, str]] = {}
+        """instance id -> (instance type, availability zone), recorded at launch."""
+        self.network_nodes: dict[str, list[str]] = {}
+        """instance id -> NetworkNodes to answer (outermost first); default: three layers from launch order."""
         self._moto = _moto_app()
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
         _warm_up()
@@ -134,6 +143,7 @@ class AWSFake(FakeApp):
         self.route("POST", "/", self._spot_history, kind="other", name="DescribeSpotPriceHistory")
         self.route("POST", "/", self._get_products, kind="other", name="GetProducts")
         self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
+        self.route("POST", "/", self._instance_topology, kind="list", name="DescribeInstanceTopology")
         self.route("POST", "/", self._forward, kind="other", name="ec2")
 
     # ----- dispatch -------------------------------------------------------------------------
@@ -150,7 +160,7 @@ class AWSFake(FakeApp):
         service, action, _ = self._action(request)
         self._local.service = service
         wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts",
-                                                           "GetServiceQuota") else "ec2"
+                                                           "GetServiceQuota", "DescribeInstanceTopology") else "ec2"
         for route in self._routes:
             if route.name == wanted:
                 return route, {}
@@ -287,6 +297,8 @@ class AWSFake(FakeApp):
             for instance in item.findall(f"{ns}item"):
                 instance_id = instance.findtext(f"{ns}instanceId", "")
                 ids.append(instance_id)
+                self.placement[instance_id] = (instance.findtext(f"{ns}instanceType", ""),
+                                               instance.findtext(f"{ns}placement/{ns}availabilityZone", ""))
                 self.record_bought(Bought(
                     instance_id=instance_id,
                     interruptible=form.get("InstanceMarketOptions.MarketType") == "spot",
@@ -326,6 +338,31 @@ class AWSFake(FakeApp):
                 "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
         return Response(body, status=200, mimetype="text/xml")
 
+    def _instance_topology(self, request: Request) -> Response:
+        """DescribeInstanceTopology (moto 5.2.5 has none): live instances of topology families, each
+        with ``network_nodes[id]`` or three layers made from its launch order (one spine per zone,
+        a switch per four instances, a leaf per two)."""
+        _, _, form = self._action(request)
+        wanted = [v for k, v in sorted(form.items()) if k.startswith("InstanceId.")]
+        order = list(self.placement)
+        items = []
+        for instance_id in wanted or order:
+            kind, zone = self.placement.get(instance_id, ("", ""))
+            if instance_id not in self.live or kind.split(".", 1)[0] not in TOPOLOGY_FAMILIES:
+                continue
+            n = order.index(instance_id)
+            spine = hashlib.sha1(zone.encode()).hexdigest()[:9]
+            nodes = self.network_nodes.get(instance_id) or [f"nn-{spine}{0:08x}", f"nn-{spine}{1 + n // 4:08x}",
+                                                            f"nn-{spine}{0x1000 + n // 2:08x}"]
+            layers = "".join(f"<item>{node}</item>" for node in nodes)
+            items.append(f"<item><instanceId>{instance_id}</instanceId><instanceType>{kind}</instanceType>"
+                         f"<networkNodeSet>{layers}</networkNodeSet><availabilityZone>{zone}</availabilityZone>"
+                         f"<zoneId>use1-az{1 + ord(zone[-1:] or 'a') - ord('a')}</zoneId></item>")
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeInstanceTopologyResponse xmlns=\"{EC2_NS}\">"
+                f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
+                "</DescribeInstanceTopologyResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
     def _get_products(self, request: Request) -> Response:
         body = self.body(request)
         if body.get("ServiceCode") != "AmazonEC2":
@@ -355,6 +392,8 @@ class AWSFake(FakeApp):
         with self.lock:
             self.live.clear()
             self.key_material.clear()
+            self.placement.clear()
+            self.network_nodes.clear()
             reset_moto()
 
 
@@ -388,4 +427,4 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "AWSFake", "price_list_item"]
+__all__ = ["DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake", "price_list_item"]
