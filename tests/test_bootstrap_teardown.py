@@ -150,6 +150,17 @@ def test_ttl_fires_once_the_first_boot_deadline_passes(
         assert (tmp_path / "state" / "teardown.done").exists()
 
 
+def test_an_absolute_deadline_from_the_launcher_wins(tmp_path: Path) -> None:
+    node = _node(tmp_path, "aws")
+    node.run("deadman", now=BOOT)  # first boot: BOOT + 10 h
+    node.run("deadman", now=BOOT + 3600, PROVISIONER_DEADLINE=str(BOOT + 7200))
+    assert node.actions() == []
+    node.run("deadman", now=BOOT + 7200, PROVISIONER_DEADLINE=str(BOOT + 7200))
+    assert node.actions() == ["systemctl poweroff"]
+    node.run("deadman", now=BOOT + 7300, PROVISIONER_DEADLINE="$(reboot)")  # not a number: ignored
+    assert (tmp_path / "state" / "deadline").read_text() == f"{BOOT + 7200}\n"
+
+
 @pytest.mark.parametrize("provider", ["runpod", "vastai"])
 @pytest.mark.parametrize("status", ["401", "403", "409", "500", "000"])
 def test_a_refused_api_delete_still_powers_off_and_never_logs_the_key(
