@@ -8,6 +8,7 @@ built in memory (gc takes them as an argument) except where the state dir is the
 from __future__ import annotations
 
 import datetime as dt
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,16 @@ def test_expired_record_is_collected_and_forgotten(name: str) -> None:
     assert not state.record_path("old").exists()
 
 
+def test_a_burst_whose_process_died_is_collected_at_once() -> None:
+    rig = rig_for("runpod")
+    rig.provider.create_nodes("killed", rig.harness.node_specs(1, "n"))
+    dead = record("killed", "runpod", NOW + dt.timedelta(hours=4)).model_copy(
+        update={"lease_pid": 2**22 + 12345, "lease_host": socket.gethostname()})  # no such pid (above pid_max)
+    report = collect_garbage(adapters={"runpod": rig.provider}, records=[dead], delete=True, now=lambda: NOW)
+    assert [x.why for x in report.deleted] == [f"its burst process (pid {2**22 + 12345}) is gone"]
+    assert rig.harness.instances() == 0
+
+
 def test_fluence_names_alone_are_never_claimed() -> None:
     # A Fluence name cannot be told from one the user chose: no record, no --cluster, no delete.
     rig = rig_for("fluence")
@@ -171,6 +182,8 @@ def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest
     assert report.checked == [] and report.exit_code == 0
     assert sorted(report.skipped) == ["aws", "fluence", "gcp", "lambda", "runpod", "vastai"]
     assert "LAMBDA_API_KEY" in report.skipped["lambda"] and "AWS_ACCESS_KEY_ID" in report.skipped["aws"]
+    named = collect_garbage(provider="vastai", now=lambda: NOW)
+    assert named.exit_code == 4 and "VAST_API_KEY" in named.unlisted["vastai"] and named.skipped == {}
     with pytest.raises(ValueError, match="unknown provider"):
         collect_garbage(provider="nocloud")
 

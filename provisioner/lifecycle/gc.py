@@ -6,7 +6,8 @@ known to be the tool's on each provider):
 - a node whose cluster has **no local record** (provisioner.lifecycle.state) on this machine
   for that provider: a client killed mid-create, a record deleted by hand;
 - a node whose **expiry has passed**, by its EXPIRES_TAG where the provider has tags, else by
-  its cluster's record (``expires_at``);
+  its cluster's record (``expires_at``), or whose record's lease process (a ``burst`` killed
+  with SIGKILL) is gone (``ClusterRecord.lease_lost``);
 - with ``cluster_id``: every node of that cluster, whatever its record says (naming a cluster
   is the decision to remove it; this is the command a failed create prints).
 
@@ -16,7 +17,8 @@ has records on another machine), and, on providers without a tool mark in their 
 
 Providers: every registered adapter whose credentials are configured (an API key variable for
 the neoclouds; a credentials file or variable for AWS and GCP, never a metadata server); the
-others are skipped and the report says why. An adapter that can list the tool's nodes at once
+others are skipped and the report says why (a provider named with ``provider`` that cannot be
+checked is a failure, exit 4). An adapter that can list the tool's nodes at once
 (``SupportsGc``) is asked for all of them; otherwise gc asks ``get_nodes`` for the clusters it
 has records of and the named cluster.
 
@@ -163,6 +165,8 @@ def collect_garbage(
     report = GcReport(delete=delete)
     if adapters is None:
         found, report.skipped = _adapters(provider)
+        if provider in report.skipped:  # asked for by name: not checking it is a failure, not a skip
+            report.unlisted[provider] = f"cannot check: {report.skipped.pop(provider)}"
         try:
             _collect(report, found, cluster_id, delete, now(), records, owner)
         finally:
@@ -228,6 +232,8 @@ def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, 
         return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
     if record is None:
         return "no local record"
+    if record.lease_lost():
+        return f"its burst process (pid {record.lease_pid}) is gone"
     if record.expired(at) and record.expires_at is not None:
         return f"expired at {record.expires_at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ} (local record)"
     return "keep: recorded and not expired"
