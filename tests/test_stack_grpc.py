@@ -30,13 +30,14 @@ from tests.test_stack_neocloud import USER_DATA, Rig, _rig
 URN = "urn:pulumi:test::gpu-cluster::pulumi-python:dynamic/provisioner:NeocloudNodes::c-nodes"
 
 
-@pytest.fixture
-def runpod(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
-    yield from _rig("runpod", monkeypatch)
+@pytest.fixture(params=["runpod", "lambda"])
+def rig(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
+    """A neocloud fake: RunPod (script bootstrap) and Lambda (cloud-init, tags, firewall rulesets)."""
+    yield from _rig(request.param, monkeypatch)
 
 
 @pytest.fixture
-def server(runpod: Rig, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
+def server(rig: Rig, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
     """The engine's dynamic provider process, started with the fake's URL and key in its env."""
     log = (tmp_path / "provider.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "pulumi.dynamic"], stdout=subprocess.PIPE, stderr=log,
@@ -68,36 +69,36 @@ def _dict(message: struct_pb2.Struct) -> dict[str, Any]:
     return json_format.MessageToDict(message)
 
 
-def _props(runpod: Rig, n: int) -> dict[str, Any]:
-    options = {"limits": runpod.provider.adapter_options["limits"], "poll_interval_s": 0.02,
-               "timeout_s": runpod.provider.adapter_options["timeout_s"]}
-    props = runpod.props(n, cluster_id=f"g{uuid.uuid4().hex[:6]}")
-    for node in props["nodes"]:
-        node["gpus"] = 1  # an int here; a double on the wire
+def _props(rig: Rig, n: int) -> dict[str, Any]:
+    options = {"limits": rig.provider.adapter_options["limits"], "poll_interval_s": 0.02,
+               "timeout_s": rig.provider.adapter_options["timeout_s"]}
+    props = rig.props(n, cluster_id=f"g{uuid.uuid4().hex[:6]}")
+    assert all(isinstance(node["gpus"], int) for node in props["nodes"])  # ints here; doubles on the wire
     props["__provider"] = serialize_provider(NeocloudNodesProvider(options))
     return props
 
 
-def test_engine_path_create_diff_update_delete(runpod: Rig, server: provider_pb2_grpc.ResourceProviderStub) -> None:
-    props = _props(runpod, 2)
+def test_engine_path_create_diff_update_delete(rig: Rig, server: provider_pb2_grpc.ResourceProviderStub) -> None:
+    props = _props(rig, 2)
     wire = _struct(props)
-    assert wire.fields["nodes"].list_value.values[0].struct_value.fields["gpus"].number_value == 1.0
-    assert _dict(wire)["nodes"][0]["gpus"] == 1.0 and isinstance(_dict(wire)["nodes"][0]["gpus"], float)
+    gpus = props["nodes"][0]["gpus"]
+    assert wire.fields["nodes"].list_value.values[0].struct_value.fields["gpus"].number_value == float(gpus)
+    assert isinstance(_dict(wire)["nodes"][0]["gpus"], float)
 
     checked = server.Check(provider_pb2.CheckRequest(urn=URN, olds=_struct({}), news=wire))
     assert list(checked.failures) == []
     created = server.Create(provider_pb2.CreateRequest(urn=URN, properties=checked.inputs))
     state = _dict(created.properties)
-    assert created.id == f"runpod/{props['cluster_id']}"
+    assert created.id == f"{rig.harness.name}/{props['cluster_id']}"
     assert state["node_names"] == ["n0", "n1"] and len(set(state["node_ids"])) == 2
     assert "user_data" not in state and USER_DATA not in str(state)
-    assert runpod.harness.instances() == 2 and runpod.harness.launches() == 2
-    assert runpod.harness.app.validation_errors == []  # every request the adapter sent matched the API
+    assert rig.harness.instances() == 2 and rig.harness.launches() == 2
+    assert rig.harness.app.validation_errors == []  # every request the adapter sent matched the API
 
     same = server.Diff(provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties, news=checked.inputs))
     assert same.changes == provider_pb2.DiffResponse.DIFF_NONE and list(same.replaces) == []
 
-    grown = _props(runpod, 3)
+    grown = _props(rig, 3)
     grown.update(cluster_id=props["cluster_id"], __provider=props["__provider"])
     grown_in = server.Check(provider_pb2.CheckRequest(urn=URN, olds=checked.inputs, news=_struct(grown))).inputs
     diff = server.Diff(provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties, news=grown_in))
@@ -105,25 +106,25 @@ def test_engine_path_create_diff_update_delete(runpod: Rig, server: provider_pb2
     updated = server.Update(provider_pb2.UpdateRequest(id=created.id, urn=URN, olds=created.properties,
                                                        news=grown_in))
     assert _dict(updated.properties)["node_names"] == ["n0", "n1", "n2"]
-    assert runpod.harness.instances() == 3 and runpod.harness.launches() == 3
+    assert rig.harness.instances() == 3 and rig.harness.launches() == 3
 
     read = server.Read(provider_pb2.ReadRequest(id=created.id, urn=URN, properties=updated.properties))
     assert read.id == created.id and _dict(read.properties)["node_ids"] == _dict(updated.properties)["node_ids"]
 
     server.Delete(provider_pb2.DeleteRequest(id=created.id, urn=URN, properties=updated.properties))
-    assert runpod.harness.instances() == 0
+    assert rig.harness.instances() == 0
 
 
-def test_engine_path_reports_bad_input_as_check_failures(runpod: Rig,
+def test_engine_path_reports_bad_input_as_check_failures(rig: Rig,
                                                          server: provider_pb2_grpc.ResourceProviderStub) -> None:
-    props = _props(runpod, 2)
+    props = _props(rig, 2)
     props["nodes"][1]["gpus"] = 1.5  # not a whole number: a failure, never silently truncated
     checked = server.Check(provider_pb2.CheckRequest(urn=URN, olds=_struct({}), news=_struct(props)))
     assert [(f.property, "integer" in f.reason) for f in checked.failures] == [("nodes[1].gpus", True)]
     with pytest.raises(grpc.RpcError) as failed:
         server.Create(provider_pb2.CreateRequest(urn=URN, properties=_struct(props)))
     assert failed.value.code() == grpc.StatusCode.UNKNOWN
-    assert runpod.harness.launches() == 0
+    assert rig.harness.launches() == 0
 
 
 def test_normalize_props_turns_whole_doubles_back_into_ints() -> None:
@@ -137,15 +138,15 @@ def test_normalize_props_turns_whole_doubles_back_into_ints() -> None:
     assert props["nodes"][0]["gpus"] == 8.0 and isinstance(props["nodes"][0]["gpus"], float)  # input untouched
 
 
-def test_wire_doubles_become_ints_in_what_the_provider_records(runpod: Rig) -> None:
+def test_wire_doubles_become_ints_in_what_the_provider_records(rig: Rig) -> None:
     # What the server hands the provider: the Struct deserialized as python.dynamic does it.
-    props = _props(runpod, 2)
+    props = _props(rig, 2)
     wire = rpc.deserialize_properties(_struct({k: v for k, v in props.items() if k != "__provider"}))
-    assert wire["nodes"][0]["gpus"] == 1.0 and isinstance(wire["nodes"][0]["gpus"], float)
-    checked = runpod.provider.check({}, wire)
+    assert isinstance(wire["nodes"][0]["gpus"], float)
+    checked = rig.provider.check({}, wire)
     assert checked.failures == [] and isinstance(checked.inputs["nodes"][0]["gpus"], int)
-    outs = runpod.provider.create(wire).outs or {}
-    assert [(n["gpus"], type(n["gpus"])) for n in outs["nodes"]] == [(1, int), (1, int)]
+    outs = rig.provider.create(wire).outs or {}
+    assert [(n["gpus"], type(n["gpus"])) for n in outs["nodes"]] == [(p["gpus"], int) for p in props["nodes"]]
     assert [type(n["disk_gib"]) for n in outs["nodes"]] == [int, int]
-    runpod.provider.delete("x", outs)
-    assert runpod.harness.instances() == 0
+    rig.provider.delete("x", outs)
+    assert rig.harness.instances() == 0
