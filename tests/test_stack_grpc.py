@@ -4,7 +4,7 @@
 prints its port, then answers Configure/Check/Create/Diff/Update/Read/Delete, unpickling
 the provider from the ``__provider`` property of each request. Properties travel as
 protobuf Structs, so every number is a double: ``gpus: 1`` arrives as ``1.0``, which the
-in-process tests never see. The provider answers against the RunPod fake server.
+in-process tests never see. The provider answers against the RunPod and Lambda fake servers.
 """
 
 from __future__ import annotations
