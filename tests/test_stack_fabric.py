@@ -107,3 +107,17 @@ def test_args_repr_hides_user_data() -> None:
     args = args_for(plan, _secrets())
     assert "user_data" not in repr(args) and "#cloud-config" not in repr(args)
     assert parse_expiry(args.labels()["provisioner-expires"]) == parse_expiry(args.tags()["provisioner-expires"])
+
+
+def test_layout_tables_for_types_no_example_plans() -> None:
+    from provisioner.stacks.aws import efa_layout
+    from provisioner.stacks.gcp import nic_layout
+
+    p5e = efa_layout("p5e.48xlarge")  # sold through Capacity Blocks: never planned from the catalog
+    assert len(p5e) == 32 and p5e[0].interface_type == "efa" and {n.interface_type for n in p5e[1:]} == {"efa-only"}
+    assert [n.network_card_index for n in p5e] == list(range(32))
+    assert [n.device_index for n in p5e] == [0] + [1] * 31
+    assert nic_layout("a3-ultragpu-8g") == nic_layout("a4-highgpu-8g")
+    assert [(n.nic_type, n.network) for n in nic_layout("a3-highgpu-8g")] == [
+        ("GVNIC", "cluster"), *(("GVNIC", f"data{i}") for i in range(4))]
+    assert [(n.nic_type, n.network) for n in nic_layout("g2-standard-96")] == [("GVNIC", "cluster")]
