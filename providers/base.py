@@ -5,8 +5,11 @@ Contract (checked by tests/providers/contract.py for every adapter):
 - ``list_offers`` is read-only and returns ``provisioner.offer.Offer`` objects.
 - ``create_nodes`` is idempotent on (cluster_id, node name): a retry finds the nodes it
   already launched instead of buying more. If it cannot create all of them it deletes
-  the ones it made and raises (``CapacityError`` naming what was tried); if even that
-  cleanup fails, the error lists what remains and how to remove it.
+  the ones it made and raises (``CapacityError`` naming what was tried). It fails closed:
+  when a cleanup fails, or a launch's answer was lost and no listing could say what it
+  bought, the error says that instances may exist, names the cluster and gives
+  ``provisioner gc --provider P --cluster ID --yes``. One implementation for every adapter:
+  providers.orchestrate.
 - ``get_nodes`` is the source of truth, found by the cluster tag/label/name, with a
   normalized ``NodeStatus``.
 - ``delete_nodes`` of an already-gone node succeeds. It does not wait; callers use
