@@ -117,7 +117,10 @@ svc_start() {  # start UNIT without systemd, unless it is running already
             if [ -f "/etc/systemd/system/$unit.service" ]; then
                 exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
                 $exec_start  # our own oneshot units: a plain command line
-                touch "/run/provisioner/$unit.done"
+                # As systemd does: a oneshot that RemainAfterExit stays "active"; others run on every start.
+                if grep -qx 'RemainAfterExit=yes' "/etc/systemd/system/$unit.service"; then
+                    touch "/run/provisioner/$unit.done"
+                fi
             elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
                 "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
             else
