@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from provisioner.providers.base import CLUSTER_TAG, EXPIRES_TAG, OWNER_TAG, NodeStatus
 
-from provisioner.errors import CapacityError, StackError
+from provisioner.errors import CapacityError, ProviderError, StackError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.readiness import NotReadyError, k8s_ready, slurm_ready
 from provisioner.lifecycle.realize import bring_up, bring_up_first, cluster_nodes, tear_down
@@ -147,6 +147,25 @@ def test_failover_gives_up_after_the_last_option(tmp_path: Path, monkeypatch: py
         app.capacity[plans[0].option.instance_type].clear()  # type: ignore[attr-defined]
         with pytest.raises(CapacityError):
             bring_up_first(plans, instant_runtime(StandInRemote()))
+        assert app.instance_count() == 0 and state.load_record("lc-lambda") is None
+
+
+def test_create_that_fails_closed_keeps_the_record_for_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        # The launch happens but its answer is lost, and every listing after it fails.
+        app.faults.inject("lose_answer", route="launch")
+        app.faults.inject("http_error", route="list_instances", times=None, after=1, status=500)
+        with pytest.raises(ProviderError) as caught:
+            bring_up_first(plans, instant_runtime(StandInRemote()))
+        assert "provisioner gc" in str(caught.value)  # the adapter says instances may exist, and how
+        saved = state.load_record("lc-lambda")
+        assert saved is not None and saved.status == "failed"  # kept: down / gc find the nodes
+        regions = {i["region"]["name"] for i in app.instances.values()}  # type: ignore[attr-defined]
+        assert app.launched >= 1 and regions == {plans[0].option.region}  # no other option bought meanwhile
+        app.faults.clear()
+        tear_down("lc-lambda", instant_runtime(StandInRemote()))
         assert app.instance_count() == 0 and state.load_record("lc-lambda") is None
 
 

@@ -230,8 +230,8 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     try:
         with rt.held():
             created = provider.create_nodes(cluster_id, node_specs(plan, secrets, rendered, expires_at))
-    except ProviderError:
-        _clear_failed_try(rt, provider, record)
+    except ProviderError as exc:
+        _clear_failed_try(rt, provider, record, exc)
         raise
     record = record.model_copy(update={"node_ids": {node.name: node.id for node in created}})
     state.save_record(record)
@@ -241,15 +241,25 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
         return _failed(rt, provider, record, exc, destroy_on_failure)
 
 
-def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord) -> None:
-    """After a failed create: delete whatever the provider still lists, wait, forget the record."""
-    left = live(provider.get_nodes(record.cluster_id))
-    if left:
-        rt.emit("cleanup", message=f"deleting {len(left)} node(s) left by the failed create",
-                cluster=record.cluster_id, nodes=[node.name for node in left])
-        provider.delete_nodes(record.cluster_id, [node.id for node in left])
-        rt.wait(lambda: provider.get_nodes(record.cluster_id), lambda nodes: not live(nodes),
-                timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {record.cluster_id} to be deleted")
+def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord, error: ProviderError) -> None:
+    """After a failed create: delete whatever the provider still lists, wait, forget the record.
+
+    When that cleanup fails too (the provider cannot list or delete), the record stays, marked
+    ``failed``, so ``down`` and ``gc`` can find the nodes, and the create's own error (which
+    says instances may exist and how to remove them) is what the caller raises."""
+    try:
+        left = live(provider.get_nodes(record.cluster_id))
+        if left:
+            rt.emit("cleanup", message=f"deleting {len(left)} node(s) left by the failed create",
+                    cluster=record.cluster_id, nodes=[node.name for node in left])
+            provider.delete_nodes(record.cluster_id, [node.id for node in left])
+            rt.wait(lambda: provider.get_nodes(record.cluster_id), lambda nodes: not live(nodes),
+                    timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {record.cluster_id} to be deleted")
+    except ProvisionerError as cleanup:
+        state.save_record(record.model_copy(update={"status": "failed"}))
+        rt.emit("error", message=f"cleanup after the failed create failed too ({cleanup}); the record of "
+                f"{record.cluster_id} is kept for provisioner down / gc", cluster=record.cluster_id)
+        return
     state.remove_record(record.cluster_id)  # nothing was bought: the next try starts clean
 
 
@@ -345,16 +355,15 @@ def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max
         try:
             return bring_up(plan, rt, **options)  # type: ignore[arg-type]
         except CapacityError as exc:
-            if attempt == len(tries):
+            # bring_up listed the provider and deleted any leftover; a kept record means it could
+            # not, and nothing more is bought while nodes of this try may exist.
+            if attempt == len(tries) or state.load_record(plan.cluster_id) is not None:
                 raise
-            left = live(rt.provider(plan.option.provider).get_nodes(plan.cluster_id))
-            if left:
-                raise StackError(f"option {attempt} left {len(left)} node(s) after a capacity error; "
-                                 f"remove with: provisioner down {plan.cluster_id}") from exc
+            exc_text = str(exc)
             nxt = tries[attempt].option
-            rt.emit("failover", message=f"try {attempt} of {len(tries)}: {exc}; nothing left behind; trying "
+            rt.emit("failover", message=f"try {attempt} of {len(tries)}: {exc_text}; nothing left behind; trying "
                     f"{nxt.provider} {nxt.instance_type} in {nxt.region}", cluster=plan.cluster_id,
-                    attempt=attempt, error=str(exc), next_provider=nxt.provider, next_region=nxt.region,
+                    attempt=attempt, error=exc_text, next_provider=nxt.provider, next_region=nxt.region,
                     next_instance_type=nxt.instance_type)
     raise AssertionError("unreachable")  # pragma: no cover
 
