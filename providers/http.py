@@ -14,8 +14,9 @@ Provider answers are untrusted: a body is streamed and the request fails with
 ProviderAPIError once it passes ``max_body_bytes`` (16 MiB by default), so a hostile or
 broken endpoint cannot make the client buffer gigabytes.
 
-Every call has an overall deadline (``deadline_s``, default five times ``timeout_s``): the
-attempts, their back-off sleeps and every socket connect, write and read together. httpx's
+Every call has an overall deadline (``deadline_s``, default five times ``timeout_s``, counted
+from when the first attempt may go out under our own rate limits): the attempts, their
+back-off sleeps and every socket connect, write and read together. httpx's
 own timeouts are per operation, so a provider that drips one byte a second would never trip
 them; here each socket operation's timeout is cut to what is left of the call's deadline
 (a wrapper around httpcore's network backend), and a call past its deadline raises
@@ -283,13 +284,15 @@ class ApiClient:
         """
         method = method.upper()
         idempotent = method in _IDEMPOTENT if idempotent is None else idempotent
-        deadline = self._clock() + self.deadline_s
+        deadline: float | None = None
         attempt = 0
         while True:
             self.limiter.acquire()
             if launch and self.launch_limiter:
                 self.launch_limiter.acquire()
-            if self._clock() >= deadline:
+            if deadline is None:  # the first wait for our own rate limit is not the provider's slowness
+                deadline = self._clock() + self.deadline_s
+            elif self._clock() >= deadline:
                 raise self._past_deadline(method, path)
             try:
                 response = self._send(method, path, json=json, params=params, deadline=deadline)
