@@ -184,3 +184,22 @@ def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, capsys: pytest.C
     assert state.load_record("lc-lambda") is None
     select = next(call for call in calls if call[:2] == ["stack", "select"])
     assert select[-1] == "lc-lambda"  # one stack per cluster
+
+
+def test_progress_lines_for_people_and_json_lines_for_machines(capsys: pytest.CaptureFixture[str]) -> None:
+    import datetime as dt
+
+    from provisioner.lifecycle.events import JsonLines, RichLines
+
+    people = RichLines()
+    people("wait-ready", message="waiting for [the] control plane")  # not a terminal: a plain line
+    people("job-output", message="x", line="step 1 [loss 0.5]")
+    people("failover", message="try 1 of 3: no capacity", attempt=1)
+    out, err = capsys.readouterr()
+    assert out == "step 1 [loss 0.5]\n"
+    assert err.splitlines() == ["waiting for [the] control plane", "try 1 of 3: no capacity"]
+    machines = JsonLines(clock=lambda: dt.datetime(2026, 11, 24, tzinfo=dt.UTC))
+    machines("up", message="cluster lc is up", hourly_usd=Decimal("24.72"), nodes=2)
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line) == {"event": "up", "time": "2026-11-24T00:00:00+00:00", "message": "cluster lc is up",
+                                "hourly_usd": "24.72", "nodes": 2}

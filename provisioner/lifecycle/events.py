@@ -12,6 +12,7 @@ rich, job output to stdout as is. ``no_events`` drops everything.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 import sys
@@ -52,15 +53,29 @@ class JsonLines:
 
 
 class RichLines:
-    """Human progress on stderr through rich; ``job-output`` lines go to stdout unchanged."""
+    """Human progress on stderr through rich; ``job-output`` lines go to stdout unchanged.
+
+    On a terminal a ``wait-*`` event shows a spinner until the next event arrives."""
 
     def __init__(self, quiet: bool = False) -> None:
         from rich.console import Console
 
         self._console = Console(stderr=True, highlight=False, soft_wrap=True)
         self._quiet = quiet
+        self._status: Any = None
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
 
     def __call__(self, event: str, /, *, message: str, **fields: Any) -> None:
+        self._stop()
+        if event.startswith("wait-") and self._console.is_terminal:
+            self._status = self._console.status(_escape(message))
+            self._status.start()
+            atexit.register(self._stop)  # a wait that ends in an error has no next event
+            return
         if event == "job-output":
             sys.stdout.write(str(fields.get("line", "")) + "\n")
             sys.stdout.flush()
