@@ -6,7 +6,9 @@ How the contract maps onto EC2:
   DescribeInstanceTypes (GPU, EFA, NVMe facts), DescribeInstanceTypeOfferings, the latest
   DescribeSpotPriceHistory price of that zone and the Pricing API's on-demand price (exact,
   Decimal). A type with neither price is not offered. Fabric ``efa`` where the type supports
-  EFA, with the sum of its network cards' bandwidth.
+  EFA, with the sum of its network cards' bandwidth. With ``capacity_blocks`` (default) the
+  Capacity Blocks for ML on offer for those types are listed too, as quote-only reservation
+  offers (``capacity_blocks``): never ranked, never bought here.
 - Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
   the tag ``provisioner-node=<name>`` (also ``Name=<cluster_id>-<name>``). Owner and expiry
   go on as ``provisioner-owner`` / ``provisioner-expires`` when known, so ``gc`` finds them.
@@ -31,6 +33,7 @@ How the contract maps onto EC2:
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import logging
 import os
@@ -42,6 +45,7 @@ from typing import Any, ClassVar
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.aws import CAPABILITIES
+from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
 from provisioner.providers.aws.client import AWSClient, is_not_found
 from provisioner.providers.aws.models import (
     GpuInstanceType,
@@ -119,6 +123,23 @@ def key_name(public_key: str) -> str:
     return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
 
 
+
+EC2_USER_DATA_MAX_BYTES = 16 * 1024
+"""RunInstances refuses user data over 16 KiB (before base64); cloud-init reads gzip natively."""
+
+
+def ec2_user_data(text: str) -> str | bytes:
+    """``text`` as RunInstances takes it: as is when it fits, else gzip-compressed (mtime 0, so a
+    retried create sends the same bytes). PlanError before any purchase when even that is too big."""
+    raw = text.encode("utf-8")
+    if len(raw) <= EC2_USER_DATA_MAX_BYTES:
+        return text
+    packed = gzip.compress(raw, compresslevel=9, mtime=0)
+    if len(packed) > EC2_USER_DATA_MAX_BYTES:
+        raise PlanError(f"user data is {len(packed)} bytes gzip-compressed; EC2 accepts at most "
+                        f"{EC2_USER_DATA_MAX_BYTES}")
+    return packed
+
 class AWSProvider:
     """EC2 adapter. ``session`` is a ``boto3.Session`` (default: boto3's standard credential
     chain); ``endpoint_url`` (or ``PROVISIONER_AWS_API_URL``) points every service at one URL;
@@ -129,7 +150,8 @@ class AWSProvider:
 
     def __init__(self, session: Any = None, *, regions: Sequence[str] | None = None, endpoint_url: str | None = None,
                  limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None,
-                 image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0) -> None:
+                 image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0,
+                 capacity_blocks: bool = True) -> None:
         env_regions = [r.strip() for r in os.environ.get("PROVISIONER_AWS_REGIONS", "").split(",") if r.strip()]
         self.regions: tuple[str, ...] = tuple(regions or env_regions or DEFAULT_REGIONS)
         self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
@@ -138,6 +160,7 @@ class AWSProvider:
         self.image_id = image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None
         self.owner = owner
         self.poll_interval_s = poll_interval_s
+        self.capacity_blocks = capacity_blocks
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
 
@@ -185,8 +208,12 @@ class AWSProvider:
                 if query.spot is not False else {}
             on_demand = self.on_demand_prices(region, names) if query.spot is not True else {}
             screen = OfferScreen(self.name)
-            offers += screen.build(types, functools.partial(self._offers, region=region, zones=zones,
-                                                            on_demand=on_demand, spot=spot, query=query))
+            built = screen.build(types, functools.partial(self._offers, region=region, zones=zones,
+                                                          on_demand=on_demand, spot=spot, query=query))
+            offers += built
+            if query.spot is not True and self.capacity_blocks:
+                first = {o.instance_type: o for o in reversed(built) if sells_blocks(o.instance_type)}
+                offers += screen.build(sorted(first.values(), key=lambda o: o.key), self._blocks)
             for reason, count in screen.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + count
         self.dropped_offers = dropped
@@ -219,6 +246,19 @@ class AWSProvider:
                            else 64 if kind.efa_supported else 16),
                 purchase=Purchase.INSTANCE, bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE))
         return made
+
+    def _blocks(self, template: Offer) -> list[Offer]:
+        """Capacity Blocks for ML offered for ``template``'s type, as quote-only reservation offers."""
+        try:
+            items = self.client.describe_capacity_block_offerings(template.region, template.instance_type,
+                                                                  PROBE_COUNT, PROBE_HOURS)
+        except ProviderAPIError as exc:
+            if exc.status != 400:  # e.g. a type or region without Capacity Blocks: nothing to list
+                raise
+            log.info("aws: no Capacity Blocks for %s in %s: %s", template.instance_type, template.region, exc.detail)
+            return []
+        found = (block_offer(item, template) for item in items)
+        return [offer for offer in found if offer is not None]
 
     # ----- quotas ---------------------------------------------------------------------------
     def quota_vcpus(self, region: str, code: str) -> float | None:
@@ -372,7 +412,7 @@ class AWSProvider:
         if spec.zone:
             params["Placement"] = {"AvailabilityZone": spec.zone}
         if spec.user_data:
-            params["UserData"] = spec.user_data  # boto3 base64-encodes it
+            params["UserData"] = ec2_user_data(spec.user_data)  # boto3 base64-encodes it
         if spec.ssh_public_key:
             params["KeyName"] = self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key, spec.region)
         if spec.spot:
