@@ -6,7 +6,8 @@ The result is merged per provider into the catalog in use (the cache, else the b
 - a provider not refreshed keeps its offers and its own ``ProviderInfo.as_of``;
 - a refreshed provider gets its live offers and today's ``as_of``; the products its live API
   does not list (cluster products, reservations, sales-led offers) are kept, each marked with
-  the ``source`` and ``as_of`` it came from;
+  the ``source`` and ``as_of`` it came from (a kind the live answer does list, e.g. AWS
+  Capacity Blocks as reservations, is replaced like instances);
 - a provider whose refresh fails, or yields no valid offer, keeps its previous offers and is
   named in ``RefreshResult.failed`` (the command exits non-zero);
 - provider answers are untrusted: offers with unsafe identifiers or absurd numbers are
@@ -151,10 +152,11 @@ def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date
     for name, info in base.providers.items():
         infos[name] = info if info.as_of is not None else info.model_copy(update={"as_of": base.as_of})
     offers: list[Offer] = []
+    listed = {name: LISTED_PURCHASES | {o.purchase for o in live} for name, live in fresh.items()}
     for offer in base.offers:
         if offer.provider not in fresh:
             offers.append(offer)
-        elif offer.purchase not in LISTED_PURCHASES:  # the live API does not list it: keep, dated
+        elif offer.purchase not in listed[offer.provider]:  # the live API does not list it: keep, dated
             dated = infos.get(offer.provider)
             offers.append(offer.model_copy(update={
                 "as_of": offer.as_of or (dated.as_of if dated else base.as_of),

@@ -241,6 +241,13 @@ class AWSClient:
                                  {"InstanceIds": instance_ids[start:start + 100]}, "Instances")
         return found
 
+    def describe_capacity_block_offerings(self, region: str, instance_type: str, count: int,
+                                          hours: int) -> list[dict[str, Any]]:
+        """DescribeCapacityBlockOfferings: Capacity Blocks for ML of ``count`` x ``instance_type`` for
+        ``hours`` in ``region`` (every page). Read-only: nothing is purchased."""
+        params = {"InstanceType": instance_type, "InstanceCount": count, "CapacityDurationHours": hours}
+        return list(self._pages("ec2", region, "describe_capacity_block_offerings", params, "CapacityBlockOfferings"))
+
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:
         """pricing.GetProducts for AmazonEC2 with TERM_MATCH filters: the PriceList JSON strings."""

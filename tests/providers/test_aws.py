@@ -18,6 +18,7 @@ from provisioner.providers.aws.models import on_demand_price
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
 
+from provisioner.capabilities import Purchase
 from provisioner.errors import (
     CapacityError,
     CredentialsError,
@@ -117,7 +118,7 @@ def test_moto_has_no_pricing_backend(moto_url: str) -> None:
 # ----- the fake (Pricing, Service Quotas, spot history) -------------------------------------------
 def test_offers_carry_exact_prices_and_efa(fake: RunningServer) -> None:
     offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
-    p5 = {o.zone: o for o in offers if o.instance_type == "p5.48xlarge"}
+    p5 = {o.zone: o for o in offers if o.instance_type == "p5.48xlarge" and o.purchase == Purchase.INSTANCE}
     assert p5["us-east-1a"].price_per_hour_usd == Decimal("55.04")
     assert p5["us-east-1a"].spot_price_per_hour_usd == Decimal("27.2010")
     assert p5["us-east-1c"].spot_price_per_hour_usd is None  # no spot history there
@@ -125,6 +126,21 @@ def test_offers_carry_exact_prices_and_efa(fake: RunningServer) -> None:
     assert {o.instance_type for o in offers} == {"p5.48xlarge"}  # p5.4xlarge has no price in the fake
     only_spot = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",), spot=True))
     assert {o.zone for o in only_spot} == {"us-east-1a", "us-east-1b"}
+    assert {o.purchase for o in only_spot} == {Purchase.INSTANCE}  # Capacity Blocks are not spot
+
+
+def test_capacity_blocks_are_quote_only_offers_priced_per_node_hour(fake: RunningServer) -> None:
+    offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
+    blocks = {o.zone: o for o in offers if o.purchase == Purchase.RESERVATION}
+    assert set(blocks) == {"us-east-1a", "us-east-1b"}  # the fake's p5 blocks in us-east-1
+    block = blocks["us-east-1a"]
+    assert block.purchase.quote_only and block.price_per_hour_usd == Decimal("31.464")  # 755.136 USD / 1 / 24 h
+    assert block.offer_id and block.offer_id.startswith("cb-") and block.spot_price_per_hour_usd is None
+    assert (block.gpus, block.fabric, block.max_nodes) == (8, Fabric.EFA, 64)
+    assert block.how_to_obtain and "purchase-capacity-block" in block.how_to_obtain
+    assert "2026-11-25T11:30:00Z to 2026-11-26T11:30:00Z" in block.how_to_obtain
+    assert not any(o.purchase == Purchase.RESERVATION
+                   for o in _provider(fake.url, capacity_blocks=False).list_offers(OfferQuery(gpu_models=("H100",))))
 
 
 def test_quota_refusal_names_the_code_and_the_increase_command(fake: RunningServer) -> None:

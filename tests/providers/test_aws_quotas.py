@@ -16,6 +16,7 @@ from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.registry import capabilities
 
+from provisioner.capabilities import Purchase
 from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
 from provisioner.costs import Stage
@@ -78,7 +79,10 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
     out = capsys.readouterr().out
     assert "aws: " in out and "quotas read" in out
     cache = load_catalog(aws_env / "cache" / CACHE_FILE)
-    live = [o for o in cache.offers if o.provider == "aws" and o.instance_type == "p5.48xlarge"]
+    live = [o for o in cache.offers if o.provider == "aws" and o.instance_type == "p5.48xlarge"
+            and o.purchase == Purchase.INSTANCE]
+    blocks = [o for o in cache.offers if o.provider == "aws" and o.purchase == Purchase.RESERVATION]
+    assert blocks and all(o.source == "EC2 DescribeCapacityBlockOfferings (live)" for o in blocks)  # bundled replaced
     assert {(o.zone, o.price_per_hour_usd) for o in live} >= {("us-east-1a", Decimal("55.04"))}
     assert {o.zone: o.spot_price_per_hour_usd for o in live}["us-east-1a"] == Decimal("27.2010")
     quotas = {(q.code, q.spot): q for q in cache.providers["aws"].quotas or []}
@@ -88,8 +92,11 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
 
     # 16 GPUs = 2 nodes x 192 vCPUs fit in 400; 24 GPUs = 3 nodes do not.
     assert main(["plan", _spec_file(aws_env, 16), "--format", "json"]) == 0
-    best = json.loads(capsys.readouterr().out)["options"][0]
+    report = json.loads(capsys.readouterr().out)
+    best = report["options"][0]
     assert (best["provider"], best["instance_type"], best["nodes"]) == ("aws", "p5.48xlarge", 2)
+    quotes = [q for q in report["quotes"] if q["provider"] == "aws"]  # Capacity Blocks: listed, never ranked
+    assert quotes and all(q["purchase"] == "reservation" and "Capacity Block" in q["how_to_obtain"] for q in quotes)
     code = main(["plan", _spec_file(aws_env, 24), "--format", "json"])
     captured = capsys.readouterr()
     assert code == 3, captured

@@ -9,6 +9,7 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   semantics are moto's. On top the fake adds what the contract suite needs: faults,
   capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
   ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
+- ``DescribeCapacityBlockOfferings`` (moto has none) from ``capacity_blocks``;
 - ``DescribeInstanceTopology`` (moto has none) is answered from what the fake launched
   (``network_nodes`` overrides the made-up layers);
 - ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
@@ -61,6 +62,9 @@ DEFAULT_QUOTAS = {("us-east-1", "L-417A185B"): 384.0, ("us-east-1", "L-DB2E81BA"
                   ("us-east-1", "L-C4BD4855"): 0.0, ("us-east-1", "L-7212CCBC"): 96.0,
                   ("us-east-1", "L-3819A6DF"): 32.0}
 
+DEFAULT_BLOCKS = {("p5.48xlarge", "us-east-1a"): "31.464", ("p5.48xlarge", "us-east-1b"): "33.10",
+                  ("p4d.24xlarge", "us-east-1a"): "11.80"}
+"""Capacity Blocks for ML on offer: (type, zone) -> USD per instance-hour (fixture data, not truth)."""
 TOPOLOGY_FAMILIES = ("p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "trn1", "trn1n", "trn2")
 """Families DescribeInstanceTopology answers for (EC2 User Guide, "Amazon EC2 instance topology":
 prerequisites; dated 2026-11-23, p6 UNVERIFIED); other instances are left out of its answer."""
@@ -121,13 +125,17 @@ class AWSFake(FakeApp):
 
     def __init__(self, *, api_key: str | None = None, on_demand_prices: dict[tuple[str, str], str] | None = None,
                  spot_prices: dict[tuple[str, str], str] | None = None,
-                 quotas: dict[tuple[str, str], float] | None = None, **kwargs: Any) -> None:
+                 quotas: dict[tuple[str, str], float] | None = None,
+                 capacity_blocks: dict[tuple[str, str], str] | None = None,
+                 block_start: dt.datetime = dt.datetime(2026, 11, 25, 11, 30, tzinfo=dt.UTC), **kwargs: Any) -> None:
         super().__init__(api_key=api_key, **kwargs)
         self.openapi = object()  # validation is on: botocore shapes, see _validate_request/_validate_response
         self.validation_note = "validating against botocore service models"
         self.on_demand_prices = dict(DEFAULT_ON_DEMAND if on_demand_prices is None else on_demand_prices)
         self.spot_prices = dict(DEFAULT_SPOT if spot_prices is None else spot_prices)
         self.quotas = dict(DEFAULT_QUOTAS if quotas is None else quotas)
+        self.capacity_blocks = dict(DEFAULT_BLOCKS if capacity_blocks is None else capacity_blocks)
+        self.block_start = block_start
         self.key_material: dict[str, str] = {}
         self.live: set[str] = set()
         self.placement: dict[str, tuple[str, str]] = {}
@@ -144,6 +152,7 @@ class AWSFake(FakeApp):
         self.route("POST", "/", self._get_products, kind="other", name="GetProducts")
         self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
         self.route("POST", "/", self._instance_topology, kind="list", name="DescribeInstanceTopology")
+        self.route("POST", "/", self._capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
         self.route("POST", "/", self._forward, kind="other", name="ec2")
 
     # ----- dispatch -------------------------------------------------------------------------
@@ -160,7 +169,8 @@ class AWSFake(FakeApp):
         service, action, _ = self._action(request)
         self._local.service = service
         wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts",
-                                                           "GetServiceQuota", "DescribeInstanceTopology") else "ec2"
+                                                           "GetServiceQuota", "DescribeInstanceTopology",
+                                                           "DescribeCapacityBlockOfferings") else "ec2"
         for route in self._routes:
             if route.name == wanted:
                 return route, {}
@@ -363,6 +373,27 @@ class AWSFake(FakeApp):
                 "</DescribeInstanceTopologyResponse>")
         return Response(body, status=200, mimetype="text/xml")
 
+    def _capacity_block_offerings(self, request: Request) -> Response:
+        """DescribeCapacityBlockOfferings (moto has none): one offering per zone of the region in
+        ``capacity_blocks`` for the asked type, count and hours, from ``block_start``."""
+        _, _, form = self._action(request)
+        kind, region = form.get("InstanceType", ""), self._region(request)
+        count, hours = int(form.get("InstanceCount") or 1), int(form.get("CapacityDurationHours") or 24)
+        start = self.block_start
+        end = start + dt.timedelta(hours=hours)
+        items = "".join(
+            f"<item><capacityBlockOfferingId>cb-{hashlib.sha1(f'{kind}{zone}{count}{hours}'.encode()).hexdigest()[:17]}"
+            f"</capacityBlockOfferingId><instanceType>{kind}</instanceType><availabilityZone>{zone}</availabilityZone>"
+            f"<instanceCount>{count}</instanceCount><startDate>{start:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
+            f"<endDate>{end:%Y-%m-%dT%H:%M:%S.000Z}</endDate><capacityBlockDurationHours>{hours}"
+            f"</capacityBlockDurationHours><upfrontFee>{Decimal(rate) * count * hours}</upfrontFee>"
+            f"<currencyCode>USD</currencyCode><tenancy>default</tenancy></item>"
+            for (t, zone), rate in sorted(self.capacity_blocks.items()) if t == kind and zone.startswith(region))
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityBlockOfferingsResponse "
+                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityBlockOfferingSet>{items}"
+                "</capacityBlockOfferingSet></DescribeCapacityBlockOfferingsResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
     def _get_products(self, request: Request) -> Response:
         body = self.body(request)
         if body.get("ServiceCode") != "AmazonEC2":
@@ -427,4 +458,5 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake", "price_list_item"]
+__all__ = ["DEFAULT_BLOCKS", "DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake",
+           "price_list_item"]
