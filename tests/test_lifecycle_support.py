@@ -87,11 +87,14 @@ class FakeTime:
 
 
 def fast_provider(name: str) -> Provider:
-    """The adapter with its published rate limits scaled x100 (the fakes enforce none by default)."""
+    """The adapter with its published rate limits scaled x100 (the fakes enforce none by default) and
+    millisecond retry back-off."""
+    from provisioner.providers.http import RetryPolicy
     from provisioner.providers.registry import get_provider, provider_class
 
     cls: Any = provider_class(name)
-    return get_provider(name, limits=cls.client_class.default_limits.scaled(100.0))
+    return get_provider(name, limits=cls.client_class.default_limits.scaled(100.0), timeout_s=5.0,
+                        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1))
 
 
 EPOCH = dt.datetime(2026, 11, 24, 0, 0, tzinfo=dt.UTC)
