@@ -160,6 +160,17 @@ class Node(BaseModel):
     public_ip: str | None = None
     private_ip: str | None = None
     provider_state: str = Field("", description="The provider's own state string, unmapped.")
+    ssh_host: str | None = Field(None, description="Where this machine reaches the node's sshd when that is "
+                                 "not its public address: a container's published port (RunPod, Vast.ai) or "
+                                 "a provider's SSH proxy. None: the public (else private) address.")
+    ssh_port: int = Field(22, ge=1, le=65535, description="The port of the node's sshd as reached from here "
+                          "(a container provider maps 22/tcp to another port).")
+
+    def ssh_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` to SSH to: ``ssh_host`` else the public, else the private address, with
+        ``ssh_port``. None while the node has no address yet."""
+        host = self.ssh_host or self.public_ip or self.private_ip
+        return (host, self.ssh_port) if host else None
 
 
 @runtime_checkable
