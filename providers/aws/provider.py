@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.aws import CAPABILITIES
+from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
 from provisioner.providers.aws.client import AWSClient, is_not_found
 from provisioner.providers.aws.models import (
@@ -55,7 +56,7 @@ from provisioner.providers.aws.models import (
     tag_map,
     zones_by_type,
 )
-from provisioner.providers.aws.quotas import QUOTA_NAMES, QuotaShortfall, how_to_request, quota_code
+from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
     Capability,
@@ -161,6 +162,7 @@ class AWSProvider:
         self.owner = owner
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
+        self.quotas = AccountQuotas(self.client, self.gpu_types)
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
 
@@ -260,59 +262,23 @@ class AWSProvider:
         found = (block_offer(item, template) for item in items)
         return [offer for offer in found if offer is not None]
 
-    # ----- quotas ---------------------------------------------------------------------------
+    # ----- quotas (``account.AccountQuotas``) ----------------------------------------------------
     def quota_vcpus(self, region: str, code: str) -> float | None:
         """The quota's value in vCPUs; None when Service Quotas does not know the code there."""
-        try:
-            return float(self.client.get_service_quota(region, code).get("Value"))  # type: ignore[arg-type]
-        except ProviderAPIError as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        except TypeError:
-            return None
+        return self.quotas.quota_vcpus(region, code)
 
     def used_vcpus(self, region: str) -> dict[tuple[str, bool], int]:
-        """vCPUs of pending/running instances in ``region`` by (quota code, spot): what each quota
-        already counts. Read-only (DescribeInstances, and DescribeInstanceTypes for their sizes)."""
-        running = [i for i in self.client.describe_instances(region, [
-            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-            if quota_code(str(i.get("InstanceType", "")), False)]
-        sizes = {t.instance_type: t.vcpus for t in self.gpu_types(
-            region, sorted({str(i["InstanceType"]) for i in running}))} if running else {}
-        used: dict[tuple[str, bool], int] = {}
-        for instance in running:
-            kind, spot = str(instance["InstanceType"]), instance.get("InstanceLifecycle") == "spot"
-            cpu = instance.get("CpuOptions") or {}
-            vcpus = sizes.get(kind) or int(cpu.get("CoreCount", 0)) * int(cpu.get("ThreadsPerCore", 1))
-            key = (str(quota_code(kind, spot)), spot)
-            used[key] = used.get(key, 0) + vcpus
-        return used
+        """vCPUs of pending/running instances in ``region`` by (quota code, spot). Read-only."""
+        return self.quotas.used_vcpus(region)
 
     def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[QuotaShortfall]:
-        """For (instance type, region, node count, spot) requests, summed per quota code and region,
-        those that exceed what the quota leaves after running instances: each names the code and
-        the command that asks for more. Unknown codes and non-GPU types are no refusal. Read-only."""
-        need: dict[tuple[str, str, bool], dict[str, int]] = {}
-        for instance_type, region, count, spot in requests:
-            code = quota_code(instance_type, spot)
-            kinds = self.gpu_types(region, [instance_type]) if code else []
-            if code and kinds:
-                types = need.setdefault((region, code, spot), {})
-                types[instance_type] = types.get(instance_type, 0) + kinds[0].vcpus * count
-        found = []
-        used_in: dict[str, dict[tuple[str, bool], int]] = {}
-        for (region, code, spot), types in sorted(need.items()):
-            limit = self.quota_vcpus(region, code)
-            if limit is None:
-                continue
-            if region not in used_in:
-                used_in[region] = self.used_vcpus(region)
-            in_use = used_in[region].get((code, spot), 0)
-            wanted = sum(types.values())
-            if in_use + wanted > limit:
-                found.append(QuotaShortfall(", ".join(sorted(types)), region, spot, code, int(limit), wanted, in_use))
-        return found
+        """(instance type, region, node count, spot) requests, summed per code and region, that exceed
+        what the quota leaves after running instances; each names the code and the increase command."""
+        return self.quotas.shortfalls(requests)
+
+    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
+        """What each vCPU quota leaves in the offers' regions, for ``catalog refresh``. Read-only."""
+        return self.quotas.headroom(offers)
 
     def check_quota(self, instance_type: str, region: str, count: int, spot: bool) -> None:
         """Raise QuotaError (quota code + increase command) when ``count`` nodes exceed the quota."""
@@ -334,30 +300,6 @@ class AWSProvider:
         present = {(region, tag_map(i).get(NODE_TAG)) for region in sorted({n.region for n in nodes})
                    for i in self._members(cluster_id, region, live=True)}
         return [n for n in nodes if (n.region, n.name) not in present]
-
-    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
-        """What each P/G/VT vCPU quota leaves in the offers' regions (limit less running
-        instances), with the offered types it covers: what ``catalog refresh`` records for the
-        optimizer. Codes Service Quotas does not know are left out (no refusal). Read-only."""
-        covered: dict[tuple[str, str, bool], set[str]] = {}
-        for offer in offers:
-            for spot, price in ((False, offer.price_per_hour_usd), (True, offer.spot_price_per_hour_usd)):
-                code = quota_code(offer.instance_type, spot)
-                if code and price is not None:
-                    covered.setdefault((offer.region, code, spot), set()).add(offer.instance_type)
-        found = []
-        used_in: dict[str, dict[tuple[str, bool], int]] = {}
-        for (region, code, spot), types in sorted(covered.items()):
-            limit = self.quota_vcpus(region, code)
-            if limit is None:
-                continue
-            if region not in used_in:
-                used_in[region] = self.used_vcpus(region)
-            found.append(QuotaHeadroom(
-                region=region, code=code, name=QUOTA_NAMES.get(code, ""), unit="vcpus", spot=spot, limit=int(limit),
-                available=max(0, int(limit) - used_in[region].get((code, spot), 0)), instance_types=sorted(types),
-                how_to_request=how_to_request(code, region)))
-        return found
 
     # ----- SSH keys -------------------------------------------------------------------------
     def ensure_ssh_key(self, name: str, public_key: str, region: str | None = None) -> str:
