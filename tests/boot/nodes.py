@@ -3,15 +3,23 @@ bridge inside a network namespace the test creates, cloud-init user data from a 
 
 Recipe and pitfalls: ../shared/reference/test-infrastructure.md §10. Everything started here is
 stopped by PID (the container's init gets SIGRTMIN+4, then its nspawn process SIGKILL), the
-network namespace is deleted, and each node's root copy removed.
+network namespace is deleted, and each node's root (an overlay over the read-only image) unmounted.
+
+Two kinds of node: ``boot`` (a VM: systemd as init, cloud-init reads its NoCloud seed) and
+``boot_pod`` (a container pod: no systemd, the given start command is the entrypoint, as on
+RunPod/Vast.ai). What makes a node differ from a GPU machine is in the image, never in the
+rendered user data: GPU device files stand in for /dev/nvidia* (bound read-only), and
+slurmd/slurmctld are wrapped to run with proctrack/linuxproc (see ``SLURM_COMPAT``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -22,7 +30,46 @@ from pathlib import Path
 IMAGE_PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "cloud-init", "iproute2", "openssh-server", "sudo", "procps",
     "curl", "mdadm", "nfs-common", "nftables", "munge", "slurmd", "slurmctld", "slurm-client",
+    "slurmdbd", "mariadb-server",
 )
+GPU_DEVICES = 8
+# On this cgroup-v1 host nspawn mounts a node's cgroup tree read-only, so slurmd cannot make job
+# cgroups. The image (not the rendered config) adapts: before slurmd/slurmctld start, the node's
+# slurm.conf switches proctrack/cgroup -> proctrack/linuxproc and task/cgroup,task/affinity ->
+# task/affinity, the two settings that need writable cgroups. Every other line stays as rendered.
+SLURM_COMPAT = """#!/bin/sh
+# provisioner test image: this node cannot create cgroups (read-only cgroup v1 tree in nspawn).
+sed -i -e 's#^ProctrackType=proctrack/cgroup$#ProctrackType=proctrack/linuxproc#' \\
+       -e 's#^TaskPlugin=task/cgroup,task/affinity$#TaskPlugin=task/affinity#' /etc/slurm/slurm.conf 2>/dev/null
+exec "$0.real" "$@"
+"""
+# A container pod's network comes up before its entrypoint, as a container runtime does it.
+# Its environment comes from a file: a pod's user data in one variable can exceed an argument's 128 KiB.
+POD_ENTRY = ("ip link set host0 up && ip addr replace \"$(cat /etc/provisioner-test/address)\" dev host0"
+             " && set -a && . /etc/provisioner-test/env && set +a && exec /bin/bash -c \"$1\"")
+# RunPod images' /start.sh (which the adapter's start command hands over to): the account's keys
+# (PUBLIC_KEY) for root, sshd, then wait.
+POD_START = """#!/bin/bash
+# Stand-in for a RunPod image's /start.sh.
+if [ -n "${PUBLIC_KEY:-}" ]; then
+    mkdir -p /root/.ssh && chmod 700 /root/.ssh && echo "$PUBLIC_KEY" >> /root/.ssh/authorized_keys
+    chmod 600 /root/.ssh/authorized_keys
+fi
+mkdir -p /run/sshd && ssh-keygen -A >/dev/null && /usr/sbin/sshd
+exec sleep infinity
+"""
+# cloud-init as a provider's Ubuntu image has it: NoCloud seed only, default user `ubuntu` (the
+# login user the lifecycle SSHes in as) with the launch's SSH key and passwordless sudo.
+CLOUD_CFG = """datasource_list: [ NoCloud, None ]
+system_info:
+  default_user:
+    name: ubuntu
+    lock_passwd: true
+    gecos: Ubuntu
+    groups: [sudo]
+    sudo: ["ALL=(ALL) NOPASSWD:ALL"]
+    shell: /bin/bash
+"""
 SUITE = "bookworm"
 # The image's network: a static address on nspawn's host0 from /etc/provisioner-test/address
 # (written per node), up before cloud-init's network stage, as a provider's image brings up its
@@ -46,7 +93,8 @@ WantedBy=sysinit.target
 def build_image(cache: Path) -> Path:
     """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
     list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
-    key = hashlib.sha256(" ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts")).encode()).hexdigest()[:12]
+    recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, str(GPU_DEVICES), CLOUD_CFG))
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     root = cache / f"node-{SUITE}-{key}"
     if (root / "etc" / "os-release").exists():
         return root
@@ -58,8 +106,20 @@ def build_image(cache: Path) -> Path:
     (partial / "etc" / "systemd" / "system" / "test-address.service").write_text(ADDRESS_UNIT)
     subprocess.run(["systemctl", f"--root={partial}", "enable", "test-address.service"], check=True,
                    capture_output=True, timeout=60)
-    (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text("datasource_list: [ NoCloud, None ]\n")
+    (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text(CLOUD_CFG)
     (partial / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+    for daemon in ("slurmd", "slurmctld"):
+        binary = partial / "usr" / "sbin" / daemon
+        binary.rename(binary.with_name(f"{daemon}.real"))
+        binary.write_text(SLURM_COMPAT)
+        binary.chmod(0o755)
+    # Debian starts mariadb and slurmdbd at boot by default; a node runs them only when its bootstrap says so.
+    for unit in ("mariadb.service", "slurmdbd.service"):
+        subprocess.run(["systemctl", f"--root={partial}", "disable", unit], check=True, capture_output=True, timeout=60)
+    devices = partial / "opt" / "provisioner-test" / "gpu"
+    devices.mkdir(parents=True)
+    for i in range(GPU_DEVICES):  # NVIDIA's numbers (major 195); only stat()ed by slurmd
+        os.mknod(devices / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
     partial.rename(root)
     return root
 
@@ -95,6 +155,7 @@ class Machine:
     root: Path
     proc: subprocess.Popen[bytes]
     log: Path
+    pod: bool = False
     extra: dict[str, str] = field(default_factory=dict)
 
     def leader(self) -> int | None:
@@ -126,7 +187,8 @@ class Machine:
         pid = self.leader() if self.proc.poll() is None else None
         if pid is not None:
             self.extra["leader"] = str(pid)
-            os.kill(pid, signal.SIGRTMIN + 4)
+            # A pod's stub init has nothing to power off: its processes end with it.
+            os.kill(pid, signal.SIGKILL if self.pod else signal.SIGRTMIN + 4)
         try:
             self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -134,6 +196,14 @@ class Machine:
                 os.kill(pid, signal.SIGKILL)
             self.proc.kill()
             self.proc.wait(timeout=20)
+        # nspawn may exit a moment before the kernel has torn the container's PID namespace down.
+        deadline = time.monotonic() + 10
+        while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if pid is not None and Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+        if os.path.ismount(self.root):
+            subprocess.run(["umount", str(self.root)], capture_output=True, timeout=60)
 
     def alive(self) -> list[int]:
         """Our nspawn process and the container's init, where either still runs."""
@@ -144,26 +214,68 @@ class Machine:
         return pids
 
 
-def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user_data: str) -> Machine:
-    """Copy ``image``, seed it with ``user_data`` (NoCloud) and boot it as machine ``name`` on
-    ``netns``'s bridge with ``address`` (CIDR). Returns at once; the boot goes on in the background."""
-    root = workdir / name
-    subprocess.run(["cp", "-a", "--reflink=auto", str(image), str(root)], check=True, timeout=300)
-    seed = root / "var" / "lib" / "cloud" / "seed" / "nocloud"
-    seed.mkdir(parents=True, exist_ok=True)
-    (seed / "meta-data").write_text(f"instance-id: {name}\nlocal-hostname: {name}\n")
-    (seed / "user-data").write_text(user_data)
+def _root(image: Path, workdir: Path, name: str, address: str, hostname: str) -> Path:
+    """A writable root for node ``name``: an overlay over the read-only ``image`` (no copy), with
+    its address and hostname written in. Unmounted by ``Machine.stop``."""
+    root, upper, work = workdir / name, workdir / f".{name}.upper", workdir / f".{name}.work"
+    for folder in (root, upper, work):
+        folder.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={image},upperdir={upper},workdir={work}", str(root)], check=True, timeout=30)
     (root / "etc" / "provisioner-test").mkdir(exist_ok=True)
     (root / "etc" / "provisioner-test" / "address").write_text(address + "\n")
-    (root / "etc" / "hostname").write_text(name + "\n")
+    (root / "etc" / "hostname").write_text(hostname + "\n")
+    return root
+
+
+def _nspawn(image: Path, root: Path, netns: Netns, name: str, hostname: str, tail: list[str],
+            env: dict[str, str] | None = None) -> list[str]:
+    devices = image / "opt" / "provisioner-test" / "gpu"
+    return [
+        # nsenter, not `ip netns exec`: that remounts /sys and hides the cgroup tree nspawn needs.
+        "nsenter", f"--net=/run/netns/{netns.name}", "systemd-nspawn", "-D", str(root), "--register=no",
+        "--keep-unit", f"--machine={name}", f"--hostname={hostname}", "--network-bridge=br0",
+        "--console=passive",
+        *(f"--bind-ro={devices}/nvidia{i}:/dev/nvidia{i}" for i in range(GPU_DEVICES)),
+        *(f"--setenv={key}={value}" for key, value in (env or {}).items()),
+        *tail,
+    ]
+
+
+def _start(name: str, root: Path, workdir: Path, command: list[str], *, pod: bool = False) -> Machine:
     log = workdir / f"{name}.nspawn.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            # nsenter, not `ip netns exec`: that remounts /sys and hides the cgroup tree nspawn needs.
-            ["nsenter", f"--net=/run/netns/{netns.name}", "systemd-nspawn", "-D", str(root), "-b", "--register=no",
-             "--keep-unit", f"--machine={name}", "--network-bridge=br0", "--console=passive"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return Machine(name=name, root=root, proc=proc, log=log)
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return Machine(name=name, root=root, proc=proc, log=log, pod=pod)
+
+
+def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user_data: str,
+         *, hostname: str | None = None) -> Machine:
+    """Boot a VM-like node ``name`` (systemd as init) from ``image`` on ``netns``'s bridge with
+    ``address`` (CIDR), ``user_data`` as its NoCloud seed and ``hostname`` (default ``name``) as
+    the hostname its image gives it. Returns at once; the boot goes on in the background."""
+    hostname = hostname or name
+    root = _root(image, workdir, name, address, hostname)
+    seed = root / "var" / "lib" / "cloud" / "seed" / "nocloud"
+    seed.mkdir(parents=True, exist_ok=True)
+    (seed / "meta-data").write_text(f"instance-id: {name}\nlocal-hostname: {hostname}\n")
+    (seed / "user-data").write_text(user_data)
+    return _start(name, root, workdir, _nspawn(image, root, netns, name, hostname, ["-b"]))
+
+
+def boot_pod(image: Path, workdir: Path, netns: Netns, name: str, address: str, start_command: str,
+             env: dict[str, str], *, hostname: str) -> Machine:
+    """Start a container pod ``name``: no systemd, no cloud-init; ``start_command`` (a shell command
+    line, as a pod's ``args``) is its entrypoint under a stub init, with ``env`` as its environment
+    and ``/start.sh`` standing in for the RunPod image's. Returns at once."""
+    root = _root(image, workdir, name, address, hostname)
+    (root / "start.sh").write_text(POD_START)
+    (root / "start.sh").chmod(0o755)
+    environment = root / "etc" / "provisioner-test" / "env"
+    environment.write_text("".join(f"{key}={shlex.quote(value)}\n" for key, value in env.items()))
+    environment.chmod(0o600)
+    tail = ["--as-pid2", "/bin/sh", "-c", POD_ENTRY, "pod-entry", start_command]
+    return _start(name, root, workdir, _nspawn(image, root, netns, name, hostname, tail), pod=True)
 
 
 def wait_for(check, what: str, timeout_s: float) -> str:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
-"""A 2-node Slurm cluster that really boots: the rendered cloud-init user data, unchanged but for
-the rewrites ``localize`` lists, on two systemd-nspawn machines of one Debian node image.
+"""A 2-node Slurm cluster that really boots: the rendered cloud-init user data, unchanged, on two
+systemd-nspawn machines of one Debian node image (what differs from a GPU VM: tests/boot/nodes.py).
 
 Head ``boot-0`` (10.77.0.1) and worker ``boot-1`` (10.77.0.2) sit on a bridge in a network
 namespace the test creates; the namespace itself holds 10.77.0.254 (the spec's only allowed SSH
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 import time
@@ -26,11 +25,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget
-from provisioner.render import cluster_view, render_cluster
-from provisioner.render.bootstrap import render_bootstrap_script
+from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets
-from tests.boot.nodes import Machine, Netns, boot, build_image, left_running, wait_for
-from tests.conftest import need_tool, require_system
+from tests.boot.nodes import Machine, Netns, boot, left_running, wait_for
 from tests.test_render_slurm import make_plan
 
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -40,43 +37,10 @@ ADDRESSES = {"boot-0": "10.77.0.1", "boot-1": "10.77.0.2"}
 ALLOWED, DENIED = "10.77.0.254", "10.77.0.253"
 
 
-def _host_resources() -> tuple[int, int]:
-    """CPUs and memory (MiB) as slurmd measures them: a container sees the host's."""
-    line = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30, check=True).stdout
-    return int(re.search(r"CPUs=(\d+)", line)[1]), int(re.search(r"RealMemory=(\d+)", line)[1])  # type: ignore[index]
-
-
-def localize(user_data: str) -> str:
-    """The only rewrites of the rendered user data, each because a container is not a GPU VM:
-
-    * gres.conf ``File=/dev/nvidia[0-7]`` -> stand-in character devices under /opt/fake-gpu
-      (nspawn gives each node a fresh /dev, and the nodes have no GPUs);
-    * ``ProctrackType=proctrack/cgroup`` -> ``proctrack/linuxproc`` and ``TaskPlugin=task/cgroup,
-      task/affinity`` -> ``task/affinity``: on this cgroup-v1 host nspawn mounts the container's
-      cgroup tree read-only, so slurmd cannot create its cgroups.
-    Node names, addresses, users, keys, firewall and every other Slurm setting stay as rendered.
-    """
-    rewrites = {"File=/dev/nvidia[": "File=/opt/fake-gpu/nvidia[",
-                "ProctrackType=proctrack/cgroup": "ProctrackType=proctrack/linuxproc",
-                "TaskPlugin=task/cgroup,task/affinity": "TaskPlugin=task/affinity"}
-    for old, new in rewrites.items():
-        assert user_data.count(old) == 1, old
-        user_data = user_data.replace(old, new)
-    return user_data
-
-
-@pytest.fixture(scope="session")
-def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    need_tool("mmdebstrap", "systemd-nspawn", "ip", "nsenter", "slurmd", "ssh")
-    if os.geteuid() != 0:
-        (pytest.fail if require_system() else pytest.skip)("booting nodes needs root")
-    cache = os.environ.get("PROVISIONER_BOOT_IMAGE_CACHE")
-    return build_image(Path(cache) if cache else tmp_path_factory.mktemp("boot-image"))
-
-
 @pytest.fixture
-def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path, dict[str, str]]]:
-    cpus, memory_mib = _host_resources()
+def cluster(node_image: Path, host_resources: tuple[int, int],
+            ) -> Iterator[tuple[dict[str, Machine], Netns, Path, dict[str, str]]]:
+    cpus, memory_mib = host_resources
     plan = make_plan({"name": "boot", "storage": {"shared": {"kind": "none"}},
                       "access": {"allowed_cidrs": [f"{ALLOWED}/32"]}},
                      nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024)
@@ -91,18 +55,9 @@ def cluster(node_image: Path) -> Iterator[tuple[dict[str, Machine], Netns, Path,
     try:
         for name in NAMES:
             role = "head" if name == NAMES[0] else "worker"
-            machine = boot(node_image, workdir, netns, name, f"{ADDRESSES[name]}/24",
-                           localize(rendered[f"cloud-init/{role}.yaml"]))
-            fake = machine.root / "opt" / "fake-gpu"
-            fake.mkdir(parents=True)
-            for i in range(8):  # NVIDIA's numbers (major 195); only stat()ed by slurmd
-                os.mknod(fake / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
-            machines[name] = machine
-        view = cluster_view(plan)
-        assert render_bootstrap_script(view, "worker", rendered["cloud-init/worker.yaml"]) == rendered[
-            "bootstrap/worker.sh"]  # so the script built from the localized user data is the one rendered
-        yield machines, netns, key, {"worker.sh": render_bootstrap_script(
-            view, "worker", localize(rendered["cloud-init/worker.yaml"]))}
+            machines[name] = boot(node_image, workdir, netns, name, f"{ADDRESSES[name]}/24",
+                                  rendered[f"cloud-init/{role}.yaml"])
+        yield machines, netns, key, {"worker.sh": rendered["bootstrap/worker.sh"]}
     finally:
         for machine in machines.values():
             machine.stop()
