@@ -63,6 +63,8 @@ class Fetched:
     dropped: Counter[str] = field(default_factory=Counter)
     quotas: list[QuotaHeadroom] | None = None
     """Quota headroom for the offers' regions, from adapters that can read it (None: not read)."""
+    quota_error: str | None = None
+    """Why the adapter could not read its quotas (e.g. no permission); the offers still count."""
 
 
 def fetch_offers(name: str) -> Fetched:
@@ -75,13 +77,16 @@ def fetch_offers(name: str) -> Fetched:
     from provisioner.providers.screening import OfferScreen
 
     provider = get_provider(name)
-    quotas = None
+    quotas, quota_error = None, None
     try:
         offers = provider.list_offers(OfferQuery())
         dropped: Counter[str] = Counter(getattr(provider, "dropped_offers", None) or {})
         headroom = getattr(provider, "quota_headroom", None)  # aws, gcp: quotas read before anything is bought
         if callable(headroom):
-            quotas = list(headroom([o for o in offers if o.provider == name]))
+            try:
+                quotas = list(headroom([o for o in offers if o.provider == name]))
+            except ProviderError as exc:  # quotas are a help to plan; create checks them again anyway
+                quota_error = exc.message
     finally:
         close = getattr(provider, "close", None)
         if callable(close):
@@ -92,7 +97,7 @@ def fetch_offers(name: str) -> Fetched:
     foreign = sum(1 for offer in offers if offer.provider != name)
     if foreign:
         dropped["offer of another provider"] += foreign
-    return Fetched(kept, dropped, quotas)
+    return Fetched(kept, dropped, quotas, quota_error)
 
 
 @dataclass
@@ -141,9 +146,10 @@ def _dropped_text(dropped: Counter[str]) -> str:
 
 
 def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date, origin: str,
-                    quotas: Mapping[str, list[QuotaHeadroom]] | None = None) -> Catalog:
+                    quotas: Mapping[str, list[QuotaHeadroom] | None] | None = None) -> Catalog:
     """``base`` with each provider in ``fresh`` replaced by its live offers (see module docstring);
-    a provider in ``quotas`` gets that quota headroom, the others keep what they had.
+    a provider in ``quotas`` gets that quota headroom (None: none, the old ones are dropped), the
+    others keep what they had.
 
     Every provider's ``as_of`` is written explicitly, so the catalog's own ``as_of`` (the day
     the file was written) never dates a provider that was not refreshed. Pure.
@@ -171,7 +177,8 @@ def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date
         infos[name] = (previous.model_copy(update={"as_of": today, "source": source.strip()}) if previous
                        else ProviderInfo(source=source.strip(), as_of=today))
         if quotas and name in quotas:
-            infos[name] = infos[name].model_copy(update={"quotas": list(quotas[name])})
+            read = quotas[name]
+            infos[name] = infos[name].model_copy(update={"quotas": None if read is None else list(read)})
     return Catalog(as_of=today, origin=origin, providers=infos, offers=offers)
 
 
@@ -223,7 +230,7 @@ def refresh_catalog(
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         answers = dict(zip(names, pool.map(ask, names), strict=True))
     fresh: dict[str, list[Offer]] = {}
-    quotas: dict[str, list[QuotaHeadroom]] = {}
+    quotas: dict[str, list[QuotaHeadroom] | None] = {}
     for name, answer in answers.items():
         if isinstance(answer, ProviderError):
             result.failed[name] = answer.message
@@ -237,9 +244,11 @@ def refresh_catalog(
             result.lines.append(f"{name}: failed: {why}; kept its previous offers")
             continue
         fresh[name] = answer.offers
-        if answer.quotas is not None:
+        if answer.quotas is not None or answer.quota_error is not None:
             quotas[name] = answer.quotas
         counted = "" if answer.quotas is None else f", {len(answer.quotas)} quotas read"
+        if answer.quota_error is not None:
+            counted = f", quotas not read ({answer.quota_error}; plan checks none, create still does)"
         result.lines.append(f"{name}: {len(answer.offers)} offers{counted}{_dropped_text(answer.dropped)}")
     result.refreshed = list(fresh)
     if fresh:

@@ -162,3 +162,14 @@ def test_quota_stage_is_pure_arithmetic_on_recorded_headroom() -> None:
     assert resolve_plan(_spec(16), _with_quota(0, spot=True), caps).options[0].nodes == 2
     no_quotas = _with_quota(0).model_copy(update={"providers": {"aws": load_bundled_catalog().providers["aws"]}})
     assert resolve_plan(_spec(16), no_quotas, caps).options[0].nodes == 2
+
+
+def test_quotas_that_cannot_be_read_leave_the_offers_and_check_nothing_in_plan(
+        aws_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    fake.app.faults.inject("invalid_key", route="GetServiceQuota", times=None)  # e.g. no servicequotas permission
+    assert main(["catalog", "refresh", "--provider", "aws"]) == 0
+    out = capsys.readouterr().out
+    assert "quotas not read (" in out and "UnrecognizedClientException" in out
+    cache = load_catalog(aws_env / "cache" / CACHE_FILE)
+    assert cache.providers["aws"].quotas is None
+    assert any(o.provider == "aws" and o.price_per_hour_usd == Decimal("55.04") for o in cache.offers)
