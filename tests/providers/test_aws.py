@@ -233,4 +233,10 @@ def test_operations_match_the_shared_botocore_shapes() -> None:
     assert {"GpuInfo", "NetworkInfo", "InstanceStorageInfo"} <= set(instance_type)
     assert "MaximumEfaInterfaces" in instance_type["NetworkInfo"]["EfaInfo"]
     assert set(other["GetServiceQuota"]["input"]) >= {"ServiceCode", "QuotaCode"}
+    blocks = ec2["DescribeCapacityBlockOfferings"]
+    assert set(blocks["input"]) >= {"InstanceType", "InstanceCount", "CapacityDurationHours"}
+    assert set(blocks["output"]["CapacityBlockOfferings"][0]) >= {
+        "CapacityBlockOfferingId", "AvailabilityZone", "InstanceCount", "CapacityBlockDurationHours", "UpfrontFee",
+        "CurrencyCode", "StartDate", "EndDate"}
+    assert set(ec2["DescribeInstanceTopology"]["input"]) >= {"InstanceIds", "NextToken"}
     assert other["pricing.GetProducts"]["output"]["PriceList"] == ["string"]
