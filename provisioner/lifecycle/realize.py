@@ -52,7 +52,11 @@ LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
 BOOT_BOOTSTRAP_DONE = """#!/bin/bash
 # Wait for the boot-time bootstrap to end (cloud-init on a VM; the start command's run, which
 # holds the bootstrap lock, on a pod) so the SSH run does not race it.
-if [ -d /run/systemd/system ] && command -v cloud-init >/dev/null; then cloud-init status --wait >/dev/null || true; fi
+# Not `cloud-init status --wait`: cloud-init 22.x reports done between two stages (before runcmd);
+# boot-finished is written when its last stage ends.
+if [ -d /run/systemd/system ] && command -v cloud-init >/dev/null; then
+    for _ in $(seq 900); do [ -e /var/lib/cloud/instance/boot-finished ] && break; sleep 1; done
+fi
 if [ -e /run/provisioner/bootstrap.lock ] && command -v flock >/dev/null; then
     flock -w 900 /run/provisioner/bootstrap.lock true
 fi
