@@ -208,3 +208,16 @@ def test_cli_lists_then_deletes_on_a_served_fake(monkeypatch: pytest.MonkeyPatch
         harness.app.faults.inject("http_error", route="list_instances", times=None, status=503)
         assert main(["gc", "--provider", "lambda"]) == 4
         assert "FAILED to list lambda" in capsys.readouterr().out
+
+
+def test_a_stopped_gcp_vm_still_bills_and_is_collected() -> None:
+    harness = load_harness("gcp")
+    with serve(harness.app) as server:
+        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, retry=FAST)
+        (node,) = provider.create_nodes("stopped", harness.node_specs(1, "n"))
+        harness.app.instances[("us-central1-a", node.id)]["status"] = "TERMINATED"  # type: ignore[attr-defined]
+        report = collect_garbage(adapters={"gcp": provider}, records=[], delete=True, now=lambda: NOW)
+        assert [(x.name, x.why) for x in report.deleted] == [("n0", "no local record")]
+        polls = [provider.get_nodes("stopped") for _ in range(3)]
+        assert polls[-1] == [], "the stopped VM (and its disks) was left"
+        assert harness.app.validation_errors == []

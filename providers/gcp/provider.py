@@ -88,6 +88,7 @@ _STATUS = {
     "SUSPENDED": NodeStatus.STOPPING, "TERMINATED": NodeStatus.TERMINATED, "REPAIRING": NodeStatus.FAILED,
 }
 _GONE = {"STOPPING", "TERMINATED", "DEPROVISIONING"}
+_SETTLING = {"STOPPING", "DEPROVISIONING"}  # on the way to stopped or deleted: delete_nodes leaves them be
 
 
 @dataclass(frozen=True)
@@ -346,11 +347,12 @@ class GCPProvider:
         return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
     def list_owned(self) -> list[OwnedNode]:
-        """Every live instance carrying the cluster label, with its owner and expiry labels."""
+        """Every instance carrying the cluster label (stopped ones too: their disks bill), with its
+        owner and expiry labels."""
         found = []
         for zone, instance in self.client.list_instances(f"labels.{CLUSTER_TAG}:*"):
             cluster_id = instance.labels.get(CLUSTER_TAG)
-            if cluster_id and instance.status not in _GONE:
+            if cluster_id and instance.status not in _SETTLING:  # stopped VMs still bill their disks
                 found.append(OwnedNode(self._node(cluster_id, zone, instance), instance.labels.get(OWNER_TAG),
                                        parse_expiry(instance.labels.get(EXPIRES_TAG))))
         return found
@@ -428,9 +430,11 @@ class GCPProvider:
 
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Delete the cluster's instances (``node_ids`` are instance names). Gone is success;
-        names of another cluster are ignored. Does not wait."""
+        names of another cluster are ignored. Does not wait. A stopped VM (status TERMINATED)
+        is deleted too: its disks bill until it is; one already stopping or being deleted is left
+        to finish (a later call deletes it once stopped)."""
         for zone, instance in self._members(cluster_id):
-            if instance.status in _GONE or (node_ids is not None and instance.name not in node_ids):
+            if instance.status in _SETTLING or (node_ids is not None and instance.name not in node_ids):
                 continue
             try:
                 self.client.delete_instance(zone, instance.name)

@@ -212,14 +212,15 @@ def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: 
            at: dt.datetime) -> list[OwnedNode]:
     """The tool's live nodes on ``adapter``: all of them where it can list them, plus the
     nodes of expired recorded clusters and of the named cluster (asked one by one)."""
-    nodes = list(adapter.list_owned()) if isinstance(adapter, SupportsGc) else []
+    nodes = list(adapter.list_owned()) if isinstance(adapter, SupportsGc) else []  # billable ones, its say
     seen = {o.node.id for o in nodes}
     ask = {cid for cid, r in records.items() if r.expired(at)}
     if cluster_id is not None:
         ask = {cluster_id}
     for cid in sorted(ask):
-        nodes += [OwnedNode(n) for n in adapter.get_nodes(cid) if n.id not in seen]
-    return [o for o in nodes if o.node.status != NodeStatus.TERMINATED]
+        nodes += [OwnedNode(n) for n in adapter.get_nodes(cid)
+                  if n.id not in seen and n.status != NodeStatus.TERMINATED]
+    return nodes
 
 
 def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, me: str, at: dt.datetime) -> str:
