@@ -123,6 +123,18 @@ class Pod(_Model):
             return self.ssh.direct.host
         return None
 
+    def ssh_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of the pod's own sshd: ``ssh.direct`` (the published ``22/tcp``), else the
+        public side of 22/tcp in ``runtime.ports``. None until the pod runs with 22/tcp published.
+        ``ssh.proxy`` is never used: it carries an interactive shell only (no command, no stdin) and
+        logs in with a routing token, not a user."""
+        if self.ssh and self.ssh.direct:
+            return self.ssh.direct.host, self.ssh.direct.port
+        for port in self.runtime.ports if self.runtime else []:
+            if port.private == 22 and port.type == "tcp" and port.ip and port.public:
+                return port.ip, port.public
+        return None
+
 
 class PodList(_Model):
     pods: list[Pod]

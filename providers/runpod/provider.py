@@ -215,6 +215,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         if not gpu_type and pod.gpu:
             gpu_type = naming.instance_type(pod.gpu.id, pod.gpu.id, pod.gpu.count, pod.cloud)
         private_ip = pod.global_networking.ip if pod.global_networking else None
+        ssh_host, ssh_port = pod.ssh_endpoint() or (None, 22)
         return Node(
             provider=NAME,
             id=pod.id,
@@ -226,6 +227,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             public_ip=pod.public_ip(),
             private_ip=private_ip,
             provider_state=pod.status,
+            ssh_host=ssh_host,
+            ssh_port=ssh_port,
         )
 
     # -- mutations ----------------------------------------------------------------------------
