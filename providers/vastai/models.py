@@ -53,6 +53,13 @@ class LaunchResponse(_Payload):
     new_contract: int
 
 
+class PortBinding(_Payload):
+    """Where one container port is published on the host (Docker's shape; ``HostPort`` is a string)."""
+
+    host_ip: str | None = Field(None, alias="HostIp")
+    host_port: str | int | None = Field(None, alias="HostPort")
+
+
 class Instance(_Payload):
     """One row of ``GET /api/v1/instances`` (or the object of ``GET /api/v0/instances/{id}``)."""
 
@@ -70,6 +77,19 @@ class Instance(_Payload):
     local_ipaddrs: str | None = None
     ssh_host: str | None = None
     ssh_port: int | None = None
+    ports: dict[str, list[PortBinding]] | None = Field(
+        None, description='Published container ports, ``{"22/tcp": [{HostIp, HostPort}]}``; running instances only.')
+
+    def ssh_endpoint(self) -> tuple[str, int] | None:
+        """``(host, port)`` of the instance's sshd: ``public_ipaddr`` and the host port 22/tcp is
+        published on (direct), else Vast's SSH proxy ``ssh_host:ssh_port``. None when neither is known."""
+        published = [str(b.host_port) for b in (self.ports or {}).get("22/tcp", [])]
+        direct = [int(port) for port in published if port.isdigit()]
+        if self.public_ipaddr and direct:
+            return self.public_ipaddr, direct[0]
+        if self.ssh_host and self.ssh_port:
+            return self.ssh_host, self.ssh_port
+        return None
 
 
 class InstancesPage(_Payload):
@@ -106,6 +126,7 @@ __all__ = [
     "Instance",
     "InstancesPage",
     "LaunchResponse",
+    "PortBinding",
     "SshKey",
     "SshKeyCreated",
 ]

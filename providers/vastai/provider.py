@@ -247,6 +247,7 @@ class VastAIProvider(RestAdapter[VastClient]):
         region = instance.country_code or (vast_offers.region_of(instance.geolocation)[0]
                                            if instance.geolocation else "")
         private = (instance.local_ipaddrs or "").split()
+        ssh_host, ssh_port = instance.ssh_endpoint() or (None, 22)
         return Node(
             provider=PROVIDER, id=str(instance.id), name=self._name(cluster_id, instance), cluster_id=cluster_id,
             status=node_status(instance),
@@ -255,6 +256,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             region=region,
             public_ip=instance.public_ipaddr or None, private_ip=private[0] if private else None,
             provider_state=instance.actual_status or "provisioning",  # Vast: null while provisioning
+            ssh_host=ssh_host, ssh_port=ssh_port,
         )
 
 

@@ -294,6 +294,9 @@ class VastAIFake(FakeApp):
             if self.booted(str(instance["id"])):
                 instance["actual_status"] = "running"
                 instance["status_msg"] = f"success, running {instance['image_uuid']}/ssh"
+                # Published ports appear once it runs (spec: "Only present on running instances");
+                # sshd's 22/tcp on the first of the instance's direct ports, as in the spec's example.
+                instance["ports"] = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(instance["direct_port_start"])}]}
             else:
                 instance["actual_status"] = "loading"
                 instance["status_msg"] = "Pulling image"
