@@ -189,8 +189,8 @@ def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:
         for batch in batches:
             try:
                 _launch_batch(launcher, call, batch)
-            except ProviderError as exc:
-                raise _Failed(exc, launcher.describe(batch)) from None
+            except Exception as exc:  # any failure, even a bug, must roll back what was bought
+                raise _Failed(_as_provider_error(launcher, exc), launcher.describe(batch)) from None
         return launcher.describe(batches[-1])
     with ThreadPoolExecutor(min(launcher.workers, len(batches)), thread_name_prefix=f"{launcher.provider}-launch") \
             as pool:
@@ -206,11 +206,15 @@ def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:
     if first is None:
         return launcher.describe(batches[-1])
     error, batch = first
+    raise _Failed(_as_provider_error(launcher, error), launcher.describe(batch))
+
+
+def _as_provider_error(launcher: Launcher, error: BaseException) -> ProviderError:
+    """``error`` itself, or (a bug, not a provider's answer) a ProviderAPIError naming it, so the
+    rollback still runs."""
     if isinstance(error, ProviderError):
-        raise _Failed(error, launcher.describe(batch))
-    # Any failure, even a bug, must still roll back what the other launches bought.
-    raise _Failed(ProviderAPIError(launcher.provider, 0, f"launch failed: {type(error).__name__}: {error}"),
-                  launcher.describe(batch))
+        return error
+    return ProviderAPIError(launcher.provider, 0, f"launch failed: {type(error).__name__}: {error}")
 
 
 class _Failed(ProviderError):

@@ -158,3 +158,16 @@ def test_duplicate_names_buy_nothing() -> None:
     with pytest.raises(ValueError, match="unique"):
         create(cloud, [*specs(1), *specs(1)])
     assert cloud.launches == 0 and cloud.lists == 0
+
+
+def test_a_bug_in_a_launch_still_rolls_back() -> None:
+    class Buggy(Cloud):
+        def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
+            if self.launches == 1:
+                raise KeyError("offer")
+            return super().launch(batch)
+
+    cloud = Buggy()
+    with pytest.raises(ProviderAPIError, match="launch failed: KeyError") as caught:
+        create(cloud, specs(2))
+    assert cloud.instances == {} and "rolled back 1 instance(s)" in str(caught.value)
