@@ -46,7 +46,7 @@ from provisioner.lifecycle.realize import (
     live,
     tear_down,
 )
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote
+from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
 from provisioner.validation.cluster import ClusterReport, Target
@@ -252,8 +252,8 @@ def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node
     reports = []
     for name in target.nodes:
         node = by_name.get(name)
-        host = (node.public_ip or node.private_ip) if node else None
-        result = remote.run(SshTarget(host=host or "0.0.0.0", node_name=name, user=CLUSTER_USER),
+        ssh = ssh_target(node, CLUSTER_USER, name) if node else None
+        result = remote.run(ssh or SshTarget(host="0.0.0.0", node_name=name, user=CLUSTER_USER),
                             node_check_argv(target), timeout_s=600)
         try:
             reports.append(NodeReport.from_json(result.stdout).model_copy(update={"node": name}))

@@ -259,8 +259,10 @@ def outputs(
         from provisioner.lifecycle.realize import cluster_nodes, node_address
 
         record, nodes = cluster_nodes(cluster_id, _runtime(_emitter(True), interrupts=False))
+        endpoints = {n.name: n.ssh_endpoint() for n in nodes}
         doc = {**_summary(record), "ssh_command": f"provisioner ssh {cluster_id}",
-               "nodes": {n.name: node_address(n) for n in nodes}}
+               "nodes": {n.name: node_address(n) for n in nodes},
+               "ssh_endpoints": {name: f"{e[0]}:{e[1]}" for name, e in endpoints.items() if e}}
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
@@ -281,22 +283,23 @@ def ssh(
     import shlex
 
     from provisioner.lifecycle.bootstrap_ssh import SshTarget
-    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote, node_address
-    from provisioner.lifecycle.remote import CLUSTER_USER, SshRemote
+    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote
+    from provisioner.lifecycle.remote import CLUSTER_USER, SshRemote, ssh_target
 
     cluster_id = cluster_id_of(target, catalog)
     record, nodes = cluster_nodes(cluster_id, _runtime(_emitter(True), interrupts=False))
     name = node or record.plan.head.name
-    found = next((n for n in nodes if n.name == name and node_address(n)), None)
-    host = node_address(found) if found else (record.head_address if name == record.plan.head.name else None)
-    if not host:
+    found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
+    if found is None and name == record.plan.head.name and record.head_address:  # no longer listed
+        found = SshTarget(host=record.head_address, node_name=name, user=CLUSTER_USER)
+    if found is None:
         from provisioner.errors import ProvisionerError
 
         raise ProvisionerError(f"cluster {cluster_id}: node {name} has no address "
                                f"(see provisioner status {cluster_id})")
     remote = default_remote(cluster_id, cluster_secrets(cluster_id))
     assert isinstance(remote, SshRemote)
-    argv = remote.argv(SshTarget(host=host, node_name=name, user=CLUSTER_USER), command or [])
+    argv = remote.argv(found, command or [])
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:

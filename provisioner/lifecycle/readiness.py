@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from provisioner.errors import ProvisionerError
 from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote
+from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
 
@@ -55,12 +55,12 @@ def k8s_ready(kubectl_output: str) -> set[str]:
     return ready
 
 
-def ready_nodes(plan: Plan, remote: Remote, addresses: Mapping[str, str]) -> tuple[set[str], str]:
-    """(ready node names, last problem) asked once. ``addresses`` maps node name -> host."""
+def ready_nodes(plan: Plan, remote: Remote, targets: Mapping[str, SshTarget]) -> tuple[set[str], str]:
+    """(ready node names, last problem) asked once. ``targets`` maps node name -> where SSH reaches it."""
     head = plan.head.name
     control_plane = plan.spec.control_plane.value
     if control_plane in ("slurm", "kubernetes"):
-        target = SshTarget(host=addresses[head], node_name=head, user=CLUSTER_USER)
+        target = targets[head]
         argv = SINFO if control_plane == "slurm" else KUBECTL_NODES
         result = remote.run(target, argv, timeout_s=60)
         if not result.ok:
@@ -69,8 +69,7 @@ def ready_nodes(plan: Plan, remote: Remote, addresses: Mapping[str, str]) -> tup
         return found, ""
     ready, problem = set(), ""
     for node in plan.nodes:
-        result = remote.run(SshTarget(host=addresses[node.name], node_name=node.name, user=CLUSTER_USER),
-                            ("true",), timeout_s=60)
+        result = remote.run(targets[node.name], ("true",), timeout_s=60)
         if result.ok:
             ready.add(node.name)
         else:
@@ -82,15 +81,19 @@ def wait_ready(plan: Plan, remote: Remote, nodes: Mapping[str, Node], runtime: R
     """Poll ``ready_nodes`` until every planned node is ready. NotReadyError names the missing ones."""
     from provisioner.waiting import WaitTimeout, wait_until
 
-    addresses = {name: node.public_ip or node.private_ip or "" for name, node in nodes.items()}
-    missing_address = [node.name for node in plan.nodes if not addresses.get(node.name)]
+    targets: dict[str, SshTarget] = {}
+    for planned in plan.nodes:
+        target = ssh_target(nodes[planned.name], CLUSTER_USER) if planned.name in nodes else None
+        if target is not None:
+            targets[planned.name] = target
+    missing_address = [node.name for node in plan.nodes if node.name not in targets]
     if missing_address:
         raise NotReadyError(f"node(s) without an address: {', '.join(missing_address)}")
     wanted = {node.name for node in plan.nodes}
     last: list[tuple[set[str], str]] = [(set(), "")]
 
     def poll() -> set[str]:
-        found, problem = ready_nodes(plan, remote, addresses)
+        found, problem = ready_nodes(plan, remote, targets)
         last[0] = (found, problem)
         return found
 

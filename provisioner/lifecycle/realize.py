@@ -43,7 +43,7 @@ from provisioner.lifecycle import readiness, state
 from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user
+from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
@@ -166,11 +166,13 @@ def node_address(node: Node) -> str | None:
 
 
 def head_target(record: state.ClusterRecord, nodes: Sequence[Node], user: str = CLUSTER_USER) -> SshTarget:
-    """Where to reach the head node of a running cluster. ProvisionerError when it has no address."""
+    """Where to reach the head node of a running cluster. ProvisionerError when it has no address.
+    Falls back to port 22 of the recorded head address when the provider no longer lists the head."""
     head = record.plan.head.name
     for node in nodes:
-        if node.name == head and node_address(node):
-            return SshTarget(host=node_address(node) or "", node_name=head, user=user)
+        target = ssh_target(node, user, head) if node.name == head else None
+        if target is not None:
+            return target
     if record.head_address:
         return SshTarget(host=record.head_address, node_name=head, user=user)
     raise ProvisionerError(f"cluster {record.cluster_id}: the head node {head} has no address yet")
@@ -303,7 +305,8 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     readiness.wait_ready(plan, remote, by_name, rt)
     record = record.model_copy(update={"status": "up"})
     state.save_record(record)
-    rt.emit("up", message=f"cluster {cluster_id} is up: ssh {CLUSTER_USER}@{record.head_address} "
+    login = ssh_target(head, CLUSTER_USER)
+    rt.emit("up", message=f"cluster {cluster_id} is up: ssh {ssh_text(login) if login else '-'} "
             f"(provisioner ssh {cluster_id})", cluster=cluster_id, head_address=record.head_address,
             hourly_usd=plan.option.hourly_usd,
             expires_at=record.expires_at.isoformat() if record.expires_at else None)
@@ -319,12 +322,11 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
     rendered = render_cluster(plan, secrets, node_addresses={k: v for k, v in addresses.items() if v})
     user = login_user(plan.option.provider)
     for node in ssh_nodes:  # head first: plan order
-        host = node_address(by_name[node.name])
-        if not host:
+        target = ssh_target(by_name[node.name], user, node.name)
+        if target is None:
             raise StackError(f"node {node.name} has no address to bootstrap over SSH")
-        rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({user}@{host})",
+        rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({ssh_text(target)})",
                 cluster=plan.cluster_id, node=node.name)
-        target = SshTarget(host=host, node_name=node.name, user=user)
         if node.bootstrap is not Bootstrap.SSH:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
         remote.bootstrap(target, rendered[f"bootstrap/{node.role}.sh"])

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
+from provisioner.providers.base import Node
 from provisioner.secrets import ClusterSecrets
 from provisioner.validation.runner import CommandResult
 
@@ -33,6 +34,21 @@ CLUSTER_USER = "ml"
 
 def login_user(provider: str) -> str:
     return SSH_LOGIN_USERS.get(provider, "ubuntu")
+
+
+def ssh_target(node: Node, user: str, name: str | None = None) -> SshTarget | None:
+    """Where SSH reaches ``node`` as ``user``: its ``ssh_endpoint`` (a container's published 22/tcp
+    or a provider's proxy, else port 22 of its public, else private address). None without one."""
+    endpoint = node.ssh_endpoint()
+    if endpoint is None:
+        return None
+    return SshTarget(host=endpoint[0], port=endpoint[1], node_name=name or node.name, user=user)
+
+
+def ssh_text(target: SshTarget) -> str:
+    """``user@host``, as ``-p PORT user@host`` when the port is not 22: for messages and outputs."""
+    login = f"{target.user}@{target.host}"
+    return login if target.port == 22 else f"-p {target.port} {login}"
 
 
 class Remote(Protocol):
@@ -106,4 +122,4 @@ class SshRemote:
         self._ssh.run(target, script, timeout_s=timeout_s)
 
 
-__all__ = ["CLUSTER_USER", "SSH_LOGIN_USERS", "Remote", "SshRemote", "login_user"]
+__all__ = ["CLUSTER_USER", "SSH_LOGIN_USERS", "Remote", "SshRemote", "login_user", "ssh_target", "ssh_text"]
