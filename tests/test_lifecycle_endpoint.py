@@ -23,9 +23,10 @@ from provisioner.cli import main
 from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.readiness import NotReadyError, wait_ready
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, head_target, tear_down
-from provisioner.lifecycle.remote import ssh_target, ssh_text
+from provisioner.lifecycle.remote import SshRemote, ssh_target, ssh_text
 from provisioner.validation.runner import CommandResult
 from tests.conftest import need_shared
+from tests.test_bootstrap_ssh import Sshd, rig  # noqa: F401  (rig: a real sshd on a free port, as root)
 from tests.test_lifecycle_support import API_KEYS, StandInRemote, instant_runtime, plans_for, served_fake
 
 RUNPOD_CLUSTER_SPEC = """\
@@ -159,3 +160,16 @@ def test_readiness_refuses_a_node_without_an_endpoint(tmp_path: Path) -> None:
     wait_ready(plan, remote, {name: _node(name, public_ip="192.0.2.9", ssh_host="192.0.2.9", ssh_port=40001)},
                instant_runtime(remote))
     assert {t[3:] for t in remote.targets} == {("192.0.2.9", 40001)}
+
+
+@pytest.mark.system
+def test_openssh_reaches_a_node_on_its_mapped_port(rig: tuple[Sshd, Any, Path]) -> None:  # noqa: F811
+    """A real sshd on a free port stands in for a pod's published 22/tcp; the node's public address
+    is a documentation address nothing answers on, so only the endpoint can succeed."""
+    server, runner, tmp = rig
+    node = _node("lc-0", public_ip="203.0.113.5", ssh_host="127.0.0.1", ssh_port=server.port)
+    target = ssh_target(node, "root")
+    assert target is not None and target.port == server.port != 22
+    ssh = SshRemote(runner.key_file, tmp / "known-hosts", connect_timeout_s=5)
+    done = ssh.run(target, ["echo", "on", "the", "port"])
+    assert done.ok and done.stdout == "on the port\n"
