@@ -81,6 +81,9 @@ def fetch_offers(name: str) -> Fetched:
     try:
         offers = provider.list_offers(OfferQuery())
         dropped: Counter[str] = Counter(getattr(provider, "dropped_offers", None) or {})
+        quote = getattr(provider, "quote_offers", None)  # aws: Capacity Blocks, listed but never bought
+        if callable(quote):
+            offers = [*offers, *quote(offers)]
         headroom = getattr(provider, "quota_headroom", None)  # aws, gcp: quotas read before anything is bought
         if callable(headroom):
             try:

@@ -6,9 +6,10 @@ How the contract maps onto EC2:
   DescribeInstanceTypes (GPU, EFA, NVMe facts), DescribeInstanceTypeOfferings, the latest
   DescribeSpotPriceHistory price of that zone and the Pricing API's on-demand price (exact,
   Decimal). A type with neither price is not offered. Fabric ``efa`` where the type supports
-  EFA, with the sum of its network cards' bandwidth. With ``capacity_blocks`` (default) the
-  Capacity Blocks for ML on offer for those types are listed too, as quote-only reservation
-  offers (``capacity_blocks``): never ranked, never bought here.
+  EFA, with the sum of its network cards' bandwidth. Only what ``create_nodes`` can buy.
+- ``quote_offers`` (what ``catalog refresh`` adds): the Capacity Blocks for ML on offer for
+  those types, as quote-only reservation offers (``capacity_blocks``): never ranked, never
+  bought here.
 - Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
   the tag ``provisioner-node=<name>`` (also ``Name=<cluster_id>-<name>``). Owner and expiry
   go on as ``provisioner-owner`` / ``provisioner-expires`` when known, so ``gc`` finds them.
@@ -163,6 +164,7 @@ class AWSProvider:
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
         self.quotas = AccountQuotas(self.client, self.gpu_types)
+        self._images: dict[str, str] = {}
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
 
@@ -210,12 +212,8 @@ class AWSProvider:
                 if query.spot is not False else {}
             on_demand = self.on_demand_prices(region, names) if query.spot is not True else {}
             screen = OfferScreen(self.name)
-            built = screen.build(types, functools.partial(self._offers, region=region, zones=zones,
-                                                          on_demand=on_demand, spot=spot, query=query))
-            offers += built
-            if query.spot is not True and self.capacity_blocks:
-                first = {o.instance_type: o for o in reversed(built) if sells_blocks(o.instance_type)}
-                offers += screen.build(sorted(first.values(), key=lambda o: o.key), self._blocks)
+            offers += screen.build(types, functools.partial(self._offers, region=region, zones=zones,
+                                                            on_demand=on_demand, spot=spot, query=query))
             for reason, count in screen.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + count
         self.dropped_offers = dropped
@@ -248,6 +246,16 @@ class AWSProvider:
                            else 64 if kind.efa_supported else 16),
                 purchase=Purchase.INSTANCE, bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE))
         return made
+
+    def quote_offers(self, offers: Sequence[Offer]) -> list[Offer]:
+        """Capacity Blocks for ML on offer for the block-capable types among ``offers`` (one probe per
+        type and region), as quote-only reservation offers; none when ``capacity_blocks`` is off.
+        Read-only: nothing is purchased."""
+        if not self.capacity_blocks:
+            return []
+        first = {(o.region, o.instance_type): o for o in reversed(offers)
+                 if o.provider == self.name and o.purchase == Purchase.INSTANCE and sells_blocks(o.instance_type)}
+        return OfferScreen(self.name).build(sorted(first.values(), key=lambda o: o.key), self._blocks)
 
     def _blocks(self, template: Offer) -> list[Offer]:
         """Capacity Blocks for ML offered for ``template``'s type, as quote-only reservation offers."""
@@ -322,7 +330,10 @@ class AWSProvider:
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
-        self.check_quotas(self._missing(cluster_id, nodes))  # a quota refusal before anything is bought
+        missing = self._missing(cluster_id, nodes)
+        self.check_quotas(missing)  # a quota refusal (and below, a missing image) before anything is bought
+        for spec in missing:
+            self._image(spec)
         ids = create(_Launcher(self, cluster_id, nodes), nodes)
         return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
@@ -365,14 +376,18 @@ class AWSProvider:
         return params
 
     def _image(self, spec: NodeSpec) -> str:
+        """The node's image, else ``image_id``, else the newest default GPU image of its region (looked
+        up once per region per adapter). PlanError when there is none."""
         if spec.image or self.image_id:
             return str(spec.image or self.image_id)
-        images = self.client.describe_images(spec.region, [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]},
-                                                           {"Name": "state", "Values": ["available"]}], ["amazon"])
-        if not images:
-            raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's image "
-                            "or PROVISIONER_AWS_IMAGE_ID")
-        return str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
+        if spec.region not in self._images:
+            images = self.client.describe_images(spec.region, [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]},
+                                                               {"Name": "state", "Values": ["available"]}], ["amazon"])
+            if not images:
+                raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's "
+                                "image or PROVISIONER_AWS_IMAGE_ID")
+            self._images[spec.region] = str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
+        return self._images[spec.region]
 
     # ----- read / delete --------------------------------------------------------------------
     def get_nodes(self, cluster_id: str) -> list[Node]:

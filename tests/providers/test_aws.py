@@ -130,8 +130,10 @@ def test_offers_carry_exact_prices_and_efa(fake: RunningServer) -> None:
 
 
 def test_capacity_blocks_are_quote_only_offers_priced_per_node_hour(fake: RunningServer) -> None:
-    offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
-    blocks = {o.zone: o for o in offers if o.purchase == Purchase.RESERVATION}
+    provider = _provider(fake.url)
+    offers = provider.list_offers(OfferQuery(gpu_models=("H100",)))
+    assert {o.purchase for o in offers} == {Purchase.INSTANCE}  # list_offers: only what create_nodes buys
+    blocks = {o.zone: o for o in provider.quote_offers(offers)}
     assert set(blocks) == {"us-east-1a", "us-east-1b"}  # the fake's p5 blocks in us-east-1
     block = blocks["us-east-1a"]
     assert block.purchase.quote_only and block.price_per_hour_usd == Decimal("31.464")  # 755.136 USD / 1 / 24 h
@@ -139,8 +141,8 @@ def test_capacity_blocks_are_quote_only_offers_priced_per_node_hour(fake: Runnin
     assert (block.gpus, block.fabric, block.max_nodes) == (8, Fabric.EFA, 64)
     assert block.how_to_obtain and "purchase-capacity-block" in block.how_to_obtain
     assert "2026-11-25T11:30:00Z to 2026-11-26T11:30:00Z" in block.how_to_obtain
-    assert not any(o.purchase == Purchase.RESERVATION
-                   for o in _provider(fake.url, capacity_blocks=False).list_offers(OfferQuery(gpu_models=("H100",))))
+    assert {o.purchase for o in blocks.values()} == {Purchase.RESERVATION}
+    assert _provider(fake.url, capacity_blocks=False).quote_offers(offers) == []
 
 
 def test_quota_refusal_names_the_code_and_the_increase_command(fake: RunningServer) -> None:
