@@ -494,3 +494,38 @@ def test_bootstrap_script_matches_the_user_data(variant: str) -> None:
             assert always == ("1" if words[0] in ("systemctl", "/usr/local/sbin/provisioner-identity") else "0")
         for key in doc.get("ssh_authorized_keys", []):
             assert f"authorize root {shlex.quote(key)}" in script
+
+
+@pytest.mark.parametrize(("env", "metadata", "hostname", "expected"), [
+    ({}, "llm-pretrain-llm-pretrain-1", "ip-10-0-0-7", "llm-pretrain-1 worker"),  # adapter's "<cluster>-<node>"
+    ({}, "llm-pretrain-0", "ip-10-0-0-7", "llm-pretrain-0 head"),
+    ({}, "", "llm-pretrain-1", "llm-pretrain-1 worker"),
+    ({"PROVISIONER_NODE_NAME": "llm-pretrain-0"}, "llm-pretrain-1", "x", "llm-pretrain-0 head"),
+    ({}, "other-cluster-7", "ip-10-0-0-7", None),
+    ({}, "llm-pretrain-x1", "llm-pretrain-", None),
+])
+def test_identity_finds_the_node_name(tmp_path: Path, env: dict, metadata: str, hostname: str,
+                                      expected: str | None) -> None:
+    script = _file(_doc("aws-efa-slurm-nfs", "worker"), "/usr/local/sbin/provisioner-identity")["content"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shims = {  # no real metadata service, and this machine's hostname is never touched
+        "curl": 'case "$*" in *api/token*) echo tok ;; *tags/instance/Name*) printf %s "$FAKE_NAME" ;; esac',
+        "hostname": '[ "$1" = -s ] && echo "$FAKE_HOSTNAME"',
+        "hostnamectl": f'echo "hostnamectl $*" >> {tmp_path}/calls.log',
+    }
+    for name, body in shims.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30, env={
+        "PATH": f"{bin_dir}:/usr/bin:/bin", "PROVISIONER_ROOT": str(tmp_path), "FAKE_NAME": metadata,
+        "FAKE_HOSTNAME": hostname, **env})
+    identity = tmp_path / "etc" / "provisioner" / "identity.env"
+    if expected is None:
+        assert result.returncode == 1 and "cannot tell which node" in result.stderr
+        assert not identity.exists()
+        return
+    assert result.returncode == 0, result.stderr
+    name, role = expected.split()
+    assert identity.read_text() == f"NODE_NAME={name}\nNODE_ROLE={role}\nHEAD_NODE=llm-pretrain-0\n"
+    assert (tmp_path / "calls.log").read_text() == f"hostnamectl set-hostname {name}\n"
