@@ -31,13 +31,10 @@ How the contract maps onto Compute Engine:
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from provisioner.providers import settings
@@ -56,9 +53,20 @@ from provisioner.providers.base import (
     parse_expiry,
 )
 from provisioner.providers.gcp import CAPABILITIES
+from provisioner.providers.gcp.account import AccountQuotas
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
-from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall, how_to_request, quota_metric
+from provisioner.providers.gcp.models import (
+    GPU_MODELS,
+    GpuMachineType,
+    bundled_offers,
+    gpu_machine_type,
+    leaf,
+    switch_path,
+    typical_offer,
+    zone_region,
+)
+from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.screening import OfferScreen
@@ -72,15 +80,7 @@ DEFAULT_REGIONS = ("us-central1",)
 _LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_GB = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
 
-GPU_MODELS = {
-    "nvidia-tesla-a100": ("A100", 40), "nvidia-a100-80gb": ("A100", 80), "nvidia-h100-80gb": ("H100", 80),
-    "nvidia-h100-mega-80gb": ("H100", 80), "nvidia-h200-141gb": ("H200", 141), "nvidia-b200": ("B200", 180),
-    "nvidia-l4": ("L4", 24), "nvidia-tesla-t4": ("T4", 16), "nvidia-tesla-v100": ("V100", 16),
-}
-"""Accelerator type -> (canonical model, GiB per GPU) (gpuhunt ``accelerator_details``; the
-description's ``NN GB`` wins when present)."""
 _STATUS = {
     "PROVISIONING": NodeStatus.PENDING, "STAGING": NodeStatus.PENDING, "PENDING": NodeStatus.PENDING,
     "RUNNING": NodeStatus.RUNNING, "STOPPING": NodeStatus.STOPPING, "SUSPENDING": NodeStatus.STOPPING,
@@ -89,46 +89,6 @@ _STATUS = {
 }
 _GONE = {"STOPPING", "TERMINATED", "DEPROVISIONING"}
 _SETTLING = {"STOPPING", "DEPROVISIONING"}  # on the way to stopped or deleted: delete_nodes leaves them be
-
-
-@dataclass(frozen=True)
-class GpuMachineType:
-    machine_type: str
-    zone: str
-    accelerator: str
-    gpu_model: str
-    gpus: int
-    gpu_memory_gib: float
-    vcpus: int
-    memory_gib: float
-    local_ssd_gib: float
-
-
-@lru_cache(maxsize=1)
-def _catalog() -> tuple[dict[tuple[str, str], Offer], dt.date | None]:
-    """The bundled catalog's GCP offers by (machine type, region), and its date."""
-    try:
-        from provisioner.catalog import load_bundled_catalog
-
-        catalog = load_bundled_catalog()
-    except Exception:  # prices are context here; without them nothing is offered
-        return {}, None
-    return ({(o.instance_type, o.region): o for o in catalog.offers if o.provider == "gcp"}, catalog.as_of)
-
-
-def _typical() -> Offer | None:
-    """A typical bundled GCP offer: the facts (interruption rates, egress, billing terms) for a
-    machine type the bundled catalog has no row for."""
-    rows = sorted(_catalog()[0].values(), key=lambda o: o.key)
-    return rows[len(rows) // 2] if rows else None
-
-
-def _zone_region(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
-
-
-def _leaf(url: str) -> str:
-    return url.rsplit("/", 1)[-1]
 
 
 class GCPProvider:
@@ -177,6 +137,7 @@ class GCPProvider:
         self.owner = owner
         self.poll_interval_s = poll_interval_s
         self.dropped_offers: dict[str, int] = {}
+        self.quotas = AccountQuotas(self.client, self.gpu_machine_types, project)
 
     def __repr__(self) -> str:
         return f"GCPProvider(project={self.project!r}, endpoint={self.endpoint!r})"
@@ -187,35 +148,21 @@ class GCPProvider:
     # ----- read-only ----------------------------------------------------------------------------
     def check_credentials(self) -> None:
         """Raise CredentialsError unless Compute Engine accepts the credentials (one regions.get)."""
-        self.client.region(_zone_region(self.zones[0]))
+        self.client.region(zone_region(self.zones[0]))
 
     def gpu_machine_types(self, zone: str) -> list[GpuMachineType]:
         """Machine types in ``zone`` with bundled NVIDIA GPUs (deprecated ones skipped)."""
         accelerators = {a.name: a for a in self.client.accelerator_types(zone)}
-        found = []
-        for machine in self.client.machine_types(zone):
-            if not machine.accelerators or (machine.deprecated and machine.deprecated.state == "DEPRECATED"):
-                continue
-            bundled = machine.accelerators[0]
-            accelerator = _leaf(bundled.guest_accelerator_type)
-            model, memory = GPU_MODELS.get(accelerator, ("", 0))
-            described = _GB.search(accelerators[accelerator].description) if accelerator in accelerators else None
-            memory = int(described.group(1)) if described else memory
-            if not model or bundled.guest_accelerator_count < 1:
-                continue
-            partitions = machine.bundled_local_ssds.partition_count if machine.bundled_local_ssds else 0
-            found.append(GpuMachineType(machine.name, zone, accelerator, model, bundled.guest_accelerator_count,
-                                        float(memory), machine.guest_cpus, machine.memory_mb / 1024,
-                                        375.0 * partitions))
-        return sorted(found, key=lambda m: m.machine_type)
+        found = (gpu_machine_type(machine, accelerators, zone) for machine in self.client.machine_types(zone))
+        return sorted((m for m in found if m is not None), key=lambda m: m.machine_type)
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """One offer per (GPU machine type, zone) with a price; see the module docstring. Read-only."""
         wanted = {g.upper() for g in query.gpu_models}
-        zones = [z for z in self.zones if not query.regions or _zone_region(z) in query.regions]
+        zones = [z for z in self.zones if not query.regions or zone_region(z) in query.regions]
         screen = OfferScreen(self.name)
         offers: list[Offer] = []
-        prices = self.sku_prices({_zone_region(z) for z in zones}) if zones else SkuPrices({})
+        prices = self.sku_prices({zone_region(z) for z in zones}) if zones else SkuPrices({})
         for zone in zones:
             kinds = [m for m in self.gpu_machine_types(zone)
                      if (not wanted or m.gpu_model in wanted) and m.gpus >= query.min_gpus]
@@ -230,8 +177,8 @@ class GCPProvider:
     def _offer(self, kind: GpuMachineType, query: OfferQuery, prices: SkuPrices) -> list[Offer]:
         """The offer for one machine type in one zone: priced from SKUs when every part of it is
         (source says so), else from the bundled catalog's row (source says that), else none."""
-        priced, as_of = _catalog()
-        region = _zone_region(kind.zone)
+        priced, as_of = bundled_offers()
+        region = zone_region(kind.zone)
         template = priced.get((kind.machine_type, region))
         memory = Decimal(kind.memory_gib)  # MiB / 1024: exact in binary, so exact here
         billed = [prices.machine_price(kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus, memory, region, s)
@@ -250,7 +197,7 @@ class GCPProvider:
         spot = spot if query.spot is not False else None
         if price is None and spot is None:
             return []
-        base = template or _typical()
+        base = template or typical_offer()
         facts = {
             "zone": kind.zone, "region": region, "instance_type": kind.machine_type, "gpu_model": kind.gpu_model,
             "gpus": kind.gpus, "gpu_memory_gib": kind.gpu_memory_gib, "vcpus": kind.vcpus,
@@ -261,31 +208,15 @@ class GCPProvider:
             return []
         return [base.model_copy(update={**facts, "offer_id": None, "max_nodes": base.max_nodes if template else 16})]
 
-    # ----- quotas -------------------------------------------------------------------------------
+    # ----- quotas (``account.AccountQuotas``) -----------------------------------------------------
     def quota_shortfalls(self, requests: Iterable[tuple[str, str, int, bool]]) -> list[GpuQuotaShortfall]:
-        """For (machine type, zone, node count, spot) requests, summed per regional GPU metric, those
-        that exceed what is left of it (limit minus usage, from regions.get). Read-only."""
-        need: dict[tuple[str, str], dict[str, int]] = {}
-        kinds: dict[str, dict[str, GpuMachineType]] = {}
-        for machine_type, zone, count, spot in requests:
-            if zone not in kinds:
-                kinds[zone] = {m.machine_type: m for m in self.gpu_machine_types(zone)}
-            kind = kinds[zone].get(machine_type)
-            metric = quota_metric(kind.accelerator, spot) if kind else None
-            if kind is None or metric is None:
-                continue
-            types = need.setdefault((_zone_region(zone), metric), {})
-            types[machine_type] = types.get(machine_type, 0) + kind.gpus * count
-        found = []
-        for (region, metric), types in sorted(need.items()):
-            quota = next((q for q in self.client.region(region).quotas if q.metric == metric), None)
-            if quota is None:
-                continue
-            left = int(quota.limit - quota.usage)
-            if sum(types.values()) > left:
-                found.append(GpuQuotaShortfall(", ".join(sorted(types)), region, metric.startswith("PREEMPTIBLE_"),
-                                               metric, left, sum(types.values()), self.project))
-        return found
+        """(machine type, zone, node count, spot) requests, summed per regional GPU metric, that exceed
+        what is left of it (limit minus usage). Read-only."""
+        return self.quotas.shortfalls(requests)
+
+    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
+        """What each regional GPU quota leaves in the offers' regions, for ``catalog refresh``. Read-only."""
+        return self.quotas.headroom(offers)
 
     def check_quota(self, machine_type: str, zone: str, count: int, spot: bool) -> None:
         """Raise QuotaError naming the quota metric and where to ask for more."""
@@ -302,31 +233,6 @@ class GCPProvider:
                 counts[key] = counts.get(key, 0) + 1
         for short in self.quota_shortfalls([(t, z, n, s) for (t, z, s), n in sorted(counts.items())]):
             raise QuotaError(self.name, short.reason)
-
-    def quota_headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
-        """What each regional GPU quota leaves (limit minus usage) in the offers' regions, with the
-        offered machine types it covers: what ``catalog refresh`` records for the optimizer. Read-only."""
-        accelerators: dict[str, str] = {}
-        for zone in sorted({o.zone for o in offers if o.zone}):
-            accelerators.update({m.machine_type: m.accelerator for m in self.gpu_machine_types(zone)})
-        covered: dict[tuple[str, str, bool], set[str]] = {}
-        for offer in offers:
-            for spot, price in ((False, offer.price_per_hour_usd), (True, offer.spot_price_per_hour_usd)):
-                metric = quota_metric(accelerators.get(offer.instance_type, ""), spot)
-                if metric and price is not None:
-                    covered.setdefault((offer.region, metric, spot), set()).add(offer.instance_type)
-        found = []
-        for region in sorted({r for r, _, _ in covered}):
-            quotas = {q.metric: q for q in self.client.region(region).quotas}
-            for (where, metric, spot), types in sorted(covered.items()):
-                quota = quotas.get(metric)
-                if where != region or quota is None:
-                    continue
-                found.append(QuotaHeadroom(
-                    region=region, code=metric, unit="gpus", spot=spot, limit=int(quota.limit),
-                    available=max(0, int(quota.limit - quota.usage)), instance_types=sorted(types),
-                    how_to_request=how_to_request(self.project, metric, region)))
-        return found
 
     # ----- create -------------------------------------------------------------------------------
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
@@ -411,21 +317,14 @@ class GCPProvider:
         return [self._node(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
 
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
-        """{node name: [cluster, block, subblock switch]} of the cluster's running instances from
-        ``resourceStatus.physicalHostTopology`` (else the ``/cluster/block/host`` of ``physicalHost``):
-        what ``provisioner.render``'s ``topology=`` turns into Slurm's topology.conf. Each level is
-        named after the ones above it (``gce-<cluster>-<block>``), so a name sits at one place in the
-        tree. Instances GCE shows no placement for are left out. Read-only."""
+        """{node name: [cluster, block, subblock switch]} of the cluster's running instances (see
+        ``models.switch_path``): what ``provisioner.render``'s ``topology=`` turns into Slurm's
+        topology.conf. Instances GCE shows no placement for are left out. Read-only."""
         found: dict[str, list[str]] = {}
         for _, instance in self._members(cluster_id):
-            status = instance.resource_status
-            where = status.physical_host_topology if status else None
-            levels = [where.cluster, where.block, where.subblock] if where and where.cluster else \
-                [part for part in (status.physical_host if status else "").split("/") if part][:2]
-            levels = [re.sub(r"[^A-Za-z0-9_-]", "", level)[:40] for level in levels if level]
-            name = instance.labels.get(NODE_TAG, "")
-            if instance.status == "RUNNING" and name and levels and all(levels):
-                found[name] = ["gce-" + "-".join(levels[:depth]) for depth in range(1, len(levels) + 1)]
+            path, name = switch_path(instance), instance.labels.get(NODE_TAG, "")
+            if instance.status == "RUNNING" and name and path:
+                found[name] = path
         return found
 
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
@@ -451,7 +350,7 @@ class GCPProvider:
             else None
         return Node(provider=self.name, id=instance.name, name=instance.labels.get(NODE_TAG, ""),
                     cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
-                    instance_type=_leaf(instance.machine_type), region=_zone_region(zone),
+                    instance_type=leaf(instance.machine_type), region=zone_region(zone),
                     public_ip=public, private_ip=(nic.network_i_p or None) if nic else None,
                     provider_state=instance.status)
 
@@ -471,8 +370,8 @@ class _Launcher(Launcher):
         for zone, instance in self.adapter._members(self.cluster_id):
             if instance.status not in _GONE:
                 self.zone_of[instance.name] = zone
-                found.append(Member(instance.name, instance.labels.get(NODE_TAG), _leaf(instance.machine_type),
-                                    _zone_region(zone)))
+                found.append(Member(instance.name, instance.labels.get(NODE_TAG), leaf(instance.machine_type),
+                                    zone_region(zone)))
         return found
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
