@@ -95,7 +95,8 @@ class GCPProvider:
     """Compute Engine adapter. ``project`` (or ``PROVISIONER_GCP_PROJECT`` / ``GOOGLE_CLOUD_PROJECT``)
     and ``credentials`` (default: Application Default Credentials); ``endpoint`` (or
     ``PROVISIONER_GCP_API_URL``) replaces compute.googleapis.com; ``zones`` (or
-    ``PROVISIONER_GCP_ZONES``) are the zones listed for offers; ``regions`` are searched for quotas."""
+    ``PROVISIONER_GCP_ZONES``) are the zones listed for offers; without either, every zone of the
+    query's regions (else ``DEFAULT_REGIONS``) is, as regions.get lists them."""
 
     name: ClassVar[str] = "gcp"
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
@@ -128,6 +129,7 @@ class GCPProvider:
             raise PlanError("gcp: no project: set PROVISIONER_GCP_PROJECT or GOOGLE_CLOUD_PROJECT")
         env_zones = [z.strip() for z in os.environ.get("PROVISIONER_GCP_ZONES", "").split(",") if z.strip()]
         self.zones: tuple[str, ...] = tuple(zones or env_zones or (f"{r}-a" for r in DEFAULT_REGIONS))
+        self.discover_zones = not (zones or env_zones)
         self.project = project
         self.endpoint = endpoint
         self.billing_endpoint = os.environ.get("PROVISIONER_GCP_BILLING_URL") or endpoint
@@ -150,6 +152,10 @@ class GCPProvider:
         """Raise CredentialsError unless Compute Engine accepts the credentials (one regions.get)."""
         self.client.region(zone_region(self.zones[0]))
 
+    def region_zones(self, regions: Iterable[str]) -> list[str]:
+        """Every zone of ``regions`` (regions.get), sorted. Read-only."""
+        return sorted(leaf(url) for region in sorted(set(regions)) for url in self.client.region(region).zones)
+
     def gpu_machine_types(self, zone: str) -> list[GpuMachineType]:
         """Machine types in ``zone`` with bundled NVIDIA GPUs (deprecated ones skipped)."""
         accelerators = {a.name: a for a in self.client.accelerator_types(zone)}
@@ -159,7 +165,8 @@ class GCPProvider:
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """One offer per (GPU machine type, zone) with a price; see the module docstring. Read-only."""
         wanted = {g.upper() for g in query.gpu_models}
-        zones = [z for z in self.zones if not query.regions or zone_region(z) in query.regions]
+        zones = self.region_zones(query.regions or DEFAULT_REGIONS) if self.discover_zones else \
+            [z for z in self.zones if not query.regions or zone_region(z) in query.regions]
         screen = OfferScreen(self.name)
         offers: list[Offer] = []
         prices = self.sku_prices({zone_region(z) for z in zones}) if zones else SkuPrices({})

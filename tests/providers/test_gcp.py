@@ -83,3 +83,13 @@ def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:
     with pytest.raises(PlanError, match="not valid GCP names/labels"):
         _provider(fake.url).create_nodes("gc3", [_spec(tags={"Team": "ML"})])
     assert fake.app.calls == []
+
+
+def test_without_configured_zones_every_zone_of_the_region_is_listed(fake: RunningServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROVISIONER_GCP_ZONES", raising=False)
+    provider = GCPProvider("p", AnonymousCredentials(), endpoint=fake.url)
+    assert provider.region_zones(["us-central1"]) == ["us-central1-a", "us-central1-b"]  # the fake's zones
+    offers = provider.list_offers(OfferQuery(gpu_models=("H100",), regions=("us-central1",)))
+    assert {(o.instance_type, o.zone) for o in offers} >= {("a3-highgpu-8g", "us-central1-a"),
+                                                           ("a3-highgpu-8g", "us-central1-b")}
