@@ -31,6 +31,7 @@ How the contract maps onto Compute Engine:
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -308,6 +309,11 @@ class GCPProvider:
         scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": not spec.spot,
                                       "provisioning_model": "SPOT" if spec.spot else "STANDARD"}
         if spec.spot:
+            scheduling["instance_termination_action"] = "DELETE"
+        if spec.expires_at is not None:
+            # GCE deletes the VM itself at the expiry: the TTL stops the bill (disks too) even
+            # when the client is gone. Absolute time, so a retried create asks for the same end.
+            scheduling["termination_time"] = spec.expires_at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             scheduling["instance_termination_action"] = "DELETE"
         return {
             "name": name, "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}", "labels": labels,

@@ -93,3 +93,16 @@ def test_without_configured_zones_every_zone_of_the_region_is_listed(fake: Runni
     offers = provider.list_offers(OfferQuery(gpu_models=("H100",), regions=("us-central1",)))
     assert {(o.instance_type, o.zone) for o in offers} >= {("a3-highgpu-8g", "us-central1-a"),
                                                            ("a3-highgpu-8g", "us-central1-b")}
+
+
+def test_expiry_makes_gce_delete_the_vm_itself(fake: RunningServer) -> None:
+    """The TTL stops the bill without the client: GCE deletes the VM (and its auto-delete disk)
+    at the expiry, written as an absolute time so a retried create asks for the same end."""
+    import datetime as dt
+
+    expires = dt.datetime(2026, 11, 24, 6, 30, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    (node,) = _provider(fake.url).create_nodes("gc4", [_spec(expires_at=expires)])
+    body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
+    assert body["scheduling"]["terminationTime"] == "2026-11-24T05:30:00Z"
+    assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
