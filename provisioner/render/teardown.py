@@ -70,10 +70,13 @@ TEARDOWN: Mapping[str, Teardown] = {
     ),
     "gcp": Teardown(
         "gcp", "poweroff", False,
-        ttl="node timer powers off: GPU and CPU billing stop, boot disks bill until deleted (the adapter "
-            "sets no max_run_duration yet); spot VMs are deleted on preemption (instanceTerminationAction=DELETE)",
-        idle="node idle check powers off: compute billing stops, boot disks bill until deleted",
-        client_dies="stopped VMs and their disks stay until `provisioner gc --yes`",
+        ttl="GCE itself: the adapter creates each node with scheduling.terminationTime = the expiry and "
+            "instanceTerminationAction=DELETE, so the VM and its disk are deleted at the TTL; the node timer "
+            "powers off as a backstop",
+        idle="node idle check powers off: compute billing stops, the boot disk bills until the TTL deletes "
+             "the VM or `provisioner gc --yes`",
+        client_dies="nothing is lost: GCE deletes the VMs at the TTL (a cluster without a TTL waits for "
+                    "`provisioner gc --yes`)",
     ),
     "lambda": Teardown(
         "lambda", "poweroff", False,
