@@ -33,7 +33,8 @@ TTL_S = 600 * 60  # make_plan's ttl_hours=10
 
 _SHIMS = {
     "date": 'echo "${FAKE_NOW:?}"',
-    "curl": 'cat > "$T/curl.stdin"; echo "curl $*" >> "$T/calls.log"; printf %s "${FAKE_HTTP:-204}"',
+    "curl": 'cat > "$T/curl.stdin"; echo "curl $*" >> "$T/calls.log"; '
+            'case "$*" in *graphql*) printf %s "${FAKE_GRAPHQL:-}" ;; *) printf %s "${FAKE_HTTP:-204}" ;; esac',
     "squeue": 'echo "squeue $*" >> "$T/calls.log"; [ -n "${FAKE_SQUEUE_FAIL:-}" ] && exit 1; '
               'printf %b "${FAKE_SQUEUE:-}"',
     "nvidia-smi": 'echo "nvidia-smi $*" >> "$T/calls.log"; [ -n "${FAKE_SMI_FAIL:-}" ] && exit 9; '
@@ -170,11 +171,31 @@ def test_a_refused_api_delete_still_powers_off_and_never_logs_the_key(
     env = ({"RUNPOD_POD_ID": "abc123xyz", "RUNPOD_API_KEY": POD_KEY} if provider == "runpod"
            else {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY})
     result = node.run("teardown", "ttl", now=BOOT, FAKE_HTTP=status, **env)
-    assert [c.split()[0] for c in node.actions()] == ["curl", "systemctl"]
+    tries = 2 if provider == "runpod" and status in ("401", "403") else 1  # then GraphQL podTerminate
+    assert [c.split()[0] for c in node.actions()] == ["curl"] * tries + ["systemctl"]
     assert node.actions()[-1] == "systemctl poweroff"
     assert f"HTTP {status}" in result.stderr
     everything = "\n".join([result.stdout, result.stderr, *node.calls()])
     assert POD_KEY not in everything and VAST_KEY not in everything
+
+
+@pytest.mark.parametrize(("answer", "deleted"), [
+    ('{"data":{"podTerminate":null}}', True),
+    ('{"errors":[{"message":"unauthorized"}],"data":null}', False),
+    ("", False),
+])
+def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(tmp_path: Path, answer: str,
+                                                                     deleted: bool) -> None:
+    node = _node(tmp_path, "runpod")
+    result = node.run("teardown", "idle", now=BOOT, FAKE_HTTP="403", FAKE_GRAPHQL=answer,
+                      RUNPOD_POD_ID="abc123xyz", RUNPOD_API_KEY=POD_KEY)
+    graphql = ("curl -sS --max-time 30 --retry 3 --retry-delay 5 -X POST -H Content-Type: application/json "
+               '--data {"query":"mutation { podTerminate(input: {podId: \\"abc123xyz\\"}) }"} -K - '
+               "https://api.runpod.io/graphql")
+    assert node.actions()[1] == graphql
+    assert (tmp_path / "curl.stdin").read_text() == f'header = "Authorization: Bearer {POD_KEY}"\n'
+    assert node.actions()[2:] == ([] if deleted else ["systemctl poweroff"])
+    assert POD_KEY not in result.stderr + "\n".join(node.calls())
 
 
 def test_pod_credentials_come_from_pid1_when_the_timer_lacks_them(tmp_path: Path) -> None:
