@@ -161,3 +161,23 @@ def test_no_rendered_file_opens_a_daemon_to_a_private_range(control_plane: str) 
     for path, text in rendered.items():
         assert "no_root_squash" not in text, path
         assert "172.16.0.0/12" not in text and "192.168.0.0/16" not in text, path
+
+
+@pytest.mark.parametrize(("nft_error", "status"), [
+    ("netlink: Error: cannot open Netlink socket: Operation not permitted", 0),  # a container: warned
+    ("/dev/stdin:3:1-5: Error: syntax error", 1),
+])
+def test_without_nftables_rights_exports_and_names_still_apply(tmp_path: Path, nft_error: str,
+                                                                 status: int) -> None:
+    user_data = render_cluster(make_plan(nodes=2), CANARY)["cloud-init/head.yaml"]
+    root = _node_root(tmp_path, user_data, "10.1.0.5 llm-pretrain-0\n10.1.0.6 llm-pretrain-1\n")
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "nft").write_text(f"#!/bin/sh\ncat > /dev/null\necho '{nft_error}' >&2\nexit 1\n")
+    (shim / "nft").chmod(0o755)
+    result = subprocess.run(["bash", str(root / "usr/local/sbin/provisioner-firewall")], capture_output=True,
+                            text=True, timeout=30, env={"PATH": f"{shim}:/usr/bin:/bin", "PROVISIONER_ROOT": str(root)})
+    assert result.returncode == status, result.stderr
+    assert ("WARNING cannot load nftables" in result.stderr) is (status == 0)
+    assert "10.1.0.6(rw,sync,no_subtree_check,root_squash)" in (root / "etc/exports.d/provisioner.exports").read_text()
+    assert "10.1.0.6 llm-pretrain-1" in (root / "etc/hosts").read_text()

@@ -14,7 +14,10 @@ transaction, rewrites the NFS exports (head of an NFS cluster: the share, read-w
 squashing, to each node address) and the ``/etc/hosts`` block. A systemd path unit (or the
 script bootstrap's loop) runs it again whenever the hosts file changes. Until the file exists
 the node sets hold ``private_cidrs`` if the caller named them (e.g. the VPC), else nothing:
-cluster daemons are then reachable from this node only. Every CIDR is parsed and re-printed by
+cluster daemons are then reachable from this node only. In a container without CAP_NET_ADMIN
+(RunPod, Vast.ai pods) nftables cannot be loaded: the script says so loudly and still applies the
+exports and names (the provider's port mapping is then the only boundary); any other nft failure
+fails it. Every CIDR is parsed and re-printed by
 ``ipaddress`` before it reaches a file; the script accepts only address-shaped words from the
 hosts file.
 """
