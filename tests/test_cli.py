@@ -231,7 +231,7 @@ def test_missing_file_and_bad_catalog(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 USAGE_ERRORS = {
-    "no command": ([], "error: provisioner: missing command (one of: plan, schema, render, validate, gc, up, down, status,"),
+    "no command": ([], "error: provisioner: missing command (one of: plan, schema, render, validate, gc, up, down,"),
     "no spec": (["plan"], "error: Missing argument 'SPEC...'."),
     "bad format": (["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
                    "error: Invalid value for --format: must be one of table, json, csv, markdown, html"),
