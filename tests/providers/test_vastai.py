@@ -380,10 +380,16 @@ def test_lost_answer_after_a_failure_is_still_rolled_back(fake: VastAIFake) -> N
     fake.faults.inject("insufficient_balance", route="launch", times=1)
     vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=LosesRentAnswers(fake, lose={2}),
                           limits=VAST_LIMITS.scaled(1), retry=FAST, timeout_s=2.0)
-    with pytest.raises(QuotaError) as caught:
+    with pytest.raises((QuotaError, ProviderAPIError)) as caught:  # whichever failure is seen first
         vast.create_nodes("c1", specs(2))
     assert fake.instance_count() == 0 and fake.launched == 1
-    assert "instances may exist" not in str(caught.value)
+    # The two rents run at once, so which node's answer is lost varies. When the lost one had not
+    # appeared yet at the first look, the error may warn that it could still appear (a slow
+    # provider can list it later): conservative, never a claim that cleanup failed.
+    message = str(caught.value)
+    assert "cleanup FAILED" not in message
+    if "instances may exist" in message:
+        assert "timed out and its instance may still appear" in message
 
 
 def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIFake) -> None:
