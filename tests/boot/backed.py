@@ -12,6 +12,9 @@ and faults are unchanged, except that the instance's addresses are its node's:
   the address with dashes. ``ip`` and ``private_ip`` both report the node's bridge address.
 - ``BackedRunPodFake``: a container pod running the pod's start command (``args``) with its
   environment, hostname the pod id, as RunPod does. SSH (port 22) reports the bridge address.
+- ``BackedFluenceFake``: a GPU VM that takes no user data: its image only authorizes the
+  deploy's SSH key for ``ubuntu`` (what Fluence's image does with ``ssh_key``); everything else
+  comes over SSH. ``domain`` reports the node's bridge address.
 
 Blocking only for the few milliseconds a boot takes to start; everything else is background.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +31,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from provisioner.testing.fakes.fluence import FluenceFake
 from provisioner.testing.fakes.lambda_ import LambdaFake
 from provisioner.testing.fakes.runpod import RunPodFake
 from tests.boot.nodes import Machine, Netns, boot, boot_pod, left_running
@@ -177,4 +182,33 @@ class BackedRunPodFake(RunPodFake):
         return response
 
 
-__all__ = ["BackedLambdaFake", "BackedRunPodFake", "Machines"]
+class BackedFluenceFake(FluenceFake):
+    """``FluenceFake`` whose GPU VMs are nodes booted by ``machines`` with no bootstrap at boot."""
+
+    def __init__(self, machines: Machines, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.machines = machines
+
+    def deploy(self, request: Request) -> Response:
+        before = set(self.instances)
+        response = super().deploy(request)
+        for instance_id in [i for i in self.instances if i not in before]:
+            key = self.instances[instance_id]["ssh_key"]
+            image_only = f"#cloud-config\nssh_authorized_keys:\n  - {json.dumps(key)}\n" if key else "#cloud-config\n"
+            address = self.machines.allocate(instance_id)
+            self.machines.boot_vm(instance_id, image_only, address.replace(".", "-"))
+        return response
+
+    def _advance(self, body: dict[str, Any]) -> None:
+        super()._advance(body)
+        if body["status"] == "ACTIVE" and body["id"] in self.machines.addresses:
+            body["domain"] = self.machines.addresses[body["id"]]
+
+    def terminate(self, request: Request, id: str) -> Response:
+        response = super().terminate(request, id)
+        if response.status_code == 204:
+            self.machines.stop(id)
+        return response
+
+
+__all__ = ["BackedFluenceFake", "BackedLambdaFake", "BackedRunPodFake", "Machines"]

@@ -30,7 +30,7 @@ from provisioner.lifecycle.remote import SshRemote
 from provisioner.plan import Plan
 from provisioner.secrets import ClusterSecrets
 from provisioner.testing.fakes.base import serve
-from tests.boot.backed import BackedLambdaFake, BackedRunPodFake, Machines
+from tests.boot.backed import BackedFluenceFake, BackedLambdaFake, BackedRunPodFake, Machines
 from tests.boot.nodes import Netns, left_running, wait_for
 from tests.test_render_slurm import make_plan
 
@@ -83,12 +83,16 @@ def slurm_plan(provider: str, host_resources: tuple[int, int], **spec: Any) -> P
                    "gpus": 1, "gpu_memory_gib": 24},
         "runpod": {"provider": "runpod", "instance_type": "1x_RTX4090_SECURE", "region": "US-KS-2",
                    "gpu_model": "RTX4090", "gpus": 1, "gpu_memory_gib": 24},
+        "fluence": {"provider": "fluence", "instance_type": "a10-24gi-pcie-1gpu-30cpu-186gi-1303gi",
+                    "region": "dulles-usa-1", "offer_id": "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
+                    "gpu_model": "A10", "gpus": 1, "gpu_memory_gib": 24},
     }[provider]
     raw = {"name": "fb", "storage": {"checkpoint_nvme_gib_per_node": 0, "shared": {"kind": "none"}},
            "access": {"allowed_cidrs": [f"{OPERATOR}/32"]}, **spec}
     plan = make_plan(raw, nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024, fabric="ethernet", fabric_gbps=100,
                      local_nvme_gib=0, **offers)
-    how = {"lambda": (Purchase.INSTANCE, Bootstrap.CLOUD_INIT), "runpod": (Purchase.POD, Bootstrap.SCRIPT)}[provider]
+    how = {"lambda": (Purchase.INSTANCE, Bootstrap.CLOUD_INIT), "runpod": (Purchase.POD, Bootstrap.SCRIPT),
+           "fluence": (Purchase.INSTANCE, Bootstrap.SSH)}[provider]
     option = plan.option.model_copy(update={"purchase": how[0], "bootstrap": how[1]})
     return Plan(spec=plan.spec, option=option, catalog_as_of=plan.catalog_as_of, catalog_origin=plan.catalog_origin)
 
@@ -192,6 +196,19 @@ def test_runpod_cluster_boots_from_the_start_command_runs_srun_and_goes(
         times = _up_run_down(lab, adapter, fake, slurm_plan("runpod", host_resources))
     assert fake.validation_errors == []
     print(f"runpod: up {times['up_s']:.0f} s, first job line after {times['first_job_s']:.0f} s")
+
+
+def test_fluence_cluster_bootstrapped_over_ssh_runs_srun_and_goes(
+    lab: Lab, host_resources: tuple[int, int],
+) -> None:
+    """Fluence GPU VMs take no user data: both nodes get the whole bootstrap over SSH after boot."""
+    from provisioner.providers.fluence.provider import FluenceProvider
+
+    fake = BackedFluenceFake(lab.machines, api_key=API_KEY)
+    with serve(fake) as server:
+        adapter = FluenceProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
+        times = _up_run_down(lab, adapter, fake, slurm_plan("fluence", host_resources))
+    print(f"fluence: up {times['up_s']:.0f} s, first job line after {times['first_job_s']:.0f} s")
 
 
 def test_burst_runs_srun_on_two_local_nodes_and_leaves_nothing(lab: Lab, host_resources: tuple[int, int]) -> None:
