@@ -177,11 +177,12 @@ def test_lambda_cluster_boots_from_user_data_runs_srun_and_goes(lab: Lab, host_r
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "Debian bookworm's slurmctld 22.05.8 dies with SIGSEGV right after registering with slurmdbd "
-    "(reproducible on a clean first start in these nodes; slurmdbd on MariaDB itself starts)"))
+    "Debian bookworm's slurmctld 22.05.8 dies with SIGSEGV at start, right after registering with slurmdbd "
+    "(core: slurm_persist_msg_pack <- slurmdbd_agent_send <- acct_storage_p_flush_jobs_on_cluster <- "
+    "read_slurm_conf), on every start in these nodes; slurmdbd on MariaDB itself starts and registers the cluster"))
 def test_lambda_cluster_with_accounting_lists_the_job_in_sacct(lab: Lab, host_resources: tuple[int, int]) -> None:
     """slurm.accounting: the head runs MariaDB and slurmdbd, and sacct lists the srun job."""
-    times = _lambda(lab, host_resources, ready_s=60, slurm={"accounting": True})
+    times = _lambda(lab, host_resources, ready_s=30, slurm={"accounting": True})
     print(f"lambda+accounting: up {times['up_s']:.0f} s, first job line after {times['first_job_s']:.0f} s")
 
 
