@@ -18,13 +18,16 @@ if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
 REGISTRY: dict[str, str] = {
+    "aws": "provisioner.providers.aws.provider:AWSProvider",
+    "gcp": "provisioner.providers.gcp.provider:GCPProvider",
     "lambda": "provisioner.providers.lambda_.provider:LambdaProvider",
     "runpod": "provisioner.providers.runpod.provider:RunPodProvider",
     "vastai": "provisioner.providers.vastai.provider:VastAIProvider",
     "fluence": "provisioner.providers.fluence.provider:FluenceProvider",
-    "aws": "provisioner.providers.aws.provider:AWSProvider",
-    "gcp": "provisioner.providers.gcp.provider:GCPProvider",
 }
+"""The one list of providers: the spec's provider names, refresh, the stacks, gc and the fakes read it.
+
+Pure data (this module imports no adapter), so the pure core may read it too."""
 
 
 def _package(name: str) -> str:

@@ -16,7 +16,10 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
 
-PROVIDER_NAMES = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
+from provisioner.providers.registry import REGISTRY
+
+PROVIDER_NAMES = tuple(REGISTRY)
+"""Every provider a spec may name: the registry's (providers/registry.py), in its order."""
 
 
 class _Model(BaseModel):
