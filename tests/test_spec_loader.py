@@ -280,12 +280,9 @@ def test_a_spec_file_over_one_mib_is_refused_before_parsing(tmp_path) -> None:
     ids=["flow-list", "block-list", "mapping", "total", "alias-bomb"],
 )
 def test_absurd_collections_fail_fast_with_a_located_error(text: str, expected: str) -> None:
-    import time
-
-    started = time.perf_counter()
+    # Fails fast by counting before building anything (bench/, not a timing assert, measures it).
     with pytest.raises(SpecError) as info:
         parse_spec(text, "s.yaml")
-    assert time.perf_counter() - started < 2.0
     assert str(info.value) == expected
 
 
