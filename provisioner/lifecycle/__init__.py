@@ -8,6 +8,17 @@ the Automation API), state (local cluster records), gc, events (rich / JSON line
 (SIGINT/SIGTERM held during purchases), cli (the up/down/status/outputs/ssh/burst commands).
 """
 
-from provisioner.lifecycle.bootstrap_ssh import BootstrapError, BootstrapResult, SshBootstrapper, SshTarget
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["BootstrapError", "BootstrapResult", "SshBootstrapper", "SshTarget"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `provisioner plan` registers the lifecycle commands without paying for their imports.
+    if name in __all__:
+        from provisioner.lifecycle import bootstrap_ssh
+
+        return getattr(bootstrap_ssh, name)
+    raise AttributeError(f"module 'provisioner.lifecycle' has no attribute {name!r}")
