@@ -299,7 +299,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     # bootstrap again over SSH, rendered with the addresses now known (one-off steps are skipped).
     ssh_nodes = [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
     if ssh_nodes:
-        _ssh_bootstrap(rt, remote, plan, secrets, by_name, ssh_nodes)
+        _ssh_bootstrap(rt, remote, plan, secrets, by_name, ssh_nodes, switch_paths(rt, provider, plan))
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
             f"every node ready", cluster=cluster_id)
     readiness.wait_ready(plan, remote, by_name, rt)
@@ -313,13 +313,34 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     return record
 
 
+def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[str]] | None:
+    """The provider's placement of the nodes ({node: [switch, ...]}, outermost first: AWS
+    DescribeInstanceTopology, GCE physical hosts) when it knows every node; else None (Slurm then
+    gets one flat switch). A provider that cannot tell is not an error."""
+    topology = getattr(provider, "topology", None)
+    if topology is None:
+        return None
+    try:
+        found: dict[str, list[str]] = topology(plan.cluster_id)
+    except ProvisionerError as exc:
+        rt.emit("warning", message=f"no switch topology from {plan.option.provider} ({exc}); Slurm gets one "
+                "flat switch", cluster=plan.cluster_id)
+        return None
+    names = {node.name for node in plan.nodes}
+    if set(found) != names:
+        return None
+    return found
+
+
 def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecrets, by_name: dict[str, Node],
-                   ssh_nodes: Sequence[PlanNode]) -> None:
-    """Render again with the nodes' addresses (now known) and run each role's script over SSH."""
+                   ssh_nodes: Sequence[PlanNode], topology: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Render again with the nodes' addresses (now known) and the provider's switch topology, and
+    run each role's script over SSH."""
     from provisioner.render import render_cluster
 
     addresses = {name: node.private_ip or node.public_ip or "" for name, node in by_name.items()}
-    rendered = render_cluster(plan, secrets, node_addresses={k: v for k, v in addresses.items() if v})
+    rendered = render_cluster(plan, secrets, node_addresses={k: v for k, v in addresses.items() if v},
+                              topology=topology)
     user = login_user(plan.option.provider)
     for node in ssh_nodes:  # head first: plan order
         target = ssh_target(by_name[node.name], user, node.name)
