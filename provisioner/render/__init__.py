@@ -96,7 +96,8 @@ def render_cluster(
     view = cluster_view(plan, topology=topology, slurmdbd=accounting)
     labels_of = getattr(k8s, "node_labels", None)
     node_labels = (
-        {node.name: labels_of(plan, node.index) for node in view.nodes} if labels_of is not None else {}
+        {node.name: labels_of(plan, node.index, (topology or {}).get(node.name)) for node in view.nodes}
+        if labels_of is not None else {}
     )
     files: dict[str, str] = {}
     slurm_files: dict[str, str] = {}

@@ -31,6 +31,7 @@ Fabric notes (what the launch Job asks for on each fabric):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,8 +122,13 @@ def _check_index(plan: Plan, node_index: int) -> None:
         raise ValueError(f"node index {node_index} out of range for {plan.option.nodes} node(s)")
 
 
-def node_labels(plan: Plan, node_index: int | None = None) -> dict[str, str]:
+def node_labels(plan: Plan, node_index: int | None = None,
+                switch_path: Sequence[str] | None = None) -> dict[str, str]:
     """Labels for the nodes of ``plan``, sorted by key; every value a valid label value.
+
+    ``switch_path`` (the node's switches, outermost first, from the provider's topology API)
+    replaces the placement-domain guess: the leaf switch becomes the rack label and the switch
+    above it the block label, which Kueue's topology-aware scheduling reads.
 
     Without ``node_index``: the labels every node shares (what one cloud-init file per
     role can carry). With it: those plus ``kubernetes.io/hostname`` and the node's role
@@ -155,6 +161,9 @@ def node_labels(plan: Plan, node_index: int | None = None) -> dict[str, str]:
     }
     if option.zone:
         labels["topology.kubernetes.io/zone"] = label_value(option.zone)
+    if switch_path:
+        labels[TOPOLOGY_RACK_LABEL] = label_value(switch_path[-1])
+        labels[TOPOLOGY_BLOCK_LABEL] = label_value(switch_path[-2] if len(switch_path) > 1 else switch_path[-1])
     if node_index is not None:
         labels[HOSTNAME_LABEL] = node_name(plan, node_index)
         labels[f"{LABEL_PREFIX}/role"] = "server" if node_index == 0 else "agent"
