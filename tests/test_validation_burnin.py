@@ -75,9 +75,10 @@ def test_cuda_path_runs_on_simulated_gpus() -> None:
     assert result.skipped is None
     assert [g.index for g in result.gpus] == [0, 1]
     assert fake.devices_used >= {"cuda:0", "cuda:1"}
-    for gpu in result.gpus:
-        assert gpu.matmul_burst_tflops and gpu.matmul_sustained_tflops and gpu.hbm_copy_tbps
-        assert gpu.h2d_gbps and gpu.d2h_gbps  # pinned copies measured per GPU on the CUDA path
+    for gpu in result.gpus:  # figures on a CPU are tiny (they may round to 0.0): measured, not judged
+        measured = (gpu.matmul_burst_tflops, gpu.matmul_sustained_tflops, gpu.hbm_copy_tbps, gpu.h2d_gbps,
+                    gpu.d2h_gbps)  # the pinned copies are measured per GPU on the CUDA path only
+        assert all(value is not None and value >= 0 for value in measured), measured
     assert result.nccl_gpus == 2 and result.nccl_busbw_gbps is not None and result.nccl_busbw_gbps > 0
     assert fake.calls["all_reduce"] == config.repeats + 1  # one warm-up, then the timed repeats
     assert fake.calls["pinned"] == 1
