@@ -12,7 +12,7 @@ import httpx
 import pytest
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.http import RetryPolicy
-from provisioner.providers.runpod.client import _graphql_error, map_error
+from provisioner.providers.runpod.client import RATE_LIMITS, _graphql_error, map_error
 from provisioner.providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 
 from provisioner.errors import (
@@ -238,7 +238,9 @@ def test_insufficient_balance_from_account_state(fake: RunPodFake) -> None:
 
 
 def test_delete_is_idempotent_and_scoped(fake: RunPodFake) -> None:
-    provider = adapter(fake)
+    # ~20 calls: at RunPod's published 0.8 req/s this test would spend 12 s queueing (the rate
+    # limits have their own contract test).
+    provider = adapter(fake, limits=RATE_LIMITS.scaled(50))
     provider.create_nodes("d", [spec("a"), spec("b")])
     provider.create_nodes("keep", [spec("a")])
     a = next(n for n in provider.get_nodes("d") if n.name == "a")
