@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ class Member:
     region: str = ""
 
 
-class Launcher:
+class Launcher(ABC):
     """What one adapter supplies for one ``create_nodes`` call. Subclasses override the first three.
 
     ``workers``: batches launched at once (1: in order). The optional hooks default to nothing.
@@ -72,20 +73,21 @@ class Launcher:
         self.provider = provider
         self.cluster_id = cluster_id
 
+    @abstractmethod
     def members(self) -> list[Member]:
         """The cluster's live (not terminating/terminated) instances. Read-only."""
-        raise NotImplementedError
 
+    @abstractmethod
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
         """Buy ``batch``; the new ids in the batch's order (fewer: capacity ran out part-way)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def terminate(self, ids: Sequence[str]) -> list[str]:
         """Delete ``ids`` (gone already is success); return the ids that could not be deleted."""
-        raise NotImplementedError
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:
         """Resolve everything the launches need before anything is bought (may raise)."""
+        return None  # optional hook: nothing by default
 
     def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
         """How the missing nodes are launched: one node per launch unless overridden."""
@@ -93,12 +95,15 @@ class Launcher:
 
     def adopt(self, member_id: str, spec: NodeSpec) -> None:
         """Make an unnamed member ``spec``'s node (e.g. rename it). Called from a launch thread."""
+        return None  # optional hook: nothing by default
 
     def finish(self) -> None:
         """Called once every batch launched; raise to roll the call back (e.g. a rename failed)."""
+        return None  # optional hook: nothing by default
 
     def abort(self) -> None:
         """Called before a rollback: stop background work that would touch the instances."""
+        return None  # optional hook: nothing by default
 
     def describe(self, batch: Sequence[NodeSpec]) -> str:
         spec = batch[0]
