@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from provisioner.providers.base import Node, NodeSpec, expiry_text, owner_id
+from provisioner.providers.orchestrate import with_note
 from provisioner.providers.runpod import naming
 from provisioner.providers.runpod.client import NAME
 from provisioner.providers.runpod.models import Cluster, Pod
@@ -163,7 +164,7 @@ def delete(adapter: RunPodProvider, cluster_id: str, node_ids: Sequence[str] | N
     errors: list[ProviderError] = []
     left = _delete_clusters(adapter, chosen, errors)
     if errors:
-        raise _with_note(errors[0], f"clusters not deleted: {', '.join(left)}")
+        raise with_note(errors[0], f"clusters not deleted: {', '.join(left)}")
     return handled
 
 
@@ -313,12 +314,6 @@ def _rolled_back(adapter: RunPodProvider, exc: ProviderError, cluster: Cluster, 
                  f"{adapter.base_url}/v2/clusters/{cluster.id})")
     else:
         note += " was deleted"
-    return _with_note(exc, note)
-
-
-def _with_note(exc: ProviderError, note: str) -> ProviderError:
-    from provisioner.providers.runpod.provider import _with_note as with_note
-
     return with_note(exc, note)
 
 

@@ -44,14 +44,14 @@ from provisioner.providers.base import (
     owner_id,
     parse_expiry,
 )
-from provisioner.providers.orchestrate import Launcher, Member, answer, create
+from provisioner.providers.orchestrate import Launcher, Member, answer, create, with_note
 from provisioner.providers.runpod import CAPABILITIES, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.catalog import load_bundled_catalog
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError
 from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.runpod")
@@ -107,15 +107,6 @@ class _Target(NamedTuple):
     gpus: int
     cloud: str
     bid_per_gpu: float | None
-
-
-def _with_note(exc: ProviderError, note: str) -> ProviderError:
-    """The same kind of error as ``exc``, its message followed by ``note``."""
-    if isinstance(exc, ProviderAPIError):
-        return ProviderAPIError(exc.provider, exc.status, f"{exc.detail}; {note}")
-    if isinstance(exc, RateLimitError):
-        return RateLimitError(exc.provider, f"{exc.message}; {note}", exc.retry_after_s)
-    return type(exc)(exc.provider, f"{exc.message}; {note}")
 
 
 class RunPodProvider(RestAdapter[RunPodClient]):
@@ -374,7 +365,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         errors: list[ProviderError] = []
         left = self._delete_ids(ids, errors)
         if errors:
-            raise _with_note(errors[0], f"pods not deleted: {', '.join(left)}")
+            raise with_note(errors[0], f"pods not deleted: {', '.join(left)}")
 
     def _delete_ids(self, ids: Sequence[str], errors: list[ProviderError] | None = None) -> list[str]:
         left: list[str] = []
