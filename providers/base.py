@@ -224,6 +224,13 @@ class SupportsFirewall(Protocol):
 
 
 @runtime_checkable
+class SupportsTopology(Protocol):
+    def topology(self, cluster_id: str) -> dict[str, list[str]]:
+        """{node name: [switch, ...]} (outermost first) of the cluster's running nodes, as the
+        provider places them (AWS DescribeInstanceTopology, GCE physical hosts). Read-only."""
+
+
+@runtime_checkable
 class SupportsSshKeys(Protocol):
     def ensure_ssh_key(self, name: str, public_key: str) -> str:
         """Register the key if absent; return the provider's key id/name."""
@@ -243,6 +250,7 @@ __all__ = [
     "SupportsFirewall",
     "SupportsGc",
     "SupportsSshKeys",
+    "SupportsTopology",
     "expiry_label",
     "expiry_text",
     "owner_id",

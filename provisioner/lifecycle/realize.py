@@ -45,7 +45,7 @@ from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
 from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
 from provisioner.plan import Plan, PlanNode
-from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsTopology
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
@@ -317,11 +317,10 @@ def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[
     """The provider's placement of the nodes ({node: [switch, ...]}, outermost first: AWS
     DescribeInstanceTopology, GCE physical hosts) when it knows every node; else None (Slurm then
     gets one flat switch). A provider that cannot tell is not an error."""
-    topology = getattr(provider, "topology", None)
-    if topology is None:
+    if not isinstance(provider, SupportsTopology):
         return None
     try:
-        found: dict[str, list[str]] = topology(plan.cluster_id)
+        found = provider.topology(plan.cluster_id)
     except ProvisionerError as exc:
         rt.emit("warning", message=f"no switch topology from {plan.option.provider} ({exc}); Slurm gets one "
                 "flat switch", cluster=plan.cluster_id)
