@@ -30,11 +30,17 @@ class Capability(StrEnum):
     SSH_BOOTSTRAP = "ssh_bootstrap"
     """Gives SSH access after boot so the bootstrap runs over SSH (``Bootstrap.SSH``)."""
     TAGS = "tags"
+    RESERVATION = "reservation"
+    """Buys a reservation ahead of the run and launches into it (AWS EC2 Capacity Blocks for ML, asked
+    by ``NodeSpec.capacity_block_hours``); the optimizer ranks such offers only when the spec sets
+    ``pricing.reservations``."""
     SHARED_FS = "shared_fs"
 
 
 class Purchase(StrEnum):
-    """How an offer is bought. RESERVATION and SALES are quote-only: never ranked, never planned."""
+    """How an offer is bought. RESERVATION and SALES are quote-only (listed, never ranked), except a
+    reservation with a known block length (``Offer.block_hours``) when the spec sets
+    ``pricing.reservations`` and the provider's adapter declares ``Capability.RESERVATION``."""
 
     INSTANCE = "instance"
     POD = "pod"

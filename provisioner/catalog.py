@@ -187,6 +187,10 @@ def load_columnar(path: Path, *, origin: str | None = None) -> TableCatalog:
         providers = {str(k): ProviderInfo.model_validate(v) for k, v in dict(meta["providers"]).items()}
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogError(f"{origin}: providers: {' '.join(str(exc).split())[:200]}") from None
+    if "block_hours" not in values and "gpus" in values:  # files written before Capacity Blocks: none is a block
+        values["block_hours"] = np.zeros(len(values["gpus"]), dtype=np.int32)
+        values["block_start"] = np.full(len(values["gpus"]), -1, dtype=np.int32)
+        names["block_start"] = np.array([], "S1")
     for name in COLUMNS:
         column = values.get(name)
         if column is not None and (column.ndim != 1 or column.dtype.kind not in "iufb"):

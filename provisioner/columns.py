@@ -29,6 +29,7 @@ from provisioner.costs import FABRICS
 from provisioner.money import to_micro, to_nano
 from provisioner.offer import (
     MAX_BILLING_S,
+    MAX_BLOCK_HOURS,
     MAX_GPUS_PER_NODE,
     MAX_INTERRUPTIONS_PER_NODE_HOUR,
     MAX_NODES_PER_OFFER,
@@ -47,9 +48,9 @@ ENUMS: dict[str, tuple[Any, ...]] = {
 }
 IDS = ("provider", "instance_type", "region", "zone", "gpu_model", "offer_id")
 """Identifier fields: dictionary-encoded, every distinct value checked against SAFE_ID."""
-TEXTS = ("interruption_basis", "how_to_obtain", "source")
+TEXTS = ("interruption_basis", "how_to_obtain", "source", "block_start")
 """Free-text fields: dictionary-encoded UTF-8, one printable line each."""
-OPTIONAL = frozenset({"zone", "offer_id", "how_to_obtain", "source"})
+OPTIONAL = frozenset({"zone", "offer_id", "how_to_obtain", "source", "block_start"})
 MAX_TEXT_BYTES = 2000
 
 # name -> (dtype, lowest, highest, lowest is exclusive); bounds from provisioner.offer.
@@ -67,6 +68,7 @@ NUMBERS: dict[str, tuple[str, float, float, bool]] = {
     "reliability": ("float64", 0, 1, False),
     "max_nodes": ("int32", 0, MAX_NODES_PER_OFFER, True),
     "min_nodes": ("int32", 0, MAX_NODES_PER_OFFER, True),
+    "block_hours": ("int32", 0, MAX_BLOCK_HOURS, False),
 }
 PRICES = {"price_per_hour_usd": "price_micro", "spot_price_per_hour_usd": "spot_price_micro"}
 """USD per node-hour -> int64 micro-USD column; -1 = not sold that way, else 1..MAX_PRICE."""

@@ -47,7 +47,7 @@ def fabric_accepts(wanted: Fabric, offered: Fabric) -> bool:
 class Stage(IntEnum):
     """Checks in the order they run; a higher stage means the candidate got further.
 
-    Stages 1-14 depend on the offer only, 15-19 on the pricing variant too. What an offer
+    Stages 1-14 depend on the offer only, 15-20 on the pricing variant too. What an offer
     *is* comes first, then whether this installation can buy it (ADAPTER), then what it
     costs: "too expensive" is reported only for options that could otherwise be bought.
     """
@@ -74,6 +74,9 @@ class Stage(IntEnum):
     QUOTA = 19
     """Last, out of order, so the numbers of the stages above stay what plan files say: an option
     within every budget that needs more of an account quota than ``catalog refresh`` found left."""
+    BLOCK_HOURS = 20
+    """Appended like QUOTA: a reservation bought as one block (``Offer.block_hours``, ranked only under
+    ``pricing.reservations``) that ends before the run and the nodes' boot do."""
 
     @property
     def label(self) -> str:

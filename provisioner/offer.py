@@ -40,6 +40,8 @@ MAX_SIZE_GIB = 10_000_000.0
 MAX_BILLING_S = 31_622_400
 """A year (366 days): the coarsest billing increment or minimum a catalog may state."""
 MAX_INTERRUPTIONS_PER_NODE_HOUR = 1_000.0
+MAX_BLOCK_HOURS = 4_368
+"""The longest EC2 Capacity Block: 182 days."""
 
 Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False)]
 """A price per node-hour: exact, above zero (a zero price is never ranked as free), bounded."""
@@ -90,6 +92,11 @@ class Offer(BaseModel):
     bootstrap: Bootstrap = Field(Bootstrap.CLOUD_INIT, description="How a node runs the cluster bootstrap.")
     network: Network = Field(Network.PRIVATE, description="How nodes of one cluster reach each other.")
     how_to_obtain: str | None = Field(None, description="For quote-only products: how to get one (URL, steps).")
+    block_hours: int = Field(0, ge=0, le=MAX_BLOCK_HOURS, description=(
+        "A reservation sold as one block (AWS Capacity Block): its length in hours, paid upfront in full at "
+        "price_per_hour_usd per node-hour; 0: not a block."))
+    block_start: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+                                    description="When the block starts, ISO-8601 UTC (it ends block_hours later).")
     as_of: dt.date | None = Field(None, description="Price date when it differs from the provider's as_of.")
     source: str | None = Field(None, description="Where this offer came from when not the provider's source.")
     available: bool = True
@@ -173,6 +180,7 @@ class Catalog(BaseModel):
 
 
 __all__ = [
+    "MAX_BLOCK_HOURS",
     "MAX_PRICE_PER_HOUR_USD",
     "SAFE_ID",
     "SAFE_ID_PATTERN",

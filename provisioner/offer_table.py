@@ -149,15 +149,29 @@ def billed_seconds(p: Pricing) -> np.ndarray:
     return np.maximum(-(-run_s // inc) * inc, p.table["billing_minimum_s"][p.rows])
 
 
+def boot_seconds(infos: list[ProviderInfo]) -> np.ndarray:
+    """Each provider's boot minutes in whole seconds (half-even), by provider code."""
+    return np.array([round(spec_decimal(i.boot_minutes) * 60) for i in infos], dtype=np.int64)
+
+
 def boot_cents(p: Pricing) -> np.ndarray:
-    """Paid boot time: cluster hourly x the provider's boot minutes (read in whole seconds, half-even)."""
-    boot_s = np.array([round(spec_decimal(i.boot_minutes) * 60) for i in p.infos], dtype=np.int64)
-    return _cents_of(p.hourly_micro, boot_s[p.table["provider"][p.rows]], 3600)
+    """Paid boot time: cluster hourly x the provider's boot minutes (read in whole seconds, half-even).
+    None for a Capacity Block: its nodes boot inside the block already paid for."""
+    boot_s = boot_seconds(p.infos)[p.table["provider"][p.rows]]
+    return _cents_of(p.hourly_micro, np.where(p.table["block_hours"][p.rows] > 0, 0, boot_s), 3600)
+
+
+def block_fee_term(p: Pricing) -> np.ndarray:
+    """A Capacity Block's upfront fee: cluster hourly x the block's own hours (not the run's: the whole
+    block is paid before it starts, non-refundable), rounded once to cents; 0 for other offers."""
+    return _cents_of(p.hourly_micro, p.table["block_hours"][p.rows].astype(np.int64) * 3600, 3600)
 
 
 def compute_term(p: Pricing) -> np.ndarray:
-    """Cluster hourly x billed hours, rounded to cents, plus the boot time, rounded on its own."""
-    return _cents_of(p.hourly_micro, billed_seconds(p), 3600) + boot_cents(p)
+    """Cluster hourly x billed hours, rounded to cents, plus the boot time, rounded on its own; for a
+    Capacity Block, its upfront fee (``block_fee_term``)."""
+    run = _cents_of(p.hourly_micro, billed_seconds(p), 3600) + boot_cents(p)
+    return np.where(p.table["block_hours"][p.rows] > 0, block_fee_term(p), run)
 
 
 def storage_term(p: Pricing) -> np.ndarray:
@@ -384,7 +398,9 @@ def rank_table(
     ``capabilities`` maps provider -> what its adapter declares; a candidate needing a
     capability its adapter lacks is rejected at ``Stage.ADAPTER`` (None: no adapter gate).
     Quote-only products (reservation, sales) skip that stage and, when they pass everything
-    else, are marked ``quote``, never ranked. A candidate within every budget that needs more
+    else, are marked ``quote``, never ranked; a reservation sold as one block is ranked instead when
+    ``buyable_blocks`` says so, and rejected at ``Stage.BLOCK_HOURS`` when it ends before the run
+    and the boot do. A candidate within every budget that needs more
     of an account quota than its provider's ``ProviderInfo.quotas`` has left is rejected at
     ``Stage.QUOTA`` (quote-only products are not: their capacity is not drawn from it).
     Linear in ``len(table)`` plus a partial sort.
@@ -401,6 +417,10 @@ def rank_table(
     offer_stage, offer_sub, offer_nodes = offer_stages(spec, table, infos)
     alive = np.flatnonzero(offer_stage == 0)
     quote_only = np.isin(table["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])
+    blocks = buyable_blocks(spec, table, capabilities)
+    quote_only &= ~blocks
+    need_s = ceil_int(spec_decimal(spec.workload.hours) * 3600) + boot_seconds(infos)[table["provider"]]
+    short_block = blocks & (table["block_hours"].astype(np.int64) * 3600 < need_s)
     max_hourly = None if spec.pricing.max_hourly_usd is None else floor_units(
         Decimal(spec.pricing.max_hourly_usd), MICRO)
     max_total = None if spec.pricing.max_total_usd is None else floor_units(Decimal(spec.pricing.max_total_usd), CENTS)
@@ -431,6 +451,7 @@ def rank_table(
             blocked = sold & (lacking >= 0) & ~quote_only[alive]
             late[blocked] = Stage.ADAPTER
             late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
+        late[(late == 0) & short_block[alive]] = Stage.BLOCK_HOURS
         go = late == 0
         rows = alive[go]
         h = nodes[go].astype(np.int64) * price[go]
@@ -459,7 +480,7 @@ def rank_table(
         if max_hourly is not None:
             money_stage[h > max_hourly] = Stage.MAX_HOURLY
         short = quota_refusals(table, rows, ctx.nodes, spot, infos)
-        over = (money_stage == 0) & (short >= 0) & ~quote_only[rows]
+        over = (money_stage == 0) & (short >= 0) & ~quote_only[rows] & ~blocks[rows]  # blocks: own capacity
         money_stage[over] = Stage.QUOTA
         late_sub[np.flatnonzero(go)[over]] = short[over]
         late[go] = money_stage
@@ -475,6 +496,20 @@ def rank_table(
                    order=order, feasible_count=len(ranked), extra={"quotas": [info.quotas or [] for info in infos]})
 
 
+def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilities | None) -> np.ndarray:
+    """Per offer: a reservation sold as one block that is ranked, not quoted: the spec sets
+    ``pricing.reservations``, the block's length is known and the provider's adapter declares
+    ``Capability.RESERVATION`` (every provider when there is no adapter gate)."""
+    if not spec.pricing.reservations:
+        return np.zeros(len(table), dtype=bool)
+    found = (table["purchase"] == ENUMS["purchase"].index(Purchase.RESERVATION)) & (table["block_hours"] > 0)
+    if capabilities is not None:
+        has = np.array([Capability.RESERVATION in capabilities.get(p, frozenset())
+                        for p in table.dictionary("provider")], dtype=bool)
+        found &= has[table["provider"]] if len(has) else False
+    return found
+
+
 def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_rank: np.ndarray, n: int,
                keep: int) -> np.ndarray:
     """The best ``keep`` of ``cands``: total, then cluster hourly, then ``Offer.key``, then on-demand first."""
@@ -486,4 +521,4 @@ def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_ran
 
 
 __all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "TERMS", "Capabilities", "Pricing", "Ranking",
-           "needs_private_network", "quota_refusals", "rank_table"]
+           "block_fee_term", "buyable_blocks", "needs_private_network", "quota_refusals", "rank_table"]

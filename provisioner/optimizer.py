@@ -289,6 +289,12 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
         return _adapter_reason(sub, table)
     if code == Stage.QUOTA:
         return nodes_field, _quota_reason(sub, table, ranking, c)
+    if code == Stage.BLOCK_HOURS:
+        run = f"the {spec.workload.hours:g} h run plus the nodes' boot"
+        if row is None:
+            return "workload.hours", f"the reservation's block ends before {run}"
+        return "workload.hours", (f"the {int(num('block_hours'))} h {offer} block (paid upfront in full) ends "
+                                  f"before {run}")
     if code == Stage.MAX_HOURLY:
         budget = f"${spec.pricing.max_hourly_usd:,.2f}/h"
         if c is None:

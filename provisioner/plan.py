@@ -180,11 +180,13 @@ class PlanResult(BaseModel):
     def to_plan(self, rank: int = 1) -> Plan:
         """Freeze option ``rank`` into a Plan. Raises PlanError if there is no such option.
 
-        Quote-only products are never in ``options``, so they can never become a Plan.
+        Quote-only products are never in ``options``, so they can never become a Plan (a Capacity
+        Block ranked under ``pricing.reservations`` is an option, bought upfront when realized).
         """
         for option in self.options:
             if option.rank == rank:
-                if option.purchase.quote_only:  # unreachable through resolve_plan; kept as the contract
+                block = option.offer.block_hours > 0 and self.spec.pricing.reservations
+                if option.purchase.quote_only and not block:  # unreachable through resolve_plan; the contract
                     raise PlanError(f"option {rank} is quote-only ({option.purchase.value}); it cannot be planned")
                 return Plan(
                     spec=self.spec,

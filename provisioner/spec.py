@@ -219,6 +219,10 @@ class PricingSpec(_Model):
     mode: PricingMode = PricingMode.ON_DEMAND
     max_hourly_usd: Budget | None = Field(None, description="Cap on the cluster's hourly price (USD, exact).")
     max_total_usd: Budget | None = Field(None, description="Cap on the expected total cost (USD, exact).")
+    reservations: bool = Field(
+        False, description="Rank reservations the adapter can buy (AWS EC2 Capacity Blocks for ML: a block of "
+        "whole days, paid upfront and non-refundable, starting at the offering's start time) next to the other "
+        "options; false lists them under Quote only.")
 
 
 class ReliabilitySpec(_Model):

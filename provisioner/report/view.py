@@ -218,8 +218,18 @@ def winner_summary(option: Option) -> str:
         f"{option.provider} {option.instance_type} in {option.region}{zone}: "
         f"{option.nodes} x {gpu_label(option.gpu_model, option.gpus_per_node)}, "
         f"{pricing_label(option)}, {usd(option.hourly_usd)}/h ({usd(facts.usd_per_gpu_hour(option))}/GPU-h), "
-        f"{usd(option.cost.total)} expected total{nodes}"
+        f"{usd(option.cost.total)} expected total{nodes}{block_words(option)}"
     )
+
+
+def block_words(option: Option) -> str:
+    """For a Capacity Block: when it starts and that its fee is paid upfront, non-refundable."""
+    offer = option.offer
+    if not offer.block_hours:
+        return ""
+    start = f" from {offer.block_start}" if offer.block_start else ""
+    return (f"; a reserved block of {offer.block_hours} h{start} ({offer.offer_id or 'offering'}): "
+            f"{usd(option.cost.compute)} paid upfront for the whole block, non-refundable")
 
 
 def no_options_message(result: PlanResult) -> str:
