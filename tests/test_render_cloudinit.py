@@ -256,6 +256,11 @@ def test_slurm_daemons_per_role_and_slurmdbd() -> None:
     assert {"slurmctld", "slurmd", "slurmdbd", "munge"} <= set(head["packages"])
     assert "slurmctld" not in worker["packages"] and "slurmd" in worker["packages"]
     assert _file(head, "/etc/slurm/slurmdbd.conf")["permissions"] == "0600"
+    # slurmctld starts after slurmdbd answers and holds the cluster (ClusterName: '_' for '-').
+    steps = [" ".join(step) for step in head["runcmd"]]
+    dbd, ctld = steps.index("systemctl enable --now slurmdbd"), steps.index("systemctl restart slurmctld")
+    ready = [i for i, step in enumerate(steps) if "sacctmgr -i add cluster llm_pretrain" in step]
+    assert len(ready) == 1 and dbd < ready[0] < ctld
     assert _file(worker, "/etc/munge/munge.key") == {
         "path": "/etc/munge/munge.key", "encoding": "b64", "owner": "munge:munge",
         "permissions": "0400", "defer": True, "content": MUNGE}

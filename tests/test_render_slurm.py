@@ -142,7 +142,8 @@ def test_bad_topology_is_a_plan_error(topology: dict[str, list[str]], message: s
 def test_slurmdbd_when_enabled() -> None:
     files = render_cluster(make_plan(nodes=2), CANARY, slurmdbd=True)
     assert "AccountingStorageType=accounting_storage/slurmdbd" in conf_lines(files["slurm/slurm.conf"])
-    assert "DbdHost=llm-pretrain-0" in conf_lines(files["slurm/slurmdbd.conf"])
+    assert "AccountingStorageHost=llm-pretrain-0" in conf_lines(files["slurm/slurm.conf"])
+    assert "DbdHost=localhost" in conf_lines(files["slurm/slurmdbd.conf"])  # whatever the head's hostname
     assert not any("Pass" in line for line in conf_lines(files["slurm/slurmdbd.conf"]))
 
 

@@ -126,6 +126,15 @@ def render_cloudinit(
         "bind": f"echo {shlex.quote(bind_line)} >> /etc/fstab && mount {shlex.quote(mount)}",
         "client": f"echo {shlex.quote(client_line)} >> /etc/fstab",
     }
+    # slurmctld starts only once slurmdbd answers (sacctmgr reaches it) and holds the cluster, so its
+    # first accounting messages go to a live slurmdbd instead of its queue. Slurm's ClusterName is
+    # the spec's name with '_' for '-' (slurm.conf.j2); "add cluster" fails when it exists already.
+    cluster = shlex.quote(view.name.replace("-", "_"))
+    slurmdbd_ready = (
+        "i=0; until out=$(sacctmgr -n -P list cluster format=cluster); do i=$((i+1)); "
+        "[ $i -lt 60 ] || exit 1; sleep 1; done; "
+        f"echo \"$out\" | grep -qx {cluster} || sacctmgr -i add cluster {cluster}"
+    )
     names = [node.name for node in view.nodes if node.role == role]
     common_labels, node_extra_labels = _split_labels(names, node_labels or {})
     authorized_keys = [key for key in (view.ssh_public_key, secrets.ssh_public_key) if key]
@@ -147,6 +156,7 @@ def render_cloudinit(
         k3s_install=k3s_install,
         k8s_manifests=sorted((k8s_manifests or {}).items()),
         nfs=nfs,
+        slurmdbd_ready=slurmdbd_ready,
     )
 
 

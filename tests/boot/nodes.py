@@ -35,13 +35,22 @@ IMAGE_PACKAGES = (
 GPU_DEVICES = 8
 # On this cgroup-v1 host nspawn mounts a node's cgroup tree read-only, so slurmd cannot make job
 # cgroups. The image (not the rendered config) adapts: before slurmd/slurmctld start, the node's
-# slurm.conf switches proctrack/cgroup -> proctrack/linuxproc and task/cgroup,task/affinity ->
-# task/affinity, the two settings that need writable cgroups. Every other line stays as rendered.
+# slurm.conf switches proctrack/cgroup -> proctrack/linuxproc, task/cgroup,task/affinity ->
+# task/affinity and jobacct_gather/cgroup (accounting) -> jobacct_gather/linux, the settings that
+# need writable cgroups. Every other line stays as rendered.
+# The real daemon keeps its own file name (under SLURM_REAL_DIR): Slurm decides which daemon it is
+# from argv[0]'s base name (run_in_daemon.c). Renamed (say slurmctld.real), slurmctld skips the
+# slurmdbd plugin's connection setup and dereferences NULL at its first accounting message
+# (slurm_persist_msg_pack <- slurmdbd_agent_send <- acct_storage_p_flush_jobs_on_cluster), and
+# slurmd reports no GPUs.
+SLURM_REAL_DIR = "/usr/lib/provisioner-test"
 SLURM_COMPAT = """#!/bin/sh
 # provisioner test image: this node cannot create cgroups (read-only cgroup v1 tree in nspawn).
 sed -i -e 's#^ProctrackType=proctrack/cgroup$#ProctrackType=proctrack/linuxproc#' \\
-       -e 's#^TaskPlugin=task/cgroup,task/affinity$#TaskPlugin=task/affinity#' /etc/slurm/slurm.conf 2>/dev/null
-exec "$0.real" "$@"
+       -e 's#^TaskPlugin=task/cgroup,task/affinity$#TaskPlugin=task/affinity#' \\
+       -e 's#^JobAcctGatherType=jobacct_gather/cgroup$#JobAcctGatherType=jobacct_gather/linux#' \\
+       /etc/slurm/slurm.conf 2>/dev/null
+exec {real_dir}/{daemon} "$@"
 """
 # A container pod's network comes up before its entrypoint, as a container runtime does it.
 # Its environment comes from a file: a pod's user data in one variable can exceed an argument's 128 KiB.
@@ -93,7 +102,8 @@ WantedBy=sysinit.target
 def build_image(cache: Path) -> Path:
     """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
     list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
-    recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, str(GPU_DEVICES), CLOUD_CFG))
+    recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, SLURM_REAL_DIR,
+                       str(GPU_DEVICES), CLOUD_CFG))
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     root = cache / f"node-{SUITE}-{key}"
     if (root / "etc" / "os-release").exists():
@@ -108,10 +118,12 @@ def build_image(cache: Path) -> Path:
                    capture_output=True, timeout=60)
     (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text(CLOUD_CFG)
     (partial / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+    real_dir = partial / SLURM_REAL_DIR.lstrip("/")
+    real_dir.mkdir(parents=True)
     for daemon in ("slurmd", "slurmctld"):
         binary = partial / "usr" / "sbin" / daemon
-        binary.rename(binary.with_name(f"{daemon}.real"))
-        binary.write_text(SLURM_COMPAT)
+        binary.rename(real_dir / daemon)
+        binary.write_text(SLURM_COMPAT.format(real_dir=SLURM_REAL_DIR, daemon=daemon))
         binary.chmod(0o755)
     # Debian starts mariadb and slurmdbd at boot by default; a node runs them only when its bootstrap says so.
     for unit in ("mariadb.service", "slurmdbd.service"):

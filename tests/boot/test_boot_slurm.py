@@ -3,10 +3,12 @@ systemd-nspawn machines of one Debian node image (what differs from a GPU VM: te
 
 Head ``boot-0`` (10.77.0.1) and worker ``boot-1`` (10.77.0.2) sit on a bridge in a network
 namespace the test creates; the namespace itself holds 10.77.0.254 (the spec's only allowed SSH
-source) and 10.77.0.253 (not allowed). After cloud-init finishes on both: ``sinfo`` on the head
-lists both nodes idle, ``srun -N2 hostname`` over SSH (the ``ml`` user, the cluster key) prints
-both names, and SSH from the address outside ``access.allowed_cidrs`` is dropped by the rendered
-node firewall while the allowed one and the other node get through. Then the worker's bootstrap as
+source) and 10.77.0.253 (not allowed). The spec turns ``slurm.accounting`` on, so the head also
+runs MariaDB and slurmdbd. After cloud-init finishes on both: ``sinfo`` on the head lists both
+nodes idle, ``srun -N2 hostname`` over SSH (the ``ml`` user, the cluster key) prints both names,
+``sacct`` lists that job COMPLETED on 2 nodes (from slurmdbd's database), and SSH from the address
+outside ``access.allowed_cidrs`` is dropped by the rendered node firewall while the allowed one
+and the other node get through. Then the worker's bootstrap as
 a script runs over SSH (lifecycle.bootstrap_ssh, as `ml` with sudo) twice: the second run skips
 every one-off step, and Slurm still spans both nodes.
 """
@@ -41,7 +43,7 @@ ALLOWED, DENIED = "10.77.0.254", "10.77.0.253"
 def cluster(node_image: Path, host_resources: tuple[int, int],
             ) -> Iterator[tuple[dict[str, Machine], Netns, Path, dict[str, str]]]:
     cpus, memory_mib = host_resources
-    plan = make_plan({"name": "boot", "storage": {"shared": {"kind": "none"}},
+    plan = make_plan({"name": "boot", "storage": {"shared": {"kind": "none"}}, "slurm": {"accounting": True},
                       "access": {"allowed_cidrs": [f"{ALLOWED}/32"]}},
                      nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024)
     secrets = ClusterSecrets.generate()
@@ -108,6 +110,18 @@ def test_two_nodes_boot_into_one_slurm_cluster(
     srun = _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[0]], "srun -N2 --immediate=60 hostname")
     assert srun.returncode == 0, srun.stderr
     assert sorted(srun.stdout.split()) == sorted(NAMES)
+
+    # Accounting: slurmctld records the job in slurmdbd (asynchronously, through its agent queue).
+    def job_in_sacct() -> tuple[bool, str]:
+        out = _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[0]], "sacct -n -X -P -o JobID,JobName,State,NNodes")
+        return out.stdout.split() == ["1|hostname|COMPLETED|2"], out.stdout + out.stderr
+
+    try:
+        wait_for(job_in_sacct, "sacct to list the srun job", 60)
+    except AssertionError:
+        logs = head.exec("sh", "-c", "tail -n 30 /var/log/slurm/slurmctld.log /var/log/slurm/slurmdbd.log").stdout
+        raise AssertionError(logs) from None
+    assert head.exec("sacctmgr", "-n", "-P", "list", "cluster", "format=cluster").stdout.split() == ["boot"]
 
     # The node firewall: SSH only from access.allowed_cidrs and the cluster's own nodes.
     assert _ssh(netns, key, ALLOWED, ADDRESSES[NAMES[1]], "hostname").stdout.strip() == NAMES[1]

@@ -259,7 +259,7 @@ put_file /etc/slurm/slurm.conf 0644 root:root <<'PROVISIONER_B64'
 IyBzbHVybS5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbjogMiB4IHA1LjQ4eGxhcmdlIChhd3MgdXMtZWFzdC0xKQojIFJlbmRlcmVkIGJ5IHByb3Zpc2lvbmVyIGZyb20gcGxhbi5qc29uOyBlZGl0IHRoZSBzcGVjLCBub3QgdGhpcyBmaWxlLgpDbHVzdGVyTmFtZT1sbG1fcHJldHJhaW4KU2x1cm1jdGxkSG9zdD1sbG0tcHJldHJhaW4tMApTbHVybVVzZXI9c2x1cm0KU2x1cm1kVXNlcj1yb290CkF1dGhUeXBlPWF1dGgvbXVuZ2UKQ3JlZFR5cGU9Y3JlZC9tdW5nZQpTbHVybWN0bGRQb3J0PTY4MTcKU2x1cm1kUG9ydD02ODE4ClN0YXRlU2F2ZUxvY2F0aW9uPS92YXIvc3Bvb2wvc2x1cm1jdGxkClNsdXJtZFNwb29sRGlyPS92YXIvc3Bvb2wvc2x1cm1kClNsdXJtY3RsZFBpZEZpbGU9L3J1bi9zbHVybWN0bGQucGlkClNsdXJtZFBpZEZpbGU9L3J1bi9zbHVybWQucGlkClNsdXJtY3RsZExvZ0ZpbGU9L3Zhci9sb2cvc2x1cm0vc2x1cm1jdGxkLmxvZwpTbHVybWRMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtZC5sb2cKUHJvY3RyYWNrVHlwZT1wcm9jdHJhY2svY2dyb3VwClRhc2tQbHVnaW49dGFzay9jZ3JvdXAsdGFzay9hZmZpbml0eQpSZXR1cm5Ub1NlcnZpY2U9MgpTY2hlZHVsZXJUeXBlPXNjaGVkL2JhY2tmaWxsClNlbGVjdFR5cGU9c2VsZWN0L2NvbnNfdHJlcwpTZWxlY3RUeXBlUGFyYW1ldGVycz1DUl9Db3JlX01lbW9yeQpNcGlEZWZhdWx0PW5vbmUKUHJvcGFnYXRlUmVzb3VyY2VMaW1pdHNFeGNlcHQ9TUVNTE9DSwpKb2JDb21wVHlwZT1qb2Jjb21wL25vbmUKQWNjb3VudGluZ1N0b3JhZ2VUeXBlPWFjY291bnRpbmdfc3RvcmFnZS9zbHVybWRiZApBY2NvdW50aW5nU3RvcmFnZUhvc3Q9bGxtLXByZXRyYWluLTAKQWNjb3VudGluZ1N0b3JhZ2VUUkVTPWdyZXMvZ3B1CkpvYkFjY3RHYXRoZXJUeXBlPWpvYmFjY3RfZ2F0aGVyL2Nncm91cApUb3BvbG9neVBsdWdpbj10b3BvbG9neS90cmVlCkdyZXNUeXBlcz1ncHUKRXBpbG9nPS9ldGMvc2x1cm0vZXBpbG9nLnNoCktpbGxXYWl0PTMwClVua2lsbGFibGVTdGVwVGltZW91dD0xODAKU2x1cm1jdGxkVGltZW91dD0xMjAKU2x1cm1kVGltZW91dD0zMDAKIyBDUFVzIGFuZCBSZWFsTWVtb3J5IChNaUIsIE9TIGhlYWRyb29tIGtlcHQgYmFjaykgY29tZSBmcm9tIHRoZSBwcmljZWQgb2ZmZXIuCk5vZGVOYW1lPWxsbS1wcmV0cmFpbi1bMC0xXSBDUFVzPTE5MiBSZWFsTWVtb3J5PTE5OTIyOTQgR3Jlcz1ncHU6aDEwMDo4IFN0YXRlPVVOS05PV04KUGFydGl0aW9uTmFtZT1ncHUgTm9kZXM9QUxMIERlZmF1bHQ9WUVTIE1heFRpbWU9SU5GSU5JVEUgU3RhdGU9VVAK
 PROVISIONER_B64
 put_file /etc/slurm/slurmdbd.conf 0600 slurm:slurm <<'PROVISIONER_B64'
-IyBzbHVybWRiZC5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbjogYWNjb3VudGluZyBpbiBhIE1hcmlhREIgb24gdGhlIGhlYWQgbm9kZS4KIyBUaGUgZGF0YWJhc2UgaXMgcmVhY2hlZCBvdmVyIGl0cyBsb2NhbCBzb2NrZXQgYXMgdGhlIHNsdXJtIHVuaXggdXNlciwgc28gbm8gcGFzc3dvcmQgaXMgc3RvcmVkIGhlcmUuCkRiZEhvc3Q9bGxtLXByZXRyYWluLTAKRGJkUG9ydD02ODE5ClNsdXJtVXNlcj1zbHVybQpTdG9yYWdlVHlwZT1hY2NvdW50aW5nX3N0b3JhZ2UvbXlzcWwKU3RvcmFnZUhvc3Q9bG9jYWxob3N0ClN0b3JhZ2VMb2M9c2x1cm1fYWNjdF9kYgpTdG9yYWdlVXNlcj1zbHVybQpMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtZGJkLmxvZwpQaWRGaWxlPS9ydW4vc2x1cm1kYmQucGlkCg==
+IyBzbHVybWRiZC5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbjogYWNjb3VudGluZyBpbiBhIE1hcmlhREIgb24gdGhlIGhlYWQgbm9kZS4KIyBUaGUgZGF0YWJhc2UgaXMgcmVhY2hlZCBvdmVyIGl0cyBsb2NhbCBzb2NrZXQgYXMgdGhlIHNsdXJtIHVuaXggdXNlciwgc28gbm8gcGFzc3dvcmQgaXMgc3RvcmVkIGhlcmUuCiMgc2x1cm1kYmQgcnVucyBvbmx5IHdoZXJlIERiZEhvc3QgbmFtZXMgdGhpcyBob3N0OyBsb2NhbGhvc3QgYWx3YXlzIGRvZXMsIHdoYXRldmVyIGhvc3RuYW1lIHRoZQojIHByb3ZpZGVyIGxlZnQgKHNsdXJtY3RsZCByZWFjaGVzIGl0IGF0IEFjY291bnRpbmdTdG9yYWdlSG9zdCBpbiBzbHVybS5jb25mKS4KRGJkSG9zdD1sb2NhbGhvc3QKRGJkUG9ydD02ODE5ClNsdXJtVXNlcj1zbHVybQpTdG9yYWdlVHlwZT1hY2NvdW50aW5nX3N0b3JhZ2UvbXlzcWwKU3RvcmFnZUhvc3Q9bG9jYWxob3N0ClN0b3JhZ2VMb2M9c2x1cm1fYWNjdF9kYgpTdG9yYWdlVXNlcj1zbHVybQpMb2dGaWxlPS92YXIvbG9nL3NsdXJtL3NsdXJtZGJkLmxvZwpQaWRGaWxlPS9ydW4vc2x1cm1kYmQucGlkCg==
 PROVISIONER_B64
 put_file /etc/slurm/topology.conf 0644 root:root <<'PROVISIONER_B64'
 IyB0b3BvbG9neS5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbiAodG9wb2xvZ3kvdHJlZSkuClN3aXRjaE5hbWU9c3cwIE5vZGVzPWxsbS1wcmV0cmFpbi0wLGxsbS1wcmV0cmFpbi0xCg==
@@ -309,17 +309,20 @@ fi
 if begin_step 15-systemctl 1; then
     if systemctl enable --now slurmdbd; then end_step 15-systemctl; else fail_step 15-systemctl $? 0; fi
 fi
-if begin_step 16-systemctl 1; then
-    if systemctl enable slurmctld; then end_step 16-systemctl; else fail_step 16-systemctl $? 0; fi
+if begin_step 16-sh 0; then
+    if sh -c 'i=0; until out=$(sacctmgr -n -P list cluster format=cluster); do i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; echo "$out" | grep -qx llm_pretrain || sacctmgr -i add cluster llm_pretrain'; then end_step 16-sh; else fail_step 16-sh $? 0; fi
 fi
 if begin_step 17-systemctl 1; then
-    if systemctl restart slurmctld; then end_step 17-systemctl; else fail_step 17-systemctl $? 0; fi
+    if systemctl enable slurmctld; then end_step 17-systemctl; else fail_step 17-systemctl $? 0; fi
 fi
 if begin_step 18-systemctl 1; then
-    if systemctl enable slurmd; then end_step 18-systemctl; else fail_step 18-systemctl $? 0; fi
+    if systemctl restart slurmctld; then end_step 18-systemctl; else fail_step 18-systemctl $? 0; fi
 fi
 if begin_step 19-systemctl 1; then
-    if systemctl restart slurmd; then end_step 19-systemctl; else fail_step 19-systemctl $? 0; fi
+    if systemctl enable slurmd; then end_step 19-systemctl; else fail_step 19-systemctl $? 0; fi
+fi
+if begin_step 20-systemctl 1; then
+    if systemctl restart slurmd; then end_step 20-systemctl; else fail_step 20-systemctl $? 0; fi
 fi
 if [ "$FAILED" = 0 ]; then
     log 'provisioner: head node of llm-pretrain bootstrapped'
