@@ -1,32 +1,20 @@
 """The `provisioner` command line: a thin shell around the pure core.
 
-Every ProvisionerError becomes one line on stderr and its exit code (2 for a bad spec
-or catalog, 3 for an unplannable spec, 4 for a provider failure); usage mistakes exit 2.
-Heavy modules are imported inside commands so `provisioner plan` starts fast.
+Every ProvisionerError becomes one line on stderr and its exit code (2 for a bad spec,
+catalog or command line, 3 for an unplannable spec, 4 for a provider failure). The parser is
+the standard library's argparse (provisioner/cliargs.py) and heavy modules are imported inside
+commands, so `provisioner plan` starts fast.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
 
-import typer
+from provisioner import cliargs
+from provisioner.errors import ProvisionerError, SpecError, UsageError
 
-from provisioner.errors import ProvisionerError, SpecError
-from provisioner.lifecycle.cli import register as register_lifecycle  # typer only; the engines load on use
-from provisioner.validation.cli import node_app, validate  # typer only; the checks load on use
-
-app = typer.Typer(
-    name="provisioner",
-    help="Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-catalog_app = typer.Typer(help="List the offer catalog, or refresh it from the providers' live APIs.")
-app.add_typer(catalog_app, name="catalog")
+DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
 
@@ -38,38 +26,28 @@ def _echo(text: str, output: Path | None) -> None:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise typer.BadParameter(f"cannot write {output}: {exc.strerror or exc}", param_hint="--output") from None
-        typer.echo(f"wrote {output}", err=True)
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}", option="--output") from None
+        print(f"wrote {output}", file=sys.stderr)
 
 
 def _check_writable(path: Path | None, option: str) -> None:
     """Fail before planning, not after, when an output file's folder is missing."""
     if path is not None and not path.parent.is_dir():
-        raise typer.BadParameter(f"folder {path.parent} does not exist", param_hint=option)
+        raise UsageError(f"folder {path.parent} does not exist", option=option)
     if path is not None and path.is_dir():
-        raise typer.BadParameter(f"{path} is a folder, not a file", param_hint=option)
+        raise UsageError(f"{path} is a folder, not a file", option=option)
 
 
-@app.command()
-def plan(
-    specs: Annotated[list[Path], typer.Argument(metavar="SPEC...", help="Spec file(s) (YAML).", show_default=False)],
-    catalog: Annotated[Path | None, typer.Option(help="Catalog file to use instead of the cache/bundled one.")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="table | json | csv | markdown | html")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
-    top: Annotated[int, typer.Option(min=1, help="Show this many ranked options.")] = 10,
-    explain: Annotated[bool, typer.Option(help="List every rejected offer with its reason.")] = False,
-    save_plan: Annotated[Path | None, typer.Option(help="Freeze the winning option into a plan file.")] = None,
-) -> None:
+def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", output: Path | None = None,
+         top: int = 10, explain: bool = False, save_plan: Path | None = None) -> int:
     """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing.
 
     With several specs each gets its report or its one error line; the exit code is the worst.
     """
-    if format not in FORMATS:
-        raise typer.BadParameter(f"must be one of {', '.join(FORMATS)}", param_hint="--format")
     if format in ("html", "csv") and len(specs) > 1:
-        raise typer.BadParameter("html and csv take one spec at a time", param_hint="--format")
+        raise UsageError("html and csv take one spec at a time", option="--format")
     if save_plan and len(specs) != 1:
-        raise typer.BadParameter("needs exactly one spec", param_hint="--save-plan")
+        raise UsageError("needs exactly one spec", option="--save-plan")
     _check_writable(output, "--output")
     _check_writable(save_plan, "--save-plan")
     from provisioner.workflow import plan_report
@@ -83,7 +61,7 @@ def plan(
         except ProvisionerError as exc:
             if len(specs) == 1 and not _explained(exc):
                 raise
-            typer.echo(error_line(exc), err=True)
+            print(error_line(exc), file=sys.stderr)
             worst = max(worst, exc.exit_code)
             if _explained(exc):
                 reports.append(str(exc.report))  # type: ignore[attr-defined]
@@ -92,9 +70,8 @@ def plan(
     if reports:
         _echo(_join_reports(reports, format, several=len(specs) > 1), output)
     if save_plan and not worst:
-        typer.echo(f"saved plan to {save_plan}", err=True)
-    if worst:
-        raise typer.Exit(worst)
+        print(f"saved plan to {save_plan}", file=sys.stderr)
+    return worst
 
 
 def _explained(exc: ProvisionerError) -> bool:
@@ -117,7 +94,6 @@ def _join_reports(reports: list[str], fmt: str, *, several: bool) -> str:
     return "[\n" + ",\n".join(items) + "\n]\n"
 
 
-@app.command()
 def schema() -> None:
     """Print the spec's JSON Schema (point your editor's YAML language server at it)."""
     import json
@@ -127,18 +103,10 @@ def schema() -> None:
     document = ClusterSpec.model_json_schema()
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "provisioner cluster spec"
-    typer.echo(json.dumps(document, indent=2))
+    print(json.dumps(document, indent=2))
 
 
-@app.command()
-def render(
-    source: Annotated[Path, typer.Argument(help="A spec (YAML) or a saved plan (JSON).")],
-    out: Annotated[Path, typer.Option("--out", help="Directory to write the files into.")],
-    catalog: Annotated[Path | None, typer.Option(help="Catalog used when SOURCE is a spec.")] = None,
-    topology: Annotated[Path | None, typer.Option(
-        help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, outermost first, "
-             "for Slurm's topology.conf (default: one flat switch).")] = None,
-) -> None:
+def render(source: Path, out: Path, catalog: Path | None = None, topology: Path | None = None) -> None:
     """Write every file the cluster needs: cloud-init and bootstrap script per role, Slurm or Kubernetes
     configs, job helpers. Cluster secrets are kept (0600) beside a saved plan (PLAN.secrets.json) or in
     OUT/.cluster-secrets.json for a spec, and reused on the next render."""
@@ -151,97 +119,113 @@ def render(
     written = render_to_dir(plan, out, secrets_file=secrets_file,
                             topology=load_topology(topology) if topology else None)
     for path in written:
-        typer.echo(str(path))
-    typer.echo(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", err=True)
+        print(path)
+    print(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", file=sys.stderr)
 
 
-@catalog_app.callback(invoke_without_command=True)
-def catalog_list(
-    ctx: typer.Context,
-    provider: Annotated[str | None, typer.Option(help="Only this provider.")] = None,
-    gpu: Annotated[str | None, typer.Option(help="Only this GPU model, e.g. H100.")] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="table | json")] = "table",
-    catalog: Annotated[Path | None, typer.Option(help="Catalog file to list.")] = None,
-) -> None:
-    """List offers from the catalog in use (the refreshed cache if present, else the bundled one)."""
-    if ctx.invoked_subcommand is not None:
-        return
+def catalog_list(provider: str | None = None, gpu: str | None = None, format: str = "table",
+                 catalog: Path | None = None) -> None:
+    """List the offer catalog (the refreshed cache if present, else the bundled one), or refresh it.
+
+    `provisioner catalog refresh` fetches live offers from the providers' APIs.
+    """
+    from provisioner.spec import PROVIDER_NAMES
     from provisioner.workflow import catalog_listing
 
-    if format not in ("table", "json"):
-        raise typer.BadParameter("must be table or json", param_hint="--format")
-    from provisioner.spec import PROVIDER_NAMES
 
     if provider is not None and provider not in PROVIDER_NAMES:
         hint = f"did you mean {provider.lower()!r}? " if provider.lower() in PROVIDER_NAMES else ""
-        raise typer.BadParameter(f"unknown provider {provider!r}; {hint}known: {', '.join(PROVIDER_NAMES)}",
-                                 param_hint="--provider")
+        raise UsageError(f"unknown provider {provider!r}; {hint}known: {', '.join(PROVIDER_NAMES)}",
+                         option="--provider")
     _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
 
 
-@catalog_app.command("refresh")
-def catalog_refresh(
-    provider: Annotated[list[str] | None, typer.Option(help="Refresh only these providers.")] = None,
-) -> None:
+def catalog_refresh(provider: list[str] | None = None) -> None:
     """Fetch live offers from the providers' APIs and write the dated cache `plan` then uses."""
     from provisioner.refresh import refresh_catalog
 
     result = refresh_catalog(provider or None)
-    typer.echo(result.summary)
+    print(result.summary)
     result.raise_for_failures()
 
 
-app.command("validate")(validate)
-
-
-@app.command("gc")
-def gc(
-    provider: Annotated[str | None, typer.Option(help="Only this provider (default: every one with credentials).")]
-    = None,
-    cluster: Annotated[str | None, typer.Option(help="Only this cluster, collected whatever its record says.")]
-    = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Delete what is found (default: only list it).")] = False,
-) -> None:
+def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False) -> int:
     """List (or with --yes delete) nodes the tool made that have no local record or whose expiry passed."""
     from provisioner.lifecycle.gc import collect_garbage
 
     try:
         report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--provider") from None
-    typer.echo(report.render())
-    raise typer.Exit(report.exit_code)
-app.add_typer(node_app, name="node")
-register_lifecycle(app)  # up, down, status, outputs, ssh, burst (provisioner/lifecycle/cli.py)
+        raise UsageError(str(exc), option="--provider") from None
+    print(report.render())
+    return report.exit_code
 
 
-def _typer_exception(name: str) -> type[BaseException]:
-    """Click's exception ``name`` as this typer raises it.
+def build_parser() -> cliargs.Parser:
+    """The whole command line: every command, its options and the handler that runs it."""
+    from provisioner.lifecycle.cli import add_commands as add_lifecycle  # argparse only; engines load on use
+    from provisioner.validation.cli import add_node_commands, add_validate  # argparse only; checks load on use
 
-    typer >= 0.16 vendors click (``typer._click``) and no longer installs it; older typer uses the
-    real click. Both put ``ClickException``/``UsageError`` in ``typer.BadParameter``'s MRO, so
-    importing click is never needed (a runtime-only install has none).
-    """
-    for cls in typer.BadParameter.__mro__:
-        if cls.__name__ == name:
-            return cls
-    raise LookupError(name)  # pragma: no cover - every typer since 0.9 has both
+    parser = cliargs.Parser(prog="provisioner", description=DESCRIPTION)
+    group = cliargs.commands(parser)
+
+    cmd = cliargs.command(group, "plan", plan)
+    cmd.add_argument("specs", nargs="+", type=Path, metavar="SPEC", help="Spec file(s) (YAML).")
+    cmd.add_argument("--catalog", type=Path, help="Catalog file to use instead of the cache/bundled one.")
+    cmd.add_argument("--format", "-f", choices=FORMATS, default="table", help="Report format (default: table).")
+    cmd.add_argument("--output", "-o", type=Path, help="Write the report here.")
+    cmd.add_argument("--top", type=cliargs.int_range(1), default=10, help="Show this many ranked options (10).")
+    cliargs.flag(cmd, "--explain", "List every rejected offer with its reason.")
+    cmd.add_argument("--save-plan", type=Path, help="Freeze the winning option into a plan file.")
+
+    cliargs.command(group, "schema", schema)
+
+    cmd = cliargs.command(group, "render", render)
+    cmd.add_argument("source", type=Path, metavar="SOURCE", help="A spec (YAML) or a saved plan (JSON).")
+    cmd.add_argument("--out", type=Path, required=True, help="Directory to write the files into.")
+    cmd.add_argument("--catalog", type=Path, help="Catalog used when SOURCE is a spec.")
+    cmd.add_argument("--topology", type=Path, help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, "
+                     "outermost first, for Slurm's topology.conf (default: one flat switch).")
+
+    cmd = cliargs.command(group, "catalog", catalog_list)
+    cmd.add_argument("--provider", help="Only this provider.")
+    cmd.add_argument("--gpu", help="Only this GPU model, e.g. H100.")
+    cmd.add_argument("--format", "-f", choices=("table", "json"), default="table", help="Listing format.")
+    cmd.add_argument("--catalog", type=Path, help="Catalog file to list.")
+    refresh = cliargs.command(cliargs.commands(cmd), "refresh", catalog_refresh)
+    refresh.add_argument("--provider", action="append", help="Refresh only this provider (repeatable).")
+
+    add_validate(group)
+
+    cmd = cliargs.command(group, "gc", gc)
+    cmd.add_argument("--provider", help="Only this provider (default: every one with credentials).")
+    cmd.add_argument("--cluster", help="Only this cluster, collected whatever its record says.")
+    cliargs.flag(cmd, "--yes", "Delete what is found (default: only list it).", negatable=False)
+
+    add_node_commands(group)
+    add_lifecycle(group)  # up, down, status, outputs, ssh, burst (provisioner/lifecycle/cli.py)
+    return parser
 
 
 def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def _usage_message(exc: BaseException) -> str:
-    """One line for a usage mistake: the problem, and which --help to read."""
-    ctx = getattr(exc, "ctx", None)
-    where = ctx.command_path if ctx is not None else "provisioner"
-    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-        # A group run without a command (`provisioner`, `provisioner node`).
-        names = ctx.command.list_commands(ctx) if hasattr(ctx.command, "list_commands") else []
-        choices = f" (one of: {', '.join(names)})" if names else ""
-        return f"error: {where}: missing command{choices}; see '{where} --help'"
-    return f"error: {_one_line(exc.format_message())} (see '{where} --help')"  # type: ignore[attr-defined]
+def _dispatch(argv: list[str] | None) -> int:
+    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    head, trailing = cliargs.split_trailing(words)
+    namespace = parser.parse_args(head)
+    if trailing is not None:
+        if not isinstance(getattr(namespace, "command", None), list):  # no trailing COMMAND: `--` as argparse reads it
+            namespace = parser.parse_args(words)
+        else:
+            namespace.command = [*namespace.command, *trailing]
+    handler = getattr(namespace, "handler", None)
+    if handler is None:  # a group run without its command: `provisioner`, `provisioner node`
+        raise cliargs.missing_command(cliargs.chosen(parser, namespace))
+    result = handler(**cliargs.handler_arguments(handler, namespace))
+    return result if isinstance(result, int) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,31 +234,23 @@ def main(argv: list[str] | None = None) -> int:
     Every usage mistake is one line on stderr and exit 2; a ProvisionerError is its one line and
     its exit code (a located ``FILE:LINE:COL: path: message`` for spec problems).
     """
-    command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="provisioner", standalone_mode=False)
+        return _dispatch(argv)
     except ProvisionerError as exc:
-        typer.echo(error_line(exc), err=True)
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_code
-    except typer.Exit as exc:
-        return int(getattr(exc, "exit_code", 0))
-    except (typer.Abort, KeyboardInterrupt):
-        typer.echo("aborted", err=True)
+    except SystemExit as exc:  # --help (argparse prints it and exits 0)
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print("aborted", file=sys.stderr)
         return 130
-    except _typer_exception("UsageError") as exc:
-        typer.echo(_usage_message(exc), err=True)
-        return 2
-    except _typer_exception("ClickException") as exc:
-        typer.echo(f"error: {_one_line(exc.format_message())}", err=True)  # type: ignore[attr-defined]
-        return 1
     except BrokenPipeError:
         return 0
     except OSError as exc:
         # A file we were told to read or write is unusable (permissions, full disk, ...).
         where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"error: {where}{_one_line(exc.strerror or exc)}", err=True)
+        print(f"error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
         return 1
-    return result if isinstance(result, int) else 0
 
 
 def error_line(exc: ProvisionerError) -> str:

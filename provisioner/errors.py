@@ -3,6 +3,7 @@
 ::
 
     ProvisionerError                      exit 1 unless noted
+    ├── UsageError                        exit 2: a command line mistake (unknown option, bad value)
     ├── SpecError                         exit 2: a bad spec, with file/line/column and a field path
     ├── PlanError                         exit 3: the spec is valid but cannot be planned
     │   └── NoFeasibleOfferError          ... because every offer was rejected (carries the reasons)
@@ -31,6 +32,23 @@ class ProvisionerError(Exception):
     """Base of every error this project raises on purpose."""
 
     exit_code = 1
+
+
+class UsageError(ProvisionerError):
+    """A command line mistake. ``option`` names the option or argument at fault, ``where`` the
+    command (``provisioner plan``) whose ``--help`` explains it."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, option: str | None = None, where: str | None = None) -> None:
+        self.message = message
+        self.option = option
+        self.where = where
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"Invalid value for {self.option}: {self.message}" if self.option else self.message
+        return f"{text} (see '{self.where} --help')" if self.where else text
 
 
 class SpecError(ProvisionerError):
@@ -162,5 +180,6 @@ __all__ = [
     "Rejection",
     "SpecError",
     "StackError",
+    "UsageError",
     "ValidationFailedError",
 ]

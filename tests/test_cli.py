@@ -231,18 +231,20 @@ def test_missing_file_and_bad_catalog(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 USAGE_ERRORS = {
-    "no command": ([], "error: provisioner: missing command (one of: plan, schema, render, validate, gc, up, down,"),
-    "no spec": (["plan"], "error: Missing argument 'SPEC...'."),
+    "no command": ([], "error: missing command (one of: plan, schema, render, catalog, validate, gc, node, up, down,"),
+    "no spec": (["plan"], "error: the following arguments are required: SPEC (see 'provisioner plan --help')"),
     "bad format": (["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
-                   "error: Invalid value for --format: must be one of table, json, csv, markdown, html"),
+                   "error: argument --format/-f: invalid choice: 'xml' (choose from 'table', 'json', 'csv',"),
     "provider case": (["catalog", "--provider", "VastAI"],
                       "error: Invalid value for --provider: unknown provider 'VastAI'; did you mean 'vastai'?"),
     "missing folder": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
                        "error: Invalid value for --output: folder /missing/dir does not exist"),
-    "unknown command": (["frobnicate"], "error: No such command 'frobnicate'."),
-    "unknown option": (["plan", "--bogus"], "error: No such option: --bogus"),
-    "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"], "error: Invalid value for '--top'"),
-    "node group": (["node"], "error: provisioner node: missing command (one of: check)"),
+    "unknown command": (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'plan',"),
+    "unknown option": (["plan", "examples/pretrain-h100-slurm.yaml", "--bogus"],
+                       "error: unrecognized arguments: --bogus (see 'provisioner --help')"),
+    "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
+                 "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')"),
+    "node group": (["node"], "error: missing command (one of: check) (see 'provisioner node --help')"),
 }
 """Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
 
@@ -258,19 +260,19 @@ def test_usage_errors_exit_2_with_one_line(name: str, capsys: pytest.CaptureFixt
     assert "Traceback" not in err and "Usage:" not in err
 
 
-def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+def _commands(parser: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    from provisioner.cliargs import subparsers
+
     found = [path]
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
+    for name, sub in sorted(subparsers(parser).items()):  # type: ignore[arg-type]
         found += _commands(sub, (*path, name))
     return found
 
 
 def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> None:
-    import typer
+    from provisioner.cli import build_parser
 
-    from provisioner.cli import app
-
-    commands = _commands(typer.main.get_command(app))
+    commands = _commands(build_parser())
     assert ("plan",) in commands and ("catalog", "refresh") in commands and ("node", "check") in commands
     for path in commands:
         code, out, err = run_cli([*path, "--help"], capsys)

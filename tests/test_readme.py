@@ -24,10 +24,10 @@ def test_readme_ttl_table_equals_the_code_table() -> None:
 
 
 def test_readme_commands_table_names_every_command() -> None:
-    from provisioner.cli import app
+    from provisioner.cli import build_parser
+    from provisioner.cliargs import subcommand_names
 
-    names = {command.name or command.callback.__name__ for command in app.registered_commands}  # type: ignore[union-attr]
-    names |= {group.name for group in app.registered_groups if group.name}
+    names = set(subcommand_names(build_parser()))
     documented = set(re.findall(r"`provisioner ([a-z]+)", _section("Commands")))
     documented |= set(re.findall(r"/ `([a-z]+) ", _section("Commands")))
     assert names <= documented, sorted(names - documented)

@@ -17,9 +17,10 @@ import re
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
+from provisioner import cliargs
+from provisioner.errors import UsageError
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.events import Emit
@@ -30,19 +31,16 @@ ENGINES = ("pulumi", "direct")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
 
-Engine = Annotated[str, typer.Option(help="pulumi (drive the stacks/ program) | direct (call the adapters).")]
-Backend = Annotated[str | None, typer.Option(
-    help="Pulumi state backend URL (s3://..., gs://..., https://api.pulumi.com); default: a file backend "
-         "under the state dir.")]
-JsonOut = Annotated[bool, typer.Option("--json", help="One JSON event per line on stdout.")]
-Catalog = Annotated[Path | None, typer.Option(help="Catalog used when TARGET is a spec.")]
+ENGINE_HELP = "pulumi (drive the stacks/ program) | direct (call the adapters)."
+BACKEND_HELP = ("Pulumi state backend URL (s3://..., gs://..., https://api.pulumi.com); default: a file backend "
+                "under the state dir.")
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``4h``, ``2d`` (a bare number is hours) -> seconds. BadParameter otherwise."""
+    """``90s``, ``30m``, ``4h``, ``2d`` (a bare number is hours) -> seconds. UsageError otherwise."""
     found = _DURATION.match(text)
     if not found or float(found.group(1)) <= 0:
-        raise typer.BadParameter(f"{text!r} is not a duration like 30m, 4h or 2d", param_hint="--ttl")
+        raise UsageError(f"{text!r} is not a duration like 30m, 4h or 2d", option="--ttl")
     return float(found.group(1)) * _UNIT_S[found.group(2)]
 
 
@@ -52,13 +50,13 @@ def parse_money(text: str) -> Decimal:
     except InvalidOperation:
         value = Decimal("NaN")
     if not value.is_finite() or value <= 0:
-        raise typer.BadParameter(f"{text!r} is not a positive amount of USD", param_hint="--max-cost")
+        raise UsageError(f"{text!r} is not a positive amount of USD", option="--max-cost")
     return value
 
 
 def _check_engine(engine: str) -> None:
     if engine not in ENGINES:
-        raise typer.BadParameter(f"must be one of {', '.join(ENGINES)}", param_hint="--engine")
+        raise UsageError(f"must be one of {', '.join(ENGINES)}", option="--engine")
 
 
 def _emitter(json_out: bool) -> Emit:
@@ -100,15 +98,8 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
     return Runtime(emit=emit, interrupts=Interrupts().install() if interrupts else None)
 
 
-def up(
-    target: Annotated[Path, typer.Argument(metavar="SPEC_OR_PLAN", help="A spec (YAML) or a saved plan (JSON).")],
-    engine: Engine = "pulumi",
-    backend: Backend = None,
-    catalog: Catalog = None,
-    ttl: Annotated[str | None, typer.Option(help="Expire after this long (30m, 4h, 2d); default: the spec's.")] = None,
-    max_tries: Annotated[int, typer.Option(min=1, max=3, help="Options tried on capacity errors (direct).")] = 3,
-    json_out: JsonOut = False,
-) -> None:
+def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog: Path | None = None,
+       ttl: str | None = None, max_tries: int = 3, json_out: bool = False) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready."""
     _check_engine(engine)
     ttl_s = parse_duration(ttl) if ttl else None
@@ -149,16 +140,8 @@ def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | 
                                           status="up"))
 
 
-def down(
-    target: Annotated[str, typer.Argument(metavar="CLUSTER_OR_FILE", help="Cluster id, spec or plan.")],
-    engine: Annotated[str | None, typer.Option(help="pulumi | direct (default: how it was brought up, "
-                                                    "else pulumi).")] = None,
-    backend: Backend = None,
-    provider: Annotated[str | None, typer.Option(help="Where the cluster lives when there is no local "
-                                                      "record (direct).")] = None,
-    catalog: Catalog = None,
-    json_out: JsonOut = False,
-) -> None:
+def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
+         catalog: Path | None = None, json_out: bool = False) -> None:
     """Delete every node of the cluster through the provider API (or destroy its stack). Idempotent."""
     from provisioner.lifecycle import state
 
@@ -196,12 +179,7 @@ class _shielded:
         self._interrupts.restore()
 
 
-def status(
-    target: Annotated[str | None, typer.Argument(metavar="[CLUSTER_OR_FILE]", help="One cluster (default: all).")]
-    = None,
-    catalog: Catalog = None,
-    json_out: JsonOut = False,
-) -> None:
+def status(target: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
     """The clusters brought up from here, or one cluster with what its provider lists now."""
     from provisioner.lifecycle import state
 
@@ -212,9 +190,9 @@ def status(
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             return
         if not rows:
-            typer.echo("no clusters (brought up from this machine)")
+            print("no clusters (brought up from this machine)")
         for row in rows:
-            typer.echo(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
+            print(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
                        f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}")
         return
     from provisioner.lifecycle.realize import cluster_nodes
@@ -225,10 +203,10 @@ def status(
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    typer.echo(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), ${doc['hourly_usd']}/h, "
+    print(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), ${doc['hourly_usd']}/h, "
                f"expires {doc['expires_at'] or 'never'}")
     for node in doc["live"]:
-        typer.echo(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  {node['private_ip'] or '-'}  "
+        print(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  {node['private_ip'] or '-'}  "
                    f"{node['id']}")
 
 
@@ -240,12 +218,7 @@ def _summary(record: Any) -> dict[str, Any]:
             "max_cost_usd": str(record.max_cost_usd) if record.max_cost_usd is not None else None}
 
 
-def outputs(
-    target: Annotated[str, typer.Argument(metavar="CLUSTER_OR_FILE")],
-    backend: Backend = None,
-    catalog: Catalog = None,
-    json_out: JsonOut = False,
-) -> None:
+def outputs(target: str, backend: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
     """The cluster's outputs: head address, SSH command, nodes, hourly cost, expiry."""
     from provisioner.lifecycle import state
 
@@ -267,17 +240,11 @@ def outputs(
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     for key, value in doc.items():
-        typer.echo(f"{key}: {value}")
+        print(f"{key}: {value}")
 
 
-def ssh(
-    target: Annotated[str, typer.Argument(metavar="CLUSTER_OR_FILE")],
-    command: Annotated[list[str] | None, typer.Argument(help="Run this instead of a login shell.")] = None,
-    node: Annotated[str | None, typer.Option(help="Node name (default: the head).")] = None,
-    print_only: Annotated[bool, typer.Option("--print", help="Print the ssh command instead of running it.")]
-    = False,
-    catalog: Catalog = None,
-) -> None:
+def ssh(target: str, command: list[str] | None = None, node: str | None = None, print_only: bool = False,
+        catalog: Path | None = None) -> None:
     """Open a shell (or run COMMAND) on the head node as the cluster user, with the cluster key."""
     import os
     import shlex
@@ -303,29 +270,21 @@ def ssh(
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:
-        typer.echo(shlex.join(argv))
+        print(shlex.join(argv))
         return
     sys.stdout.flush()
     os.execvp(argv[0], argv)
 
 
-def burst(
-    target: Annotated[Path, typer.Argument(metavar="SPEC_OR_PLAN")],
-    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND...", help="The job.")],
-    ttl: Annotated[str | None, typer.Option(help="Tear down after this long (30m, 4h); default: the spec's.")]
-    = None,
-    max_cost: Annotated[str | None, typer.Option(help="Tear down once hourly cost x elapsed reaches this USD.")]
-    = None,
-    engine: Annotated[str, typer.Option(help="direct (a burst cluster lives as long as this command).")] = "direct",
-    skip_validation: Annotated[bool, typer.Option(help="Start the job even if node validation failed.")] = False,
-    max_tries: Annotated[int, typer.Option(min=1, max=3, help="Options tried on capacity errors.")] = 3,
-    image: Annotated[str, typer.Option(help="Container image of the Kubernetes Job.")] = "ubuntu:24.04",
-    catalog: Catalog = None,
-    json_out: JsonOut = False,
-) -> None:
+def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: str | None = None,
+          engine: str = "direct", skip_validation: bool = False, max_tries: int = 3, image: str = "ubuntu:24.04",
+          catalog: Path | None = None, json_out: bool = False) -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
     if engine != "direct":
-        raise typer.BadParameter("burst runs on the direct engine only", param_hint="--engine")
+        raise UsageError("burst runs on the direct engine only", option="--engine")
+    if not command:
+        raise UsageError("give the job after --, e.g. provisioner burst spec.yaml -- srun -N2 hostname",
+                         option="COMMAND")
     from provisioner.lifecycle.burst import BurstOptions, run_burst
 
     options = BurstOptions(ttl_s=parse_duration(ttl) if ttl else None,
@@ -338,19 +297,65 @@ def burst(
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
-    if code:
-        raise typer.Exit(code)
+    return code
 
 
-def register(app: typer.Typer) -> None:
-    """Add the lifecycle commands to the top-level app."""
-    app.command("up")(up)
-    app.command("down")(down)
-    app.command("status")(status)
-    app.command("outputs")(outputs)
-    app.command("ssh")(ssh)
-    app.command("burst")(burst)
+def add_commands(group: Any) -> None:
+    """Add up, down, status, outputs, ssh and burst to the top-level command group."""
+    def target_file(cmd: Any) -> None:
+        cmd.add_argument("target", type=Path, metavar="SPEC_OR_PLAN", help="A spec (YAML) or a saved plan (JSON).")
+
+    def cluster(cmd: Any, nargs: str | None = None) -> None:
+        cmd.add_argument("target", nargs=nargs, metavar="CLUSTER_OR_FILE", help="Cluster id, spec or plan.")
+
+    def common(cmd: Any, *, backend: bool = False, json_out: bool = True) -> None:
+        if backend:
+            cmd.add_argument("--backend", help=BACKEND_HELP)
+        cmd.add_argument("--catalog", type=Path, help="Catalog used when the target is a spec.")
+        if json_out:
+            cliargs.flag(cmd, "--json", "One JSON event per line on stdout.", negatable=False, dest="json_out")
+
+    cmd = cliargs.command(group, "up", up)
+    target_file(cmd)
+    cmd.add_argument("--engine", default="pulumi", help=ENGINE_HELP)
+    common(cmd, backend=True)
+    cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
+    cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
+                     help="Options tried on capacity errors (direct; 1-3, default 3).")
+
+    cmd = cliargs.command(group, "down", down)
+    cluster(cmd)
+    cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, else pulumi).")
+    cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct).")
+    common(cmd, backend=True)
+
+    cmd = cliargs.command(group, "status", status)
+    cluster(cmd, "?")
+    common(cmd)
+
+    cmd = cliargs.command(group, "outputs", outputs)
+    cluster(cmd)
+    common(cmd, backend=True)
+
+    cmd = cliargs.command(group, "ssh", ssh)
+    cluster(cmd)
+    cmd.add_argument("command", nargs="*", metavar="COMMAND", help="Run this instead of a login shell (after --).")
+    cmd.add_argument("--node", help="Node name (default: the head).")
+    cliargs.flag(cmd, "--print", "Print the ssh command instead of running it.", negatable=False, dest="print_only")
+    common(cmd, json_out=False)
+
+    cmd = cliargs.command(group, "burst", burst)
+    target_file(cmd)
+    cmd.add_argument("command", nargs="*", metavar="COMMAND", help="The job, after --.")
+    cmd.add_argument("--ttl", help="Tear down after this long (30m, 4h); default: the spec's.")
+    cmd.add_argument("--max-cost", help="Tear down once hourly cost x elapsed reaches this USD.")
+    cmd.add_argument("--engine", default="direct", help="direct (a burst cluster lives as long as this command).")
+    cliargs.flag(cmd, "--skip-validation", "Start the job even if node validation failed.")
+    cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
+                     help="Options tried on capacity errors (1-3, default 3).")
+    cmd.add_argument("--image", default="ubuntu:24.04", help="Container image of the Kubernetes Job.")
+    common(cmd)
 
 
-__all__ = ["burst", "down", "outputs", "parse_duration", "parse_money", "ranked_plans", "register", "ssh",
+__all__ = ["add_commands", "burst", "down", "outputs", "parse_duration", "parse_money", "ranked_plans", "ssh",
            "status", "up"]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
-import typer
-
-node_app = typer.Typer(help="Commands that run on a cluster node.", no_args_is_help=True)
+from provisioner import cliargs
+from provisioner.errors import UsageError
 
 FABRICS = ("infiniband", "roce", "efa", "ethernet")
 
@@ -22,9 +21,9 @@ def _write(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
         return
     if not output.parent.is_dir():
-        raise typer.BadParameter(f"folder {output.parent} does not exist", param_hint="--output")
+        raise UsageError(f"folder {output.parent} does not exist", option="--output")
     output.write_text(text, encoding="utf-8")
-    typer.echo(f"wrote {output}", err=True)
+    print(f"wrote {output}", file=sys.stderr)
 
 
 def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str]:
@@ -41,30 +40,16 @@ def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int
     return names, option.gpus_per_node, option.gpu_model, fabric, via
 
 
-@node_app.command("check")
-def node_check(
-    expect_gpus: Annotated[int | None, typer.Option(min=0, help="GPUs this node must have.")] = None,
-    expect_model: Annotated[str | None, typer.Option(help="GPU model every GPU must be, e.g. H100.")] = None,
-    expect_fabric: Annotated[str | None, typer.Option(help="infiniband | roce | efa | ethernet")] = None,
-    expect_nvlink: Annotated[bool | None, typer.Option(
-        "--expect-nvlink/--no-expect-nvlink", help="Require NVLink (default: on multi-GPU SXM nodes).",
-        show_default=False)] = None,
-    plan: Annotated[Path | None, typer.Option(help="Read the expectations from this plan (or spec) file.")] = None,
-    dcgm_level: Annotated[int, typer.Option(min=0, max=4, help="dcgmi diag level when dcgmi exists (0: off).")] = 1,
-    burnin: Annotated[bool, typer.Option("--burnin/--no-burnin", help="Run the GPU burn-in.")] = True,
-    sustained_s: Annotated[float, typer.Option(min=1, max=3600, help="Sustained burn-in seconds.")] = 60.0,
-    node: Annotated[str | None, typer.Option(help="Name to report (default: the host name).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
-) -> None:
+def node_check(expect_gpus: int | None = None, expect_model: str | None = None, expect_fabric: str | None = None,
+               expect_nvlink: bool | None = None, plan: Path | None = None, dcgm_level: int = 1,
+               burnin: bool = True, sustained_s: float = 60.0, node: str | None = None, json_out: bool = False,
+               output: Path | None = None) -> int:
     """Check this node's GPUs, kernel log, NVLink, fabric and DCGM; burn it in. Exit 0/10/11."""
     from provisioner.validation.burnin import BurnInConfig
     from provisioner.validation.node import CheckOptions, check_node
     from provisioner.validation.runner import Host
     from provisioner.validation.table import render_node
 
-    if expect_fabric is not None and expect_fabric not in FABRICS:
-        raise typer.BadParameter(f"must be one of {', '.join(FABRICS)}", param_hint="--expect-fabric")
     if plan is not None:
         _, per_node, model, fabric, _ = _plan_expectations(plan, None)
         expect_gpus = per_node if expect_gpus is None else expect_gpus
@@ -75,25 +60,13 @@ def node_check(
                            burnin_config=BurnInConfig(sustained_s=sustained_s))
     report = check_node(Host.local(), options)
     _write(report.to_json() if json_out else render_node(report), output)
-    raise typer.Exit(report.status.exit_code)
+    return report.status.exit_code
 
 
-def validate(
-    source: Annotated[Path | None, typer.Argument(help="The cluster's plan (JSON) or spec (YAML).",
-                                                  show_default=False)] = None,
-    nodes: Annotated[str | None, typer.Option(help="Comma-separated node names (default: from the plan).")] = None,
-    via: Annotated[str | None, typer.Option(help="slurm | k8s | ssh (default: the plan's control plane).")] = None,
-    drain: Annotated[bool, typer.Option("--drain/--no-drain",
-                                        help="Drain (Slurm) or cordon and taint (k8s) bad nodes.")] = True,
-    force: Annotated[bool, typer.Option(help="Drain even the last node in service.")] = False,
-    burnin: Annotated[bool, typer.Option("--burnin/--no-burnin", help="Run the GPU burn-in on each node.")] = True,
-    sustained_s: Annotated[float, typer.Option(min=1, max=3600, help="Sustained burn-in seconds.")] = 60.0,
-    dcgm_level: Annotated[int, typer.Option(min=0, max=4, help="dcgmi diag level (0: off).")] = 1,
-    timeout_s: Annotated[float, typer.Option(min=1, help="Seconds to wait for each node.")] = 300.0,
-    catalog: Annotated[Path | None, typer.Option(help="Catalog used when SOURCE is a spec.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here.")] = None,
-) -> None:
+def validate(source: Path | None = None, nodes: str | None = None, via: str | None = None, drain: bool = True,
+             force: bool = False, burnin: bool = True, sustained_s: float = 60.0, dcgm_level: int = 1,
+             timeout_s: float = 300.0, catalog: Path | None = None, json_out: bool = False,
+             output: Path | None = None) -> int:
     """Run `node check` on every node (srun, kubectl exec or ssh), find stragglers, drain bad nodes."""
     from provisioner.validation.actions import (
         apply_drains,
@@ -115,11 +88,11 @@ def validate(
     if nodes is not None:
         names = [name.strip() for name in nodes.split(",") if name.strip()]
     if not names:
-        raise typer.BadParameter("give a plan or spec, or --nodes a,b,c", param_hint="SOURCE")
+        raise UsageError("give a plan or spec, or --nodes a,b,c", option="SOURCE")
     if via is None:
-        raise typer.BadParameter(f"must be one of {', '.join(VIAS)} when there is no plan", param_hint="--via")
+        raise UsageError(f"must be one of {', '.join(VIAS)} when there is no plan", option="--via")
     if via not in VIAS:
-        raise typer.BadParameter(f"must be one of {', '.join(VIAS)}", param_hint="--via")
+        raise UsageError(f"must be one of {', '.join(VIAS)}", option="--via")
     extra = ["--dcgm-level", str(dcgm_level), "--sustained-s", f"{sustained_s:g}"]
     if not burnin:
         extra.append("--no-burnin")
@@ -141,8 +114,52 @@ def validate(
                                                             report.messages), output)
     if json_out:
         for message in report.messages:
-            typer.echo(f"note: {message}", err=True)
-    raise typer.Exit(report.status.exit_code)
+            print(f"note: {message}", file=sys.stderr)
+    return report.status.exit_code
 
 
-__all__ = ["node_app", "validate"]
+def _burnin_options(cmd: Any, burnin_help: str) -> None:
+    cliargs.flag(cmd, "--burnin", burnin_help, default=True)
+    cmd.add_argument("--sustained-s", type=cliargs.float_range(1, 3600), default=60.0,
+                     help="Sustained burn-in seconds (1-3600, default 60).")
+
+
+def _report_options(cmd: Any) -> None:
+    cliargs.flag(cmd, "--json", "Print the report as JSON.", negatable=False, dest="json_out")
+    cmd.add_argument("--output", "-o", type=Path, help="Write the report here.")
+
+
+def add_node_commands(group: Any) -> None:
+    """Add ``node check`` (the commands that run on a cluster node) to the top-level command group."""
+    node = group.add_parser("node", help="Commands that run on a cluster node.",
+                            description="Commands that run on a cluster node.")
+    cmd = cliargs.command(cliargs.commands(node), "check", node_check)
+    cmd.add_argument("--expect-gpus", type=cliargs.int_range(0), help="GPUs this node must have.")
+    cmd.add_argument("--expect-model", help="GPU model every GPU must be, e.g. H100.")
+    cmd.add_argument("--expect-fabric", choices=FABRICS, help="Fabric this node must have.")
+    cliargs.flag(cmd, "--expect-nvlink", "Require NVLink (default: on multi-GPU SXM nodes).", default=None)
+    cmd.add_argument("--plan", type=Path, help="Read the expectations from this plan (or spec) file.")
+    cmd.add_argument("--dcgm-level", type=cliargs.int_range(0, 4), default=1,
+                     help="dcgmi diag level when dcgmi exists (0: off; default 1).")
+    _burnin_options(cmd, "Run the GPU burn-in.")
+    cmd.add_argument("--node", help="Name to report (default: the host name).")
+    _report_options(cmd)
+
+
+def add_validate(group: Any) -> None:
+    """Add ``validate`` (check every node of a cluster and drain bad ones) to the top-level command group."""
+    cmd = cliargs.command(group, "validate", validate)
+    cmd.add_argument("source", nargs="?", type=Path, metavar="SOURCE",
+                     help="The cluster's plan (JSON) or spec (YAML).")
+    cmd.add_argument("--nodes", help="Comma-separated node names (default: from the plan).")
+    cmd.add_argument("--via", help="slurm | k8s | ssh (default: the plan's control plane).")
+    cliargs.flag(cmd, "--drain", "Drain (Slurm) or cordon and taint (k8s) bad nodes.", default=True)
+    cliargs.flag(cmd, "--force", "Drain even the last node in service.")
+    _burnin_options(cmd, "Run the GPU burn-in on each node.")
+    cmd.add_argument("--dcgm-level", type=cliargs.int_range(0, 4), default=1, help="dcgmi diag level (0: off).")
+    cmd.add_argument("--timeout-s", type=cliargs.float_range(1), default=300.0, help="Seconds to wait for each node.")
+    cmd.add_argument("--catalog", type=Path, help="Catalog used when SOURCE is a spec.")
+    _report_options(cmd)
+
+
+__all__ = ["add_node_commands", "add_validate", "node_check", "validate"]

@@ -1,0 +1,152 @@
+"""The command line's parser pieces, on the standard library's argparse.
+
+argparse starts in a few milliseconds, where a decorator-driven CLI library building its
+parameters at start-up cost this tool a quarter of a second on every ``provisioner plan``.
+Every command module (provisioner/cli.py, lifecycle/cli.py, validation/cli.py) declares its
+parsers with these helpers; provisioner/cli.py runs them.
+
+A usage mistake never exits from inside argparse: ``Parser.error`` raises ``UsageError``,
+which the entry point prints as one line (exit 2). ``--help`` output starts ``Usage: ``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from provisioner.errors import UsageError
+
+Handler = Callable[..., int | None]
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose mistakes raise UsageError instead of printing usage and exiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]  # raises instead of exiting
+        raise UsageError(message, where=self.prog)
+
+
+def summary(handler: Handler) -> str:
+    """The first paragraph of a handler's docstring (its help in the command list)."""
+    return " ".join((inspect.getdoc(handler) or "").split("\n\n", 1)[0].split())
+
+
+def command(group: Any, name: str, handler: Handler) -> Parser:
+    """Add subcommand ``name`` to ``group`` (an argparse subparsers object), run by ``handler``.
+
+    Its help is the handler's docstring; parsed options reach the handler as keyword arguments
+    named by each option's ``dest``.
+    """
+    doc = inspect.getdoc(handler) or ""
+    parser: Parser = group.add_parser(name, help=summary(handler), description=doc)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def commands(parser: argparse.ArgumentParser, title: str = "commands") -> Any:
+    """The subparsers group of ``parser`` (a command is optional so ``main`` can name the choices)."""
+    return parser.add_subparsers(title=title, dest=f"command_{parser.prog.replace(' ', '_')}", metavar="COMMAND")
+
+
+def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type`` accepting whole numbers in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        _check_range(value, low, high)
+        return value
+    return parse
+
+
+def float_range(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
+    """An argparse ``type`` accepting finite numbers in [low, high]."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        _check_range(value, low, high)
+        return value
+    return parse
+
+
+def _check_range(value: float, low: float | None, high: float | None) -> None:
+    if low is not None and value < low:
+        raise argparse.ArgumentTypeError(f"{value:g} is below the minimum {low:g}")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"{value:g} is above the maximum {high:g}")
+
+
+def flag(parser: argparse.ArgumentParser, name: str, help: str, *, default: bool | None = False,
+         negatable: bool = True, dest: str | None = None) -> None:
+    """A boolean option: ``--name/--no-name`` (negatable) or just ``--name``."""
+    action: Any = argparse.BooleanOptionalAction if negatable else "store_true"
+    extra: dict[str, Any] = {"dest": dest} if dest else {}
+    parser.add_argument(name, action=action, default=default, help=help, **extra)
+
+
+def subcommand_names(parser: argparse.ArgumentParser) -> list[str]:
+    """The names of ``parser``'s subcommands, in the order they were added."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser``'s subcommand parsers by name (empty for a leaf command)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def split_trailing(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``argv`` before the first ``--`` and the words after it (None without a ``--``).
+
+    A command's trailing COMMAND (``ssh``, ``burst``) is everything after ``--``, options
+    included; argparse alone cannot take it after other options.
+    """
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def handler_arguments(handler: Handler, namespace: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options ``handler`` takes (a group's own options, e.g. ``catalog --gpu``, stay out of
+    its subcommand's call)."""
+    taken = inspect.signature(handler).parameters
+    return {key: value for key, value in vars(namespace).items() if key in taken}
+
+
+def chosen(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost parser ``namespace`` went through (for a group run without its command)."""
+    children = subparsers(parser)
+    name = getattr(namespace, f"command_{parser.prog.replace(' ', '_')}", None)
+    return chosen(children[name], namespace) if name in children else parser
+
+
+def missing_command(parser: argparse.ArgumentParser) -> UsageError:
+    names = subcommand_names(parser)
+    return UsageError(f"missing command (one of: {', '.join(names)})", where=parser.prog)
+
+
+__all__ = ["Handler", "Parser", "chosen", "command", "commands", "flag", "float_range", "handler_arguments",
+           "int_range", "missing_command", "split_trailing", "subcommand_names", "subparsers", "summary"]
+
