@@ -48,6 +48,8 @@ def needed_capabilities(spec: NodeSpec) -> set[Capability]:
         needed.add(Capability.SCRIPT_BOOTSTRAP if spec.user_data.startswith("#!") else Capability.USER_DATA)
     if spec.tags:
         needed.add(Capability.TAGS)
+    if spec.capacity_block_hours:
+        needed.add(Capability.RESERVATION)
     return needed
 
 
@@ -56,6 +58,7 @@ _WHAT = {
     Capability.ON_DEMAND: "on-demand nodes",
     Capability.MULTI_NODE: "more than one node per cluster",
     Capability.TAGS: "tags",
+    Capability.RESERVATION: "nodes in a reservation bought upfront (Capacity Block)",
 }
 
 

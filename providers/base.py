@@ -42,6 +42,7 @@ import re
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -141,6 +142,12 @@ class NodeSpec(BaseModel):
     user_data: str | None = Field(None, repr=False)
     spot: bool = False
     bid_usd_per_hour: float | None = None
+    capacity_block_hours: int | None = Field(
+        None, gt=0, description="Launch into a reservation bought for the cluster first (an EC2 Capacity Block "
+        "of this many hours, paid upfront, non-refundable); needs Capability.RESERVATION.")
+    capacity_block_usd_per_hour: Decimal | None = Field(
+        None, gt=0, description="The most the block may cost per node-hour (the planned price): a dearer "
+        "offering is refused before anything is bought.")
     tags: Mapping[str, str] = Field(default_factory=dict)
     expires_at: dt.datetime | None = Field(
         None, description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
@@ -231,6 +238,13 @@ class SupportsTopology(Protocol):
 
 
 @runtime_checkable
+class SupportsReservations(Protocol):
+    def reservations_left(self, cluster_id: str) -> list[str]:
+        """One sentence per reservation bought for the cluster that outlives its nodes (an EC2
+        Capacity Block cannot be cancelled): what it is, that it is paid, when it ends. Read-only."""
+
+
+@runtime_checkable
 class SupportsSshKeys(Protocol):
     def ensure_ssh_key(self, name: str, public_key: str) -> str:
         """Register the key if absent; return the provider's key id/name."""
@@ -249,6 +263,7 @@ __all__ = [
     "Provider",
     "SupportsFirewall",
     "SupportsGc",
+    "SupportsReservations",
     "SupportsSshKeys",
     "SupportsTopology",
     "expiry_label",

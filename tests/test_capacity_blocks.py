@@ -112,3 +112,19 @@ def test_the_switch_is_a_strict_boolean_in_the_spec() -> None:
     assert parse_spec("name: bb\ngpus: {count: 8}\npricing: {reservations: true}\n").pricing.reservations
     with pytest.raises(SpecError, match="reservations"):
         parse_spec("name: bb\ngpus: {count: 8}\npricing: {reservations: maybe}\n")
+
+
+def test_the_direct_engine_asks_the_adapter_for_the_planned_block(tmp_path: Any) -> None:
+    from provisioner.lifecycle.realize import node_specs
+    from provisioner.secrets import load_or_create_secrets
+
+    spec = make_spec(workload={"hours": 48}, pricing={"reservations": True})
+    frozen = plan(spec, [block(), instance()]).to_plan(1)
+    secrets, _ = load_or_create_secrets(tmp_path / "secrets.json")
+    files = {"cloud-init/head.yaml": "#cloud-config\n", "cloud-init/worker.yaml": "#cloud-config\n",
+             "bootstrap/head.sh": "#!/bin/sh\n", "bootstrap/worker.sh": "#!/bin/sh\n"}
+    specs = node_specs(frozen, secrets, files, None)
+    assert [(s.capacity_block_hours, s.capacity_block_usd_per_hour, s.zone) for s in specs] == [
+        (72, Decimal("31.464"), "us-east-1a")] * 2
+    other = plan(make_spec(workload={"hours": 48}), [block(), instance()]).to_plan(1)
+    assert {s.capacity_block_hours for s in node_specs(other, secrets, files, None)} == {None}

@@ -6,6 +6,7 @@ against the AWS fake (``provisioner.testing.fakes.aws_ec2``, EC2 answered by mot
 - on-demand and spot instances (``InstanceMarketOptions`` spot, one-time, terminate);
 - several instances per cluster in the region's default VPC: they reach each other at
   their private addresses;
+- nodes in an EC2 Capacity Block for ML bought for the cluster first (``RESERVATION``);
 - cloud-init user data and an imported SSH key pair at launch; tags at launch
   (``TagSpecifications``) carrying the cluster id, node name, owner and expiry.
 
@@ -23,7 +24,7 @@ from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
-    Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS,
+    Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION,
 })
 
 if TYPE_CHECKING:

@@ -3,11 +3,12 @@
 ``DescribeCapacityBlockOfferings`` (shape in ../shared/provider-apis/aws/) answers offerings of
 ``InstanceCount`` instances of one type in one zone for ``CapacityBlockDurationHours`` from
 ``StartDate`` to ``EndDate`` at an ``UpfrontFee`` (USD, a decimal string). The adapter asks for
-``PROBE_COUNT`` instance for ``PROBE_HOURS`` hours per type and turns each answer into an offer
-priced per node-hour (fee / count / hours, exact); ``how_to_obtain`` names the offering, its
-dates and the purchase command, and says the price was probed for one instance, so a buyer asks
-again for their own count and dates. The optimizer never ranks reservations (quote-only): they
-are listed under "Quote only" next to the options. Nothing here buys a block.
+``PROBE_COUNT`` instance for each of ``PROBE_HOURS`` per type and turns each answer into an offer
+priced per node-hour (fee / count / hours, half-even to micro-USD) with ``block_hours`` and
+``block_start``; ``how_to_obtain`` names the offering, its dates and the purchase command. The
+optimizer lists them under "Quote only" unless the spec sets ``pricing.reservations``: then they
+are ranked at their upfront fee for the whole block, and ``up`` buys one (``blocks``). Nothing
+here buys a block.
 
 Families sold as Capacity Blocks (EC2 User Guide "Capacity Blocks for ML", supported instance
 types; dated 2026-11-23, p6 and trn2 UNVERIFIED): ``CAPACITY_BLOCK_FAMILIES``.
@@ -15,6 +16,7 @@ types; dated 2026-11-23, p6 and trn2 UNVERIFIED): ``CAPACITY_BLOCK_FAMILIES``.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
@@ -24,7 +26,9 @@ from provisioner.offer import Offer
 
 CAPACITY_BLOCK_FAMILIES = ("p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "trn1", "trn2")
 PROBE_COUNT = 1
-PROBE_HOURS = 24
+PROBE_HOURS = (24, 72, 168, 336)
+"""Block lengths asked per type at refresh: 1, 3, 7 and 14 days (a plan needs a block at least as
+long as its run; the purchase asks again for the planned count and length)."""
 MAX_INSTANCES_PER_BLOCK = 64
 MICRO_USD = Decimal("0.000001")
 
@@ -50,6 +54,7 @@ def block_offer(item: Mapping[str, Any], template: Offer) -> Offer | None:
     when = f"{_iso(start)} to {_iso(end)}" if start and end else f"{hours} h"
     return template.model_copy(update={
         "zone": zone or None, "offer_id": offering or None, "purchase": Purchase.RESERVATION,
+        "block_hours": hours if valid_block_hours(hours) else 0, "block_start": _utc(start),
         "price_per_hour_usd": per_node_hour, "spot_price_per_hour_usd": None, "min_nodes": 1,
         "max_nodes": MAX_INSTANCES_PER_BLOCK, "bootstrap": Bootstrap.CLOUD_INIT, "network": Network.PRIVATE,
         "how_to_obtain": (
@@ -62,10 +67,24 @@ def block_offer(item: Mapping[str, Any], template: Offer) -> Offer | None:
     })
 
 
+def valid_block_hours(hours: int) -> bool:
+    """Whether EC2 sells a Capacity Block this long: 24 h steps up to 14 days, then 7-day steps up to
+    182 days (EC2 User Guide, "Capacity Blocks for ML", dated 2026-11-23)."""
+    return (24 <= hours <= 336 and hours % 24 == 0) or (336 < hours <= 4368 and hours % 168 == 0)
+
+
+def _utc(value: Any) -> str | None:
+    """A start date as ``Offer.block_start`` takes it (``2026-11-25T11:30:00Z``); None if unreadable."""
+    if isinstance(value, dt.datetime):
+        when = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return None
+
+
 def _iso(value: Any) -> str:
     text = value.isoformat() if hasattr(value, "isoformat") else str(value)
     return text.replace("+00:00", "Z")
 
 
 __all__ = ["CAPACITY_BLOCK_FAMILIES", "MAX_INSTANCES_PER_BLOCK", "PROBE_COUNT", "PROBE_HOURS", "block_offer",
-           "sells_blocks"]
+           "sells_blocks", "valid_block_hours"]

@@ -248,6 +248,20 @@ class AWSClient:
         params = {"InstanceType": instance_type, "InstanceCount": count, "CapacityDurationHours": hours}
         return list(self._pages("ec2", region, "describe_capacity_block_offerings", params, "CapacityBlockOfferings"))
 
+    def purchase_capacity_block(self, region: str, offering_id: str, tags: list[dict[str, str]]) -> dict[str, Any]:
+        """PurchaseCapacityBlock (Linux/UNIX), tagged: the ``CapacityReservation`` bought. Buys a
+        non-refundable block, so it is never retried (the adapter re-lists by tag after a lost answer)."""
+        answer = self._call("ec2", region, "purchase_capacity_block", {
+            "CapacityBlockOfferingId": offering_id, "InstancePlatform": "Linux/UNIX",
+            "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": tags}]}, idempotent=False)
+        reservation: dict[str, Any] = answer.get("CapacityReservation", {})
+        return reservation
+
+    def describe_capacity_reservations(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """DescribeCapacityReservations with filters (every page)."""
+        return list(self._pages("ec2", region, "describe_capacity_reservations", {"Filters": filters},
+                                "CapacityReservations"))
+
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:
         """pricing.GetProducts for AmazonEC2 with TERM_MATCH filters: the PriceList JSON strings."""

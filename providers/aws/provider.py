@@ -8,8 +8,11 @@ How the contract maps onto EC2:
   Decimal). A type with neither price is not offered. Fabric ``efa`` where the type supports
   EFA, with the sum of its network cards' bandwidth. Only what ``create_nodes`` can buy.
 - ``quote_offers`` (what ``catalog refresh`` adds): the Capacity Blocks for ML on offer for
-  those types, as quote-only reservation offers (``capacity_blocks``): never ranked, never
-  bought here.
+  those types, as reservation offers (``capacity_blocks``): quote-only unless the spec sets
+  ``pricing.reservations``. Nodes asking for a block (``NodeSpec.capacity_block_hours``) are
+  launched into one bought first (``blocks``: PurchaseCapacityBlock, then RunInstances with
+  MarketType capacity-block targeting the reservation); ``reservations_left`` says what outlives
+  ``delete_nodes`` (a block cannot be cancelled).
 - Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
   the tag ``provisioner-node=<name>`` (also ``Name=<cluster_id>-<name>``). Owner and expiry
   go on as ``provisioner-owner`` / ``provisioner-expires`` when known, so ``gc`` finds them.
@@ -33,12 +36,14 @@ How the contract maps onto EC2:
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import gzip
 import hashlib
 import logging
 import os
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -47,6 +52,7 @@ from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.aws import CAPABILITIES
 from provisioner.providers.aws.account import AccountQuotas
+from provisioner.providers.aws.blocks import Block, CapacityBlocks
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
 from provisioner.providers.aws.client import AWSClient, is_not_found
 from provisioner.providers.aws.models import (
@@ -153,7 +159,8 @@ class AWSProvider:
     def __init__(self, session: Any = None, *, regions: Sequence[str] | None = None, endpoint_url: str | None = None,
                  limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None,
                  image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0,
-                 capacity_blocks: bool = True) -> None:
+                 capacity_blocks: bool = True, now: Callable[[], dt.datetime] | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         env_regions = [r.strip() for r in os.environ.get("PROVISIONER_AWS_REGIONS", "").split(",") if r.strip()]
         self.regions: tuple[str, ...] = tuple(regions or env_regions or DEFAULT_REGIONS)
         self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
@@ -164,6 +171,9 @@ class AWSProvider:
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
         self.quotas = AccountQuotas(self.client, self.gpu_types)
+        self.blocks = CapacityBlocks(self.client, now=now or (lambda: dt.datetime.now(dt.UTC)), sleep=sleep,
+                                     poll_interval_s=poll_interval_s, owner=owner or owner_id())
+        self._block_of: dict[str, Block] = {}
         self._images: dict[str, str] = {}
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
@@ -259,14 +269,17 @@ class AWSProvider:
 
     def _blocks(self, template: Offer) -> list[Offer]:
         """Capacity Blocks for ML offered for ``template``'s type, as quote-only reservation offers."""
-        try:
-            items = self.client.describe_capacity_block_offerings(template.region, template.instance_type,
-                                                                  PROBE_COUNT, PROBE_HOURS)
-        except ProviderAPIError as exc:
-            if exc.status != 400:  # e.g. a type or region without Capacity Blocks: nothing to list
-                raise
-            log.info("aws: no Capacity Blocks for %s in %s: %s", template.instance_type, template.region, exc.detail)
-            return []
+        items: list[dict[str, Any]] = []
+        for hours in PROBE_HOURS:
+            try:
+                items += self.client.describe_capacity_block_offerings(template.region, template.instance_type,
+                                                                       PROBE_COUNT, hours)
+            except ProviderAPIError as exc:
+                if exc.status != 400:  # e.g. a type or region without Capacity Blocks: nothing to list
+                    raise
+                log.info("aws: no %d h Capacity Blocks for %s in %s: %s", hours, template.instance_type,
+                         template.region, exc.detail)
+                break
         found = (block_offer(item, template) for item in items)
         return [offer for offer in found if offer is not None]
 
@@ -331,11 +344,27 @@ class AWSProvider:
             raise ValueError("node names must be unique within a cluster")
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
         missing = self._missing(cluster_id, nodes)
-        self.check_quotas(missing)  # a quota refusal (and below, a missing image) before anything is bought
+        # a quota refusal (and below, a missing image) before anything is bought; Capacity Block
+        # instances run in capacity already bought, not under the on-demand quotas (UNVERIFIED)
+        self.check_quotas([n for n in missing if not n.capacity_block_hours])
         for spec in missing:
             self._image(spec)
-        ids = create(_Launcher(self, cluster_id, nodes), nodes)
-        return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
+        in_block = [n for n in nodes if n.capacity_block_hours]
+        if not in_block:
+            ids = create(_Launcher(self, cluster_id, nodes), nodes)
+            return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
+        block = self._block_of[cluster_id] = self.blocks.ensure(cluster_id, in_block)
+        try:  # from here on the block is paid: every error says so, and none is a CapacityError (no failover)
+            ids = create(_Launcher(self, cluster_id, nodes), nodes)
+            return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
+        except ProviderError as exc:
+            raise ProviderError(self.name, f"{exc.message}; {block.bought()}") from exc
+
+    def reservations_left(self, cluster_id: str) -> list[str]:
+        """What ``down``/``gc`` say about the cluster's Capacity Blocks that still hold capacity: one
+        sentence each (paid, not cancellable, its end). Read-only."""
+        regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
+        return [block.notice() for region in regions for block in self.blocks.find(cluster_id, region)]
 
     def list_owned(self) -> list[OwnedNode]:
         """Every live instance carrying the cluster tag in the adapter's regions, with owner and expiry."""
@@ -368,7 +397,13 @@ class AWSProvider:
             params["UserData"] = ec2_user_data(spec.user_data)  # boto3 base64-encodes it
         if spec.ssh_public_key:
             params["KeyName"] = self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key, spec.region)
-        if spec.spot:
+        block = self._block_of.get(cluster_id) if spec.capacity_block_hours else None
+        if block is not None:  # launched into the block bought for the cluster, in its zone
+            params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+            params["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": block.reservation_id}}
+            params["Placement"] = {"AvailabilityZone": block.zone}
+        elif spec.spot:
             options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
             if spec.bid_usd_per_hour is not None:
                 options["MaxPrice"] = str(spec.bid_usd_per_hour)

@@ -23,7 +23,9 @@ checked is a failure, exit 4). An adapter that can list the tool's nodes at once
 has records of and the named cluster.
 
 Deleting: ``delete_nodes`` per cluster (idempotent, does not wait); a cluster whose every
-node was deleted loses its local record. Nothing is deleted unless ``delete`` is set.
+node was deleted loses its local record. Nothing is deleted unless ``delete`` is set. A paid
+reservation of a cluster gc looks at (an EC2 Capacity Block, ``SupportsReservations``) cannot be
+deleted: the report says what remains, that it is paid, and when it ends.
 
 Exit code (``GcReport.exit_code``): 0 when every provider was checked and nothing found is
 left undeleted (listing only: when every provider was checked); 4 when a node could not be
@@ -41,7 +43,7 @@ from pathlib import Path
 from provisioner.errors import ProviderError, ProvisionerError
 from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record
 from provisioner.providers import registry, settings
-from provisioner.providers.base import NodeStatus, OwnedNode, Provider, SupportsGc, owner_id
+from provisioner.providers.base import NodeStatus, OwnedNode, Provider, SupportsGc, SupportsReservations, owner_id
 
 Clock = Callable[[], dt.datetime]
 
@@ -77,6 +79,8 @@ class GcReport:
     unlisted: dict[str, str] = field(default_factory=dict)  # provider -> why listing failed
     checked: list[str] = field(default_factory=list)
     records_removed: list[str] = field(default_factory=list)
+    reservations: list[str] = field(default_factory=list)
+    """Reservations gc cannot delete (a paid EC2 Capacity Block): what remains, paid, until when."""
 
     @property
     def exit_code(self) -> int:
@@ -98,6 +102,7 @@ class GcReport:
             out += [f"deleted {item.line()}" for item in self.deleted]
             out += [f"NOT deleted {item.line()}: {why}" for item, why in self.failed]
             out += [f"forgot local record of {cluster}" for cluster in self.records_removed]
+        out += [f"cannot be deleted: {note}" for note in self.reservations]
         return "\n".join(out)
 
 
@@ -206,6 +211,12 @@ def _collect(report: GcReport, found: Mapping[str, Provider], cluster_id: str | 
             report.leftovers += items
             if delete:
                 _delete(adapter, cluster, items, mine.get(cluster), report)
+        if isinstance(adapter, SupportsReservations):
+            for cluster in sorted(set(picked) | ({cluster_id} if cluster_id is not None else set())):
+                try:
+                    report.reservations += adapter.reservations_left(cluster)
+                except ProviderError as exc:
+                    report.unlisted.setdefault(name, str(exc))
 
 
 def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: str | None,

@@ -133,7 +133,7 @@ def test_capacity_blocks_are_quote_only_offers_priced_per_node_hour(fake: Runnin
     provider = _provider(fake.url)
     offers = provider.list_offers(OfferQuery(gpu_models=("H100",)))
     assert {o.purchase for o in offers} == {Purchase.INSTANCE}  # list_offers: only what create_nodes buys
-    blocks = {o.zone: o for o in provider.quote_offers(offers)}
+    blocks = {o.zone: o for o in provider.quote_offers(offers) if o.block_hours == 24}
     assert set(blocks) == {"us-east-1a", "us-east-1b"}  # the fake's p5 blocks in us-east-1
     block = blocks["us-east-1a"]
     assert block.purchase.quote_only and block.price_per_hour_usd == Decimal("31.464")  # 755.136 USD / 1 / 24 h

@@ -30,7 +30,7 @@ from tests.providers.contract import Rig, cluster, harness_names
 
 CAPABILITIES = sorted(Capability)
 NODE_SPEC_CAPABILITIES = {Capability.SPOT, Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.USER_DATA,
-                          Capability.SCRIPT_BOOTSTRAP, Capability.TAGS}
+                          Capability.SCRIPT_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION}
 """What a NodeSpec can ask for: an adapter without it must refuse the request before any call."""
 
 
@@ -76,6 +76,14 @@ def prove_on_demand(rig: Rig) -> None:
 def prove_spot(rig: Rig) -> None:
     _, _, (bought,) = _create(rig, [_one(rig, spot=True)])
     assert bought.interruptible is True, "a spot node was bought on demand"
+
+
+def prove_reservation(rig: Rig) -> None:
+    """A node asking for a block runs in a reservation bought for its cluster (the fake's record)."""
+    _, nodes, (bought,) = _create(rig, [_one(rig, capacity_block_hours=24)])
+    blocks = getattr(rig.app, "reservations", {})
+    assert [b["used"] for b in blocks.values()] == [{nodes[0].id}], "the node was not launched into a bought block"
+    assert bought.interruptible is False
 
 
 def prove_multi_node(rig: Rig) -> None:
@@ -149,6 +157,7 @@ def prove_cluster_product(rig: Rig) -> None:
 PROOFS: dict[Capability, Callable[[Rig], None]] = {
     Capability.ON_DEMAND: prove_on_demand,
     Capability.SPOT: prove_spot,
+    Capability.RESERVATION: prove_reservation,
     Capability.MULTI_NODE: prove_multi_node,
     Capability.PRIVATE_NETWORK: prove_private_network,
     Capability.CLUSTER_PRODUCT: prove_cluster_product,
@@ -170,6 +179,7 @@ def asking_for(rig: Rig, capability: Capability) -> list[NodeSpec]:
         Capability.USER_DATA: {"user_data": "#cloud-config\nruncmd: [[true]]\n"},
         Capability.SCRIPT_BOOTSTRAP: {"user_data": "#!/bin/sh\ntrue\n"},
         Capability.TAGS: {"tags": {"team": "ml"}},
+        Capability.RESERVATION: {"capacity_block_hours": 24},
     }[capability]
     return [_one(rig, **update)]
 

@@ -10,6 +10,10 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
   ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
 - ``DescribeCapacityBlockOfferings`` (moto has none) from ``capacity_blocks``;
+  ``PurchaseCapacityBlock`` buys one of the offerings it answered and ``DescribeCapacityReservations``
+  lists what was bought (``scheduled`` until the fake clock ``now`` reaches its start, else
+  ``active``); a RunInstances with MarketType capacity-block must target an active block of its
+  type and zone with room left (EC2's refusals otherwise), then goes to moto;
 - ``DescribeInstanceTopology`` (moto has none) is answered from what the fake launched
   (``network_nodes`` overrides the made-up layers);
 - ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
@@ -127,7 +131,8 @@ class AWSFake(FakeApp):
                  spot_prices: dict[tuple[str, str], str] | None = None,
                  quotas: dict[tuple[str, str], float] | None = None,
                  capacity_blocks: dict[tuple[str, str], str] | None = None,
-                 block_start: dt.datetime = dt.datetime(2026, 11, 25, 11, 30, tzinfo=dt.UTC), **kwargs: Any) -> None:
+                 block_start: dt.datetime = dt.datetime(2026, 11, 25, 11, 30, tzinfo=dt.UTC),
+                 now: Callable[[], dt.datetime] | None = None, **kwargs: Any) -> None:
         super().__init__(api_key=api_key, **kwargs)
         self.openapi = object()  # validation is on: botocore shapes, see _validate_request/_validate_response
         self.validation_note = "validating against botocore service models"
@@ -136,6 +141,13 @@ class AWSFake(FakeApp):
         self.quotas = dict(DEFAULT_QUOTAS if quotas is None else quotas)
         self.capacity_blocks = dict(DEFAULT_BLOCKS if capacity_blocks is None else capacity_blocks)
         self.block_start = block_start
+        self.now = now
+        """The fake's clock for Capacity Blocks: a bought block is ``scheduled`` until ``now()`` reaches
+        its start, then ``active``; None: active at once."""
+        self.offerings: dict[str, dict[str, Any]] = {}
+        """Capacity Block offerings answered so far, by id (what PurchaseCapacityBlock may buy)."""
+        self.reservations: dict[str, dict[str, Any]] = {}
+        """Capacity Blocks bought: reservation id -> offering fields, tags, ``used`` instance ids."""
         self.key_material: dict[str, str] = {}
         self.live: set[str] = set()
         self.placement: dict[str, tuple[str, str]] = {}
@@ -153,6 +165,8 @@ class AWSFake(FakeApp):
         self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
         self.route("POST", "/", self._instance_topology, kind="list", name="DescribeInstanceTopology")
         self.route("POST", "/", self._capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
+        self.route("POST", "/", self._purchase_capacity_block, kind="other", name="PurchaseCapacityBlock")
+        self.route("POST", "/", self._capacity_reservations, kind="list", name="DescribeCapacityReservations")
         self.route("POST", "/", self._forward, kind="other", name="ec2")
 
     # ----- dispatch -------------------------------------------------------------------------
@@ -170,7 +184,9 @@ class AWSFake(FakeApp):
         self._local.service = service
         wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts",
                                                            "GetServiceQuota", "DescribeInstanceTopology",
-                                                           "DescribeCapacityBlockOfferings") else "ec2"
+                                                           "DescribeCapacityBlockOfferings",
+                                                           "PurchaseCapacityBlock",
+                                                           "DescribeCapacityReservations") else "ec2"
         for route in self._routes:
             if route.name == wanted:
                 return route, {}
@@ -290,6 +306,11 @@ class AWSFake(FakeApp):
 
     def _run_instances(self, request: Request, form: dict[str, str]) -> Response:
         wanted = int(form.get("MaxCount", "1"))
+        block = None
+        if form.get("InstanceMarketOptions.MarketType") == "capacity-block":
+            block, refusal = self._block_for(form, wanted)
+            if refusal is not None:
+                return refusal
         granted, _ = self.faults.grant_capacity(wanted, "RunInstances")
         if granted < int(form.get("MinCount", "1")) or granted == 0:
             return self.error_reply("capacity")
@@ -317,7 +338,35 @@ class AWSFake(FakeApp):
                     private_network=instance.findtext(f"{ns}vpcId")))
         self.record_launch(ids)
         self.live.update(ids)
+        if block is not None:
+            block["used"].update(ids)
         return response
+
+    def _block_for(self, form: dict[str, str], wanted: int) -> tuple[dict[str, Any] | None, Response | None]:
+        """The bought block a capacity-block launch targets, or EC2's refusal: the reservation must
+        exist, be active, match the type and zone, and have room for ``wanted`` more instances."""
+        target = form.get("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId", "")
+        block = self.reservations.get(target)
+        if block is None:
+            return None, self.ec2_error(400, "InvalidCapacityReservationId.NotFound",
+                                        f"The capacity reservation '{target}' does not exist")
+        zone = form.get("Placement.AvailabilityZone", block["zone"])
+        if self._block_state(block) != "active":
+            return None, self.ec2_error(400, "InvalidCapacityReservationState",
+                                        f"The capacity reservation '{target}' is not active")
+        if form.get("InstanceType") != block["kind"] or zone != block["zone"]:
+            return None, self.ec2_error(400, "InvalidParameterCombination", "The instance type or zone does not "
+                                        f"match capacity reservation '{target}'")
+        if len(block["used"] & self.live) + wanted > block["count"]:
+            return None, self.ec2_error(500, "InsufficientInstanceCapacity", "There is no remaining capacity in "
+                                        f"capacity reservation '{target}'")
+        return block, None
+
+    def _block_state(self, block: dict[str, Any]) -> str:
+        now = self.now() if self.now is not None else None
+        if now is not None and now >= block["end"]:
+            return "expired"
+        return "scheduled" if now is not None and now < block["start"] else "active"
 
     def _with_boot_states(self, response: Response) -> Response:
         root, ns = _parse(response.get_data())
@@ -389,10 +438,75 @@ class AWSFake(FakeApp):
             f"</capacityBlockDurationHours><upfrontFee>{Decimal(rate) * count * hours}</upfrontFee>"
             f"<currencyCode>USD</currencyCode><tenancy>default</tenancy></item>"
             for (t, zone), rate in sorted(self.capacity_blocks.items()) if t == kind and zone.startswith(region))
+        for (t, zone), rate in sorted(self.capacity_blocks.items()):
+            if t == kind and zone.startswith(region):
+                offering = f"cb-{hashlib.sha1(f'{kind}{zone}{count}{hours}'.encode()).hexdigest()[:17]}"
+                self.offerings[offering] = {"kind": kind, "zone": zone, "region": region, "count": count,
+                                            "hours": hours, "start": start, "end": end,
+                                            "fee": Decimal(rate) * count * hours}
         body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityBlockOfferingsResponse "
                 f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityBlockOfferingSet>{items}"
                 "</capacityBlockOfferingSet></DescribeCapacityBlockOfferingsResponse>")
         return Response(body, status=200, mimetype="text/xml")
+
+    def _purchase_capacity_block(self, request: Request) -> Response:
+        """PurchaseCapacityBlock (moto has none): buys an offering this fake answered, once; the block
+        is a capacity reservation of type capacity-block carrying the request's tags."""
+        _, _, form = self._action(request)
+        offering = self.offerings.get(form.get("CapacityBlockOfferingId", ""))
+        if offering is None or offering["region"] != self._region(request):
+            return self.ec2_error(400, "InvalidCapacityBlockOfferingId.NotFound", "The Capacity Block offering "
+                                  f"'{form.get('CapacityBlockOfferingId', '')}' does not exist")
+        tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
+                if k.startswith("TagSpecification.") and k.endswith(".Key")}
+        reservation_id = f"cr-{uuid.uuid4().hex[:17]}"
+        with self.lock:
+            self.reservations[reservation_id] = {**offering, "id": reservation_id, "tags": tags, "used": set(),
+                                                 "block_id": f"cb-{uuid.uuid4().hex[:17]}"}
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><PurchaseCapacityBlockResponse xmlns=\"{EC2_NS}\">"
+                f"<requestId>{uuid.uuid4()}</requestId><capacityReservation>"
+                f"{self._reservation_xml(self.reservations[reservation_id])}</capacityReservation>"
+                "</PurchaseCapacityBlockResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
+    def _capacity_reservations(self, request: Request) -> Response:
+        """DescribeCapacityReservations of the blocks bought here, by id or by the ``tag:KEY`` and
+        ``state`` / ``capacity-reservation-id`` filters the adapter sends."""
+        _, _, form = self._action(request)
+        filters: dict[str, set[str]] = {}
+        for key, name in form.items():
+            if key.startswith("Filter.") and key.endswith(".Name"):
+                prefix = key[:-5]
+                filters[name] = {v for k, v in form.items() if k.startswith(f"{prefix}.Value.")}
+        ids = {v for k, v in form.items() if k.startswith("CapacityReservationId.")}
+        region = self._region(request)
+        items = []
+        for block in list(self.reservations.values()):
+            fields = {"state": self._block_state(block), "capacity-reservation-id": block["id"],
+                      **{f"tag:{k}": v for k, v in block["tags"].items()}}
+            if block["region"] != region or (ids and block["id"] not in ids):
+                continue
+            if all(fields.get(name) in values for name, values in filters.items()):
+                items.append(f"<item>{self._reservation_xml(block)}</item>")
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityReservationsResponse "
+                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{''.join(items)}"
+                "</capacityReservationSet></DescribeCapacityReservationsResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
+    def _reservation_xml(self, block: dict[str, Any]) -> str:
+        used = len(block["used"] & self.live)
+        tags = "".join(f"<item><key>{_xml(k)}</key><value>{_xml(v)}</value></item>"
+                       for k, v in sorted(block["tags"].items()))
+        return (f"<capacityReservationId>{block['id']}</capacityReservationId><ownerId>123456789012</ownerId>"
+                f"<instanceType>{block['kind']}</instanceType><instancePlatform>Linux/UNIX</instancePlatform>"
+                f"<availabilityZone>{block['zone']}</availabilityZone><tenancy>default</tenancy>"
+                f"<totalInstanceCount>{block['count']}</totalInstanceCount>"
+                f"<availableInstanceCount>{block['count'] - used}</availableInstanceCount>"
+                f"<state>{self._block_state(block)}</state>"
+                f"<startDate>{block['start']:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
+                f"<endDate>{block['end']:%Y-%m-%dT%H:%M:%S.000Z}</endDate><endDateType>limited</endDateType>"
+                f"<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>capacity-block"
+                f"</reservationType><capacityBlockId>{block['block_id']}</capacityBlockId><tagSet>{tags}</tagSet>")
 
     def _get_products(self, request: Request) -> Response:
         body = self.body(request)
@@ -425,6 +539,8 @@ class AWSFake(FakeApp):
             self.key_material.clear()
             self.placement.clear()
             self.network_nodes.clear()
+            self.offerings.clear()
+            self.reservations.clear()
             reset_moto()
 
 
