@@ -8,7 +8,12 @@ tagged with cluster id, owner and expiry:
 - a security group: SSH (tcp/22) from ``access.allowed_cidrs`` and nothing else from
   outside; every protocol from members of the same group (Slurm, munge, k3s, NFS, EFA,
   which needs all traffic to and from its own group); all egress;
-- a cluster placement group when there is more than one node;
+- a cluster placement group when there is more than one node (not for a Capacity Block);
+- for a Capacity Block plan, the launch template's market type ``capacity-block`` and its
+  capacity reservation target ``capacity_reservation_id`` (a block bought before ``pulumi up``:
+  pulumi_aws's ``CapacityBlockReservation`` would buy a non-refundable block from an offering id
+  that expires within minutes, and a replaced resource would buy a second one, so the stack
+  never buys: ``provisioner.stacks.model.cluster_args`` refuses a block plan without the id);
 - a launch template: the GPU image (config ``provisioner:image`` or the newest Amazon
   "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)"), the EFA interface layout
   of the type (``efa_layout``), ``instance_initiated_shutdown_behavior: terminate`` so the
@@ -147,7 +152,8 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                                                 cidr_blocks=["0.0.0.0/0"], ipv6_cidr_blocks=["::/0"])],
         tags=named("sg"), opts=child)
     placement = None
-    if len(args.nodes) > 1:
+    block = args.capacity_reservation_id
+    if len(args.nodes) > 1 and block is None:  # a Capacity Block's capacity is placed by EC2 already
         placement = aws.ec2.PlacementGroup(f"{cid}-pg", strategy="cluster", tags=named("pg"), opts=child)
     key = None
     if args.ssh_public_key:
@@ -166,10 +172,14 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                 interface_type=nic.interface_type, subnet_id=subnet.id, security_groups=[group.id],
                 delete_on_termination="true")
             for nic in efa_layout(args.instance_type)],
-        instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+        instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        if block is not None else aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
             market_type="spot", spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
                 instance_interruption_behavior="terminate", spot_instance_type="one-time"))
         if args.spot else None,
+        capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=block)) if block is not None else None,
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required"),
         block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
             device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(

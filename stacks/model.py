@@ -75,6 +75,8 @@ class ClusterArgs:
     shared_fs: SharedFs | None = None
     image: str | None = None
     flex_start: bool = False
+    capacity_reservation_id: str | None = None
+    """The EC2 Capacity Block (capacity reservation id) a Capacity Block plan's nodes launch into."""
     user_data: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """Node name -> bootstrap text (a str or Output[str]; secret). Absent for SSH-bootstrapped nodes."""
 
@@ -182,12 +184,15 @@ def cluster_args(
     ssh_public_key: Any = None,
     image: str | None = None,
     flex_start: bool = False,
+    capacity_reservation_id: str | None = None,
 ) -> ClusterArgs:
     """The component's arguments for ``plan``. Pure.
 
     ``rendered`` maps rendered paths to text (or to Outputs of text when the secrets arrive
     as secret stack config). Raises PlanError when a file a node needs is missing (a render
-    of another plan) or flex-start is asked off GCP.
+    of another plan) or flex-start is asked off GCP, and when a Capacity Block plan has no
+    ``capacity_reservation_id`` (the stack never buys a block: it is bought first, through the AWS
+    adapter or ``aws ec2 purchase-capacity-block``) or another plan has one.
     """
     option = plan.option
     user_data: dict[str, str] = {}
@@ -200,6 +205,12 @@ def cluster_args(
         user_data[node.name] = rendered[path]
     if flex_start and option.provider != "gcp":
         raise PlanError("flex-start provisioning is a GCP feature; this plan is on " + option.provider)
+    if option.offer.block_hours and not capacity_reservation_id:
+        raise PlanError(f"the plan is an EC2 Capacity Block ({option.offer.block_hours} h, paid upfront): buy it "
+                        "first (provisioner up --engine direct buys and uses it; or aws ec2 purchase-capacity-block) "
+                        "and set provisioner:capacityReservationId to its reservation id")
+    if capacity_reservation_id and not option.offer.block_hours:
+        raise PlanError("provisioner:capacityReservationId is set but the plan is not a Capacity Block")
     shared = plan.spec.storage.shared
     ttl = plan.spec.lifetime.ttl_hours
     return ClusterArgs(
@@ -211,7 +222,7 @@ def cluster_args(
         local_nvme_gib=option.offer.local_nvme_gib,
         shared_fs=SharedFs(math.ceil(shared.size_gib), shared.mount_path)
         if shared.kind is SharedFsKind.MANAGED else None,
-        image=image, flex_start=flex_start, user_data=user_data,
+        image=image, flex_start=flex_start, capacity_reservation_id=capacity_reservation_id, user_data=user_data,
     )
 
 

@@ -11,7 +11,8 @@ Stack config (namespace ``provisioner``):
   created on first use (``provisioner.secrets.load_or_create_secrets``).
 - ``owner`` (default: ``providers.base.owner_id()``, as the adapters and ``gc`` use),
   ``expiresAt`` (ISO UTC; default: now + the spec's TTL, recomputed on every ``up`` unless
-  pinned), ``image`` (overrides the GPU image), ``flexStart`` (GCP flex-start provisioning).
+  pinned), ``image`` (overrides the GPU image), ``flexStart`` (GCP flex-start provisioning),
+  ``capacityReservationId`` (the EC2 Capacity Block a Capacity Block plan launches into, bought first).
 
 Stack outputs: ``cluster_id``, ``provider``, ``head_address``, ``ssh_command``, ``nodes``,
 ``hourly_usd``, ``expires_at``, ``shared_fs``. A mistake in the config or the spec stops
@@ -98,7 +99,8 @@ def build(config: pulumi.Config | None = None, *,
     except ValueError:
         raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
     args = cluster_args(plan, files, owner=config.get("owner") or owner_id(), expires_at=expires,
-                        ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False)
+                        ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False,
+                        capacity_reservation_id=config.get("capacityReservationId"))
     cluster = GpuCluster(plan.cluster_id, args)
     pulumi.export("cluster_id", plan.cluster_id)
     pulumi.export("provider", plan.option.provider)
