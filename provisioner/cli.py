@@ -8,6 +8,7 @@ commands, so `provisioner plan` starts fast.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -228,12 +229,21 @@ def _dispatch(argv: list[str] | None) -> int:
     return result if isinstance(result, int) else 0
 
 
+def _lean_start() -> None:
+    """Skip start-up work this command line never uses (docs/benchmarks.md), unless the user set it:
+    numpy's BLAS thread pool (nothing here multiplies matrices) and pydantic's plugin discovery
+    (a scan of every installed distribution's entry points)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point. Returns the exit code (never raises for user or provider errors).
 
     Every usage mistake is one line on stderr and exit 2; a ProvisionerError is its one line and
     its exit code (a located ``FILE:LINE:COL: path: message`` for spec problems).
     """
+    _lean_start()
     try:
         return _dispatch(argv)
     except ProvisionerError as exc:

@@ -7,7 +7,6 @@ here raises anything but SpecError for bad input.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -219,6 +218,8 @@ def _message(error: Any, loc: Loc) -> str:
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
         known = _field_names(loc[:-1])
+        import difflib  # only a misspelt key needs it
+
         guess = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         hint = f"; did you mean {guess[0]!r}?" if guess else f"; expected one of: {', '.join(known)}"
         return f"unknown key {key!r}{hint}"

@@ -2,7 +2,8 @@
 
 A fresh venv (no test extras) gets a non-editable install from a copy of the working tree.
 Every usage mistake must exit 2 with one line on stderr and no traceback; an unplannable spec
-exits 3; every ``--help`` works; and the install puts exactly one top-level package, ``provisioner``, into site-packages (issue 7, item 8).
+exits 3; every ``--help`` works; and the install puts exactly one top-level package,
+``provisioner``, into site-packages (issue 7, item 8).
 
 Installing may reach the package index: without one the module is skipped with the reason,
 unless REQUIRE_SYSTEM_TOOLS=1, under which it fails.
