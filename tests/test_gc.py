@@ -12,8 +12,10 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from provisioner.providers import registry
 from provisioner.providers.base import Provider
 from provisioner.providers.http import RateLimits, RetryPolicy
 
@@ -191,12 +193,20 @@ def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest
 def test_cli_lists_then_deletes_on_a_served_fake(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     harness = load_harness("lambda")
+    real_get_provider = registry.get_provider
+
+    def fast_get_provider(name: str, **kwargs: Any) -> Provider:
+        # The CLI builds its adapters at the published limits (Lambda: 1 request/s) with the default
+        # back-off; the limits and retries have their own contract tests, this one is about gc's CLI.
+        return real_get_provider(name, **{"limits": UNLIMITED, "retry": FAST, **kwargs})
+
+    monkeypatch.setattr(registry, "get_provider", fast_get_provider)
     with serve(harness.app) as server:
         for var in NEOCLOUD_KEYS:
             monkeypatch.delenv(var, raising=False)
         monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", server.url)
         monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", harness.api_key)
-        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url)
+        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=UNLIMITED, retry=FAST)
         provider.create_nodes("lost1", harness.node_specs(1, "n"))
         assert main(["gc", "--provider", "lambda"]) == 0
         out = capsys.readouterr().out
