@@ -18,6 +18,9 @@ from provisioner.errors import ProvisionerError, SpecError, UsageError
 DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
+COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node", "up", "down", "status", "outputs",
+                 "ssh", "burst")
+"""The top-level commands, in --help order (tests/test_cli.py checks it against the parser)."""
 
 
 def _echo(text: str, output: Path | None) -> None:
@@ -162,13 +165,14 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
     return report.exit_code
 
 
-def build_parser() -> cliargs.Parser:
-    """The whole command line: every command, its options and the handler that runs it."""
+def build_parser(only: str | None = None) -> cliargs.Parser:
+    """The whole command line: every command, its options and the handler that runs it
+    (``only``: just that top-level command, the one a run uses)."""
     from provisioner.lifecycle.cli import add_commands as add_lifecycle  # argparse only; engines load on use
     from provisioner.validation.cli import add_node_commands, add_validate  # argparse only; checks load on use
 
     parser = cliargs.Parser(prog="provisioner", description=DESCRIPTION)
-    group = cliargs.commands(parser)
+    group = cliargs.commands(parser, only=only)
 
     cmd = cliargs.command(group, "plan", plan)
     cmd.add_argument("specs", nargs="+", type=Path, metavar="SPEC", help="Spec file(s) (YAML).")
@@ -213,8 +217,8 @@ def _one_line(text: object) -> str:
 
 
 def _dispatch(argv: list[str] | None) -> int:
-    parser = build_parser()
     words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words[0] if words and words[0] in COMMAND_NAMES else None)
     head, trailing = cliargs.split_trailing(words)
     namespace = parser.parse_args(head)
     if trailing is not None:

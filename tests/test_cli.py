@@ -270,9 +270,11 @@ def _commands(parser: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...
 
 
 def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> None:
-    from provisioner.cli import build_parser
+    from provisioner.cli import COMMAND_NAMES, build_parser
+    from provisioner.cliargs import subcommand_names
 
     commands = _commands(build_parser())
+    assert tuple(subcommand_names(build_parser())) == COMMAND_NAMES
     assert ("plan",) in commands and ("catalog", "refresh") in commands and ("node", "check") in commands
     for path in commands:
         code, out, err = run_cli([*path, "--help"], capsys)

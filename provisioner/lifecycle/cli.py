@@ -300,7 +300,7 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
     return code
 
 
-def add_commands(group: Any) -> None:
+def add_commands(group: cliargs.Commands) -> None:
     """Add up, down, status, outputs, ssh and burst to the top-level command group."""
     def target_file(cmd: Any) -> None:
         cmd.add_argument("target", type=Path, metavar="SPEC_OR_PLAN", help="A spec (YAML) or a saved plan (JSON).")

@@ -129,10 +129,9 @@ def _report_options(cmd: Any) -> None:
     cmd.add_argument("--output", "-o", type=Path, help="Write the report here.")
 
 
-def add_node_commands(group: Any) -> None:
+def add_node_commands(group: cliargs.Commands) -> None:
     """Add ``node check`` (the commands that run on a cluster node) to the top-level command group."""
-    node = group.add_parser("node", help="Commands that run on a cluster node.",
-                            description="Commands that run on a cluster node.")
+    node = group.add("node", "Commands that run on a cluster node.")
     cmd = cliargs.command(cliargs.commands(node), "check", node_check)
     cmd.add_argument("--expect-gpus", type=cliargs.int_range(0), help="GPUs this node must have.")
     cmd.add_argument("--expect-model", help="GPU model every GPU must be, e.g. H100.")
@@ -146,7 +145,7 @@ def add_node_commands(group: Any) -> None:
     _report_options(cmd)
 
 
-def add_validate(group: Any) -> None:
+def add_validate(group: cliargs.Commands) -> None:
     """Add ``validate`` (check every node of a cluster and drain bad ones) to the top-level command group."""
     cmd = cliargs.command(group, "validate", validate)
     cmd.add_argument("source", nargs="?", type=Path, metavar="SOURCE",
