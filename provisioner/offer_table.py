@@ -207,16 +207,17 @@ def egress_term(p: Pricing) -> np.ndarray:
     leave = dataset_leave_usd(spec, p.provider_infos)
     results = [tiered_usd(i.internet_egress_tiers, spec.workload.results_out_gb, i.free_egress_gb)
                if i.internet_egress_tiers else None for i in p.infos]
-    regions = table.names["region"]
     wanted_region = None if source_region is None else source_region.encode()
+    # Only whether the offer sits in the dataset's own region matters, not which region it is:
+    # keying on that flag keeps the exact per-key arithmetic to a few dozen keys at 10^5 offers.
+    in_source_region = (table.names["region"] == wanted_region)[table["region"][p.rows]]
 
-    def cents(provider: int, region: int, ingress_nano: int, egress_nano: int) -> int:
+    def cents(provider: int, same_region: int, ingress_nano: int, egress_nano: int) -> int:
         usd = Fraction(0)
         if data_gb:
             if source is not None and providers[provider] == source:
                 info = p.infos[provider]
-                usd = Fraction(0) if regions[region] == wanted_region else data_gb * Fraction(
-                    info.inter_region_usd_per_gb)
+                usd = Fraction(0) if same_region else data_gb * Fraction(info.inter_region_usd_per_gb)
             else:
                 usd = leave + data_gb * Fraction(ingress_nano, NANO)
         if out_gb:
@@ -224,7 +225,7 @@ def egress_term(p: Pricing) -> np.ndarray:
             usd += tiered if tiered is not None else out_gb * Fraction(egress_nano, NANO)
         return round_cents(usd)
 
-    return _per_key([table["provider"][p.rows], table["region"][p.rows], table["ingress_nano"][p.rows],
+    return _per_key([table["provider"][p.rows], in_source_region.astype(np.int64), table["ingress_nano"][p.rows],
                      table["egress_nano"][p.rows]], cents)
 
 
