@@ -126,6 +126,32 @@ def test_a_corrupt_columnar_file_is_a_catalog_error(tmp_path: Path) -> None:
         load_catalog(path)
 
 
+@pytest.mark.parametrize("damage", ["object column", "2-d column", "cut inside a column", "compressed"])
+def test_columnar_files_are_mapped_only_when_well_formed(tmp_path: Path, damage: str) -> None:
+    """The file is mapped, not read through np.load: a pickled or reshaped column and a cut file are
+    located refusals; a compressed archive (not what save_columnar writes) is still read."""
+    columnar, path = _columnar(tmp_path)
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    out = tmp_path / "damaged.npz"
+    if damage == "object column":
+        arrays["c.gpus"] = np.array([1, "x"], dtype=object)
+    elif damage == "2-d column":
+        arrays["c.gpus"] = arrays["c.gpus"].reshape(1, -1)
+    if damage == "compressed":
+        np.savez_compressed(out, **arrays)
+        assert load_columnar(out).offers == columnar.offers
+        return
+    np.savez(out, **arrays)
+    if damage == "cut inside a column":
+        raw = out.read_bytes()
+        at = raw.index(b"c.price_micro.npy")
+        out.write_bytes(raw[:at + 400] + raw[at + 400 + 8 * 16:])  # drop a few values: sizes no longer add up
+    with pytest.raises(CatalogError, match="not a columnar catalog") as caught:
+        load_catalog(out)
+    assert "\n" not in str(caught.value)
+
+
 def test_json_catalogs_are_compiled_once_to_a_columnar_cache(tmp_path: Path) -> None:
     source = tmp_path / "catalog.json"
     source.write_text(json.dumps(_bundled_doc()))
