@@ -18,8 +18,8 @@ from provisioner.errors import ProvisionerError, SpecError, UsageError
 DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
-COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node", "up", "down", "status", "outputs",
-                 "ssh", "burst")
+LIFECYCLE_COMMANDS = ("up", "down", "status", "outputs", "ssh", "burst")
+COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node", *LIFECYCLE_COMMANDS)
 """The top-level commands, in --help order (tests/test_cli.py checks it against the parser)."""
 
 
@@ -168,9 +168,6 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
 def build_parser(only: str | None = None) -> cliargs.Parser:
     """The whole command line: every command, its options and the handler that runs it
     (``only``: just that top-level command, the one a run uses)."""
-    from provisioner.lifecycle.cli import add_commands as add_lifecycle  # argparse only; engines load on use
-    from provisioner.validation.cli import add_node_commands, add_validate  # argparse only; checks load on use
-
     parser = cliargs.Parser(prog="provisioner", description=DESCRIPTION)
     group = cliargs.commands(parser, only=only)
 
@@ -200,15 +197,24 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     refresh = cliargs.command(cliargs.commands(cmd), "refresh", catalog_refresh)
     refresh.add_argument("--provider", action="append", help="Refresh only this provider (repeatable).")
 
-    add_validate(group)
+    if only in (None, "validate"):
+        from provisioner.validation.cli import add_validate  # argparse only; the checks load on use
+
+        add_validate(group)
 
     cmd = cliargs.command(group, "gc", gc)
     cmd.add_argument("--provider", help="Only this provider (default: every one with credentials).")
     cmd.add_argument("--cluster", help="Only this cluster, collected whatever its record says.")
     cliargs.flag(cmd, "--yes", "Delete what is found (default: only list it).", negatable=False)
 
-    add_node_commands(group)
-    add_lifecycle(group)  # up, down, status, outputs, ssh, burst (provisioner/lifecycle/cli.py)
+    if only in (None, "node"):
+        from provisioner.validation.cli import add_node_commands
+
+        add_node_commands(group)
+    if only in (None, *LIFECYCLE_COMMANDS):
+        from provisioner.lifecycle.cli import add_commands  # argparse only; the engines load on use
+
+        add_commands(group)  # up, down, status, outputs, ssh, burst
     return parser
 
 
