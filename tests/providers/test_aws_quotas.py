@@ -12,6 +12,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+from provisioner.providers import registry
+from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.registry import capabilities
@@ -63,6 +65,11 @@ def aws_env(fake: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    # The CLI's adapter at 100x the published 10 requests/s: refresh pages through the fake's whole
+    # price list (~6 s at the real pace); the limits have their own contract test.
+    real_get_provider = registry.get_provider
+    monkeypatch.setattr(registry, "get_provider",
+                        lambda name, **kwargs: real_get_provider(name, **{"limits": LIMITS.scaled(100), **kwargs}))
     return tmp_path
 
 
@@ -106,7 +113,8 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
 
 def test_create_over_quota_is_refused_before_any_launch(fake: RunningServer) -> None:
     provider = AWSProvider(boto3.Session(aws_access_key_id="AKIAQUOTATEST", aws_secret_access_key="quota-secret",
-                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url)
+                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url,
+                           limits=LIMITS.scaled(100))
     specs = [NodeSpec(name=f"n{i}", instance_type="p5.48xlarge", region="us-east-1", image=IMAGE) for i in range(3)]
     with pytest.raises(QuotaError) as caught:
         provider.create_nodes("q1", specs)
