@@ -237,8 +237,25 @@ class SupportsTopology(Protocol):
         provider places them (AWS DescribeInstanceTopology, GCE physical hosts). Read-only."""
 
 
+class Reservation(Protocol):
+    """A reservation bought for a cluster before its nodes (an EC2 Capacity Block)."""
+
+    @property
+    def reservation_id(self) -> str:
+        """The provider's id of it (what a launch targets)."""
+
+    def bought(self) -> str:
+        """What an error after the purchase says was bought: what, its fee, its end, that it stays paid."""
+
+
 @runtime_checkable
 class SupportsReservations(Protocol):
+    def reserve(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> Reservation:
+        """The reservation ``nodes`` ask for (``NodeSpec.capacity_block_hours``): the cluster's own when
+        one exists, else bought; blocks until it holds capacity. What ``create_nodes`` does first for
+        such nodes; the pulumi engine calls it before ``pulumi up``. Raises PlanError/CapacityError
+        before a purchase; after one, a ProviderError whose message is ``Reservation.bought``'s."""
+
     def reservations_left(self, cluster_id: str) -> list[str]:
         """One sentence per reservation bought for the cluster that outlives its nodes (an EC2
         Capacity Block cannot be cancelled): what it is, that it is paid, when it ends. Read-only."""
@@ -261,6 +278,7 @@ __all__ = [
     "OfferQuery",
     "OwnedNode",
     "Provider",
+    "Reservation",
     "SupportsFirewall",
     "SupportsGc",
     "SupportsReservations",

@@ -11,7 +11,8 @@ How the contract maps onto EC2:
   those types, as reservation offers (``capacity_blocks``): quote-only unless the spec sets
   ``pricing.reservations``. Nodes asking for a block (``NodeSpec.capacity_block_hours``) are
   launched into one bought first (``blocks``: PurchaseCapacityBlock, then RunInstances with
-  MarketType capacity-block targeting the reservation); ``reservations_left`` says what outlives
+  MarketType capacity-block targeting the reservation); ``reserve`` is that purchase alone (what the
+  pulumi engine calls before ``pulumi up``); ``reservations_left`` says what outlives
   ``delete_nodes`` (a block cannot be cancelled).
 - Cluster membership is the tag ``provisioner-cluster=<cluster_id>``; a node's identity is
   the tag ``provisioner-node=<name>`` (also ``Name=<cluster_id>-<name>``). Owner and expiry
@@ -353,12 +354,26 @@ class AWSProvider:
         if not in_block:
             ids = create(_Launcher(self, cluster_id, nodes), nodes)
             return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
-        block = self._block_of[cluster_id] = self.blocks.ensure(cluster_id, in_block)
+        block = self.reserve(cluster_id, in_block)
         try:  # from here on the block is paid: every error says so, and none is a CapacityError (no failover)
             ids = create(_Launcher(self, cluster_id, nodes), nodes)
             return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
         except ProviderError as exc:
             raise ProviderError(self.name, f"{exc.message}; {block.bought()}") from exc
+
+    def reserve(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> Block:
+        """The cluster's active Capacity Block for ``nodes`` (every one asking for it): adopted by its
+        cluster tag, else bought, then waited for until active (``CapacityBlocks.ensure``). What
+        ``create_nodes`` does first for such nodes, and what the pulumi engine calls before ``pulumi up``
+        (the stack launches into the block, never buys one). Blocks until the block starts. Raises
+        PlanError (nodes that ask for no block, or for different ones) or CapacityError before a purchase;
+        after one, a ProviderError saying what was bought (``Block.bought``)."""
+        require_capabilities(self.name, self.capabilities, nodes)
+        if not nodes or not all(n.capacity_block_hours for n in nodes):
+            raise PlanError("aws: reserve() is for nodes that ask for a Capacity Block; nothing was bought")
+        self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
+        block = self._block_of[cluster_id] = self.blocks.ensure(cluster_id, nodes)
+        return block
 
     def reservations_left(self, cluster_id: str) -> list[str]:
         """What ``down``/``gc`` say about the cluster's Capacity Blocks that still hold capacity: one

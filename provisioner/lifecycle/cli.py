@@ -112,7 +112,12 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
         plan = ranked_plans(target, catalog, 1)[0]
         now = utc_now()
         expires_at = expiry_for(plan, now, ttl_s)
-        outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at)
+        runtime = _runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
+        try:
+            outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
+        finally:
+            if runtime.interrupts is not None:
+                runtime.interrupts.restore()
         _save_pulumi_record(plan, now, expires_at)
         emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
         return
@@ -156,12 +161,25 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
         pulumi_engine.down(cluster_id, backend=backend, emit=emit)
         state.remove_record(cluster_id)
         emit("down", message=f"cluster {cluster_id} is down (pulumi)", cluster=cluster_id)
+        _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),
+                           provider, emit)
         return
     from provisioner.lifecycle.realize import tear_down
 
     runtime = _runtime(emit, interrupts=False)
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider)
+
+
+def _reservations_left(cluster_id: str, plan: Plan | None, provider: str | None, emit: Emit) -> None:
+    """After a pulumi ``down``, what the direct engine's says of a paid reservation that outlives the
+    cluster (an EC2 Capacity Block): asked of the provider of a Capacity Block plan, or of ``provider``."""
+    from provisioner.lifecycle.reservations import report_left
+
+    name = provider or (plan.option.provider if plan is not None and plan.option.offer.block_hours else None)
+    if name is not None:
+        runtime = _runtime(emit, interrupts=False)
+        report_left(runtime, runtime.provider(name), cluster_id, name)
 
 
 class _shielded:
@@ -326,7 +344,8 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)
     cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, else pulumi).")
-    cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct).")
+    cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct); with "
+                     "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.")
     common(cmd, backend=True)
 
     cmd = cliargs.command(group, "status", status)

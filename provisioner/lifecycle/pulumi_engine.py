@@ -9,6 +9,11 @@ One stack per cluster (stack name = cluster id) of the project in the installed
   to the pulumi CLI as command-line arguments, which every local user can read in ``ps``. The
   program renders from the file and keeps the user data as Pulumi secrets; output is run with
   ``show_secrets=False``.
+- ``provisioner:capacityReservationId``: for a Capacity Block plan, the block the stack's launch
+  template targets. The stack never buys one: ``up`` adopts the cluster's block or buys it first
+  through the AWS adapter, exactly as the direct engine does (``reservations.reserve``: offerings,
+  purchase, wait until active), after the stack is opened and before ``pulumi up``. A failure
+  after the purchase says what was bought (``Reservation.bought``). Other plans have the key removed.
 
 Backend: ``--backend URL`` (``s3://...``, ``gs://...``, ``https://api.pulumi.com``), else a
 local file backend under the state dir (``file://<state>/pulumi``). The file backend encrypts
@@ -29,16 +34,23 @@ import secrets as _secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provisioner.errors import StackError
+from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.events import Emit, no_events
 from provisioner.plan import Plan, save_plan
 
+if TYPE_CHECKING:
+    from provisioner.lifecycle.realize import Runtime
+    from provisioner.providers.base import Reservation
+
 INSTALL_HINT = ("the pulumi CLI is not installed (the pulumi engine drives it): install it with "
                 "'curl -fsSL https://get.pulumi.com | sh' (see https://www.pulumi.com/docs/install/), "
                 "or run with --engine direct")
+
+RESERVATION_KEY = "provisioner:capacityReservationId"
+"""The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
 
 
 def require_pulumi(which: Callable[[str], str | None] = shutil.which) -> str:
@@ -95,6 +107,20 @@ def plan_path(cluster_id: str) -> Path:
     return state.clusters_dir() / f"{cluster_id}.plan.json"
 
 
+def kept_plan(cluster_id: str) -> Plan | None:
+    """The plan the cluster's last ``up`` gave the stack (kept in the state dir), None if there is none
+    or it cannot be read."""
+    from provisioner.plan import load_plan
+
+    path = plan_path(cluster_id)
+    if not path.is_file():
+        return None
+    try:
+        return load_plan(path)
+    except ProvisionerError:
+        return None
+
+
 def _stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
     auto = _automation()
     env = {"PULUMI_BACKEND_URL": backend_url(backend), "PULUMI_SKIP_UPDATE_CHECK": "true"}
@@ -136,20 +162,34 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
 
 
 def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
-       expires_at: dt.datetime | None = None) -> dict[str, Any]:
+       expires_at: dt.datetime | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
     """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks.
 
     ``expires_at`` pins the nodes' expiry tag (``provisioner:expiresAt``); None lets the program
-    use now + the spec's TTL. ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads)."""
+    use now + the spec's TTL. ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads).
+    A Capacity Block plan's block is adopted or bought first (blocking until it starts) through
+    ``runtime``'s adapter (default: the registry's); see the module docstring."""
     auto = _automation()
 
     stack = _stack(plan.cluster_id, backend, create=True)
-    from provisioner.lifecycle.realize import cluster_secrets
+    from provisioner.lifecycle.realize import Runtime, cluster_secrets
+    from provisioner.lifecycle.reservations import reserve
 
     cluster_secrets(plan.cluster_id)  # created once, 0600, in the state dir
     path = plan_path(plan.cluster_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_plan(plan, path)
+    save_plan(plan, path)  # before a block is bought: what down reads when no record was kept
+    reservation = reserve(plan, runtime or Runtime(emit=emit), expires_at)
+    try:
+        return _up(auto, stack, plan, path, backend, emit, expires_at, reservation)
+    except ProvisionerError as exc:
+        if reservation is None:
+            raise
+        raise StackError(f"{exc}; {reservation.bought()}") from None  # the block stays paid: say so
+
+
+def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit: Emit,
+        expires_at: dt.datetime | None, reservation: Reservation | None) -> dict[str, Any]:
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
     from provisioner.providers.base import expiry_text, owner_id
@@ -161,7 +201,14 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
     }
     if expires_at is not None:
         config["provisioner:expiresAt"] = auto.ConfigValue(value=expiry_text(expires_at))
-    stack.set_all_config(config)
+    try:
+        if reservation is not None:
+            config[RESERVATION_KEY] = auto.ConfigValue(value=reservation.reservation_id)
+        else:  # a stack once of a block plan must not keep targeting its block
+            stack.remove_config(RESERVATION_KEY)
+        stack.set_all_config(config)
+    except (auto.errors.CommandError, ValueError, OSError) as exc:
+        raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {_last_line(str(exc))}") from None
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
         result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
@@ -213,4 +260,5 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-__all__ = ["INSTALL_HINT", "backend_url", "down", "outputs", "require_pulumi", "stacks_dir", "up"]
+__all__ = ["INSTALL_HINT", "RESERVATION_KEY", "backend_url", "down", "kept_plan", "outputs", "require_pulumi",
+           "stacks_dir", "up"]

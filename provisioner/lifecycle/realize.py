@@ -46,8 +46,9 @@ from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
 from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
+from provisioner.lifecycle.reservations import block_fields, report_left
 from provisioner.plan import Plan, PlanNode
-from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsReservations, SupportsTopology
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsTopology
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
@@ -152,18 +153,9 @@ def node_specs(plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str],
         specs.append(NodeSpec(
             name=node.name, instance_type=node.instance_type, region=node.region, zone=node.zone,
             offer_id=node.offer_id, gpus=node.gpus, spot=node.spot, ssh_public_key=secrets.ssh_public_key,
-            user_data=user_data, expires_at=expires_at, **_block(plan),
+            user_data=user_data, expires_at=expires_at, **block_fields(plan),
         ))
     return specs
-
-
-def _block(plan: Plan) -> dict[str, object]:
-    """What a node of a Capacity Block plan asks its adapter for: the block's length and the planned
-    price per node-hour (the most the purchase may cost). Empty for other plans."""
-    offer = plan.option.offer
-    if not offer.block_hours:
-        return {}
-    return {"capacity_block_hours": offer.block_hours, "capacity_block_usd_per_hour": offer.price_per_hour_usd}
 
 
 def _with_node_name(script: str, name: str) -> str:
@@ -432,9 +424,7 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
     shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)  # the copy of the cluster key goes too
     rt.emit("down", message=f"cluster {cluster_id} is down ({len(left)} node(s) deleted)", cluster=cluster_id,
             deleted=[node.id for node in left])
-    if isinstance(adapter, SupportsReservations):  # a paid Capacity Block outlives its instances
-        for note in adapter.reservations_left(cluster_id):
-            rt.emit("reservation", message=note, cluster=cluster_id, provider=name)
+    report_left(rt, adapter, cluster_id, name)  # a paid Capacity Block outlives its instances
     return [node.id for node in left]
 
 

@@ -1,0 +1,88 @@
+"""A reservation bought for a cluster before its nodes (an EC2 Capacity Block), for both engines.
+
+A Capacity Block plan (``Offer.block_hours``, ranked under ``pricing.reservations``) is paid
+upfront, in full, and cannot be cancelled. Both engines buy it through the same adapter method
+(``SupportsReservations.reserve``: adopt the cluster's block by its tag or buy one, then wait
+until it is active) and say the same things about it:
+
+- ``block_fields(plan)``: what each ``NodeSpec`` of such a plan asks its adapter for. Pure.
+- ``reserve(plan, runtime, expires_at)``: the pulumi engine's step before ``pulumi up`` (the
+  direct engine's ``create_nodes`` takes the same path inside the adapter). Returns the
+  reservation, or None for a plan that asks for none.
+- ``report_left(runtime, adapter, cluster_id, name)``: after ``down``, one ``reservation`` event
+  per reservation that outlives the cluster (what remains, already paid, until when).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from provisioner.errors import PlanError
+from provisioner.providers.base import NodeSpec, Provider, Reservation, SupportsReservations
+
+if TYPE_CHECKING:
+    from provisioner.lifecycle.realize import Runtime
+    from provisioner.plan import Plan
+
+
+def block_fields(plan: Plan) -> dict[str, object]:
+    """What a node of a Capacity Block plan asks its adapter for: the block's length and the planned
+    price per node-hour (the most the purchase may cost). Empty for other plans. Pure."""
+    offer = plan.option.offer
+    if not offer.block_hours:
+        return {}
+    return {"capacity_block_hours": offer.block_hours, "capacity_block_usd_per_hour": offer.price_per_hour_usd}
+
+
+def reservation_specs(plan: Plan, expires_at: dt.datetime | None) -> list[NodeSpec]:
+    """The nodes of a Capacity Block plan as the purchase needs them (no user data, no key: the
+    block is bought for the type, zone, count and length). Empty for other plans. Pure."""
+    fields = block_fields(plan)
+    if not fields:
+        return []
+    return [NodeSpec(name=node.name, instance_type=node.instance_type, region=node.region, zone=node.zone,
+                     offer_id=node.offer_id, gpus=node.gpus, spot=node.spot, expires_at=expires_at, **fields)
+            for node in plan.nodes]
+
+
+def reserve(plan: Plan, runtime: Runtime, expires_at: dt.datetime | None) -> Reservation | None:
+    """The reservation ``plan`` launches into, adopted or bought through its adapter's ``reserve``;
+    None when the plan asks for none (nothing is called then). Blocks until the reservation is
+    active (a block that starts later: until its start). Signals are held meanwhile, as during the
+    direct engine's purchase. Raises PlanError when the adapter cannot buy reservations, and what
+    the adapter raises (PlanError/CapacityError before a purchase, ProviderError saying what was
+    bought after one)."""
+    specs = reservation_specs(plan, expires_at)
+    if not specs:
+        return None
+    name = plan.option.provider
+    adapter = runtime.provider(name)
+    if not isinstance(adapter, SupportsReservations):
+        raise PlanError(f"the plan is a reservation bought upfront but the {name} adapter cannot buy one; "
+                        "nothing was bought")
+    offer = plan.option.offer
+    runtime.emit("reserve", message=f"reserving {len(specs)} x {plan.option.instance_type} on {name} "
+                 f"{plan.option.region} for {offer.block_hours} h (paid upfront, non-refundable; a block that "
+                 f"starts later is waited for) for cluster {plan.cluster_id}", cluster=plan.cluster_id,
+                 provider=name, hours=offer.block_hours, nodes=len(specs))
+    runtime.touched.add(name)
+    with runtime.held():
+        reservation = adapter.reserve(plan.cluster_id, specs)
+    runtime.emit("reserved", message=f"launching into reservation {reservation.reservation_id}",
+                 cluster=plan.cluster_id, provider=name, reservation=reservation.reservation_id)
+    return reservation
+
+
+def report_left(runtime: Runtime, adapter: Provider, cluster_id: str, name: str) -> list[str]:
+    """Emit a ``reservation`` event for each reservation of the cluster that outlives its nodes (an
+    adapter without reservations has none). Read-only; returns the notes."""
+    if not isinstance(adapter, SupportsReservations):
+        return []
+    notes = adapter.reservations_left(cluster_id)
+    for note in notes:
+        runtime.emit("reservation", message=note, cluster=cluster_id, provider=name)
+    return notes
+
+
+__all__ = ["block_fields", "report_left", "reservation_specs", "reserve"]
