@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import string
 
@@ -136,10 +138,16 @@ _documents = st.recursive(
 )
 
 
+@functools.cache
+def _good_document() -> dict:
+    """GOOD parsed once (callers deep-copy it): pure-Python YAML parsing was a third of each example."""
+    return yaml.safe_load(GOOD)
+
+
 @st.composite
 def _mutated(draw: st.DrawFn) -> dict:
     """The good spec with one to three sections or fields replaced by random documents."""
-    doc = yaml.safe_load(GOOD)
+    doc = copy.deepcopy(_good_document())
     for _ in range(draw(st.integers(1, 3))):
         section = draw(st.sampled_from(sorted(doc)))
         if isinstance(doc[section], dict) and doc[section] and draw(st.booleans()):
@@ -224,7 +232,7 @@ def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, 
     from provisioner.errors import ProvisionerError
     from provisioner.optimizer import resolve_plan
 
-    doc = yaml.safe_load(GOOD)
+    doc = copy.deepcopy(_good_document())
     doc["pricing"]["mode"] = mode
     doc["workload"]["dataset"]["location"] = location
     doc["storage"] = {}
