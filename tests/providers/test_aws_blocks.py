@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import CLUSTER_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, SupportsReservations
 
@@ -53,6 +54,9 @@ def fake(clock: Clock) -> Iterator[RunningServer]:
 
 
 def _provider(url: str, clock: Clock, **kwargs: Any) -> AWSProvider:
+    # 100x the published request rate: the wait polls every (fake) minute for two hours, ~12 s at the
+    # real 10 requests/s; the limits have their own contract test.
+    kwargs.setdefault("limits", LIMITS.scaled(100))
     return AWSProvider(boto3.Session(region_name="us-east-1"), regions=["us-east-1"], endpoint_url=url,
                        image_id=IMAGE, poll_interval_s=60.0, now=clock.now, sleep=clock.sleep, **kwargs)
 
