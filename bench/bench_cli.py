@@ -5,9 +5,11 @@ Usage: python bench/bench_cli.py [--runs 11] [--sizes 100000 1000000] [--workdir
 1. Every example spec on the bundled catalog.
 2. A typical spec (bench/bench_optimizer.py's SPEC) on synthetic columnar catalogs of each size
    (written once by bench/synthetic_catalog.py into --workdir), with the peak RSS of the run.
-Each run is a fresh interpreter timed with perf_counter around subprocess.run; we report the
-median, min and max, and the largest peak RSS (ru_maxrss of the children). Targets (issue 7):
-bundled <= 0.35 s, 100,000 offers <= 0.45 s, 1,000,000 offers <= 2.5 s and <= 1 GB.
+First the machine's baselines: a bare interpreter, and one importing only the libraries a plan
+needs before any project code runs (FLOOR). Each run is a fresh interpreter timed with
+perf_counter around subprocess.run; we report the median, min and max, and the largest peak
+RSS (ru_maxrss of the children). Targets (issue 7): bundled <= 0.35 s, 100,000 offers
+<= 0.45 s, 1,000,000 offers <= 2.5 s and <= 1 GB.
 
 The project's modules are byte-compiled first, as `pip install .` does (with
 PYTHONDONTWRITEBYTECODE=1, as on these machines, every run would otherwise recompile them).
@@ -49,6 +51,22 @@ def time_plan(args: list[str], runs: int) -> tuple[list[float], float]:
     return samples, peak
 
 
+FLOOR = ("import os; os.environ.update(OPENBLAS_NUM_THREADS='1', PYDANTIC_DISABLE_PLUGINS='__all__'); "
+         "import numpy, yaml, pydantic; from pydantic import BaseModel, Field; "
+         "import pydantic._internal._generate_schema")
+"""What a plan imports before any of this project's code runs: numpy (the columnar cost model), PyYAML
+(the spec) and pydantic (the models; fixed by the design), with the CLI's own start-up settings."""
+
+
+def time_python(code: str, runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 def row(label: str, samples: list[float], peak: float | None = None) -> str:
     rss = "" if peak is None else f" {peak:9.0f}"
     return f"{label:34} {statistics.median(samples):9.3f} {min(samples):7.3f} {max(samples):7.3f}{rss}"
@@ -63,7 +81,10 @@ def main() -> None:
     for package in ("provisioner", "providers", "stacks", "templates"):
         compileall.compile_dir(str(ROOT / package), quiet=1)
     os.environ["PROVISIONER_CACHE_DIR"] = str(args.workdir / "cache")
-    print(f"{'plan --format json':34} {'median s':>9} {'min s':>7} {'max s':>7}")
+    print(f"{'baseline':34} {'median s':>9} {'min s':>7} {'max s':>7}")
+    print(row("python -c pass", time_python("pass", args.runs)))
+    print(row("import floor (numpy, yaml, pydantic)", time_python(FLOOR, args.runs)))
+    print(f"\n{'plan --format json':34} {'median s':>9} {'min s':>7} {'max s':>7}")
     for spec in sorted((ROOT / "examples").glob("*.yaml")):
         print(row(f"{spec.stem} (bundled)", time_plan([str(spec)], args.runs)[0]))
     args.workdir.mkdir(parents=True, exist_ok=True)
