@@ -116,6 +116,22 @@ def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **k
 
 @contextmanager
 def served_fake(name: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Iterator[tuple[FakeApp, RunningServer]]:
+    """The fake served, the environment pointing the CLI at it, and the adapters the CLI builds
+    at 100x the published rate limits with millisecond back-off (as ``fast_provider``; the CLI has
+    no flags for them, and the limits and retries have their own contract tests)."""
+    from provisioner.providers import registry
+    from provisioner.providers.http import RetryPolicy
+
+    real_get_provider = registry.get_provider
+
+    def fast_get_provider(provider: str, **options: Any) -> Provider:
+        client: Any = getattr(registry.provider_class(provider), "client_class", None)
+        if client is not None:
+            options = {"limits": client.default_limits.scaled(100.0),
+                       "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1), **options}
+        return real_get_provider(provider, **options)
+
+    monkeypatch.setattr(registry, "get_provider", fast_get_provider)
     app = make_fake(name, api_key=API_KEYS[name], **kwargs)
     server = serve(app)
     prefix = f"PROVISIONER_{name.upper()}"
