@@ -212,7 +212,7 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                               network_interface=instance.primary_network_interface_id,
                               tags=named(f"{node.name}-eip"),
                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])))
-        built.append(BuiltNode(node.name, node.role, address.public_ip, instance.private_ip))
+        built.append(BuiltNode(node.name, node.role, address.public_ip, instance.private_ip, instance.id))
     return Built(built, shared)
 
 

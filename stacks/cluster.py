@@ -8,12 +8,16 @@ secret, and creates its children with ``parent=self``:
 - ``gcp``: ``provisioner.stacks.gcp.build_gcp`` (pulumi_gcp);
 - the neoclouds: one ``NeocloudNodes`` dynamic resource (the CLI's own adapters), plus the
   provider's firewall for ``access.allowed_cidrs`` where its adapter can set one
-  (``provisioner.stacks.firewall``).
+  (``provisioner.stacks.firewall``);
+- given the plan and the cluster secrets, for a multi-node AWS or GCP plan: one
+  ``ClusterTopology`` step after the nodes (``provisioner.stacks.topology``), which applies the
+  provider's switch topology (Slurm topology.conf, Kueue rack/block labels) over SSH.
 
 Counts and names come from the Plan, never from inside ``.apply()``. Outputs (registered at
 the end): ``head_address``, ``ssh_command``, ``nodes`` (name, role, public and private
 address per node), ``hourly_usd`` (exact decimal text), ``expires_at`` (ISO UTC or ""),
-``shared_fs`` (managed filesystem endpoint, or None). No output holds a secret.
+``shared_fs`` (managed filesystem endpoint, or None), ``topology`` ({node: [switch, ...]} as
+applied; {} without a topology step or when the provider told none). No output holds a secret.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from provisioner.stacks.built import Built, BuiltNode
 from provisioner.stacks.model import OWNER_TAG, ClusterArgs
 
 from provisioner.errors import StackError
+from provisioner.plan import Plan
+from provisioner.secrets import ClusterSecrets
 
 TYPE_TOKEN = "provisioner:index:GpuCluster"
 
@@ -92,10 +98,17 @@ class GpuCluster(pulumi.ComponentResource):
     hourly_usd: pulumi.Output[str]
     expires_at: pulumi.Output[str]
     shared_fs: pulumi.Output[Any]
+    topology: pulumi.Output[Any]
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None, *,
-                 adapter_options: Mapping[str, Any] | None = None) -> None:
+                 adapter_options: Mapping[str, Any] | None = None, plan: Plan | None = None,
+                 secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None = None) -> None:
+        """``plan`` and ``secrets`` (the plan ``args`` was built from, the secrets it was rendered
+        with) let a multi-node AWS/GCP cluster get its ``ClusterTopology`` step; without them the
+        nodes keep the placement guessed at render time."""
         super().__init__(TYPE_TOKEN, name, None, opts)
+        if plan is not None and plan.cluster_id != args.cluster_id:
+            raise StackError(f"GpuCluster: the plan is cluster {plan.cluster_id}, the args {args.cluster_id}")
         user_data = {node: pulumi.Output.secret(text) for node, text in args.user_data.items()}
         built = self._build(args, user_data, adapter_options)
         head = built.nodes[0]
@@ -107,10 +120,29 @@ class GpuCluster(pulumi.ComponentResource):
         self.hourly_usd = pulumi.Output.from_input(str(args.hourly_usd))
         self.expires_at = pulumi.Output.from_input(args.expires_text)
         self.shared_fs = built.shared_fs if built.shared_fs is not None else pulumi.Output.from_input(None)
+        self.topology = self._topology(args, built, plan, secrets)
         self.register_outputs({
             "head_address": self.head_address, "ssh_command": self.ssh_command, "nodes": self.nodes,
             "hourly_usd": self.hourly_usd, "expires_at": self.expires_at, "shared_fs": self.shared_fs,
+            "topology": self.topology,
         })
+
+    def _topology(self, args: ClusterArgs, built: Built, plan: Plan | None,
+                  secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None) -> pulumi.Output[Any]:
+        """The ``ClusterTopology`` step after the nodes, where one applies; its ``topology`` output."""
+        from provisioner.stacks.topology import TOPOLOGY_PROVIDERS, ClusterTopology, secret_fields
+
+        from provisioner.lifecycle.realize import ssh_pass_nodes
+
+        ids = {node.name: node.id for node in built.nodes if node.id is not None}
+        if (plan is None or secrets is None or args.provider not in TOPOLOGY_PROVIDERS or not ssh_pass_nodes(plan)
+                or len(ids) != len(built.nodes)):
+            return pulumi.Output.from_input({})
+        fields = secrets.apply(secret_fields) if isinstance(secrets, pulumi.Output) else secret_fields(secrets)
+        step = ClusterTopology(f"{args.cluster_id}-topology", plan=plan, node_ids=ids,
+                               public_ips={node.name: node.public_ip for node in built.nodes}, secrets=fields,
+                               project=built.project, opts=pulumi.ResourceOptions(parent=self))
+        return step.topology
 
     def _build(self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]],
                adapter_options: Mapping[str, Any] | None) -> Built:

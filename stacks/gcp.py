@@ -196,8 +196,8 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         built.append(BuiltNode(
             node.name, node.role,
             interface.apply(lambda i: (i.access_configs[0].nat_ip or "") if i.access_configs else ""),
-            interface.apply(lambda i: i.network_ip or "")))
-    return Built(built, shared)
+            interface.apply(lambda i: i.network_ip or ""), instance.id))
+    return Built(built, shared, project)
 
 
 __all__ = ["LOCAL_SSDS", "Nic", "build_gcp", "nic_layout", "provisioning_model"]

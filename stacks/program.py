@@ -15,8 +15,9 @@ Stack config (namespace ``provisioner``):
   ``capacityReservationId`` (the EC2 Capacity Block a Capacity Block plan launches into, bought first).
 
 Stack outputs: ``cluster_id``, ``provider``, ``head_address``, ``ssh_command``, ``nodes``,
-``hourly_usd``, ``expires_at``, ``shared_fs``. A mistake in the config or the spec stops
-the program with one line (``pulumi.RunError``), not a traceback.
+``hourly_usd``, ``expires_at``, ``shared_fs``, ``topology`` (the switch topology the
+``ClusterTopology`` step applied over SSH on a multi-node AWS/GCP cluster; else {}). A mistake
+in the config or the spec stops the program with one line (``pulumi.RunError``), not a traceback.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def _file(rendered: pulumi.Output[Any], path: str) -> pulumi.Output[str]:
     return rendered.apply(lambda files: str(files[path]))
 
 
-def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any]:
-    """(rendered path -> text or Output[text], the login key to install) for ``plan``.
+def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any, Any]:
+    """(rendered path -> text or Output[text], the login key to install, the ClusterSecrets or an
+    Output of them) for ``plan``.
 
     With secret config ``secrets`` the render happens inside an Output (its values stay
     secret); otherwise the kept secrets file is read (or created) and rendered now.
@@ -82,9 +84,10 @@ def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple
         rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private))
         files = {path: _file(rendered, path) for path in _needed_paths(plan)}
         key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))
-        return files, key
+        return files, key, secrets
     kept, _ = load_or_create_secrets(_secrets_file(config, source))
-    return render_cluster(plan, kept, private_cidrs=private), kept.ssh_public_key or plan.spec.access.ssh_public_key
+    return (render_cluster(plan, kept, private_cidrs=private), kept.ssh_public_key or plan.spec.access.ssh_public_key,
+            kept)
 
 
 def build(config: pulumi.Config | None = None, *,
@@ -92,7 +95,7 @@ def build(config: pulumi.Config | None = None, *,
     """Register the cluster for the current stack and export its outputs. Raises ProvisionerError."""
     config = config or pulumi.Config("provisioner")
     plan, source = plan_from_config(config)
-    files, key = rendered_bootstrap(plan, config, source)
+    files, key, secrets = rendered_bootstrap(plan, config, source)
     pinned = config.get("expiresAt")
     try:
         expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
@@ -101,10 +104,10 @@ def build(config: pulumi.Config | None = None, *,
     args = cluster_args(plan, files, owner=config.get("owner") or owner_id(), expires_at=expires,
                         ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False,
                         capacity_reservation_id=config.get("capacityReservationId"))
-    cluster = GpuCluster(plan.cluster_id, args)
+    cluster = GpuCluster(plan.cluster_id, args, plan=plan, secrets=secrets)
     pulumi.export("cluster_id", plan.cluster_id)
     pulumi.export("provider", plan.option.provider)
-    for name in ("head_address", "ssh_command", "nodes", "hourly_usd", "expires_at", "shared_fs"):
+    for name in ("head_address", "ssh_command", "nodes", "hourly_usd", "expires_at", "shared_fs", "topology"):
         pulumi.export(name, getattr(cluster, name))
     return cluster
 

@@ -300,9 +300,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
     # bootstrap again over SSH, rendered with the addresses now known (one-off steps are skipped).
-    ssh_nodes = [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
-    if ssh_nodes:
-        _ssh_bootstrap(rt, remote, plan, secrets, by_name, ssh_nodes, switch_paths(rt, provider, plan))
+    ssh_pass(rt, remote, provider, plan, secrets, by_name)
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
             f"every node ready", cluster=cluster_id)
     readiness.wait_ready(plan, remote, by_name, rt)
@@ -314,6 +312,37 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             hourly_usd=plan.option.hourly_usd,
             expires_at=record.expires_at.isoformat() if record.expires_at else None)
     return record
+
+
+def ssh_pass_nodes(plan: Plan) -> list[PlanNode]:
+    """The nodes the SSH pass bootstraps once every node runs, head first: every node of a
+    multi-node plan, else the ones bootstrapped over SSH only. Pure."""
+    return [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
+
+
+@dataclass(frozen=True)
+class SshPass:
+    """What ``ssh_pass`` did: the nodes it bootstrapped, the switch topology it rendered (None:
+    one flat switch) and the files rendered for it (secret ones included: never an output)."""
+
+    nodes: tuple[str, ...] = ()
+    topology: dict[str, list[str]] | None = None
+    rendered: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def ssh_pass(rt: Runtime, remote: Remote, provider: Provider, plan: Plan, secrets: ClusterSecrets,
+             by_name: dict[str, Node]) -> SshPass:
+    """Once every node runs (``by_name``: the provider's nodes by name): ask the provider for its
+    switch topology (``switch_paths``), render again with it and the nodes' addresses, and run each
+    ``ssh_pass_nodes`` bootstrap over SSH (Slurm topology.conf, Kubernetes rack/block labels).
+    The direct engine and the stacks' ``ClusterTopology`` step both call this. Blocks; raises
+    what ``Remote.bootstrap`` raises (BootstrapError) and StackError for a node without an address."""
+    nodes = ssh_pass_nodes(plan)
+    if not nodes:
+        return SshPass()
+    topology = switch_paths(rt, provider, plan)
+    rendered = _ssh_bootstrap(rt, remote, plan, secrets, by_name, nodes, topology)
+    return SshPass(tuple(node.name for node in nodes), topology, rendered)
 
 
 def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[str]] | None:
@@ -335,9 +364,10 @@ def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[
 
 
 def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecrets, by_name: dict[str, Node],
-                   ssh_nodes: Sequence[PlanNode], topology: Mapping[str, Sequence[str]] | None = None) -> None:
+                   ssh_nodes: Sequence[PlanNode], topology: Mapping[str, Sequence[str]] | None = None,
+                   ) -> Mapping[str, str]:
     """Render again with the nodes' addresses (now known) and the provider's switch topology, and
-    run each role's script over SSH."""
+    run each role's script over SSH. Returns the rendered files."""
     from provisioner.render import render_cluster
 
     addresses = {name: node.private_ip or node.public_ip or "" for name, node in by_name.items()}
@@ -353,6 +383,7 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
         if node.bootstrap is not Bootstrap.SSH:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
         remote.bootstrap(target, rendered[f"bootstrap/{node.role}.sh"])
+    return rendered
 
 
 def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
@@ -438,5 +469,5 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
 
 
 __all__ = ["LIVE", "Runtime", "Timeouts", "bring_up", "bring_up_first", "cluster_nodes", "cluster_secrets",
-           "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs", "tear_down",
-           "user_data_path", "utc_now"]
+           "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs", "ssh_pass",
+           "ssh_pass_nodes", "switch_paths", "tear_down", "user_data_path", "utc_now"]
