@@ -17,6 +17,7 @@ from provisioner.providers.aws.client import map_error
 from provisioner.providers.aws.models import on_demand_price
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
 
 from provisioner.capabilities import Purchase
 from provisioner.errors import (
@@ -111,7 +112,8 @@ def test_unknown_instance_type_is_refused_by_ec2(moto_url: str) -> None:
 def test_moto_has_no_pricing_backend(moto_url: str) -> None:
     """Why Pricing is the AWSFake's job: moto answers 500, read as ProviderAPIError, never a crash."""
     with pytest.raises(ProviderAPIError) as caught:
-        _provider(moto_url, retry=None).on_demand_prices("us-east-1", ["p5.48xlarge"])
+        # the default retry policy (every attempt), its back-off on no clock
+        _provider(moto_url, retry=RetryPolicy(sleep=lambda _: None)).on_demand_prices("us-east-1", ["p5.48xlarge"])
     assert caught.value.status == 500
 
 
