@@ -103,7 +103,8 @@ def test_two_nodes_boot_into_one_slurm_cluster(
     try:
         wait_for(both_idle, "both nodes idle in sinfo", 120)
     except AssertionError:
-        logs = {m.name: m.exec("sh", "-c", "tail -n 30 /var/log/slurm/*.log /var/log/cloud-init-output.log").stdout
+        logs = {m.name: m.exec("sh", "-c", "ip -br addr; cat /etc/hosts; "
+                                           "tail -n 30 /var/log/slurm/*.log /var/log/cloud-init-output.log").stdout
                 for m in (head, worker)}
         raise AssertionError(f"{logs}") from None
 
