@@ -166,21 +166,35 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     if not len(cands):
         return []
     key = ranking.stage[cands].astype(np.int64) * 65_536 + ranking.sub[cands].astype(np.int64)
-    keys, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    order = np.argsort(key, kind="stable")  # one sort: groups are the runs of equal keys
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    keys, counts = sorted_key[starts], np.diff(np.r_[starts, len(key)])
     key_rank = ranking_key_rank(table, ranking)
+    by_group = np.split(cands[order], starts[1:])
     groups = []
-    for g, (k, count) in enumerate(zip(keys.tolist(), counts.tolist(), strict=True)):
+    for k, count, members in zip(keys.tolist(), counts.tolist(), by_group, strict=True):
         stage, sub = divmod(k, 65_536)
-        members = cands[inverse.reshape(-1) == g]
-        if stage >= Stage.MAX_HOURLY:
-            members = members[np.lexsort((key_rank[members], ranking.total_cents[members]))]
-        else:
-            members = members[np.argsort(key_rank[members], kind="stable")]
-        examples = [rejected_offer(spec, table, ranking, int(c)) for c in members[:EXAMPLES_PER_GROUP].tolist()]
+        cost = ranking.total_cents if stage >= Stage.MAX_HOURLY else None
+        examples = [rejected_offer(spec, table, ranking, int(c)) for c in _first(members, key_rank, cost).tolist()]
         field, reason = _reason(Stage(stage), sub, spec, table, ranking, None)
         groups.append(RejectionGroup(stage=stage, stage_name=Stage(stage).label, field=field, reason=reason,
                                      count=count, examples=examples))
     return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
+
+
+def _first(members: np.ndarray, key_rank: np.ndarray, cost: np.ndarray | None) -> np.ndarray:
+    """The EXAMPLES_PER_GROUP members that sort first by (cost, key_rank) (key_rank alone without
+    ``cost``), without sorting the whole group: only members at or under the k-th smallest primary
+    value can be among them."""
+    import numpy as np
+
+    primary = key_rank[members] if cost is None else cost[members]
+    if len(members) > EXAMPLES_PER_GROUP:
+        kth = np.partition(primary, EXAMPLES_PER_GROUP - 1)[EXAMPLES_PER_GROUP - 1]
+        members = members[primary <= kth]
+    order = np.lexsort((key_rank[members],) if cost is None else (key_rank[members], cost[members]))
+    return members[order][:EXAMPLES_PER_GROUP]
 
 
 def ranking_key_rank(table: OfferTable, ranking: Ranking) -> np.ndarray:
