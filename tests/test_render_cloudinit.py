@@ -496,7 +496,8 @@ def test_bootstrap_script_matches_the_user_data(variant: str) -> None:
         for (_, always, command), runcmd in zip(steps, doc["runcmd"], strict=True):
             words = runcmd if isinstance(runcmd, list) else ["sh", "-c", runcmd]
             assert shlex.split(command) == [str(w) for w in words]
-            assert always == ("1" if words[0] in ("systemctl", "/usr/local/sbin/provisioner-identity") else "0")
+            assert always == ("1" if words[0] in ("systemctl", "/usr/local/sbin/provisioner-identity",
+                                                  "/usr/local/sbin/provisioner-k8s-apply") else "0")
         for key in doc.get("ssh_authorized_keys", []):
             assert f"authorize root {shlex.quote(key)}" in script
 

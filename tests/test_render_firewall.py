@@ -137,6 +137,7 @@ def test_k3s_is_pinned_and_the_head_installs_kueue_then_the_bootstrap_manifests(
     (root / "etc/provisioner/k8s").mkdir(parents=True)
     for name, text in manifests.items():
         (root / "etc/provisioner/k8s" / name).write_text(text)
+    (root / "etc/provisioner/k8s-node-labels").write_text(files["/etc/provisioner/k8s-node-labels"])
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "k3s").write_text(f'#!/bin/sh\necho "k3s $*" >> {tmp_path}/calls.log\n')
     (tmp_path / "bin" / "k3s").chmod(0o755)
@@ -151,6 +152,7 @@ def test_k3s_is_pinned_and_the_head_installs_kueue_then_the_bootstrap_manifests(
         "k3s kubectl -n kueue-system wait --for=condition=Available deployment/kueue-controller-manager "
         "--timeout=600s",
         *(f"k3s kubectl apply -f {manifest_dir / name}" for name in sorted(manifests)),
+        "k3s kubectl get nodes -o name",  # none registered: none labelled (tests/test_render_topology_labels.py)
     ]
     assert KUEUE_VERSION in result.stdout
 

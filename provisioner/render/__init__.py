@@ -29,7 +29,7 @@ from typing import Any
 from provisioner.errors import ProvisionerError, SpecError
 from provisioner.plan import Plan
 from provisioner.render.bootstrap import render_bootstrap_script
-from provisioner.render.cloudinit import ROLES, render_cloudinit
+from provisioner.render.cloudinit import LABEL_WAIT_S, ROLES, render_cloudinit
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.render.firewall import firewall_view
 from provisioner.render.launch import render_launch
@@ -114,7 +114,8 @@ def render_cluster(
     bootstrap: dict[str, str] = {}
     for role in roles:
         user_data = render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
-                                     node_addresses=addresses, k8s_manifests=manifests)
+                                     node_addresses=addresses, k8s_manifests=manifests,
+                                     label_wait_s=LABEL_WAIT_S if topology else 0)
         bootstrap[f"cloud-init/{role}.yaml"] = user_data
         bootstrap[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
     files.update(bootstrap)

@@ -8,7 +8,8 @@ rendered value is ever parsed by the shell), installs missing packages, then run
 
 * Resumable: each ``runcmd`` step leaves a marker under ``/var/lib/provisioner/bootstrap``
   once it succeeds and is skipped on the next run; a failed step is retried next time. Files
-  and users are re-applied every run (idempotent). ``systemctl`` and identity steps always run.
+  and users are re-applied every run (idempotent). ``systemctl``, identity and the head's
+  ``provisioner-k8s-apply`` (Kueue, manifests, topology node labels) steps always run.
 * No systemd: ``systemctl`` becomes a shell function that starts munged, slurmctld, slurmd,
   slurmdbd, k3s and the ``provisioner-*`` units directly (pid files under /run), so a second
   run, or a container restart, leaves each daemon running exactly once.
@@ -38,9 +39,10 @@ KNOWN_KEYS = frozenset({"preserve_hostname", "ssh_authorized_keys", "users", "pa
 STATE_DIR = "/var/lib/provisioner/bootstrap"
 # Checks whose failure is logged, not fatal: later node validation drains such a node.
 _WARN_ONLY = frozenset({"/usr/local/sbin/provisioner-gpu-check"})
-# Idempotent steps run on every start: services (a restarted container has none running) and the
-# identity step (a container runtime may rewrite /etc/hosts on restart).
-_ALWAYS = frozenset({"systemctl", "/usr/local/sbin/provisioner-identity"})
+# Idempotent steps run on every start: services (a restarted container has none running), the
+# identity step (a container runtime may rewrite /etc/hosts on restart) and the head's Kubernetes
+# apply (a later run, e.g. the SSH pass with the provider's topology, sets node labels k3s would not).
+_ALWAYS = frozenset({"systemctl", "/usr/local/sbin/provisioner-identity", "/usr/local/sbin/provisioner-k8s-apply"})
 
 
 @dataclass(frozen=True)

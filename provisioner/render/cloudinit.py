@@ -22,12 +22,21 @@ from provisioner.render.firewall import (
     render_firewall,
     render_firewall_script,
 )
-from provisioner.render.kubernetes import K3S_INSTALL_URL, K3S_VERSION, KUEUE_MANIFEST_URL, KUEUE_VERSION
+from provisioner.render.kubernetes import (
+    K3S_INSTALL_URL,
+    K3S_VERSION,
+    KUEUE_MANIFEST_URL,
+    KUEUE_VERSION,
+    TOPOLOGY_LABEL_KEYS,
+)
 from provisioner.render.teardown import render_teardown_scripts
 from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
 
 ROLES = ("head", "worker")
+# How long the head's provisioner-k8s-apply waits for every node to register before it sets the
+# topology labels of those that have, when they come from the provider (see render_cloudinit).
+LABEL_WAIT_S = 300
 
 
 def nvme_script(view: ClusterView) -> str:
@@ -60,6 +69,15 @@ def _split_labels(
     return sorted(common), extra
 
 
+def _topology_labels(
+    view: ClusterView, node_labels: Mapping[str, Mapping[str, str]]
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each labelled node's ``TOPOLOGY_LABEL_KEYS`` labels, in node order (the head sets them)."""
+    return [(node.name, [(key, node_labels[node.name][key]) for key in TOPOLOGY_LABEL_KEYS
+                         if key in node_labels[node.name]])
+            for node in view.nodes if node.name in node_labels]
+
+
 def render_cloudinit(
     view: ClusterView,
     role: str,
@@ -70,6 +88,7 @@ def render_cloudinit(
     firewall: FirewallView | None = None,
     node_addresses: Mapping[str, str] | None = None,
     k8s_manifests: Mapping[str, str] | None = None,
+    label_wait_s: int = 0,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
 
@@ -85,8 +104,13 @@ def render_cloudinit(
     plane is Slurm; ``k8s_manifests`` (file name -> text, ``kubernetes.bootstrap_manifests``)
     under /etc/provisioner/k8s on the head, which applies them after Kueue. ``node_labels``
     (node name -> k3s labels) is split into the labels the role's nodes share (static k3s
-    config) and per-node ones, chosen at boot once the node knows its name. The result holds
-    secrets when the control plane is Slurm or Kubernetes.
+    config) and per-node ones, chosen at boot once the node knows its name; k3s applies them
+    only when a node first registers, so the head also gets every node's topology labels in
+    /etc/provisioner/k8s-node-labels and sets them on the registered nodes each time it runs
+    ``provisioner-k8s-apply``, after waiting up to ``label_wait_s`` for every node to register
+    (``LABEL_WAIT_S`` when the labels come from the provider's topology, which the nodes did not
+    boot with; 0 otherwise: a node that registers later does so with this render's labels). The
+    result holds secrets when the control plane is Slurm or Kubernetes.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -104,7 +128,10 @@ def render_cloudinit(
     k3s_install = ""
     if view.control_plane == "kubernetes":
         scripts["k8s_apply"] = render_template("cloud-init/k8s-apply.sh.j2", c=view, kueue_version=KUEUE_VERSION,
-                                               kueue_manifest_url=KUEUE_MANIFEST_URL)
+                                               kueue_manifest_url=KUEUE_MANIFEST_URL,
+                                               topology_keys=TOPOLOGY_LABEL_KEYS, label_wait_s=int(label_wait_s))
+        scripts["k8s_node_labels"] = render_template("cloud-init/k8s-node-labels.sh.j2", c=view,
+                                                     nodes=_topology_labels(view, node_labels or {}))
         k3s_install = (f"curl -sfL {shlex.quote(K3S_INSTALL_URL)} | INSTALL_K3S_VERSION={shlex.quote(K3S_VERSION)} "
                        f"INSTALL_K3S_EXEC={'server' if role == 'head' else 'agent'} sh -")
     # (unit, script, OnUnitActiveSec, description) of the lifetime timers; see render/teardown.py.
@@ -160,4 +187,4 @@ def render_cloudinit(
     )
 
 
-__all__ = ["ROLES", "nvme_script", "render_cloudinit"]
+__all__ = ["LABEL_WAIT_S", "ROLES", "nvme_script", "render_cloudinit"]

@@ -8,7 +8,9 @@ order once k3s ``K3S_VERSION`` is up, after installing Kueue ``KUEUE_VERSION`` f
 ``k8s/launch/`` are the launch helper a user submits on purpose (an indexed Job running
 torchrun); bootstrap must not apply them.
 
-``node_labels(plan)`` gives the labels every node registers with (k3s ``node-label``);
+``node_labels(plan)`` gives the labels every node registers with (k3s ``node-label``, applied
+only when a node first registers: the head sets the ``TOPOLOGY_LABEL_KEYS`` ones again on
+registered nodes, see templates/cloud-init/k8s-apply.sh.j2);
 ``node_labels(plan, i)`` adds the per-node ones: ``kubernetes.io/hostname`` (which the
 kubelet sets by itself when the node name is ``node_name(plan, i)``, the hostname the
 cloud-init identity step gives the machine) and the node's role. The ResourceFlavor,
@@ -70,6 +72,9 @@ TOPOLOGY_BLOCK_LABEL = f"{LABEL_PREFIX}/topology-block"
 TOPOLOGY_RACK_LABEL = f"{LABEL_PREFIX}/topology-rack"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 TOPOLOGY_LEVELS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL, HOSTNAME_LABEL)
+# The topology labels this tool owns on a node: the head sets them again on registered nodes
+# (provisioner-k8s-apply) whenever the provider's placement changes them.
+TOPOLOGY_LABEL_KEYS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL)
 GPU_TAINT_KEY = "nvidia.com/gpu"
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -378,6 +383,7 @@ __all__ = [
     "KUEUE_MANIFEST_URL",
     "KUEUE_VERSION",
     "RDMA_RESOURCE",
+    "TOPOLOGY_LABEL_KEYS",
     "TOPOLOGY_LEVELS",
     "KubeView",
     "PodResources",
