@@ -80,6 +80,11 @@ system_info:
     shell: /bin/bash
 """
 SUITE = "bookworm"
+# The image's default locale, as a provider's cloud image sets one (Ubuntu's: C.UTF-8). Without
+# it cloud-init's locale module asks for en_US.UTF-8, which this image cannot generate, so
+# cloud-config.service fails; systemd in a node on this cgroup-v1 host then at times never
+# finishes stopping that failed unit (TimeoutSec=0), and cloud-final (the bootstrap) never starts.
+LOCALE = "LANG=C.UTF-8\n"
 # The image's network: a static address on nspawn's host0 from /etc/provisioner-test/address
 # (written per node), up before cloud-init's network stage, as a provider's image brings up its
 # private NIC. DefaultDependencies=no: cloud-init.service runs before sysinit.target, so a unit
@@ -103,7 +108,7 @@ def build_image(cache: Path) -> Path:
     """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
     list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
     recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, SLURM_REAL_DIR,
-                       str(GPU_DEVICES), CLOUD_CFG))
+                       str(GPU_DEVICES), CLOUD_CFG, LOCALE))
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     root = cache / f"node-{SUITE}-{key}"
     if (root / "etc" / "os-release").exists():
@@ -117,6 +122,7 @@ def build_image(cache: Path) -> Path:
     subprocess.run(["systemctl", f"--root={partial}", "enable", "test-address.service"], check=True,
                    capture_output=True, timeout=60)
     (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text(CLOUD_CFG)
+    (partial / "etc" / "default" / "locale").write_text(LOCALE)
     (partial / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
     real_dir = partial / SLURM_REAL_DIR.lstrip("/")
     real_dir.mkdir(parents=True)

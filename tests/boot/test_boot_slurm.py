@@ -70,12 +70,17 @@ def cluster(node_image: Path, host_resources: tuple[int, int],
 
 
 def _cloud_init_done(machine: Machine) -> tuple[bool, str]:
+    """cloud-init's last stage (packages, runcmd: the bootstrap) has ended. Not `cloud-init status`:
+    it says "error" as soon as any stage had one, before cloud-final has even started (as the
+    lifecycle's wait, realize.BOOT_BOOTSTRAP_DONE, it waits for boot-finished)."""
     if machine.proc.poll() is not None:
         raise AssertionError(f"{machine.name} exited {machine.proc.returncode}:\n{machine.log.read_text()[-3000:]}")
     if machine.leader() is None:
         return False, "no init yet"
-    result = machine.exec("cloud-init", "status", timeout=30)
-    return ("status: done" in result.stdout or "status: error" in result.stdout), result.stdout + result.stderr
+    if machine.exec("test", "-e", "/var/lib/cloud/instance/boot-finished", timeout=30).returncode == 0:
+        return True, "boot-finished"
+    result = machine.exec("sh", "-c", "cloud-init status --long; systemctl list-jobs --no-pager", timeout=30)
+    return False, result.stdout + result.stderr
 
 
 def _ssh(netns: Netns, key: Path, source: str, host: str, command: str,
