@@ -96,3 +96,23 @@ def assert_golden_tree(folder: Path, files: dict[str, str], *, pattern: str = "*
         assert_golden_file(folder / relative, text)
     on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob(pattern) if p.is_file()}
     assert on_disk == set(files), f"stale golden files under {folder}: {sorted(on_disk - set(files))}"
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in ``pulumi`` CLI on PATH that logs its arguments (the Automation API drives it);
+    its script is tests/test_lifecycle_cli.py's FAKE_PULUMI. Returns the log's path."""
+    import sys
+
+    from tests.test_lifecycle_cli import FAKE_PULUMI
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "pulumi"
+    script.write_text(FAKE_PULUMI.format(python=sys.executable), encoding="utf-8")
+    script.chmod(0o755)
+    log = tmp_path / "pulumi.log"
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
+    return log

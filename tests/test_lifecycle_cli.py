@@ -123,22 +123,6 @@ elif args[:2] == ["stack", "export"]:
 """
 
 
-@pytest.fixture
-def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A stand-in ``pulumi`` CLI on PATH that logs its arguments (the Automation API drives it)."""
-    import os
-    import sys
-
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    script = folder / "pulumi"
-    script.write_text(FAKE_PULUMI.format(python=sys.executable), encoding="utf-8")
-    script.chmod(0o755)
-    log = tmp_path / "pulumi.log"
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
-    return log
 
 
 def _pulumi_calls(log: Path) -> list[list[str]]:

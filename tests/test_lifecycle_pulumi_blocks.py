@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +25,6 @@ from provisioner.plan import Plan, save_plan
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
 from tests.providers.test_aws_blocks import START, Clock
-from tests.test_lifecycle_cli import FAKE_PULUMI
 
 KEY = "provisioner:capacityReservationId"
 BLOCK_END = "2026-11-28T11:30:00Z"  # the fake's block: 72 h from START
@@ -71,18 +68,6 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.fixture
-def fake_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    script = folder / "pulumi"
-    script.write_text(FAKE_PULUMI.format(python=sys.executable), encoding="utf-8")
-    script.chmod(0o755)
-    log = tmp_path / "pulumi.log"
-    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_PULUMI_LOG", str(log))
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
-    return log
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ in-process tests never see. The provider answers against the RunPod and Lambda f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -36,12 +37,13 @@ def rig(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iter
     yield from _rig(request.param, monkeypatch)
 
 
-@pytest.fixture
-def server(rig: Rig, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
-    """The engine's dynamic provider process, started with the fake's URL and key in its env."""
+@contextlib.contextmanager
+def dynamic_provider(tmp_path: Path, env: dict[str, str]) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
+    """The engine's dynamic provider process (``python -m pulumi.dynamic``) with ``env`` added to its
+    environment, configured, as a gRPC stub; stopped afterwards."""
     log = (tmp_path / "provider.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "pulumi.dynamic"], stdout=subprocess.PIPE, stderr=log,
-                               env={**os.environ, "PULUMI_PROJECT": "gpu-cluster"})
+                               env={**os.environ, "PULUMI_PROJECT": "gpu-cluster", **env})
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline().strip())
@@ -57,6 +59,13 @@ def server(rig: Rig, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProvi
         if process.stdout is not None:
             process.stdout.close()
         log.close()
+
+
+@pytest.fixture
+def server(rig: Rig, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
+    """The engine's dynamic provider process, started with the fake's URL and key in its env."""
+    with dynamic_provider(tmp_path, {}) as stub:
+        yield stub
 
 
 def _struct(props: dict[str, Any]) -> struct_pb2.Struct:

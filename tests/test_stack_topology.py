@@ -21,8 +21,6 @@ import functools
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import grpc
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.protobuf import json_format, struct_pb2
@@ -52,6 +49,7 @@ from provisioner.testing.fakes.gcp_compute import GCPFake
 from tests.file_remote import FileRemote, pushed
 from tests.test_lifecycle_support import plans_for
 from tests.test_stack_cluster import args_for, is_secret, plain_json, realize
+from tests.test_stack_grpc import dynamic_provider
 
 TOPOLOGY_TYPE = "pulumi-python:dynamic/provisioner:ClusterTopology"
 URN = "urn:pulumi:test::gpu-cluster::pulumi-python:dynamic/provisioner:ClusterTopology::c-topology"
@@ -344,25 +342,9 @@ def _dict(message: struct_pb2.Struct) -> dict[str, Any]:
 @pytest.fixture
 def grpc_server(aws_cloud: Cloud, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
     """The engine's dynamic provider process, with the fake's URL in its environment."""
-    log = (tmp_path / "provider.log").open("w")
-    env = {**os.environ, **aws_cloud.env, "PULUMI_PROJECT": "gpu-cluster",
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, "-m", "pulumi.dynamic"], stdout=subprocess.PIPE, stderr=log, env=env)
-    try:
-        assert process.stdout is not None
-        port = int(process.stdout.readline().strip())
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        grpc.channel_ready_future(channel).result(timeout=20)
-        stub = provider_pb2_grpc.ResourceProviderStub(channel)
-        stub.Configure(provider_pb2.ConfigureRequest(args=struct_pb2.Struct()))
+    path = os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])
+    with dynamic_provider(tmp_path, {**aws_cloud.env, "PYTHONPATH": path}) as stub:
         yield stub
-        channel.close()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
-        log.close()
 
 
 def test_engine_path_create_diff_update_delete(aws_cloud: Cloud, grpc_server: provider_pb2_grpc.ResourceProviderStub,
