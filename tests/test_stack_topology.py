@@ -30,7 +30,6 @@ from typing import Any
 import boto3
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from google.protobuf import json_format, struct_pb2
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import Node, NodeSpec, NodeStatus
 from provisioner.providers.gcp.provider import GCPProvider
@@ -49,7 +48,7 @@ from provisioner.testing.fakes.gcp_compute import GCPFake
 from tests.file_remote import FileRemote, pushed
 from tests.test_lifecycle_support import plans_for
 from tests.test_stack_cluster import args_for, is_secret, plain_json, realize
-from tests.test_stack_grpc import dynamic_provider
+from tests.test_stack_grpc import _dict, _struct, dynamic_provider
 
 TOPOLOGY_TYPE = "pulumi-python:dynamic/provisioner:ClusterTopology"
 URN = "urn:pulumi:test::gpu-cluster::pulumi-python:dynamic/provisioner:ClusterTopology::c-topology"
@@ -329,16 +328,6 @@ def test_check_refuses_a_plan_of_another_cluster(aws_cloud: Cloud) -> None:
 
 
 # ----- through the engine's gRPC dynamic provider server --------------------------------------------
-def _struct(props: dict[str, Any]) -> struct_pb2.Struct:
-    out = struct_pb2.Struct()
-    out.update(props)
-    return out
-
-
-def _dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return json_format.MessageToDict(message)
-
-
 @pytest.fixture
 def grpc_server(aws_cloud: Cloud, tmp_path: Path) -> Iterator[provider_pb2_grpc.ResourceProviderStub]:
     """The engine's dynamic provider process, with the fake's URL in its environment."""
