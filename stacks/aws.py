@@ -16,7 +16,8 @@ tagged with cluster id, owner and expiry:
   never buys: ``provisioner.stacks.model.cluster_args`` refuses a block plan without the id);
 - a launch template: the GPU image (config ``provisioner:image`` or the newest Amazon
   "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04)"), the EFA interface layout
-  of the type (``efa_layout``), ``instance_initiated_shutdown_behavior: terminate`` so the
+  of the type (``efa_layout``, from ``provisioner.providers.aws.efa``, shared with the direct
+  adapter), ``instance_initiated_shutdown_behavior: terminate`` so the
   bootstrap's TTL shutdown ends the bill, one-time spot with terminate when the plan is spot,
   IMDSv2 only, tags on the instance, its volumes and interfaces;
 - one instance per ``Plan.nodes`` entry (its role's user data, gzip-compressed to fit EC2's
@@ -34,10 +35,10 @@ from __future__ import annotations
 import base64
 import gzip
 import math
-from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+from provisioner.providers.aws.efa import EFA_INTERFACES, Interface, efa_layout
 from provisioner.stacks.built import Built, BuiltNode
 from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
 
@@ -45,39 +46,9 @@ VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
 DEFAULT_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 """The image family the AWS adapter also boots (owner ``amazon``, newest first)."""
-EFA_INTERFACES = {
-    "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
-    "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p6-b200.48xlarge": 8,
-    "g5.48xlarge": 1, "g6e.12xlarge": 1, "g6e.24xlarge": 2, "g6e.48xlarge": 4,
-}
-"""EFA interfaces per instance type: one per network card (EC2 User Guide, "Maximize network
-bandwidth on Amazon EC2 instances with multiple network cards"). Types not listed get one ENA."""
 ROOT_VOLUME_GIB = 200
 USER_DATA_MAX_BYTES = 16 * 1024
 FSX_STEP_GIB = 2400  # SCRATCH_2 sizes: 1200, then multiples of 2400 GiB
-
-
-@dataclass(frozen=True)
-class Interface:
-    """One network interface of the launch template."""
-
-    network_card_index: int
-    device_index: int
-    interface_type: str  # "efa" (EFA with ENA), "efa-only", or "interface" (ENA)
-
-
-def efa_layout(instance_type: str) -> tuple[Interface, ...]:
-    """The interfaces a node of ``instance_type`` launches with. Pure.
-
-    As documented for multi-card EFA types (p5/p5e: 32, p5en: 16, p6-b200: 8, p4d: 4): the
-    primary is network card 0, device index 0, an EFA with ENA (it carries the node's IP);
-    each further card gets one EFA-only interface at device index 1. A type without EFA gets
-    a single ENA interface.
-    """
-    count = EFA_INTERFACES.get(instance_type, 0)
-    if count == 0:
-        return (Interface(0, 0, "interface"),)
-    return (Interface(0, 0, "efa"), *(Interface(card, 1, "efa-only") for card in range(1, count)))
 
 
 def compressed_user_data(text: str) -> str:

@@ -8,12 +8,15 @@ against the AWS fake (``provisioner.testing.fakes.aws_ec2``, EC2 answered by mot
   their private addresses;
 - nodes in an EC2 Capacity Block for ML bought for the cluster first (``RESERVATION``);
 - cloud-init user data and an imported SSH key pair at launch; tags at launch
-  (``TagSpecifications``) carrying the cluster id, node name, owner and expiry.
+  (``TagSpecifications``) carrying the cluster id, node name, owner and expiry;
+- EFA clusters (``FABRIC_EFA``): several nodes of a type with an EFA layout (``efa``) launch
+  with one EFA interface per network card, in a cluster placement group and a security group
+  open only to itself, both tagged with the cluster and deleted with it (``network``).
 
-Not declared (no proof in the contract suite yet, see docs/aws-gcp.md): placement groups,
-EFA interfaces (``FABRIC_EFA``), self-termination. Credentials come from boto3's standard
-chain (environment, profile, SSO, instance role), never from an API key. boto3 is imported
-by ``client.py`` only, so importing this package stays light.
+Not declared (no proof in the contract suite yet, see docs/aws-gcp.md): ``PLACEMENT`` (the
+placement group comes with EFA only; a NodeSpec cannot ask for one), self-termination.
+Credentials come from boto3's standard chain (environment, profile, SSO, instance role), never
+from an API key. boto3 is imported by ``client.py`` only, so importing this package stays light.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from provisioner.capabilities import Capability
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
     Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION,
+    Capability.FABRIC_EFA,
 })
 
 if TYPE_CHECKING:

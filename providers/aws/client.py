@@ -56,7 +56,8 @@ _THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingExcepti
 _AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch",
                    "UnrecognizedClientException", "AccessDeniedException", "AccessDenied", "ExpiredToken",
                    "ExpiredTokenException", "InvalidAccessKeyId", "OptInRequired"})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed", "NoSuchResourceException"})
+NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed", "NoSuchResourceException",
+                             "InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound"})
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -261,6 +262,46 @@ class AWSClient:
         """DescribeCapacityReservations with filters (every page)."""
         return list(self._pages("ec2", region, "describe_capacity_reservations", {"Filters": filters},
                                 "CapacityReservations"))
+
+    # ----- EC2: network (EFA clusters) -------------------------------------------------------
+    def describe_vpcs(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(self._pages("ec2", region, "describe_vpcs", {"Filters": filters}, "Vpcs"))
+
+    def describe_subnets(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(self._pages("ec2", region, "describe_subnets", {"Filters": filters}, "Subnets"))
+
+    def describe_security_groups(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(self._pages("ec2", region, "describe_security_groups", {"Filters": filters}, "SecurityGroups"))
+
+    def create_security_group(self, region: str, name: str, description: str, vpc_id: str,
+                              tags: list[dict[str, str]]) -> str:
+        """CreateSecurityGroup (tagged): the group id. Not retried (the adapter re-lists by tag)."""
+        answer = self._call("ec2", region, "create_security_group", {
+            "GroupName": name, "Description": description, "VpcId": vpc_id,
+            "TagSpecifications": [{"ResourceType": "security-group", "Tags": tags}]}, idempotent=False)
+        return str(answer["GroupId"])
+
+    def authorize_security_group_ingress(self, region: str, group_id: str,
+                                         permissions: list[dict[str, Any]]) -> None:
+        self._call("ec2", region, "authorize_security_group_ingress",
+                   {"GroupId": group_id, "IpPermissions": permissions}, idempotent=False)
+
+    def delete_security_group(self, region: str, group_id: str) -> None:
+        self._call("ec2", region, "delete_security_group", {"GroupId": group_id})
+
+    def describe_placement_groups(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        answer = self._call("ec2", region, "describe_placement_groups", {"Filters": filters})
+        groups: list[dict[str, Any]] = answer.get("PlacementGroups", [])
+        return groups
+
+    def create_placement_group(self, region: str, name: str, strategy: str, tags: list[dict[str, str]]) -> None:
+        """CreatePlacementGroup (tagged). Not retried (the adapter re-lists by tag)."""
+        self._call("ec2", region, "create_placement_group", {
+            "GroupName": name, "Strategy": strategy,
+            "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags}]}, idempotent=False)
+
+    def delete_placement_group(self, region: str, name: str) -> None:
+        self._call("ec2", region, "delete_placement_group", {"GroupName": name})
 
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:

@@ -27,6 +27,12 @@ How the contract maps onto EC2:
   NodeSpec has one, the expiry tag.
 - ``topology`` maps running nodes to their DescribeInstanceTopology network nodes (Slurm
   topology.conf through ``provisioner.render``).
+- EFA (``network``): a create of several nodes of a type with an EFA layout (``efa``) makes or
+  adopts the cluster's placement group (strategy cluster; none in a Capacity Block) and its
+  self-referencing security group, and launches every such node with one EFA interface per
+  network card in that group, in one zone. ``delete_nodes`` of such a cluster waits (up to
+  ``release_timeout_s``) for its instances to terminate, then deletes both groups; what is still
+  in use is logged and deleted by the next ``delete_nodes``.
 - Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
   stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
 - Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
@@ -56,6 +62,7 @@ from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.blocks import Block, CapacityBlocks
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
 from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.efa import has_efa
 from provisioner.providers.aws.models import (
     GpuInstanceType,
     gpu_instance_type,
@@ -64,6 +71,7 @@ from provisioner.providers.aws.models import (
     tag_map,
     zones_by_type,
 )
+from provisioner.providers.aws.network import EfaNetwork, EfaPlacement
 from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
@@ -161,7 +169,7 @@ class AWSProvider:
                  limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None,
                  image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0,
                  capacity_blocks: bool = True, now: Callable[[], dt.datetime] | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, release_timeout_s: float = 600.0) -> None:
         env_regions = [r.strip() for r in os.environ.get("PROVISIONER_AWS_REGIONS", "").split(",") if r.strip()]
         self.regions: tuple[str, ...] = tuple(regions or env_regions or DEFAULT_REGIONS)
         self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
@@ -178,6 +186,10 @@ class AWSProvider:
         self._images: dict[str, str] = {}
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
+        self.network = EfaNetwork(self.client)
+        self._efa: dict[tuple[str, str], EfaPlacement] = {}
+        self._sleep = sleep
+        self.release_timeout_s = release_timeout_s
 
     def __repr__(self) -> str:
         return f"AWSProvider(regions={list(self.regions)!r}, endpoint_url={self.endpoint_url!r})"
@@ -343,6 +355,7 @@ class AWSProvider:
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
+        efa_zones = self._efa_zones(nodes)
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
         missing = self._missing(cluster_id, nodes)
         # a quota refusal (and below, a missing image) before anything is bought; Capacity Block
@@ -352,14 +365,56 @@ class AWSProvider:
             self._image(spec)
         in_block = [n for n in nodes if n.capacity_block_hours]
         if not in_block:
-            ids = create(_Launcher(self, cluster_id, nodes), nodes)
+            self._ensure_efa(cluster_id, nodes, efa_zones, None)
+            ids = self._create(cluster_id, nodes)
             return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
         block = self.reserve(cluster_id, in_block)
         try:  # from here on the block is paid: every error says so, and none is a CapacityError (no failover)
-            ids = create(_Launcher(self, cluster_id, nodes), nodes)
+            self._ensure_efa(cluster_id, nodes, efa_zones, block)
+            ids = self._create(cluster_id, nodes)
             return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
         except ProviderError as exc:
             raise ProviderError(self.name, f"{exc.message}; {block.bought()}") from exc
+
+    @staticmethod
+    def _efa_zones(nodes: Sequence[NodeSpec]) -> dict[str, str | None]:
+        """{region: zone or None} where the nodes launch with EFA (several nodes, a type with an EFA
+        layout). PlanError, before any request, when one region's EFA nodes name several zones: a
+        cluster placement group lives in one."""
+        if len(nodes) < 2:
+            return {}
+        zones: dict[str, set[str]] = {}
+        for spec in nodes:
+            if has_efa(spec.instance_type):
+                zones.setdefault(spec.region, set()).update({spec.zone} if spec.zone else set())
+        for region, named in zones.items():
+            if len(named) > 1:
+                raise PlanError(f"aws: the EFA nodes in {region} name zones {', '.join(sorted(named))}; a cluster "
+                                "placement group is in one zone: nothing was bought")
+        return {region: min(named) if named else None for region, named in zones.items()}
+
+    def _ensure_efa(self, cluster_id: str, nodes: Sequence[NodeSpec], zones: dict[str, str | None],
+                    block: Block | None) -> None:
+        """Make or adopt the EFA placement of each region in ``zones`` (``network``)."""
+        first = {n.region: n for n in reversed(nodes)}
+        for region, zone in sorted(zones.items()):
+            in_block = block is not None and bool(first[region].capacity_block_hours)
+            self._efa[(cluster_id, region)] = self.network.ensure(
+                cluster_id, region, block.zone if in_block and block is not None else zone,
+                self._tags(cluster_id, first[region], node=False), placement=not in_block)
+
+    def _create(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[str]:
+        """``orchestrate.create``; after a failure (the instances rolled back) the cluster's EFA groups
+        are released too, best effort."""
+        try:
+            return create(_Launcher(self, cluster_id, nodes), nodes)
+        except ProviderError:
+            if any(key[0] == cluster_id for key in self._efa):
+                try:
+                    self._release(cluster_id, sorted({n.region for n in nodes}))
+                except ProviderError as cleanup:
+                    log.error("aws: could not release the EFA groups of %s: %s", cluster_id, cleanup.message)
+            raise
 
     def reserve(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> Block:
         """The cluster's active Capacity Block for ``nodes`` (every one asking for it): adopted by its
@@ -393,12 +448,19 @@ class AWSProvider:
                                        parse_expiry(tags.get(EXPIRES_TAG))))
         return found
 
-    def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
-        tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name,
-                "Name": f"{cluster_id}-{spec.name}"}
+    def _tags(self, cluster_id: str, spec: NodeSpec, *, node: bool = True) -> dict[str, str]:
+        """The node's tags (cluster, node, Name, owner, expiry and its own); ``node=False``: those of
+        the cluster's shared resources (no node tag nor Name)."""
+        tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id}
+        if node:
+            tags.update({NODE_TAG: spec.name, "Name": f"{cluster_id}-{spec.name}"})
         tags.setdefault(OWNER_TAG, self.owner or owner_id())
         if spec.expires_at is not None:
             tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
+        return tags
+
+    def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
+        tags = self._tags(cluster_id, spec)
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
         params: dict[str, Any] = {
             "ImageId": self._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
@@ -423,6 +485,12 @@ class AWSProvider:
             if spec.bid_usd_per_hour is not None:
                 options["MaxPrice"] = str(spec.bid_usd_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
+        efa = self._efa.get((cluster_id, spec.region))
+        if efa is not None and has_efa(spec.instance_type):
+            params["NetworkInterfaces"] = efa.interfaces(spec.instance_type)
+            params["Placement"] = {"AvailabilityZone": efa.zone,
+                                   **({"GroupName": efa.placement_group} if efa.placement_group else {})}
+            params["TagSpecifications"].append({"ResourceType": "network-interface", "Tags": tag_list})
         return params
 
     def _image(self, spec: NodeSpec) -> str:
@@ -474,6 +542,30 @@ class AWSProvider:
                    if node_ids is None or i["InstanceId"] in node_ids]
             if ids:
                 self._terminate(region, ids)
+        if node_ids is None or not any(self._members(cluster_id, region, live=True) for region in regions):
+            self._release(cluster_id, regions, wait=True)
+
+    def _release(self, cluster_id: str, regions: Sequence[str], *, wait: bool = False) -> None:
+        """Delete the cluster's EFA placement and security groups (``network.release``) in ``regions``;
+        with ``wait``, first wait up to ``release_timeout_s`` for its instances to terminate (only where
+        such groups exist). What is still in use is logged and left for the next ``delete_nodes``."""
+        for region in regions:
+            def remaining(region: str = region) -> int:
+                return sum(1 for i in self._members(cluster_id, region)
+                           if i.get("State", {}).get("Name") != "terminated")
+
+            def count(region: str = region) -> int:
+                waited = 0.0
+                while wait and remaining() and waited < self.release_timeout_s:
+                    self._sleep(self.poll_interval_s)
+                    waited += self.poll_interval_s
+                return remaining()
+
+            left = self.network.release(cluster_id, region, count)
+            if left:
+                log.warning("aws: left %s of cluster %s in %s (instances not yet terminated); the adapter's next "
+                            "delete_nodes of the cluster deletes them", ", ".join(left), cluster_id, region)
+            self._efa.pop((cluster_id, region), None)
 
     def _terminate(self, region: str, ids: list[str]) -> None:
         try:

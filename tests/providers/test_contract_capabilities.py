@@ -18,6 +18,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, Provider
@@ -154,6 +155,23 @@ def prove_cluster_product(rig: Rig) -> None:
     assert all(ipaddress.ip_address(ip or "").is_private for ip in ips)
 
 
+def prove_fabric_efa(rig: Rig) -> None:
+    """Several nodes of the harness's EFA type launch with an EFA interface on each network card
+    (card 0 the primary, device 0; the others device 1), all in one cluster placement group the
+    provider made for the cluster (the fake's ``launch_network`` and ``placement_groups`` records)."""
+    _, nodes, _ = _create(rig, rig.harness.node_specs(2, "e"))
+    app: Any = rig.app  # the AWS fake's records; a fake without them fails here
+    launched = [app.launch_network[n.id] for n in nodes]
+    for record in launched:
+        nics = sorted(record["interfaces"], key=lambda nic: nic["NetworkCardIndex"])
+        assert nics and all(nic["InterfaceType"] in ("efa", "efa-only") for nic in nics), nics
+        assert [nic["NetworkCardIndex"] for nic in nics] == list(range(len(nics)))
+        assert [nic["DeviceIndex"] for nic in nics] == [0] + [1] * (len(nics) - 1)
+    (group,) = {record["placement"].get("GroupName") for record in launched}
+    made = [g for g in app.placement_groups.values() if g["name"] == group]
+    assert [g["strategy"] for g in made] == ["cluster"], f"no cluster placement group {group!r}"
+
+
 PROOFS: dict[Capability, Callable[[Rig], None]] = {
     Capability.ON_DEMAND: prove_on_demand,
     Capability.SPOT: prove_spot,
@@ -165,6 +183,7 @@ PROOFS: dict[Capability, Callable[[Rig], None]] = {
     Capability.SCRIPT_BOOTSTRAP: prove_script_bootstrap,
     Capability.SSH_BOOTSTRAP: prove_ssh_bootstrap,
     Capability.TAGS: prove_tags,
+    Capability.FABRIC_EFA: prove_fabric_efa,
 }
 
 

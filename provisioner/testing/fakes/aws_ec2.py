@@ -14,6 +14,14 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   lists what was bought (``scheduled`` until the fake clock ``now`` reaches its start, else
   ``active``); a RunInstances with MarketType capacity-block must target an active block of its
   type and zone with room left (EC2's refusals otherwise), then goes to moto;
+- ``CreatePlacementGroup`` / ``DescribePlacementGroups`` / ``DeletePlacementGroup`` (moto 5.2.5 answers
+  the first with 500) from ``placement_groups``: tagged at creation, filtered by ``tag:KEY``,
+  ``group-name``, ``strategy`` and ``state``; a duplicate name is ``InvalidPlacementGroup.Duplicate``,
+  an unknown one ``InvalidPlacementGroup.Unknown``, deleting one a live instance was launched into
+  ``InvalidPlacementGroup.InUse`` (EC2's refusals). A RunInstances naming an unknown group is refused
+  before moto (which drops ``Placement.GroupName`` and reports every interface as ``interface`` on
+  card 0), and ``launch_network`` records each launch's ``Placement`` and ``NetworkInterfaces`` as
+  sent (decoded against botocore's RunInstances shape);
 - ``DescribeInstanceTopology`` (moto has none) is answered from what the fake launched
   (``network_nodes`` overrides the made-up layers);
 - ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
@@ -72,6 +80,7 @@ DEFAULT_BLOCKS = {("p5.48xlarge", "us-east-1a"): "31.464", ("p5.48xlarge", "us-e
 TOPOLOGY_FAMILIES = ("p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "trn1", "trn1n", "trn2")
 """Families DescribeInstanceTopology answers for (EC2 User Guide, "Amazon EC2 instance topology":
 prerequisites; dated 2026-11-23, p6 UNVERIFIED); other instances are left out of its answer."""
+_PLACEMENT_ACTIONS = ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup")
 _KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
           "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
 _EC2_ERRORS = {"invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
@@ -153,6 +162,11 @@ class AWSFake(FakeApp):
         self.placement: dict[str, tuple[str, str]] = {}
         """instance id -> (instance type, availability zone), recorded at launch."""
         self.network_nodes: dict[str, list[str]] = {}
+        self.placement_groups: dict[tuple[str, str], dict[str, Any]] = {}
+        """(region, group name) -> {id, strategy, tags}: the placement groups created here."""
+        self.launch_network: dict[str, dict[str, Any]] = {}
+        """instance id -> {"placement": RunInstances' Placement, "interfaces": its NetworkInterfaces},
+        as the request sent them (moto keeps neither)."""
         """instance id -> NetworkNodes to answer (outermost first); default: three layers from launch order."""
         self._moto = _moto_app()
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
@@ -167,6 +181,8 @@ class AWSFake(FakeApp):
         self.route("POST", "/", self._capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
         self.route("POST", "/", self._purchase_capacity_block, kind="other", name="PurchaseCapacityBlock")
         self.route("POST", "/", self._capacity_reservations, kind="list", name="DescribeCapacityReservations")
+        for action in _PLACEMENT_ACTIONS:
+            self.route("POST", "/", self._placement_group, kind="other", name=action)
         self.route("POST", "/", self._forward, kind="other", name="ec2")
 
     # ----- dispatch -------------------------------------------------------------------------
@@ -186,7 +202,8 @@ class AWSFake(FakeApp):
                                                            "GetServiceQuota", "DescribeInstanceTopology",
                                                            "DescribeCapacityBlockOfferings",
                                                            "PurchaseCapacityBlock",
-                                                           "DescribeCapacityReservations") else "ec2"
+                                                           "DescribeCapacityReservations",
+                                                           *_PLACEMENT_ACTIONS) else "ec2"
         for route in self._routes:
             if route.name == wanted:
                 return route, {}
@@ -311,6 +328,10 @@ class AWSFake(FakeApp):
             block, refusal = self._block_for(form, wanted)
             if refusal is not None:
                 return refusal
+        sent, _ = aws_shapes.decode_query(aws_shapes.operation("ec2", "RunInstances"), form)
+        group = (sent.get("Placement") or {}).get("GroupName")
+        if group and (self._region(request), group) not in self.placement_groups:
+            return self.ec2_error(400, "InvalidPlacementGroup.Unknown", f"The Placement Group '{group}' is unknown.")
         granted, _ = self.faults.grant_capacity(wanted, "RunInstances")
         if granted < int(form.get("MinCount", "1")) or granted == 0:
             return self.error_reply("capacity")
@@ -328,6 +349,9 @@ class AWSFake(FakeApp):
             for instance in item.findall(f"{ns}item"):
                 instance_id = instance.findtext(f"{ns}instanceId", "")
                 ids.append(instance_id)
+                self.launch_network[instance_id] = {
+                    "placement": dict(sent.get("Placement") or {}), "region": self._region(request),
+                    "interfaces": [dict(nic) for nic in sent.get("NetworkInterfaces") or []]}
                 self.placement[instance_id] = (instance.findtext(f"{ns}instanceType", ""),
                                                instance.findtext(f"{ns}placement/{ns}availabilityZone", ""))
                 self.record_bought(Bought(
@@ -395,6 +419,50 @@ class AWSFake(FakeApp):
         body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"{EC2_NS}\">"
                 f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
                 "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
+        return Response(body, status=200, mimetype="text/xml")
+
+    def _placement_group(self, request: Request) -> Response:
+        """Create/Describe/DeletePlacementGroup (see the module docstring), in botocore's shapes."""
+        _, action, form = self._action(request)
+        params, _ = aws_shapes.decode_query(aws_shapes.operation("ec2", action), form)
+        region, name = self._region(request), str(params.get("GroupName", ""))
+        key = (region, name)
+        with self.lock:
+            if action == "CreatePlacementGroup":
+                if key in self.placement_groups:
+                    return self.ec2_error(400, "InvalidPlacementGroup.Duplicate",
+                                          f"The Placement Group '{name}' already exists.")
+                tags = {t["Key"]: t.get("Value", "") for spec in params.get("TagSpecifications", [])
+                        if spec.get("ResourceType") == "placement-group" for t in spec.get("Tags", [])}
+                self.placement_groups[key] = {"id": f"pg-{uuid.uuid4().hex[:17]}", "name": name,
+                                              "strategy": params.get("Strategy", "cluster"), "tags": tags}
+                found = [self.placement_groups[key]]
+            elif action == "DeletePlacementGroup":
+                if key not in self.placement_groups:
+                    return self.ec2_error(400, "InvalidPlacementGroup.Unknown",
+                                          f"The Placement Group '{name}' is unknown.")
+                if any(i in self.live and n["region"] == region and n["placement"].get("GroupName") == name
+                       for i, n in self.launch_network.items()):
+                    return self.ec2_error(400, "InvalidPlacementGroup.InUse",
+                                          f"The placement group '{name}' is in use and may not be deleted.")
+                del self.placement_groups[key]
+                found = []
+            else:
+                names, ids = set(params.get("GroupNames", [])), set(params.get("GroupIds", []))
+                missing = sorted(names - {n for r, n in self.placement_groups if r == region})
+                if missing:
+                    return self.ec2_error(400, "InvalidPlacementGroup.Unknown",
+                                          f"The Placement Group '{missing[0]}' is unknown.")
+                found = [g for (r, _), g in sorted(self.placement_groups.items()) if r == region
+                         and (not names or g["name"] in names) and (not ids or g["id"] in ids)
+                         and all(_group_field(g, f["Name"]) in f.get("Values", []) for f in params.get("Filters", []))]
+        fields = [_placement_group_xml(g, region) for g in found]
+        inner = {"CreatePlacementGroup": "".join(f"<placementGroup>{f}</placementGroup>" for f in fields),
+                 "DescribePlacementGroups": f"<placementGroupSet>{''.join(f'<item>{f}</item>' for f in fields)}"
+                                            "</placementGroupSet>",
+                 "DeletePlacementGroup": "<return>true</return>"}[action]
+        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><{action}Response xmlns=\"{EC2_NS}\">"
+                f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>")
         return Response(body, status=200, mimetype="text/xml")
 
     def _instance_topology(self, request: Request) -> Response:
@@ -539,6 +607,8 @@ class AWSFake(FakeApp):
             self.key_material.clear()
             self.placement.clear()
             self.network_nodes.clear()
+            self.placement_groups.clear()
+            self.launch_network.clear()
             self.offerings.clear()
             self.reservations.clear()
             reset_moto()
@@ -568,6 +638,23 @@ def _parse(body: bytes) -> tuple[ET.Element, str]:
     uri = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
     ET.register_namespace("", uri)
     return root, f"{{{uri}}}" if uri else ""
+
+
+def _placement_group_xml(group: dict[str, Any], region: str) -> str:
+    """The fields of one ``PlacementGroup`` in EC2's XML."""
+    tags = "".join(f"<item><key>{_xml(k)}</key><value>{_xml(v)}</value></item>"
+                   for k, v in sorted(group["tags"].items()))
+    return (f"<groupName>{_xml(group['name'])}</groupName><state>available</state><strategy>{group['strategy']}"
+            f"</strategy><groupId>{group['id']}</groupId><tagSet>{tags}</tagSet>"
+            f"<groupArn>arn:aws:ec2:{region}:123456789012:placement-group/{_xml(group['name'])}</groupArn>")
+
+
+def _group_field(group: dict[str, Any], name: str) -> str | None:
+    """A placement group's value for a DescribePlacementGroups filter name."""
+    if name.startswith("tag:"):
+        return group["tags"].get(name[4:])
+    return {"group-name": group["name"], "strategy": group["strategy"], "state": "available",
+            "group-arn": None}.get(name)
 
 
 def _xml(text: str) -> str:

@@ -1,0 +1,138 @@
+"""The network of a multi-node EFA cluster on the direct AWS adapter: a cluster placement group,
+a security group and the EFA interfaces of each launch (``efa.efa_layout``).
+
+What ``EfaNetwork.ensure`` makes per (cluster, region), each named after and tagged with the
+cluster (so a retried create finds it: adopted by tag, never made twice):
+
+- a placement group ``provisioner-<cluster>``, strategy ``cluster`` (none for a Capacity Block:
+  EC2 places a block's capacity itself, as ``stacks/aws.py`` does);
+- a security group ``provisioner-<cluster>-efa`` in the default VPC allowing every protocol from
+  members of the same group and nothing else from outside (EFA needs all traffic to and from its
+  own group; egress is the new group's default, all). The adapter manages no SSH rules today:
+  each interface also carries the VPC's ``default`` group, as every non-EFA instance does, so
+  whatever the account allows there (its SSH rule, if any) still applies;
+- the default subnet of the cluster's zone (the nodes' zone, the block's, else the first default
+  subnet by zone name).
+
+``interfaces`` is RunInstances' ``NetworkInterfaces`` for a type's layout: network card N, device
+index 0 on card 0 else 1, ``efa`` / ``efa-only``, the subnet and both groups. EC2 gives no public
+address to an instance launched with several interfaces.
+
+``release`` deletes the placement group and the security group once none of the cluster's
+instances in the region is left (terminated ones do not count); gone already is success. The
+security group is made first and deleted last, so it marks a cluster with EFA groups.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.efa import efa_layout
+from provisioner.providers.base import CLUSTER_TAG
+
+from provisioner.errors import PlanError, ProviderAPIError
+
+log = logging.getLogger("provisioner.providers.aws")
+
+PLACEMENT_STRATEGY = "cluster"
+_IN_USE = ("[InvalidPlacementGroup.InUse]", "[DependencyViolation]")
+
+
+def group_name(cluster_id: str) -> str:
+    """The cluster's placement group name (also its security group's, with ``-efa``)."""
+    return f"provisioner-{cluster_id}"
+
+
+@dataclass(frozen=True)
+class EfaPlacement:
+    """Where a region's EFA nodes launch: placement group (None for a Capacity Block), zone, subnet
+    and the security groups of every interface."""
+
+    placement_group: str | None
+    zone: str
+    subnet_id: str
+    security_group_ids: tuple[str, ...]
+
+    def interfaces(self, instance_type: str) -> list[dict[str, Any]]:
+        """RunInstances' ``NetworkInterfaces`` for ``instance_type``'s EFA layout."""
+        return [{"NetworkCardIndex": nic.network_card_index, "DeviceIndex": nic.device_index,
+                 "InterfaceType": nic.interface_type, "SubnetId": self.subnet_id,
+                 "Groups": list(self.security_group_ids), "DeleteOnTermination": True}
+                for nic in efa_layout(instance_type)]
+
+
+class EfaNetwork:
+    """Placement groups and security groups of EFA clusters (see the module docstring)."""
+
+    def __init__(self, client: AWSClient) -> None:
+        self.client = client
+
+    def ensure(self, cluster_id: str, region: str, zone: str | None, tags: dict[str, str], *,
+               placement: bool) -> EfaPlacement:
+        """The cluster's EFA placement in ``region``: found by tag, else made. Raises PlanError when the
+        region has no default VPC or no default subnet in ``zone``; ProviderError from EC2."""
+        by_cluster = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
+        vpcs = self.client.describe_vpcs(region, [{"Name": "is-default", "Values": ["true"]}])
+        if not vpcs:
+            raise PlanError(f"aws: no default VPC in {region}: EFA nodes launch into its default subnets")
+        vpc_id = str(vpcs[0]["VpcId"])
+        subnets = sorted(self.client.describe_subnets(region, [{"Name": "vpc-id", "Values": [vpc_id]},
+                                                               {"Name": "default-for-az", "Values": ["true"]}]),
+                         key=lambda s: str(s.get("AvailabilityZone", "")))
+        subnet = next((s for s in subnets if zone is None or s.get("AvailabilityZone") == zone), None)
+        if subnet is None:
+            raise PlanError(f"aws: no default subnet in {zone or region} for the EFA nodes")
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+        mine = self.client.describe_security_groups(region, [*by_cluster, {"Name": "vpc-id", "Values": [vpc_id]}])
+        if mine:
+            group_id = str(mine[0]["GroupId"])
+        else:
+            group_id = self.client.create_security_group(
+                region, f"{group_name(cluster_id)}-efa", f"cluster {cluster_id}: all traffic within the group (EFA)",
+                vpc_id, [*tag_list, {"Key": "Name", "Value": f"{group_name(cluster_id)}-efa"}])
+            self.client.authorize_security_group_ingress(region, group_id, [
+                {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id,
+                                                           "Description": "EFA and the cluster"}]}])
+        default = self.client.describe_security_groups(region, [{"Name": "vpc-id", "Values": [vpc_id]},
+                                                                {"Name": "group-name", "Values": ["default"]}])
+        groups = (group_id, *(str(g["GroupId"]) for g in default[:1]))
+        name = None
+        if placement:
+            name = group_name(cluster_id)
+            if not self.client.describe_placement_groups(region, by_cluster):
+                self.client.create_placement_group(region, name, PLACEMENT_STRATEGY,
+                                                   [*tag_list, {"Key": "Name", "Value": name}])
+        return EfaPlacement(name, str(subnet["AvailabilityZone"]), str(subnet["SubnetId"]), groups)
+
+    def release(self, cluster_id: str, region: str, remaining: Callable[[], int]) -> list[str]:
+        """Delete the cluster's placement group and security group in ``region`` when ``remaining()``
+        (its instances not yet terminated) is 0. Returns what is left (names); gone is success.
+        Idempotent; a cluster without its security group (none made, or released) costs one listing."""
+        by_cluster = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
+        security = self.client.describe_security_groups(region, by_cluster)
+        if not security:  # made first and deleted last: without it the cluster has no EFA groups left
+            return []
+        placement = self.client.describe_placement_groups(region, by_cluster)
+        if remaining():
+            return [str(g.get("GroupName")) for g in placement] + [str(g.get("GroupId")) for g in security]
+        left: list[str] = []
+        for what, delete, key in ((placement, self.client.delete_placement_group, "GroupName"),
+                                  (security, self.client.delete_security_group, "GroupId")):
+            for group in what:
+                try:
+                    delete(region, str(group[key]))
+                except ProviderAPIError as exc:
+                    if is_not_found(exc):
+                        continue
+                    if not any(code in exc.detail for code in _IN_USE):
+                        raise
+                    log.warning("aws: %s of cluster %s is still in use: %s", group[key], cluster_id, exc.detail)
+                    left.append(str(group[key]))
+        return left
+
+
+__all__ = ["PLACEMENT_STRATEGY", "EfaNetwork", "EfaPlacement", "group_name"]
