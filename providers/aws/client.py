@@ -57,7 +57,8 @@ _AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId
                    "UnrecognizedClientException", "AccessDeniedException", "AccessDenied", "ExpiredToken",
                    "ExpiredTokenException", "InvalidAccessKeyId", "OptInRequired"})
 NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed", "NoSuchResourceException",
-                             "InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound"})
+                             "InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound",
+                             "InvalidAllocationID.NotFound"})
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -302,6 +303,24 @@ class AWSClient:
 
     def delete_placement_group(self, region: str, name: str) -> None:
         self._call("ec2", region, "delete_placement_group", {"GroupName": name})
+
+    def describe_addresses(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        answer = self._call("ec2", region, "describe_addresses", {"Filters": filters})
+        addresses: list[dict[str, Any]] = answer.get("Addresses", [])
+        return addresses
+
+    def allocate_address(self, region: str, tags: list[dict[str, str]]) -> str:
+        """AllocateAddress (VPC, tagged): the allocation id. Not retried (the adapter re-lists by tag)."""
+        answer = self._call("ec2", region, "allocate_address", {
+            "Domain": "vpc", "TagSpecifications": [{"ResourceType": "elastic-ip", "Tags": tags}]}, idempotent=False)
+        return str(answer["AllocationId"])
+
+    def associate_address(self, region: str, allocation_id: str, network_interface_id: str) -> None:
+        self._call("ec2", region, "associate_address",
+                   {"AllocationId": allocation_id, "NetworkInterfaceId": network_interface_id})
+
+    def release_address(self, region: str, allocation_id: str) -> None:
+        self._call("ec2", region, "release_address", {"AllocationId": allocation_id})
 
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:

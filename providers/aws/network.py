@@ -16,9 +16,10 @@ cluster (so a retried create finds it: adopted by tag, never made twice):
 
 ``interfaces`` is RunInstances' ``NetworkInterfaces`` for a type's layout: network card N, device
 index 0 on card 0 else 1, ``efa`` / ``efa-only``, the subnet and both groups. EC2 gives no public
-address to an instance launched with several interfaces.
+address to an instance launched with several interfaces, so ``attach_address`` gives each such
+node an Elastic IP (tagged with the cluster and node) on its primary interface, as the stack does.
 
-``release`` deletes the placement group and the security group once none of the cluster's
+``release`` releases the Elastic IPs, then deletes the placement group and the security group once none of the cluster's
 instances in the region is left (terminated ones do not count); gone already is success. The
 security group is made first and deleted last, so it marks a cluster with EFA groups.
 """
@@ -39,7 +40,7 @@ from provisioner.errors import PlanError, ProviderAPIError
 log = logging.getLogger("provisioner.providers.aws")
 
 PLACEMENT_STRATEGY = "cluster"
-_IN_USE = ("[InvalidPlacementGroup.InUse]", "[DependencyViolation]")
+_IN_USE = ("[InvalidPlacementGroup.InUse]", "[DependencyViolation]", "[InvalidIPAddress.InUse]")
 
 
 def group_name(cluster_id: str) -> str:
@@ -108,8 +109,28 @@ class EfaNetwork:
                                                    [*tag_list, {"Key": "Name", "Value": name}])
         return EfaPlacement(name, str(subnet["AvailabilityZone"]), str(subnet["SubnetId"]), groups)
 
+    def attach_address(self, region: str, instance: dict[str, Any], tags: dict[str, str], node_tag: str) -> str:
+        """An Elastic IP on ``instance``'s primary interface (card 0, device 0): the node's address
+        tagged ``tags`` is adopted, else one is allocated. Returns the allocation id. ProviderError
+        from EC2 (the caller rolls the launch back)."""
+        primary = next((str(n["NetworkInterfaceId"]) for n in instance.get("NetworkInterfaces", [])
+                        if n.get("Attachment", {}).get("DeviceIndex") == 0
+                        and n.get("Attachment", {}).get("NetworkCardIndex", 0) == 0), None)
+        if primary is None:
+            raise ProviderAPIError("aws", 0, f"instance {instance.get('InstanceId')} has no primary interface "
+                                   "to give an address to")
+        mine = self.client.describe_addresses(region, [{"Name": f"tag:{k}", "Values": [tags[k]]}
+                                                       for k in (CLUSTER_TAG, node_tag)])
+        if mine and mine[0].get("NetworkInterfaceId") == primary:
+            return str(mine[0]["AllocationId"])
+        allocation = str(mine[0]["AllocationId"]) if mine else self.client.allocate_address(
+            region, [{"Key": k, "Value": v} for k, v in sorted(tags.items())])
+        self.client.associate_address(region, allocation, primary)
+        return allocation
+
     def release(self, cluster_id: str, region: str, remaining: Callable[[], int]) -> list[str]:
-        """Delete the cluster's placement group and security group in ``region`` when ``remaining()``
+        """Release the cluster's Elastic IPs, then delete its placement group and security group in
+        ``region``, when ``remaining()``
         (its instances not yet terminated) is 0. Returns what is left (names); gone is success.
         Idempotent; a cluster without its security group (none made, or released) costs one listing."""
         by_cluster = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
@@ -120,8 +141,15 @@ class EfaNetwork:
         if remaining():
             return [str(g.get("GroupName")) for g in placement] + [str(g.get("GroupId")) for g in security]
         left: list[str] = []
-        for what, delete, key in ((placement, self.client.delete_placement_group, "GroupName"),
-                                  (security, self.client.delete_security_group, "GroupId")):
+        addresses = self.client.describe_addresses(region, by_cluster)
+        steps: list[tuple[list[dict[str, Any]], Callable[[str, str], None], str]] = [
+            (addresses, self.client.release_address, "AllocationId"),
+            (placement, self.client.delete_placement_group, "GroupName"),
+            (security, self.client.delete_security_group, "GroupId")]
+        for what, delete, key in steps:
+            if left and what is security:  # kept while anything else is: it marks what is left to release
+                left += [str(g["GroupId"]) for g in security]
+                break
             for group in what:
                 try:
                     delete(region, str(group[key]))

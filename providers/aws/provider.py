@@ -30,9 +30,10 @@ How the contract maps onto EC2:
 - EFA (``network``): a create of several nodes of a type with an EFA layout (``efa``) makes or
   adopts the cluster's placement group (strategy cluster; none in a Capacity Block) and its
   self-referencing security group, and launches every such node with one EFA interface per
-  network card in that group, in one zone. ``delete_nodes`` of such a cluster waits (up to
-  ``release_timeout_s``) for its instances to terminate, then deletes both groups; what is still
-  in use is logged and deleted by the next ``delete_nodes``.
+  network card in that group, in one zone, with an Elastic IP on its primary interface when it has
+  several (EC2 assigns those no public address). ``delete_nodes`` of such a cluster waits (up to
+  ``release_timeout_s``) for its instances to terminate, then releases the addresses and deletes both
+  groups; what is still in use is logged and deleted by the next ``delete_nodes``.
 - Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
   stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
 - Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
@@ -615,8 +616,12 @@ class _Launcher(Launcher):
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
         (spec,) = batch
-        (instance,) = self.adapter.client.run_instances(spec.region, self.adapter._run_params(self.cluster_id, spec))
+        params = self.adapter._run_params(self.cluster_id, spec)
+        (instance,) = self.adapter.client.run_instances(spec.region, params)
         self.region_of[str(instance["InstanceId"])] = spec.region
+        if len(params.get("NetworkInterfaces", [])) > 1:  # EC2 gives such an instance no public address
+            self.adapter.network.attach_address(spec.region, instance, self.adapter._tags(self.cluster_id, spec),
+                                                NODE_TAG)
         return [str(instance["InstanceId"])]
 
     def terminate(self, ids: Sequence[str]) -> list[str]:

@@ -86,6 +86,12 @@ def test_p5_cluster_gets_32_efa_interfaces_in_one_placement_group(fake: RunningS
     assert rule["IpRanges"] == [] and rule["Ipv6Ranges"] == []
     for node in nodes:
         assert app.bought[node.id].tags[NODE_TAG] == node.name and app.bought[node.id].tags[CLUSTER_TAG] == "efa1"
+    # EC2 gives an instance launched with several interfaces no public address: an Elastic IP per node
+    addresses = _ec2(fake.url).describe_addresses(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["efa1"]}])
+    by_node = {t["Value"]: a for a in addresses["Addresses"] for t in a["Tags"] if t["Key"] == NODE_TAG}
+    assert sorted(by_node) == ["n0", "n1"] and all(a.get("NetworkInterfaceId") for a in by_node.values())
+    shown = {n.name: n.public_ip for n in provider.get_nodes("efa1")}
+    assert shown == {name: a["PublicIp"] for name, a in by_node.items()}
 
 
 def test_a_retried_create_adopts_the_groups_and_the_nodes(fake: RunningServer) -> None:
@@ -96,6 +102,7 @@ def test_a_retried_create_adopts_the_groups_and_the_nodes(fake: RunningServer) -
     assert sorted(n.id for n in first) == sorted(n.id for n in again)
     assert len(app.placement_groups) == 1 and len(_cluster_groups(fake.url, "efa2")) == 1
     assert len(app.launch_network) == 2, "a node was bought twice"
+    assert len(_ec2(fake.url).describe_addresses()["Addresses"]) == 2
 
 
 def test_teardown_and_gc_remove_the_placement_and_security_groups(fake: RunningServer) -> None:
@@ -107,6 +114,8 @@ def test_teardown_and_gc_remove_the_placement_and_security_groups(fake: RunningS
     assert len(app.placement_groups) == 1 and _cluster_groups(fake.url, "efa3"), "removed while nodes are left"
     gc.delete_nodes("efa3", [n.id for n in nodes[1:]])
     assert app.placement_groups == {} and _cluster_groups(fake.url, "efa3") == []
+    assert _ec2(fake.url).describe_addresses(
+        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["efa3"]}])["Addresses"] == [], "an Elastic IP is left"
     gc.delete_nodes("efa3")  # idempotent: nothing left is success
     _provider(fake.url).delete_nodes("efa3")
     assert app.placement_groups == {}
