@@ -259,7 +259,10 @@ class AWSProvider:
                 provider=self.name, instance_type=kind.instance_type, region=region, zone=zone,
                 gpu_model=kind.gpu_model, gpus=kind.gpus, gpu_memory_gib=kind.gpu_memory_gib, vcpus=kind.vcpus,
                 memory_gib=kind.memory_gib, local_nvme_gib=kind.local_nvme_gib,
-                fabric=Fabric.EFA if kind.efa_supported else Fabric.ETHERNET, fabric_gbps=kind.network_gbps,
+                # EFA only where the adapter knows the type's interface layout: an offer is never
+                # ranked as EFA when its nodes would launch without EFA interfaces.
+                fabric=Fabric.EFA if kind.efa_supported and has_efa(kind.instance_type) else Fabric.ETHERNET,
+                fabric_gbps=kind.network_gbps,
                 price_per_hour_usd=price, spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
                 billing_increment_s=BILLING_INCREMENT_S, billing_minimum_s=BILLING_MINIMUM_S,
                 egress_usd_per_gb=template.egress_usd_per_gb if template else 0,

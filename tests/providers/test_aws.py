@@ -118,6 +118,18 @@ def test_moto_has_no_pricing_backend(moto_url: str) -> None:
 
 
 # ----- the fake (Pricing, Service Quotas, spot history) -------------------------------------------
+def test_an_efa_type_without_a_known_layout_is_offered_as_ethernet(fake: RunningServer,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """EC2 says the type has EFA, but the adapter knows no interface layout for it: its nodes would
+    launch without EFA, so the offer must not be ranked as an EFA one."""
+    from provisioner.providers.aws import efa
+
+    monkeypatch.delitem(efa.EFA_INTERFACES, "p5.48xlarge")
+    offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
+    assert {o.fabric for o in offers if o.instance_type == "p5.48xlarge" and o.purchase == Purchase.INSTANCE} == {
+        Fabric.ETHERNET}
+
+
 def test_offers_carry_exact_prices_and_efa(fake: RunningServer) -> None:
     offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
     p5 = {o.zone: o for o in offers if o.instance_type == "p5.48xlarge" and o.purchase == Purchase.INSTANCE}
