@@ -5,11 +5,11 @@ Every usage mistake must exit 2 with one line on stderr and no traceback; an unp
 exits 3; every ``--help`` works; and the install puts exactly one top-level package,
 ``provisioner``, into site-packages (issue 7, item 8).
 
-Building the wheel reaches the package index (pip's isolated build fetches setuptools): without
-one the module is skipped with the reason, unless REQUIRE_SYSTEM_TOOLS=1, under which it fails.
-The runtime dependencies are then resolved by pip with ``--no-index`` from a wheelhouse repacked
-from this test environment's own installed copies: the same files a download would give, without
-pip weighing each of PyPI's thousands of numpy/cryptography/pydantic-core files (~30 s of CPU).
+Building the wheel reaches the package index (pip's isolated build fetches setuptools); a build or
+install that fails is a test failure, never a skip. The runtime dependencies are then resolved by
+pip with ``--no-index`` from a wheelhouse repacked from this test environment's own installed
+copies: the same files a download would give, without pip weighing each of PyPI's thousands of
+numpy/cryptography/pydantic-core files (~30 s of CPU).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.conftest import EXAMPLES, ROOT, require_system
+from tests.conftest import EXAMPLES, ROOT
 from tests.test_cli import NO_FIT_SPECS, USAGE_ERRORS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -108,10 +108,7 @@ def repack(dist: metadata.Distribution, folder: Path) -> Path:
 
 
 def _failed(what: str, done: subprocess.CompletedProcess[str]) -> None:
-    reason = f"{what} failed: {done.stderr.strip().splitlines()[-1:]}"
-    if require_system():
-        pytest.fail(reason)
-    pytest.skip(reason)
+    pytest.fail(f"{what} failed: {done.stderr.strip().splitlines()[-1:]}")
 
 
 @pytest.fixture(scope="module")
