@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -76,41 +77,34 @@ def commands(parser: Any, title: str = "commands", only: str | None = None) -> C
     ``only``: build just this one (see Commands)."""
     if isinstance(parser, _Unbuilt):
         return Commands(None, only="")  # builds nothing
-    action = parser.add_subparsers(title=title, dest=f"command_{parser.prog.replace(' ', '_')}", metavar="COMMAND")
+    action = parser.add_subparsers(title=title, dest=_dest(parser), metavar="COMMAND")
     return Commands(action, only)
 
 
 def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """An argparse ``type`` accepting whole numbers in [low, high]."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        _check_range(value, low, high)
-        return value
-    return parse
+    return _ranged(int, "a whole number", low, high)
 
 
 def float_range(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
     """An argparse ``type`` accepting finite numbers in [low, high]."""
-    def parse(text: str) -> float:
+    return _ranged(float, "a finite number", low, high)
+
+
+def _ranged(convert: Callable[[str], Any], noun: str, low: float | None, high: float | None) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-        _check_range(value, low, high)
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}")
+        if low is not None and value < low:
+            raise argparse.ArgumentTypeError(f"{value:g} is below the minimum {low:g}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{value:g} is above the maximum {high:g}")
         return value
     return parse
-
-
-def _check_range(value: float, low: float | None, high: float | None) -> None:
-    if low is not None and value < low:
-        raise argparse.ArgumentTypeError(f"{value:g} is below the minimum {low:g}")
-    if high is not None and value > high:
-        raise argparse.ArgumentTypeError(f"{value:g} is above the maximum {high:g}")
 
 
 def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
@@ -123,10 +117,7 @@ def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
 
 def subcommand_names(parser: argparse.ArgumentParser) -> list[str]:
     """The names of ``parser``'s subcommands, in the order they were added."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return list(action.choices)
-    return []
+    return list(subparsers(parser))
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -159,8 +150,13 @@ def handler_arguments(handler: Handler, namespace: argparse.Namespace) -> dict[s
 def chosen(parser: argparse.ArgumentParser, namespace: argparse.Namespace) -> argparse.ArgumentParser:
     """The innermost parser ``namespace`` went through (for a group run without its command)."""
     children = subparsers(parser)
-    name = getattr(namespace, f"command_{parser.prog.replace(' ', '_')}", None)
+    name = getattr(namespace, _dest(parser), None)
     return chosen(children[name], namespace) if name in children else parser
+
+
+def _dest(parser: argparse.ArgumentParser) -> str:
+    """Where the name of the subcommand chosen under ``parser`` is stored in the namespace."""
+    return f"command_{parser.prog.replace(' ', '_')}"
 
 
 def missing_command(parser: argparse.ArgumentParser) -> UsageError:
