@@ -166,7 +166,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         try:
             nodes = self._realize(adapter, props, rollback=True)
         finally:
-            _close(adapter)
+            close_adapter(adapter)
         return pulumi.dynamic.CreateResult(f"{props['provider']}/{props['cluster_id']}", _outputs(props, nodes))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
@@ -194,7 +194,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
                 adapter.delete_nodes(news["cluster_id"], gone)
             nodes = self._realize(adapter, news, rollback=False)
         finally:
-            _close(adapter)
+            close_adapter(adapter)
         return pulumi.dynamic.UpdateResult(_outputs(news, nodes))
 
     def read(self, id_: str, props: dict[str, Any]) -> pulumi.dynamic.ReadResult:
@@ -203,7 +203,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         try:
             nodes = [n for n in adapter.get_nodes(props["cluster_id"]) if n.status != NodeStatus.TERMINATED]
         finally:
-            _close(adapter)
+            close_adapter(adapter)
         if not nodes:
             return pulumi.dynamic.ReadResult(None, {})
         return pulumi.dynamic.ReadResult(id_, {**props, **_outputs(props, nodes)})
@@ -221,7 +221,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
             left = ", ".join(f"{n.id} ({n.provider_state})" for n in exc.last or [])  # type: ignore[attr-defined]
             raise StackError(f"{props['provider']}: nodes of {cluster_id} still exist after delete: {left}") from None
         finally:
-            _close(adapter)
+            close_adapter(adapter)
 
     def _realize(self, adapter: Provider, props: Mapping[str, Any], *, rollback: bool) -> list[Node]:
         """create_nodes, then wait until every listed node runs (rolling back on failure if asked)."""
@@ -257,7 +257,8 @@ def _interval(adapter: Provider) -> float:
     return float(getattr(adapter, "poll_interval_s", 5.0))
 
 
-def _close(adapter: Provider) -> None:
+def close_adapter(adapter: Provider) -> None:
+    """Close ``adapter``'s client if it has one; a failure to close never fails the operation."""
     close = getattr(adapter, "close", None)
     if callable(close):
         with contextlib.suppress(Exception):
@@ -305,4 +306,4 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
                          pulumi.ResourceOptions.merge(opts, secret_opts))
 
 
-__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "normalize_props"]
+__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "close_adapter", "normalize_props"]

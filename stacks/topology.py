@@ -51,6 +51,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.stacks.neocloud import close_adapter
 from pydantic import ValidationError
 
 from provisioner.errors import ProvisionerError, StackError
@@ -185,7 +186,7 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
         except ProvisionerError as exc:
             raise StackError(f"ClusterTopology {plan.cluster_id}: {exc}") from None
         finally:
-            _close(adapter)
+            close_adapter(adapter)
         return _outputs(props, plan, done, warnings)
 
 
@@ -224,13 +225,6 @@ def _outputs(props: Mapping[str, Any], plan: Plan, done: Any, warnings: list[str
                 topology_conf=str(done.rendered.get("slurm/topology.conf", "")), node_labels=labels,
                 bootstrapped=list(done.nodes), warnings=warnings)
     return outs
-
-
-def _close(adapter: Provider) -> None:
-    close = getattr(adapter, "close", None)
-    if callable(close):
-        with contextlib.suppress(Exception):
-            close()
 
 
 class ClusterTopology(pulumi.dynamic.Resource, module="provisioner", name="ClusterTopology"):
