@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from provisioner.providers.aws.client import AWSClient
+from provisioner.providers.aws.client import AWSClient, by_cluster
 from provisioner.providers.base import CLUSTER_TAG, EXPIRES_TAG, OWNER_TAG, NodeSpec, expiry_text
 from provisioner.providers.orchestrate import unclear
 
@@ -91,7 +91,7 @@ class CapacityBlocks:
     def find(self, cluster_id: str, region: str) -> list[Block]:
         """The cluster's blocks in ``region`` that hold capacity (by the cluster tag). Read-only."""
         items = self.client.describe_capacity_reservations(region, [
-            {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}, {"Name": "state", "Values": list(HOLDING)}])
+            *by_cluster(cluster_id), {"Name": "state", "Values": list(HOLDING)}])
         return [Block.of(region, item) for item in items if item.get("ReservationType", "capacity-block")
                 == "capacity-block"]
 

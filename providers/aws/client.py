@@ -28,6 +28,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import botocore.parsers
+from provisioner.providers.base import CLUSTER_TAG
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
@@ -94,6 +95,11 @@ def map_error(exc: Exception) -> ProviderError:
     if isinstance(exc, botocore.parsers.ResponseParserError):
         return ProviderAPIError(PROVIDER, 500, f"unreadable answer: {_one_line(str(exc), 200)}")
     return ProviderAPIError(PROVIDER, 0, f"{type(exc).__name__}: {_one_line(str(exc))}")
+
+
+def by_cluster(cluster_id: str) -> list[dict[str, Any]]:
+    """The EC2 filter for what this tool tagged as part of cluster ``cluster_id``."""
+    return [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
 
 
 def is_not_found(error: ProviderError) -> bool:
@@ -341,4 +347,4 @@ class AWSClient:
         return self._call("ec2", region, "describe_regions", {"RegionNames": [region]})
 
 
-__all__ = ["LIMITS", "NOT_FOUND_CODES", "PRICING_REGION", "AWSClient", "is_not_found", "map_error"]
+__all__ = ["LIMITS", "NOT_FOUND_CODES", "PRICING_REGION", "AWSClient", "by_cluster", "is_not_found", "map_error"]

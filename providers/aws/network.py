@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
 from provisioner.providers.aws.efa import efa_layout
 from provisioner.providers.base import CLUSTER_TAG
 
@@ -76,7 +76,7 @@ class EfaNetwork:
                placement: bool) -> EfaPlacement:
         """The cluster's EFA placement in ``region``: found by tag, else made. Raises PlanError when the
         region has no default VPC or no default subnet in ``zone``; ProviderError from EC2."""
-        by_cluster = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
+        cluster_filter = by_cluster(cluster_id)
         vpcs = self.client.describe_vpcs(region, [{"Name": "is-default", "Values": ["true"]}])
         if not vpcs:
             raise PlanError(f"aws: no default VPC in {region}: EFA nodes launch into its default subnets")
@@ -88,7 +88,7 @@ class EfaNetwork:
         if subnet is None:
             raise PlanError(f"aws: no default subnet in {zone or region} for the EFA nodes")
         tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
-        mine = self.client.describe_security_groups(region, [*by_cluster, {"Name": "vpc-id", "Values": [vpc_id]}])
+        mine = self.client.describe_security_groups(region, [*cluster_filter, {"Name": "vpc-id", "Values": [vpc_id]}])
         if mine:
             group_id = str(mine[0]["GroupId"])
         else:
@@ -104,7 +104,7 @@ class EfaNetwork:
         name = None
         if placement:
             name = group_name(cluster_id)
-            if not self.client.describe_placement_groups(region, by_cluster):
+            if not self.client.describe_placement_groups(region, cluster_filter):
                 self.client.create_placement_group(region, name, PLACEMENT_STRATEGY,
                                                    [*tag_list, {"Key": "Name", "Value": name}])
         return EfaPlacement(name, str(subnet["AvailabilityZone"]), str(subnet["SubnetId"]), groups)
@@ -133,15 +133,15 @@ class EfaNetwork:
         ``region``, when ``remaining()``
         (its instances not yet terminated) is 0. Returns what is left (names); gone is success.
         Idempotent; a cluster without its security group (none made, or released) costs one listing."""
-        by_cluster = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
-        security = self.client.describe_security_groups(region, by_cluster)
+        cluster_filter = by_cluster(cluster_id)
+        security = self.client.describe_security_groups(region, cluster_filter)
         if not security:  # made first and deleted last: without it the cluster has no EFA groups left
             return []
-        placement = self.client.describe_placement_groups(region, by_cluster)
+        placement = self.client.describe_placement_groups(region, cluster_filter)
         if remaining():
             return [str(g.get("GroupName")) for g in placement] + [str(g.get("GroupId")) for g in security]
         left: list[str] = []
-        addresses = self.client.describe_addresses(region, by_cluster)
+        addresses = self.client.describe_addresses(region, cluster_filter)
         steps: list[tuple[list[dict[str, Any]], Callable[[str, str], None], str]] = [
             (addresses, self.client.release_address, "AllocationId"),
             (placement, self.client.delete_placement_group, "GroupName"),

@@ -62,7 +62,7 @@ from provisioner.providers.aws import CAPABILITIES
 from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.blocks import Block, CapacityBlocks
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
-from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
 from provisioner.providers.aws.efa import has_efa
 from provisioner.providers.aws.models import (
     GpuInstanceType,
@@ -584,7 +584,7 @@ class AWSProvider:
                 self.client.terminate_instances(region, survivors)
 
     def _members(self, cluster_id: str, region: str, *, live: bool = False) -> list[dict[str, Any]]:
-        filters: list[dict[str, Any]] = [{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}]
+        filters: list[dict[str, Any]] = by_cluster(cluster_id)
         if live:
             filters.append({"Name": "instance-state-name", "Values": _LIVE})
         return self.client.describe_instances(region, filters)
