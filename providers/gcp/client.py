@@ -1,8 +1,10 @@
 """Compute Engine v1 client: one method per API call, google.api_core errors mapped in one place.
 
-The Google libraries are imported here only. Every call goes through ``_call``: a client-side
-token bucket (``LIMITS``; inserts also take a launch token), our own retry loop (the
-generated clients' retries are off: every call passes ``retry=None``), and ``map_error``:
+The Google libraries are imported here only. Every call goes through ``_call``: our own retry
+loop (the generated clients' retries are off: every call passes ``retry=None``) and
+``map_error``. The client-side token bucket (``LIMITS``) is taken per HTTP request, in the
+clients' requests session, so each page of a paged list, each retry and each operation poll
+spends a token (inserts also take one launch token per call):
 
 - HTTP 401, and 403 without a quota reason -> CredentialsError
 - 403 ``quotaExceeded`` / operation error ``QUOTA_EXCEEDED`` -> QuotaError
@@ -18,9 +20,11 @@ adapter re-reads it after a lost answer.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import requests.adapters
 import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
@@ -101,12 +105,26 @@ def _fixed_token(credentials: Any) -> bool:
     return isinstance(credentials, google.oauth2.credentials.Credentials) and credentials.refresh_token is None
 
 
+class _PacedAdapter(requests.adapters.HTTPAdapter):
+    """requests' adapter taking one token from ``limiter`` before each HTTP request it sends."""
+
+    def __init__(self, limiter: RateLimiter) -> None:
+        super().__init__()
+        self._limiter = limiter
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._limiter.acquire()
+        return super().send(request, *args, **kwargs)
+
+
 def is_not_found(error: ProviderError) -> bool:
     return isinstance(error, ProviderAPIError) and error.status == 404
 
 
 class GCPClient:
     """compute_v1 clients sharing credentials, one limiter and one retry policy. Thread-safe.
+
+    ``clock`` and ``sleep`` drive the rate limiter (tests inject a virtual clock).
 
     ``credentials`` default to Application Default Credentials; ``endpoint`` (a URL with its
     scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com, ``billing_endpoint``
@@ -115,7 +133,8 @@ class GCPClient:
 
     def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
                  billing_endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, clock: Callable[[], float] | None = None,
+                 sleep: Callable[[float], None] | None = None) -> None:
         self.project = project
         self.endpoint = endpoint or None
         self.billing_endpoint = billing_endpoint or endpoint or None
@@ -123,8 +142,9 @@ class GCPClient:
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self._credentials = credentials
-        self._requests = RateLimiter(self.limits.requests_per_s, self.limits.burst)
-        self._launches = (RateLimiter(self.limits.launches_per_s, self.limits.launch_burst)
+        pacing: dict[str, Any] = {"clock": clock or time.monotonic, "sleep": sleep or time.sleep}
+        self._requests = RateLimiter(self.limits.requests_per_s, self.limits.burst, **pacing)
+        self._launches = (RateLimiter(self.limits.launches_per_s, self.limits.launch_burst, **pacing)
                           if self.limits.launches_per_s else None)
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -135,30 +155,47 @@ class GCPClient:
     def _client(self, kind: str) -> Any:
         with self._lock:
             if kind not in self._clients:
-                endpoint = self.billing_endpoint if kind == "CloudCatalogClient" else self.endpoint
-                options = ClientOptions(api_endpoint=endpoint) if endpoint else None
-                cls = getattr(billing_v1 if kind == "CloudCatalogClient" else compute_v1, kind)
-                try:
-                    client = cls(credentials=self._credentials, transport="rest", client_options=options)
-                except Exception as exc:
-                    if not _mapped(exc):
-                        raise
-                    raise map_error(exc) from exc
-                if _fixed_token(self._credentials):
-                    # A bare access token cannot be refreshed: answer a 401 with the API's own message
-                    # instead of google-auth's failed refresh (the session's refresh-on-401 is private).
-                    session = getattr(getattr(client, "_transport", None), "_session", None)
-                    if session is not None:
-                        session._refresh_status_codes = ()
+                client = self._build(kind)
+                operations = getattr(client._transport, "_extended_operations_services", None)
+                if kind == "InstancesClient" and isinstance(operations, dict):
+                    # The library would poll inserts through a client of its own, at the default
+                    # endpoint and outside our limiter: hand it ours.
+                    operations["zone_operations"] = self._build("ZoneOperationsClient")
                 self._clients[kind] = client
             return self._clients[kind]
 
+    def _build(self, kind: str) -> Any:
+        """A REST client of ``kind`` whose every HTTP request takes a token from the limiter."""
+        endpoint = self.billing_endpoint if kind == "CloudCatalogClient" else self.endpoint
+        options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+        cls = getattr(billing_v1 if kind == "CloudCatalogClient" else compute_v1, kind)
+        try:
+            client = cls(credentials=self._credentials, transport="rest", client_options=options)
+        except Exception as exc:
+            if not _mapped(exc):
+                raise
+            raise map_error(exc) from exc
+        session = getattr(client._transport, "_session", None)
+        if session is None:  # a library change: refuse rather than send requests outside the limits
+            raise RuntimeError(f"{kind}: the REST transport has no requests session to pace")
+        paced = _PacedAdapter(self._requests)
+        session.mount("https://", paced)
+        session.mount("http://", paced)
+        if _fixed_token(self._credentials):
+            # A bare access token cannot be refreshed: answer a 401 with the API's own message
+            # instead of google-auth's failed refresh (the session's refresh-on-401 is private).
+            session._refresh_status_codes = ()
+        return client
+
     def _call(self, kind: str, method: str, *, idempotent: bool = True, launch: bool = False,
               consume: Callable[[Any], Any] = lambda result: result, **params: Any) -> Any:
-        """One API call (and ``consume`` of its result, e.g. paging), paced, retried, errors mapped."""
+        """One API call (and ``consume`` of its result, e.g. paging), paced, retried, errors mapped.
+
+        Each HTTP request it makes (every page, every operation poll) takes a request token in
+        the session; a ``launch`` call also takes one launch token per attempt.
+        """
         attempts = max(self.retry.attempts, 1)
         for attempt in range(attempts):
-            self._requests.acquire()
             if launch and self._launches is not None:
                 self._launches.acquire()
             try:

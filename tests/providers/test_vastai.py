@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -374,22 +375,50 @@ def test_lost_answer_on_the_retried_rent_is_adopted(fake: VastAIFake) -> None:
     assert fake.launched == 2 and fake.instance_count() == 2
 
 
+class RentsTogether(httpx.BaseTransport):
+    """Serves the fake in process; the first ``together`` rents are held until all of them are in
+    flight, then reach the fake one at a time in node-name order (so which is refused and which
+    is lost does not depend on how threads are scheduled). The rent of a node in ``lose`` is
+    carried out by the fake but answered with a read timeout."""
+
+    def __init__(self, app: VastAIFake, together: int, lose: set[str]) -> None:
+        self.inner = httpx.WSGITransport(app=app)
+        self.lose = lose
+        self.in_flight = threading.Barrier(together, timeout=60)  # broken (test fails) if rents are not concurrent
+        self.turn = threading.Condition()
+        self.waiting: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "PUT" or not request.url.path.startswith("/api/v0/asks/"):
+            return self.inner.handle_request(request)
+        name = json.loads(request.content)["label"].rpartition("/")[2]
+        with self.turn:
+            self.waiting.append(name)
+        self.in_flight.wait()
+        with self.turn:
+            self.turn.wait_for(lambda: min(self.waiting) == name)
+            try:
+                response = self.inner.handle_request(request)
+            finally:
+                self.waiting.remove(name)
+                self.turn.notify_all()
+        if name in self.lose:
+            raise httpx.ReadTimeout("answer lost", request=request)
+        return response
+
+
 def test_lost_answer_after_a_failure_is_still_rolled_back(fake: VastAIFake) -> None:
-    # One rent is refused (no credit); the other is carried out but unanswered: the rollback
-    # finds that instance by label and destroys it.
+    # n0's rent is refused (no credit) while n1's is in flight; n1's is carried out but
+    # unanswered: the rollback finds that instance by label and destroys it.
     fake.faults.inject("insufficient_balance", route="launch", times=1)
-    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=LosesRentAnswers(fake, lose={2}),
-                          limits=VAST_LIMITS.scaled(1), retry=FAST, timeout_s=2.0)
-    with pytest.raises((QuotaError, ProviderAPIError)) as caught:  # whichever failure is seen first
+    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=RentsTogether(fake, 2, lose={"n1"}),
+                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    with pytest.raises(QuotaError) as caught:  # n0's refusal: the first batch's failure is the one raised
         vast.create_nodes("c1", specs(2))
-    assert fake.instance_count() == 0 and fake.launched == 1
-    # The two rents run at once, so which node's answer is lost varies. When the lost one had not
-    # appeared yet at the first look, the error may warn that it could still appear (a slow
-    # provider can list it later): conservative, never a claim that cleanup failed.
+    assert fake.launched == 1 and fake.instance_count() == 0
     message = str(caught.value)
-    assert "cleanup FAILED" not in message
-    if "instances may exist" in message:
-        assert "timed out and its instance may still appear" in message
+    assert "(ask 4100000) (cluster c1: 1 of 2 new nodes made); rolled back 1 instance(s) this call made" in message
+    assert "cleanup FAILED" not in message and "instances may exist" not in message  # the listing saw n1
 
 
 def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIFake) -> None:
