@@ -120,6 +120,7 @@ def render_cloudinit(
         "identity": render_template("cloud-init/identity.sh.j2", c=view),
         "nvme": nvme_script(view),
         "gpu_check": render_template("cloud-init/gpu-check.sh.j2", c=view),
+        "health": render_template("cloud-init/health.sh.j2", c=view),
         "shared_fs": render_template("cloud-init/shared-fs.sh.j2", c=view),
         "firewall": render_firewall(view, firewall),
         "firewall_apply": render_firewall_script(view, firewall, role),

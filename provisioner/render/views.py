@@ -86,6 +86,7 @@ class ClusterView:
     slurmdbd: bool = False
     allowed_cidrs: tuple[str, ...] = ()
     idle_minutes: int | None = None
+    spot: bool = False
 
     @property
     def head(self) -> NodeView:
@@ -278,6 +279,7 @@ def cluster_view(
         slurmdbd=slurmdbd,
         allowed_cidrs=tuple(spec.access.allowed_cidrs),
         idle_minutes=None if idle is None else max(1, math.ceil(idle)),
+        spot=option.spot,
     )
 
 

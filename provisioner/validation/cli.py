@@ -131,8 +131,11 @@ def _report_options(cmd: Any) -> None:
 
 def add_node_commands(group: cliargs.Commands) -> None:
     """Add ``node check`` (the commands that run on a cluster node) to the top-level command group."""
+    from provisioner.validation.watch_cli import add_node_watch
+
     node = group.add("node", "Commands that run on a cluster node.")
-    cmd = cliargs.command(cliargs.commands(node), "check", node_check)
+    node_commands = cliargs.commands(node)
+    cmd = cliargs.command(node_commands, "check", node_check)
     cmd.add_argument("--expect-gpus", type=cliargs.int_range(0), help="GPUs this node must have.")
     cmd.add_argument("--expect-model", help="GPU model every GPU must be, e.g. H100.")
     cmd.add_argument("--expect-fabric", choices=FABRICS, help="Fabric this node must have.")
@@ -143,6 +146,7 @@ def add_node_commands(group: cliargs.Commands) -> None:
     _burnin_options(cmd, "Run the GPU burn-in.")
     cmd.add_argument("--node", help="Name to report (default: the host name).")
     _report_options(cmd)
+    add_node_watch(node_commands)
 
 
 def add_validate(group: cliargs.Commands) -> None:

@@ -94,6 +94,11 @@ svc_start() {  # start UNIT without systemd, unless it is running already
             setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
                 >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
+        provisioner-health)
+            # The health watch (a long-running service): restarted after a crash, as systemd's Restart=always.
+            setsid bash -c 'while :; do "$0"; sleep 10; done' /usr/local/sbin/provisioner-health \
+                >> /var/log/provisioner/health.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
         provisioner-*.timer)
             # The lifetime timers (deadman, idle) as a loop: provisioner-teardown deletes this node
             # through the provider's API where it can, else stops PID 1 (the container) itself.
@@ -214,6 +219,12 @@ PROVISIONER_B64
 put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
 IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDEgXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDEgeCIgUlRYNDA5MAogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIE5vZGUgdmFsaWRhdGlvbiAoZG9jcy92YWxpZGF0aW9uLm1kKSB3aGVyZSB0aGUgaW1hZ2UgaGFzIHRoZSBwcm92aXNpb25lciBwYWNrYWdlOiBHUFUgaGVhbHRoLAojIFhJRHMsIE5WTGluaywgRENHTSBhbmQgYSB+NjUgcyBidXJuLWluLCBiZWZvcmUgc2x1cm1kL2szcyBzdGFydC4gRmFpbGVkIChleGl0IDExKSBmYWlscyB0aGlzCiMgY2hlY2s7IGRlZ3JhZGVkICgxMCkgaXMgbG9nZ2VkIGFuZCBsZWZ0IHRvIGBwcm92aXNpb25lciB2YWxpZGF0ZWAuIEltYWdlcyB3aXRob3V0IHRoZSBwYWNrYWdlCiMga2VlcCB0aGUgcHJlc2VuY2UgY2hlY2tzIGFib3ZlIG9ubHkuCmlmIGNvbW1hbmQgLXYgcHJvdmlzaW9uZXIgPi9kZXYvbnVsbDsgdGhlbgogICAgcHJvdmlzaW9uZXIgbm9kZSBjaGVjayAtLWV4cGVjdC1ncHVzIDEgLS1leHBlY3QtbW9kZWwgUlRYNDA5MCBcCiAgICAgICAgLS1qc29uIC1vIC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbgogICAgY2FzZSAkPyBpbgogICAgICAgIDApIGVjaG8gImdwdS1jaGVjazogb2sgbm9kZSBjaGVjayBoZWFsdGh5IiA7OwogICAgICAgIDEwKSBlY2hvICJncHUtY2hlY2s6IFdBUk4gbm9kZSBjaGVjayBkZWdyYWRlZCAoL3Zhci9sb2cvcHJvdmlzaW9uZXIvbm9kZS1jaGVjay5qc29uKSIgOzsKICAgICAgICAqKSBlY2hvICJncHUtY2hlY2s6IEZBSUwgbm9kZSBjaGVjayBmYWlsZWQgKC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbikiOyBzdGF0dXM9MSA7OwogICAgZXNhYwpmaQpleGl0ICRzdGF0dXMK
 PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-health 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBOb2RlIGhlYWx0aCB3YXRjaCAoZG9jcy9oZWFsaW5nLm1kKTogYHByb3Zpc2lvbmVyIG5vZGUgd2F0Y2hgIGV2ZXJ5IDMwIHMsIHRoZSBjaGVja3Mgb2YKIyBgbm9kZSBjaGVjayAtLW5vLWJ1cm5pbmAgKG9uZSBpbXBsZW1lbnRhdGlvbik7IG9uIGEgZmFpbGVkIGZpbmRpbmcgaXQgZHJhaW5zIHRoaXMgbm9kZSB3aXRoIHRoZQojIGZpbmRpbmcncyBjb2RlLCBuZXZlciB0aGUgbGFzdCBub2RlIGluIHNlcnZpY2UuIFJlcG9ydHM6IC92YXIvbGliL3Byb3Zpc2lvbmVyL2hlYWx0aC9OT0RFLmpzb24uCiMgSW1hZ2VzIHdpdGhvdXQgdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgZ2V0IG5vIHdhdGNoIChzYWlkIG9uY2UsIGhlcmUsIHRoZW4gaWRsZSkuCnNldCAtdQpta2RpciAtcCAvdmFyL2xvZy9wcm92aXNpb25lciAvdmFyL2xpYi9wcm92aXNpb25lci9oZWFsdGgKaWYgISBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIGVjaG8gInByb3Zpc2lvbmVyLWhlYWx0aDogdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgaXMgbm90IG9uIHRoaXMgaW1hZ2U7IG5vIGhlYWx0aCB3YXRjaCBvbiB0aGlzIG5vZGUiCiAgICBleGVjIHNsZWVwIGluZmluaXR5CmZpCi4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKZXhlYyBwcm92aXNpb25lciBub2RlIHdhdGNoIC0tbm9kZSAiJE5PREVfTkFNRSIgLS12aWEgbm9uZSBcCiAgICAtLWludGVydmFsLXMgMzAgLS1leHBlY3QtZ3B1cyAxIC0tZXhwZWN0LW1vZGVsIFJUWDQwOTAgXAogICAgLS1zcG90IG5vbmUgXAogICAgLS1yZXBvcnQtZGlyIC92YXIvbGliL3Byb3Zpc2lvbmVyL2hlYWx0aAo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-health.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgaGVhbHRoIHdhdGNoIChkcmFpbnMgdGhpcyBub2RlIG9uIGEgZmFpbGVkIEdQVSBmaW5kaW5nIG9yIGEgc3BvdCByZWNsYWltIG5vdGljZSkKQWZ0ZXI9c2x1cm1kLnNlcnZpY2UgazNzLnNlcnZpY2UgazNzLWFnZW50LnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9c2ltcGxlCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItaGVhbHRoClJlc3RhcnQ9YWx3YXlzClJlc3RhcnRTZWM9MTAKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
 put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
 IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgdGNwIGZhYnJpYyBvZiAxeF9SVFg0MDkwX0NPTU1VTklUWS4KZXhwb3J0IE5DQ0xfREVCVUc9IldBUk4iCmV4cG9ydCBOQ0NMX0lCX0RJU0FCTEU9IjEiCmV4cG9ydCBOQ0NMX05TT0NLU19QRVJUSFJFQUQ9IjQiCmV4cG9ydCBOQ0NMX1NPQ0tFVF9JRk5BTUU9ImVuczEiCmV4cG9ydCBOQ0NMX1NPQ0tFVF9OVEhSRUFEUz0iMiIK
 PROVISIONER_B64
@@ -273,6 +284,9 @@ if begin_step 08-systemctl 1; then
 fi
 if begin_step 09-provisioner-gpu-check 0; then
     if /usr/local/sbin/provisioner-gpu-check; then end_step 09-provisioner-gpu-check; else fail_step 09-provisioner-gpu-check $? 1; fi
+fi
+if begin_step 10-systemctl 1; then
+    if systemctl enable --now provisioner-health.service; then end_step 10-systemctl; else fail_step 10-systemctl $? 0; fi
 fi
 if [ "$FAILED" = 0 ]; then
     log 'provisioner: worker node of render-burst bootstrapped'
