@@ -172,6 +172,10 @@ class Node(BaseModel):
                                  "a provider's SSH proxy. None: the public (else private) address.")
     ssh_port: int = Field(22, ge=1, le=65535, description="The port of the node's sshd as reached from here "
                           "(a container provider maps 22/tcp to another port).")
+    launched_at: dt.datetime | None = Field(None, description="When the provider says the node was launched "
+                                            "(billing starts); None: its listing does not say (docs/costs.md).")
+    ended_at: dt.datetime | None = Field(None, description="When the provider says the node was terminated, "
+                                         "for a terminated node it still lists; else None.")
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """``(host, port)`` to SSH to: ``ssh_host`` else the public, else the private address, with

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -142,11 +143,16 @@ def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray
     return out[inverse.reshape(-1)]
 
 
+def billed_span(run_s: Any, increment_s: Any, minimum_s: Any) -> Any:
+    """Whole seconds run -> seconds billed: up to the billing increment, at least the minimum. Elementwise
+    on int64 columns, and on plain ints (provisioner.metering bills each node's real run with it)."""
+    return np.maximum(-(-run_s // increment_s) * increment_s, minimum_s)
+
+
 def billed_seconds(p: Pricing) -> np.ndarray:
     """Run time counted in whole seconds (rounded up), then up to the billing increment, at least the minimum."""
     run_s = ceil_int(p.hours * 3600)
-    inc = p.table["billing_increment_s"][p.rows]
-    return np.maximum(-(-run_s // inc) * inc, p.table["billing_minimum_s"][p.rows])
+    return billed_span(run_s, p.table["billing_increment_s"][p.rows], p.table["billing_minimum_s"][p.rows])
 
 
 def boot_seconds(infos: list[ProviderInfo]) -> np.ndarray:

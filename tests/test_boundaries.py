@@ -19,7 +19,7 @@ PURE = {
     "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.optimizer",
     "provisioner.offer_table", "provisioner.costs", "provisioner.columns", "provisioner.money",
     "provisioner.offer", "provisioner.plan", "provisioner.capabilities", "provisioner.errors",
-    "provisioner.render", "provisioner.report",
+    "provisioner.render", "provisioner.report", "provisioner.metering",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {"provisioner.providers.registry", "provisioner.templates", "provisioner.capabilities",

@@ -69,6 +69,8 @@ class BurstOptions:
     ttl_s: float | None = None
     """TTL from the start of the burst; None: the spec's ``lifetime.ttl_hours``, else 24 h."""
     max_cost_usd: Decimal | None = None
+    on_budget: str = "stop"
+    """At ``max_cost_usd``: ``stop`` (the watchdog tears down) or ``warn`` (the job goes on)."""
     skip_validation: bool = False
     max_tries: int = 3
     image: str = "ubuntu:24.04"
@@ -176,13 +178,14 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         ttl_s = first.spec.lifetime.ttl_hours * 3600
     expires_at = started + dt.timedelta(seconds=DEFAULT_TTL_S if ttl_s is None else ttl_s)
     watchdog = Watchdog(started, hourly_usd=first.option.hourly_usd, expires_at=expires_at,
-                        max_cost_usd=opts.max_cost_usd)
+                        max_cost_usd=opts.max_cost_usd if opts.on_budget == "stop" else None)
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
     cluster_id = first.cluster_id
     remote: Remote | None = rt.remote
     try:
         record = bring_up_first(plans, watched, max_tries=opts.max_tries, expires_at=expires_at,
-                                max_cost_usd=opts.max_cost_usd, destroy_on_failure=True, lease=True)
+                                max_cost_usd=opts.max_cost_usd, on_budget=opts.on_budget,
+                                destroy_on_failure=True, lease=True)
         watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
         nodes = watched.provider(record.provider).get_nodes(cluster_id)
         if remote is None:

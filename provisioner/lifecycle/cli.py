@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from provisioner.plan import Plan
 
 ENGINES = ("pulumi", "direct")
+ON_BUDGET = ("stop", "warn")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
 
@@ -36,11 +37,11 @@ BACKEND_HELP = ("Pulumi state backend URL (s3://..., gs://..., https://api.pulum
                 "under the state dir.")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--ttl") -> float:
     """``90s``, ``30m``, ``4h``, ``2d`` (a bare number is hours) -> seconds. UsageError otherwise."""
     found = _DURATION.match(text)
     if not found or float(found.group(1)) <= 0:
-        raise UsageError(f"{text!r} is not a duration like 30m, 4h or 2d", option="--ttl")
+        raise UsageError(f"{text!r} is not a duration like 30m, 4h or 2d", option=option)
     return float(found.group(1)) * _UNIT_S[found.group(2)]
 
 
@@ -99,10 +100,12 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
 
 
 def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog: Path | None = None,
-       ttl: str | None = None, max_tries: int = 3, json_out: bool = False) -> None:
+       ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
+       on_budget: str = "warn") -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready."""
     _check_engine(engine)
     ttl_s = parse_duration(ttl) if ttl else None
+    max_cost_usd = parse_money(max_cost) if max_cost else None
     emit = _emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
@@ -111,14 +114,16 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
         plan = ranked_plans(target, catalog, 1)[0]
         now = utc_now()
-        expires_at = expiry_for(plan, now, ttl_s)
+        from provisioner.lifecycle.spend import budget_expiry
+
+        expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
         runtime = _runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
         try:
             outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
         finally:
             if runtime.interrupts is not None:
                 runtime.interrupts.restore()
-        _save_pulumi_record(plan, now, expires_at)
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
         emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
         return
     from provisioner.lifecycle.realize import bring_up_first
@@ -126,7 +131,8 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
     plans = ranked_plans(target, catalog, max_tries)
     runtime = _runtime(emit)
     try:
-        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s)
+        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
+                       on_budget=on_budget)
     except KeyboardInterrupt:
         cluster_id = plans[0].cluster_id
         emit("error", message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
@@ -137,12 +143,13 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
             runtime.interrupts.restore()
 
 
-def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None) -> None:
+def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None,
+                        max_cost_usd: Decimal | None = None, on_budget: str = "warn") -> None:
     from provisioner.lifecycle import state
 
     state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider,
                                           engine="pulumi", plan=plan, created_at=now, expires_at=expires_at,
-                                          status="up"))
+                                          max_cost_usd=max_cost_usd, on_budget=on_budget, status="up"))
 
 
 def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
@@ -214,15 +221,21 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
                        f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}")
         return
     from provisioner.lifecycle.realize import cluster_nodes
+    from provisioner.lifecycle.spend import status_cost
 
-    record, nodes = cluster_nodes(cluster_id_of(target, catalog), _runtime(_emitter(True), interrupts=False))
+    runtime = _runtime(_emitter(True), interrupts=False)
+    record, nodes = cluster_nodes(cluster_id_of(target, catalog), runtime)
+    cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
     doc = {**_summary(record), "live": [{"name": n.name, "id": n.id, "status": n.status.value,
-                                         "public_ip": n.public_ip, "private_ip": n.private_ip} for n in nodes]}
+                                         "public_ip": n.public_ip, "private_ip": n.private_ip} for n in nodes],
+           "cost": cost.as_json()}
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     print(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), ${doc['hourly_usd']}/h, "
                f"expires {doc['expires_at'] or 'never'}")
+    for line in cost.lines():
+        print(f"  {line}")
     for node in doc["live"]:
         print(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  {node['private_ip'] or '-'}  "
                    f"{node['id']}")
@@ -296,7 +309,7 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
 
 def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: str | None = None,
           engine: str = "direct", skip_validation: bool = False, max_tries: int = 3, image: str = "ubuntu:24.04",
-          catalog: Path | None = None, json_out: bool = False) -> int:
+          catalog: Path | None = None, json_out: bool = False, on_budget: str = "stop") -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
     if engine != "direct":
         raise UsageError("burst runs on the direct engine only", option="--engine")
@@ -306,7 +319,7 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
     from provisioner.lifecycle.burst import BurstOptions, run_burst
 
     options = BurstOptions(ttl_s=parse_duration(ttl) if ttl else None,
-                           max_cost_usd=parse_money(max_cost) if max_cost else None,
+                           max_cost_usd=parse_money(max_cost) if max_cost else None, on_budget=on_budget,
                            skip_validation=skip_validation, max_tries=max_tries, image=image)
     plans = ranked_plans(target, catalog, max_tries)
     runtime = _runtime(_emitter(json_out))
@@ -319,7 +332,7 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
 
 
 def add_commands(group: cliargs.Commands) -> None:
-    """Add up, down, status, outputs, ssh and burst to the top-level command group."""
+    """Add up, down, status, outputs, ssh, burst and costs to the top-level command group."""
     def target_file(cmd: Any) -> None:
         cmd.add_argument("target", type=Path, metavar="SPEC_OR_PLAN", help="A spec (YAML) or a saved plan (JSON).")
 
@@ -340,6 +353,9 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
                      help="Options tried on capacity errors (direct; 1-3, default 3).")
+    cmd.add_argument("--max-cost", help="Budget in USD: status warns at 50/80/100 %%.")
+    cmd.add_argument("--on-budget", choices=ON_BUDGET, default="warn",
+                     help="At 100 %% of --max-cost: stop (the budget becomes the expiry) or warn (default).")
 
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)
@@ -368,12 +384,18 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("command", nargs="*", metavar="COMMAND", help="The job, after --.")
     cmd.add_argument("--ttl", help="Tear down after this long (30m, 4h); default: the spec's.")
     cmd.add_argument("--max-cost", help="Tear down once hourly cost x elapsed reaches this USD.")
+    cmd.add_argument("--on-budget", choices=ON_BUDGET, default="stop",
+                     help="At 100 %% of --max-cost: stop (default: tear down) or warn (the job goes on).")
     cmd.add_argument("--engine", default="direct", help="direct (a burst cluster lives as long as this command).")
     cliargs.flag(cmd, "--skip-validation", "Start the job even if node validation failed.")
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
                      help="Options tried on capacity errors (1-3, default 3).")
     cmd.add_argument("--image", default="ubuntu:24.04", help="Container image of the Kubernetes Job.")
     common(cmd)
+
+    from provisioner.lifecycle.costs_report import add_command
+
+    add_command(group)
 
 
 __all__ = ["add_commands", "burst", "down", "outputs", "parse_duration", "parse_money", "ranked_plans", "ssh",

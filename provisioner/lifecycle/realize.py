@@ -47,6 +47,7 @@ from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
 from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
 from provisioner.lifecycle.reservations import block_fields, report_left
+from provisioner.lifecycle.spend import budget_expiry
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsTopology
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
@@ -202,7 +203,7 @@ def live(nodes: Sequence[Node]) -> list[Node]:
 
 def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datetime | None = None,
              ttl_s: float | None = None, max_cost_usd: Decimal | None = None,
-             destroy_on_failure: bool = False, lease: bool = False) -> state.ClusterRecord:
+             destroy_on_failure: bool = False, lease: bool = False, on_budget: str = "warn") -> state.ClusterRecord:
     """Create, boot and bootstrap ``plan``'s nodes; block until the control plane lists each ready.
 
     Idempotent on the cluster id: a second call adopts the nodes that exist. ``expires_at``
@@ -222,11 +223,11 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
 
     rendered = render_cluster(plan, secrets)
     now = rt.now()
-    expires_at = expires_at or expiry_for(plan, now, ttl_s)
+    expires_at = budget_expiry(plan, now, expires_at or expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
     record = state.ClusterRecord(
         cluster_id=cluster_id, provider=plan.option.provider, engine="direct", plan=plan,
         created_at=existing.created_at if existing else now, expires_at=expires_at,
-        max_cost_usd=max_cost_usd, status="creating",
+        max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating",
         lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
     state.save_record(record)
     provider = rt.provider(plan.option.provider)
@@ -451,6 +452,10 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
         adapter.delete_nodes(cluster_id)
         rt.wait(lambda: adapter.get_nodes(cluster_id), lambda nodes: not live(nodes),
                 timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {cluster_id} to be deleted")
+    if record is not None and left:  # planned vs actual, the ledger, the provider's billing record
+        from provisioner.lifecycle.spend import emit_settled
+
+        emit_settled(rt.emit, adapter, record, left, rt.now())
     state.remove_record(cluster_id)
     shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)  # the copy of the cluster key goes too
     rt.emit("down", message=f"cluster {cluster_id} is down ({len(left)} node(s) deleted)", cluster=cluster_id,

@@ -11,6 +11,7 @@ expiry, is what ``gc`` collects.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -51,6 +52,8 @@ class ClusterRecord(BaseModel):
     created_at: dt.datetime
     expires_at: dt.datetime | None = Field(None, description="TTL end (UTC); None when the spec sets none.")
     max_cost_usd: Decimal | None = Field(None, ge=0, allow_inf_nan=False)
+    on_budget: Literal["stop", "warn"] = Field("warn", description="At 100 % of max_cost_usd: stop (the budget "
+                                               "is the cluster's expiry) or warn (status/watch only).")
     node_ids: dict[str, str] = Field(default_factory=dict, description="node name -> provider id")
     head_address: str | None = None
     status: Literal["creating", "up", "failed", "deleting"] = "creating"
@@ -103,6 +106,10 @@ def save_record(record: ClusterRecord) -> Path:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise ProvisionerError(f"cannot write cluster record {path}: {exc.strerror}") from None
+    from provisioner.lifecycle import ledger
+    from provisioner.providers.base import owner_id
+
+    ledger.note_record(record, owner_id(), dt.datetime.now(dt.UTC))  # the ledger outlives the record
     return path
 
 
@@ -140,7 +147,13 @@ def list_records() -> list[ClusterRecord]:
 
 
 def remove_record(cluster_id: str) -> None:
-    """Forget the cluster (its record and its secrets). Idempotent."""
+    """Forget the cluster (its record and its secrets; the ledger keeps its entries). Idempotent."""
+    if record_path(cluster_id).exists():
+        from provisioner.lifecycle import ledger
+
+        # forgetting must not fail once the nodes are gone; the entry says only when
+        with contextlib.suppress(ProvisionerError):
+            ledger.note_removed(cluster_id, dt.datetime.now(dt.UTC))
     record_path(cluster_id).unlink(missing_ok=True)
     secrets_path(cluster_id).unlink(missing_ok=True)
 

@@ -1,0 +1,58 @@
+"""Optional abilities for money after purchase: node billing times and the provider's own billing record.
+
+- ``SupportsUsage``: each node's billing span as the provider reports it (launch and termination
+  times from its instance listing or its event log), terminated nodes included where the provider
+  still reports them. What ``provisioner.metering`` bills by the catalog's rules.
+- ``SupportsBilling``: what the provider's billing API says the cluster cost (RunPod
+  ``/v2/billing/pods``, Vast.ai ``/api/v0/charges``, Fluence ``/v1/billing/charges/aggregated``,
+  AWS Cost Explorer ``GetCostAndUsage`` by the cluster tag), with ``differences``: where the
+  provider bills otherwise than the catalog's rules say (docs/costs.md).
+
+Both are read-only and raise the error tree's ProviderError like every adapter call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Protocol, runtime_checkable
+
+from provisioner.metering import NodeUsage
+
+
+@dataclass(frozen=True)
+class Billed:
+    """A provider's billing record for one cluster over a period, exact."""
+
+    total_usd: Decimal
+    source: str
+    """The endpoint it came from (``runpod /v2/billing/pods``)."""
+    terms_usd: Mapping[str, Decimal] = field(default_factory=dict)
+    differences: tuple[str, ...] = ()
+
+    @property
+    def total_cents(self) -> int:
+        return int(self.total_usd.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN) * 100)
+
+
+def usd(value: object) -> Decimal:
+    """An amount from a provider's JSON (a number or a decimal string) as the decimal it was written as."""
+    return Decimal(str(value))
+
+
+@runtime_checkable
+class SupportsUsage(Protocol):
+    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str]) -> list[NodeUsage]:
+        """The billing span of each node of the cluster (``node_ids``: name -> id the client knows of)."""
+
+
+@runtime_checkable
+class SupportsBilling(Protocol):
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime,
+               end: dt.datetime) -> Billed:
+        """What the provider billed the cluster's nodes between ``start`` and ``end``."""
+
+
+__all__ = ["Billed", "SupportsBilling", "SupportsUsage", "usd"]

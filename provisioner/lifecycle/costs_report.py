@@ -1,0 +1,143 @@
+"""``provisioner costs``: what clusters planned, metered and were billed, from the ledger.
+
+Reads the local append-only ledger (provisioner.lifecycle.ledger); ``--since`` keeps clusters
+created (or last noted) within that long; ``--by`` sums per provider, cluster or owner; ``-f``
+prints a table, JSON or CSV. With ``--live`` it also asks every provider with credentials (as
+``gc`` does, read-only) for the tool's clusters there and lists the ones the ledger has no entry
+for as ``unrecorded``: bought from another machine, or before the ledger existed.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from provisioner import cliargs
+from provisioner.errors import UsageError
+from provisioner.lifecycle import ledger
+from provisioner.money import usd_of_cents
+
+GROUPINGS = ("cluster", "provider", "owner")
+COST_FORMATS = ("table", "json", "csv")
+COLUMNS = ("key", "clusters", "planned_usd", "metered_usd", "billed_usd", "status", "notes")
+
+
+def _when(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def select(rows: Iterable[ledger.Row], since_s: float | None, now: dt.datetime) -> list[ledger.Row]:
+    """Rows created or last noted within ``since_s`` seconds of ``now`` (all when None)."""
+    if since_s is None:
+        return list(rows)
+    cut = now - dt.timedelta(seconds=since_s)
+    return [r for r in rows if any(w is not None and w >= cut for w in (_when(r.created_at), _when(r.last_at)))]
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def group(rows: Sequence[ledger.Row], by: str) -> list[dict[str, Any]]:
+    """One line per ``by`` key: the sums of each amount (None where no cluster has one), in first-seen order."""
+    keyed: dict[str, list[ledger.Row]] = {}
+    for row in rows:
+        keyed.setdefault(str(getattr(row, by)) or "-", []).append(row)
+
+    def usd(cents: int | None) -> str | None:
+        return None if cents is None else str(usd_of_cents(cents))
+
+    out = []
+    for key, members in keyed.items():
+        notes = sorted({d for r in members for d in r.differences} | {"unrecorded" for r in members
+                                                                        if not r.recorded})
+        out.append({"key": key, "clusters": len(members),
+                    "planned_usd": usd(_sum([r.planned_cents for r in members])),
+                    "metered_usd": usd(_sum([r.metered_cents for r in members])),
+                    "billed_usd": usd(_sum([r.billed_cents for r in members])),
+                    "status": ",".join(sorted({r.status or "-" for r in members})), "notes": "; ".join(notes)})
+    return out
+
+
+def unrecorded(known: set[str], live: Callable[[], Iterable[tuple[str, str]]]) -> list[ledger.Row]:
+    """Clusters ``live()`` finds at a provider ((provider, cluster) pairs) that the ledger does not know."""
+    seen: dict[str, str] = {}
+    for provider, cluster in live():
+        if cluster not in known:
+            seen.setdefault(cluster, provider)
+    return [ledger.Row(cluster, provider=provider, status="at provider", recorded=False)
+            for cluster, provider in sorted(seen.items())]
+
+
+def _live_clusters(provider: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    from provisioner.lifecycle.gc import collect_garbage
+
+    report = collect_garbage(provider=provider, delete=False)
+    pairs = [(item.provider, item.cluster_id) for item in report.leftovers]
+    pairs += [(name, cluster) for name, cluster, _why in report.kept]
+    problems = [f"{name}: {why}" for name, why in {**report.skipped, **report.unlisted}.items()]
+    return pairs, problems
+
+
+def render(lines: list[dict[str, Any]], fmt: str, by: str) -> str:
+    if fmt == "json":
+        return json.dumps({"by": by, "rows": lines}, indent=2) + "\n"
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(lines)
+        return buffer.getvalue()
+    header = (by, "n", "planned", "metered", "billed", "status", "notes")
+    table = [header] + [(str(r["key"]), str(r["clusters"]), *(f"${v}" if v is not None else "-" for v in
+                         (r["planned_usd"], r["metered_usd"], r["billed_usd"])), r["status"], r["notes"])
+                        for r in lines]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+                   for row in table) if lines else "no clusters in the ledger\n"
+
+
+def costs(since: str | None = None, by: str = "cluster", fmt: str = "table", live: bool = False,
+          provider: str | None = None, now: Callable[[], dt.datetime] | None = None) -> int:
+    """What clusters planned, metered and were billed, from the local ledger (with --live: unrecorded ones too)."""
+    from provisioner.lifecycle.cli import parse_duration
+
+    if by not in GROUPINGS:
+        raise UsageError(f"must be one of {', '.join(GROUPINGS)}", option="--by")
+    since_s = parse_duration(since, option="--since") if since else None
+    at = (now or (lambda: dt.datetime.now(dt.UTC)))()
+    entries = ledger.read()
+    rows = select(ledger.rows(entries), since_s, at)
+    problems: list[str] = []
+    if live:
+        pairs, problems = _live_clusters(provider)
+        rows += unrecorded({e["cluster"] for e in entries}, lambda: pairs)
+    sys.stdout.write(render(group(rows, by), fmt, by))
+    for problem in problems:
+        print(f"not checked for unrecorded clusters: {problem}", file=sys.stderr)
+    return 0
+
+
+def add_command(group_: cliargs.Commands) -> None:
+    cmd = cliargs.command(group_, "costs", costs)
+    cmd.add_argument("--since", help="Only clusters created or noted within this long (7d, 12h).")
+    cmd.add_argument("--by", choices=GROUPINGS, default="cluster", help="Sum per cluster (default), provider or owner.")
+    cmd.add_argument("--format", "-f", choices=COST_FORMATS, default="table", dest="fmt", help="table, json or csv.")
+    cliargs.flag(cmd, "--live", "Also ask the providers (read-only, as gc does) for clusters the ledger lacks.",
+                 negatable=False)
+    cmd.add_argument("--provider", help="With --live: only this provider.")
+
+
+__all__ = ["add_command", "costs", "group", "render", "select", "unrecorded"]

@@ -1,0 +1,164 @@
+"""The ledger: an append-only local file of what every cluster brought up from here planned, metered and
+was billed, read by ``provisioner costs``.
+
+``state_dir()/ledger.jsonl``, one JSON object per line, never rewritten (mode 0600). Each entry is
+appended with one ``write`` on a file opened ``O_APPEND`` and fsynced before the call returns, so
+a client killed at any point leaves every earlier entry whole; a torn last line (power lost
+mid-write) is skipped by the reader, and the next append starts on a fresh line. Entries:
+
+- ``cluster``: the cluster record as saved (provider, owner, engine, status, planned cents per
+  term, created/expires) on every status change: what a killed client leaves behind;
+- ``removed``: the record was forgotten (``down``, ``gc``, a failed create that bought nothing);
+- ``metered``: cents per term from the provider's node times (provisioner.metering);
+- ``billed``: the provider's own billing record for the cluster, with what differs from the catalog.
+
+Never a secret: ids, names, amounts and provider words only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import ProvisionerError
+from provisioner.lifecycle.state import ClusterRecord, state_dir
+from provisioner.metering import Metered, planned_cents
+from provisioner.money import usd_of_cents
+
+LEDGER_VERSION = 1
+
+
+def ledger_path() -> Path:
+    return state_dir() / "ledger.jsonl"
+
+
+def append(entry: Mapping[str, Any], path: Path | None = None) -> None:
+    """Append one entry (one line, one write, fsynced). Raises ProvisionerError when the file cannot be written."""
+    path = path or ledger_path()
+    line = json.dumps({"v": LEDGER_VERSION, **entry}, sort_keys=True, default=str).encode() + b"\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            if os.fstat(fd).st_size and os.pread(fd, 1, os.fstat(fd).st_size - 1) != b"\n":
+                line = b"\n" + line  # a torn last line stays on its own and is skipped on read
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProvisionerError(f"cannot append to the ledger {path}: {exc.strerror}") from None
+
+
+def read(path: Path | None = None) -> list[dict[str, Any]]:
+    """Every whole entry, oldest first (unreadable lines are skipped)."""
+    path = path or ledger_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ProvisionerError(f"cannot read the ledger {path}: {exc.strerror}") from None
+    entries = []
+    for line in raw.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
+            entries.append(entry)
+    return entries
+
+
+def _iso(when: dt.datetime | None) -> str | None:
+    return when.astimezone(dt.UTC).isoformat() if when is not None else None
+
+
+def note_record(record: ClusterRecord, owner: str, at: dt.datetime) -> None:
+    """A ``cluster`` entry for ``record`` as saved now."""
+    plan = getattr(record, "plan", None)  # a record built without validation may lack one
+    planned = {} if plan is None else {
+        "hourly_usd": str(plan.option.hourly_usd), "nodes": len(plan.nodes),
+        "instance_type": plan.option.instance_type, "region": plan.option.region,
+        "planned_cents": planned_cents(plan)}
+    append({"kind": "cluster", "at": _iso(at), "cluster": record.cluster_id, "provider": record.provider,
+            "owner": owner, "engine": getattr(record, "engine", "direct"), "status": record.status,
+            "created_at": _iso(record.created_at), "expires_at": _iso(record.expires_at), **planned,
+            "node_ids": dict(record.node_ids),
+            "max_cost_usd": None if getattr(record, "max_cost_usd", None) is None else str(record.max_cost_usd)})
+
+
+def note_removed(cluster_id: str, at: dt.datetime) -> None:
+    append({"kind": "removed", "at": _iso(at), "cluster": cluster_id})
+
+
+def note_metered(cluster_id: str, metered: Metered, at: dt.datetime, *, final: bool) -> None:
+    append({"kind": "metered", "at": _iso(at), "cluster": cluster_id, "final": final,
+            "terms_cents": metered.terms, "total_cents": metered.total_cents, "rule": metered.rule,
+            "sources": list(metered.sources),
+            "nodes": [{"id": n.node_id, "name": n.name, "term": n.term, "run_s": n.run_s, "billed_s": n.billed_s}
+                      for n in metered.nodes]})
+
+
+def note_billed(cluster_id: str, billed_cents: int, source: str, differences: Iterable[str], at: dt.datetime) -> None:
+    append({"kind": "billed", "at": _iso(at), "cluster": cluster_id, "total_cents": billed_cents,
+            "source": source, "differences": list(differences)})
+
+
+@dataclass
+class Row:
+    """One cluster as the ledger knows it: the latest of each kind of entry."""
+
+    cluster: str
+    provider: str = ""
+    owner: str = ""
+    status: str = ""
+    created_at: str | None = None
+    last_at: str | None = None
+    planned_cents: int | None = None
+    metered_cents: int | None = None
+    billed_cents: int | None = None
+    billed_source: str | None = None
+    differences: list[str] = field(default_factory=list)
+    recorded: bool = True
+
+    def as_json(self) -> dict[str, Any]:
+        def usd(cents: int | None) -> str | None:
+            return None if cents is None else str(usd_of_cents(cents))
+
+        return {"cluster": self.cluster, "provider": self.provider, "owner": self.owner, "status": self.status,
+                "created_at": self.created_at, "last_at": self.last_at, "planned_usd": usd(self.planned_cents),
+                "metered_usd": usd(self.metered_cents), "billed_usd": usd(self.billed_cents),
+                "billed_source": self.billed_source, "differences": self.differences, "recorded": self.recorded}
+
+
+def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
+    """One row per cluster, in the order each first appears."""
+    found: dict[str, Row] = {}
+    for entry in entries:
+        row = found.setdefault(entry["cluster"], Row(entry["cluster"]))
+        kind, at = entry.get("kind"), entry.get("at")
+        row.last_at = at if isinstance(at, str) else row.last_at
+        if kind == "cluster":
+            row.provider, row.owner = str(entry.get("provider", "")), str(entry.get("owner", ""))
+            row.status, row.created_at = str(entry.get("status", "")), entry.get("created_at")
+            planned = entry.get("planned_cents")
+            if isinstance(planned, dict):
+                row.planned_cents = sum(int(v) for v in planned.values())
+        elif kind == "removed":
+            row.status = "removed"
+        elif kind == "metered":
+            row.metered_cents = int(entry.get("total_cents", 0))
+        elif kind == "billed":
+            row.billed_cents, row.billed_source = int(entry.get("total_cents", 0)), entry.get("source")
+            row.differences = [str(d) for d in entry.get("differences", [])]
+    return list(found.values())
+
+
+__all__ = ["Row", "append", "ledger_path", "note_billed", "note_metered", "note_record", "note_removed", "read",
+           "rows"]

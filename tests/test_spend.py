@@ -1,0 +1,86 @@
+"""Cost after purchase on the fakes: status mid-run, planned vs actual at ``down``, budgets, reconciliation."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.errors import PlanError
+from provisioner.lifecycle import ledger, state
+from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
+from provisioner.lifecycle.spend import budget_expiry, budget_state, cost_so_far
+from provisioner.metering import Metered
+from tests.conftest import need_shared
+from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+from tests.test_render_slurm import make_plan
+
+T0 = dt.datetime(2026, 11, 26, 1, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+def test_budget_stop_becomes_the_expiry_and_refuses_a_budget_below_the_first_period() -> None:
+    plan = make_plan(nodes=2, billing_increment_s=1, price_per_hour_usd=1.1)
+    later = T0 + dt.timedelta(hours=5)
+    assert budget_expiry(plan, T0, later, Decimal("0.3"), "stop") == T0 + dt.timedelta(seconds=490)
+    assert budget_expiry(plan, T0, later, Decimal("0.3"), "warn") == later
+    assert budget_expiry(plan, T0, None, None, "stop") is None
+    hourly = make_plan(nodes=1, billing_increment_s=3600, billing_minimum_s=10800, price_per_hour_usd=0.29)
+    with pytest.raises(PlanError, match="does not cover the first billed period"):
+        budget_expiry(hourly, T0, None, Decimal("0.5"), "stop")
+
+
+def test_budget_warnings_at_50_80_100() -> None:
+    plan = make_plan(nodes=1)
+    record = state.ClusterRecord(cluster_id="llm-pretrain", provider="aws", plan=plan, created_at=T0,
+                                 max_cost_usd=Decimal("0.3"), on_budget="stop")
+
+    def spent(cents: int) -> Metered:
+        return Metered(terms={"compute": cents, "storage": 0, "egress": None, "interruption": 0})
+
+    assert budget_state(record, spent(14)).message is None  # type: ignore[union-attr]
+    assert budget_state(record, spent(15)).message == "budget: 50 % reached ($0.15 of $0.3)"  # type: ignore[union-attr]
+    assert budget_state(record, spent(24)).level == 80  # type: ignore[union-attr]
+    assert budget_state(record, spent(30)).message == (  # type: ignore[union-attr]
+        "budget: 100 % reached ($0.30 of $0.3); the cluster is stopped at its budget (on-budget stop)")
+    assert budget_state(record.model_copy(update={"max_cost_usd": None}), spent(30)) is None
+
+
+def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    remote = StandInRemote(nodes=[node.name for node in plan.nodes])
+    events: list[dict[str, Any]] = []
+    with served_fake("lambda", monkeypatch) as (_app, _server):
+        runtime = instant_runtime(remote, events)
+        record = bring_up(plan, runtime, max_cost_usd=Decimal("20.03"))
+        runtime.sleep(1800)  # half an hour on the injected clock
+        record, nodes = cluster_nodes(record.cluster_id, runtime)
+        now = runtime.now()
+        cost = cost_so_far(runtime.provider("lambda"), record, nodes, now)
+        price = plan.option.offer.price_per_hour_usd
+        assert price is not None
+        run_s = int((now - record.created_at).total_seconds())
+        minutes = -(-run_s // 60)  # Lambda bills per started minute
+        expected = (price * 2 * minutes * 60 / 3600).quantize(Decimal("0.01"))
+        assert Decimal(cost.so_far.total_cents) / 100 == expected
+        assert cost.so_far.sources == ("client",)  # Lambda's listing has no launch time
+        assert cost.projected.total_cents >= cost.so_far.total_cents
+        assert cost.budget is not None and cost.budget.level == 50  # 12.36 of 20.03
+
+        tear_down(record.cluster_id, runtime)
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    assert "planned vs actual" in settled["message"] and "compute" in settled["message"]
+    terms = settled["planned_vs_actual"]["terms"]
+    assert terms["compute"]["planned_usd"] == str(plan.option.cost.compute)
+    assert terms["egress"]["actual_usd"] is None
+    (row,) = ledger.rows(ledger.read())
+    assert row.status == "removed" and row.metered_cents is not None and row.metered_cents > 0
