@@ -85,7 +85,8 @@ def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: py
         # down of a direct cluster uses the direct engine (from its record); --json: one event per line
         assert main(["down", "lc-lambda", "--json"]) == 0
         events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert [e["event"] for e in events] == ["teardown", "down"]
+        assert [e["event"] for e in events] == ["teardown", "cost", "down"]  # planned vs actual (docs/costs.md)
+        assert set(events[1]["planned_vs_actual"]["terms"]) == {"compute", "storage", "egress", "interruption"}
         assert app.instance_count() == 0 and state.load_record("lc-lambda") is None
         assert main(["down", "lc-lambda", "--engine", "direct", "--provider", "lambda"]) == 0  # idempotent
 
