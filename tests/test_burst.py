@@ -51,12 +51,16 @@ def test_watchdog_ttl() -> None:
 def test_job_argv_per_control_plane(tmp_path: Path) -> None:
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     assert job_argv(plan, ["srun", "-N2", "hostname"], "img") == ("srun", "-N2", "hostname")
-    assert job_argv(plan, ["sbatch", "x.sh"], "img") == ("sbatch", "--wait", "x.sh")
+    env = "--export=ALL,PROVISIONER_CHECKPOINT_DIR=/mnt/checkpoints,PROVISIONER_CHECKPOINT_SHARED=0"
+    assert job_argv(plan, ["sbatch", "x.sh"], "img") == ("sbatch", "--wait", "--requeue", env, "x.sh")
+    assert job_argv(plan, ["sbatch", "--export=NONE", "--wait", "x.sh"], "img") == (
+        "sbatch", "--requeue", "--export=NONE", "--wait", "x.sh")
+    # No shared filesystem: a requeued job would find neither checkpoints nor output; srun as before.
     assert job_argv(plan, ["python", "t.py"], "img") == (
         "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--", "python", "t.py")
 
 
-def test_kubernetes_job_keeps_the_command_words_and_never_retries(tmp_path: Path) -> None:
+def test_kubernetes_job_keeps_the_command_words_and_replaces_a_lost_pod(tmp_path: Path) -> None:
     import json
     import shlex
 
@@ -69,7 +73,11 @@ def test_kubernetes_job_keeps_the_command_words_and_never_retries(tmp_path: Path
     job = json.loads(quoted)
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == hostile and container["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
-    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["spec"]["backoffLimit"] == 3 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["spec"]["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+    assert {"name": "PROVISIONER_CHECKPOINT_DIR", "value": "/mnt/checkpoints"} in container["env"]
+    assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/mnt/checkpoints"}]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert job["metadata"]["name"] == "burst-lc-lambda"
 
@@ -86,7 +94,9 @@ if args[:3] == ["apply", "-f", "-"]:
 elif args[:1] == ["logs"]:
     print("from the job")
 elif args[:2] == ["get", "pods"]:
-    print("4")
+    print("pod-a" if "metadata.name" in args[-1] else "4")
+elif args[:2] == ["get", "job"]:
+    print("Failed")
 """, encoding="utf-8")
     kubectl.chmod(0o755)
     done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,

@@ -6,12 +6,15 @@ refuses the job unless ``skip_validation``), runs COMMAND on the head and stream
 then tears everything down: on success, failure, TTL, budget, Ctrl-C/SIGTERM (the caller
 installs ``runtime.interrupts``) or any error. Returns the job's exit status.
 
-How COMMAND runs: on Slurm, a command starting with ``srun``/``salloc`` runs as given and
-``sbatch`` gets ``--wait`` (so its exit status is the job's); anything else runs as
-``srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 -- COMMAND``. On Kubernetes it
-becomes a Job (``k8s_job``: one pod of ``image`` with the node's GPUs, never retried), applied
-with ``kubectl``, followed with ``kubectl logs -f``, and its container's exit status returned.
-With no control plane it runs on the head over SSH.
+How COMMAND runs (lifecycle/resume.py: jobs that resume): on Slurm, a command starting with
+``srun``/``salloc`` runs as given; ``sbatch`` gets ``--wait --requeue`` and the checkpoint
+environment; anything else, with a shared filesystem, becomes a requeueable ``sbatch --wait
+--requeue`` job running ``srun --kill-on-bad-exit=1 -- COMMAND`` whose output the head follows,
+and without one runs as ``srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 -- COMMAND``.
+On Kubernetes it becomes a Job (``k8s_job``: a pod of ``image`` with the node's GPUs and the
+checkpoint directory; a pod lost with its node is replaced), applied with ``kubectl``, each pod
+followed with ``kubectl logs -f``, and the last pod's exit status returned. With no control plane
+it runs on the head over SSH.
 
 The watchdog is client-side and exact: it fires when ``now >= expires_at`` (TTL) or when
 ``hourly_usd x elapsed >= max_cost_usd`` (Decimal, no rounding; compared as
@@ -28,7 +31,6 @@ after the expiry on any machine (by the tag).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -36,7 +38,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from provisioner.errors import ProvisionerError, StackError
-from provisioner.lifecycle import state
+from provisioner.lifecycle import resume, state
 from provisioner.lifecycle.realize import (
     Runtime,
     bring_up_first,
@@ -108,7 +110,7 @@ class Watchdog:
 
 
 def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
-    """What the head runs for COMMAND (see the module docstring). Pure."""
+    """What the head runs for COMMAND (see the module docstring and lifecycle/resume.py). Pure."""
     if not command:
         raise ProvisionerError("burst needs a COMMAND after --")
     control_plane = plan.spec.control_plane.value
@@ -116,46 +118,42 @@ def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
         if command[0] in SLURM_LAUNCHERS:
             return tuple(command)
         if command[0] == "sbatch":
-            return ("sbatch", "--wait", *command[1:]) if "--wait" not in command else tuple(command)
+            extra = [word for word in ("--wait", "--requeue") if word not in command]
+            if not any(word.startswith("--export") for word in command):
+                extra.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in resume.checkpoint_env(plan).items()))
+            return ("sbatch", *extra, *command[1:])
+        if resume.shared_fs(plan):
+            return resume.slurm_requeue_argv(plan, command, k8s_job_name(plan))
         return ("srun", f"--nodes={len(plan.nodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--",
                 *command)
     if control_plane == "kubernetes":
-        name = k8s_job_name(plan)
-        manifest = json.dumps(k8s_job(plan, command, image), separators=(",", ":"))
-        exit_code = "{.items[0].status.containerStatuses[0].state.terminated.exitCode}"
-        script = (f"printf '%s' {_q(manifest)} | kubectl apply -f - >/dev/null || exit $?\n"
-                  f"kubectl logs -f job/{name} --pod-running-timeout=15m\n"
-                  f"for _ in $(seq 150); do\n"
-                  f"  code=$(kubectl get pods -l job-name={name} -o jsonpath={_q(exit_code)})\n"
-                  f'  [ -n "$code" ] && exit "$code"\n'
-                  f"  sleep 2\n"
-                  f"done\n"
-                  f"exit 1\n")
-        return ("bash", "-c", script)
+        return ("bash", "-c", resume.k8s_follow_script(k8s_job_name(plan), k8s_job(plan, command, image)))
     return tuple(command)
 
 
 def k8s_job(plan: Plan, command: Sequence[str], image: str) -> dict[str, object]:
-    """The burst's Kubernetes Job: one pod, never retried (its exit status is the job's), the node's GPUs."""
+    """The burst's Kubernetes Job: the node's GPUs, the checkpoint directory mounted at its own path,
+    a new pod when one is lost with its node (not counted) or fails (up to K8S_BACKOFF_LIMIT times)."""
     gpus = str(plan.option.gpus_per_node)
+    ckpt = resume.checkpoint_dir(plan)
+    env = [{"name": key, "value": value} for key, value in resume.checkpoint_env(plan).items()]
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": k8s_job_name(plan), "labels": {"app.kubernetes.io/managed-by": "provisioner"}},
-        "spec": {"backoffLimit": 0, "ttlSecondsAfterFinished": 3600, "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "job", "image": image, "command": list(command),
-                            "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}},
+        "spec": {"backoffLimit": resume.K8S_BACKOFF_LIMIT, "ttlSecondsAfterFinished": 3600,
+                 "podFailurePolicy": {"rules": [
+                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                 "template": {"spec": {
+                     "restartPolicy": "Never",
+                     "volumes": [{"name": "checkpoints", "hostPath": {"path": ckpt, "type": "DirectoryOrCreate"}}],
+                     "containers": [{"name": "job", "image": image, "command": list(command), "env": env,
+                                     "volumeMounts": [{"name": "checkpoints", "mountPath": ckpt}],
+                                     "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}},
     }
 
 
 def k8s_job_name(plan: Plan) -> str:
     return JOB_NAME.sub("-", f"burst-{plan.cluster_id}")[:63].strip("-")
-
-
-def _q(word: str) -> str:
-    import shlex
-
-    return shlex.quote(word)
 
 
 def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptions | None = None,
