@@ -1,6 +1,8 @@
 """Health checks on parsed ``nvidia-smi`` state: pure functions from GpuState to Findings.
 
-Each check names what it saw and what it expected. Severities (and why):
+``CHECK_RULES`` is the one table of rules (code, severity, action, when it fires); the node
+check, and anything else that watches GPUs, evaluates states through ``evaluate``. Each finding
+names what it saw and what it expected. Severities (and why):
 
 * GPU count or model unlike the plan: failed (the job's layout would be wrong).
 * Volatile uncorrectable ECC, pending row remap, remap failure, pending page retirement,
@@ -16,17 +18,11 @@ Each check names what it saw and what it expected. Severities (and why):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from provisioner.validation.model import Action, Finding, Severity
 from provisioner.validation.nvsmi import CLOCK_EVENT_BITS, GpuState
-
-_BAD_EVENTS = {
-    "hw_slowdown": (Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
-    "hw_thermal_slowdown": (Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
-    "hw_power_brake_slowdown": (Severity.FAILED, "HW power brake slowdown (external power brake asserted)"),
-    "sw_thermal_slowdown": (Severity.DEGRADED, "SW thermal slowdown (clocks lowered to hold the temperature target)"),
-}
 
 _MODEL_WORDS = re.compile(r"[A-Za-z]+\d+[A-Za-z]*|\d+[A-Za-z]+")
 
@@ -50,80 +46,140 @@ def model_matches(name: str, expected: str) -> bool:
 
 def check_inventory(states: Sequence[GpuState], expect_gpus: int | None, expect_model: str | None) -> list[Finding]:
     findings = []
+    count, model = CHECK_RULES["gpu.count"], CHECK_RULES["gpu.model"]
     if expect_gpus is not None and len(states) != expect_gpus:
-        findings.append(Finding(code="gpu.count", severity=Severity.FAILED, action=Action.REPLACE_NODE,
+        findings.append(Finding(code=count.code, severity=count.severity, action=count.action,
                                 value=len(states), threshold=expect_gpus,
                                 message=f"{len(states)} GPU(s) visible, expected {expect_gpus}"))
     if expect_model:
         for state in states:
             if state.name and not model_matches(state.name, expect_model):
-                findings.append(Finding(code="gpu.model", severity=Severity.FAILED, gpu=state.index,
-                                        action=Action.REPLACE_NODE,
+                findings.append(Finding(code=model.code, severity=model.severity, gpu=state.index,
+                                        action=model.action,
                                         message=f"GPU {state.index} is {state.name}, expected {expect_model}"))
     return findings
 
 
-def check_memory(state: GpuState) -> list[Finding]:
-    i, found = state.index, []
+@dataclass(frozen=True)
+class CheckRule:
+    """One health rule on a GPU's nvidia-smi state: when it fires, how bad it is, what to do.
 
-    def add(code: str, severity: Severity, message: str, action: Action, value: float | None = None) -> None:
-        found.append(Finding(code=code, severity=severity, gpu=i, action=action, value=value,
-                             message=f"GPU {i}: {message}"))
+    ``fires`` reads a ``GpuState``; ``detail`` says what was seen (the finding's message after
+    ``GPU i:``); ``value``/``threshold`` are what the finding records. ``applies`` is None for the
+    node-level inventory rules (count, model), which need the expectations and live in
+    ``check_inventory``. The table is the one place a severity or an action is decided: the node
+    check and any other watcher (a periodic health watch) evaluate states through ``evaluate``.
+    """
 
-    if state.ecc_enabled is False:
-        add("ecc.disabled", Severity.DEGRADED, "ECC is disabled", Action.FIX_CONFIG)
-    if state.ecc_volatile_uncorrectable:
-        add("ecc.volatile_uncorrectable", Severity.FAILED,
-            f"{state.ecc_volatile_uncorrectable} volatile uncorrectable ECC error(s) since the last reset",
-            Action.DRAIN, state.ecc_volatile_uncorrectable)
-    if state.ecc_aggregate_uncorrectable:
-        add("ecc.aggregate_uncorrectable", Severity.WARN,
-            f"{state.ecc_aggregate_uncorrectable} uncorrectable ECC error(s) over the GPU's lifetime",
-            Action.NONE, state.ecc_aggregate_uncorrectable)
-    if state.sram_threshold_exceeded:
-        add("ecc.sram_threshold_exceeded", Severity.FAILED, "SRAM uncorrectable error threshold exceeded (RMA)",
-            Action.REPLACE_NODE)
-    if state.remap_failure:
-        add("remap.failure", Severity.FAILED, "row remapping failed (no spare rows left)", Action.REPLACE_NODE)
-    if state.remap_pending:
-        add("remap.pending", Severity.FAILED, "a row remap is pending (takes effect on GPU reset)", Action.RESET_GPU)
-    if state.retired_pages_pending:
-        add("retired_pages.pending", Severity.FAILED, "a page retirement is pending (takes effect on GPU reset)",
-            Action.RESET_GPU)
+    code: str
+    severity: Severity
+    action: Action
+    meaning: str
+    applies: Callable[[GpuState], bool] | None = None
+    detail: Callable[[GpuState], str] | None = None
+    value: Callable[[GpuState], float | None] = lambda state: None
+    threshold: Callable[[GpuState], float | None] = lambda state: None
+
+
+def _below(current: int | None, maximum: int | None) -> bool:
+    return current is not None and maximum is not None and current < maximum
+
+
+def _event(reason: str) -> Callable[[GpuState], bool]:
+    bit = CLOCK_EVENT_BITS[reason]
+    return lambda state: state.clock_event_mask is not None and bool(state.clock_event_mask & bit)
+
+
+def _mask(state: GpuState) -> float | None:
+    return state.clock_event_mask
+
+
+_RULES = (
+    CheckRule("gpu.count", Severity.FAILED, Action.REPLACE_NODE, "fewer or more GPUs than expected"),
+    CheckRule("gpu.model", Severity.FAILED, Action.REPLACE_NODE, "a GPU of another model than expected"),
+    CheckRule("ecc.disabled", Severity.DEGRADED, Action.FIX_CONFIG, "ECC is disabled",
+              lambda s: s.ecc_enabled is False, lambda s: "ECC is disabled"),
+    CheckRule("ecc.volatile_uncorrectable", Severity.FAILED, Action.DRAIN,
+              "volatile uncorrectable ECC errors since the last reset",
+              lambda s: bool(s.ecc_volatile_uncorrectable),
+              lambda s: f"{s.ecc_volatile_uncorrectable} volatile uncorrectable ECC error(s) since the last reset",
+              lambda s: s.ecc_volatile_uncorrectable),
+    CheckRule("ecc.aggregate_uncorrectable", Severity.WARN, Action.NONE,
+              "uncorrectable ECC errors over the GPU's lifetime (history, not a present fault)",
+              lambda s: bool(s.ecc_aggregate_uncorrectable),
+              lambda s: f"{s.ecc_aggregate_uncorrectable} uncorrectable ECC error(s) over the GPU's lifetime",
+              lambda s: s.ecc_aggregate_uncorrectable),
+    CheckRule("ecc.sram_threshold_exceeded", Severity.FAILED, Action.REPLACE_NODE,
+              "SRAM uncorrectable error threshold exceeded (RMA)",
+              lambda s: bool(s.sram_threshold_exceeded), lambda s: "SRAM uncorrectable error threshold exceeded (RMA)"),
+    CheckRule("remap.failure", Severity.FAILED, Action.REPLACE_NODE, "row remapping failed (no spare rows left)",
+              lambda s: bool(s.remap_failure), lambda s: "row remapping failed (no spare rows left)"),
+    CheckRule("remap.pending", Severity.FAILED, Action.RESET_GPU, "a row remap is pending (takes effect on GPU reset)",
+              lambda s: bool(s.remap_pending), lambda s: "a row remap is pending (takes effect on GPU reset)"),
+    CheckRule("retired_pages.pending", Severity.FAILED, Action.RESET_GPU,
+              "a page retirement is pending (takes effect on GPU reset)",
+              lambda s: bool(s.retired_pages_pending),
+              lambda s: "a page retirement is pending (takes effect on GPU reset)"),
+    CheckRule("persistence.off", Severity.DEGRADED, Action.FIX_CONFIG, "persistence mode is off",
+              lambda s: s.persistence_mode is False,
+              lambda s: "persistence mode is off (nvidia-smi -pm 1, or nvidia-persistenced)"),
+    CheckRule("pcie.gen_below_max", Severity.DEGRADED, Action.DRAIN, "PCIe link generation below the link's maximum",
+              lambda s: _below(s.pcie_gen_current, s.pcie_gen_max),
+              lambda s: f"PCIe link at Gen{s.pcie_gen_current}, the link supports Gen{s.pcie_gen_max}",
+              lambda s: s.pcie_gen_current, lambda s: s.pcie_gen_max),
+    CheckRule("pcie.width_below_max", Severity.DEGRADED, Action.DRAIN, "PCIe link width below the link's maximum",
+              lambda s: _below(s.pcie_width_current, s.pcie_width_max),
+              lambda s: f"PCIe link at x{s.pcie_width_current}, the link supports x{s.pcie_width_max}",
+              lambda s: s.pcie_width_current, lambda s: s.pcie_width_max),
+    *(CheckRule(f"clock_event.{reason}", severity, Action.DRAIN, meaning, _event(reason),
+                lambda s, meaning=meaning: f"{meaning}", _mask)
+      for reason, severity, meaning in (
+          ("hw_slowdown", Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
+          ("hw_thermal_slowdown", Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
+          ("hw_power_brake_slowdown", Severity.FAILED, "HW power brake slowdown (external power brake asserted)"),
+          ("sw_thermal_slowdown", Severity.DEGRADED,
+           "SW thermal slowdown (clocks lowered to hold the temperature target)"))),
+)
+CHECK_RULES: dict[str, CheckRule] = {rule.code: rule for rule in _RULES}
+"""Every nvidia-smi rule by finding code. SW power cap (0x4), idle, application clocks, sync
+boost and display clock events are deliberately absent: they are normal."""
+
+
+def _finding(rule: CheckRule, state: GpuState, suffix: str = "") -> Finding:
+    detail = rule.detail(state) if rule.detail else rule.meaning
+    if rule.code.startswith("clock_event."):
+        suffix += f" (clock event reasons {state.clock_event_mask:#x})"
+    return Finding(code=rule.code, severity=rule.severity, gpu=state.index, action=rule.action,
+                   value=rule.value(state), threshold=rule.threshold(state),
+                   message=f"GPU {state.index}: {detail}{suffix}")
+
+
+def evaluate(state: GpuState, *, under_load: bool = False, prefix: str = "") -> list[Finding]:
+    """Every rule of ``CHECK_RULES`` that fires on one GPU's state, in table order.
+
+    ``under_load``: the state was read during the burn-in, so only the clock-event rules apply
+    (the rest were read before it) and the message says so. Pure.
+    """
+    found = []
+    for rule in _RULES:
+        if rule.applies is None or (under_load and not rule.code.startswith("clock_event.")):
+            continue
+        if rule.applies(state):
+            found.append(_finding(rule, state, " under load" if under_load else ""))
     return found
+
+
+def check_memory(state: GpuState) -> list[Finding]:
+    return [f for f in evaluate(state) if f.code.split(".")[0] in ("ecc", "remap", "retired_pages")]
 
 
 def check_config(state: GpuState) -> list[Finding]:
-    i, found = state.index, []
-    if state.persistence_mode is False:
-        found.append(Finding(code="persistence.off", severity=Severity.DEGRADED, gpu=i, action=Action.FIX_CONFIG,
-                             message=f"GPU {i}: persistence mode is off (nvidia-smi -pm 1, or nvidia-persistenced)"))
-    gen, gen_max = state.pcie_gen_current, state.pcie_gen_max
-    if gen is not None and gen_max is not None and gen < gen_max:
-        found.append(Finding(code="pcie.gen_below_max", severity=Severity.DEGRADED, gpu=i, action=Action.DRAIN,
-                             value=gen, threshold=gen_max,
-                             message=f"GPU {i}: PCIe link at Gen{gen}, the link supports Gen{gen_max}"))
-    width, width_max = state.pcie_width_current, state.pcie_width_max
-    if width is not None and width_max is not None and width < width_max:
-        found.append(Finding(code="pcie.width_below_max", severity=Severity.DEGRADED, gpu=i, action=Action.DRAIN,
-                             value=width, threshold=width_max,
-                             message=f"GPU {i}: PCIe link at x{width}, the link supports x{width_max}"))
-    return found
+    return [f for f in evaluate(state) if f.code.split(".")[0] in ("persistence", "pcie")]
 
 
 def check_clock_events(state: GpuState, *, under_load: bool = False) -> list[Finding]:
     """Decode the clock event mask: bad reasons become findings; SW power cap is normal."""
-    if state.clock_event_mask is None:
-        return []
-    found = []
-    when = " under load" if under_load else ""
-    for reason, (severity, meaning) in _BAD_EVENTS.items():
-        if state.clock_event_mask & CLOCK_EVENT_BITS[reason]:
-            found.append(Finding(code=f"clock_event.{reason}", severity=severity, gpu=state.index, action=Action.DRAIN,
-                                 value=state.clock_event_mask,
-                                 message=f"GPU {state.index}: {meaning}{when} "
-                                         f"(clock event reasons {state.clock_event_mask:#x})"))
-    return found
+    return [f for f in evaluate(state, under_load=under_load) if f.code.startswith("clock_event.")]
 
 
 def check_gpus(states: Sequence[GpuState], *, expect_gpus: int | None = None, expect_model: str | None = None,
@@ -131,14 +187,14 @@ def check_gpus(states: Sequence[GpuState], *, expect_gpus: int | None = None, ex
     """Every nvidia-smi check. ``under_load`` is a reading taken during the sustained burn-in."""
     findings = check_inventory(states, expect_gpus, expect_model)
     for state in states:
-        findings += check_memory(state) + check_config(state) + check_clock_events(state)
+        findings += evaluate(state)
     seen = {(f.code, f.gpu) for f in findings}
     for state in under_load:
-        for finding in check_clock_events(state, under_load=True):
+        for finding in evaluate(state, under_load=True):
             if (finding.code, finding.gpu) not in seen:
                 findings.append(finding)
     return findings
 
 
-__all__ = ["canonical_model", "check_clock_events", "check_config", "check_gpus", "check_inventory",
-           "check_memory", "model_matches"]
+__all__ = ["CHECK_RULES", "CheckRule", "canonical_model", "check_clock_events", "check_config", "check_gpus",
+           "check_inventory", "check_memory", "evaluate", "model_matches"]

@@ -43,7 +43,7 @@ def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int
 def node_check(expect_gpus: int | None = None, expect_model: str | None = None, expect_fabric: str | None = None,
                expect_nvlink: bool | None = None, plan: Path | None = None, dcgm_level: int = 1,
                burnin: bool = True, sustained_s: float = 60.0, node: str | None = None, json_out: bool = False,
-               output: Path | None = None) -> int:
+               output: Path | None = None, allow_unjudged: bool = False) -> int:
     """Check this node's GPUs, kernel log, NVLink, fabric and DCGM; burn it in. Exit 0/10/11."""
     from provisioner.validation.burnin import BurnInConfig
     from provisioner.validation.node import CheckOptions, check_node
@@ -57,7 +57,7 @@ def node_check(expect_gpus: int | None = None, expect_model: str | None = None, 
         expect_fabric = expect_fabric or fabric
     options = CheckOptions(node=node, expect_gpus=expect_gpus, expect_model=expect_model, expect_fabric=expect_fabric,
                            expect_nvlink=expect_nvlink, dcgm_level=dcgm_level or None, burnin=burnin,
-                           burnin_config=BurnInConfig(sustained_s=sustained_s))
+                           allow_unjudged=allow_unjudged, burnin_config=BurnInConfig(sustained_s=sustained_s))
     report = check_node(Host.local(), options)
     _write(report.to_json() if json_out else render_node(report), output)
     return report.status.exit_code
@@ -66,7 +66,7 @@ def node_check(expect_gpus: int | None = None, expect_model: str | None = None, 
 def validate(source: Path | None = None, nodes: str | None = None, via: str | None = None, drain: bool = True,
              force: bool = False, burnin: bool = True, sustained_s: float = 60.0, dcgm_level: int = 1,
              timeout_s: float = 300.0, catalog: Path | None = None, json_out: bool = False,
-             output: Path | None = None) -> int:
+             output: Path | None = None, allow_unjudged: bool = False) -> int:
     """Run `node check` on every node (srun, kubectl exec or ssh), find stragglers, drain bad nodes."""
     from provisioner.validation.actions import (
         apply_drains,
@@ -96,6 +96,8 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
     extra = ["--dcgm-level", str(dcgm_level), "--sustained-s", f"{sustained_s:g}"]
     if not burnin:
         extra.append("--no-burnin")
+    if allow_unjudged:
+        extra.append("--allow-unjudged")
     target = Target(nodes=tuple(names), via=via, expect_gpus=per_node, expect_model=model, expect_fabric=fabric,
                     check_args=tuple(extra))
     report = validate_cluster(target, run_subprocess, timeout_s=timeout_s)
@@ -122,6 +124,8 @@ def _burnin_options(cmd: Any, burnin_help: str) -> None:
     cliargs.flag(cmd, "--burnin", burnin_help, default=True)
     cmd.add_argument("--sustained-s", type=cliargs.float_range(1, 3600), default=60.0,
                      help="Sustained burn-in seconds (1-3600, default 60).")
+    cliargs.flag(cmd, "--allow-unjudged", "Accept a GPU model with no reference or datasheet figures "
+                 "(burnin.unjudged becomes info instead of degraded).", negatable=False)
 
 
 def _report_options(cmd: Any) -> None:

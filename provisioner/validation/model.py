@@ -119,6 +119,12 @@ class BurnInResult(BaseModel):
     nccl_gpus: int = 0
     sustained_windows_tflops: list[float] = Field(default_factory=list)
     duration_s: float = 0.0
+    # How it measured (reference.Method); None in reports written before these were recorded.
+    matmul_n: int | None = None
+    burst_s: float | None = None
+    window_s: float | None = None
+    copy_bytes: int | None = None
+    pinned_bytes: int | None = None
 
 
 def status_of(findings: list[Finding]) -> Status:

@@ -50,6 +50,7 @@ class CheckOptions:
     expect_nvlink: bool | None = None  # None: auto (multi-GPU SXM parts)
     dcgm_level: int | None = 1  # None: do not run DCGM
     burnin: bool = True
+    allow_unjudged: bool = False  # a model with no reference or datasheet: info instead of degraded
     burnin_config: BurnInConfig = field(default_factory=BurnInConfig)
 
 
@@ -116,7 +117,7 @@ def check_node(host: Host, options: CheckOptions,
         probe, samples = _sampler(host)
         result = burnin(options.burnin_config, clock=host.clock, probe=probe)
         under_load = samples[-1] if samples else []
-        findings += judge_burnin(result, names[0] if names else None)
+        findings += judge_burnin(result, names[0] if names else None, allow_unjudged=options.allow_unjudged)
     elif not options.burnin:
         result = BurnInResult(skipped="disabled (--no-burnin)")
         findings += judge_burnin(result, None)
