@@ -161,7 +161,7 @@ def evaluate(state: GpuState, *, under_load: bool = False, prefix: str = "") -> 
     (the rest were read before it) and the message says so. Pure.
     """
     found = []
-    for rule in _RULES:
+    for rule in CHECK_RULES.values():
         if rule.applies is None or (under_load and not rule.code.startswith("clock_event.")):
             continue
         if rule.applies(state):
