@@ -170,19 +170,19 @@ def _band_verdict(metric: str, value: float, reference: float, gpu: int | None, 
                            f"{reference:g} (below {floor:.0%}; {source})")
 
 
-def _floor_verdict(metric: str, value: float, sheet: Datasheet, gpu: int | None) -> Finding | None:
+def _floor_verdict(metric: str, value: float, sheet: Datasheet, gpu: int | None, why: str) -> Finding | None:
     """Failed below the datasheet floor; the message says the bound is a datasheet floor."""
     matmul = metric.startswith("matmul")
     peak, fraction = (sheet.bf16_dense_tflops, sheet.matmul_floor) if matmul else (sheet.memory_tbps, MEMORY_FLOOR)
     if value >= peak * fraction:
         return None
     what = "dense bf16 peak" if matmul else "memory bandwidth"
-    why = f", lowered: {sheet.floor_reason}" if matmul and sheet.floor_reason else ""
+    lowered = f", lowered: {sheet.floor_reason}" if matmul and sheet.floor_reason else ""
     return Finding(code=f"burnin.{metric.rsplit('_', 1)[0]}", severity=Severity.FAILED, gpu=gpu, action=Action.DRAIN,
                    value=round(value, 3), threshold=round(peak * fraction, 3),
                    message=f"{_where(gpu)}{LABELS[metric]} {value:.1f} {UNITS[metric]} is {value / peak:.0%} of the "
                            f"datasheet {what} {peak:g} {UNITS[metric]}, below the datasheet floor of {fraction:.0%}"
-                           f"{why} (a datasheet floor, no measured reference for {sheet.key}; {sheet.source})")
+                           f"{lowered} (a datasheet floor: {why}; {sheet.source})")
 
 
 def _absolute(metric: str, value: float, gpu: int, reference: Reference | None, sheet: Datasheet | None,
@@ -192,7 +192,9 @@ def _absolute(metric: str, value: float, gpu: int, reference: Reference | None, 
         return _band_verdict(metric, value, ref_value, gpu, f"{reference.key} reference, "
                                                             f"{reference.method.describe(metric)}")
     if sheet and metric in ("matmul_burst_tflops", "matmul_sustained_tflops", "hbm_copy_tbps"):
-        return _floor_verdict(metric, value, sheet, gpu)
+        why = (f"measured another way than the {reference.key} reference" if reference and ref_value
+               else f"no measured reference for {sheet.key}")
+        return _floor_verdict(metric, value, sheet, gpu, why)
     return None
 
 
