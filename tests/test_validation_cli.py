@@ -159,6 +159,19 @@ def test_validate_nodes_over_ssh(fake_cluster: Path, capsys: pytest.CaptureFixtu
     assert len(calls) == 4 and all("node check --json" in c and "--no-burnin" in c for c in calls)
 
 
+def test_node_check_takes_allow_unjudged(fake_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(["node", "check", "--json", "--no-burnin", "--allow-unjudged"], capsys)
+    assert code == 0 and json.loads(out)["status"] == "healthy", err
+
+
+def test_validate_passes_allow_unjudged_to_each_node(fake_cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (fake_cluster / "reports" / "g0.json").write_text(_report("g0"))
+    code, _, err = run_cli(["validate", "--nodes", "g0", "--via", "ssh", "--allow-unjudged", "--json"], capsys)
+    assert code == 0, err
+    (call,) = (fake_cluster / "calls.log").read_text().splitlines()
+    assert "node check --json" in call and call.endswith("--allow-unjudged")
+
+
 def test_validate_a_plan_through_slurm_drains_the_failed_node(fake_cluster: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     plan = fake_cluster / "plan.json"
