@@ -131,8 +131,7 @@ _RULES = (
               lambda s: _below(s.pcie_width_current, s.pcie_width_max),
               lambda s: f"PCIe link at x{s.pcie_width_current}, the link supports x{s.pcie_width_max}",
               lambda s: s.pcie_width_current, lambda s: s.pcie_width_max),
-    *(CheckRule(f"clock_event.{reason}", severity, Action.DRAIN, meaning, _event(reason),
-                lambda s, meaning=meaning: f"{meaning}", _mask)
+    *(CheckRule(f"clock_event.{reason}", severity, Action.DRAIN, meaning, _event(reason), None, _mask)
       for reason, severity, meaning in (
           ("hw_slowdown", Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
           ("hw_thermal_slowdown", Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
