@@ -46,7 +46,9 @@ import datetime as dt
 import hashlib
 import hmac
 import io
+import ipaddress
 import json
+import re
 import threading
 import uuid
 import xml.etree.ElementTree as ET
@@ -60,6 +62,7 @@ from werkzeug.wrappers import Request, Response
 from provisioner.testing.fakes import aws_shapes
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
 
+_ADDRESS = re.compile(rb"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 DEFAULT_ON_DEMAND = {
@@ -169,6 +172,7 @@ class AWSFake(FakeApp):
         as the request sent them (moto keeps neither)."""
         """instance id -> NetworkNodes to answer (outermost first); default: three layers from launch order."""
         self._moto = _moto_app()
+        self._masks: dict[str, str] = {}  # moto's public address -> the documentation address shown
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
         _warm_up()
         self._local = threading.local()
@@ -294,7 +298,7 @@ class AWSFake(FakeApp):
 
     # ----- moto ----------------------------------------------------------------------------
     def _moto_call(self, request: Request) -> Response:
-        body = request.get_data()
+        body = self._unmasked(request.get_data())
         environ = dict(request.environ)
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -303,9 +307,33 @@ class AWSFake(FakeApp):
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
             captured["status"], captured["headers"] = int(status.split()[0]), headers
 
-        chunks = b"".join(self._moto(environ, start_response))
+        chunks = self._masked(b"".join(self._moto(environ, start_response)))
         headers = [(k, v) for k, v in captured["headers"] if k.lower() not in ("content-length", "server", "date")]
         return Response(chunks, status=captured["status"], headers=headers)
+
+    def _masked(self, body: bytes) -> bytes:
+        """moto's answer with each public address it made up (54.214.x.x: real AWS space) replaced by
+        one of TEST-NET-3 / TEST-NET-2, the same one every time: a client never reaches a real host."""
+        def mask(found: re.Match[bytes]) -> bytes:
+            text = found.group(0).decode()
+            try:
+                routable = ipaddress.IPv4Address(text).is_global
+            except ValueError:
+                return found.group(0)
+            if not routable:
+                return found.group(0)
+            with self.lock:
+                if text not in self._masks:
+                    serial = len(self._masks)
+                    self._masks[text] = f"{('203.0.113', '198.51.100')[serial // 250 % 2]}.{serial % 250 + 1}"
+                return self._masks[text].encode()
+        return _ADDRESS.sub(mask, body)
+
+    def _unmasked(self, body: bytes) -> bytes:
+        """A request naming a masked address (an Elastic IP) with moto's own address restored."""
+        with self.lock:
+            back = {masked.encode(): real.encode() for real, masked in self._masks.items()}
+        return _ADDRESS.sub(lambda found: back.get(found.group(0), found.group(0)), body) if back else body
 
     def _forward(self, request: Request) -> Response:
         _, action, form = self._action(request)

@@ -22,7 +22,9 @@ Contract of ``FakeApp`` (what tests may rely on):
   127.0.0.1 server or an in-process base URL) matches. The parsed spec is cached per
   process.
 - ``calls`` is the log of every API request (``Call``: monotonic time, method, path,
-  status, route name and kind); ``launched`` counts instances the fake created;
+  status, route name and kind); ``exchanges`` keeps each one's request and response bodies
+  (``Exchange``, bytes as sent: what leak and address checks search); ``launched`` counts
+  instances the fake created;
   ``instance_count()`` counts live (not terminating/terminated) instances.
 - ``bought`` maps each launched instance id to a ``Bought`` record: what the provider was
   asked to sell (interruptible or not), what the instance receives at boot (user data, start
@@ -141,6 +143,20 @@ class Call:
     status: int
     route: str
     kind: str
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One API request's bodies as they crossed the wire (the fault replies' included)."""
+
+    method: str
+    path: str
+    status: int
+    request_body: bytes
+    response_body: bytes
+
+    def texts(self) -> tuple[str, str]:
+        return (self.request_body.decode("utf-8", "replace"), self.response_body.decode("utf-8", "replace"))
 
 
 @dataclass(frozen=True)
@@ -283,6 +299,7 @@ class FakeApp(abc.ABC):
         self.lock = threading.RLock()
         self.faults = Faults(self.lock)
         self.calls: list[Call] = []
+        self.exchanges: list[Exchange] = []
         self.validation_errors: list[str] = []
         self.unvalidated: list[str] = []
         self.launched = 0
@@ -386,6 +403,7 @@ class FakeApp(abc.ABC):
         with self.lock:
             self.faults.clear()
             self.calls.clear()
+            self.exchanges.clear()
             self.validation_errors.clear()
             self.unvalidated.clear()
             self.launched = 0
@@ -458,6 +476,8 @@ class FakeApp(abc.ABC):
         with self.lock:
             self.calls.append(Call(time.monotonic(), request.method, request.path, response.status_code,
                                    name, kind))
+            self.exchanges.append(Exchange(request.method, request.path, response.status_code,
+                                           request.get_data(), response.get_data()))
         drip = self.faults.take(("drip",), name, kind) if route is not None else None
         return self._dripped(response, drip) if drip is not None else response
 
@@ -593,6 +613,7 @@ def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: b
 
 
 __all__ = [
+    "Exchange",
     "FAULT_KINDS",
     "ROUTE_KINDS",
     "VALIDATION_STATUS",

@@ -248,7 +248,7 @@ class GCPFake(FakeApp):
             nic["networkIP"] = ip
             nic["network"] = f"https://www.googleapis.com/compute/v1/projects/{project}/global/networks/default"
             for access in nic.get("accessConfigs", []):
-                access["natIP"] = f"34.1.0.{ip.rsplit('.', 1)[1]}"
+                access["natIP"] = f"203.0.113.{ip.rsplit('.', 1)[1]}"  # TEST-NET-3
         instance = {**body, "kind": "compute#instance", "id": str(uuid.uuid4().int % 10**18), "status": "PROVISIONING",
                     "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
                     "networkInterfaces": nics}

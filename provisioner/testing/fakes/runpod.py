@@ -269,7 +269,7 @@ class RunPodFake(FakeApp):
     def _visible(self, pod: dict[str, Any]) -> dict[str, Any]:
         """The pod as a poll shows it; advances PROVISIONING -> RUNNING on the boot clock."""
         if pod["status"] == "PROVISIONING" and self.booted(pod["id"]):
-            ip = f"195.26.{len(self.pods) % 250}.{int(pod['id'], 36) % 250 + 1}"
+            ip = f"192.0.2.{int(pod['id'], 36) % 250 + 1}"  # TEST-NET-1: never a real host
             port = 30000 + int(pod["id"], 36) % 30000
             pod.update(status="RUNNING", actions=["stop", "restart", "terminate"], startedAt=_now(),
                        runtime={"uptime": 0, "ports": [{"private": 22, "public": port, "type": "tcp", "ip": ip}]})
