@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
+import ipaddress
 import os
 import re
 import socket
@@ -44,9 +45,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Annotated, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from provisioner.capabilities import Capability
 from provisioner.offer import Offer
@@ -154,6 +155,59 @@ class NodeSpec(BaseModel):
         "has tags; needs no TAGS capability.")
 
 
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def ip_text(value: str) -> str:
+    """``value`` as a canonical IP address; ValueError for anything else. An address from a provider
+    reaches ssh argv, /etc/hosts and the terminal: a space, a newline or an escape sequence in it is
+    refused where the adapter reads it."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ValueError("not an IP address") from None
+
+
+def host_text(value: str) -> str:
+    """``value`` as an IP address or a DNS host name (an SSH proxy's); ValueError otherwise."""
+    try:
+        return ip_text(value)
+    except ValueError:
+        if _HOSTNAME.match(value):
+            return value
+        raise ValueError("not an IP address or host name") from None
+
+
+def ip_or_none(value: object) -> str | None:
+    """What an adapter keeps of an address field: the canonical IP, else None. A malformed address is
+    no address (the node is then unreachable, which ``up`` reports with the remove command), never
+    the whole answer refused: ``down`` and ``gc`` must still list the node to delete it."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return ip_text(value)
+    except ValueError:
+        return None
+
+
+def host_or_none(value: object) -> str | None:
+    """``ip_or_none`` for fields that may also hold a host name."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return host_text(value)
+    except ValueError:
+        return None
+
+
+IpText = Annotated[str | None, BeforeValidator(ip_or_none)]
+"""A provider model's address field: a canonical IP or None (see ``ip_or_none``)."""
+HostText = Annotated[str | None, BeforeValidator(host_or_none)]
+_Address = Annotated[str, AfterValidator(ip_text)]  # Node's own fields: adapters hand over checked ones
+_Host = Annotated[str, AfterValidator(host_text)]
+
+
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -164,10 +218,10 @@ class Node(BaseModel):
     status: NodeStatus
     instance_type: str = ""
     region: str = ""
-    public_ip: str | None = None
-    private_ip: str | None = None
+    public_ip: _Address | None = None
+    private_ip: _Address | None = None
     provider_state: str = Field("", description="The provider's own state string, unmapped.")
-    ssh_host: str | None = Field(None, description="Where this machine reaches the node's sshd when that is "
+    ssh_host: _Host | None = Field(None, description="Where this machine reaches the node's sshd when that is "
                                  "not its public address: a container's published port (RunPod, Vast.ai) or "
                                  "a provider's SSH proxy. None: the public (else private) address.")
     ssh_port: int = Field(22, ge=1, le=65535, description="The port of the node's sshd as reached from here "
@@ -276,6 +330,8 @@ __all__ = [
     "EXPIRES_TAG",
     "OWNER_TAG",
     "Capability",
+    "HostText",
+    "IpText",
     "Node",
     "NodeSpec",
     "NodeStatus",
@@ -290,6 +346,10 @@ __all__ = [
     "SupportsTopology",
     "expiry_label",
     "expiry_text",
+    "host_or_none",
+    "host_text",
+    "ip_or_none",
+    "ip_text",
     "owner_id",
     "parse_expiry",
     "tool_tags",

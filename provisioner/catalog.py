@@ -176,14 +176,12 @@ def _npz_arrays(path: Path) -> dict[str, Any]:
     import zipfile
 
     import numpy as np
-    from numpy.lib import format as npy
 
     with open(path, "rb") as handle:
         with zipfile.ZipFile(handle) as archive:
             members = archive.infolist()
         if any(m.compress_type != zipfile.ZIP_STORED for m in members):
-            with np.load(handle, allow_pickle=False) as data:
-                return {name.removesuffix(".npy"): data[name] for name in data.files}
+            return _compressed_arrays(handle, members)
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if members else b""
     arrays: dict[str, Any] = {}
     for member in members:
@@ -196,16 +194,55 @@ def _npz_arrays(path: Path) -> dict[str, Any]:
         start = member.header_offset + 30 + name_len + extra_len
         end = start + member.file_size
         header = io.BytesIO(bytes(mapped[start:min(end, start + 65_536 + 16)]))
-        version = npy.read_magic(header)
-        shape, fortran, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(
-            header, max_header_size=65_536)
-        if dtype.hasobject or fortran or len(shape) != 1:
-            raise ValueError(f"{member.filename}: not a flat array of plain values")
+        shape, dtype = _array_header(header, member.filename)
         offset = start + header.tell()
         if offset + shape[0] * dtype.itemsize > end or end > len(mapped):
             raise ValueError(f"{member.filename}: truncated")
         arrays[member.filename.removesuffix(".npy")] = np.frombuffer(mapped, dtype=dtype, count=shape[0],
                                                                      offset=offset)
+    return arrays
+
+
+MAX_NPZ_BYTES = 1 << 30
+"""Most bytes a compressed ``.npz`` catalog may inflate to (10^6 offers are ~190 MB of columns)."""
+
+
+def _array_header(stream: Any, name: str) -> tuple[tuple[int, ...], Any]:
+    """(shape, dtype) of the ``.npy`` header at ``stream``; ValueError unless a flat array of plain values."""
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(stream)
+    shape, fortran, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(
+        stream, max_header_size=65_536)
+    if dtype.hasobject or fortran or len(shape) != 1:
+        raise ValueError(f"{name}: not a flat array of plain values")
+    return shape, dtype
+
+
+def _compressed_arrays(handle: Any, members: list[Any]) -> dict[str, Any]:
+    """The arrays of a compressed ``.npz`` (a zip bomb refused): every member's inflated size (which
+    zipfile never reads past) must fit MAX_NPZ_BYTES in all, and every array's declared size its
+    member, checked before anything is allocated. ValueError otherwise."""
+    import zipfile
+
+    import numpy as np
+
+    if sum(member.file_size for member in members) > MAX_NPZ_BYTES:
+        raise ValueError(f"inflates to more than {MAX_NPZ_BYTES >> 20} MiB")
+    arrays: dict[str, Any] = {}
+    with zipfile.ZipFile(handle) as archive:
+        for member in members:
+            if not member.filename.endswith(".npy"):
+                raise ValueError(f"{member.filename}: not an array")
+            with archive.open(member) as stream:
+                shape, dtype = _array_header(stream, member.filename)
+                size = shape[0] * dtype.itemsize
+                if size > member.file_size:
+                    raise ValueError(f"{member.filename}: declares more data than it holds")
+                data = stream.read(size)
+            if len(data) != size:
+                raise ValueError(f"{member.filename}: truncated")
+            arrays[member.filename.removesuffix(".npy")] = np.frombuffer(data, dtype=dtype, count=shape[0])
     return arrays
 
 

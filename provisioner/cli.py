@@ -14,6 +14,7 @@ from pathlib import Path
 
 from provisioner import cliargs
 from provisioner.errors import ProvisionerError, SpecError, UsageError
+from provisioner.termtext import printable
 
 DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
@@ -25,6 +26,7 @@ COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node"
 
 def _echo(text: str, output: Path | None) -> None:
     if output is None:
+        text = printable(text, keep_newlines=True)  # provider and catalog text never drives the terminal
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         try:
@@ -123,7 +125,7 @@ def render(source: Path, out: Path, catalog: Path | None = None, topology: Path 
     written = render_to_dir(plan, out, secrets_file=secrets_file,
                             topology=load_topology(topology) if topology else None)
     for path in written:
-        print(path)
+        print(printable(path))
     print(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", file=sys.stderr)
 
 
@@ -149,7 +151,7 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
     from provisioner.refresh import refresh_catalog
 
     result = refresh_catalog(provider or None)
-    print(result.summary)
+    print(printable(result.summary, keep_newlines=True))
     result.raise_for_failures()
 
 
@@ -161,7 +163,7 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
         report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes)
     except ValueError as exc:
         raise UsageError(str(exc), option="--provider") from None
-    print(report.render())
+    print(printable(report.render(), keep_newlines=True))
     return report.exit_code
 
 
@@ -219,7 +221,7 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
 
 
 def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
+    return printable(" ".join(str(text).split()))
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -275,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def error_line(exc: ProvisionerError) -> str:
     """The one line a ProvisionerError prints: located errors as they are, others after ``error:``."""
-    return str(exc) if isinstance(exc, SpecError) else f"error: {_one_line(exc)}"
+    return printable(exc) if isinstance(exc, SpecError) else f"error: {_one_line(exc)}"
 
 
 if __name__ == "__main__":  # pragma: no cover

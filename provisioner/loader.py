@@ -29,6 +29,9 @@ MAX_LIST_ITEMS = 1000
 """Longest list a spec may hold (GPU models, regions, CIDRs); real specs hold a handful."""
 MAX_VALUES = 20_000
 """Most values (scalars, lists, mappings, alias expansions counted again) one spec may hold."""
+MAX_DEPTH = 32
+"""Deepest nesting of lists and mappings a spec may have (a real one nests 4 deep); refused while
+composing, before Python's recursion limit is anywhere near."""
 
 
 def load_spec(path: str | Path) -> ClusterSpec:
@@ -57,12 +60,46 @@ def parse_spec(text: str, file: str = "<spec>") -> ClusterSpec:
     if len(text) > MAX_SPEC_BYTES:
         raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file",
                         file=file)
+    deep = deep_nesting_at(text)
+    if deep is not None:
+        raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=file, line=deep[0],
+                        column=deep[1])
     data, marks = _compose(text, file)
     spec = _validate(data, marks, file)
     for field_path, message in spec_problems(spec):
         line, column = _mark_for(tuple(field_path.split(".")), marks, key=True)
         raise SpecError(message, path=field_path, file=file, line=line, column=column)
     return spec
+
+
+def deep_nesting_at(text: str, limit: int = MAX_DEPTH) -> tuple[int, int] | None:
+    """Line and column (1-based) of the first bracket that opens level ``limit + 1`` of a JSON or
+    flow-YAML document, or None. A linear scan that skips quoted strings: run before a recursive
+    parser (json, yaml) so a document nested thousands deep is refused with a place, not a
+    RecursionError."""
+    if text.count("[") + text.count("{") <= limit:  # the common case, at C speed
+        return None
+    depth, line, column, quote, escaped = 0, 1, 0, "", False
+    for char in text:
+        column += 1
+        if char == "\n":
+            line, column = line + 1, 0
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line, column
+        elif char in "]}":
+            depth = max(depth - 1, 0)
+    return None
 
 
 def spec_marks(text: str, file: str = "<spec>") -> Marks:
@@ -106,6 +143,8 @@ class _SpecLoader(yaml.SafeLoader):
         self._composed += 1
         if self._composed > MAX_VALUES:
             self._refuse(f"more than {MAX_VALUES} values in one spec")
+        if len(self._path) >= MAX_DEPTH:
+            self._refuse(f"the document nests more than {MAX_DEPTH} levels deep")
         self._path.append(step)
         try:
             return super().compose_node(parent, index)  # type: ignore[no-any-return]
@@ -168,7 +207,7 @@ def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file:
     if len(marks) > MAX_VALUES:  # aliases reuse nodes: `[*a, *a, ...]` of `[*b, *b, ...]` grows fast
         raise SpecError(f"more than {MAX_VALUES} values in one spec (aliases expanded)", path=_dotted(loc[:3]),
                         file=file, line=value_at[0], column=value_at[1])
-    if len(loc) > 32:  # only a recursive alias (&a [*a]) nests this deep in a spec
+    if len(loc) > MAX_DEPTH:  # only a recursive alias (&a [*a]) nests this deep in a spec
         raise SpecError("document nests too deeply (recursive alias?)", path=_dotted(loc[:3]), file=file,
                         line=value_at[0], column=value_at[1])
     if isinstance(node, yaml.CollectionNode) and len(node.value) > MAX_LIST_ITEMS:  # composed in C, unchecked
@@ -302,4 +341,4 @@ def _dotted(loc: Loc) -> str:
     return ".".join(str(part) for part in loc)
 
 
-__all__ = ["load_spec", "locate", "parse_spec", "spec_marks"]
+__all__ = ["MAX_DEPTH", "deep_nesting_at", "load_spec", "locate", "parse_spec", "spec_marks"]

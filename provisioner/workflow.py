@@ -186,8 +186,15 @@ def load_topology(path: Path) -> dict[str, list[str]]:
     """A topology file: ``{node name: [outermost switch, ..., leaf switch]}``. SpecError when malformed."""
     import yaml
 
+    from provisioner.loader import MAX_DEPTH, deep_nesting_at
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        deep = deep_nesting_at(text)
+        if deep is not None:
+            raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=str(path),
+                            line=deep[0], column=deep[1])
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise SpecError(f"cannot read topology: {' '.join(str(exc).split())}", file=str(path)) from None
     valid = isinstance(data, dict) and all(

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from provisioner.providers.screening import offer_problem, safe_id
+from pydantic import ValidationError
 
 from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
@@ -122,7 +123,6 @@ def test_hostile_offers_beside_a_good_one_are_dropped_and_counted(
     catalog = load_catalog(cache)
     live = [o for o in catalog.offers if o.provider == "lambda" and o.purchase.value == "instance"]
     assert [(o.instance_type, o.region) for o in live] == [("gpu_8x_h100_sxm5", "us-south-2")]
-    assert all(offer_problem(o) is None for o in catalog.offers)
 
 
 def test_a_previous_refresh_survives_a_hostile_one(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,3 +209,61 @@ def test_safe_id_rule() -> None:
     assert safe_id("gpu_8x_h100_sxm5") and safe_id("NVIDIA+GeForce+RTX+4090") and safe_id("us-east-1")
     for bad in ("", "a\nb", "us-east-1\nPrologSlurmctld=x", "a b", "-x", "x" * 129, "a;b", "a\x00b", "é"):
         assert not safe_id(bad), bad
+
+
+def test_one_nan_price_row_is_dropped_and_counted(stub: Stub, capsys: pytest.CaptureFixture[str]) -> None:
+    """A NaN price (JSON ``NaN``, which Lambda's parser would accept) drops that row only."""
+    stub.body = {"nan": item(typed(name="gpu_nan_price", price_cents_per_hour=float("nan"))), "good": item()}
+    assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
+    out = capsys.readouterr().out
+    assert "lambda: 1 offers; dropped 1 untrusted offer(s)" in out
+    text = (cache_dir() / CACHE_FILE).read_text()
+    assert "gpu_nan_price" not in text and "gpu_8x_h100_sxm5" in text
+
+
+# ----- each defence layer on its own -----------------------------------------------------------------
+# The offer screen (providers.screening) and the core's Offer model both refuse these values; the
+# refresh tests above pass while either one works, so each is also tested without the other.
+LAYER_CASES = [  # (field, value, the screen's reason), pinned row by row
+    ("instance_type", "gpu_1x\nbootcmd: [sh]", "unsafe instance_type"),
+    ("region", "us-east-1\nPrologSlurmctld=/tmp/x", "unsafe region"),
+    ("gpu_model", "H100\x1b]0;owned\x07", "unsafe gpu_model"),
+    ("price_per_hour_usd", Decimal("-23.92"), "zero or negative price"),
+    ("price_per_hour_usd", Decimal("0"), "zero or negative price"),
+    ("price_per_hour_usd", Decimal("NaN"), "non-finite price"),
+    ("price_per_hour_usd", Decimal("1E+400"), "non-finite price"),
+    ("price_per_hour_usd", Decimal("10000.01"), "absurd price"),
+    ("gpus", 10**400, "out-of-range gpus"),
+    ("memory_gib", float("inf"), "out-of-range memory_gib"),
+]
+
+LAYER_IDS = [f"{case[0]}-{index}" for index, case in enumerate(LAYER_CASES)]
+
+
+def _good_offer() -> Offer:
+    return next(o for o in load_bundled_catalog().offers if o.provider == "lambda" and o.purchase.value == "instance")
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), LAYER_CASES, ids=LAYER_IDS)
+def test_the_offer_screen_alone_refuses_each_hostile_value(field: str, value: Any, reason: str) -> None:
+    good = _good_offer()
+    assert offer_problem(good) is None
+    hostile = Offer.model_construct(**{**dict(good), field: value})  # the core's validation bypassed
+    assert offer_problem(hostile) == reason
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), LAYER_CASES, ids=LAYER_IDS)
+def test_the_core_offer_model_alone_refuses_each_hostile_value(field: str, value: Any, reason: str) -> None:
+    good = _good_offer()
+    Offer.model_validate(dict(good))
+    with pytest.raises(ValidationError):
+        Offer.model_validate({**dict(good), field: value})
+
+
+def test_with_the_screen_stubbed_the_core_still_keeps_hostile_rows_out(
+        stub: Stub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("provisioner.providers.screening.offer_problem", lambda offer: None)
+    stub.body = {**HOSTILE["slurm-line-in-region"][0], "good": item()}
+    assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
+    assert "dropped 1 untrusted offer(s)" in capsys.readouterr().out
+    assert "PrologSlurmctld" not in (cache_dir() / CACHE_FILE).read_text()

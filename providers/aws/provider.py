@@ -83,6 +83,7 @@ from provisioner.providers.base import (
     OfferQuery,
     OwnedNode,
     expiry_text,
+    ip_or_none,
     owner_id,
     parse_expiry,
 )
@@ -595,7 +596,8 @@ class AWSProvider:
         return Node(provider=self.name, id=str(instance["InstanceId"]), name=tags.get(NODE_TAG, ""),
                     cluster_id=cluster_id, status=_STATUS.get(state, NodeStatus.PENDING),
                     instance_type=str(instance.get("InstanceType", "")), region=region,
-                    public_ip=instance.get("PublicIpAddress"), private_ip=instance.get("PrivateIpAddress"),
+                    public_ip=ip_or_none(instance.get("PublicIpAddress")),
+                    private_ip=ip_or_none(instance.get("PrivateIpAddress")),
                     provider_state=state)
 
 

@@ -8,6 +8,7 @@ Responses ignore fields we do not use; requests forbid unknown fields.
 
 from __future__ import annotations
 
+from provisioner.providers.base import HostText
 from provisioner.providers.fluence.naming import to_gib
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,7 +94,7 @@ class Instance(_Payload):
     name: str
     status: str
     resources: Resources | None = None
-    domain: str | None = None
+    domain: HostText = None
     location: str = ""
     os_image: str | None = None
     ssh_connection: str | None = None

@@ -51,6 +51,7 @@ from provisioner.providers.base import (
     OfferQuery,
     OwnedNode,
     expiry_label,
+    ip_or_none,
     parse_expiry,
 )
 from provisioner.providers.gcp import CAPABILITIES
@@ -364,7 +365,8 @@ class GCPProvider:
         return Node(provider=self.name, id=instance.name, name=instance.labels.get(NODE_TAG, ""),
                     cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
                     instance_type=leaf(instance.machine_type), region=zone_region(zone),
-                    public_ip=public, private_ip=(nic.network_i_p or None) if nic else None,
+                    public_ip=ip_or_none(public),
+                    private_ip=ip_or_none(nic.network_i_p if nic else None),
                     provider_state=instance.status)
 
 

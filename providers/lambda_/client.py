@@ -35,6 +35,7 @@ _CAPACITY = {"instance-operations/launch/insufficient-capacity"}
 NOT_FOUND = "global/object-does-not-exist"
 
 _TYPES = TypeAdapter(dict[str, InstanceTypesItem])
+_ROWS = TypeAdapter(dict[str, dict[str, Any]])
 _INSTANCES = TypeAdapter(list[Instance])
 _KEYS = TypeAdapter(list[SSHKey])
 _RULESETS = TypeAdapter(list[FirewallRuleset])
@@ -92,6 +93,12 @@ class LambdaClient(EndpointClient):
         """GET /instance-types: every type with price and regions that have capacity now."""
         result: dict[str, InstanceTypesItem] = self._parse(_TYPES, self._data("GET", "/instance-types"),
                                                            "instance-types")
+        return result
+
+    def instance_type_rows(self) -> dict[str, Any]:
+        """GET /instance-types with each row left unparsed (``InstanceTypesItem.model_validate`` it):
+        for the catalog, where one malformed row (a NaN price) is dropped, not the whole answer."""
+        result: dict[str, Any] = self._parse(_ROWS, self._data("GET", "/instance-types"), "instance-types")
         return result
 
     def list_instances(self) -> list[Instance]:

@@ -7,6 +7,7 @@ and dumped without ``None`` fields.
 
 from __future__ import annotations
 
+from provisioner.providers.base import IpText
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -47,8 +48,8 @@ class Tag(_Payload):
 class Instance(_Payload):
     id: str
     name: str | None = None
-    ip: str | None = None
-    private_ip: str | None = None
+    ip: IpText = None
+    private_ip: IpText = None
     status: str
     region: Region | None = None
     instance_type: InstanceType | None = None

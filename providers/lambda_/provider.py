@@ -260,8 +260,8 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         """One offer per (GPU instance type, region with capacity now). Lambda has no spot."""
         if query.spot:
             return []
-        items = self.client.instance_types()
-        offers = self._screened(items.values(), self._offers)
+        rows = self.client.instance_type_rows()
+        offers = self._screened(rows.values(), lambda row: self._offers(InstanceTypesItem.model_validate(row)))
         wanted = {g.upper() for g in query.gpu_models}
         return sorted(
             (o for o in offers

@@ -7,6 +7,7 @@ Field names follow the API (camelCase) through aliases.
 
 from __future__ import annotations
 
+from provisioner.providers.base import HostText, IpText
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -58,7 +59,7 @@ class SpotPrice(_Model):
 
 
 class SshEndpoint(_Model):
-    host: str
+    host: HostText
     port: int
     username: str = "root"
 
@@ -72,7 +73,7 @@ class RuntimePort(_Model):
     private: int | None = None
     public: int | None = None
     type: str = ""
-    ip: str | None = None
+    ip: IpText = None
 
 
 class PodRuntime(_Model):
@@ -86,7 +87,7 @@ class PodGpu(_Model):
 
 class PodGlobalNetworking(_Model):
     enabled: bool = False
-    ip: str | None = None
+    ip: IpText = None
 
 
 class PodCluster(_Model):
@@ -95,7 +96,7 @@ class PodCluster(_Model):
 
     id: str
     rank: int | None = None
-    ip: str | None = None
+    ip: IpText = None
 
 
 class Pod(_Model):

@@ -7,7 +7,17 @@ ignored, so a new field in Vast's API never breaks parsing. Units follow Vast's:
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from provisioner.providers.base import HostText, IpText, ip_or_none
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _addresses(value: object) -> str | None:
+    """``local_ipaddrs``: IP addresses separated by spaces; only the well-formed ones are kept."""
+    if not isinstance(value, str):
+        return None
+    return " ".join(address for word in value.split() if (address := ip_or_none(word)))
 
 
 class _Payload(BaseModel):
@@ -56,7 +66,7 @@ class LaunchResponse(_Payload):
 class PortBinding(_Payload):
     """Where one container port is published on the host (Docker's shape; ``HostPort`` is a string)."""
 
-    host_ip: str | None = Field(None, alias="HostIp")
+    host_ip: IpText = Field(None, alias="HostIp")
     host_port: str | int | None = Field(None, alias="HostPort")
 
 
@@ -73,9 +83,9 @@ class Instance(_Payload):
     num_gpus: int | None = None
     geolocation: str | None = None
     country_code: str | None = None
-    public_ipaddr: str | None = None
-    local_ipaddrs: str | None = None
-    ssh_host: str | None = None
+    public_ipaddr: IpText = None
+    local_ipaddrs: Annotated[str | None, BeforeValidator(_addresses)] = None
+    ssh_host: HostText = None
     ssh_port: int | None = None
     ports: dict[str, list[PortBinding]] | None = Field(
         None, description='Published container ports, ``{"22/tcp": [{HostIp, HostPort}]}``; running instances only.')

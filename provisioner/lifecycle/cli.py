@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
 from provisioner.errors import UsageError
+from provisioner.termtext import printable
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.events import Emit
@@ -217,8 +218,8 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         if not rows:
             print("no clusters (brought up from this machine)")
         for row in rows:
-            print(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
-                       f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}")
+            print(printable(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
+                            f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"))
         return
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
@@ -232,13 +233,13 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    print(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), ${doc['hourly_usd']}/h, "
-               f"expires {doc['expires_at'] or 'never'}")
+    print(printable(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), "
+                    f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"))
     for line in cost.lines():
-        print(f"  {line}")
+        print(printable(f"  {line}"))
     for node in doc["live"]:
-        print(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  {node['private_ip'] or '-'}  "
-                   f"{node['id']}")
+        print(printable(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
+                        f"{node['private_ip'] or '-'}  {node['id']}"))
 
 
 def _summary(record: Any) -> dict[str, Any]:
@@ -271,7 +272,7 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     for key, value in doc.items():
-        print(f"{key}: {value}")
+        print(printable(f"{key}: {value}"))
 
 
 def ssh(target: str, command: list[str] | None = None, node: str | None = None, print_only: bool = False,
@@ -301,7 +302,7 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:
-        print(shlex.join(argv))
+        print(printable(shlex.join(argv)))
         return
     sys.stdout.flush()
     os.execvp(argv[0], argv)

@@ -88,9 +88,12 @@ class RichLines:
 
 
 def _escape(text: str) -> str:
+    """``text`` with rich markup and terminal control characters (provider strings) made inert."""
     from rich.markup import escape
 
-    return escape(text)
+    from provisioner.termtext import printable
+
+    return escape(printable(text))
 
 
 __all__ = ["Emit", "JsonLines", "RichLines", "no_events"]

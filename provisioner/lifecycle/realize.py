@@ -243,12 +243,19 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     except ProviderError as exc:
         _clear_failed_try(rt, provider, record, exc)
         raise
+    except Exception as exc:  # a bug or an answer nothing expected: nodes may exist, say so
+        state.save_record(record.model_copy(update={"status": "failed"}))
+        raise StackError(f"bringing up {cluster_id} failed unexpectedly ({type(exc).__name__}); nodes may exist "
+                         f"on {record.provider}; remove with: provisioner down {cluster_id} --engine direct") from exc
     record = record.model_copy(update={"node_ids": {node.name: node.id for node in created}})
     state.save_record(record)
     try:
         return _finish(rt, provider, plan, record, secrets)
     except ProvisionerError as exc:
         return _failed(rt, provider, record, exc, destroy_on_failure)
+    except Exception as exc:  # not a ProvisionerError: still never a stuck record or an unnamed node
+        return _failed(rt, provider, record, StackError(f"unexpected {type(exc).__name__}"), destroy_on_failure,
+                       cause=exc)
 
 
 def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord, error: ProviderError) -> None:
@@ -388,16 +395,19 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
 
 
 def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
-            destroy: bool) -> state.ClusterRecord:
+            destroy: bool, cause: BaseException | None = None) -> state.ClusterRecord:
     if destroy:
         rt.emit("error", message=f"bring-up failed ({exc}); tearing down", cluster=record.cluster_id)
         tear_down(record.cluster_id, rt)
-        raise exc
+        raise exc from cause
     state.save_record(record.model_copy(update={"status": "failed"}))
-    left = live(provider.get_nodes(record.cluster_id))
-    names = ", ".join(f"{node.name} ({node.id})" for node in left) or "none listed"
+    try:
+        left = live(provider.get_nodes(record.cluster_id))
+        names = ", ".join(f"{node.name} ({node.id})" for node in left) or "none listed"
+    except ProvisionerError:  # the listing fails too (the same bad answer): name what the record knows
+        names = ", ".join(f"{name} ({node_id})" for name, node_id in sorted(record.node_ids.items())) or "unknown"
     raise StackError(f"bringing up {record.cluster_id} failed: {exc}; still on {record.provider}: {names}; "
-                     f"remove with: provisioner down {record.cluster_id}") from exc
+                     f"remove with: provisioner down {record.cluster_id} --engine direct") from (cause or exc)
 
 
 def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max_tries: int = 3,

@@ -18,7 +18,9 @@ FABRICS = ("infiniband", "roce", "efa", "ethernet")
 
 def _write(text: str, output: Path | None) -> None:
     if output is None:
-        sys.stdout.write(text)
+        from provisioner.termtext import printable
+
+        sys.stdout.write(printable(text, keep_newlines=True))  # what nodes report never drives the terminal
         return
     if not output.parent.is_dir():
         raise UsageError(f"folder {output.parent} does not exist", option="--output")

@@ -613,13 +613,13 @@ def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: b
 
 
 __all__ = [
-    "Exchange",
     "FAULT_KINDS",
     "ROUTE_KINDS",
     "VALIDATION_STATUS",
     "AnswerLost",
     "Bought",
     "Call",
+    "Exchange",
     "FakeApp",
     "FakeTransport",
     "Fault",

@@ -1,0 +1,32 @@
+"""Text that is safe to put on a terminal: control characters shown, never obeyed.
+
+Provider answers (addresses, names, error bodies) and catalog free text reach ``up``, ``status``,
+``ssh --print``, error lines and the table report. An ESC sequence among them would retitle the
+window, clear the screen or hide a line. ``printable`` escapes every C0/C1 control character,
+DEL and the Unicode bidirectional overrides as ``\\xNN``/``\\uNNNN`` (line breaks and tabs are kept
+when ``keep_newlines``). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls, and the bidi embedding/override/isolate characters (U+202A-U+202E,
+# U+2066-U+2069) that reorder what a reader sees.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, *, keep_newlines: bool = False) -> str:
+    """``str(text)`` with each control character written as an escape (``\\x1b``); tab and line
+    feed stay as they are when ``keep_newlines``."""
+    pattern = _CONTROL_KEEP_LINES if keep_newlines else _CONTROL
+    return pattern.sub(_escaped, str(text))
+
+
+__all__ = ["printable"]
