@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Protocol, runtime_checkable
 
+from provisioner.providers.base import parse_expiry
+
 from provisioner.metering import NodeUsage
 
 
@@ -35,6 +37,15 @@ class Billed:
     @property
     def total_cents(self) -> int:
         return int(self.total_usd.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN) * 100)
+
+
+def provider_time(text: str | None) -> dt.datetime | None:
+    """A provider's RFC 3339 / ISO-8601 timestamp as an aware UTC datetime; None when absent or unreadable."""
+    return parse_expiry(text)
+
+
+def rfc3339(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def usd(value: object) -> Decimal:
@@ -55,4 +66,4 @@ class SupportsBilling(Protocol):
         """What the provider billed the cluster's nodes between ``start`` and ``end``."""
 
 
-__all__ = ["Billed", "SupportsBilling", "SupportsUsage", "usd"]
+__all__ = ["Billed", "SupportsBilling", "SupportsUsage", "provider_time", "rfc3339", "usd"]

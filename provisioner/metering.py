@@ -226,7 +226,7 @@ def compare(plan: Plan, metered: Metered) -> Comparison:
     if metered.terms.get("egress") is None:
         notes.append("egress is not measured from instance times (planned amount shown, not in the actual total)")
     notes.append("interruption: planned is the expected reclaim cost; actual is what replacement instances cost")
-    if "client" in metered.sources:
+    if any("client" in source for source in metered.sources):
         notes.append("some node times are the client's own (the provider reported none)")
     return Comparison(lines, tuple(notes))
 

@@ -84,3 +84,54 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
     assert terms["egress"]["actual_usd"] is None
     (row,) = ledger.rows(ledger.read())
     assert row.status == "removed" and row.metered_cents is not None and row.metered_cents > 0
+
+
+def _run(app: Any, plan: Any, run_s: float) -> tuple[Any, list[dict[str, Any]]]:
+    """Up, ``run_s`` on the injected clock (the fake's too), status, down: (status cost, events)."""
+    remote = StandInRemote(nodes=[node.name for node in plan.nodes])
+    events: list[dict[str, Any]] = []
+    runtime = instant_runtime(remote, events)
+    app.clock = runtime.now  # the fake stamps and bills on the same injected clock
+    record = bring_up(plan, runtime)
+    runtime.sleep(run_s)
+    record, nodes = cluster_nodes(record.cluster_id, runtime)
+    cost = cost_so_far(runtime.provider(plan.option.provider), record, nodes, runtime.now())
+    tear_down(record.cluster_id, runtime)
+    return cost, events
+
+
+def test_runpod_metered_from_pod_times_and_reconciled_with_its_billing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
+    from provisioner.testing.fakes.runpod import DEFAULT_GPUS
+    from tests.test_lifecycle_support import runpod_plan
+
+    plan = runpod_plan(tmp_path)
+    price = plan.option.offer.price_per_hour_usd  # the catalog's $0.44; the fake sells at $0.69 by default
+    gpus = [{**g, "price": {**g["price"], "secure": float(price)}} if g["id"] == "NVIDIA GeForce RTX 4090" else g
+            for g in DEFAULT_GPUS]
+    with served_fake("runpod", monkeypatch, gpus=gpus) as (app, _server):
+        cost, events = _run(app, plan, 7 * 3600 + 0.3)
+    assert cost.so_far.sources == ("provider",)  # the pod's createdAt
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    billed = settled["billed"]
+    assert billed["source"] == "runpod GET /v2/billing/pods" and billed["within_1_percent"] is True
+    metered = Decimal(settled["metered"]["total_usd"])
+    assert abs(Decimal(billed["total_usd"]) - metered) <= metered / 100
+    assert "billed $" in settled["message"] and "within 1 %" in settled["message"]
+    (row,) = ledger.rows(ledger.read())
+    assert row.billed_cents == int(Decimal(billed["total_usd"]) * 100) and row.billed_source == billed["source"]
+
+
+def test_runpod_bill_at_another_price_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
+    from tests.test_lifecycle_support import runpod_plan
+
+    plan = runpod_plan(tmp_path)  # priced at the catalog's $0.44/h; the fake bills its own $0.69/h
+    with served_fake("runpod", monkeypatch) as (app, _server):
+        _cost, events = _run(app, plan, 3600)
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    assert settled["billed"]["within_1_percent"] is False
+    assert settled["metered"]["total_usd"] == "0.44"  # 3600 s + the bring-up's few seconds at $0.44/h
+    notes = settled["billed"]["differences"]
+    assert any("the bill implies $0.69" in note and "the plan $0.4400" in note for note in notes), notes

@@ -19,6 +19,8 @@ from provisioner.providers.runpod.models import (
     ClusterList,
     GpuCatalog,
     Pod,
+    PodBillingList,
+    PodBillingRecord,
     PodList,
     Problem,
     SpotPrice,
@@ -112,6 +114,13 @@ class RunPodClient(EndpointClient):
         """GraphQL ``gpuTypes``: the interruptible floor price per GPU (v2 does not publish it)."""
         data = self._graphql(_GPU_PRICES_QUERY, {}, idempotent=True)  # a read: safe to retry
         return [self._parse(SpotPrice, item, "gpuTypes") for item in data.get("gpuTypes") or []]
+
+    # -- billing --------------------------------------------------------------------------
+    def pod_billing(self, pod_id: str, start: str, end: str) -> list[PodBillingRecord]:
+        """``GET /v2/billing/pods?podId=&startTime=&endTime=&bucketSize=day``: the pod's billing buckets."""
+        params = {"podId": pod_id, "startTime": start, "endTime": end, "bucketSize": "day"}
+        return self._parse(PodBillingList, self.api.request("GET", "/v2/billing/pods", params=params),
+                           "pod billing").records
 
     # -- pods -----------------------------------------------------------------------------
     def list_pods(self, *, include_cluster_pods: bool = False) -> list[Pod]:

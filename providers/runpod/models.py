@@ -114,6 +114,7 @@ class Pod(_Model):
     global_networking: PodGlobalNetworking | None = Field(None, alias="globalNetworking")
     cluster: PodCluster | None = None
     cost_usd_per_hour: float = Field(0.0, alias="cost")
+    created_at: str | None = Field(None, alias="createdAt")
 
     def public_ip(self) -> str | None:
         """The address a user SSHes to: the published 22/tcp port's IP, else ``ssh.direct``."""
@@ -188,3 +189,16 @@ __all__ = [
     "SpotPrice",
     "SshKeys",
 ]
+
+
+class PodBillingRecord(_Model):
+    """One bucket of ``GET /v2/billing/pods`` (amounts are JSON doubles: read as the decimal written)."""
+
+    pod_id: str = Field(alias="podId")
+    start_time: str = Field(alias="startTime")
+    end_time: str = Field(alias="endTime")
+    total_amount: float = Field(alias="totalAmount")
+
+
+class PodBillingList(_Model):
+    records: list[PodBillingRecord] = Field(default_factory=list)

@@ -25,10 +25,11 @@ Pods are containers, not VMs. How the adapter maps the Provider contract onto th
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import logging
 import shlex
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
@@ -44,8 +45,9 @@ from provisioner.providers.base import (
     owner_id,
     parse_expiry,
 )
+from provisioner.providers.billing import Billed, provider_time
 from provisioner.providers.orchestrate import Launcher, Member, answer, create, with_note
-from provisioner.providers.runpod import CAPABILITIES, clusters, naming
+from provisioner.providers.runpod import CAPABILITIES, billing, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 
@@ -220,7 +222,12 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             provider_state=pod.status,
             ssh_host=ssh_host,
             ssh_port=ssh_port,
+            launched_at=provider_time(pod.created_at),
         )
+
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
+        """``SupportsBilling``: RunPod's billing record of the cluster's pods (providers.runpod.billing)."""
+        return billing.billed(self.client, node_ids, start, end)
 
     # -- mutations ----------------------------------------------------------------------------
     def ensure_ssh_key(self, name: str, public_key: str) -> str:

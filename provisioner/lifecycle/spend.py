@@ -54,8 +54,9 @@ def usages_from_nodes(record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.
         end = node.ended_at
         if end is None and (gone_at is not None or node.status in (NodeStatus.TERMINATED, NodeStatus.FAILED)):
             end = gone_at
-        provider_times = node.launched_at is not None and (end is None or node.ended_at is not None)
-        out.append(NodeUsage(node.id, node.name, start, end, source="provider" if provider_times else "client"))
+        source = "client" if node.launched_at is None else "provider" if end is None or node.ended_at \
+            else "provider launch, client end"
+        out.append(NodeUsage(node.id, node.name, start, end, source=source))
     return out
 
 
@@ -170,7 +171,17 @@ def reconcile(metered: Metered, billed: Billed) -> tuple[bool, list[str]]:
     if not within:
         notes.append(f"billed ${usd_of_cents(billed.total_cents)} differs from metered "
                      f"${usd_of_cents(metered.total_cents)} by more than 1 %")
+        node_hours = Fraction(sum(b.billed_s for b in metered.nodes), 3600)
+        if node_hours:  # the rate charged if the times were right: names a price that changed
+            planned = sum((b.usd for b in metered.nodes), Fraction(0)) / node_hours
+            notes.append(f"the bill implies ${_dec(Fraction(billed.total_usd) / node_hours):.4f} per node-hour "
+                         f"over the metered {_dec(node_hours):.2f} node-hours, the plan ${_dec(planned):.4f} "
+                         f"(a price changed since the catalog was read, or the provider's times differ)")
     return within, notes
+
+
+def _dec(value: Fraction) -> Decimal:
+    return Decimal(value.numerator) / Decimal(value.denominator)
 
 
 def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: dt.datetime

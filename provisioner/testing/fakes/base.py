@@ -72,6 +72,8 @@ from typing import Any
 import httpx
 from werkzeug.wrappers import Request, Response
 
+from provisioner.testing.fakes.metering import Clock, Meter, wall_clock
+
 log = logging.getLogger("provisioner.fakes")
 
 ROUTE_KINDS = frozenset({"offers", "list", "get", "launch", "delete", "keys", "other"})
@@ -296,6 +298,8 @@ class FakeApp(abc.ABC):
         self.latency_s = dict(latency_s or {})
         self.boot_polls = boot_polls
         self.sleep: Callable[[float], None] = time.sleep  # latency and timeout faults; tests swap it
+        self.clock: Clock = wall_clock  # timestamps the fake reports and what it bills; tests swap it
+        self.meter = Meter(lambda: self.clock)  # fakes.metering: what each instance ran, for billing routes
         self.lock = threading.RLock()
         self.faults = Faults(self.lock)
         self.calls: list[Call] = []
@@ -409,6 +413,7 @@ class FakeApp(abc.ABC):
             self.launched = 0
             self.bought.clear()
             self._births.clear()
+            self.meter.clear()
 
     # ----- queries used by tests ------------------------------------------------------------
     def calls_of(self, kind: str) -> list[Call]:

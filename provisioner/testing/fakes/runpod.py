@@ -27,7 +27,6 @@ Behaviour worth knowing:
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import functools
 import json
 import math
@@ -42,6 +41,8 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, Call, FakeApp, spec_root
+from provisioner.testing.fakes.metering import stamp
+from provisioner.testing.fakes.runpod_billing import BillingRoutes
 from provisioner.testing.fakes.runpod_clusters import ClusterRoutes
 
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
@@ -98,10 +99,6 @@ def _load_spec(path: str) -> Any:
     return OpenAPI.from_dict(document, config=config)
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _pod_id() -> str:
     return "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(14))
 
@@ -134,6 +131,7 @@ class RunPodFake(FakeApp):
         self.route("GET", "/v2/pods/{pod_id}", self._get, kind="get", name="getPod")
         self.route("DELETE", "/v2/pods/{pod_id}", self._delete, kind="delete", name="deletePod")
         self.cluster_routes = ClusterRoutes(self)
+        BillingRoutes(self)
         self.route("GET", "/v2/account/ssh-keys", self._get_keys, kind="keys", name="getSshKeys")
         self.route("PUT", "/v2/account/ssh-keys", self._put_keys, kind="keys", name="updateSshKeys")
         self.route("POST", "/graphql", self._graphql, kind="other", name="graphql", validate=False,
@@ -271,7 +269,7 @@ class RunPodFake(FakeApp):
         if pod["status"] == "PROVISIONING" and self.booted(pod["id"]):
             ip = f"192.0.2.{int(pod['id'], 36) % 250 + 1}"  # TEST-NET-1: never a real host
             port = 30000 + int(pod["id"], 36) % 30000
-            pod.update(status="RUNNING", actions=["stop", "restart", "terminate"], startedAt=_now(),
+            pod.update(status="RUNNING", actions=["stop", "restart", "terminate"], startedAt=stamp(self.clock()),
                        runtime={"uptime": 0, "ports": [{"private": 22, "public": port, "type": "tcp", "ip": ip}]})
             if "22/tcp" in pod["ports"]:
                 pod["ssh"]["direct"] = {"host": ip, "port": port, "username": "root",
@@ -291,6 +289,7 @@ class RunPodFake(FakeApp):
             return self.problem(409, "pod belongs to a cluster: delete the cluster via DELETE /v2/clusters/{id}")
         if self.pods.pop(pod_id, None) is None:
             return self.error_reply("not_found")
+        self.meter.stop(pod_id)
         return self._with_limit_headers(Response(status=204))
 
     def _place(self, gpu_id: str, count: int, cloud: str, centers: list[str]) -> tuple[Response | None, str]:
@@ -327,12 +326,13 @@ class RunPodFake(FakeApp):
             "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod_id}-64411eb2",
                               "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io"}, "direct": None},
             "template": None, "cost": round(gpu["price"][cloud.lower()] * count, 4), "locked": False,
-            "globalNetworking": {"enabled": global_networking}, "runtime": {}, "createdAt": _now(),
+            "globalNetworking": {"enabled": global_networking}, "runtime": {}, "createdAt": stamp(self.clock()),
             "startedAt": None,
         }
         if cluster is not None:
             pod["cluster"] = cluster
         self.pods[pod_id] = pod
+        self.meter.start(pod_id, str(pod["cost"]), cluster=cluster["id"] if cluster else None, name=name)
         # A pod runs its start command (args) with its environment; startSsh injects the account keys.
         self.record_bought(Bought(pod_id, interruptible=interruptible, boot="\n".join([args, *env.values()]),
                                   ssh_public_keys=tuple(self.ssh_keys) if start_ssh else (),

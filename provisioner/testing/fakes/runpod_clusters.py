@@ -20,13 +20,14 @@ answer against it as for pods. Behaviour, where the spec leaves room:
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import secrets
 import string
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.wrappers import Request, Response
+
+from provisioner.testing.fakes.metering import stamp
 
 if TYPE_CHECKING:
     from provisioner.testing.fakes.runpod import RunPodFake
@@ -88,6 +89,7 @@ class ClusterRoutes:
             return self.fake.problem(404, "cluster not found")
         for pod in self.members(cluster_id):
             self.fake.pods.pop(pod["id"], None)
+            self.fake.meter.stop(pod["id"])
         return self.fake._with_limit_headers(Response(status=204))
 
     def _create(self, request: Request) -> Response:
@@ -115,7 +117,7 @@ class ClusterRoutes:
         cluster = {
             "id": cluster_id, "name": body["name"], "type": body["type"],
             "compute": {"gpuTypeId": gpu_id, "gpuCountPerPod": per_pod, "podCount": pod_count},
-            "dataCenterId": stocked[0], "createdAt": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "dataCenterId": stocked[0], "createdAt": stamp(fake.clock()),
             "network": {"cidr": OVERLAY_CIDR, "vxlanId": self._vxlan, "vxlanPort": VXLAN_PORT},
         }
         self.clusters[cluster_id] = cluster
