@@ -135,3 +135,31 @@ def test_runpod_bill_at_another_price_is_named(tmp_path: Path, monkeypatch: pyte
     assert settled["metered"]["total_usd"] == "0.44"  # 3600 s + the bring-up's few seconds at $0.44/h
     notes = settled["billed"]["differences"]
     assert any("the bill implies $0.69" in note and "the plan $0.4400" in note for note in notes), notes
+
+
+def repriced(plan: Any, usd_per_hour: Decimal) -> Any:
+    """``plan`` as a fresh ``catalog refresh`` would price it: the offer at ``usd_per_hour`` per node."""
+    offer = plan.option.offer.model_copy(update={"price_per_hour_usd": usd_per_hour})
+    option = plan.option.model_copy(update={"offer": offer, "hourly_usd": usd_per_hour * plan.option.nodes})
+    return plan.model_copy(update={"option": option})
+
+
+def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "vastai", "openapi.yaml")
+    from tests.test_lifecycle_endpoint import VAST_SPEC
+    from tests.test_lifecycle_support import API_KEYS
+
+    monkeypatch.setitem(API_KEYS, "vastai", "vast-lc-key")
+    plan = next(p for p in plans_for(VAST_SPEC, tmp_path, count=20) if p.option.region == "US")
+    with served_fake("vastai", monkeypatch) as (app, _server):
+        first_cost, first = _run(app, plan, 600)  # the catalog's price: the charge names the difference
+        (instance_price,) = {span.usd_per_hour for span in app.meter.spans.values()}
+        app.meter.clear()
+        cost, events = _run(app, repriced(plan, instance_price), 5 * 3600 + 7.7)
+    assert cost.so_far.sources == ("provider",)  # the contract's start_date
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    billed = settled["billed"]
+    assert billed["source"] == "vastai GET /api/v0/charges" and billed["within_1_percent"] is True, billed
+    assert "Vast.ai rounds each contract's amount to $0.001" in billed["differences"]
+    assert first_cost.so_far.total_cents >= 0 and [e["event"] for e in first].count("cost") == 1

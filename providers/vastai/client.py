@@ -22,6 +22,8 @@ from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy
 from provisioner.providers.vastai.models import (
     BundleOffer,
     BundlesResponse,
+    Charge,
+    ChargesPage,
     CurrentUser,
     Instance,
     InstancesPage,
@@ -169,6 +171,21 @@ class VastClient(EndpointClient):
         data = self.api.request("POST", "/api/v0/ssh", json={"ssh_key": public_key})
         created: SshKeyCreated = self._parse(SshKeyCreated, data, "ssh key")
         return created.key
+
+    def iter_charges(self, start_unix: int, end_unix: int) -> Iterator[Charge]:
+        """``GET /api/v0/charges``: every instance contract's charges in the day range, page by page."""
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"select_filters": json.dumps({"day": {"gte": start_unix, "lte": end_unix},
+                                                                    "type": {"in": ["instance"]}}),
+                                      "limit": 500}
+            if token:
+                params["after_token"] = token
+            page = self._parse(ChargesPage, self.api.request("GET", "/api/v0/charges", params=params), "charges")
+            yield from page.results
+            token = page.next_token
+            if not token or not page.results:
+                return
 
     def current_user(self) -> CurrentUser:
         """``GET /api/v0/users/current``: validates the key; carries the balance."""

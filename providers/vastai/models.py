@@ -87,6 +87,7 @@ class Instance(_Payload):
     local_ipaddrs: Annotated[str | None, BeforeValidator(_addresses)] = None
     ssh_host: HostText = None
     ssh_port: int | None = None
+    start_date: float | None = Field(None, description="When the contract started (unix seconds): billing starts.")
     ports: dict[str, list[PortBinding]] | None = Field(
         None, description='Published container ports, ``{"22/tcp": [{HostIp, HostPort}]}``; running instances only.')
 
@@ -124,6 +125,27 @@ class SshKeyCreated(_Payload):
     key: SshKey
 
 
+class ChargeItem(_Payload):
+    type: str
+    amount: float = 0.0
+
+
+class Charge(_Payload):
+    """One contract of ``GET /api/v0/charges``: its span (unix seconds) and amount (3 decimals)."""
+
+    start: int | None = None
+    end: int | None = None
+    type: str = ""
+    source: str = ""
+    amount: float = 0.0
+    items: list[ChargeItem] = Field(default_factory=list)
+
+
+class ChargesPage(_Payload):
+    results: list[Charge] = Field(default_factory=list)
+    next_token: str | None = None
+
+
 class CurrentUser(_Payload):
     id: int | None = None
     balance: float | None = None
@@ -132,6 +154,9 @@ class CurrentUser(_Payload):
 __all__ = [
     "BundleOffer",
     "BundlesResponse",
+    "Charge",
+    "ChargeItem",
+    "ChargesPage",
     "CurrentUser",
     "Instance",
     "InstancesPage",

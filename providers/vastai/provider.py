@@ -12,16 +12,18 @@ rent calls concurrently (bounded by the client's rate limits); see its docstring
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import logging
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
+from provisioner.providers.billing import Billed
 from provisioner.providers.orchestrate import Launcher, Member, answer, create
-from provisioner.providers.vastai import CAPABILITIES
+from provisioner.providers.vastai import CAPABILITIES, billing
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
 from provisioner.providers.vastai.models import BundleOffer, Instance
@@ -257,7 +259,12 @@ class VastAIProvider(RestAdapter[VastClient]):
             public_ip=instance.public_ipaddr or None, private_ip=private[0] if private else None,
             provider_state=instance.actual_status or "provisioning",  # Vast: null while provisioning
             ssh_host=ssh_host, ssh_port=ssh_port,
+            launched_at=dt.datetime.fromtimestamp(instance.start_date, dt.UTC) if instance.start_date else None,
         )
+
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
+        """``SupportsBilling``: Vast.ai's charges of the cluster's contracts (providers.vastai.billing)."""
+        return billing.billed(self.client, node_ids, start, end)
 
 
 def _run_all(fn: Callable[[Any], T], items: Iterable[Any]) -> list[T | ProviderError]:

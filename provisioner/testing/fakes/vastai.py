@@ -25,13 +25,14 @@ from __future__ import annotations
 import base64
 import itertools
 import threading
-import time
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, FakeApp
+from provisioner.testing.fakes.vastai_billing import ChargeRoutes
 
 PAGE_LIMIT = 25
 
@@ -161,6 +162,7 @@ class VastAIFake(FakeApp):
         self.route("GET", "/api/v0/ssh", self._keys, kind="keys", name="keys")
         self.route("POST", "/api/v0/ssh", self._add_key, kind="keys", name="add_key")
         self.route("GET", "/api/v0/users/current", self._user, kind="other", name="user")
+        self.charges = ChargeRoutes(self)
 
     # -- framework hooks ------------------------------------------------------------------
     def _dispatch(self, request: Request) -> Response:
@@ -235,7 +237,10 @@ class VastAIFake(FakeApp):
             return self._no_such_ask(ask["id"])
         ask["rented"] = True
         instance_id = next(self._ids)
-        self.instances[instance_id] = self._instance(instance_id, ask, body)
+        self.instances[instance_id] = instance = self._instance(instance_id, ask, body)
+        self.meter.start(str(instance_id), str(instance["dph_total"]), name=str(body.get("label") or ""))
+        self.charges.rates[str(instance_id)] = (Decimal(str(ask["dph_base"])),
+                                                Decimal(str(instance["storage_total_cost"])))
         # Separate hosts: local_ipaddrs is the host's own LAN, not a network shared with other rentals.
         ssh = "ssh" in str(body.get("runtype", "ssh"))
         self.record_bought(Bought(str(instance_id), interruptible=body.get("price") is not None,
@@ -280,7 +285,7 @@ class VastAIFake(FakeApp):
             "vram_costperhour": ask["vram_costperhour"], "credit_balance": None, "credit_discount": None,
             "credit_discount_max": 0.4, "reliability2": ask["reliability2"], "geolocation": ask["geolocation"],
             "country_code": _country(ask["geolocation"]), "verification": "verified", "rentable": True,
-            "external": False, "static_ip": True, "start_date": time.time(), "end_date": ask["end_date"],
+            "external": False, "static_ip": True, "start_date": self.clock().timestamp(), "end_date": ask["end_date"],
             "duration": ask["duration"], "client_run_time": 0.0, "host_run_time": 0.0, "uptime_mins": None,
             "pci_gen": float(ask["pci_gen"]), "pcie_bw": ask["pcie_bw"], "mobo_name": ask["mobo_name"],
             "os_version": ask["os_version"], "dlperf": ask["dlperf"], "dlperf_per_dphtotal": ask["dlperf_per_dphtotal"],
@@ -334,6 +339,7 @@ class VastAIFake(FakeApp):
         instance = self.instances.pop(int(instance_id), None) if instance_id.isdigit() else None
         if instance is None:
             return self.json({"success": False, "error": "not_found", "msg": "Instance not found"}, 404)
+        self.meter.stop(instance_id)
         ask = self.asks.get(instance["ask_id"])
         if ask is not None:
             ask["rented"] = False
