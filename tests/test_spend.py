@@ -59,8 +59,9 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     remote = StandInRemote(nodes=[node.name for node in plan.nodes])
     events: list[dict[str, Any]] = []
-    with served_fake("lambda", monkeypatch) as (_app, _server):
+    with served_fake("lambda", monkeypatch) as (app, _server):
         runtime = instant_runtime(remote, events)
+        app.clock = runtime.now
         record = bring_up(plan, runtime, max_cost_usd=Decimal("20.03"))
         runtime.sleep(1800)  # half an hour on the injected clock
         record, nodes = cluster_nodes(record.cluster_id, runtime)
@@ -68,17 +69,20 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
         cost = cost_so_far(runtime.provider("lambda"), record, nodes, now)
         price = plan.option.offer.price_per_hour_usd
         assert price is not None
-        run_s = int((now - record.created_at).total_seconds())
+        launched = {when for when, event in app.audit.events if event["action"] == "launched"}
+        assert len(launched) == 1  # both nodes in one launch call
+        run_s = -(-(now - launched.pop()) // dt.timedelta(seconds=1))
         minutes = -(-run_s // 60)  # Lambda bills per started minute
         expected = (price * 2 * minutes * 60 / 3600).quantize(Decimal("0.01"))
         assert Decimal(cost.so_far.total_cents) / 100 == expected
-        assert cost.so_far.sources == ("client",)  # Lambda's listing has no launch time
+        assert cost.so_far.sources == ("lambda audit-events",)  # the listing has no launch time; the log has
         assert cost.projected.total_cents >= cost.so_far.total_cents
         assert cost.budget is not None and cost.budget.level == 50  # 12.36 of 20.03
 
         tear_down(record.cluster_id, runtime)
     (settled,) = [e for e in events if e["event"] == "cost"]
     assert "planned vs actual" in settled["message"] and "compute" in settled["message"]
+    assert settled["metered"]["sources"] == ["lambda audit-events"]  # the terminate events end the spans
     terms = settled["planned_vs_actual"]["terms"]
     assert terms["compute"]["planned_usd"] == str(plan.option.cost.compute)
     assert terms["egress"]["actual_usd"] is None

@@ -14,6 +14,8 @@ import httpx
 from provisioner.providers.adapter import EndpointClient, is_not_found
 from provisioner.providers.http import RateLimits, error_detail
 from provisioner.providers.lambda_.models import (
+    AuditEvent,
+    AuditPage,
     FirewallRule,
     FirewallRuleset,
     Instance,
@@ -141,6 +143,20 @@ class LambdaClient(EndpointClient):
         result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []),
                                              "terminate")
         return result
+
+    def audit_events(self, start: str | None = None) -> list[AuditEvent]:
+        """GET /audit-events from ``start`` (ISO 8601) on, every page."""
+        events: list[AuditEvent] = []
+        token: str | None = None
+        while True:
+            params = {key: value for key, value in (("start", start), ("page_token", token)) if value}
+            page: AuditPage = self._parse(TypeAdapter(AuditPage),
+                                          self.api.request("GET", "/api/v1/audit-events", params=params or None),
+                                          "audit-events")
+            events += page.data
+            token = page.page_token
+            if not token or not page.data:
+                return events
 
     def list_ssh_keys(self) -> list[SSHKey]:
         result: list[SSHKey] = self._parse(_KEYS, self._data("GET", "/ssh-keys"), "ssh-keys")

@@ -60,6 +60,20 @@ class Instance(_Payload):
         return next((t.value for t in self.tags if t.key == key), None)
 
 
+class AuditEvent(_Payload):
+    """One entry of ``GET /api/v1/audit-events`` (the fields metering reads)."""
+
+    resource_name: str
+    action: str
+    event_time: str
+    resource_lrns: list[str] = []
+
+
+class AuditPage(_Payload):
+    data: list[AuditEvent]
+    page_token: str | None = None
+
+
 class SSHKey(_Payload):
     id: str
     name: str

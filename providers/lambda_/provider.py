@@ -30,7 +30,7 @@ import hashlib
 import logging
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
@@ -49,7 +49,7 @@ from provisioner.providers.base import (
     parse_expiry,
     tool_tags,
 )
-from provisioner.providers.lambda_ import CAPABILITIES, firewall
+from provisioner.providers.lambda_ import CAPABILITIES, audit, firewall
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
 from provisioner.providers.lambda_.models import (
     FirewallRulesetEntry,
@@ -63,6 +63,7 @@ from provisioner.providers.orchestrate import Launcher, Member, answer, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import ProviderAPIError, ProviderError
+from provisioner.metering import NodeUsage
 from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.lambda")
@@ -250,6 +251,10 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     name: ClassVar[str] = "lambda"
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = LambdaClient
+
+    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str]) -> list[NodeUsage]:
+        """``SupportsUsage``: launch and termination times from the audit log (providers.lambda_.audit)."""
+        return audit.node_usage(self.client, node_ids)
 
     # ----- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:

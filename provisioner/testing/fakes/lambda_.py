@@ -33,6 +33,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, FakeApp
+from provisioner.testing.fakes.lambda_audit import AuditRoutes
 from provisioner.testing.fakes.lambda_firewall import FirewallRoutes
 
 MAX_QUANTITY = 32
@@ -113,6 +114,7 @@ class LambdaFake(FakeApp):
         self.route("POST", "/api/v1/ssh-keys", self.add_key, kind="keys", name="add_ssh_key")
         self.route("DELETE", "/api/v1/ssh-keys/{id}", self.delete_key, kind="keys", name="delete_ssh_key")
         self.firewall = FirewallRoutes(self, _REGIONS, LIVE)
+        self.audit = AuditRoutes(self)
 
     # ----- framework hooks ------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
@@ -135,6 +137,7 @@ class LambdaFake(FakeApp):
             self.ssh_keys.clear()
             self.launch_requests.clear()
             self.firewall.rulesets.clear()
+            self.audit.events.clear()
             self.capacity = {name: set(spec[6]) for name, spec in _TYPES.items()}
 
     def set_status(self, instance_id: str, status: str) -> None:
@@ -224,6 +227,7 @@ class LambdaFake(FakeApp):
                 tags={tag["key"]: tag["value"] for tag in body["tags"]},
                 ssh_public_keys=tuple(keys_by_name[name] for name in keys),
                 private_ip=body["private_ip"], private_network=f"lambda-private-{region}"))
+            self.audit.note(instance_id, "launched", instance_type=type_name, region=region)
         self.record_launch(ids)
         return self.json({"data": {"instance_ids": ids}})
 
@@ -238,6 +242,7 @@ class LambdaFake(FakeApp):
             body["status"] = "terminating"
             self._set_actions(body, False, "vm-is-terminating")
             self._births.pop(instance_id, None)
+            self.audit.note(instance_id, "terminated")
             terminated.append(copy.deepcopy(body))
         return self.json({"data": {"terminated_instances": terminated}})
 

@@ -1,0 +1,46 @@
+"""Lambda node billing spans from its audit log (``GET /api/v1/audit-events``).
+
+Lambda has no billing API and its instance listing carries no launch time; the audit log records
+each instance's launch and termination. Lambda bills from a successful boot and health check,
+per minute (docs: "on-demand billing"), which the launch event precedes by the boot: the
+difference is named in docs/costs.md. The event actions for instances (``launched``,
+``terminated``) are UNVERIFIED against Lambda's event catalog (the spec does not list them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+from provisioner.providers.billing import provider_time, rfc3339
+from provisioner.providers.lambda_.client import LambdaClient
+
+from provisioner.metering import NodeUsage
+
+LAUNCHED = frozenset({"launched", "created", "launch"})
+TERMINATED = frozenset({"terminated", "deleted", "terminate"})
+SOURCE = "lambda audit-events"
+
+
+def node_usage(client: LambdaClient, node_ids: Mapping[str, str], since: dt.datetime | None = None) -> list[NodeUsage]:
+    """The span of every instance in ``node_ids`` (name -> id) the audit log has a launch event for."""
+    names = {node_id: name for name, node_id in node_ids.items()}
+    starts: dict[str, dt.datetime] = {}
+    ends: dict[str, dt.datetime] = {}
+    for event in client.audit_events(rfc3339(since) if since else None):
+        if event.resource_name != "instance":
+            continue
+        when = provider_time(event.event_time)
+        for lrn in event.resource_lrns:
+            node_id = lrn.rpartition(":")[2]
+            if node_id not in names or when is None:
+                continue
+            if event.action in LAUNCHED:
+                starts[node_id] = min(when, starts.get(node_id, when))
+            elif event.action in TERMINATED:
+                ends[node_id] = max(when, ends.get(node_id, when))
+    return [NodeUsage(node_id, names[node_id], start, ends.get(node_id), source=SOURCE)
+            for node_id, start in sorted(starts.items())]
+
+
+__all__ = ["SOURCE", "node_usage"]
