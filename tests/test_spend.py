@@ -167,3 +167,24 @@ def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(tmp_path
     assert billed["source"] == "vastai GET /api/v0/charges" and billed["within_1_percent"] is True, billed
     assert "Vast.ai rounds each contract's amount to $0.001" in billed["differences"]
     assert first_cost.so_far.total_cents >= 0 and [e["event"] for e in first].count("cost") == 1
+
+
+def test_fluence_hour_periods_reconciled_and_its_refund_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "fluence")
+    from tests.test_lifecycle_support import FLUENCE_SPEC
+
+    plan = next(p for p in plans_for(FLUENCE_SPEC, tmp_path, count=10) if p.option.region == "dulles-usa-1")
+    with served_fake("fluence", monkeypatch) as (app, _server):
+        _, short = _run(app, plan, 3000)  # under an hour: Fluence refunds the reserve, the catalog keeps 3 h
+        (price,) = {span.usd_per_hour for span in app.meter.spans.values()}
+        app.meter.clear()
+        cost, events = _run(app, repriced(plan, price), 4 * 3600 + 1800)
+    assert cost.so_far.sources == ("provider",)  # created_at of the GPU VM
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    assert settled["metered"]["sources"] == ["provider"]  # an ENDED VM's updated_at ends its span
+    billed = settled["billed"]
+    assert billed["source"] == "fluence GET /v1/billing/charges/aggregated" and billed["within_1_percent"], billed
+    (first,) = [e for e in short if e["event"] == "cost"]
+    assert first["metered"]["nodes"][0]["billed_s"] == 10800  # the catalog's 3 h minimum
+    assert any("refunds the 2 h reserve" in note for note in first["billed"]["differences"])
+    assert first["billed"]["within_1_percent"] is False

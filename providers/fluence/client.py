@@ -17,6 +17,7 @@ from __future__ import annotations
 import httpx
 from provisioner.providers.adapter import EndpointClient, is_not_found
 from provisioner.providers.fluence.models import (
+    ChargeEntry,
     ClusterDto,
     CreateVmRequest,
     DeployRequest,
@@ -130,6 +131,13 @@ class FluenceClient(EndpointClient):
     def terminate(self, instance_id: str) -> None:
         """DELETE /gpu/instances/vms/{id}. Fluence accepts it only for ACTIVE instances."""
         self.api.request("DELETE", f"/gpu/instances/vms/{instance_id}", expect_json=False)
+
+    def aggregated_charges(self, resource_id: str, first: str, last: str) -> list[ChargeEntry]:
+        """``GET /v1/billing/charges/aggregated``: one VM's charges over the days ``first``..``last`` (inclusive)."""
+        body = self.api.request("GET", "/v1/billing/charges/aggregated", params={
+            "resourceId": resource_id, "resourceType": "VM", "startDate": first, "endDate": last})
+        result: list[ChargeEntry] = self._parse(TypeAdapter(list[ChargeEntry]), body, "aggregated charges")
+        return result
 
     def list_ssh_keys(self) -> list[SshKey]:
         result: list[SshKey] = self._parse(_KEYS, self.api.request("GET", "/ssh_keys"), "ssh_keys")

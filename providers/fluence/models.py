@@ -98,6 +98,16 @@ class Instance(_Payload):
     location: str = ""
     os_image: str | None = None
     ssh_connection: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = Field(None, description="Of an ENDED instance: when it was terminated.")
+
+
+class ChargeEntry(_Payload):
+    """A row of ``GET /v1/billing/charges/aggregated`` (amounts are decimal strings)."""
+
+    resource_id: str | None = Field(None, alias="resourceId")
+    total_cost: str = Field(alias="totalCost")
+    total_usage_hours: str = Field(alias="totalUsageHours")
 
 
 class DeployRequest(_Request):

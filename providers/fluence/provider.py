@@ -28,16 +28,18 @@ How the contract maps onto Fluence:
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
-from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, cpu_vms
+from provisioner.providers.billing import Billed, provider_time
+from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, billing, cpu_vms
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
 from provisioner.providers.fluence.models import CreateVmRequest, DeployRequest, Instance, PlanGroup, PlanOption
 from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
@@ -293,7 +295,12 @@ class FluenceProvider(RestAdapter[FluenceClient]):
                     cluster_id=cluster_id, status=STATUS.get(instance.status, NodeStatus.PENDING),
                     instance_type=instance_shape(instance), region=instance.location,
                     public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
-                    provider_state=instance.status)
+                    provider_state=instance.status, launched_at=provider_time(instance.created_at),
+                    ended_at=provider_time(instance.updated_at) if instance.status == "ENDED" else None)
+
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
+        """``SupportsBilling``: Fluence's aggregated charges of the cluster's VMs (providers.fluence.billing)."""
+        return billing.billed(self.client, node_ids, start, end)
 
 
 class _Launcher(Launcher):

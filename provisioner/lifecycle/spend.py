@@ -189,7 +189,11 @@ def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: 
     """After a teardown: meter the deleted ``nodes`` (as listed before the delete) up to ``at``, compare with
     the plan, ask for the provider's billing record, append all to the ledger. Returns the comparison and
     the report as JSON. A billing API failure is reported in the result, never raised."""
-    usages = usages_of(adapter, record, nodes, gone_at=at)
+    try:  # a provider that still lists terminated nodes (AWS, Fluence) says when each ended
+        ended = {n.id: n for n in adapter.get_nodes(record.cluster_id) if n.ended_at is not None}
+    except ProviderError:
+        ended = {}
+    usages = usages_of(adapter, record, [ended.get(n.id, n) for n in nodes], gone_at=at)
     metered = meter(record.plan, usages, at)
     comparison = compare(record.plan, metered)
     ledger.note_metered(record.cluster_id, metered, at, final=True)

@@ -47,6 +47,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import VALIDATION_STATUS, Bought, Call, FakeApp
+from provisioner.testing.fakes.fluence_billing import ChargeRoutes
 
 OPTION_CAPACITY = 8
 LIVE = ("INITIALIZED", "ACTIVE")
@@ -161,8 +162,8 @@ class _Option:
     os_options: tuple[str, ...]
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _now(when: dt.datetime | None = None) -> str:
+    return (when or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class FluenceFake(FakeApp):
@@ -203,6 +204,7 @@ class FluenceFake(FakeApp):
         self.route("GET", "/v2/vms", self.list_vms, kind="list", name="v2_list_vms")
         self.route("POST", "/v2/vms", self.create_vm, kind="launch", name="v2_create_vm")
         self.route("POST", "/v2/vms/{vm_id}/terminate", self.terminate_vm, kind="delete", name="v2_terminate_vm")
+        ChargeRoutes(self, USER_ID)
 
     # ----- framework hooks ------------------------------------------------------------------
     def auth_ok(self, request: Request) -> bool:
@@ -382,8 +384,10 @@ class FluenceFake(FakeApp):
                                      "storage": {"count": option.storage, "units": "Gi"}, "gpu_count": option.gpus},
                           "gpu_model": {"vendor": "nvidia", "model": option.model, "vram": option.vram,
                                         "interface": option.interface}},
-            "created_at": _now(), "updated_at": _now(), "os_image": req["os_image"], "ssh_key": req.get("ssh_key", ""),
+            "created_at": _now(self.clock()), "updated_at": _now(self.clock()), "os_image": req["os_image"],
+            "ssh_key": req.get("ssh_key", ""),
             "price": option.price, "option": option.id}
+        self.meter.start(instance_id, str(option.price), name=name)
         # The GPU deploy takes no user data and no start command: nothing runs at boot but sshd.
         self.record_bought(Bought(instance_id, ssh_public_keys=(req.get("ssh_key", ""),)))
         self.record_launch([instance_id])
@@ -395,7 +399,8 @@ class FluenceFake(FakeApp):
             return self.error_reply("not_found", message="Instance not found")
         if body["status"] != "ACTIVE":
             return self.error_reply("bad_request", message="Instance can be terminated only in ACTIVE status")
-        body["status"], body["domain"], body["updated_at"] = "ENDED", None, _now()
+        body["status"], body["domain"], body["updated_at"] = "ENDED", None, _now(self.clock())
+        self.meter.stop(id)
         self.used[body["option"]] -= 1
         return Response(status=204)
 
