@@ -1,20 +1,29 @@
 """Every rule pinned: each XID row, each nvidia-smi check rule and each burn-in band, with its
 severity and action, written out here (never read back from the production tables). Lowering
 any rule to ``info``, or changing its action, fails a test; so does a rule added to a table
-without a row here.
+without a row here. The findings made outside the tables (NVLink, fabric, DCGM, nvidia-smi
+missing, an unreadable kernel log, an unreachable node, stragglers, unjudged and skipped
+burn-ins) are pinned the same way, each produced by its real check.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from provisioner.validation.checks import CHECK_RULES, check_gpus, check_inventory, evaluate
+from provisioner.validation.cluster import Target, check_remote, mark_stragglers
 from provisioner.validation.datasheet import MATMUL_FLOOR, MEMORY_FLOOR
-from provisioner.validation.model import Action, BurnInResult, GpuMetrics, Severity
-from provisioner.validation.nvsmi import GpuState
+from provisioner.validation.fabric import check_dcgm, check_fabric, check_nvlink
+from provisioner.validation.model import Action, BurnInResult, Finding, GpuMetrics, NodeReport, Severity
+from provisioner.validation.node import CheckOptions, check_node
+from provisioner.validation.nvsmi import XML_ARGS, GpuState
 from provisioner.validation.reference import BANDS, H100_SXM, judge_burnin
+from provisioner.validation.runner import CommandResult, FakeClock, FakeRunner, Host
 from provisioner.validation.xid import XID_TABLE, parse_kernel_log, xid_findings
 
 F, D, W = Severity.FAILED, Severity.DEGRADED, Severity.WARN
@@ -134,3 +143,84 @@ def test_each_band_edge(metric: str, where: str, expected: Severity | None) -> N
     (finding,) = findings
     assert (finding.code, finding.severity, finding.action) == (f"burnin.{metric.rsplit('_', 1)[0]}", expected,
                                                                 Action.DRAIN)
+
+
+# --- every other finding the checks produce ----------------------------------------------------------
+
+
+def _sysfs(root: Path, ports: dict[str, str]) -> Host:
+    for device, state in ports.items():
+        port = root / "sys/class/infiniband" / device / "ports" / "1"
+        port.mkdir(parents=True)
+        (port / "state").write_text(f"{4 if state == 'ACTIVE' else 1}: {state}\n")
+    return Host(run=FakeRunner(), root=root)
+
+
+def _dcgm(status: str) -> CommandResult:
+    document = {"tests": [{"name": "GPU Memory", "results": [{"gpu_id": "0", "status": status}]}]}
+    return CommandResult(0, json.dumps(document))
+
+
+def _node_check(answers: dict[tuple[str, ...], CommandResult], prefix: str) -> list[Finding]:
+    """The node check's findings whose code starts with ``prefix`` (dmesg is absent from these fakes)."""
+    host = Host(run=FakeRunner(answers), clock=FakeClock())
+    findings = check_node(host, CheckOptions(node="n", burnin=False, dcgm_level=None)).findings
+    return [f for f in findings if f.code.startswith(prefix)]
+
+
+SMI_XML = (Path(__file__).parent / "fixtures" / "gpu" / "h100-sxm-80gb" / "nvidia-smi-q.xml").read_text()
+_EIGHT = BurnInResult(gpus=[GpuMetrics(index=i, matmul_sustained_tflops=670.0 if i else 500.0) for i in range(8)])
+OTHER: dict[str, tuple[Callable[[Path], list[Finding]], str, Severity, Action]] = {
+    "nvlink missing": (lambda _: check_nvlink(CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: <inactive>\n"),
+                                              1, True), "nvlink.missing", F, Action.DRAIN),
+    "nvlink inactive": (lambda _: check_nvlink(CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: 26.5 GB/s\n"
+                                                                "\t Link 1: <inactive>\n"), 1, True),
+                        "nvlink.inactive_links", D, Action.DRAIN),
+    "fabric missing": (lambda root: check_fabric(_sysfs(root, {}), "efa"), "fabric.missing", F, Action.REPLACE_NODE),
+    "fabric all down": (lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN"}), "efa"), "fabric.ports_down", F,
+                        Action.DRAIN),
+    "fabric some down": (lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN", "efa_1": "ACTIVE"}), "efa"),
+                         "fabric.ports_down", D, Action.DRAIN),
+    "fabric ok": (lambda root: check_fabric(_sysfs(root, {"efa_0": "ACTIVE"}), "efa"), "fabric.ok", Severity.INFO,
+                  Action.NONE),
+    "dcgm fail": (lambda _: check_dcgm(_dcgm("Fail"), 1), "dcgm.gpu_memory", F, Action.DRAIN),
+    "dcgm warn": (lambda _: check_dcgm(_dcgm("Warn"), 1), "dcgm.gpu_memory", W, Action.NONE),
+    "dcgm no json": (lambda _: check_dcgm(CommandResult(255, "Error: host engine"), 1), "dcgm.error", W, Action.NONE),
+    "dcgm absent": (lambda _: check_dcgm(CommandResult(127), 1), "dcgm.skipped", Severity.INFO, Action.NONE),
+    "no driver": (lambda _: _node_check({}, "gpu."), "gpu.smi", F, Action.REPLACE_NODE),
+    "smi fails": (lambda _: _node_check({XML_ARGS: CommandResult(9, "", "NVML: Unknown Error")}, "gpu."), "gpu.smi", F,
+                  Action.REBOOT),
+    "smi garbage": (lambda _: _node_check({XML_ARGS: CommandResult(0, "<nvidia")}, "gpu."), "gpu.smi", F,
+                    Action.REBOOT),
+    "log unreadable": (lambda _: _node_check({XML_ARGS: CommandResult(0, SMI_XML)}, "xid."), "xid.unreadable", W,
+                       Action.NONE),
+    "unknown xid": (lambda _: xid_findings(parse_kernel_log("NVRM: Xid (PCI:0000:3b:00): 999, new\n"), {}),
+                    "xid.999", W, Action.NONE),
+    "unreachable": (lambda _: check_remote("n9", Target(nodes=("n9",), via="ssh"),
+                                           FakeRunner({("ssh",): CommandResult(255, "", "refused")})).findings,
+                    "node.unreachable", F, Action.DRAIN),
+    "band failed on one of eight": (lambda _: judge_burnin(_EIGHT, "NVIDIA H100 80GB HBM3"), "burnin.matmul_sustained", F,
+                      Action.DRAIN),
+    "gpu straggler above band": (
+        lambda _: judge_burnin(_EIGHT.model_copy(update={"gpus": [g.model_copy(update={
+            "matmul_sustained_tflops": 630.0 if g.index == 0 else 670.0}) for g in _EIGHT.gpus]}),
+            "NVIDIA H100 80GB HBM3"), "straggler.gpu.matmul_sustained", D, Action.DRAIN),
+    "node straggler": (lambda _: [f for r in mark_stragglers([NodeReport(node=f"n{i}", gpu_model="H100",
+                                                                         burnin=_one(600.0 if i == 0 else 670.0))
+                                                              for i in range(5)]) for f in r.findings],
+                       "straggler.node.matmul_sustained", D, Action.DRAIN),
+    "unjudged": (lambda _: judge_burnin(_one(10.0), "NVIDIA Tesla T4"), "burnin.unjudged", D, Action.NONE),
+    "skipped": (lambda _: judge_burnin(BurnInResult(skipped="no torch"), None), "burnin.skipped", Severity.INFO,
+                Action.NONE),
+}
+
+
+def _one(sustained: float) -> BurnInResult:
+    return BurnInResult(gpus=[GpuMetrics(index=0, matmul_sustained_tflops=sustained)])
+
+
+@pytest.mark.parametrize("case", sorted(OTHER))
+def test_every_other_finding_has_its_severity_and_action(case: str, tmp_path: Path) -> None:
+    produce, code, severity, action = OTHER[case]
+    (finding,) = produce(tmp_path)
+    assert (finding.code, finding.severity, finding.action) == (code, severity, action)
