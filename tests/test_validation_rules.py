@@ -199,8 +199,8 @@ OTHER: dict[str, tuple[Callable[[Path], list[Finding]], str, Severity, Action]] 
     "unreachable": (lambda _: check_remote("n9", Target(nodes=("n9",), via="ssh"),
                                            FakeRunner({("ssh",): CommandResult(255, "", "refused")})).findings,
                     "node.unreachable", F, Action.DRAIN),
-    "band failed on one of eight": (lambda _: judge_burnin(_EIGHT, "NVIDIA H100 80GB HBM3"), "burnin.matmul_sustained", F,
-                      Action.DRAIN),
+    "band failed on one of eight": (lambda _: judge_burnin(_EIGHT, "NVIDIA H100 80GB HBM3"),
+                                    "burnin.matmul_sustained", F, Action.DRAIN),
     "gpu straggler above band": (
         lambda _: judge_burnin(_EIGHT.model_copy(update={"gpus": [g.model_copy(update={
             "matmul_sustained_tflops": 630.0 if g.index == 0 else 670.0}) for g in _EIGHT.gpus]}),
