@@ -26,6 +26,7 @@ adapters treat it like any lost answer (providers.orchestrate).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import email.utils
 import logging
@@ -35,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpcore
 import httpx
@@ -121,8 +122,21 @@ def _bound_by_deadlines(client: httpx.Client) -> bool:
     return True
 
 
+class Pacing(Protocol):
+    """The clock and sleep a rate limiter runs on (``time.monotonic``/``time.sleep`` unless a
+    test injects virtual time through ``RateLimits.pacing``)."""
+
+    def clock(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
 class RateLimiter:
-    """Token bucket: ``rate_per_s`` sustained, ``burst`` at once. Thread-safe, blocking."""
+    """Token bucket: ``rate_per_s`` sustained, ``burst`` at once. Thread-safe, blocking.
+
+    ``granted`` counts the tokens handed out: each client takes one per HTTP request it sends
+    (pages, retries and polls included), so the count equals the requests made.
+    """
 
     def __init__(
         self,
@@ -136,11 +150,30 @@ class RateLimiter:
             raise ValueError("rate_per_s must be > 0 and burst >= 1")
         self.rate_per_s = rate_per_s
         self.burst = burst
+        self.granted = 0
         self._tokens = burst
         self._clock = clock
         self._sleep = sleep
         self._stamp = clock()
         self._lock = threading.Lock()
+
+    @classmethod
+    def paced(cls, rate_per_s: float, burst: float, pacing: Pacing | None) -> RateLimiter:
+        """A limiter on ``pacing``'s clock and sleep (real time when None)."""
+        if pacing is None:
+            return cls(rate_per_s, burst)
+        return cls(rate_per_s, burst, clock=pacing.clock, sleep=pacing.sleep)
+
+    @classmethod
+    def for_requests(cls, limits: RateLimits) -> RateLimiter:
+        return cls.paced(limits.requests_per_s, limits.burst, limits.pacing)
+
+    @classmethod
+    def for_launches(cls, limits: RateLimits) -> RateLimiter | None:
+        """The launch limiter, or None where the provider publishes no launch limit."""
+        if not limits.launches_per_s:
+            return None
+        return cls.paced(limits.launches_per_s, limits.launch_burst, limits.pacing)
 
     def acquire(self) -> float:
         """Take one token, sleeping until one is available; return seconds waited."""
@@ -149,6 +182,7 @@ class RateLimiter:
             self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate_per_s)
             self._stamp = now
             self._tokens -= 1
+            self.granted += 1
             wait = 0.0 if self._tokens >= 0 else -self._tokens / self.rate_per_s
         if wait:
             self._sleep(wait)
@@ -157,16 +191,25 @@ class RateLimiter:
 
 @dataclass(frozen=True)
 class RateLimits:
-    """A provider's published limits. ``scaled(k)`` makes them k times faster (tests, benches)."""
+    """A provider's published limits. ``scaled(k)`` makes them k times faster (tests, benches).
+
+    ``pacing`` (not a limit: ignored in comparisons) replaces real time in the limiters built
+    from these limits; tests pass virtual time so that pacing never depends on the wall clock.
+    """
 
     requests_per_s: float
     burst: float = 1.0
     launches_per_s: float | None = None
     launch_burst: float = 1.0
+    pacing: Pacing | None = field(default=None, compare=False, repr=False)
 
     def scaled(self, factor: float) -> RateLimits:
         launches = self.launches_per_s * factor if self.launches_per_s else None
-        return RateLimits(self.requests_per_s * factor, self.burst, launches, self.launch_burst)
+        return RateLimits(self.requests_per_s * factor, self.burst, launches, self.launch_burst, self.pacing)
+
+    def on(self, pacing: Pacing) -> RateLimits:
+        """The same limits on ``pacing``'s clock."""
+        return dataclasses.replace(self, pacing=pacing)
 
 
 @dataclass
@@ -234,10 +277,8 @@ class ApiClient:
         self._auth_scheme = auth_scheme
         self._error_mapper = error_mapper
         self.retry = retry or RetryPolicy()
-        self.limiter = RateLimiter(limits.requests_per_s, limits.burst)
-        self.launch_limiter = (
-            RateLimiter(limits.launches_per_s, limits.launch_burst) if limits.launches_per_s else None
-        )
+        self.limiter = RateLimiter.for_requests(limits)
+        self.launch_limiter = RateLimiter.for_launches(limits)
         self._http = httpx.Client(
             base_url=base_url.rstrip("/"),
             timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
@@ -414,6 +455,7 @@ def error_detail(response: httpx.Response) -> str:
 __all__ = [
     "ApiClient",
     "ErrorMapper",
+    "Pacing",
     "RateLimiter",
     "RateLimits",
     "RetryPolicy",

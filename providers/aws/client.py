@@ -121,9 +121,8 @@ class AWSClient:
         self.endpoint_url = endpoint_url or None
         self.limits = limits or LIMITS
         self.retry = retry or RetryPolicy()
-        self._requests = RateLimiter(self.limits.requests_per_s, self.limits.burst)
-        self._launches = (RateLimiter(self.limits.launches_per_s, self.limits.launch_burst)
-                          if self.limits.launches_per_s else None)
+        self.limiter = RateLimiter.for_requests(self.limits)
+        self.launch_limiter = RateLimiter.for_launches(self.limits)
         self._config = botocore.config.Config(connect_timeout=timeout_s, read_timeout=timeout_s,
                                               retries={"total_max_attempts": 1}, user_agent_extra="gpu-provisioner")
         self._clients: dict[tuple[str, str], Any] = {}
@@ -156,9 +155,9 @@ class AWSClient:
         method: Callable[..., dict[str, Any]] = getattr(self._client(service, region), operation)
         attempts = max(self.retry.attempts, 1)
         for attempt in range(attempts):
-            self._requests.acquire()
-            if launch and self._launches is not None:
-                self._launches.acquire()
+            self.limiter.acquire()  # one attempt is one HTTP request: botocore's own retries are off
+            if launch and self.launch_limiter is not None:
+                self.launch_limiter.acquire()
             try:
                 return method(**params)
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:

@@ -20,7 +20,6 @@ adapter re-reads it after a lost answer.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -124,8 +123,6 @@ def is_not_found(error: ProviderError) -> bool:
 class GCPClient:
     """compute_v1 clients sharing credentials, one limiter and one retry policy. Thread-safe.
 
-    ``clock`` and ``sleep`` drive the rate limiter (tests inject a virtual clock).
-
     ``credentials`` default to Application Default Credentials; ``endpoint`` (a URL with its
     scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com, ``billing_endpoint``
     (default: ``endpoint``) cloudbilling.googleapis.com.
@@ -133,8 +130,7 @@ class GCPClient:
 
     def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
                  billing_endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy | None = None, clock: Callable[[], float] | None = None,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 retry: RetryPolicy | None = None) -> None:
         self.project = project
         self.endpoint = endpoint or None
         self.billing_endpoint = billing_endpoint or endpoint or None
@@ -142,10 +138,8 @@ class GCPClient:
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self._credentials = credentials
-        pacing: dict[str, Any] = {"clock": clock or time.monotonic, "sleep": sleep or time.sleep}
-        self._requests = RateLimiter(self.limits.requests_per_s, self.limits.burst, **pacing)
-        self._launches = (RateLimiter(self.limits.launches_per_s, self.limits.launch_burst, **pacing)
-                          if self.limits.launches_per_s else None)
+        self.limiter = RateLimiter.for_requests(self.limits)
+        self.launch_limiter = RateLimiter.for_launches(self.limits)
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -178,7 +172,7 @@ class GCPClient:
         session = getattr(client._transport, "_session", None)
         if session is None:  # a library change: refuse rather than send requests outside the limits
             raise RuntimeError(f"{kind}: the REST transport has no requests session to pace")
-        paced = _PacedAdapter(self._requests)
+        paced = _PacedAdapter(self.limiter)
         session.mount("https://", paced)
         session.mount("http://", paced)
         if _fixed_token(self._credentials):
@@ -196,8 +190,8 @@ class GCPClient:
         """
         attempts = max(self.retry.attempts, 1)
         for attempt in range(attempts):
-            if launch and self._launches is not None:
-                self._launches.acquire()
+            if launch and self.launch_limiter is not None:
+                self.launch_limiter.acquire()
             try:
                 return consume(getattr(self._client(kind), method)(retry=None, timeout=self.timeout_s, **params))
             except Exception as exc:

@@ -94,7 +94,8 @@ class VastClient(EndpointClient):
     def __init__(self, api_key: SecretStr | None, **options: Any) -> None:
         """As ``EndpointClient`` (same keyword options), plus the search limiter and launch twin."""
         super().__init__(api_key, **options)
-        self.search_limiter = RateLimiter(self.limits.requests_per_s * _SEARCH_SHARE, 1.0)
+        self.search_limiter = RateLimiter.paced(self.limits.requests_per_s * _SEARCH_SHARE, 1.0,
+                                                self.limits.pacing)
         # Renting an ask is a PUT, which the shared client would retry on 5xx/timeouts and
         # so could rent twice. Launches go through a twin that never retries by itself and
         # shares the same rate-limit buckets; 429s are retried in ``_send_once``.

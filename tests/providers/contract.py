@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.providers.base import Node, NodeStatus, Provider
-from provisioner.providers.http import RetryPolicy
+from provisioner.providers.http import Pacing, RetryPolicy
 
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.waiting import wait_until
@@ -45,10 +45,12 @@ class Rig:
     def app(self) -> FakeApp:
         return self.harness.app
 
-    def provider(self, api_key: str | None = None) -> Provider:
+    def provider(self, api_key: str | None = None, pacing: Pacing | None = None) -> Provider:
+        """The adapter on the harness's scaled limits (paced on ``pacing``'s clock when given)."""
         h = self.harness
+        limits = h.scaled_limits if pacing is None else h.scaled_limits.on(pacing)
         return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
-                               limits=h.scaled_limits, timeout_s=h.timeout_s, retry=self.retry)
+                               limits=limits, timeout_s=h.timeout_s, retry=self.retry)
 
 
 def cluster() -> str:

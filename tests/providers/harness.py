@@ -26,11 +26,13 @@ Fields:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from provisioner.providers.base import NodeSpec, OfferQuery, Provider
-from provisioner.providers.http import RateLimits
+from provisioner.providers.http import RateLimiter, RateLimits
 
 from provisioner.testing.fakes.base import FakeApp
 
@@ -65,6 +67,33 @@ class Harness:
         return self.count_launches() if self.count_launches else self.app.launched
 
 
+class VirtualTime:
+    """Rate-limiter time that moves only when a limiter sleeps (``RateLimits.on(VirtualTime())``).
+
+    Sleeps add up even when threads sleep at once, so ``now`` never lags behind the latest
+    time a token was granted at: after n tokens from a bucket of rate r and burst b, ``now``
+    is at least (n - b) / r whatever the threads did. No real time passes.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._lock = threading.Lock()
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def limiters(provider: Any) -> tuple[RateLimiter, RateLimiter | None]:
+    """The request and launch limiters of an adapter's client (REST adapters keep them on ``api``)."""
+    client = provider.client
+    api = getattr(client, "api", client)
+    return api.limiter, api.launch_limiter
+
+
 def max_in_window(times: list[float], window_s: float) -> int:
     """Most timestamps inside any half-open window of ``window_s`` seconds."""
     ordered = sorted(times)
@@ -76,9 +105,4 @@ def max_in_window(times: list[float], window_s: float) -> int:
     return best
 
 
-def allowed_in_window(rate_per_s: float, burst: float, window_s: float) -> int:
-    """Most calls a token bucket lets through in ``window_s``, plus two for arrival jitter."""
-    return int(rate_per_s * window_s + burst) + 2
-
-
-__all__ = ["Harness", "allowed_in_window", "max_in_window"]
+__all__ = ["Harness", "VirtualTime", "limiters", "max_in_window"]

@@ -13,11 +13,11 @@ import boto3
 import botocore.exceptions
 import pytest
 from provisioner.providers.aws import quotas
-from provisioner.providers.aws.client import map_error
+from provisioner.providers.aws.client import AWSClient, by_cluster, map_error
 from provisioner.providers.aws.models import on_demand_price
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.http import RetryPolicy
+from provisioner.providers.http import RateLimits, RetryPolicy
 
 from provisioner.capabilities import Purchase
 from provisioner.errors import (
@@ -32,6 +32,7 @@ from provisioner.spec import Fabric
 from provisioner.testing.fakes.aws_ec2 import AWSFake, price_list_item
 from provisioner.testing.fakes.base import RunningServer, serve
 from tests.conftest import need_shared
+from tests.providers.harness import VirtualTime
 
 IMAGE = "ami-12c6146b"
 
@@ -60,6 +61,19 @@ def fake() -> Iterator[RunningServer]:
 
 def _provider(url: str, **kwargs: Any) -> AWSProvider:
     return AWSProvider(boto3.Session(region_name="us-east-1"), regions=["us-east-1"], endpoint_url=url, **kwargs)
+
+
+def test_every_page_takes_a_rate_limit_token(fake: RunningServer) -> None:
+    # Time stands still except in the limiter's sleeps: with a burst of 1 at 4 requests/s, n
+    # HTTP requests cost n - 1 waits of 0.25 s. The fake answers GetProducts two items a page.
+    time = VirtualTime()
+    client = AWSClient(boto3.Session(region_name="us-east-1"), endpoint_url=fake.url,
+                       limits=RateLimits(4.0, 1.0).on(time))
+    items = client.get_products([{"Field": "regionCode", "Value": "us-east-1"}])
+    pages = len(fake.app.calls)
+    assert len(items) == 4 and pages == 2
+    client.describe_instances("us-east-1", by_cluster("c1"))
+    assert client.limiter.granted == len(fake.app.calls) == 3 and time.now == 0.5
 
 
 def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> botocore.exceptions.ClientError:

@@ -29,7 +29,7 @@ from provisioner.offer import Offer
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.waiting import wait_until
 from tests.providers.contract import Rig, cluster, harness_names, load_harness, wait_gone
-from tests.providers.harness import allowed_in_window, max_in_window
+from tests.providers.harness import VirtualTime, limiters
 
 
 def _launch_limited() -> list[str]:
@@ -217,46 +217,51 @@ def test_delete_missing_is_noop(rig: Rig) -> None:
 
 
 def test_rate_limits_respected(rig: Rig) -> None:
-    """The fake's call log never shows more calls in a window than the scaled limits allow.
+    """Every HTTP request the fake sees took a token from a bucket with the scaled limits, and
+    the bucket made the adapter wait: on virtual time, so no wall clock or thread timing counts.
 
-    The window is a few tokens long and the test makes many more calls than one window
-    allows, so an adapter that ignored its limiter would fail here.
+    The test makes many more requests than a burst allows, so an adapter that ignored its
+    limiter (or spent one token on a call that sends several pages) would fail here.
     """
     h = rig.harness
-    provider, cid = rig.provider(), cluster()
-    while len(h.app.calls) < 12:  # twelve listings where a listing is one call; fewer where it is several
+    limits = h.scaled_limits
+    time = VirtualTime()
+    provider, cid = rig.provider(pacing=time), cluster()
+    while len(h.app.calls) < 12:  # twelve listings where a listing is one request; fewer where it is several
         provider.list_offers(h.offer_query)
     provider.create_nodes(cid, h.node_specs(2, "n"))
     for _ in range(4):
         provider.get_nodes(cid)
     provider.delete_nodes(cid)
-    limits = h.scaled_limits
-    window = 6 / limits.requests_per_s
-    times = [c.t for c in h.app.calls]
-    allowed = allowed_in_window(limits.requests_per_s, limits.burst, window)
-    assert len(times) > allowed + 5
-    assert max_in_window(times, window) <= allowed
+    requests, launches = limiters(provider)
+    assert (requests.rate_per_s, requests.burst) == (limits.requests_per_s, limits.burst)
+    sent = len(h.app.calls)
+    assert sent > limits.burst + 5
+    assert requests.granted == sent  # one token per HTTP request, pages and retries included
+    assert time.now >= (sent - limits.burst) / limits.requests_per_s - 1e-9
     if limits.launches_per_s:
-        launch_window = 2 / limits.launches_per_s
-        launch_times = [c.t for c in h.app.calls_of(h.launch_route)]
-        assert max_in_window(launch_times, launch_window) <= allowed_in_window(
-            limits.launches_per_s, limits.launch_burst, launch_window)
+        assert launches is not None
+        assert (launches.rate_per_s, launches.burst) == (limits.launches_per_s, limits.launch_burst)
+        assert launches.granted == len(h.app.calls_of(h.launch_route))
 
 
 def test_launches_are_spaced_by_the_launch_limit(launch_limited_rig: Rig) -> None:
-    """Separate clusters cannot share a batch, so each create is its own launch call."""
+    """Separate clusters cannot share a batch, so each create is its own launch call, and each
+    launch past the burst waits for the launch bucket (virtual time: no wall clock counts)."""
     rig = launch_limited_rig
     h = rig.harness
     limits = h.scaled_limits
     assert limits.launches_per_s
-    provider = rig.provider()
+    time = VirtualTime()
+    provider = rig.provider(pacing=time)
     clusters = [cluster() for _ in range(int(limits.launch_burst) + 2)]
     for cid in clusters:
         provider.create_nodes(cid, h.node_specs(1, "n"))
-    launch_times = [c.t for c in h.app.calls_of(h.launch_route)]
-    assert len(launch_times) == len(clusters)
-    # Half a token period: a limiter-less adapter would put several launches in it.
-    assert max_in_window(launch_times, 0.5 / limits.launches_per_s) <= int(limits.launch_burst)
+    launched = len(h.app.calls_of(h.launch_route))
+    assert launched == len(clusters)
+    _, launches = limiters(provider)
+    assert launches is not None and launches.granted == launched
+    assert time.now >= (launched - limits.launch_burst) / limits.launches_per_s - 1e-9
     for cid in clusters:
         provider.delete_nodes(cid)
     for cid in clusters:

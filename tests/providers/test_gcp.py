@@ -16,6 +16,7 @@ from provisioner.providers.http import RateLimits
 from provisioner.errors import CapacityError, PlanError, QuotaError
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import GCPFake
+from tests.providers.harness import VirtualTime
 
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 
@@ -55,28 +56,13 @@ def test_offers_name_their_price_source(fake: RunningServer) -> None:
     assert mega.price_per_hour_usd == Decimal("92.2143") and mega.source and "bundled catalog" in mega.source
 
 
-class VirtualClock:
-    """A clock that moves only when the rate limiter sleeps (records each sleep)."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_every_page_and_poll_takes_a_rate_limit_token(fake: RunningServer) -> None:
     # Time stands still except in the limiter's sleeps: with a burst of 1 at 4 requests/s,
-    # n HTTP requests cost exactly n - 1 waits of 0.25 s. Spending one token per call (not per
-    # page) would make fewer waits than the fake saw requests.
-    clock = VirtualClock()
-    client = GCPClient("p", AnonymousCredentials(), endpoint=fake.url, limits=RateLimits(4.0, 1.0, 1000.0, 1.0),
-                       clock=clock, sleep=clock.sleep)
+    # n HTTP requests cost n - 1 waits of 0.25 s. Spending one token per call (not per page)
+    # would make fewer waits than the fake saw requests.
+    time = VirtualTime()
+    client = GCPClient("p", AnonymousCredentials(), endpoint=fake.url,
+                       limits=RateLimits(4.0, 1.0, 1000.0, 1.0).on(time))
     skus = client.skus(COMPUTE_SERVICE)
     pages = len(fake.app.calls)
     assert pages >= 3 and len(skus) > 4 * (pages - 1)  # several pages of four SKUs
@@ -85,7 +71,7 @@ def test_every_page_and_poll_takes_a_rate_limit_token(fake: RunningServer) -> No
     list(client.list_instances("labels.x=y"))
     requests = len(fake.app.calls)
     assert requests == pages + 2
-    assert clock.sleeps == [0.25] * (requests - 1) and clock.now == 0.25 * (requests - 1)
+    assert client.limiter.granted == requests and time.now == 0.25 * (requests - 1)
 
 
 def test_gpu_quota_refusal_names_the_metric(fake: RunningServer) -> None:

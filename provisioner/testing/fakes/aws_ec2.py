@@ -134,6 +134,10 @@ def _sign(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
+PRICING_PAGE = 2
+"""Price-list items per GetProducts page (AWS: at most 100), small so listings take several pages."""
+
+
 class AWSFake(FakeApp):
     """See the module docstring. ``api_key`` is the secret access key requests must be signed with."""
 
@@ -611,8 +615,12 @@ class AWSFake(FakeApp):
         terms = {f["Field"]: f["Value"] for f in body.get("Filters", []) if f.get("Type") == "TERM_MATCH"}
         items = [price_list_item(t, r, Decimal(p)) for (t, r), p in sorted(self.on_demand_prices.items())
                  if terms.get("instanceType", t) == t and terms.get("regionCode", r) == r]
-        return self.json({"FormatVersion": "aws_v1", "PriceList": items},
-                         headers={"x-amzn-RequestId": str(uuid.uuid4())})
+        start = int(body.get("NextToken") or 0)
+        size = min(int(body.get("MaxResults") or PRICING_PAGE), PRICING_PAGE)
+        answer: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": items[start:start + size]}
+        if start + size < len(items):
+            answer["NextToken"] = str(start + size)
+        return self.json(answer, headers={"x-amzn-RequestId": str(uuid.uuid4())})
 
     def _get_service_quota(self, request: Request) -> Response:
         body = self.body(request)
