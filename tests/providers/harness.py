@@ -94,15 +94,4 @@ def limiters(provider: Any) -> tuple[RateLimiter, RateLimiter | None]:
     return api.limiter, api.launch_limiter
 
 
-def max_in_window(times: list[float], window_s: float) -> int:
-    """Most timestamps inside any half-open window of ``window_s`` seconds."""
-    ordered = sorted(times)
-    best, start = 0, 0
-    for end, t in enumerate(ordered):
-        while t - ordered[start] >= window_s:
-            start += 1
-        best = max(best, end - start + 1)
-    return best
-
-
-__all__ = ["Harness", "VirtualTime", "limiters", "max_in_window"]
+__all__ = ["Harness", "VirtualTime", "limiters"]

@@ -25,7 +25,7 @@ from provisioner.errors import (
 from provisioner.testing.fakes.base import RunningServer
 from provisioner.testing.fakes.lambda_ import LambdaFake
 from tests.conftest import need_shared
-from tests.providers.harness import max_in_window
+from tests.providers.harness import VirtualTime
 from tests.providers.harness_lambda import API_KEY, SSH_KEY
 
 FAST = LIMITS.scaled(60)
@@ -97,14 +97,20 @@ def test_image_family_or_id(lam: LambdaProvider, fake: LambdaFake) -> None:
     assert fake.launch_requests[1]["image"] == {"id": "ddaedf1b7a0e41ac981711504493b242"}
 
 
-def test_launches_respect_the_launch_limit(lam: LambdaProvider, fake: LambdaFake) -> None:
+def test_launches_respect_the_launch_limit(fake: LambdaFake, serve_fake: Callable[[LambdaFake], RunningServer],
+                                          fast_retry: RetryPolicy) -> None:
+    # Virtual time moves only in the limiters' sleeps: three launches with a burst of one wait
+    # two launch periods (12/60 = 0.2 s at the scaled limit) whatever the threads do.
+    time = VirtualTime()
+    lam = LambdaProvider(API_KEY, base_url=serve_fake(fake).url, limits=FAST.on(time), timeout_s=1.0,
+                         retry=fast_retry)
     types = [("gpu_8x_h100_sxm5", "us-south-2"), ("gpu_4x_h100_sxm5", "us-south-3"),
              ("gpu_1x_a10", "us-east-1")]
     lam.create_nodes("c1", [spec(f"n{i}", t, r) for i, (t, r) in enumerate(types)])
-    launch_times = [c.t for c in fake.calls_of("launch")]
-    assert len(launch_times) == 3
-    # scaled limit: one launch per 12/60 = 0.2 s with a burst of one; half that leaves room for jitter
-    assert max_in_window(launch_times, 0.1) == 1
+    launcher = lam.client.api.launch_limiter
+    assert len(fake.calls_of("launch")) == 3 and launcher is not None and launcher.granted == 3
+    assert (launcher.rate_per_s, launcher.burst) == (5.0, 1.0)
+    assert time.now >= 2 / 5.0 - 1e-9
 
 
 def test_capacity_on_second_group_rolls_back_first(lam: LambdaProvider, fake: LambdaFake) -> None:
