@@ -19,7 +19,7 @@ from provisioner.termtext import printable
 DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
 FORMATS = ("table", "json", "csv", "markdown", "html")
-LIFECYCLE_COMMANDS = ("up", "down", "status", "outputs", "ssh", "burst", "costs")
+LIFECYCLE_COMMANDS = ("up", "down", "status", "outputs", "ssh", "burst", "costs", "watch")
 COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node", *LIFECYCLE_COMMANDS)
 """The top-level commands, in --help order (tests/test_cli.py checks it against the parser)."""
 
@@ -216,7 +216,7 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     if only in (None, *LIFECYCLE_COMMANDS):
         from provisioner.lifecycle.cli import add_commands  # argparse only; the engines load on use
 
-        add_commands(group)  # up, down, status, outputs, ssh, burst, costs
+        add_commands(group)  # up, down, status, outputs, ssh, burst, costs, watch
     return parser
 
 

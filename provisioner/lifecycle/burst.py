@@ -36,6 +36,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import resume, state
@@ -53,6 +54,9 @@ from provisioner.plan import Plan
 from provisioner.providers.base import Node
 from provisioner.validation.cluster import ClusterReport, Target
 from provisioner.validation.runner import CommandResult
+
+if TYPE_CHECKING:
+    from provisioner.lifecycle.heal import Healer
 
 JOB_NAME = re.compile(r"[^a-z0-9-]+")
 SLURM_LAUNCHERS = ("srun", "salloc")
@@ -80,6 +84,9 @@ class BurstOptions:
     poll_s: float = 1.0
     """How often the watchdog looks while the job runs."""
     validation_args: tuple[str, ...] = ("--sustained-s", "10")
+    max_replacements: int = 3
+    """Nodes the heal loop (lifecycle/heal.py) may replace while the job runs (0: none)."""
+    heal_poll_s: float = 30.0
 
 
 class Watchdog:
@@ -91,12 +98,16 @@ class Watchdog:
         self.hourly_usd = hourly_usd
         self.expires_at = expires_at
         self.max_cost_usd = max_cost_usd
+        self.metered: Callable[[dt.datetime], int] | None = None
+        """Cents metered over every instance (replacements included, heal.py); the cap counts the larger."""
 
     def spent_usd(self, now: dt.datetime) -> Decimal:
-        """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted)."""
+        """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted), or what was
+        metered over every instance when that is more (a replacement's minimum billed period)."""
         elapsed = now - self.started_at
         micros = Decimal(elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds)
-        return self.hourly_usd * micros / Decimal(3_600_000_000)
+        hourly = self.hourly_usd * micros / Decimal(3_600_000_000)
+        return max(hourly, Decimal(self.metered(now)) / 100) if self.metered is not None else hourly
 
     def reason(self, now: dt.datetime) -> str | None:
         if self.expires_at is not None and now >= self.expires_at:
@@ -106,6 +117,8 @@ class Watchdog:
             micros = elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds
             if self.hourly_usd * micros >= self.max_cost_usd * 3_600_000_000:
                 return f"cost cap ${self.max_cost_usd} reached (${self.hourly_usd}/h)"
+            if self.metered is not None and self.metered(now) >= self.max_cost_usd * 100:
+                return f"cost cap ${self.max_cost_usd} reached (replacements included)"
         return None
 
 
@@ -193,7 +206,14 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         else:
             _validate(watched, record, remote, nodes, opts)
         job = job_argv(record.plan, command, opts.image)
-        return _run_job(watched, record, remote, nodes, job, watchdog, opts)
+        healer = None
+        if opts.max_replacements:
+            from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
+
+            healer = Healer(watched, record, remote, same_layout(record.plan, plans),
+                            HealOptions(max_replacements=opts.max_replacements))
+            watchdog.metered = healer.spent_cents
+        return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer)
     finally:
         stop = getattr(remote, "stop", None)
         if stop is not None:
@@ -266,7 +286,7 @@ def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node
 
 
 def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node],
-             job: tuple[str, ...], watchdog: Watchdog, opts: BurstOptions) -> int:
+             job: tuple[str, ...], watchdog: Watchdog, opts: BurstOptions, healer: Healer | None = None) -> int:
     """Stream the job on a worker thread; the main thread keeps the watchdog and signals."""
     head = head_target(record, nodes)
     outcome: dict[str, object] = {}
@@ -287,8 +307,12 @@ def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: li
             argv=list(job))
     worker = threading.Thread(target=work, name="burst-job", daemon=True)
     worker.start()
+    next_look = rt.clock() + opts.heal_poll_s
     while not done.wait(0):
         rt.sleep(opts.poll_s)  # watched: raises on TTL, budget or a signal
+        if healer is not None and rt.clock() >= next_look:
+            healer.step()  # replaces drained, preempted or lost nodes under their names (job requeued)
+            next_look = rt.clock() + opts.heal_poll_s
         done.wait(0.05)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]

@@ -310,7 +310,8 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
 
 def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: str | None = None,
           engine: str = "direct", skip_validation: bool = False, max_tries: int = 3, image: str = "ubuntu:24.04",
-          catalog: Path | None = None, json_out: bool = False, on_budget: str = "stop") -> int:
+          catalog: Path | None = None, json_out: bool = False, on_budget: str = "stop",
+          max_replacements: int = 3) -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
     if engine != "direct":
         raise UsageError("burst runs on the direct engine only", option="--engine")
@@ -321,7 +322,8 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
 
     options = BurstOptions(ttl_s=parse_duration(ttl) if ttl else None,
                            max_cost_usd=parse_money(max_cost) if max_cost else None, on_budget=on_budget,
-                           skip_validation=skip_validation, max_tries=max_tries, image=image)
+                           skip_validation=skip_validation, max_tries=max_tries, image=image,
+                           max_replacements=max_replacements)
     plans = ranked_plans(target, catalog, max_tries)
     runtime = _runtime(_emitter(json_out))
     try:
@@ -392,11 +394,17 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
                      help="Options tried on capacity errors (1-3, default 3).")
     cmd.add_argument("--image", default="ubuntu:24.04", help="Container image of the Kubernetes Job.")
+    cmd.add_argument("--max-replacements", type=cliargs.int_range(0, 100), default=3,
+                     help="Nodes replaced at most while the job runs (drained, preempted, lost; 0: none).")
     common(cmd)
 
     from provisioner.lifecycle.costs_report import add_command
 
     add_command(group)
+
+    from provisioner.lifecycle.watch import add_watch
+
+    add_watch(group, common)
 
 
 __all__ = ["add_commands", "burst", "down", "outputs", "parse_duration", "parse_money", "ranked_plans", "ssh",

@@ -1,0 +1,402 @@
+"""The controller that replaces: notice bad or lost nodes, delete them, buy replacements under the same names.
+
+``Healer.step()`` looks once (``find_faults``) and replaces what it found; ``provisioner watch``
+(lifecycle/watch.py) and ``burst`` call it in a loop. A node is replaced when
+
+* the node's health watch drained it (Slurm ``DRAIN`` / a cordoned k8s node whose reason starts
+  with ``provisioner-watch``: the finding's code is in the event),
+* the provider lists it gone, preempted (Lambda ``preempted``, a spot reclaim) or failed, or no
+  longer lists it at all,
+* the scheduler has reported it not responding for ``unreachable_s`` in a row.
+
+A replacement (``replace``): the jobs on the node are requeued (Slurm), the old instance is deleted
+and waited for (the bill stops; a k8s Node and its k3s password secret go too, so the new machine
+can register under the name), then the node's ``NodeSpec`` is created again through the adapter:
+same offer, same name, same expiry (the TTL covers replacements); a CapacityError moves to the next
+ranked option of the same provider and GPU layout (``alternates``), as ``bring_up_first`` does. A
+rate limit, a 5xx or a lost answer is retried, re-listing first: create is idempotent on the node
+name, so a purchase whose answer was lost is adopted, never bought twice. Then it waits for the node
+to run, runs the SSH pass (every node learns the new address), waits for the control plane and
+resumes the node (``scontrol update State=RESUME`` / uncordon).
+
+Limits: ``max_replacements``; a replacement is refused once the TTL has passed or when the cluster's
+spend so far plus the replacement's first billed period would exceed ``max_cost_usd`` (the spend is
+metered by provisioner.metering over every instance, replaced ones included). Anything that stops a
+replacement half way (an error, the burst's watchdog, Ctrl-C) deletes the instance it was buying
+before it propagates: no orphan. Every action is an event with its cost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+
+from provisioner.errors import (
+    CapacityError,
+    ProviderAPIError,
+    ProviderError,
+    ProvisionerError,
+    RateLimitError,
+    StackError,
+)
+from provisioner.lifecycle import readiness, state
+from provisioner.lifecycle.bootstrap_ssh import BootstrapError
+from provisioner.lifecycle.realize import (
+    Runtime,
+    cluster_secrets,
+    head_target,
+    live,
+    node_address,
+    node_specs,
+    ssh_pass,
+)
+from provisioner.lifecycle.remote import Remote
+from provisioner.metering import BillingRule, NodeUsage, meter
+from provisioner.money import usd_of_cents
+from provisioner.plan import Plan
+from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.validation.actions import TAINT_KEY
+from provisioner.validation.watch import REASON_PREFIX, code_of_reason
+from provisioner.waiting import WaitTimeout
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class HealOptions:
+    max_replacements: int = 3
+    unreachable_s: float = 300.0
+    create_attempts: int = 4
+    retry_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    node: str
+    kind: str  # drained | gone | unreachable
+    reason: str
+
+
+class HealLimit(ProvisionerError):
+    """A replacement was refused (limit, TTL, budget); the event says which and what it would cost."""
+
+
+class ReplacementLost(ProvisionerError):
+    """The replacement itself failed or was reclaimed while it booted (a second fault)."""
+
+
+def _node_hourly(plan: Plan) -> Decimal:
+    return plan.option.hourly_usd / plan.option.nodes
+
+
+@dataclass
+class Healer:
+    rt: Runtime
+    record: state.ClusterRecord
+    remote: Remote
+    alternates: Sequence[Plan] = ()
+    options: HealOptions = field(default_factory=HealOptions)
+    usages: list[NodeUsage] = field(default_factory=list)
+    replacements: int = 0
+    unreachable_since: dict[str, float] = field(default_factory=dict)
+    refused: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if not self.usages:
+            self.usages = [NodeUsage(node_id, name, self.record.created_at, None, source="client")
+                           for name, node_id in self.record.node_ids.items()]
+
+    @property
+    def plan(self) -> Plan:
+        return self.record.plan
+
+    @property
+    def provider(self) -> Provider:
+        return self.rt.provider(self.record.provider)
+
+    def spent_cents(self, now: dt.datetime) -> int:
+        """Every instance's billed span by the plan's rules (replaced ones under ``interruption``)."""
+        return meter(self.plan, self.usages, now).total_cents
+
+    # --- noticing --------------------------------------------------------------------------------
+
+    def find_faults(self) -> list[Fault]:
+        """One look at the provider and the scheduler. A listing that fails finds nothing (next look)."""
+        try:
+            nodes = self.provider.get_nodes(self.record.cluster_id)
+        except ProviderError as exc:
+            self.rt.emit("warning", message=f"watch: cannot list the nodes ({exc}); next look",
+                         cluster=self.record.cluster_id)
+            return []
+        faults: dict[str, Fault] = {}
+        running = {n.name: n for n in nodes if n.status is NodeStatus.RUNNING}
+        pending = {n.name for n in live(nodes)}
+        for planned in self.plan.nodes:
+            if planned.name not in pending:
+                seen = [n for n in nodes if n.name == planned.name]
+                state_text = (seen[-1].provider_state or seen[-1].status.value) if seen else "not listed"
+                faults[planned.name] = Fault(planned.name, "gone", f"the provider reports it {state_text}")
+        for fault in self._scheduler_faults(running):
+            faults.setdefault(fault.node, fault)
+        return [faults[n.name] for n in self.plan.nodes if n.name in faults]
+
+    def _scheduler_faults(self, running: dict[str, Node]) -> list[Fault]:
+        control_plane = self.plan.spec.control_plane.value
+        if control_plane not in ("slurm", "kubernetes") or self.plan.head.name not in running:
+            return []
+        head = head_target(self.record, list(running.values()))
+        if control_plane == "slurm":
+            result = self.remote.run(head, ("sinfo", "-h", "-N", "-o", "%N|%T|%E"), timeout_s=30)
+            rows = [line.split("|", 2) for line in result.stdout.splitlines() if line.count("|") >= 2]
+            states = {name: (st.lower(), reason) for name, st, reason in rows} if result.ok else {}
+        else:
+            result = self.remote.run(head, ("kubectl", "get", "nodes", "-o", "json"), timeout_s=30)
+            states = _k8s_states(result.stdout) if result.ok else {}
+        faults = []
+        now = self.rt.clock()
+        for name, (node_state, reason) in states.items():
+            if name not in {n.name for n in self.plan.nodes}:
+                continue
+            code = code_of_reason(reason)
+            if "drain" in node_state and code is not None:
+                faults.append(Fault(name, "drained", f"drained by its health watch: {code}"))
+            elif node_state.endswith("*") or "down" in node_state or "not_responding" in node_state:
+                since = self.unreachable_since.setdefault(name, now)
+                if now - since >= self.options.unreachable_s:
+                    faults.append(Fault(name, "unreachable", f"not responding for {now - since:.0f} s ({node_state})"))
+            else:
+                self.unreachable_since.pop(name, None)
+        return faults
+
+    # --- replacing -------------------------------------------------------------------------------
+
+    def step(self) -> list[str]:
+        """Look once, replace what is bad. Returns the names replaced. Raises what a replacement
+        raises after its cleanup (HealLimit is reported, not raised)."""
+        done = []
+        for fault in self.find_faults():
+            if fault.node in self.refused:
+                continue
+            try:
+                self.replace(fault)
+            except HealLimit as exc:
+                self.refused.add(fault.node)
+                self.rt.emit("replace-refused", message=f"not replacing {fault.node}: {exc}",
+                             cluster=self.record.cluster_id, node=fault.node, reason=fault.reason,
+                             spent_usd=usd_of_cents(self.spent_cents(self.rt.now())))
+                continue
+            except (ProviderError, StackError, WaitTimeout, BootstrapError, ReplacementLost) as exc:
+                # Nothing half-bought is left (the replacement cleans up); the next look tries again.
+                self.rt.emit("replace-failed", message=f"replacing {fault.node} failed: {exc}; nothing of it is left",
+                             cluster=self.record.cluster_id, node=fault.node, error=str(exc),
+                             spent_usd=usd_of_cents(self.spent_cents(self.rt.now())))
+                continue
+            done.append(fault.node)
+        return done
+
+    def _check_limits(self, fault: Fault) -> None:
+        now = self.rt.now()
+        if self.replacements >= self.options.max_replacements:
+            raise HealLimit(f"--max-replacements {self.options.max_replacements} reached ({fault.reason})")
+        if self.record.expires_at is not None and now >= self.record.expires_at:
+            raise HealLimit(f"the cluster's TTL ended at {self.record.expires_at.isoformat()}")
+        if self.record.max_cost_usd is not None:
+            rule = BillingRule.of_plan(self.plan)
+            first = Fraction(rule.price_micro * rule.billed_seconds(1), 1_000_000 * 3600)
+            spent = self.spent_cents(now)
+            if Fraction(spent, 100) + first > Fraction(self.record.max_cost_usd):
+                raise HealLimit(f"cost cap ${self.record.max_cost_usd}: spent ${usd_of_cents(spent)}, a replacement's "
+                                f"first billed period costs ${float(first):.2f}")
+
+    def replace(self, fault: Fault) -> Node:
+        """Delete ``fault.node``'s instance and buy, boot and join its replacement. Blocks."""
+        self._check_limits(fault)
+        cluster, name = self.record.cluster_id, fault.node
+        started = self.rt.clock()
+        self.replacements += 1
+        self.rt.emit("replace", message=f"replacing {name} ({fault.kind}: {fault.reason}); "
+                     f"${_node_hourly(self.plan)}/h per node", cluster=cluster, node=name, kind=fault.kind,
+                     reason=fault.reason, attempt=self.replacements, hourly_usd=_node_hourly(self.plan))
+        self._requeue_jobs(name)
+        self._delete(name)
+        while True:
+            try:
+                node = self._create(name)  # deletes what it bought on any failure
+                break
+            except ReplacementLost as exc:
+                self.rt.emit("replace-lost", message=f"{name}: {exc}; buying another", cluster=cluster, node=name,
+                             reason=str(exc))
+                self._check_limits(Fault(name, "gone", str(exc)))
+                self.replacements += 1
+        try:
+            self._join(name, node)
+        except BaseException:
+            self._delete(name, why="the replacement did not join")
+            raise
+        spent = self.spent_cents(self.rt.now())
+        self.rt.emit("replaced", message=f"{name} replaced by {node.id} in {self.rt.clock() - started:.0f} s; "
+                     f"spent so far ${usd_of_cents(spent)}", cluster=cluster, node=name, id=node.id,
+                     seconds=round(self.rt.clock() - started, 1), spent_usd=usd_of_cents(spent))
+        return node
+
+    def _head(self) -> tuple[Node, ...] | None:
+        try:
+            nodes = self.provider.get_nodes(self.record.cluster_id)
+        except ProviderError:
+            return None
+        return tuple(n for n in nodes if n.status is NodeStatus.RUNNING)
+
+    def _on_head(self, argv: Sequence[str]) -> None:
+        running = self._head()
+        if running is None or self.plan.head.name not in {n.name for n in running}:
+            return
+        self.remote.run(head_target(self.record, list(running)), argv, timeout_s=60)
+
+    def _requeue_jobs(self, name: str) -> None:
+        control_plane = self.plan.spec.control_plane.value
+        if control_plane == "slurm":
+            # Back to pending (held off the drained node); they run again once it is back.
+            self._on_head(("sh", "-c", f"squeue -h -w {name} -o %A | xargs -r -n1 scontrol requeue"))
+        elif control_plane == "kubernetes":
+            # The new machine registers under the same name: the old Node and its k3s password must go.
+            self._on_head(("sh", "-c", f"kubectl delete node {name} --wait=false; "
+                                       f"kubectl -n kube-system delete secret {name}.node-password.k3s"))
+
+    def _delete(self, name: str, why: str = "") -> None:
+        """Delete every live instance named ``name`` and wait until none is left; note their spans' end."""
+        cluster = self.record.cluster_id
+        doomed = [n for n in live(self.provider.get_nodes(cluster)) if n.name == name]
+        if doomed:
+            self.provider.delete_nodes(cluster, [n.id for n in doomed])
+            self.rt.wait(lambda: self.provider.get_nodes(cluster),
+                         lambda nodes: not any(n.name == name for n in live(nodes)),
+                         timeout_s=self.rt.timeouts.deleted_s, what=f"{name} of {cluster} to be deleted")
+        now = self.rt.now()
+        ids = {n.id for n in doomed}
+        self.usages = [NodeUsage(u.node_id, u.name, u.started_at, now, u.stopped_s, u.source)
+                       if u.ended_at is None and (u.node_id in ids or (u.name == name and not doomed)) else u
+                       for u in self.usages]
+        if doomed:
+            self.rt.emit("deleted", message=f"deleted {name} ({', '.join(sorted(ids))}){': ' + why if why else ''}; "
+                         f"spent so far ${usd_of_cents(self.spent_cents(now))}", cluster=cluster, node=name,
+                         ids=sorted(ids), spent_usd=usd_of_cents(self.spent_cents(now)))
+
+    def _create(self, name: str) -> Node:
+        """Buy ``name`` again: same offer, then the alternates on a CapacityError. Cleans up on any exit."""
+        from provisioner.render import render_cluster
+
+        cluster = self.record.cluster_id
+        secrets = cluster_secrets(cluster)
+        tries = [self.plan, *self.alternates]
+        for index, plan in enumerate(tries):
+            spec = next(s for s in node_specs(plan, secrets, render_cluster(plan, secrets), self.record.expires_at)
+                        if s.name == name)
+            try:
+                node = self._create_one(spec, plan)
+            except CapacityError as exc:
+                self._delete(name, why="capacity error")
+                if index + 1 == len(tries):
+                    raise
+                nxt = tries[index + 1].option
+                self.rt.emit("failover", message=f"no capacity for {name} on {plan.option.instance_type} in "
+                             f"{plan.option.region} ({exc}); trying {nxt.instance_type} in {nxt.region} "
+                             f"(${_node_hourly(tries[index + 1])}/h per node)", cluster=cluster, node=name,
+                             error=str(exc), next_instance_type=nxt.instance_type, next_region=nxt.region)
+                continue
+            except BaseException:
+                self._delete(name, why="the replacement was interrupted")
+                raise
+            self.usages.append(NodeUsage(node.id, name, self.rt.now(), None, source="client"))
+            return node
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _create_one(self, spec: object, plan: Plan) -> Node:
+        cluster = self.record.cluster_id
+        name = spec.name  # type: ignore[attr-defined]
+        self.rt.emit("create", message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, "
+                     f"${_node_hourly(plan)}/h)", cluster=cluster, node=name, instance_type=plan.option.instance_type,
+                     hourly_usd=_node_hourly(plan))
+        self.rt.touched.add(plan.option.provider)
+        for attempt in range(1, self.options.create_attempts + 1):
+            try:
+                with self.rt.held():
+                    created = self.provider.create_nodes(cluster, [spec])  # type: ignore[list-item]
+                node = next(n for n in created if n.name == name)
+                break
+            except (RateLimitError, ProviderAPIError) as exc:
+                status = getattr(exc, "status", 429)
+                adopted = [n for n in live(self.provider.get_nodes(cluster)) if n.name == name]
+                if adopted:  # the purchase went through; its answer did not
+                    node = adopted[0]
+                    self.rt.emit("adopt", message=f"{name}: the create's answer was lost ({exc}); adopted {node.id}",
+                                 cluster=cluster, node=name, id=node.id)
+                    break
+                if (isinstance(exc, ProviderAPIError) and status not in RETRYABLE_STATUS and status != 0) \
+                        or attempt == self.options.create_attempts:
+                    raise
+                wait_s = getattr(exc, "retry_after_s", None) or self.options.retry_s * attempt
+                self.rt.emit("retry", message=f"{name}: {exc}; retrying in {wait_s:g} s", cluster=cluster,
+                             node=name, attempt=attempt)
+                self.rt.sleep(wait_s)
+        wanted = {name}
+
+        def running(nodes: list[Node]) -> bool:
+            mine = [n for n in nodes if n.name in wanted and n.id == node.id]
+            if mine and mine[0].status in (NodeStatus.FAILED, NodeStatus.TERMINATED):
+                raise ReplacementLost(f"replacement {node.id} is {mine[0].provider_state or mine[0].status.value} "
+                                      "before it ran")
+            return bool(mine) and mine[0].status is NodeStatus.RUNNING
+
+        nodes = self.rt.wait(lambda: self.provider.get_nodes(cluster), running, timeout_s=self.rt.timeouts.running_s,
+                             what=f"replacement {name} to run")
+        return next(n for n in nodes if n.id == node.id)
+
+    def _join(self, name: str, node: Node) -> None:
+        cluster = self.record.cluster_id
+        nodes = {n.name: n for n in self.provider.get_nodes(cluster) if n.status is NodeStatus.RUNNING}
+        ids = {**self.record.node_ids, name: node.id}
+        update: dict[str, object] = {"node_ids": ids}
+        if name == self.plan.head.name:
+            update["head_address"] = node_address(node)
+        self.record = self.record.model_copy(update=update)
+        state.save_record(self.record)
+        secrets = cluster_secrets(cluster)
+        ssh_pass(self.rt, self.remote, self.provider, self.plan, secrets, nodes)
+        readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
+        control_plane = self.plan.spec.control_plane.value
+        if control_plane == "slurm":
+            self._on_head(("scontrol", "update", f"NodeName={name}", "State=RESUME"))
+        elif control_plane == "kubernetes":
+            self._on_head(("sh", "-c", f"kubectl uncordon {name}; kubectl taint nodes {name} {TAINT_KEY}- || true"))
+
+
+def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
+    """Node name -> (state words, the watch's reason annotation) from ``kubectl get nodes -o json``."""
+    try:
+        items = json.loads(text).get("items", [])
+    except (ValueError, AttributeError):
+        return {}
+    out = {}
+    for item in items:
+        name = item.get("metadata", {}).get("name", "")
+        reason = item.get("metadata", {}).get("annotations", {}).get(f"{TAINT_KEY}-reason", "")
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in item.get("status", {}).get("conditions", []))
+        cordoned = "drain " if item.get("spec", {}).get("unschedulable") else ""
+        words = cordoned + ("ready" if ready else "not_responding")
+        out[name] = (words, reason)
+    return out
+
+
+def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:
+    """The alternates a replacement may fail over to: same provider, GPU model and GPUs per node."""
+    option = plan.option
+    return [p for p in others if p.option != option and p.option.provider == option.provider
+            and p.option.gpu_model == option.gpu_model and p.option.gpus_per_node == option.gpus_per_node
+            and p.option.nodes == option.nodes]
+
+__all__ = ["REASON_PREFIX", "Fault", "HealLimit", "HealOptions", "Healer", "ReplacementLost", "same_layout"]

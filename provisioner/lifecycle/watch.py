@@ -1,0 +1,119 @@
+"""``provisioner watch CLUSTER``: the heal loop in the foreground (lifecycle/heal.py does the work).
+
+Every ``poll_s`` it looks at the provider and the scheduler once (``Healer.step``), replaces what is
+drained, gone, preempted or unreachable, and reports each look, each action with its cost and the
+budget warnings (50/80/100 % of the cluster's ``--max-cost``, lifecycle/spend.py). ``--once``: one
+look. Runs until Ctrl-C (exit 130) otherwise. ``burst`` runs the same ``Healer`` while its job runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from provisioner.errors import UsageError
+
+if TYPE_CHECKING:  # imported on use: registering the command costs nothing at start-up
+    from provisioner.lifecycle.heal import Healer
+    from provisioner.lifecycle.realize import Runtime
+    from provisioner.plan import Plan
+
+
+def alternates_for(plan: Plan, catalog: Path | None, rt: Runtime) -> list[Plan]:
+    """The next ranked options a replacement may fail over to (same provider and GPU layout), planned
+    again from the plan's own spec; none when that cannot be planned now (said as a warning)."""
+    from provisioner.errors import ProvisionerError
+    from provisioner.lifecycle.heal import same_layout
+    from provisioner.workflow import choose_catalog, resolve
+
+    try:
+        result = resolve(plan.spec, choose_catalog(catalog), Path(f"{plan.cluster_id}.plan"), keep=20)
+        plans = [result.to_plan(option.rank) for option in result.options]
+    except ProvisionerError as exc:
+        rt.emit("warning", message=f"no failover options for replacements ({exc})", cluster=plan.cluster_id)
+        return []
+    return same_layout(plan, plans)[:2]
+
+
+def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callable[[], bool] = lambda: False) -> int:
+    """Look, replace, report; sleep ``poll_s`` (``healer.rt.sleep``); again until ``stop()`` or ``once``.
+    Returns 0 when the last look found every node in service, else 1."""
+    from provisioner.metering import budget_level
+    from provisioner.money import usd_of_cents
+
+    record = healer.record
+    level = 0
+    while True:
+        replaced = healer.step()
+        now = healer.rt.now()
+        spent = healer.spent_cents(now)
+        bad = [name for name in healer.refused]
+        healer.rt.emit("look", message=f"{len(record.plan.nodes)} node(s); replaced {', '.join(replaced) or 'none'}; "
+                       f"{healer.replacements} replacement(s) so far; spent ${usd_of_cents(spent)}",
+                       cluster=record.cluster_id, replaced=replaced, replacements=healer.replacements,
+                       refused=sorted(bad), spent_usd=usd_of_cents(spent))
+        if record.max_cost_usd is not None:
+            reached = budget_level(spent, record.max_cost_usd)
+            if reached > level:
+                level = reached
+                healer.rt.emit("budget", message=f"budget: {reached} % of ${record.max_cost_usd} reached "
+                               f"(${usd_of_cents(spent)})", cluster=record.cluster_id, level_percent=reached,
+                               spent_usd=usd_of_cents(spent), max_cost_usd=record.max_cost_usd)
+        if once or stop():
+            return 1 if bad else 0
+        healer.rt.sleep(poll_s)
+
+
+def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m", poll: str = "30s",
+          once: bool = False, catalog: Path | None = None, json_out: bool = False) -> int:
+    """Watch a running cluster and replace its bad nodes: drained by their health watch, gone or preempted
+    at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
+    capacity error the next ranked option of the same provider is tried. Every action is reported with
+    its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
+    from provisioner.lifecycle.cli import _emitter, _runtime, cluster_id_of
+    from provisioner.lifecycle.heal import Healer, HealOptions
+    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote
+
+    unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
+    emit = _emitter(json_out)
+    runtime = _runtime(emit)
+    try:
+        record, _ = cluster_nodes(cluster_id_of(target, catalog), runtime)
+        healer = Healer(runtime, record, default_remote(record.cluster_id, cluster_secrets(record.cluster_id)),
+                        alternates_for(record.plan, catalog, runtime),
+                        HealOptions(max_replacements=max_replacements,
+                                    unreachable_s=unreachable_s))
+        emit("watch", message=f"watching {record.cluster_id} on {record.provider} ({len(record.plan.nodes)} node(s), "
+             f"${record.plan.option.hourly_usd}/h, at most {max_replacements} replacement(s))",
+             cluster=record.cluster_id, hourly_usd=record.plan.option.hourly_usd, max_replacements=max_replacements)
+        return run_watch(healer, poll_s=poll_s, once=once)
+    finally:
+        if runtime.interrupts is not None:
+            runtime.interrupts.restore()
+
+
+def _duration(text: str, option: str) -> float:
+    from provisioner.lifecycle.cli import parse_duration
+
+    try:
+        return parse_duration(text)
+    except UsageError:
+        raise UsageError(f"{text!r} is not a duration like 30s, 5m or 1h", option=option) from None
+
+
+def add_watch(group: object, common: Callable[..., None]) -> None:
+    from provisioner import cliargs
+
+    cmd = cliargs.command(group, "watch", watch)  # type: ignore[arg-type]
+    cmd.add_argument("target", metavar="CLUSTER_OR_FILE", help="Cluster id, spec or plan.")
+    cmd.add_argument("--max-replacements", type=cliargs.int_range(0, 100), default=3,
+                     help="Replacements at most (default 3); a node past the limit is reported, not replaced.")
+    cmd.add_argument("--unreachable-after", default="5m",
+                     help="Replace a node the scheduler reports not responding this long (default 5m).")
+    cmd.add_argument("--poll", default="30s", help="Time between looks (default 30s).")
+    cliargs.flag(cmd, "--once", "One look (and its replacements), then exit.", negatable=False)
+    common(cmd)
+
+
+__all__: Sequence[str] = ["add_watch", "alternates_for", "run_watch", "watch"]
