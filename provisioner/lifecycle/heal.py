@@ -251,6 +251,8 @@ class Healer:
         return tuple(n for n in nodes if n.status is NodeStatus.RUNNING)
 
     def _on_head(self, argv: Sequence[str]) -> None:
+        """Run ``argv`` on the head as the cluster user (admin commands through ``sudo -n``: the
+        user has passwordless sudo); skipped when the head does not run."""
         running = self._head()
         if running is None or self.plan.head.name not in {n.name for n in running}:
             return
@@ -260,11 +262,11 @@ class Healer:
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
             # Back to pending (held off the drained node); they run again once it is back.
-            self._on_head(("sh", "-c", f"squeue -h -w {name} -o %A | xargs -r -n1 scontrol requeue"))
+            self._on_head(("sh", "-c", f"squeue -h -w {name} -o %A | xargs -r -n1 sudo -n scontrol requeue"))
         elif control_plane == "kubernetes":
             # The new machine registers under the same name: the old Node and its k3s password must go.
-            self._on_head(("sh", "-c", f"kubectl delete node {name} --wait=false; "
-                                       f"kubectl -n kube-system delete secret {name}.node-password.k3s"))
+            self._on_head(("sh", "-c", f"sudo -n kubectl delete node {name} --wait=false; "
+                                       f"sudo -n kubectl -n kube-system delete secret {name}.node-password.k3s"))
 
     def _delete(self, name: str, why: str = "") -> None:
         """Delete every live instance named ``name`` and wait until none is left; note their spans' end."""
@@ -369,9 +371,10 @@ class Healer:
         readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
-            self._on_head(("scontrol", "update", f"NodeName={name}", "State=RESUME"))
+            self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=RESUME"))
         elif control_plane == "kubernetes":
-            self._on_head(("sh", "-c", f"kubectl uncordon {name}; kubectl taint nodes {name} {TAINT_KEY}- || true"))
+            self._on_head(("sh", "-c", f"sudo -n kubectl uncordon {name}; "
+                                       f"sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true"))
 
 
 def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
