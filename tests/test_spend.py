@@ -90,11 +90,11 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
     assert row.status == "removed" and row.metered_cents is not None and row.metered_cents > 0
 
 
-def _run(app: Any, plan: Any, run_s: float) -> tuple[Any, list[dict[str, Any]]]:
+def _run(app: Any, plan: Any, run_s: float, **runtime_options: Any) -> tuple[Any, list[dict[str, Any]]]:
     """Up, ``run_s`` on the injected clock (the fake's too), status, down: (status cost, events)."""
     remote = StandInRemote(nodes=[node.name for node in plan.nodes])
     events: list[dict[str, Any]] = []
-    runtime = instant_runtime(remote, events)
+    runtime = instant_runtime(remote, events, **runtime_options)
     app.clock = runtime.now  # the fake stamps and bills on the same injected clock
     record = bring_up(plan, runtime)
     runtime.sleep(run_s)
@@ -188,3 +188,30 @@ def test_fluence_hour_periods_reconciled_and_its_refund_named(tmp_path: Path, mo
     assert first["metered"]["nodes"][0]["billed_s"] == 10800  # the catalog's 3 h minimum
     assert any("refunds the 2 h reserve" in note for note in first["billed"]["differences"])
     assert first["billed"]["within_1_percent"] is False
+
+
+def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.testing.fakes.aws_ec2 import AWSFake
+    from provisioner.testing.fakes.base import serve
+    from tests.test_lifecycle_pulumi_blocks import INSTANCE_PLAN
+
+    with serve(AWSFake(api_key="testing")) as running:
+        monkeypatch.setenv("PROVISIONER_AWS_API_URL", running.url)
+        monkeypatch.setenv("PROVISIONER_AWS_REGIONS", "us-east-1")
+        monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", "ami-12c6146b")  # an image moto ships
+        from provisioner.providers.registry import get_provider
+
+        cost, events = _run(running.app, INSTANCE_PLAN, 26 * 3600 + 0.1,  # over midnight: two CE days
+                            provider_for=get_provider)
+        assert running.app.validation_errors == []
+    assert cost.so_far.sources == ("provider",)  # LaunchTime
+    # 2 x p5.48xlarge at $55.04/h for 26 h and the bring-up's seconds
+    assert Decimal(2 * 55.04 * 26).quantize(Decimal("0.01")) <= Decimal(cost.so_far.total_cents) / 100
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    assert settled["metered"]["sources"] == ["provider"]  # the terminated instances' StateTransitionReason
+    billed = settled["billed"]
+    assert billed["source"].startswith("aws ce GetCostAndUsage") and billed["within_1_percent"] is True, billed
+    # CE buckets by day and the fake rounds each bucket's seconds up: a few cents apart, named by nothing else
+    assert abs(Decimal(billed["total_usd"]) - Decimal(settled["metered"]["total_usd"])) <= Decimal("0.10")
+    assert any("cost allocation tag" in note for note in billed["differences"])

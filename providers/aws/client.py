@@ -341,6 +341,16 @@ class AWSClient:
         quota: dict[str, Any] = answer.get("Quota", {})
         return quota
 
+    def cost_and_usage(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """ce.GetCostAndUsage (Cost Explorer answers in us-east-1): every ``ResultsByTime`` entry, all pages."""
+        request, results = dict(params), []
+        while True:
+            page = self._call("ce", PRICING_REGION, "get_cost_and_usage", request)
+            results += page.get("ResultsByTime", [])
+            if not page.get("NextPageToken"):
+                return results
+            request["NextPageToken"] = page["NextPageToken"]
+
     def caller_identity(self, region: str) -> dict[str, Any]:
         """EC2 DescribeRegions as a cheap signed read: proves the credentials work."""
         return self._call("ec2", region, "describe_regions", {"RegionNames": [region]})

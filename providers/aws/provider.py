@@ -51,14 +51,14 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any, ClassVar
 
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
-from provisioner.providers.aws import CAPABILITIES
+from provisioner.providers.aws import CAPABILITIES, billing
 from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.blocks import Block, CapacityBlocks
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
@@ -87,6 +87,7 @@ from provisioner.providers.base import (
     owner_id,
     parse_expiry,
 )
+from provisioner.providers.billing import Billed
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.screening import OfferScreen
@@ -598,7 +599,12 @@ class AWSProvider:
                     instance_type=str(instance.get("InstanceType", "")), region=region,
                     public_ip=ip_or_none(instance.get("PublicIpAddress")),
                     private_ip=ip_or_none(instance.get("PrivateIpAddress")),
-                    provider_state=state)
+                    provider_state=state, launched_at=billing.launched_at(instance),
+                    ended_at=billing.ended_at(instance))
+
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
+        """``SupportsBilling``: Cost Explorer's cost of the cluster's tag (providers.aws.billing)."""
+        return billing.billed(self.client, cluster_id, start, end)
 
 
 class _Launcher(Launcher):

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gzip
 import hashlib
 import hmac
 import io
@@ -60,6 +61,7 @@ from urllib.parse import parse_qsl, quote
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes import aws_shapes
+from provisioner.testing.fakes.aws_billing import CostExplorer
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
 
 _ADDRESS = re.compile(rb"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
@@ -185,6 +187,7 @@ class AWSFake(FakeApp):
         self.route("POST", "/", self._spot_history, kind="other", name="DescribeSpotPriceHistory")
         self.route("POST", "/", self._get_products, kind="other", name="GetProducts")
         self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
+        self.costs = CostExplorer(self)  # fakes.aws_billing: what the clock ran, and GetCostAndUsage
         self.route("POST", "/", self._instance_topology, kind="list", name="DescribeInstanceTopology")
         self.route("POST", "/", self._capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
         self.route("POST", "/", self._purchase_capacity_block, kind="other", name="PurchaseCapacityBlock")
@@ -198,7 +201,8 @@ class AWSFake(FakeApp):
         """(service, action, params) of a request; params decoded per the botocore shape."""
         target = request.headers.get("X-Amz-Target", "")
         if target:
-            service = "pricing" if target.startswith("AWSPriceListService") else "service-quotas"
+            service = {"AWSPriceListService": "pricing", "AWSInsightsIndexService": "ce"}.get(
+                target.split(".", 1)[0], "service-quotas")
             return service, target.rsplit(".", 1)[-1], self.body(request)
         form = dict(parse_qsl(request.get_data(as_text=True), keep_blank_values=True))
         return "ec2", form.get("Action", ""), form
@@ -206,7 +210,7 @@ class AWSFake(FakeApp):
     def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
         service, action, _ = self._action(request)
         self._local.service = service
-        wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts",
+        wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts", "GetCostAndUsage",
                                                            "GetServiceQuota", "DescribeInstanceTopology",
                                                            "DescribeCapacityBlockOfferings",
                                                            "PurchaseCapacityBlock",
@@ -349,8 +353,10 @@ class AWSFake(FakeApp):
         if action == "TerminateInstances" and response.status_code == 200:
             ids = {v for k, v in form.items() if k.startswith("InstanceId.")}
             self.live -= ids
+            self.costs.terminated(ids)
         if action == "DescribeInstances" and response.status_code == 200:
             response = self._with_boot_states(response)
+            response.set_data(self.costs.with_fake_times(response.get_data()))
         return response
 
     def _run_instances(self, request: Request, form: dict[str, str]) -> Response:
@@ -374,7 +380,8 @@ class AWSFake(FakeApp):
         tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
                 if k.startswith("TagSpecification.") and k.endswith(".Key")
                 and form.get(k.split(".Tag.")[0] + ".ResourceType") == "instance"}
-        boot = base64.b64decode(form["UserData"]).decode() if form.get("UserData") else ""
+        raw = base64.b64decode(form["UserData"]) if form.get("UserData") else b""
+        boot = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")  # cloud-init gunzips
         key = self.key_material.get(form.get("KeyName", ""))
         ids = []
         for item in root.iter(f"{ns}instancesSet"):
@@ -394,6 +401,8 @@ class AWSFake(FakeApp):
                     private_network=instance.findtext(f"{ns}vpcId")))
         self.record_launch(ids)
         self.live.update(ids)
+        self.costs.launched(ids, form.get("InstanceType", ""), self._region(request), tags,
+                            form.get("InstanceMarketOptions.MarketType") == "spot")
         if block is not None:
             block["used"].update(ids)
         return response
