@@ -126,6 +126,9 @@ def _replay(name: str, **options: object) -> NodeReport:
     ("h200-healthy-10s", "healthy", Status.HEALTHY, set()),
     ("h200-shared-gpu-20s", "healthy", Status.FAILED, {"burnin.matmul_burst", "burnin.matmul_sustained",
                                                        "burnin.hbm_copy"}),
+    # bench/device_validation.sh on the lent machines, 2026-11-26, with the re-derived references
+    ("h100-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
+    ("h200-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
 ])
 def test_real_node_check_reports_replay_to_the_right_status(name: str, was: str, status: Status,
                                                              problems: set[str]) -> None:
