@@ -91,6 +91,34 @@ def test_cluster_daemons_accept_exactly_the_node_list_and_follow_its_changes(tmp
     assert "10.1.0.6" not in (root / "etc/hosts").read_text()
 
 
+def _chain(table: str, name: str) -> str:
+    body = re.search(rf"chain {name} \{{(.*?)\n\t\}}", table, re.S)
+    assert body, table
+    return " ".join(body[1].split())
+
+
+def test_the_node_is_closed_by_default_and_only_root_reaches_the_metadata_address(tmp_path: Path) -> None:
+    """Read back from the loaded table: input drops whatever the allow list does not name (port 80,
+    443, NodePorts, anything from outside the node list), and the metadata address is root's only."""
+    plan = make_plan({"access": {"allowed_cidrs": ALLOWED}, "control_plane": "kubernetes"}, nodes=2)
+    root = _node_root(tmp_path, render_cluster(plan, CANARY)["cloud-init/worker.yaml"], "10.1.0.5 llm-pretrain-0\n")
+    result, table = _apply(root)
+    assert result.returncode == 0, result.stderr
+    rules = _chain(table, "input")
+    assert "policy drop;" in rules and rules.endswith("counter packets 0 bytes 0 drop")
+    accepts = [rule for rule in re.split(r"(?<=accept) ", rules) if rule.endswith("accept")]
+    assert [" ".join(rule.split(";")[-1].split()) for rule in accepts] == [
+        'iif "lo" accept', "ct state established,related accept",
+        "ct state invalid drop meta l4proto { icmp, ipv6-icmp } accept",
+        "udp sport 67 udp dport 68 accept", "udp sport 547 udp dport 546 accept",
+        "tcp dport 22 ip saddr @ssh_v4 accept", "tcp dport 22 ip6 saddr @ssh_v6 accept",
+        "ip saddr @cluster_v4 accept", "ip6 saddr @cluster_v6 accept"]
+    assert not re.search(r"dport (80|443|3\d{4})\b", rules)
+    assert "ip daddr 169.254.169.254 meta skuid != 0 counter packets 0 bytes 0 drop" in _chain(table, "output")
+    assert "ip daddr 169.254.169.254 counter packets 0 bytes 0 drop" in _chain(table, "forward")
+    assert "policy accept;" in _chain(table, "output")
+
+
 def test_before_the_node_list_exists_daemons_answer_the_node_only_or_the_named_network(tmp_path: Path) -> None:
     plan = make_plan({"control_plane": "kubernetes"}, nodes=2)
     result, table = _apply(_node_root(tmp_path / "a", render_cluster(plan, CANARY)["cloud-init/worker.yaml"], None))

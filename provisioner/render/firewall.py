@@ -1,10 +1,15 @@
 """The node firewall (nftables) and NFS exports every bootstrap installs, built from the node list.
 
-SSH (22) is accepted only from the spec's ``access.allowed_cidrs`` and from the cluster's own
-nodes; the cluster daemons (slurmctld 6817, slurmd 6818, slurmdbd 6819, k3s API 6443, kubelet
-10250, flannel VXLAN 8472/udp, NFS 2049 and rpcbind 111) only from the cluster's own nodes
-(and, on Kubernetes, k3s's pod and service networks, from which pods reach the API server).
-Everything else is left to the provider's firewall (``policy accept``).
+Closed by default (``policy drop``), with an explicit allow list: SSH (22) from the spec's
+``access.allowed_cidrs`` and the cluster's own nodes; anything from the cluster's own nodes (the
+daemons: slurmctld 6817, slurmd 6818, slurmdbd 6819, k3s API 6443, kubelet 10250, flannel VXLAN
+8472/udp, NFS 2049 and rpcbind 111; and the ports no list can name: srun's step I/O, NCCL's
+sockets) and, on Kubernetes, from k3s's pod and service networks; loopback, replies, ICMP
+(path MTU, IPv6 neighbour discovery) and DHCP replies. Nothing else reaches a node.
+
+The instance metadata address (169.254.169.254, and fd00:ec2::254 on AWS) serves user data and,
+on AWS/GCP, the instance's credentials: locally only root (the bootstrap, the provider's agent)
+may reach it (``meta skuid != 0`` dropped on output) and nothing forwarded (pods, containers) may.
 
 Node addresses are known only at boot, so the rendered ruleset (``firewall.nft``) carries the
 SSH sets and empty node sets, and ``provisioner-firewall`` fills them from
@@ -31,6 +36,8 @@ from dataclasses import dataclass
 from provisioner.errors import SpecError
 from provisioner.render.views import ClusterView, render_template
 
+METADATA_V4 = "169.254.169.254"
+METADATA_V6 = "fd00:ec2::254"  # AWS's IPv6 instance metadata endpoint
 CLUSTER_TCP_PORTS = (111, 2049, 6443, 6817, 6818, 6819, 10250)
 CLUSTER_UDP_PORTS = (111, 2049, 8472)
 # k3s defaults (--cluster-cidr, --service-cidr): pods reach the API server and kubelets from here.
@@ -49,8 +56,8 @@ class FirewallView:
     ssh_cidrs: tuple[Network, ...]
     static_cidrs: tuple[Network, ...] = ()  # always in the node sets (k3s pod/service networks)
     fallback_cidrs: tuple[Network, ...] = ()  # the node sets until /etc/provisioner/hosts exists
-    cluster_tcp_ports: tuple[int, ...] = CLUSTER_TCP_PORTS
-    cluster_udp_ports: tuple[int, ...] = CLUSTER_UDP_PORTS
+    metadata_v4: str = METADATA_V4
+    metadata_v6: str = METADATA_V6
 
     @property
     def sets(self) -> list[tuple[str, str, list[str]]]:
@@ -114,6 +121,8 @@ __all__ = [
     "FIREWALL_SCRIPT",
     "HOSTS_PATH",
     "K3S_POD_NETWORKS",
+    "METADATA_V4",
+    "METADATA_V6",
     "NFS_OPTIONS",
     "FirewallView",
     "firewall_view",
