@@ -182,6 +182,12 @@ class SlurmSpec(_Model):
     accounting: bool = Field(False, description="Run slurmdbd (job accounting) on the head node.")
 
 
+class KubernetesSpec(_Model):
+    ingress: bool = Field(False, description="Install k3s's Traefik ingress and ServiceLB load balancer (they "
+                          "listen on 80/443 and on every Service's NodePort). Off: k3s runs without them, and "
+                          "the node firewall keeps those ports closed either way.")
+
+
 class ProvidersSpec(_Model):
     allow: list[str] = Field(default_factory=list, description="Only these providers (empty: all).")
     deny: list[str] = Field(default_factory=list)
@@ -318,6 +324,8 @@ class ClusterSpec(_Model):
     storage: StorageSpec = Field(default_factory=StorageSpec)
     control_plane: ControlPlane = ControlPlane.NONE
     slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Options for control_plane: slurm.")
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec,
+                                       description="Options for control_plane: kubernetes.")
     providers: ProvidersSpec = Field(default_factory=ProvidersSpec)
     pricing: PricingSpec = Field(default_factory=PricingSpec)
     reliability: ReliabilitySpec = Field(default_factory=ReliabilitySpec)
@@ -349,6 +357,8 @@ def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
         yield "nodes.count", f"{node_count} nodes x {per_node} GPUs is not gpus.count={total}"
     if spec.slurm.accounting and spec.control_plane is not ControlPlane.SLURM:
         yield "slurm.accounting", "Slurm accounting needs control_plane: slurm"
+    if spec.kubernetes.ingress and spec.control_plane is not ControlPlane.KUBERNETES:
+        yield "kubernetes.ingress", "an ingress needs control_plane: kubernetes"
     if not spec.allowed_providers():
         yield "providers.deny", "every provider is excluded"
     overlap = set(spec.providers.allow) & set(spec.providers.deny)
@@ -377,6 +387,7 @@ __all__ = [
     "Fabric",
     "GpuSpec",
     "InterconnectSpec",
+    "KubernetesSpec",
     "LifetimeSpec",
     "NodesSpec",
     "PricingMode",

@@ -39,6 +39,7 @@ import math
 import pulumi
 import pulumi_aws as aws
 from provisioner.providers.aws.efa import EFA_INTERFACES, Interface, efa_layout
+from provisioner.providers.aws.provider import METADATA_OPTIONS
 from provisioner.stacks.built import Built, BuiltNode
 from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
 
@@ -151,7 +152,10 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
             capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                 capacity_reservation_id=block)) if block is not None else None,
-        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(http_endpoint="enabled", http_tokens="required"),
+        # The direct adapter's METADATA_OPTIONS: IMDSv2 only, hop limit 1 (no token for a container or pod).
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint=METADATA_OPTIONS["HttpEndpoint"], http_tokens=METADATA_OPTIONS["HttpTokens"],
+            http_put_response_hop_limit=METADATA_OPTIONS["HttpPutResponseHopLimit"]),
         block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
             device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                 volume_size=ROOT_VOLUME_GIB, volume_type="gp3", delete_on_termination="true"))],

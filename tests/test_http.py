@@ -246,3 +246,30 @@ def test_the_body_cap_is_per_client_and_small_answers_pass() -> None:
     big = client(lambda request: httpx.Response(200, content=body * 3), max_body_bytes=4096)
     with pytest.raises(ProviderAPIError, match="larger than"):
         big.request("GET", "/big")
+
+
+@pytest.mark.parametrize("shift", [0, 1, 2])
+def test_redactor_catches_a_secret_quoted_base64_encoded_or_wrapped(shift: int) -> None:
+    """A provider that quotes the user data re-encoded in base64 (at any byte alignment of the secret
+    within it), or wrapped over lines (raw or as JSON escapes), leaks no 12 characters of the key."""
+    import base64 as b64
+    import os
+    import textwrap
+
+    from provisioner.providers.redact import MIN_RUN, Redactor
+
+    munge = b64.b64encode(os.urandom(1024)).decode()
+    user_data = f"#cloud-config\nwrite_files:\n  - content: {'#' * shift}{munge}\n"
+    redactor = Redactor([user_data])
+    encoded = b64.b64encode(user_data.encode()).decode()
+    quotes = [encoded, b64.encodebytes(user_data.encode()).decode(),  # one line, and MIME's 76-column lines
+              "\n".join(textwrap.wrap(munge, 64)), "\\n".join(textwrap.wrap(munge, 70)),
+              "\r\n  ".join(textwrap.wrap(user_data, 50))]
+    for quote in quotes:
+        out = redactor.scrub(f'{{"error": "cannot parse {quote} at line 3"}}')
+        flat = "".join(out.split()).replace("\\n", "")
+        leaked = [munge[i:i + MIN_RUN] for i in range(len(munge) - MIN_RUN + 1) if munge[i:i + MIN_RUN] in flat]
+        assert leaked == [] and "cannot parse" in out and "at line 3" in out
+    # the base64 of the key itself, found inside the encoding of the whole document
+    inner = b64.b64encode(munge.encode()).decode()
+    assert inner[8:40] not in redactor.scrub(encoded) and inner[8:40] not in redactor.scrub(inner)

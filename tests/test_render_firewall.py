@@ -211,3 +211,12 @@ def test_without_nftables_rights_exports_and_names_still_apply(tmp_path: Path, n
     assert ("WARNING cannot load nftables" in result.stderr) is (status == 0)
     assert "10.1.0.6(rw,sync,no_subtree_check,root_squash)" in (root / "etc/exports.d/provisioner.exports").read_text()
     assert "10.1.0.6 llm-pretrain-1" in (root / "etc/hosts").read_text()
+
+
+@pytest.mark.parametrize(("ingress", "disabled"), [(False, ["traefik", "servicelb"]), (True, None)])
+def test_k3s_runs_without_traefik_and_servicelb_unless_asked(ingress: bool, disabled: list[str] | None) -> None:
+    plan = make_plan({"control_plane": "kubernetes", "kubernetes": {"ingress": ingress}}, nodes=2)
+    rendered = render_cluster(plan, CANARY)
+    config = yaml.safe_load(_files(rendered["cloud-init/head.yaml"])["/etc/rancher/k3s/config.yaml"])
+    assert config.get("disable") == disabled
+    assert "disable" not in yaml.safe_load(_files(rendered["cloud-init/worker.yaml"])["/etc/rancher/k3s/config.yaml"])

@@ -276,6 +276,9 @@ def _check_aws(plan: Plan, done: Realized) -> None:
     assert template.inputs["instanceInitiatedShutdownBehavior"] == "terminate"
     assert all(i.inputs["instanceInitiatedShutdownBehavior"] == "terminate" for i in instances)
     assert template.inputs["imageId"] == "ami-0123456789abcdef0" and "aws:ec2/getAmi:getAmi" in rec.calls
+    # IMDSv2 only, one hop: a container or pod on the node gets no metadata token (issue 16)
+    assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
+                                                  "httpPutResponseHopLimit": 1}
     if plan.option.spot:
         assert template.inputs["instanceMarketOptions"]["marketType"] == "spot"
         assert template.inputs["instanceMarketOptions"]["spotOptions"]["instanceInterruptionBehavior"] == "terminate"

@@ -160,6 +160,11 @@ def ec2_user_data(text: str) -> str | bytes:
                         f"{EC2_USER_DATA_MAX_BYTES}")
     return packed
 
+METADATA_OPTIONS = {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+"""Every instance: IMDSv2 only (a session token, so no SSRF can GET user data or credentials) and a
+hop limit of 1 (a container or pod, one hop further, gets no token). The stack sets the same
+(``stacks/aws.py``); the node firewall also drops non-root traffic to the address."""
+
 class AWSProvider:
     """EC2 adapter. ``session`` is a ``boto3.Session`` (default: boto3's standard credential
     chain); ``endpoint_url`` (or ``PROVISIONER_AWS_API_URL``) points every service at one URL;
@@ -471,6 +476,7 @@ class AWSProvider:
         params: dict[str, Any] = {
             "ImageId": self._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
             "InstanceInitiatedShutdownBehavior": "terminate",
+            "MetadataOptions": dict(METADATA_OPTIONS),
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list},
                                   {"ResourceType": "volume", "Tags": tag_list}],
         }

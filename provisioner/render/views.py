@@ -87,6 +87,8 @@ class ClusterView:
     allowed_cidrs: tuple[str, ...] = ()
     idle_minutes: int | None = None
     spot: bool = False
+    k3s_disable: tuple[str, ...] = ("traefik", "servicelb")
+    """k3s's packaged components left out (they listen on 80/443 and NodePorts); empty with kubernetes.ingress."""
 
     @property
     def head(self) -> NodeView:
@@ -280,6 +282,7 @@ def cluster_view(
         allowed_cidrs=tuple(spec.access.allowed_cidrs),
         idle_minutes=None if idle is None else max(1, math.ceil(idle)),
         spot=option.spot,
+        k3s_disable=() if spec.kubernetes.ingress else ("traefik", "servicelb"),
     )
 
 

@@ -108,6 +108,9 @@ def test_create_get_delete_on_moto(moto_url: str) -> None:
     assert tags["provisioner-owner"] == "alice" and tags[EXPIRES_TAG] == "2026-11-24T00:00:00Z"
     behaviour = ec2.describe_instance_attribute(InstanceId=created[0].id, Attribute="instanceInitiatedShutdownBehavior")
     assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
+    # IMDSv2 only with a hop limit of 1: a container or pod on the node gets no metadata token
+    assert instance["MetadataOptions"]["HttpTokens"] == "required"
+    assert instance["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     provider.delete_nodes("mc1", [created[0].id, "i-0000000000000dead"])
     states = {n.name: n.status for n in provider.get_nodes("mc1")}
     assert states[created[0].name] == NodeStatus.TERMINATED and states[created[1].name] == NodeStatus.RUNNING

@@ -20,8 +20,8 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   an unknown one ``InvalidPlacementGroup.Unknown``, deleting one a live instance was launched into
   ``InvalidPlacementGroup.InUse`` (EC2's refusals). A RunInstances naming an unknown group is refused
   before moto (which drops ``Placement.GroupName`` and reports every interface as ``interface`` on
-  card 0), and ``launch_network`` records each launch's ``Placement`` and ``NetworkInterfaces`` as
-  sent (decoded against botocore's RunInstances shape);
+  card 0), and ``launch_network`` records each launch's ``Placement``, ``NetworkInterfaces`` and
+  ``MetadataOptions`` as sent (decoded against botocore's RunInstances shape);
 - ``DescribeInstanceTopology`` (moto has none) is answered from what the fake launched
   (``network_nodes`` overrides the made-up layers);
 - ``DescribeSpotPriceHistory`` is answered from ``spot_prices`` (moto's are placeholders,
@@ -390,7 +390,8 @@ class AWSFake(FakeApp):
                 ids.append(instance_id)
                 self.launch_network[instance_id] = {
                     "placement": dict(sent.get("Placement") or {}), "region": self._region(request),
-                    "interfaces": [dict(nic) for nic in sent.get("NetworkInterfaces") or []]}
+                    "interfaces": [dict(nic) for nic in sent.get("NetworkInterfaces") or []],
+                    "metadata_options": dict(sent.get("MetadataOptions") or {})}
                 self.placement[instance_id] = (instance.findtext(f"{ns}instanceType", ""),
                                                instance.findtext(f"{ns}placement/{ns}availabilityZone", ""))
                 self.record_bought(Bought(
