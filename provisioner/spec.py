@@ -293,7 +293,10 @@ class LifetimeSpec(_Model):
 
 class AccessSpec(_Model):
     ssh_public_key: str | None = None
-    allowed_cidrs: list[str] = Field(default_factory=lambda: ["0.0.0.0/0"])
+    allowed_cidrs: list[str] = Field(
+        default_factory=list, description="Where SSH (tcp/22) to the nodes is allowed from (CIDR blocks). Empty, "
+        "the default: from nowhere outside the cluster; up and burst reach the nodes over SSH, so they refuse "
+        "until it is set (e.g. [203.0.113.7/32], this machine's public address). 0.0.0.0/0 opens SSH to all.")
 
     @field_validator("ssh_public_key")
     @classmethod

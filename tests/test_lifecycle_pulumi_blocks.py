@@ -51,7 +51,8 @@ def _plans() -> tuple[Plan, Plan]:
     catalog = Catalog(as_of=dt.date(2026, 11, 22), origin="test", providers=dict.fromkeys(PROVIDER_NAMES, info),
                       offers=offers)
     spec = ClusterSpec.model_validate({"name": "lc-block", "gpus": {"count": 16}, "workload": {"hours": 48},
-                                       "pricing": {"reservations": True}})
+                                       "pricing": {"reservations": True},
+                                       "access": {"allowed_cidrs": ["198.51.100.0/24"]}})
     result = resolve_plan(spec, catalog, dict.fromkeys(PROVIDER_NAMES, frozenset(Capability)))
     first, second = result.options[:2]
     assert first.offer.block_hours == 72 and not second.offer.block_hours

@@ -162,6 +162,7 @@ control_plane: slurm
 providers: {allow: [lambda]}
 workload: {hours: 1}
 lifetime: {ttl_hours: 2}
+access: {allowed_cidrs: [198.51.100.0/24]}
 """
 
 FLUENCE_SPEC = """\

@@ -42,6 +42,7 @@ from pathlib import Path
 from provisioner.capabilities import Bootstrap
 from provisioner.errors import CapacityError, ProviderError, ProvisionerError, StackError
 from provisioner.lifecycle import readiness, state
+from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
@@ -239,6 +240,7 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     rt.touched.add(option.provider)
     try:
         with rt.held():
+            ensure_firewall(provider, plan)
             created = provider.create_nodes(cluster_id, node_specs(plan, secrets, rendered, expires_at))
     except ProviderError as exc:
         _clear_failed_try(rt, provider, record, exc)
@@ -277,6 +279,7 @@ def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterReco
         rt.emit("error", message=f"cleanup after the failed create failed too ({cleanup}); the record of "
                 f"{record.cluster_id} is kept for provisioner down / gc", cluster=record.cluster_id)
         return
+    remove_firewall(rt.emit, provider, record.cluster_id)
     state.remove_record(record.cluster_id)  # nothing was bought: the next try starts clean
 
 
@@ -466,6 +469,7 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
         from provisioner.lifecycle.spend import emit_settled
 
         emit_settled(rt.emit, adapter, record, left, rt.now())
+    remove_firewall(rt.emit, adapter, cluster_id)
     state.remove_record(cluster_id)
     shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)  # the copy of the cluster key goes too
     rt.emit("down", message=f"cluster {cluster_id} is down ({len(left)} node(s) deleted)", cluster=cluster_id,

@@ -152,6 +152,19 @@ def stale_warnings(dates: Sequence[PriceDate]) -> list[str]:
             "run `provisioner catalog refresh` before buying"]
 
 
+def access_warnings(spec: ClusterSpec) -> list[str]:
+    """What the spec opens to the Internet: SSH (tcp/22) from ``access.allowed_cidrs`` only, the one
+    port a node answers from outside its cluster. One line when it is closed (up and burst then
+    refuse) or open to every address; none otherwise."""
+    cidrs = spec.access.allowed_cidrs
+    if not cidrs:
+        return ["SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes; "
+                "up and burst need it (e.g. [203.0.113.7/32], this machine's public address)"]
+    if any(cidr.strip() in ("0.0.0.0/0", "::/0") for cidr in cidrs):
+        return ["SSH: open to every address (access.allowed_cidrs has 0.0.0.0/0 or ::/0)"]
+    return []
+
+
 # -- assumptions ----------------------------------------------------------------------------
 
 def assumptions(spec: ClusterSpec) -> dict[str, Any]:
@@ -379,6 +392,7 @@ __all__ = [
     "PriceDate",
     "QuoteRow",
     "ReportMeta",
+    "access_warnings",
     "assumptions",
     "assumptions_text",
     "decided_by",

@@ -165,7 +165,7 @@ def build_view(result: PlanResult, top: int | None, *, explain: bool, meta: Repo
         catalog=catalog_summary(result),
         generated=generated_text(meta),
         price_dates=tuple(dates),
-        warnings=tuple(facts.stale_warnings(dates)),
+        warnings=(*facts.stale_warnings(dates), *facts.access_warnings(result.spec)),
         winner=winner_summary(winner) if winner else None,
         why=decision.sentence if decision else None,
         empty_message=no_options_message(result),

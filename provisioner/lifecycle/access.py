@@ -1,0 +1,51 @@
+"""Who may reach a cluster's nodes: the rules ``up`` enforces before and after a purchase.
+
+- ``require_ssh_sources``: ``up``/``burst`` refuse a spec without ``access.allowed_cidrs`` (the node
+  firewall and the provider's firewall then admit SSH from nowhere outside the cluster, and these
+  commands reach the nodes over SSH).
+- ``ensure_firewall`` / ``remove_firewall``: the provider's own firewall for the cluster where the
+  adapter has one (``SupportsFirewall``: Lambda's rulesets), made before the launch that attaches
+  it and removed after the nodes are gone, by the direct engine as by the stack.
+"""
+
+from __future__ import annotations
+
+from provisioner.errors import ProvisionerError, SpecError
+from provisioner.lifecycle.events import Emit
+from provisioner.plan import Plan
+from provisioner.providers.base import Provider, SupportsFirewall
+
+
+def require_ssh_sources(plan: Plan) -> None:
+    """SpecError (before anything is bought) when ``access.allowed_cidrs`` is empty: ``up`` and ``burst``
+    reach the nodes over SSH from this machine, which a closed firewall would refuse after the purchase.
+    The tool does not guess this machine's public address (that takes an outside service)."""
+    if not plan.spec.access.allowed_cidrs:
+        raise SpecError("not set: up reaches the nodes over SSH from this machine, and nothing outside the "
+                        "cluster may connect until you allow it; set it to this machine's public address, e.g. "
+                        "[203.0.113.7/32] (0.0.0.0/0 opens SSH to every address)", path="access.allowed_cidrs")
+
+
+def ensure_firewall(provider: Provider, plan: Plan) -> None:
+    """The provider's own firewall for the cluster (Lambda rulesets: SSH only from
+    ``access.allowed_cidrs``), before the launch that attaches it. The stack does the same
+    (``stacks/firewall.py``); the AWS adapter makes its security group itself (docs/security.md says
+    what each provider gets)."""
+    if isinstance(provider, SupportsFirewall):
+        for region in dict.fromkeys(node.region for node in plan.nodes):
+            provider.ensure_firewall(plan.cluster_id, plan.spec.access.allowed_cidrs, region)
+
+
+def remove_firewall(emit: Emit, provider: Provider, cluster_id: str) -> None:
+    """Remove the cluster's provider firewall once its nodes are gone; a failure is reported, not raised
+    (a ruleset costs nothing, and the nodes are what must go)."""
+    if not isinstance(provider, SupportsFirewall):
+        return
+    try:
+        provider.remove_firewall(cluster_id)
+    except ProvisionerError as exc:
+        emit("warning", message=f"the firewall of {cluster_id} stays on {provider.name} ({exc}); it costs "
+             f"nothing; run provisioner down {cluster_id} again to remove it", cluster=cluster_id)
+
+
+__all__ = ["ensure_firewall", "remove_firewall", "require_ssh_sources"]
