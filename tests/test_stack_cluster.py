@@ -302,9 +302,10 @@ def _check_aws(plan: Plan, done: Realized) -> None:
     # Security: SSH from the spec's CIDRs, everything else only from the group itself.
     (group,) = rec.of("aws:ec2/securityGroup:SecurityGroup")
     allowed = plan.spec.access.allowed_cidrs
+    ssh = [{"description": "SSH from access.allowed_cidrs", "protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+            "cidrBlocks": allowed}] if allowed else []  # none set: closed (up refuses such a spec)
     assert group.inputs["ingress"] == [
-        {"description": "SSH from access.allowed_cidrs", "protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
-         "cidrBlocks": allowed},
+        *ssh,
         {"description": "all traffic within the cluster", "protocol": "-1", "fromPort": 0.0, "toPort": 0.0,
          "self": True},
     ]

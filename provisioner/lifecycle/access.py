@@ -10,20 +10,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from provisioner.errors import ProvisionerError, SpecError
 from provisioner.lifecycle.events import Emit
 from provisioner.plan import Plan
 from provisioner.providers.base import Provider, SupportsFirewall
 
 
-def require_ssh_sources(plan: Plan) -> None:
+def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
     """SpecError (before anything is bought) when ``access.allowed_cidrs`` is empty: ``up`` and ``burst``
     reach the nodes over SSH from this machine, which a closed firewall would refuse after the purchase.
-    The tool does not guess this machine's public address (that takes an outside service)."""
-    if not plan.spec.access.allowed_cidrs:
-        raise SpecError("not set: up reaches the nodes over SSH from this machine, and nothing outside the "
-                        "cluster may connect until you allow it; set it to this machine's public address, e.g. "
-                        "[203.0.113.7/32] (0.0.0.0/0 opens SSH to every address)", path="access.allowed_cidrs")
+    Located in ``source`` (the spec or plan file) where it can be. The tool does not guess this
+    machine's public address (that would take an outside service)."""
+    if plan.spec.access.allowed_cidrs:
+        return
+    file, line, column = "<plan>", 1, 1
+    if source is not None:
+        file = str(source)
+        if source.suffix != ".json":
+            from provisioner.loader import locate, spec_marks
+
+            line, column = locate("access.allowed_cidrs", spec_marks(source.read_text(encoding="utf-8"), file))
+    raise SpecError("not set: up reaches the nodes over SSH from this machine, and nothing outside the cluster may "
+                    "connect until you allow it; set it to this machine's public address, e.g. [203.0.113.7/32] "
+                    "(0.0.0.0/0 opens SSH to every address)", path="access.allowed_cidrs", file=file, line=line,
+                    column=column)
 
 
 def ensure_firewall(provider: Provider, plan: Plan) -> None:

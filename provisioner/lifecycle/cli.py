@@ -110,11 +110,12 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
     emit = _emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
-        from provisioner.lifecycle.realize import expiry_for, require_ssh_sources, utc_now
+        from provisioner.lifecycle.access import require_ssh_sources
+        from provisioner.lifecycle.realize import expiry_for, utc_now
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
         plan = ranked_plans(target, catalog, 1)[0]
-        require_ssh_sources(plan)
+        require_ssh_sources(plan, target)
         now = utc_now()
         from provisioner.lifecycle.spend import budget_expiry
 
@@ -128,10 +129,11 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
         _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
         emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
         return
-    from provisioner.lifecycle.realize import bring_up_first, require_ssh_sources
+    from provisioner.lifecycle.access import require_ssh_sources
+    from provisioner.lifecycle.realize import bring_up_first
 
     plans = ranked_plans(target, catalog, max_tries)
-    require_ssh_sources(plans[0])
+    require_ssh_sources(plans[0], target)
     runtime = _runtime(emit)
     try:
         bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
@@ -326,10 +328,10 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
                            max_cost_usd=parse_money(max_cost) if max_cost else None, on_budget=on_budget,
                            skip_validation=skip_validation, max_tries=max_tries, image=image,
                            max_replacements=max_replacements)
-    from provisioner.lifecycle.realize import require_ssh_sources
+    from provisioner.lifecycle.access import require_ssh_sources
 
     plans = ranked_plans(target, catalog, max_tries)
-    require_ssh_sources(plans[0])
+    require_ssh_sources(plans[0], target)
     runtime = _runtime(_emitter(json_out))
     try:
         code = run_burst(plans, command, options, runtime)
