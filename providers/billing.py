@@ -14,7 +14,7 @@ Both are read-only and raise the error tree's ProviderError like every adapter c
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Protocol, runtime_checkable
@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 from provisioner.providers.base import parse_expiry
 
 from provisioner.metering import NodeUsage
+from provisioner.offer import Offer
 
 
 @dataclass(frozen=True)
@@ -66,4 +67,11 @@ class SupportsBilling(Protocol):
         """What the provider billed the cluster's nodes between ``start`` and ``end``."""
 
 
-__all__ = ["Billed", "SupportsBilling", "SupportsUsage", "provider_time", "rfc3339", "usd"]
+@runtime_checkable
+class SupportsPriceCheck(Protocol):
+    def price_check(self, usages: Sequence[NodeUsage], offer: Offer, spot: bool) -> Billed:
+        """What ``usages`` cost at the provider's own list prices now and by its own billing rule (GCP: Cloud
+        Billing Catalog SKUs x the instances' times), where it publishes prices but no per-resource bill."""
+
+
+__all__ = ["Billed", "SupportsBilling", "SupportsPriceCheck", "SupportsUsage", "provider_time", "rfc3339", "usd"]

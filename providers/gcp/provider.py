@@ -54,7 +54,8 @@ from provisioner.providers.base import (
     ip_or_none,
     parse_expiry,
 )
-from provisioner.providers.gcp import CAPABILITIES
+from provisioner.providers.billing import Billed, provider_time
+from provisioner.providers.gcp import CAPABILITIES, pricecheck
 from provisioner.providers.gcp.account import AccountQuotas
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
@@ -75,6 +76,7 @@ from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
+from provisioner.metering import NodeUsage
 from provisioner.offer import Offer, QuotaHeadroom
 
 NODE_TAG = "provisioner-node"
@@ -367,7 +369,11 @@ class GCPProvider:
                     instance_type=leaf(instance.machine_type), region=zone_region(zone),
                     public_ip=ip_or_none(public),
                     private_ip=ip_or_none(nic.network_i_p if nic else None),
-                    provider_state=instance.status)
+                    provider_state=instance.status, launched_at=provider_time(instance.creation_timestamp or None))
+
+    def price_check(self, usages: Sequence[NodeUsage], offer: Offer, spot: bool) -> Billed:
+        """``SupportsPriceCheck``: the spans at today's SKU prices, GCE's rule (providers.gcp.pricecheck)."""
+        return pricecheck.price_check(self, usages, offer, spot)
 
 
 class _Launcher(Launcher):

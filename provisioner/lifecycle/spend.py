@@ -39,7 +39,7 @@ from provisioner.metering import (
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
-from provisioner.providers.billing import Billed, SupportsBilling, SupportsUsage
+from provisioner.providers.billing import Billed, SupportsBilling, SupportsPriceCheck, SupportsUsage
 
 RECONCILE_TOLERANCE = Fraction(1, 100)
 
@@ -198,10 +198,11 @@ def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: 
     comparison = compare(record.plan, metered)
     ledger.note_metered(record.cluster_id, metered, at, final=True)
     doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
-    if isinstance(adapter, SupportsBilling):
+    if isinstance(adapter, SupportsBilling | SupportsPriceCheck):
         try:
             billed = adapter.billed(record.cluster_id, {u.name: u.node_id for u in usages} or record.node_ids,
-                                    record.created_at, at)
+                                    record.created_at, at) if isinstance(adapter, SupportsBilling) else \
+                adapter.price_check(usages, record.plan.option.offer, record.plan.option.spot)
         except ProviderError as exc:
             doc["billed"] = {"error": str(exc)}
         else:

@@ -17,6 +17,7 @@ Authentication: ``Authorization: Bearer <api_key>`` when ``api_key`` is set (an 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -251,7 +252,8 @@ class GCPFake(FakeApp):
                 access["natIP"] = f"203.0.113.{ip.rsplit('.', 1)[1]}"  # TEST-NET-3
         instance = {**body, "kind": "compute#instance", "id": str(uuid.uuid4().int % 10**18), "status": "PROVISIONING",
                     "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
-                    "networkInterfaces": nics}
+                    "networkInterfaces": nics,
+                    "creationTimestamp": self.clock().astimezone(dt.UTC).isoformat(timespec="milliseconds")}
         self.instances[(zone, name)] = instance
         items = {i["key"]: i.get("value", "") for i in body.get("metadata", {}).get("items", [])}
         keys = tuple(line.split(":", 1)[1] for line in items.get("ssh-keys", "").splitlines() if ":" in line)
