@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
 from provisioner.providers import settings
-from provisioner.providers.base import Capability, NodeSpec
+from provisioner.providers.base import Bootstrap, Capability, NodeSpec
 from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
 from provisioner.providers.screening import OfferScreen
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
@@ -39,13 +39,13 @@ T = TypeVar("T")
 def needed_capabilities(spec: NodeSpec) -> set[Capability]:
     """What creating ``spec`` needs from an adapter (MULTI_NODE is decided per call, not per node).
 
-    User data starting with ``#!`` is a script: an adapter that runs cloud-init runs it too, so
-    it needs SCRIPT_BOOTSTRAP or USER_DATA (checked by ``require_capabilities``); anything else
-    (``#cloud-config``, a MIME multipart) needs USER_DATA.
+    User data of a ``script`` bootstrap needs SCRIPT_BOOTSTRAP or USER_DATA (an adapter that runs
+    cloud-init runs a script too; checked by ``require_capabilities``); of a ``cloud_init``
+    bootstrap, USER_DATA. The bootstrap method is the NodeSpec's typed field, never read from the text.
     """
     needed = {Capability.SPOT if spec.spot else Capability.ON_DEMAND}
     if spec.user_data:
-        needed.add(Capability.SCRIPT_BOOTSTRAP if spec.user_data.startswith("#!") else Capability.USER_DATA)
+        needed.add(Capability.SCRIPT_BOOTSTRAP if spec.bootstrap is Bootstrap.SCRIPT else Capability.USER_DATA)
     if spec.tags:
         needed.add(Capability.TAGS)
     if spec.capacity_block_hours:
@@ -66,7 +66,7 @@ def _refusal(need: Capability, have: frozenset[Capability]) -> str:
     """Why a node needing ``need`` cannot be created with ``have``, in words a planner acts on."""
     if need in (Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP):
         if Capability.SCRIPT_BOOTSTRAP in have:
-            return ("runs user data only as a script (starting with '#!'); cloud-config is not executed "
+            return ("runs user data only as a script (bootstrap 'script'); cloud-config is not executed "
                     "there")
         ssh = " (bootstrap over SSH after boot)" if Capability.SSH_BOOTSTRAP in have else ""
         return f"cannot pass user data: its nodes accept no user data{ssh}"

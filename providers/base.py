@@ -45,11 +45,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, ClassVar, Protocol, runtime_checkable
+from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from provisioner.capabilities import Capability
+from provisioner.capabilities import Bootstrap, Capability
 from provisioner.offer import Offer
 
 CLUSTER_TAG = "provisioner-cluster"
@@ -58,6 +58,8 @@ OWNER_TAG = "provisioner-owner"
 """Tag/label key naming who launched the node (``owner_id()``)."""
 EXPIRES_TAG = "provisioner-expires"
 """Tag/label key: when the node's cluster expires, ISO-8601 UTC (``2026-11-24T02:00:00Z``)."""
+ROLE_TAG = "provisioner-role"
+"""Tag/label key naming the node's role (``head``/``worker``) where the provider has tags."""
 _OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -98,11 +100,14 @@ def parse_expiry(text: str | None) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def tool_tags(cluster_id: str, expires_at: dt.datetime | None, owner: str | None = None) -> dict[str, str]:
-    """The tags every node of ``cluster_id`` carries where the provider has tags."""
+def tool_tags(cluster_id: str, expires_at: dt.datetime | None, owner: str | None = None,
+              role: str | None = None) -> dict[str, str]:
+    """The tags every node of ``cluster_id`` carries where the provider has tags (the role's when known)."""
     tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: owner or owner_id()}
     if expires_at is not None:
         tags[EXPIRES_TAG] = expiry_text(expires_at)
+    if role is not None:
+        tags[ROLE_TAG] = role
     return tags
 
 
@@ -127,11 +132,22 @@ class OfferQuery(BaseModel):
 
 
 class NodeSpec(BaseModel):
-    """One node to create. ``name`` is unique within the cluster and is the idempotence key."""
+    """One node to create. ``name`` is unique within the cluster and is the idempotence key.
+
+    ``role`` and ``bootstrap`` say what the node is and how it runs the cluster bootstrap, as
+    typed fields (built from the Plan by ``provisioner.realize.nodes``): user data is only
+    accepted with ``bootstrap`` ``cloud_init`` (a cloud-init document) or ``script`` (an
+    entrypoint script), and an adapter never guesses which from the text.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
+    role: Literal["head", "worker"] | None = None
+    bootstrap: Bootstrap | None = Field(
+        None, description="How the node runs its bootstrap: what ``user_data`` is (cloud_init: a cloud-init "
+        "document; script: a script to run at boot) or ssh (no user data; bootstrapped over SSH).")
+    owner: str | None = Field(None, description="Who launches it (OWNER_TAG); None: ``owner_id()``.")
     instance_type: str
     region: str
     zone: str | None = None
@@ -153,6 +169,13 @@ class NodeSpec(BaseModel):
     expires_at: dt.datetime | None = Field(
         None, description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
         "has tags; needs no TAGS capability.")
+
+    @model_validator(mode="after")
+    def _user_data_matches_bootstrap(self) -> NodeSpec:
+        if self.user_data and self.bootstrap not in (Bootstrap.CLOUD_INIT, Bootstrap.SCRIPT):
+            raise ValueError(f"node {self.name}: user data needs bootstrap 'cloud_init' or 'script', "
+                             f"not {self.bootstrap.value if self.bootstrap else None!r}")
+        return self
 
 
 _HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -329,6 +352,8 @@ __all__ = [
     "CLUSTER_TAG",
     "EXPIRES_TAG",
     "OWNER_TAG",
+    "ROLE_TAG",
+    "Bootstrap",
     "Capability",
     "HostText",
     "IpText",

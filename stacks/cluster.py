@@ -27,29 +27,28 @@ from typing import Any
 
 import pulumi
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import OWNER_TAG, ClusterArgs
+from provisioner.stacks.model import ClusterArgs
 
 from provisioner.errors import StackError
 from provisioner.plan import Plan
+from provisioner.realize.nodes import node_spec
 from provisioner.secrets import ClusterSecrets
 
 TYPE_TOKEN = "provisioner:index:GpuCluster"
 
 
 def _neocloud_nodes(args: ClusterArgs) -> list[dict[str, Any]]:
+    """Each node as the direct engine's NodeSpec (``realize.nodes.node_spec``: role, bootstrap, owner,
+    expiry as typed fields; the adapter writes its own tags, env or name), minus the user data (a
+    secret beside them) and with the login key, which may be an Output here."""
     nodes = []
     for node in args.nodes:
-        # The adapter writes the cluster and expiry tags itself (tags, env or name: providers/base.py);
-        # the owner is passed so a configured provisioner:owner wins over the adapter's default.
-        item: dict[str, Any] = {"name": node.name, "instance_type": node.instance_type, "region": node.region,
-                                "gpus": node.gpus, "spot": node.spot,
-                                "tags": {OWNER_TAG: args.owner, "provisioner-role": node.role}}
-        if args.expires_at is not None:
-            item["expires_at"] = args.expires_text
-        if node.zone:
-            item["zone"] = node.zone
-        if node.offer_id:
-            item["offer_id"] = node.offer_id
+        spec = node_spec(node, user_data=None, ssh_public_key=None, expires_at=args.expires_at,
+                         owner=args.owner)
+        item: dict[str, Any] = spec.model_dump(mode="json", exclude={"user_data", "ssh_public_key"},
+                                               exclude_none=True, exclude_defaults=True)
+        item.update(name=node.name, instance_type=node.instance_type, region=node.region, gpus=node.gpus,
+                    spot=node.spot)
         if args.ssh_public_key is not None:
             item["ssh_public_key"] = args.ssh_public_key
         nodes.append(item)

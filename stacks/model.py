@@ -34,12 +34,11 @@ from provisioner.providers import base as _base
 from provisioner.capabilities import Bootstrap
 from provisioner.errors import PlanError
 from provisioner.plan import Plan, PlanNode
+from provisioner.realize.nodes import boot_text, expiry_for, login_user, user_data_path
 from provisioner.spec import SharedFsKind
 
 CLUSTER_TAG, OWNER_TAG, EXPIRES_TAG = _base.CLUSTER_TAG, _base.OWNER_TAG, _base.EXPIRES_TAG
 NODE_TAG = "provisioner-node"
-SSH_USERS = {"runpod": "root", "vastai": "root"}
-"""Login user per provider; ``ubuntu`` elsewhere (the GPU images the stacks boot)."""
 _LABEL_VALUE = re.compile(r"[^a-z0-9_-]")
 
 
@@ -86,7 +85,7 @@ class ClusterArgs:
 
     @property
     def ssh_user(self) -> str:
-        return SSH_USERS.get(self.provider, "ubuntu")
+        return login_user(self.provider)
 
     @property
     def expires_text(self) -> str:
@@ -160,21 +159,6 @@ def with_shared_fs_target(user_data: str, target: str) -> str:
     return message.as_string()
 
 
-def expiry_for(plan: Plan, now: dt.datetime) -> dt.datetime | None:
-    """``now`` + the spec's TTL (whole seconds, rounded up), or None without a TTL. Pure."""
-    ttl = plan.spec.lifetime.ttl_hours
-    return None if ttl is None else now + dt.timedelta(seconds=math.ceil(ttl * 3600))
-
-
-def user_data_path(bootstrap: Bootstrap, role: str) -> str | None:
-    """Which rendered file a node of ``role`` boots with, or None (bootstrapped over SSH)."""
-    if bootstrap is Bootstrap.CLOUD_INIT:
-        return f"cloud-init/{role}.yaml"
-    if bootstrap is Bootstrap.SCRIPT:
-        return f"bootstrap/{role}.sh"
-    return None
-
-
 def cluster_args(
     plan: Plan,
     rendered: Mapping[str, Any],
@@ -202,7 +186,9 @@ def cluster_args(
             continue
         if path not in rendered:
             raise PlanError(f"the rendered bootstrap has no {path} for node {node.name}")
-        user_data[node.name] = rendered[path]
+        text = rendered[path]  # a str, or an Output of one when the secrets came as secret config
+        user_data[node.name] = (text.apply(lambda t, n=node: boot_text(n, t)) if hasattr(text, "apply")
+                                else boot_text(node, text))
     if flex_start and option.provider != "gcp":
         raise PlanError("flex-start provisioning is a GCP feature; this plan is on " + option.provider)
     if option.offer.block_hours and not capacity_reservation_id:

@@ -249,8 +249,10 @@ def _user_data_by_node(plan: Plan, rendered_key: str) -> dict[str, str]:
     for node in plan.nodes:
         path = {"cloud_init": f"cloud-init/{node.role}.yaml", "script": f"bootstrap/{node.role}.sh"}.get(
             node.bootstrap.value)
-        if path:
-            out[node.name] = rendered[path]
+        if path:  # an entrypoint script learns its node's name from one export after the shebang
+            first, _, rest = rendered[path].partition("\n")
+            export = f'export PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{node.name}}}"\n'
+            out[node.name] = f"{first}\n{export}{rest}" if node.bootstrap.value == "script" else rendered[path]
     return out
 
 
@@ -402,7 +404,9 @@ def _check_neocloud(plan: Plan, done: Realized) -> None:
         assert node["gpus"] == planned.gpus and node["spot"] == planned.spot
         assert node.get("offer_id") == planned.offer_id and node.get("zone") == planned.zone
         assert node["ssh_public_key"] == _secrets().ssh_public_key
-        assert node["tags"] == {"provisioner-owner": OWNER, "provisioner-role": planned.role}
+        # Typed fields, no tags: RunPod, Vast.ai and Fluence adapters declare no TAGS capability.
+        assert "tags" not in node and (node["owner"], node["role"]) == (OWNER, planned.role)
+        assert node["bootstrap"] == planned.bootstrap.value
         assert node["expires_at"] == "2026-11-24T06:00:00Z"  # the adapter writes the cluster/expiry tags
     walls = rec.of("pulumi-python:dynamic/provisioner:NeocloudFirewall")
     if has_firewall(plan.option.provider):  # the provider's own firewall: SSH from the spec's CIDRs only

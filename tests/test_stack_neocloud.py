@@ -86,10 +86,14 @@ def test_create_read_delete_round_trip(rig: Rig) -> None:
     takes_user_data = rig.harness.name != "fluence"
     props = rig.props(2)
     if not takes_user_data:
+        for node in props["nodes"]:
+            node["bootstrap"] = "cloud_init"
         with pytest.raises(ProvisionerError, match="accept no user data"):
             rig.provider.create(props)
         assert rig.harness.launches() == 0
         props["user_data"] = None
+        for node in props["nodes"]:
+            del node["bootstrap"]
     created = rig.provider.create(props)
     outs = created.outs or {}
     assert created.id == f"{rig.harness.name}/{props['cluster_id']}"
@@ -126,7 +130,7 @@ def test_update_adds_and_removes_nodes(runpod: Rig) -> None:
     (lambda p: p.update(cluster_id="other"), ["cluster_id"]),
     (lambda p: p["nodes"][0].update(instance_type="8x_H100-SXM_SECURE"), ["nodes"]),
     (lambda p: p["nodes"][1].update(region="EU-RO-1"), ["nodes"]),
-    (lambda p: p.update(user_data="#!/bin/sh\necho new\n"), ["user_data"]),
+    (lambda p: p.update(bootstrap="script", user_data="#!/bin/sh\necho new\n"), ["user_data"]),
 ])
 def test_diff_replaces_on_identity_changes(runpod: Rig, change: Callable[[dict[str, Any]], None],
                                            replaces: list[str]) -> None:

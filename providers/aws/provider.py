@@ -76,6 +76,7 @@ from provisioner.providers.aws.network import EfaNetwork, EfaPlacement
 from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
+    ROLE_TAG,
     Capability,
     Node,
     NodeSpec,
@@ -465,7 +466,9 @@ class AWSProvider:
         tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id}
         if node:
             tags.update({NODE_TAG: spec.name, "Name": f"{cluster_id}-{spec.name}"})
-        tags.setdefault(OWNER_TAG, self.owner or owner_id())
+        tags.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())
+        if node and spec.role is not None:
+            tags.setdefault(ROLE_TAG, spec.role)
         if spec.expires_at is not None:
             tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
         return tags

@@ -44,6 +44,7 @@ from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
     OWNER_TAG,
+    ROLE_TAG,
     Capability,
     Node,
     NodeSpec,
@@ -52,6 +53,7 @@ from provisioner.providers.base import (
     OwnedNode,
     expiry_label,
     ip_or_none,
+    owner_id,
     parse_expiry,
 )
 from provisioner.providers.billing import Billed, provider_time
@@ -296,8 +298,9 @@ class GCPProvider:
             raise PlanError(f"gcp: node {spec.name} has no image; set it or PROVISIONER_GCP_IMAGE")
         name = f"{cluster_id}-{spec.name}".lower()
         labels = {**spec.tags, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name}
-        if self.owner:
-            labels.setdefault(OWNER_TAG, self.owner)
+        labels.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())
+        if spec.role is not None:
+            labels.setdefault(ROLE_TAG, spec.role)
         if spec.expires_at is not None:
             labels[EXPIRES_TAG] = expiry_label(spec.expires_at)  # labels take no ':' or capitals
         bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]

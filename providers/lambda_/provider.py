@@ -206,7 +206,7 @@ class _Launcher(Launcher):
         image = None
         if spec.image:
             image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
-        tags = {**tool_tags(self.cluster_id, spec.expires_at),
+        tags = {**tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role),
                 **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG}}
         request = LaunchRequest(
             region_name=spec.region, instance_type_name=spec.instance_type,

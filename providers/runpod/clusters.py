@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.base import Node, NodeSpec, expiry_text, owner_id
+from provisioner.providers.base import Bootstrap, Node, NodeSpec, expiry_text, owner_id
 from provisioner.providers.orchestrate import with_note
 from provisioner.providers.runpod import naming
 from provisioner.providers.runpod.client import NAME
@@ -184,8 +184,8 @@ def _check(nodes: Sequence[NodeSpec]) -> NodeSpec:
         why = f"an Instant Cluster has {MIN_PODS}-{MAX_PODS} nodes ({len(nodes)} asked)"
     elif len({spec.name for spec in nodes}) != len(nodes) or any("," in spec.name for spec in nodes):
         why = "node names must be unique and contain no comma"
-    elif any(spec.user_data and not spec.user_data.startswith("#!") for spec in nodes):
-        why = "a container runs user data only as a script (starting with '#!')"
+    elif any(spec.user_data and spec.bootstrap is not Bootstrap.SCRIPT for spec in nodes):
+        why = "a container runs user data only as a script (bootstrap 'script')"
     if why:
         raise PlanError(f"{NAME}: {first.instance_type}: {why}; nothing was bought")
     return first
@@ -237,7 +237,7 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
 
     gpu_id, per_pod = _gpu_id(adapter, first)
     env = {CLUSTER_ENV: cluster_id, NODES_ENV: ",".join(spec.name for spec in nodes),
-           INSTANCE_TYPE_ENV: first.instance_type, OWNER_ENV: owner_id()}
+           INSTANCE_TYPE_ENV: first.instance_type, OWNER_ENV: first.owner or owner_id()}
     if first.expires_at is not None:
         env[EXPIRES_ENV] = expiry_text(first.expires_at)
     scripts = [spec.user_data or "" for spec in nodes]

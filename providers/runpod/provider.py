@@ -296,13 +296,13 @@ class RunPodProvider(RestAdapter[RunPodClient]):
     def _launch_once(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Pod:
         gpu_id, count, cloud, bid = target
         env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type,
-               OWNER_ENV: owner_id()}
+               OWNER_ENV: spec.owner or owner_id()}
         if spec.expires_at is not None:
             env[EXPIRES_ENV] = expiry_text(spec.expires_at)
         args = ""
         if spec.user_data:
             env[USER_DATA_ENV] = base64.b64encode(spec.user_data.encode()).decode()
-            if spec.user_data.startswith("#!"):
+            if spec.bootstrap is Bootstrap.SCRIPT:
                 args = _start_command()
         pod_name = f"{cluster_id}-{spec.name}"
         image = spec.image or DEFAULT_IMAGE

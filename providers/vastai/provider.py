@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
+from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
 from provisioner.providers.billing import Billed
 from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.vastai import CAPABILITIES, billing
@@ -60,16 +60,17 @@ def node_status(instance: Instance) -> NodeStatus:
     return NodeStatus.FAILED
 
 
-def onstart_script(user_data: str) -> str:
+def onstart_script(user_data: str, *, script: bool) -> str:
     """A Vast ``onstart`` command that installs ``user_data`` and runs it.
 
-    Vast containers do not run cloud-init on their own: a script (``#!``) is executed; a
-    ``#cloud-config`` document is handed to cloud-init when the image has it. The payload
+    Vast containers do not run cloud-init on their own: a script (``script``: the NodeSpec's
+    bootstrap is ``script``) is executed; a cloud-init document is handed to cloud-init when the
+    image has it. The payload
     travels base64-encoded so no quoting in it can break the command.
     """
     encoded = base64.b64encode(user_data.encode()).decode()
     path = shlex.quote(USER_DATA_PATH)
-    run = (f"{path}" if user_data.startswith("#!") else
+    run = (f"{path}" if script else
            f"(command -v cloud-init >/dev/null && cloud-init --file {path} init "
            f"&& cloud-init --file {path} modules --mode=config "
            f"&& cloud-init --file {path} modules --mode=final)")
@@ -202,7 +203,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             "env": env,
         }
         if spec.user_data:
-            body["onstart"] = onstart_script(spec.user_data)
+            body["onstart"] = onstart_script(spec.user_data, script=spec.bootstrap is Bootstrap.SCRIPT)
         if bid is not None:
             body["price"] = round(bid, 6)
         else:

@@ -28,7 +28,6 @@ as a ``reservation`` event: what remains, that it is already paid, and its end.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 import shutil
 import socket
@@ -47,10 +46,12 @@ from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.events import Emit, no_events
 from provisioner.lifecycle.interrupts import Interrupts
 from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
-from provisioner.lifecycle.reservations import block_fields, report_left
+from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsTopology
+from provisioner.realize.nodes import expiry_for
+from provisioner.realize.nodes import node_specs as build_node_specs
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
@@ -126,44 +127,11 @@ class Runtime:
                           sleep=self.sleep)
 
 
-def expiry_for(plan: Plan, now: dt.datetime, ttl_s: float | None = None) -> dt.datetime | None:
-    """``now`` + ``ttl_s`` (else the spec's ``lifetime.ttl_hours``), whole seconds rounded up; None without."""
-    if ttl_s is None and plan.spec.lifetime.ttl_hours is not None:
-        ttl_s = plan.spec.lifetime.ttl_hours * 3600
-    return None if ttl_s is None else now + dt.timedelta(seconds=math.ceil(ttl_s))
-
-
-def user_data_path(node: PlanNode) -> str | None:
-    """The rendered file ``node`` boots with, or None when it is bootstrapped over SSH."""
-    if node.bootstrap is Bootstrap.CLOUD_INIT:
-        return f"cloud-init/{node.role}.yaml"
-    if node.bootstrap is Bootstrap.SCRIPT:
-        return f"bootstrap/{node.role}.sh"
-    return None
-
-
 def node_specs(plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str],
                expires_at: dt.datetime | None) -> list[NodeSpec]:
-    """One NodeSpec per planned node, with its user data. Pure."""
-    files = dict(rendered)
-    specs = []
-    for node in plan.nodes:
-        path = user_data_path(node)
-        user_data = files[path] if path else None
-        if user_data is not None and node.bootstrap is Bootstrap.SCRIPT:
-            user_data = _with_node_name(user_data, node.name)
-        specs.append(NodeSpec(
-            name=node.name, instance_type=node.instance_type, region=node.region, zone=node.zone,
-            offer_id=node.offer_id, gpus=node.gpus, spot=node.spot, ssh_public_key=secrets.ssh_public_key,
-            user_data=user_data, expires_at=expires_at, **block_fields(plan),
-        ))
-    return specs
-
-
-def _with_node_name(script: str, name: str) -> str:
-    """The entrypoint script with the node's name exported after the shebang (names are SAFE_IDs)."""
-    first, _, rest = script.partition("\n")
-    return f'{first}\nexport PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{name}}}"\n{rest}'
+    """One NodeSpec per planned node (``provisioner.realize.nodes.node_specs``, the builder the
+    Pulumi stack uses too), with the cluster's public key. Pure."""
+    return build_node_specs(plan, rendered, ssh_public_key=secrets.ssh_public_key, expires_at=expires_at)
 
 
 def node_address(node: Node) -> str | None:
@@ -489,4 +457,4 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
 
 __all__ = ["LIVE", "Runtime", "Timeouts", "bring_up", "bring_up_first", "cluster_nodes", "cluster_secrets",
            "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs", "ssh_pass",
-           "ssh_pass_nodes", "switch_paths", "tear_down", "user_data_path", "utc_now"]
+           "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]

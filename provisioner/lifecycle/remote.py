@@ -23,17 +23,12 @@ from typing import Protocol
 
 from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
 from provisioner.providers.base import Node
+from provisioner.realize.nodes import login_user
 from provisioner.secrets import ClusterSecrets
 from provisioner.validation.runner import CommandResult
 
-SSH_LOGIN_USERS = {"runpod": "root", "vastai": "root"}
-"""The provider image's login user (``ubuntu`` elsewhere): who runs the SSH bootstrap."""
 CLUSTER_USER = "ml"
 """The user every bootstrap creates with the cluster key authorized: who runs sinfo and jobs."""
-
-
-def login_user(provider: str) -> str:
-    return SSH_LOGIN_USERS.get(provider, "ubuntu")
 
 
 def ssh_target(node: Node, user: str, name: str | None = None) -> SshTarget | None:
@@ -122,4 +117,4 @@ class SshRemote:
         self._ssh.run(target, script, timeout_s=timeout_s)
 
 
-__all__ = ["CLUSTER_USER", "SSH_LOGIN_USERS", "Remote", "SshRemote", "login_user", "ssh_target", "ssh_text"]
+__all__ = ["CLUSTER_USER", "Remote", "SshRemote", "login_user", "ssh_target", "ssh_text"]

@@ -5,7 +5,7 @@ upfront, in full, and cannot be cancelled. Both engines buy it through the same 
 (``SupportsReservations.reserve``: adopt the cluster's block by its tag or buy one, then wait
 until it is active) and say the same things about it:
 
-- ``block_fields(plan)``: what each ``NodeSpec`` of such a plan asks its adapter for. Pure.
+- ``block_fields(plan)`` (``provisioner.realize.nodes``): what each ``NodeSpec`` of such a plan asks for.
 - ``reserve(plan, runtime, expires_at)``: the pulumi engine's step before ``pulumi up`` (the
   direct engine's ``create_nodes`` takes the same path inside the adapter). Returns the
   reservation, or None for a plan that asks for none.
@@ -20,19 +20,11 @@ from typing import TYPE_CHECKING
 
 from provisioner.errors import PlanError
 from provisioner.providers.base import NodeSpec, Provider, Reservation, SupportsReservations
+from provisioner.realize.nodes import block_fields
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime
     from provisioner.plan import Plan
-
-
-def block_fields(plan: Plan) -> dict[str, object]:
-    """What a node of a Capacity Block plan asks its adapter for: the block's length and the planned
-    price per node-hour (the most the purchase may cost). Empty for other plans. Pure."""
-    offer = plan.option.offer
-    if not offer.block_hours:
-        return {}
-    return {"capacity_block_hours": offer.block_hours, "capacity_block_usd_per_hour": offer.price_per_hour_usd}
 
 
 def reservation_specs(plan: Plan, expires_at: dt.datetime | None) -> list[NodeSpec]:

@@ -30,7 +30,7 @@ SSH_KEY = Ed25519PrivateKey.generate().public_key().public_bytes(
 
 def node_specs(n: int, prefix: str = "n") -> list[NodeSpec]:
     return [NodeSpec(name=f"{prefix}{i}", instance_type="p5.48xlarge", region="us-east-1", gpus=8, image=IMAGE,
-                     ssh_public_key=SSH_KEY, user_data="#cloud-config\n{}\n") for i in range(n)]
+                     ssh_public_key=SSH_KEY, bootstrap="cloud_init", user_data="#cloud-config\n{}\n") for i in range(n)]
 
 
 def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> AWSProvider:

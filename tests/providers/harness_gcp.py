@@ -26,7 +26,8 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMaterial00000000
 
 def node_specs(n: int, prefix: str = "n") -> list[NodeSpec]:
     return [NodeSpec(name=f"{prefix}{i}", instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a",
-                     gpus=8, image=IMAGE, ssh_public_key=SSH_KEY, user_data="#cloud-config\n{}\n") for i in range(n)]
+                     gpus=8, image=IMAGE, ssh_public_key=SSH_KEY,
+                     bootstrap="cloud_init", user_data="#cloud-config\n{}\n") for i in range(n)]
 
 
 def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> GCPProvider:

@@ -18,7 +18,7 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMaterial00000000
 
 def node_specs(n: int, prefix: str = "n") -> list[NodeSpec]:
     return [NodeSpec(name=f"{prefix}{i}", instance_type="gpu_8x_h100_sxm5", region="us-south-2", gpus=8,
-                     ssh_public_key=SSH_KEY, user_data="#cloud-config\n{}\n") for i in range(n)]
+                     ssh_public_key=SSH_KEY, bootstrap="cloud_init", user_data="#cloud-config\n{}\n") for i in range(n)]
 
 
 def make_provider(**kwargs: Any) -> LambdaProvider:

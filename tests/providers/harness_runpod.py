@@ -23,7 +23,7 @@ def make_provider(**kwargs: Any) -> RunPodProvider:
 
 def node_specs(n: int, prefix: str) -> list[NodeSpec]:
     return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX4090_SECURE", region="US-KS-2",
-                     ssh_public_key=SSH_KEY, user_data="#!/bin/sh\necho hello\n") for i in range(n)]
+                     ssh_public_key=SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho hello\n") for i in range(n)]
 
 
 def make_harness() -> Harness:

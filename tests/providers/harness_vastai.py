@@ -18,7 +18,7 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHarnessKeyForVastFake harness@te
 def node_specs(n: int, prefix: str) -> list[NodeSpec]:
     """n single-4090 nodes in the US, as a plan would give them (no per-node ask ids)."""
     return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX_4090", region="US", gpus=1, disk_gib=40,
-                     ssh_public_key=SSH_KEY, user_data="#!/bin/sh\necho ready\n") for i in range(n)]
+                     ssh_public_key=SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho ready\n") for i in range(n)]
 
 
 def make_provider(**kwargs: Any) -> VastAIProvider:

@@ -96,7 +96,8 @@ def test_gpu_instance_type_facts_from_moto(moto_url: str) -> None:
 def test_create_get_delete_on_moto(moto_url: str) -> None:
     provider = _provider(moto_url, owner="alice")  # a type without EFA: moto has no placement groups (test_aws_efa)
     specs = [NodeSpec(name=f"n{i}", instance_type="g6e.xlarge", region="us-east-1", image=IMAGE,
-                      user_data="#cloud-config\n{}\n", tags={EXPIRES_TAG: "2026-11-24T00:00:00Z"}) for i in range(2)]
+                      bootstrap="cloud_init", user_data="#cloud-config\n{}\n",
+                      tags={EXPIRES_TAG: "2026-11-24T00:00:00Z"}) for i in range(2)]
     created = provider.create_nodes("mc1", specs)
     again = provider.create_nodes("mc1", specs)
     assert sorted(n.id for n in created) == sorted(n.id for n in again) and len(created) == 2

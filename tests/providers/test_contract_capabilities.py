@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, NodeStatus, Provider
 from provisioner.providers.registry import capabilities, provider_class
 
 from provisioner.errors import PlanError
@@ -106,14 +106,14 @@ def prove_private_network(rig: Rig) -> None:
 def prove_user_data(rig: Rig) -> None:
     probe = _probe()
     user_data = f"#cloud-config\nruncmd:\n  - [touch, /run/{probe}]\n"
-    _, _, (bought,) = _create(rig, [_one(rig, user_data=user_data)])
+    _, _, (bought,) = _create(rig, [_one(rig, bootstrap=Bootstrap.CLOUD_INIT, user_data=user_data)])
     assert user_data in _revealed(bought.boot)
 
 
 def prove_script_bootstrap(rig: Rig) -> None:
     probe = _probe()
     script = f"#!/bin/sh\necho {probe} > /run/probe\n"
-    _, _, (bought,) = _create(rig, [_one(rig, user_data=script)])
+    _, _, (bought,) = _create(rig, [_one(rig, bootstrap=Bootstrap.SCRIPT, user_data=script)])
     assert script in _revealed(bought.boot), "the bootstrap script never reached the provider"
 
 
@@ -195,8 +195,8 @@ def asking_for(rig: Rig, capability: Capability) -> list[NodeSpec]:
     update: dict[str, object] = {
         Capability.SPOT: {"spot": True},
         Capability.ON_DEMAND: {"spot": False},
-        Capability.USER_DATA: {"user_data": "#cloud-config\nruncmd: [[true]]\n"},
-        Capability.SCRIPT_BOOTSTRAP: {"user_data": "#!/bin/sh\ntrue\n"},
+        Capability.USER_DATA: {"bootstrap": Bootstrap.CLOUD_INIT, "user_data": "#cloud-config\nruncmd: [[true]]\n"},
+        Capability.SCRIPT_BOOTSTRAP: {"bootstrap": Bootstrap.SCRIPT, "user_data": "#!/bin/sh\ntrue\n"},
         Capability.TAGS: {"tags": {"team": "ml"}},
         Capability.RESERVATION: {"capacity_block_hours": 24},
     }[capability]

@@ -262,7 +262,8 @@ def test_cpu_node_with_cloud_init_uses_v2(fake: FluenceFake, provider: FluencePr
     secret = f"MUNGE{uuid.uuid4().hex}"
     cluster = cid()
     controller = NodeSpec(name="controller", instance_type="cpu-regular-4vcpu-8gb", region="Cloudless",
-                          disk_gib=40, user_data=f"#cloud-config\nwrite_files: [{{content: {secret}}}]\n")
+                          disk_gib=40, bootstrap="cloud_init",
+                          user_data=f"#cloud-config\nwrite_files: [{{content: {secret}}}]\n")
     nodes = provider.create_nodes(cluster, [controller, *node_specs(1)])
     assert sorted(n.name for n in nodes) == ["controller", "n0"]
     (vm,) = fake.vms.values()
@@ -277,7 +278,8 @@ def test_cpu_node_with_cloud_init_uses_v2(fake: FluenceFake, provider: FluencePr
 
 
 def test_unknown_v2_configuration_is_a_plan_error(fake: FluenceFake, provider: FluenceProvider) -> None:
-    spec = NodeSpec(name="c", instance_type="cpu-huge-999vcpu", region="Cloudless", user_data="#cloud-config\n")
+    spec = NodeSpec(name="c", instance_type="cpu-huge-999vcpu", region="Cloudless",
+                    bootstrap="cloud_init", user_data="#cloud-config\n")
     with pytest.raises(PlanError, match="cpu-regular-4vcpu-8gb"):
         provider.create_nodes(cid(), [spec])
     assert fake.launched == 0

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from provisioner.providers.base import NodeSpec, OfferQuery
+from provisioner.providers.base import NodeSpec, OfferQuery, owner_id
 from provisioner.providers.gcp.client import GCPClient
 from provisioner.providers.gcp.provider import COMPUTE_SERVICE, GCPProvider
 from provisioner.providers.http import RateLimits
@@ -97,7 +97,8 @@ def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer) -> Non
     body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
     assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": False,
                                   "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
-    assert body["labels"] == {"owner": "alice", "provisioner-cluster": "gc2", "provisioner-node": "a"}
+    assert body["labels"] == {"owner": "alice", "provisioner-cluster": "gc2", "provisioner-node": "a",
+                              "provisioner-owner": owner_id()}  # every node carries its owner, as on AWS
 
 
 def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:

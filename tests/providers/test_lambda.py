@@ -74,7 +74,8 @@ def test_canonical_gpu(description: str, model: str) -> None:
 
 
 def test_one_batched_launch_with_tags_name_key_and_user_data(lam: LambdaProvider, fake: LambdaFake) -> None:
-    nodes = lam.create_nodes("c1", [spec(f"w{i}", user_data="#cloud-config\nruncmd: [true]\n") for i in range(3)])
+    nodes = lam.create_nodes("c1", [spec(f"w{i}", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n")
+                                    for i in range(3)])
     assert sorted(n.name for n in nodes) == ["w0", "w1", "w2"]
     assert len(fake.launch_requests) == 1
     body = fake.launch_requests[0]

@@ -95,7 +95,7 @@ def test_offer_query_filters(fake: RunPodFake) -> None:
 def test_create_marks_pods_and_passes_user_data_and_ssh(fake: RunPodFake) -> None:
     provider = adapter(fake)
     script = "#!/bin/bash\necho join-the-cluster\n"
-    nodes = provider.create_nodes("c1", [spec("head", ssh_public_key=SSH_KEY, user_data=script),
+    nodes = provider.create_nodes("c1", [spec("head", ssh_public_key=SSH_KEY, bootstrap="script", user_data=script),
                                          spec("w0", ssh_public_key=SSH_KEY)])
     assert [n.name for n in nodes] == ["head", "w0"]
     pods = {pod["name"]: pod for pod in fake.pods.values()}
@@ -114,8 +114,9 @@ def test_create_marks_pods_and_passes_user_data_and_ssh(fake: RunPodFake) -> Non
 
 def test_cloud_config_user_data_is_refused_before_buying(fake: RunPodFake) -> None:
     with pytest.raises(PlanError, match="cloud-config is not executed"):
-        adapter(fake).create_nodes("cc", [spec("a", user_data="#!/bin/sh\ntrue\n"),
-                                          spec("b", user_data="#cloud-config\nruncmd: [true]\n")])
+        adapter(fake).create_nodes("cc", [
+            spec("a", bootstrap="script", user_data="#!/bin/sh\ntrue\n"),
+            spec("b", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n")])
     assert fake.launched == 0 and fake.calls_of("createPod") == []
 
 
@@ -287,13 +288,14 @@ def test_user_data_and_key_never_logged(fake: RunPodFake, caplog: pytest.LogCapt
     caplog.set_level(logging.DEBUG)
     secret = "MUNGE-CANARY-5f1e"
     provider = adapter(fake)
-    nodes = provider.create_nodes("sec", [spec("a", user_data=f"#!/bin/sh\necho {secret}\n")])
+    nodes = provider.create_nodes("sec", [spec("a", bootstrap="script", user_data=f"#!/bin/sh\necho {secret}\n")])
     fake.faults.inject("capacity_after", route="createPod", times=None, k=0)
     with pytest.raises(CapacityError) as caught:
-        provider.create_nodes("sec", [spec("b", user_data=f"#!/bin/sh\necho {secret}\n")])
+        provider.create_nodes("sec", [spec("b", bootstrap="script", user_data=f"#!/bin/sh\necho {secret}\n")])
     encoded = base64.b64encode(secret.encode()).decode()[:8]
     texts = [r.getMessage() for r in caplog.records] + [repr(nodes), str(caught.value), repr(provider),
-                                                       repr(provider.client), repr(spec("x", user_data=secret))]
+                                                       repr(provider.client),
+                                                       repr(spec("x", bootstrap="script", user_data=secret))]
     joined = "\n".join(texts)
     assert secret not in joined and KEY not in joined and encoded not in joined
 

@@ -43,7 +43,8 @@ def adapter(app: RunPodFake, transport: httpx.BaseTransport | None = None, key: 
 
 def node(name: str, **overrides: object) -> NodeSpec:
     values: dict[str, object] = {"name": name, "instance_type": H100, "region": "US-KS-2", "gpus": 8,
-                                 "ssh_public_key": SSH_KEY, "user_data": "#!/bin/sh\necho boot\n"}
+                                 "ssh_public_key": SSH_KEY, "bootstrap": "script",
+                                 "user_data": "#!/bin/sh\necho boot\n"}
     values.update(overrides)
     return NodeSpec(**values)  # type: ignore[arg-type]
 
@@ -166,8 +167,8 @@ def test_member_pods_are_not_deleted_through_the_pod_endpoint(fake: RunPodFake) 
 def test_each_node_gets_its_own_script_by_rank(fake: RunPodFake) -> None:
     head, worker = "#!/bin/sh\necho head\n", "#!/bin/sh\necho worker\n"
     expires = dt.datetime(2026, 11, 24, 6, tzinfo=dt.UTC)
-    adapter(fake).create_nodes("c9", [node("h", user_data=head, expires_at=expires),
-                                      node("w", user_data=worker, expires_at=expires)])
+    adapter(fake).create_nodes("c9", [node("h", bootstrap="script", user_data=head, expires_at=expires),
+                                      node("w", bootstrap="script", user_data=worker, expires_at=expires)])
     (pod, *_) = fake.pods.values()
     env = pod["env"]
     assert env[clusters.NODES_ENV] == "h,w" and env[clusters.EXPIRES_ENV] == "2026-11-24T06:00:00Z"

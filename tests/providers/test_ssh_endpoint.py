@@ -85,7 +85,7 @@ def test_runpod_pod_endpoint_is_the_published_22_tcp(runpod: RunPodFake) -> None
 def test_runpod_instant_cluster_members_carry_their_own_mapping(runpod: RunPodFake) -> None:
     provider = rp_adapter(runpod)
     specs = [NodeSpec(name=f"c-{i}", instance_type="cluster_8x_H100-SXM", region="US-KS-2", gpus=8,
-                      ssh_public_key=SSH_KEY, user_data="#!/bin/sh\necho boot\n") for i in range(2)]
+                      ssh_public_key=SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho boot\n") for i in range(2)]
     provider.create_nodes("c", specs)
     members = running(provider, "c")
     assert [n.name for n in members] == ["c-0", "c-1"]

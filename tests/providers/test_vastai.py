@@ -115,7 +115,8 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
                                            caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     secret = "MUNGE-CANARY-7f3a"
-    nodes = vast.create_nodes("c1", specs(2, spot=True, user_data=f"#!/bin/sh\necho {secret} > /etc/munge.key\n",
+    nodes = vast.create_nodes("c1", specs(2, spot=True, bootstrap="script",
+                                          user_data=f"#!/bin/sh\necho {secret} > /etc/munge.key\n",
                                           ssh_public_key=SSH_KEY, disk_gib=100))
     assert [n.status for n in nodes] == [NodeStatus.PENDING] * 2
     rents = rec.bodies("PUT", "/api/v0/asks/")
@@ -129,7 +130,7 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
     vast.create_nodes("c2", specs(1, ssh_public_key=SSH_KEY + "\n"))
     assert len(fake.ssh_keys) == 1, "the same key was registered twice"
     assert all(secret not in r.getMessage() for r in caplog.records)
-    assert secret not in repr(specs(1, user_data=secret))
+    assert secret not in repr(specs(1, bootstrap="script", user_data=secret))
 
 
 def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, rec: Recorder,
@@ -269,11 +270,12 @@ def test_error_mapping(status: int, body: object, kind: type, text: str) -> None
 def test_onstart_script_is_valid_shell() -> None:
     need_tool("bash")
     for user_data in ("#!/bin/bash\necho 'quoted \"$x\"'\n", "#cloud-config\nruncmd: [[echo, hi]]\n"):
-        script = onstart_script(user_data)
+        script = onstart_script(user_data, script=user_data.startswith("#!"))
         assert subprocess.run(["bash", "-n", "-c", script], check=False).returncode == 0
         encoded = script.split("echo ", 1)[1].split(" |", 1)[0]
         assert base64.b64decode(encoded).decode() == user_data
-    assert "cloud-init" in onstart_script("#cloud-config\n") and "cloud-init" not in onstart_script("#!/bin/sh\n")
+    assert "cloud-init" in onstart_script("#cloud-config\n", script=False)
+    assert "cloud-init" not in onstart_script("#!/bin/sh\n", script=True)
     assert cluster_label("c1", "n0") == "c1/n0"
 
 

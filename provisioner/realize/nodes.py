@@ -1,0 +1,94 @@
+"""The one PlanNode -> NodeSpec builder both engines use, and the facts it rests on. Pure.
+
+``node_specs(plan, rendered, ...)`` is what the direct engine hands ``create_nodes`` and what
+the Pulumi stack's ``NeocloudNodes`` resource sends through the same adapter, so both engines
+buy the same nodes with the same requests (tests/test_engine_matrix.py compares the fakes'
+logs). Every NodeSpec carries the node's role and bootstrap method as typed fields: an adapter
+never guesses them from the user data's first bytes.
+
+- ``expiry_for(plan, now, ttl_s)``: now + the TTL (whole seconds, rounded up), or None;
+- ``user_data_path(bootstrap, role)``: the rendered file a node boots with (None: over SSH);
+- ``boot_text(node, text)``: that file as the node gets it (a script exports the node's name);
+- ``login_user(provider)``: who the provider's image lets in first (root in containers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from provisioner.capabilities import Bootstrap
+from provisioner.plan import Plan, PlanNode
+from provisioner.providers.base import NodeSpec
+
+LOGIN_USERS = {"runpod": "root", "vastai": "root"}
+"""Login user per provider where it is not ``ubuntu`` (containers run as root)."""
+
+
+def login_user(provider: str) -> str:
+    return LOGIN_USERS.get(provider, "ubuntu")
+
+
+def expiry_for(plan: Plan, now: dt.datetime, ttl_s: float | None = None) -> dt.datetime | None:
+    """``now`` + ``ttl_s`` (else the spec's ``lifetime.ttl_hours``), whole seconds rounded up; None without."""
+    if ttl_s is None and plan.spec.lifetime.ttl_hours is not None:
+        ttl_s = plan.spec.lifetime.ttl_hours * 3600
+    return None if ttl_s is None else now + dt.timedelta(seconds=math.ceil(ttl_s))
+
+
+def user_data_path(bootstrap: Bootstrap, role: str) -> str | None:
+    """Which rendered file a node of ``role`` boots with, or None (bootstrapped over SSH)."""
+    if bootstrap is Bootstrap.CLOUD_INIT:
+        return f"cloud-init/{role}.yaml"
+    if bootstrap is Bootstrap.SCRIPT:
+        return f"bootstrap/{role}.sh"
+    return None
+
+
+def boot_text(node: PlanNode, text: str) -> str:
+    """``text`` (the file ``user_data_path`` names) as ``node`` boots with it: an entrypoint script
+    gets the node's name exported after its first line (a container learns it nowhere else; names
+    are SAFE_IDs, so no quoting is needed)."""
+    if node.bootstrap is not Bootstrap.SCRIPT:
+        return text
+    first, _, rest = text.partition("\n")
+    return f'{first}\nexport PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{node.name}}}"\n{rest}'
+
+
+def block_fields(plan: Plan) -> dict[str, Any]:
+    """What a node of a Capacity Block plan asks its adapter for: the block's length and the planned
+    price per node-hour (the most the purchase may cost). Empty for other plans."""
+    offer = plan.option.offer
+    if not offer.block_hours:
+        return {}
+    return {"capacity_block_hours": offer.block_hours, "capacity_block_usd_per_hour": offer.price_per_hour_usd}
+
+
+def node_spec(node: PlanNode, *, user_data: str | None, ssh_public_key: str | None,
+              expires_at: dt.datetime | None, owner: str | None = None,
+              block: Mapping[str, Any] | None = None) -> NodeSpec:
+    """The NodeSpec of one planned node. ``user_data`` is the node's ``boot_text`` (None for an SSH
+    bootstrap); ``owner`` None lets the adapter use ``owner_id()``; ``block``: ``block_fields(plan)``."""
+    return NodeSpec(
+        name=node.name, role=node.role, bootstrap=node.bootstrap, instance_type=node.instance_type,
+        region=node.region, zone=node.zone, offer_id=node.offer_id, gpus=node.gpus, spot=node.spot,
+        ssh_public_key=ssh_public_key, user_data=user_data, expires_at=expires_at, owner=owner, **(block or {}))
+
+
+def node_specs(plan: Plan, rendered: Mapping[str, str], *, ssh_public_key: str | None,
+               expires_at: dt.datetime | None, owner: str | None = None) -> list[NodeSpec]:
+    """One NodeSpec per planned node, in plan order (head first), with the user data its bootstrap
+    method needs from ``rendered`` (path -> text). KeyError when a needed file is missing."""
+    specs = []
+    for node in plan.nodes:
+        path = user_data_path(node.bootstrap, node.role)
+        specs.append(node_spec(node, user_data=boot_text(node, rendered[path]) if path else None,
+                               ssh_public_key=ssh_public_key, expires_at=expires_at, owner=owner,
+                               block=block_fields(plan)))
+    return specs
+
+
+__all__ = ["LOGIN_USERS", "block_fields", "boot_text", "expiry_for", "login_user", "node_spec", "node_specs",
+           "user_data_path"]

@@ -1,0 +1,280 @@
+"""Engine x provider: the same plan through both engines against each provider's fake.
+
+For each of the six providers and each case it offers (one node or two, on-demand or spot,
+with or without an expiry) the plan is made from the fake's own offers (so it names what the
+fake sells) and then realized twice, each time against a fresh fake:
+
+- **direct**: ``bring_up`` (SSH replaced by a stand-in, on a fake clock), ``cluster_nodes``
+  (read), ``tear_down``;
+- **pulumi**: the Pulumi program's ``GpuCluster`` registered under Pulumi's mock runtime. For
+  the neoclouds each dynamic resource it registers (the nodes; Lambda's firewall first) is then
+  driven through the dynamic provider's real gRPC server (``python -m pulumi.dynamic``, what the
+  engine starts) with the inputs the program registered: Check, Create, Read, then Delete in
+  reverse order. AWS and GCP resources are official provider packages that only the mock
+  runtime plays here (no pulumi-aws/gcp plugin may reach a cloud): their leg is the create, and
+  the instances the program registered are compared with what the direct engine bought.
+
+Both engines must send the same requests: the fakes' logs of every request that is not a read
+(method, route; in order) and what each fake sold (interruptible or not, boot payload, tags,
+keys) are compared between the two legs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import struct_pb2
+from provisioner.providers.base import NodeStatus, owner_id
+from provisioner.providers.http import RetryPolicy
+from provisioner.stacks.model import cluster_args
+from pulumi.runtime.proto import provider_pb2
+
+from provisioner.catalog import load_bundled_catalog
+from provisioner.lifecycle import state
+from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
+from provisioner.loader import load_spec
+from provisioner.offer import Catalog
+from provisioner.optimizer import resolve_plan
+from provisioner.plan import Plan
+from provisioner.render import render_cluster
+from provisioner.secrets import load_or_create_secrets
+from provisioner.testing.fakes.base import Bought, Call, serve
+from provisioner.workflow import adapter_capabilities
+from tests.providers import harness_aws, harness_gcp
+from tests.providers.contract import load_harness
+from tests.providers.harness import Harness
+from tests.test_lifecycle_support import StandInRemote, instant_runtime
+from tests.test_stack_cluster import SECRET_SIG, realize
+from tests.test_stack_grpc import dynamic_provider
+
+PROVIDERS = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
+NEOCLOUDS = ("lambda", "runpod", "vastai", "fluence")
+OWNER = "matrix-owner"
+EXPIRES = dt.datetime(2026, 11, 24, 6, 0, tzinfo=dt.UTC)
+READS = frozenset({"list", "get", "offers"})
+DYNAMIC = "pulumi-python:dynamic/provisioner:"
+PRIVATE_CIDRS = {"aws": ["10.42.0.0/16"], "gcp": ["10.32.0.0/11"]}
+
+
+@dataclass(frozen=True)
+class Case:
+    nodes: int
+    spot: bool
+    expires: bool
+
+    def __str__(self) -> str:
+        return f"{self.nodes}n-{'spot' if self.spot else 'ondemand'}-{'ttl' if self.expires else 'nottl'}"
+
+
+CASES = (Case(1, False, False), Case(2, False, True), Case(1, True, True), Case(2, True, False))
+SPOT = {"aws", "gcp", "runpod", "vastai"}
+"""Providers whose fakes sell interruptible nodes (Lambda and Fluence sell none)."""
+MULTI = set(PROVIDERS)
+
+
+def _cases() -> list[tuple[str, Case]]:
+    return [(p, c) for p in PROVIDERS for c in CASES if (not c.spot or p in SPOT) and (c.nodes == 1 or p in MULTI)]
+
+
+def test_the_matrix_has_every_provider_and_both_kinds_of_node() -> None:
+    cases = _cases()
+    assert {p for p, _ in cases} == set(PROVIDERS)
+    assert {p for p, c in cases if c.spot} == SPOT and {p for p, c in cases if c.nodes > 1} == set(PROVIDERS)
+    assert len(cases) == 20  # 6 providers x (one node, two nodes, expiry or not) + 4 spot providers x 2
+
+
+# ----- the plan, from the fake's own offers -------------------------------------------------------
+@functools.cache
+def _offers(name: str) -> tuple[Any, ...]:
+    harness = load_harness(name)
+    with serve(harness.app) as server:
+        adapter = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=harness.scaled_limits,
+                                        timeout_s=harness.timeout_s)
+        offers = adapter.list_offers(harness.offer_query)
+    # Pods and Vast/Fluence machines are sold one at a time; the catalog says how many are usually
+    # rentable together, which the fakes (one listing per machine) cannot: two, for the multi-node case.
+    return tuple(o.model_copy(update={"max_nodes": max(o.max_nodes, 2)}) for o in offers)
+
+
+def _plan(name: str, case: Case, tmp_path: Path) -> Plan:
+    offers = list(_offers(name))
+    first = offers[0]
+    bundled = load_bundled_catalog()
+    catalog = Catalog(as_of=bundled.as_of, origin="fake", providers=bundled.providers, offers=offers)
+    for control_plane in ("slurm", "none"):  # a network without private addresses takes no Slurm cluster
+        text = (f"name: mx-{name[:4]}-{case.nodes}{'s' if case.spot else 'o'}\n"
+                f"gpus: {{model: [{first.gpu_model}], count: {first.gpus * case.nodes}}}\n"
+                f"nodes: {{count: {case.nodes}}}\ncontrol_plane: {control_plane}\n"
+                f"providers: {{allow: [{name}]}}\npricing: {{mode: {'spot' if case.spot else 'on_demand'}}}\n"
+                "workload: {hours: 1}\n" + ("lifetime: {ttl_hours: 2}\n" if case.expires else ""))
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            plan = resolve_plan(load_spec(path), catalog, adapter_capabilities(), keep=5).to_plan()
+        except Exception:  # the next control plane, else the assert below
+            continue
+        assert len(plan.nodes) == case.nodes and plan.option.spot is case.spot
+        return plan
+    raise AssertionError(f"no plan for {name} {case}")
+
+
+# ----- one fake per engine -----------------------------------------------------------------------
+@dataclass
+class Fake:
+    harness: Harness
+    url: str
+    env: dict[str, str]
+
+    def adapter(self, **options: Any) -> Any:
+        return self.harness.make_provider(
+            api_key=self.harness.api_key, base_url=self.url, limits=self.harness.scaled_limits,
+            timeout_s=self.harness.timeout_s, retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
+            **options)
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [(c.method, c.route) for c in self.harness.app.calls if c.kind not in READS and _ours(c)]
+
+    def sold(self) -> list[tuple[Any, ...]]:
+        return sorted(_sold(b) for b in self.harness.app.bought.values())
+
+
+def _ours(call: Call) -> bool:
+    return not call.path.startswith("/_fake")
+
+
+def _sold(bought: Bought) -> tuple[Any, ...]:
+    tags = {k: v for k, v in bought.tags.items() if k != "Name"}
+    return (bought.interruptible, bought.boot.replace(bought.instance_id, "<id>"), sorted(tags.items()),
+            bought.ssh_public_keys, bought.cluster_product)
+
+
+@contextlib.contextmanager
+def served(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
+    """A fresh fake of ``name`` on 127.0.0.1, the environment pointing adapters at it."""
+    harness = load_harness(name)
+    with serve(harness.app) as server:
+        prefix = f"PROVISIONER_{name.upper()}"
+        env = {f"{prefix}_API_URL": server.url, f"{prefix}_API_KEY": harness.api_key}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        yield Fake(harness, server.url, env)
+    assert harness.app.validation_errors == []
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_OWNER", OWNER)
+    # The images the AWS and GCP fakes hold (the adapters' default GPU images are not in them).
+    monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", harness_aws.IMAGE)
+    monkeypatch.setenv("PROVISIONER_GCP_IMAGE", harness_gcp.IMAGE)
+
+
+# ----- the two legs --------------------------------------------------------------------------------
+def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> None:
+    remote = StandInRemote(nodes=[node.name for node in plan.nodes])
+    runtime = instant_runtime(remote, provider_for=lambda _name: fake.adapter())
+    record = bring_up(plan, runtime, expires_at=expires)
+    assert record.status == "up" and sorted(record.node_ids) == [n.name for n in plan.nodes]
+    _, nodes = cluster_nodes(plan.cluster_id, runtime)
+    assert {n.name for n in nodes if n.status is NodeStatus.RUNNING} == {n.name for n in plan.nodes}
+    assert fake.harness.instances() == len(plan.nodes)
+    tear_down(plan.cluster_id, runtime)
+    assert fake.harness.instances() == 0
+
+
+def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any) -> Any:
+    rendered = render_cluster(plan, secrets, private_cidrs=PRIVATE_CIDRS.get(plan.option.provider))
+    args = cluster_args(plan, rendered, owner=owner_id(), expires_at=expires, ssh_public_key=secrets.ssh_public_key)
+    options = {"limits": fake.harness.scaled_limits, "poll_interval_s": 0.02, "timeout_s": fake.harness.timeout_s,
+               "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)}
+    return realize(args, adapter_options=options, plan=plan, secrets=secrets).recorder
+
+
+def _struct(props: dict[str, Any]) -> struct_pb2.Struct:
+    out = struct_pb2.Struct()
+    out.update(props)
+    return out
+
+
+def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> None:
+    """Every dynamic resource the program registered, through the engine's gRPC dynamic provider."""
+    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes") for r in recorder.resources
+             if r.typ == DYNAMIC + kind]
+    assert [r.typ for r in order][-1] == DYNAMIC + "NeocloudNodes"
+    made = []
+    with dynamic_provider(tmp_path, fake.env) as server:
+        for resource in order:
+            urn = f"urn:pulumi:test::gpu-cluster::{resource.typ}::{resource.name}"
+            # The dynamic provider's Configure answers acceptSecrets=False: the engine sends plain values.
+            news = _struct(_unsecret(resource.inputs))
+            checked = server.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}), news=news))
+            assert list(checked.failures) == []
+            created = server.Create(provider_pb2.CreateRequest(urn=urn, properties=checked.inputs))
+            made.append((urn, created))
+        assert fake.harness.instances() == len(plan.nodes)
+        urn, nodes = made[-1]
+        read = server.Read(provider_pb2.ReadRequest(id=nodes.id, urn=urn, properties=nodes.properties))
+        assert read.id == nodes.id
+        assert sorted(read.properties.fields["node_names"].list_value.values[i].string_value
+                      for i in range(len(plan.nodes))) == [n.name for n in plan.nodes]
+        for urn, created in reversed(made):
+            server.Delete(provider_pb2.DeleteRequest(id=created.id, urn=urn, properties=created.properties))
+    assert fake.harness.instances() == 0
+
+
+def _unsecret(value: Any) -> Any:
+    if isinstance(value, dict):
+        return _unsecret(value["value"]) if value.get(SECRET_SIG) else {k: _unsecret(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unsecret(v) for v in value]
+    return value
+
+
+def _instances(recorder: Any, provider: str) -> list[dict[str, Any]]:
+    typ = {"aws": "aws:ec2/instance:Instance", "gcp": "gcp:compute/instance:Instance"}[provider]
+    return [_unsecret(r.inputs) for r in recorder.of(typ)]
+
+
+@pytest.mark.parametrize(("provider", "case"), _cases(), ids=lambda v: str(v))
+def test_both_engines_send_the_same_requests(provider: str, case: Case, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan(provider, case, tmp_path)
+    expires = EXPIRES if case.expires else None
+    assert (plan.spec.lifetime.ttl_hours is not None) is case.expires
+    secrets, _ = load_or_create_secrets(state.secrets_path(plan.cluster_id))  # what both legs render with
+    with served(provider, monkeypatch) as direct:
+        _direct(direct, plan, expires)
+        direct_writes, direct_sold = direct.writes(), direct.sold()
+    assert len(direct_sold) == case.nodes and {s[0] for s in direct_sold} == {case.spot}
+    with served(provider, monkeypatch) as other:
+        recorder = _registered(other, plan, expires, secrets)
+        if provider in NEOCLOUDS:
+            _pulumi_neocloud(other, recorder, plan, tmp_path)
+            assert other.writes() == direct_writes
+            assert other.sold() == direct_sold
+            return
+    # AWS/GCP: the program's instances under the mock runtime match what the direct engine bought.
+    instances = _instances(recorder, provider)
+    assert len(instances) == case.nodes
+    expected_spot = [s[0] for s in direct_sold]
+    if provider == "aws":  # the market is the launch template's, which every instance launches from
+        (template,) = [_unsecret(r.inputs) for r in recorder.of("aws:ec2/launchTemplate:LaunchTemplate")]
+        market = (template.get("instanceMarketOptions") or {}).get("marketType")
+        spot = [market == "spot"] * len(instances)
+        tags = [i["tags"] for i in instances]
+    else:
+        spot = [bool((i.get("scheduling") or {}).get("provisioningModel") == "SPOT") for i in instances]
+        tags = [i["labels"] for i in instances]
+    assert sorted(spot) == sorted(expected_spot)
+    sold_tags = [dict(s[2]) for s in direct_sold]
+    keys = ("provisioner-cluster", "provisioner-owner", "provisioner-expires", "provisioner-role")
+    assert sorted(tuple(t.get(k) for k in keys) for t in tags) == sorted(
+        tuple(t.get(k) for k in keys) for t in sold_tags)
