@@ -15,8 +15,8 @@ fake sells) and then realized twice, each time against a fresh fake:
   the instances the program registered are compared with what the direct engine bought.
 
 Both engines must send the same requests: the fakes' logs of every request that is not a read
-(not a GET nor a list/get/offers route; method and route, in order) and what each fake sold (interruptible or not, boot payload, tags,
-keys) are compared between the two legs.
+(not a GET nor a list/get/offers route; method and route, in order) and what each fake sold
+(interruptible or not, boot payload, tags, keys) are compared between the two legs.
 """
 
 from __future__ import annotations
