@@ -166,6 +166,8 @@ def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(tmp_path
     billed = settled["billed"]
     assert billed["source"] == "vastai GET /api/v0/charges" and billed["within_1_percent"] is True, billed
     assert "Vast.ai rounds each contract's amount to $0.001" in billed["differences"]
+    assert settled["planned_vs_actual"]["terms"]["egress"]["actual_usd"] == "0.00"  # Vast bills bandwidth: measured
+    assert "egress from the bill" in settled["metered"]["sources"]
     assert first_cost.so_far.total_cents >= 0 and [e["event"] for e in first].count("cost") == 1
 
 
@@ -215,3 +217,46 @@ def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_pat
     # CE buckets by day and the fake rounds each bucket's seconds up: a few cents apart, named by nothing else
     assert abs(Decimal(billed["total_usd"]) - Decimal(settled["metered"]["total_usd"])) <= Decimal("0.10")
     assert any("cost allocation tag" in note for note in billed["differences"])
+
+
+def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """up --max-cost --on-budget stop makes the budget the expiry; status --json carries the cost; a client
+    killed after buying leaves a record gc collects, and the ledger keeps the cluster; costs --live lists a
+    cluster found at the provider that the ledger never saw."""
+    import json
+
+    from provisioner.cli import main
+    from provisioner.lifecycle.gc import collect_garbage
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]))
+        record = bring_up(plan, runtime, max_cost_usd=Decimal("1.01"), on_budget="stop")
+        # the budget lasts a few minutes of the plan's compute: the expiry is the last second it covers
+        deadline = budget_expiry(plan, record.created_at, None, Decimal("1.01"), "stop")
+        assert record.expires_at == deadline and record.on_budget == "stop"
+        assert main(["status", record.cluster_id, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert set(doc["cost"]) == {"so_far", "projected", "planned_end", "budget"}
+        assert doc["cost"]["budget"]["max_cost_usd"] == "1.01" and doc["cost"]["budget"]["on_budget"] == "stop"
+
+        # as a killed client leaves it: nodes bought, a record, no down. gc (past the expiry) collects it.
+        provider = runtime.provider("lambda")
+        after = (deadline or record.created_at) + dt.timedelta(seconds=1)
+        report = collect_garbage(adapters={"lambda": provider}, delete=True, now=lambda: after)
+        assert report.records_removed == [record.cluster_id] and state.load_record(record.cluster_id) is None
+        assert main(["costs", "-f", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        assert [(r["key"], r["status"]) for r in rows] == [(record.cluster_id, "removed")]
+        assert rows[0]["planned_usd"] == str(plan.option.cost.total)
+
+        from tests.providers.harness_lambda import node_specs
+
+        provider.create_nodes("stray", node_specs(1, "s"))  # bought elsewhere: no ledger entry here
+        assert main(["costs", "--live", "--provider", "lambda", "-f", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        assert [(r["key"], r["status"], r["notes"]) for r in rows] == [
+            (record.cluster_id, "removed", ""), ("stray", "at provider", "unrecorded")]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -195,21 +195,29 @@ def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: 
         ended = {}
     usages = usages_of(adapter, record, [ended.get(n.id, n) for n in nodes], gone_at=at)
     metered = meter(record.plan, usages, at)
-    comparison = compare(record.plan, metered)
-    ledger.note_metered(record.cluster_id, metered, at, final=True)
-    doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
+    billed: Billed | None = None
+    failure: str | None = None
     if isinstance(adapter, SupportsBilling | SupportsPriceCheck):
         try:
             billed = adapter.billed(record.cluster_id, {u.name: u.node_id for u in usages} or record.node_ids,
                                     record.created_at, at) if isinstance(adapter, SupportsBilling) else \
                 adapter.price_check(usages, record.plan.option.offer, record.plan.option.spot)
         except ProviderError as exc:
-            doc["billed"] = {"error": str(exc)}
-        else:
-            within, notes = reconcile(metered, billed)
-            ledger.note_billed(record.cluster_id, billed.total_cents, billed.source, notes, at)
-            doc["billed"] = {"total_usd": str(usd_of_cents(billed.total_cents)), "source": billed.source,
-                             "within_1_percent": within, "differences": notes}
+            failure = str(exc)
+    if billed is not None and "egress" in billed.terms_usd:  # measured by the bill (Vast.ai's bandwidth items)
+        egress = Billed(billed.terms_usd["egress"], billed.source).total_cents
+        metered = replace(metered, terms={**metered.terms, "egress": egress},
+                          sources=(*metered.sources, "egress from the bill"))
+    comparison = compare(record.plan, metered)
+    ledger.note_metered(record.cluster_id, metered, at, final=True)
+    doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
+    if failure is not None:
+        doc["billed"] = {"error": failure}
+    if billed is not None:
+        within, notes = reconcile(metered, billed)
+        ledger.note_billed(record.cluster_id, billed.total_cents, billed.source, notes, at)
+        doc["billed"] = {"total_usd": str(usd_of_cents(billed.total_cents)), "source": billed.source,
+                         "within_1_percent": within, "differences": notes}
     return comparison, doc
 
 
