@@ -232,7 +232,7 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: P
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     monkeypatch.setenv("PROVISIONER_OWNER", "tester")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
-    with served_fake("lambda", monkeypatch) as (app, _server):
+    with served_fake("lambda", monkeypatch) as (_app, _server):
         runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]))
         record = bring_up(plan, runtime, max_cost_usd=Decimal("1.01"), on_budget="stop")
         # the budget lasts a few minutes of the plan's compute: the expiry is the last second it covers
