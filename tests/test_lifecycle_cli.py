@@ -12,7 +12,8 @@ import pytest
 
 from provisioner.cli import main
 from provisioner.lifecycle import state
-from provisioner.lifecycle.cli import parse_duration, parse_money
+from provisioner.lifecycle import cli as lifecycle_cli
+from provisioner.lifecycle.cli import default_engine, parse_duration, parse_money
 from provisioner.lifecycle.realize import bring_up
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
@@ -31,7 +32,7 @@ def _spec(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", [["up"], ["up", "--engine", "pulumi"], ["down"]])
+@pytest.mark.parametrize("command", [["up", "--engine", "pulumi"], ["down", "--engine", "pulumi"]])
 def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str],
                                                               command: list[str]) -> None:
@@ -41,6 +42,34 @@ def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(tmp_path: Path, mo
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "pulumi CLI is not installed" in err and "https://get.pulumi.com" in err and "--engine direct" in err
     assert state.list_records() == []  # nothing planned into existence
+
+
+def test_the_default_engine_is_pulumi_only_where_its_cli_is() -> None:
+    assert default_engine(lambda _name: None)[0] == "direct"
+    assert default_engine(lambda name: f"/opt/bin/{name}") == (
+        "pulumi", "the pulumi CLI is on PATH (/opt/bin/pulumi); --engine direct calls the adapters instead")
+
+
+def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # a new user's machine: no pulumi anywhere
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    remote = StandInRemote(nodes=[n.name for n in plan.nodes])
+    # The CLI's runtime with SSH played by a stand-in and a clock that does not wait; all else as users run it.
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        assert main(["up", str(_spec(tmp_path)), "--json"]) == 0
+        events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert events[0]["event"] == "engine" and events[0]["engine"] == "direct"
+        assert "no pulumi CLI on PATH" in events[0]["message"] and events[-1]["event"] == "up"
+        record = state.load_record("lc-lambda")
+        assert record is not None and record.engine == "direct" and app.instance_count() == 2
+        assert main(["down", "lc-lambda"]) == 0  # the engine the record names; no pulumi asked for
+        assert app.instance_count() == 0 and state.load_record("lc-lambda") is None
+    capsys.readouterr()
+    assert main(["up", str(_spec(tmp_path))]) != 0  # the fake is gone: whatever fails, the first line says the engine
+    assert capsys.readouterr().err.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH")
 
 
 def test_usage_mistakes_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -101,7 +101,8 @@ EPOCH = dt.datetime(2026, 11, 24, 0, 0, tzinfo=dt.UTC)
 
 
 def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **kwargs: Any) -> Runtime:
-    """A Runtime on a fake clock: ``sleep`` advances both the monotonic clock and ``now``."""
+    """A Runtime on a fake clock: ``sleep`` advances both the monotonic clock and ``now``. Events go to
+    ``events`` unless ``emit`` is given."""
     ticks = FakeTime()
     kwargs.setdefault("provider_for", fast_provider)
     kwargs.setdefault("now", lambda: EPOCH + dt.timedelta(seconds=ticks.now - 1000.0))
@@ -110,7 +111,8 @@ def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **k
         if events is not None:
             events.append({"event": event, "message": message, **fields})
 
-    return Runtime(remote=remote, emit=emit, clock=ticks.clock, sleep=ticks.sleep,
+    kwargs.setdefault("emit", emit)  # or the caller's (the CLI's own emitter)
+    return Runtime(remote=remote, clock=ticks.clock, sleep=ticks.sleep,
                    timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1), **kwargs)
 
 

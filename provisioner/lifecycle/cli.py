@@ -1,9 +1,11 @@
 """``provisioner up|down|status|outputs|ssh|burst``: the lifecycle commands (registered by provisioner/cli.py).
 
 TARGET is a spec (YAML), a saved plan (JSON) or, for the commands that act on an existing
-cluster, its id. ``--engine pulumi`` (the default of up/down) drives the ``stacks/`` program
-through the Automation API; ``--engine direct`` calls the adapters itself
-(``lifecycle.realize``). Progress goes to stderr through rich; ``--json`` prints one JSON
+cluster, its id. ``--engine pulumi`` drives the ``stacks/`` program through the Automation API;
+``--engine direct`` calls the adapters itself (``lifecycle.realize``). Without ``--engine``,
+``up`` uses pulumi when the ``pulumi`` CLI is on PATH, else direct (``default_engine``), and says
+which in its first progress line; ``down`` uses the engine the local record names (else pulumi
+when a pulumi ``up`` kept its plan here, else direct). Progress goes to stderr through rich; ``--json`` prints one JSON
 event per line on stdout instead. Errors are one line and the error tree's exit code
 (5: a stack failure, naming what remains and the command that removes it); ``burst`` exits
 with the job's status (124 when its TTL or cost cap stopped it, 130 on Ctrl-C).
@@ -14,7 +16,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import shutil
 import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +65,14 @@ def _check_engine(engine: str) -> None:
         raise UsageError(f"must be one of {', '.join(ENGINES)}", option="--engine")
 
 
+def default_engine(which: Callable[[str], str | None] = shutil.which) -> tuple[str, str]:
+    """(engine, why) for an ``up`` without ``--engine``: pulumi when its CLI is on PATH, else direct."""
+    found = which("pulumi")
+    if found:
+        return "pulumi", f"the pulumi CLI is on PATH ({found}); --engine direct calls the adapters instead"
+    return "direct", "no pulumi CLI on PATH; --engine pulumi needs it"
+
+
 def _emitter(json_out: bool) -> Emit:
     from provisioner.lifecycle.events import JsonLines, RichLines
 
@@ -100,10 +112,13 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
     return Runtime(emit=emit, interrupts=Interrupts().install() if interrupts else None)
 
 
-def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog: Path | None = None,
+def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
        ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
        on_budget: str = "warn") -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready."""
+    why = "--engine " + engine if engine else ""
+    if engine is None:
+        engine, why = default_engine()
     _check_engine(engine)
     ttl_s = parse_duration(ttl) if ttl else None
     max_cost_usd = parse_money(max_cost) if max_cost else None
@@ -114,6 +129,7 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
         from provisioner.lifecycle.realize import expiry_for, utc_now
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
+        emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")
         plan = ranked_plans(target, catalog, 1)[0]
         require_ssh_sources(plan, target)
         now = utc_now()
@@ -132,6 +148,7 @@ def up(target: Path, engine: str = "pulumi", backend: str | None = None, catalog
     from provisioner.lifecycle.access import require_ssh_sources
     from provisioner.lifecycle.realize import bring_up_first
 
+    emit("engine", message=f"engine: direct ({why})", engine="direct")
     plans = ranked_plans(target, catalog, max_tries)
     require_ssh_sources(plans[0], target)
     runtime = _runtime(emit)
@@ -164,7 +181,7 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
 
     cluster_id = cluster_id_of(target, catalog)
     record = state.load_record(cluster_id)
-    chosen = engine or (record.engine if record is not None else "pulumi")
+    chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
     _check_engine(chosen)
     emit = _emitter(json_out)
     if chosen == "pulumi":
@@ -181,6 +198,13 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     runtime = _runtime(emit, interrupts=False)
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider)
+
+
+def _unrecorded_engine(cluster_id: str) -> str:
+    """A cluster without a local record: pulumi when a pulumi ``up`` kept its plan here, else direct."""
+    from provisioner.lifecycle import pulumi_engine
+
+    return "pulumi" if pulumi_engine.plan_path(cluster_id).is_file() else "direct"
 
 
 def _reservations_left(cluster_id: str, plan: Plan | None, provider: str | None, emit: Emit) -> None:
@@ -358,7 +382,7 @@ def add_commands(group: cliargs.Commands) -> None:
 
     cmd = cliargs.command(group, "up", up)
     target_file(cmd)
-    cmd.add_argument("--engine", default="pulumi", help=ENGINE_HELP)
+    cmd.add_argument("--engine", help=ENGINE_HELP + " Default: pulumi when its CLI is on PATH, else direct.")
     common(cmd, backend=True)
     cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
@@ -369,7 +393,8 @@ def add_commands(group: cliargs.Commands) -> None:
 
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)
-    cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, else pulumi).")
+    cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, as the local record "
+                     "says; without one, pulumi if a pulumi up kept its plan here, else direct).")
     cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct); with "
                      "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.")
     common(cmd, backend=True)
