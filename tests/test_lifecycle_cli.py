@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
-from provisioner.lifecycle import state
 from provisioner.lifecycle import cli as lifecycle_cli
+from provisioner.lifecycle import state
 from provisioner.lifecycle.cli import default_engine, parse_duration, parse_money
 from provisioner.lifecycle.realize import bring_up
 from tests.conftest import need_shared
