@@ -260,3 +260,42 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: P
         rows = json.loads(capsys.readouterr().out)["rows"]
         assert [(r["key"], r["status"], r["notes"]) for r in rows] == [
             (record.cluster_id, "removed", ""), ("stray", "at provider", "unrecorded")]
+
+
+def test_burst_end_prints_planned_vs_actual_and_on_budget_warn_lets_the_job_finish(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.lifecycle.burst import BurstOptions, run_burst
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    def job() -> None:  # ten minutes on the injected clock, which the burst's watchdog polls advance
+        import time
+
+        end = runtime.now() + dt.timedelta(minutes=10)
+        while runtime.now() < end:
+            time.sleep(0.001)
+
+    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=True, job_exit=0, on_job=job)
+    events: list[dict[str, Any]] = []
+    options = BurstOptions(max_cost_usd=Decimal("0.01"), on_budget="warn", poll_s=60)  # spent in seconds
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        runtime = instant_runtime(remote, events)
+        app.clock = runtime.now
+        assert run_burst(plans, ["srun", "hostname"], options, runtime) == 0  # not stopped: warn
+    assert not [e for e in events if e["event"] == "watchdog"]
+    warned = [e["message"].split(" reached")[0] for e in events if e["event"] == "budget"]
+    assert warned == ["budget: 100 %"]  # the first look was already past the cap: one line, not three
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    assert settled["metered"]["sources"] == ["lambda audit-events"]
+    assert Decimal(settled["planned_vs_actual"]["actual_usd"]) > Decimal("0.01")
+
+
+def test_burst_watchdog_warns_once_per_level_exactly() -> None:
+    from provisioner.lifecycle.burst import Watchdog
+
+    # $3.6/h is $0.001 a second; a $0.3 budget: 50 % at 150 s, 80 % at 240 s, 100 % at 300 s
+    dog = Watchdog(T0, hourly_usd=Decimal("3.6"), expires_at=None, max_cost_usd=None, warn_cost_usd=Decimal("0.3"))
+    seen = [dog.warning(T0 + dt.timedelta(seconds=s)) for s in (149, 150, 151, 239.999, 240, 299, 300, 900)]
+    assert [None if w is None else w.split(" reached")[0] for w in seen] == [
+        None, "budget: 50 %", None, None, "budget: 80 %", None, "budget: 100 %", None]
+    assert dog.reason(T0 + dt.timedelta(hours=9)) is None  # warn never stops

@@ -93,13 +93,28 @@ class Watchdog:
     """TTL and cost cap on an injectable clock. ``reason(now)`` says why to stop, or None."""
 
     def __init__(self, started_at: dt.datetime, *, hourly_usd: Decimal, expires_at: dt.datetime | None,
-                 max_cost_usd: Decimal | None) -> None:
+                 max_cost_usd: Decimal | None, warn_cost_usd: Decimal | None = None) -> None:
         self.started_at = started_at
         self.hourly_usd = hourly_usd
         self.expires_at = expires_at
         self.max_cost_usd = max_cost_usd
+        self.warn_cost_usd = warn_cost_usd
+        """``--on-budget warn``: the budget warned about at 50/80/100 %, never stopped at."""
+        self.warned = 0
         self.metered: Callable[[dt.datetime], int] | None = None
         """Cents metered over every instance (replacements included, heal.py); the cap counts the larger."""
+
+    def warning(self, now: dt.datetime) -> str | None:
+        """The budget line once per level reached (50, 80, 100 % of ``warn_cost_usd``), else None."""
+        if self.warn_cost_usd is None:
+            return None
+        spent = self.spent_usd(now)
+        level = max((lvl for lvl in (50, 80, 100) if spent * 100 >= self.warn_cost_usd * lvl), default=0)
+        if level <= self.warned:
+            return None
+        self.warned = level
+        return (f"budget: {level} % reached (about ${spent:.2f} of ${self.warn_cost_usd}); on-budget warn: "
+                "the job goes on")
 
     def spent_usd(self, now: dt.datetime) -> Decimal:
         """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted), or what was
@@ -189,7 +204,8 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         ttl_s = first.spec.lifetime.ttl_hours * 3600
     expires_at = started + dt.timedelta(seconds=DEFAULT_TTL_S if ttl_s is None else ttl_s)
     watchdog = Watchdog(started, hourly_usd=first.option.hourly_usd, expires_at=expires_at,
-                        max_cost_usd=opts.max_cost_usd if opts.on_budget == "stop" else None)
+                        max_cost_usd=opts.max_cost_usd if opts.on_budget == "stop" else None,
+                        warn_cost_usd=opts.max_cost_usd if opts.on_budget == "warn" else None)
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
     cluster_id = first.cluster_id
     remote: Remote | None = rt.remote
@@ -233,6 +249,9 @@ def _watched_sleep(rt: Runtime, watchdog: Watchdog) -> Callable[[float], None]:
 def _check(rt: Runtime, watchdog: Watchdog) -> None:
     if rt.interrupts is not None:
         rt.interrupts.check()
+    note = watchdog.warning(rt.now())
+    if note:
+        rt.emit("budget", message=note)
     why = watchdog.reason(rt.now())
     if why:
         spent = watchdog.spent_usd(rt.now())
