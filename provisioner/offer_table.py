@@ -318,10 +318,11 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
 
 
 def needs_private_network(spec: ClusterSpec) -> bool:
-    """A multi-node cluster with a control plane needs a private path between its nodes; with a
-    specific RDMA fabric the fabric check already decides."""
+    """Stage 11 applies: the spec has a control plane or asks for a fabric (any value but ``any``,
+    ``ethernet`` and the RDMA fabrics included), so its nodes must reach each other privately.
+    A catalog row's ``network: none`` is believed even when its fabric is RDMA."""
     return (ControlPlane(spec.control_plane) is not ControlPlane.NONE
-            and Fabric(spec.interconnect.fabric) in (Fabric.ANY, Fabric.ETHERNET))
+            or Fabric(spec.interconnect.fabric) is not Fabric.ANY)
 
 
 def missing_capability(

@@ -286,7 +286,7 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
     if code == Stage.PRIVATE_NETWORK:
         return "interconnect.fabric", (
             f"nodes of {offer} cannot reach each other privately (network: none); a multi-node cluster "
-            f"with a control plane needs a private network")
+            f"with a control plane or a fabric needs a private network")
     if code == Stage.NVME:
         have = f"{num('local_nvme_gib'):g} GiB local NVMe" if row is not None else "local NVMe"
         return "storage.checkpoint_nvme_gib_per_node", (

@@ -403,6 +403,24 @@ def test_multi_node_with_a_control_plane_needs_a_private_network() -> None:
     assert plan(make_spec(control_plane="slurm", gpus={"count": 8}), [public]).options  # one node
 
 
+@pytest.mark.parametrize("fabric", ["ethernet", "roce", "infiniband", "efa"])
+def test_a_fabric_needs_a_private_network_rdma_included(fabric: str) -> None:
+    # The catalog row says the hosts have public addresses only: an RDMA fabric on it is not
+    # a path the cluster's control traffic can use, with or without a control plane.
+    public = make_offer(network="none", fabric=fabric, fabric_gbps=400)
+    private = make_offer(network="private", fabric=fabric, fabric_gbps=400, price_per_hour_usd=D("99"),
+                         instance_type="gpu_8x_private")
+    for plane in ("none", "slurm"):
+        spec = make_spec(control_plane=plane, interconnect={"fabric": fabric})
+        with pytest.raises(NoFeasibleOfferError) as caught:
+            plan(spec, [public])
+        [group] = caught.value.rejection_groups  # type: ignore[attr-defined]
+        assert group.stage == Stage.PRIVATE_NETWORK and group.field == "interconnect.fabric"
+        [best] = plan(spec, [public, private]).options
+        assert best.instance_type == "gpu_8x_private"  # the cheaper public-only offer is never ranked
+    assert plan(make_spec(interconnect={"fabric": "any"}), [public]).options  # nothing asked: separate hosts
+
+
 def test_quote_only_products_are_listed_never_ranked() -> None:
     reserved = make_offer(instance_type="1cc", purchase="reservation", price_per_hour_usd=1.0,
                           how_to_obtain="ask sales")
@@ -503,6 +521,7 @@ def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[st
                 or o.reliability < spec.reliability.min_score
                 or o.fabric.value not in _FABRIC_OK[spec.interconnect.fabric.value]
                 or (nodes > 1 and o.fabric_gbps < spec.interconnect.min_gbps_per_node)
+                or (nodes > 1 and o.network.value == "none" and spec.interconnect.fabric.value != "any")
                 or o.local_nvme_gib < spec.storage.checkpoint_nvme_gib_per_node
                 or o.purchase.quote_only):
             continue
@@ -570,6 +589,7 @@ offers_strategy = st.lists(
         max_nodes=st.sampled_from([1, 4, 16]),
         min_nodes=st.sampled_from([1, 1, 2]),
         purchase=st.sampled_from(["instance", "instance", "reservation"]),
+        network=st.sampled_from(["private", "private", "none"]),
         available=st.booleans(),
     ).filter(lambda o: o.min_nodes <= o.max_nodes and (o.price_per_hour_usd or o.spot_price_per_hour_usd)),
     min_size=1,
