@@ -258,6 +258,10 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
         out = ((col != -1) & (col <= 0)) | (col > MAX_PRICE_MICRO)
         if out.any():
             yield int(np.argmax(out)), name, f"must be above 0 and at most {MAX_PRICE_PER_HOUR_USD} USD (or absent)"
+    quoted = np.isin(v["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])
+    spot_quote = quoted & (v["spot_price_micro"] >= 0)
+    if spot_quote.any():
+        yield int(np.argmax(spot_quote)), "spot_price_per_hour_usd", "a reservation or sales product has no spot price"
     unsold = (v["price_micro"] < 0) & (v["spot_price_micro"] < 0)
     if unsold.any():
         yield int(np.argmax(unsold)), "price_per_hour_usd", "an offer needs an on-demand or a spot price"

@@ -15,7 +15,7 @@ from decimal import Decimal
 from enum import IntEnum
 from fractions import Fraction
 
-from provisioner.errors import PlanError
+from provisioner.errors import CatalogError
 from provisioner.money import spec_decimal
 from provisioner.offer import EgressTier, ProviderInfo
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
@@ -119,14 +119,15 @@ def _tiered(tiers: Sequence[EgressTier], gb: Fraction) -> Fraction:
 def dataset_leave_usd(spec: ClusterSpec, provider_infos: Mapping[str, ProviderInfo]) -> Fraction:
     """Exact USD for the dataset to leave its source provider over the internet (0 when it has none).
 
-    Raises PlanError when there is data to move from a provider the catalog has no facts for.
+    Raises CatalogError (exit 2: the catalog lacks what planning needs, not a spec nothing fits)
+    when there is data to move from a provider the catalog has no facts for.
     """
     dataset = spec.workload.dataset
     source, _ = dataset.source
     if not dataset.size_gb or source is None:
         return Fraction(0)
     if source not in provider_infos:
-        raise PlanError(f"workload.dataset.location: no pricing facts for {source} in the catalog")
+        raise CatalogError(f"workload.dataset.location: no pricing facts for {source} in the catalog")
     info = provider_infos[source]
     return tiered_usd(info.internet_egress_tiers, dataset.size_gb, info.free_egress_gb)
 

@@ -12,7 +12,7 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.spec import Fabric
@@ -100,6 +100,13 @@ class Offer(BaseModel):
     as_of: dt.date | None = Field(None, description="Price date when it differs from the provider's as_of.")
     source: str | None = Field(None, description="Where this offer came from when not the provider's source.")
     available: bool = True
+
+    @model_validator(mode="after")
+    def _quote_only_has_no_spot_price(self) -> Offer:
+        if self.purchase.quote_only and self.spot_price_per_hour_usd is not None:
+            raise ValueError("spot_price_per_hour_usd: a reservation or sales product has no spot price "
+                             "(a Capacity Block is not spot); leave it out")
+        return self
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -45,7 +45,7 @@ from provisioner.costs import (
     tiered_usd,
     variants,
 )
-from provisioner.errors import PlanError
+from provisioner.errors import CatalogError
 from provisioner.money import CENTS, MICRO, NANO, ceil_int, floor_units, round_cents, spec_decimal
 from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
@@ -254,7 +254,8 @@ TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
 
 
 def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]) -> tuple[np.ndarray, ...]:
-    """(stage, sub-code, nodes) per offer for the checks that do not depend on the pricing variant."""
+    """(stage, sub-code, nodes, failures) per offer for the checks that do not depend on the pricing
+    variant; ``failures`` counts the checks an offer fails (1: the first failed check is its only one)."""
     n = len(table)
     v = table.values
     stage = np.zeros(n, dtype=np.int8)
@@ -308,13 +309,15 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
         fails.append((Stage.SHARED_STORAGE, missing[prov], prov))
     if spec.reliability.min_score:
         fails.append((Stage.RELIABILITY, v["reliability"] < spec.reliability.min_score, 0))
+    failures = np.zeros(n, dtype=np.int8)
     for check, failed, code in reversed(fails):
         np.putmask(stage, failed, check)
+        failures += failed
         if isinstance(code, np.ndarray):
             np.putmask(sub, failed, code.astype(np.int16))
         else:
             sub[failed] = code
-    return stage, sub, nodes
+    return stage, sub, nodes, failures
 
 
 def needs_private_network(spec: ClusterSpec) -> bool:
@@ -412,17 +415,17 @@ def rank_table(
     of an account quota than its provider's ``ProviderInfo.quotas`` has left is rejected at
     ``Stage.QUOTA`` (quote-only products are not: their capacity is not drawn from it).
     Linear in ``len(table)`` plus a partial sort.
-    Raises PlanError when a provider in the table, or the dataset's source provider (when
-    there is data to move), has no entry in ``provider_infos``.
+    Raises CatalogError (exit 2) when a provider in the table, or the dataset's source provider
+    (when there is data to move), has no entry in ``provider_infos``.
     """
     n = len(table)
     providers = table.dictionary("provider")
     missing = [name for name in providers if name not in provider_infos]
     if missing:
-        raise PlanError(f"catalog has offers from {missing[0]} but no pricing facts for it")
+        raise CatalogError(f"catalog has offers from {missing[0]} but no pricing facts for it")
     infos = [provider_infos[name] for name in providers]
-    dataset_leave_usd(spec, provider_infos)  # PlanError up front when the dataset's source has no facts
-    offer_stage, offer_sub, offer_nodes = offer_stages(spec, table, infos)
+    dataset_leave_usd(spec, provider_infos)  # CatalogError up front when the dataset's source has no facts
+    offer_stage, offer_sub, offer_nodes, offer_failures = offer_stages(spec, table, infos)
     alive = np.flatnonzero(offer_stage == 0)
     quote_only = np.isin(table["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])
     blocks = buyable_blocks(spec, table, capabilities)
@@ -445,55 +448,24 @@ def rank_table(
     terms = {name: np.zeros(size, dtype=np.int64) for name in TERMS}
     boot = np.zeros(size, dtype=np.int64)
     total = np.zeros(size, dtype=np.int64)
+    late_failures = np.zeros(size, dtype=np.int8)
+    setup = _Setup(spec=spec, table=table, infos=infos, provider_infos=provider_infos, capabilities=capabilities,
+                   offer_nodes=offer_nodes, quote_only=quote_only, blocks=blocks, short_block=short_block,
+                   max_hourly=max_hourly, max_total=max_total, hours=hours)
     for k, spot in enumerate(spots):
+        checked = variant_checks(setup, alive, k, spot)
         base = k * n
-        price = table["spot_price_micro" if spot else "price_micro"][alive]
-        late = np.zeros(len(alive), dtype=np.int8)
-        late_sub = np.zeros(len(alive), dtype=np.int16)
-        sold = price >= 0
-        late[~sold] = Stage.PRICING_MODE
-        late_sub[~sold] = k
-        nodes = offer_nodes[alive]
-        if capabilities is not None:
-            lacking = missing_capability(spec, table, alive, nodes, spot, capabilities)
-            blocked = sold & (lacking >= 0) & ~quote_only[alive]
-            late[blocked] = Stage.ADAPTER
-            late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
-        late[(late == 0) & short_block[alive]] = Stage.BLOCK_HOURS
-        go = late == 0
-        rows = alive[go]
-        h = nodes[go].astype(np.int64) * price[go]
-        if spot:
-            spot_rate = table["spot_interruptions_per_node_hour"][rows]
-            fallback = np.maximum(table["interruptions_per_node_hour"][rows], SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
-            rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
-        else:
-            rate = table["interruptions_per_node_hour"][rows]
-        ctx = Pricing(spec=spec, table=table, infos=infos, rows=rows, nodes=nodes[go].astype(np.int64),
-                      hourly_micro=h, rate=rate, hours=hours, provider_infos=provider_infos)
-        cand = base + rows
-        run_total = np.zeros(len(rows), dtype=np.int64)
-        for name, term in TERMS.items():
-            cents = np.minimum(term(ctx), CENT_CAP)
+        stage[base + alive] = checked.late
+        sub[base + alive] = checked.late_sub
+        late_failures[base + alive] = checked.failures
+        cand = base + checked.rows
+        for name, cents in checked.terms.items():
             terms[name][cand] = cents
-            run_total += cents
-        boot[cand] = boot_cents(ctx)
-        total[cand] = run_total
-        hourly[cand] = h
-        expected[cand] = rate * ctx.nodes * spec.workload.hours
+        boot[cand] = checked.boot
+        total[cand] = checked.total
+        hourly[cand] = checked.hourly
+        expected[cand] = checked.expected
         priced[cand] = True
-        money_stage = np.zeros(len(rows), dtype=np.int8)
-        if max_total is not None:
-            money_stage[run_total > max_total] = Stage.MAX_TOTAL
-        if max_hourly is not None:
-            money_stage[h > max_hourly] = Stage.MAX_HOURLY
-        short = quota_refusals(table, rows, ctx.nodes, spot, infos)
-        over = (money_stage == 0) & (short >= 0) & ~quote_only[rows] & ~blocks[rows]  # blocks: own capacity
-        money_stage[over] = Stage.QUOTA
-        late_sub[np.flatnonzero(go)[over]] = short[over]
-        late[go] = money_stage
-        stage[base + alive] = late
-        sub[base + alive] = late_sub
 
     passed = stage == 0
     quote = passed & np.tile(quote_only, len(spots))
@@ -501,7 +473,92 @@ def rank_table(
     order = best_first(ranked, total, hourly, np.tile(table["key_rank"], len(spots)), n, keep)
     return Ranking(n=n, spots=spots, stage=stage, sub=sub, nodes=nodes_all, priced=priced, hourly_micro=hourly,
                    expected_interruptions=expected, terms=terms, boot_cents=boot, total_cents=total, quote=quote,
-                   order=order, feasible_count=len(ranked), extra={"quotas": [info.quotas or [] for info in infos]})
+                   order=order, feasible_count=len(ranked),
+                   extra={"quotas": [info.quotas or [] for info in infos], "offer_failures": offer_failures,
+                          "late_failures": late_failures, "quote_only": quote_only, "setup": setup})
+
+
+@dataclass(frozen=True, eq=False)
+class _Setup:
+    """What the variant checks (stages 15-20) of every candidate read, set up once per plan."""
+
+    spec: ClusterSpec
+    table: OfferTable
+    infos: list[ProviderInfo]
+    provider_infos: Mapping[str, ProviderInfo]
+    capabilities: Capabilities | None
+    offer_nodes: np.ndarray
+    quote_only: np.ndarray
+    blocks: np.ndarray
+    short_block: np.ndarray
+    max_hourly: int | None
+    max_total: int | None
+    hours: Decimal
+
+
+@dataclass(frozen=True, eq=False)
+class Checked:
+    """``variant_checks``' answer for offer rows ``alive`` bought as one variant: per row the first
+    failed variant stage (0: none), its sub-code and how many variant checks fail; the costs of
+    the ``rows`` that have a price (every one sold this way, adapter-blocked ones included)."""
+
+    late: np.ndarray
+    late_sub: np.ndarray
+    failures: np.ndarray
+    rows: np.ndarray
+    terms: dict[str, np.ndarray]
+    boot: np.ndarray
+    total: np.ndarray
+    hourly: np.ndarray
+    expected: np.ndarray
+
+
+def variant_checks(s: _Setup, alive: np.ndarray, k: int, spot: bool) -> Checked:
+    """Stages 15-20 for offer rows ``alive`` bought as variant ``k``, each check on its own (a
+    later one is evaluated even where an earlier one fails, so ``failures`` counts them all)."""
+    spec, table = s.spec, s.table
+    price = table["spot_price_micro" if spot else "price_micro"][alive]
+    late = np.zeros(len(alive), dtype=np.int8)
+    late_sub = np.zeros(len(alive), dtype=np.int16)
+    failures = np.zeros(len(alive), dtype=np.int8)
+    sold = price >= 0
+    nodes = s.offer_nodes[alive]
+    blocked = np.zeros(len(alive), dtype=bool)
+    if s.capabilities is not None:
+        lacking = missing_capability(spec, table, alive, nodes, spot, s.capabilities)
+        blocked = sold & (lacking >= 0) & ~s.quote_only[alive]
+        late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
+    rows = alive[sold]
+    h = nodes[sold].astype(np.int64) * price[sold]
+    if spot:
+        spot_rate = table["spot_interruptions_per_node_hour"][rows]
+        fallback = np.maximum(table["interruptions_per_node_hour"][rows], SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
+        rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
+    else:
+        rate = table["interruptions_per_node_hour"][rows]
+    ctx = Pricing(spec=spec, table=table, infos=s.infos, rows=rows, nodes=nodes[sold].astype(np.int64),
+                  hourly_micro=h, rate=rate, hours=s.hours, provider_infos=s.provider_infos)
+    terms = {name: np.minimum(term(ctx), CENT_CAP) for name, term in TERMS.items()}
+    run_total = sum(terms.values(), np.zeros(len(rows), dtype=np.int64))
+    over_hourly = np.zeros(len(rows), dtype=bool) if s.max_hourly is None else h > s.max_hourly
+    over_total = np.zeros(len(rows), dtype=bool) if s.max_total is None else run_total > s.max_total
+    short = quota_refusals(table, rows, ctx.nodes, spot, s.infos)
+    quota = (short >= 0) & ~s.quote_only[rows] & ~s.blocks[rows]  # blocks: their own capacity
+    too_short = s.short_block[rows]
+    at = np.flatnonzero(sold)
+    # Applied last-first, so the lowest failed stage is the one recorded.
+    for check, failed in ((Stage.BLOCK_HOURS, too_short), (Stage.QUOTA, quota), (Stage.MAX_TOTAL, over_total),
+                          (Stage.MAX_HOURLY, over_hourly)):
+        late[at[failed]] = check
+        failures[at[failed]] += 1
+    late_sub[at[quota & (late[at] == Stage.QUOTA)]] = short[quota & (late[at] == Stage.QUOTA)]
+    late[blocked] = Stage.ADAPTER
+    failures[blocked] += 1
+    late[~sold] = Stage.PRICING_MODE
+    late_sub[~sold] = k
+    failures[~sold] += 1
+    return Checked(late=late, late_sub=late_sub, failures=failures, rows=rows, terms=terms, boot=boot_cents(ctx),
+                   total=run_total, hourly=h, expected=rate * ctx.nodes * spec.workload.hours)
 
 
 def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilities | None) -> np.ndarray:
@@ -528,5 +585,6 @@ def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_ran
     return ordered[:keep] if keep > 0 else ordered
 
 
-__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "TERMS", "Capabilities", "Pricing", "Ranking",
-           "block_fee_term", "buyable_blocks", "needs_private_network", "quota_refusals", "rank_table"]
+__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "TERMS", "Capabilities", "Checked", "Pricing", "Ranking",
+           "block_fee_term", "buyable_blocks", "needs_private_network", "quota_refusals", "rank_table",
+           "variant_checks"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from provisioner.capabilities import Capability
 from provisioner.costs import FABRICS, Stage
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from provisioner.columns import OfferTable
-    from provisioner.offer_table import Ranking
+    from provisioner.offer_table import Ranking, _Setup
 
 EXAMPLES_PER_GROUP = 3
 DEFAULT_KEEP = 50
@@ -60,8 +60,8 @@ def resolve_plan(
     passed by the shell); a provider absent from it can create nothing. None skips the adapter
     gate (what-if pricing only). Options are ranked by expected total, then cluster hourly
     price, then ``Offer.key``, then on-demand before spot. Deterministic. Raises
-    NoFeasibleOfferError (carrying the rejection groups, and every rejection when
-    ``explain``) when nothing can be ranked, PlanError when pricing facts are missing.
+    NoFeasibleOfferError (carrying the rejection groups, the quotes, the blamed group, and every
+    rejection when ``explain``) when nothing can be ranked, CatalogError when pricing facts are missing.
     """
     from provisioner.offer_table import rank_table
 
@@ -73,18 +73,19 @@ def resolve_plan(
     groups = rejection_groups(spec, table, ranking)
     rejected = every_rejection(spec, table, ranking) if explain else []
     if not len(ranking.order):
-        first = groups[0] if groups else None
+        first = blamed_group(spec, table, ranking, groups)
         example = first.examples[0] if first and first.examples else None
         where = f" ({example.provider} {example.instance_type} {example.region}; " if example else " ("
         count = sum(g.count for g in groups)
-        quoted = int(ranking.quote.sum())
+        found = quotes(spec, table, ranking, provider_as_of, keep)
         why = example.reason if example else (first.reason if first else "nothing can be bought")
-        if quoted and first is None:
-            why = f"only quote-only products fit ({quoted}); see the quotes"
-        error = NoFeasibleOfferError(f"no offer fits: {why}{where}{count} rejected)",
+        if found and first is None:
+            why = "only quote-only products fit"
+        error = NoFeasibleOfferError(f"no offer fits: {why}{where}{count} rejected){quoted_note(found)}",
                                      rejected=[_as_rejection(r) for r in rejected])
         error.rejection_groups = groups  # type: ignore[attr-defined]
-        error.quotes = quotes(spec, table, ranking, provider_as_of, keep)  # type: ignore[attr-defined]
+        error.blamed = first  # type: ignore[attr-defined]
+        error.quotes = found  # type: ignore[attr-defined]
         raise error
     options = [option(rank, table, ranking, int(c), provider_as_of) for rank, c in enumerate(ranking.order, 1)]
     return PlanResult(
@@ -145,6 +146,57 @@ def quotes(spec: ClusterSpec, table: OfferTable, ranking: Ranking, provider_as_o
                          how_to_obtain=offer.how_to_obtain,
                          as_of=offer.as_of or provider_as_of.get(offer.provider)))
     return out
+
+
+def quoted_note(found: list[Quote]) -> str:
+    """What a no-fit message adds when quote-only products fit ('' when none do)."""
+    if not found:
+        return ""
+    first = found[0]
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    return (f"; quote-only products fit, not bought by this tool: {first.provider} {first.instance_type}"
+            f"{more} (how to obtain them: the report's quotes)")
+
+
+def blamed_group(spec: ClusterSpec, table: OfferTable, ranking: Ranking,
+                 groups: list[RejectionGroup]) -> RejectionGroup | None:
+    """The rejection group a no-fit blames (docs/cost-model.md, "When nothing fits"): the spec
+    field that alone keeps out the most buyable candidates, i.e. candidates (not quote-only) that
+    fail exactly one of the 20 checks, every check evaluated on its own; a tie goes to the field
+    of the higher stage; with no such candidate, the furthest stage's group. Returns that
+    field's furthest group."""
+    import numpy as np
+
+    from provisioner.offer_table import variant_checks
+
+    if not groups:
+        return None
+    n, setup = ranking.n, cast("_Setup", ranking.extra["setup"])
+    quote_only = cast("np.ndarray", ranking.extra["quote_only"])
+    offer_failures = cast("np.ndarray", ranking.extra["offer_failures"])
+    late_failures = cast("np.ndarray", ranking.extra["late_failures"])
+    keys: list[np.ndarray] = []
+    # Offers failing one offer check: the variant checks decide whether that check alone keeps them out.
+    first = ranking.stage[:n]
+    lone = np.flatnonzero((first > 0) & (first < Stage.PRICING_MODE) & (offer_failures == 1) & ~quote_only)
+    for k, spot in enumerate(ranking.spots):
+        if len(lone):
+            fits = lone[variant_checks(setup, lone, k, spot).failures == 0]
+            keys.append(ranking.stage[fits].astype(np.int64) * 65_536 + ranking.sub[fits])
+    # Offers passing every offer check that fail exactly one variant check.
+    one_late = np.flatnonzero((late_failures == 1) & ~np.tile(quote_only, len(ranking.spots)))
+    keys.append(ranking.stage[one_late].astype(np.int64) * 65_536 + ranking.sub[one_late])
+    found, counts = np.unique(np.concatenate(keys), return_counts=True)
+    if not len(found):
+        return groups[0]
+    score: dict[str, tuple[int, int]] = {}
+    for key, count in zip(found.tolist(), counts.tolist(), strict=True):
+        stage, sub = divmod(key, 65_536)
+        field, _ = _reason(Stage(stage), sub, spec, table, ranking, None)
+        had, deepest = score.get(field, (0, 0))
+        score[field] = (had + count, max(deepest, stage))
+    field = max(score, key=lambda f: score[f])
+    return next(g for g in groups if g.field == field)
 
 
 def _variant_stage(stage: int) -> bool:
@@ -362,4 +414,4 @@ _WHAT = {
 }
 
 
-__all__ = ["DEFAULT_KEEP", "OfferSource", "option", "rejection_groups", "resolve_plan"]
+__all__ = ["DEFAULT_KEEP", "OfferSource", "blamed_group", "option", "quoted_note", "rejection_groups", "resolve_plan"]

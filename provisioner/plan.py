@@ -102,7 +102,7 @@ class Quote(BaseModel):
     gpus_per_node: int
     nodes: int
     purchase: Purchase
-    hourly_usd: Money | None = Field(None, description="Cluster list price per hour when published.")
+    hourly_usd: Money = Field(description="Cluster list price per hour (every catalog row has a price).")
     how_to_obtain: str | None = None
     as_of: dt.date | None = None
 

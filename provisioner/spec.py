@@ -14,7 +14,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator
 
 from provisioner.providers.registry import REGISTRY
 
@@ -217,7 +217,8 @@ def _money_json(value: Decimal) -> int | float:
 
 Budget = Annotated[Decimal, BeforeValidator(_money_number),
                    Field(ge=0, le=Decimal(repr(MAX_QUANTITY)), allow_inf_nan=False),
-                   PlainSerializer(_money_json, when_used="json")]
+                   PlainSerializer(_money_json, when_used="json"),
+                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_QUANTITY})]
 """USD, exact: compared with the cluster's price without rounding (docs/cost-model.md)."""
 
 

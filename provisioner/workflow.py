@@ -83,19 +83,21 @@ def resolve(
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
+    from provisioner.optimizer import quoted_note
+
     groups = getattr(exc, "rejection_groups", None) or []
-    if not groups or not groups[0].examples:
+    group = getattr(exc, "blamed", None) or (groups[0] if groups else None)  # optimizer.blamed_group
+    if group is None or not group.examples:
         error = SpecError(str(exc), file=str(spec_path))
         error.exit_code = NoFeasibleOfferError.exit_code
         return error
-    deepest = groups[0]  # furthest stage first
-    blamed = deepest.examples[0]
-    field = deepest.field or ""
+    blamed = group.examples[0]
+    field = group.field or ""
     marks = spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path))
     line, column = locate(field, marks) if field else (1, 1)
     count = sum(group.count for group in groups)
     message = f"no offer fits: {blamed.reason} ({blamed.provider} {blamed.instance_type}; " \
-              f"{count} rejected, see --explain)"
+              f"{count} rejected, see --explain){quoted_note(getattr(exc, 'quotes', None) or [])}"
     error = SpecError(message, path=field, file=str(spec_path), line=line, column=column)
     error.exit_code = NoFeasibleOfferError.exit_code  # located like a spec error; the spec is valid: exit 3
     return error
@@ -128,7 +130,9 @@ def plan_report(
             results.append(resolve(spec, catalog, path, keep=max(top, 50), explain=explain))
         except SpecError as error:
             no_fit = getattr(error, "no_fit", None)
-            if explain and no_fit is not None:  # the CLI prints this report, then the error line (exit 3)
+            if no_fit is not None and (explain or getattr(no_fit, "quotes", None)):
+                # the CLI prints this report (every rejection under --explain; the quote-only
+                # products that fit, with how to obtain them), then the error line (exit 3)
                 empty = unplannable_result(spec, catalog.as_of, catalog.origin, no_fit)
                 error.report = render_report(empty, fmt, top=top, explain=True, width=terminal_width(),  # type: ignore[attr-defined]
                                              meta=meta)

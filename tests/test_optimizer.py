@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
 from provisioner.costs import Stage, tiered_usd
-from provisioner.errors import NoFeasibleOfferError, PlanError
+from provisioner.errors import CatalogError, NoFeasibleOfferError
 from provisioner.offer import Catalog, EgressTier, Offer, ProviderInfo
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import PlanResult, decided_by
@@ -309,8 +309,11 @@ def test_empty_catalog_and_missing_pricing_facts() -> None:
         resolve_plan(make_spec(), make_catalog([]))
     catalog = Catalog(as_of=dt.date(2026, 11, 22), providers={"lambda": make_info()}, offers=[make_offer()])
     spec = make_spec(workload={"hours": 1, "dataset": {"size_gb": 10, "location": "gcp:us-central1"}})
-    with pytest.raises(PlanError, match="no pricing facts for gcp"):
+    with pytest.raises(CatalogError, match="no pricing facts for gcp") as caught:
         resolve_plan(spec, catalog)
+    assert caught.value.exit_code == 2  # a catalog lacking facts, not "no offer fits" (3)
+    with pytest.raises(CatalogError, match="offers from lambda but no pricing facts"):
+        resolve_plan(make_spec(), Catalog(as_of=dt.date(2026, 11, 22), providers={}, offers=[make_offer()]))
 
 
 # --- ranking --------------------------------------------------------------------------------
@@ -567,9 +570,15 @@ def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[st
     return sorted(found)
 
 
+def property_offer(**fields: Any) -> Offer:
+    if fields.get("purchase") == "reservation":  # a reservation is never sold spot (docs/cost-model.md)
+        fields["spot_price_per_hour_usd"] = None
+    return make_offer(**fields)
+
+
 offers_strategy = st.lists(
     st.builds(
-        make_offer,
+        property_offer,
         provider=st.sampled_from(["aws", "lambda", "vastai"]),
         instance_type=st.sampled_from(["a", "b", "c"]),
         region=st.sampled_from(["us-east-1", "eu-west-1"]),

@@ -229,7 +229,7 @@ def test_csv_parses_and_matches_json(result: PlanResult) -> None:
     assert list(rows[0]) == [
         "rank", "provider", "region", "zone", "instance_type", "gpu_model", "gpus_per_node", "nodes",
         "spot", "hourly_usd", "usd_per_gpu_hour", "expected_interruptions", "purchase", "bootstrap", "network",
-        "as_of", "cost_compute", "cost_storage", "cost_egress", "cost_interruption", "cost_total",
+        "as_of", "cost_compute", "cost_storage", "cost_egress", "cost_interruption", "cost_total", "how_to_obtain",
     ]
     for row, option in zip(rows, doc["options"], strict=True):
         assert int(row["rank"]) == option["rank"]
@@ -288,7 +288,7 @@ def with_folds_and_quotes(result: PlanResult) -> PlanResult:
             for rank, region in [(1, "us-east-1"), (2, "us-west-1"), (3, "us-south-1")]]
     others = [o.model_copy(update={"rank": o.rank + 1}) for o in result.options[2:]]
     quote = QuoteRow(provider="lambda", instance_type="1cc-h100-64", region="us-east-1", gpu_model="H100",
-                     gpus_per_node=8, nodes=8, purchase="sales", hourly_usd=None,
+                     gpus_per_node=8, nodes=8, purchase="sales", hourly_usd=Decimal("447.36"),
                      how_to_obtain="https://lambda.ai/contact (1-Click Clusters are sold by sales)")
     return result.model_copy(update={"options": [*same, *others], "quotes": [quote]})
 
@@ -305,7 +305,7 @@ def test_identical_offers_in_several_regions_fold_into_one_row_and_quotes_stand_
         assert re.findall(r'<g class="bar-group" data-rank="(\d+)"', text) == ["1", "4", "5", "6"]
     doc = validate_report(render_report(with_folds_and_quotes(result), "json"))
     assert [o["region"] for o in doc["options"][:3]] == ["us-east-1", "us-west-1", "us-south-1"]  # JSON: every option
-    assert doc["quotes"][0]["hourly_usd"] is None and doc["quotes"][0]["purchase"] == "sales"
+    assert doc["quotes"][0]["hourly_usd"] == Decimal("447.36") and doc["quotes"][0]["purchase"] == "sales"
 
 
 # -- terminal table -----------------------------------------------------------------------

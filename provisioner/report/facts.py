@@ -258,7 +258,7 @@ class QuoteRow:
     gpus_per_node: int
     nodes: int
     purchase: str
-    hourly_usd: Decimal | None
+    hourly_usd: Decimal
     how_to_obtain: str
 
 
@@ -270,7 +270,7 @@ def quotes(result: PlanResult) -> list[QuoteRow]:
         rows.append(QuoteRow(
             provider=quote.provider, instance_type=quote.instance_type, region=quote.region,
             gpu_model=quote.gpu_model, gpus_per_node=quote.gpus_per_node, nodes=quote.nodes,
-            purchase=enum_text(quote.purchase), hourly_usd=None if price is None else money(price),
+            purchase=enum_text(quote.purchase), hourly_usd=money(price),
             how_to_obtain=getattr(quote, "how_to_obtain", None) or "ask the provider",
         ))
     return rows
@@ -359,7 +359,8 @@ def unplannable_result(spec: ClusterSpec, catalog_as_of: dt.date, catalog_origin
     """A PlanResult with no options for a spec nothing fits, so ``--explain`` can print why.
 
     Reads the rejections a NoFeasibleOfferError carries (``groups``/``rejection_groups`` and
-    ``rejected``); built without validation because it is only ever rendered, never planned.
+    ``rejected``) and the quote-only products that fit (``quotes``); built without validation
+    because it is only ever rendered, never planned.
     """
     rejected = [item if isinstance(item, RejectedOffer) else RejectedOffer.of(item)
                 for item in getattr(error, "rejected", None) or []]
@@ -368,6 +369,7 @@ def unplannable_result(spec: ClusterSpec, catalog_as_of: dt.date, catalog_origin
     groups = getattr(error, "rejection_groups", None) or getattr(error, "groups", None)
     if groups:
         fields["rejection_groups"] = list(groups)
+    fields["quotes"] = list(getattr(error, "quotes", None) or [])
     return PlanResult.model_construct(**fields)
 
 

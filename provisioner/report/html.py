@@ -154,7 +154,7 @@ def render_html(view: ReportView) -> str:
         rows=[_row(row) for row in view.rows],
         best=[_row(row) for row in view.best],
         chart=build_chart(view.rows),
-        quotes=[(q, "ask" if q.hourly_usd is None else usd(q.hourly_usd)) for q in view.quotes],
+        quotes=[(q, usd(q.hourly_usd)) for q in view.quotes],
         groups=[(g, examples_text(g)) for g in view.groups],
     ) + "\n"
 

@@ -123,11 +123,12 @@ def render_json(result: PlanResult, options: Sequence[Option], *, explain: bool,
     return _dumps(document)
 
 
-CSV_HEADER = (*OPTION_FIELDS, *(f"cost_{name}" for name in COST_FIELDS))
+CSV_HEADER = (*OPTION_FIELDS, *(f"cost_{name}" for name in COST_FIELDS), "how_to_obtain")
 
 
 def render_csv(result: PlanResult, options: Sequence[Option]) -> str:
-    """Header plus one row per option; booleans as ``true``/``false``, a missing zone empty, exact money."""
+    """Header plus one row per option, then one per quote-only product that fits (no rank, no
+    costs, ``how_to_obtain`` filled); booleans as ``true``/``false``, a missing zone empty, exact money."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
@@ -136,7 +137,13 @@ def render_csv(result: PlanResult, options: Sequence[Option]) -> str:
         cost = record.pop("cost")
         row = [_csv_cell(record[name]) for name in OPTION_FIELDS]
         row += [_csv_cell(cost[name]) for name in COST_FIELDS]
-        writer.writerow(row)
+        writer.writerow([*row, ""])
+    for q in facts.quotes(result):
+        record = {"provider": q.provider, "region": q.region, "instance_type": q.instance_type,
+                  "gpu_model": q.gpu_model, "gpus_per_node": q.gpus_per_node, "nodes": q.nodes, "spot": False,
+                  "hourly_usd": _decimal(q.hourly_usd), "purchase": q.purchase}
+        row = [_csv_cell(record.get(name)) for name in OPTION_FIELDS]
+        writer.writerow([*row, *("" for _ in COST_FIELDS), q.how_to_obtain or ""])
     return buffer.getvalue()
 
 
@@ -206,7 +213,7 @@ def render_markdown(view: ReportView) -> str:
         lines += _md_table(("Provider", "Instance type", "Region", "GPUs/node", "Nodes", "Purchase", "$/h",
                             "How to obtain"),
                            [[q.provider, q.instance_type, q.region, f"{q.gpu_model} x{q.gpus_per_node}", q.nodes,
-                             q.purchase, "ask" if q.hourly_usd is None else facts.usd(q.hourly_usd),
+                             q.purchase, facts.usd(q.hourly_usd),
                              q.how_to_obtain] for q in view.quotes], {4, 6})
     lines += ["", f"## Rejected offers ({view.rejected_count})", ""]
     if not view.rejected_count:

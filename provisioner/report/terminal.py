@@ -135,7 +135,7 @@ def _quotes_table(view: ReportView) -> Table:
     for q in view.quotes:
         table.add_row(Text(q.provider), Text(q.instance_type), Text(q.region),
                       Text(gpu_label(q.gpu_model, q.gpus_per_node)), Text(str(q.nodes)), Text(q.purchase),
-                      Text("ask" if q.hourly_usd is None else _amount(q.hourly_usd)), Text(q.how_to_obtain))
+                      Text(_amount(q.hourly_usd)), Text(q.how_to_obtain))
     return table
 
 
