@@ -299,3 +299,29 @@ def test_burst_watchdog_warns_once_per_level_exactly() -> None:
     assert [None if w is None else w.split(" reached")[0] for w in seen] == [
         None, "budget: 50 %", None, None, "budget: 80 %", None, "budget: 100 %", None]
     assert dog.reason(T0 + dt.timedelta(hours=9)) is None  # warn never stops
+
+
+def test_pulumi_down_prints_planned_vs_actual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The pulumi engine's destroy deletes without listing: down lists the nodes first, bills them after."""
+    import json
+
+    from provisioner.cli import main
+    from provisioner.lifecycle import pulumi_engine
+    from tests.providers.harness_lambda import node_specs
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    with served_fake("lambda", monkeypatch) as (_app, _server):
+        from provisioner.providers.registry import get_provider
+
+        adapter = get_provider("lambda")
+        adapter.create_nodes(plan.cluster_id, node_specs(2))
+        state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider="lambda", engine="pulumi",
+                                              plan=plan, created_at=dt.datetime.now(dt.UTC), status="up"))
+        # stands in for `pulumi destroy` (the Pulumi CLI is not here): the stack's nodes go
+        monkeypatch.setattr(pulumi_engine, "down", lambda cluster_id, **_: adapter.delete_nodes(cluster_id))
+        assert main(["down", plan.cluster_id, "--json"]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in events][-2:] == ["cost", "down"]
+    assert set(events[-2]["planned_vs_actual"]["terms"]) == {"compute", "storage", "egress", "interruption"}

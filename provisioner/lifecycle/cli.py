@@ -186,8 +186,13 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     emit = _emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine
+        from provisioner.lifecycle.spend import before_teardown, emit_settled
 
+        runtime = _runtime(emit, interrupts=False)
+        listed = before_teardown(runtime.provider, record)
         pulumi_engine.down(cluster_id, backend=backend, emit=emit)
+        if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
+            emit_settled(emit, listed[0], record, listed[1], runtime.now())
         state.remove_record(cluster_id)
         emit("down", message=f"cluster {cluster_id} is down (pulumi)", cluster=cluster_id)
         _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),

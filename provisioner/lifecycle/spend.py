@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -235,6 +235,20 @@ def report_lines(cluster_id: str, comparison: Comparison, doc: Mapping[str, Any]
     return lines
 
 
+def before_teardown(provider_for: Callable[[str], Provider], record: ClusterRecord | None
+                    ) -> tuple[Provider, list[Node]] | None:
+    """For an engine that deletes without listing (pulumi destroy): the adapter and the cluster's live nodes,
+    read before the delete so ``emit_settled`` can bill them after; None without a record or a listing."""
+    if record is None:
+        return None
+    try:
+        adapter = provider_for(record.provider)
+        return adapter, [n for n in adapter.get_nodes(record.cluster_id)
+                         if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)]
+    except ProvisionerError:
+        return None
+
+
 def emit_settled(emit: Emit, adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
                  at: dt.datetime) -> None:
     """``settle`` and print it as one ``cost`` event (what ``down`` and the end of ``burst`` show). Never
@@ -252,6 +266,7 @@ __all__ = [
     "RECONCILE_TOLERANCE",
     "BudgetState",
     "CostNow",
+    "before_teardown",
     "budget_expiry",
     "budget_state",
     "cost_so_far",
