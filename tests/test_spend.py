@@ -325,3 +325,60 @@ def test_pulumi_down_prints_planned_vs_actual(tmp_path: Path, monkeypatch: pytes
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["event"] for e in events][-2:] == ["cost", "down"]
     assert set(events[-2]["planned_vs_actual"]["terms"]) == {"compute", "storage", "egress", "interruption"}
+
+
+def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
+    """Each fake's billing route, asked directly, validates against the provider's spec (strict fakes answer
+    599 otherwise) and bills what its injected clock ran."""
+    import json
+
+    import httpx
+
+    from provisioner.testing.fakes import make_fake
+    from provisioner.testing.fakes.base import FakeTransport
+
+    need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
+    need_shared("provider-apis", "fluence")
+    now = [T0]
+    runpod = make_fake("runpod", api_key="k")
+    runpod.clock = lambda: now[0]
+    runpod.meter.start("pod1", "2.49")
+    runpod.meter.start("m1", "3.99", cluster="c1")
+    now[0] = T0 + dt.timedelta(hours=1, seconds=1)
+    with httpx.Client(transport=FakeTransport(runpod), base_url="http://runpod.test",
+                      headers={"Authorization": "Bearer k"}) as client:
+        pods = client.get("/v2/billing/pods", params={"bucketSize": "hour", "startTime": "2026-11-26T00:00:00Z",
+                                                      "endTime": "2026-11-26T03:00:00Z"}).json()
+        clusters = client.get("/v2/billing/clusters", params={"clusterId": "c1"}).json()
+    assert runpod.validation_errors == []
+    # per second: 3601 s at $2.49/h = $2.49069..., split 3600 s + 1 s over two hour buckets
+    assert [(r["podId"], r["totalAmount"]) for r in pods["records"]] == [("pod1", 2.49), ("pod1", 0.000692)]
+    assert clusters["metadata"]["totals"]["totalAmount"] == 3.991108  # 3601 s at $3.99/h, one day bucket
+    fluence = make_fake("fluence", api_key="k")
+    fluence.clock = lambda: now[0]
+    now[0] = T0 + dt.timedelta(minutes=30)
+    fluence.meter.start("7c0f1d1e-0000-4000-8000-000000000001", "0.29")
+    now[0] = T0 + dt.timedelta(hours=1, seconds=1)
+    with httpx.Client(transport=FakeTransport(fluence), base_url="http://fluence.test",
+                      headers={"X-API-KEY": "k"}) as client:
+        rows = client.get("/v1/billing/charges/aggregated", params={"startDate": "2026-11-26",
+                                                                     "endDate": "2026-11-26"}).json()
+        history = client.get("/v2/billing/get_history").json()
+    assert fluence.validation_errors == []
+    # started 01:30, now 02:00:01: 31 minutes, yet the 01:00 and 02:00 clock-hour periods, $0.29 each
+    assert [(r["totalUsageHours"], r["totalCost"]) for r in rows] == [("2", "0.58")]
+    assert history["items"] == []
+    need_shared("provider-apis", "vastai", "openapi.yaml")
+    vast = make_fake("vastai", api_key="k")
+    vast.clock = lambda: now[0]
+    vast.meter.start("31000000", "0.38")
+    now[0] = T0 + dt.timedelta(hours=3)
+    with httpx.Client(transport=FakeTransport(vast), base_url="http://vast.test",
+                      headers={"Authorization": "Bearer k"}) as client:
+        day = json.dumps({"day": {"gte": 1795651200, "lte": 1795737599}})  # 2026-11-26, UTC
+        charges = client.get("/api/v0/charges", params={"select_filters": day}).json()
+        invoices = client.get("/api/v1/invoices", params={"select_filters": json.dumps({"when": {"gte": 0}})}).json()
+    assert vast.validation_errors == []
+    # started 02:00:01, now 04:00: 7199 s at $0.38/h = $0.759894... -> 0.76 (Vast rounds to 3 decimals)
+    assert [(c["source"], c["amount"]) for c in charges["results"]] == [("instance-31000000", 0.76)]
+    assert invoices["results"] == []

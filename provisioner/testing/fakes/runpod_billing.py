@@ -10,8 +10,9 @@ resolved window. Amounts are JSON doubles, as RunPod sends them, rounded to 1e-6
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from werkzeug.wrappers import Request, Response
 
@@ -59,61 +60,42 @@ class BillingRoutes:
             return self.fake.problem(400, "startTime/endTime must be RFC 3339")
         return _snap(start, size, up=False), _snap(end, size, up=True), size_name, size
 
-    def _records(self, spans: list[Span], start: dt.datetime, end: dt.datetime, size: dt.timedelta,
-                 key: str, value: Any) -> list[dict[str, Any]]:
-        out = []
-        bucket = start
-        while bucket < end:
-            amount = sum((self.fake.meter.billed_usd(s, window=(bucket, bucket + size)) for s in spans), Decimal(0))
-            if any((s.end or end) > bucket and s.start < bucket + size for s in spans):
-                out.append({"startTime": stamp(bucket), "endTime": stamp(bucket + size), key: value,
-                            "amount": amount})
-            bucket += size
-        return out
+    def _answer(self, request: Request, key: str, group: Callable[[Span], str | None], zeros: tuple[str, ...],
+                count_name: str) -> Response:
+        """Records per (group, bucket) of the spans ``group`` names (None: not this route's), and the metadata."""
+        window = self._window(request)
+        if isinstance(window, Response):
+            return window
+        start, end, size_name, size = window
+        wanted = request.args.get(key)
+        grouped: dict[str, list[Span]] = {}
+        for span in self.fake.meter.spans.values():
+            name = group(span)
+            if name is not None and wanted in (None, name):
+                grouped.setdefault(name, []).append(span)
+        records = []
+        for name, spans in grouped.items():
+            bucket = start
+            while bucket < end:
+                window_ = (bucket, bucket + size)
+                if any((s.end or end) > bucket and s.start < bucket + size for s in spans):
+                    amount = _double(sum((self.fake.meter.billed_usd(s, window=window_) for s in spans), Decimal(0)))
+                    records.append({"startTime": stamp(bucket), "endTime": stamp(bucket + size), key: name,
+                                    "totalAmount": amount, "gpuAmount": amount, **dict.fromkeys(zeros, 0)})
+                bucket += size
+        total = _double(sum((Decimal(str(r["totalAmount"])) for r in records), Decimal(0)))
+        return self.fake.ok({"records": records, "metadata": {
+            "query": {"startTime": stamp(start), "endTime": stamp(end), "bucketSize": size_name, key: wanted},
+            "recordCount": len(records), count_name: len(grouped),
+            "totals": {"totalAmount": total, "gpuAmount": total, **dict.fromkeys(zeros, 0)}}})
 
     def _pods(self, request: Request) -> Response:
-        window = self._window(request)
-        if isinstance(window, Response):
-            return window
-        start, end, size_name, size = window
-        wanted = request.args.get("podId")
-        spans = [s for s in self.fake.meter.spans.values() if s.cluster is None and wanted in (None, s.instance_id)]
-        records = []
-        for span in spans:
-            for rec in self._records([span], start, end, size, "podId", span.instance_id):
-                amount = rec.pop("amount")
-                records.append({**rec, "totalAmount": _double(amount), "gpuAmount": _double(amount),
-                                "cpuAmount": 0, "diskAmount": 0})
-        total = sum((Decimal(str(r["totalAmount"])) for r in records), Decimal(0))
-        return self.fake.ok({"records": records, "metadata": {
-            "query": {"startTime": stamp(start), "endTime": stamp(end), "bucketSize": size_name, "podId": wanted},
-            "recordCount": len(records), "uniquePodCount": len({r["podId"] for r in records}),
-            "totals": {"totalAmount": _double(total), "gpuAmount": _double(total), "cpuAmount": 0,
-                       "diskAmount": 0}}})
+        return self._answer(request, "podId", lambda s: s.instance_id if s.cluster is None else None,
+                            ("cpuAmount", "diskAmount"), "uniquePodCount")
 
     def _clusters(self, request: Request) -> Response:
-        window = self._window(request)
-        if isinstance(window, Response):
-            return window
-        start, end, size_name, size = window
-        wanted = request.args.get("clusterId")
-        by_cluster: dict[str, list[Span]] = {}
-        for span in self.fake.meter.spans.values():
-            if span.cluster is not None and wanted in (None, span.cluster):
-                by_cluster.setdefault(span.cluster, []).append(span)
-        records = []
-        for cluster, spans in by_cluster.items():
-            for rec in self._records(spans, start, end, size, "clusterId", cluster):
-                amount = rec.pop("amount")
-                records.append({**rec, "totalAmount": _double(amount), "gpuAmount": _double(amount),
-                                "diskAmount": 0, "networkingAmount": 0})
-        total = sum((Decimal(str(r["totalAmount"])) for r in records), Decimal(0))
-        return self.fake.ok({"records": records, "metadata": {
-            "query": {"startTime": stamp(start), "endTime": stamp(end), "bucketSize": size_name,
-                      "clusterId": wanted},
-            "recordCount": len(records), "uniqueClusterCount": len(by_cluster),
-            "totals": {"totalAmount": _double(total), "gpuAmount": _double(total), "diskAmount": 0,
-                       "networkingAmount": 0}}})
+        return self._answer(request, "clusterId", lambda s: s.cluster, ("diskAmount", "networkingAmount"),
+                            "uniqueClusterCount")
 
 
 __all__ = ["BillingRoutes"]

@@ -1,4 +1,4 @@
-"""Vast.ai charges in the Vast.ai fake: ``GET /api/v0/charges`` (the ``show charges`` operation).
+"""Vast.ai charges in the Vast.ai fake: ``GET /api/v0/charges`` (``show charges``) and ``GET /api/v1/invoices``.
 
 Shapes follow ``openapi.yaml``; ``VastAIFake`` validates each request and answer against it. One
 result per instance contract the fake's clock saw (``app.meter``) overlapping the ``day`` range of
@@ -7,6 +7,7 @@ result per instance contract the fake's clock saw (``app.meter``) overlapping th
 documented rule: storage is billed while the instance exists), and the contract's ``amount``
 rounded to 3 decimals, as the spec says Vast rounds it. Bandwidth (``bwu``/``bwd``) is zero: the
 fake moves no data. Keyset pages of ``limit`` (default 100), ``next_token`` the next offset.
+``/api/v1/invoices`` lists payments, not usage: always empty here (nothing is paid to the fake).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ChargeRoutes:
         self.rates: dict[str, tuple[Decimal, Decimal]] = {}
         """instance id -> (compute $/h, storage $/h), as rented."""
         fake.route("GET", "/api/v0/charges", self._charges, kind="other", name="charges")
+        fake.route("GET", "/api/v1/invoices", self._invoices, kind="other", name="invoices")
 
     def _charges(self, request: Request) -> Response:
         try:
@@ -63,6 +65,10 @@ class ChargeRoutes:
         more = offset + limit < len(rows)
         return self.fake.json({"success": True, "count": len(page), "total": len(rows),
                                "next_token": str(offset + limit) if more else None, "results": page})
+
+    def _invoices(self, request: Request) -> Response:
+        """Payments (top-ups, transfers, payouts): the fake takes none, so none are listed."""
+        return self.fake.json({"success": True, "count": 0, "total": 0, "next_token": None, "results": []})
 
 
 __all__ = ["ChargeRoutes"]
