@@ -127,7 +127,8 @@ def test_a_preempted_node_is_replaced_under_its_name_and_rejoins(cluster: Cluste
     assert "preempted" in replace["reason"] and replace["hourly_usd"] == Decimal("12.36")
     calls = [argv for _, argv in cluster.remote.calls]
     assert ("sh", "-c", "squeue -h -w lc-lambda-1 -o %A | xargs -r -n1 sudo -n scontrol requeue") in calls
-    assert calls[-1] == ("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=RESUME")
+    resume = calls.index(("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=RESUME"))
+    assert calls[resume + 1][0] == "sinfo"  # resumed, then the control plane must list it ready
     assert "ubuntu@lc-lambda-1" in cluster.remote.bootstrapped  # the SSH pass ran again (new address)
     # Money: the preempted instance ran until it was noticed; the replacement counts as interruption.
     bills = {(b.name, b.term) for b in meter(cluster.healer.plan, cluster.healer.usages, cluster.rt.now()).nodes}

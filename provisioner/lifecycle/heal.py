@@ -368,13 +368,14 @@ class Healer:
         state.save_record(self.record)
         secrets = cluster_secrets(cluster)
         ssh_pass(self.rt, self.remote, self.provider, self.plan, secrets, nodes)
-        readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
+        # Take the drain off first: a drained node never counts as ready (its slurmd registers either way).
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
             self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=RESUME"))
         elif control_plane == "kubernetes":
             self._on_head(("sh", "-c", f"sudo -n kubectl uncordon {name}; "
                                        f"sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true"))
+        readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
 
 
 def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
