@@ -45,6 +45,9 @@ class SchedulerRemote(StandInRemote):
     slurm: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        if argv[0] == "squeue":  # job 7 runs on every node
+            self.calls.append((target.node_name, tuple(argv)))
+            return CommandResult(0, "7\n")
         if tuple(argv[:3]) == ("sinfo", "-h", "-N"):
             self.calls.append((target.node_name, tuple(argv)))
             rows = {name: self.slurm.get(name, ("idle", "none")) for name in self.nodes}
@@ -126,9 +129,12 @@ def test_a_preempted_node_is_replaced_under_its_name_and_rejoins(cluster: Cluste
     replace = cluster.events[0]
     assert "preempted" in replace["reason"] and replace["hourly_usd"] == Decimal("12.36")
     calls = [argv for _, argv in cluster.remote.calls]
-    assert ("sh", "-c", "squeue -h -w lc-lambda-1 -o %A | xargs -r -n1 sudo -n scontrol requeue") in calls
+    assert ("squeue", "-h", "-w", "lc-lambda-1", "-o", "%A") in calls
+    assert [c for c in calls if c[2:4] == ("scontrol", "requeue")] == [("sudo", "-n", "scontrol", "requeue", "7")]
     resume = calls.index(("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=RESUME"))
-    assert calls[resume + 1][0] == "sinfo"  # resumed, then the control plane must list it ready
+    # Slurm holds a requeued job ~2 min: released once the node is back; then readiness.
+    assert calls[resume + 1] == ("sudo", "-n", "scontrol", "update", "JobId=7", "StartTime=now")
+    assert calls[resume + 2][0] == "sinfo"
     assert "ubuntu@lc-lambda-1" in cluster.remote.bootstrapped  # the SSH pass ran again (new address)
     # Money: the preempted instance ran until it was noticed; the replacement counts as interruption.
     bills = {(b.name, b.term) for b in meter(cluster.healer.plan, cluster.healer.usages, cluster.rt.now()).nodes}

@@ -60,6 +60,7 @@ from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.validation.actions import TAINT_KEY
+from provisioner.validation.runner import CommandResult
 from provisioner.validation.watch import REASON_PREFIX, code_of_reason
 from provisioner.waiting import WaitTimeout
 
@@ -104,6 +105,7 @@ class Healer:
     replacements: int = 0
     unreachable_since: dict[str, float] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
+    requeued: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.usages:
@@ -250,19 +252,23 @@ class Healer:
             return None
         return tuple(n for n in nodes if n.status is NodeStatus.RUNNING)
 
-    def _on_head(self, argv: Sequence[str]) -> None:
+    def _on_head(self, argv: Sequence[str]) -> CommandResult | None:
         """Run ``argv`` on the head as the cluster user (admin commands through ``sudo -n``: the
-        user has passwordless sudo); skipped when the head does not run."""
+        user has passwordless sudo); None when the head does not run."""
         running = self._head()
         if running is None or self.plan.head.name not in {n.name for n in running}:
-            return
-        self.remote.run(head_target(self.record, list(running)), argv, timeout_s=60)
+            return None
+        return self.remote.run(head_target(self.record, list(running)), argv, timeout_s=60)
 
     def _requeue_jobs(self, name: str) -> None:
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
             # Back to pending (held off the drained node); they run again once it is back.
-            self._on_head(("sh", "-c", f"squeue -h -w {name} -o %A | xargs -r -n1 sudo -n scontrol requeue"))
+            listed = self._on_head(("squeue", "-h", "-w", name, "-o", "%A"))
+            jobs = sorted({w for w in listed.stdout.split() if w.isdigit()}) if listed is not None and listed.ok else []
+            for job in jobs:
+                self._on_head(("sudo", "-n", "scontrol", "requeue", job))
+            self.requeued = [*self.requeued, *jobs]
         elif control_plane == "kubernetes":
             # The new machine registers under the same name: the old Node and its k3s password must go.
             self._on_head(("sh", "-c", f"sudo -n kubectl delete node {name} --wait=false; "
@@ -372,6 +378,10 @@ class Healer:
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
             self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=RESUME"))
+            # Slurm holds a requeued job back (its begin time moves ~2 min ahead); the node is back now.
+            for job in self.requeued:
+                self._on_head(("sudo", "-n", "scontrol", "update", f"JobId={job}", "StartTime=now"))
+            self.requeued = []
         elif control_plane == "kubernetes":
             self._on_head(("sh", "-c", f"sudo -n kubectl uncordon {name}; "
                                        f"sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true"))
