@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,15 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
         assert cost.so_far.sources == ("lambda audit-events",)  # the listing has no launch time; the log has
         assert cost.projected.total_cents >= cost.so_far.total_cents
         assert cost.budget is not None and cost.budget.level == 50  # 12.36 of 20.03
+        secrets = json.loads(state.secrets_path(record.cluster_id).read_text())
 
         tear_down(record.cluster_id, runtime)
+    written = ledger.ledger_path().read_text()  # canary: the ledger never holds a secret or the API key
+    from tests.test_lifecycle_support import API_KEYS
+
+    assert API_KEYS["lambda"] not in written
+    values = [value for value in secrets.values() if isinstance(value, str) and len(value) > 8]
+    assert values and all(value not in written for value in values)
     (settled,) = [e for e in events if e["event"] == "cost"]
     assert "planned vs actual" in settled["message"] and "compute" in settled["message"]
     assert settled["metered"]["sources"] == ["lambda audit-events"]  # the terminate events end the spans
