@@ -321,3 +321,20 @@ def test_burst_replaces_a_node_preempted_while_the_job_runs(tmp_path: Path, monk
     kinds = [e["event"] for e in events]
     assert kinds.index("job") < kinds.index("replace") < kinds.index("replaced") < kinds.index("job-done")
     assert [e["node"] for e in events if e["event"] == "replaced"] == ["lc-lambda-1"]
+
+
+def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                               ) -> None:
+    import datetime as dt
+
+    from provisioner.cli import main
+    from provisioner.lifecycle import state
+
+    assert main(["watch", "no-such-cluster", "--once"]) == 1
+    assert "no record of cluster no-such-cluster" in capsys.readouterr().err
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider="lambda", engine="pulumi", plan=plan,
+                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC), status="up"))
+    assert main(["watch", plan.cluster_id, "--once"]) == 1
+    err = capsys.readouterr().err
+    assert "--engine pulumi" in err and len(err.strip().splitlines()) == 1

@@ -71,15 +71,23 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
     at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
     capacity error the next ranked option of the same provider is tried. Every action is reported with
     its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
+    from provisioner.errors import ProvisionerError
+    from provisioner.lifecycle import state
     from provisioner.lifecycle.cli import _emitter, _runtime, cluster_id_of
     from provisioner.lifecycle.heal import Healer, HealOptions
-    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote
+    from provisioner.lifecycle.realize import cluster_secrets, default_remote
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
     emit = _emitter(json_out)
     runtime = _runtime(emit)
     try:
-        record, _ = cluster_nodes(cluster_id_of(target, catalog), runtime)
+        cluster_id = cluster_id_of(target, catalog)
+        record = state.load_record(cluster_id)
+        if record is None:
+            raise ProvisionerError(f"no record of cluster {cluster_id} here (see provisioner status)")
+        if record.engine != "direct":
+            raise ProvisionerError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
+                                   "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)")
         healer = Healer(runtime, record, default_remote(record.cluster_id, cluster_secrets(record.cluster_id)),
                         alternates_for(record.plan, catalog, runtime),
                         HealOptions(max_replacements=max_replacements,
