@@ -43,8 +43,13 @@ class SchedulerRemote(StandInRemote):
     """The stand-in head, plus ``sinfo -N`` rows the test sets (name -> (state, reason))."""
 
     slurm: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
+    """Addresses ssh cannot reach (exit 255)."""
 
     def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        if target.host in self.unreachable:
+            self.calls.append((target.node_name, tuple(argv)))
+            return CommandResult(255, "", f"ssh: connect to host {target.host} port 22: Connection timed out")
         if argv[0] == "squeue":  # job 7 runs on every node
             self.calls.append((target.node_name, tuple(argv)))
             return CommandResult(0, "7\n")
@@ -93,8 +98,8 @@ class Cluster:
 def make_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Cluster]]:
     """A 2-node Slurm cluster up on the Lambda fake and its Healer (HealOptions from the keywords)."""
     with contextlib.ExitStack() as stack:
-        def make(max_cost_usd: Decimal | None = None, **options: Any) -> Cluster:
-            plans = plans_for(LAMBDA_SPEC, tmp_path)
+        def make(max_cost_usd: Decimal | None = None, spec: str = LAMBDA_SPEC, **options: Any) -> Cluster:
+            plans = plans_for(spec, tmp_path)
             remote = SchedulerRemote(nodes=list(NAMES), healthy=True)
             events: list[dict[str, Any]] = []
             app, _server = stack.enter_context(served_fake("lambda", monkeypatch))
@@ -162,6 +167,32 @@ def test_a_node_not_responding_is_replaced_after_the_grace_time(cluster: Cluster
     cluster.rt.sleep(1)
     assert cluster.healer.step() == ["lc-lambda-1"]
     assert cluster.events[0]["kind"] == "unreachable"
+    assert_whole(cluster)
+
+
+def test_a_head_that_does_not_answer_over_ssh_is_replaced_after_the_grace_time(cluster: Cluster) -> None:
+    old = cluster.id_of("lc-lambda-0")
+    address = cluster.healer.record.head_address
+    assert address is not None
+    cluster.remote.unreachable.add(address)
+    assert cluster.healer.step() == []
+    cluster.rt.sleep(300)
+    assert cluster.healer.step() == ["lc-lambda-0"]
+    assert cluster.events[0]["kind"] == "unreachable" and "head does not answer" in cluster.events[0]["reason"]
+    assert cluster.id_of("lc-lambda-0") != old and cluster.healer.record.head_address != address
+    assert_whole(cluster)
+
+
+def test_without_a_scheduler_each_node_must_answer_over_ssh(make_cluster: Callable[..., Cluster]) -> None:
+    cluster = make_cluster(spec=LAMBDA_SPEC.replace("control_plane: slurm", "control_plane: none"))
+    worker = next(n for n in cluster.rt.provider("lambda").get_nodes("lc-lambda") if n.name == "lc-lambda-1")
+    cluster.remote.unreachable.add(worker.public_ip or "")
+    assert cluster.healer.step() == []
+    cluster.rt.sleep(299)
+    assert cluster.healer.step() == []
+    cluster.rt.sleep(1)
+    assert cluster.healer.step() == ["lc-lambda-1"]
+    assert cluster.events[0]["reason"].startswith("no answer over SSH for 300 s")
     assert_whole(cluster)
 
 

@@ -7,7 +7,8 @@
   with ``provisioner-watch``: the finding's code is in the event),
 * the provider lists it gone, preempted (Lambda ``preempted``, a spot reclaim) or failed, or no
   longer lists it at all,
-* the scheduler has reported it not responding for ``unreachable_s`` in a row.
+* it has not answered for ``unreachable_s`` in a row: the scheduler reports it not responding,
+  the head does not answer over SSH, or (no scheduler) the node does not answer an SSH ``true``.
 
 A replacement (``replace``): the jobs on the node are requeued (Slurm), the old instance is deleted
 and waited for (the bill stops; a k8s Node and its k3s password secret go too, so the new machine
@@ -54,7 +55,7 @@ from provisioner.lifecycle.realize import (
     node_specs,
     ssh_pass,
 )
-from provisioner.lifecycle.remote import Remote
+from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
@@ -65,6 +66,8 @@ from provisioner.validation.watch import REASON_PREFIX, code_of_reason
 from provisioner.waiting import WaitTimeout
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+SSH_FAILED = 255
+"""ssh's own exit status when it could not reach the node (a remote command's is passed through)."""
 
 
 @dataclass(frozen=True)
@@ -146,9 +149,30 @@ class Healer:
             faults.setdefault(fault.node, fault)
         return [faults[n.name] for n in self.plan.nodes if n.name in faults]
 
+    def _reachable(self, name: str, answers: bool, what: str) -> Fault | None:
+        """A fault once ``name`` has not answered for ``unreachable_s`` in a row."""
+        now = self.rt.clock()
+        if answers:
+            self.unreachable_since.pop(name, None)
+            return None
+        since = self.unreachable_since.setdefault(name, now)
+        if now - since < self.options.unreachable_s:
+            return None
+        return Fault(name, "unreachable", f"{what} for {now - since:.0f} s")
+
     def _scheduler_faults(self, running: dict[str, Node]) -> list[Fault]:
         control_plane = self.plan.spec.control_plane.value
-        if control_plane not in ("slurm", "kubernetes") or self.plan.head.name not in running:
+        planned = {n.name for n in self.plan.nodes}
+        if control_plane not in ("slurm", "kubernetes"):  # no scheduler: each node must answer over SSH
+            found = []
+            for name, node in running.items():
+                target = ssh_target(node, CLUSTER_USER, name) if name in planned else None
+                if target is not None:
+                    answer = self.remote.run(target, ("true",), timeout_s=30)
+                    fault = self._reachable(name, answer.returncode != SSH_FAILED, "no answer over SSH")
+                    found += [fault] if fault else []
+            return found
+        if self.plan.head.name not in running:
             return []
         head = head_target(self.record, list(running.values()))
         if control_plane == "slurm":
@@ -158,20 +182,19 @@ class Healer:
         else:
             result = self.remote.run(head, ("kubectl", "get", "nodes", "-o", "json"), timeout_s=30)
             states = _k8s_states(result.stdout) if result.ok else {}
-        faults = []
-        now = self.rt.clock()
+        head_fault = self._reachable(self.plan.head.name, result.returncode != SSH_FAILED,
+                                     "the head does not answer over SSH")
+        faults = [head_fault] if head_fault else []
         for name, (node_state, reason) in states.items():
-            if name not in {n.name for n in self.plan.nodes}:
+            if name not in planned:
                 continue
             code = code_of_reason(reason)
             if "drain" in node_state and code is not None:
                 faults.append(Fault(name, "drained", f"drained by its health watch: {code}"))
-            elif node_state.endswith("*") or "down" in node_state or "not_responding" in node_state:
-                since = self.unreachable_since.setdefault(name, now)
-                if now - since >= self.options.unreachable_s:
-                    faults.append(Fault(name, "unreachable", f"not responding for {now - since:.0f} s ({node_state})"))
-            else:
-                self.unreachable_since.pop(name, None)
+                continue
+            down = node_state.endswith("*") or "down" in node_state or "not_responding" in node_state
+            fault = self._reachable(name, not down, f"not responding ({node_state})")
+            faults += [fault] if fault else []
         return faults
 
     # --- replacing -------------------------------------------------------------------------------
