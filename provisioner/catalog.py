@@ -269,6 +269,9 @@ def load_columnar(path: Path, *, origin: str | None = None) -> TableCatalog:
         providers = {str(k): ProviderInfo.model_validate(v) for k, v in dict(meta["providers"]).items()}
     except (KeyError, TypeError, ValueError) as exc:
         raise CatalogError(f"{origin}: providers: {' '.join(str(exc).split())[:200]}") from None
+    for rest in ("price_rest", "spot_price_rest"):  # files written before exact prices: whole micro-USD
+        if rest not in values and "gpus" in values:
+            values[rest] = np.zeros(len(values["gpus"]), dtype=np.int64)
     if "block_hours" not in values and "gpus" in values:  # files written before Capacity Blocks: none is a block
         values["block_hours"] = np.zeros(len(values["gpus"]), dtype=np.int32)
         values["block_start"] = np.full(len(values["gpus"]), -1, dtype=np.int32)

@@ -26,7 +26,7 @@ import numpy as np
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.costs import FABRICS
-from provisioner.money import to_micro, to_nano
+from provisioner.money import PICO_PER_MICRO, split_price, to_micro, to_nano
 from provisioner.offer import (
     MAX_BILLING_S,
     MAX_BLOCK_HOURS,
@@ -71,7 +71,10 @@ NUMBERS: dict[str, tuple[str, float, float, bool]] = {
     "block_hours": ("int32", 0, MAX_BLOCK_HOURS, False),
 }
 PRICES = {"price_per_hour_usd": "price_micro", "spot_price_per_hour_usd": "spot_price_micro"}
-"""USD per node-hour -> int64 micro-USD column; -1 = not sold that way, else 1..MAX_PRICE."""
+"""USD per node-hour -> int64 whole micro-USD column (rounded down); -1 = not sold that way, else
+0..MAX_PRICE (0 only with a remainder: a price under a micro-dollar)."""
+PRICE_RESTS = {"price_micro": "price_rest", "spot_price_micro": "spot_price_rest"}
+"""The pico-USD of each price below its whole micro-USD (0..999,999): prices are exact to 12 places."""
 RATES = {"egress_usd_per_gb": "egress_nano", "ingress_usd_per_gb": "ingress_nano",
          "disk_usd_per_gib_hour": "disk_nano"}
 """USD per GB / GiB-hour -> int64 nano-USD column, 0..MAX_RATE."""
@@ -117,7 +120,7 @@ class OfferTable:
             data[name] = None if dtype == "float64" and np.isnan(value) else value.item()
         for name, column in PRICES.items():
             micro = int(v[column][row])
-            data[name] = None if micro < 0 else _decimal(micro, 6)
+            data[name] = None if micro < 0 else _decimal(micro * PICO_PER_MICRO + int(v[PRICE_RESTS[column]][row]), 12)
         for name, column in RATES.items():
             data[name] = _decimal(int(v[column][row]), 9)
         for name, members in ENUMS.items():
@@ -138,8 +141,9 @@ class OfferTable:
             raw = [getattr(o, name) for o in offers]
             values[name] = np.array([np.nan if x is None else x for x in raw], dtype=dtype)
         for name, column in PRICES.items():
-            values[column] = np.array([-1 if (p := getattr(o, name)) is None else to_micro(p) for o in offers],
-                                      dtype=np.int64)
+            parts = [(-1, 0) if (p := getattr(o, name)) is None else split_price(p) for o in offers]
+            values[column] = np.array([micro for micro, _ in parts], dtype=np.int64).reshape(len(offers))
+            values[PRICE_RESTS[column]] = np.array([rest for _, rest in parts], dtype=np.int64).reshape(len(offers))
         for name, column in RATES.items():
             values[column] = np.array([to_nano(getattr(o, name)) for o in offers], dtype=np.int64)
         for name, members in ENUMS.items():
@@ -167,7 +171,7 @@ def _encode(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return dictionary, codes
 
 
-COLUMNS: tuple[str, ...] = (*IDS, *TEXTS, *NUMBERS, *PRICES.values(), *RATES.values(), *ENUMS,
+COLUMNS: tuple[str, ...] = (*IDS, *TEXTS, *NUMBERS, *PRICES.values(), *PRICE_RESTS.values(), *RATES.values(), *ENUMS,
                             "available", "as_of_days", "key_rank")
 
 # --- the catalog rules, vectorized --------------------------------------------------------
@@ -254,8 +258,9 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
         if out.any():
             yield int(np.argmax(out)), name, f"must be {'>' if exclusive else '>='} {low:g} and <= {high:g}"
     for name, column in PRICES.items():
-        col = v[column]
-        out = ((col != -1) & (col <= 0)) | (col > MAX_PRICE_MICRO)
+        col, rest = v[column], v[PRICE_RESTS[column]]
+        out = ((col != -1) & (col < 0)) | (col > MAX_PRICE_MICRO) | (rest < 0) | (rest >= PICO_PER_MICRO)
+        out |= ((col == -1) & (rest != 0)) | ((col == 0) & (rest == 0)) | ((col == MAX_PRICE_MICRO) & (rest != 0))
         if out.any():
             yield int(np.argmax(out)), name, f"must be above 0 and at most {MAX_PRICE_PER_HOUR_USD} USD (or absent)"
     quoted = np.isin(v["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])

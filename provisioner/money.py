@@ -1,10 +1,11 @@
 """Exact money: the units the cost model counts in, and its one rounding rule.
 
-Every amount the optimizer computes is an integer: prices in micro-USD (``MICRO``), per-GB and
-per-GiB-hour rates in nano-USD (``NANO``), results in cents. Catalog decimals are converted
-to these units once, half to even (``to_micro``/``to_nano``); spec quantities (floats from
-YAML) are read as the shortest decimal that round-trips them (``spec_decimal``), which is the
-number the user wrote. The rules are stated once, in docs/cost-model.md, "Rounding".
+Every amount the optimizer computes is an integer: prices in micro-USD (``MICRO``) plus a
+remainder in pico-USD (``split_price``: a catalog price keeps every decimal it was written
+with, up to ``PRICE_PLACES``), per-GB and per-GiB-hour rates in nano-USD (``NANO``), results
+in cents. Spec quantities (floats from YAML) are read as the shortest decimal that round-trips
+them (``spec_decimal``), which is the number the user wrote. The rules are stated once, in
+docs/cost-model.md, "Rounding".
 
 Pure: no numpy, no I/O.
 """
@@ -25,6 +26,33 @@ CENT = Decimal("0.01")
 def to_micro(usd: Decimal | float | int) -> int:
     """USD -> whole micro-USD, half to even (a catalog price with more than 6 decimals is rounded)."""
     return int(Decimal(str(usd)).scaleb(6).to_integral_value(ROUND_HALF_EVEN))
+
+
+PRICE_PLACES = 12
+"""Most decimal places a catalog price may have (a catalog writing more is refused): every price
+is exact as an integer number of pico-USD."""
+PICO_PER_MICRO = 1_000_000
+
+
+def split_price(usd: Decimal) -> tuple[int, int]:
+    """An exact price -> (whole micro-USD, the pico-USD left over, 0 <= rest < 10^6). No rounding:
+    ValueError when it has more than ``PRICE_PLACES`` decimals."""
+    units = Decimal(usd).scaleb(PRICE_PLACES)
+    if units != units.to_integral_value():
+        raise ValueError(f"more than {PRICE_PLACES} decimal places")
+    return divmod(int(units), PICO_PER_MICRO)
+
+
+def usd_of_pico(micro: int, rest: int = 0) -> Decimal:
+    """``micro`` micro-USD plus ``rest`` pico-USD -> Decimal USD, at least two places (``Decimal('47.84')``)."""
+    value = Decimal(micro * PICO_PER_MICRO + rest).scaleb(-PRICE_PLACES)
+    return value.quantize(CENT) if value == value.quantize(CENT) else value.normalize()
+
+
+def half_even(numerator: int, denominator: int) -> int:
+    """``numerator / denominator`` (denominator > 0) rounded half to even, exactly."""
+    q, r = divmod(numerator, denominator)
+    return q + (2 * r > denominator or (2 * r == denominator and q % 2 == 1))
 
 
 def to_nano(usd: Decimal | float | int) -> int:
@@ -72,12 +100,17 @@ __all__ = [
     "CENTS",
     "MICRO",
     "NANO",
+    "PICO_PER_MICRO",
+    "PRICE_PLACES",
     "ceil_int",
     "floor_units",
+    "half_even",
     "round_cents",
     "spec_decimal",
+    "split_price",
     "to_micro",
     "to_nano",
     "usd_of_cents",
     "usd_of_micro",
+    "usd_of_pico",
 ]

@@ -12,9 +12,10 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.money import PRICE_PLACES
 from provisioner.spec import Fabric
 
 if TYPE_CHECKING:
@@ -43,7 +44,14 @@ MAX_INTERRUPTIONS_PER_NODE_HOUR = 1_000.0
 MAX_BLOCK_HOURS = 4_368
 """The longest EC2 Capacity Block: 182 days."""
 
-Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False)]
+def _price_places(value: Decimal) -> Decimal:
+    if value != value.scaleb(PRICE_PLACES).to_integral_value().scaleb(-PRICE_PLACES):
+        raise ValueError(f"a price has at most {PRICE_PLACES} decimal places (kept exactly)")
+    return value
+
+
+Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False),
+                  AfterValidator(_price_places)]
 """A price per node-hour: exact, above zero (a zero price is never ranked as free), bounded."""
 Rate = Annotated[Decimal, Field(ge=0, le=MAX_RATE_USD, allow_inf_nan=False)]
 Size = Annotated[float, Field(ge=0, le=MAX_SIZE_GIB, allow_inf_nan=False)]

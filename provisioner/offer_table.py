@@ -17,7 +17,9 @@ read): price p <= 1e10 micro-USD per node-hour ($10,000), nodes N <= 1e5 (spec M
 and h = 1e4*hc + hr: whole cents hc*q <= 1e11 * 9.7e4 ~ 1e16; the remainder numerator
 hr*q*3600 + h*r < 1e4*9.7e4*3600 + 1e15*3600 = 3.5e12 + 3.6e18 < 9.22e18. Totals are sums of
 four terms each < 1e17 cents (the interruption estimate is capped at ``CENT_CAP``), so < 4e17.
-Budgets compare integers: h <= floor(max_hourly * 1e6), total <= floor(max_total * 100).
+Budgets compare integers: (h, h_rest) <= divmod(floor(max_hourly * 1e12), 1e6) (exact: prices keep
+their sub-micro digits as a pico-USD remainder, priced in exact Python integers by ``hourly_times``),
+total <= floor(max_total * 100).
 tests/test_money.py drives every bound at once.
 
 Pure: no I/O, no clock, no environment.
@@ -25,6 +27,7 @@ Pure: no I/O, no clock, no environment.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -46,7 +49,17 @@ from provisioner.costs import (
     variants,
 )
 from provisioner.errors import CatalogError
-from provisioner.money import CENTS, MICRO, NANO, ceil_int, floor_units, round_cents, spec_decimal
+from provisioner.money import (
+    CENTS,
+    MICRO,
+    NANO,
+    PICO_PER_MICRO,
+    ceil_int,
+    floor_units,
+    half_even,
+    round_cents,
+    spec_decimal,
+)
 from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
 
@@ -86,6 +99,8 @@ class Ranking:
     nodes: np.ndarray
     priced: np.ndarray
     hourly_micro: np.ndarray
+    hourly_rest: np.ndarray
+    """With ``hourly_micro``, the exact cluster hourly price: whole micro-USD plus these pico-USD."""
     expected_interruptions: np.ndarray
     terms: dict[str, np.ndarray]
     boot_cents: np.ndarray
@@ -116,6 +131,8 @@ class Pricing:
     """Offer rows of the candidates being priced."""
     nodes: np.ndarray
     hourly_micro: np.ndarray
+    hourly_rest: np.ndarray
+    """The pico-USD of each cluster hourly price below its whole micro-USD (0 for most catalogs)."""
     rate: np.ndarray
     """Interruptions per node-hour of each candidate (an estimate, float)."""
     hours: Decimal
@@ -155,28 +172,49 @@ def billed_seconds(p: Pricing) -> np.ndarray:
     return billed_span(run_s, p.table["billing_increment_s"][p.rows], p.table["billing_minimum_s"][p.rows])
 
 
-def boot_seconds(infos: list[ProviderInfo]) -> np.ndarray:
-    """Each provider's boot minutes in whole seconds (half-even), by provider code."""
-    return np.array([round(spec_decimal(i.boot_minutes) * 60) for i in infos], dtype=np.int64)
+def boot_exact(infos: list[ProviderInfo]) -> list[Fraction]:
+    """Each provider's boot time in seconds, exact (``boot_minutes`` as written x 60), by provider code."""
+    return [Fraction(spec_decimal(i.boot_minutes)) * 60 for i in infos]
+
+
+def hourly_times(p: Pricing, seconds: np.ndarray, exact: Callable[[int], Fraction] | None = None,
+                 also: np.ndarray | None = None) -> np.ndarray:
+    """Cluster hourly x ``seconds`` (whole seconds per row) in cents, half-even, exact. int64
+    arithmetic where the hourly price is whole micro-USD; exact integers for a price with pico-USD
+    and for the rows in ``also``, where ``exact(i)`` replaces row ``i``'s seconds (a fraction)."""
+    out = _cents_of(p.hourly_micro, seconds, 3600)
+    odd = p.hourly_rest != 0
+    if also is not None:
+        odd |= also
+    for i in np.flatnonzero(odd).tolist():
+        sec = exact(i) if exact is not None and (also is None or also[i]) else Fraction(int(seconds[i]))
+        pico = int(p.hourly_micro[i]) * PICO_PER_MICRO + int(p.hourly_rest[i])
+        out[i] = min(half_even(pico * sec.numerator, sec.denominator * 3600 * PICO_PER_MICRO * 10_000), CENT_CAP)
+    return out
 
 
 def boot_cents(p: Pricing) -> np.ndarray:
-    """Paid boot time: cluster hourly x the provider's boot minutes (read in whole seconds, half-even).
-    None for a Capacity Block: its nodes boot inside the block already paid for."""
-    boot_s = boot_seconds(p.infos)[p.table["provider"][p.rows]]
-    return _cents_of(p.hourly_micro, np.where(p.table["block_hours"][p.rows] > 0, 0, boot_s), 3600)
+    """Paid boot time: cluster hourly x the provider's boot time, exact (a fraction of a second
+    included), rounded once to cents. 0 for a Capacity Block: its nodes boot inside the block
+    already paid for."""
+    exact = boot_exact(p.infos)
+    prov = p.table["provider"][p.rows]
+    block = p.table["block_hours"][p.rows] > 0
+    whole = np.array([int(s) if s.denominator == 1 else 0 for s in exact], dtype=np.int64)
+    fractional = np.array([s.denominator != 1 for s in exact], dtype=bool)[prov] & ~block
+    return hourly_times(p, np.where(block, 0, whole[prov]), lambda i: exact[int(prov[i])], fractional)
 
 
 def block_fee_term(p: Pricing) -> np.ndarray:
     """A Capacity Block's upfront fee: cluster hourly x the block's own hours (not the run's: the whole
     block is paid before it starts, non-refundable), rounded once to cents; 0 for other offers."""
-    return _cents_of(p.hourly_micro, p.table["block_hours"][p.rows].astype(np.int64) * 3600, 3600)
+    return hourly_times(p, p.table["block_hours"][p.rows].astype(np.int64) * 3600)
 
 
 def compute_term(p: Pricing) -> np.ndarray:
     """Cluster hourly x billed hours, rounded to cents, plus the boot time, rounded on its own; for a
     Capacity Block, its upfront fee (``block_fee_term``)."""
-    run = _cents_of(p.hourly_micro, billed_seconds(p), 3600) + boot_cents(p)
+    run = hourly_times(p, billed_seconds(p)) + boot_cents(p)
     return np.where(p.table["block_hours"][p.rows] > 0, block_fee_term(p), run)
 
 
@@ -430,10 +468,11 @@ def rank_table(
     quote_only = np.isin(table["purchase"], [ENUMS["purchase"].index(p) for p in Purchase if p.quote_only])
     blocks = buyable_blocks(spec, table, capabilities)
     quote_only &= ~blocks
-    need_s = ceil_int(spec_decimal(spec.workload.hours) * 3600) + boot_seconds(infos)[table["provider"]]
+    boot_up = np.array([math.ceil(s) for s in boot_exact(infos)], dtype=np.int64)  # x < f iff x < ceil(f), x whole
+    need_s = ceil_int(spec_decimal(spec.workload.hours) * 3600) + boot_up[table["provider"]]
     short_block = blocks & (table["block_hours"].astype(np.int64) * 3600 < need_s)
-    max_hourly = None if spec.pricing.max_hourly_usd is None else floor_units(
-        Decimal(spec.pricing.max_hourly_usd), MICRO)
+    max_hourly = None if spec.pricing.max_hourly_usd is None else divmod(floor_units(
+        Decimal(spec.pricing.max_hourly_usd), MICRO * PICO_PER_MICRO), PICO_PER_MICRO)
     max_total = None if spec.pricing.max_total_usd is None else floor_units(Decimal(spec.pricing.max_total_usd), CENTS)
     hours = spec_decimal(spec.workload.hours)
 
@@ -444,6 +483,7 @@ def rank_table(
     nodes_all = np.tile(offer_nodes, len(spots))
     priced = np.zeros(size, dtype=bool)
     hourly = np.zeros(size, dtype=np.int64)
+    hourly_rest = np.zeros(size, dtype=np.int64)
     expected = np.zeros(size, dtype=np.float64)
     terms = {name: np.zeros(size, dtype=np.int64) for name in TERMS}
     boot = np.zeros(size, dtype=np.int64)
@@ -464,14 +504,16 @@ def rank_table(
         boot[cand] = checked.boot
         total[cand] = checked.total
         hourly[cand] = checked.hourly
+        hourly_rest[cand] = checked.hourly_rest
         expected[cand] = checked.expected
         priced[cand] = True
 
     passed = stage == 0
     quote = passed & np.tile(quote_only, len(spots))
     ranked = np.flatnonzero(passed & ~quote)
-    order = best_first(ranked, total, hourly, np.tile(table["key_rank"], len(spots)), n, keep)
+    order = best_first(ranked, total, hourly, hourly_rest, np.tile(table["key_rank"], len(spots)), n, keep)
     return Ranking(n=n, spots=spots, stage=stage, sub=sub, nodes=nodes_all, priced=priced, hourly_micro=hourly,
+                   hourly_rest=hourly_rest,
                    expected_interruptions=expected, terms=terms, boot_cents=boot, total_cents=total, quote=quote,
                    order=order, feasible_count=len(ranked),
                    extra={"quotas": [info.quotas or [] for info in infos], "offer_failures": offer_failures,
@@ -491,7 +533,8 @@ class _Setup:
     quote_only: np.ndarray
     blocks: np.ndarray
     short_block: np.ndarray
-    max_hourly: int | None
+    max_hourly: tuple[int, int] | None
+    """(whole micro-USD, pico-USD) of the hourly budget, rounded down: exact comparison."""
     max_total: int | None
     hours: Decimal
 
@@ -510,6 +553,7 @@ class Checked:
     boot: np.ndarray
     total: np.ndarray
     hourly: np.ndarray
+    hourly_rest: np.ndarray
     expected: np.ndarray
 
 
@@ -529,7 +573,9 @@ def variant_checks(s: _Setup, alive: np.ndarray, k: int, spot: bool) -> Checked:
         blocked = sold & (lacking >= 0) & ~s.quote_only[alive]
         late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
     rows = alive[sold]
-    h = nodes[sold].astype(np.int64) * price[sold]
+    below = nodes[sold].astype(np.int64) * table["spot_price_rest" if spot else "price_rest"][rows]
+    h = nodes[sold].astype(np.int64) * price[sold] + below // PICO_PER_MICRO
+    h_rest = below % PICO_PER_MICRO
     if spot:
         spot_rate = table["spot_interruptions_per_node_hour"][rows]
         fallback = np.maximum(table["interruptions_per_node_hour"][rows], SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
@@ -537,10 +583,12 @@ def variant_checks(s: _Setup, alive: np.ndarray, k: int, spot: bool) -> Checked:
     else:
         rate = table["interruptions_per_node_hour"][rows]
     ctx = Pricing(spec=spec, table=table, infos=s.infos, rows=rows, nodes=nodes[sold].astype(np.int64),
-                  hourly_micro=h, rate=rate, hours=s.hours, provider_infos=s.provider_infos)
+                  hourly_micro=h, hourly_rest=h_rest, rate=rate, hours=s.hours, provider_infos=s.provider_infos)
     terms = {name: np.minimum(term(ctx), CENT_CAP) for name, term in TERMS.items()}
     run_total = sum(terms.values(), np.zeros(len(rows), dtype=np.int64))
-    over_hourly = np.zeros(len(rows), dtype=bool) if s.max_hourly is None else h > s.max_hourly
+    over_hourly = np.zeros(len(rows), dtype=bool)
+    if s.max_hourly is not None:
+        over_hourly = (h > s.max_hourly[0]) | ((h == s.max_hourly[0]) & (h_rest > s.max_hourly[1]))
     over_total = np.zeros(len(rows), dtype=bool) if s.max_total is None else run_total > s.max_total
     short = quota_refusals(table, rows, ctx.nodes, spot, s.infos)
     quota = (short >= 0) & ~s.quote_only[rows] & ~s.blocks[rows]  # blocks: their own capacity
@@ -558,7 +606,7 @@ def variant_checks(s: _Setup, alive: np.ndarray, k: int, spot: bool) -> Checked:
     late_sub[~sold] = k
     failures[~sold] += 1
     return Checked(late=late, late_sub=late_sub, failures=failures, rows=rows, terms=terms, boot=boot_cents(ctx),
-                   total=run_total, hourly=h, expected=rate * ctx.nodes * spec.workload.hours)
+                   total=run_total, hourly=h, hourly_rest=h_rest, expected=rate * ctx.nodes * spec.workload.hours)
 
 
 def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilities | None) -> np.ndarray:
@@ -575,13 +623,13 @@ def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilit
     return found
 
 
-def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, key_rank: np.ndarray, n: int,
-               keep: int) -> np.ndarray:
+def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, hourly_rest: np.ndarray,
+               key_rank: np.ndarray, n: int, keep: int) -> np.ndarray:
     """The best ``keep`` of ``cands``: total, then cluster hourly, then ``Offer.key``, then on-demand first."""
     if len(cands) > keep > 0:
         cut = np.partition(total[cands], keep - 1)[keep - 1]
         cands = cands[total[cands] <= cut]
-    ordered = cands[np.lexsort((cands // n, key_rank[cands], hourly[cands], total[cands]))]
+    ordered = cands[np.lexsort((cands // n, key_rank[cands], hourly_rest[cands], hourly[cands], total[cands]))]
     return ordered[:keep] if keep > 0 else ordered
 
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Protocol, cast
 
 from provisioner.capabilities import Capability
 from provisioner.costs import FABRICS, Stage
 from provisioner.errors import NoFeasibleOfferError, Rejection
-from provisioner.money import usd_of_cents, usd_of_micro
+from provisioner.money import usd_of_cents, usd_of_pico
 from provisioner.offer import ProviderInfo
 from provisioner.plan import CostBreakdown, Option, PlanResult, Quote, RejectedOffer, RejectionGroup, per_gpu_hour
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
@@ -104,7 +105,7 @@ def resolve_plan(
 def option(rank: int, table: OfferTable, ranking: Ranking, c: int, provider_as_of: Mapping[str, dt.date]) -> Option:
     """The ``Option`` model for a ranked candidate."""
     offer = table.offer(ranking.offer_of(c))
-    hourly = usd_of_micro(int(ranking.hourly_micro[c]))
+    hourly = usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c]))
     terms = {name: usd_of_cents(int(cents[c])) for name, cents in ranking.terms.items()}
     cost = CostBreakdown(**terms, total=usd_of_cents(int(ranking.total_cents[c])),
                          boot_usd=usd_of_cents(int(ranking.boot_cents[c])))
@@ -136,13 +137,15 @@ def quotes(spec: ClusterSpec, table: OfferTable, ranking: Ranking, provider_as_o
     import numpy as np
 
     found = np.flatnonzero(ranking.quote)
-    found = found[np.lexsort((ranking.hourly_micro[found], ranking.total_cents[found]))][:keep]
+    found = found[np.lexsort((ranking.hourly_rest[found], ranking.hourly_micro[found], ranking.total_cents[found]))][
+        :keep]
     out = []
     for c in found.tolist():
         offer = table.offer(ranking.offer_of(c))
         out.append(Quote(provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
                          gpu_model=offer.gpu_model, gpus_per_node=offer.gpus, nodes=int(ranking.nodes[c]),
-                         purchase=offer.purchase, hourly_usd=usd_of_micro(int(ranking.hourly_micro[c])),
+                         purchase=offer.purchase,
+                         hourly_usd=usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])),
                          how_to_obtain=offer.how_to_obtain,
                          as_of=offer.as_of or provider_as_of.get(offer.provider)))
     return out
@@ -362,15 +365,23 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
         return "workload.hours", (f"the {int(num('block_hours'))} h {offer} block (paid upfront in full) ends "
                                   f"before {run}")
     if code == Stage.MAX_HOURLY:
-        budget = f"${spec.pricing.max_hourly_usd:,.2f}/h"
+        budget = f"{usd_text(spec.pricing.max_hourly_usd)}/h"
         if c is None:
             return "pricing.max_hourly_usd", f"cluster hourly price is over {budget}"
         return "pricing.max_hourly_usd", (
-            f"{nodes} nodes cost ${usd_of_micro(int(ranking.hourly_micro[c])):,.2f}/h, over {budget}")
-    budget = f"${spec.pricing.max_total_usd:,.2f}"
+            f"{nodes} nodes cost {usd_text(usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])))}"
+            f"/h, over {budget}")
+    budget = usd_text(spec.pricing.max_total_usd)
     if c is None:
         return "pricing.max_total_usd", f"expected total is over {budget}"
     return "pricing.max_total_usd", f"expected total ${usd_of_cents(int(ranking.total_cents[c])):,} is over {budget}"
+
+
+def usd_text(amount: Decimal | None) -> str:
+    """``$1,234.56``, exact: every decimal kept past the cents (``$4.355``), never rounded away."""
+    value = Decimal(amount or 0)
+    shown = value.quantize(Decimal("0.01")) if value == value.quantize(Decimal("0.01")) else value.normalize()
+    return f"${shown:,}"
 
 
 def _adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:

@@ -42,6 +42,15 @@ def test_watchdog_budget_is_exact() -> None:
     assert third.reason(T0 + dt.timedelta(seconds=12)) is not None  # exactly $0.01
 
 
+def test_watchdog_cap_where_binary_floating_point_is_wrong() -> None:
+    # $0.70/h for 3 h is exactly the $2.10 cap; in binary64 0.7 * 3 = 2.0999999999999996 < 2.1,
+    # so a float watchdog would let the job run past its cap.
+    dog = Watchdog(T0, hourly_usd=Decimal("0.70"), expires_at=None, max_cost_usd=Decimal("2.10"))
+    assert dog.reason(T0 + dt.timedelta(hours=3) - dt.timedelta(microseconds=1)) is None
+    assert dog.reason(T0 + dt.timedelta(hours=3)) is not None
+    assert dog.spent_usd(T0 + dt.timedelta(hours=3)) == Decimal("2.10")
+
+
 def test_watchdog_ttl() -> None:
     dog = Watchdog(T0, hourly_usd=Decimal(1), expires_at=T0 + dt.timedelta(hours=4), max_cost_usd=None)
     assert dog.reason(T0 + dt.timedelta(hours=4) - dt.timedelta(microseconds=1)) is None

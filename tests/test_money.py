@@ -12,7 +12,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
-from provisioner.money import floor_units, round_cents, spec_decimal, to_micro, to_nano, usd_of_cents, usd_of_micro
+from provisioner.money import (
+    floor_units,
+    half_even,
+    round_cents,
+    spec_decimal,
+    split_price,
+    to_micro,
+    to_nano,
+    usd_of_cents,
+    usd_of_micro,
+    usd_of_pico,
+)
 from provisioner.offer import MAX_PRICE_PER_HOUR_USD, Catalog, Offer, ProviderInfo
 from provisioner.offer_table import _cents_of
 from provisioner.optimizer import resolve_plan
@@ -29,6 +40,25 @@ def test_units_and_rounding_rule() -> None:
     assert spec_decimal(159.6) == Decimal("159.6") and spec_decimal(0.1) == Decimal("0.1")
     assert floor_units(Decimal("159.6"), 1_000_000) == 159_600_000
     assert floor_units(Decimal("0.0099"), 100) == 0
+
+
+def test_values_binary_floating_point_gets_wrong() -> None:
+    # In binary64: int(4.35 * 100) == 434, 0.7 * 3 < 2.1, 1.1 + 2.2 > 3.3, 1.015 * 100 < 101.5.
+    assert int(4.35 * 100) == 434 and floor_units(spec_decimal(4.35), 100) == 435
+    assert floor_units(spec_decimal(0.70) * 3, 100) == 210
+    assert floor_units(spec_decimal(1.1) + spec_decimal(2.2), 100) == 330
+    assert round(1.015 * 100) == 101 and round_cents(Decimal("1.015")) == 102  # 101.5 cents, half to even
+    assert split_price(Decimal("0.38333333")) == (383_333, 330_000)  # an ask's 8 decimals kept, not rounded
+    assert split_price(Decimal("1e-12")) == (0, 1) and usd_of_pico(383_333, 330_000) == Decimal("0.38333333")
+    assert str(usd_of_pico(47_840_000)) == "47.84" and half_even(5, 2) == 2 and half_even(7, 2) == 4
+    with pytest.raises(ValueError, match="more than 12 decimal places"):
+        split_price(Decimal("0.0000000000001"))
+
+
+@given(cents=st.integers(0, 10**11))
+def test_a_budget_in_cents_floors_to_itself(cents: int) -> None:
+    budget = float(Decimal(cents) / 100)  # what YAML hands the loader
+    assert floor_units(spec_decimal(budget), 100) == cents
 
 
 @given(x=st.integers(0, 10**15), amount=st.integers(0, 4 * 10**8))

@@ -364,6 +364,47 @@ def test_a_budget_equal_to_the_expected_total_is_accepted() -> None:
         plan(under, [offer])
 
 
+def test_budgets_where_binary_floating_point_is_wrong() -> None:
+    # One node at $4.35/h for 1 h: a $4.35 budget floors to 434 cents in float (4.35 * 100 =
+    # 434.99999999999994), which would reject an option that costs exactly the budget.
+    offer = make_offer(gpus=16, price_per_hour_usd=D("4.35"))
+    assert best(make_spec(workload={"hours": 1}, pricing={"max_total_usd": 4.35}), [offer]).cost.total == D("4.35")
+    # Three nodes at $0.70/h: $2.10/h exactly; in float 0.7 * 3 < 2.1.
+    cheap = make_offer(gpus=1, price_per_hour_usd=D("0.70"))
+    spec = make_spec(gpus={"count": 3}, workload={"hours": 1}, pricing={"max_hourly_usd": 2.10, "max_total_usd": 2.10})
+    option = best(spec, [cheap])
+    assert (option.hourly_usd, option.cost.total) == (D("2.10"), D("2.10"))
+    with pytest.raises(NoFeasibleOfferError, match=r"3 nodes cost \$2.10/h, over \$2.09/h"):
+        plan(make_spec(gpus={"count": 3}, workload={"hours": 1}, pricing={"max_hourly_usd": 2.09}), [cheap])
+
+
+def test_a_price_keeps_every_decimal_it_was_written_with() -> None:
+    # A marketplace ask with 8 decimals: 2 nodes cost $0.76666666/h, not $0.766666 (micro-dollars).
+    ask = make_offer(provider="vastai", price_per_hour_usd=D("0.38333333"), network="none", bootstrap="script")
+    spec = make_spec(workload={"hours": 3})
+    option = best(spec, [ask])
+    assert option.hourly_usd == D("0.76666666") and option.offer.price_per_hour_usd == D("0.38333333")
+    assert option.cost.compute == D("2.30")  # 0.76666666 x 3 = 2.29999998 -> $2.30
+    # A budget a fraction of a micro-dollar under the exact cluster price refuses it; the exact price is accepted.
+    under = make_spec(workload={"hours": 3}, pricing={"max_hourly_usd": 0.766666659})
+    with pytest.raises(NoFeasibleOfferError, match=r"2 nodes cost \$0.76666666/h, over \$0.766666659/h"):
+        plan(under, [ask])
+    assert best(make_spec(workload={"hours": 3}, pricing={"max_hourly_usd": 0.76666666}), [ask]).hourly_usd == D(
+        "0.76666666")
+    # Half a cent decided by the 7th and 8th decimals: $0.00500001/h for 1 h rounds up to a cent.
+    tiny = make_offer(gpus=16, price_per_hour_usd=D("0.00500001"))
+    assert best(make_spec(workload={"hours": 1}), [tiny]).cost.compute == D("0.01")
+    tie = make_offer(gpus=16, price_per_hour_usd=D("0.005"))  # exactly half a cent: half to even, 0
+    assert best(make_spec(workload={"hours": 1}), [tie]).cost.compute == D("0.00")
+
+
+def test_boot_time_is_exact_not_whole_seconds() -> None:
+    # 2.5555 min = 153.33 s of boot at $100/h: $4.259166... -> $4.26 (153 whole seconds would be $4.25).
+    offer = make_offer(gpus=16, price_per_hour_usd=D("100"))
+    option = best(make_spec(workload={"hours": 1}), [offer], **{"lambda": make_info(boot_minutes=2.5555)})
+    assert option.cost.boot_usd == D("4.26") and option.cost.compute == D("104.26")
+
+
 # --- buyable: adapters, networks, cluster products, quotes ----------------------------------
 
 
@@ -509,7 +550,7 @@ def _tier_cost(tiers: list[EgressTier], gb: Fraction) -> Fraction:
 
 
 def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[str, ...], bool]]:
-    """(total cents, hourly micro-USD, Offer.key, spot) of every rankable candidate, best first.
+    """(total cents, exact cluster hourly USD, Offer.key, spot) of every rankable candidate, best first.
 
     Written from docs/cost-model.md alone, with exact rationals; the interruption estimate in
     binary64 exactly as the document orders it.
@@ -553,20 +594,20 @@ def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[st
             hourly = nodes * _q(price)
             run_s = math.ceil(hours * 3600)
             billed_s = max(-(-run_s // o.billing_increment_s) * o.billing_increment_s, o.billing_minimum_s)
-            boot_s = round(_q(info.boot_minutes) * 60)
+            boot_s = _q(info.boot_minutes) * 60  # exact: a fraction of a second is paid too
             compute = _half_even_cents(hourly * billed_s / 3600) + _half_even_cents(hourly * boot_s / 3600)
             rate = o.spot_interruptions_per_node_hour if spot else o.interruptions_per_node_hour
             if rate is None:
                 rate = max(o.interruptions_per_node_hour, 0.25 / 730)
             lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60.0
-            interruption = round(rate * nodes * w.hours * lost_h * (float(hourly * 1_000_000) / 1e6) * 100.0)
+            interruption = round(rate * nodes * w.hours * lost_h * (float(int(hourly * 1_000_000)) / 1e6) * 100.0)
             storage = nodes * _q(spec.storage.checkpoint_nvme_gib_per_node) * hours * _q(o.disk_usd_per_gib_hour)
             total = compute + _half_even_cents(storage) + _half_even_cents(data + out) + interruption
             if spec.pricing.max_hourly_usd is not None and hourly > Fraction(spec.pricing.max_hourly_usd):
                 continue
             if spec.pricing.max_total_usd is not None and Fraction(total, 100) > Fraction(spec.pricing.max_total_usd):
                 continue
-            found.append((total, int(hourly * 1_000_000), o.key, spot))
+            found.append((total, hourly, o.key, spot))
     return sorted(found)
 
 
@@ -585,7 +626,8 @@ offers_strategy = st.lists(
         gpus=st.sampled_from([1, 2, 4, 8]),
         fabric=st.sampled_from(["ethernet", "roce", "infiniband", "efa"]),
         fabric_gbps=st.sampled_from([0, 100, 400]),
-        price_per_hour_usd=st.one_of(st.none(), st.integers(1, 400_000).map(lambda c: D(c) / 10_000)),
+        price_per_hour_usd=st.one_of(st.none(), st.integers(1, 400_000).map(lambda c: D(c) / 10_000),
+                                     st.integers(1, 4 * 10**10).map(lambda c: D(c) / 10**8)),  # an ask's 8 places
         spot_price_per_hour_usd=st.one_of(st.none(), st.integers(1, 4000).map(lambda c: D(c) / 100)),
         spot_interruptions_per_node_hour=st.sampled_from([None, 0.0, 0.01, 0.2]),
         interruptions_per_node_hour=st.sampled_from([0.0, 0.0002, 0.01]),
@@ -623,7 +665,8 @@ PROPERTY_INFOS = {
                                             EgressTier(up_to_gb=None, usd_per_gb=D("0.085"))],
                      free_egress_gb=10, inter_region_usd_per_gb=D("0.02"), boot_minutes=4),
     "lambda": make_info(boot_minutes=5.5),
-    "vastai": make_info(internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=D("0.02"))], boot_minutes=2),
+    "vastai": make_info(internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=D("0.02"))],
+                        boot_minutes=2.5555),  # 153.33 s: not whole seconds
 }
 
 
@@ -641,7 +684,7 @@ def test_the_engine_agrees_with_the_exact_oracle(offers: list[Offer], spec: Clus
         quoted = len(getattr(exc, "quotes", []))
         assert len(exc.rejected) + quoted == per_offer * len(offers)
         return
-    got = [(int(o.cost.total * 100), int(o.hourly_usd * 1_000_000), o.offer.key, o.spot) for o in result.options]
+    got = [(int(o.cost.total * 100), Fraction(o.hourly_usd), o.offer.key, o.spot) for o in result.options]
     assert got == expected
     assert result.feasible_count == len(expected)
     assert len(result.options) + len(result.rejected) + len(result.quotes) == per_offer * len(offers)
