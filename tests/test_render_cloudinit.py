@@ -435,7 +435,7 @@ def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
     # Closed by default: the policy drops, and the allow list is exactly this, in this order.
     assert header == "type filter hook input priority filter; policy drop;"
     assert rules == ['iif "lo" accept', "ct state established,related accept", "ct state invalid drop",
-                     "meta l4proto { icmp, ipv6-icmp } accept", "udp sport 67 udp dport 68 accept",
+                     "meta l4proto { 1, 58 } accept", "udp sport 67 udp dport 68 accept",
                      "udp sport 547 udp dport 546 accept", "tcp dport 22 ip saddr @ssh_v4 accept",
                      "tcp dport 22 ip6 saddr @ssh_v6 accept", "ip saddr @cluster_v4 accept",
                      "ip6 saddr @cluster_v6 accept", "counter drop"]
