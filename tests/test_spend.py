@@ -390,3 +390,38 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
     # started 02:00:01, now 04:00: 7199 s at $0.38/h = $0.759894... -> 0.76 (Vast rounds to 3 decimals)
     assert [(c["source"], c["amount"]) for c in charges["results"]] == [("instance-31000000", 0.76)]
     assert invoices["results"] == []
+
+
+def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed CLI's ``up`` is SIGKILLed once it has bought the nodes; ``gc --cluster`` deletes them
+    and forgets the record; ``costs`` still lists the cluster with what it planned."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from provisioner.cli import main
+    from provisioner.plan import save_plan
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]  # ~20 s: the child keeps Lambda's pace (a launch per 12 s)
+    save_plan(plan, tmp_path / "plan.json")
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        child = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "up", str(tmp_path / "plan.json"),
+                                  "--engine", "direct", "--json"], env=os.environ.copy(),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(e.get("node_ids") for e in ledger.read()):
+                time.sleep(0.05)  # polls a file another process writes: no timing is asserted
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        assert app.instance_count() == 2 and state.load_record(plan.cluster_id) is not None
+        assert main(["gc", "--provider", "lambda", "--cluster", plan.cluster_id, "--yes"]) == 0
+        assert app.instance_count() == 0 and state.load_record(plan.cluster_id) is None
+    (row,) = ledger.rows(ledger.read())
+    assert (row.cluster, row.provider, row.owner, row.status) == (plan.cluster_id, "lambda", "tester", "removed")
+    assert row.planned_cents == int(plan.option.cost.total * 100)
