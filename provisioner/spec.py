@@ -202,6 +202,10 @@ class ProvidersSpec(_Model):
         return names
 
 
+NAME_PATTERN = r"[a-z][a-z0-9\-]{0,38}[a-z0-9]"
+"""A cluster name (the schema publishes it; the validator checks it)."""
+
+
 def _money_number(value: object) -> object:
     """A budget is a YAML number, read as the decimal written (``159.60`` is exactly 159.60)."""
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
@@ -321,7 +325,8 @@ class AccessSpec(_Model):
 class ClusterSpec(_Model):
     """A whole cluster request. Field names are the YAML keys."""
 
-    name: str = Field(description="Cluster name: 2-40 lowercase letters, digits and dashes.")
+    name: str = Field(description="Cluster name: 2-40 lowercase letters, digits and dashes.",
+                      json_schema_extra={"pattern": f"^{NAME_PATTERN}$"})
     gpus: GpuSpec
     nodes: NodesSpec = Field(default_factory=NodesSpec)
     interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
@@ -340,7 +345,7 @@ class ClusterSpec(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9\-]{0,38}[a-z0-9]", value):
+        if not re.fullmatch(NAME_PATTERN, value):
             raise ValueError("use 2-40 lowercase letters, digits and dashes, starting with a letter")
         return value
 
