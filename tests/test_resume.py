@@ -100,3 +100,20 @@ elif args[:2] == ["get", "job"]:
                           env={**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == expected
     assert done.stdout == "log of pod/pod-a\nlog of pod/pod-b\n"
+
+
+def test_the_kubernetes_job_passes_the_strict_kubernetes_schema(tmp_path: Path) -> None:
+    import kubernetes_validate
+
+    from provisioner.lifecycle.burst import k8s_job
+    from tests.test_render_kubernetes import K8S_VERSION
+
+    plan = plans_for(SHARED_SPEC.replace("control_plane: slurm", "control_plane: kubernetes"), tmp_path)[0]
+    job = k8s_job(plan, ["python", "train.py"], "nvcr.io/nvidia/pytorch:25.01-py3")
+    kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+    spec = job["spec"]
+    assert isinstance(spec, dict)
+    rule = spec["podFailurePolicy"]["rules"][0]
+    rule["onPodCondition"] = rule.pop("onPodConditions")  # a misspelt field: strict validation refuses it
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, K8S_VERSION, strict=True)

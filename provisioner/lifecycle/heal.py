@@ -1,14 +1,8 @@
 """The controller that replaces: notice bad or lost nodes, delete them, buy replacements under the same names.
 
-``Healer.step()`` looks once (``find_faults``) and replaces what it found; ``provisioner watch``
-(lifecycle/watch.py) and ``burst`` call it in a loop. A node is replaced when
-
-* the node's health watch drained it (Slurm ``DRAIN`` / a cordoned k8s node whose reason starts
-  with ``provisioner-watch``: the finding's code is in the event),
-* the provider lists it gone, preempted (Lambda ``preempted``, a spot reclaim) or failed, or no
-  longer lists it at all,
-* it has not answered for ``unreachable_s`` in a row: the scheduler reports it not responding,
-  the head does not answer over SSH, or (no scheduler) the node does not answer an SSH ``true``.
+``Healer.step()`` looks once (lifecycle/faults.py: a node drained by its health watch, gone or
+preempted at the provider, or not answering for ``unreachable_s``) and replaces what it found;
+``provisioner watch`` (lifecycle/watch.py) and ``burst`` call it in a loop.
 
 A replacement (``replace``): the jobs on the node are requeued (Slurm), the old instance is deleted
 and waited for (the bill stops; a k8s Node and its k3s password secret go too, so the new machine
@@ -30,7 +24,6 @@ before it propagates: no orphan. Every action is an event with its cost.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -46,6 +39,7 @@ from provisioner.errors import (
 )
 from provisioner.lifecycle import readiness, state
 from provisioner.lifecycle.bootstrap_ssh import BootstrapError
+from provisioner.lifecycle.faults import Fault, FaultFinder
 from provisioner.lifecycle.realize import (
     Runtime,
     cluster_secrets,
@@ -55,19 +49,17 @@ from provisioner.lifecycle.realize import (
     node_specs,
     ssh_pass,
 )
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
+from provisioner.lifecycle.remote import Remote
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.runner import CommandResult
-from provisioner.validation.watch import REASON_PREFIX, code_of_reason
 from provisioner.waiting import WaitTimeout
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-SSH_FAILED = 255
-"""ssh's own exit status when it could not reach the node (a remote command's is passed through)."""
+
 
 
 @dataclass(frozen=True)
@@ -76,13 +68,6 @@ class HealOptions:
     unreachable_s: float = 300.0
     create_attempts: int = 4
     retry_s: float = 10.0
-
-
-@dataclass(frozen=True)
-class Fault:
-    node: str
-    kind: str  # drained | gone | unreachable
-    reason: str
 
 
 class HealLimit(ProvisionerError):
@@ -106,11 +91,12 @@ class Healer:
     options: HealOptions = field(default_factory=HealOptions)
     usages: list[NodeUsage] = field(default_factory=list)
     replacements: int = 0
-    unreachable_since: dict[str, float] = field(default_factory=dict)
+    finder: FaultFinder = field(init=False)
     refused: set[str] = field(default_factory=set)
     requeued: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.finder = FaultFinder(self.rt, self.remote, self.options.unreachable_s)
         if not self.usages:
             self.usages = [NodeUsage(node_id, name, self.record.created_at, None, source="client")
                            for name, node_id in self.record.node_ids.items()]
@@ -130,72 +116,8 @@ class Healer:
     # --- noticing --------------------------------------------------------------------------------
 
     def find_faults(self) -> list[Fault]:
-        """One look at the provider and the scheduler. A listing that fails finds nothing (next look)."""
-        try:
-            nodes = self.provider.get_nodes(self.record.cluster_id)
-        except ProviderError as exc:
-            self.rt.emit("warning", message=f"watch: cannot list the nodes ({exc}); next look",
-                         cluster=self.record.cluster_id)
-            return []
-        faults: dict[str, Fault] = {}
-        running = {n.name: n for n in nodes if n.status is NodeStatus.RUNNING}
-        pending = {n.name for n in live(nodes)}
-        for planned in self.plan.nodes:
-            if planned.name not in pending:
-                seen = [n for n in nodes if n.name == planned.name]
-                state_text = (seen[-1].provider_state or seen[-1].status.value) if seen else "not listed"
-                faults[planned.name] = Fault(planned.name, "gone", f"the provider reports it {state_text}")
-        for fault in self._scheduler_faults(running):
-            faults.setdefault(fault.node, fault)
-        return [faults[n.name] for n in self.plan.nodes if n.name in faults]
-
-    def _reachable(self, name: str, answers: bool, what: str) -> Fault | None:
-        """A fault once ``name`` has not answered for ``unreachable_s`` in a row."""
-        now = self.rt.clock()
-        if answers:
-            self.unreachable_since.pop(name, None)
-            return None
-        since = self.unreachable_since.setdefault(name, now)
-        if now - since < self.options.unreachable_s:
-            return None
-        return Fault(name, "unreachable", f"{what} for {now - since:.0f} s")
-
-    def _scheduler_faults(self, running: dict[str, Node]) -> list[Fault]:
-        control_plane = self.plan.spec.control_plane.value
-        planned = {n.name for n in self.plan.nodes}
-        if control_plane not in ("slurm", "kubernetes"):  # no scheduler: each node must answer over SSH
-            found = []
-            for name, node in running.items():
-                target = ssh_target(node, CLUSTER_USER, name) if name in planned else None
-                if target is not None:
-                    answer = self.remote.run(target, ("true",), timeout_s=30)
-                    fault = self._reachable(name, answer.returncode != SSH_FAILED, "no answer over SSH")
-                    found += [fault] if fault else []
-            return found
-        if self.plan.head.name not in running:
-            return []
-        head = head_target(self.record, list(running.values()))
-        if control_plane == "slurm":
-            result = self.remote.run(head, ("sinfo", "-h", "-N", "-o", "%N|%T|%E"), timeout_s=30)
-            rows = [line.split("|", 2) for line in result.stdout.splitlines() if line.count("|") >= 2]
-            states = {name: (st.lower(), reason) for name, st, reason in rows} if result.ok else {}
-        else:
-            result = self.remote.run(head, ("kubectl", "get", "nodes", "-o", "json"), timeout_s=30)
-            states = _k8s_states(result.stdout) if result.ok else {}
-        head_fault = self._reachable(self.plan.head.name, result.returncode != SSH_FAILED,
-                                     "the head does not answer over SSH")
-        faults = [head_fault] if head_fault else []
-        for name, (node_state, reason) in states.items():
-            if name not in planned:
-                continue
-            code = code_of_reason(reason)
-            if "drain" in node_state and code is not None:
-                faults.append(Fault(name, "drained", f"drained by its health watch: {code}"))
-                continue
-            down = node_state.endswith("*") or "down" in node_state or "not_responding" in node_state
-            fault = self._reachable(name, not down, f"not responding ({node_state})")
-            faults += [fault] if fault else []
-        return faults
+        """One look (lifecycle/faults.py)."""
+        return self.finder.find(self.record)
 
     # --- replacing -------------------------------------------------------------------------------
 
@@ -411,24 +333,6 @@ class Healer:
         readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
 
 
-def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
-    """Node name -> (state words, the watch's reason annotation) from ``kubectl get nodes -o json``."""
-    try:
-        items = json.loads(text).get("items", [])
-    except (ValueError, AttributeError):
-        return {}
-    out = {}
-    for item in items:
-        name = item.get("metadata", {}).get("name", "")
-        reason = item.get("metadata", {}).get("annotations", {}).get(f"{TAINT_KEY}-reason", "")
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in item.get("status", {}).get("conditions", []))
-        cordoned = "drain " if item.get("spec", {}).get("unschedulable") else ""
-        words = cordoned + ("ready" if ready else "not_responding")
-        out[name] = (words, reason)
-    return out
-
-
 def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:
     """The alternates a replacement may fail over to: same provider, GPU model and GPUs per node."""
     option = plan.option
@@ -436,4 +340,4 @@ def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:
             and p.option.gpu_model == option.gpu_model and p.option.gpus_per_node == option.gpus_per_node
             and p.option.nodes == option.nodes]
 
-__all__ = ["REASON_PREFIX", "Fault", "HealLimit", "HealOptions", "Healer", "ReplacementLost", "same_layout"]
+__all__ = ["Fault", "HealLimit", "HealOptions", "Healer", "ReplacementLost", "same_layout"]
