@@ -425,3 +425,23 @@ def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, m
     (row,) = ledger.rows(ledger.read())
     assert (row.cluster, row.provider, row.owner, row.status) == (plan.cluster_id, "lambda", "tester", "removed")
     assert row.planned_cents == int(plan.option.cost.total * 100)
+
+
+def test_aws_capacity_block_is_metered_and_billed_as_its_upfront_fee(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.providers.registry import get_provider
+
+    from provisioner.testing.fakes.aws_ec2 import AWSFake
+    from provisioner.testing.fakes.base import serve
+    from tests.test_lifecycle_pulumi_blocks import BLOCK_PLAN
+
+    with serve(AWSFake(api_key="testing")) as running:
+        monkeypatch.setenv("PROVISIONER_AWS_API_URL", running.url)
+        monkeypatch.setenv("PROVISIONER_AWS_REGIONS", "us-east-1")
+        monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", "ami-12c6146b")
+        _cost, events = _run(running.app, BLOCK_PLAN, 600, provider_for=get_provider)  # 10 minutes of a 72 h block
+        assert running.app.validation_errors == []
+    (settled,) = [e for e in events if e["event"] == "cost"]
+    # 2 nodes x $31.464/h x 72 h = $4530.816 -> $4530.82, whatever ran; the bill is the fee, charged when bought
+    assert settled["metered"]["total_usd"] == "4530.82"
+    assert settled["billed"]["total_usd"] == "4530.82" and settled["billed"]["within_1_percent"] is True

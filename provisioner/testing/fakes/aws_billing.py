@@ -5,7 +5,8 @@ itself from what its clock ran (``app.meter``), in botocore's ``ce`` shapes (``A
 the request and the answer against them like every JSON operation):
 
 - every instance is metered from RunInstances to TerminateInstances at its on-demand price
-  (``on_demand_prices``; a spot launch at ``spot_prices``), tagged with its cluster;
+  (``on_demand_prices``; a spot launch at ``spot_prices``; one launched into a Capacity Block at 0),
+  tagged with its cluster; a Capacity Block's upfront fee is charged on the day it is bought;
 - EC2's rule for Linux: per second, 60 s minimum;
 - ``GetCostAndUsage`` honours ``TimePeriod`` (days, end exclusive), ``Granularity`` DAILY or
   MONTHLY, ``Metrics`` (UnblendedCost, BlendedCost, AmortizedCost: one amount here) and a
@@ -40,11 +41,17 @@ _REASON = re.compile(rb"(<instanceId>(i-[0-9a-f]+)</instanceId>.*?<reason>)(User
 class CostExplorer:
     def __init__(self, fake: AWSFake) -> None:
         self.fake = fake
+        self.one_off: list[tuple[dt.datetime, str | None, Decimal]] = []
+        """Upfront fees (a Capacity Block's, charged when bought): (when, cluster tag, USD)."""
         fake.route("POST", "/", self._get_cost_and_usage, kind="other", name="GetCostAndUsage")
 
+    def bought_block(self, tags: dict[str, str], fee: Decimal) -> None:
+        self.one_off.append((self.fake.clock(), tags.get(CLUSTER_TAG), Decimal(fee)))
+
     def launched(self, instance_ids: list[str], instance_type: str, region: str, tags: dict[str, str],
-                 spot: bool) -> None:
-        on_demand = self.fake.on_demand_prices.get((instance_type, region), "0")
+                 spot: bool, block: bool = False) -> None:
+        """Meter each instance at its price; one launched into a Capacity Block at 0 (the block is prepaid)."""
+        on_demand = "0" if block else self.fake.on_demand_prices.get((instance_type, region), "0")
         for instance_id in instance_ids:
             zone = self.fake.placement.get(instance_id, ("", ""))[1]
             price = self.fake.spot_prices.get((instance_type, zone), on_demand) if spot else on_demand
@@ -93,6 +100,8 @@ class CostExplorer:
                 else day + dt.timedelta(days=1)
             window = (dt.datetime.combine(day, dt.time(), dt.UTC), dt.datetime.combine(stop, dt.time(), dt.UTC))
             amount = sum((self.fake.meter.billed_usd(s, window=window, minimum_s=0) for s in spans), Decimal(0))
+            amount += sum((fee for when, cluster, fee in self.one_off if window[0] <= when < window[1]
+                           and (clusters is None or cluster in clusters)), Decimal(0))
             results.append({"TimePeriod": {"Start": day.isoformat(), "End": stop.isoformat()},
                             "Total": {m: {"Amount": f"{amount:.10f}", "Unit": "USD"} for m in metrics},
                             "Groups": [], "Estimated": True})

@@ -403,7 +403,7 @@ class AWSFake(FakeApp):
         self.record_launch(ids)
         self.live.update(ids)
         self.costs.launched(ids, form.get("InstanceType", ""), self._region(request), tags,
-                            form.get("InstanceMarketOptions.MarketType") == "spot")
+                            form.get("InstanceMarketOptions.MarketType") == "spot", block=block is not None)
         if block is not None:
             block["used"].update(ids)
         return response
@@ -573,6 +573,7 @@ class AWSFake(FakeApp):
         with self.lock:
             self.reservations[reservation_id] = {**offering, "id": reservation_id, "tags": tags, "used": set(),
                                                  "block_id": f"cb-{uuid.uuid4().hex[:17]}"}
+        self.costs.bought_block(tags, offering["fee"])
         body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><PurchaseCapacityBlockResponse xmlns=\"{EC2_NS}\">"
                 f"<requestId>{uuid.uuid4()}</requestId><capacityReservation>"
                 f"{self._reservation_xml(self.reservations[reservation_id])}</capacityReservation>"
