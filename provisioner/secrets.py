@@ -6,7 +6,7 @@ cluster and kept in a 0600 JSON file (``secrets_path_for``: ``plan.json`` ->
 when rendering from a spec), so rendering twice yields nodes that join one cluster.
 ``render_cluster`` places the munge key and the k3s token only in the bootstrap files that
 need them; the SSH private key stays on the operator's machine (the public half is authorized
-on every node, so ``lifecycle.bootstrap_ssh`` can reach them). Secret values are pydantic
+on every node, so ``realize.bootstrap_ssh`` can reach them). Secret values are pydantic
 ``SecretStr``: ``repr``/``str``/``model_dump_json`` of a ``ClusterSecrets`` show ``**********``.
 
 ``load_secrets``, ``save_secrets`` and ``load_or_create_secrets`` are the only functions here

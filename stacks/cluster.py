@@ -131,7 +131,7 @@ class GpuCluster(pulumi.ComponentResource):
         """The ``ClusterTopology`` step after the nodes, where one applies; its ``topology`` output."""
         from provisioner.stacks.topology import TOPOLOGY_PROVIDERS, ClusterTopology, secret_fields
 
-        from provisioner.lifecycle.realize import ssh_pass_nodes
+        from provisioner.realize.sshpass import ssh_pass_nodes
 
         ids = {node.name: node.id for node in built.nodes if node.id is not None}
         if (plan is None or secrets is None or args.provider not in TOPOLOGY_PROVIDERS or not ssh_pass_nodes(plan)

@@ -14,15 +14,16 @@ Operations and what they guarantee:
 - ``check``: the provider is a neocloud, the node list is non-empty with unique names
   and every node parses as a ``providers.base.NodeSpec``.
 - ``create``: ``create_nodes`` (idempotent on cluster id + node name, so a retried
-  ``pulumi up`` never buys twice), then ``wait_until`` every node runs. If they do not,
+  ``pulumi up`` never buys twice), then waits until every node runs
+  (``realize.launch.wait_running``, as the direct engine). If they do not,
   the nodes are deleted and a ``StackError`` is raised, so nothing bills outside state.
 - ``diff``: replacement when the provider, cluster id, any node's instance type or region
   (or spot flag, image, disk) changes, or the user data changes (it only runs at boot);
   adding or removing whole nodes is an in-place update.
 - ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
 - ``read``: the live nodes; an empty cluster reads as gone.
-- ``delete``: ``delete_nodes`` for the cluster, then waits until every node is terminated
-  (or failed: a failed instance is not running and was asked to be deleted).
+- ``delete``: ``delete_nodes`` for the cluster, then waits until no node is pending or running
+  (``realize.launch.wait_deleted``, as the direct engine's ``down``).
 
 ``user_data`` (one text for every node, or a mapping node name -> text, e.g. a head's and
 the workers' bootstrap) enters as a Pulumi secret and is never part of the outputs: the
@@ -47,16 +48,14 @@ from provisioner.providers.registry import get_provider
 from pydantic import ValidationError
 
 from provisioner.errors import StackError
-from provisioner.waiting import WaitTimeout, wait_until
+from provisioner.realize.launch import wait_deleted, wait_running, waiter
+from provisioner.waiting import WaitTimeout
 
 NEOCLOUDS = frozenset({"lambda", "runpod", "vastai", "fluence"})
 DEFAULT_READY_TIMEOUT_S = 1800.0
 DEFAULT_DELETE_TIMEOUT_S = 600.0
 # A change to any of these node fields means a different machine: replace, never update.
 REPLACING_NODE_FIELDS = ("instance_type", "region", "zone", "spot", "image", "disk_gib", "gpus", "offer_id")
-# What ``delete`` waits for. FAILED counts: delete_nodes was asked for every node, and some
-# providers keep failed instances listed forever without billing them (Fluence's FAILED).
-_DELETED = frozenset({NodeStatus.TERMINATED, NodeStatus.FAILED})
 _OUTPUTS = ("node_ids", "node_names", "public_ips", "private_ips", "user_data_sha256")
 _INT_NODE_FIELDS = ("gpus", "disk_gib")
 
@@ -213,10 +212,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         cluster_id = props["cluster_id"]
         try:
             adapter.delete_nodes(cluster_id)
-            wait_until(lambda: adapter.get_nodes(cluster_id),
-                       lambda nodes: all(node.status in _DELETED for node in nodes),
-                       timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S),
-                       interval_s=_interval(adapter), what=f"{cluster_id} nodes to be deleted")
+            wait_deleted(waiter(_interval(adapter)), adapter, cluster_id,
+                         timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S))
         except WaitTimeout as exc:
             left = ", ".join(f"{n.id} ({n.provider_state})" for n in exc.last or [])  # type: ignore[attr-defined]
             raise StackError(f"{props['provider']}: nodes of {cluster_id} still exist after delete: {left}") from None
@@ -224,27 +221,16 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
             close_adapter(adapter)
 
     def _realize(self, adapter: Provider, props: Mapping[str, Any], *, rollback: bool) -> list[Node]:
-        """create_nodes, then wait until every listed node runs (rolling back on failure if asked)."""
+        """create_nodes, then wait until every listed node runs (rolling back on failure if asked):
+        the direct engine's own wait (``realize.launch.wait_running``)."""
         cluster_id = props["cluster_id"]
         specs = _specs(props)
         wanted = {spec.name for spec in specs}
         adapter.create_nodes(cluster_id, specs)
-
-        def poll() -> list[Node]:
-            nodes = [node for node in adapter.get_nodes(cluster_id) if node.name in wanted]
-            failed = [f"{node.name} ({node.provider_state})" for node in nodes if node.status == NodeStatus.FAILED]
-            if failed:
-                raise StackError(f"{props['provider']}: nodes failed to start: {', '.join(failed)}")
-            return nodes
-
         try:
-            return wait_until(
-                poll,
-                lambda nodes: {n.name for n in nodes if n.status == NodeStatus.RUNNING} == wanted,
-                timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S),
-                interval_s=_interval(adapter),
-                what=f"{len(wanted)} {props['provider']} nodes of {cluster_id} to run",
-            )
+            nodes = wait_running(waiter(_interval(adapter)), adapter, cluster_id, wanted,
+                                 timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S))
+            return [node for node in nodes if node.name in wanted]
         except (WaitTimeout, StackError) as exc:
             note = ""
             if rollback:

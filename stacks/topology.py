@@ -150,13 +150,14 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
         if self.remote is not None:
             yield self.remote
             return
-        from provisioner.lifecycle.remote import SshRemote
+        from provisioner.realize.remote import SshRemote
 
         with tempfile.TemporaryDirectory(prefix="provisioner-topology-") as folder:
             yield SshRemote.for_cluster(secrets, Path(folder))
 
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        from provisioner.lifecycle.realize import Runtime, SshPass, Timeouts, ssh_pass
+        from provisioner.realize.runtime import Runtime, Timeouts
+        from provisioner.realize.sshpass import SshPass, ssh_pass
 
         plan = _plan(props)
         try:

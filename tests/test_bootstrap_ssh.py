@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.lifecycle.bootstrap_ssh import (
+from provisioner.realize.bootstrap_ssh import (
     REMOTE_SCRIPT,
     BootstrapError,
     SshBootstrapper,

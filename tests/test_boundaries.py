@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import import_graph
+
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
@@ -80,3 +82,67 @@ def test_the_registry_the_core_reads_imports_no_adapter() -> None:
     assert all(not n.startswith("provisioner.") or _is_pure(n) or n == "provisioner.providers.base"
                for n in names), names
     assert "TYPE_CHECKING" in registry.read_text(encoding="utf-8")
+
+
+# ----- transitive: what loading and using a module may run (tests/import_graph.py) ----------------
+REGISTRY = "provisioner.providers.registry"
+"""Pure data for the core: its own imports are checked, but it is not followed through the adapters
+it names (it imports one only when asked for it by name, which the pure core never does)."""
+SHELL = ("provisioner.lifecycle", "provisioner.stacks", "provisioner.cli", "provisioner.workflow")
+LAYERS = {
+    # layer: what no module of it may reach, however indirectly
+    "provisioner.realize": ("provisioner.lifecycle", "provisioner.stacks", "provisioner.cli"),
+    "provisioner.stacks": ("provisioner.lifecycle", "provisioner.cli"),
+    "provisioner.providers": ("provisioner.lifecycle", "provisioner.stacks", "provisioner.realize",
+                              "provisioner.cli"),
+}
+
+
+def _allowed_for_core(name: str) -> bool:
+    return _is_pure(name) or any(name == a or name.startswith(f"{a}.") for a in ALLOWED) or name in (
+        "provisioner", "provisioner.providers")  # the packages on the way (their eager imports are followed)
+
+
+def _pure_modules() -> list[str]:
+    return sorted(name for name in import_graph.modules() if _is_pure(name))
+
+
+@pytest.mark.parametrize("module", _pure_modules())
+def test_pure_module_reaches_only_the_core_transitively(module: str) -> None:
+    via = import_graph.reach(module, stop=frozenset({REGISTRY}))
+    bad = sorted(import_graph.chain(via, name) for name in via if not _allowed_for_core(name))
+    assert not bad, f"{module} reaches the shell: {bad[:3]}"
+    net = sorted({f"{name}: {ext}" for name in via for ext in import_graph.external(name) & set(FORBIDDEN_EXTERNAL)})
+    assert not net, f"{module} reaches the network or a cloud SDK: {net[:3]}"
+
+
+def _layer_modules() -> list[tuple[str, str]]:
+    return sorted((layer, name) for name in import_graph.modules() for layer in LAYERS
+                  if name == layer or name.startswith(f"{layer}."))
+
+
+@pytest.mark.parametrize(("layer", "module"), _layer_modules())
+def test_layer_reaches_no_upper_layer_transitively(layer: str, module: str) -> None:
+    via = import_graph.reach(module, stop=frozenset({REGISTRY}))
+    bad = sorted(import_graph.chain(via, name) for name in via
+                 if any(name == up or name.startswith(f"{up}.") for up in LAYERS[layer]))
+    assert not bad, f"{module} ({layer}) reaches an upper layer: {bad[:3]}"
+
+
+def test_the_graph_follows_function_imports_import_module_and_parents_but_not_type_checking() -> None:
+    # The top package's lazy __getattr__ loads its exports by name (import_module): importing a name
+    # from it reaches them; a module that only sits below it runs its module level only.
+    assert "provisioner.optimizer" in import_graph.reach("provisioner")
+    assert "provisioner.optimizer" not in import_graph.reach("provisioner.money")
+    # The registry names every adapter for import_module: followed unless stopped.
+    assert "provisioner.providers.aws.provider" in import_graph.reach(REGISTRY)
+    stopped = import_graph.reach("provisioner.spec", stop=frozenset({REGISTRY}))
+    assert REGISTRY in stopped and "provisioner.providers.aws.provider" not in stopped
+    # A function-level import counts (lifecycle.cli imports its engines inside functions).
+    assert "provisioner.lifecycle.realize" in import_graph.edges("provisioner.lifecycle.cli").every
+    assert "provisioner.lifecycle.realize" not in import_graph.edges("provisioner.lifecycle.cli").eager
+    # Under TYPE_CHECKING: never run, not an edge (registry names providers.base only for typing).
+    assert "provisioner.providers.base" not in import_graph.edges(REGISTRY).every
+    # The stacks and the realize core are in the graph (their folders are mapped by setup.py).
+    assert {"provisioner.stacks.cluster", "provisioner.realize.sshpass", "provisioner.providers.base"} <= set(
+        import_graph.modules())

@@ -30,8 +30,8 @@ CHILD = r"""
 import json, sys, threading
 from pathlib import Path
 from provisioner.lifecycle.burst import BurstOptions, run_burst
-from provisioner.lifecycle.events import JsonLines
-from provisioner.lifecycle.interrupts import Interrupts
+from provisioner.realize.events import JsonLines
+from provisioner.realize.interrupts import Interrupts
 from provisioner.lifecycle.realize import Runtime, Timeouts
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, fast_provider, plans_for
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.burst import BurstStopped
 from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
 from provisioner.lifecycle.realize import Runtime, bring_up
 from provisioner.lifecycle.watch import run_watch
 from provisioner.metering import meter
+from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.testing.fakes.base import FakeApp
 from provisioner.validation.runner import CommandResult
 from tests.conftest import need_shared

@@ -68,7 +68,7 @@ def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
         assert main(["down", "lc-lambda"]) == 0  # the engine the record names; no pulumi asked for
         assert app.instance_count() == 0 and state.load_record("lc-lambda") is None
     capsys.readouterr()
-    assert main(["up", str(_spec(tmp_path))]) != 0  # the fake is gone: whatever fails, the first line says the engine
+    assert main(["up", str(_spec(tmp_path))]) != 0  # the fake is gone: the purchase fails after the first line
     assert capsys.readouterr().err.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH")
 
 
@@ -203,7 +203,7 @@ def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, capsys: pytest.C
 def test_progress_lines_for_people_and_json_lines_for_machines(capsys: pytest.CaptureFixture[str]) -> None:
     import datetime as dt
 
-    from provisioner.lifecycle.events import JsonLines, RichLines
+    from provisioner.realize.events import JsonLines, RichLines
 
     people = RichLines()
     people("wait-ready", message="waiting for [the] control plane")  # not a terminal: a plain line

@@ -20,10 +20,10 @@ import pytest
 from provisioner.providers.base import Node, NodeStatus
 
 from provisioner.cli import main
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.readiness import NotReadyError, wait_ready
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, head_target, tear_down
-from provisioner.lifecycle.remote import SshRemote, ssh_target, ssh_text
+from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.readiness import NotReadyError, wait_ready
+from provisioner.realize.remote import SshRemote, ssh_target, ssh_text
 from provisioner.validation.runner import CommandResult
 from tests.conftest import need_shared
 from tests.test_bootstrap_ssh import Sshd, rig  # noqa: F401  (rig: a real sshd on a free port, as root)

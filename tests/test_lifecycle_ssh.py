@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.remote import SshRemote
+from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.remote import SshRemote
 from provisioner.secrets import ClusterSecrets
 from tests.test_bootstrap_ssh import Sshd, rig  # noqa: F401  (rig: the sshd fixture)
 

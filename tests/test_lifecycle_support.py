@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from provisioner.providers.base import Provider
 
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.realize import Runtime, Timeouts
 from provisioner.plan import Plan
+from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.testing.fakes import make_fake, serve
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.validation.model import NodeReport

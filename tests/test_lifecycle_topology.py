@@ -10,7 +10,7 @@ from typing import Any
 from provisioner.providers.base import Node, NodeStatus
 
 from provisioner.errors import ProviderAPIError
-from provisioner.lifecycle.realize import _ssh_bootstrap, switch_paths
+from provisioner.realize.sshpass import _ssh_bootstrap, switch_paths
 from tests.test_lifecycle_support import LAMBDA_SPEC, instant_runtime, plans_for
 
 

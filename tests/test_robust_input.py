@@ -22,10 +22,10 @@ from provisioner.catalog import MAX_NPZ_BYTES, load_catalog
 from provisioner.cli import main
 from provisioner.errors import CatalogError, SpecError, StackError
 from provisioner.lifecycle import state
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.events import RichLines
 from provisioner.lifecycle.realize import bring_up, tear_down
 from provisioner.loader import parse_spec
+from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.events import RichLines
 from provisioner.termtext import printable
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
@@ -178,7 +178,7 @@ def test_an_npz_inflating_past_the_bound_is_refused_unread(tmp_path: Path, monke
 
 
 def test_events_as_json_escape_control_characters() -> None:
-    from provisioner.lifecycle.events import JsonLines
+    from provisioner.realize.events import JsonLines
 
     stream = io.StringIO()
     JsonLines(stream)("running", message=f"at {ESC_TITLE}")

@@ -38,8 +38,8 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from provisioner.errors import StackError
-from provisioner.lifecycle.realize import BOOT_BOOTSTRAP_DONE
 from provisioner.plan import Plan
+from provisioner.realize.sshpass import BOOT_BOOTSTRAP_DONE
 from provisioner.render.kubernetes import TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL
 from provisioner.secrets import ClusterSecrets
 from provisioner.testing.fakes.aws_ec2 import AWSFake

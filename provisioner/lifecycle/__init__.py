@@ -1,11 +1,11 @@
 """Realize layer: shell-side orchestration that acts on machines. Never imported by the pure core
 (spec, catalog, optimizer, render).
 
-realize (the direct engine: bring_up / tear_down / failover), readiness (control plane says every
-node is ready), remote (commands on nodes: OpenSSH with the cluster key, or a stand-in),
-bootstrap_ssh, burst (job clusters and their watchdog), pulumi_engine (the stacks/ program through
-the Automation API), state (local cluster records), gc, events (rich / JSON lines), interrupts
-(SIGINT/SIGTERM held during purchases), cli (the up/down/status/outputs/ssh/burst commands).
+realize (the direct engine: bring_up / tear_down / failover, with local records), burst (job
+clusters and their watchdog), pulumi_engine (the stacks/ program through the Automation API), state
+(local cluster records), gc, cli (the up/down/status/outputs/ssh/burst commands). What both engines
+build with (the NodeSpec builder, launch-and-wait, the SSH pass, readiness, remote commands, events,
+held signals) is the realize core below, ``provisioner.realize``, which never imports this package.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["BootstrapError", "BootstrapResult", "SshBootstrapper", "SshTarget"]
 def __getattr__(name: str) -> Any:
     # Lazy: `provisioner plan` registers the lifecycle commands without paying for their imports.
     if name in __all__:
-        from provisioner.lifecycle import bootstrap_ssh
+        from provisioner.realize import bootstrap_ssh
 
         return getattr(bootstrap_ssh, name)
     raise AttributeError(f"module 'provisioner.lifecycle' has no attribute {name!r}")

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from provisioner.errors import ProvisionerError, SpecError
-from provisioner.lifecycle.events import Emit
 from provisioner.plan import Plan
 from provisioner.providers.base import Provider, SupportsFirewall
+from provisioner.realize.events import Emit
 
 
 def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:

@@ -49,9 +49,9 @@ from provisioner.lifecycle.realize import (
     live,
     tear_down,
 )
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
+from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.validation.cluster import ClusterReport, Target
 from provisioner.validation.runner import CommandResult
 
@@ -284,7 +284,7 @@ def _validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: l
 
 def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node], target: Target) -> ClusterReport:
     """No control plane: the node check runs on each node directly over SSH."""
-    from provisioner.lifecycle.bootstrap_ssh import SshTarget
+    from provisioner.realize.bootstrap_ssh import SshTarget
     from provisioner.validation.cluster import mark_stragglers, node_check_argv
     from provisioner.validation.model import Action, Finding, NodeReport, Severity
 

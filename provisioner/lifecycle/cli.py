@@ -28,9 +28,9 @@ from provisioner.errors import UsageError
 from provisioner.termtext import printable
 
 if TYPE_CHECKING:
-    from provisioner.lifecycle.events import Emit
     from provisioner.lifecycle.realize import Runtime
     from provisioner.plan import Plan
+    from provisioner.realize.events import Emit
 
 ENGINES = ("pulumi", "direct")
 ON_BUDGET = ("stop", "warn")
@@ -74,7 +74,7 @@ def default_engine(which: Callable[[str], str | None] = shutil.which) -> tuple[s
 
 
 def _emitter(json_out: bool) -> Emit:
-    from provisioner.lifecycle.events import JsonLines, RichLines
+    from provisioner.realize.events import JsonLines, RichLines
 
     return JsonLines() if json_out else RichLines()
 
@@ -106,8 +106,8 @@ def cluster_id_of(target: str, catalog: Path | None) -> str:
 
 
 def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
-    from provisioner.lifecycle.interrupts import Interrupts
     from provisioner.lifecycle.realize import Runtime
+    from provisioner.realize.interrupts import Interrupts
 
     return Runtime(emit=emit, interrupts=Interrupts().install() if interrupts else None)
 
@@ -129,9 +129,9 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
         from provisioner.lifecycle.realize import expiry_for, utc_now
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")
         plan = ranked_plans(target, catalog, 1)[0]
         require_ssh_sources(plan, target)
+        emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
         now = utc_now()
         from provisioner.lifecycle.spend import budget_expiry
 
@@ -148,9 +148,9 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     from provisioner.lifecycle.access import require_ssh_sources
     from provisioner.lifecycle.realize import bring_up_first
 
-    emit("engine", message=f"engine: direct ({why})", engine="direct")
     plans = ranked_plans(target, catalog, max_tries)
     require_ssh_sources(plans[0], target)
+    emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     runtime = _runtime(emit)
     try:
         bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
@@ -227,7 +227,7 @@ class _shielded:
     """Ctrl-C during ``down`` is ignored once (the delete must finish); a second one stops it."""
 
     def __enter__(self) -> None:
-        from provisioner.lifecycle.interrupts import Interrupts
+        from provisioner.realize.interrupts import Interrupts
 
         self._interrupts = Interrupts().install()
         self._cm = self._interrupts.shielded()
@@ -314,9 +314,9 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
     import os
     import shlex
 
-    from provisioner.lifecycle.bootstrap_ssh import SshTarget
     from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote
-    from provisioner.lifecycle.remote import CLUSTER_USER, SshRemote, ssh_target
+    from provisioner.realize.bootstrap_ssh import SshTarget
+    from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
 
     cluster_id = cluster_id_of(target, catalog)
     record, nodes = cluster_nodes(cluster_id, _runtime(_emitter(True), interrupts=False))

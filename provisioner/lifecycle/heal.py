@@ -37,8 +37,7 @@ from provisioner.errors import (
     RateLimitError,
     StackError,
 )
-from provisioner.lifecycle import readiness, state
-from provisioner.lifecycle.bootstrap_ssh import BootstrapError
+from provisioner.lifecycle import state
 from provisioner.lifecycle.faults import Fault, FaultFinder
 from provisioner.lifecycle.realize import (
     Runtime,
@@ -49,11 +48,13 @@ from provisioner.lifecycle.realize import (
     node_specs,
     ssh_pass,
 )
-from provisioner.lifecycle.remote import Remote
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.realize import readiness
+from provisioner.realize.bootstrap_ssh import BootstrapError
+from provisioner.realize.remote import Remote
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.runner import CommandResult
 from provisioner.waiting import WaitTimeout

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import state
-from provisioner.lifecycle.events import Emit, no_events
 from provisioner.plan import Plan, save_plan
+from provisioner.realize.events import Emit, no_events
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime

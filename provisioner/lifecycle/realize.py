@@ -31,100 +31,26 @@ import datetime as dt
 import os
 import shutil
 import socket
-import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 
-from provisioner.capabilities import Bootstrap
 from provisioner.errors import CapacityError, ProviderError, ProvisionerError, StackError
-from provisioner.lifecycle import readiness, state
+from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.events import Emit, no_events
-from provisioner.lifecycle.interrupts import Interrupts
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, SshRemote, login_user, ssh_target, ssh_text
 from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
-from provisioner.plan import Plan, PlanNode
-from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, SupportsTopology
+from provisioner.plan import Plan
+from provisioner.providers.base import Node, NodeSpec, Provider
+from provisioner.realize import readiness
+from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.launch import LIVE, wait_deleted, wait_running
 from provisioner.realize.nodes import expiry_for
 from provisioner.realize.nodes import node_specs as build_node_specs
+from provisioner.realize.remote import CLUSTER_USER, Remote, SshRemote, ssh_target, ssh_text
+from provisioner.realize.runtime import Runtime, Timeouts, utc_now
+from provisioner.realize.sshpass import ssh_pass, ssh_pass_nodes, switch_paths
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
-
-LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
-BOOT_BOOTSTRAP_DONE = """#!/bin/bash
-# Wait for the boot-time bootstrap to end (cloud-init on a VM; the start command's run, which
-# holds the bootstrap lock, on a pod) so the SSH run does not race it.
-# Not `cloud-init status --wait`: cloud-init 22.x reports done between two stages (before runcmd);
-# boot-finished is written when its last stage ends.
-if [ -d /run/systemd/system ] && command -v cloud-init >/dev/null; then
-    for _ in $(seq 900); do [ -e /var/lib/cloud/instance/boot-finished ] && break; sleep 1; done
-fi
-if [ -e /run/provisioner/bootstrap.lock ] && command -v flock >/dev/null; then
-    flock -w 900 /run/provisioner/bootstrap.lock true
-fi
-"""
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _get_provider(name: str) -> Provider:
-    from provisioner.providers.registry import get_provider
-
-    return get_provider(name)
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    running_s: float = 900.0
-    ready_s: float = 1200.0
-    deleted_s: float = 600.0
-    interval_s: float = 5.0
-    max_interval_s: float = 30.0
-
-
-@dataclass
-class Runtime:
-    """Everything ``bring_up``/``tear_down`` reach the outside through; every field has a default.
-
-    ``remote``: commands on nodes (default: OpenSSH with the cluster key, see ``remote``);
-    ``provider_for``: adapter by name (default: the registry, configured from the environment);
-    ``now`` (UTC datetimes for records and expiry), ``clock``/``sleep`` (polling);
-    ``interrupts``: held during the purchase so Ctrl-C never lands mid-launch.
-    """
-
-    remote: Remote | None = None
-    provider_for: Callable[[str], Provider] = _get_provider
-    emit: Emit = no_events
-    now: Callable[[], dt.datetime] = utc_now
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    interrupts: Interrupts | None = None
-    touched: set[str] = field(default_factory=set)
-    """Providers a purchase was attempted on (what a cleanup must look at)."""
-    _providers: dict[str, Provider] = field(default_factory=dict, repr=False)
-
-    def provider(self, name: str) -> Provider:
-        if name not in self._providers:
-            self._providers[name] = self.provider_for(name)
-        return self._providers[name]
-
-    def held(self) -> AbstractContextManager[None]:
-        return self.interrupts.deferred() if self.interrupts is not None else nullcontext()
-
-    def wait(self, poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float,
-             what: str) -> list[Node]:
-        from provisioner.waiting import wait_until
-
-        return wait_until(poll, done, timeout_s=timeout_s, interval_s=self.timeouts.interval_s,
-                          max_interval_s=self.timeouts.max_interval_s, what=what, clock=self.clock,
-                          sleep=self.sleep)
 
 
 def node_specs(plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str],
@@ -240,8 +166,7 @@ def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterReco
             rt.emit("cleanup", message=f"deleting {len(left)} node(s) left by the failed create",
                     cluster=record.cluster_id, nodes=[node.name for node in left])
             provider.delete_nodes(record.cluster_id, [node.id for node in left])
-            rt.wait(lambda: provider.get_nodes(record.cluster_id), lambda nodes: not live(nodes),
-                    timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {record.cluster_id} to be deleted")
+            wait_deleted(rt.wait, provider, record.cluster_id, timeout_s=rt.timeouts.deleted_s)
     except ProvisionerError as cleanup:
         state.save_record(record.model_copy(update={"status": "failed"}))
         rt.emit("error", message=f"cleanup after the failed create failed too ({cleanup}); the record of "
@@ -256,16 +181,8 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     cluster_id = plan.cluster_id
     wanted = {node.name for node in plan.nodes}
 
-    def running(nodes: list[Node]) -> bool:
-        failed = [node.name for node in nodes if node.name in wanted and node.status is NodeStatus.FAILED]
-        if failed:
-            raise StackError(f"node(s) {', '.join(failed)} of {cluster_id} failed to start")
-        up = {node.name for node in nodes if node.status is NodeStatus.RUNNING}
-        return wanted <= up
-
     rt.emit("wait-running", message=f"waiting for {len(wanted)} node(s) to run", cluster=cluster_id)
-    nodes = rt.wait(lambda: provider.get_nodes(cluster_id), running, timeout_s=rt.timeouts.running_s,
-                    what=f"the nodes of {cluster_id} to run")
+    nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s)
     by_name = {node.name: node for node in nodes}
     head = by_name[plan.head.name]
     record = record.model_copy(update={"head_address": node_address(head),
@@ -291,78 +208,6 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             hourly_usd=plan.option.hourly_usd,
             expires_at=record.expires_at.isoformat() if record.expires_at else None)
     return record
-
-
-def ssh_pass_nodes(plan: Plan) -> list[PlanNode]:
-    """The nodes the SSH pass bootstraps once every node runs, head first: every node of a
-    multi-node plan, else the ones bootstrapped over SSH only. Pure."""
-    return [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
-
-
-@dataclass(frozen=True)
-class SshPass:
-    """What ``ssh_pass`` did: the nodes it bootstrapped, the switch topology it rendered (None:
-    one flat switch) and the files rendered for it (secret ones included: never an output)."""
-
-    nodes: tuple[str, ...] = ()
-    topology: dict[str, list[str]] | None = None
-    rendered: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-
-def ssh_pass(rt: Runtime, remote: Remote, provider: Provider, plan: Plan, secrets: ClusterSecrets,
-             by_name: dict[str, Node]) -> SshPass:
-    """Once every node runs (``by_name``: the provider's nodes by name): ask the provider for its
-    switch topology (``switch_paths``), render again with it and the nodes' addresses, and run each
-    ``ssh_pass_nodes`` bootstrap over SSH (Slurm topology.conf, Kubernetes rack/block labels).
-    The direct engine and the stacks' ``ClusterTopology`` step both call this. Blocks; raises
-    what ``Remote.bootstrap`` raises (BootstrapError) and StackError for a node without an address."""
-    nodes = ssh_pass_nodes(plan)
-    if not nodes:
-        return SshPass()
-    topology = switch_paths(rt, provider, plan)
-    rendered = _ssh_bootstrap(rt, remote, plan, secrets, by_name, nodes, topology)
-    return SshPass(tuple(node.name for node in nodes), topology, rendered)
-
-
-def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[str]] | None:
-    """The provider's placement of the nodes ({node: [switch, ...]}, outermost first: AWS
-    DescribeInstanceTopology, GCE physical hosts) when it knows every node; else None (Slurm then
-    gets one flat switch). A provider that cannot tell is not an error."""
-    if not isinstance(provider, SupportsTopology):
-        return None
-    try:
-        found = provider.topology(plan.cluster_id)
-    except ProvisionerError as exc:
-        rt.emit("warning", message=f"no switch topology from {plan.option.provider} ({exc}); Slurm gets one "
-                "flat switch", cluster=plan.cluster_id)
-        return None
-    names = {node.name for node in plan.nodes}
-    if set(found) != names:
-        return None
-    return found
-
-
-def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecrets, by_name: dict[str, Node],
-                   ssh_nodes: Sequence[PlanNode], topology: Mapping[str, Sequence[str]] | None = None,
-                   ) -> Mapping[str, str]:
-    """Render again with the nodes' addresses (now known) and the provider's switch topology, and
-    run each role's script over SSH. Returns the rendered files."""
-    from provisioner.render import render_cluster
-
-    addresses = {name: node.private_ip or node.public_ip or "" for name, node in by_name.items()}
-    rendered = render_cluster(plan, secrets, node_addresses={k: v for k, v in addresses.items() if v},
-                              topology=topology)
-    user = login_user(plan.option.provider)
-    for node in ssh_nodes:  # head first: plan order
-        target = ssh_target(by_name[node.name], user, node.name)
-        if target is None:
-            raise StackError(f"node {node.name} has no address to bootstrap over SSH")
-        rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({ssh_text(target)})",
-                cluster=plan.cluster_id, node=node.name)
-        if node.bootstrap is not Bootstrap.SSH:
-            remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
-        remote.bootstrap(target, rendered[f"bootstrap/{node.role}.sh"])
-    return rendered
 
 
 def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
@@ -431,8 +276,7 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
             provider=name, nodes=[node.name for node in left])
     if left:
         adapter.delete_nodes(cluster_id)
-        rt.wait(lambda: adapter.get_nodes(cluster_id), lambda nodes: not live(nodes),
-                timeout_s=rt.timeouts.deleted_s, what=f"the nodes of {cluster_id} to be deleted")
+        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s)
     if record is not None and left:  # planned vs actual, the ledger, the provider's billing record
         from provisioner.lifecycle.spend import emit_settled
 

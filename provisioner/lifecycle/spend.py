@@ -23,7 +23,6 @@ from typing import Any
 
 from provisioner.errors import PlanError, ProviderError, ProvisionerError
 from provisioner.lifecycle import ledger
-from provisioner.lifecycle.events import Emit
 from provisioner.lifecycle.state import ClusterRecord
 from provisioner.metering import (
     BillingRule,
@@ -40,6 +39,7 @@ from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.billing import Billed, SupportsBilling, SupportsPriceCheck, SupportsUsage
+from provisioner.realize.events import Emit
 
 RECONCILE_TOLERANCE = Fraction(1, 100)
 

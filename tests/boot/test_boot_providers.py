@@ -26,8 +26,8 @@ from provisioner.providers.base import NodeStatus, Provider
 
 from provisioner.capabilities import Bootstrap, Purchase
 from provisioner.lifecycle import realize
-from provisioner.lifecycle.remote import SshRemote
 from provisioner.plan import Plan
+from provisioner.realize.remote import SshRemote
 from provisioner.secrets import ClusterSecrets
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedFluenceFake, BackedLambdaFake, BackedRunPodFake, Machines
@@ -54,7 +54,7 @@ class Lab:
              f"ml@{host}", command], timeout=timeout)
 
     def ssh_wrapper(self) -> Path:
-        """An `ssh` that runs inside the namespace from OPERATOR (for lifecycle.bootstrap_ssh)."""
+        """An `ssh` that runs inside the namespace from OPERATOR (for realize.bootstrap_ssh)."""
         wrapper = self.workdir / "ssh-in-netns"
         wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {self.netns.name} ssh -b {OPERATOR} \"$@\"\n")
         wrapper.chmod(0o755)

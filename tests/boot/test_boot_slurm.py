@@ -9,7 +9,7 @@ nodes idle, ``srun -N2 hostname`` over SSH (the ``ml`` user, the cluster key) pr
 ``sacct`` lists that job COMPLETED on 2 nodes (from slurmdbd's database), and SSH from the address
 outside ``access.allowed_cidrs`` is dropped by the rendered node firewall while the allowed one
 and the other node get through. Then the worker's bootstrap as
-a script runs over SSH (lifecycle.bootstrap_ssh, as `ml` with sudo) twice: the second run skips
+a script runs over SSH (realize.bootstrap_ssh, as `ml` with sudo) twice: the second run skips
 every one-off step, and Slurm still spans both nodes.
 """
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget
+from provisioner.realize.bootstrap_ssh import SshBootstrapper, SshTarget
 from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets
 from tests.boot.nodes import Machine, Netns, boot, left_running, wait_for

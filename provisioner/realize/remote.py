@@ -1,7 +1,7 @@
 """Commands on cluster nodes: the one seam between the lifecycle layer and SSH.
 
 ``Remote`` is what realize and burst call to reach a node; ``SshRemote`` implements it with
-OpenSSH and the cluster key (``lifecycle.bootstrap_ssh``); tests pass a stand-in that answers
+OpenSSH and the cluster key (``realize.bootstrap_ssh``); tests pass a stand-in that answers
 from a table, so the fake-backed tests never open a socket to a node.
 
 - ``run(target, argv)`` runs a command (each word quoted for the remote shell) and returns a
@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from provisioner.lifecycle.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
 from provisioner.providers.base import Node
+from provisioner.realize.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
 from provisioner.realize.nodes import login_user
 from provisioner.secrets import ClusterSecrets
 from provisioner.validation.runner import CommandResult

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from provisioner.errors import ProvisionerError
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
+from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
 
 if TYPE_CHECKING:
-    from provisioner.lifecycle.realize import Runtime
+    from provisioner.realize.runtime import Runtime
 
 SINFO = ("sinfo", "--noheader", "--Node", "--format=%N|%t")
 KUBECTL_NODES = ("kubectl", "get", "nodes", "-o",
