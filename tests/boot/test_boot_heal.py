@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.lifecycle.remote import SshRemote
 from werkzeug.wrappers import Request, Response
 
 from provisioner.lifecycle import realize
 from provisioner.plan import Plan
+from provisioner.realize.remote import SshRemote
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake, Machines
 from tests.boot.nodes import left_running
