@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from provisioner.errors import ProviderError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import Runtime, head_target, live
-from provisioner.lifecycle.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.providers.base import Node, NodeStatus
+from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.watch import code_of_reason
 
