@@ -250,6 +250,9 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: P
         doc = json.loads(capsys.readouterr().out)
         assert set(doc["cost"]) == {"so_far", "projected", "planned_end", "budget"}
         assert doc["cost"]["budget"]["max_cost_usd"] == "1.01" and doc["cost"]["budget"]["on_budget"] == "stop"
+        assert main(["status", "--json"]) == 0  # the listing asks no provider: the ledger's last metered amount
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["metered_usd"] == doc["cost"]["so_far"]["total_usd"]
 
         # as a killed client leaves it: nodes bought, a record, no down. gc (past the expiry) collects it.
         provider = runtime.provider("lambda")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
 from provisioner.errors import UsageError
+from provisioner.money import usd_of_cents
 from provisioner.termtext import printable
 
 if TYPE_CHECKING:
@@ -243,8 +244,12 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     from provisioner.lifecycle import state
 
     if target is None:
+        from provisioner.lifecycle import ledger
+
         records = state.list_records()
-        rows = [_summary(record) for record in records]
+        metered = {row.cluster: str(usd_of_cents(row.metered_cents)) for row in ledger.rows(ledger.read())
+                   if row.metered_cents is not None}  # the last status or down
+        rows = [{**_summary(record), "metered_usd": metered.get(record.cluster_id)} for record in records]
         if json_out:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             return
@@ -252,7 +257,8 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
             print("no clusters (brought up from this machine)")
         for row in rows:
             print(printable(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
-                            f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"))
+                            f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
+                            f"  metered ${row['metered_usd'] or '-'} (last status)"))
         return
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
