@@ -115,3 +115,14 @@ def test_costs_command_formats(capsys: pytest.CaptureFixture[str]) -> None:
     assert table[1].split() == ["llm-pretrain", "1", "$1.00", "$0.87", "$0.88", "up"]
     assert main(["costs", "--since", "soon"]) == 2
     assert "--since" in capsys.readouterr().err
+
+
+def test_a_hand_edited_ledger_is_read_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
+    path = ledger.ledger_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('{"kind": "metered", "cluster": "a", "total_cents": "lots"}\n[1, 2]\n'
+                    '{"kind": "billed", "cluster": "a", "total_cents": 5, "differences": "x"}\n'
+                    '{"kind": "cluster", "cluster": "a", "planned_cents": {"compute": 1.5}}\nnot json\n')
+    (row,) = ledger.rows(ledger.read())
+    assert (row.metered_cents, row.billed_cents, row.differences, row.planned_cents) == (None, 5, [], None)
+    assert main(["costs"]) == 0 and "$0.05" in capsys.readouterr().out

@@ -137,8 +137,13 @@ class Row:
                 "billed_source": self.billed_source, "differences": self.differences, "recorded": self.recorded}
 
 
+def _cents(value: object) -> int | None:
+    """A whole number of cents from an entry; None for anything else (a hand-edited line is not fatal)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
-    """One row per cluster, in the order each first appears."""
+    """One row per cluster, in the order each first appears. Values of the wrong type are skipped."""
     found: dict[str, Row] = {}
     for entry in entries:
         row = found.setdefault(entry["cluster"], Row(entry["cluster"]))
@@ -148,15 +153,16 @@ def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
             row.provider, row.owner = str(entry.get("provider", "")), str(entry.get("owner", ""))
             row.status, row.created_at = str(entry.get("status", "")), entry.get("created_at")
             planned = entry.get("planned_cents")
-            if isinstance(planned, dict):
-                row.planned_cents = sum(int(v) for v in planned.values())
+            if isinstance(planned, dict) and all(_cents(v) is not None for v in planned.values()):
+                row.planned_cents = sum(planned.values())
         elif kind == "removed":
             row.status = "removed"
-        elif kind == "metered":
-            row.metered_cents = int(entry.get("total_cents", 0))
-        elif kind == "billed":
-            row.billed_cents, row.billed_source = int(entry.get("total_cents", 0)), entry.get("source")
-            row.differences = [str(d) for d in entry.get("differences", [])]
+        elif kind == "metered" and _cents(entry.get("total_cents")) is not None:
+            row.metered_cents = entry["total_cents"]
+        elif kind == "billed" and _cents(entry.get("total_cents")) is not None:
+            row.billed_cents, row.billed_source = entry["total_cents"], str(entry.get("source", ""))
+            differences = entry.get("differences")
+            row.differences = [str(d) for d in differences] if isinstance(differences, list) else []
     return list(found.values())
 
 
