@@ -51,6 +51,11 @@ def test_run_seconds_rounds_up_microseconds_and_never_goes_negative() -> None:
     ({"billing_increment_s": 3600, "billing_minimum_s": 10800, "price_per_hour_usd": 0.29}, 10801, 232, 14400),
     # AWS Linux: per second with a 60 s minimum: 10 s bills 60 s. 2 x $98.32 x 60 / 3600 = $3.2773 -> 328
     ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 98.32}, 10, 328, 60),
+    # GCP: the same rule; past the minimum per second: 2 x $88.49 x 61 / 3600 = $2.99882 -> 300
+    ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 88.49}, 61, 300, 61),
+    # Lambda 1-Click Clusters: reserved by the week: a day bills 604800 s. 2 x $27.92 x 168 = $9381.12
+    ({"billing_increment_s": 604800, "billing_minimum_s": 604800, "price_per_hour_usd": 27.92}, 86400, 938112,
+     604800),
 ])
 def test_each_billing_rule(overrides: dict[str, object], run_s: int, cents: int, billed_s: int) -> None:
     plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=2, **overrides)
