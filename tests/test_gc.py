@@ -231,3 +231,21 @@ def test_a_stopped_gcp_vm_still_bills_and_is_collected() -> None:
         polls = [provider.get_nodes("stopped") for _ in range(3)]
         assert polls[-1] == [], "the stopped VM (and its disks) was left"
         assert harness.app.validation_errors == []
+
+
+def test_gc_of_a_named_cluster_removes_its_local_key_material(state_dir: Path) -> None:
+    from provisioner.lifecycle import state
+    from provisioner.secrets import load_or_create_secrets
+
+    rig = rig_for("runpod")
+    rig.provider.create_nodes("killed", rig.harness.node_specs(1, "n"))
+    load_or_create_secrets(state.secrets_path("killed"))  # what a killed `up` leaves: secrets, key copy
+    state.ssh_dir("killed").mkdir(parents=True)
+    (state.ssh_dir("killed") / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    listed = collect_garbage(cluster_id="killed", adapters={"runpod": rig.provider}, records=[], now=lambda: NOW)
+    assert state.secrets_path("killed").exists()  # listing forgets nothing
+    report = collect_garbage(cluster_id="killed", adapters={"runpod": rig.provider}, records=[], delete=True,
+                             now=lambda: NOW)
+    assert [x.name for x in listed.leftovers] == [x.name for x in report.deleted] == ["n0"]
+    assert not state.secrets_path("killed").exists() and not state.ssh_dir("killed").exists()
+    assert report.records_removed == ["killed"]

@@ -7,6 +7,7 @@ import json
 import re
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,10 +121,49 @@ def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: py
         assert main(["down", "lc-lambda", "--engine", "direct", "--provider", "lambda"]) == 0  # idempotent
 
 
-def test_down_without_record_or_provider_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["down", "nosuch", "--engine", "direct"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no record of cluster nosuch" in err
+def test_a_missing_record_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["down", "nosuch", "--engine", "direct"], ["down", "nosuch"], ["status", "nosuch"],
+                    ["outputs", "nosuch"], ["ssh", "nosuch", "--print"]):
+        assert main(command) == 2, command
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no record of cluster nosuch" in err, command
+
+
+def test_down_twice_is_idempotent_and_outputs_print_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    spec = str(_spec(tmp_path))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        bring_up(plan, instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes])))
+        capsys.readouterr()
+        assert main(["outputs", "lc-lambda"]) == 0
+        out = capsys.readouterr().out
+        assert "{" not in out and "'" not in out and "[" not in out  # values, not Python reprs
+        assert "nodes:\n  lc-lambda-0: " in out and "ssh_command: provisioner ssh lc-lambda" in out
+        assert main(["down", spec]) == 0 and app.instance_count() == 0
+        capsys.readouterr()
+        assert main(["down", spec, "--json"]) == 0  # again: the spec names the provider, nothing is left
+        (event,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()][-1:]
+        assert event["event"] == "down" and event["message"] == "nothing left of cluster lc-lambda on lambda"
+        assert main(["down", "lc-lambda", "--provider", "lambda"]) == 0
+
+
+def test_an_interrupted_up_leaves_a_record_that_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+
+    class Interrupted(StandInRemote):
+        def run(self, target: Any, argv: Any, *, timeout_s: float = 60.0) -> Any:
+            raise KeyboardInterrupt  # Ctrl-C while up waits for the control plane
+
+    remote = Interrupted(nodes=["lc-lambda-0", "lc-lambda-1"])
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        assert main(["up", str(_spec(tmp_path))]) == 130
+        record = state.load_record("lc-lambda")
+        assert record is not None and record.status == "interrupted" and len(record.node_ids) == 2
+        assert main(["down", "lc-lambda"]) == 0 and app.instance_count() == 0
 
 
 FAKE_PULUMI = """#!{python}
@@ -182,7 +222,8 @@ def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monk
     secrets = load_secrets(state.secrets_path("lc-lambda"))
     text = fake_pulumi.read_text(encoding="utf-8")
     assert all(value[:40] not in text for value in secrets.values())
-    assert state.load_record("lc-lambda") is None
+    record = state.load_record("lc-lambda")  # what down needs: the engine that made it, and that it failed
+    assert record is not None and (record.engine, record.status) == ("pulumi", "failed")
 
 
 def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
-from provisioner.errors import UsageError
+from provisioner.errors import ProvisionerError, UsageError
 from provisioner.money import usd_of_cents
 from provisioner.termtext import printable
 
@@ -138,8 +138,16 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
 
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
         runtime = _runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
+        # Saved before the stack is touched: an interrupted or failed up leaves a record saying so.
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
         try:
             outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
+        except KeyboardInterrupt:
+            _mark(plan.cluster_id, "interrupted")
+            raise
+        except ProvisionerError:
+            _mark(plan.cluster_id, "failed")
+            raise
         finally:
             if runtime.interrupts is not None:
                 runtime.interrupts.restore()
@@ -158,6 +166,7 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
                        on_budget=on_budget)
     except KeyboardInterrupt:
         cluster_id = plans[0].cluster_id
+        _mark(cluster_id, "interrupted")
         emit("error", message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
              f"provisioner down {cluster_id} --engine direct", cluster=cluster_id)
         raise
@@ -167,12 +176,25 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
 
 
 def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None,
-                        max_cost_usd: Decimal | None = None, on_budget: str = "warn") -> None:
+                        max_cost_usd: Decimal | None = None, on_budget: str = "warn", status: str = "up") -> None:
     from provisioner.lifecycle import state
 
     state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider,
                                           engine="pulumi", plan=plan, created_at=now, expires_at=expires_at,
-                                          max_cost_usd=max_cost_usd, on_budget=on_budget, status="up"))
+                                          max_cost_usd=max_cost_usd, on_budget=on_budget,
+                                          status=status))  # type: ignore[arg-type]
+
+
+def _mark(cluster_id: str, status: str) -> None:
+    """Set the local record's status (``interrupted``, ``failed``) if there is one; never raises."""
+    from provisioner.lifecycle import state
+
+    try:
+        record = state.load_record(cluster_id)
+        if record is not None:
+            state.save_record(record.model_copy(update={"status": status}))
+    except (ProvisionerError, OSError):
+        pass
 
 
 def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
@@ -184,6 +206,14 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     record = state.load_record(cluster_id)
     chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
     _check_engine(chosen)
+    if chosen == "direct" and record is None and provider is None:
+        # No record (an earlier down forgot it): the spec or plan file says where the cluster lives.
+        planned = _plan_of_file(target, catalog)
+        if planned is None:
+            raise UsageError(f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
+                             "its spec or plan file; provisioner gc lists what the tool left anywhere",
+                             option="--provider")
+        provider = planned.option.provider
     emit = _emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine
@@ -191,11 +221,12 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
 
         runtime = _runtime(emit, interrupts=False)
         listed = before_teardown(runtime.provider, record)
-        pulumi_engine.down(cluster_id, backend=backend, emit=emit)
+        existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
         if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
             emit_settled(emit, listed[0], record, listed[1], runtime.now())
         state.remove_record(cluster_id)
-        emit("down", message=f"cluster {cluster_id} is down (pulumi)", cluster=cluster_id)
+        emit("down", message=f"cluster {cluster_id} is down (pulumi)" if existed or record is not None
+             else f"nothing left of cluster {cluster_id} (no pulumi stack)", cluster=cluster_id)
         _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),
                            provider, emit)
         return
@@ -204,6 +235,12 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     runtime = _runtime(emit, interrupts=False)
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider)
+
+
+def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
+    """The plan a spec or plan file TARGET names (a spec planned as ``up`` would); None for a cluster id."""
+    path = Path(target)
+    return ranked_plans(path, catalog, 1)[0] if path.is_file() else None
 
 
 def _unrecorded_engine(cluster_id: str) -> str:
@@ -311,7 +348,25 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
     for key, value in doc.items():
-        print(printable(f"{key}: {value}"))
+        for line in _value_lines(key, value):
+            print(printable(line))
+
+
+def _value_lines(key: str, value: Any, indent: str = "") -> list[str]:
+    """``key: value`` for people: nested mappings and lists as indented lines, never a Python repr."""
+    if isinstance(value, dict):
+        return [f"{indent}{key}:" + (" -" if not value else ""), *[
+            line for k, v in value.items() for line in _value_lines(str(k), v, indent + "  ")]]
+    if isinstance(value, list | tuple):
+        lines = [f"{indent}{key}:" + (" -" if not value else "")]
+        for item in value:
+            if isinstance(item, dict):
+                lines.append(f"{indent}  - " + ", ".join(f"{k}: {'-' if v in (None, '') else v}"
+                                                         for k, v in item.items()))
+            else:
+                lines.append(f"{indent}  - {item}")
+        return lines
+    return [f"{indent}{key}: {'-' if value is None or value == '' else value}"]
 
 
 def ssh(target: str, command: list[str] | None = None, node: str | None = None, print_only: bool = False,

@@ -188,6 +188,34 @@ def collect_garbage(
 def _collect(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
              at: dt.datetime, records: Sequence[ClusterRecord] | None, owner: str | None) -> None:
     records = list_records() if records is None else list(records)
+    _collect_nodes(report, found, cluster_id, delete, at, records, owner)
+    if delete and cluster_id is not None:
+        _forget_named(report, cluster_id, {r.cluster_id: r for r in records}.get(cluster_id))
+
+
+def _forget_named(report: GcReport, cluster_id: str, record: ClusterRecord | None) -> None:
+    """``gc --cluster ID --yes``: once nothing of the cluster is left (none kept, none failed, its
+    provider listed), forget its record and remove its local key material (secrets, key file,
+    known_hosts), as ``down`` does."""
+    if any(kept[1] == cluster_id for kept in report.kept) or any(
+            item.cluster_id == cluster_id for item, _ in report.failed):
+        return
+    if record is not None and record.provider not in report.checked:
+        return
+    if _has_local_files(cluster_id) or record is not None:
+        remove_record(cluster_id)
+        if cluster_id not in report.records_removed:
+            report.records_removed.append(cluster_id)
+
+
+def _has_local_files(cluster_id: str) -> bool:
+    from provisioner.lifecycle.state import record_path, secrets_path, ssh_dir
+
+    return any(path.exists() for path in (record_path(cluster_id), secrets_path(cluster_id), ssh_dir(cluster_id)))
+
+
+def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
+                   at: dt.datetime, records: list[ClusterRecord], owner: str | None) -> None:
     me = owner or owner_id()
     for name, adapter in found.items():
         mine = {r.cluster_id: r for r in records if r.provider == name}

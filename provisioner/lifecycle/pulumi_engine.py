@@ -220,15 +220,15 @@ def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit
     return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
 
 
-def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events) -> None:
-    """Destroy the cluster's stack and remove it. Blocks; a missing stack is already down."""
+def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events) -> bool:
+    """Destroy the cluster's stack and remove it. Blocks; a missing stack is already down (False)."""
     auto = _automation()
 
     try:
         stack = _stack(cluster_id, backend, create=False)
     except StackError as exc:
         if "no pulumi stack" in str(exc):
-            return
+            return False
         raise
     emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
     try:
@@ -237,6 +237,7 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events)
         stack.workspace.remove_stack(cluster_id)
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise _failed("destroy", cluster_id, stack, exc, backend) from None
+    return True
 
 
 def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:

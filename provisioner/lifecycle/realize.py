@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import shutil
 import socket
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
-from pathlib import Path
 
-from provisioner.errors import CapacityError, ProviderError, ProvisionerError, StackError
+from provisioner.errors import CapacityError, ProviderError, ProvisionerError, StackError, UsageError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.reservations import report_left
@@ -77,14 +75,9 @@ def head_target(record: state.ClusterRecord, nodes: Sequence[Node], user: str = 
     raise ProvisionerError(f"cluster {record.cluster_id}: the head node {head} has no address yet")
 
 
-def ssh_dir(cluster_id: str) -> Path:
-    """Where the cluster's key file and known_hosts live while it exists (removed by tear_down)."""
-    return state.clusters_dir() / "ssh" / cluster_id
-
-
 def default_remote(cluster_id: str, secrets: ClusterSecrets) -> Remote:
     """OpenSSH with the cluster key, written under the state dir (``clusters/ssh/<cluster_id>``, 0700)."""
-    return SshRemote.for_cluster(secrets, ssh_dir(cluster_id))
+    return SshRemote.for_cluster(secrets, state.ssh_dir(cluster_id))
 
 
 def cluster_secrets(cluster_id: str) -> ClusterSecrets:
@@ -266,8 +259,8 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
     record = state.load_record(cluster_id)
     name = record.provider if record is not None else provider
     if name is None:
-        raise ProvisionerError(f"no record of cluster {cluster_id} here; name its provider (--provider) or "
-                               f"run: provisioner gc")
+        raise UsageError(f"no record of cluster {cluster_id} here; name its provider (--provider) or "
+                         f"run: provisioner gc", option="--provider")
     if record is not None:
         state.save_record(record.model_copy(update={"status": "deleting"}))
     adapter = rt.provider(name)
@@ -283,9 +276,9 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
         emit_settled(rt.emit, adapter, record, left, rt.now())
     remove_firewall(rt.emit, adapter, cluster_id)
     state.remove_record(cluster_id)
-    shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)  # the copy of the cluster key goes too
-    rt.emit("down", message=f"cluster {cluster_id} is down ({len(left)} node(s) deleted)", cluster=cluster_id,
-            deleted=[node.id for node in left])
+    said = (f"cluster {cluster_id} is down ({len(left)} node(s) deleted)" if left or record is not None
+            else f"nothing left of cluster {cluster_id} on {name}")
+    rt.emit("down", message=said, cluster=cluster_id, deleted=[node.id for node in left])
     report_left(rt, adapter, cluster_id, name)  # a paid Capacity Block outlives its instances
     return [node.id for node in left]
 
@@ -295,7 +288,7 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
     rt = runtime or Runtime()
     record = state.load_record(cluster_id)
     if record is None:
-        raise ProvisionerError(f"no record of cluster {cluster_id} here (see provisioner status)")
+        raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")
     return record, rt.provider(record.provider).get_nodes(cluster_id)
 
 

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import socket
 from decimal import Decimal
 from pathlib import Path
@@ -56,7 +57,7 @@ class ClusterRecord(BaseModel):
                                                "is the cluster's expiry) or warn (status/watch only).")
     node_ids: dict[str, str] = Field(default_factory=dict, description="node name -> provider id")
     head_address: str | None = None
-    status: Literal["creating", "up", "failed", "deleting"] = "creating"
+    status: Literal["creating", "up", "failed", "deleting", "interrupted"] = "creating"
     lease_pid: int | None = Field(None, description="burst: the process this cluster lives only as long as "
                                   "(on lease_host); once it is gone the cluster counts as expired.")
     lease_host: str | None = None
@@ -90,6 +91,11 @@ def record_path(cluster_id: str) -> Path:
 
 def secrets_path(cluster_id: str) -> Path:
     return clusters_dir() / f"{cluster_id}.secrets.json"
+
+
+def ssh_dir(cluster_id: str) -> Path:
+    """Where the cluster's key file and known_hosts live while it exists (removed with the record)."""
+    return clusters_dir() / "ssh" / cluster_id
 
 
 def save_record(record: ClusterRecord) -> Path:
@@ -147,7 +153,8 @@ def list_records() -> list[ClusterRecord]:
 
 
 def remove_record(cluster_id: str) -> None:
-    """Forget the cluster (its record and its secrets; the ledger keeps its entries). Idempotent."""
+    """Forget the cluster: its record, its secrets and its key material (the key file and known_hosts
+    under ``ssh_dir``); the ledger keeps its entries. Idempotent."""
     if record_path(cluster_id).exists():
         from provisioner.lifecycle import ledger
 
@@ -156,6 +163,7 @@ def remove_record(cluster_id: str) -> None:
             ledger.note_removed(cluster_id, dt.datetime.now(dt.UTC))
     record_path(cluster_id).unlink(missing_ok=True)
     secrets_path(cluster_id).unlink(missing_ok=True)
+    shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)
 
 
 __all__ = [
