@@ -56,8 +56,10 @@ def usd(value: object) -> Decimal:
 
 @runtime_checkable
 class SupportsUsage(Protocol):
-    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str]) -> list[NodeUsage]:
-        """The billing span of each node of the cluster (``node_ids``: name -> id the client knows of)."""
+    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
+                   ) -> list[NodeUsage]:
+        """The billing span of each node of the cluster (``node_ids``: name -> id the client knows of),
+        looking no further back than ``since`` (None: as far as the provider keeps)."""
 
 
 @runtime_checkable

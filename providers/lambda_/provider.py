@@ -26,6 +26,7 @@ How the contract maps onto Lambda:
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import re
@@ -252,9 +253,10 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = LambdaClient
 
-    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str]) -> list[NodeUsage]:
+    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
+                   ) -> list[NodeUsage]:
         """``SupportsUsage``: launch and termination times from the audit log (providers.lambda_.audit)."""
-        return audit.node_usage(self.client, node_ids)
+        return audit.node_usage(self.client, node_ids, since)
 
     # ----- read-only ------------------------------------------------------------------------
     def check_credentials(self) -> None:

@@ -66,7 +66,8 @@ def usages_of(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
     if isinstance(adapter, SupportsUsage):
         ids = {**record.node_ids, **{n.name: n.id for n in nodes}}
         try:
-            found = adapter.node_usage(record.cluster_id, ids)
+            # launches follow the record's creation; an hour's margin for clocks that disagree
+            found = adapter.node_usage(record.cluster_id, ids, since=record.created_at - dt.timedelta(hours=1))
         except ProviderError:
             found = []
         if found:
