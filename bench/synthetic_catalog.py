@@ -49,7 +49,7 @@ def synthetic_table(n: int, seed: int) -> OfferTable:
         "instance_type": np.array([f"type-{i}".encode() for i in range(64)]), "zone": np.array([], "S1"),
         "offer_id": np.char.add(b"o", np.arange(n).astype("S9")),
         "interruption_basis": np.array([b"synthetic"]), "how_to_obtain": np.array([], "S1"),
-        "source": np.array([], "S1"),
+        "source": np.array([], "S1"), "block_start": np.array([], "S1"),
     }
     v: dict[str, np.ndarray] = {
         "provider": rng.integers(0, len(PROVIDERS), n, dtype=np.int32),
@@ -58,6 +58,7 @@ def synthetic_table(n: int, seed: int) -> OfferTable:
         "instance_type": rng.integers(0, 64, n, dtype=np.int32), "zone": np.full(n, -1, np.int32),
         "offer_id": np.arange(n, dtype=np.int32), "interruption_basis": np.zeros(n, np.int32),
         "how_to_obtain": np.full(n, -1, np.int32), "source": np.full(n, -1, np.int32),
+        "block_start": np.full(n, -1, np.int32), "block_hours": np.zeros(n, np.int32),
         "gpus": gpus, "vcpus": np.full(n, 32, np.int32),
         "gpu_memory_gib": rng.choice(np.array([24.0, 48.0, 80.0, 141.0]), n),
         "memory_gib": np.full(n, 256.0), "local_nvme_gib": rng.choice(np.array([0.0, 500.0, 2000.0, 8000.0]), n),
@@ -69,6 +70,7 @@ def synthetic_table(n: int, seed: int) -> OfferTable:
         "reliability": rng.uniform(0.6, 1.0, n), "max_nodes": rng.choice(np.array([1, 2, 8, 64], np.int32), n),
         "min_nodes": np.ones(n, np.int32),
         "price_micro": np.where(rng.random(n) < 0.9, price, -1), "spot_price_micro": spot,
+        "price_rest": np.zeros(n, np.int64), "spot_price_rest": np.zeros(n, np.int64),
         "egress_nano": rng.choice(np.array([0, 0, 10_000_000, 50_000_000], np.int64), n),
         "ingress_nano": rng.choice(np.array([0, 0, 10_000_000], np.int64), n),
         "disk_nano": rng.choice(np.array([0, 136_986], np.int64), n),

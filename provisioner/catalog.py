@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 BUNDLED = "bundled"
 COLUMNAR_SUFFIX = ".npz"
 MAX_CATALOG_BYTES = 2 * 1024**3
+LARGE_CATALOG_BYTES = 1024**2
+"""A catalog file larger than this is read by ``provisioner.catalog_json`` (JSON straight into columns,
+checked by the columnar rules) instead of a JSON tree and an ``Offer`` model per offer; YAML that
+large is refused with a hint to convert it."""
 BUNDLED_FILE = Path(__file__).with_name("data") / "catalog.json"
 
 
@@ -59,16 +63,32 @@ def load_catalog(path: str | Path, *, cache_dir: Path | None = None) -> Catalog 
         except CatalogError:
             pass  # a damaged cache entry is rebuilt below
     try:
-        if path.stat().st_size > MAX_CATALOG_BYTES:
+        size = path.stat().st_size
+        if size > MAX_CATALOG_BYTES:
             raise CatalogError(f"{path}: catalog is over {MAX_CATALOG_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
+        if size > LARGE_CATALOG_BYTES:
+            catalog: Catalog | TableCatalog = _large(path)
+        else:
+            catalog = parse_catalog(path.read_text(encoding="utf-8"), str(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise CatalogError(f"{path}: cannot read catalog: {getattr(exc, 'strerror', None) or exc}") from None
-    catalog = parse_catalog(text, str(path))
     if cached is not None:
         with contextlib.suppress(OSError):  # a read-only cache only costs speed
             save_columnar(catalog, cached)
     return catalog
+
+
+def _large(path: Path) -> TableCatalog:
+    """A catalog over ``LARGE_CATALOG_BYTES``: JSON goes straight into columns; YAML is refused."""
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if not head.lstrip().startswith(b"{"):
+        raise CatalogError(f"{path}: a YAML catalog over {LARGE_CATALOG_BYTES >> 20} MiB is refused (parsing it "
+                           "takes seconds per MiB); write it as JSON once, e.g. python -c 'import json, sys, yaml; "
+                           "json.dump(yaml.safe_load(sys.stdin), sys.stdout)' < CATALOG.yaml > CATALOG.json")
+    from provisioner.catalog_json import decode_table_catalog
+
+    return decode_table_catalog(path.read_bytes(), str(path))
 
 
 def _cache_file(path: Path, cache_dir: Path) -> Path | None:

@@ -18,8 +18,8 @@ from tests import import_graph
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
-    "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.optimizer",
-    "provisioner.offer_table", "provisioner.costs", "provisioner.columns", "provisioner.money",
+    "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.catalog_json",
+    "provisioner.optimizer", "provisioner.offer_table", "provisioner.costs", "provisioner.columns", "provisioner.money",
     "provisioner.offer", "provisioner.plan", "provisioner.capabilities", "provisioner.errors",
     "provisioner.render", "provisioner.report", "provisioner.metering",
 }

@@ -1,0 +1,80 @@
+"""A catalog over 1 MiB: JSON decoded straight into columns (provisioner.catalog_json), the same
+table and the same plan as the Offer-model path; bad values refused at their location; YAML that
+large refused with a hint."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from provisioner.catalog import LARGE_CATALOG_BYTES, load_catalog, parse_catalog
+from provisioner.catalog_json import decode_table_catalog
+from provisioner.errors import CatalogError
+from provisioner.optimizer import resolve_plan
+from tests.test_optimizer import ALL, make_spec
+
+
+def test_the_same_table_as_the_offer_model_path() -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    text = BUNDLED_FILE.read_bytes()
+    # An 8-decimal ask and a price under a micro-dollar keep every decimal on both paths.
+    text = text.replace(b'"price_per_hour_usd": 0.31,', b'"price_per_hour_usd": 0.38333333,', 1)
+    model = parse_catalog(text.decode(), "x").offer_table()
+    fast = decode_table_catalog(text, "x").offer_table()
+    assert set(model.values) == set(fast.values) and set(model.names) == set(fast.names)
+    for name, column in model.values.items():
+        assert column.dtype == fast.values[name].dtype, name
+        np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
+    for name, dictionary in model.names.items():
+        np.testing.assert_array_equal(dictionary, fast.names[name], err_msg=name)
+    assert b"0.38333333" in text and (fast["price_rest"] == 330_000).any()
+
+
+def test_a_large_json_file_plans_like_the_small_path(tmp_path: Path) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    doc = json.loads(BUNDLED_FILE.read_text())
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(doc))
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc) + " " * LARGE_CATALOG_BYTES)  # padding: over the threshold
+    spec = make_spec(gpus={"count": 16, "model": ["H100"]}, workload={"hours": 24})
+    caps = {name: ALL for name in doc["providers"]}
+    a, b = resolve_plan(spec, load_catalog(small), caps), resolve_plan(spec, load_catalog(big), caps)
+    assert type(load_catalog(big)).__name__ == "TableCatalog"
+    assert [(o.offer.key, o.cost, o.hourly_usd) for o in a.options] == [(o.offer.key, o.cost, o.hourly_usd)
+                                                                         for o in b.options]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda o: o.update(gpus=8.5), r"offers\[0\]\.gpus: Expected `int`, got `float`"),
+    (lambda o: o.update(colour="red"), r"offers\[0\]: Object contains unknown field `colour`"),
+    (lambda o: o.update(price_per_hour_usd=-1), r"offers\[0\]\.price_per_hour_usd: must be above 0"),
+    (lambda o: o.update(price_per_hour_usd=Decimal("0.0000000000001")),
+     r"offers\[0\]\.price_per_hour_usd: more than 12 decimal places"),
+    (lambda o: o.update(region="us east"), r"offers\[0\]\.region"),
+    (lambda o: o.update(fabric="carrier-pigeon"), r"offers\[0\]\.fabric: must be one of"),
+    (lambda o: o.update(purchase="reservation", spot_price_per_hour_usd=1),
+     r"offers\[0\]\.spot_price_per_hour_usd: a reservation or sales product has no spot price"),
+])
+def test_bad_values_are_refused_at_their_location(edit: object, message: str) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    doc = json.loads(BUNDLED_FILE.read_text(), parse_float=Decimal)
+    edit(doc["offers"][0])  # type: ignore[operator]
+    text = json.dumps(doc, default=lambda d: "DEC" + str(d) + "DEC")
+    text = text.replace('"DEC', "").replace('DEC"', "")
+    with pytest.raises(CatalogError, match=rf"^x: {message}"):
+        decode_table_catalog(text.encode(), "x")
+
+
+def test_a_large_yaml_catalog_is_refused_with_a_hint(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("as_of: 2026-11-22\n" + "#" * LARGE_CATALOG_BYTES + "\nproviders: {}\noffers: []\n")
+    with pytest.raises(CatalogError, match=r"YAML catalog over 1 MiB is refused.*write it as JSON once"):
+        load_catalog(path)
