@@ -97,11 +97,40 @@ def main() -> None:
                            table=synthetic_table(args.n, args.seed))
     save_columnar(catalog, args.out)
     if args.json:
-        from provisioner.catalog import dump_catalog
-        from provisioner.offer import Catalog
+        write_json(catalog, args.json)
 
-        full = Catalog(as_of=catalog.as_of, providers=dict(catalog.providers), offers=catalog.offers)
-        args.json.write_text(dump_catalog(full), encoding="utf-8")
+
+def write_json(catalog: TableCatalog, path: Path) -> None:
+    """The catalog as a JSON file, row by row from the columns (no Offer model: 10^6 rows in seconds)."""
+    import json
+
+    from provisioner.columns import NUMBERS, PRICE_RESTS, PRICES, RATES
+
+    t = catalog.table
+    v, n = t.values, len(t)
+    fields: dict[str, list] = {}
+    for name in (*IDS, *TEXTS):
+        dictionary = t.dictionary(name)
+        fields[name] = [None if c < 0 else dictionary[c] for c in v[name].tolist()]
+    for name, (dtype, *_rest) in NUMBERS.items():
+        fields[name] = [None if dtype == "float64" and x != x else x for x in v[name].tolist()]
+    for name, column in PRICES.items():
+        fields[name] = [None if m < 0 else f"{Decimal(m * 10**6 + r).scaleb(-12).normalize():f}"
+                        for m, r in zip(v[column].tolist(), v[PRICE_RESTS[column]].tolist(), strict=True)]
+    for name, column in RATES.items():
+        fields[name] = [f"{Decimal(x).scaleb(-9).normalize():f}" for x in v[column].tolist()]
+    for name, members in ENUMS.items():
+        fields[name] = [str(members[c]) for c in v[name].tolist()]
+    fields["available"] = v["available"].tolist()
+    providers = {name: info.model_dump(mode="json", exclude_none=True) for name, info in catalog.providers.items()}
+    with path.open("w", encoding="utf-8") as out:
+        out.write(f'{{"as_of": "{catalog.as_of.isoformat()}", "providers": {json.dumps(providers)}, "offers": [\n')
+        names = list(fields)
+        for i, values in enumerate(zip(*(fields[k] for k in names), strict=True)):
+            row = {k: x for k, x in zip(names, values, strict=True) if x is not None}
+            out.write(("" if i == 0 else ",\n") + json.dumps(row))
+        out.write("\n]}\n")
+    assert n == len(fields["gpus"])
 
 
 if __name__ == "__main__":

@@ -78,3 +78,22 @@ def test_a_large_yaml_catalog_is_refused_with_a_hint(tmp_path: Path) -> None:
     path.write_text("as_of: 2026-11-22\n" + "#" * LARGE_CATALOG_BYTES + "\nproviders: {}\noffers: []\n")
     with pytest.raises(CatalogError, match=r"YAML catalog over 1 MiB is refused.*write it as JSON once"):
         load_catalog(path)
+
+
+def test_offers_decoded_in_chunks_keep_their_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK", 7)  # many chunks from the bundled catalog
+    text = BUNDLED_FILE.read_bytes()
+    fast = decode_table_catalog(text, "x").offer_table()
+    model = parse_catalog(text.decode(), "x").offer_table()
+    for name, column in model.values.items():
+        np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
+    doc = json.loads(text)
+    doc["offers"][23]["gpus"] = 1.5
+    with pytest.raises(CatalogError, match=r"^x: offers\[23\]\.gpus: Expected `int`, got `float`$"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
+    doc["offers"][23]["gpus"] = 8
+    doc["offers"][30]["price_per_hour_usd"] = "cheap"
+    with pytest.raises(CatalogError, match=r"^x: offers\[30\]\.price_per_hour_usd: expected a number$"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
