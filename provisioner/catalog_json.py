@@ -75,7 +75,7 @@ class Document(msgspec.Struct, forbid_unknown_fields=True):
     origin: str | None = None
 
 
-CHUNK = 50_000
+CHUNK = 10_000
 """Offers decoded into rows at a time: the rows of one chunk, not of the whole file, are alive at once."""
 _AT = re.compile(r" - at `\$\.?(.*)`$")
 
