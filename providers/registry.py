@@ -1,6 +1,9 @@
 """Explicit provider registry: name -> "module:Class", imported only when asked for.
 
-Adding a provider touches its package, one line here, its tests and one example spec.
+Adding a provider touches its package (adapter, ``CAPABILITIES`` and ``FACTS`` in its light
+``__init__``), its fake, one line here, its catalog rows and its docs row. Every other list of
+providers is derived from ``REGISTRY`` and ``facts()`` (tests/test_provider_lists.py checks that
+no other module names a provider).
 
 ``capabilities()`` tells the core what each adapter can create without importing any
 adapter: every provider package's ``__init__`` defines ``CAPABILITIES`` and stays light
@@ -9,8 +12,11 @@ adapter: every provider package's ``__init__`` defines ``CAPABILITIES`` and stay
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from provisioner.providers.descriptor import ProviderFacts
 
 from provisioner.capabilities import Capability
 
@@ -61,6 +67,21 @@ def get_provider(name: str, **kwargs: Any) -> Provider:
     return provider_class(name)(**kwargs)
 
 
+@functools.cache
+def facts() -> dict[str, ProviderFacts]:
+    """Each registered provider's ``FACTS`` (``providers.descriptor``), by name, in registry order.
+
+    Imports only the providers' light package ``__init__`` modules. KeyError naming the package
+    when one declares none (every provider must)."""
+    found: dict[str, ProviderFacts] = {}
+    for name in REGISTRY:
+        declared = getattr(importlib.import_module(_package(name)), "FACTS", None)
+        if declared is None:
+            raise KeyError(f"provider {name!r}: its package {_package(name)} declares no FACTS")
+        found[name] = declared
+    return found
+
+
 def capabilities() -> dict[str, frozenset[Capability]]:
     """What each registered provider's adapter can create, by provider name (registry order).
 
@@ -82,4 +103,4 @@ def capabilities() -> dict[str, frozenset[Capability]]:
     return found
 
 
-__all__ = ["REGISTRY", "capabilities", "get_provider", "provider_class"]
+__all__ = ["REGISTRY", "capabilities", "facts", "get_provider", "provider_class"]

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import os
 
+from provisioner.providers.registry import facts
 from pydantic import SecretStr
 
 from provisioner.errors import CredentialsError
 
-NATIVE_KEY_VARS = {
-    "lambda": "LAMBDA_API_KEY",
-    "runpod": "RUNPOD_API_KEY",
-    "vastai": "VAST_API_KEY",
-    "fluence": "FLUENCE_API_KEY",
-}
+NATIVE_KEY_VARS = {name: found.key_vars[0] for name, found in facts().items() if found.key_vars}
+"""Provider -> its own API key variable (from each package's ``FACTS``)."""
 
 
 def _prefix(name: str) -> str:

@@ -35,11 +35,12 @@ from provisioner.capabilities import Purchase
 from provisioner.catalog import dump_catalog, load_bundled_catalog
 from provisioner.errors import CatalogError, ProviderError
 from provisioner.offer import Catalog, Offer, ProviderInfo, QuotaHeadroom
+from provisioner.providers import registry
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 
-LIVE_PROVIDERS = ("lambda", "runpod", "vastai", "fluence")
+LIVE_PROVIDERS = tuple(name for name, found in registry.facts().items() if found.refresh == "live")
 """Refreshed by default when their API key is set."""
-CLOUD_PROVIDERS = ("aws", "gcp")
+CLOUD_PROVIDERS = tuple(name for name, found in registry.facts().items() if found.refresh == "cloud")
 """Refreshed only when named (``--provider aws``): their credentials come from the SDKs' standard
 chains, not an API key, so having some is no sign the user wants them asked. They also record
 account quota headroom (``ProviderInfo.quotas``) the optimizer checks."""

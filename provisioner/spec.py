@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator
 
-from provisioner.providers.registry import REGISTRY
+from provisioner.providers.registry import REGISTRY, facts
 
 PROVIDER_NAMES = tuple(REGISTRY)
 """Every provider a spec may name: the registry's (providers/registry.py), in its order."""
@@ -242,9 +242,11 @@ class ReliabilitySpec(_Model):
     )
 
 
+_SCHEMES = {found.storage_scheme: name for name, found in facts().items() if found.storage_scheme}
+"""Object store URL scheme -> the provider a dataset there leaves from (``s3`` -> aws)."""
 _LOCATION = re.compile(
-    r"^(?:(?P<provider>aws|gcp|lambda|runpod|vastai|fluence):(?P<region>[a-z0-9\-]+)"
-    r"|(?P<scheme>s3|gs)://[^\s/]+(?:/\S*)?|internet|local|none)$"
+    rf"^(?:(?P<provider>{'|'.join(map(re.escape, REGISTRY))}):(?P<region>[a-z0-9\-]+)"
+    rf"|(?P<scheme>{'|'.join(map(re.escape, _SCHEMES))})://[^\s/]+(?:/\S*)?|internet|local|none)$"
 )
 
 
@@ -275,7 +277,7 @@ class DatasetSpec(_Model):
         if match["provider"]:
             return match["provider"], match["region"]
         if match["scheme"]:
-            return ("aws" if match["scheme"] == "s3" else "gcp"), self.region
+            return _SCHEMES[match["scheme"]], self.region
         return None, None
 
 

@@ -145,19 +145,20 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _build(self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]],
                adapter_options: Mapping[str, Any] | None) -> Built:
-        if args.provider == "aws":
+        from provisioner.providers.registry import facts
+
+        found = facts().get(args.provider)
+        if found is None:
+            raise StackError(f"no stack builder for provider {args.provider!r}")
+        if found.stack == "pulumi_aws":  # the builder the provider's FACTS name
             from provisioner.stacks.aws import build_aws
 
             return build_aws(self, args, user_data)
-        if args.provider == "gcp":
+        if found.stack == "pulumi_gcp":
             from provisioner.stacks.gcp import build_gcp
 
             return build_gcp(self, args, user_data)
-        from provisioner.stacks.neocloud import NEOCLOUDS
-
-        if args.provider in NEOCLOUDS:
-            return build_neocloud(self, args, user_data, adapter_options)
-        raise StackError(f"no stack builder for provider {args.provider!r}")
+        return build_neocloud(self, args, user_data, adapter_options)
 
 
 __all__ = ["TYPE_TOKEN", "GpuCluster", "build_neocloud"]

@@ -44,14 +44,14 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
-from provisioner.providers.registry import get_provider
+from provisioner.providers.registry import facts, get_provider
 from pydantic import ValidationError
 
 from provisioner.errors import StackError
 from provisioner.realize.launch import wait_deleted, wait_running, waiter
 from provisioner.waiting import WaitTimeout
 
-NEOCLOUDS = frozenset({"lambda", "runpod", "vastai", "fluence"})
+NEOCLOUDS = frozenset(name for name, found in facts().items() if found.stack == "neocloud")
 DEFAULT_READY_TIMEOUT_S = 1800.0
 DEFAULT_DELETE_TIMEOUT_S = 600.0
 # A change to any of these node fields means a different machine: replace, never update.

@@ -29,6 +29,7 @@ from typing import Any
 
 import pulumi
 from provisioner.providers.base import owner_id
+from provisioner.providers.registry import facts
 from provisioner.stacks.cluster import GpuCluster
 from provisioner.stacks.model import cluster_args, expiry_for, user_data_path
 
@@ -37,7 +38,7 @@ from provisioner.plan import Plan, load_plan
 from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets, secrets_path_for
 
-PRIVATE_CIDRS = {"aws": ["10.42.0.0/16"], "gcp": ["10.32.0.0/11"]}
+PRIVATE_CIDRS = {name: list(found.private_cidrs) for name, found in facts().items() if found.private_cidrs}
 """The cluster's own address space per provider (the stacks' VPCs), for the node firewall."""
 
 

@@ -51,6 +51,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.providers.registry import facts
 from provisioner.stacks.neocloud import close_adapter
 from pydantic import ValidationError
 
@@ -59,7 +60,7 @@ from provisioner.plan import Plan
 from provisioner.secrets import ClusterSecrets
 from provisioner.waiting import WaitTimeout
 
-TOPOLOGY_PROVIDERS = frozenset({"aws", "gcp"})
+TOPOLOGY_PROVIDERS = frozenset(name for name, found in facts().items() if found.stack != "neocloud")
 """Providers whose stack nodes get a ClusterTopology: the ones with an official Pulumi package
 (the neocloud nodes come from ``NeocloudNodes``) whose adapter implements ``SupportsTopology``."""
 DEFAULT_READY_TIMEOUT_S = 900.0
@@ -137,9 +138,10 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
 
         name = plan.option.provider
         options = dict(self.adapter_options)
-        if name == "aws":
+        kind = facts()[name].stack  # the adapter's constructor options follow its stack builder's kind
+        if kind == "pulumi_aws":
             options["regions"] = [plan.option.region]
-        elif name == "gcp":
+        elif kind == "pulumi_gcp":
             options["zones"] = sorted({node.zone for node in plan.nodes if node.zone}) or None
             if props.get("project"):
                 options["project"] = str(props["project"])

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
@@ -30,6 +32,17 @@ CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION,
     Capability.FABRIC_EFA,
 })
+
+FACTS = ProviderFacts(
+    "aws", fake="provisioner.testing.fakes.aws_ec2:AWSFake", refresh="cloud", stack="pulumi_aws",
+    private_cidrs=("10.42.0.0/16",), storage_scheme="s3",
+    teardown=Teardown(
+        "aws", "poweroff", True,
+        ttl="node timer powers off; the adapter launches with InstanceInitiatedShutdownBehavior=terminate, "
+            "so the instance is terminated",
+        idle="node idle check powers off, which terminates the instance",
+        client_dies="nothing is lost: the nodes end themselves; `provisioner gc` finds any leftovers by tag",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.provider import AWSProvider
@@ -43,4 +56,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "AWSProvider"]
+__all__ = ["CAPABILITIES", "FACTS", "AWSProvider"]

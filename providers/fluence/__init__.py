@@ -16,12 +16,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import GC, WATCHDOG, ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.SSH_BOOTSTRAP,
 })
 CPU_VM_CAPABILITIES: frozenset[Capability] = CAPABILITIES | {Capability.USER_DATA}
+
+FACTS = ProviderFacts(
+    "fluence", fake="provisioner.testing.fakes.fluence:FluenceFake", key_vars=("FLUENCE_API_KEY",),
+    teardown=Teardown(
+        "fluence", "poweroff", False,
+        ttl=f"{WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Fluence has no "
+            "instance-scoped credential and the account key is never put on a node)",
+        idle=f"node idle check powers off (stops GPU use); {WATCHDOG}",
+        client_dies=f"powered-off VMs keep billing until {GC}",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.fluence.provider import FluenceProvider
@@ -35,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "CPU_VM_CAPABILITIES", "FluenceProvider"]
+__all__ = ["CAPABILITIES", "CPU_VM_CAPABILITIES", "FACTS", "FluenceProvider"]

@@ -18,12 +18,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
     Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS,
 })
+
+FACTS = ProviderFacts(
+    "gcp", fake="provisioner.testing.fakes.gcp_compute:GCPFake", refresh="cloud", stack="pulumi_gcp",
+    private_cidrs=("10.32.0.0/11",), storage_scheme="gs",
+    teardown=Teardown(
+        "gcp", "poweroff", False,
+        ttl="GCE itself: the adapter creates each node with scheduling.terminationTime = the expiry and "
+            "instanceTerminationAction=DELETE, so the VM and its disk are deleted at the TTL; the node timer "
+            "powers off as a backstop",
+        idle="node idle check powers off: compute billing stops, the boot disk bills until the TTL deletes "
+             "the VM or `provisioner gc --yes`",
+        client_dies="nothing is lost: GCE deletes the VMs at the TTL (a cluster without a TTL waits for "
+                    "`provisioner gc --yes`)",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.gcp.provider import GCPProvider
@@ -37,4 +53,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "GCPProvider"]
+__all__ = ["CAPABILITIES", "FACTS", "GCPProvider"]

@@ -16,12 +16,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import GC, WATCHDOG, ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK, Capability.USER_DATA,
     Capability.SSH_BOOTSTRAP, Capability.TAGS,
 })
+
+FACTS = ProviderFacts(
+    "lambda", fake="provisioner.testing.fakes.lambda_:LambdaFake", key_vars=("LAMBDA_API_KEY",),
+    teardown=Teardown(
+        "lambda", "poweroff", False,
+        ttl=f"{WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Lambda has no "
+            "instance-scoped credential and the account key is never put on a node)",
+        idle=f"node idle check powers off (stops GPU use); {WATCHDOG}",
+        client_dies=f"powered-off instances keep billing until {GC}",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.lambda_.provider import LambdaProvider
@@ -35,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "LambdaProvider"]
+__all__ = ["CAPABILITIES", "FACTS", "LambdaProvider"]

@@ -19,12 +19,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
     Capability.SSH_BOOTSTRAP, Capability.CLUSTER_PRODUCT,
 })
+
+FACTS = ProviderFacts(
+    "runpod", fake="provisioner.testing.fakes.runpod:RunPodFake", key_vars=("RUNPOD_API_KEY",), login_user="root",
+    teardown=Teardown(
+        "runpod", "runpod-delete", True,
+        ttl="node timer deletes its own pod: DELETE /v2/pods/$RUNPOD_POD_ID with the pod-scoped "
+            "RUNPOD_API_KEY RunPod injects (Instant Cluster pods refuse this, 409: watchdog and gc)",
+        idle="node idle check deletes its own pod the same way",
+        client_dies="nothing is lost for standalone pods; Instant Cluster pods wait for `provisioner gc --yes`",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.runpod.provider import RunPodProvider
@@ -38,4 +50,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "RunPodProvider"]
+__all__ = ["CAPABILITIES", "FACTS", "RunPodProvider"]

@@ -13,12 +13,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.descriptor import ProviderFacts, Teardown
+
 from provisioner.capabilities import Capability
 
 CAPABILITIES: frozenset[Capability] = frozenset({
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
     Capability.SSH_BOOTSTRAP,
 })
+
+FACTS = ProviderFacts(
+    "vastai", fake="provisioner.testing.fakes.vastai:VastAIFake", key_vars=("VAST_API_KEY",), login_user="root",
+    teardown=Teardown(
+        "vastai", "vastai-delete", True,
+        ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID with the "
+            "instance's CONTAINER_API_KEY Vast.ai injects",
+        idle="node idle check deletes its own instance the same way",
+        client_dies="nothing is lost when the API accepted the delete; otherwise `provisioner gc --yes`",
+    ))
 
 if TYPE_CHECKING:
     from provisioner.providers.vastai.provider import VastAIProvider
@@ -32,4 +44,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CAPABILITIES", "VastAIProvider"]
+__all__ = ["CAPABILITIES", "FACTS", "VastAIProvider"]

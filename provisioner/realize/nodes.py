@@ -22,13 +22,13 @@ from typing import Any
 from provisioner.capabilities import Bootstrap
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import NodeSpec
-
-LOGIN_USERS = {"runpod": "root", "vastai": "root"}
-"""Login user per provider where it is not ``ubuntu`` (containers run as root)."""
+from provisioner.providers.registry import facts
 
 
 def login_user(provider: str) -> str:
-    return LOGIN_USERS.get(provider, "ubuntu")
+    """Who ``provider``'s images let in first (its ``FACTS.login_user``); ``ubuntu`` for an unknown name."""
+    found = facts().get(provider)
+    return found.login_user if found is not None else "ubuntu"
 
 
 def expiry_for(plan: Plan, now: dt.datetime, ttl_s: float | None = None) -> dt.datetime | None:
@@ -90,5 +90,5 @@ def node_specs(plan: Plan, rendered: Mapping[str, str], *, ssh_public_key: str |
     return specs
 
 
-__all__ = ["LOGIN_USERS", "block_fields", "boot_text", "expiry_for", "login_user", "node_spec", "node_specs",
+__all__ = ["block_fields", "boot_text", "expiry_for", "login_user", "node_spec", "node_specs",
            "user_data_path"]

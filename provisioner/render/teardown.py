@@ -33,80 +33,17 @@ from background loops the bootstrap starts. Everything here is pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
 
 from provisioner.errors import PlanError
+from provisioner.providers.descriptor import Teardown
+from provisioner.providers.registry import facts
 from provisioner.render.views import ClusterView, render_template
-
-NodeAction = Literal["poweroff", "runpod-delete", "vastai-delete"]
 
 RUNPOD_API_URL = "https://api.runpod.io"
 VASTAI_API_URL = "https://console.vast.ai"
 
-
-@dataclass(frozen=True)
-class Teardown:
-    """How one provider's clusters end. ``ttl``/``idle``/``client_dies`` are docs/teardown.md's columns."""
-
-    provider: str
-    node_action: NodeAction
-    node_stops_bill: bool  # whether the node's own action ends the bill, without the client
-    ttl: str
-    idle: str
-    client_dies: str
-
-
-_WATCHDOG = "the client's watchdog deletes the instances through the API"
-_GC = "`provisioner gc --yes` deletes them"
-
-TEARDOWN: Mapping[str, Teardown] = {
-    "aws": Teardown(
-        "aws", "poweroff", True,
-        ttl="node timer powers off; the adapter launches with InstanceInitiatedShutdownBehavior=terminate, "
-            "so the instance is terminated",
-        idle="node idle check powers off, which terminates the instance",
-        client_dies="nothing is lost: the nodes end themselves; `provisioner gc` finds any leftovers by tag",
-    ),
-    "gcp": Teardown(
-        "gcp", "poweroff", False,
-        ttl="GCE itself: the adapter creates each node with scheduling.terminationTime = the expiry and "
-            "instanceTerminationAction=DELETE, so the VM and its disk are deleted at the TTL; the node timer "
-            "powers off as a backstop",
-        idle="node idle check powers off: compute billing stops, the boot disk bills until the TTL deletes "
-             "the VM or `provisioner gc --yes`",
-        client_dies="nothing is lost: GCE deletes the VMs at the TTL (a cluster without a TTL waits for "
-                    "`provisioner gc --yes`)",
-    ),
-    "lambda": Teardown(
-        "lambda", "poweroff", False,
-        ttl=f"{_WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Lambda has no "
-            "instance-scoped credential and the account key is never put on a node)",
-        idle=f"node idle check powers off (stops GPU use); {_WATCHDOG}",
-        client_dies=f"powered-off instances keep billing until {_GC}",
-    ),
-    "runpod": Teardown(
-        "runpod", "runpod-delete", True,
-        ttl="node timer deletes its own pod: DELETE /v2/pods/$RUNPOD_POD_ID with the pod-scoped "
-            "RUNPOD_API_KEY RunPod injects (Instant Cluster pods refuse this, 409: watchdog and gc)",
-        idle="node idle check deletes its own pod the same way",
-        client_dies="nothing is lost for standalone pods; Instant Cluster pods wait for `provisioner gc --yes`",
-    ),
-    "vastai": Teardown(
-        "vastai", "vastai-delete", True,
-        ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID with the "
-            "instance's CONTAINER_API_KEY Vast.ai injects",
-        idle="node idle check deletes its own instance the same way",
-        client_dies="nothing is lost when the API accepted the delete; otherwise `provisioner gc --yes`",
-    ),
-    "fluence": Teardown(
-        "fluence", "poweroff", False,
-        ttl=f"{_WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Fluence has no "
-            "instance-scoped credential and the account key is never put on a node)",
-        idle=f"node idle check powers off (stops GPU use); {_WATCHDOG}",
-        client_dies=f"powered-off VMs keep billing until {_GC}",
-    ),
-}
+TEARDOWN: Mapping[str, Teardown] = {name: found.teardown for name, found in facts().items()}
+"""How each provider's clusters end (each provider package's ``FACTS.teardown``)."""
 
 
 def teardown_for(provider: str) -> Teardown:

@@ -1,7 +1,7 @@
 """Fake provider API servers for tests and benchmarks.
 
 ``FAKES`` maps a provider name to ``"module:Class"`` (imported on demand); each provider
-engineer adds one line. ``make_fake(name, **kwargs)`` builds one; run one as a real server
+package names its fake in its ``FACTS``. ``make_fake(name, **kwargs)`` builds one; run one as a real server
 with ``python -m provisioner.testing.fakes NAME --port N``. The framework is in ``base``.
 """
 
@@ -10,16 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from provisioner.providers.registry import facts
 from provisioner.testing.fakes.base import FakeApp, RunningServer, serve
 
-FAKES: dict[str, str] = {
-    "lambda": "provisioner.testing.fakes.lambda_:LambdaFake",
-    "runpod": "provisioner.testing.fakes.runpod:RunPodFake",
-    "vastai": "provisioner.testing.fakes.vastai:VastAIFake",
-    "fluence": "provisioner.testing.fakes.fluence:FluenceFake",
-    "aws": "provisioner.testing.fakes.aws_ec2:AWSFake",
-    "gcp": "provisioner.testing.fakes.gcp_compute:GCPFake",
-}
+FAKES: dict[str, str] = {name: found.fake for name, found in facts().items()}
+"""Provider -> its fake, ``"module:Class"`` (each provider package's ``FACTS.fake``)."""
 
 
 def fake_class(name: str) -> type[FakeApp]:

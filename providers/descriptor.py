@@ -1,0 +1,59 @@
+"""What a provider package declares about itself, next to its ``CAPABILITIES``: its ``FACTS``.
+
+Every layer that needs a per-provider fact reads it from here through
+``providers.registry.facts()`` instead of keeping its own list of provider names: the key
+variables (``providers.settings``), how ``catalog refresh`` treats it, which stack builder
+realizes it (``stacks/``), how its nodes end themselves (``render.teardown``), the login user of
+its images (``realize.nodes``), its fake server (``testing.fakes``) and its stack's private
+address range. Pure data: importing this module (or a provider package's ``__init__``) imports
+no adapter, SDK or HTTP client, so the pure core may read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NodeAction = Literal["poweroff", "runpod-delete", "vastai-delete"]
+WATCHDOG = "the client's watchdog deletes the instances through the API"
+GC = "`provisioner gc --yes` deletes them"
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """How one provider's clusters end. ``ttl``/``idle``/``client_dies`` are docs/teardown.md's columns."""
+
+    provider: str
+    node_action: NodeAction
+    node_stops_bill: bool  # whether the node's own action ends the bill, without the client
+    ttl: str
+    idle: str
+    client_dies: str
+
+
+@dataclass(frozen=True)
+class ProviderFacts:
+    """One provider's facts (see the module docstring)."""
+
+    name: str
+    teardown: Teardown
+    fake: str
+    """The fake API server, ``"module:Class"`` (``provisioner.testing.fakes``)."""
+    key_vars: tuple[str, ...] = ()
+    """The provider's own API key variable(s), after ``PROVISIONER_<P>_API_KEY``; () where the
+    credentials come from an SDK's chain (AWS, GCP)."""
+    refresh: Literal["live", "cloud"] = "live"
+    """``live``: refreshed by default when its key is set; ``cloud``: only when named."""
+    stack: Literal["pulumi_aws", "pulumi_gcp", "neocloud"] = "neocloud"
+    """Which builder of ``stacks/`` realizes it: the official ``pulumi_aws``/``pulumi_gcp`` resources
+    (``stacks/aws.py``, ``stacks/gcp.py``) or ``neocloud`` (the ``NeocloudNodes`` dynamic resource
+    through the adapter)."""
+    login_user: str = "ubuntu"
+    """Who its images let in first (the SSH bootstrap's user)."""
+    private_cidrs: tuple[str, ...] = ()
+    """The address space of the network its stack creates (the node firewall admits it)."""
+    storage_scheme: str | None = None
+    """The URL scheme of its object store (``s3``, ``gs``): a dataset there leaves from this provider."""
+
+
+__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "Teardown"]
