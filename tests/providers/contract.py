@@ -33,6 +33,10 @@ def load_harness(name: str) -> Harness:
     return harness
 
 
+ANSWER_TIMEOUT_S = 30.0
+"""What an adapter waits for an answer from the fake in tests that do not time anything out."""
+
+
 @dataclass
 class Rig:
     """One harness with its fake served on 127.0.0.1 (the ``rig`` fixture in conftest.py)."""
@@ -45,12 +49,17 @@ class Rig:
     def app(self) -> FakeApp:
         return self.harness.app
 
-    def provider(self, api_key: str | None = None, pacing: Pacing | None = None) -> Provider:
-        """The adapter on the harness's scaled limits (paced on ``pacing``'s clock when given)."""
+    def provider(self, api_key: str | None = None, pacing: Pacing | None = None,
+                 timeout_s: float = ANSWER_TIMEOUT_S) -> Provider:
+        """The adapter on the harness's scaled limits (paced on ``pacing``'s clock when given).
+
+        ``timeout_s`` is generous unless a test makes the fake hold an answer (then it passes the
+        harness's short ``timeout_s``): on a loaded machine an ordinary answer can take a second.
+        """
         h = self.harness
         limits = h.scaled_limits if pacing is None else h.scaled_limits.on(pacing)
         return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
-                               limits=limits, timeout_s=h.timeout_s, retry=self.retry)
+                               limits=limits, timeout_s=timeout_s, retry=self.retry)
 
 
 def cluster() -> str:

@@ -142,7 +142,7 @@ def test_create_launches_only_the_missing_nodes(rig: Rig) -> None:
 
 def test_create_adopts_after_launch_timeout(rig: Rig) -> None:
     h = rig.harness
-    provider, cid = rig.provider(), cluster()
+    provider, cid = rig.provider(timeout_s=h.timeout_s), cluster()
     h.app.faults.inject("timeout", route=h.launch_route, times=1, delay_s=h.timeout_delay_s)
     specs = h.node_specs(2, "n")
     created = provider.create_nodes(cid, specs)
