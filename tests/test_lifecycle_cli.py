@@ -258,3 +258,21 @@ def test_progress_lines_for_people_and_json_lines_for_machines(capsys: pytest.Ca
     (line,) = capsys.readouterr().out.splitlines()
     assert json.loads(line) == {"event": "up", "time": "2026-11-24T00:00:00+00:00", "message": "cluster lc is up",
                                 "hourly_usd": "24.72", "nodes": 2}
+
+
+def test_up_on_a_fake_without_nodes_says_at_once_that_nothing_will_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    # The CLI's own runtime (real SSH: no stand-in remote) on a clock that only moves when slept on: the
+    # refusal must come before any SSH wait, or this test would sleep out the SSH timeouts.
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        assert main(["up", str(_spec(tmp_path))]) == 5
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "lc-lambda-0 (198.51.100." in err and "no machine will ever answer SSH" in err
+        assert "PROVISIONER_LAMBDA_API_URL a fake provider without nodes" in err
+        assert "remove with: provisioner down lc-lambda" in err  # what was bought on it stays named
+        record = state.load_record("lc-lambda")
+        assert record is not None and record.status == "failed" and app.instance_count() == 2
+        assert main(["down", "lc-lambda"]) == 0 and app.instance_count() == 0

@@ -42,7 +42,7 @@ from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeSpec, Provider
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import SshTarget
-from provisioner.realize.launch import LIVE, wait_deleted, wait_running
+from provisioner.realize.launch import LIVE, unanswerable, wait_deleted, wait_running
 from provisioner.realize.nodes import expiry_for
 from provisioner.realize.nodes import node_specs as build_node_specs
 from provisioner.realize.remote import CLUSTER_USER, Remote, SshRemote, ssh_target, ssh_text
@@ -185,6 +185,11 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     rt.emit("running", message=f"every node runs; head {plan.head.name} at {node_address(head)}",
             cluster=cluster_id, head_address=node_address(head),
             nodes={name: node_address(node) for name, node in sorted(by_name.items()) if name in wanted})
+    silent = unanswerable(by_name[node.name] for node in plan.nodes) if rt.remote is None else []
+    if silent:  # a fake provider's nodes: say so now, not after the SSH and readiness timeouts
+        raise StackError(f"node(s) {', '.join(silent)} of {cluster_id} have documentation (TEST-NET) addresses "
+                         f"where no machine will ever answer SSH: is PROVISIONER_{plan.option.provider.upper()}"
+                         f"_API_URL a fake provider without nodes?")
     remote = rt.remote or default_remote(cluster_id, secrets)
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the

@@ -7,6 +7,9 @@ end in ``provisioner.waiting.wait_until``.
 - ``wait_running(wait, adapter, cluster_id, wanted, timeout_s=...)``: blocks until every node
   named in ``wanted`` is RUNNING; returns the provider's listing at that moment. StackError as
   soon as one of them is FAILED; ``WaitTimeout`` (``last``: the last listing) at the deadline.
+- ``unanswerable(nodes)``: the nodes whose SSH endpoint is a documentation address (TEST-NET-1/2/3,
+  2001:db8::/32, what the fake provider servers hand out): no machine ever answers there, so a
+  caller about to wait for SSH says so at once instead of waiting out its timeout.
 - ``wait_deleted(wait, adapter, cluster_id, timeout_s=...)``: blocks until no node of the
   cluster is pending or running (FAILED and STOPPING count as gone: they were asked to be
   deleted, and some providers keep failed instances listed without billing them).
@@ -14,7 +17,8 @@ end in ``provisioner.waiting.wait_until``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import ipaddress
+from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 from provisioner.errors import StackError
@@ -54,6 +58,26 @@ def wait_running(wait: Wait, adapter: Provider, cluster_id: str, wanted: Collect
                 what=f"the {len(names)} node(s) of {cluster_id} to run")
 
 
+_DOCUMENTATION = tuple(ipaddress.ip_network(net) for net in (
+    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+
+
+def unanswerable(nodes: Iterable[Node]) -> list[str]:
+    """``name (address)`` of each node whose SSH endpoint is a documentation address. Pure."""
+    found = []
+    for node in nodes:
+        endpoint = node.ssh_endpoint()
+        if endpoint is None:
+            continue
+        try:
+            address = ipaddress.ip_address(endpoint[0])
+        except ValueError:
+            continue  # a host name: it may well answer
+        if any(address in net for net in _DOCUMENTATION):
+            found.append(f"{node.name} ({endpoint[0]})")
+    return found
+
+
 def wait_deleted(wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: float) -> list[Node]:
     """The cluster's listing once none of its nodes is pending or running."""
     return wait(lambda: adapter.get_nodes(cluster_id),
@@ -61,4 +85,4 @@ def wait_deleted(wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: f
                 timeout_s=timeout_s, what=f"the nodes of {cluster_id} to be deleted")
 
 
-__all__ = ["LIVE", "Wait", "wait_deleted", "wait_running", "waiter"]
+__all__ = ["LIVE", "Wait", "unanswerable", "wait_deleted", "wait_running", "waiter"]
