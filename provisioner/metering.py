@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
+from provisioner.cost_terms import billed_span
 from provisioner.money import MICRO, NANO, ceil_int, round_cents, spec_decimal, to_micro, to_nano, usd_of_cents
-from provisioner.offer_table import billed_span
 from provisioner.plan import COST_TERMS, Plan
 
 _US_PER_S = 1_000_000

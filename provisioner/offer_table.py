@@ -6,9 +6,7 @@ stages, and returns a ``Ranking``: a stage code (and a reason sub-code) per cand
 cents per cost term, and the feasible candidates in rank order. No Python object is built per
 offer or per rejection.
 
-Each cost term is one function in ``TERMS`` taking the ``Pricing`` context and returning int64
-cents for the priced rows; adding a term means adding one function there (and its field on
-``plan.CostBreakdown``).
+The cost terms themselves (``TERMS``, the ``Pricing`` context) are in ``provisioner.cost_terms``.
 
 Overflow. Integers are int64 (|x| < 9.22e18). Bounds (checked when catalogs and specs are
 read): price p <= 1e10 micro-USD per node-hour ($10,000), nodes N <= 1e5 (spec MAX_COUNT), run
@@ -28,44 +26,41 @@ Pure: no I/O, no clock, no environment.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Bootstrap, Capability, Network, Purchase
 from provisioner.columns import ENUMS, OfferTable
+from provisioner.cost_terms import (
+    CENT_CAP,
+    TERMS,
+    Pricing,
+    boot_cents,
+    boot_exact,
+)
 from provisioner.costs import (
     FABRICS,
-    HOURS_PER_MONTH,
     SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR,
     Stage,
     dataset_leave_usd,
     fabric_accepts,
-    tiered_usd,
     variants,
 )
 from provisioner.errors import CatalogError
 from provisioner.money import (
     CENTS,
     MICRO,
-    NANO,
     PICO_PER_MICRO,
     ceil_int,
     floor_units,
-    half_even,
-    round_cents,
     spec_decimal,
 )
 from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
 
-CENT_CAP = 10**17
-"""Cap on every cost term in cents ($10^15, a million times any real cluster's bill): keeps absurd
-inputs (10^7 GiB of NVMe per node for ten years) inside int64. Budgets are at most $10^9."""
 NEEDED: tuple[Capability, ...] = (
     Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
     Capability.CLUSTER_PRODUCT, Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP,
@@ -118,177 +113,6 @@ class Ranking:
 
     def deepest_stage(self) -> int:
         return int(self.stage.max()) if len(self.stage) else 0
-
-
-@dataclass(frozen=True, eq=False)
-class Pricing:
-    """What every cost term reads: the spec's exact quantities, the table, the provider facts."""
-
-    spec: ClusterSpec
-    table: OfferTable
-    infos: list[ProviderInfo]
-    rows: np.ndarray
-    """Offer rows of the candidates being priced."""
-    nodes: np.ndarray
-    hourly_micro: np.ndarray
-    hourly_rest: np.ndarray
-    """The pico-USD of each cluster hourly price below its whole micro-USD (0 for most catalogs)."""
-    rate: np.ndarray
-    """Interruptions per node-hour of each candidate (an estimate, float)."""
-    hours: Decimal
-    provider_infos: Mapping[str, ProviderInfo]
-    """Every provider's facts (the dataset's source may sell nothing here)."""
-
-
-def _cents_of(x: np.ndarray, amount: np.ndarray, unit: int) -> np.ndarray:
-    """Exact round-half-even of ``x * amount / (unit * 1e4)`` in int64 (``x`` micro-USD per unit of
-    ``amount``). Splits both factors so no product overflows (module docstring, "Overflow")."""
-    q, r = np.divmod(amount, unit)
-    xc, xr = np.divmod(x, 10_000)
-    den = unit * 10_000
-    fq, fr = np.divmod(xr * q * unit + x * r, den)
-    cents = xc * q + fq
-    return cents + ((2 * fr > den) | ((2 * fr == den) & (cents % 2 == 1)))
-
-
-def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray:
-    """``value(*key)`` for every row, evaluated once per distinct key (exact Python arithmetic)."""
-    if not len(columns[0]):
-        return np.zeros(0, dtype=np.int64)
-    keys, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-    out = np.array([min(value(*row), CENT_CAP) for row in keys.tolist()], dtype=np.int64)
-    return out[inverse.reshape(-1)]
-
-
-def billed_span(run_s: Any, increment_s: Any, minimum_s: Any) -> Any:
-    """Whole seconds run -> seconds billed: up to the billing increment, at least the minimum. Elementwise
-    on int64 columns, and on plain ints (provisioner.metering bills each node's real run with it)."""
-    return np.maximum(-(-run_s // increment_s) * increment_s, minimum_s)
-
-
-def billed_seconds(p: Pricing) -> np.ndarray:
-    """Run time counted in whole seconds (rounded up), then up to the billing increment, at least the minimum."""
-    run_s = ceil_int(p.hours * 3600)
-    return billed_span(run_s, p.table["billing_increment_s"][p.rows], p.table["billing_minimum_s"][p.rows])
-
-
-def boot_exact(infos: list[ProviderInfo]) -> list[Fraction]:
-    """Each provider's boot time in seconds, exact (``boot_minutes`` as written x 60), by provider code."""
-    return [Fraction(spec_decimal(i.boot_minutes)) * 60 for i in infos]
-
-
-def hourly_times(p: Pricing, seconds: np.ndarray, exact: Callable[[int], Fraction] | None = None,
-                 also: np.ndarray | None = None) -> np.ndarray:
-    """Cluster hourly x ``seconds`` (whole seconds per row) in cents, half-even, exact. int64
-    arithmetic where the hourly price is whole micro-USD; exact integers for a price with pico-USD
-    and for the rows in ``also``, where ``exact(i)`` replaces row ``i``'s seconds (a fraction)."""
-    out = _cents_of(p.hourly_micro, seconds, 3600)
-    odd = p.hourly_rest != 0
-    if also is not None:
-        odd |= also
-    for i in np.flatnonzero(odd).tolist():
-        sec = exact(i) if exact is not None and (also is None or also[i]) else Fraction(int(seconds[i]))
-        pico = int(p.hourly_micro[i]) * PICO_PER_MICRO + int(p.hourly_rest[i])
-        out[i] = min(half_even(pico * sec.numerator, sec.denominator * 3600 * PICO_PER_MICRO * 10_000), CENT_CAP)
-    return out
-
-
-def boot_cents(p: Pricing) -> np.ndarray:
-    """Paid boot time: cluster hourly x the provider's boot time, exact (a fraction of a second
-    included), rounded once to cents. 0 for a Capacity Block: its nodes boot inside the block
-    already paid for."""
-    exact = boot_exact(p.infos)
-    prov = p.table["provider"][p.rows]
-    block = p.table["block_hours"][p.rows] > 0
-    whole = np.array([int(s) if s.denominator == 1 else 0 for s in exact], dtype=np.int64)
-    fractional = np.array([s.denominator != 1 for s in exact], dtype=bool)[prov] & ~block
-    return hourly_times(p, np.where(block, 0, whole[prov]), lambda i: exact[int(prov[i])], fractional)
-
-
-def block_fee_term(p: Pricing) -> np.ndarray:
-    """A Capacity Block's upfront fee: cluster hourly x the block's own hours (not the run's: the whole
-    block is paid before it starts, non-refundable), rounded once to cents; 0 for other offers."""
-    return hourly_times(p, p.table["block_hours"][p.rows].astype(np.int64) * 3600)
-
-
-def compute_term(p: Pricing) -> np.ndarray:
-    """Cluster hourly x billed hours, rounded to cents, plus the boot time, rounded on its own; for a
-    Capacity Block, its upfront fee (``block_fee_term``)."""
-    run = hourly_times(p, billed_seconds(p)) + boot_cents(p)
-    return np.where(p.table["block_hours"][p.rows] > 0, block_fee_term(p), run)
-
-
-def storage_term(p: Pricing) -> np.ndarray:
-    """Checkpoint NVMe at the offer's disk rate plus the provider's managed filesystem, rounded once."""
-    spec, hours = p.spec, Fraction(p.hours)
-    nvme_gib_hours = Fraction(spec_decimal(spec.storage.checkpoint_nvme_gib_per_node)) * hours
-    shared = spec.storage.shared
-    managed = SharedFsKind(shared.kind) == SharedFsKind.MANAGED
-    shared_usd = [
-        Fraction(i.shared_storage_usd_per_gib_month or 0) * Fraction(spec_decimal(shared.size_gib)) * hours
-        / HOURS_PER_MONTH if managed else Fraction(0)
-        for i in p.infos
-    ]
-    if not nvme_gib_hours and not any(shared_usd):
-        return np.zeros(len(p.rows), dtype=np.int64)
-
-    def cents(disk_nano: int, nodes: int, provider: int) -> int:
-        return round_cents(Fraction(disk_nano, NANO) * nodes * nvme_gib_hours + shared_usd[provider])
-
-    return _per_key([p.table["disk_nano"][p.rows], p.nodes, p.table["provider"][p.rows]], cents)
-
-
-def egress_term(p: Pricing) -> np.ndarray:
-    """The dataset coming in plus the results going out, rounded once (docs/cost-model.md, "Egress")."""
-    spec, table = p.spec, p.table
-    dataset = spec.workload.dataset
-    data_gb = Fraction(spec_decimal(dataset.size_gb))
-    out_gb = Fraction(spec_decimal(spec.workload.results_out_gb))
-    if not data_gb and not out_gb:
-        return np.zeros(len(p.rows), dtype=np.int64)
-    source, source_region = dataset.source
-    providers = table.dictionary("provider")
-    leave = dataset_leave_usd(spec, p.provider_infos)
-    results = [tiered_usd(i.internet_egress_tiers, spec.workload.results_out_gb, i.free_egress_gb)
-               if i.internet_egress_tiers else None for i in p.infos]
-    wanted_region = None if source_region is None else source_region.encode()
-    # Only whether the offer sits in the dataset's own region matters, not which region it is:
-    # keying on that flag keeps the exact per-key arithmetic to a few dozen keys at 10^5 offers.
-    in_source_region = (table.names["region"] == wanted_region)[table["region"][p.rows]]
-
-    def cents(provider: int, same_region: int, ingress_nano: int, egress_nano: int) -> int:
-        usd = Fraction(0)
-        if data_gb:
-            if source is not None and providers[provider] == source:
-                info = p.infos[provider]
-                usd = Fraction(0) if same_region else data_gb * Fraction(info.inter_region_usd_per_gb)
-            else:
-                usd = leave + data_gb * Fraction(ingress_nano, NANO)
-        if out_gb:
-            tiered = results[provider]
-            usd += tiered if tiered is not None else out_gb * Fraction(egress_nano, NANO)
-        return round_cents(usd)
-
-    return _per_key([table["provider"][p.rows], in_source_region.astype(np.int64), table["ingress_nano"][p.rows],
-                     table["egress_nano"][p.rows]], cents)
-
-
-def interruption_term(p: Pricing) -> np.ndarray:
-    """Expected lost work, an estimate in binary64: E = rate*N*H; E * L * hourly USD * 100, half-even."""
-    w = p.spec.workload
-    lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60.0
-    expected = p.rate * p.nodes * w.hours
-    loss = expected * lost_h * (p.hourly_micro / 1e6) * 100.0
-    return np.rint(np.minimum(loss, CENT_CAP)).astype(np.int64)
-
-
-TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
-    "compute": compute_term,
-    "storage": storage_term,
-    "egress": egress_term,
-    "interruption": interruption_term,
-}
-"""The cost terms, in CostBreakdown order; the total is their sum."""
 
 
 def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]) -> tuple[np.ndarray, ...]:
@@ -633,6 +457,5 @@ def best_first(cands: np.ndarray, total: np.ndarray, hourly: np.ndarray, hourly_
     return ordered[:keep] if keep > 0 else ordered
 
 
-__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "TERMS", "Capabilities", "Checked", "Pricing", "Ranking",
-           "block_fee_term", "buyable_blocks", "needs_private_network", "quota_refusals", "rank_table",
-           "variant_checks"]
+__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "Capabilities", "Checked", "Ranking", "buyable_blocks",
+           "needs_private_network", "quota_refusals", "rank_table", "variant_checks"]

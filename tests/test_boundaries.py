@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
     "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.catalog_json",
-    "provisioner.optimizer", "provisioner.offer_table", "provisioner.costs", "provisioner.columns", "provisioner.money",
-    "provisioner.offer", "provisioner.plan", "provisioner.capabilities", "provisioner.errors",
-    "provisioner.render", "provisioner.report", "provisioner.metering",
+    "provisioner.optimizer", "provisioner.offer_table", "provisioner.cost_terms", "provisioner.costs",
+    "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
+    "provisioner.capabilities", "provisioner.errors", "provisioner.render", "provisioner.report",
+    "provisioner.metering",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {"provisioner.providers.registry", "provisioner.providers.descriptor",  # provider facts: pure data

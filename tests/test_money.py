@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
+from provisioner.cost_terms import _cents_of
 from provisioner.money import (
     floor_units,
     half_even,
@@ -25,7 +26,6 @@ from provisioner.money import (
     usd_of_pico,
 )
 from provisioner.offer import MAX_PRICE_PER_HOUR_USD, Catalog, Offer, ProviderInfo
-from provisioner.offer_table import _cents_of
 from provisioner.optimizer import resolve_plan
 from provisioner.spec import MAX_COUNT, MAX_HOURS, ClusterSpec
 
