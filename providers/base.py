@@ -58,6 +58,8 @@ OWNER_TAG = "provisioner-owner"
 """Tag/label key naming who launched the node (``owner_id()``)."""
 EXPIRES_TAG = "provisioner-expires"
 """Tag/label key: when the node's cluster expires, ISO-8601 UTC (``2026-11-24T02:00:00Z``)."""
+NODE_TAG = "provisioner-node"
+"""Tag/label key naming the node (its PlanNode name) where the provider has tags."""
 ROLE_TAG = "provisioner-role"
 """Tag/label key naming the node's role (``head``/``worker``) where the provider has tags."""
 _OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
@@ -351,6 +353,7 @@ class SupportsSshKeys(Protocol):
 __all__ = [
     "CLUSTER_TAG",
     "EXPIRES_TAG",
+    "NODE_TAG",
     "OWNER_TAG",
     "ROLE_TAG",
     "Bootstrap",

@@ -32,6 +32,19 @@ class Teardown:
 
 
 @dataclass(frozen=True)
+class SdkCredentials:
+    """Where an SDK's credential chain looks (AWS, GCP), to tell without a request whether any is set."""
+
+    variables: tuple[str, ...]
+    """Any of these set means configured."""
+    files: tuple[tuple[str, str, str], ...]
+    """Credential files: (variable overriding the path, default path under the home directory, file
+    name inside that path, "" when the path is the file itself)."""
+    hint: str
+    """What to set, for the message when none is."""
+
+
+@dataclass(frozen=True)
 class ProviderFacts:
     """One provider's facts (see the module docstring)."""
 
@@ -52,8 +65,10 @@ class ProviderFacts:
     """Who its images let in first (the SSH bootstrap's user)."""
     private_cidrs: tuple[str, ...] = ()
     """The address space of the network its stack creates (the node firewall admits it)."""
+    sdk_credentials: SdkCredentials | None = None
+    """Where its SDK finds credentials, when it takes no API key (``key_vars`` empty)."""
     storage_scheme: str | None = None
     """The URL scheme of its object store (``s3``, ``gs``): a dataset there leaves from this provider."""
 
 
-__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "Teardown"]
+__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "SdkCredentials", "Teardown"]

@@ -8,6 +8,7 @@ Keys are returned as SecretStr so they never show up in a repr or log line.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from provisioner.providers.registry import facts
 from pydantic import SecretStr
@@ -20,6 +21,24 @@ NATIVE_KEY_VARS = {name: found.key_vars[0] for name, found in facts().items() if
 
 def _prefix(name: str) -> str:
     return f"PROVISIONER_{name.upper().rstrip('_')}"
+
+
+def credentials_missing(name: str) -> str | None:
+    """None when ``name``'s credentials are configured here, else why not. Never asks a network:
+    its API key variables, or where its SDK's chain looks (``FACTS.sdk_credentials``)."""
+    if name in NATIVE_KEY_VARS:
+        if api_key(name, required=False) is None:
+            return f"no API key (set {_prefix(name)}_API_KEY or {NATIVE_KEY_VARS[name]})"
+        return None
+    found = facts().get(name)
+    sdk = found.sdk_credentials if found is not None else None
+    if sdk is None:
+        return "no credential check known for this provider"
+    home = Path.home()
+    paths = [Path(os.environ.get(var) or home / default) / inside for var, default, inside in sdk.files]
+    if any(os.environ.get(var) for var in sdk.variables) or any(path.is_file() for path in paths):
+        return None
+    return sdk.hint
 
 
 def api_url(name: str, default: str) -> str:
@@ -40,4 +59,4 @@ def api_key(name: str, explicit: str | SecretStr | None = None, *, required: boo
     return None
 
 
-__all__ = ["NATIVE_KEY_VARS", "api_key", "api_url"]
+__all__ = ["NATIVE_KEY_VARS", "api_key", "api_url", "credentials_missing"]

@@ -50,10 +50,9 @@ _LIVE_PREFIX = re.compile(r"^Live offers from the \w+ API on \d{4}-\d{2}-\d{2}[^
 
 
 def _configured(name: str) -> bool:
-    from provisioner.providers.settings import NATIVE_KEY_VARS
+    from provisioner.providers.settings import credentials_missing
 
-    prefix = f"PROVISIONER_{name.upper()}"
-    return any(os.environ.get(var) for var in (f"{prefix}_API_KEY", NATIVE_KEY_VARS.get(name, "")))
+    return credentials_missing(name) is None
 
 
 @dataclass

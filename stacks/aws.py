@@ -40,8 +40,9 @@ import pulumi
 import pulumi_aws as aws
 from provisioner.providers.aws.efa import EFA_INTERFACES, Interface, efa_layout
 from provisioner.providers.aws.provider import METADATA_OPTIONS
+from provisioner.providers.base import NODE_TAG, ROLE_TAG
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
+from provisioner.stacks.model import ClusterArgs, with_shared_fs_target
 
 VPC_CIDR = "10.42.0.0/16"
 SUBNET_CIDR = "10.42.0.0/20"
@@ -181,7 +182,7 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                 id=template.id, version=template.latest_version.apply(str)),
             instance_initiated_shutdown_behavior="terminate",
             user_data_base64=user_data[node.name].apply(compressed_user_data) if node.name in user_data else None,
-            tags={**tags, NODE_TAG: node.name, "Name": node.name, "provisioner-role": node.role},
+            tags={**tags, NODE_TAG: node.name, "Name": node.name, ROLE_TAG: node.role},
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[routes, igw])))
         address = aws.ec2.Eip(f"{node.name}-eip", domain="vpc",
                               network_interface=instance.primary_network_interface_id,

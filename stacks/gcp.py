@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
+from provisioner.providers.base import NODE_TAG, ROLE_TAG
 from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import NODE_TAG, ClusterArgs, with_shared_fs_target
+from provisioner.stacks.model import ClusterArgs, with_shared_fs_target
 
 SUBNET_CIDR = "10.42.0.0/20"
 DEFAULT_IMAGE = "ubuntu-os-accelerator-images/ubuntu-accelerator-2204-amd64-with-nvidia-570"
@@ -190,7 +191,7 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             scratch_disks=[gcp.compute.InstanceScratchDiskArgs(interface="NVME", size=LOCAL_SSD_GIB)
                            for _ in range(LOCAL_SSDS.get(args.instance_type, 0))],
             scheduling=_scheduling(args), resource_policies=policy_link, metadata=node_metadata,
-            labels={**labels, NODE_TAG: node.name, "provisioner-role": node.role}, tags=[cid],
+            labels={**labels, NODE_TAG: node.name, ROLE_TAG: node.role}, tags=[cid],
             allow_stopping_for_update=False, description=desc, opts=child)
         interface = instance.network_interfaces.apply(lambda n: n[0])
         built.append(BuiltNode(

@@ -38,7 +38,7 @@ from provisioner.realize.nodes import boot_text, expiry_for, login_user, user_da
 from provisioner.spec import SharedFsKind
 
 CLUSTER_TAG, OWNER_TAG, EXPIRES_TAG = _base.CLUSTER_TAG, _base.OWNER_TAG, _base.EXPIRES_TAG
-NODE_TAG = "provisioner-node"
+NODE_TAG = _base.NODE_TAG
 _LABEL_VALUE = re.compile(r"[^a-z0-9_-]")
 
 

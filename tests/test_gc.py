@@ -249,3 +249,25 @@ def test_gc_of_a_named_cluster_removes_its_local_key_material(state_dir: Path) -
     assert [x.name for x in listed.leftovers] == [x.name for x in report.deleted] == ["n0"]
     assert not state.secrets_path("killed").exists() and not state.ssh_dir("killed").exists()
     assert report.records_removed == ["killed"]
+
+
+def test_configured_reads_key_variables_and_sdk_credential_places_without_a_request(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.lifecycle.gc import configured
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                "AWS_CONFIG_FILE", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "VAST_API_KEY",
+                "PROVISIONER_VASTAI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    assert configured("vastai") == "no API key (set PROVISIONER_VASTAI_API_KEY or VAST_API_KEY)"
+    assert configured("aws") == "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)"
+    assert (configured("gcp") or "").startswith("no Google credentials")
+    monkeypatch.setenv("VAST_API_KEY", "k")
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "config").write_text("[default]\n")
+    gcloud = tmp_path / "elsewhere"
+    gcloud.mkdir()
+    (gcloud / "application_default_credentials.json").write_text("{}")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(gcloud))
+    assert configured("vastai") is None and configured("aws") is None and configured("gcp") is None

@@ -23,7 +23,6 @@ NOT_YET = {
     "provisioner.render.fabric": "the fast NIC names of RunPod Instant Clusters and GCP's RDMA VPC layout",
     "provisioner.validation.watch": "the spot-notice metadata endpoints of AWS and GCP",
     "provisioner.validation.watch_cli": "the --spot choices (the metadata endpoints above)",
-    "provisioner.lifecycle.gc": "which SDK credential files say AWS or GCP is configured",
     "provisioner.stacks.model": "flex-start is a GCP provisioning model",
 }
 

@@ -76,6 +76,7 @@ from provisioner.providers.aws.network import EfaNetwork, EfaPlacement
 from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
+    NODE_TAG,
     ROLE_TAG,
     Capability,
     Node,
@@ -100,7 +101,6 @@ from provisioner.spec import Fabric
 
 log = logging.getLogger("provisioner.providers.aws")
 
-NODE_TAG = "provisioner-node"
 OWNER_TAG = "provisioner-owner"
 EXPIRES_TAG = "provisioner-expires"
 DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts, Teardown
+from provisioner.providers.descriptor import ProviderFacts, SdkCredentials, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -30,6 +30,10 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 FACTS = ProviderFacts(
     "gcp", fake="provisioner.testing.fakes.gcp_compute:GCPFake", refresh="cloud", stack="pulumi_gcp",
     private_cidrs=("10.32.0.0/11",), storage_scheme="gs",
+    sdk_credentials=SdkCredentials(
+        ("GOOGLE_APPLICATION_CREDENTIALS",),
+        (("CLOUDSDK_CONFIG", ".config/gcloud", "application_default_credentials.json"),),
+        "no Google credentials (GOOGLE_APPLICATION_CREDENTIALS or gcloud application-default login)"),
     teardown=Teardown(
         "gcp", "poweroff", False,
         ttl="GCE itself: the adapter creates each node with scheduling.terminationTime = the expiry and "

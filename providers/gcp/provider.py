@@ -43,6 +43,7 @@ from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
+    NODE_TAG,
     OWNER_TAG,
     ROLE_TAG,
     Capability,
@@ -81,7 +82,6 @@ from provisioner.errors import PlanError, ProviderAPIError, ProviderError, Quota
 from provisioner.metering import NodeUsage
 from provisioner.offer import Offer, QuotaHeadroom
 
-NODE_TAG = "provisioner-node"
 DEFAULT_REGIONS = ("us-central1",)
 _LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")

@@ -35,10 +35,8 @@ deleted or a provider could not be listed (both named in the report).
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from provisioner.errors import ProviderError, ProvisionerError
 from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record
@@ -108,25 +106,7 @@ class GcReport:
 
 def configured(name: str) -> str | None:
     """None when ``name``'s credentials are configured here, else why not (never asks a network)."""
-    if name in settings.NATIVE_KEY_VARS:
-        if settings.api_key(name, required=False) is None:
-            return f"no API key (set PROVISIONER_{name.upper()}_API_KEY or {settings.NATIVE_KEY_VARS[name]})"
-        return None
-    home = Path.home()
-    if name == "aws":
-        files = [os.environ.get("AWS_SHARED_CREDENTIALS_FILE", str(home / ".aws" / "credentials")),
-                 os.environ.get("AWS_CONFIG_FILE", str(home / ".aws" / "config"))]
-        if any(os.environ.get(v) for v in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE")) \
-                or any(Path(f).is_file() for f in files):
-            return None
-        return "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)"
-    if name == "gcp":
-        adc = Path(os.environ.get("CLOUDSDK_CONFIG", str(home / ".config" / "gcloud"))) / \
-            "application_default_credentials.json"
-        if os.environ.get("GOOGLE_APPLICATION_CREDENTIALS") or adc.is_file():
-            return None
-        return "no Google credentials (GOOGLE_APPLICATION_CREDENTIALS or gcloud application-default login)"
-    return "no credential check known for this provider"
+    return settings.credentials_missing(name)
 
 
 def _adapters(only: str | None) -> tuple[dict[str, Provider], dict[str, str]]:
