@@ -53,8 +53,10 @@ class Harness:
     list_route: str = "list"
     offers_route: str = "offers"
     balance_fault_route: str = "launch"
-    timeout_s: float = 1.0
-    timeout_delay_s: float = 1.6
+    timeout_s: float = 2.0
+    """Short enough that the launch-timeout test is quick, long enough for an ordinary answer on a
+    loaded machine (the other contract tests wait 30 s: contract.ANSWER_TIMEOUT_S)."""
+    timeout_delay_s: float = 2.8
 
     @property
     def scaled_limits(self) -> RateLimits:
