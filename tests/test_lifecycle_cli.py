@@ -226,10 +226,29 @@ def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monk
     assert record is not None and (record.engine, record.status) == ("pulumi", "failed")
 
 
-def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["up", str(_spec(tmp_path)), "--json"]) == 0
+def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    from provisioner.realize.nodes import node_specs
+    from provisioner.render import render_cluster
+    from provisioner.secrets import ClusterSecrets
+
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    remote = StandInRemote(nodes=[n.name for n in plan.nodes])
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    with served_fake("lambda", monkeypatch) as (_app, _server):
+        # What the stand-in pulumi's up stands for: the stack's NeocloudNodes bought the plan's nodes.
+        secrets = ClusterSecrets.generate("lc-lambda")
+        specs = node_specs(plan, render_cluster(plan, secrets), ssh_public_key=secrets.ssh_public_key, expires_at=None)
+        instant_runtime(remote).provider("lambda").create_nodes(plan.cluster_id, specs)
+        assert main(["up", str(_spec(tmp_path)), "--json"]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert events[-1]["event"] == "up" and events[-1]["outputs"] == {"headAddress": "198.51.100.7"}
+    # up returned once the control plane answered, after the direct engine's SSH pass on the stack's nodes
+    kinds = [e["event"] for e in events]
+    assert kinds.index("pulumi") < kinds.index("wait-running") < kinds.index("wait-ready") < kinds.index("up")
+    assert remote.bootstrapped == ["ubuntu@lc-lambda-0"] * 2 + ["ubuntu@lc-lambda-1"] * 2  # wait, then the script
+    assert [call[0] for call in remote.calls if call[1][0] == "sinfo"] == ["lc-lambda-0"]
     record = state.load_record("lc-lambda")
     assert record is not None and record.engine == "pulumi" and record.status == "up"
     assert (state.state_dir() / "pulumi" / "passphrase").stat().st_mode & 0o077 == 0

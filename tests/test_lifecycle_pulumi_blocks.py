@@ -104,7 +104,7 @@ def _saved(target: Plan, tmp_path: Path) -> str:
 def test_up_buys_the_block_once_and_hands_its_id_to_the_stack(
         tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
     target = _saved(BLOCK_PLAN, tmp_path)
-    assert main(["up", target, "--engine", "pulumi", "--json"]) == 0
+    assert main(["up", target, "--engine", "pulumi", "--no-wait", "--json"]) == 0
     (bought,) = aws.app.reservations.values()
     assert (bought["kind"], bought["zone"], bought["count"], bought["hours"]) == ("p5.48xlarge", "us-east-1a", 2, 72)
     assert bought["fee"] == Decimal("4530.816") and bought["tags"]["provisioner-cluster"] == "lc-block"
@@ -118,14 +118,14 @@ def test_up_buys_the_block_once_and_hands_its_id_to_the_stack(
     assert "RunInstances" not in _routes(aws)  # the stack launches the nodes, not the adapter
 
     # a second up adopts the block by its tag: nothing more is bought, the stack gets the same id
-    assert main(["up", target, "--engine", "pulumi", "--json"]) == 0
+    assert main(["up", target, "--engine", "pulumi", "--no-wait", "--json"]) == 0
     assert _routes(aws).count("PurchaseCapacityBlock") == 1 and len(aws.app.reservations) == 1
     assert _config(_calls(fake_pulumi))[KEY] == bought["id"]
 
 
 def test_down_says_the_block_remains_paid_as_the_direct_engine_does(
         tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["up", _saved(BLOCK_PLAN, tmp_path), "--engine", "pulumi", "--json"]) == 0
+    assert main(["up", _saved(BLOCK_PLAN, tmp_path), "--engine", "pulumi", "--no-wait", "--json"]) == 0
     (bought,) = aws.app.reservations.values()
     capsys.readouterr()
     assert main(["down", "lc-block", "--json"]) == 0  # the record says pulumi
@@ -142,7 +142,7 @@ def test_down_says_the_block_remains_paid_as_the_direct_engine_does(
 
 def test_a_plan_that_is_not_a_block_buys_nothing_and_clears_the_key(
         tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["up", _saved(INSTANCE_PLAN, tmp_path), "--engine", "pulumi", "--json"]) == 0
+    assert main(["up", _saved(INSTANCE_PLAN, tmp_path), "--engine", "pulumi", "--no-wait", "--json"]) == 0
     assert aws.app.calls == [] and aws.app.reservations == {}  # not one AWS request
     calls = _calls(fake_pulumi)
     assert KEY not in _config(calls)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
-from provisioner.errors import ProvisionerError, UsageError
+from provisioner.errors import ProvisionerError, StackError, UsageError
 from provisioner.money import usd_of_cents
 from provisioner.termtext import printable
 
@@ -115,12 +115,15 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
 
 def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
        ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
-       on_budget: str = "warn") -> None:
-    """Buy and boot the cluster; block until its control plane lists every node ready."""
+       on_budget: str = "warn", wait: bool = True) -> None:
+    """Buy and boot the cluster; block until its control plane lists every node ready (on either
+    engine; ``wait=False``, pulumi only: return once the stack is up)."""
     why = "--engine " + engine if engine else ""
     if engine is None:
         engine, why = default_engine()
     _check_engine(engine)
+    if not wait and engine != "pulumi":
+        raise UsageError("the direct engine always waits for the control plane", option="--no-wait")
     ttl_s = parse_duration(ttl) if ttl else None
     max_cost_usd = parse_money(max_cost) if max_cost else None
     emit = _emitter(json_out)
@@ -142,6 +145,8 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
         _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
         try:
             outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
+            if wait:
+                _await_stack(plan, runtime)
         except KeyboardInterrupt:
             _mark(plan.cluster_id, "interrupted")
             raise
@@ -173,6 +178,18 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
+
+
+def _await_stack(plan: Plan, runtime: Runtime) -> None:
+    """The direct engine's last steps on the stack's nodes (run, SSH pass, control plane ready)."""
+    from provisioner.lifecycle.realize import await_stack
+
+    try:
+        await_stack(plan, runtime)
+    except StackError:
+        raise
+    except ProvisionerError as exc:  # the stack is up and billing: say what remains and how to remove it
+        raise StackError(f"{exc}; the stack's nodes remain: provisioner down {plan.cluster_id}") from None
 
 
 def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None,
@@ -449,6 +466,8 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd = cliargs.command(group, "up", up)
     target_file(cmd)
     cmd.add_argument("--engine", help=ENGINE_HELP + " Default: pulumi when its CLI is on PATH, else direct.")
+    cliargs.flag(cmd, "--wait", "Return only when the control plane lists every node ready (default); "
+                 "--no-wait (pulumi engine): once pulumi up is done.", default=True)
     common(cmd, backend=True)
     cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,

@@ -185,11 +185,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     rt.emit("running", message=f"every node runs; head {plan.head.name} at {node_address(head)}",
             cluster=cluster_id, head_address=node_address(head),
             nodes={name: node_address(node) for name, node in sorted(by_name.items()) if name in wanted})
-    silent = unanswerable(by_name[node.name] for node in plan.nodes) if rt.remote is None else []
-    if silent:  # a fake provider's nodes: say so now, not after the SSH and readiness timeouts
-        raise StackError(f"node(s) {', '.join(silent)} of {cluster_id} have documentation (TEST-NET) addresses "
-                         f"where no machine will ever answer SSH: is PROVISIONER_{plan.option.provider.upper()}"
-                         f"_API_URL a fake provider without nodes?")
+    _refuse_unanswerable(rt, plan, by_name)
     remote = rt.remote or default_remote(cluster_id, secrets)
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
@@ -206,6 +202,41 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             hourly_usd=plan.option.hourly_usd,
             expires_at=record.expires_at.isoformat() if record.expires_at else None)
     return record
+
+
+def _refuse_unanswerable(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -> None:
+    """StackError at once when real SSH (no injected remote) would wait on documentation addresses (a
+    fake provider's nodes), instead of after the SSH and readiness timeouts."""
+    silent = unanswerable(by_name[node.name] for node in plan.nodes) if rt.remote is None else []
+    if silent:
+        raise StackError(f"node(s) {', '.join(silent)} of {plan.cluster_id} have documentation (TEST-NET) "
+                         f"addresses where no machine will ever answer SSH: is PROVISIONER_"
+                         f"{plan.option.provider.upper()}_API_URL a fake provider without nodes?")
+
+
+def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
+    """After ``pulumi up`` made ``plan``'s nodes: what the direct engine does once it bought them. Waits
+    until every node runs (found by the provider's tags, env or names, as ``get_nodes`` always does),
+    runs the SSH pass on a neocloud stack (an AWS/GCP stack ran it in its ``ClusterTopology`` step)
+    and waits until the control plane lists every node ready. Blocks; raises StackError (nodes that
+    never run or answer, documentation addresses) and NotReadyError. Returns the nodes by name."""
+    from provisioner.providers.registry import facts
+
+    cluster_id = plan.cluster_id
+    provider = rt.provider(plan.option.provider)
+    wanted = {node.name for node in plan.nodes}
+    rt.emit("wait-running", message=f"waiting for {len(wanted)} node(s) to run", cluster=cluster_id)
+    nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s)
+    by_name = {node.name: node for node in nodes if node.name in wanted}
+    _refuse_unanswerable(rt, plan, by_name)
+    secrets = cluster_secrets(cluster_id)
+    remote = rt.remote or default_remote(cluster_id, secrets)
+    if facts()[plan.option.provider].stack == "neocloud":
+        ssh_pass(rt, remote, provider, plan, secrets, by_name)
+    rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
+            f"every node ready", cluster=cluster_id)
+    readiness.wait_ready(plan, remote, by_name, rt)
+    return by_name
 
 
 def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
@@ -297,6 +328,6 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
     return record, rt.provider(record.provider).get_nodes(cluster_id)
 
 
-__all__ = ["LIVE", "Runtime", "Timeouts", "bring_up", "bring_up_first", "cluster_nodes", "cluster_secrets",
-           "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs", "ssh_pass",
-           "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]
+__all__ = ["LIVE", "Runtime", "Timeouts", "await_stack", "bring_up", "bring_up_first", "cluster_nodes",
+           "cluster_secrets", "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs",
+           "ssh_pass", "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]
