@@ -14,6 +14,7 @@ Refresh after a deliberate change, then review the diff::
 from __future__ import annotations
 
 import base64
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -70,16 +71,20 @@ def test_golden(case: str, kind: str) -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLE_PATHS, ids=lambda p: p.stem)
-def test_canary_secrets_only_in_user_data(path: Path) -> None:
+def test_canary_secrets_only_in_the_ssh_pass(path: Path) -> None:
+    """The munge key and the k3s token are in the SSH pass's scripts only: never in user data or the
+    entrypoint script (what a provider stores and serves back), nor anywhere else."""
     plan = _example_plan(path)
     rendered = render_cluster(plan, CANARY)
     control = plan.spec.control_plane.value
     assert MUNGE not in plan.dumps() and TOKEN not in plan.dumps()
+    assert any(rel.startswith("ssh/") for rel in rendered) and any(rel.startswith("cloud-init/") for rel in rendered)
     for rel, text in rendered.items():
         text = readable(text)
-        in_user_data = rel.startswith(("cloud-init/", "bootstrap/"))
-        assert (MUNGE in text) == (in_user_data and control == "slurm"), rel
-        assert (TOKEN in text) == (in_user_data and control == "kubernetes"), rel
+        over_ssh = rel.startswith("ssh/")
+        assert (MUNGE in text) == (over_ssh and control == "slurm"), rel
+        assert (TOKEN in text) == (over_ssh and control == "kubernetes"), rel
+        assert rendered.is_secret(rel) == (over_ssh and control != "none"), rel
 
 
 @pytest.mark.system
@@ -138,9 +143,10 @@ def test_render_twice_keeps_the_cluster_secrets(tmp_path: Path, capsys: pytest.C
     spec = EXAMPLES / "pretrain-h100-slurm.yaml"
 
     def munge_key(folder: Path) -> str:
-        text = (folder / "cloud-init" / "head.yaml").read_text()
-        return yaml.safe_load(text)["write_files"][[e["path"] for e in yaml.safe_load(text)["write_files"]].index(
-            "/etc/munge/munge.key")]["content"]
+        text = (folder / "ssh" / "head.sh").read_text()
+        found = re.search(r"^put_file /etc/munge/munge\.key \S+ \S+ <<'PROVISIONER_B64'\n(\S+)\n", text, re.M)
+        assert found, "the SSH pass script writes the munge key"
+        return found[1]
 
     out = tmp_path / "out"
     assert main(["render", str(spec), "--out", str(out)]) == 0

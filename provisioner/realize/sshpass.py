@@ -36,8 +36,10 @@ fi
 
 def ssh_pass_nodes(plan: Plan) -> list[PlanNode]:
     """The nodes the SSH pass bootstraps once every node runs, head first: every node of a
-    multi-node plan, else the ones bootstrapped over SSH only. Pure."""
-    return [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1]
+    multi-node plan or of a control plane with secrets (the munge key, the k3s token travel only
+    over SSH, never in user data), else the ones bootstrapped over SSH only. Pure."""
+    secrets = plan.spec.control_plane.value in ("slurm", "kubernetes")
+    return [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1 or secrets]
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
                 cluster=plan.cluster_id, node=node.name)
         if node.bootstrap is not Bootstrap.SSH:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
-        remote.bootstrap(target, rendered[f"bootstrap/{node.role}.sh"])
+        remote.bootstrap(target, rendered[f"ssh/{node.role}.sh"])  # the one script that holds secrets
     return rendered
 
 

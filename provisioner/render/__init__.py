@@ -3,10 +3,13 @@
 ``render_cluster(plan, secrets)`` is pure: it returns a ``RenderedCluster`` mapping
 relative paths to contents::
 
-    cloud-init/head.yaml, cloud-init/worker.yaml     user data per role (hold secrets);
-                                                     a 1-node plan has no worker.yaml
-    bootstrap/head.sh, bootstrap/worker.sh           the same bootstrap as a script, for container
-                                                     pods and SSH (hold secrets; render.bootstrap)
+    cloud-init/head.yaml, cloud-init/worker.yaml     user data per role, without secrets (what a
+                                                     provider stores and serves); a 1-node plan has
+                                                     no worker.yaml
+    bootstrap/head.sh, bootstrap/worker.sh           the same as a script, for container pods
+                                                     (no secrets; render.bootstrap)
+    ssh/head.sh, ssh/worker.sh                       the whole bootstrap with the munge key / k3s
+                                                     token, which only the SSH pass carries to a node
     slurm/{slurm,gres,topology,cgroup}.conf, slurm/epilog.sh[, slurm/slurmdbd.conf]
     launch/train.sbatch                              torchrun launcher      (Slurm clusters)
     k8s/...                                          provisioner.render.kubernetes (k8s clusters)
@@ -78,6 +81,7 @@ def render_cluster(
     slurmdbd: bool | None = None,
     node_addresses: Mapping[str, str] | None = None,
     private_cidrs: Sequence[str] | None = None,
+    boot_secrets: bool = False,
 ) -> RenderedCluster:
     """Render every bootstrap file for ``plan``. Pure and deterministic for fixed secrets.
 
@@ -88,8 +92,10 @@ def render_cluster(
     from that file at boot (and rebuilt when it changes). Until it exists, ``private_cidrs``
     (e.g. the VPC's) stand in for it, else cluster daemons answer the node itself only.
     Raises PlanError for an inconsistent plan or topology, SpecError for a bad address. Secrets
-    are placed only in the cloud-init and bootstrap files, listed in ``secret_paths`` whenever
-    the control plane needs one.
+    are placed only in the SSH pass's scripts (``ssh/<role>.sh``), listed in ``secret_paths``
+    whenever the control plane needs one; the boot files (user data, entrypoint script) hold none
+    and leave the control plane to the SSH pass. ``boot_secrets`` puts them in the boot files too,
+    for a driver that has no SSH pass (they are then listed as secret as well).
     """
     k8s = _kubernetes_module() if plan.spec.control_plane.value == "kubernetes" else None
     accounting = plan.spec.slurm.accounting if slurmdbd is None else slurmdbd
@@ -111,16 +117,25 @@ def render_cluster(
                              kubernetes=view.control_plane == "kubernetes")
     k8s_files: dict[str, str] = k8s.render_kubernetes(plan) if k8s is not None else {}  # paths start with k8s/
     manifests = k8s.bootstrap_manifests(k8s_files) if k8s is not None else {}
-    bootstrap: dict[str, str] = {}
+    boot: dict[str, str] = {}
+    full: dict[str, str] = {}
     for role in roles:
-        user_data = render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
-                                     node_addresses=addresses, k8s_manifests=manifests,
-                                     label_wait_s=LABEL_WAIT_S if topology else 0)
-        bootstrap[f"cloud-init/{role}.yaml"] = user_data
-        bootstrap[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
-    files.update(bootstrap)
+        def document(with_secrets: bool, role: str = role) -> str:
+            return render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
+                                    node_addresses=addresses, k8s_manifests=manifests,
+                                    label_wait_s=LABEL_WAIT_S if topology else 0, with_secrets=with_secrets)
+
+        whole = document(True)
+        user_data = whole if boot_secrets else document(False)
+        boot[f"cloud-init/{role}.yaml"] = user_data
+        boot[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
+        full[f"ssh/{role}.sh"] = render_bootstrap_script(view, role, whole)
+    files.update(boot)
+    files.update(full)
     files.update(k8s_files)
-    secret_paths = frozenset(bootstrap) if view.control_plane in ("slurm", "kubernetes") else frozenset()
+    secret_paths: frozenset[str] = frozenset()
+    if view.control_plane in ("slurm", "kubernetes"):
+        secret_paths = frozenset(full) | (frozenset(boot) if boot_secrets else frozenset())
     return RenderedCluster(files=dict(sorted(files.items())), secret_paths=secret_paths)
 
 

@@ -6,8 +6,9 @@ rendered cloud-init document (so the two cannot drift): it creates the ``ml`` us
 authorized keys, writes every ``write_files`` entry (contents embedded in base64, so no
 rendered value is ever parsed by the shell), installs missing packages, then runs ``runcmd``.
 
-* Resumable: each ``runcmd`` step leaves a marker under ``/var/lib/provisioner/bootstrap``
-  once it succeeds and is skipped on the next run; a failed step is retried next time. Files
+* Resumable: each ``runcmd`` step leaves a marker under ``/var/lib/provisioner/bootstrap`` (named
+  after the command, so the boot script's and the SSH pass's markers agree) once it succeeds and
+  is skipped on the next run; a failed step is retried next time. Files
   and users are re-applied every run (idempotent). ``systemctl``, identity and the head's
   ``provisioner-k8s-apply`` (Kueue, manifests, topology node labels) steps always run.
 * No systemd: ``systemctl`` becomes a shell function that starts munged, slurmctld, slurmd,
@@ -24,8 +25,10 @@ Exit status: 0 when every step succeeded (the GPU presence check only warns), 1 
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import shlex
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,15 +92,21 @@ def _file(entry: dict[str, Any]) -> FileView:
                     deferred=bool(entry.get("defer")))
 
 
-def _step(index: int, command: list[Any] | str) -> StepView:
+def _step(command: list[Any] | str, seen: Counter[str]) -> StepView:
+    """One runcmd step. Its id (the done-marker's name) comes from the command itself and how often the
+    same command came before, not from its position: the boot script (no secrets, no control-plane
+    steps) and the SSH pass's script differ in length, and a marker left by one must never skip a
+    different step of the other."""
     if isinstance(command, str):
         line, first = f"sh -c {_quote(command)}", "sh"
     else:
         words = [str(word) for word in command]
         line, first = " ".join(_quote(word) for word in words), words[0]
     slug = re.sub(r"[^a-z0-9]+", "-", first.rsplit("/", 1)[-1].lower()).strip("-") or "step"
+    seen[line] += 1
+    digest = hashlib.sha256(f"{seen[line]}:{line}".encode()).hexdigest()[:10]
     always = first in _ALWAYS
-    return StepView(id=f"{index:02d}-{slug}", command=line, always=always, warn_only=first in _WARN_ONLY)
+    return StepView(id=f"{slug}-{digest}", command=line, always=always, warn_only=first in _WARN_ONLY)
 
 
 def _users(doc: dict[str, Any]) -> list[UserView]:
@@ -122,6 +131,7 @@ def render_bootstrap_script(view: ClusterView, role: str, user_data: str) -> str
     if unknown:
         raise ValueError(f"the bootstrap script cannot honour cloud-config key(s) {', '.join(unknown)}")
     files = [_file(entry) for entry in doc.get("write_files", [])]
+    seen: Counter[str] = Counter()
     keys = [_quote(key) for key in doc.get("ssh_authorized_keys", [])]
     return render_template(
         "cloud-init/bootstrap.sh.j2",
@@ -133,7 +143,7 @@ def render_bootstrap_script(view: ClusterView, role: str, user_data: str) -> str
         packages=[_quote(p) for p in doc.get("packages", [])],
         files=[f for f in files if not f.deferred],
         deferred_files=[f for f in files if f.deferred],
-        steps=[_step(i, cmd) for i, cmd in enumerate(doc.get("runcmd", []), start=1)],
+        steps=[_step(cmd, seen) for cmd in doc.get("runcmd", [])],
     )
 
 

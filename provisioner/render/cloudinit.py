@@ -6,8 +6,9 @@ data string to a whole group of instances. The head node is node 0 and, because 
 node in a plan carries GPUs, runs the GPU workload too (slurmd next to slurmctld, or a
 k3s server that schedules pods).
 
-Secrets (the munge key, the k3s token) appear only here, and only for the control plane
-that needs them.
+Secrets (the munge key, the k3s token) appear only here, only for the control plane that
+needs them, and only in the full document the SSH pass runs (``with_secrets``); the user data a
+provider stores and serves (metadata, pod env, ``onstart``) is rendered without them.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def render_cloudinit(
     node_addresses: Mapping[str, str] | None = None,
     k8s_manifests: Mapping[str, str] | None = None,
     label_wait_s: int = 0,
+    with_secrets: bool = True,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
 
@@ -110,7 +112,9 @@ def render_cloudinit(
     ``provisioner-k8s-apply``, after waiting up to ``label_wait_s`` for every node to register
     (``LABEL_WAIT_S`` when the labels come from the provider's topology, which the nodes did not
     boot with; 0 otherwise: a node that registers later does so with this render's labels). The
-    result holds secrets when the control plane is Slurm or Kubernetes.
+    result holds secrets when the control plane is Slurm or Kubernetes, unless ``with_secrets`` is
+    False: then the munge key, the k3s configuration (its token) and every control-plane step are
+    left out, and the document is what a provider may see (user data); the SSH pass runs the full one.
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -141,9 +145,12 @@ def render_cloudinit(
         ("idle", f"End this node after {view.idle_minutes} idle minutes"),
     ) if name in scripts]
     # Only the values the template may place; nothing else about the secrets reaches jinja.
-    secret_values = {
-        "munge_key_b64": secrets.munge_key_b64.get_secret_value() if view.control_plane == "slurm" else "",
-        "k3s_token": secrets.k3s_token.get_secret_value() if view.control_plane == "kubernetes" else "",
+    secret_values: dict[str, object] = {
+        "included": with_secrets,
+        "munge_key_b64": secrets.munge_key_b64.get_secret_value() if with_secrets and view.control_plane == "slurm"
+        else "",
+        "k3s_token": secrets.k3s_token.get_secret_value() if with_secrets and view.control_plane == "kubernetes"
+        else "",
     }
     # The shared filesystem's fstab lines, as shell commands with every path quoted.
     ckpt, mount = view.checkpoint_path, view.shared_mount_path

@@ -258,35 +258,35 @@ if begin_step 00-packages 0; then
         exit 1
     fi
 fi
-if begin_step 01-provisioner-identity 1; then
-    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+if begin_step provisioner-identity-863909b7e3 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step provisioner-identity-863909b7e3; else fail_step provisioner-identity-863909b7e3 $? 0; fi
 fi
-if begin_step 02-provisioner-deadman 0; then
-    if /usr/local/sbin/provisioner-deadman; then end_step 02-provisioner-deadman; else fail_step 02-provisioner-deadman $? 0; fi
+if begin_step provisioner-deadman-0f58c36ad9 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step provisioner-deadman-0f58c36ad9; else fail_step provisioner-deadman-0f58c36ad9 $? 0; fi
 fi
-if begin_step 03-systemctl 1; then
-    if systemctl daemon-reload; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+if begin_step systemctl-bbbd4129e8 1; then
+    if systemctl daemon-reload; then end_step systemctl-bbbd4129e8; else fail_step systemctl-bbbd4129e8 $? 0; fi
 fi
-if begin_step 04-systemctl 1; then
-    if systemctl enable --now provisioner-deadman.timer; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+if begin_step systemctl-c2a3636de1 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step systemctl-c2a3636de1; else fail_step systemctl-c2a3636de1 $? 0; fi
 fi
-if begin_step 05-systemctl 1; then
-    if systemctl enable --now provisioner-idle.timer; then end_step 05-systemctl; else fail_step 05-systemctl $? 0; fi
+if begin_step systemctl-281e7df8c1 1; then
+    if systemctl enable --now provisioner-idle.timer; then end_step systemctl-281e7df8c1; else fail_step systemctl-281e7df8c1 $? 0; fi
 fi
-if begin_step 06-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.service; then end_step 06-systemctl; else fail_step 06-systemctl $? 0; fi
+if begin_step systemctl-41e59a2f08 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step systemctl-41e59a2f08; else fail_step systemctl-41e59a2f08 $? 0; fi
 fi
-if begin_step 07-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.path; then end_step 07-systemctl; else fail_step 07-systemctl $? 0; fi
+if begin_step systemctl-e08346142a 1; then
+    if systemctl enable --now provisioner-firewall.path; then end_step systemctl-e08346142a; else fail_step systemctl-e08346142a $? 0; fi
 fi
-if begin_step 08-systemctl 1; then
-    if systemctl enable --now provisioner-nvme.service; then end_step 08-systemctl; else fail_step 08-systemctl $? 0; fi
+if begin_step systemctl-a20b2fe189 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step systemctl-a20b2fe189; else fail_step systemctl-a20b2fe189 $? 0; fi
 fi
-if begin_step 09-provisioner-gpu-check 0; then
-    if /usr/local/sbin/provisioner-gpu-check; then end_step 09-provisioner-gpu-check; else fail_step 09-provisioner-gpu-check $? 1; fi
+if begin_step provisioner-gpu-check-57a8c61b4f 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step provisioner-gpu-check-57a8c61b4f; else fail_step provisioner-gpu-check-57a8c61b4f $? 1; fi
 fi
-if begin_step 10-systemctl 1; then
-    if systemctl enable --now provisioner-health.service; then end_step 10-systemctl; else fail_step 10-systemctl $? 0; fi
+if begin_step systemctl-c60a340166 1; then
+    if systemctl enable --now provisioner-health.service; then end_step systemctl-c60a340166; else fail_step systemctl-c60a340166 $? 0; fi
 fi
 if [ "$FAILED" = 0 ]; then
     log 'provisioner: head node of render-burst bootstrapped'

@@ -254,9 +254,6 @@ if begin_step 00-packages 0; then
         exit 1
     fi
 fi
-put_file /etc/munge/munge.key 0400 munge:munge <<'PROVISIONER_B64'
-Q0FOQVJZLW11bmdlLWtleS0wMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMA==
-PROVISIONER_B64
 put_file /etc/slurm/cgroup.conf 0644 root:root <<'PROVISIONER_B64'
 IyBjZ3JvdXAuY29uZiBmb3IgY2x1c3RlciBsbG0tcHJldHJhaW46IGNvbmZpbmUgam9icyB0byB0aGUgY29yZXMsIG1lbW9yeSBhbmQgR1BVcyB0aGV5IGFza2VkIGZvci4KQ29uc3RyYWluQ29yZXM9eWVzCkNvbnN0cmFpblJBTVNwYWNlPXllcwpDb25zdHJhaW5Td2FwU3BhY2U9eWVzCkNvbnN0cmFpbkRldmljZXM9eWVzCkFsbG93ZWRSQU1TcGFjZT0xMDAKQWxsb3dlZFN3YXBTcGFjZT0wCg==
 PROVISIONER_B64
@@ -275,68 +272,35 @@ PROVISIONER_B64
 put_file /etc/slurm/topology.conf 0644 root:root <<'PROVISIONER_B64'
 IyB0b3BvbG9neS5jb25mIGZvciBjbHVzdGVyIGxsbS1wcmV0cmFpbiAodG9wb2xvZ3kvdHJlZSkuClN3aXRjaE5hbWU9c3cwIE5vZGVzPWxsbS1wcmV0cmFpbi0wLGxsbS1wcmV0cmFpbi0xCg==
 PROVISIONER_B64
-if begin_step 01-provisioner-identity 1; then
-    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+if begin_step provisioner-identity-863909b7e3 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step provisioner-identity-863909b7e3; else fail_step provisioner-identity-863909b7e3 $? 0; fi
 fi
-if begin_step 02-provisioner-deadman 0; then
-    if /usr/local/sbin/provisioner-deadman; then end_step 02-provisioner-deadman; else fail_step 02-provisioner-deadman $? 0; fi
+if begin_step provisioner-deadman-0f58c36ad9 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step provisioner-deadman-0f58c36ad9; else fail_step provisioner-deadman-0f58c36ad9 $? 0; fi
 fi
-if begin_step 03-systemctl 1; then
-    if systemctl daemon-reload; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+if begin_step systemctl-bbbd4129e8 1; then
+    if systemctl daemon-reload; then end_step systemctl-bbbd4129e8; else fail_step systemctl-bbbd4129e8 $? 0; fi
 fi
-if begin_step 04-systemctl 1; then
-    if systemctl enable --now provisioner-deadman.timer; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+if begin_step systemctl-c2a3636de1 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step systemctl-c2a3636de1; else fail_step systemctl-c2a3636de1 $? 0; fi
 fi
-if begin_step 05-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.service; then end_step 05-systemctl; else fail_step 05-systemctl $? 0; fi
+if begin_step systemctl-41e59a2f08 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step systemctl-41e59a2f08; else fail_step systemctl-41e59a2f08 $? 0; fi
 fi
-if begin_step 06-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.path; then end_step 06-systemctl; else fail_step 06-systemctl $? 0; fi
+if begin_step systemctl-e08346142a 1; then
+    if systemctl enable --now provisioner-firewall.path; then end_step systemctl-e08346142a; else fail_step systemctl-e08346142a $? 0; fi
 fi
-if begin_step 07-systemctl 1; then
-    if systemctl enable --now provisioner-nvme.service; then end_step 07-systemctl; else fail_step 07-systemctl $? 0; fi
+if begin_step systemctl-a20b2fe189 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step systemctl-a20b2fe189; else fail_step systemctl-a20b2fe189 $? 0; fi
 fi
-if begin_step 08-provisioner-gpu-check 0; then
-    if /usr/local/sbin/provisioner-gpu-check; then end_step 08-provisioner-gpu-check; else fail_step 08-provisioner-gpu-check $? 1; fi
+if begin_step provisioner-gpu-check-57a8c61b4f 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step provisioner-gpu-check-57a8c61b4f; else fail_step provisioner-gpu-check-57a8c61b4f $? 1; fi
 fi
-if begin_step 09-provisioner-shared-fs 0; then
-    if /usr/local/sbin/provisioner-shared-fs; then end_step 09-provisioner-shared-fs; else fail_step 09-provisioner-shared-fs $? 0; fi
+if begin_step provisioner-shared-fs-a9ed328e6f 0; then
+    if /usr/local/sbin/provisioner-shared-fs; then end_step provisioner-shared-fs-a9ed328e6f; else fail_step provisioner-shared-fs-a9ed328e6f $? 0; fi
 fi
-if begin_step 10-mkdir 0; then
-    if mkdir -p /var/log/slurm /var/spool/slurmd /var/spool/slurmctld; then end_step 10-mkdir; else fail_step 10-mkdir $? 0; fi
-fi
-if begin_step 11-chown 0; then
-    if chown slurm:slurm /var/log/slurm /var/spool/slurmctld; then end_step 11-chown; else fail_step 11-chown $? 0; fi
-fi
-if begin_step 12-systemctl 1; then
-    if systemctl restart munge; then end_step 12-systemctl; else fail_step 12-systemctl $? 0; fi
-fi
-if begin_step 13-systemctl 1; then
-    if systemctl enable --now mariadb; then end_step 13-systemctl; else fail_step 13-systemctl $? 0; fi
-fi
-if begin_step 14-mysql 0; then
-    if mysql -e 'CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS '"'"'slurm'"'"'@'"'"'localhost'"'"' IDENTIFIED VIA unix_socket; GRANT ALL ON slurm_acct_db.* TO '"'"'slurm'"'"'@'"'"'localhost'"'"';'; then end_step 14-mysql; else fail_step 14-mysql $? 0; fi
-fi
-if begin_step 15-systemctl 1; then
-    if systemctl enable --now slurmdbd; then end_step 15-systemctl; else fail_step 15-systemctl $? 0; fi
-fi
-if begin_step 16-sh 0; then
-    if sh -c 'i=0; until out=$(sacctmgr -n -P list cluster format=cluster); do i=$((i+1)); [ $i -lt 60 ] || exit 1; sleep 1; done; echo "$out" | grep -qx llm_pretrain || sacctmgr -i add cluster llm_pretrain'; then end_step 16-sh; else fail_step 16-sh $? 0; fi
-fi
-if begin_step 17-systemctl 1; then
-    if systemctl enable slurmctld; then end_step 17-systemctl; else fail_step 17-systemctl $? 0; fi
-fi
-if begin_step 18-systemctl 1; then
-    if systemctl restart slurmctld; then end_step 18-systemctl; else fail_step 18-systemctl $? 0; fi
-fi
-if begin_step 19-systemctl 1; then
-    if systemctl enable slurmd; then end_step 19-systemctl; else fail_step 19-systemctl $? 0; fi
-fi
-if begin_step 20-systemctl 1; then
-    if systemctl restart slurmd; then end_step 20-systemctl; else fail_step 20-systemctl $? 0; fi
-fi
-if begin_step 21-systemctl 1; then
-    if systemctl enable --now provisioner-health.service; then end_step 21-systemctl; else fail_step 21-systemctl $? 0; fi
+if begin_step systemctl-c60a340166 1; then
+    if systemctl enable --now provisioner-health.service; then end_step systemctl-c60a340166; else fail_step systemctl-c60a340166 $? 0; fi
 fi
 if [ "$FAILED" = 0 ]; then
     log 'provisioner: head node of llm-pretrain bootstrapped'

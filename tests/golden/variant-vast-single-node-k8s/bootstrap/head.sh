@@ -245,9 +245,6 @@ PROVISIONER_B64
 put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
 W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoNjAwIG1pbikgaXMgb3ZlciwgZXZlcnkgbWludXRlCltUaW1lcl0KT25Cb290U2VjPTFtaW4KT25Vbml0QWN0aXZlU2VjPTFtaW4KQWNjdXJhY3lTZWM9MzBzCltJbnN0YWxsXQpXYW50ZWRCeT10aW1lcnMudGFyZ2V0Cg==
 PROVISIONER_B64
-put_file /etc/rancher/k3s/config.yaml 0600 root:root <<'PROVISIONER_B64'
-d3JpdGUta3ViZWNvbmZpZy1tb2RlOiAiMDYwMCIKZGlzYWJsZToKICAtICJ0cmFlZmlrIgogIC0gInNlcnZpY2VsYiIKdG9rZW46ICJDQU5BUllrM3NUT0tFTjAxMjM0NTY3ODlhYmNkZWYiCm5vZGUtbGFiZWw6CiAgLSAia3ViZXJuZXRlcy5pby9ob3N0bmFtZT1sbG0tcHJldHJhaW4tMCIKICAtICJub2RlLmt1YmVybmV0ZXMuaW8vaW5zdGFuY2UtdHlwZT0xeF9SVFg0MDkwIgogIC0gIm52aWRpYS5jb20vZ3B1LmNvdW50PTEiCiAgLSAibnZpZGlhLmNvbS9ncHUucHJlc2VudD10cnVlIgogIC0gIm52aWRpYS5jb20vZ3B1LnByb2R1Y3Q9TlZJRElBLVJUWDQwOTAiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2NhcGFjaXR5LXR5cGU9b24tZGVtYW5kIgogIC0gInByb3Zpc2lvbmVyLmRldi9jbHVzdGVyPWxsbS1wcmV0cmFpbiIKICAtICJwcm92aXNpb25lci5kZXYvZmFicmljPWV0aGVybmV0IgogIC0gInByb3Zpc2lvbmVyLmRldi9ncHUtY291bnQ9MSIKICAtICJwcm92aXNpb25lci5kZXYvZ3B1LW1vZGVsPVJUWDQwOTAiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2luc3RhbmNlLXR5cGU9MXhfUlRYNDA5MCIKICAtICJwcm92aXNpb25lci5kZXYvcHJvdmlkZXI9dmFzdGFpIgogIC0gInByb3Zpc2lvbmVyLmRldi9yZWdpb249dXMtZWFzdC0xIgogIC0gInByb3Zpc2lvbmVyLmRldi9yb2xlPXNlcnZlciIKICAtICJwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktYmxvY2s9dmFzdGFpLXVzLWVhc3QtMSIKICAtICJwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktcmFjaz1sbG0tcHJldHJhaW4tcGxhY2VtZW50IgogIC0gInRvcG9sb2d5Lmt1YmVybmV0ZXMuaW8vcmVnaW9uPXVzLWVhc3QtMSIK
-PROVISIONER_B64
 put_file /etc/provisioner/k8s/00-namespace.yaml 0644 root:root <<'PROVISIONER_B64'
 IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluLiBOYW1lc3BhY2UgZm9yIHRyYWluaW5nIGpvYnMuCmFwaVZlcnNpb246IHYxCmtpbmQ6IE5hbWVzcGFjZQptZXRhZGF0YToKICBuYW1lOiAidHJhaW5pbmciCiAgbGFiZWxzOgogICAgcHJvdmlzaW9uZXIuZGV2L2NsdXN0ZXI6ICJsbG0tcHJldHJhaW4iCg==
 PROVISIONER_B64
@@ -272,41 +269,32 @@ if begin_step 00-packages 0; then
         exit 1
     fi
 fi
-if begin_step 01-provisioner-identity 1; then
-    if /usr/local/sbin/provisioner-identity; then end_step 01-provisioner-identity; else fail_step 01-provisioner-identity $? 0; fi
+if begin_step provisioner-identity-863909b7e3 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step provisioner-identity-863909b7e3; else fail_step provisioner-identity-863909b7e3 $? 0; fi
 fi
-if begin_step 02-provisioner-deadman 0; then
-    if /usr/local/sbin/provisioner-deadman; then end_step 02-provisioner-deadman; else fail_step 02-provisioner-deadman $? 0; fi
+if begin_step provisioner-deadman-0f58c36ad9 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step provisioner-deadman-0f58c36ad9; else fail_step provisioner-deadman-0f58c36ad9 $? 0; fi
 fi
-if begin_step 03-systemctl 1; then
-    if systemctl daemon-reload; then end_step 03-systemctl; else fail_step 03-systemctl $? 0; fi
+if begin_step systemctl-bbbd4129e8 1; then
+    if systemctl daemon-reload; then end_step systemctl-bbbd4129e8; else fail_step systemctl-bbbd4129e8 $? 0; fi
 fi
-if begin_step 04-systemctl 1; then
-    if systemctl enable --now provisioner-deadman.timer; then end_step 04-systemctl; else fail_step 04-systemctl $? 0; fi
+if begin_step systemctl-c2a3636de1 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step systemctl-c2a3636de1; else fail_step systemctl-c2a3636de1 $? 0; fi
 fi
-if begin_step 05-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.service; then end_step 05-systemctl; else fail_step 05-systemctl $? 0; fi
+if begin_step systemctl-41e59a2f08 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step systemctl-41e59a2f08; else fail_step systemctl-41e59a2f08 $? 0; fi
 fi
-if begin_step 06-systemctl 1; then
-    if systemctl enable --now provisioner-firewall.path; then end_step 06-systemctl; else fail_step 06-systemctl $? 0; fi
+if begin_step systemctl-e08346142a 1; then
+    if systemctl enable --now provisioner-firewall.path; then end_step systemctl-e08346142a; else fail_step systemctl-e08346142a $? 0; fi
 fi
-if begin_step 07-systemctl 1; then
-    if systemctl enable --now provisioner-nvme.service; then end_step 07-systemctl; else fail_step 07-systemctl $? 0; fi
+if begin_step systemctl-a20b2fe189 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step systemctl-a20b2fe189; else fail_step systemctl-a20b2fe189 $? 0; fi
 fi
-if begin_step 08-provisioner-gpu-check 0; then
-    if /usr/local/sbin/provisioner-gpu-check; then end_step 08-provisioner-gpu-check; else fail_step 08-provisioner-gpu-check $? 1; fi
+if begin_step provisioner-gpu-check-57a8c61b4f 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step provisioner-gpu-check-57a8c61b4f; else fail_step provisioner-gpu-check-57a8c61b4f $? 1; fi
 fi
-if begin_step 09-provisioner-k3s-node 0; then
-    if /usr/local/sbin/provisioner-k3s-node; then end_step 09-provisioner-k3s-node; else fail_step 09-provisioner-k3s-node $? 0; fi
-fi
-if begin_step 10-sh 0; then
-    if sh -c 'curl -sfL https://raw.githubusercontent.com/k3s-io/k3s/v1.33.3%2Bk3s1/install.sh | INSTALL_K3S_VERSION=v1.33.3+k3s1 INSTALL_K3S_EXEC=server sh -'; then end_step 10-sh; else fail_step 10-sh $? 0; fi
-fi
-if begin_step 11-provisioner-k8s-apply 1; then
-    if /usr/local/sbin/provisioner-k8s-apply; then end_step 11-provisioner-k8s-apply; else fail_step 11-provisioner-k8s-apply $? 0; fi
-fi
-if begin_step 12-systemctl 1; then
-    if systemctl enable --now provisioner-health.service; then end_step 12-systemctl; else fail_step 12-systemctl $? 0; fi
+if begin_step systemctl-c60a340166 1; then
+    if systemctl enable --now provisioner-health.service; then end_step systemctl-c60a340166; else fail_step systemctl-c60a340166 $? 0; fi
 fi
 if [ "$FAILED" = 0 ]; then
     log 'provisioner: head node of llm-pretrain bootstrapped'

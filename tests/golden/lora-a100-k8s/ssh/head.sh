@@ -1,0 +1,321 @@
+#!/bin/bash
+# provisioner bootstrap: head node(s) of cluster lora-finetune (8x_A100_SXM4 on vastai).
+# The same bootstrap as cloud-init/head.yaml, for nodes where cloud-init does not run: a
+# container pod's entrypoint (no systemd: daemons are started directly) or a VM reached over SSH.
+# Idempotent and resumable: a step that succeeded is not run again; run it again after a failure.
+# Set PROVISIONER_NODE_NAME to this node's name (lora-finetune-<i>) where the hostname is not it.
+# Holds cluster secrets: keep it 0600 and delete it from anywhere it was copied once it has run.
+set -euo pipefail
+umask 022
+STATE=/var/lib/provisioner/bootstrap
+mkdir -p "$STATE" /var/log/provisioner /run/provisioner
+chmod 0700 "$STATE"
+exec > >(tee -a /var/log/provisioner/bootstrap.log) 2>&1
+log() { echo "provisioner-bootstrap: $*"; }
+if command -v flock >/dev/null; then
+    exec 9>/run/provisioner/bootstrap.lock
+    flock -n 9 || { log "another bootstrap is running"; exit 75; }
+fi
+HAVE_SYSTEMD=0
+[ -d /run/systemd/system ] && HAVE_SYSTEMD=1
+FAILED=0
+
+put_file() {  # PATH MODE OWNER, base64 content on stdin; replaced atomically
+    local path=$1 mode=$2 owner=$3 tmp
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    chmod 0600 "$tmp"
+    base64 -d > "$tmp"
+    chown "$owner" "$tmp"
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$path"
+}
+
+authorize() {  # USER KEY...
+    local user=$1 home key
+    shift
+    home=$(getent passwd "$user" | cut -d: -f6)
+    mkdir -p "$home/.ssh"
+    touch "$home/.ssh/authorized_keys"
+    for key in "$@"; do
+        grep -qxF "$key" "$home/.ssh/authorized_keys" || echo "$key" >> "$home/.ssh/authorized_keys"
+    done
+    chmod 0700 "$home/.ssh"
+    chmod 0600 "$home/.ssh/authorized_keys"
+    chown -R "$user:$(id -gn "$user")" "$home/.ssh"
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ -z "${missing[*]:-}" ] && return 0
+    log "installing ${missing[*]}"
+    command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+node_name() {
+    if [ -f /etc/provisioner/identity.env ]; then
+        (. /etc/provisioner/identity.env && echo "$NODE_NAME")
+    else
+        echo "${PROVISIONER_NODE_NAME:-$(hostname -s)}"
+    fi
+}
+
+pid_file() {
+    case $1 in
+        munge) echo /run/munge/munged.pid ;;
+        slurmctld | slurmd | slurmdbd) echo "/run/$1.pid" ;;
+        *) echo "/run/provisioner/$1.pid" ;;
+    esac
+}
+
+svc_running() {
+    local pid
+    [ -f "/run/provisioner/$1.done" ] && return 0
+    pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+svc_start() {  # start UNIT without systemd, unless it is running already
+    local unit=${1%.service} exec_start
+    svc_running "$unit" && return 0
+    case $unit in
+        munge)
+            install -d -o munge -g munge -m 0755 /run/munge
+            runuser -u munge -- /usr/sbin/munged ;;
+        slurmctld) /usr/sbin/slurmctld ;;
+        slurmd) /usr/sbin/slurmd -N "$(node_name)" ;;
+        slurmdbd) /usr/sbin/slurmdbd ;;
+        k3s | k3s-agent)
+            setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
+                >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-health)
+            # The health watch (a long-running service): restarted after a crash, as systemd's Restart=always.
+            setsid bash -c 'while :; do "$0"; sleep 10; done' /usr/local/sbin/provisioner-health \
+                >> /var/log/provisioner/health.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-*.timer)
+            # The lifetime timers (deadman, idle) as a loop: provisioner-teardown deletes this node
+            # through the provider's API where it can, else stops PID 1 (the container) itself.
+            setsid bash -c 'while sleep 60; do "$0" || true; done' "/usr/local/sbin/${unit%.timer}" \
+                >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-*.path)
+            # A path unit as a loop: run its service again whenever the watched file changes.
+            local watched service
+            watched=$(sed -n 's/^PathChanged=//p' "/etc/systemd/system/$unit")
+            service=$(sed -n 's/^Unit=//p' "/etc/systemd/system/$unit")
+            exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$service")
+            setsid bash -c 'last=$(cksum < "$0" 2>/dev/null || true)
+                while sleep 30; do
+                    now=$(cksum < "$0" 2>/dev/null || true)
+                    if [ "$now" != "$last" ]; then "$1" && last=$now; fi
+                done' "$watched" "$exec_start" >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        *)
+            if [ -f "/etc/systemd/system/$unit.service" ]; then
+                exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
+                $exec_start  # our own oneshot units: a plain command line
+                # As systemd does: a oneshot that RemainAfterExit stays "active"; others run on every start.
+                if grep -qx 'RemainAfterExit=yes' "/etc/systemd/system/$unit.service"; then
+                    touch "/run/provisioner/$unit.done"
+                fi
+            elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
+                "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
+            else
+                log "cannot start $unit without systemd"
+                return 1
+            fi ;;
+    esac
+} 9>&-  # the daemons it starts must not hold the bootstrap lock (fd 9), or no later run gets it
+
+svc_stop() {
+    local unit=${1%.service} pid i
+    rm -f "/run/provisioner/$unit.done"
+    pid=$(cat "$(pid_file "$unit")" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+systemctl() {  # systemd when it runs; otherwise start the daemons directly
+    if [ "$HAVE_SYSTEMD" = 1 ]; then
+        command systemctl "$@"
+        return
+    fi
+    local action=$1 now=0 unit units=()
+    shift
+    for unit in "$@"; do
+        case $unit in --now) now=1 ;; -*) ;; *) units+=("$unit") ;; esac
+    done
+    for unit in "${units[@]}"; do
+        case $action in
+            enable) if [ "$now" = 1 ]; then svc_start "$unit" || return; fi ;;
+            start) svc_start "$unit" || return ;;
+            restart) svc_stop "$unit"; svc_start "$unit" || return ;;
+            stop) svc_stop "$unit" ;;
+            is-active) svc_running "${unit%.service}" || return ;;
+            *) log "systemctl $action $unit: ignored without systemd" ;;
+        esac
+    done
+}
+
+begin_step() {  # ID ALWAYS: false when the step already succeeded on an earlier run
+    if [ "$2" = 0 ] && [ -e "$STATE/$1.done" ]; then
+        log "step $1: done earlier"
+        return 1
+    fi
+    log "step $1"
+}
+end_step() { touch "$STATE/$1.done"; }
+fail_step() {  # ID STATUS WARN_ONLY
+    if [ "$3" = 1 ]; then
+        log "step $1: WARN exit $2 (left to node validation)"
+        touch "$STATE/$1.done"
+    else
+        log "step $1: FAILED exit $2 (run the bootstrap again to retry)"
+        FAILED=1
+    fi
+}
+
+log 'head node of lora-finetune,' "systemd: $HAVE_SYSTEMD"
+if ! id -u ml >/dev/null 2>&1; then
+    useradd -m -u 2000 -s /bin/bash ml
+fi
+for group in $(echo sudo | tr , ' '); do
+    getent group "$group" >/dev/null && usermod -aG "$group" ml
+done
+if [ -d /etc/sudoers.d ]; then
+    echo 'ml ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-provisioner-ml
+    chmod 0440 /etc/sudoers.d/90-provisioner-ml
+fi
+authorize ml 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 ml@example'
+authorize root 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 ml@example'
+put_file /etc/provisioner/firewall.nft 0644 root:root <<'PROVISIONER_B64'
+IyEvdXNyL3NiaW4vbmZ0IC1mCiMgTm9kZSBmaXJld2FsbCBmb3IgY2x1c3RlciBsb3JhLWZpbmV0dW5lLCBjbG9zZWQgYnkgZGVmYXVsdCAocG9saWN5IGRyb3ApOiBTU0ggb25seSBmcm9tCiMgYWNjZXNzLmFsbG93ZWRfY2lkcnMgYW5kIHRoZSBjbHVzdGVyJ3Mgb3duIG5vZGVzOyBldmVyeXRoaW5nIGVsc2UgKFNsdXJtLCBrM3MsIE5GUywgTkNDTCwgc3J1bidzCiMgc3RlcCBJL08pIG9ubHkgZnJvbSB0aGUgY2x1c3RlcidzIG93biBub2RlcyBhbmQgazNzJ3MgcG9kIGFuZCBzZXJ2aWNlIG5ldHdvcmtzOyBwbHVzIGxvb3BiYWNrLCByZXBsaWVzLAojIElDTVAgYW5kIERIQ1AuIE5vIHBvcnQgaXMgb3BlbiB0byB0aGUgSW50ZXJuZXQgYnV0IDIyIHRvIGFsbG93ZWRfY2lkcnMgKGszcydzIFRyYWVmaWsgYW5kCiMgU2VydmljZUxCIGFyZSBub3QgaW5zdGFsbGVkIHVubGVzcyBhc2tlZCkuIE9ubHkgcm9vdCBtYXkgcmVhY2ggdGhlIGluc3RhbmNlIG1ldGFkYXRhIGFkZHJlc3MKIyAxNjkuMjU0LjE2OS4yNTQgLyBmZDAwOmVjMjo6MjU0ICh1c2VyIGRhdGEsIGNyZWRlbnRpYWxzKTogam9icyBhbmQgcG9kcyBhcmUgZHJvcHBlZCB0aGVyZS4KIyBUaGUgbm9kZSBhZGRyZXNzZXMgYXJlIGFkZGVkIGF0IGJvb3QgYnkgcHJvdmlzaW9uZXItZmlyZXdhbGwgZnJvbSAvZXRjL3Byb3Zpc2lvbmVyL2hvc3RzICh0aGUKIyBjbHVzdGVyIHNldHMgYmVsb3cgaG9sZCBvbmx5IHdoYXQgaXMga25vd24gYmVmb3JlIGJvb3QpLiBMb2FkaW5nIHRoaXMgZmlsZSBhZ2FpbiByZXBsYWNlcyB0aGUKIyB0YWJsZSBhdG9taWNhbGx5IChpZGVtcG90ZW50KS4KdGFibGUgaW5ldCBwcm92aXNpb25lcgpkZWxldGUgdGFibGUgaW5ldCBwcm92aXNpb25lcgp0YWJsZSBpbmV0IHByb3Zpc2lvbmVyIHsKICAgIHNldCBzc2hfdjQgewogICAgICAgIHR5cGUgaXB2NF9hZGRyCiAgICAgICAgZmxhZ3MgaW50ZXJ2YWwKICAgIH0KICAgIHNldCBzc2hfdjYgewogICAgICAgIHR5cGUgaXB2Nl9hZGRyCiAgICAgICAgZmxhZ3MgaW50ZXJ2YWwKICAgIH0KICAgIHNldCBjbHVzdGVyX3Y0IHsKICAgICAgICB0eXBlIGlwdjRfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICAgICAgZWxlbWVudHMgPSB7IDEwLjQyLjAuMC8xNSB9CiAgICB9CiAgICBzZXQgY2x1c3Rlcl92NiB7CiAgICAgICAgdHlwZSBpcHY2X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgY2hhaW4gaW5wdXQgewogICAgICAgIHR5cGUgZmlsdGVyIGhvb2sgaW5wdXQgcHJpb3JpdHkgZmlsdGVyOyBwb2xpY3kgZHJvcDsKICAgICAgICBpaWYgImxvIiBhY2NlcHQKICAgICAgICBjdCBzdGF0ZSBlc3RhYmxpc2hlZCxyZWxhdGVkIGFjY2VwdAogICAgICAgIGN0IHN0YXRlIGludmFsaWQgZHJvcAogICAgICAgIG1ldGEgbDRwcm90byB7IGljbXAsIGlwdjYtaWNtcCB9IGFjY2VwdAogICAgICAgIHVkcCBzcG9ydCA2NyB1ZHAgZHBvcnQgNjggYWNjZXB0CiAgICAgICAgdWRwIHNwb3J0IDU0NyB1ZHAgZHBvcnQgNTQ2IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcCBzYWRkciBAc3NoX3Y0IGFjY2VwdAogICAgICAgIHRjcCBkcG9ydCAyMiBpcDYgc2FkZHIgQHNzaF92NiBhY2NlcHQKICAgICAgICBpcCBzYWRkciBAY2x1c3Rlcl92NCBhY2NlcHQKICAgICAgICBpcDYgc2FkZHIgQGNsdXN0ZXJfdjYgYWNjZXB0CiAgICAgICAgY291bnRlciBkcm9wCiAgICB9CiAgICBjaGFpbiBvdXRwdXQgewogICAgICAgIHR5cGUgZmlsdGVyIGhvb2sgb3V0cHV0IHByaW9yaXR5IGZpbHRlcjsgcG9saWN5IGFjY2VwdDsKICAgICAgICBpcCBkYWRkciAxNjkuMjU0LjE2OS4yNTQgbWV0YSBza3VpZCAhPSAwIGNvdW50ZXIgZHJvcAogICAgICAgIGlwNiBkYWRkciBmZDAwOmVjMjo6MjU0IG1ldGEgc2t1aWQgIT0gMCBjb3VudGVyIGRyb3AKICAgIH0KICAgIGNoYWluIGZvcndhcmQgewogICAgICAgIHR5cGUgZmlsdGVyIGhvb2sgZm9yd2FyZCBwcmlvcml0eSBmaWx0ZXI7IHBvbGljeSBhY2NlcHQ7CiAgICAgICAgaXAgZGFkZHIgMTY5LjI1NC4xNjkuMjU0IGNvdW50ZXIgZHJvcAogICAgICAgIGlwNiBkYWRkciBmZDAwOmVjMjo6MjU0IGNvdW50ZXIgZHJvcAogICAgfQp9Cg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-firewall 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci1maXJld2FsbDogYXBwbHkgdGhlIG5vZGUgbGlzdCBvZiBjbHVzdGVyIGxvcmEtZmluZXR1bmUgKC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMsICJJUCBOQU1FIiBsaW5lcykuCiMgLSB0aGUgbm9kZSBmaXJld2FsbDogL2V0Yy9wcm92aXNpb25lci9maXJld2FsbC5uZnQgcGx1cyBldmVyeSBub2RlIGFkZHJlc3MgaW4gdGhlIGNsdXN0ZXIgc2V0cywgb25lIG5mdCB0cmFuc2FjdGlvbjsKIyAtIHRoZSBub2RlIG5hbWVzIGluIC9ldGMvaG9zdHMgKG9uZSBtYXJrZWQgYmxvY2ssIHJlcGxhY2VkKS4KIyBVbnRpbCB0aGUgbGlzdCBleGlzdHMgdGhlIGNsdXN0ZXIgc2V0cyBob2xkIG5vdGhpbmcgKGRhZW1vbnMgYW5zd2VyIHRoaXMgbm9kZSBvbmx5KS4KIyBJZGVtcG90ZW50OyBydW4gYWdhaW4gd2hlbmV2ZXIgdGhlIGxpc3QgY2hhbmdlcyAocHJvdmlzaW9uZXItZmlyZXdhbGwucGF0aCkuIE9ubHkgYWRkcmVzcy1zaGFwZWQKIyB3b3JkcyBmcm9tIHRoZSBsaXN0IGFyZSB1c2VkLiBQcmVmaXggZXZlcnkgcGF0aCB3aXRoICRQUk9WSVNJT05FUl9ST09UICh0ZXN0cykuCnNldCAtZXVvIHBpcGVmYWlsClJPT1Q9JHtQUk9WSVNJT05FUl9ST09UOi19CkhPU1RTPSRST09UL2V0Yy9wcm92aXNpb25lci9ob3N0cwp2ND0oKSB2Nj0oKSBuYW1lcz0oKQppZiBbIC1yICIkSE9TVFMiIF07IHRoZW4KICAgIHdoaWxlIHJlYWQgLXIgYWRkciBuYW1lIF87IGRvCiAgICAgICAgY2FzZSAkYWRkciBpbiAnJyB8ICcjJyopIGNvbnRpbnVlIDs7IGVzYWMKICAgICAgICBpZiBbWyAkYWRkciA9fiBeWzAtOV17MSwzfShcLlswLTldezEsM30pezN9JCBdXTsgdGhlbgogICAgICAgICAgICB2NCs9KCIkYWRkciIpCiAgICAgICAgZWxpZiBbWyAkYWRkciA9fiBeWzAtOUEtRmEtZjouXXsyLDQ1fSQgJiYgJGFkZHIgPT0gKjoqIF1dOyB0aGVuCiAgICAgICAgICAgIHY2Kz0oIiRhZGRyIikKICAgICAgICBlbHNlCiAgICAgICAgICAgIGVjaG8gInByb3Zpc2lvbmVyLWZpcmV3YWxsOiBpZ25vcmluZyBhIGxpbmUgb2YgJEhPU1RTIHdob3NlIGZpcnN0IHdvcmQgaXMgbm90IGFuIElQIGFkZHJlc3MiID4mMgogICAgICAgICAgICBjb250aW51ZQogICAgICAgIGZpCiAgICAgICAgaWYgW1sgJHtuYW1lOi19ID1+IF5bQS1aYS16MC05XVtBLVphLXowLTkuLV17MCw2Mn0kIF1dOyB0aGVuIG5hbWVzKz0oIiRhZGRyICRuYW1lIik7IGZpCiAgICBkb25lIDwgIiRIT1NUUyIKZWxzZQogICAgZWNobyAicHJvdmlzaW9uZXItZmlyZXdhbGw6IG5vICRIT1NUUyB5ZXQ7IGNsdXN0ZXIgZGFlbW9ucyBhbnN3ZXIgdGhpcyBub2RlIG9ubHkgdW50aWwgaXQgYXBwZWFycyIgPiYyCmZpCmpvaW4oKSB7IGxvY2FsIElGUz0sOyBlY2hvICIkKiI7IH0Kc3RhdHVzPTAKaWYgISBvdXQ9JCh7CiAgICBjYXQgIiRST09UL2V0Yy9wcm92aXNpb25lci9maXJld2FsbC5uZnQiCiAgICBpZiBbIC1uICIke3Y0WypdOi19IiBdOyB0aGVuIGVjaG8gImFkZCBlbGVtZW50IGluZXQgcHJvdmlzaW9uZXIgY2x1c3Rlcl92NCB7ICQoam9pbiAiJHt2NFtAXX0iKSB9IjsgZmkKICAgIGlmIFsgLW4gIiR7djZbKl06LX0iIF07IHRoZW4gZWNobyAiYWRkIGVsZW1lbnQgaW5ldCBwcm92aXNpb25lciBjbHVzdGVyX3Y2IHsgJChqb2luICIke3Y2W0BdfSIpIH0iOyBmaQp9IHwgbmZ0IC1mIC0gMj4mMSk7IHRoZW4KICAgIGlmIFtbICRvdXQgPT0gKiJPcGVyYXRpb24gbm90IHBlcm1pdHRlZCIqIF1dOyB0aGVuCiAgICAgICAgIyBBIGNvbnRhaW5lciB3aXRob3V0IENBUF9ORVRfQURNSU4gKFJ1blBvZCwgVmFzdC5haSBwb2RzKTogbm8gbm9kZSBmaXJld2FsbCBpcyBwb3NzaWJsZSB0aGVyZTsKICAgICAgICAjIHRoZSBwcm92aWRlcidzIHBvcnQgbWFwcGluZyBpcyB0aGUgb25seSBib3VuZGFyeS4gU2FpZCBsb3VkbHk7IHRoZSByZXN0IHN0aWxsIGFwcGxpZXMuCiAgICAgICAgZWNobyAicHJvdmlzaW9uZXItZmlyZXdhbGw6IFdBUk5JTkcgY2Fubm90IGxvYWQgbmZ0YWJsZXMgaGVyZSAobm8gQ0FQX05FVF9BRE1JTik6IG9ubHkgdGhlIHByb3ZpZGVyJ3Mgb3duIGZpcmV3YWxsIG9yIHBvcnQgbWFwcGluZyBwcm90ZWN0cyB0aGlzIG5vZGUiID4mMgogICAgZWxzZQogICAgICAgIGVjaG8gInByb3Zpc2lvbmVyLWZpcmV3YWxsOiBGQUlMRUQgdG8gbG9hZCB0aGUgbm9kZSBmaXJld2FsbDogJG91dCIgPiYyCiAgICAgICAgc3RhdHVzPTEKICAgIGZpCmZpCmlmIFsgLW4gIiR7bmFtZXNbKl06LX0iIF07IHRoZW4KICAgIGV0Y19ob3N0cz0kUk9PVC9ldGMvaG9zdHMKICAgIHsKICAgICAgICBzZWQgJy9eIyBwcm92aXNpb25lciBob3N0cyBiZWdpbiQvLC9eIyBwcm92aXNpb25lciBob3N0cyBlbmQkL2QnICIkZXRjX2hvc3RzIiAyPiAvZGV2L251bGwgfHwgdHJ1ZQogICAgICAgIGVjaG8gJyMgcHJvdmlzaW9uZXIgaG9zdHMgYmVnaW4nCiAgICAgICAgcHJpbnRmICclc1xuJyAiJHtuYW1lc1tAXX0iCiAgICAgICAgZWNobyAnIyBwcm92aXNpb25lciBob3N0cyBlbmQnCiAgICB9ID4gIiRldGNfaG9zdHMucHJvdmlzaW9uZXIiCiAgICBjYXQgIiRldGNfaG9zdHMucHJvdmlzaW9uZXIiID4gIiRldGNfaG9zdHMiICAjIGluIHBsYWNlOiBhIGNvbnRhaW5lcidzIC9ldGMvaG9zdHMgaXMgYSBiaW5kIG1vdW50CiAgICBybSAtZiAiJGV0Y19ob3N0cy5wcm92aXNpb25lciIKZmkKZWNobyAicHJvdmlzaW9uZXItZmlyZXdhbGw6IG5vZGUgYWRkcmVzc2VzIGFwcGxpZWQ6ICR7djRbKl06LX0gJHt2NlsqXTotfSIKZXhpdCAiJHN0YXR1cyIK
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgZmlyZXdhbGwsIE5GUyBleHBvcnRzIGFuZCBub2RlIG5hbWVzIG9mIHRoZSBjbHVzdGVyIGZyb20gL2V0Yy9wcm92aXNpb25lci9ob3N0cwpXYW50cz1uZXR3b3JrLXByZS50YXJnZXQKQmVmb3JlPW5ldHdvcmstcHJlLnRhcmdldCBzc2guc2VydmljZSBzbHVybWQuc2VydmljZSBzbHVybWN0bGQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApFeGVjU3RhcnQ9L3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLWZpcmV3YWxsCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.path 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFwcGx5IHRoZSBjbHVzdGVyJ3Mgbm9kZSBsaXN0IGFnYWluIHdoZW5ldmVyIC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMgY2hhbmdlcwpbUGF0aF0KUGF0aENoYW5nZWQ9L2V0Yy9wcm92aXNpb25lci9ob3N0cwpVbml0PXByb3Zpc2lvbmVyLWZpcmV3YWxsLnNlcnZpY2UKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-identity 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBXb3JrIG91dCB3aGljaCBub2RlIG9mIGNsdXN0ZXIgbG9yYS1maW5ldHVuZSB0aGlzIG1hY2hpbmUgaXMsIGZyb20gdGhlIHByb3ZpZGVyJ3MgbWV0YWRhdGEKIyAodGhlIGluc3RhbmNlIG5hbWUgdGhlIHN0YWNrIGdhdmUgaXQpLCBzZXQgdGhlIGhvc3RuYW1lIHRvIGl0IGFuZCByZWNvcmQgaXQgaW4KIyAvZXRjL3Byb3Zpc2lvbmVyL2lkZW50aXR5LmVudi4gUFJPVklTSU9ORVJfTk9ERV9OQU1FIChzZXQgYnkgdGhlIHN0YWNrIHdoZXJlIHRoZSBwcm92aWRlciBoYXMKIyBubyBpbnN0YW5jZS1uYW1lIG1ldGFkYXRhLCBlLmcuIGEgY29udGFpbmVyIHBvZCdzIGVudmlyb25tZW50KSB3aW5zOyBmYWxscyBiYWNrIHRvIHRoZSBjdXJyZW50CiMgc2hvcnQgaG9zdG5hbWUuCnNldCAtdQpQUkVGSVg9bG9yYS1maW5ldHVuZS0KUk9PVD0ke1BST1ZJU0lPTkVSX1JPT1Q6LX0KaXNfbm9kZSgpIHsgW1sgIiQxIiA9PSAiJFBSRUZJWCIqICYmICIkezEjIiRQUkVGSVgifSIgPX4gXlswLTldKyQgXV07IH0KIyBBZGFwdGVycyBtYXkgbmFtZSB0aGUgaW5zdGFuY2UgIjxjbHVzdGVyPi08bm9kZT4iIChlLmcuIGxsbS1wcmV0cmFpbi1sbG0tcHJldHJhaW4tMCk6IGtlZXAgdGhlIG5vZGUuCm5vZGVfb2YoKSB7IGxvY2FsIHRhaWw9JHsxIyMqIiRQUkVGSVgifTsgW1sgIiQxIiA9PSAqIiRQUkVGSVgiKiAmJiAkdGFpbCA9fiBeWzAtOV0rJCBdXSAmJiBlY2hvICIkUFJFRklYJHRhaWwiOyB9Cm5hbWU9IiR7UFJPVklTSU9ORVJfTk9ERV9OQU1FOi19IgpuYW1lPSQobm9kZV9vZiAiJG5hbWUiIHx8IHRydWUpCmlmICEgaXNfbm9kZSAiJG5hbWUiOyB0aGVuCiAgICBuYW1lPSQobm9kZV9vZiAiJChob3N0bmFtZSAtcykiIHx8IHRydWUpCmZpCmlmICEgaXNfbm9kZSAiJG5hbWUiOyB0aGVuCiAgICBlY2hvICJwcm92aXNpb25lci1pZGVudGl0eTogY2Fubm90IHRlbGwgd2hpY2ggbm9kZSB0aGlzIGlzIChnb3QgJyR7UFJPVklTSU9ORVJfTk9ERV9OQU1FOi19JyAvICckKGhvc3RuYW1lIC1zKScpIiA+JjIKICAgIGV4aXQgMQpmaQpob3N0bmFtZWN0bCBzZXQtaG9zdG5hbWUgIiRuYW1lIiAyPi9kZXYvbnVsbCB8fCBob3N0bmFtZSAiJG5hbWUiCnJvbGU9d29ya2VyClsgIiRuYW1lIiA9IGxvcmEtZmluZXR1bmUtMCBdICYmIHJvbGU9aGVhZApta2RpciAtcCAiJFJPT1QvZXRjL3Byb3Zpc2lvbmVyIgpwcmludGYgJ05PREVfTkFNRT0lc1xuTk9ERV9ST0xFPSVzXG5IRUFEX05PREU9JXNcbicgIiRuYW1lIiAiJHJvbGUiIGxvcmEtZmluZXR1bmUtMCA+ICIkUk9PVC9ldGMvcHJvdmlzaW9uZXIvaWRlbnRpdHkuZW52IgojIFRoZSBvdGhlciBub2RlcycgbmFtZXMgKC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMpIHJlYWNoIC9ldGMvaG9zdHMgdGhyb3VnaCBwcm92aXNpb25lci1maXJld2FsbC4KZWNobyAicHJvdmlzaW9uZXItaWRlbnRpdHk6ICRuYW1lICgkcm9sZSkiCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-nvme-raid 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBBc3NlbWJsZSBldmVyeSBsb2NhbCBOVk1lIGRhdGEgZGlzayBpbnRvIG9uZSBmaWxlc3lzdGVtIGF0IC9tbnQvY2hlY2twb2ludHMuCiMgICAwIGRpc2tzOiBhIGRpcmVjdG9yeSBvbiB0aGUgcm9vdCBkaXNrICh3aXRoIGEgd2FybmluZyk7IDEgZGlzazogZm9ybWF0dGVkIGRpcmVjdGx5OwojICAgTiBkaXNrczogbWRhZG0gUkFJRDAgKC9kZXYvbWQvY2hlY2twb2ludHMpLiBJZGVtcG90ZW50OiBhbiBleGlzdGluZyBtb3VudCBvciBhcnJheSBpcyByZXVzZWQuCiMgVGVzdCBob29rcyAodXNlZCBieSB0aGUgdW5pdCB0ZXN0cywgaGFybWxlc3MgaW4gcHJvZHVjdGlvbik6CiMgICBQUk9WSVNJT05FUl9OVk1FX0RFVklDRVMgIHNwYWNlLXNlcGFyYXRlZCBjYW5kaWRhdGUgZGlza3MgaW5zdGVhZCBvZiBsc2JsayBkaXNjb3ZlcnkKIyAgIFBST1ZJU0lPTkVSX1JPT1RfRElTSyAgICAgdGhlIHJvb3QgZGlzayBpbnN0ZWFkIG9mIGFza2luZyBmaW5kbW50L2xzYmxrCiMgICBQUk9WSVNJT05FUl9EUllfUlVOPTEgICAgIHByaW50IHRoZSBjb21tYW5kcyBpbnN0ZWFkIG9mIHJ1bm5pbmcgdGhlbQpzZXQgLWV1byBwaXBlZmFpbApNT1VOVF9QT0lOVD0ke1BST1ZJU0lPTkVSX01PVU5UX1BPSU5UOi19ClsgLW4gIiRNT1VOVF9QT0lOVCIgXSB8fCBNT1VOVF9QT0lOVD0vbW50L2NoZWNrcG9pbnRzCk1EX0RFVklDRT0vZGV2L21kL2NoZWNrcG9pbnRzCgpydW4oKSB7CiAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiA9IDEgXTsgdGhlbiBlY2hvICIrICQqIjsgZWxzZSAiJEAiOyBmaQp9Cgpyb290X2Rpc2soKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX1JPT1RfRElTSzotfSIgXTsgdGhlbiBlY2hvICIkUFJPVklTSU9ORVJfUk9PVF9ESVNLIjsgcmV0dXJuOyBmaQogICAgbG9jYWwgc3JjIHBhcmVudAogICAgc3JjPSQoZmluZG1udCAtbm8gU09VUkNFIC8gfHwgdHJ1ZSkKICAgIHBhcmVudD0kKGxzYmxrIC1ubyBQS05BTUUgIiRzcmMiIDI+L2Rldi9udWxsIHwgaGVhZCAtbiAxIHx8IHRydWUpCiAgICBpZiBbIC1uICIkcGFyZW50IiBdOyB0aGVuIGVjaG8gIi9kZXYvJHBhcmVudCI7IGVsc2UgZWNobyAiJHNyYyI7IGZpCn0KCmNhbmRpZGF0ZXMoKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX05WTUVfREVWSUNFUytzZXR9IiBdOyB0aGVuCiAgICAgICAgZm9yIGRldiBpbiAkUFJPVklTSU9ORVJfTlZNRV9ERVZJQ0VTOyBkbyBlY2hvICIkZGV2IjsgZG9uZQogICAgICAgIHJldHVybgogICAgZmkKICAgICMgV2hvbGUgTlZNZSBkaXNrcyB3aXRoIG5vIHBhcnRpdGlvbnMgYW5kIG5vIGZpbGVzeXN0ZW0gbW91bnRlZCBmcm9tIHRoZW0uCiAgICBsc2JsayAtZHBubyBOQU1FLFRZUEUgfCBhd2sgJyQyID09ICJkaXNrIiAmJiAkMSB+IC9cL252bWVbMC05XStuWzAtOV0rJC8ge3ByaW50ICQxfScgfCB3aGlsZSByZWFkIC1yIGRldjsgZG8KICAgICAgICBpZiBbICIkKGxzYmxrIC1ubyBOQU1FICIkZGV2IiB8IHdjIC1sKSIgLWVxIDEgXSAmJiBbIC16ICIkKGxzYmxrIC1ubyBNT1VOVFBPSU5UICIkZGV2IiB8IHRyIC1kICdbOnNwYWNlOl0nKSIgXTsgdGhlbgogICAgICAgICAgICBlY2hvICIkZGV2IgogICAgICAgIGZpCiAgICBkb25lCn0KCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iICE9IDEgXSAmJiBtb3VudHBvaW50IC1xICIkTU9VTlRfUE9JTlQiOyB0aGVuCiAgICBlY2hvICJudm1lLXJhaWQ6ICRNT1VOVF9QT0lOVCBhbHJlYWR5IG1vdW50ZWQiCiAgICBleGl0IDAKZmkKClJPT1Q9JChyb290X2Rpc2spCkRJU0tTPSgpCkNPVU5UPTAKZm9yIGRldiBpbiAkKGNhbmRpZGF0ZXMpOyBkbwogICAgaWYgWyAiJGRldiIgPSAiJFJPT1QiIF07IHRoZW4gY29udGludWU7IGZpCiAgICBESVNLUys9KCIkZGV2IikKICAgIENPVU5UPSQoKENPVU5UICsgMSkpCmRvbmUKCnJ1biBta2RpciAtcCAiJE1PVU5UX1BPSU5UIgpjYXNlICRDT1VOVCBpbgogICAgMCkKICAgICAgICBlY2hvICJudm1lLXJhaWQ6IFdBUk5JTkc6IG5vIGxvY2FsIE5WTWUgZGF0YSBkaXNrOyAkTU9VTlRfUE9JTlQgaXMgb24gdGhlIHJvb3QgZGlzayIgPiYyCiAgICAgICAgZXhpdCAwCiAgICAgICAgOzsKICAgIDEpCiAgICAgICAgVEFSR0VUPSIke0RJU0tTWzBdfSIKICAgICAgICA7OwogICAgKikKICAgICAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiAhPSAxIF0gJiYgWyAtZSAiJE1EX0RFVklDRSIgXTsgdGhlbgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZWxzZQogICAgICAgICAgICBydW4gbWRhZG0gLS1jcmVhdGUgIiRNRF9ERVZJQ0UiIC0tcnVuIC0tbGV2ZWw9MCAtLWNodW5rPTUxMiAtLXJhaWQtZGV2aWNlcz0kQ09VTlQgIiR7RElTS1NbQF19IgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZmkKICAgICAgICA7Owplc2FjCmVjaG8gIm52bWUtcmFpZDogJENPVU5UIGRpc2socyk6ICR7RElTS1NbKl19IC0+ICRUQVJHRVQiCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iID0gMSBdIHx8ICEgYmxraWQgLW8gdmFsdWUgLXMgVFlQRSAiJFRBUkdFVCIgPi9kZXYvbnVsbCAyPiYxOyB0aGVuCiAgICBydW4gbWtmcy5leHQ0IC1GIC1xIC1MIGNoZWNrcG9pbnRzIC1FIGxhenlfaXRhYmxlX2luaXQ9MSxsYXp5X2pvdXJuYWxfaW5pdD0xIC1tIDAgIiRUQVJHRVQiCmZpCnJ1biBtb3VudCAtbyBub2F0aW1lLGRpc2NhcmQgIiRUQVJHRVQiICIkTU9VTlRfUE9JTlQiCnJ1biBjaG1vZCAxNzc3ICIkTU9VTlRfUE9JTlQiCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-nvme.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFzc2VtYmxlIGxvY2FsIE5WTWUgaW50byAvbW50L2NoZWNrcG9pbnRzCkJlZm9yZT1zbHVybWQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApSZW1haW5BZnRlckV4aXQ9eWVzCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItbnZtZS1yYWlkCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDggXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDggeCIgQTEwMAogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIDgtR1BVIE5WU3dpdGNoIGJvYXJkcyBuZWVkIG52aWRpYS1mYWJyaWNtYW5hZ2VyIG9yIENVREEgaW5pdCBmYWlscyB3aXRoIGVycm9yIDgwMi4KaWYgISBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIHN5c3RlbWN0bCBlbmFibGUgLS1ub3cgbnZpZGlhLWZhYnJpY21hbmFnZXIgfHwgdHJ1ZQpmaQppZiBzeXN0ZW1jdGwgaXMtYWN0aXZlIC0tcXVpZXQgbnZpZGlhLWZhYnJpY21hbmFnZXI7IHRoZW4KICAgIGVjaG8gImdwdS1jaGVjazogb2sgbnYtZmFicmljbWFuYWdlciBhY3RpdmUiCmVsc2UKICAgIGVjaG8gImdwdS1jaGVjazogRkFJTCBudi1mYWJyaWNtYW5hZ2VyIGlzIG5vdCBydW5uaW5nIgogICAgc3RhdHVzPTEKZmkKIyBrM3MgcmVnaXN0ZXJzIHRoZSAibnZpZGlhIiBjb250YWluZXJkIHJ1bnRpbWUgKFJ1bnRpbWVDbGFzcyAibnZpZGlhIiwgd2hpY2ggdGhlIGRldmljZSBwbHVnaW4KIyBhbmQgdHJhaW5pbmcgcG9kcyB1c2UpIG9ubHkgaWYgaXQgZmluZHMgbnZpZGlhLWNvbnRhaW5lci1ydW50aW1lIHdoZW4gaXQgc3RhcnRzLgppZiBjb21tYW5kIC12IG52aWRpYS1jb250YWluZXItcnVudGltZSA+L2Rldi9udWxsOyB0aGVuCiAgICBlY2hvICJncHUtY2hlY2s6IG9rIG52aWRpYS1jb250YWluZXItcnVudGltZSBwcmVzZW50IgplbHNlCiAgICBlY2hvICJncHUtY2hlY2s6IEZBSUwgbnZpZGlhLWNvbnRhaW5lci1ydW50aW1lIG5vdCBmb3VuZCAoaW5zdGFsbCBudmlkaWEtY29udGFpbmVyLXRvb2xraXQgYmVmb3JlIGszcykiCiAgICBzdGF0dXM9MQpmaQojIE5vZGUgdmFsaWRhdGlvbiAoZG9jcy92YWxpZGF0aW9uLm1kKSB3aGVyZSB0aGUgaW1hZ2UgaGFzIHRoZSBwcm92aXNpb25lciBwYWNrYWdlOiBHUFUgaGVhbHRoLAojIFhJRHMsIE5WTGluaywgRENHTSBhbmQgYSB+NjUgcyBidXJuLWluLCBiZWZvcmUgc2x1cm1kL2szcyBzdGFydC4gRmFpbGVkIChleGl0IDExKSBmYWlscyB0aGlzCiMgY2hlY2s7IGRlZ3JhZGVkICgxMCkgaXMgbG9nZ2VkIGFuZCBsZWZ0IHRvIGBwcm92aXNpb25lciB2YWxpZGF0ZWAuIEltYWdlcyB3aXRob3V0IHRoZSBwYWNrYWdlCiMga2VlcCB0aGUgcHJlc2VuY2UgY2hlY2tzIGFib3ZlIG9ubHkuCmlmIGNvbW1hbmQgLXYgcHJvdmlzaW9uZXIgPi9kZXYvbnVsbDsgdGhlbgogICAgcHJvdmlzaW9uZXIgbm9kZSBjaGVjayAtLWV4cGVjdC1ncHVzIDggLS1leHBlY3QtbW9kZWwgQTEwMCBcCiAgICAgICAgLS1qc29uIC1vIC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbgogICAgY2FzZSAkPyBpbgogICAgICAgIDApIGVjaG8gImdwdS1jaGVjazogb2sgbm9kZSBjaGVjayBoZWFsdGh5IiA7OwogICAgICAgIDEwKSBlY2hvICJncHUtY2hlY2s6IFdBUk4gbm9kZSBjaGVjayBkZWdyYWRlZCAoL3Zhci9sb2cvcHJvdmlzaW9uZXIvbm9kZS1jaGVjay5qc29uKSIgOzsKICAgICAgICAqKSBlY2hvICJncHUtY2hlY2s6IEZBSUwgbm9kZSBjaGVjayBmYWlsZWQgKC92YXIvbG9nL3Byb3Zpc2lvbmVyL25vZGUtY2hlY2suanNvbikiOyBzdGF0dXM9MSA7OwogICAgZXNhYwpmaQpleGl0ICRzdGF0dXMK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-health 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBOb2RlIGhlYWx0aCB3YXRjaCAoZG9jcy9oZWFsaW5nLm1kKTogYHByb3Zpc2lvbmVyIG5vZGUgd2F0Y2hgIGV2ZXJ5IDMwIHMsIHRoZSBjaGVja3Mgb2YKIyBgbm9kZSBjaGVjayAtLW5vLWJ1cm5pbmAgKG9uZSBpbXBsZW1lbnRhdGlvbik7IG9uIGEgZmFpbGVkIGZpbmRpbmcgaXQgZHJhaW5zIHRoaXMgbm9kZSB3aXRoIHRoZQojIGZpbmRpbmcncyBjb2RlLCBuZXZlciB0aGUgbGFzdCBub2RlIGluIHNlcnZpY2UuIFJlcG9ydHM6IC92YXIvbGliL3Byb3Zpc2lvbmVyL2hlYWx0aC9OT0RFLmpzb24uCiMgSW1hZ2VzIHdpdGhvdXQgdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgZ2V0IG5vIHdhdGNoIChzYWlkIG9uY2UsIGhlcmUsIHRoZW4gaWRsZSkuCnNldCAtdQpta2RpciAtcCAvdmFyL2xvZy9wcm92aXNpb25lciAvdmFyL2xpYi9wcm92aXNpb25lci9oZWFsdGgKaWYgISBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIGVjaG8gInByb3Zpc2lvbmVyLWhlYWx0aDogdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgaXMgbm90IG9uIHRoaXMgaW1hZ2U7IG5vIGhlYWx0aCB3YXRjaCBvbiB0aGlzIG5vZGUiCiAgICBleGVjIHNsZWVwIGluZmluaXR5CmZpCi4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKIyBUaGUgaGVhZCByZWFkcyB0aGUgY2x1c3RlciB3aXRoIGszcydzIGFkbWluIGt1YmVjb25maWc7IGFuIGFnZW50IHdpdGggaXRzIGt1YmVsZXQncyBjcmVkZW50aWFscy4KaWYgWyAhIC1yIC9ldGMvcmFuY2hlci9rM3MvazNzLnlhbWwgXSAmJiBbIC1yIC92YXIvbGliL3JhbmNoZXIvazNzL2FnZW50L2t1YmVsZXQua3ViZWNvbmZpZyBdOyB0aGVuCiAgICBleHBvcnQgS1VCRUNPTkZJRz0vdmFyL2xpYi9yYW5jaGVyL2szcy9hZ2VudC9rdWJlbGV0Lmt1YmVjb25maWcKZmkKZXhlYyBwcm92aXNpb25lciBub2RlIHdhdGNoIC0tbm9kZSAiJE5PREVfTkFNRSIgLS12aWEgazhzIFwKICAgIC0taW50ZXJ2YWwtcyAzMCAtLWV4cGVjdC1ncHVzIDggLS1leHBlY3QtbW9kZWwgQTEwMCBcCiAgICAtLXNwb3Qgbm9uZSBcCiAgICAtLXJlcG9ydC1kaXIgL3Zhci9saWIvcHJvdmlzaW9uZXIvaGVhbHRoCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-health.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgaGVhbHRoIHdhdGNoIChkcmFpbnMgdGhpcyBub2RlIG9uIGEgZmFpbGVkIEdQVSBmaW5kaW5nIG9yIGEgc3BvdCByZWNsYWltIG5vdGljZSkKQWZ0ZXI9c2x1cm1kLnNlcnZpY2UgazNzLnNlcnZpY2UgazNzLWFnZW50LnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9c2ltcGxlCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItaGVhbHRoClJlc3RhcnQ9YWx3YXlzClJlc3RhcnRTZWM9MTAKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
+IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgdGNwIGZhYnJpYyBvZiA4eF9BMTAwX1NYTTQuCmV4cG9ydCBOQ0NMX0RFQlVHPSJXQVJOIgpleHBvcnQgTkNDTF9JQl9ESVNBQkxFPSIxIgpleHBvcnQgTkNDTF9OU09DS1NfUEVSVEhSRUFEPSI0IgpleHBvcnQgTkNDTF9TT0NLRVRfSUZOQU1FPSJebG8sZG9ja2VyMCIKZXhwb3J0IE5DQ0xfU09DS0VUX05USFJFQURTPSIyIgo=
+PROVISIONER_B64
+put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
+IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCk5DQ0xfREVCVUc9V0FSTgpOQ0NMX0lCX0RJU0FCTEU9MQpOQ0NMX05TT0NLU19QRVJUSFJFQUQ9NApOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAKTkNDTF9TT0NLRVRfTlRIUkVBRFM9Mgo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-teardown 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci10ZWFyZG93biBSRUFTT046IGVuZCB0aGlzIG5vZGUgb2YgY2x1c3RlciBsb3JhLWZpbmV0dW5lIG9uIHZhc3RhaSBzbyB0aGF0IGl0IHN0b3BzIGJpbGxpbmcuCiMgVmFzdC5haTogdGhlIGluc3RhbmNlIGRlbGV0ZXMgaXRzZWxmIHRocm91Z2ggdGhlIFZhc3QuYWkgQVBJIChERUxFVEUgL2FwaS92MC9pbnN0YW5jZXMvJENPTlRBSU5FUl9JRCkKIyB3aXRoIHRoZSBpbnN0YW5jZSdzIENPTlRBSU5FUl9BUElfS0VZIFZhc3QuYWkgaW5qZWN0czsgdGhlIGFjY291bnQga2V5IG5ldmVyIHJlYWNoZXMgYSBub2RlLgojIFRoZSBjcmVkZW50aWFsIGlzIGhhbmRlZCB0byBjdXJsIG9uIHN0ZGluLCBuZXZlciBpbiBhcmd2LCBhbmQgbmV2ZXIgbG9nZ2VkLiBXaGVuIHRoZSBBUEkgY2FsbCBmYWlscwojIHRoZSBub2RlIHBvd2VycyBvZmYgYW55d2F5LiBFeGl0IDAgb25jZSB0aGUgcHJvdmlkZXIgYWNjZXB0ZWQgdGhlIHRlYXJkb3duIChvciBwb3dlcm9mZiBiZWdhbikuCnNldCAtdQpSRUFTT049JHsxOi10dGx9CmNhc2UgJFJFQVNPTiBpbiB0dGwgfCBpZGxlIHwgbWFudWFsKSA7OyAqKSBSRUFTT049bWFudWFsIDs7IGVzYWMKU1RBVEVfRElSPSR7UFJPVklTSU9ORVJfU1RBVEVfRElSOi0vdmFyL2xpYi9wcm92aXNpb25lcn0KbWtkaXIgLXAgIiRTVEFURV9ESVIiIDI+L2Rldi9udWxsIHx8IHRydWUKbG9nKCkgewogICAgbG9nZ2VyIC10IHByb3Zpc2lvbmVyLXRlYXJkb3duIC0tICIkKiIgMj4vZGV2L251bGwgfHwgdHJ1ZQogICAgZWNobyAicHJvdmlzaW9uZXItdGVhcmRvd246ICQqIiA+JjIKfQoKcG93ZXJfb2ZmKCkgeyAgIyBzeXN0ZW1kJ3MgcG93ZXJvZmYsIG9yLCBhcyBhIGNvbnRhaW5lcidzIGVudHJ5cG9pbnQgd2l0aG91dCBzeXN0ZW1kLCBzdG9wIFBJRCAxCiAgICBpZiBbIC1kICIke1BST1ZJU0lPTkVSX1NZU1RFTURfRElSOi0vcnVuL3N5c3RlbWQvc3lzdGVtfSIgXTsgdGhlbgogICAgICAgIHN5c3RlbWN0bCBwb3dlcm9mZgogICAgZWxzZQogICAgICAgIGtpbGwgLVRFUk0gIiR7UFJPVklTSU9ORVJfSU5JVF9QSUQ6LTF9IgogICAgZmkKfQoKcGxhdGZvcm1fZW52KCkgeyAgIyBOQU1FOiBmcm9tIHRoaXMgZW52aXJvbm1lbnQsIGVsc2UgZnJvbSBQSUQgMSdzIChhIGxvZ2luIHNoZWxsIG9yIHRpbWVyIGxhY2tzIHRoZSBwb2QgZW52KQogICAgbG9jYWwgbmFtZT0kMSB2YWx1ZT0keyExOi19IGVudmlyb249JHtQUk9WSVNJT05FUl9QSUQxX0VOVklST046LS9wcm9jLzEvZW52aXJvbn0KICAgIGlmIFsgLXogIiR2YWx1ZSIgXSAmJiBbIC1yICIkZW52aXJvbiIgXTsgdGhlbgogICAgICAgIHZhbHVlPSQodHIgJ1wwJyAnXG4nIDwgIiRlbnZpcm9uIiB8IHNlZCAtbiAicy9eJG5hbWU9Ly9wIiB8IGhlYWQgLW4gMSkKICAgIGZpCiAgICBwcmludGYgJyVzJyAiJHZhbHVlIgp9CgphcGlfZGVsZXRlKCkgeyAgIyBVUkwgVE9LRU46IHByaW50cyB0aGUgSFRUUCBzdGF0dXMgKDAwMCB3aGVuIHRoZXJlIHdhcyBubyBhbnN3ZXIpCiAgICBsb2NhbCBjb2RlCiAgICBjb2RlPSQocHJpbnRmICdoZWFkZXIgPSAiQXV0aG9yaXphdGlvbjogQmVhcmVyICVzIlxuJyAiJDIiIHwKICAgICAgICBjdXJsIC1zUyAtbyAvZGV2L251bGwgLXcgJyV7aHR0cF9jb2RlfScgLS1tYXgtdGltZSAzMCAtLXJldHJ5IDMgLS1yZXRyeS1kZWxheSA1IC1YIERFTEVURSAtSyAtICIkMSIgMj4vZGV2L251bGwpIHx8CiAgICAgICAgdHJ1ZQogICAgcHJpbnRmICclcycgIiR7Y29kZTotMDAwfSIKfQoKZGVsZXRlX3NlbGYoKSB7CiAgICBsb2NhbCBpZCB0b2tlbiBjb2RlCiAgICBpZD0kKHBsYXRmb3JtX2VudiBDT05UQUlORVJfSUQpCiAgICB0b2tlbj0kKHBsYXRmb3JtX2VudiBDT05UQUlORVJfQVBJX0tFWSkKICAgIGlmICEgW1sgIiRpZCIgPX4gXlswLTldezEsMjB9JCBdXSB8fCAhIFtbICIkdG9rZW4iID1+IF5bQS1aYS16MC05Ll9+Ky89LV17OCw1MTJ9JCBdXTsgdGhlbgogICAgICAgIGxvZyAibm8gdXNhYmxlIENPTlRBSU5FUl9JRC9DT05UQUlORVJfQVBJX0tFWSBpbiB0aGUgaW5zdGFuY2UgZW52aXJvbm1lbnQ7IGNhbm5vdCBkZWxldGUgdGhpcyBpbnN0YW5jZSIKICAgICAgICByZXR1cm4gMQogICAgZmkKICAgIGNvZGU9JChhcGlfZGVsZXRlICJodHRwczovL2NvbnNvbGUudmFzdC5haS9hcGkvdjAvaW5zdGFuY2VzLyRpZCIgIiR0b2tlbiIpCiAgICBjYXNlICRjb2RlIGluCiAgICAgICAgMj8/KSBsb2cgImluc3RhbmNlICRpZCBkZWxldGVkIHRocm91Z2ggdGhlIFZhc3QuYWkgQVBJICgkUkVBU09OKSI7IHJldHVybiAwIDs7CiAgICAgICAgNDA0KSBsb2cgImluc3RhbmNlICRpZCBpcyBhbHJlYWR5IGdvbmUiOyByZXR1cm4gMCA7OwogICAgICAgICopIGxvZyAidGhlIFZhc3QuYWkgQVBJIHJlZnVzZWQgb3IgZGlkIG5vdCBhbnN3ZXIgdGhlIGRlbGV0ZSBvZiBpbnN0YW5jZSAkaWQgKEhUVFAgJGNvZGUpIiA7OwogICAgZXNhYwogICAgcmV0dXJuIDEKfQoKaWYgZGVsZXRlX3NlbGY7IHRoZW4KICAgIHRvdWNoICIkU1RBVEVfRElSL3RlYXJkb3duLmRvbmUiIDI+L2Rldi9udWxsIHx8IHRydWUKICAgIGV4aXQgMApmaQpsb2cgInBvd2VyaW5nIG9mZiBpbnN0ZWFkOiBHUFUgdXNlIHN0b3BzLCB0aGUgYmlsbCBkb2VzIG5vdCB1bnRpbCB0aGUgY2xpZW50J3Mgd2F0Y2hkb2cgb3IgcHJvdmlzaW9uZXIgZ2MgZGVsZXRlcyB0aGlzIG5vZGUiCnBvd2VyX29mZgo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-deadman 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IGVuZCB0aGlzIG5vZGUgb25jZSB0aGUgY2x1c3RlcidzIGxpZmV0aW1lICg5NjAgbWluKSBpcyB1cCwgdGhyb3VnaAojIHByb3Zpc2lvbmVyLXRlYXJkb3duICh3aGljaCBkb2VzIHdoYXQgc3RvcHMgdGhlIGJpbGwgb24gdmFzdGFpKS4KIyBUaGUgZGVhZGxpbmUgaXMgZml4ZWQgb24gZmlyc3QgYm9vdCwgc28gcmVib290cyBhbmQgcmVzdGFydHMgZG8gbm90IGV4dGVuZCBpdDsgYW4gYWJzb2x1dGUgb25lCiMgKGVwb2NoIHNlY29uZHMpIGluIFBST1ZJU0lPTkVSX0RFQURMSU5FLCBzZXQgYnkgd2hvZXZlciBsYXVuY2hlZCB0aGUgbm9kZSAoYSBwb2QncyBlbnZpcm9ubWVudCwKIyB0aGUgU1NIIHJ1bm5lciksIHdpbnM6IGEgY29udGFpbmVyIHdob3NlIGRpc2sgaXMgd2lwZWQgb24gcmVzdGFydCBrZWVwcyBpdCB0b28uCnNldCAtZXUKU1RBVEVfRElSPSR7UFJPVklTSU9ORVJfU1RBVEVfRElSOi0vdmFyL2xpYi9wcm92aXNpb25lcn0KREVBRExJTkVfRklMRT0kU1RBVEVfRElSL2RlYWRsaW5lCm5vdz0kKGRhdGUgKyVzKQppZiBbWyAiJHtQUk9WSVNJT05FUl9ERUFETElORTotfSIgPX4gXlswLTldezEsMTJ9JCBdXTsgdGhlbgogICAgbWtkaXIgLXAgIiRTVEFURV9ESVIiCiAgICBlY2hvICIkUFJPVklTSU9ORVJfREVBRExJTkUiID4gIiRERUFETElORV9GSUxFIgplbGlmICEgW1sgIiQoY2F0ICIkREVBRExJTkVfRklMRSIgMj4vZGV2L251bGwpIiA9fiBeWzAtOV0rJCBdXTsgdGhlbgogICAgbWtkaXIgLXAgIiRTVEFURV9ESVIiCiAgICBlY2hvICQoKCBub3cgKyA5NjAgKiA2MCApKSA+ICIkREVBRExJTkVfRklMRSIKZmkKaWYgWyAiJG5vdyIgLWdlICIkKGNhdCAiJERFQURMSU5FX0ZJTEUiKSIgXTsgdGhlbgogICAgbG9nZ2VyIC10IHByb3Zpc2lvbmVyLWRlYWRtYW4gImxpZmV0aW1lIG9mIDk2MCBtaW4gcmVhY2hlZCIgMj4vZGV2L251bGwgfHwgdHJ1ZQogICAgZXhlYyAiJHtQUk9WSVNJT05FUl9URUFSRE9XTjotL3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLXRlYXJkb3dufSIgdHRsCmZpCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoOTYwIG1pbikgaXMgb3ZlcgpbU2VydmljZV0KVHlwZT1vbmVzaG90CkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItZGVhZG1hbgo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoOTYwIG1pbikgaXMgb3ZlciwgZXZlcnkgbWludXRlCltUaW1lcl0KT25Cb290U2VjPTFtaW4KT25Vbml0QWN0aXZlU2VjPTFtaW4KQWNjdXJhY3lTZWM9MzBzCltJbnN0YWxsXQpXYW50ZWRCeT10aW1lcnMudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /etc/rancher/k3s/config.yaml 0600 root:root <<'PROVISIONER_B64'
+d3JpdGUta3ViZWNvbmZpZy1tb2RlOiAiMDYwMCIKZGlzYWJsZToKICAtICJ0cmFlZmlrIgogIC0gInNlcnZpY2VsYiIKdG9rZW46ICJDQU5BUllrM3NUT0tFTjAxMjM0NTY3ODlhYmNkZWYiCm5vZGUtbGFiZWw6CiAgLSAia3ViZXJuZXRlcy5pby9ob3N0bmFtZT1sb3JhLWZpbmV0dW5lLTAiCiAgLSAibm9kZS5rdWJlcm5ldGVzLmlvL2luc3RhbmNlLXR5cGU9OHhfQTEwMF9TWE00IgogIC0gIm52aWRpYS5jb20vZ3B1LmNvdW50PTgiCiAgLSAibnZpZGlhLmNvbS9ncHUucHJlc2VudD10cnVlIgogIC0gIm52aWRpYS5jb20vZ3B1LnByb2R1Y3Q9TlZJRElBLUExMDAiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2NhcGFjaXR5LXR5cGU9c3BvdCIKICAtICJwcm92aXNpb25lci5kZXYvY2x1c3Rlcj1sb3JhLWZpbmV0dW5lIgogIC0gInByb3Zpc2lvbmVyLmRldi9mYWJyaWM9ZXRoZXJuZXQiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2dwdS1jb3VudD04IgogIC0gInByb3Zpc2lvbmVyLmRldi9ncHUtbW9kZWw9QTEwMCIKICAtICJwcm92aXNpb25lci5kZXYvaW5zdGFuY2UtdHlwZT04eF9BMTAwX1NYTTQiCiAgLSAicHJvdmlzaW9uZXIuZGV2L3Byb3ZpZGVyPXZhc3RhaSIKICAtICJwcm92aXNpb25lci5kZXYvcmVnaW9uPVVTIgogIC0gInByb3Zpc2lvbmVyLmRldi9yb2xlPXNlcnZlciIKICAtICJwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktYmxvY2s9dmFzdGFpLVVTIgogIC0gInByb3Zpc2lvbmVyLmRldi90b3BvbG9neS1yYWNrPWxvcmEtZmluZXR1bmUtcGxhY2VtZW50IgogIC0gInRvcG9sb2d5Lmt1YmVybmV0ZXMuaW8vcmVnaW9uPVVTIgo=
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/00-namespace.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbG9yYS1maW5ldHVuZS4gTmFtZXNwYWNlIGZvciB0cmFpbmluZyBqb2JzLgphcGlWZXJzaW9uOiB2MQpraW5kOiBOYW1lc3BhY2UKbWV0YWRhdGE6CiAgbmFtZTogInRyYWluaW5nIgogIGxhYmVsczoKICAgIHByb3Zpc2lvbmVyLmRldi9jbHVzdGVyOiAibG9yYS1maW5ldHVuZSIK
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/10-nvidia-device-plugin.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbG9yYS1maW5ldHVuZS4KIyBrM3MgcmVnaXN0ZXJzIHRoZSAibnZpZGlhIiBjb250YWluZXJkIHJ1bnRpbWUgd2hlbiBpdCBmaW5kcyBudmlkaWEtY29udGFpbmVyLXJ1bnRpbWU7CiMgdGhpcyBSdW50aW1lQ2xhc3MgbGV0cyBwb2RzICh0aGUgZGV2aWNlIHBsdWdpbiBpbmNsdWRlZCkgYXNrIGZvciBpdC4KYXBpVmVyc2lvbjogbm9kZS5rOHMuaW8vdjEKa2luZDogUnVudGltZUNsYXNzCm1ldGFkYXRhOgogIG5hbWU6ICJudmlkaWEiCmhhbmRsZXI6ICJudmlkaWEiCi0tLQphcGlWZXJzaW9uOiBhcHBzL3YxCmtpbmQ6IERhZW1vblNldAptZXRhZGF0YToKICBuYW1lOiBudmlkaWEtZGV2aWNlLXBsdWdpbgogIG5hbWVzcGFjZToga3ViZS1zeXN0ZW0KICBsYWJlbHM6CiAgICBhcHAua3ViZXJuZXRlcy5pby9uYW1lOiBudmlkaWEtZGV2aWNlLXBsdWdpbgogICAgcHJvdmlzaW9uZXIuZGV2L2NsdXN0ZXI6ICJsb3JhLWZpbmV0dW5lIgpzcGVjOgogIHNlbGVjdG9yOgogICAgbWF0Y2hMYWJlbHM6CiAgICAgIGFwcC5rdWJlcm5ldGVzLmlvL25hbWU6IG52aWRpYS1kZXZpY2UtcGx1Z2luCiAgdXBkYXRlU3RyYXRlZ3k6CiAgICB0eXBlOiBSb2xsaW5nVXBkYXRlCiAgdGVtcGxhdGU6CiAgICBtZXRhZGF0YToKICAgICAgbGFiZWxzOgogICAgICAgIGFwcC5rdWJlcm5ldGVzLmlvL25hbWU6IG52aWRpYS1kZXZpY2UtcGx1Z2luCiAgICBzcGVjOgogICAgICBydW50aW1lQ2xhc3NOYW1lOiAibnZpZGlhIgogICAgICBwcmlvcml0eUNsYXNzTmFtZTogc3lzdGVtLW5vZGUtY3JpdGljYWwKICAgICAgbm9kZVNlbGVjdG9yOgogICAgICAgICJudmlkaWEuY29tL2dwdS5wcmVzZW50IjogInRydWUiCiAgICAgIHRvbGVyYXRpb25zOgogICAgICAgIC0ga2V5OiAibnZpZGlhLmNvbS9ncHUiCiAgICAgICAgICBvcGVyYXRvcjogRXhpc3RzCiAgICAgICAgICBlZmZlY3Q6IE5vU2NoZWR1bGUKICAgICAgICAtIGtleTogQ3JpdGljYWxBZGRvbnNPbmx5CiAgICAgICAgICBvcGVyYXRvcjogRXhpc3RzCiAgICAgIGNvbnRhaW5lcnM6CiAgICAgICAgLSBuYW1lOiBudmlkaWEtZGV2aWNlLXBsdWdpbgogICAgICAgICAgaW1hZ2U6ICJudmNyLmlvL252aWRpYS9rOHMtZGV2aWNlLXBsdWdpbjp2MC4xNy4xIgogICAgICAgICAgZW52OgogICAgICAgICAgICAtIG5hbWU6IEZBSUxfT05fSU5JVF9FUlJPUgogICAgICAgICAgICAgIHZhbHVlOiAiZmFsc2UiCiAgICAgICAgICAgIC0gbmFtZTogREVWSUNFX0xJU1RfU1RSQVRFR1kKICAgICAgICAgICAgICB2YWx1ZTogZW52dmFyCiAgICAgICAgICBzZWN1cml0eUNvbnRleHQ6CiAgICAgICAgICAgIGFsbG93UHJpdmlsZWdlRXNjYWxhdGlvbjogZmFsc2UKICAgICAgICAgICAgY2FwYWJpbGl0aWVzOgogICAgICAgICAgICAgIGRyb3A6IFsiQUxMIl0KICAgICAgICAgIHJlc291cmNlczoKICAgICAgICAgICAgcmVxdWVzdHM6CiAgICAgICAgICAgICAgY3B1OiA1MG0KICAgICAgICAgICAgICBtZW1vcnk6IDY0TWkKICAgICAgICAgIHZvbHVtZU1vdW50czoKICAgICAgICAgICAgLSBuYW1lOiBkZXZpY2UtcGx1Z2luCiAgICAgICAgICAgICAgbW91bnRQYXRoOiAvdmFyL2xpYi9rdWJlbGV0L2RldmljZS1wbHVnaW5zCiAgICAgIHZvbHVtZXM6CiAgICAgICAgLSBuYW1lOiBkZXZpY2UtcGx1Z2luCiAgICAgICAgICBob3N0UGF0aDoKICAgICAgICAgICAgcGF0aDogL3Zhci9saWIva3ViZWxldC9kZXZpY2UtcGx1Z2lucwogICAgICAgICAgICB0eXBlOiBEaXJlY3RvcnkK
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/20-kueue.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbG9yYS1maW5ldHVuZS4KIyBOZWVkcyBLdWV1ZSB2MC4xNS4yIGluc3RhbGxlZCBmaXJzdCAoaXQgc2VydmVzIGt1ZXVlLngtazhzLmlvL3YxYmV0YTIpLgojIFF1b3RhID0gbm9kZXMgeCBwZXItbm9kZSBjYXBhY2l0eTogMSB4IDggR1BVcy4KYXBpVmVyc2lvbjoga3VldWUueC1rOHMuaW8vdjFiZXRhMgpraW5kOiBSZXNvdXJjZUZsYXZvcgptZXRhZGF0YToKICBuYW1lOiAiZ3B1LWExMDAiCnNwZWM6CiAgbm9kZUxhYmVsczoKICAgICJwcm92aXNpb25lci5kZXYvZ3B1LW1vZGVsIjogIkExMDAiCiAgdG9sZXJhdGlvbnM6CiAgICAtIGtleTogIm52aWRpYS5jb20vZ3B1IgogICAgICBvcGVyYXRvcjogRXhpc3RzCiAgICAgIGVmZmVjdDogTm9TY2hlZHVsZQotLS0KYXBpVmVyc2lvbjoga3VldWUueC1rOHMuaW8vdjFiZXRhMgpraW5kOiBDbHVzdGVyUXVldWUKbWV0YWRhdGE6CiAgbmFtZTogImxvcmEtZmluZXR1bmUiCnNwZWM6CiAgbmFtZXNwYWNlU2VsZWN0b3I6IHt9CiAgcXVldWVpbmdTdHJhdGVneTogQmVzdEVmZm9ydEZJRk8KICByZXNvdXJjZUdyb3VwczoKICAgICMgRXZlcnkgcmVzb3VyY2UgdGhlIHRyYWluaW5nIHBvZHMgcmVxdWVzdCBtdXN0IGJlIGNvdmVyZWQsIGZhYnJpYyBkZXZpY2VzIGluY2x1ZGVkLAogICAgIyBvciBLdWV1ZSBuZXZlciBhZG1pdHMgdGhlbSAoInJlc291cmNlIC4uLiB1bmF2YWlsYWJsZSBpbiBDbHVzdGVyUXVldWUiKS4KICAgIC0gY292ZXJlZFJlc291cmNlczogWyJjcHUiLCAibWVtb3J5IiwgIm52aWRpYS5jb20vZ3B1Il0KICAgICAgZmxhdm9yczoKICAgICAgICAtIG5hbWU6ICJncHUtYTEwMCIKICAgICAgICAgIHJlc291cmNlczoKICAgICAgICAgICAgLSBuYW1lOiBjcHUKICAgICAgICAgICAgICBub21pbmFsUXVvdGE6IDEyOAogICAgICAgICAgICAtIG5hbWU6IG1lbW9yeQogICAgICAgICAgICAgIG5vbWluYWxRdW90YTogIjEwMDBHaSIKICAgICAgICAgICAgLSBuYW1lOiBudmlkaWEuY29tL2dwdQogICAgICAgICAgICAgIG5vbWluYWxRdW90YTogOAotLS0KYXBpVmVyc2lvbjoga3VldWUueC1rOHMuaW8vdjFiZXRhMgpraW5kOiBMb2NhbFF1ZXVlCm1ldGFkYXRhOgogIG5hbWU6ICJ0cmFpbmluZyIKICBuYW1lc3BhY2U6ICJ0cmFpbmluZyIKc3BlYzoKICBjbHVzdGVyUXVldWU6ICJsb3JhLWZpbmV0dW5lIgo=
+PROVISIONER_B64
+put_file /etc/provisioner/k8s-node-labels 0644 root:root <<'PROVISIONER_B64'
+IyBLdWV1ZSB0b3BvbG9neSBsYWJlbHMgb2YgdGhlIG5vZGVzIG9mIGNsdXN0ZXIgbG9yYS1maW5ldHVuZSwgb25lIG5vZGUgYSBsaW5lOgojIG5vZGVfbGFiZWxzIE5PREUgS0VZPVZBTFVFLi4uIChldmVyeSB3b3JkIHF1b3RlZCBmb3IgdGhlIHNoZWxsKS4gU291cmNlZCBieSBwcm92aXNpb25lci1rOHMtYXBwbHksCiMgd2hpY2ggc2V0cyB0aGVtIG9uIGV2ZXJ5IHJlZ2lzdGVyZWQgbm9kZTogazNzIGFwcGxpZXMgbm9kZS1sYWJlbCBvbmx5IHdoZW4gYSBub2RlIGZpcnN0IHJlZ2lzdGVycy4Kbm9kZV9sYWJlbHMgbG9yYS1maW5ldHVuZS0wIHByb3Zpc2lvbmVyLmRldi90b3BvbG9neS1ibG9jaz12YXN0YWktVVMgcHJvdmlzaW9uZXIuZGV2L3RvcG9sb2d5LXJhY2s9bG9yYS1maW5ldHVuZS1wbGFjZW1lbnQK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-k8s-apply 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci1rOHMtYXBwbHk6IG9uY2UgdGhlIGszcyBzZXJ2ZXIgb2YgY2x1c3RlciBsb3JhLWZpbmV0dW5lIGFuc3dlcnMsIGluc3RhbGwgS3VldWUgdjAuMTUuMgojICh0aGUgcGlubmVkIHJlbGVhc2UgbWFuaWZlc3QsIHNlcnZlci1zaWRlIGFwcGx5OiBpdHMgQ1JEcyBhcmUgdG9vIGxhcmdlIGZvciBhIGNsaWVudC1zaWRlIGFwcGx5KSwKIyB3YWl0IGZvciBpdHMgY29udHJvbGxlciwgdGhlbiBhcHBseSB0aGUgY2x1c3RlcidzIGJvb3RzdHJhcCBtYW5pZmVzdHMgaW4gL2V0Yy9wcm92aXNpb25lci9rOHMgaW4KIyBzb3J0ZWQgb3JkZXIsIHRoZW4gc2V0IGV2ZXJ5IHJlZ2lzdGVyZWQgbm9kZSdzIHRvcG9sb2d5IGxhYmVscyBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvazhzLW5vZGUtbGFiZWxzLgojIElkZW1wb3RlbnQgKGFwcGx5LCBsYWJlbCAtLW92ZXJ3cml0ZSk6IGV2ZXJ5IGJvb3RzdHJhcCBydW4gcnVucyBpdCBhZ2FpbiAodGhlIFNTSCBwYXNzIHRoYXQgYnJpbmdzCiMgdGhlIHByb3ZpZGVyJ3MgdG9wb2xvZ3kgaW5jbHVkZWQpLiBFeGl0IDEgd2hlbiBhIHN0ZXAgZmFpbHMsIHNvIHRoZSBib290c3RyYXAgcmVwb3J0cyBpdC4Kc2V0IC1ldW8gcGlwZWZhaWwKZXhwb3J0IEtVQkVDT05GSUc9L2V0Yy9yYW5jaGVyL2szcy9rM3MueWFtbApNQU5JRkVTVFM9JHtQUk9WSVNJT05FUl9ST09UOi19L2V0Yy9wcm92aXNpb25lci9rOHMKTk9ERV9MQUJFTFM9JHtQUk9WSVNJT05FUl9ST09UOi19L2V0Yy9wcm92aXNpb25lci9rOHMtbm9kZS1sYWJlbHMKIyBIb3cgbG9uZyB0byB3YWl0IGZvciBldmVyeSBub2RlIHRvIHJlZ2lzdGVyIGJlZm9yZSBsYWJlbGxpbmcgdGhlIG9uZXMgdGhhdCBoYXZlICgwIHdoZW4gdGhpcwojIHJlbmRlcidzIGxhYmVscyBhcmUgdGhlIG9uZXMgZXZlcnkgbm9kZSBib290cyB3aXRoKS4KTk9ERV9XQUlUX1M9JHtQUk9WSVNJT05FUl9LOFNfTk9ERV9XQUlUX1M6LTB9CiMgVGhlIHRvcG9sb2d5IGxhYmVsIGtleXMgdGhpcyB0b29sIG93bnM6IG9uZSBhIG5vZGUgbm8gbG9uZ2VyIGhhcyBpcyByZW1vdmVkIGZyb20gaXQuClRPUE9MT0dZX0tFWVM9KHByb3Zpc2lvbmVyLmRldi90b3BvbG9neS1ibG9jayBwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktcmFjaykKa3ViZWN0bCgpIHsgazNzIGt1YmVjdGwgIiRAIjsgfQpmb3IgXyBpbiAkKHNlcSAxIDYwKTsgZG8KICAgIGt1YmVjdGwgZ2V0IC0tcmF3PS9yZWFkeXogPiAvZGV2L251bGwgMj4mMSAmJiBicmVhawogICAgc2xlZXAgNQpkb25lCmt1YmVjdGwgZ2V0IC0tcmF3PS9yZWFkeXogPiAvZGV2L251bGwKa3ViZWN0bCBhcHBseSAtLXNlcnZlci1zaWRlIC0tZm9yY2UtY29uZmxpY3RzIC1mIGh0dHBzOi8vZ2l0aHViLmNvbS9rdWJlcm5ldGVzLXNpZ3Mva3VldWUvcmVsZWFzZXMvZG93bmxvYWQvdjAuMTUuMi9tYW5pZmVzdHMueWFtbAprdWJlY3RsIC1uIGt1ZXVlLXN5c3RlbSB3YWl0IC0tZm9yPWNvbmRpdGlvbj1BdmFpbGFibGUgZGVwbG95bWVudC9rdWV1ZS1jb250cm9sbGVyLW1hbmFnZXIgLS10aW1lb3V0PTYwMHMKZm9yIG1hbmlmZXN0IGluICIkTUFOSUZFU1RTIi8qLnlhbWw7IGRvCiAgICAjIFRoZSBLdWV1ZSB3ZWJob29rIG1heSB0YWtlIGEgZmV3IHNlY29uZHMgbW9yZSB0aGFuIGl0cyBkZXBsb3ltZW50IHRvIGFuc3dlci4KICAgIGZvciBhdHRlbXB0IGluIDEgMiAzIDQgNSA2OyBkbwogICAgICAgIGt1YmVjdGwgYXBwbHkgLWYgIiRtYW5pZmVzdCIgJiYgYnJlYWsKICAgICAgICBbICIkYXR0ZW1wdCIgPSA2IF0gJiYgZXhpdCAxCiAgICAgICAgc2xlZXAgMTAKICAgIGRvbmUKZG9uZQoKIyBrM3MgYXBwbGllcyBhIG5vZGUncyBub2RlLWxhYmVsIHNldHRpbmdzIG9ubHkgd2hlbiB0aGUgbm9kZSBmaXJzdCByZWdpc3RlcnMsIHNvIGEgbm9kZSB0aGF0CiMgcmVnaXN0ZXJlZCB3aXRoIGFuIGVhcmxpZXIgcmVuZGVyJ3MgZ3Vlc3MgKGJlZm9yZSB0aGUgcHJvdmlkZXIncyB0b3BvbG9neSB3YXMga25vd24pIGtlZXBzIGl0CiMgdW5sZXNzIGl0IGlzIGxhYmVsbGVkIGhlcmUuIEEgbm9kZSB0aGF0IGhhcyBub3QgcmVnaXN0ZXJlZCBnZXRzIHRoZSBsYWJlbHMgZnJvbSBpdHMgb3duIGszcwojIGNvbmZpZyB3aGVuIGl0IGRvZXMuClJFR0lTVEVSRUQ9CnJlZ2lzdGVyZWQoKSB7ICAjIE5PREU6IGxpc3RlZCBieSB0aGUgbGFzdCBga3ViZWN0bCBnZXQgbm9kZXNgCiAgICBsb2NhbCBsaW5lCiAgICB3aGlsZSBJRlM9IHJlYWQgLXIgbGluZTsgZG8KICAgICAgICBbICIkbGluZSIgPSAibm9kZS8kMSIgXSAmJiByZXR1cm4gMAogICAgZG9uZSA8PDwgIiRSRUdJU1RFUkVEIgogICAgcmV0dXJuIDEKfQpOT0RFUz0oKQpMSVNURUQ9MApub2RlX2xhYmVscygpIHsgTk9ERVMrPSgiJDEiKTsgTElTVEVEPSQoKExJU1RFRCArIDEpKTsgfSAgIyBmaXJzdCBwYXNzOiB0aGUgbm9kZXMgdG8gd2FpdCBmb3IKLiAiJE5PREVfTEFCRUxTIgpkZWFkbGluZT0kKChTRUNPTkRTICsgTk9ERV9XQUlUX1MpKQp3aGlsZSA6OyBkbwogICAgUkVHSVNURVJFRD0kKGt1YmVjdGwgZ2V0IG5vZGVzIC1vIG5hbWUgMj4gL2Rldi9udWxsKSB8fCBSRUdJU1RFUkVEPQogICAgd2FpdGluZz0wCiAgICBmb3IgbmFtZSBpbiAiJHtOT0RFU1tAXX0iOyBkbwogICAgICAgIHJlZ2lzdGVyZWQgIiRuYW1lIiB8fCB3YWl0aW5nPSQoKHdhaXRpbmcgKyAxKSkKICAgIGRvbmUKICAgIGlmIFsgIiR3YWl0aW5nIiA9IDAgXSB8fCBbICIkU0VDT05EUyIgLWdlICIkZGVhZGxpbmUiIF07IHRoZW4KICAgICAgICBicmVhawogICAgZmkKICAgIHNsZWVwIDUKZG9uZQpMQUJFTExFRD0wCm5vZGVfbGFiZWxzKCkgeyAgIyBOT0RFIEtFWT1WQUxVRS4uLjogc2V0IG9uIE5PREUgaWYgcmVnaXN0ZXJlZDsgb3duZWQga2V5cyBub3QgZ2l2ZW4gYXJlIHJlbW92ZWQKICAgIGxvY2FsIG5hbWU9JDEga2V5IGxhYmVsCiAgICBzaGlmdAogICAgbG9jYWwgYXJncz0oIiRAIikKICAgIGZvciBrZXkgaW4gIiR7VE9QT0xPR1lfS0VZU1tAXX0iOyBkbwogICAgICAgIGZvciBsYWJlbCBpbiAiJEAiOyBkbwogICAgICAgICAgICBbICIke2xhYmVsJSU9Kn0iID0gIiRrZXkiIF0gJiYgY29udGludWUgMgogICAgICAgIGRvbmUKICAgICAgICBhcmdzKz0oIiRrZXktIikKICAgIGRvbmUKICAgIGlmIHJlZ2lzdGVyZWQgIiRuYW1lIjsgdGhlbgogICAgICAgIGt1YmVjdGwgbGFiZWwgbm9kZSAiJG5hbWUiICIke2FyZ3NbQF19IiAtLW92ZXJ3cml0ZQogICAgICAgIExBQkVMTEVEPSQoKExBQkVMTEVEICsgMSkpCiAgICBlbHNlCiAgICAgICAgZWNobyAicHJvdmlzaW9uZXItazhzLWFwcGx5OiBub2RlICRuYW1lIGhhcyBub3QgcmVnaXN0ZXJlZCBhZnRlciAke05PREVfV0FJVF9TfXM7IGl0IHJlZ2lzdGVycyB3aXRoIHRoZXNlIGxhYmVscyIKICAgIGZpCn0KLiAiJE5PREVfTEFCRUxTIgplY2hvICJwcm92aXNpb25lci1rOHMtYXBwbHk6IEt1ZXVlIHYwLjE1LjIgYW5kICQobHMgIiRNQU5JRkVTVFMiIHwgd2MgLWwpIGJvb3RzdHJhcCBtYW5pZmVzdChzKSBhcHBsaWVkOyIgXAogICAgInRvcG9sb2d5IGxhYmVscyBzZXQgb24gJExBQkVMTEVEIG9mICR7TElTVEVEfSBub2RlKHMpIgo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-k3s-node 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQZXItbm9kZSBrM3Mgc2V0dGluZ3MsIGNob3NlbiBvbmNlIHRoaXMgbm9kZSBrbm93cyBpdHMgbmFtZSAocHJvdmlzaW9uZXItaWRlbnRpdHkpLgpzZXQgLWV1Ci4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKbWtkaXIgLXAgL2V0Yy9yYW5jaGVyL2szcy9jb25maWcueWFtbC5kCnsKZWNobyAibm9kZS1uYW1lOiAkTk9ERV9OQU1FIgpjYXNlICIkTk9ERV9OQU1FIiBpbgpsb3JhLWZpbmV0dW5lLTApCiAgICA7Owplc2FjCn0gPiAvZXRjL3JhbmNoZXIvazNzL2NvbmZpZy55YW1sLmQvMTAtbm9kZS55YW1sCg==
+PROVISIONER_B64
+if begin_step 00-packages 0; then
+    if install_packages curl mdadm nfs-common nftables; then end_step 00-packages; else
+        log "step 00-packages: FAILED; nothing else can run"
+        exit 1
+    fi
+fi
+if begin_step provisioner-identity-863909b7e3 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step provisioner-identity-863909b7e3; else fail_step provisioner-identity-863909b7e3 $? 0; fi
+fi
+if begin_step provisioner-deadman-0f58c36ad9 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step provisioner-deadman-0f58c36ad9; else fail_step provisioner-deadman-0f58c36ad9 $? 0; fi
+fi
+if begin_step systemctl-bbbd4129e8 1; then
+    if systemctl daemon-reload; then end_step systemctl-bbbd4129e8; else fail_step systemctl-bbbd4129e8 $? 0; fi
+fi
+if begin_step systemctl-c2a3636de1 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step systemctl-c2a3636de1; else fail_step systemctl-c2a3636de1 $? 0; fi
+fi
+if begin_step systemctl-41e59a2f08 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step systemctl-41e59a2f08; else fail_step systemctl-41e59a2f08 $? 0; fi
+fi
+if begin_step systemctl-e08346142a 1; then
+    if systemctl enable --now provisioner-firewall.path; then end_step systemctl-e08346142a; else fail_step systemctl-e08346142a $? 0; fi
+fi
+if begin_step systemctl-a20b2fe189 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step systemctl-a20b2fe189; else fail_step systemctl-a20b2fe189 $? 0; fi
+fi
+if begin_step provisioner-gpu-check-57a8c61b4f 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step provisioner-gpu-check-57a8c61b4f; else fail_step provisioner-gpu-check-57a8c61b4f $? 1; fi
+fi
+if begin_step provisioner-k3s-node-f2fd3759f8 0; then
+    if /usr/local/sbin/provisioner-k3s-node; then end_step provisioner-k3s-node-f2fd3759f8; else fail_step provisioner-k3s-node-f2fd3759f8 $? 0; fi
+fi
+if begin_step sh-3c1fbde307 0; then
+    if sh -c 'curl -sfL https://raw.githubusercontent.com/k3s-io/k3s/v1.33.3%2Bk3s1/install.sh | INSTALL_K3S_VERSION=v1.33.3+k3s1 INSTALL_K3S_EXEC=server sh -'; then end_step sh-3c1fbde307; else fail_step sh-3c1fbde307 $? 0; fi
+fi
+if begin_step provisioner-k8s-apply-f855ba1021 1; then
+    if /usr/local/sbin/provisioner-k8s-apply; then end_step provisioner-k8s-apply-f855ba1021; else fail_step provisioner-k8s-apply-f855ba1021 $? 0; fi
+fi
+if begin_step systemctl-c60a340166 1; then
+    if systemctl enable --now provisioner-health.service; then end_step systemctl-c60a340166; else fail_step systemctl-c60a340166 $? 0; fi
+fi
+if [ "$FAILED" = 0 ]; then
+    log 'provisioner: head node of lora-finetune bootstrapped'
+else
+    log "some steps failed; see above"
+fi
+if [ $$ = 1 ]; then
+    log "staying in the foreground as the container's init"
+    trap 'exit 0' TERM INT
+    while :; do sleep 3600 & wait $! || true; done
+fi
+exit "$FAILED"

@@ -1,0 +1,321 @@
+#!/bin/bash
+# provisioner bootstrap: head node(s) of cluster llm-pretrain (1x_RTX4090 on vastai).
+# The same bootstrap as cloud-init/head.yaml, for nodes where cloud-init does not run: a
+# container pod's entrypoint (no systemd: daemons are started directly) or a VM reached over SSH.
+# Idempotent and resumable: a step that succeeded is not run again; run it again after a failure.
+# Set PROVISIONER_NODE_NAME to this node's name (llm-pretrain-<i>) where the hostname is not it.
+# Holds cluster secrets: keep it 0600 and delete it from anywhere it was copied once it has run.
+set -euo pipefail
+umask 022
+STATE=/var/lib/provisioner/bootstrap
+mkdir -p "$STATE" /var/log/provisioner /run/provisioner
+chmod 0700 "$STATE"
+exec > >(tee -a /var/log/provisioner/bootstrap.log) 2>&1
+log() { echo "provisioner-bootstrap: $*"; }
+if command -v flock >/dev/null; then
+    exec 9>/run/provisioner/bootstrap.lock
+    flock -n 9 || { log "another bootstrap is running"; exit 75; }
+fi
+HAVE_SYSTEMD=0
+[ -d /run/systemd/system ] && HAVE_SYSTEMD=1
+FAILED=0
+
+put_file() {  # PATH MODE OWNER, base64 content on stdin; replaced atomically
+    local path=$1 mode=$2 owner=$3 tmp
+    mkdir -p "$(dirname "$path")"
+    tmp=$(mktemp "$path.XXXXXX")
+    chmod 0600 "$tmp"
+    base64 -d > "$tmp"
+    chown "$owner" "$tmp"
+    chmod "$mode" "$tmp"
+    mv -f "$tmp" "$path"
+}
+
+authorize() {  # USER KEY...
+    local user=$1 home key
+    shift
+    home=$(getent passwd "$user" | cut -d: -f6)
+    mkdir -p "$home/.ssh"
+    touch "$home/.ssh/authorized_keys"
+    for key in "$@"; do
+        grep -qxF "$key" "$home/.ssh/authorized_keys" || echo "$key" >> "$home/.ssh/authorized_keys"
+    done
+    chmod 0700 "$home/.ssh"
+    chmod 0600 "$home/.ssh/authorized_keys"
+    chown -R "$user:$(id -gn "$user")" "$home/.ssh"
+}
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ -z "${missing[*]:-}" ] && return 0
+    log "installing ${missing[*]}"
+    command -v apt-get >/dev/null || { log "no apt-get to install ${missing[*]}"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+node_name() {
+    if [ -f /etc/provisioner/identity.env ]; then
+        (. /etc/provisioner/identity.env && echo "$NODE_NAME")
+    else
+        echo "${PROVISIONER_NODE_NAME:-$(hostname -s)}"
+    fi
+}
+
+pid_file() {
+    case $1 in
+        munge) echo /run/munge/munged.pid ;;
+        slurmctld | slurmd | slurmdbd) echo "/run/$1.pid" ;;
+        *) echo "/run/provisioner/$1.pid" ;;
+    esac
+}
+
+svc_running() {
+    local pid
+    [ -f "/run/provisioner/$1.done" ] && return 0
+    pid=$(cat "$(pid_file "$1")" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+svc_start() {  # start UNIT without systemd, unless it is running already
+    local unit=${1%.service} exec_start
+    svc_running "$unit" && return 0
+    case $unit in
+        munge)
+            install -d -o munge -g munge -m 0755 /run/munge
+            runuser -u munge -- /usr/sbin/munged ;;
+        slurmctld) /usr/sbin/slurmctld ;;
+        slurmd) /usr/sbin/slurmd -N "$(node_name)" ;;
+        slurmdbd) /usr/sbin/slurmdbd ;;
+        k3s | k3s-agent)
+            setsid nohup k3s "$([ "$unit" = k3s ] && echo server || echo agent)" \
+                >> /var/log/provisioner/k3s.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-health)
+            # The health watch (a long-running service): restarted after a crash, as systemd's Restart=always.
+            setsid bash -c 'while :; do "$0"; sleep 10; done' /usr/local/sbin/provisioner-health \
+                >> /var/log/provisioner/health.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-*.timer)
+            # The lifetime timers (deadman, idle) as a loop: provisioner-teardown deletes this node
+            # through the provider's API where it can, else stops PID 1 (the container) itself.
+            setsid bash -c 'while sleep 60; do "$0" || true; done' "/usr/local/sbin/${unit%.timer}" \
+                >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        provisioner-*.path)
+            # A path unit as a loop: run its service again whenever the watched file changes.
+            local watched service
+            watched=$(sed -n 's/^PathChanged=//p' "/etc/systemd/system/$unit")
+            service=$(sed -n 's/^Unit=//p' "/etc/systemd/system/$unit")
+            exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$service")
+            setsid bash -c 'last=$(cksum < "$0" 2>/dev/null || true)
+                while sleep 30; do
+                    now=$(cksum < "$0" 2>/dev/null || true)
+                    if [ "$now" != "$last" ]; then "$1" && last=$now; fi
+                done' "$watched" "$exec_start" >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
+            echo $! > "$(pid_file "$unit")" ;;
+        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        *)
+            if [ -f "/etc/systemd/system/$unit.service" ]; then
+                exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
+                $exec_start  # our own oneshot units: a plain command line
+                # As systemd does: a oneshot that RemainAfterExit stays "active"; others run on every start.
+                if grep -qx 'RemainAfterExit=yes' "/etc/systemd/system/$unit.service"; then
+                    touch "/run/provisioner/$unit.done"
+                fi
+            elif [ -x "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" ]; then
+                "/etc/init.d/${unit/nfs-server/nfs-kernel-server}" start
+            else
+                log "cannot start $unit without systemd"
+                return 1
+            fi ;;
+    esac
+} 9>&-  # the daemons it starts must not hold the bootstrap lock (fd 9), or no later run gets it
+
+svc_stop() {
+    local unit=${1%.service} pid i
+    rm -f "/run/provisioner/$unit.done"
+    pid=$(cat "$(pid_file "$unit")" 2>/dev/null) || return 0
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
+}
+
+systemctl() {  # systemd when it runs; otherwise start the daemons directly
+    if [ "$HAVE_SYSTEMD" = 1 ]; then
+        command systemctl "$@"
+        return
+    fi
+    local action=$1 now=0 unit units=()
+    shift
+    for unit in "$@"; do
+        case $unit in --now) now=1 ;; -*) ;; *) units+=("$unit") ;; esac
+    done
+    for unit in "${units[@]}"; do
+        case $action in
+            enable) if [ "$now" = 1 ]; then svc_start "$unit" || return; fi ;;
+            start) svc_start "$unit" || return ;;
+            restart) svc_stop "$unit"; svc_start "$unit" || return ;;
+            stop) svc_stop "$unit" ;;
+            is-active) svc_running "${unit%.service}" || return ;;
+            *) log "systemctl $action $unit: ignored without systemd" ;;
+        esac
+    done
+}
+
+begin_step() {  # ID ALWAYS: false when the step already succeeded on an earlier run
+    if [ "$2" = 0 ] && [ -e "$STATE/$1.done" ]; then
+        log "step $1: done earlier"
+        return 1
+    fi
+    log "step $1"
+}
+end_step() { touch "$STATE/$1.done"; }
+fail_step() {  # ID STATUS WARN_ONLY
+    if [ "$3" = 1 ]; then
+        log "step $1: WARN exit $2 (left to node validation)"
+        touch "$STATE/$1.done"
+    else
+        log "step $1: FAILED exit $2 (run the bootstrap again to retry)"
+        FAILED=1
+    fi
+}
+
+log 'head node of llm-pretrain,' "systemd: $HAVE_SYSTEMD"
+if ! id -u ml >/dev/null 2>&1; then
+    useradd -m -u 2000 -s /bin/bash ml
+fi
+for group in $(echo sudo | tr , ' '); do
+    getent group "$group" >/dev/null && usermod -aG "$group" ml
+done
+if [ -d /etc/sudoers.d ]; then
+    echo 'ml ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/90-provisioner-ml
+    chmod 0440 /etc/sudoers.d/90-provisioner-ml
+fi
+authorize ml 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example'
+authorize root 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITestKey test@example'
+put_file /etc/provisioner/firewall.nft 0644 root:root <<'PROVISIONER_B64'
+IyEvdXNyL3NiaW4vbmZ0IC1mCiMgTm9kZSBmaXJld2FsbCBmb3IgY2x1c3RlciBsbG0tcHJldHJhaW4sIGNsb3NlZCBieSBkZWZhdWx0IChwb2xpY3kgZHJvcCk6IFNTSCBvbmx5IGZyb20KIyBhY2Nlc3MuYWxsb3dlZF9jaWRycyBhbmQgdGhlIGNsdXN0ZXIncyBvd24gbm9kZXM7IGV2ZXJ5dGhpbmcgZWxzZSAoU2x1cm0sIGszcywgTkZTLCBOQ0NMLCBzcnVuJ3MKIyBzdGVwIEkvTykgb25seSBmcm9tIHRoZSBjbHVzdGVyJ3Mgb3duIG5vZGVzIGFuZCBrM3MncyBwb2QgYW5kIHNlcnZpY2UgbmV0d29ya3M7IHBsdXMgbG9vcGJhY2ssIHJlcGxpZXMsCiMgSUNNUCBhbmQgREhDUC4gTm8gcG9ydCBpcyBvcGVuIHRvIHRoZSBJbnRlcm5ldCBidXQgMjIgdG8gYWxsb3dlZF9jaWRycyAoazNzJ3MgVHJhZWZpayBhbmQKIyBTZXJ2aWNlTEIgYXJlIG5vdCBpbnN0YWxsZWQgdW5sZXNzIGFza2VkKS4gT25seSByb290IG1heSByZWFjaCB0aGUgaW5zdGFuY2UgbWV0YWRhdGEgYWRkcmVzcwojIDE2OS4yNTQuMTY5LjI1NCAvIGZkMDA6ZWMyOjoyNTQgKHVzZXIgZGF0YSwgY3JlZGVudGlhbHMpOiBqb2JzIGFuZCBwb2RzIGFyZSBkcm9wcGVkIHRoZXJlLgojIFRoZSBub2RlIGFkZHJlc3NlcyBhcmUgYWRkZWQgYXQgYm9vdCBieSBwcm92aXNpb25lci1maXJld2FsbCBmcm9tIC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMgKHRoZQojIGNsdXN0ZXIgc2V0cyBiZWxvdyBob2xkIG9ubHkgd2hhdCBpcyBrbm93biBiZWZvcmUgYm9vdCkuIExvYWRpbmcgdGhpcyBmaWxlIGFnYWluIHJlcGxhY2VzIHRoZQojIHRhYmxlIGF0b21pY2FsbHkgKGlkZW1wb3RlbnQpLgp0YWJsZSBpbmV0IHByb3Zpc2lvbmVyCmRlbGV0ZSB0YWJsZSBpbmV0IHByb3Zpc2lvbmVyCnRhYmxlIGluZXQgcHJvdmlzaW9uZXIgewogICAgc2V0IHNzaF92NCB7CiAgICAgICAgdHlwZSBpcHY0X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgc2V0IHNzaF92NiB7CiAgICAgICAgdHlwZSBpcHY2X2FkZHIKICAgICAgICBmbGFncyBpbnRlcnZhbAogICAgfQogICAgc2V0IGNsdXN0ZXJfdjQgewogICAgICAgIHR5cGUgaXB2NF9hZGRyCiAgICAgICAgZmxhZ3MgaW50ZXJ2YWwKICAgICAgICBlbGVtZW50cyA9IHsgMTAuNDIuMC4wLzE1IH0KICAgIH0KICAgIHNldCBjbHVzdGVyX3Y2IHsKICAgICAgICB0eXBlIGlwdjZfYWRkcgogICAgICAgIGZsYWdzIGludGVydmFsCiAgICB9CiAgICBjaGFpbiBpbnB1dCB7CiAgICAgICAgdHlwZSBmaWx0ZXIgaG9vayBpbnB1dCBwcmlvcml0eSBmaWx0ZXI7IHBvbGljeSBkcm9wOwogICAgICAgIGlpZiAibG8iIGFjY2VwdAogICAgICAgIGN0IHN0YXRlIGVzdGFibGlzaGVkLHJlbGF0ZWQgYWNjZXB0CiAgICAgICAgY3Qgc3RhdGUgaW52YWxpZCBkcm9wCiAgICAgICAgbWV0YSBsNHByb3RvIHsgaWNtcCwgaXB2Ni1pY21wIH0gYWNjZXB0CiAgICAgICAgdWRwIHNwb3J0IDY3IHVkcCBkcG9ydCA2OCBhY2NlcHQKICAgICAgICB1ZHAgc3BvcnQgNTQ3IHVkcCBkcG9ydCA1NDYgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwIHNhZGRyIEBzc2hfdjQgYWNjZXB0CiAgICAgICAgdGNwIGRwb3J0IDIyIGlwNiBzYWRkciBAc3NoX3Y2IGFjY2VwdAogICAgICAgIGlwIHNhZGRyIEBjbHVzdGVyX3Y0IGFjY2VwdAogICAgICAgIGlwNiBzYWRkciBAY2x1c3Rlcl92NiBhY2NlcHQKICAgICAgICBjb3VudGVyIGRyb3AKICAgIH0KICAgIGNoYWluIG91dHB1dCB7CiAgICAgICAgdHlwZSBmaWx0ZXIgaG9vayBvdXRwdXQgcHJpb3JpdHkgZmlsdGVyOyBwb2xpY3kgYWNjZXB0OwogICAgICAgIGlwIGRhZGRyIDE2OS4yNTQuMTY5LjI1NCBtZXRhIHNrdWlkICE9IDAgY291bnRlciBkcm9wCiAgICAgICAgaXA2IGRhZGRyIGZkMDA6ZWMyOjoyNTQgbWV0YSBza3VpZCAhPSAwIGNvdW50ZXIgZHJvcAogICAgfQogICAgY2hhaW4gZm9yd2FyZCB7CiAgICAgICAgdHlwZSBmaWx0ZXIgaG9vayBmb3J3YXJkIHByaW9yaXR5IGZpbHRlcjsgcG9saWN5IGFjY2VwdDsKICAgICAgICBpcCBkYWRkciAxNjkuMjU0LjE2OS4yNTQgY291bnRlciBkcm9wCiAgICAgICAgaXA2IGRhZGRyIGZkMDA6ZWMyOjoyNTQgY291bnRlciBkcm9wCiAgICB9Cn0K
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-firewall 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci1maXJld2FsbDogYXBwbHkgdGhlIG5vZGUgbGlzdCBvZiBjbHVzdGVyIGxsbS1wcmV0cmFpbiAoL2V0Yy9wcm92aXNpb25lci9ob3N0cywgIklQIE5BTUUiIGxpbmVzKS4KIyAtIHRoZSBub2RlIGZpcmV3YWxsOiAvZXRjL3Byb3Zpc2lvbmVyL2ZpcmV3YWxsLm5mdCBwbHVzIGV2ZXJ5IG5vZGUgYWRkcmVzcyBpbiB0aGUgY2x1c3RlciBzZXRzLCBvbmUgbmZ0IHRyYW5zYWN0aW9uOwojIC0gdGhlIG5vZGUgbmFtZXMgaW4gL2V0Yy9ob3N0cyAob25lIG1hcmtlZCBibG9jaywgcmVwbGFjZWQpLgojIFVudGlsIHRoZSBsaXN0IGV4aXN0cyB0aGUgY2x1c3RlciBzZXRzIGhvbGQgbm90aGluZyAoZGFlbW9ucyBhbnN3ZXIgdGhpcyBub2RlIG9ubHkpLgojIElkZW1wb3RlbnQ7IHJ1biBhZ2FpbiB3aGVuZXZlciB0aGUgbGlzdCBjaGFuZ2VzIChwcm92aXNpb25lci1maXJld2FsbC5wYXRoKS4gT25seSBhZGRyZXNzLXNoYXBlZAojIHdvcmRzIGZyb20gdGhlIGxpc3QgYXJlIHVzZWQuIFByZWZpeCBldmVyeSBwYXRoIHdpdGggJFBST1ZJU0lPTkVSX1JPT1QgKHRlc3RzKS4Kc2V0IC1ldW8gcGlwZWZhaWwKUk9PVD0ke1BST1ZJU0lPTkVSX1JPT1Q6LX0KSE9TVFM9JFJPT1QvZXRjL3Byb3Zpc2lvbmVyL2hvc3RzCnY0PSgpIHY2PSgpIG5hbWVzPSgpCmlmIFsgLXIgIiRIT1NUUyIgXTsgdGhlbgogICAgd2hpbGUgcmVhZCAtciBhZGRyIG5hbWUgXzsgZG8KICAgICAgICBjYXNlICRhZGRyIGluICcnIHwgJyMnKikgY29udGludWUgOzsgZXNhYwogICAgICAgIGlmIFtbICRhZGRyID1+IF5bMC05XXsxLDN9KFwuWzAtOV17MSwzfSl7M30kIF1dOyB0aGVuCiAgICAgICAgICAgIHY0Kz0oIiRhZGRyIikKICAgICAgICBlbGlmIFtbICRhZGRyID1+IF5bMC05QS1GYS1mOi5dezIsNDV9JCAmJiAkYWRkciA9PSAqOiogXV07IHRoZW4KICAgICAgICAgICAgdjYrPSgiJGFkZHIiKQogICAgICAgIGVsc2UKICAgICAgICAgICAgZWNobyAicHJvdmlzaW9uZXItZmlyZXdhbGw6IGlnbm9yaW5nIGEgbGluZSBvZiAkSE9TVFMgd2hvc2UgZmlyc3Qgd29yZCBpcyBub3QgYW4gSVAgYWRkcmVzcyIgPiYyCiAgICAgICAgICAgIGNvbnRpbnVlCiAgICAgICAgZmkKICAgICAgICBpZiBbWyAke25hbWU6LX0gPX4gXltBLVphLXowLTldW0EtWmEtejAtOS4tXXswLDYyfSQgXV07IHRoZW4gbmFtZXMrPSgiJGFkZHIgJG5hbWUiKTsgZmkKICAgIGRvbmUgPCAiJEhPU1RTIgplbHNlCiAgICBlY2hvICJwcm92aXNpb25lci1maXJld2FsbDogbm8gJEhPU1RTIHlldDsgY2x1c3RlciBkYWVtb25zIGFuc3dlciB0aGlzIG5vZGUgb25seSB1bnRpbCBpdCBhcHBlYXJzIiA+JjIKZmkKam9pbigpIHsgbG9jYWwgSUZTPSw7IGVjaG8gIiQqIjsgfQpzdGF0dXM9MAppZiAhIG91dD0kKHsKICAgIGNhdCAiJFJPT1QvZXRjL3Byb3Zpc2lvbmVyL2ZpcmV3YWxsLm5mdCIKICAgIGlmIFsgLW4gIiR7djRbKl06LX0iIF07IHRoZW4gZWNobyAiYWRkIGVsZW1lbnQgaW5ldCBwcm92aXNpb25lciBjbHVzdGVyX3Y0IHsgJChqb2luICIke3Y0W0BdfSIpIH0iOyBmaQogICAgaWYgWyAtbiAiJHt2NlsqXTotfSIgXTsgdGhlbiBlY2hvICJhZGQgZWxlbWVudCBpbmV0IHByb3Zpc2lvbmVyIGNsdXN0ZXJfdjYgeyAkKGpvaW4gIiR7djZbQF19IikgfSI7IGZpCn0gfCBuZnQgLWYgLSAyPiYxKTsgdGhlbgogICAgaWYgW1sgJG91dCA9PSAqIk9wZXJhdGlvbiBub3QgcGVybWl0dGVkIiogXV07IHRoZW4KICAgICAgICAjIEEgY29udGFpbmVyIHdpdGhvdXQgQ0FQX05FVF9BRE1JTiAoUnVuUG9kLCBWYXN0LmFpIHBvZHMpOiBubyBub2RlIGZpcmV3YWxsIGlzIHBvc3NpYmxlIHRoZXJlOwogICAgICAgICMgdGhlIHByb3ZpZGVyJ3MgcG9ydCBtYXBwaW5nIGlzIHRoZSBvbmx5IGJvdW5kYXJ5LiBTYWlkIGxvdWRseTsgdGhlIHJlc3Qgc3RpbGwgYXBwbGllcy4KICAgICAgICBlY2hvICJwcm92aXNpb25lci1maXJld2FsbDogV0FSTklORyBjYW5ub3QgbG9hZCBuZnRhYmxlcyBoZXJlIChubyBDQVBfTkVUX0FETUlOKTogb25seSB0aGUgcHJvdmlkZXIncyBvd24gZmlyZXdhbGwgb3IgcG9ydCBtYXBwaW5nIHByb3RlY3RzIHRoaXMgbm9kZSIgPiYyCiAgICBlbHNlCiAgICAgICAgZWNobyAicHJvdmlzaW9uZXItZmlyZXdhbGw6IEZBSUxFRCB0byBsb2FkIHRoZSBub2RlIGZpcmV3YWxsOiAkb3V0IiA+JjIKICAgICAgICBzdGF0dXM9MQogICAgZmkKZmkKaWYgWyAtbiAiJHtuYW1lc1sqXTotfSIgXTsgdGhlbgogICAgZXRjX2hvc3RzPSRST09UL2V0Yy9ob3N0cwogICAgewogICAgICAgIHNlZCAnL14jIHByb3Zpc2lvbmVyIGhvc3RzIGJlZ2luJC8sL14jIHByb3Zpc2lvbmVyIGhvc3RzIGVuZCQvZCcgIiRldGNfaG9zdHMiIDI+IC9kZXYvbnVsbCB8fCB0cnVlCiAgICAgICAgZWNobyAnIyBwcm92aXNpb25lciBob3N0cyBiZWdpbicKICAgICAgICBwcmludGYgJyVzXG4nICIke25hbWVzW0BdfSIKICAgICAgICBlY2hvICcjIHByb3Zpc2lvbmVyIGhvc3RzIGVuZCcKICAgIH0gPiAiJGV0Y19ob3N0cy5wcm92aXNpb25lciIKICAgIGNhdCAiJGV0Y19ob3N0cy5wcm92aXNpb25lciIgPiAiJGV0Y19ob3N0cyIgICMgaW4gcGxhY2U6IGEgY29udGFpbmVyJ3MgL2V0Yy9ob3N0cyBpcyBhIGJpbmQgbW91bnQKICAgIHJtIC1mICIkZXRjX2hvc3RzLnByb3Zpc2lvbmVyIgpmaQplY2hvICJwcm92aXNpb25lci1maXJld2FsbDogbm9kZSBhZGRyZXNzZXMgYXBwbGllZDogJHt2NFsqXTotfSAke3Y2WypdOi19IgpleGl0ICIkc3RhdHVzIgo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgZmlyZXdhbGwsIE5GUyBleHBvcnRzIGFuZCBub2RlIG5hbWVzIG9mIHRoZSBjbHVzdGVyIGZyb20gL2V0Yy9wcm92aXNpb25lci9ob3N0cwpXYW50cz1uZXR3b3JrLXByZS50YXJnZXQKQmVmb3JlPW5ldHdvcmstcHJlLnRhcmdldCBzc2guc2VydmljZSBzbHVybWQuc2VydmljZSBzbHVybWN0bGQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApFeGVjU3RhcnQ9L3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLWZpcmV3YWxsCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-firewall.path 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFwcGx5IHRoZSBjbHVzdGVyJ3Mgbm9kZSBsaXN0IGFnYWluIHdoZW5ldmVyIC9ldGMvcHJvdmlzaW9uZXIvaG9zdHMgY2hhbmdlcwpbUGF0aF0KUGF0aENoYW5nZWQ9L2V0Yy9wcm92aXNpb25lci9ob3N0cwpVbml0PXByb3Zpc2lvbmVyLWZpcmV3YWxsLnNlcnZpY2UKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-identity 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBXb3JrIG91dCB3aGljaCBub2RlIG9mIGNsdXN0ZXIgbGxtLXByZXRyYWluIHRoaXMgbWFjaGluZSBpcywgZnJvbSB0aGUgcHJvdmlkZXIncyBtZXRhZGF0YQojICh0aGUgaW5zdGFuY2UgbmFtZSB0aGUgc3RhY2sgZ2F2ZSBpdCksIHNldCB0aGUgaG9zdG5hbWUgdG8gaXQgYW5kIHJlY29yZCBpdCBpbgojIC9ldGMvcHJvdmlzaW9uZXIvaWRlbnRpdHkuZW52LiBQUk9WSVNJT05FUl9OT0RFX05BTUUgKHNldCBieSB0aGUgc3RhY2sgd2hlcmUgdGhlIHByb3ZpZGVyIGhhcwojIG5vIGluc3RhbmNlLW5hbWUgbWV0YWRhdGEsIGUuZy4gYSBjb250YWluZXIgcG9kJ3MgZW52aXJvbm1lbnQpIHdpbnM7IGZhbGxzIGJhY2sgdG8gdGhlIGN1cnJlbnQKIyBzaG9ydCBob3N0bmFtZS4Kc2V0IC11ClBSRUZJWD1sbG0tcHJldHJhaW4tClJPT1Q9JHtQUk9WSVNJT05FUl9ST09UOi19CmlzX25vZGUoKSB7IFtbICIkMSIgPT0gIiRQUkVGSVgiKiAmJiAiJHsxIyIkUFJFRklYIn0iID1+IF5bMC05XSskIF1dOyB9CiMgQWRhcHRlcnMgbWF5IG5hbWUgdGhlIGluc3RhbmNlICI8Y2x1c3Rlcj4tPG5vZGU+IiAoZS5nLiBsbG0tcHJldHJhaW4tbGxtLXByZXRyYWluLTApOiBrZWVwIHRoZSBub2RlLgpub2RlX29mKCkgeyBsb2NhbCB0YWlsPSR7MSMjKiIkUFJFRklYIn07IFtbICIkMSIgPT0gKiIkUFJFRklYIiogJiYgJHRhaWwgPX4gXlswLTldKyQgXV0gJiYgZWNobyAiJFBSRUZJWCR0YWlsIjsgfQpuYW1lPSIke1BST1ZJU0lPTkVSX05PREVfTkFNRTotfSIKbmFtZT0kKG5vZGVfb2YgIiRuYW1lIiB8fCB0cnVlKQppZiAhIGlzX25vZGUgIiRuYW1lIjsgdGhlbgogICAgbmFtZT0kKG5vZGVfb2YgIiQoaG9zdG5hbWUgLXMpIiB8fCB0cnVlKQpmaQppZiAhIGlzX25vZGUgIiRuYW1lIjsgdGhlbgogICAgZWNobyAicHJvdmlzaW9uZXItaWRlbnRpdHk6IGNhbm5vdCB0ZWxsIHdoaWNoIG5vZGUgdGhpcyBpcyAoZ290ICcke1BST1ZJU0lPTkVSX05PREVfTkFNRTotfScgLyAnJChob3N0bmFtZSAtcyknKSIgPiYyCiAgICBleGl0IDEKZmkKaG9zdG5hbWVjdGwgc2V0LWhvc3RuYW1lICIkbmFtZSIgMj4vZGV2L251bGwgfHwgaG9zdG5hbWUgIiRuYW1lIgpyb2xlPXdvcmtlcgpbICIkbmFtZSIgPSBsbG0tcHJldHJhaW4tMCBdICYmIHJvbGU9aGVhZApta2RpciAtcCAiJFJPT1QvZXRjL3Byb3Zpc2lvbmVyIgpwcmludGYgJ05PREVfTkFNRT0lc1xuTk9ERV9ST0xFPSVzXG5IRUFEX05PREU9JXNcbicgIiRuYW1lIiAiJHJvbGUiIGxsbS1wcmV0cmFpbi0wID4gIiRST09UL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYiCiMgVGhlIG90aGVyIG5vZGVzJyBuYW1lcyAoL2V0Yy9wcm92aXNpb25lci9ob3N0cykgcmVhY2ggL2V0Yy9ob3N0cyB0aHJvdWdoIHByb3Zpc2lvbmVyLWZpcmV3YWxsLgplY2hvICJwcm92aXNpb25lci1pZGVudGl0eTogJG5hbWUgKCRyb2xlKSIK
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-nvme-raid 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBBc3NlbWJsZSBldmVyeSBsb2NhbCBOVk1lIGRhdGEgZGlzayBpbnRvIG9uZSBmaWxlc3lzdGVtIGF0IC9tbnQvY2hlY2twb2ludHMuCiMgICAwIGRpc2tzOiBhIGRpcmVjdG9yeSBvbiB0aGUgcm9vdCBkaXNrICh3aXRoIGEgd2FybmluZyk7IDEgZGlzazogZm9ybWF0dGVkIGRpcmVjdGx5OwojICAgTiBkaXNrczogbWRhZG0gUkFJRDAgKC9kZXYvbWQvY2hlY2twb2ludHMpLiBJZGVtcG90ZW50OiBhbiBleGlzdGluZyBtb3VudCBvciBhcnJheSBpcyByZXVzZWQuCiMgVGVzdCBob29rcyAodXNlZCBieSB0aGUgdW5pdCB0ZXN0cywgaGFybWxlc3MgaW4gcHJvZHVjdGlvbik6CiMgICBQUk9WSVNJT05FUl9OVk1FX0RFVklDRVMgIHNwYWNlLXNlcGFyYXRlZCBjYW5kaWRhdGUgZGlza3MgaW5zdGVhZCBvZiBsc2JsayBkaXNjb3ZlcnkKIyAgIFBST1ZJU0lPTkVSX1JPT1RfRElTSyAgICAgdGhlIHJvb3QgZGlzayBpbnN0ZWFkIG9mIGFza2luZyBmaW5kbW50L2xzYmxrCiMgICBQUk9WSVNJT05FUl9EUllfUlVOPTEgICAgIHByaW50IHRoZSBjb21tYW5kcyBpbnN0ZWFkIG9mIHJ1bm5pbmcgdGhlbQpzZXQgLWV1byBwaXBlZmFpbApNT1VOVF9QT0lOVD0ke1BST1ZJU0lPTkVSX01PVU5UX1BPSU5UOi19ClsgLW4gIiRNT1VOVF9QT0lOVCIgXSB8fCBNT1VOVF9QT0lOVD0vbW50L2NoZWNrcG9pbnRzCk1EX0RFVklDRT0vZGV2L21kL2NoZWNrcG9pbnRzCgpydW4oKSB7CiAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiA9IDEgXTsgdGhlbiBlY2hvICIrICQqIjsgZWxzZSAiJEAiOyBmaQp9Cgpyb290X2Rpc2soKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX1JPT1RfRElTSzotfSIgXTsgdGhlbiBlY2hvICIkUFJPVklTSU9ORVJfUk9PVF9ESVNLIjsgcmV0dXJuOyBmaQogICAgbG9jYWwgc3JjIHBhcmVudAogICAgc3JjPSQoZmluZG1udCAtbm8gU09VUkNFIC8gfHwgdHJ1ZSkKICAgIHBhcmVudD0kKGxzYmxrIC1ubyBQS05BTUUgIiRzcmMiIDI+L2Rldi9udWxsIHwgaGVhZCAtbiAxIHx8IHRydWUpCiAgICBpZiBbIC1uICIkcGFyZW50IiBdOyB0aGVuIGVjaG8gIi9kZXYvJHBhcmVudCI7IGVsc2UgZWNobyAiJHNyYyI7IGZpCn0KCmNhbmRpZGF0ZXMoKSB7CiAgICBpZiBbIC1uICIke1BST1ZJU0lPTkVSX05WTUVfREVWSUNFUytzZXR9IiBdOyB0aGVuCiAgICAgICAgZm9yIGRldiBpbiAkUFJPVklTSU9ORVJfTlZNRV9ERVZJQ0VTOyBkbyBlY2hvICIkZGV2IjsgZG9uZQogICAgICAgIHJldHVybgogICAgZmkKICAgICMgV2hvbGUgTlZNZSBkaXNrcyB3aXRoIG5vIHBhcnRpdGlvbnMgYW5kIG5vIGZpbGVzeXN0ZW0gbW91bnRlZCBmcm9tIHRoZW0uCiAgICBsc2JsayAtZHBubyBOQU1FLFRZUEUgfCBhd2sgJyQyID09ICJkaXNrIiAmJiAkMSB+IC9cL252bWVbMC05XStuWzAtOV0rJC8ge3ByaW50ICQxfScgfCB3aGlsZSByZWFkIC1yIGRldjsgZG8KICAgICAgICBpZiBbICIkKGxzYmxrIC1ubyBOQU1FICIkZGV2IiB8IHdjIC1sKSIgLWVxIDEgXSAmJiBbIC16ICIkKGxzYmxrIC1ubyBNT1VOVFBPSU5UICIkZGV2IiB8IHRyIC1kICdbOnNwYWNlOl0nKSIgXTsgdGhlbgogICAgICAgICAgICBlY2hvICIkZGV2IgogICAgICAgIGZpCiAgICBkb25lCn0KCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iICE9IDEgXSAmJiBtb3VudHBvaW50IC1xICIkTU9VTlRfUE9JTlQiOyB0aGVuCiAgICBlY2hvICJudm1lLXJhaWQ6ICRNT1VOVF9QT0lOVCBhbHJlYWR5IG1vdW50ZWQiCiAgICBleGl0IDAKZmkKClJPT1Q9JChyb290X2Rpc2spCkRJU0tTPSgpCkNPVU5UPTAKZm9yIGRldiBpbiAkKGNhbmRpZGF0ZXMpOyBkbwogICAgaWYgWyAiJGRldiIgPSAiJFJPT1QiIF07IHRoZW4gY29udGludWU7IGZpCiAgICBESVNLUys9KCIkZGV2IikKICAgIENPVU5UPSQoKENPVU5UICsgMSkpCmRvbmUKCnJ1biBta2RpciAtcCAiJE1PVU5UX1BPSU5UIgpjYXNlICRDT1VOVCBpbgogICAgMCkKICAgICAgICBlY2hvICJudm1lLXJhaWQ6IFdBUk5JTkc6IG5vIGxvY2FsIE5WTWUgZGF0YSBkaXNrOyAkTU9VTlRfUE9JTlQgaXMgb24gdGhlIHJvb3QgZGlzayIgPiYyCiAgICAgICAgZXhpdCAwCiAgICAgICAgOzsKICAgIDEpCiAgICAgICAgVEFSR0VUPSIke0RJU0tTWzBdfSIKICAgICAgICA7OwogICAgKikKICAgICAgICBpZiBbICIke1BST1ZJU0lPTkVSX0RSWV9SVU46LTB9IiAhPSAxIF0gJiYgWyAtZSAiJE1EX0RFVklDRSIgXTsgdGhlbgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZWxzZQogICAgICAgICAgICBydW4gbWRhZG0gLS1jcmVhdGUgIiRNRF9ERVZJQ0UiIC0tcnVuIC0tbGV2ZWw9MCAtLWNodW5rPTUxMiAtLXJhaWQtZGV2aWNlcz0kQ09VTlQgIiR7RElTS1NbQF19IgogICAgICAgICAgICBUQVJHRVQ9IiRNRF9ERVZJQ0UiCiAgICAgICAgZmkKICAgICAgICA7Owplc2FjCmVjaG8gIm52bWUtcmFpZDogJENPVU5UIGRpc2socyk6ICR7RElTS1NbKl19IC0+ICRUQVJHRVQiCmlmIFsgIiR7UFJPVklTSU9ORVJfRFJZX1JVTjotMH0iID0gMSBdIHx8ICEgYmxraWQgLW8gdmFsdWUgLXMgVFlQRSAiJFRBUkdFVCIgPi9kZXYvbnVsbCAyPiYxOyB0aGVuCiAgICBydW4gbWtmcy5leHQ0IC1GIC1xIC1MIGNoZWNrcG9pbnRzIC1FIGxhenlfaXRhYmxlX2luaXQ9MSxsYXp5X2pvdXJuYWxfaW5pdD0xIC1tIDAgIiRUQVJHRVQiCmZpCnJ1biBtb3VudCAtbyBub2F0aW1lLGRpc2NhcmQgIiRUQVJHRVQiICIkTU9VTlRfUE9JTlQiCnJ1biBjaG1vZCAxNzc3ICIkTU9VTlRfUE9JTlQiCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-nvme.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUFzc2VtYmxlIGxvY2FsIE5WTWUgaW50byAvbW50L2NoZWNrcG9pbnRzCkJlZm9yZT1zbHVybWQuc2VydmljZSBrM3Muc2VydmljZSBrM3MtYWdlbnQuc2VydmljZSBuZnMtc2VydmVyLnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9b25lc2hvdApSZW1haW5BZnRlckV4aXQ9eWVzCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItbnZtZS1yYWlkCltJbnN0YWxsXQpXYW50ZWRCeT1tdWx0aS11c2VyLnRhcmdldAo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-gpu-check 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQcmVzZW5jZSBjaGVja3MgZm9yIHRoZSBHUFUgc3RhY2ssIGxvZ2dlZCB0byAvdmFyL2xvZy9wcm92aXNpb25lci9ncHUtY2hlY2subG9nLgojIEV4aXQgMSBvbiBhIG1pc3NpbmcgZHJpdmVyLCBhIHdyb25nIEdQVSBjb3VudCwgKDgtR1BVIFNYTSBib2FyZHMpIGEgc3RvcHBlZCBmYWJyaWMgbWFuYWdlcgojIG9yIChLdWJlcm5ldGVzKSBubyBOVklESUEgY29udGFpbmVyIHJ1bnRpbWU7IGxhdGVyIG5vZGUgdmFsaWRhdGlvbiBkcmFpbnMgc3VjaCBhIG5vZGUKIyByYXRoZXIgdGhhbiB0aGlzIGJvb3Qgc2NyaXB0LgpzZXQgLXUKbWtkaXIgLXAgL3Zhci9sb2cvcHJvdmlzaW9uZXIKZXhlYyA+ID4odGVlIC1hIC92YXIvbG9nL3Byb3Zpc2lvbmVyL2dwdS1jaGVjay5sb2cpIDI+JjEKc3RhdHVzPTAKaWYgISBjb21tYW5kIC12IG52aWRpYS1zbWkgPi9kZXYvbnVsbDsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIG52aWRpYS1zbWkgbm90IGZvdW5kIChubyBOVklESUEgZHJpdmVyIG9uIHRoZSBpbWFnZSkiCiAgICBleGl0IDEKZmkKY291bnQ9JChudmlkaWEtc21pIC1MIDI+L2Rldi9udWxsIHwgZ3JlcCAtYyAnXkdQVSAnIHx8IHRydWUpCmlmIFsgIiRjb3VudCIgLW5lIDEgXTsgdGhlbgogICAgZWNobyAiZ3B1LWNoZWNrOiBGQUlMIGZvdW5kICRjb3VudCBHUFUocyksIGV4cGVjdGVkIDEgeCIgUlRYNDA5MAogICAgc3RhdHVzPTEKZWxzZQogICAgZWNobyAiZ3B1LWNoZWNrOiBvayAkY291bnQgR1BVKHMpIgpmaQojIGszcyByZWdpc3RlcnMgdGhlICJudmlkaWEiIGNvbnRhaW5lcmQgcnVudGltZSAoUnVudGltZUNsYXNzICJudmlkaWEiLCB3aGljaCB0aGUgZGV2aWNlIHBsdWdpbgojIGFuZCB0cmFpbmluZyBwb2RzIHVzZSkgb25seSBpZiBpdCBmaW5kcyBudmlkaWEtY29udGFpbmVyLXJ1bnRpbWUgd2hlbiBpdCBzdGFydHMuCmlmIGNvbW1hbmQgLXYgbnZpZGlhLWNvbnRhaW5lci1ydW50aW1lID4vZGV2L251bGw7IHRoZW4KICAgIGVjaG8gImdwdS1jaGVjazogb2sgbnZpZGlhLWNvbnRhaW5lci1ydW50aW1lIHByZXNlbnQiCmVsc2UKICAgIGVjaG8gImdwdS1jaGVjazogRkFJTCBudmlkaWEtY29udGFpbmVyLXJ1bnRpbWUgbm90IGZvdW5kIChpbnN0YWxsIG52aWRpYS1jb250YWluZXItdG9vbGtpdCBiZWZvcmUgazNzKSIKICAgIHN0YXR1cz0xCmZpCiMgTm9kZSB2YWxpZGF0aW9uIChkb2NzL3ZhbGlkYXRpb24ubWQpIHdoZXJlIHRoZSBpbWFnZSBoYXMgdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2U6IEdQVSBoZWFsdGgsCiMgWElEcywgTlZMaW5rLCBEQ0dNIGFuZCBhIH42NSBzIGJ1cm4taW4sIGJlZm9yZSBzbHVybWQvazNzIHN0YXJ0LiBGYWlsZWQgKGV4aXQgMTEpIGZhaWxzIHRoaXMKIyBjaGVjazsgZGVncmFkZWQgKDEwKSBpcyBsb2dnZWQgYW5kIGxlZnQgdG8gYHByb3Zpc2lvbmVyIHZhbGlkYXRlYC4gSW1hZ2VzIHdpdGhvdXQgdGhlIHBhY2thZ2UKIyBrZWVwIHRoZSBwcmVzZW5jZSBjaGVja3MgYWJvdmUgb25seS4KaWYgY29tbWFuZCAtdiBwcm92aXNpb25lciA+L2Rldi9udWxsOyB0aGVuCiAgICBwcm92aXNpb25lciBub2RlIGNoZWNrIC0tZXhwZWN0LWdwdXMgMSAtLWV4cGVjdC1tb2RlbCBSVFg0MDkwIFwKICAgICAgICAtLWpzb24gLW8gL3Zhci9sb2cvcHJvdmlzaW9uZXIvbm9kZS1jaGVjay5qc29uCiAgICBjYXNlICQ/IGluCiAgICAgICAgMCkgZWNobyAiZ3B1LWNoZWNrOiBvayBub2RlIGNoZWNrIGhlYWx0aHkiIDs7CiAgICAgICAgMTApIGVjaG8gImdwdS1jaGVjazogV0FSTiBub2RlIGNoZWNrIGRlZ3JhZGVkICgvdmFyL2xvZy9wcm92aXNpb25lci9ub2RlLWNoZWNrLmpzb24pIiA7OwogICAgICAgICopIGVjaG8gImdwdS1jaGVjazogRkFJTCBub2RlIGNoZWNrIGZhaWxlZCAoL3Zhci9sb2cvcHJvdmlzaW9uZXIvbm9kZS1jaGVjay5qc29uKSI7IHN0YXR1cz0xIDs7CiAgICBlc2FjCmZpCmV4aXQgJHN0YXR1cwo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-health 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBOb2RlIGhlYWx0aCB3YXRjaCAoZG9jcy9oZWFsaW5nLm1kKTogYHByb3Zpc2lvbmVyIG5vZGUgd2F0Y2hgIGV2ZXJ5IDMwIHMsIHRoZSBjaGVja3Mgb2YKIyBgbm9kZSBjaGVjayAtLW5vLWJ1cm5pbmAgKG9uZSBpbXBsZW1lbnRhdGlvbik7IG9uIGEgZmFpbGVkIGZpbmRpbmcgaXQgZHJhaW5zIHRoaXMgbm9kZSB3aXRoIHRoZQojIGZpbmRpbmcncyBjb2RlLCBuZXZlciB0aGUgbGFzdCBub2RlIGluIHNlcnZpY2UuIFJlcG9ydHM6IC92YXIvbGliL3Byb3Zpc2lvbmVyL2hlYWx0aC9OT0RFLmpzb24uCiMgSW1hZ2VzIHdpdGhvdXQgdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgZ2V0IG5vIHdhdGNoIChzYWlkIG9uY2UsIGhlcmUsIHRoZW4gaWRsZSkuCnNldCAtdQpta2RpciAtcCAvdmFyL2xvZy9wcm92aXNpb25lciAvdmFyL2xpYi9wcm92aXNpb25lci9oZWFsdGgKaWYgISBjb21tYW5kIC12IHByb3Zpc2lvbmVyID4vZGV2L251bGw7IHRoZW4KICAgIGVjaG8gInByb3Zpc2lvbmVyLWhlYWx0aDogdGhlIHByb3Zpc2lvbmVyIHBhY2thZ2UgaXMgbm90IG9uIHRoaXMgaW1hZ2U7IG5vIGhlYWx0aCB3YXRjaCBvbiB0aGlzIG5vZGUiCiAgICBleGVjIHNsZWVwIGluZmluaXR5CmZpCi4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKIyBUaGUgaGVhZCByZWFkcyB0aGUgY2x1c3RlciB3aXRoIGszcydzIGFkbWluIGt1YmVjb25maWc7IGFuIGFnZW50IHdpdGggaXRzIGt1YmVsZXQncyBjcmVkZW50aWFscy4KaWYgWyAhIC1yIC9ldGMvcmFuY2hlci9rM3MvazNzLnlhbWwgXSAmJiBbIC1yIC92YXIvbGliL3JhbmNoZXIvazNzL2FnZW50L2t1YmVsZXQua3ViZWNvbmZpZyBdOyB0aGVuCiAgICBleHBvcnQgS1VCRUNPTkZJRz0vdmFyL2xpYi9yYW5jaGVyL2szcy9hZ2VudC9rdWJlbGV0Lmt1YmVjb25maWcKZmkKZXhlYyBwcm92aXNpb25lciBub2RlIHdhdGNoIC0tbm9kZSAiJE5PREVfTkFNRSIgLS12aWEgazhzIFwKICAgIC0taW50ZXJ2YWwtcyAzMCAtLWV4cGVjdC1ncHVzIDEgLS1leHBlY3QtbW9kZWwgUlRYNDA5MCBcCiAgICAtLXNwb3Qgbm9uZSBcCiAgICAtLXJlcG9ydC1kaXIgL3Zhci9saWIvcHJvdmlzaW9uZXIvaGVhbHRoCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-health.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPU5vZGUgaGVhbHRoIHdhdGNoIChkcmFpbnMgdGhpcyBub2RlIG9uIGEgZmFpbGVkIEdQVSBmaW5kaW5nIG9yIGEgc3BvdCByZWNsYWltIG5vdGljZSkKQWZ0ZXI9c2x1cm1kLnNlcnZpY2UgazNzLnNlcnZpY2UgazNzLWFnZW50LnNlcnZpY2UKW1NlcnZpY2VdClR5cGU9c2ltcGxlCkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItaGVhbHRoClJlc3RhcnQ9YWx3YXlzClJlc3RhcnRTZWM9MTAKW0luc3RhbGxdCldhbnRlZEJ5PW11bHRpLXVzZXIudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /etc/profile.d/provisioner-nccl.sh 0644 root:root <<'PROVISIONER_B64'
+IyBOQ0NMIHNldHRpbmdzIGZvciB0aGUgdGNwIGZhYnJpYyBvZiAxeF9SVFg0MDkwLgpleHBvcnQgTkNDTF9ERUJVRz0iV0FSTiIKZXhwb3J0IE5DQ0xfSUJfRElTQUJMRT0iMSIKZXhwb3J0IE5DQ0xfTlNPQ0tTX1BFUlRIUkVBRD0iNCIKZXhwb3J0IE5DQ0xfU09DS0VUX0lGTkFNRT0iXmxvLGRvY2tlcjAiCmV4cG9ydCBOQ0NMX1NPQ0tFVF9OVEhSRUFEUz0iMiIK
+PROVISIONER_B64
+put_file /etc/provisioner/nccl.env 0644 root:root <<'PROVISIONER_B64'
+IyBLRVk9VkFMVUUgZm9ybSBvZiAvZXRjL3Byb2ZpbGUuZC9wcm92aXNpb25lci1uY2NsLnNoIGZvciBzeXN0ZW1kIEVudmlyb25tZW50RmlsZT0gYW5kIGNvbnRhaW5lcnMuCk5DQ0xfREVCVUc9V0FSTgpOQ0NMX0lCX0RJU0FCTEU9MQpOQ0NMX05TT0NLU19QRVJUSFJFQUQ9NApOQ0NMX1NPQ0tFVF9JRk5BTUU9XmxvLGRvY2tlcjAKTkNDTF9TT0NLRVRfTlRIUkVBRFM9Mgo=
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-teardown 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci10ZWFyZG93biBSRUFTT046IGVuZCB0aGlzIG5vZGUgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gb24gdmFzdGFpIHNvIHRoYXQgaXQgc3RvcHMgYmlsbGluZy4KIyBWYXN0LmFpOiB0aGUgaW5zdGFuY2UgZGVsZXRlcyBpdHNlbGYgdGhyb3VnaCB0aGUgVmFzdC5haSBBUEkgKERFTEVURSAvYXBpL3YwL2luc3RhbmNlcy8kQ09OVEFJTkVSX0lEKQojIHdpdGggdGhlIGluc3RhbmNlJ3MgQ09OVEFJTkVSX0FQSV9LRVkgVmFzdC5haSBpbmplY3RzOyB0aGUgYWNjb3VudCBrZXkgbmV2ZXIgcmVhY2hlcyBhIG5vZGUuCiMgVGhlIGNyZWRlbnRpYWwgaXMgaGFuZGVkIHRvIGN1cmwgb24gc3RkaW4sIG5ldmVyIGluIGFyZ3YsIGFuZCBuZXZlciBsb2dnZWQuIFdoZW4gdGhlIEFQSSBjYWxsIGZhaWxzCiMgdGhlIG5vZGUgcG93ZXJzIG9mZiBhbnl3YXkuIEV4aXQgMCBvbmNlIHRoZSBwcm92aWRlciBhY2NlcHRlZCB0aGUgdGVhcmRvd24gKG9yIHBvd2Vyb2ZmIGJlZ2FuKS4Kc2V0IC11ClJFQVNPTj0kezE6LXR0bH0KY2FzZSAkUkVBU09OIGluIHR0bCB8IGlkbGUgfCBtYW51YWwpIDs7ICopIFJFQVNPTj1tYW51YWwgOzsgZXNhYwpTVEFURV9ESVI9JHtQUk9WSVNJT05FUl9TVEFURV9ESVI6LS92YXIvbGliL3Byb3Zpc2lvbmVyfQpta2RpciAtcCAiJFNUQVRFX0RJUiIgMj4vZGV2L251bGwgfHwgdHJ1ZQpsb2coKSB7CiAgICBsb2dnZXIgLXQgcHJvdmlzaW9uZXItdGVhcmRvd24gLS0gIiQqIiAyPi9kZXYvbnVsbCB8fCB0cnVlCiAgICBlY2hvICJwcm92aXNpb25lci10ZWFyZG93bjogJCoiID4mMgp9Cgpwb3dlcl9vZmYoKSB7ICAjIHN5c3RlbWQncyBwb3dlcm9mZiwgb3IsIGFzIGEgY29udGFpbmVyJ3MgZW50cnlwb2ludCB3aXRob3V0IHN5c3RlbWQsIHN0b3AgUElEIDEKICAgIGlmIFsgLWQgIiR7UFJPVklTSU9ORVJfU1lTVEVNRF9ESVI6LS9ydW4vc3lzdGVtZC9zeXN0ZW19IiBdOyB0aGVuCiAgICAgICAgc3lzdGVtY3RsIHBvd2Vyb2ZmCiAgICBlbHNlCiAgICAgICAga2lsbCAtVEVSTSAiJHtQUk9WSVNJT05FUl9JTklUX1BJRDotMX0iCiAgICBmaQp9CgpwbGF0Zm9ybV9lbnYoKSB7ICAjIE5BTUU6IGZyb20gdGhpcyBlbnZpcm9ubWVudCwgZWxzZSBmcm9tIFBJRCAxJ3MgKGEgbG9naW4gc2hlbGwgb3IgdGltZXIgbGFja3MgdGhlIHBvZCBlbnYpCiAgICBsb2NhbCBuYW1lPSQxIHZhbHVlPSR7ITE6LX0gZW52aXJvbj0ke1BST1ZJU0lPTkVSX1BJRDFfRU5WSVJPTjotL3Byb2MvMS9lbnZpcm9ufQogICAgaWYgWyAteiAiJHZhbHVlIiBdICYmIFsgLXIgIiRlbnZpcm9uIiBdOyB0aGVuCiAgICAgICAgdmFsdWU9JCh0ciAnXDAnICdcbicgPCAiJGVudmlyb24iIHwgc2VkIC1uICJzL14kbmFtZT0vL3AiIHwgaGVhZCAtbiAxKQogICAgZmkKICAgIHByaW50ZiAnJXMnICIkdmFsdWUiCn0KCmFwaV9kZWxldGUoKSB7ICAjIFVSTCBUT0tFTjogcHJpbnRzIHRoZSBIVFRQIHN0YXR1cyAoMDAwIHdoZW4gdGhlcmUgd2FzIG5vIGFuc3dlcikKICAgIGxvY2FsIGNvZGUKICAgIGNvZGU9JChwcmludGYgJ2hlYWRlciA9ICJBdXRob3JpemF0aW9uOiBCZWFyZXIgJXMiXG4nICIkMiIgfAogICAgICAgIGN1cmwgLXNTIC1vIC9kZXYvbnVsbCAtdyAnJXtodHRwX2NvZGV9JyAtLW1heC10aW1lIDMwIC0tcmV0cnkgMyAtLXJldHJ5LWRlbGF5IDUgLVggREVMRVRFIC1LIC0gIiQxIiAyPi9kZXYvbnVsbCkgfHwKICAgICAgICB0cnVlCiAgICBwcmludGYgJyVzJyAiJHtjb2RlOi0wMDB9Igp9CgpkZWxldGVfc2VsZigpIHsKICAgIGxvY2FsIGlkIHRva2VuIGNvZGUKICAgIGlkPSQocGxhdGZvcm1fZW52IENPTlRBSU5FUl9JRCkKICAgIHRva2VuPSQocGxhdGZvcm1fZW52IENPTlRBSU5FUl9BUElfS0VZKQogICAgaWYgISBbWyAiJGlkIiA9fiBeWzAtOV17MSwyMH0kIF1dIHx8ICEgW1sgIiR0b2tlbiIgPX4gXltBLVphLXowLTkuX34rLz0tXXs4LDUxMn0kIF1dOyB0aGVuCiAgICAgICAgbG9nICJubyB1c2FibGUgQ09OVEFJTkVSX0lEL0NPTlRBSU5FUl9BUElfS0VZIGluIHRoZSBpbnN0YW5jZSBlbnZpcm9ubWVudDsgY2Fubm90IGRlbGV0ZSB0aGlzIGluc3RhbmNlIgogICAgICAgIHJldHVybiAxCiAgICBmaQogICAgY29kZT0kKGFwaV9kZWxldGUgImh0dHBzOi8vY29uc29sZS52YXN0LmFpL2FwaS92MC9pbnN0YW5jZXMvJGlkIiAiJHRva2VuIikKICAgIGNhc2UgJGNvZGUgaW4KICAgICAgICAyPz8pIGxvZyAiaW5zdGFuY2UgJGlkIGRlbGV0ZWQgdGhyb3VnaCB0aGUgVmFzdC5haSBBUEkgKCRSRUFTT04pIjsgcmV0dXJuIDAgOzsKICAgICAgICA0MDQpIGxvZyAiaW5zdGFuY2UgJGlkIGlzIGFscmVhZHkgZ29uZSI7IHJldHVybiAwIDs7CiAgICAgICAgKikgbG9nICJ0aGUgVmFzdC5haSBBUEkgcmVmdXNlZCBvciBkaWQgbm90IGFuc3dlciB0aGUgZGVsZXRlIG9mIGluc3RhbmNlICRpZCAoSFRUUCAkY29kZSkiIDs7CiAgICBlc2FjCiAgICByZXR1cm4gMQp9CgppZiBkZWxldGVfc2VsZjsgdGhlbgogICAgdG91Y2ggIiRTVEFURV9ESVIvdGVhcmRvd24uZG9uZSIgMj4vZGV2L251bGwgfHwgdHJ1ZQogICAgZXhpdCAwCmZpCmxvZyAicG93ZXJpbmcgb2ZmIGluc3RlYWQ6IEdQVSB1c2Ugc3RvcHMsIHRoZSBiaWxsIGRvZXMgbm90IHVudGlsIHRoZSBjbGllbnQncyB3YXRjaGRvZyBvciBwcm92aXNpb25lciBnYyBkZWxldGVzIHRoaXMgbm9kZSIKcG93ZXJfb2ZmCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-deadman 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBEZWFkLW1hbiBzd2l0Y2g6IGVuZCB0aGlzIG5vZGUgb25jZSB0aGUgY2x1c3RlcidzIGxpZmV0aW1lICg2MDAgbWluKSBpcyB1cCwgdGhyb3VnaAojIHByb3Zpc2lvbmVyLXRlYXJkb3duICh3aGljaCBkb2VzIHdoYXQgc3RvcHMgdGhlIGJpbGwgb24gdmFzdGFpKS4KIyBUaGUgZGVhZGxpbmUgaXMgZml4ZWQgb24gZmlyc3QgYm9vdCwgc28gcmVib290cyBhbmQgcmVzdGFydHMgZG8gbm90IGV4dGVuZCBpdDsgYW4gYWJzb2x1dGUgb25lCiMgKGVwb2NoIHNlY29uZHMpIGluIFBST1ZJU0lPTkVSX0RFQURMSU5FLCBzZXQgYnkgd2hvZXZlciBsYXVuY2hlZCB0aGUgbm9kZSAoYSBwb2QncyBlbnZpcm9ubWVudCwKIyB0aGUgU1NIIHJ1bm5lciksIHdpbnM6IGEgY29udGFpbmVyIHdob3NlIGRpc2sgaXMgd2lwZWQgb24gcmVzdGFydCBrZWVwcyBpdCB0b28uCnNldCAtZXUKU1RBVEVfRElSPSR7UFJPVklTSU9ORVJfU1RBVEVfRElSOi0vdmFyL2xpYi9wcm92aXNpb25lcn0KREVBRExJTkVfRklMRT0kU1RBVEVfRElSL2RlYWRsaW5lCm5vdz0kKGRhdGUgKyVzKQppZiBbWyAiJHtQUk9WSVNJT05FUl9ERUFETElORTotfSIgPX4gXlswLTldezEsMTJ9JCBdXTsgdGhlbgogICAgbWtkaXIgLXAgIiRTVEFURV9ESVIiCiAgICBlY2hvICIkUFJPVklTSU9ORVJfREVBRExJTkUiID4gIiRERUFETElORV9GSUxFIgplbGlmICEgW1sgIiQoY2F0ICIkREVBRExJTkVfRklMRSIgMj4vZGV2L251bGwpIiA9fiBeWzAtOV0rJCBdXTsgdGhlbgogICAgbWtkaXIgLXAgIiRTVEFURV9ESVIiCiAgICBlY2hvICQoKCBub3cgKyA2MDAgKiA2MCApKSA+ICIkREVBRExJTkVfRklMRSIKZmkKaWYgWyAiJG5vdyIgLWdlICIkKGNhdCAiJERFQURMSU5FX0ZJTEUiKSIgXTsgdGhlbgogICAgbG9nZ2VyIC10IHByb3Zpc2lvbmVyLWRlYWRtYW4gImxpZmV0aW1lIG9mIDYwMCBtaW4gcmVhY2hlZCIgMj4vZGV2L251bGwgfHwgdHJ1ZQogICAgZXhlYyAiJHtQUk9WSVNJT05FUl9URUFSRE9XTjotL3Vzci9sb2NhbC9zYmluL3Byb3Zpc2lvbmVyLXRlYXJkb3dufSIgdHRsCmZpCg==
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.service 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoNjAwIG1pbikgaXMgb3ZlcgpbU2VydmljZV0KVHlwZT1vbmVzaG90CkV4ZWNTdGFydD0vdXNyL2xvY2FsL3NiaW4vcHJvdmlzaW9uZXItZGVhZG1hbgo=
+PROVISIONER_B64
+put_file /etc/systemd/system/provisioner-deadman.timer 0644 root:root <<'PROVISIONER_B64'
+W1VuaXRdCkRlc2NyaXB0aW9uPUVuZCB0aGlzIG5vZGUgd2hlbiB0aGUgY2x1c3RlciBsaWZldGltZSAoNjAwIG1pbikgaXMgb3ZlciwgZXZlcnkgbWludXRlCltUaW1lcl0KT25Cb290U2VjPTFtaW4KT25Vbml0QWN0aXZlU2VjPTFtaW4KQWNjdXJhY3lTZWM9MzBzCltJbnN0YWxsXQpXYW50ZWRCeT10aW1lcnMudGFyZ2V0Cg==
+PROVISIONER_B64
+put_file /etc/rancher/k3s/config.yaml 0600 root:root <<'PROVISIONER_B64'
+d3JpdGUta3ViZWNvbmZpZy1tb2RlOiAiMDYwMCIKZGlzYWJsZToKICAtICJ0cmFlZmlrIgogIC0gInNlcnZpY2VsYiIKdG9rZW46ICJDQU5BUllrM3NUT0tFTjAxMjM0NTY3ODlhYmNkZWYiCm5vZGUtbGFiZWw6CiAgLSAia3ViZXJuZXRlcy5pby9ob3N0bmFtZT1sbG0tcHJldHJhaW4tMCIKICAtICJub2RlLmt1YmVybmV0ZXMuaW8vaW5zdGFuY2UtdHlwZT0xeF9SVFg0MDkwIgogIC0gIm52aWRpYS5jb20vZ3B1LmNvdW50PTEiCiAgLSAibnZpZGlhLmNvbS9ncHUucHJlc2VudD10cnVlIgogIC0gIm52aWRpYS5jb20vZ3B1LnByb2R1Y3Q9TlZJRElBLVJUWDQwOTAiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2NhcGFjaXR5LXR5cGU9b24tZGVtYW5kIgogIC0gInByb3Zpc2lvbmVyLmRldi9jbHVzdGVyPWxsbS1wcmV0cmFpbiIKICAtICJwcm92aXNpb25lci5kZXYvZmFicmljPWV0aGVybmV0IgogIC0gInByb3Zpc2lvbmVyLmRldi9ncHUtY291bnQ9MSIKICAtICJwcm92aXNpb25lci5kZXYvZ3B1LW1vZGVsPVJUWDQwOTAiCiAgLSAicHJvdmlzaW9uZXIuZGV2L2luc3RhbmNlLXR5cGU9MXhfUlRYNDA5MCIKICAtICJwcm92aXNpb25lci5kZXYvcHJvdmlkZXI9dmFzdGFpIgogIC0gInByb3Zpc2lvbmVyLmRldi9yZWdpb249dXMtZWFzdC0xIgogIC0gInByb3Zpc2lvbmVyLmRldi9yb2xlPXNlcnZlciIKICAtICJwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktYmxvY2s9dmFzdGFpLXVzLWVhc3QtMSIKICAtICJwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktcmFjaz1sbG0tcHJldHJhaW4tcGxhY2VtZW50IgogIC0gInRvcG9sb2d5Lmt1YmVybmV0ZXMuaW8vcmVnaW9uPXVzLWVhc3QtMSIK
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/00-namespace.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluLiBOYW1lc3BhY2UgZm9yIHRyYWluaW5nIGpvYnMuCmFwaVZlcnNpb246IHYxCmtpbmQ6IE5hbWVzcGFjZQptZXRhZGF0YToKICBuYW1lOiAidHJhaW5pbmciCiAgbGFiZWxzOgogICAgcHJvdmlzaW9uZXIuZGV2L2NsdXN0ZXI6ICJsbG0tcHJldHJhaW4iCg==
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/10-nvidia-device-plugin.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluLgojIGszcyByZWdpc3RlcnMgdGhlICJudmlkaWEiIGNvbnRhaW5lcmQgcnVudGltZSB3aGVuIGl0IGZpbmRzIG52aWRpYS1jb250YWluZXItcnVudGltZTsKIyB0aGlzIFJ1bnRpbWVDbGFzcyBsZXRzIHBvZHMgKHRoZSBkZXZpY2UgcGx1Z2luIGluY2x1ZGVkKSBhc2sgZm9yIGl0LgphcGlWZXJzaW9uOiBub2RlLms4cy5pby92MQpraW5kOiBSdW50aW1lQ2xhc3MKbWV0YWRhdGE6CiAgbmFtZTogIm52aWRpYSIKaGFuZGxlcjogIm52aWRpYSIKLS0tCmFwaVZlcnNpb246IGFwcHMvdjEKa2luZDogRGFlbW9uU2V0Cm1ldGFkYXRhOgogIG5hbWU6IG52aWRpYS1kZXZpY2UtcGx1Z2luCiAgbmFtZXNwYWNlOiBrdWJlLXN5c3RlbQogIGxhYmVsczoKICAgIGFwcC5rdWJlcm5ldGVzLmlvL25hbWU6IG52aWRpYS1kZXZpY2UtcGx1Z2luCiAgICBwcm92aXNpb25lci5kZXYvY2x1c3RlcjogImxsbS1wcmV0cmFpbiIKc3BlYzoKICBzZWxlY3RvcjoKICAgIG1hdGNoTGFiZWxzOgogICAgICBhcHAua3ViZXJuZXRlcy5pby9uYW1lOiBudmlkaWEtZGV2aWNlLXBsdWdpbgogIHVwZGF0ZVN0cmF0ZWd5OgogICAgdHlwZTogUm9sbGluZ1VwZGF0ZQogIHRlbXBsYXRlOgogICAgbWV0YWRhdGE6CiAgICAgIGxhYmVsczoKICAgICAgICBhcHAua3ViZXJuZXRlcy5pby9uYW1lOiBudmlkaWEtZGV2aWNlLXBsdWdpbgogICAgc3BlYzoKICAgICAgcnVudGltZUNsYXNzTmFtZTogIm52aWRpYSIKICAgICAgcHJpb3JpdHlDbGFzc05hbWU6IHN5c3RlbS1ub2RlLWNyaXRpY2FsCiAgICAgIG5vZGVTZWxlY3RvcjoKICAgICAgICAibnZpZGlhLmNvbS9ncHUucHJlc2VudCI6ICJ0cnVlIgogICAgICB0b2xlcmF0aW9uczoKICAgICAgICAtIGtleTogIm52aWRpYS5jb20vZ3B1IgogICAgICAgICAgb3BlcmF0b3I6IEV4aXN0cwogICAgICAgICAgZWZmZWN0OiBOb1NjaGVkdWxlCiAgICAgICAgLSBrZXk6IENyaXRpY2FsQWRkb25zT25seQogICAgICAgICAgb3BlcmF0b3I6IEV4aXN0cwogICAgICBjb250YWluZXJzOgogICAgICAgIC0gbmFtZTogbnZpZGlhLWRldmljZS1wbHVnaW4KICAgICAgICAgIGltYWdlOiAibnZjci5pby9udmlkaWEvazhzLWRldmljZS1wbHVnaW46djAuMTcuMSIKICAgICAgICAgIGVudjoKICAgICAgICAgICAgLSBuYW1lOiBGQUlMX09OX0lOSVRfRVJST1IKICAgICAgICAgICAgICB2YWx1ZTogImZhbHNlIgogICAgICAgICAgICAtIG5hbWU6IERFVklDRV9MSVNUX1NUUkFURUdZCiAgICAgICAgICAgICAgdmFsdWU6IGVudnZhcgogICAgICAgICAgc2VjdXJpdHlDb250ZXh0OgogICAgICAgICAgICBhbGxvd1ByaXZpbGVnZUVzY2FsYXRpb246IGZhbHNlCiAgICAgICAgICAgIGNhcGFiaWxpdGllczoKICAgICAgICAgICAgICBkcm9wOiBbIkFMTCJdCiAgICAgICAgICByZXNvdXJjZXM6CiAgICAgICAgICAgIHJlcXVlc3RzOgogICAgICAgICAgICAgIGNwdTogNTBtCiAgICAgICAgICAgICAgbWVtb3J5OiA2NE1pCiAgICAgICAgICB2b2x1bWVNb3VudHM6CiAgICAgICAgICAgIC0gbmFtZTogZGV2aWNlLXBsdWdpbgogICAgICAgICAgICAgIG1vdW50UGF0aDogL3Zhci9saWIva3ViZWxldC9kZXZpY2UtcGx1Z2lucwogICAgICB2b2x1bWVzOgogICAgICAgIC0gbmFtZTogZGV2aWNlLXBsdWdpbgogICAgICAgICAgaG9zdFBhdGg6CiAgICAgICAgICAgIHBhdGg6IC92YXIvbGliL2t1YmVsZXQvZGV2aWNlLXBsdWdpbnMKICAgICAgICAgICAgdHlwZTogRGlyZWN0b3J5Cg==
+PROVISIONER_B64
+put_file /etc/provisioner/k8s/20-kueue.yaml 0644 root:root <<'PROVISIONER_B64'
+IyBSZW5kZXJlZCBieSBncHUtcHJvdmlzaW9uZXIgZm9yIGNsdXN0ZXIgbGxtLXByZXRyYWluLgojIE5lZWRzIEt1ZXVlIHYwLjE1LjIgaW5zdGFsbGVkIGZpcnN0IChpdCBzZXJ2ZXMga3VldWUueC1rOHMuaW8vdjFiZXRhMikuCiMgUXVvdGEgPSBub2RlcyB4IHBlci1ub2RlIGNhcGFjaXR5OiAxIHggMSBHUFVzLgphcGlWZXJzaW9uOiBrdWV1ZS54LWs4cy5pby92MWJldGEyCmtpbmQ6IFJlc291cmNlRmxhdm9yCm1ldGFkYXRhOgogIG5hbWU6ICJncHUtcnR4NDA5MCIKc3BlYzoKICBub2RlTGFiZWxzOgogICAgInByb3Zpc2lvbmVyLmRldi9ncHUtbW9kZWwiOiAiUlRYNDA5MCIKICB0b2xlcmF0aW9uczoKICAgIC0ga2V5OiAibnZpZGlhLmNvbS9ncHUiCiAgICAgIG9wZXJhdG9yOiBFeGlzdHMKICAgICAgZWZmZWN0OiBOb1NjaGVkdWxlCi0tLQphcGlWZXJzaW9uOiBrdWV1ZS54LWs4cy5pby92MWJldGEyCmtpbmQ6IENsdXN0ZXJRdWV1ZQptZXRhZGF0YToKICBuYW1lOiAibGxtLXByZXRyYWluIgpzcGVjOgogIG5hbWVzcGFjZVNlbGVjdG9yOiB7fQogIHF1ZXVlaW5nU3RyYXRlZ3k6IEJlc3RFZmZvcnRGSUZPCiAgcmVzb3VyY2VHcm91cHM6CiAgICAjIEV2ZXJ5IHJlc291cmNlIHRoZSB0cmFpbmluZyBwb2RzIHJlcXVlc3QgbXVzdCBiZSBjb3ZlcmVkLCBmYWJyaWMgZGV2aWNlcyBpbmNsdWRlZCwKICAgICMgb3IgS3VldWUgbmV2ZXIgYWRtaXRzIHRoZW0gKCJyZXNvdXJjZSAuLi4gdW5hdmFpbGFibGUgaW4gQ2x1c3RlclF1ZXVlIikuCiAgICAtIGNvdmVyZWRSZXNvdXJjZXM6IFsiY3B1IiwgIm1lbW9yeSIsICJudmlkaWEuY29tL2dwdSJdCiAgICAgIGZsYXZvcnM6CiAgICAgICAgLSBuYW1lOiAiZ3B1LXJ0eDQwOTAiCiAgICAgICAgICByZXNvdXJjZXM6CiAgICAgICAgICAgIC0gbmFtZTogY3B1CiAgICAgICAgICAgICAgbm9taW5hbFF1b3RhOiAxOTIKICAgICAgICAgICAgLSBuYW1lOiBtZW1vcnkKICAgICAgICAgICAgICBub21pbmFsUXVvdGE6ICIyMDQ4R2kiCiAgICAgICAgICAgIC0gbmFtZTogbnZpZGlhLmNvbS9ncHUKICAgICAgICAgICAgICBub21pbmFsUXVvdGE6IDEKLS0tCmFwaVZlcnNpb246IGt1ZXVlLngtazhzLmlvL3YxYmV0YTIKa2luZDogTG9jYWxRdWV1ZQptZXRhZGF0YToKICBuYW1lOiAidHJhaW5pbmciCiAgbmFtZXNwYWNlOiAidHJhaW5pbmciCnNwZWM6CiAgY2x1c3RlclF1ZXVlOiAibGxtLXByZXRyYWluIgo=
+PROVISIONER_B64
+put_file /etc/provisioner/k8s-node-labels 0644 root:root <<'PROVISIONER_B64'
+IyBLdWV1ZSB0b3BvbG9neSBsYWJlbHMgb2YgdGhlIG5vZGVzIG9mIGNsdXN0ZXIgbGxtLXByZXRyYWluLCBvbmUgbm9kZSBhIGxpbmU6CiMgbm9kZV9sYWJlbHMgTk9ERSBLRVk9VkFMVUUuLi4gKGV2ZXJ5IHdvcmQgcXVvdGVkIGZvciB0aGUgc2hlbGwpLiBTb3VyY2VkIGJ5IHByb3Zpc2lvbmVyLWs4cy1hcHBseSwKIyB3aGljaCBzZXRzIHRoZW0gb24gZXZlcnkgcmVnaXN0ZXJlZCBub2RlOiBrM3MgYXBwbGllcyBub2RlLWxhYmVsIG9ubHkgd2hlbiBhIG5vZGUgZmlyc3QgcmVnaXN0ZXJzLgpub2RlX2xhYmVscyBsbG0tcHJldHJhaW4tMCBwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktYmxvY2s9dmFzdGFpLXVzLWVhc3QtMSBwcm92aXNpb25lci5kZXYvdG9wb2xvZ3ktcmFjaz1sbG0tcHJldHJhaW4tcGxhY2VtZW50Cg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-k8s-apply 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBwcm92aXNpb25lci1rOHMtYXBwbHk6IG9uY2UgdGhlIGszcyBzZXJ2ZXIgb2YgY2x1c3RlciBsbG0tcHJldHJhaW4gYW5zd2VycywgaW5zdGFsbCBLdWV1ZSB2MC4xNS4yCiMgKHRoZSBwaW5uZWQgcmVsZWFzZSBtYW5pZmVzdCwgc2VydmVyLXNpZGUgYXBwbHk6IGl0cyBDUkRzIGFyZSB0b28gbGFyZ2UgZm9yIGEgY2xpZW50LXNpZGUgYXBwbHkpLAojIHdhaXQgZm9yIGl0cyBjb250cm9sbGVyLCB0aGVuIGFwcGx5IHRoZSBjbHVzdGVyJ3MgYm9vdHN0cmFwIG1hbmlmZXN0cyBpbiAvZXRjL3Byb3Zpc2lvbmVyL2s4cyBpbgojIHNvcnRlZCBvcmRlciwgdGhlbiBzZXQgZXZlcnkgcmVnaXN0ZXJlZCBub2RlJ3MgdG9wb2xvZ3kgbGFiZWxzIGZyb20gL2V0Yy9wcm92aXNpb25lci9rOHMtbm9kZS1sYWJlbHMuCiMgSWRlbXBvdGVudCAoYXBwbHksIGxhYmVsIC0tb3ZlcndyaXRlKTogZXZlcnkgYm9vdHN0cmFwIHJ1biBydW5zIGl0IGFnYWluICh0aGUgU1NIIHBhc3MgdGhhdCBicmluZ3MKIyB0aGUgcHJvdmlkZXIncyB0b3BvbG9neSBpbmNsdWRlZCkuIEV4aXQgMSB3aGVuIGEgc3RlcCBmYWlscywgc28gdGhlIGJvb3RzdHJhcCByZXBvcnRzIGl0LgpzZXQgLWV1byBwaXBlZmFpbApleHBvcnQgS1VCRUNPTkZJRz0vZXRjL3JhbmNoZXIvazNzL2szcy55YW1sCk1BTklGRVNUUz0ke1BST1ZJU0lPTkVSX1JPT1Q6LX0vZXRjL3Byb3Zpc2lvbmVyL2s4cwpOT0RFX0xBQkVMUz0ke1BST1ZJU0lPTkVSX1JPT1Q6LX0vZXRjL3Byb3Zpc2lvbmVyL2s4cy1ub2RlLWxhYmVscwojIEhvdyBsb25nIHRvIHdhaXQgZm9yIGV2ZXJ5IG5vZGUgdG8gcmVnaXN0ZXIgYmVmb3JlIGxhYmVsbGluZyB0aGUgb25lcyB0aGF0IGhhdmUgKDAgd2hlbiB0aGlzCiMgcmVuZGVyJ3MgbGFiZWxzIGFyZSB0aGUgb25lcyBldmVyeSBub2RlIGJvb3RzIHdpdGgpLgpOT0RFX1dBSVRfUz0ke1BST1ZJU0lPTkVSX0s4U19OT0RFX1dBSVRfUzotMH0KIyBUaGUgdG9wb2xvZ3kgbGFiZWwga2V5cyB0aGlzIHRvb2wgb3duczogb25lIGEgbm9kZSBubyBsb25nZXIgaGFzIGlzIHJlbW92ZWQgZnJvbSBpdC4KVE9QT0xPR1lfS0VZUz0ocHJvdmlzaW9uZXIuZGV2L3RvcG9sb2d5LWJsb2NrIHByb3Zpc2lvbmVyLmRldi90b3BvbG9neS1yYWNrKQprdWJlY3RsKCkgeyBrM3Mga3ViZWN0bCAiJEAiOyB9CmZvciBfIGluICQoc2VxIDEgNjApOyBkbwogICAga3ViZWN0bCBnZXQgLS1yYXc9L3JlYWR5eiA+IC9kZXYvbnVsbCAyPiYxICYmIGJyZWFrCiAgICBzbGVlcCA1CmRvbmUKa3ViZWN0bCBnZXQgLS1yYXc9L3JlYWR5eiA+IC9kZXYvbnVsbAprdWJlY3RsIGFwcGx5IC0tc2VydmVyLXNpZGUgLS1mb3JjZS1jb25mbGljdHMgLWYgaHR0cHM6Ly9naXRodWIuY29tL2t1YmVybmV0ZXMtc2lncy9rdWV1ZS9yZWxlYXNlcy9kb3dubG9hZC92MC4xNS4yL21hbmlmZXN0cy55YW1sCmt1YmVjdGwgLW4ga3VldWUtc3lzdGVtIHdhaXQgLS1mb3I9Y29uZGl0aW9uPUF2YWlsYWJsZSBkZXBsb3ltZW50L2t1ZXVlLWNvbnRyb2xsZXItbWFuYWdlciAtLXRpbWVvdXQ9NjAwcwpmb3IgbWFuaWZlc3QgaW4gIiRNQU5JRkVTVFMiLyoueWFtbDsgZG8KICAgICMgVGhlIEt1ZXVlIHdlYmhvb2sgbWF5IHRha2UgYSBmZXcgc2Vjb25kcyBtb3JlIHRoYW4gaXRzIGRlcGxveW1lbnQgdG8gYW5zd2VyLgogICAgZm9yIGF0dGVtcHQgaW4gMSAyIDMgNCA1IDY7IGRvCiAgICAgICAga3ViZWN0bCBhcHBseSAtZiAiJG1hbmlmZXN0IiAmJiBicmVhawogICAgICAgIFsgIiRhdHRlbXB0IiA9IDYgXSAmJiBleGl0IDEKICAgICAgICBzbGVlcCAxMAogICAgZG9uZQpkb25lCgojIGszcyBhcHBsaWVzIGEgbm9kZSdzIG5vZGUtbGFiZWwgc2V0dGluZ3Mgb25seSB3aGVuIHRoZSBub2RlIGZpcnN0IHJlZ2lzdGVycywgc28gYSBub2RlIHRoYXQKIyByZWdpc3RlcmVkIHdpdGggYW4gZWFybGllciByZW5kZXIncyBndWVzcyAoYmVmb3JlIHRoZSBwcm92aWRlcidzIHRvcG9sb2d5IHdhcyBrbm93bikga2VlcHMgaXQKIyB1bmxlc3MgaXQgaXMgbGFiZWxsZWQgaGVyZS4gQSBub2RlIHRoYXQgaGFzIG5vdCByZWdpc3RlcmVkIGdldHMgdGhlIGxhYmVscyBmcm9tIGl0cyBvd24gazNzCiMgY29uZmlnIHdoZW4gaXQgZG9lcy4KUkVHSVNURVJFRD0KcmVnaXN0ZXJlZCgpIHsgICMgTk9ERTogbGlzdGVkIGJ5IHRoZSBsYXN0IGBrdWJlY3RsIGdldCBub2Rlc2AKICAgIGxvY2FsIGxpbmUKICAgIHdoaWxlIElGUz0gcmVhZCAtciBsaW5lOyBkbwogICAgICAgIFsgIiRsaW5lIiA9ICJub2RlLyQxIiBdICYmIHJldHVybiAwCiAgICBkb25lIDw8PCAiJFJFR0lTVEVSRUQiCiAgICByZXR1cm4gMQp9Ck5PREVTPSgpCkxJU1RFRD0wCm5vZGVfbGFiZWxzKCkgeyBOT0RFUys9KCIkMSIpOyBMSVNURUQ9JCgoTElTVEVEICsgMSkpOyB9ICAjIGZpcnN0IHBhc3M6IHRoZSBub2RlcyB0byB3YWl0IGZvcgouICIkTk9ERV9MQUJFTFMiCmRlYWRsaW5lPSQoKFNFQ09ORFMgKyBOT0RFX1dBSVRfUykpCndoaWxlIDo7IGRvCiAgICBSRUdJU1RFUkVEPSQoa3ViZWN0bCBnZXQgbm9kZXMgLW8gbmFtZSAyPiAvZGV2L251bGwpIHx8IFJFR0lTVEVSRUQ9CiAgICB3YWl0aW5nPTAKICAgIGZvciBuYW1lIGluICIke05PREVTW0BdfSI7IGRvCiAgICAgICAgcmVnaXN0ZXJlZCAiJG5hbWUiIHx8IHdhaXRpbmc9JCgod2FpdGluZyArIDEpKQogICAgZG9uZQogICAgaWYgWyAiJHdhaXRpbmciID0gMCBdIHx8IFsgIiRTRUNPTkRTIiAtZ2UgIiRkZWFkbGluZSIgXTsgdGhlbgogICAgICAgIGJyZWFrCiAgICBmaQogICAgc2xlZXAgNQpkb25lCkxBQkVMTEVEPTAKbm9kZV9sYWJlbHMoKSB7ICAjIE5PREUgS0VZPVZBTFVFLi4uOiBzZXQgb24gTk9ERSBpZiByZWdpc3RlcmVkOyBvd25lZCBrZXlzIG5vdCBnaXZlbiBhcmUgcmVtb3ZlZAogICAgbG9jYWwgbmFtZT0kMSBrZXkgbGFiZWwKICAgIHNoaWZ0CiAgICBsb2NhbCBhcmdzPSgiJEAiKQogICAgZm9yIGtleSBpbiAiJHtUT1BPTE9HWV9LRVlTW0BdfSI7IGRvCiAgICAgICAgZm9yIGxhYmVsIGluICIkQCI7IGRvCiAgICAgICAgICAgIFsgIiR7bGFiZWwlJT0qfSIgPSAiJGtleSIgXSAmJiBjb250aW51ZSAyCiAgICAgICAgZG9uZQogICAgICAgIGFyZ3MrPSgiJGtleS0iKQogICAgZG9uZQogICAgaWYgcmVnaXN0ZXJlZCAiJG5hbWUiOyB0aGVuCiAgICAgICAga3ViZWN0bCBsYWJlbCBub2RlICIkbmFtZSIgIiR7YXJnc1tAXX0iIC0tb3ZlcndyaXRlCiAgICAgICAgTEFCRUxMRUQ9JCgoTEFCRUxMRUQgKyAxKSkKICAgIGVsc2UKICAgICAgICBlY2hvICJwcm92aXNpb25lci1rOHMtYXBwbHk6IG5vZGUgJG5hbWUgaGFzIG5vdCByZWdpc3RlcmVkIGFmdGVyICR7Tk9ERV9XQUlUX1N9czsgaXQgcmVnaXN0ZXJzIHdpdGggdGhlc2UgbGFiZWxzIgogICAgZmkKfQouICIkTk9ERV9MQUJFTFMiCmVjaG8gInByb3Zpc2lvbmVyLWs4cy1hcHBseTogS3VldWUgdjAuMTUuMiBhbmQgJChscyAiJE1BTklGRVNUUyIgfCB3YyAtbCkgYm9vdHN0cmFwIG1hbmlmZXN0KHMpIGFwcGxpZWQ7IiBcCiAgICAidG9wb2xvZ3kgbGFiZWxzIHNldCBvbiAkTEFCRUxMRUQgb2YgJHtMSVNURUR9IG5vZGUocykiCg==
+PROVISIONER_B64
+put_file /usr/local/sbin/provisioner-k3s-node 0755 root:root <<'PROVISIONER_B64'
+IyEvYmluL2Jhc2gKIyBQZXItbm9kZSBrM3Mgc2V0dGluZ3MsIGNob3NlbiBvbmNlIHRoaXMgbm9kZSBrbm93cyBpdHMgbmFtZSAocHJvdmlzaW9uZXItaWRlbnRpdHkpLgpzZXQgLWV1Ci4gL2V0Yy9wcm92aXNpb25lci9pZGVudGl0eS5lbnYKbWtkaXIgLXAgL2V0Yy9yYW5jaGVyL2szcy9jb25maWcueWFtbC5kCnsKZWNobyAibm9kZS1uYW1lOiAkTk9ERV9OQU1FIgpjYXNlICIkTk9ERV9OQU1FIiBpbgpsbG0tcHJldHJhaW4tMCkKICAgIDs7CmVzYWMKfSA+IC9ldGMvcmFuY2hlci9rM3MvY29uZmlnLnlhbWwuZC8xMC1ub2RlLnlhbWwK
+PROVISIONER_B64
+if begin_step 00-packages 0; then
+    if install_packages curl mdadm nfs-common nftables; then end_step 00-packages; else
+        log "step 00-packages: FAILED; nothing else can run"
+        exit 1
+    fi
+fi
+if begin_step provisioner-identity-863909b7e3 1; then
+    if /usr/local/sbin/provisioner-identity; then end_step provisioner-identity-863909b7e3; else fail_step provisioner-identity-863909b7e3 $? 0; fi
+fi
+if begin_step provisioner-deadman-0f58c36ad9 0; then
+    if /usr/local/sbin/provisioner-deadman; then end_step provisioner-deadman-0f58c36ad9; else fail_step provisioner-deadman-0f58c36ad9 $? 0; fi
+fi
+if begin_step systemctl-bbbd4129e8 1; then
+    if systemctl daemon-reload; then end_step systemctl-bbbd4129e8; else fail_step systemctl-bbbd4129e8 $? 0; fi
+fi
+if begin_step systemctl-c2a3636de1 1; then
+    if systemctl enable --now provisioner-deadman.timer; then end_step systemctl-c2a3636de1; else fail_step systemctl-c2a3636de1 $? 0; fi
+fi
+if begin_step systemctl-41e59a2f08 1; then
+    if systemctl enable --now provisioner-firewall.service; then end_step systemctl-41e59a2f08; else fail_step systemctl-41e59a2f08 $? 0; fi
+fi
+if begin_step systemctl-e08346142a 1; then
+    if systemctl enable --now provisioner-firewall.path; then end_step systemctl-e08346142a; else fail_step systemctl-e08346142a $? 0; fi
+fi
+if begin_step systemctl-a20b2fe189 1; then
+    if systemctl enable --now provisioner-nvme.service; then end_step systemctl-a20b2fe189; else fail_step systemctl-a20b2fe189 $? 0; fi
+fi
+if begin_step provisioner-gpu-check-57a8c61b4f 0; then
+    if /usr/local/sbin/provisioner-gpu-check; then end_step provisioner-gpu-check-57a8c61b4f; else fail_step provisioner-gpu-check-57a8c61b4f $? 1; fi
+fi
+if begin_step provisioner-k3s-node-f2fd3759f8 0; then
+    if /usr/local/sbin/provisioner-k3s-node; then end_step provisioner-k3s-node-f2fd3759f8; else fail_step provisioner-k3s-node-f2fd3759f8 $? 0; fi
+fi
+if begin_step sh-3c1fbde307 0; then
+    if sh -c 'curl -sfL https://raw.githubusercontent.com/k3s-io/k3s/v1.33.3%2Bk3s1/install.sh | INSTALL_K3S_VERSION=v1.33.3+k3s1 INSTALL_K3S_EXEC=server sh -'; then end_step sh-3c1fbde307; else fail_step sh-3c1fbde307 $? 0; fi
+fi
+if begin_step provisioner-k8s-apply-f855ba1021 1; then
+    if /usr/local/sbin/provisioner-k8s-apply; then end_step provisioner-k8s-apply-f855ba1021; else fail_step provisioner-k8s-apply-f855ba1021 $? 0; fi
+fi
+if begin_step systemctl-c60a340166 1; then
+    if systemctl enable --now provisioner-health.service; then end_step systemctl-c60a340166; else fail_step systemctl-c60a340166 $? 0; fi
+fi
+if [ "$FAILED" = 0 ]; then
+    log 'provisioner: head node of llm-pretrain bootstrapped'
+else
+    log "some steps failed; see above"
+fi
+if [ $$ = 1 ]; then
+    log "staying in the foreground as the container's init"
+    trap 'exit 0' TERM INT
+    while :; do sleep 3600 & wait $! || true; done
+fi
+exit "$FAILED"
