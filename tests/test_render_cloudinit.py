@@ -56,8 +56,8 @@ def readable(text: str) -> str:
     return "\n".join([text, *(base64.b64decode(block).decode("utf-8", "replace") for block in blocks)])
 
 
-def _render(name: str) -> RenderedCluster:
-    return render_cluster(VARIANTS[name], CANARY, slurmdbd=name.endswith("-dbd"))
+def _render(name: str, *, boot_secrets: bool = False) -> RenderedCluster:
+    return render_cluster(VARIANTS[name], CANARY, slurmdbd=name.endswith("-dbd"), boot_secrets=boot_secrets)
 
 
 def _cloud_inits() -> list[tuple[str, str]]:
@@ -77,8 +77,9 @@ def test_cloud_init_schema_valid(variant: str, path: str, tmp_path: Path) -> Non
     assert "deprecat" not in (result.stdout + result.stderr).lower()
 
 
-def _doc(variant: str, role: str) -> dict:
-    text = _render(variant)[f"cloud-init/{role}.yaml"]
+def _doc(variant: str, role: str, *, full: bool = False) -> dict:
+    """The role's cloud-config: as user data, or (``full``) the whole document the SSH pass runs."""
+    text = _render(variant, boot_secrets=full)[f"cloud-init/{role}.yaml"]
     assert text.startswith("#cloud-config\n")
     return yaml.safe_load(text)
 
@@ -251,8 +252,8 @@ def test_managed_shared_fs_mount_per_provider(variant: str, expected: str) -> No
 
 
 def test_slurm_daemons_per_role_and_slurmdbd() -> None:
-    head = _doc("aws-slurm-managed-dbd", "head")
-    worker = _doc("aws-slurm-managed-dbd", "worker")
+    head = _doc("aws-slurm-managed-dbd", "head", full=True)
+    worker = _doc("aws-slurm-managed-dbd", "worker", full=True)
     assert {"slurmctld", "slurmd", "slurmdbd", "munge"} <= set(head["packages"])
     assert "slurmctld" not in worker["packages"] and "slurmd" in worker["packages"]
     assert _file(head, "/etc/slurm/slurmdbd.conf")["permissions"] == "0600"
@@ -267,8 +268,8 @@ def test_slurm_daemons_per_role_and_slurmdbd() -> None:
 
 
 def test_k3s_server_agent_and_per_node_labels() -> None:
-    head = _doc("gcp-tcpxo-k8s-managed", "head")
-    worker = _doc("gcp-tcpxo-k8s-managed", "worker")
+    head = _doc("gcp-tcpxo-k8s-managed", "head", full=True)
+    worker = _doc("gcp-tcpxo-k8s-managed", "worker", full=True)
     server = yaml.safe_load(_file(head, "/etc/rancher/k3s/config.yaml")["content"])
     agent = yaml.safe_load(_file(worker, "/etc/rancher/k3s/config.yaml")["content"])
     assert server["token"] == agent["token"] == TOKEN
@@ -374,10 +375,10 @@ def test_secrets_never_in_repr_or_non_secret_files(tmp_path: Path) -> None:
         control = VARIANTS[name].spec.control_plane.value
         for path, text in rendered.items():
             text = readable(text)
-            is_user_data = path.startswith(("cloud-init/", "bootstrap/"))
-            assert (MUNGE in text) == (is_user_data and control == "slurm"), path
-            assert (TOKEN in text) == (is_user_data and control == "kubernetes"), path
-            assert rendered.is_secret(path) == (is_user_data and control != "none"), path
+            over_ssh = path.startswith("ssh/")  # user data and entrypoint scripts hold no secret
+            assert (MUNGE in text) == (over_ssh and control == "slurm"), path
+            assert (TOKEN in text) == (over_ssh and control == "kubernetes"), path
+            assert rendered.is_secret(path) == (over_ssh and control != "none"), path
 
 
 def test_write_rendered_modes_and_overwrite(tmp_path: Path) -> None:
@@ -388,7 +389,8 @@ def test_write_rendered_modes_and_overwrite(tmp_path: Path) -> None:
     written = write_rendered(rendered, tmp_path)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(rendered)
     mode = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in written}
-    assert mode["cloud-init/head.yaml"] == 0o600 and mode["cloud-init/worker.yaml"] == 0o600
+    assert mode["ssh/head.sh"] == 0o600 and mode["ssh/worker.sh"] == 0o600  # the secrets
+    assert mode["cloud-init/head.yaml"] == 0o644 and mode["cloud-init/worker.yaml"] == 0o644
     assert mode["slurm/slurm.conf"] == 0o644 and mode["slurm/epilog.sh"] == 0o755
     assert (tmp_path / "cloud-init" / "head.yaml").read_text() == rendered["cloud-init/head.yaml"]
 

@@ -146,7 +146,7 @@ def test_the_hosts_file_is_watched() -> None:
 
 def test_k3s_is_pinned_and_the_head_installs_kueue_then_the_bootstrap_manifests(tmp_path: Path) -> None:
     plan = make_plan({"control_plane": "kubernetes"}, nodes=2)
-    rendered = render_cluster(plan, CANARY)
+    rendered = render_cluster(plan, CANARY, boot_secrets=True)  # the whole document, as the SSH pass runs it
     head, worker = (yaml.safe_load(rendered[f"cloud-init/{role}.yaml"]) for role in ("head", "worker"))
     for doc, mode in ((head, "server"), (worker, "agent")):
         install = next(cmd[2] for cmd in doc["runcmd"] if cmd[:2] == ["sh", "-c"] and "k3s" in cmd[2])
@@ -218,7 +218,7 @@ def test_without_nftables_rights_exports_and_names_still_apply(tmp_path: Path, n
 @pytest.mark.parametrize(("ingress", "disabled"), [(False, ["traefik", "servicelb"]), (True, None)])
 def test_k3s_runs_without_traefik_and_servicelb_unless_asked(ingress: bool, disabled: list[str] | None) -> None:
     plan = make_plan({"control_plane": "kubernetes", "kubernetes": {"ingress": ingress}}, nodes=2)
-    rendered = render_cluster(plan, CANARY)
+    rendered = render_cluster(plan, CANARY, boot_secrets=True)  # k3s's config holds the token: the SSH pass's
     config = yaml.safe_load(_files(rendered["cloud-init/head.yaml"])["/etc/rancher/k3s/config.yaml"])
     assert config.get("disable") == disabled
     assert "disable" not in yaml.safe_load(_files(rendered["cloud-init/worker.yaml"])["/etc/rancher/k3s/config.yaml"])

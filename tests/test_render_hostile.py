@@ -343,21 +343,21 @@ def test_rendered_files_never_follow_symlinks_in_the_output_folder(tmp_path: Pat
     out = tmp_path / "out"
     victim = tmp_path / "victim"
     victim.mkdir()
-    (victim / "head.yaml").write_text("precious\n")
+    (victim / "head.sh").write_text("precious\n")
     out.mkdir()
-    os.symlink(victim, out / "cloud-init")  # a symlinked subfolder: refused
+    os.symlink(victim, out / "ssh")  # a symlinked subfolder: refused
     with pytest.raises(ProvisionerError, match="symlink"):
         write_rendered(rendered, out)
-    assert (victim / "head.yaml").read_text() == "precious\n" and sorted(os.listdir(victim)) == ["head.yaml"]
+    assert (victim / "head.sh").read_text() == "precious\n" and sorted(os.listdir(victim)) == ["head.sh"]
 
-    os.unlink(out / "cloud-init")
-    (out / "cloud-init").mkdir()
-    os.symlink(victim / "head.yaml", out / "cloud-init" / "head.yaml")  # a symlinked file: replaced, not followed
+    os.unlink(out / "ssh")
+    (out / "ssh").mkdir()
+    os.symlink(victim / "head.sh", out / "ssh" / "head.sh")  # a symlinked file: replaced, not followed
     write_rendered(rendered, out)
-    assert (victim / "head.yaml").read_text() == "precious\n"
-    assert not (out / "cloud-init" / "head.yaml").is_symlink()
-    assert (out / "cloud-init" / "head.yaml").read_text() == rendered["cloud-init/head.yaml"]
-    assert (out / "cloud-init" / "head.yaml").stat().st_mode & 0o777 == 0o600
+    assert (victim / "head.sh").read_text() == "precious\n"
+    assert not (out / "ssh" / "head.sh").is_symlink()
+    assert (out / "ssh" / "head.sh").read_text() == rendered["ssh/head.sh"]
+    assert (out / "ssh" / "head.sh").stat().st_mode & 0o777 == 0o600
     assert not [p for p in out.rglob(".*.tmp")]
 
 

@@ -171,7 +171,7 @@ def test_hostlist_compression() -> None:
 def test_head_is_node_zero_and_runs_slurmd() -> None:
     view = cluster_view(make_plan(nodes=3))
     assert [n.role for n in view.nodes] == ["head", "worker", "worker"]
-    files = render_cluster(make_plan(nodes=3), CANARY)
+    files = render_cluster(make_plan(nodes=3), CANARY, boot_secrets=True)  # the whole document (the SSH pass's)
     head = files["cloud-init/head.yaml"]
     assert "[systemctl, restart, slurmctld]" in head and "[systemctl, restart, slurmd]" in head
     assert "[systemctl, restart, slurmctld]" not in files["cloud-init/worker.yaml"]

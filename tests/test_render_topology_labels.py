@@ -42,7 +42,7 @@ def test_switch_path_sets_rack_and_block(tmp_path: Path) -> None:
 
 def test_rendered_nodes_register_with_their_own_rack(tmp_path: Path) -> None:
     plan = plans_for(SPEC, tmp_path, 1)[0]
-    rendered = render_cluster(plan, ClusterSecrets.generate(),
+    rendered = render_cluster(plan, ClusterSecrets.generate(), boot_secrets=True,  # k3s config: the SSH pass's
                               topology={"kq-0": ["nn-1", "nn-2", "nn-3a"], "kq-1": ["nn-1", "nn-2", "nn-3b"]})
     assert f"{TOPOLOGY_RACK_LABEL}=nn-3a" in rendered["cloud-init/head.yaml"]
     assert f"{TOPOLOGY_RACK_LABEL}=nn-3b" in rendered["cloud-init/worker.yaml"]
@@ -133,8 +133,8 @@ def test_the_head_renders_every_nodes_topology_labels(provider: str) -> None:
         "/usr/local/sbin/provisioner-k8s-apply"]
     assert 'kubectl label node "$name" "${args[@]}" --overwrite' in apply
     # Every bootstrap run (the SSH pass's included) runs the apply again; a marker never skips it.
-    assert re.search(r"^if begin_step \d+-provisioner-k8s-apply 1; then$", rendered["bootstrap/head.sh"], re.M)
-    assert "provisioner-k8s-apply" not in rendered["bootstrap/worker.sh"]
+    assert re.search(r"^if begin_step provisioner-k8s-apply-[0-9a-f]{10} 1; then$", rendered["ssh/head.sh"], re.M)
+    assert "provisioner-k8s-apply" not in rendered["ssh/worker.sh"]
 
 
 @pytest.mark.parametrize("provider", sorted(PLANS))

@@ -42,6 +42,7 @@ from provisioner.testing.fakes.base import FakeApp, RunningServer
 from tests.conftest import EXAMPLES, ROOT, need_shared
 from tests.providers.contract import load_harness
 from tests.providers.harness import Harness
+from tests.test_render_cloudinit import readable
 
 NATIVE = {"lambda": "LAMBDA_API_KEY", "runpod": "RUNPOD_API_KEY", "vastai": "VAST_API_KEY",
           "fluence": "FLUENCE_API_KEY"}
@@ -382,7 +383,7 @@ def env_keys(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
-def test_render_puts_secrets_only_in_0600_cloud_init(example: str, tmp_path: Path, env_keys: str,
+def test_render_puts_secrets_only_in_the_0600_ssh_pass_scripts(example: str, tmp_path: Path, env_keys: str,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str],
                                                      caplog: pytest.LogCaptureFixture) -> None:
@@ -393,10 +394,10 @@ def test_render_puts_secrets_only_in_0600_cloud_init(example: str, tmp_path: Pat
     code, out, err = run_cli(["plan", str(spec), "--save-plan", str(plan_file)], capsys)
     assert code == 0, err
     texts = [out, err, plan_file.read_text(encoding="utf-8")]
-    # A stale, world-readable head.yaml from an earlier render must come back 0600.
-    (out_dir / "cloud-init").mkdir(parents=True)
-    (out_dir / "cloud-init" / "head.yaml").write_text("old\n")
-    (out_dir / "cloud-init" / "head.yaml").chmod(0o644)
+    # A stale, world-readable head.sh from an earlier render must come back 0600.
+    (out_dir / "ssh").mkdir(parents=True)
+    (out_dir / "ssh" / "head.sh").write_text("old\n")
+    (out_dir / "ssh" / "head.sh").chmod(0o644)
     for source in (spec, plan_file):
         code, out, err = run_cli(["render", str(source), "--out", str(out_dir)], capsys)
         assert code == 0, err
@@ -406,15 +407,14 @@ def test_render_puts_secrets_only_in_0600_cloud_init(example: str, tmp_path: Pat
         holding = set()
         for path in written:
             text = path.read_text(encoding="utf-8")
-            if any(secret in text for secret in ALL_SECRET_FORMS):
+            if any(secret in readable(text) for secret in ALL_SECRET_FORMS):  # scripts embed files in base64
                 holding.add(path.relative_to(out_dir).as_posix())
                 assert path.stat().st_mode & 0o777 == 0o600, f"{path} holds a secret but is not 0600"
             assert env_keys not in text, f"{path} holds a provider key"
-        assert holding <= {"cloud-init/head.yaml", "cloud-init/worker.yaml", "bootstrap/head.sh",
-                           "bootstrap/worker.sh"}, holding
+        assert holding <= {"ssh/head.sh", "ssh/worker.sh"}, holding  # never user data or an entrypoint script
         control_plane = json.loads(plan_file.read_text())["spec"]["control_plane"]
         if control_plane != "none":
-            assert "cloud-init/head.yaml" in holding, "the canary secrets were not rendered at all"
+            assert "ssh/head.sh" in holding, "the canary secrets were not rendered at all"
         # The kept cluster secrets: 0600, beside the plan (or in the folder, from a spec), never printed.
         kept = tmp_path / "plan.secrets.json" if source == plan_file else out_dir / ".cluster-secrets.json"
         assert kept.stat().st_mode & 0o777 == 0o600, f"{kept} is not 0600"

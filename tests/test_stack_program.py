@@ -63,6 +63,13 @@ def _user_data(recorder: Recorder) -> dict[str, str]:
     return out
 
 
+def _step_secrets(recorder: Recorder) -> dict[str, Any]:
+    """The secrets the ClusterTopology step (the SSH pass) was handed: a Pulumi secret."""
+    (step,) = recorder.of("pulumi-python:dynamic/provisioner:ClusterTopology")
+    assert is_secret(step.inputs["secrets"])
+    return dict(step.inputs["secrets"]["value"])
+
+
 def test_a_saved_plan_keeps_its_secrets_beside_it(tmp_path: Path) -> None:
     plan = plan_on(example("pretrain-h100-slurm.yaml"), "aws")
     path = tmp_path / "plan.json"
@@ -73,7 +80,8 @@ def test_a_saved_plan_keeps_its_secrets_beside_it(tmp_path: Path) -> None:
     secrets = load_secrets(kept)
     first = _user_data(recorder)
     assert sorted(first) == [n.name for n in plan.nodes]
-    assert secrets.munge_key_b64.get_secret_value() in first[plan.head.name]
+    assert secrets.munge_key_b64.get_secret_value() not in "".join(first.values())  # user data holds no secret
+    assert _step_secrets(recorder)["munge_key_b64"] == secrets.munge_key_b64.get_secret_value()  # the SSH pass's
     assert outputs["hourly_usd"] == str(plan.option.hourly_usd) and outputs["expires_at"] == "2026-12-01T00:00:00Z"
     assert outputs["ssh_command"].startswith("ssh ubuntu@198.51.100.")
     tags = recorder.of("aws:ec2/vpc:Vpc")[0].inputs["tags"]
@@ -109,7 +117,8 @@ def test_secrets_passed_as_secret_config_are_used_and_not_written(tmp_path: Path
     recorder, outputs = _run({"plan": str(path), "secrets": blob}, secret_keys=("secrets",))
     assert not (tmp_path / "plan.secrets.json").exists()
     user_data = _user_data(recorder)
-    assert given.munge_key_b64.get_secret_value() in user_data[plan.head.name]
+    assert given.munge_key_b64.get_secret_value() not in "".join(user_data.values())
+    assert _step_secrets(recorder)["munge_key_b64"] == given.munge_key_b64.get_secret_value()
     (key,) = recorder.of("aws:ec2/keyPair:KeyPair")
     assert key.inputs["publicKey"] == given.ssh_public_key  # unsecreted: a public key
     assert given.munge_key_b64.get_secret_value() not in json.dumps(outputs)

@@ -115,11 +115,16 @@ def test_component_creates_the_step_wired_to_the_nodes(spec: str, tmp_path: Path
     assert any(u.endswith(f"{plan.cluster_id}-topology") and "GpuCluster$" in u for u in done.urns)  # parent=self
 
 
-def test_no_step_without_secrets_for_one_node_or_on_a_neocloud(tmp_path: Path) -> None:
+def test_no_step_without_secrets_for_one_node_without_a_control_plane_or_on_a_neocloud(tmp_path: Path) -> None:
     plan = _plan(SLURM_AWS, tmp_path)
     assert realize(args_for(plan, SECRETS)).recorder.of(TOPOLOGY_TYPE) == []  # no plan/secrets given
     single = _plan(SLURM_AWS.replace("count: 32", "count: 8").replace("count: 4", "count: 1"), tmp_path)
-    assert realize(args_for(single, SECRETS), plan=single, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
+    # One Slurm node still gets the step: the munge key reaches it over SSH only, never in user data.
+    assert len(realize(args_for(single, SECRETS), plan=single, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE)) == 1
+    bare = _plan(SLURM_AWS.replace("count: 32", "count: 8").replace("count: 4", "count: 1")
+                 .replace("control_plane: slurm", "control_plane: none"), tmp_path)
+    assert bare.spec.control_plane.value == "none"
+    assert realize(args_for(bare, SECRETS), plan=bare, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
     lam = _plan(SLURM_AWS.replace("allow: [aws], regions: [us-east-1]", "allow: [lambda]"), tmp_path)
     assert realize(args_for(lam, SECRETS), plan=lam, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
 

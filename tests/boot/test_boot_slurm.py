@@ -59,7 +59,9 @@ def cluster(node_image: Path, host_resources: tuple[int, int],
             role = "head" if name == NAMES[0] else "worker"
             machines[name] = boot(node_image, workdir, netns, name, f"{ADDRESSES[name]}/24",
                                   rendered[f"cloud-init/{role}.yaml"])
-        yield machines, netns, key, {"worker.sh": rendered["bootstrap/worker.sh"]}
+        assert secrets.munge_key_b64.get_secret_value() not in "".join(
+            rendered[f"cloud-init/{role}.yaml"] for role in ("head", "worker"))  # user data holds no secret
+        yield machines, netns, key, {role: rendered[f"ssh/{role}.sh"] for role in ("head", "worker")}
     finally:
         for machine in machines.values():
             machine.stop()
@@ -99,6 +101,17 @@ def test_two_nodes_boot_into_one_slurm_cluster(
     for machine in (head, worker):
         wait_for(lambda m=machine: _cloud_init_done(m), f"cloud-init on {machine.name}", 240)
     booted = time.monotonic() - started
+
+    # The SSH pass brings the munge key (user data carries none) and starts Slurm: as `ml`, sudo -n,
+    # with the cluster key, head first, as lifecycle.realize does.
+    wrapper = key.parent / "ssh-in-netns"
+    wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {netns.name} ssh -b {ALLOWED} \"$@\"\n")
+    wrapper.chmod(0o755)
+    runner = SshBootstrapper(key, key.parent / "known_hosts", ssh=str(wrapper))
+    for name, role in ((NAMES[0], "head"), (NAMES[1], "worker")):
+        first = runner.run(SshTarget(host=ADDRESSES[name], node_name=name, user="ml"), scripts[role], timeout_s=300)
+        assert "bootstrapped" in first.output and "FAILED" not in first.output, first.output
+        assert "done earlier" not in first.output  # cloud-init ran the boot steps, not the script
 
     def both_idle() -> tuple[bool, str]:
         out = head.exec("sinfo", "-h", "-N", "-o", "%N %t").stdout
@@ -142,17 +155,9 @@ def test_two_nodes_boot_into_one_slurm_cluster(
     ruleset = head.exec("nft", "list", "table", "inet", "provisioner").stdout
     assert f"{ALLOWED}" in ruleset and "10.77.0.1" in ruleset and "10.77.0.2" in ruleset
 
-    # The same bootstrap as a script, over SSH (as `ml`, sudo -n) with the cluster key: run twice on
-    # the booted worker, the second run skips every one-off step; Slurm still spans both nodes.
-    wrapper = key.parent / "ssh-in-netns"
-    wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {netns.name} ssh -b {ALLOWED} \"$@\"\n")
-    wrapper.chmod(0o755)
-    runner = SshBootstrapper(key, key.parent / "known_hosts", ssh=str(wrapper))
+    # The SSH pass again on the worker: every one-off step is skipped; Slurm still spans both nodes.
     target = SshTarget(host=ADDRESSES[NAMES[1]], node_name=NAMES[1], user="ml")
-    script = scripts["worker.sh"]
-    first = runner.run(target, script, timeout_s=300)
-    assert "bootstrapped" in first.output and "FAILED" not in first.output, first.output
-    assert "done earlier" not in first.output  # cloud-init ran these steps, not the script
+    script = scripts["worker"]
     second = runner.run(target, script, timeout_s=300)
     one_off = set(re.findall(r"^if begin_step (\S+) 0; then", script, re.M))
     assert set(re.findall(r"step (\S+): done earlier", second.output)) == one_off, second.output
