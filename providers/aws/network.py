@@ -27,7 +27,7 @@ security group is made first and deleted last, so it marks a cluster with EFA gr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +127,36 @@ class EfaNetwork:
             region, [{"Key": k, "Value": v} for k, v in sorted(tags.items())])
         self.client.associate_address(region, allocation, primary)
         return allocation
+
+    def ensure_ssh_group(self, cluster_id: str, region: str, allowed_cidrs: Sequence[str],
+                         tags: dict[str, str]) -> str:
+        """The cluster's own security group in the region's default VPC (``provisioner-<cluster>-ssh``):
+        tcp/22 from ``allowed_cidrs`` (IPv4 and IPv6; none: SSH from nowhere outside), all traffic
+        from members of the group, nothing else. Found by tag and name, else made; returns its id. The
+        direct engine's twin of the stack's group. PlanError without a default VPC; ProviderError."""
+        name = f"{group_name(cluster_id)}-ssh"
+        mine = self.client.describe_security_groups(region, [*by_cluster(cluster_id),
+                                                             {"Name": "group-name", "Values": [name]}])
+        if mine:
+            return str(mine[0]["GroupId"])
+        vpcs = self.client.describe_vpcs(region, [{"Name": "is-default", "Values": ["true"]}])
+        if not vpcs:
+            raise PlanError(f"aws: no default VPC in {region} for the cluster's security group")
+        tag_list = [{"Key": k, "Value": v} for k, v in sorted({**tags, "Name": name}.items())]
+        group_id = self.client.create_security_group(
+            region, name, f"cluster {cluster_id}: SSH from access.allowed_cidrs, all within the group",
+            str(vpcs[0]["VpcId"]), tag_list)
+        v4 = [c for c in allowed_cidrs if ":" not in c]
+        v6 = [c for c in allowed_cidrs if ":" in c]
+        permissions: list[dict[str, Any]] = [
+            {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id, "Description": "the cluster"}]}]
+        if v4 or v6:
+            permissions.append({"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                "IpRanges": [{"CidrIp": c, "Description": "SSH from access.allowed_cidrs"} for c in v4],
+                                "Ipv6Ranges": [{"CidrIpv6": c, "Description": "SSH from access.allowed_cidrs"}
+                                               for c in v6]})
+        self.client.authorize_security_group_ingress(region, group_id, permissions)
+        return group_id
 
     def release(self, cluster_id: str, region: str, remaining: Callable[[], int]) -> list[str]:
         """Release the cluster's Elastic IPs, then delete its placement group and security group in

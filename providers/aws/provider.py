@@ -197,6 +197,7 @@ class AWSProvider:
         self._cluster_regions: dict[str, set[str]] = {}
         self.network = EfaNetwork(self.client)
         self._efa: dict[tuple[str, str], EfaPlacement] = {}
+        self._ssh_groups: dict[tuple[str, str], str] = {}  # (cluster, region) -> its own security group
         self._sleep = sleep
         self.release_timeout_s = release_timeout_s
 
@@ -356,6 +357,25 @@ class AWSProvider:
         return self.client.import_key_pair(region, name, public_key, [{"Key": "provisioner", "Value": "ssh-key"}])
 
     # ----- create ---------------------------------------------------------------------------
+    # ----- the cluster's own security group (SupportsFirewall; network.ensure_ssh_group) ---------
+    def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
+        """The cluster's security group in ``region`` (tcp/22 from ``allowed_cidrs``, all within the
+        group): every later launch of the cluster there gets it instead of the VPC's ``default`` group.
+        Idempotent. Call before ``create_nodes``. PlanError, ProviderError."""
+        tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: self.owner or owner_id()}
+        group_id = self.network.ensure_ssh_group(cluster_id, region, allowed_cidrs, tags)
+        self._ssh_groups[(cluster_id, region)] = group_id
+        self._cluster_regions.setdefault(cluster_id, set()).add(region)
+        return group_id
+
+    def remove_firewall(self, cluster_id: str) -> None:
+        """Delete the cluster's groups once its instances are terminated (``delete_nodes`` does the
+        same); what is still in use is left for the next call. Gone already is success."""
+        self._release(cluster_id, sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set())),
+                      wait=True)
+        for key in [key for key in self._ssh_groups if key[0] == cluster_id]:
+            del self._ssh_groups[key]
+
     def create_nodes(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[Node]:
         """Create the nodes not yet present (by name); all-or-nothing; see the module docstring.
 
@@ -501,8 +521,14 @@ class AWSProvider:
                 options["MaxPrice"] = str(spec.bid_usd_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
         efa = self._efa.get((cluster_id, spec.region))
+        ssh_group = self._ssh_groups.get((cluster_id, spec.region))
+        if ssh_group is not None and not (efa is not None and has_efa(spec.instance_type)):
+            params["SecurityGroupIds"] = [ssh_group]  # not the VPC's default group (the account's rules)
         if efa is not None and has_efa(spec.instance_type):
             params["NetworkInterfaces"] = efa.interfaces(spec.instance_type)
+            if ssh_group is not None:  # the EFA group and the cluster's, not the VPC's default
+                for nic in params["NetworkInterfaces"]:
+                    nic["Groups"] = [efa.security_group_ids[0], ssh_group]
             params["Placement"] = {"AvailabilityZone": efa.zone,
                                    **({"GroupName": efa.placement_group} if efa.placement_group else {})}
             params["TagSpecifications"].append({"ResourceType": "network-interface", "Tags": tag_list})

@@ -120,6 +120,36 @@ def test_create_get_delete_on_moto(moto_url: str) -> None:
     assert {n.status for n in provider.get_nodes("mc1")} == {NodeStatus.TERMINATED}
 
 
+def test_the_direct_adapter_makes_the_clusters_own_security_group(fake: RunningServer) -> None:
+    """Closed by default on the direct engine too (issue 16): the cluster's instances get a group of
+    their own (tcp/22 from allowed_cidrs, all within the group) instead of the VPC's default group,
+    and it goes with the cluster."""
+    from provisioner.providers.base import SupportsFirewall
+
+    provider = _provider(fake.url, owner="alice")
+    assert isinstance(provider, SupportsFirewall)
+    group_id = provider.ensure_firewall("fw1", ["203.0.113.7/32", "2001:db8::/48"], "us-east-1")
+    assert provider.ensure_firewall("fw1", ["203.0.113.7/32", "2001:db8::/48"], "us-east-1") == group_id
+    specs = [NodeSpec(name=f"n{i}", instance_type="g6e.xlarge", region="us-east-1", image=IMAGE) for i in range(2)]
+    created = provider.create_nodes("fw1", specs)
+    ec2 = boto3.client("ec2", endpoint_url=fake.url, region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE",
+                       aws_secret_access_key=fake.app.api_key or "x")
+    instances = [i for r in ec2.describe_instances(InstanceIds=[n.id for n in created])["Reservations"]
+                 for i in r["Instances"]]
+    assert [[g["GroupId"] for g in i["SecurityGroups"]] for i in instances] == [[group_id], [group_id]]
+    (group,) = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
+    tags = {t["Key"]: t["Value"] for t in group["Tags"]}
+    assert tags[CLUSTER_TAG] == "fw1" and tags["provisioner-owner"] == "alice"
+    rules = {(p["IpProtocol"], p.get("FromPort")): p for p in group["IpPermissions"]}
+    assert sorted(rules) == [("-1", None), ("tcp", 22)]
+    assert [r["CidrIp"] for r in rules[("tcp", 22)]["IpRanges"]] == ["203.0.113.7/32"]
+    assert [r["CidrIpv6"] for r in rules[("tcp", 22)]["Ipv6Ranges"]] == ["2001:db8::/48"]
+    assert [g["GroupId"] for g in rules[("-1", None)]["UserIdGroupPairs"]] == [group_id]
+    provider.delete_nodes("fw1")
+    provider.remove_firewall("fw1")
+    assert ec2.describe_security_groups(Filters=[{"Name": "group-id", "Values": [group_id]}])["SecurityGroups"] == []
+
+
 def test_unknown_instance_type_is_refused_by_ec2(moto_url: str) -> None:
     spec = NodeSpec(name="x", instance_type="p99.mega", region="us-east-1", image=IMAGE)
     with pytest.raises(ProviderAPIError, match=r"p99.mega.*InvalidInstanceType"):  # by the quota check, before buying
