@@ -46,7 +46,9 @@ def test_up_and_burst_refuse_a_spec_without_allowed_cidrs(tmp_path: Path, monkey
         job = ["--", "true"] if command == ["burst"] else []
         assert main([command[0], str(spec), *command[1:], *job]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith(f"{spec}:1:1: access.allowed_cidrs: not set")
+        last = err.strip().splitlines()[-1]  # after up's "engine: ..." note, one error line
+        assert last.startswith(f"{spec}:1:1: access.allowed_cidrs: not set") and "Traceback" not in err
+        assert sum(line.count("access.allowed_cidrs") for line in err.splitlines()) == 1
         assert app.launched == 0 and state.list_records() == []
 
 

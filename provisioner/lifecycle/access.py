@@ -4,8 +4,8 @@
   firewall and the provider's firewall then admit SSH from nowhere outside the cluster, and these
   commands reach the nodes over SSH).
 - ``ensure_firewall`` / ``remove_firewall``: the provider's own firewall for the cluster where the
-  adapter has one (``SupportsFirewall``: Lambda's rulesets), made before the launch that attaches
-  it and removed after the nodes are gone, by the direct engine as by the stack.
+  adapter has one (``SupportsFirewall``: Lambda's rulesets, AWS's cluster security group), made
+  before the launch that attaches it and removed after the nodes are gone.
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
 
 
 def ensure_firewall(provider: Provider, plan: Plan) -> None:
-    """The provider's own firewall for the cluster (Lambda rulesets: SSH only from
-    ``access.allowed_cidrs``), before the launch that attaches it. The stack does the same
-    (``stacks/firewall.py``); the AWS adapter makes its security group itself (docs/security.md says
-    what each provider gets)."""
+    """The provider's own firewall for the cluster (Lambda rulesets, the AWS cluster security group:
+    SSH only from ``access.allowed_cidrs``), before the launch that attaches it. The stacks make
+    theirs as resources (docs/security.md says what each provider gets)."""
     if isinstance(provider, SupportsFirewall):
         for region in dict.fromkeys(node.region for node in plan.nodes):
             provider.ensure_firewall(plan.cluster_id, plan.spec.access.allowed_cidrs, region)
