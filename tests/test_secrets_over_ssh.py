@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from provisioner.providers.redact import base64_forms
 
-from provisioner.lifecycle.bootstrap_ssh import SshTarget
 from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
+from provisioner.realize.bootstrap_ssh import SshTarget
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import (
     FLUENCE_SPEC,
