@@ -134,12 +134,15 @@ def test_a_preempted_node_is_replaced_under_its_name_and_rejoins(cluster: Cluste
     replace = cluster.events[0]
     assert "preempted" in replace["reason"] and replace["hourly_usd"] == Decimal("12.36")
     calls = [argv for _, argv in cluster.remote.calls]
-    assert ("squeue", "-h", "-w", "lc-lambda-1", "-o", "%A") in calls
-    assert [c for c in calls if c[2:4] == ("scontrol", "requeue")] == [("sudo", "-n", "scontrol", "requeue", "7")]
+    listed = calls.index(("squeue", "-h", "-w", "lc-lambda-1", "-o", "%A"))
+    assert calls[listed + 1:listed + 3] == [  # DOWN (Slurm ends its jobs at once), then the requeue
+        ("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=DOWN",
+         "Reason=provisioner: being replaced"),
+        ("sudo", "-n", "scontrol", "requeue", "7")]
     resume = calls.index(("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=RESUME"))
-    # Slurm holds a requeued job ~2 min: released once the node is back; then readiness.
-    assert calls[resume + 1] == ("sudo", "-n", "scontrol", "update", "JobId=7", "StartTime=now")
-    assert calls[resume + 2][0] == "sinfo"
+    # Resumed, the control plane lists every node ready, then the job Slurm holds ~2 min is released.
+    assert calls[resume + 1][0] == "sinfo"
+    assert calls[-1] == ("sudo", "-n", "scontrol", "update", "JobId=7", "StartTime=now")
     assert "ubuntu@lc-lambda-1" in cluster.remote.bootstrapped  # the SSH pass ran again (new address)
     # Money: the preempted instance ran until it was noticed; the replacement counts as interruption.
     bills = {(b.name, b.term) for b in meter(cluster.healer.plan, cluster.healer.usages, cluster.rt.now()).nodes}

@@ -212,6 +212,10 @@ class Healer:
             # Back to pending (held off the drained node); they run again once it is back.
             listed = self._on_head(("squeue", "-h", "-w", name, "-o", "%A"))
             jobs = sorted({w for w in listed.stdout.split() if w.isdigit()}) if listed is not None and listed.ok else []
+            # DOWN first: Slurm then ends the jobs there at once instead of waiting for a dead slurmd to
+            # confirm (a requeued job stays "completing" until then); the replacement's slurmd returns it.
+            self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=DOWN",
+                           "Reason=provisioner: being replaced"))
             for job in jobs:
                 self._on_head(("sudo", "-n", "scontrol", "requeue", job))
             self.requeued = [*self.requeued, *jobs]
@@ -324,14 +328,14 @@ class Healer:
         control_plane = self.plan.spec.control_plane.value
         if control_plane == "slurm":
             self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=RESUME"))
-            # Slurm holds a requeued job back (its begin time moves ~2 min ahead); the node is back now.
-            for job in self.requeued:
-                self._on_head(("sudo", "-n", "scontrol", "update", f"JobId={job}", "StartTime=now"))
-            self.requeued = []
         elif control_plane == "kubernetes":
             self._on_head(("sh", "-c", f"sudo -n kubectl uncordon {name}; "
                                        f"sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true"))
         readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
+        # Slurm holds a requeued job back (its begin time moves ~2 min ahead); every node is back now.
+        for job in self.requeued:
+            self._on_head(("sudo", "-n", "scontrol", "update", f"JobId={job}", "StartTime=now"))
+        self.requeued = []
 
 
 def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:

@@ -214,6 +214,9 @@ def test_a_fault_mid_job_is_healed_and_the_job_resumes_from_its_checkpoint(
     assert resumed_from >= 10 and 0 <= redone < 10, log  # work lost: less than one checkpoint interval
     created = next(t for t, event, f in events if event == "create" and f.get("node") == "fb-1")
     replaced = next(t for t, event, _ in events if event == "replaced")
+    for when, event, fields in events:  # the timeline, from the fault
+        if when >= seen["fault_at"] - 1 and event not in ("job-output", "wait-running", "wait-ready"):
+            print(f"  {when - seen['fault_at']:+7.1f} s {event}: {fields['message'][:150]}")
     print(f"heal[{fault}]: fault -> job running again {resumed_at - seen['fault_at']:.0f} s; replacement "
           f"create -> rejoined {replaced - created:.0f} s; steps redone {redone} (checkpoint every 10); "
           f"resumed from step {resumed_from}")
