@@ -107,8 +107,14 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
     code = main(["plan", _spec_file(aws_env, 24), "--format", "json"])
     captured = capsys.readouterr()
     assert code == 3, captured
-    assert "L-417A185B" in captured.err and "request-service-quota-increase" in captured.err
-    assert "576 vcpus" in captured.err and "400 vcpus left of 400" in captured.err
+    # The blamed field is the one that alone keeps out the most options (docs/cost-model.md, "When
+    # nothing fits"): the other providers' 8 x H100 offers outnumber the quota-bound p5 ones, so the
+    # line blames providers.allow; the report (printed: Capacity Blocks are quotes) names the quota.
+    assert "providers.allow: no offer fits" in captured.err and "quote-only products fit" in captured.err
+    [quota] = [g for g in json.loads(captured.out)["rejection_groups"] if g["stage"] == 19]
+    assert quota["field"] == "gpus.count" and "L-417A185B" in quota["reason"]
+    assert "request-service-quota-increase" in quota["reason"] and "400 vcpus left of 400" in quota["reason"]
+    assert "576 vcpus" in quota["examples"][0]["reason"]
 
 
 def test_create_over_quota_is_refused_before_any_launch(fake: RunningServer) -> None:

@@ -83,9 +83,15 @@ def test_refresh_prices_from_skus_records_gpu_quotas_then_plan_names_the_metric(
     best = json.loads(capsys.readouterr().out, parse_float=Decimal)["options"][0]
     assert (best["provider"], best["instance_type"], best["nodes"]) == ("gcp", "a3-highgpu-8g", 2)
     assert Decimal(best["hourly_usd"]) == Decimal("178.67552")
-    assert main(["plan", _spec_file(gcp_env, 24), "--format", "json"]) == 3
-    err = capsys.readouterr().err
-    assert "over the quota NVIDIA_H100" in err and "24 gpus" in err and "iam-admin/quotas" in err
+    assert main(["plan", _spec_file(gcp_env, 24), "--format", "json", "--explain"]) == 3
+    captured = capsys.readouterr()
+    # The line blames the field that alone keeps out the most options (docs/cost-model.md, "When
+    # nothing fits": here the other providers' H100 offers, providers.allow); the report names the quota.
+    assert "providers.allow: no offer fits" in captured.err
+    groups = json.loads(captured.out)["rejection_groups"]
+    [quota] = [g for g in groups if g["stage"] == 19 and " quota NVIDIA_H100_GPUS " in g["reason"]]
+    example = quota["examples"][0]["reason"]
+    assert "over the quota NVIDIA_H100" in example and "24 gpus" in example and "iam-admin/quotas" in example
 
 
 def test_create_over_the_gpu_quota_inserts_nothing(fake: RunningServer) -> None:
