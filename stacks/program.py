@@ -31,11 +31,12 @@ import pulumi
 from provisioner.providers.base import owner_id
 from provisioner.providers.registry import facts
 from provisioner.stacks.cluster import GpuCluster
-from provisioner.stacks.model import cluster_args, expiry_for, user_data_path
+from provisioner.stacks.model import cluster_args
 from provisioner.stacks.topology import TOPOLOGY_PROVIDERS
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan, load_plan
+from provisioner.realize.nodes import expiry_for, user_data_path
 from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets, secrets_path_for
 
