@@ -46,12 +46,16 @@ def load_bundled_catalog() -> Catalog:
     return parse_catalog(text, BUNDLED)
 
 
-def load_catalog(path: str | Path, *, cache_dir: Path | None = None) -> Catalog | TableCatalog:
+def load_catalog(path: str | Path, *, cache_dir: Path | None = None, models: bool = False) -> Catalog | TableCatalog:
     """A catalog file: JSON/YAML (a ``Catalog``) or columnar ``.npz`` (a ``TableCatalog``).
 
     With ``cache_dir``, a JSON catalog is compiled once into a columnar file there (keyed by
     its path, size and mtime) and later calls read that instead. Raises CatalogError naming
     the file and the first bad field.
+
+    ``models`` reads a JSON/YAML file of any size into a ``Catalog`` of ``Offer`` models (what
+    ``catalog refresh`` merges into); otherwise a file over ``LARGE_CATALOG_BYTES`` comes back as a
+    ``TableCatalog``.
     """
     path = Path(path)
     if path.suffix == COLUMNAR_SUFFIX:
@@ -66,7 +70,7 @@ def load_catalog(path: str | Path, *, cache_dir: Path | None = None) -> Catalog 
         size = path.stat().st_size
         if size > MAX_CATALOG_BYTES:
             raise CatalogError(f"{path}: catalog is over {MAX_CATALOG_BYTES >> 20} MiB")
-        if size > LARGE_CATALOG_BYTES:
+        if size > LARGE_CATALOG_BYTES and not models:
             catalog: Catalog | TableCatalog = _large(path)
         else:
             catalog = parse_catalog(path.read_text(encoding="utf-8"), str(path))

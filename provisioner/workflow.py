@@ -50,7 +50,7 @@ def choose_catalog(catalog_path: Path | None, warnings: list[str] | None = None)
     cached = cache_dir() / CACHE_FILE
     if cached.is_file():
         try:
-            catalog = load_catalog(cached)
+            catalog = load_catalog(cached, models=True)  # refresh merges into it, whatever its size
             if isinstance(catalog, Catalog):
                 return catalog
             raise CatalogError(f"{cached}: the refreshed cache must be a JSON catalog")

@@ -97,3 +97,19 @@ def test_offers_decoded_in_chunks_keep_their_place(monkeypatch: pytest.MonkeyPat
     doc["offers"][30]["price_per_hour_usd"] = "cheap"
     with pytest.raises(CatalogError, match=r"^x: offers\[30\]\.price_per_hour_usd: expected a number$"):
         decode_table_catalog(json.dumps(doc).encode(), "x")
+
+
+def test_a_large_refreshed_cache_is_still_read_as_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # catalog refresh merges into the cache's Offer models: a cache over 1 MiB must not come back as
+    # columns (nor be set aside for the bundled snapshot with a warning).
+    from provisioner.catalog import BUNDLED_FILE
+    from provisioner.offer import Catalog
+    from provisioner.workflow import CACHE_FILE, choose_catalog
+
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path))
+    doc = json.loads(BUNDLED_FILE.read_text())
+    doc["as_of"] = "2026-11-25"
+    (tmp_path / CACHE_FILE).write_text(json.dumps(doc) + " " * LARGE_CATALOG_BYTES)
+    warnings: list[str] = []
+    catalog = choose_catalog(None, warnings)
+    assert isinstance(catalog, Catalog) and str(catalog.as_of) == "2026-11-25" and warnings == []
