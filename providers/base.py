@@ -62,6 +62,8 @@ NODE_TAG = "provisioner-node"
 """Tag/label key naming the node (its PlanNode name) where the provider has tags."""
 ROLE_TAG = "provisioner-role"
 """Tag/label key naming the node's role (``head``/``worker``) where the provider has tags."""
+LEASE_TAG = "provisioner-lease"
+"""Tag/label key: the lease of the ``up`` that launched the node (providers.ownership.LeaseMark)."""
 _OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -103,13 +105,16 @@ def parse_expiry(text: str | None) -> dt.datetime | None:
 
 
 def tool_tags(cluster_id: str, expires_at: dt.datetime | None, owner: str | None = None,
-              role: str | None = None) -> dict[str, str]:
-    """The tags every node of ``cluster_id`` carries where the provider has tags (the role's when known)."""
+              role: str | None = None, lease: str | None = None) -> dict[str, str]:
+    """The tags every node of ``cluster_id`` carries where the provider has tags (the role's and the
+    create's lease mark when known)."""
     tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: owner or owner_id()}
     if expires_at is not None:
         tags[EXPIRES_TAG] = expiry_text(expires_at)
     if role is not None:
         tags[ROLE_TAG] = role
+    if lease:
+        tags[LEASE_TAG] = lease
     return tags
 
 
@@ -171,6 +176,9 @@ class NodeSpec(BaseModel):
     expires_at: dt.datetime | None = Field(
         None, description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
         "has tags; needs no TAGS capability.")
+    lease: str | None = Field(
+        None, description="The lease token of the create that launches the node (LeaseMark.token()), "
+        "written where the provider shows it back (LEASE_TAG, RunPod env, Vast label).")
 
     @model_validator(mode="after")
     def _user_data_matches_bootstrap(self) -> NodeSpec:
@@ -255,6 +263,10 @@ class Node(BaseModel):
                                             "(billing starts); None: its listing does not say (docs/costs.md).")
     ended_at: dt.datetime | None = Field(None, description="When the provider says the node was terminated, "
                                          "for a terminated node it still lists; else None.")
+    owner: str | None = Field(None, description="The owner mark the node carries (OWNER_TAG, RunPod env, the "
+                              "Vast label, the Fluence name's mark); None: it carries none.")
+    lease: str | None = Field(None, description="The lease mark of the create that launched it (LEASE_TAG); "
+                              "None where there is none or the provider cannot carry one (Fluence).")
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """``(host, port)`` to SSH to: ``ssh_host`` else the public, else the private address, with
@@ -353,6 +365,7 @@ class SupportsSshKeys(Protocol):
 __all__ = [
     "CLUSTER_TAG",
     "EXPIRES_TAG",
+    "LEASE_TAG",
     "NODE_TAG",
     "OWNER_TAG",
     "ROLE_TAG",

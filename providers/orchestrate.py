@@ -17,6 +17,13 @@ it to ``create``. Everything below is decided here, once:
   instance this call launched or adopted, and every instance of the missing nodes that shows up
   in one more listing, is terminated; then the error is raised, the same class as the cause,
   naming what was tried and how many of the new nodes were made.
+- **Only what is ours.** Before anything is bought, an instance of the cluster that carries
+  another owner's mark, no owner mark, or another live lease mark (providers.ownership) refuses
+  the call (ClusterBusyError): it is never adopted. Once every batch launched, the cluster is
+  listed once more; when another create's instances appeared meanwhile (two machines, one
+  account), the lease that started first wins and the other call terminates exactly the ids it
+  launched and raises ClusterBusyError. The rollback's extra listing also takes only instances
+  carrying this call's owner and lease marks.
 - **Fail closed.** When an answer was lost and no listing could say what it bought, or when
   the cleanup failed, the error says that instances may exist, names the cluster and gives the
   command that removes them: ``provisioner gc --provider P --cluster ID --yes``. It never
@@ -28,6 +35,7 @@ Blocking: for the launch/list/terminate calls only, never for boot. Thread-safe 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -35,9 +43,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, owner_id
+from provisioner.providers.ownership import LeaseMark, foreign_lease
 
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, RateLimitError
+from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
 
 log = logging.getLogger("provisioner.providers.orchestrate")
 
@@ -48,13 +57,20 @@ _DEFINITE_5XX = frozenset({500, 502, 503})
 class Member:
     """One live instance of the cluster as its provider lists it.
 
-    ``name`` is the node name (None: bought but not named yet, adoptable by type and region).
+    ``name`` is the node name (None: bought but not named yet, adoptable by type and region);
+    ``owner``/``lease`` the owner and lease marks it carries (None: none).
     """
 
     id: str
     name: str | None
     instance_type: str = ""
     region: str = ""
+    owner: str | None = None
+    lease: str | None = None
+
+    @classmethod
+    def of(cls, node: Node, name: str | None = None) -> Member:
+        return cls(node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease)
 
 
 class Launcher(ABC):
@@ -72,6 +88,15 @@ class Launcher(ABC):
     def __init__(self, provider: str, cluster_id: str) -> None:
         self.provider = provider
         self.cluster_id = cluster_id
+        self.owner = owner_id()
+        """The owner mark this call's instances carry (an adapter with its own owner sets it)."""
+        self.lease: str | None = None
+        """This call's lease mark (from the NodeSpecs; None: the caller holds no lease)."""
+
+    def mine(self, member: Member) -> bool:
+        """Whether ``member`` carries this call's owner mark and, where it has one, its lease mark."""
+        return member.owner == self.owner and (member.lease is None or self.lease is None
+                                               or member.lease == self.lease)
 
     @abstractmethod
     def members(self) -> list[Member]:
@@ -170,7 +195,9 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
     names = [spec.name for spec in nodes]
     if len(set(names)) != len(names):
         raise ValueError(f"node names must be unique within a cluster: {names}")
+    launcher.lease = launcher.lease or next((spec.lease for spec in nodes if spec.lease), None)
     listed = launcher.members()
+    _check_holders(launcher, listed)
     present = {m.name: m.id for m in listed if m.name is not None}
     missing = [spec for spec in nodes if spec.name not in present]
     if not missing:
@@ -185,7 +212,63 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
     except ProviderError as exc:
         launcher.abort()
         raise _rolled_back(launcher, call, missing, exc, tried) from None
+    winner = _rival(launcher, call)
+    if winner is not None:
+        made = list(call.made.values())
+        left = launcher.terminate(made)
+        note = (f"terminated the {len(made)} instance(s) this call launched" if not left else
+                f"terminating this call's instances FAILED, still running: {', '.join(left)}; remove them "
+                f"with: {gc_command(launcher.provider, launcher.cluster_id)}")
+        raise ClusterBusyError(f"cluster {launcher.cluster_id} on {launcher.provider} is being created by "
+                               f"{winner} at the same time, which started first; {note}")
     return {name: present.get(name) or call.made[name] for name in names}
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
+    """Refuse (ClusterBusyError, nothing bought) when the cluster has an instance that is not
+    this owner's, or that another live create is launching."""
+    where = f"cluster {launcher.cluster_id} on {launcher.provider}"
+    for member in listed:
+        label = f"instance {member.id}{f' ({member.name})' if member.name else ''}"
+        if member.owner is None:
+            raise ClusterBusyError(f"{where}: {label} carries the cluster's mark but no owner mark of this tool; "
+                                   "it is not adopted: choose another cluster name, or delete it with: "
+                                   f"provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} "
+                                   "--force-unowned --yes")
+        if member.owner != launcher.owner:
+            raise ClusterBusyError(f"{where} already has {label} owned by {member.owner}: choose another "
+                                   "cluster name")
+        other = foreign_lease(member.lease, launcher.lease, _now())
+        if other is not None:
+            raise ClusterBusyError(f"{where} is being created by {other.describe()} ({label}); wait for it "
+                                   "to end or choose another cluster name")
+
+
+def _rival(launcher: Launcher, call: _Call) -> str | None:
+    """After every launch: the create that wins the cluster when another one's instances appeared
+    meanwhile (its lease started first, or it has no readable lease), else None. A failed listing
+    is no evidence of a rival."""
+    mine = LeaseMark.parse(launcher.lease)
+    if mine is None:
+        return None
+    try:
+        members = launcher.members()
+    except ProviderError:
+        return None
+    ours = set(call.made.values()) | call.known
+    for member in members:
+        if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
+            continue
+        other = LeaseMark.parse(member.lease)
+        if other is not None and not other.live(_now()):
+            continue
+        if other is None or (other.started_at, other.token()) < (mine.started_at, mine.token()):
+            return other.describe() if other is not None else f"owner {member.owner or 'unknown'}"
+    return None
 
 
 def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:
@@ -289,6 +372,7 @@ def _adopt_appeared(launcher: Launcher, call: _Call, todo: list[NodeSpec], exc: 
     wanted = {spec.name: spec for spec in todo}
     with call.lock:
         seen = call.known | set(call.made.values())
+        members = [m for m in members if launcher.mine(m)]
         named = {m.name: m.id for m in members if m.name in wanted and m.id not in seen}
         call.made.update(named)
         rest = [spec for spec in todo if spec.name not in named]
@@ -314,8 +398,8 @@ def _rolled_back(launcher: Launcher, call: _Call, missing: list[NodeSpec], failu
     doubts = list(call.lost)
     try:  # a launch whose answer was lost may have bought something: look once more
         wanted = {spec.name for spec in missing}
-        doomed += [m.id for m in launcher.members()
-                   if m.id not in doomed and m.id not in call.known and (m.name is None or m.name in wanted)]
+        doomed += [m.id for m in launcher.members() if m.id not in doomed and m.id not in call.known
+                   and (m.name is None or m.name in wanted) and launcher.mine(m)]
         doubts = list(call.pending)  # the listing saw what the lost answers bought; slow ones may still come
     except ProviderError as listing:
         if call.lost or call.pending:

@@ -155,12 +155,15 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
     result.raise_for_failures()
 
 
-def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False) -> int:
+def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False,
+       force_unowned: bool = False) -> int:
     """List (or with --yes delete) nodes the tool made that have no local record or whose expiry passed."""
     from provisioner.lifecycle.gc import collect_garbage
 
+    if force_unowned and cluster is None:
+        raise UsageError("needs --cluster NAME: it is never applied to a whole account", option="--force-unowned")
     try:
-        report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes)
+        report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes, force_unowned=force_unowned)
     except ValueError as exc:
         raise UsageError(str(exc), option="--provider") from None
     print(printable(report.render(), keep_newlines=True))
@@ -208,6 +211,8 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     cmd.add_argument("--provider", help="Only this provider (default: every one with credentials).")
     cmd.add_argument("--cluster", help="Only this cluster, collected whatever its record says.")
     cliargs.flag(cmd, "--yes", "Delete what is found (default: only list it).", negatable=False)
+    cliargs.flag(cmd, "--force-unowned", "With --cluster: also nodes of that cluster that carry no owner mark "
+                 "(never another owner's).", negatable=False)
 
     if only in (None, "node"):
         from provisioner.validation.cli import add_node_commands

@@ -15,6 +15,7 @@
     │   ├── RateLimitError                throttled; ``retry_after_s`` when the provider said
     │   └── ProviderAPIError              any other API failure; ``status`` and ``detail``
     ├── StackError                        exit 5: realizing a plan as a Pulumi stack failed
+    ├── ClusterBusyError                  exit 6: another up/down/gc holds the cluster (names the holder)
     └── ValidationFailedError             exit 11: node validation failed (``burst`` refuses to start)
 
 Every error renders as one line (``str(err)``); the CLI prints that line and exits
@@ -160,6 +161,13 @@ class StackError(ProvisionerError):
     exit_code = 5
 
 
+class ClusterBusyError(ProvisionerError):
+    """Another process (here: the cluster's lock; elsewhere: a live lease mark on its nodes) is
+    creating or deleting the cluster. Nothing was bought or deleted by the refused command."""
+
+    exit_code = 6
+
+
 class ValidationFailedError(ProvisionerError):
     """Node validation failed; a job is not started on the cluster unless forced."""
 
@@ -169,6 +177,7 @@ class ValidationFailedError(ProvisionerError):
 __all__ = [
     "CapacityError",
     "CatalogError",
+    "ClusterBusyError",
     "CredentialsError",
     "NoFeasibleOfferError",
     "PlanError",

@@ -22,7 +22,7 @@ Operations and what they guarantee:
   adding or removing whole nodes is an in-place update.
 - ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
 - ``read``: the live nodes; an empty cluster reads as gone.
-- ``delete``: ``delete_nodes`` for the cluster, then waits until no node is pending or running
+- ``delete``: ``delete_owned`` (this owner's nodes of the cluster), then waits until none of them is pending or running
   (``realize.launch.wait_deleted``, as the direct engine's ``down``).
 
 ``user_data`` (one text for every node, or a mapping node name -> text, e.g. a head's and
@@ -44,6 +44,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.ownership import delete_owned
 from provisioner.providers.registry import facts, get_provider
 from pydantic import ValidationError
 
@@ -189,8 +190,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         try:
             keep = {node["name"] for node in news.get("nodes") or []}
             gone = [node.id for node in adapter.get_nodes(news["cluster_id"]) if node.name not in keep]
-            if gone:
-                adapter.delete_nodes(news["cluster_id"], gone)
+            if gone:  # replaced nodes: only this owner's (providers.ownership)
+                delete_owned(adapter, news["cluster_id"], gone)
             nodes = self._realize(adapter, news, rollback=False)
         finally:
             close_adapter(adapter)
@@ -211,9 +212,9 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         adapter = self._adapter(props["provider"])
         cluster_id = props["cluster_id"]
         try:
-            adapter.delete_nodes(cluster_id)
+            ids = {node.id for node in delete_owned(adapter, cluster_id).deleted}  # never another owner's
             wait_deleted(waiter(_interval(adapter)), adapter, cluster_id,
-                         timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S))
+                         timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S), ids=ids)
         except WaitTimeout as exc:
             left = ", ".join(f"{n.id} ({n.provider_state})" for n in exc.last or [])  # type: ignore[attr-defined]
             raise StackError(f"{props['provider']}: nodes of {cluster_id} still exist after delete: {left}") from None
@@ -234,7 +235,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         except (WaitTimeout, StackError) as exc:
             note = ""
             if rollback:
-                adapter.delete_nodes(cluster_id)
+                delete_owned(adapter, cluster_id)
                 note = "; its nodes were deleted"
             raise StackError(f"{props['provider']} cluster {cluster_id}: {exc}{note}") from None
 

@@ -76,6 +76,7 @@ from provisioner.providers.aws.network import EfaNetwork, EfaPlacement
 from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
+    LEASE_TAG,
     NODE_TAG,
     ROLE_TAG,
     Capability,
@@ -491,6 +492,8 @@ class AWSProvider:
             tags.setdefault(ROLE_TAG, spec.role)
         if spec.expires_at is not None:
             tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
+        if spec.lease:
+            tags[LEASE_TAG] = spec.lease
         return tags
 
     def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
@@ -635,7 +638,8 @@ class AWSProvider:
                     public_ip=ip_or_none(instance.get("PublicIpAddress")),
                     private_ip=ip_or_none(instance.get("PrivateIpAddress")),
                     provider_state=state, launched_at=billing.launched_at(instance),
-                    ended_at=billing.ended_at(instance))
+                    ended_at=billing.ended_at(instance), owner=tags.get(OWNER_TAG),
+                    lease=tags.get(LEASE_TAG))
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
         """``SupportsBilling``: Cost Explorer's cost of the cluster's tag (providers.aws.billing)."""
@@ -648,6 +652,7 @@ class _Launcher(Launcher):
     def __init__(self, provider: AWSProvider, cluster_id: str, nodes: Sequence[NodeSpec]) -> None:
         super().__init__(provider.name, cluster_id)
         self.adapter = provider
+        self.owner = provider.owner or self.owner
         self.regions = sorted({n.region for n in nodes})
         self.region_of: dict[str, str] = {}
 
@@ -656,8 +661,9 @@ class _Launcher(Launcher):
         for region in self.regions:
             for i in self.adapter._members(self.cluster_id, region, live=True):
                 self.region_of[str(i["InstanceId"])] = region
-                found.append(Member(str(i["InstanceId"]), tag_map(i).get(NODE_TAG),
-                                    str(i.get("InstanceType", "")), region))
+                tags = tag_map(i)
+                found.append(Member(str(i["InstanceId"]), tags.get(NODE_TAG), str(i.get("InstanceType", "")), region,
+                                    tags.get(OWNER_TAG), tags.get(LEASE_TAG)))
         return found
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:

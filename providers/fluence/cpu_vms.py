@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, owner_id
 from provisioner.providers.fluence.client import PROVIDER, FluenceClient, is_not_found
 from provisioner.providers.fluence.models import BootDisk, CloudInit, CreateVmRequest, UserVm
 from provisioner.providers.fluence.naming import node_of
@@ -47,7 +47,7 @@ def to_node(cluster_id: str, vm: UserVm, region: str = "") -> Node:
     return Node(provider=PROVIDER, id=vm.id, name=node_of(cluster_id, vm.name) or vm.name, cluster_id=cluster_id,
                 status=STATUS.get(vm.status, NodeStatus.PENDING),
                 instance_type=vm.configurationSlug or vm.configurationId, region=region or vm.clusterId,
-                provider_state=vm.status)
+                provider_state=vm.status, owner=owner_id() if node_of(cluster_id, vm.name) else None)
 
 
 def prepare(client: FluenceClient, specs: Sequence[NodeSpec], names: dict[str, str]) -> list[CreateVmRequest]:

@@ -4,20 +4,24 @@ Fluence instances have no tags or labels, only a name of 1-25 characters from
 ``[a-z0-9-]``. A node's instance name is therefore the only mark of its cluster, and it
 must be deterministic (idempotent create finds a node by recomputing its name).
 
-The scheme, ``instance_name(cluster_id, node)`` = ``<C>-<N>``:
+The scheme, ``instance_name(cluster_id, node, owner)`` = ``<C>-<N>``:
 
-- ``C`` (the cluster mark, never contains ``-``): the cluster id itself when it is
-  1-10 characters of ``[a-z0-9]``; otherwise its first 6 lowercase alphanumerics followed
-  by 4 base-36 characters of its SHA-256 (``My_Cluster-01`` -> ``myclus`` + hash).
-- ``N`` (the node part, up to ``24 - len(C)`` characters, at least 14): the node name
-  itself when it already fits ``[a-z0-9-]``, starts and ends alphanumeric, and is short
-  enough; otherwise a slug of it cut to leave room for ``-`` and 4 base-36 characters of
-  the node name's SHA-256 (``GPU_Worker.0001`` -> ``gpu-worker-0-x7k2`` style).
+- ``C`` (the cluster and owner mark, 10 characters of ``[a-z0-9]``, never ``-``): the first
+  5 lowercase alphanumerics of the cluster id (fewer when it has fewer), then base-36
+  characters of the SHA-256 of ``<cluster id>/<owner>`` up to 10 (``owner``: providers.base
+  ``owner_id()``). The owner is part of the mark, so one owner never claims another's nodes of a
+  cluster with the same name, and a name a user chose (``research-box``) matches only by a
+  hash collision (one in 36^5 at best).
+- ``N`` (the node part, up to ``24 - len(C)`` = 14 characters): the node name itself when it
+  already fits ``[a-z0-9-]``, starts and ends alphanumeric, and is short enough; otherwise a
+  slug of it cut to leave room for ``-`` and 4 base-36 characters of the node name's SHA-256
+  (``GPU_Worker.0001`` -> ``gpu-worker-0-x7k2`` style).
 
-A name belongs to a cluster when its text before the first ``-`` equals ``C``; the node
-part is what follows. Because ``C`` has no ``-``, cluster ``ab`` never claims the nodes of
-cluster ``abc`` or of a cluster whose mark is ``ab1``. Two different node names that map to
-the same ``N`` (astronomically unlikely with the hash) are refused before anything launches.
+A name belongs to a cluster of an owner when its text before the first ``-`` equals that
+``C`` exactly (strict: recomputed, never guessed from the name); the node part is what
+follows. Two different node names that map to the same ``N`` (astronomically unlikely with the
+hash) are refused before anything launches. There is no room for a lease mark: on Fluence the
+lease is the local lock's only (docs/security.md).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from __future__ import annotations
 import hashlib
 import re
 
+from provisioner.providers.base import owner_id
+
 MAX_NAME = 25
-_MARK = re.compile(r"^[a-z0-9]{1,10}$")
+MARK_LENGTH = 10
 _NODE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 _ALNUM = re.compile(r"[^a-z0-9]+")
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -41,12 +47,10 @@ def _hash36(text: str, length: int = 4) -> str:
     return "".join(out)
 
 
-def cluster_mark(cluster_id: str) -> str:
-    """The ``C`` part: the cluster id if short and plain, else a prefix plus a hash."""
-    if _MARK.match(cluster_id):
-        return cluster_id
-    plain = _ALNUM.sub("", cluster_id.lower())[:6]
-    return f"{plain}{_hash36(cluster_id)}"
+def cluster_mark(cluster_id: str, owner: str | None = None) -> str:
+    """The ``C`` part: a readable prefix of the cluster id and a hash of cluster id and owner."""
+    plain = _ALNUM.sub("", cluster_id.lower())[:5]
+    return f"{plain}{_hash36(f'{cluster_id}/{owner or owner_id()}', MARK_LENGTH - len(plain))}"
 
 
 def node_part(node: str, budget: int) -> str:
@@ -57,16 +61,16 @@ def node_part(node: str, budget: int) -> str:
     return f"{slug}-{_hash36(node)}" if slug else _hash36(node)
 
 
-def instance_name(cluster_id: str, node: str) -> str:
-    """The deterministic instance name of ``node`` in ``cluster_id`` (see module docstring)."""
-    mark = cluster_mark(cluster_id)
+def instance_name(cluster_id: str, node: str, owner: str | None = None) -> str:
+    """The deterministic instance name of ``node`` in ``owner``'s ``cluster_id`` (see module docstring)."""
+    mark = cluster_mark(cluster_id, owner)
     return f"{mark}-{node_part(node, MAX_NAME - len(mark) - 1)}"
 
 
-def node_of(cluster_id: str, name: str) -> str | None:
-    """The node part of ``name`` if it belongs to ``cluster_id``, else None."""
+def node_of(cluster_id: str, name: str, owner: str | None = None) -> str | None:
+    """The node part of ``name`` if it belongs to ``owner``'s ``cluster_id``, else None."""
     mark, sep, rest = name.partition("-")
-    return rest if sep and rest and mark == cluster_mark(cluster_id) else None
+    return rest if sep and rest and mark == cluster_mark(cluster_id, owner) else None
 
 
 _GIB = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?)?B?\s*$", re.IGNORECASE)
@@ -106,5 +110,5 @@ def shape_name(gpu_model: str, vram: str, interface: str, gpus: int, vcpus: int,
     return "-".join(p for p in parts if p)
 
 
-__all__ = ["MAX_NAME", "canonical_gpu", "cluster_mark", "instance_name", "node_of", "node_part",
+__all__ = ["MARK_LENGTH", "MAX_NAME", "canonical_gpu", "cluster_mark", "instance_name", "node_of", "node_part",
            "shape_name", "to_gib", "vram_gib"]

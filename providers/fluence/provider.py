@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode, owner_id
 from provisioner.providers.billing import Billed, provider_time
 from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, billing, cpu_vms
 from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
@@ -296,7 +296,8 @@ class FluenceProvider(RestAdapter[FluenceClient]):
                     instance_type=instance_shape(instance), region=instance.location,
                     public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
                     provider_state=instance.status, launched_at=provider_time(instance.created_at),
-                    ended_at=provider_time(instance.updated_at) if instance.status == "ENDED" else None)
+                    ended_at=provider_time(instance.updated_at) if instance.status == "ENDED" else None,
+                    owner=owner_id() if node_of(cluster_id, instance.name) else None)  # the mark names the owner
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
         """``SupportsBilling``: Fluence's aggregated charges of the cluster's VMs (providers.fluence.billing)."""
@@ -321,12 +322,12 @@ class _Launcher(Launcher):
         for i in self.adapter._members(self.cluster_id):
             if i.status not in GONE:
                 self.api_of[i.id] = "gpu"
-                found.append(Member(i.id, self.spec_of.get(i.name, i.name)))
+                found.append(Member(i.id, self.spec_of.get(i.name, i.name), owner=self.owner))
         if self.with_cpu:
             for vm in cpu_vms.members(self.adapter.client, self.cluster_id):
                 if vm.status not in cpu_vms.GONE:
                     self.api_of[vm.id] = "v2"
-                    found.append(Member(vm.id, self.spec_of.get(vm.name, vm.name)))
+                    found.append(Member(vm.id, self.spec_of.get(vm.name, vm.name), owner=self.owner))
         return found
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:

@@ -43,6 +43,7 @@ from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
+    LEASE_TAG,
     NODE_TAG,
     OWNER_TAG,
     ROLE_TAG,
@@ -298,11 +299,13 @@ class GCPProvider:
             raise PlanError(f"gcp: node {spec.name} has no image; set it or PROVISIONER_GCP_IMAGE")
         name = f"{cluster_id}-{spec.name}".lower()
         labels = {**spec.tags, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name}
-        labels.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())
+        labels.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())  # what every delete checks
         if spec.role is not None:
             labels.setdefault(ROLE_TAG, spec.role)
         if spec.expires_at is not None:
             labels[EXPIRES_TAG] = expiry_label(spec.expires_at)  # labels take no ':' or capitals
+        if spec.lease:
+            labels[LEASE_TAG] = spec.lease
         bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
         if bad or not _NAME.match(name):
             raise PlanError(f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
@@ -372,7 +375,8 @@ class GCPProvider:
                     instance_type=leaf(instance.machine_type), region=zone_region(zone),
                     public_ip=ip_or_none(public),
                     private_ip=ip_or_none(nic.network_i_p if nic else None),
-                    provider_state=instance.status, launched_at=provider_time(instance.creation_timestamp or None))
+                    provider_state=instance.status, launched_at=provider_time(instance.creation_timestamp or None),
+                    owner=instance.labels.get(OWNER_TAG), lease=instance.labels.get(LEASE_TAG))
 
     def price_check(self, usages: Sequence[NodeUsage], offer: Offer, spot: bool) -> Billed:
         """``SupportsPriceCheck``: the spans at today's SKU prices, GCE's rule (providers.gcp.pricecheck)."""
@@ -386,6 +390,7 @@ class _Launcher(Launcher):
     def __init__(self, provider: GCPProvider, cluster_id: str, bodies: list[tuple[NodeSpec, dict[str, Any]]]) -> None:
         super().__init__(provider.name, cluster_id)
         self.adapter = provider
+        self.owner = provider.owner or self.owner
         self.bodies = {spec.name: (str(spec.zone), body) for spec, body in bodies}
         self.zone_of = {body["name"]: str(spec.zone) for spec, body in bodies}
 
@@ -395,7 +400,8 @@ class _Launcher(Launcher):
             if instance.status not in _GONE:
                 self.zone_of[instance.name] = zone
                 found.append(Member(instance.name, instance.labels.get(NODE_TAG), leaf(instance.machine_type),
-                                    zone_region(zone)))
+                                    zone_region(zone), instance.labels.get(OWNER_TAG),
+                                    instance.labels.get(LEASE_TAG)))
         return found
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:

@@ -40,6 +40,7 @@ from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
+    LEASE_TAG,
     OWNER_TAG,
     Capability,
     Node,
@@ -179,7 +180,8 @@ class _Launcher(Launcher):
 
     def members(self) -> list[Member]:
         return [Member(i.id, None if (name := self.adapter._node_name(self.cluster_id, i)) == PLACEHOLDER else name,
-                       i.instance_type.name if i.instance_type else "", i.region.name if i.region else "")
+                       i.instance_type.name if i.instance_type else "", i.region.name if i.region else "",
+                       i.tag(OWNER_TAG), i.tag(LEASE_TAG))
                 for i in self.adapter._members(self.cluster_id) if i.status not in _GONE]
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:
@@ -207,7 +209,7 @@ class _Launcher(Launcher):
         image = None
         if spec.image:
             image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
-        tags = {**tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role),
+        tags = {**tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease),
                 **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG}}
         request = LaunchRequest(
             region_name=spec.region, instance_type_name=spec.instance_type,
@@ -302,12 +304,27 @@ class LambdaProvider(RestAdapter[LambdaClient]):
 
     # ----- SSH keys -------------------------------------------------------------------------
     def ensure_ssh_key(self, name: str, public_key: str) -> str:
-        """Register ``public_key`` as ``name`` unless a key with that name or material exists."""
+        """Register ``public_key`` as ``name`` unless a key with that name or material exists.
+
+        Two ``up`` runs at once may both find it absent: the one whose add is refused (Lambda
+        answers 400 for a name that exists) lists again and uses the key the other registered."""
         material = public_key.split()[:2]
-        for key in self.client.list_ssh_keys():
-            if key.name == name or key.public_key.split()[:2] == material:
-                return key.name
-        return self.client.add_ssh_key(name, public_key).name
+
+        def existing() -> str | None:
+            for key in self.client.list_ssh_keys():
+                if key.name == name or key.public_key.split()[:2] == material:
+                    return key.name
+            return None
+
+        found = existing()
+        if found is not None:
+            return found
+        try:
+            return self.client.add_ssh_key(name, public_key).name
+        except ProviderAPIError as exc:
+            if exc.status != 400 or (found := existing()) is None:
+                raise
+            return found
 
     def _key_for(self, spec: NodeSpec) -> str:
         if spec.ssh_public_key:
@@ -404,7 +421,8 @@ class LambdaProvider(RestAdapter[LambdaClient]):
                     cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
                     instance_type=instance.instance_type.name if instance.instance_type else "",
                     region=instance.region.name if instance.region else "",
-                    public_ip=instance.ip, private_ip=instance.private_ip, provider_state=instance.status)
+                    public_ip=instance.ip, private_ip=instance.private_ip, provider_state=instance.status,
+                    owner=instance.tag(OWNER_TAG), lease=instance.tag(LEASE_TAG))
 
 
 __all__ = ["MAX_BATCH", "PLACEHOLDER", "LambdaProvider", "canonical_gpu", "key_name"]

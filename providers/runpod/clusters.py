@@ -62,6 +62,7 @@ INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
 USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
 OWNER_ENV = "PROVISIONER_OWNER"
 EXPIRES_ENV = "PROVISIONER_EXPIRES"
+LEASE_ENV = "PROVISIONER_LEASE"
 CLUSTER_TYPE = "TRAINING"
 """RunPod's generic distributed-training cluster: no managed Slurm/Ray, our bootstrap runs."""
 MIN_PODS, MAX_PODS = 2, 250
@@ -240,6 +241,8 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
            INSTANCE_TYPE_ENV: first.instance_type, OWNER_ENV: first.owner or owner_id()}
     if first.expires_at is not None:
         env[EXPIRES_ENV] = expiry_text(first.expires_at)
+    if first.lease:
+        env[LEASE_ENV] = first.lease
     scripts = [spec.user_data or "" for spec in nodes]
     if len(set(scripts)) == 1 and scripts[0]:
         env[USER_DATA_ENV] = base64.b64encode(scripts[0].encode()).decode()

@@ -63,6 +63,7 @@ NODE_ENV = "PROVISIONER_NODE"
 INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
 OWNER_ENV = "PROVISIONER_OWNER"
 EXPIRES_ENV = "PROVISIONER_EXPIRES"
+LEASE_ENV = "PROVISIONER_LEASE"
 USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
 DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
 
@@ -223,6 +224,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             ssh_host=ssh_host,
             ssh_port=ssh_port,
             launched_at=provider_time(pod.created_at),
+            owner=pod.env.get(OWNER_ENV),
+            lease=pod.env.get(LEASE_ENV),
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
@@ -299,6 +302,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                OWNER_ENV: spec.owner or owner_id()}
         if spec.expires_at is not None:
             env[EXPIRES_ENV] = expiry_text(spec.expires_at)
+        if spec.lease:
+            env[LEASE_ENV] = spec.lease
         args = ""
         if spec.user_data:
             env[USER_DATA_ENV] = base64.b64encode(spec.user_data.encode()).decode()
@@ -407,7 +412,7 @@ class _Launcher(Launcher):
     def members(self) -> list[Member]:
         # A TERMINATED pod still listed is gone for our purposes: its node is launched anew.
         self.listed = [n for n in self.adapter.get_nodes(self.cluster_id) if n.status != NodeStatus.TERMINATED]
-        return [Member(n.id, n.name, n.instance_type, n.region) for n in self.listed]
+        return [Member.of(n) for n in self.listed]
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:
         for key in dict.fromkeys(spec.ssh_public_key for spec in missing if spec.ssh_public_key):

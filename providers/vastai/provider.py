@@ -1,8 +1,11 @@
 """The Vast.ai adapter: marketplace asks in, labelled single-host instances out.
 
 Vast has no tags: every instance this adapter rents carries the label
-``<cluster_id>/<node name>``, which is how ``get_nodes`` finds a cluster (cluster names
-never contain ``/``, so one cluster's nodes are never mistaken for another's). Vast rents
+``<cluster_id>/<node name>/owner=<owner>/lease=<lease mark>``, which is how ``get_nodes``
+finds a cluster and whose it is (``parse_label`` reads it strictly: cluster and node names
+never contain ``/``, so one cluster's nodes are never mistaken for another's; a label without
+the ``owner=`` part, ``research/notebook`` say, parses as an instance with no owner mark,
+which is never deleted without ``--force-unowned``). Vast rents
 one host per ask, so an n-node cluster is n asks of the same shape in one country.
 
 ``create_nodes`` is idempotent on (cluster_id, node name), all-or-nothing, and issues the
@@ -14,13 +17,23 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
+import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode
+from provisioner.providers.base import (
+    Bootstrap,
+    Capability,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    OfferQuery,
+    OwnedNode,
+    owner_id,
+)
 from provisioner.providers.billing import Billed
 from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.vastai import CAPABILITIES, billing
@@ -29,7 +42,7 @@ from provisioner.providers.vastai.client import PROVIDER, VastClient
 from provisioner.providers.vastai.models import BundleOffer, Instance
 
 from provisioner.errors import CapacityError, ProviderError
-from provisioner.offer import SAFE_ID, Offer
+from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.vastai")
 T = TypeVar("T")
@@ -41,8 +54,28 @@ _PENDING = {None, "", "created", "loading", "scheduling", "rebooting", "unknown"
 _STOPPED = {"stopped", "exited", "frozen"}
 
 
-def cluster_label(cluster_id: str, name: str) -> str:
-    return f"{cluster_id}/{name}"
+_PART = r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}"
+_LABEL = re.compile(rf"^(?P<cluster>{_PART})/(?P<node>{_PART})"
+                    r"(?:/owner=(?P<owner>[a-z0-9_-]{1,63})(?:/lease=(?P<lease>[a-z0-9-]{1,63}))?)?$")
+
+
+def cluster_label(cluster_id: str, name: str, owner: str | None = None, lease: str | None = None) -> str:
+    """``<cluster>/<node>`` then ``/owner=<owner>`` and ``/lease=<lease>`` when given."""
+    label = f"{cluster_id}/{name}"
+    if owner:
+        label += f"/owner={owner}"
+        if lease:
+            label += f"/lease={lease}"
+    return label
+
+
+def parse_label(label: str | None) -> tuple[str, str, str | None, str | None] | None:
+    """(cluster, node, owner, lease) of a label ``cluster_label`` wrote; None for any other label.
+    A bare ``<cluster>/<node>`` parses with owner and lease None: it carries no owner mark."""
+    found = _LABEL.match(label or "")
+    if not found:
+        return None
+    return found["cluster"], found["node"], found["owner"], found["lease"]
 
 
 def node_status(instance: Instance) -> NodeStatus:
@@ -135,12 +168,14 @@ class VastAIProvider(RestAdapter[VastClient]):
                       lambda: [self._node(cluster_id, inst) for inst in launcher.listed])
 
     def list_owned(self) -> list[OwnedNode]:
-        """Every instance labelled ``<cluster>/<node>`` (Vast has no tags: no owner or expiry known)."""
+        """Every instance whose label parses (``parse_label``), with the owner it names (None when
+        it names none). Vast has no tags: the expiry is the cluster record's."""
         found = []
         for instance in self.client.iter_instances():
-            cluster_id, slash, name = (instance.label or "").partition("/")
-            if slash and cluster_id and name and SAFE_ID.match(cluster_id):
-                found.append(OwnedNode(self._node(cluster_id, instance)))
+            parsed = parse_label(instance.label)
+            if parsed is not None:
+                node = self._node(parsed[0], instance)
+                found.append(OwnedNode(node, node.owner))
         return found
 
     def _assign_asks(self, todo: Sequence[NodeSpec]) -> dict[str, tuple[int, float | None]]:
@@ -196,7 +231,7 @@ class VastAIProvider(RestAdapter[VastClient]):
         env = f"-e PROVISIONER_CLUSTER={shlex.quote(cluster_id)} -e PROVISIONER_NODE={shlex.quote(spec.name)}"
         body: dict[str, Any] = {
             "image": spec.image or DEFAULT_IMAGE,
-            "label": cluster_label(cluster_id, spec.name),
+            "label": cluster_label(cluster_id, spec.name, spec.owner or owner_id(), spec.lease),
             "disk": float(max(1, round(spec.disk_gib * 1.073741824))),  # Vast sizes disks in GB
             "runtype": "ssh",
             "target_state": "running",
@@ -239,18 +274,20 @@ class VastAIProvider(RestAdapter[VastClient]):
 
     # -- helpers --------------------------------------------------------------------------
     def _cluster_instances(self, cluster_id: str) -> list[Instance]:
-        prefix = cluster_label(cluster_id, "")
-        return [inst for inst in self.client.iter_instances() if (inst.label or "").startswith(prefix)]
+        return [inst for inst in self.client.iter_instances()
+                if (parsed := parse_label(inst.label)) is not None and parsed[0] == cluster_id]
 
     @staticmethod
     def _name(cluster_id: str, instance: Instance) -> str:
-        return (instance.label or "")[len(cluster_label(cluster_id, "")):]
+        parsed = parse_label(instance.label)
+        return parsed[1] if parsed is not None and parsed[0] == cluster_id else ""
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
         region = instance.country_code or (vast_offers.region_of(instance.geolocation)[0]
                                            if instance.geolocation else "")
         private = (instance.local_ipaddrs or "").split()
         ssh_host, ssh_port = instance.ssh_endpoint() or (None, 22)
+        parsed = parse_label(instance.label)
         return Node(
             provider=PROVIDER, id=str(instance.id), name=self._name(cluster_id, instance), cluster_id=cluster_id,
             status=node_status(instance),
@@ -261,6 +298,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             provider_state=instance.actual_status or "provisioning",  # Vast: null while provisioning
             ssh_host=ssh_host, ssh_port=ssh_port,
             launched_at=dt.datetime.fromtimestamp(instance.start_date, dt.UTC) if instance.start_date else None,
+            owner=parsed[2] if parsed else None, lease=parsed[3] if parsed else None,
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
@@ -298,7 +336,7 @@ class _Launcher(Launcher):
 
     def members(self) -> list[Member]:
         self.listed = self.adapter._cluster_instances(self.cluster_id)
-        return [Member(str(inst.id), self.adapter._name(self.cluster_id, inst)) for inst in self.listed]
+        return [Member.of(self.adapter._node(self.cluster_id, inst)) for inst in self.listed]
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:
         for public_key in sorted({spec.ssh_public_key for spec in missing if spec.ssh_public_key}):
@@ -320,4 +358,4 @@ class _Launcher(Launcher):
         return f"{spec.instance_type} in {spec.region or 'any region'} (ask {ask})"
 
 
-__all__ = ["VastAIProvider", "cluster_label", "node_status", "onstart_script"]
+__all__ = ["VastAIProvider", "cluster_label", "node_status", "onstart_script", "parse_label"]

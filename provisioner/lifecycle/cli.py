@@ -140,23 +140,29 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
         from provisioner.lifecycle.spend import budget_expiry
 
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+        from provisioner.lifecycle.lease import hold
+
         runtime = _runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
-        # Saved before the stack is touched: an interrupted or failed up leaves a record saying so.
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
+        # Saved before the stack is touched: an interrupted or failed up leaves a record saying so. The
+        # local lock is held throughout; machines sharing the backend are kept apart by its stack lock.
         try:
-            outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
-            if wait:
-                _await_stack(plan, runtime)
-        except KeyboardInterrupt:
-            _mark(plan.cluster_id, "interrupted")
-            raise
-        except ProvisionerError:
-            _mark(plan.cluster_id, "failed")
-            raise
+            with hold(plan.cluster_id, "up"):
+                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
+                try:
+                    outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at,
+                                               runtime=runtime)
+                    if wait:
+                        _await_stack(plan, runtime)
+                except KeyboardInterrupt:
+                    _mark(plan.cluster_id, "interrupted")
+                    raise
+                except ProvisionerError:
+                    _mark(plan.cluster_id, "failed")
+                    raise
+                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
         finally:
             if runtime.interrupts is not None:
                 runtime.interrupts.restore()
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
         emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
         return
     from provisioner.lifecycle.access import require_ssh_sources
@@ -215,7 +221,7 @@ def _mark(cluster_id: str, status: str) -> None:
 
 
 def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
-         catalog: Path | None = None, json_out: bool = False) -> None:
+         catalog: Path | None = None, json_out: bool = False, force_unowned: bool = False) -> None:
     """Delete every node of the cluster through the provider API (or destroy its stack). Idempotent."""
     from provisioner.lifecycle import state
 
@@ -234,14 +240,16 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     emit = _emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine
+        from provisioner.lifecycle.lease import hold
         from provisioner.lifecycle.spend import before_teardown, emit_settled
 
         runtime = _runtime(emit, interrupts=False)
-        listed = before_teardown(runtime.provider, record)
-        existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
-        if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
-            emit_settled(emit, listed[0], record, listed[1], runtime.now())
-        state.remove_record(cluster_id)
+        with hold(cluster_id, "down"):
+            listed = before_teardown(runtime.provider, record)
+            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
+            if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
+                emit_settled(emit, listed[0], record, listed[1], runtime.now())
+            state.remove_record(cluster_id)
         emit("down", message=f"cluster {cluster_id} is down (pulumi)" if existed or record is not None
              else f"nothing left of cluster {cluster_id} (no pulumi stack)", cluster=cluster_id)
         _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),
@@ -251,7 +259,7 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
 
     runtime = _runtime(emit, interrupts=False)
     with _shielded():
-        tear_down(cluster_id, runtime, provider=provider)
+        tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
 
 
 def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
@@ -482,6 +490,8 @@ def add_commands(group: cliargs.Commands) -> None:
                      "says; without one, pulumi if a pulumi up kept its plan here, else direct).")
     cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct); with "
                      "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.")
+    cliargs.flag(cmd, "--force-unowned", "Also delete the cluster's nodes that carry no owner mark (direct; never "
+                 "another owner's).", negatable=False)
     common(cmd, backend=True)
 
     cmd = cliargs.command(group, "status", status)

@@ -8,12 +8,19 @@ known to be the tool's on each provider):
 - a node whose **expiry has passed**, by its EXPIRES_TAG where the provider has tags, else by
   its cluster's record (``expires_at``), or whose record's lease process (a ``burst`` killed
   with SIGKILL) is gone (``ClusterRecord.lease_lost``);
+- a node of a cluster whose record is still ``creating`` while no process holds the cluster's
+  lock, or its holder's heartbeat is older than ``STALE_S`` (lifecycle.lease): an ``up`` killed
+  mid-create, TTL or not;
 - with ``cluster_id``: every node of that cluster, whatever its record says (naming a cluster
   is the decision to remove it; this is the command a failed create prints).
 
-Never collected: a node whose OWNER_TAG names another owner (a colleague on the same account
-has records on another machine), and, on providers without a tool mark in their names
-(Fluence), a node of a cluster that has no record here and was not named.
+Never collected (providers.ownership): a node whose owner mark names another owner (a colleague
+on the same account has records on another machine); a node with no owner mark of this tool
+(a user's own instance with a matching tag or label), unless named with ``cluster_id`` and
+``force_unowned``; a node with no local record whose lease mark is live (another machine's
+``up`` of the same owner still creating it); nodes of a cluster whose lock another live process
+holds. On Fluence, whose names carry no cluster id, only clusters with a record here or named
+are looked at (the name's mark is a hash of cluster and owner).
 
 Providers: every registered adapter whose credentials are configured (an API key variable for
 the neoclouds; a credentials file or variable for AWS and GCP, never a metadata server); the
@@ -22,7 +29,8 @@ checked is a failure, exit 4). An adapter that can list the tool's nodes at once
 (``SupportsGc``) is asked for all of them; otherwise gc asks ``get_nodes`` for the clusters it
 has records of and the named cluster.
 
-Deleting: ``delete_nodes`` per cluster (idempotent, does not wait); a cluster whose every
+Deleting: per cluster, holding its lock, through providers.ownership.delete_owned (which checks
+the owner mark once more; idempotent, does not wait); a cluster whose every
 node was deleted loses its local record. Nothing is deleted unless ``delete`` is set. A paid
 reservation of a cluster gc looks at (an EC2 Capacity Block, ``SupportsReservations``) cannot be
 deleted: the report says what remains, that it is paid, and when it ends.
@@ -38,10 +46,15 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from provisioner.errors import ProviderError, ProvisionerError
+from provisioner.errors import ClusterBusyError, ProviderError, ProvisionerError
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record
 from provisioner.providers import registry, settings
 from provisioner.providers.base import NodeStatus, OwnedNode, Provider, SupportsGc, SupportsReservations, owner_id
+from provisioner.providers.ownership import delete_owned, foreign_lease
+
+STALE_S = 8 * cluster_lease.HEARTBEAT_S
+"""A lock holder whose heartbeat is older than this counts as dead (a stopped or hung ``up``)."""
 
 Clock = Callable[[], dt.datetime]
 
@@ -136,24 +149,29 @@ def collect_garbage(
     adapters: Mapping[str, Provider] | None = None,
     records: Sequence[ClusterRecord] | None = None,
     owner: str | None = None,
+    force_unowned: bool = False,
 ) -> GcReport:
     """Find (and with ``delete`` delete) the tool's unaccounted nodes; see the module docstring.
 
     ``provider``/``cluster_id`` narrow the search. ``adapters`` (default: every registered
     provider with credentials configured, built from the environment) and ``records``
     (default: ``list_records()``), ``now`` and ``owner`` (default ``owner_id()``) are injectable.
-    Blocking: one listing per provider plus the delete calls. Raises ValueError for an unknown
-    ``provider``; provider failures are reported, never raised.
+    ``force_unowned`` (only with ``cluster_id``) also deletes that cluster's nodes that carry no
+    owner mark. Blocking: one listing per provider plus the delete calls. Raises ValueError for
+    an unknown ``provider`` or ``force_unowned`` without ``cluster_id``; provider failures are
+    reported, never raised.
     """
     if provider is not None and provider not in registry.REGISTRY:
         raise ValueError(f"unknown provider {provider!r}; known: {', '.join(registry.REGISTRY)}")
+    if force_unowned and cluster_id is None:
+        raise ValueError("--force-unowned needs --cluster NAME: it is never applied to a whole account")
     report = GcReport(delete=delete)
     if adapters is None:
         found, report.skipped = _adapters(provider)
         if provider in report.skipped:  # asked for by name: not checking it is a failure, not a skip
             report.unlisted[provider] = f"cannot check: {report.skipped.pop(provider)}"
         try:
-            _collect(report, found, cluster_id, delete, now(), records, owner)
+            _collect(report, found, cluster_id, delete, now(), records, owner, force_unowned)
         finally:
             for adapter in found.values():
                 close = getattr(adapter, "close", None)
@@ -161,14 +179,15 @@ def collect_garbage(
                     close()
         return report
     found = {name: a for name, a in adapters.items() if provider is None or name == provider}
-    _collect(report, found, cluster_id, delete, now(), records, owner)
+    _collect(report, found, cluster_id, delete, now(), records, owner, force_unowned)
     return report
 
 
 def _collect(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
-             at: dt.datetime, records: Sequence[ClusterRecord] | None, owner: str | None) -> None:
+             at: dt.datetime, records: Sequence[ClusterRecord] | None, owner: str | None,
+             force_unowned: bool = False) -> None:
     records = list_records() if records is None else list(records)
-    _collect_nodes(report, found, cluster_id, delete, at, records, owner)
+    _collect_nodes(report, found, cluster_id, delete, at, records, owner, force_unowned)
     if delete and cluster_id is not None:
         _forget_named(report, cluster_id, {r.cluster_id: r for r in records}.get(cluster_id))
 
@@ -195,7 +214,8 @@ def _has_local_files(cluster_id: str) -> bool:
 
 
 def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
-                   at: dt.datetime, records: list[ClusterRecord], owner: str | None) -> None:
+                   at: dt.datetime, records: list[ClusterRecord], owner: str | None,
+                   force_unowned: bool = False) -> None:
     me = owner or owner_id()
     for name, adapter in found.items():
         mine = {r.cluster_id: r for r in records if r.provider == name}
@@ -210,7 +230,7 @@ def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: 
             node = owned.node
             if cluster_id is not None and node.cluster_id != cluster_id:
                 continue
-            why = _verdict(owned, mine.get(node.cluster_id), cluster_id, me, at)
+            why = _verdict(owned, mine.get(node.cluster_id), cluster_id, me, at, force_unowned)
             if why.startswith("keep:"):
                 report.kept.append((name, node.cluster_id, why.removeprefix("keep: ")))
                 continue
@@ -218,7 +238,7 @@ def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: 
         for cluster, items in sorted(picked.items()):
             report.leftovers += items
             if delete:
-                _delete(adapter, cluster, items, mine.get(cluster), report)
+                _delete(adapter, cluster, items, mine.get(cluster), report, me, force_unowned)
         if isinstance(adapter, SupportsReservations):
             for cluster in sorted(set(picked) | ({cluster_id} if cluster_id is not None else set())):
                 try:
@@ -233,7 +253,7 @@ def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: 
     nodes of expired recorded clusters and of the named cluster (asked one by one)."""
     nodes = list(adapter.list_owned()) if isinstance(adapter, SupportsGc) else []  # billable ones, its say
     seen = {o.node.id for o in nodes}
-    ask = {cid for cid, r in records.items() if r.expired(at)}
+    ask = {cid for cid, r in records.items() if r.expired(at) or abandoned(r, at) is not None}
     if cluster_id is not None:
         ask = {cluster_id}
     for cid in sorted(ask):
@@ -242,36 +262,76 @@ def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: 
     return nodes
 
 
-def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, me: str, at: dt.datetime) -> str:
+def abandoned(record: ClusterRecord, at: dt.datetime) -> str | None:
+    """Why ``record`` was left in ``creating`` by an ``up`` that is gone (None: it was not, or its
+    ``up`` still holds the cluster's lock with a fresh heartbeat)."""
+    if record.status != "creating":
+        return None
+    held = cluster_lease.holder(record.cluster_id)
+    if held is None:
+        return "its up died while creating (no process holds the cluster's lock)"
+    beat = _parse_stamp(held.heartbeat_at)
+    if beat is not None and (at - beat).total_seconds() > STALE_S:
+        return f"its up's lease expired (last heartbeat {held.heartbeat_at} from pid {held.pid} on {held.host})"
+    return None
+
+
+def _parse_stamp(text: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, me: str, at: dt.datetime,
+             force_unowned: bool = False) -> str:
     """Why the node is collected, or ``keep: why`` when it is not."""
-    if owned.owner and owned.owner != me:
-        return f"keep: owned by {owned.owner}"
+    owner = owned.owner if owned.owner is not None else owned.node.owner
+    if owner is None:
+        if named is not None and force_unowned:
+            return "named with --cluster, --force-unowned (it carries no owner mark)"
+        return (f"keep: carries no owner mark of this tool (collect it with --cluster {owned.node.cluster_id} "
+                "--force-unowned if it is the tool's)")
+    if owner != me:
+        return f"keep: owned by {owner}"
     if named is not None:
         return "named with --cluster"
     if owned.expires_at is not None and at >= owned.expires_at:
         return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
     if record is None:
+        other = foreign_lease(owned.node.lease, None, at)
+        if other is not None:
+            return f"keep: being created by {other.describe()} (no local record here)"
         return "no local record"
     if record.lease_lost():
         return f"its burst process (pid {record.lease_pid}) is gone"
     if record.expired(at) and record.expires_at is not None:
         return f"expired at {record.expires_at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ} (local record)"
+    dead = abandoned(record, at)
+    if dead is not None:
+        return dead
+    if record.status == "creating":
+        return "keep: its up is still creating it (it holds the cluster's lock)"
     return "keep: recorded and not expired"
 
 
 def _delete(adapter: Provider, cluster: str, items: list[Leftover], record: ClusterRecord | None,
-            report: GcReport) -> None:
+            report: GcReport, me: str, force_unowned: bool) -> None:
+    ids = {item.node_id for item in items}
     try:
-        adapter.delete_nodes(cluster, [item.node_id for item in items])
-    except ProviderError as exc:
+        with cluster_lease.hold(cluster, "gc"):
+            deletion = delete_owned(adapter, cluster, sorted(ids), owner=me, force_unowned=force_unowned)
+    except (ProviderError, ClusterBusyError) as exc:
         report.failed += [(item, str(exc)) for item in items]
         return
-    report.deleted += items
-    if record is not None:
+    gone = {node.id for node in deletion.deleted}
+    kept = {node.id: why for node, why in deletion.kept}
+    report.deleted += [item for item in items if item.node_id in gone]
+    report.failed += [(item, kept[item.node_id]) for item in items if item.node_id in kept]
+    if record is not None and not kept:
         try:
             left = [n for n in adapter.get_nodes(cluster)
-                    if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)
-                    and n.id not in {item.node_id for item in items}]
+                    if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) and n.id not in ids]
         except ProviderError:
             return  # keep the record: it is how a later gc finds this cluster on a tagless provider
         if not left:
@@ -279,4 +339,4 @@ def _delete(adapter: Provider, cluster: str, items: list[Leftover], record: Clus
             report.records_removed.append(cluster)
 
 
-__all__ = ["GcReport", "Leftover", "collect_garbage", "configured", "utc_now"]
+__all__ = ["STALE_S", "GcReport", "Leftover", "abandoned", "collect_garbage", "configured", "utc_now"]

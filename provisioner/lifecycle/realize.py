@@ -13,14 +13,23 @@
    ``control_plane: none``) lists every node ready;
 5. the record saved with status ``up`` and the head address. Returns the record.
 
+The whole of ``bring_up`` holds the cluster (lifecycle.lease: an exclusive lock with a
+heartbeat; a second ``up``/``down`` of the cluster is refused, naming the holder) and every node
+is launched with this call's lease mark (providers.ownership.LeaseMark), so a ``gc`` on this
+machine collects the nodes of an ``up`` that died in ``creating``, and another machine sees
+who is building the cluster.
+
 Failure: a create that raises leaves nothing (the adapter rolls back; ``bring_up`` re-lists
-and deletes any leftover, then forgets the record) and the error propagates, so
+and deletes any leftover carrying this call's lease and owner marks, never another's, then
+forgets the record) and the error propagates, so
 ``bring_up_first`` can move to the next option. A failure after the purchase tears the nodes
 down when ``destroy_on_failure`` (burst does), else marks the record ``failed`` and raises
 StackError naming the nodes left and ``provisioner down <id>``.
 
-``tear_down(cluster_id)`` deletes every node carrying the cluster tag through the provider
-API, waits until none is pending or running and forgets the record, secrets and key copy. Idempotent.
+``tear_down(cluster_id)`` holds the cluster too, deletes every node of the cluster that carries
+this owner's mark through the provider API (providers.ownership.delete_owned: other owners'
+nodes are never deleted, unmarked ones only with ``force_unowned``), waits until none is
+pending or running and forgets the record, secrets and key copy. Idempotent.
 A reservation bought for the cluster that cannot be cancelled (an EC2 Capacity Block) is reported
 as a ``reservation`` event: what remains, that it is already paid, and its end.
 """
@@ -33,13 +42,15 @@ import socket
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from provisioner.errors import CapacityError, ProviderError, ProvisionerError, StackError, UsageError
+from provisioner.errors import CapacityError, ClusterBusyError, ProviderError, ProvisionerError, StackError, UsageError
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeSpec, Provider
+from provisioner.providers.ownership import delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.realize.launch import LIVE, unanswerable, wait_deleted, wait_running
@@ -98,9 +109,19 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     defaults to now + ``ttl_s`` or the spec's TTL. Raises the adapter's ProviderError when the
     purchase fails (nothing left), ProvisionerError (StackError naming what remains) after it,
     and lets KeyboardInterrupt through (the record stays, so ``down`` and ``gc`` find the nodes).
-    ``lease``: the record is bound to this process (burst): once it dies, ``gc`` collects the nodes.
+    ``lease``: the record is bound to this process (burst): once it dies, ``gc`` collects
+    the nodes. Raises ClusterBusyError (nothing bought) when another process holds the cluster or
+    its nodes carry another owner's or another live create's marks.
     """
     rt = runtime or Runtime()
+    with cluster_lease.hold(plan.cluster_id, "up") as mark:
+        return _bring_up(plan, rt, mark.token(), expires_at=expires_at, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
+                         destroy_on_failure=destroy_on_failure, lease=lease, on_budget=on_budget)
+
+
+def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | None, ttl_s: float | None,
+              max_cost_usd: Decimal | None, destroy_on_failure: bool, lease: bool,
+              on_budget: str) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     existing = state.load_record(cluster_id)
     if existing is not None and existing.plan.option != plan.option and existing.status != "creating":
@@ -115,7 +136,7 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     record = state.ClusterRecord(
         cluster_id=cluster_id, provider=plan.option.provider, engine="direct", plan=plan,
         created_at=existing.created_at if existing else now, expires_at=expires_at,
-        max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating",
+        max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating", lease_id=token,
         lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
     state.save_record(record)
     provider = rt.provider(plan.option.provider)
@@ -125,11 +146,12 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
             provider=option.provider, region=option.region, instance_type=option.instance_type,
             nodes=option.nodes, hourly_usd=option.hourly_usd)
     rt.touched.add(option.provider)
+    specs = [spec.model_copy(update={"lease": token}) for spec in node_specs(plan, secrets, rendered, expires_at)]
     try:
         with rt.held():
             ensure_firewall(provider, plan)
-            created = provider.create_nodes(cluster_id, node_specs(plan, secrets, rendered, expires_at))
-    except ProviderError as exc:
+            created = provider.create_nodes(cluster_id, specs)
+    except (ProviderError, ClusterBusyError) as exc:
         _clear_failed_try(rt, provider, record, exc)
         raise
     except Exception as exc:  # a bug or an answer nothing expected: nodes may exist, say so
@@ -147,19 +169,22 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
                        cause=exc)
 
 
-def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord, error: ProviderError) -> None:
-    """After a failed create: delete whatever the provider still lists, wait, forget the record.
+def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord,
+                      error: ProviderError | ClusterBusyError) -> None:
+    """After a failed create: delete what the provider still lists of this call's launches (this
+    owner's mark and this call's lease mark: a concurrent create's nodes are never touched), wait,
+    forget the record.
 
     When that cleanup fails too (the provider cannot list or delete), the record stays, marked
     ``failed``, so ``down`` and ``gc`` can find the nodes, and the create's own error (which
     says instances may exist and how to remove them) is what the caller raises."""
     try:
-        left = live(provider.get_nodes(record.cluster_id))
+        left = delete_owned(provider, record.cluster_id, lease=record.lease_id).deleted
         if left:
-            rt.emit("cleanup", message=f"deleting {len(left)} node(s) left by the failed create",
+            ids = {node.id for node in left}
+            rt.emit("cleanup", message=f"deleted {len(left)} node(s) left by the failed create",
                     cluster=record.cluster_id, nodes=[node.name for node in left])
-            provider.delete_nodes(record.cluster_id, [node.id for node in left])
-            wait_deleted(rt.wait, provider, record.cluster_id, timeout_s=rt.timeouts.deleted_s)
+            wait_deleted(rt.wait, provider, record.cluster_id, timeout_s=rt.timeouts.deleted_s, ids=ids)
     except ProvisionerError as cleanup:
         state.save_record(record.model_copy(update={"status": "failed"}))
         rt.emit("error", message=f"cleanup after the failed create failed too ({cleanup}); the record of "
@@ -173,9 +198,9 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             secrets: ClusterSecrets) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     wanted = {node.name for node in plan.nodes}
-
+    ours = set(record.node_ids.values())  # what create_nodes made or adopted: never a rival's same-named node
     rt.emit("wait-running", message=f"waiting for {len(wanted)} node(s) to run", cluster=cluster_id)
-    nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s)
+    nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s, ids=ours)
     by_name = {node.name: node for node in nodes}
     head = by_name[plan.head.name]
     record = record.model_copy(update={"head_address": node_address(head),
@@ -284,14 +309,24 @@ def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None) -> list[str]:
-    """Delete every node of ``cluster_id`` through its provider's API and forget the cluster.
+def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None,
+              force_unowned: bool = False) -> list[str]:
+    """Delete every node of ``cluster_id`` this owner made through its provider's API and forget the cluster.
 
-    The provider comes from the local record, else ``provider``. Blocks until no node is
-    pending or running. Idempotent: an already-gone cluster returns []. Returns the deleted ids.
-    Raises ProvisionerError when neither a record nor ``provider`` names where the cluster lives.
+    The provider comes from the local record, else ``provider``. Holds the cluster's lock
+    (ClusterBusyError while another ``up``/``down``/``gc`` holds it). Only nodes carrying this
+    owner's mark are deleted (providers.ownership.delete_owned); another owner's are kept, and
+    unmarked ones unless ``force_unowned``; each kept node is reported (``kept`` event). Blocks
+    until none of the deleted nodes is pending or running. Idempotent: an already-gone cluster
+    returns []. Returns the deleted ids. Raises ProvisionerError when neither a record nor
+    ``provider`` names where the cluster lives.
     """
     rt = runtime or Runtime()
+    with cluster_lease.hold(cluster_id, "down"):
+        return _tear_down(cluster_id, rt, provider, force_unowned)
+
+
+def _tear_down(cluster_id: str, rt: Runtime, provider: str | None, force_unowned: bool) -> list[str]:
     record = state.load_record(cluster_id)
     name = record.provider if record is not None else provider
     if name is None:
@@ -300,12 +335,16 @@ def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str 
     if record is not None:
         state.save_record(record.model_copy(update={"status": "deleting"}))
     adapter = rt.provider(name)
-    left = live(adapter.get_nodes(cluster_id))
+    deletion = delete_owned(adapter, cluster_id, force_unowned=force_unowned)
+    left = list(deletion.deleted)
     rt.emit("teardown", message=f"deleting {len(left)} node(s) of {cluster_id} on {name}", cluster=cluster_id,
             provider=name, nodes=[node.name for node in left])
+    for node, why in deletion.kept:
+        rt.emit("kept", message=f"not deleted: {node.name} ({node.id}) of {cluster_id} on {name}: {why}",
+                cluster=cluster_id, node=node.name, id=node.id, why=why)
     if left:
-        adapter.delete_nodes(cluster_id)
-        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s)
+        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s,
+                     ids={node.id for node in left})
     if record is not None and left:  # planned vs actual, the ledger, the provider's billing record
         from provisioner.lifecycle.spend import emit_settled
 

@@ -61,6 +61,8 @@ class ClusterRecord(BaseModel):
     lease_pid: int | None = Field(None, description="burst: the process this cluster lives only as long as "
                                   "(on lease_host); once it is gone the cluster counts as expired.")
     lease_host: str | None = None
+    lease_id: str | None = Field(None, description="The lease mark of the up that wrote this record (the "
+                                 "nodes it launched carry it; providers.ownership.LeaseMark).")
 
     def lease_lost(self) -> bool:
         """Whether the process holding the lease on this host is gone (a SIGKILLed burst).

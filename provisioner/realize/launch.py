@@ -13,6 +13,10 @@ end in ``provisioner.waiting.wait_until``.
 - ``wait_deleted(wait, adapter, cluster_id, timeout_s=...)``: blocks until no node of the
   cluster is pending or running (FAILED and STOPPING count as gone: they were asked to be
   deleted, and some providers keep failed instances listed without billing them).
+
+Both take ``ids``: only those instances are looked at (the ones this create made, the ones a
+delete took), so another owner's or another create's node of the same name never satisfies or
+blocks the wait (providers.ownership).
 """
 
 from __future__ import annotations
@@ -42,8 +46,15 @@ def waiter(interval_s: float) -> Wait:
     return wait
 
 
+def _listing(adapter: Provider, cluster_id: str, ids: Collection[str] | None) -> Callable[[], list[Node]]:
+    if ids is None:
+        return lambda: adapter.get_nodes(cluster_id)
+    chosen = set(ids)
+    return lambda: [node for node in adapter.get_nodes(cluster_id) if node.id in chosen]
+
+
 def wait_running(wait: Wait, adapter: Provider, cluster_id: str, wanted: Collection[str], *,
-                 timeout_s: float) -> list[Node]:
+                 timeout_s: float, ids: Collection[str] | None = None) -> list[Node]:
     """The cluster's nodes once every one in ``wanted`` runs. See the module docstring."""
     names = set(wanted)
 
@@ -54,7 +65,7 @@ def wait_running(wait: Wait, adapter: Provider, cluster_id: str, wanted: Collect
             raise StackError(f"node(s) {', '.join(failed)} of {cluster_id} failed to start")
         return names <= {n.name for n in nodes if n.status is NodeStatus.RUNNING}
 
-    return wait(lambda: adapter.get_nodes(cluster_id), running, timeout_s=timeout_s,
+    return wait(_listing(adapter, cluster_id, ids), running, timeout_s=timeout_s,
                 what=f"the {len(names)} node(s) of {cluster_id} to run")
 
 
@@ -78,9 +89,10 @@ def unanswerable(nodes: Iterable[Node]) -> list[str]:
     return found
 
 
-def wait_deleted(wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: float) -> list[Node]:
+def wait_deleted(wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: float,
+                 ids: Collection[str] | None = None) -> list[Node]:
     """The cluster's listing once none of its nodes is pending or running."""
-    return wait(lambda: adapter.get_nodes(cluster_id),
+    return wait(_listing(adapter, cluster_id, ids),
                 lambda nodes: all(n.status not in LIVE for n in nodes),
                 timeout_s=timeout_s, what=f"the nodes of {cluster_id} to be deleted")
 

@@ -62,8 +62,21 @@ def test_instance_name_fits_fluence_rules_and_round_trips(cluster_id: str, node:
 
 
 def test_plain_names_stay_readable() -> None:
-    assert instance_name("ct1a2b3c", "n0") == "ct1a2b3c-n0"
-    assert instance_name("prod", "worker-007") == "prod-worker-007"
+    assert instance_name("ct1a2b3c", "n0", "alice").startswith("ct1a2") and instance_name("ct1a2b3c", "n0",
+                                                                                           "alice").endswith("-n0")
+    assert instance_name("prod", "worker-007", "alice").startswith("prod")
+    assert instance_name("prod", "worker-007", "alice").endswith("-worker-007")
+
+
+def test_the_mark_names_the_owner() -> None:
+    """The name's mark is a hash of cluster and owner: one owner never claims another's node of a
+    cluster with the same name, nor a name a user chose."""
+    alice = instance_name("prod", "n0", "alice")
+    assert alice != instance_name("prod", "n0", "bob")
+    assert node_of("prod", alice, "alice") == "n0"
+    assert node_of("prod", alice, "bob") is None
+    assert node_of("research", "research-box", "alice") is None
+    assert node_of("prod", "prod-n0", "alice") is None  # the pre-owner scheme's name: not claimed
 
 
 def test_long_names_differ_by_hash() -> None:
@@ -128,7 +141,7 @@ def test_create_sends_documented_deploy_body(fake: FluenceFake, provider: Fluenc
     assert [n.name for n in nodes] == ["n0"]
     assert nodes[0].instance_type == INSTANCE_TYPE and nodes[0].region == REGION
     (body,) = fake.deploy_requests
-    assert body == {"plan_id": "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", "name": f"{cluster}-n0",
+    assert body == {"plan_id": "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", "name": instance_name(cluster, "n0"),
                     "ssh_key": SSH_KEY, "os_image": "Ubuntu Server 22.04"}
     assert [k["name"] for k in fake.ssh_keys] and fake.ssh_keys[0]["publicKey"] == SSH_KEY
     provider.create_nodes(cid(), node_specs(1))
@@ -267,7 +280,7 @@ def test_cpu_node_with_cloud_init_uses_v2(fake: FluenceFake, provider: FluencePr
     nodes = provider.create_nodes(cluster, [controller, *node_specs(1)])
     assert sorted(n.name for n in nodes) == ["controller", "n0"]
     (vm,) = fake.vms.values()
-    assert vm["name"] == f"{cluster}-controller" and vm["_user_data"].decode() == controller.user_data
+    assert vm["name"] == instance_name(cluster, "controller") and vm["_user_data"].decode() == controller.user_data
     assert vm["cloudInit"] == {}
     again = provider.create_nodes(cluster, [controller, *node_specs(1)])
     assert sorted(n.id for n in again) == sorted(n.id for n in nodes) and fake.launched == 2

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from provisioner.providers.base import NodeSpec, OfferQuery, owner_id
+from provisioner.providers.base import NodeSpec, OfferQuery
 from provisioner.providers.gcp.client import GCPClient
 from provisioner.providers.gcp.provider import COMPUTE_SERVICE, GCPProvider
 from provisioner.providers.http import RateLimits
@@ -91,14 +91,15 @@ def test_zone_exhausted_is_capacity_error(fake: RunningServer) -> None:
     assert fake.app.instance_count() == 0
 
 
-def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer) -> None:
+def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
     fake.app.quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"] = (8.0, 0.0)  # type: ignore[attr-defined]
     (node,) = _provider(fake.url).create_nodes("gc2", [_spec(spot=True, tags={"owner": "alice"})])
     body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
     assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": False,
                                   "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
     assert body["labels"] == {"owner": "alice", "provisioner-cluster": "gc2", "provisioner-node": "a",
-                              "provisioner-owner": owner_id()}  # every node carries its owner, as on AWS
+                              "provisioner-owner": "tester"}
 
 
 def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:

@@ -40,7 +40,7 @@ class Cloud(Launcher):
         self.lists += 1
         if self.list_fails_after is not None and self.lists > self.list_fails_after:
             raise ProviderAPIError("cloud", 503, "list failed")
-        return [Member(i, name, "t", "r") for i, name in self.instances.items()]
+        return [Member(i, name, "t", "r", self.owner) for i, name in self.instances.items()]
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
         self.launches += 1

@@ -112,7 +112,8 @@ def test_reliability_filter_and_spot_search(vast: VastAIProvider, rec: Recorder)
 
 # -- create ---------------------------------------------------------------------------------
 def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, fake: VastAIFake,
-                                           caplog: pytest.LogCaptureFixture) -> None:
+                                           caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
     caplog.set_level(logging.DEBUG)
     secret = "MUNGE-CANARY-7f3a"
     nodes = vast.create_nodes("c1", specs(2, spot=True, bootstrap="script",
@@ -120,7 +121,7 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
                                           ssh_public_key=SSH_KEY, disk_gib=100))
     assert [n.status for n in nodes] == [NodeStatus.PENDING] * 2
     rents = rec.bodies("PUT", "/api/v0/asks/")
-    assert sorted(b["label"] for b in rents) == ["c1/n0", "c1/n1"]
+    assert sorted(b["label"] for b in rents) == ["c1/n0/owner=tester", "c1/n1/owner=tester"]
     assert all(b["price"] == 0.21 and "cancel_unavail" not in b for b in rents)  # the ask's min_bid
     assert all(b["disk"] == 107.0 for b in rents)  # 100 GiB in Vast's GB
     payload = rents[0]["onstart"].split("echo ", 1)[1].split(" |", 1)[0]
@@ -299,7 +300,8 @@ def fake_server() -> Iterator[Callable[[], str]]:
             proc.stdout.close()
 
 
-def test_fake_runs_as_a_process(fake_server: Callable[[], str]) -> None:
+def test_fake_runs_as_a_process(fake_server: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
     need_shared("provider-apis", "vastai", "openapi.yaml")
     url = fake_server()
     assert url.startswith("http://127.0.0.1:")
@@ -308,7 +310,7 @@ def test_fake_runs_as_a_process(fake_server: Callable[[], str]) -> None:
     assert len(vast.get_nodes("p1")) == 2
     state = httpx.get(f"{url}/_fake/state", timeout=5).json()
     assert state["launched"] == 2 and state["validation_errors"] == []
-    assert state["labels"] == ["p1/n0", "p1/n1"]
+    assert state["labels"] == ["p1/n0/owner=tester", "p1/n1/owner=tester"]
     vast.delete_nodes("p1")
     assert httpx.get(f"{url}/_fake/state", timeout=5).json()["instances"] == 0
 
