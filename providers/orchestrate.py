@@ -21,9 +21,10 @@ it to ``create``. Everything below is decided here, once:
   another owner's mark, no owner mark, or another live lease mark (providers.ownership) refuses
   the call (ClusterBusyError): it is never adopted. Once every batch launched, the cluster is
   listed once more; when another create's instances appeared meanwhile (two machines, one
-  account), the lease that started first wins and the other call terminates exactly the ids it
-  launched and raises ClusterBusyError. The rollback's extra listing also takes only instances
-  carrying this call's owner and lease marks.
+  account), the lease that started first wins once the other's instances are gone (the other
+  call terminates exactly the ids it launched and raises ClusterBusyError); a winner whose rival
+  does not yield within ``rival_wait_s`` yields itself, so two creates never both go on. The
+  rollback's extra listing also takes only instances carrying this call's owner and lease marks.
 - **Fail closed.** When an answer was lost and no listing could say what it bought, or when
   the cleanup failed, the error says that instances may exist, names the cluster and gives the
   command that removes them: ``provisioner gc --provider P --cluster ID --yes``. It never
@@ -38,6 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -84,6 +86,9 @@ class Launcher(ABC):
     workers: int = 1
     relaunch_on_5xx = False
     """Whether a definite 500/502/503 with nothing appeared means the provider did not act (launch once more)."""
+    rival_wait_s = 15.0
+    """How long a create that won a race waits for the loser's instances to go before yielding itself."""
+    rival_poll_s = 0.5
 
     def __init__(self, provider: str, cluster_id: str) -> None:
         self.provider = provider
@@ -249,26 +254,39 @@ def _check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
 
 
 def _rival(launcher: Launcher, call: _Call) -> str | None:
-    """After every launch: the create that wins the cluster when another one's instances appeared
-    meanwhile (its lease started first, or it has no readable lease), else None. A failed listing
-    is no evidence of a rival."""
+    """After every launch: who wins the cluster when another create's instances appeared meanwhile,
+    or None when this call does. The create whose lease started first wins, but only once the
+    other yields: it waits (up to ``rival_wait_s``) for the other's instances to go; if they stay
+    (the other listed before this call's instances showed and went on), this call yields instead,
+    so two creates never both go on. A failed listing is no evidence of a rival."""
     mine = LeaseMark.parse(launcher.lease)
     if mine is None:
         return None
-    try:
-        members = launcher.members()
-    except ProviderError:
-        return None
     ours = set(call.made.values()) | call.known
-    for member in members:
-        if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
-            continue
-        other = LeaseMark.parse(member.lease)
-        if other is not None and not other.live(_now()):
-            continue
-        if other is None or (other.started_at, other.token()) < (mine.started_at, mine.token()):
-            return other.describe() if other is not None else f"owner {member.owner or 'unknown'}"
-    return None
+    deadline = time.monotonic() + launcher.rival_wait_s
+    while True:
+        try:
+            members = launcher.members()
+        except ProviderError:
+            return None
+        rivals: list[LeaseMark | None] = []
+        for member in members:
+            if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
+                continue
+            other = LeaseMark.parse(member.lease)
+            if other is None or other.live(_now()):
+                rivals.append(other)
+        if not rivals:
+            return None
+        marks = [other for other in rivals if other is not None]
+        if len(marks) < len(rivals):
+            return "a create whose instances carry no lease mark of this tool"
+        first = min(marks, key=lambda other: (other.started_at, other.token()))
+        if (first.started_at, first.token()) < (mine.started_at, mine.token()):
+            return first.describe()
+        if time.monotonic() >= deadline:
+            return f"{first.describe()} (it started later but did not yield within {launcher.rival_wait_s:g}s)"
+        time.sleep(launcher.rival_poll_s)
 
 
 def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:

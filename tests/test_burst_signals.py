@@ -142,12 +142,15 @@ def test_sigint_at_each_step_leaves_zero_instances(tmp_path: Path, monkeypatch: 
             app.latency_s = {"delete": 1.0}
         child = Child(step, tmp_path)
         child.wait_for(step)
+        if step == "create":  # the signal must land during a purchase, not before it
+            assert app.wait_for(lambda a: a.in_flight.get("launch", 0) > 0, 60), child.stderr[-2000:]
+        launching = app.in_flight.get("launch", 0)
         child.proc.send_signal(signal.SIGINT)
         code = child.finish()
         assert code == (0 if step == "teardown" else 130), (child.seen, child.stderr[-2000:])
+        assert (launching > 0) == (step == "create")
         assert app.instance_count() == 0
-        if step != "create":
-            assert app.launched == 2
+        assert app.launched == 2  # create: the held purchase finished both nodes, then the teardown ran
         assert state.load_record("lc-lambda") is None
         assert "teardown" in child.seen and "traceback" not in child.stderr.lower()
 

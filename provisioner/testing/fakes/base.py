@@ -47,6 +47,10 @@ Contract of ``FakeApp`` (what tests may rely on):
 - Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
 - ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
+- ``in_flight`` / ``started`` count, per route kind, the requests being answered now and all
+  requests received (``launch`` in flight: a purchase the client may be killed during);
+  ``wait_for(predicate, timeout_s)`` blocks until ``predicate(app)`` holds (tests use it to
+  send a signal only once the fake says a launch is in flight).
 - ``serve(app)`` runs it on 127.0.0.1 in a background thread; in process use
   ``FakeTransport(app)`` (an ``httpx.WSGITransport`` that turns lost answers into transport errors).
 """
@@ -307,6 +311,9 @@ class FakeApp(abc.ABC):
         self.validation_errors: list[str] = []
         self.unvalidated: list[str] = []
         self.launched = 0
+        self.in_flight: dict[str, int] = {}
+        self.started: dict[str, int] = {}
+        self.changed = threading.Condition(self.lock)
         self.bought: dict[str, Bought] = {}
         self._routes: list[_Route] = []
         self._births: dict[str, _Birth] = {}
@@ -397,6 +404,8 @@ class FakeApp(abc.ABC):
                 "provider": self.provider,
                 "instances": self.instance_count(),
                 "launched": self.launched,
+                "in_flight": dict(self.in_flight),
+                "started": dict(self.started),
                 "calls": [asdict(call) for call in self.calls],
                 "validation_errors": list(self.validation_errors),
                 "validation_note": self.validation_note,
@@ -411,6 +420,7 @@ class FakeApp(abc.ABC):
             self.validation_errors.clear()
             self.unvalidated.clear()
             self.launched = 0
+            self.started.clear()
             self.bought.clear()
             self._births.clear()
             self.meter.clear()
@@ -425,7 +435,7 @@ class FakeApp(abc.ABC):
         request = Request(environ)
         control = request.path.startswith("/_fake/")
         try:
-            response = self._control(request) if control else self._dispatch(request)
+            response = self._control(request) if control else self._tracked(request)
         except AnswerLost:
             connection = environ.get("werkzeug.socket")
             if connection is not None:  # a real socket: hang up before any answer is written
@@ -433,6 +443,33 @@ class FakeApp(abc.ABC):
                     connection.shutdown(socket.SHUT_RDWR)
             raise
         return response(environ, start_response)
+
+    def _tracked(self, request: Request) -> Response:
+        """``_dispatch`` with the request counted in ``started`` and, while answered, ``in_flight``."""
+        route, _ = self._match(request)
+        kind = route.kind if route else "other"
+        with self.changed:
+            self.started[kind] = self.started.get(kind, 0) + 1
+            self.in_flight[kind] = self.in_flight.get(kind, 0) + 1
+            self.changed.notify_all()
+        try:
+            return self._dispatch(request)
+        finally:
+            with self.changed:
+                self.in_flight[kind] -= 1
+                self.changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[FakeApp], bool], timeout_s: float = 30.0) -> bool:
+        """Block until ``predicate(self)`` holds (checked whenever a request starts or ends, and
+        every 50 ms); False when ``timeout_s`` passed first."""
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while not predicate(self):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.05))
+        return True
 
     def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
         for route in self._routes:
