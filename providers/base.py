@@ -25,11 +25,14 @@ How a node is known to be the tool's (what ``provisioner gc`` reads back):
   the label-safe ``expiry_label`` form). The adapter adds them itself; a caller does not.
 - RunPod pods carry the same three as environment variables (``PROVISIONER_CLUSTER``,
   ``PROVISIONER_OWNER``, ``PROVISIONER_EXPIRES``), which its list call returns.
-- Vast.ai and Fluence have nothing but a name: the cluster is learnt from the name (Vast:
-  label ``<cluster>/<node>``; Fluence: the cluster mark before the first ``-``, see
-  providers.fluence.naming) and the expiry from the local cluster record
-  (provisioner.lifecycle.state). A Fluence name cannot be told apart from a name the user
-  chose, so gc touches Fluence instances only of clusters it has a record of or is named.
+- Vast.ai and Fluence have nothing but a name: the cluster and owner are learnt from it, parsed
+  strictly (Vast: label ``<cluster>/<node>/owner=<owner>/lease=<lease>``; Fluence: the mark
+  before the first ``-`` is a hash of cluster id and owner, see providers.fluence.naming) and the
+  expiry from the local cluster record (provisioner.lifecycle.state). A Fluence name does not
+  say its cluster, so gc touches Fluence instances only of clusters it has a record of or is named.
+- Every node also carries its owner mark and the lease mark of the create that launched it
+  (``LEASE_TAG``; RunPod ``PROVISIONER_LEASE``; Vast ``lease=``; Fluence none) back on
+  ``Node.owner``/``Node.lease``: providers.ownership decides from them what a delete may take.
 - Adapters that can list every node of the tool at once implement ``SupportsGc``.
 """
 

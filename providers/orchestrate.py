@@ -274,7 +274,7 @@ def _rival(launcher: Launcher, call: _Call) -> str | None:
             if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
                 continue
             other = LeaseMark.parse(member.lease)
-            if other is None or other.live(_now()):
+            if other is None or (not other.ours() and other.live(_now())):
                 rivals.append(other)
         if not rivals:
             return None

@@ -77,6 +77,10 @@ class LeaseMark:
             return False
         return self.host != host_slug() or pid_alive(self.pid)
 
+    def ours(self) -> bool:
+        """Taken by this very process (an ``up`` that went on to ``burst`` or ``watch``): never a rival."""
+        return self.host == host_slug() and self.pid == os.getpid()
+
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host} since {self.started_at:%Y-%m-%dT%H:%M:%SZ}"
 
@@ -93,11 +97,12 @@ def pid_alive(pid: int) -> bool:
 
 
 def foreign_lease(lease: str | None, mine: str | None, now: dt.datetime) -> LeaseMark | None:
-    """The live lease mark ``lease`` when it is not ``mine``; None when it is mine, dead or absent."""
+    """The live lease mark ``lease`` when it is not ``mine`` nor this process's; None when it is
+    ours, dead or absent."""
     if not lease or lease == mine:
         return None
     mark = LeaseMark.parse(lease)
-    return mark if mark is not None and mark.live(now) else None
+    return mark if mark is not None and not mark.ours() and mark.live(now) else None
 
 
 def refusal(node: Node, owner: str, *, force_unowned: bool = False) -> str | None:

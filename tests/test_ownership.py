@@ -28,7 +28,7 @@ from provisioner.providers.ownership import LEASE_MAX_S, LeaseMark, delete_owned
 from provisioner.providers.vastai.provider import cluster_label, parse_label
 
 from provisioner.errors import ClusterBusyError
-from provisioner.lifecycle import lease, state
+from provisioner.lifecycle import lease
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
 from tests.conftest import ROOT
@@ -330,23 +330,21 @@ def test_the_lifecycle_and_stacks_delete_only_through_delete_owned() -> None:
 
 
 def test_two_ups_registering_one_lambda_key_at_once_both_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other ``up`` registers the key between this one's listing and its add: the fake refuses
+    the add (400, name exists) and the adapter uses the key the other registered."""
     rig = rig_for("lambda")
-    rig.fake.latency_s = {"keys": 0.3}  # both list the keys before either adds it
+    client = rig.provider.client  # type: ignore[attr-defined]
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBwTq0Zk3YlLQ9n0fK0d1vJp3m2x6sV2bG8cX9h4uQ7e race"
-    got: list[object] = []
+    real_list = client.list_ssh_keys
+    raced: list[bool] = []
 
-    def register() -> None:
-        try:
-            got.append(rig.provider.ensure_ssh_key("provisioner-race", key))  # type: ignore[attr-defined]
-        except Exception as exc:  # the assertion below names it
-            got.append(exc)
+    def listed_then_the_other_up_adds() -> object:
+        keys = real_list()
+        if not raced:
+            raced.append(True)
+            client.add_ssh_key("provisioner-race", key)
+        return keys
 
-    threads = [threading.Thread(target=register) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert got == ["provisioner-race", "provisioner-race"]
-    adds = [c for c in rig.fake.calls_of("add_ssh_key")]
-    assert [c.status for c in adds] == [200, 400], "the race happened: one add was refused"
-    assert state.load_record("c1") is None
+    monkeypatch.setattr(client, "list_ssh_keys", listed_then_the_other_up_adds)
+    assert rig.provider.ensure_ssh_key("provisioner-race", key) == "provisioner-race"  # type: ignore[attr-defined]
+    assert [c.status for c in rig.fake.calls_of("add_ssh_key")] == [200, 400], "the race happened"

@@ -52,6 +52,7 @@ from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.providers.ownership import Deletion, delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import BootstrapError
 from provisioner.realize.remote import Remote
@@ -227,11 +228,16 @@ class Healer:
     def _delete(self, name: str, why: str = "") -> None:
         """Delete every live instance named ``name`` and wait until none is left; note their spans' end."""
         cluster = self.record.cluster_id
-        doomed = [n for n in live(self.provider.get_nodes(cluster)) if n.name == name]
+        named = [n.id for n in live(self.provider.get_nodes(cluster)) if n.name == name]
+        # Only this owner's instances of the name (providers.ownership): never another owner's or an unmarked one.
+        deletion = delete_owned(self.provider, cluster, named) if named else Deletion()
+        doomed = list(deletion.deleted)
+        for node, kept in deletion.kept:
+            self.rt.emit("kept", message=f"not deleted: {node.name} ({node.id}) of {cluster}: {kept}",
+                         cluster=cluster, node=node.name, id=node.id, why=kept)
         if doomed:
-            self.provider.delete_nodes(cluster, [n.id for n in doomed])
             self.rt.wait(lambda: self.provider.get_nodes(cluster),
-                         lambda nodes: not any(n.name == name for n in live(nodes)),
+                         lambda nodes: not any(n.id in {d.id for d in doomed} for n in live(nodes)),
                          timeout_s=self.rt.timeouts.deleted_s, what=f"{name} of {cluster} to be deleted")
         now = self.rt.now()
         ids = {n.id for n in doomed}
