@@ -143,8 +143,8 @@ def test_sigint_at_each_step_leaves_zero_instances(tmp_path: Path, monkeypatch: 
         child = Child(step, tmp_path)
         child.wait_for(step)
         if step == "create":  # the signal must land during a purchase, not before it
-            assert app.wait_for(lambda a: a.in_flight.get("launch", 0) > 0, 60), child.stderr[-2000:]
-        launching = app.in_flight.get("launch", 0)
+            assert app.wait_for(lambda a: a.requests_in_flight.get("launch", 0) > 0, 60), child.stderr[-2000:]
+        launching = app.requests_in_flight.get("launch", 0)
         child.proc.send_signal(signal.SIGINT)
         code = child.finish()
         assert code == (0 if step == "teardown" else 130), (child.seen, child.stderr[-2000:])

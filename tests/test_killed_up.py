@@ -141,7 +141,7 @@ def _env(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def in_flight(app: FakeApp, kind: str = "launch") -> int:
-    return app.in_flight.get(kind, 0)
+    return app.requests_in_flight.get(kind, 0)
 
 
 @pytest.mark.parametrize("name", NEOCLOUDS)
@@ -162,7 +162,7 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
             child = Up(plan, tmp_path / f"run{run}")
             child.go()
             if phase == "launch":
-                assert app.wait_for(lambda a, n=nth: in_flight(a) > 0 and a.started["launch"] >= n, 120), \
+                assert app.wait_for(lambda a, n=nth: in_flight(a) > 0 and a.requests_started["launch"] >= n, 120), \
                     f"{where}: no launch came; {child.log()}"
             else:
                 assert app.wait_for(lambda a: a.launched == nodes and in_flight(a) == 0 and in_flight(a, "list") > 0,
@@ -174,7 +174,7 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
             assert (launching > 0) == (phase == "launch"), f"{where}: the signal did not land where named"
             # Every launch request the fake received bought one instance (these plans' batches are of one:
             # Lambda's head and worker differ in user data) and the dead client deleted none.
-            assert 1 <= app.started["launch"] == app.launched == app.instance_count() <= nodes, where
+            assert 1 <= app.requests_started["launch"] == app.launched == app.instance_count() <= nodes, where
             if phase == "wait-running":
                 assert app.launched == nodes, where
             record = state.load_record(plan.cluster_id)

@@ -395,7 +395,7 @@ class RentsTogether(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if request.method != "PUT" or not request.url.path.startswith("/api/v0/asks/"):
             return self.inner.handle_request(request)
-        name = json.loads(request.content)["label"].rpartition("/")[2]
+        name = json.loads(request.content)["label"].split("/")[1]  # <cluster>/<node>/owner=...
         with self.turn:
             self.waiting.append(name)
         self.in_flight.wait()

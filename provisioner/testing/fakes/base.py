@@ -47,10 +47,10 @@ Contract of ``FakeApp`` (what tests may rely on):
 - Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
 - ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
-- ``in_flight`` / ``started`` count, per route kind, the requests being answered now and all
-  requests received (``launch`` in flight: a purchase the client may be killed during);
-  ``wait_for(predicate, timeout_s)`` blocks until ``predicate(app)`` holds (tests use it to
-  send a signal only once the fake says a launch is in flight).
+- ``requests_in_flight`` / ``requests_started`` count, per route kind, the requests being
+  answered now and all requests received (``launch`` in flight: a purchase the client may be
+  killed during); ``wait_for(predicate, timeout_s)`` blocks until ``predicate(app)`` holds
+  (tests use it to send a signal only once the fake says a launch is in flight).
 - ``serve(app)`` runs it on 127.0.0.1 in a background thread; in process use
   ``FakeTransport(app)`` (an ``httpx.WSGITransport`` that turns lost answers into transport errors).
 """
@@ -311,8 +311,8 @@ class FakeApp(abc.ABC):
         self.validation_errors: list[str] = []
         self.unvalidated: list[str] = []
         self.launched = 0
-        self.in_flight: dict[str, int] = {}
-        self.started: dict[str, int] = {}
+        self.requests_in_flight: dict[str, int] = {}
+        self.requests_started: dict[str, int] = {}
         self.changed = threading.Condition(self.lock)
         self.bought: dict[str, Bought] = {}
         self._routes: list[_Route] = []
@@ -404,8 +404,8 @@ class FakeApp(abc.ABC):
                 "provider": self.provider,
                 "instances": self.instance_count(),
                 "launched": self.launched,
-                "in_flight": dict(self.in_flight),
-                "started": dict(self.started),
+                "in_flight": dict(self.requests_in_flight),
+                "started": dict(self.requests_started),
                 "calls": [asdict(call) for call in self.calls],
                 "validation_errors": list(self.validation_errors),
                 "validation_note": self.validation_note,
@@ -420,7 +420,7 @@ class FakeApp(abc.ABC):
             self.validation_errors.clear()
             self.unvalidated.clear()
             self.launched = 0
-            self.started.clear()
+            self.requests_started.clear()
             self.bought.clear()
             self._births.clear()
             self.meter.clear()
@@ -445,18 +445,19 @@ class FakeApp(abc.ABC):
         return response(environ, start_response)
 
     def _tracked(self, request: Request) -> Response:
-        """``_dispatch`` with the request counted in ``started`` and, while answered, ``in_flight``."""
+        """``_dispatch`` with the request counted in ``requests_started`` and, while answered,
+        ``requests_in_flight``."""
         route, _ = self._match(request)
         kind = route.kind if route else "other"
         with self.changed:
-            self.started[kind] = self.started.get(kind, 0) + 1
-            self.in_flight[kind] = self.in_flight.get(kind, 0) + 1
+            self.requests_started[kind] = self.requests_started.get(kind, 0) + 1
+            self.requests_in_flight[kind] = self.requests_in_flight.get(kind, 0) + 1
             self.changed.notify_all()
         try:
             return self._dispatch(request)
         finally:
             with self.changed:
-                self.in_flight[kind] -= 1
+                self.requests_in_flight[kind] -= 1
                 self.changed.notify_all()
 
     def wait_for(self, predicate: Callable[[FakeApp], bool], timeout_s: float = 30.0) -> bool:
