@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 from google.protobuf import struct_pb2
-from provisioner.providers.base import NodeStatus, owner_id
+from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
 from provisioner.providers.http import RetryPolicy
+from provisioner.providers.ownership import LeaseMark
 from provisioner.stacks.model import cluster_args
 from pulumi.runtime.proto import provider_pb2
 
@@ -152,9 +153,13 @@ def _ours(call: Call) -> bool:
 
 
 def _sold(bought: Bought) -> tuple[Any, ...]:
-    tags = {k: v for k, v in bought.tags.items() if k != "Name"}
-    return (bought.interruptible, bought.boot.replace(bought.instance_id, "<id>"), sorted(tags.items()),
-            bought.ssh_public_keys, bought.cluster_product)
+    """What one instance was sold with, less the one intended difference: the direct engine's lease
+    mark (the ``provisioner-lease`` tag, RunPod's ``PROVISIONER_LEASE`` value); the Pulumi engine's
+    lease is the backend's stack lock (docs/security.md)."""
+    tags = {k: v for k, v in bought.tags.items() if k not in ("Name", LEASE_TAG)}
+    boot = "\n".join(line for line in bought.boot.replace(bought.instance_id, "<id>").split("\n")
+                     if LeaseMark.parse(line) is None)
+    return (bought.interruptible, boot, sorted(tags.items()), bought.ssh_public_keys, bought.cluster_product)
 
 
 @contextlib.contextmanager

@@ -37,6 +37,7 @@ from provisioner.errors import (
     RateLimitError,
     StackError,
 )
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.faults import Fault, FaultFinder
 from provisioner.lifecycle.realize import (
@@ -250,7 +251,12 @@ class Healer:
                          ids=sorted(ids), spent_usd=usd_of_cents(self.spent_cents(now)))
 
     def _create(self, name: str) -> Node:
-        """Buy ``name`` again: same offer, then the alternates on a CapacityError. Cleans up on any exit."""
+        """Buy ``name`` again: same offer, then the alternates on a CapacityError. Cleans up on any exit.
+        Holds the cluster's lock and a lease while it buys, as ``up`` does (lifecycle.lease)."""
+        with cluster_lease.hold(self.record.cluster_id, "replace") as mark:
+            return self._create_held(name, mark.token())
+
+    def _create_held(self, name: str, lease: str) -> Node:
         from provisioner.render import render_cluster
 
         cluster = self.record.cluster_id
@@ -258,7 +264,7 @@ class Healer:
         tries = [self.plan, *self.alternates]
         for index, plan in enumerate(tries):
             spec = next(s for s in node_specs(plan, secrets, render_cluster(plan, secrets), self.record.expires_at)
-                        if s.name == name)
+                        if s.name == name).model_copy(update={"lease": lease})
             try:
                 node = self._create_one(spec, plan)
             except CapacityError as exc:
