@@ -61,7 +61,7 @@ CHILD = r"""
 import sys, time
 from pathlib import Path
 from provisioner.errors import ProvisionerError
-from provisioner.lifecycle.events import JsonLines
+from provisioner.realize.events import JsonLines
 from provisioner.lifecycle.realize import Runtime, Timeouts, bring_up
 from provisioner.plan import load_plan
 from tests.test_lifecycle_support import StandInRemote, fast_provider
