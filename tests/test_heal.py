@@ -150,6 +150,16 @@ def test_a_preempted_node_is_replaced_under_its_name_and_rejoins(cluster: Cluste
     assert cluster.healer.step() == []  # healthy now: nothing more
 
 
+def test_a_failed_host_is_deleted_before_its_replacement_is_bought(cluster: Cluster) -> None:
+    old = cluster.id_of("lc-lambda-1")
+    cluster.app.set_status(old, "unhealthy")  # type: ignore[attr-defined]  # Lambda: still an instance
+    assert cluster.healer.step() == ["lc-lambda-1"]
+    assert cluster.kinds() == ["replace", "deleted", "create", "replaced"]
+    assert "unhealthy" in cluster.events[0]["reason"]
+    assert old not in [iid for _, iid in cluster.live()]
+    assert_whole(cluster)
+
+
 def test_a_node_drained_by_its_watch_is_deleted_and_replaced(cluster: Cluster) -> None:
     old = cluster.id_of("lc-lambda-0")
     cluster.remote.slurm["lc-lambda-0"] = ("drained", "provisioner-watch xid.79: XID 79 on GPU 3: fallen off the bus")

@@ -62,6 +62,7 @@ from provisioner.validation.runner import CommandResult
 from provisioner.waiting import WaitTimeout
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+BILLING = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.FAILED})
 
 
 
@@ -227,9 +228,14 @@ class Healer:
                                        f"sudo -n kubectl -n kube-system delete secret {name}.node-password.k3s"))
 
     def _delete(self, name: str, why: str = "") -> None:
-        """Delete every live instance named ``name`` and wait until none is left; note their spans' end."""
+        """Delete every instance named ``name`` that may still bill (pending, running or failed: a failed
+        host is still an instance) and wait until none is left; note their spans' end."""
         cluster = self.record.cluster_id
-        named = [n.id for n in live(self.provider.get_nodes(cluster)) if n.name == name]
+
+        def billing(nodes: Sequence[Node]) -> list[Node]:
+            return [n for n in nodes if n.name == name and n.status in BILLING]
+
+        named = [n.id for n in billing(self.provider.get_nodes(cluster))]
         # Only this owner's instances of the name (providers.ownership): never another owner's or an unmarked one.
         deletion = delete_owned(self.provider, cluster, named) if named else Deletion()
         doomed = list(deletion.deleted)
@@ -237,8 +243,9 @@ class Healer:
             self.rt.emit("kept", message=f"not deleted: {node.name} ({node.id}) of {cluster}: {kept}",
                          cluster=cluster, node=node.name, id=node.id, why=kept)
         if doomed:
+            gone = {d.id for d in doomed}
             self.rt.wait(lambda: self.provider.get_nodes(cluster),
-                         lambda nodes: not any(n.id in {d.id for d in doomed} for n in live(nodes)),
+                         lambda nodes: not any(n.id in gone for n in billing(nodes)),
                          timeout_s=self.rt.timeouts.deleted_s, what=f"{name} of {cluster} to be deleted")
         now = self.rt.now()
         ids = {n.id for n in doomed}
