@@ -1,10 +1,12 @@
 """A large JSON catalog straight into columns: no JSON tree of Python objects, no ``Offer`` model per offer.
 
-msgspec decodes the file's bytes into typed rows (money as exact ``Decimal``, unknown keys and
-wrong types refused with their location), the columns are built from the rows, and the same
-vectorized rules that check a columnar file (``provisioner.columns.problems``) check them. What
-a catalog may hold is the ``Offer`` model's; docs/catalog.md says which path reads which file.
-Raises CatalogError naming the file and ``offers[i].field``. Pure apart from the caller's bytes.
+msgspec decodes the file's top level with every offer left as its raw bytes, then ``CHUNK``
+offers at a time into typed rows (unknown keys and wrong types refused with their location;
+prices kept as their own text and split exactly by numpy, rates as exact ``Decimal``); each
+chunk becomes columns at once, sharing one dictionary per identifier field. The same vectorized
+rules that check a columnar file (``provisioner.columns.problems``) check the result. What a
+catalog may hold is the ``Offer`` model's; docs/catalog.md says which path reads which file.
+Raises CatalogError naming the file and ``offers[i].field``. Pure: bytes in, columns out.
 """
 
 from __future__ import annotations
