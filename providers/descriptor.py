@@ -4,9 +4,11 @@ Every layer that needs a per-provider fact reads it from here through
 ``providers.registry.facts()`` instead of keeping its own list of provider names: the key
 variables (``providers.settings``), how ``catalog refresh`` treats it, which stack builder
 realizes it (``stacks/``), how its nodes end themselves (``render.teardown``), the login user of
-its images (``realize.nodes``), its fake server (``testing.fakes``) and its stack's private
-address range. Pure data: importing this module (or a provider package's ``__init__``) imports
-no adapter, SDK or HTTP client, so the pure core may read it.
+its images (``realize.nodes``), its fake server (``testing.fakes``), its stack's private
+address range, its NCCL interface and NIC layouts (``render.fabric``), its spot-notice endpoint
+(``validation.watch``) and whether it offers flex-start (``stacks.model``). Pure data:
+importing this module (or a provider package's ``__init__``) imports no adapter, SDK or HTTP
+client, so the pure core may read it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,17 @@ class SdkCredentials:
 
 
 @dataclass(frozen=True)
+class SpotNotice:
+    """How a node learns that its spot VM is being reclaimed (``provisioner node watch --spot``)."""
+
+    protocol: Literal["imds", "gce"]
+    """``imds``: EC2 IMDSv2 (a token, then ``spot/instance-action``); ``gce``: GCE's
+    ``instance/preempted`` with ``Metadata-Flavor: Google`` (validation.watch reads each)."""
+    metadata_url: str
+    """The instance metadata service's base URL, as seen from the node."""
+
+
+@dataclass(frozen=True)
 class ProviderFacts:
     """One provider's facts (see the module docstring)."""
 
@@ -69,6 +82,16 @@ class ProviderFacts:
     """Where its SDK finds credentials, when it takes no API key (``key_vars`` empty)."""
     storage_scheme: str | None = None
     """The URL scheme of its object store (``s3``, ``gs``): a dataset there leaves from this provider."""
+    nccl_ifname: str | None = None
+    """The data-plane interface its multi-node images document for NCCL's socket traffic
+    (``render.fabric``); None: every interface but loopback and docker."""
+    nccl_profiles: tuple[tuple[str, str], ...] = ()
+    """Instance-type prefixes whose NIC layout needs its own NCCL transport, as (prefix, profile)
+    (``render.fabric.fabric_profile``: ``tcpxo``, ``tcpx``, ``gib``); others go by the offer's fabric."""
+    spot_notice: SpotNotice | None = None
+    """Where its spot VMs hear of a reclaim; None: no notice the node can poll."""
+    flex_start: bool = False
+    """Whether its stack can queue for capacity (GCP's flex-start provisioning model, ``stacks.model``)."""
 
 
-__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "SdkCredentials", "Teardown"]
+__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "SdkCredentials", "SpotNotice", "Teardown"]

@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 from provisioner.providers import base as _base
+from provisioner.providers.registry import facts
 
 from provisioner.capabilities import Bootstrap
 from provisioner.errors import PlanError
@@ -189,8 +190,9 @@ def cluster_args(
         text = rendered[path]  # a str, or an Output of one when the secrets came as secret config
         user_data[node.name] = (text.apply(lambda t, n=node: boot_text(n, t)) if hasattr(text, "apply")
                                 else boot_text(node, text))
-    if flex_start and option.provider != "gcp":
-        raise PlanError("flex-start provisioning is a GCP feature; this plan is on " + option.provider)
+    if flex_start and not facts()[option.provider].flex_start:
+        offered = ", ".join(name for name, found in facts().items() if found.flex_start)
+        raise PlanError(f"flex-start provisioning is offered on {offered} only; this plan is on {option.provider}")
     if option.offer.block_hours and not capacity_reservation_id:
         raise PlanError(f"the plan is an EC2 Capacity Block ({option.offer.block_hours} h, paid upfront): buy it "
                         "first (provisioner up --engine direct buys and uses it; or aws ec2 purchase-capacity-block) "

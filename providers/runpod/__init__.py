@@ -30,6 +30,7 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "runpod", fake="provisioner.testing.fakes.runpod:RunPodFake", key_vars=("RUNPOD_API_KEY",), login_user="root",
+    nccl_ifname="ens1",  # Instant Clusters: ens1..ens8 are the fast NICs, eth0 is internet only
     teardown=Teardown(
         "runpod", "runpod-delete", True,
         ttl="node timer deletes its own pod: DELETE /v2/pods/$RUNPOD_POD_ID with the pod-scoped "

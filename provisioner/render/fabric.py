@@ -19,15 +19,11 @@ Which settings apply is decided by ``fabric_profile(offer)``:
 from __future__ import annotations
 
 from provisioner.offer import Offer
+from provisioner.providers.registry import facts
 from provisioner.spec import Fabric
 
 # Interfaces NCCL must not use for its bootstrap/socket traffic.
 _EXCLUDE_IFACES = "^lo,docker0"
-
-# Providers that document a specific data-plane interface for multi-node traffic.
-_SOCKET_IFNAME_BY_PROVIDER = {
-    "runpod": "ens1",  # Instant Clusters: ens1..ens8 are the fast NICs, eth0 is internet only
-}
 
 _TCPXO_NICS = "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"
 _TCPX_NICS = "eth1,eth2,eth3,eth4"
@@ -36,13 +32,10 @@ _TCPX_NICS = "eth1,eth2,eth3,eth4"
 def fabric_profile(offer: Offer) -> str:
     """Name the NCCL transport this offer uses (see the module docstring for the list)."""
     itype = offer.instance_type.lower()
-    if offer.provider == "gcp":
-        if itype.startswith("a3-megagpu"):
-            return "tcpxo"
-        if itype.startswith("a3-highgpu"):
-            return "tcpx"
-        if itype.startswith(("a3-ultragpu", "a4-highgpu", "a4x-")):
-            return "gib"
+    declared = facts().get(offer.provider)  # the provider's NIC layouts (its FACTS.nccl_profiles)
+    for prefix, profile in declared.nccl_profiles if declared else ():
+        if itype.startswith(prefix):
+            return profile
     if offer.fabric is Fabric.EFA:
         return "efa"
     if offer.fabric is Fabric.INFINIBAND:
@@ -53,7 +46,8 @@ def fabric_profile(offer: Offer) -> str:
 
 
 def _socket_ifname(offer: Offer) -> str:
-    return _SOCKET_IFNAME_BY_PROVIDER.get(offer.provider, _EXCLUDE_IFACES)
+    declared = facts().get(offer.provider)  # a documented data-plane interface (its FACTS.nccl_ifname)
+    return (declared.nccl_ifname if declared else None) or _EXCLUDE_IFACES
 
 
 def _efa(offer: Offer) -> dict[str, str]:

@@ -31,6 +31,7 @@ import jinja2
 from provisioner.errors import PlanError, SpecError
 from provisioner.offer import SAFE_ID
 from provisioner.plan import Plan
+from provisioner.providers.registry import facts
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu, check_safe_path
 
@@ -93,6 +94,13 @@ class ClusterView:
     @property
     def head(self) -> NodeView:
         return self.nodes[0]
+
+    @property
+    def spot_watch(self) -> str:
+        """The provider whose reclaim notice the node polls (a spot node where its FACTS.spot_notice says
+        how), or ``none``: ``provisioner node watch --spot``."""
+        declared = facts().get(self.provider)
+        return self.provider if self.spot and declared is not None and declared.spot_notice else "none"
 
     @property
     def workers(self) -> tuple[NodeView, ...]:

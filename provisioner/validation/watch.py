@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from provisioner.providers.descriptor import SpotNotice
+from provisioner.providers.registry import facts
 from provisioner.validation.actions import (
     Candidate,
     k8s_cordon_commands,
@@ -53,7 +55,11 @@ REASON_PREFIX = "provisioner-watch"
 CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
 STATE_FILE = "watch-state.json"
 SPOT_CODE = "spot.interruption"
-METADATA_URLS = {"aws": "http://169.254.169.254", "gcp": "http://metadata.google.internal"}
+
+def spot_providers() -> dict[str, SpotNotice]:
+    """The providers whose spot VMs can hear of a reclaim, and how (each package's ``FACTS.spot_notice``)."""
+    return {name: found.spot_notice for name, found in facts().items() if found.spot_notice}
+
 
 Fetch = Callable[[str, str, dict[str, str]], tuple[int, str]]
 """(method, url, headers) -> (HTTP status, body); status 0 when nothing answered."""
@@ -65,7 +71,7 @@ class WatchConfig:
     via: str = "slurm"  # slurm | k8s | none
     expect_gpus: int | None = None
     expect_model: str | None = None
-    spot: str | None = None  # aws | gcp | None
+    spot: str | None = None  # a provider of spot_providers(), or None
     metadata_url: str | None = None  # None: the provider's own metadata service
     report_dir: Path = Path("/var/lib/provisioner/health")
     interval_s: float = 30.0
@@ -218,8 +224,9 @@ def http_fetch(method: str, url: str, headers: dict[str, str]) -> tuple[int, str
 def spot_notice(provider: str, fetch: Fetch, base_url: str | None = None) -> str | None:
     """The provider's reclaim notice as one line, or None. AWS IMDSv2 (a token, then
     ``spot/instance-action``: 404 until a reclaim is scheduled); GCP ``instance/preempted``."""
-    base = (base_url or METADATA_URLS[provider]).rstrip("/")
-    if provider == "aws":
+    notice = spot_providers()[provider]
+    base = (base_url or notice.metadata_url).rstrip("/")
+    if notice.protocol == "imds":
         status, token = fetch("PUT", f"{base}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
         headers = {"X-aws-ec2-metadata-token": token.strip()} if status == 200 else {}
         status, body = fetch("GET", f"{base}/latest/meta-data/spot/instance-action", headers)
@@ -292,4 +299,4 @@ def _say(config: WatchConfig, look: Look) -> None:
 
 __all__ = ["CHECKPOINT_NOW", "REASON_PREFIX", "SPOT_CODE", "Look", "WatchConfig", "WatchState", "code_of_reason",
            "http_fetch", "on_spot_notice", "reason_for", "run_watch", "since_last_look", "spot_notice",
-           "watch_once"]
+           "spot_providers", "watch_once"]

@@ -9,7 +9,14 @@ from provisioner import cliargs
 from provisioner.errors import UsageError
 
 VIAS = ("slurm", "k8s", "none")
-SPOT = ("aws", "gcp", "none")
+
+
+def _spot_choices() -> tuple[str, ...]:
+    """The providers whose reclaim notice a node can poll (their ``FACTS.spot_notice``), then none."""
+    from provisioner.providers.registry import facts
+
+    return (*(name for name, found in facts().items() if found.spot_notice), "none")
+
 
 
 def node_watch(via: str = "slurm", interval_s: float = 30.0, spot: str = "none", spot_poll_s: float = 5.0,
@@ -28,8 +35,8 @@ def node_watch(via: str = "slurm", interval_s: float = 30.0, spot: str = "none",
 
     if via not in VIAS:
         raise UsageError(f"must be one of {', '.join(VIAS)}", option="--via")
-    if spot not in SPOT:
-        raise UsageError(f"must be one of {', '.join(SPOT)}", option="--spot")
+    if spot not in (choices := _spot_choices()):
+        raise UsageError(f"must be one of {', '.join(choices)}", option="--spot")
     config = WatchConfig(node=node or socket.gethostname().split(".")[0], via=via, expect_gpus=expect_gpus,
                          expect_model=expect_model, spot=None if spot == "none" else spot,
                          metadata_url=metadata_url, report_dir=report_dir, interval_s=interval_s,
@@ -42,7 +49,8 @@ def add_node_watch(node_commands: cliargs.Commands) -> None:
     cmd.add_argument("--via", default="slurm", help="slurm | k8s | none: how to take this node out of service.")
     cmd.add_argument("--interval-s", type=cliargs.float_range(1, 3600), default=30.0,
                      help="Seconds between health looks (default 30).")
-    cmd.add_argument("--spot", default="none", help="aws | gcp | none: poll this provider's reclaim notice.")
+    cmd.add_argument("--spot", default="none",
+                     help=f"{' | '.join(_spot_choices())}: poll this provider's reclaim notice.")
     cmd.add_argument("--spot-poll-s", type=cliargs.float_range(1, 60), default=5.0,
                      help="Seconds between reclaim-notice polls (default 5).")
     cmd.add_argument("--metadata-url", help="Base URL of the instance metadata service (default: the provider's).")
