@@ -31,8 +31,16 @@ _SAFE_ENV = {
     "PULUMI_SKIP_UPDATE_CHECK": "true",
 }
 os.environ.update(_SAFE_ENV)
+
+def _provider_key_variables() -> tuple[str, ...]:
+    """Every provider's own API key variables (its FACTS.key_vars): a developer's real keys never reach a test."""
+    from provisioner.providers.registry import facts
+
+    return tuple(var for found in facts().values() for var in found.key_vars)
+
+
 for _var in ("AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS", "LAMBDA_API_KEY", "RUNPOD_API_KEY",
-             "VAST_API_KEY", "FLUENCE_API_KEY"):
+             "VAST_API_KEY", "FLUENCE_API_KEY", *_provider_key_variables()):
     os.environ.pop(_var, None)
 
 
