@@ -115,10 +115,15 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
 
 def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
        ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
-       on_budget: str = "warn", wait: bool = True) -> None:
+       on_budget: str = "warn", wait: bool = True, local: bool = False) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready (on either
-    engine; ``wait=False``, pulumi only: return once the stack is up)."""
+    engine; ``wait=False``, pulumi only: return once the stack is up). ``local``: a dry run on this
+    machine's nodes behind the provider's fake (provisioner.local.lab), on the direct engine."""
     why = "--engine " + engine if engine else ""
+    if local:
+        if engine not in (None, "direct"):
+            raise UsageError("a local dry run runs the direct engine", option="--engine")
+        engine, why = "direct", "--local"
     if engine is None:
         engine, why = default_engine()
     _check_engine(engine)
@@ -169,6 +174,10 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     from provisioner.lifecycle.realize import bring_up_first
 
     plans = ranked_plans(target, catalog, max_tries)
+    if local:
+        from provisioner.local.lab import local_plans
+
+        plans = local_plans(plans, emit)
     require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     runtime = _runtime(emit)
@@ -226,6 +235,7 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     from provisioner.lifecycle import state
 
     cluster_id = cluster_id_of(target, catalog)
+    lab = _enter_lab(cluster_id)
     record = state.load_record(cluster_id)
     chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
     _check_engine(chosen)
@@ -260,6 +270,18 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     runtime = _runtime(emit, interrupts=False)
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
+    if lab:
+        from provisioner.local.lab import stop
+
+        stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
+        emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
+
+
+def _enter_lab(cluster_id: str) -> bool:
+    """Into the cluster's local lab (``up --local``) when one runs here; see provisioner.local.lab."""
+    from provisioner.local.lab import enter
+
+    return enter(cluster_id)
 
 
 def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
@@ -325,6 +347,7 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
 
+    _enter_lab(cluster_id_of(target, catalog))
     runtime = _runtime(_emitter(True), interrupts=False)
     record, nodes = cluster_nodes(cluster_id_of(target, catalog), runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
@@ -356,6 +379,7 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
     from provisioner.lifecycle import state
 
     cluster_id = cluster_id_of(target, catalog)
+    _enter_lab(cluster_id)
     record = state.load_record(cluster_id)
     if (record is not None and record.engine == "pulumi") or (record is None and backend):
         from provisioner.lifecycle import pulumi_engine
@@ -405,6 +429,7 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
     from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
 
     cluster_id = cluster_id_of(target, catalog)
+    _enter_lab(cluster_id)
     record, nodes = cluster_nodes(cluster_id, _runtime(_emitter(True), interrupts=False))
     name = node or record.plan.head.name
     found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
@@ -483,6 +508,8 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("--max-cost", help="Budget in USD: status warns at 50/80/100 %%.")
     cmd.add_argument("--on-budget", choices=ON_BUDGET, default="warn",
                      help="At 100 %% of --max-cost: stop (the budget becomes the expiry) or warn (default).")
+    cliargs.flag(cmd, "--local", "Dry run on this machine (root, Linux, systemd-nspawn): the plan's nodes boot "
+                 "as local containers behind the provider's fake; down removes them.", negatable=False)
 
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)

@@ -1,0 +1,236 @@
+"""``provisioner up SPEC --local``: a dry run on this machine, before paying.
+
+A *lab* is one background process (``python -m provisioner.local.lab``) that owns, for one
+cluster: a network namespace with a bridge, the node image (built once, cached), the chosen
+provider's fake (the project's fake with node-backed hooks, ``provisioner.local.backed``)
+listening on the namespace's 127.0.0.1, and the systemd-nspawn nodes that fake launches.
+
+The CLI that uses a lab (``up --local``, then ``status``, ``ssh``, ``outputs``, ``down`` of that
+cluster) enters its namespace (setns(2) on the main thread, before any thread or ``ssh`` starts)
+and points ``PROVISIONER_<P>_API_URL``/``_API_KEY`` at the fake; from there the engine runs as
+it does against the provider. ``down`` stops the lab (SIGTERM to its pid) once the cluster is
+gone: the lab stops every node by pid, the server, and deletes the namespace.
+
+Where the lab is recorded: ``<state dir>/local/<cluster>.json`` (pid, namespace, URL); its log
+beside it. Blocking calls say so; every failure is a ``UsageError`` (``--local``) or a
+``StackError`` naming the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from provisioner.errors import StackError, UsageError
+
+API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
+NETWORK = "10.80.0.0/24"
+OPERATOR = "10.80.0.254"  # the namespace's own address on the bridge: where the CLI's ssh comes from
+TOOLS = ("systemd-nspawn", "mmdebstrap", "ip", "nsenter", "mount")
+START_TIMEOUT_S = 1200.0  # the first run builds the node image (minutes)
+
+
+def backed_fakes() -> dict[str, Any]:
+    from provisioner.local.backed import BackedFluenceFake, BackedLambdaFake, BackedRunPodFake
+
+    return {"lambda": BackedLambdaFake, "runpod": BackedRunPodFake, "fluence": BackedFluenceFake}
+
+
+def require_host(provider: str, *, euid: int | None = None, platform: str = sys.platform,
+                 which: Any = shutil.which) -> None:
+    """Refuse in one line (UsageError on ``--local``) unless this is Linux, we are root, the tools
+    a lab runs are on PATH, and ``provider`` has a node-backed fake."""
+    missing = []
+    if platform != "linux":
+        missing.append(f"Linux (this is {platform})")
+    if (os.geteuid() if euid is None else euid) != 0:
+        missing.append("root")
+    missing += [tool for tool in TOOLS if which(tool) is None]
+    if missing:
+        raise UsageError(f"a local dry run boots nodes with systemd-nspawn and needs: {', '.join(missing)}",
+                         option="--local")
+    if provider not in backed_fakes():
+        raise UsageError(f"a local dry run has no node-backed fake for {provider} (only "
+                         f"{', '.join(sorted(backed_fakes()))}): choose one with providers.allow", option="--local")
+
+
+def _labs() -> Path:
+    from provisioner.lifecycle.state import state_dir
+
+    return state_dir() / "local"
+
+
+def _record_path(cluster_id: str) -> Path:
+    return _labs() / f"{cluster_id}.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lab_for(cluster_id: str) -> dict[str, Any] | None:
+    """The running lab of ``cluster_id``, else None (a record whose process is gone is dropped)."""
+    path = _record_path(cluster_id)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not _alive(int(record["pid"])):
+        path.unlink(missing_ok=True)
+        return None
+    return record
+
+
+def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
+    """The cluster's lab, started unless it runs. Blocks until its fake answers (the first run
+    builds the node image: minutes); raises StackError naming the log when it cannot start."""
+    running = lab_for(cluster_id)
+    if running is not None:
+        return running
+    folder = _labs()
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"{cluster_id}.log"
+    if emit is not None:
+        emit("local", message=f"local: starting the {provider} fake and its nodes (log: {log})", log=str(log))
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "provisioner.local.lab", cluster_id, provider],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        record = lab_for(cluster_id)
+        if record is not None and record["pid"] == proc.pid:
+            return record
+        if proc.poll() is not None:
+            raise StackError(f"the local lab of {cluster_id} exited {proc.returncode} before it was ready: see {log}")
+        time.sleep(0.5)
+    proc.terminate()
+    raise StackError(f"the local lab of {cluster_id} was not ready after {START_TIMEOUT_S:.0f} s: see {log}")
+
+
+def enter(cluster_id: str) -> bool:
+    """Put this process (its main thread, so every thread and ``ssh`` it starts later) into the
+    cluster's lab and point the provider's variables at the lab's fake. False when none runs."""
+    record = lab_for(cluster_id)
+    if record is None:
+        return False
+    from provisioner.local.nodes import join_netns
+
+    try:
+        join_netns(f"/run/netns/{record['netns']}")
+    except OSError as exc:
+        raise StackError(f"cannot enter the local lab of {cluster_id} ({exc.strerror})") from None
+    prefix = f"PROVISIONER_{record['provider'].upper()}"
+    os.environ[f"{prefix}_API_URL"] = record["url"]
+    os.environ[f"{prefix}_API_KEY"] = API_KEY
+    return True
+
+
+def stop(cluster_id: str, timeout_s: float = 120) -> bool:
+    """Stop the cluster's lab (SIGTERM to its pid; it stops its nodes and deletes its namespace)
+    and wait for it. Blocking; False when none ran."""
+    record = lab_for(cluster_id)
+    if record is None:
+        return False
+    pid = int(record["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        raise StackError(f"the local lab of {cluster_id} (pid {pid}) did not stop in {timeout_s:.0f} s")
+    _record_path(cluster_id).unlink(missing_ok=True)
+    return True
+
+
+def local_plans(plans: list[Any], emit: Any) -> list[Any]:
+    """``up --local``: the options of the best option's provider, fitted to this machine, with the
+    cluster's lab started and this process inside it. Blocking (see ``start``); raises
+    UsageError when this machine cannot run a lab."""
+    provider = plans[0].option.provider
+    require_host(provider)
+    fitted = [fit_to_host(plan) for plan in plans if plan.option.provider == provider]
+    cluster_id = fitted[0].cluster_id
+    start(cluster_id, provider, emit)
+    enter(cluster_id)
+    return fitted
+
+
+def fit_to_host(plan: Any) -> Any:
+    """``plan`` with each node the size of this machine's (CPUs, whole GiB of memory, no local
+    NVMe): the nodes are containers on it, and slurmd drains a node that has fewer CPUs or less
+    memory than its slurm.conf says. SSH is allowed from the lab's own address (where this
+    machine's ``ssh`` comes from), not the spec's ``access.allowed_cidrs``. Everything else
+    (nodes, provider, bootstrap, control plane, the rendered files) is the plan's."""
+    kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+               if line.startswith("MemTotal:"))
+    offer = plan.option.offer.model_copy(update={"vcpus": os.cpu_count() or 1, "memory_gib": kib // (1024 * 1024),
+                                                 "local_nvme_gib": 0})
+    access = plan.spec.access.model_copy(update={"allowed_cidrs": [f"{OPERATOR}/32"]})
+    return plan.model_copy(update={"option": plan.option.model_copy(update={"offer": offer}),
+                                   "spec": plan.spec.model_copy(update={"access": access})})
+
+
+def image_cache() -> Path:
+    override = os.environ.get("PROVISIONER_BOOT_IMAGE_CACHE")
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpu-provisioner")) / "node-image"
+
+
+def serve_lab(cluster_id: str, provider: str) -> None:
+    """The lab process: build or reuse the image, make the namespace, serve the fake inside it,
+    record itself, and wait for SIGTERM; then stop every node, the server and the namespace."""
+    import tempfile
+
+    from provisioner.local.backed import Machines
+    from provisioner.local.nodes import Netns, build_image
+    from provisioner.testing.fakes.base import serve
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    image = build_image(image_cache())
+    workdir = Path(tempfile.mkdtemp(prefix=f"provisioner-local-{cluster_id}-", dir="/var/tmp"))
+    netns = Netns(f"pvl{os.getpid()}", (f"{OPERATOR}/24",))
+    machines = Machines(image, workdir, netns, network=NETWORK)
+    server = None
+    try:
+        fake = backed_fakes()[provider](machines, api_key=API_KEY)
+        with netns.entered():
+            server = serve(fake)
+        record = {"pid": os.getpid(), "netns": netns.name, "url": server.url, "provider": provider,
+                  "cluster": cluster_id, "network": NETWORK}
+        path = _record_path(cluster_id)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(record), encoding="utf-8")
+        partial.replace(path)
+        print(f"lab {cluster_id}: {provider} fake at {server.url} in netns {netns.name}", flush=True)
+        stopping.wait()
+    finally:
+        if server is not None:
+            server.stop()
+        left = machines.close()
+        netns.delete()
+        shutil.rmtree(workdir, ignore_errors=True)
+        _record_path(cluster_id).unlink(missing_ok=True)
+        print(f"lab {cluster_id}: stopped; left running: {left or 'nothing'}", flush=True)
+
+
+if __name__ == "__main__":
+    serve_lab(sys.argv[1], sys.argv[2])

@@ -1,0 +1,79 @@
+"""``provisioner up SPEC --local`` without booting anything: who is refused (one line, exit 2) and
+what plan a local dry run builds. The boot itself: tests/boot/test_boot_local.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.errors import UsageError
+from provisioner.local.lab import fit_to_host, require_host
+from tests.test_lifecycle_support import LAMBDA_SPEC, plans_for
+
+SPEC = LAMBDA_SPEC.replace("lc-lambda", "lc-local")
+
+
+def test_up_local_as_a_user_is_one_line_and_exit_2() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="provisioner-local-", dir="/var/tmp"))
+    try:
+        folder.chmod(0o777)
+        (folder / "spec.yaml").write_text(SPEC)
+        (folder / "spec.yaml").chmod(0o644)
+        cli = [str(Path(sys.executable).parent / "provisioner"), "up", "spec.yaml", "--local"]
+        if os.geteuid() == 0:  # as a user would run it: nobody, with no privileges
+            if shutil.which("setpriv") is None:
+                pytest.skip("setpriv (util-linux) is needed to run the CLI as a non-root user")
+            cli = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cli]
+        env = {"PATH": os.environ["PATH"], "HOME": str(folder), "PROVISIONER_STATE_DIR": str(folder / "state"),
+               "PROVISIONER_CACHE_DIR": str(folder / "cache")}
+        done = subprocess.run(cli, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "--local" in done.stderr and "needs: " in done.stderr and "root" in done.stderr, done.stderr
+        assert not (folder / "state" / "local").exists()  # no lab was started
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_each_missing_piece_is_named_on_the_one_line() -> None:
+    with pytest.raises(UsageError) as caught:
+        require_host("lambda", euid=1000, platform="darwin", which=lambda tool: None)
+    line = str(caught.value)
+    assert "\n" not in line
+    for missing in ("Linux (this is darwin)", "root", "systemd-nspawn", "mmdebstrap", "nsenter"):
+        assert missing in line, line
+    present = "/usr/bin/{}".format
+    require_host("lambda", euid=0, platform="linux", which=present)  # nothing missing: no error
+    with pytest.raises(UsageError, match="no node-backed fake for aws .only fluence, lambda, runpod."):
+        require_host("aws", euid=0, platform="linux", which=present)
+
+
+def test_local_runs_the_direct_engine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    assert main(["up", str(spec), "--local", "--engine", "pulumi"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a local dry run runs the direct engine" in err
+
+
+def test_a_local_plan_is_the_plan_sized_to_this_machine(tmp_path: Path) -> None:
+    plan = plans_for(SPEC, tmp_path, count=1)[0]
+    local = fit_to_host(plan)
+    mem_kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal:")).split()[1])
+    offer = local.option.offer
+    assert offer.vcpus == os.cpu_count()
+    assert offer.memory_gib == mem_kib // 1048576 and offer.local_nvme_gib == 0
+    assert local.spec.access.allowed_cidrs == ["10.80.0.254/32"]
+    # What is not about this machine stays the plan's.
+    assert [n.name for n in local.nodes] == [n.name for n in plan.nodes] == ["lc-local-0", "lc-local-1"]
+    assert (offer.provider, offer.instance_type, offer.gpus) == (plan.option.offer.provider,
+                                                                 plan.option.offer.instance_type, 4)
+    assert local.spec.control_plane == plan.spec.control_plane and local.cluster_id == "lc-local"
