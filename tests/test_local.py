@@ -51,7 +51,7 @@ def test_each_missing_piece_is_named_on_the_one_line() -> None:
         assert missing in line, line
     present = "/usr/bin/{}".format
     require_host("lambda", euid=0, platform="linux", which=present)  # nothing missing: no error
-    with pytest.raises(UsageError, match="no node-backed fake for aws .only fluence, lambda, runpod."):
+    with pytest.raises(UsageError, match=r"no node-backed fake for aws \(only fluence, lambda, runpod\)"):
         require_host("aws", euid=0, platform="linux", which=present)
 
 

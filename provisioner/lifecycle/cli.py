@@ -174,12 +174,15 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     from provisioner.lifecycle.realize import bring_up_first
 
     plans = ranked_plans(target, catalog, max_tries)
-    if local:
-        from provisioner.local.lab import local_plans
+    if local:  # SSH comes from the lab's own address (provisioner.local.lab.fit_to_host)
+        from provisioner.local.lab import local_plans, require_host
 
-        plans = local_plans(plans, emit)
-    require_ssh_sources(plans[0], target)
+        require_host(plans[0].option.provider)
+    else:
+        require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
+    if local:
+        plans = local_plans(plans, emit)
     runtime = _runtime(emit)
     try:
         bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,

@@ -41,7 +41,7 @@ START_TIMEOUT_S = 1200.0  # the first run builds the node image (minutes)
 def backed_fakes() -> dict[str, Any]:
     from provisioner.local.backed import BackedFluenceFake, BackedLambdaFake, BackedRunPodFake
 
-    return {"lambda": BackedLambdaFake, "runpod": BackedRunPodFake, "fluence": BackedFluenceFake}
+    return {fake.provider: fake for fake in (BackedFluenceFake, BackedLambdaFake, BackedRunPodFake)}
 
 
 def require_host(provider: str, *, euid: int | None = None, platform: str = sys.platform,
@@ -221,7 +221,8 @@ def serve_lab(cluster_id: str, provider: str) -> None:
         partial.write_text(json.dumps(record), encoding="utf-8")
         partial.replace(path)
         print(f"lab {cluster_id}: {provider} fake at {server.url} in netns {netns.name}", flush=True)
-        stopping.wait()
+        while not stopping.wait(1.0):
+            pass
     finally:
         if server is not None:
             server.stop()
