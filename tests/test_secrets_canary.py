@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.registry import facts
 
 from provisioner.cli import FORMATS, main
 from provisioner.errors import ProviderError, ProvisionerError
@@ -46,6 +47,8 @@ from tests.test_render_cloudinit import readable
 
 NATIVE = {"lambda": "LAMBDA_API_KEY", "runpod": "RUNPOD_API_KEY", "vastai": "VAST_API_KEY",
           "fluence": "FLUENCE_API_KEY"}
+NATIVE |= {name: found.key_vars[0] for name, found in facts().items() if found.key_vars and name not in NATIVE}
+"""Each API-key provider's own variable (the four pinned; a provider added later from its FACTS.key_vars)."""
 MUNGE_RAW = b"MUNGE-CANARY-" + uuid.uuid4().hex.encode() + b"-" * 20
 SECRETS = ClusterSecrets(munge_key_b64=base64.b64encode(MUNGE_RAW).decode(),
                          k3s_token=f"K3S-CANARY-{uuid.uuid4().hex}")
