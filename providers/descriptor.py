@@ -5,8 +5,9 @@ Every layer that needs a per-provider fact reads it from here through
 variables (``providers.settings``), how ``catalog refresh`` treats it, which stack builder
 realizes it (``stacks/``), how its nodes end themselves (``render.teardown``), the login user of
 its images (``realize.nodes``), its fake server (``testing.fakes``), its stack's private
-address range, its NCCL interface and NIC layouts (``render.fabric``), its spot-notice endpoint
-(``validation.watch``) and whether it offers flex-start (``stacks.model``). Pure data:
+address range, its NCCL interface and NIC layouts (``render.fabric``), its instance metadata service
+(the node's name, the spot notice: ``validation.watch``), how its nodes mount the shared filesystem
+and whether it offers flex-start (``stacks.model``). Pure data:
 importing this module (or a provider package's ``__init__``) imports no adapter, SDK or HTTP
 client, so the pure core may read it.
 """
@@ -47,14 +48,16 @@ class SdkCredentials:
 
 
 @dataclass(frozen=True)
-class SpotNotice:
-    """How a node learns that its spot VM is being reclaimed (``provisioner node watch --spot``)."""
+class InstanceMetadata:
+    """Its VMs' instance metadata service: where a node reads its instance name
+    (``templates/cloud-init/identity.sh.j2``) and, on spot, its reclaim notice (``provisioner node
+    watch --spot``, validation.watch)."""
 
     protocol: Literal["imds", "gce"]
-    """``imds``: EC2 IMDSv2 (a token, then ``spot/instance-action``); ``gce``: GCE's
-    ``instance/preempted`` with ``Metadata-Flavor: Google`` (validation.watch reads each)."""
-    metadata_url: str
-    """The instance metadata service's base URL, as seen from the node."""
+    """``imds``: EC2 IMDSv2 (a token, then ``tags/instance/Name``, ``spot/instance-action``); ``gce``:
+    GCE's ``instance/name``, ``instance/preempted`` with ``Metadata-Flavor: Google``."""
+    url: str
+    """The service's base URL, as seen from the node."""
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,17 @@ class ProviderFacts:
     nccl_profiles: tuple[tuple[str, str], ...] = ()
     """Instance-type prefixes whose NIC layout needs its own NCCL transport, as (prefix, profile)
     (``render.fabric.fabric_profile``: ``tcpxo``, ``tcpx``, ``gib``); others go by the offer's fabric."""
-    spot_notice: SpotNotice | None = None
-    """Where its spot VMs hear of a reclaim; None: no notice the node can poll."""
+    metadata: InstanceMetadata | None = None
+    """Its instance metadata service (the node's name, the spot reclaim notice); None: none a node
+    can ask (the stack passes the node's name in its environment or the name is the hostname)."""
+    shared_fs: Literal["nfs", "lustre", "filestore", "platform"] = "nfs"
+    """How a node mounts the managed shared filesystem (``templates/cloud-init/shared-fs.sh.j2``):
+    FSx for Lustre, Filestore NFS, a directory the platform attaches (``platform_fs_dir``) or a plain
+    NFS export."""
+    platform_fs_dir: str | None = None
+    """Where the platform attaches its filesystems by name, with ``shared_fs="platform"``."""
     flex_start: bool = False
     """Whether its stack can queue for capacity (GCP's flex-start provisioning model, ``stacks.model``)."""
 
 
-__all__ = ["GC", "WATCHDOG", "NodeAction", "ProviderFacts", "SdkCredentials", "SpotNotice", "Teardown"]
+__all__ = ["GC", "WATCHDOG", "InstanceMetadata", "NodeAction", "ProviderFacts", "SdkCredentials", "Teardown"]

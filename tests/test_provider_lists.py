@@ -88,6 +88,20 @@ def test_the_lists_that_were_spelled_out_are_derived(module: str) -> None:
     assert _named(module) == set(), module
 
 
+def _template_names(text: str) -> set[str]:
+    """Provider names quoted inside the Jinja tags of a template (``{% if c.provider == "aws" %}``)."""
+    tags = re.findall(r"{[{%].*?[%}]}", text, flags=re.S)
+    return {name for tag in tags for name in re.findall(r"[\"']([a-z_]+)[\"']", tag) if name in REGISTRY}
+
+
+def test_no_template_branches_on_a_provider_name() -> None:
+    root = ROOT / "templates"
+    found = {str(path.relative_to(root)): sorted(names) for path in sorted(root.rglob("*.j2"))
+             if (names := _template_names(path.read_text(encoding="utf-8")))}
+    assert not found, f"branch on a FACTS field (c.metadata, c.shared_fs, t.node_action...) instead: {found}"
+    assert _template_names('{% elif c.provider == "gcp" %}') == {"gcp"}  # the scan sees one
+
+
 def test_the_scan_sees_a_provider_name() -> None:
     assert _named("provisioner.providers.runpod") == {"runpod"}  # its FACTS: the scan must find it
 

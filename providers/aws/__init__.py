@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts, SdkCredentials, SpotNotice, Teardown
+from provisioner.providers.descriptor import InstanceMetadata, ProviderFacts, SdkCredentials, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -36,7 +36,7 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 FACTS = ProviderFacts(
     "aws", fake="provisioner.testing.fakes.aws_ec2:AWSFake", refresh="cloud", stack="pulumi_aws",
     private_cidrs=("10.42.0.0/16",), storage_scheme="s3",
-    spot_notice=SpotNotice("imds", "http://169.254.169.254"),
+    metadata=InstanceMetadata("imds", "http://169.254.169.254"), shared_fs="lustre",
     sdk_credentials=SdkCredentials(
         ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE"),
         (("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", ""), ("AWS_CONFIG_FILE", ".aws/config", "")),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts, SdkCredentials, SpotNotice, Teardown
+from provisioner.providers.descriptor import InstanceMetadata, ProviderFacts, SdkCredentials, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -30,7 +30,7 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 FACTS = ProviderFacts(
     "gcp", fake="provisioner.testing.fakes.gcp_compute:GCPFake", refresh="cloud", stack="pulumi_gcp",
     private_cidrs=("10.32.0.0/11",), storage_scheme="gs",
-    spot_notice=SpotNotice("gce", "http://metadata.google.internal"), flex_start=True,
+    metadata=InstanceMetadata("gce", "http://metadata.google.internal"), shared_fs="filestore", flex_start=True,
     # a3-mega: GPUDirect-TCPXO; a3-high: GPUDirect-TCPX; a3-ultra/a4/a4x: RDMA through gIB
     nccl_profiles=(("a3-megagpu", "tcpxo"), ("a3-highgpu", "tcpx"), ("a3-ultragpu", "gib"), ("a4-highgpu", "gib"),
                    ("a4x-", "gib")),

@@ -27,6 +27,7 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "lambda", fake="provisioner.testing.fakes.lambda_:LambdaFake", key_vars=("LAMBDA_API_KEY",),
+    shared_fs="platform", platform_fs_dir="/lambda/nfs",
     teardown=Teardown(
         "lambda", "poweroff", False,
         ttl=f"{WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Lambda has no "

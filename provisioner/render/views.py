@@ -97,10 +97,31 @@ class ClusterView:
 
     @property
     def spot_watch(self) -> str:
-        """The provider whose reclaim notice the node polls (a spot node where its FACTS.spot_notice says
-        how), or ``none``: ``provisioner node watch --spot``."""
+        """The provider whose reclaim notice the node polls (a spot node with an instance metadata
+        service, its FACTS.metadata), or ``none``: ``provisioner node watch --spot``."""
+        return self.provider if self.spot and self.metadata else "none"
+
+    @property
+    def metadata(self) -> str:
+        """The protocol of the node's instance metadata service (FACTS.metadata: ``imds``, ``gce``), or ""."""
         declared = facts().get(self.provider)
-        return self.provider if self.spot and declared is not None and declared.spot_notice else "none"
+        return declared.metadata.protocol if declared is not None and declared.metadata else ""
+
+    @property
+    def metadata_url(self) -> str:
+        declared = facts().get(self.provider)
+        return declared.metadata.url if declared is not None and declared.metadata else ""
+
+    @property
+    def shared_fs(self) -> str:
+        """How the node mounts the shared filesystem (FACTS.shared_fs)."""
+        declared = facts().get(self.provider)
+        return declared.shared_fs if declared is not None else "nfs"
+
+    @property
+    def platform_fs_dir(self) -> str:
+        declared = facts().get(self.provider)
+        return (declared.platform_fs_dir or "") if declared is not None else ""
 
     @property
     def workers(self) -> tuple[NodeView, ...]:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from provisioner.providers.descriptor import SpotNotice
+from provisioner.providers.descriptor import InstanceMetadata
 from provisioner.providers.registry import facts
 from provisioner.validation.actions import (
     Candidate,
@@ -56,9 +56,9 @@ CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
 STATE_FILE = "watch-state.json"
 SPOT_CODE = "spot.interruption"
 
-def spot_providers() -> dict[str, SpotNotice]:
-    """The providers whose spot VMs can hear of a reclaim, and how (each package's ``FACTS.spot_notice``)."""
-    return {name: found.spot_notice for name, found in facts().items() if found.spot_notice}
+def spot_providers() -> dict[str, InstanceMetadata]:
+    """The providers whose spot VMs can hear of a reclaim, and where (each package's ``FACTS.metadata``)."""
+    return {name: found.metadata for name, found in facts().items() if found.metadata}
 
 
 Fetch = Callable[[str, str, dict[str, str]], tuple[int, str]]
@@ -225,7 +225,7 @@ def spot_notice(provider: str, fetch: Fetch, base_url: str | None = None) -> str
     """The provider's reclaim notice as one line, or None. AWS IMDSv2 (a token, then
     ``spot/instance-action``: 404 until a reclaim is scheduled); GCP ``instance/preempted``."""
     notice = spot_providers()[provider]
-    base = (base_url or notice.metadata_url).rstrip("/")
+    base = (base_url or notice.url).rstrip("/")
     if notice.protocol == "imds":
         status, token = fetch("PUT", f"{base}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
         headers = {"X-aws-ec2-metadata-token": token.strip()} if status == 200 else {}

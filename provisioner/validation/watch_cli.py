@@ -12,10 +12,10 @@ VIAS = ("slurm", "k8s", "none")
 
 
 def _spot_choices() -> tuple[str, ...]:
-    """The providers whose reclaim notice a node can poll (their ``FACTS.spot_notice``), then none."""
+    """The providers whose reclaim notice a node can poll (their ``FACTS.metadata``), then none."""
     from provisioner.providers.registry import facts
 
-    return (*(name for name, found in facts().items() if found.spot_notice), "none")
+    return (*(name for name, found in facts().items() if found.metadata), "none")
 
 
 
