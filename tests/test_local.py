@@ -14,7 +14,7 @@ import pytest
 
 from provisioner.cli import main
 from provisioner.errors import UsageError
-from provisioner.local.lab import fit_to_host, require_host
+from provisioner.local.lab import fit_to_host, local_options, require_host
 from tests.test_lifecycle_support import LAMBDA_SPEC, plans_for
 
 SPEC = LAMBDA_SPEC.replace("lc-lambda", "lc-local")
@@ -44,15 +44,27 @@ def test_up_local_as_a_user_is_one_line_and_exit_2() -> None:
 
 def test_each_missing_piece_is_named_on_the_one_line() -> None:
     with pytest.raises(UsageError) as caught:
-        require_host("lambda", euid=1000, platform="darwin", which=lambda tool: None)
+        require_host(euid=1000, platform="darwin", which=lambda tool: None)
     line = str(caught.value)
     assert "\n" not in line
     for missing in ("Linux (this is darwin)", "root", "systemd-nspawn", "mmdebstrap", "nsenter"):
         assert missing in line, line
-    present = "/usr/bin/{}".format
-    require_host("lambda", euid=0, platform="linux", which=present)  # nothing missing: no error
-    with pytest.raises(UsageError, match=r"no node-backed fake for aws \(only fluence, lambda, runpod\)"):
-        require_host("aws", euid=0, platform="linux", which=present)
+    require_host(euid=0, platform="linux", which="/usr/bin/{}".format)  # nothing missing: no error
+
+
+def test_the_options_a_lab_boots_are_the_best_provider_with_a_node_backed_fake(tmp_path: Path) -> None:
+    # The pretraining example ranks RunPod's Instant Cluster first, then AWS and GCP: none bootable here.
+    example = Path(__file__).resolve().parents[1] / "examples" / "pretrain-h100-slurm.yaml"
+    with pytest.raises(UsageError) as caught:
+        local_options(plans_for(example.read_text(), tmp_path, count=20), 3)
+    assert "runpod (cluster), aws (instance), gcp (instance)" in str(caught.value)
+    assert "fluence, lambda, runpod" in str(caught.value)
+    # Lambda behind AWS in the ranking (AWS allowed, not cheaper here or not): Lambda's options are the ones.
+    mixed = SPEC.replace("allow: [lambda]", "allow: [aws, lambda]")
+    ranked = plans_for(mixed, tmp_path, count=20)
+    chosen = local_options(ranked, 3)
+    assert chosen and {p.option.provider for p in chosen} == {"lambda"} and len(chosen) <= 3
+    assert chosen[0] is next(p for p in ranked if p.option.provider == "lambda")
 
 
 def test_local_runs_the_direct_engine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

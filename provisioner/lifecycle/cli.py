@@ -173,16 +173,18 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     from provisioner.lifecycle.access import require_ssh_sources
     from provisioner.lifecycle.realize import bring_up_first
 
-    plans = ranked_plans(target, catalog, max_tries)
     if local:  # SSH comes from the lab's own address (provisioner.local.lab.fit_to_host)
-        from provisioner.local.lab import local_plans, require_host
+        from provisioner.local import lab
 
-        require_host(plans[0].option.provider)
+        lab.require_host()
+        plans = ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        lab.local_options(plans, max_tries)  # refused here, before the first progress line
     else:
+        plans = ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     if local:
-        plans = local_plans(plans, emit)
+        plans = lab.local_plans(plans, emit, max_tries)
     runtime = _runtime(emit)
     try:
         bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,

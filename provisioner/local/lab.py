@@ -29,12 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from provisioner.capabilities import Purchase
 from provisioner.errors import StackError, UsageError
 
 API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
 NETWORK = "10.80.0.0/24"
 OPERATOR = "10.80.0.254"  # the namespace's own address on the bridge: where the CLI's ssh comes from
 TOOLS = ("systemd-nspawn", "mmdebstrap", "ip", "nsenter", "mount")
+LOCAL_RANKED = 50  # options ranked for --local: the first it can boot may rank below the top three
 START_TIMEOUT_S = 1200.0  # the first run builds the node image (minutes)
 
 
@@ -44,10 +46,9 @@ def backed_fakes() -> dict[str, Any]:
     return {fake.provider: fake for fake in (BackedFluenceFake, BackedLambdaFake, BackedRunPodFake)}
 
 
-def require_host(provider: str, *, euid: int | None = None, platform: str = sys.platform,
-                 which: Any = shutil.which) -> None:
-    """Refuse in one line (UsageError on ``--local``) unless this is Linux, we are root, the tools
-    a lab runs are on PATH, and ``provider`` has a node-backed fake."""
+def require_host(*, euid: int | None = None, platform: str = sys.platform, which: Any = shutil.which) -> None:
+    """Refuse in one line (UsageError on ``--local``) unless this is Linux, we are root and the
+    tools a lab runs are on PATH."""
     missing = []
     if platform != "linux":
         missing.append(f"Linux (this is {platform})")
@@ -57,9 +58,21 @@ def require_host(provider: str, *, euid: int | None = None, platform: str = sys.
     if missing:
         raise UsageError(f"a local dry run boots nodes with systemd-nspawn and needs: {', '.join(missing)}",
                          option="--local")
-    if provider not in backed_fakes():
-        raise UsageError(f"a local dry run has no node-backed fake for {provider} (only "
-                         f"{', '.join(sorted(backed_fakes()))}): choose one with providers.allow", option="--local")
+
+
+def local_options(plans: list[Any], max_tries: int) -> list[Any]:
+    """The ranked options a lab can boot: those of the best-ranked provider that has a node-backed
+    fake, bought as instances or pods (RunPod's Instant Clusters are not backed), at most
+    ``max_tries``. UsageError naming the ranked providers when there is none."""
+    backed = [plan for plan in plans if plan.option.provider in backed_fakes()
+              and plan.option.purchase in (Purchase.INSTANCE, Purchase.POD)]
+    if not backed:
+        ranked = ", ".join(dict.fromkeys(f"{p.option.provider} ({p.option.purchase.value})" for p in plans))
+        fakes = ", ".join(sorted(backed_fakes()))
+        raise UsageError(f"a local dry run boots instances or pods behind the fake of {fakes}; this spec's options are "
+                         f"{ranked}: allow one of {fakes} in providers.allow", option="--local")
+    provider = backed[0].option.provider
+    return [plan for plan in backed if plan.option.provider == provider][:max_tries]
 
 
 def _labs() -> Path:
@@ -157,15 +170,12 @@ def stop(cluster_id: str, timeout_s: float = 120) -> bool:
     return True
 
 
-def local_plans(plans: list[Any], emit: Any) -> list[Any]:
-    """``up --local``: the options of the best option's provider, fitted to this machine, with the
-    cluster's lab started and this process inside it. Blocking (see ``start``); raises
-    UsageError when this machine cannot run a lab."""
-    provider = plans[0].option.provider
-    require_host(provider)
-    fitted = [fit_to_host(plan) for plan in plans if plan.option.provider == provider]
+def local_plans(plans: list[Any], emit: Any, max_tries: int = 3) -> list[Any]:
+    """``up --local``: the options a lab can boot (``local_options``), fitted to this machine, with
+    the cluster's lab started and this process inside it. Blocking (see ``start``)."""
+    fitted = [fit_to_host(plan) for plan in local_options(plans, max_tries)]
     cluster_id = fitted[0].cluster_id
-    start(cluster_id, provider, emit)
+    start(cluster_id, fitted[0].option.provider, emit)
     enter(cluster_id)
     return fitted
 
