@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +137,9 @@ def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothi
 ) -> None:
     user, fake, machines = lab
     assert shutil.which("pulumi", path=user.env["PATH"]) is None, "this test is the direct engine's: no pulumi CLI"
+    started = time.monotonic()
     up = user.run("up", "spec.yaml", "--catalog", "catalog.json")
+    up_s = time.monotonic() - started
     assert up.returncode == 0, up.stdout + up.stderr + _node_logs(machines)
     assert up.stderr.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH"), up.stderr
     # The default state dir under the user's XDG_STATE_HOME holds the record and the cluster's key.
@@ -163,7 +166,9 @@ def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothi
     assert changed == {line: other for line, other in CGROUP_LINES.items() if line in delivered}
     assert "ProctrackType=proctrack/cgroup" in changed and "TaskPlugin=task/cgroup,task/affinity" in changed
 
+    started = time.monotonic()
     down = user.run("down", CLUSTER)
+    down_s = time.monotonic() - started
     assert down.returncode == 0, down.stdout + down.stderr
     assert fake.instance_count() == 0 and fake.firewall.rulesets == {}  # nothing left at the provider
     machines.settle()
@@ -173,3 +178,4 @@ def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothi
     assert gc.returncode == 0 and "nothing to collect" in gc.stdout, gc.stdout + gc.stderr
     assert "checked: lambda" in gc.stdout, gc.stdout
     assert fake.validation_errors == []
+    print(f"installed CLI: up {up_s:.0f} s (Slurm ready on both nodes), down {down_s:.0f} s")

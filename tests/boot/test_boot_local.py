@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,9 @@ def test_up_local_boots_the_plan_runs_srun_and_down_leaves_nothing(node_image: P
 
     lab: dict = {}  # type: ignore[type-arg]
     try:
+        started = time.monotonic()
         up = run("up", "spec.yaml", "--local")
+        up_s = time.monotonic() - started
         record = labs / f"{CLUSTER}.json"
         lab = json.loads(record.read_text()) if record.exists() else {}
         log = (labs / f"{CLUSTER}.log").read_text() if (labs / f"{CLUSTER}.log").exists() else ""
@@ -65,12 +68,15 @@ def test_up_local_boots_the_plan_runs_srun_and_down_leaves_nothing(node_image: P
         assert srun.returncode == 0, srun.stdout + srun.stderr
         assert sorted(srun.stdout.split()) == [f"{CLUSTER}-0", f"{CLUSTER}-1"], srun.stdout + srun.stderr
 
+        started = time.monotonic()
         down = run("down", CLUSTER, timeout=300)
+        down_s = time.monotonic() - started
         assert down.returncode == 0, down.stdout + down.stderr
         assert not record.exists() and not _alive(lab["pid"])
         assert "stopped; left running: nothing" in (labs / f"{CLUSTER}.log").read_text()
         netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
         assert lab["netns"] not in netns
+        print(f"up --local: up {up_s:.0f} s (lab start and Slurm ready), down {down_s:.0f} s (lab stopped)")
     finally:
         if lab and _alive(lab["pid"]):  # the lab this test's `up` started: stopped by its pid
             os.kill(lab["pid"], signal.SIGTERM)
