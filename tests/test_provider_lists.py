@@ -20,6 +20,7 @@ from provisioner.providers.descriptor import ProviderFacts
 from provisioner.providers.registry import REGISTRY, facts
 
 from tests import import_graph
+from tests.conftest import UPDATE_GOLDEN
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = {"provisioner.providers.registry"}
@@ -115,7 +116,8 @@ DOC_TABLES = {
     ("docs/catalog.md", "| adapter | on-demand | spot |"): "names",
 }
 """(file, the table's header line start) -> what its rows must equal: ``names`` (one row per provider,
-first cell its name) or ``teardown`` (the rows are ``FACTS.teardown``'s cells, written out)."""
+first cell its name) or ``teardown`` (the rows are ``FACTS.teardown``'s cells, generated: run this
+test with UPDATE_GOLDEN=1 to write them)."""
 
 
 def _table(path: str, header: str) -> list[list[str]]:
@@ -129,8 +131,20 @@ def _table(path: str, header: str) -> list[list[str]]:
     return rows
 
 
+def _write_teardown_rows(path: str, header: str) -> None:
+    """UPDATE_GOLDEN=1: the table's rows written from each provider's ``FACTS.teardown`` (generated)."""
+    lines = (ROOT / path).read_text(encoding="utf-8").split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    lines[start:end] = [f"| `{name}` | {found.teardown.ttl} | {found.teardown.idle} | {found.teardown.client_dies} |"
+                        for name, found in facts().items()]
+    (ROOT / path).write_text("\n".join(lines), encoding="utf-8")
+
+
 @pytest.mark.parametrize(("path", "header"), list(DOC_TABLES))
 def test_doc_tables_list_exactly_the_registered_providers(path: str, header: str) -> None:
+    if UPDATE_GOLDEN and DOC_TABLES[(path, header)] == "teardown":
+        _write_teardown_rows(path, header)
     rows = _table(path, header)
     assert [row[0].strip("`") for row in rows] == list(REGISTRY), f"{path}: one row per provider, registry order"
     if DOC_TABLES[(path, header)] == "teardown":
