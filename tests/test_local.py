@@ -15,6 +15,7 @@ import pytest
 from provisioner.cli import main
 from provisioner.errors import UsageError
 from provisioner.local.lab import fit_to_host, local_options, require_host
+from tests.conftest import need_tool
 from tests.test_lifecycle_support import LAMBDA_SPEC, plans_for
 
 SPEC = LAMBDA_SPEC.replace("lc-lambda", "lc-local")
@@ -28,8 +29,7 @@ def test_up_local_as_a_user_is_one_line_and_exit_2() -> None:
         (folder / "spec.yaml").chmod(0o644)
         cli = [str(Path(sys.executable).parent / "provisioner"), "up", "spec.yaml", "--local"]
         if os.geteuid() == 0:  # as a user would run it: nobody, with no privileges
-            if shutil.which("setpriv") is None:
-                pytest.skip("setpriv (util-linux) is needed to run the CLI as a non-root user")
+            need_tool("setpriv")  # util-linux
             cli = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cli]
         env = {"PATH": os.environ["PATH"], "HOME": str(folder), "PROVISIONER_STATE_DIR": str(folder / "state"),
                "PROVISIONER_CACHE_DIR": str(folder / "cache")}
