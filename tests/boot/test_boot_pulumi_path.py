@@ -1,0 +1,91 @@
+"""The Pulumi engine's code on booted nodes. No ``pulumi`` CLI here, so the engine's two halves are
+driven as it drives them: the program (``GpuCluster``, registered under Pulumi's mocks, as
+``pulumi up`` runs it) says which dynamic resources to make; each (the Lambda firewall, then
+``NeocloudNodes``) is checked and created through the dynamic provider's own gRPC server
+(``python -m pulumi.dynamic``, the process the engine starts) against the Lambda fake whose
+instances are systemd-nspawn nodes (tests/boot/backed.py); then ``up --engine pulumi``'s last step
+(``lifecycle.realize.await_stack``: wait until the nodes run, the SSH pass, Slurm ready) runs;
+``srun -N2 hostname`` prints both names; Delete through the dynamic provider leaves nothing at the
+fake and no node running.
+
+SSH goes through the test namespace (an ``ssh`` wrapper, as tests/boot/test_boot_providers.py):
+the installed CLI's own SSH paths are booted in tests/boot/test_boot_cli.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from provisioner.providers.base import owner_id
+from provisioner.stacks.model import cluster_args
+from pulumi.runtime.proto import provider_pb2
+
+from provisioner.lifecycle import realize
+from provisioner.realize.remote import SshRemote
+from provisioner.render import render_cluster
+from provisioner.testing.fakes.base import serve
+from tests.boot.backed import BackedLambdaFake
+from tests.boot.nodes import left_running
+from tests.boot.test_boot_providers import API_KEY, Lab, _key, _node_logs, lab, slurm_plan  # noqa: F401
+from tests.test_engine_matrix import DYNAMIC, _struct, _unsecret
+from tests.test_stack_cluster import realize as register
+from tests.test_stack_grpc import dynamic_provider
+
+pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_deletes_them(
+    lab: Lab, host_resources: tuple[int, int], tmp_path: Path,  # noqa: F811
+) -> None:
+    from provisioner.providers.lambda_.provider import LambdaProvider
+
+    plan = slurm_plan("lambda", host_resources)
+    names = sorted(node.name for node in plan.nodes)
+    secrets = realize.cluster_secrets(plan.cluster_id)  # the state dir's, as the engine keeps them
+    args = cluster_args(plan, render_cluster(plan, secrets), owner=owner_id(), expires_at=None,
+                        ssh_public_key=secrets.ssh_public_key)
+    recorder = register(args, plan=plan, secrets=secrets).recorder
+    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes") for r in recorder.resources
+             if r.typ == DYNAMIC + kind]
+    assert [r.typ for r in order][-1] == DYNAMIC + "NeocloudNodes"
+
+    fake = BackedLambdaFake(lab.machines, api_key=API_KEY)
+    with serve(fake) as server:
+        adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
+        key = _key(lab, secrets)
+        runtime = realize.Runtime(
+            remote=SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper())),
+            provider_for=lambda _name: adapter,
+            timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2))
+        env = {"PROVISIONER_LAMBDA_API_URL": server.url, "PROVISIONER_LAMBDA_API_KEY": API_KEY}
+        made = []
+        with dynamic_provider(tmp_path, env) as engine:
+            try:
+                started = time.monotonic()
+                for resource in order:
+                    urn = f"urn:pulumi:test::gpu-cluster::{resource.typ}::{resource.name}"
+                    checked = engine.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}),
+                                                                     news=_struct(_unsecret(resource.inputs))))
+                    assert list(checked.failures) == []
+                    made.append((urn, engine.Create(provider_pb2.CreateRequest(urn=urn, properties=checked.inputs))))
+                assert fake.instance_count() == len(names) and len(lab.machines.running()) == len(names)
+                try:
+                    by_name = realize.await_stack(plan, runtime)
+                except Exception as exc:
+                    raise AssertionError(f"await_stack: {exc}\n{_node_logs(lab)}") from None
+                up_s = time.monotonic() - started
+                head = by_name[plan.head.name].public_ip or by_name[plan.head.name].private_ip
+                assert head in lab.machines.addresses.values()
+                srun = lab.ssh(key, head, "srun -N2 --immediate=60 hostname")
+                assert srun.returncode == 0, srun.stderr + _node_logs(lab)
+                assert sorted(srun.stdout.split()) == names, srun.stdout + srun.stderr
+            finally:
+                for urn, created in reversed(made):
+                    engine.Delete(provider_pb2.DeleteRequest(id=created.id, urn=urn, properties=created.properties))
+        assert fake.instance_count() == 0 and fake.firewall.rulesets == {}
+        assert fake.validation_errors == []
+    lab.machines.settle()
+    assert lab.machines.running() == [] and left_running(lab.machines.stopped) == []
+    print(f"pulumi engine path: create -> Slurm ready on both nodes {up_s:.0f} s")
