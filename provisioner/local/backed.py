@@ -12,6 +12,8 @@ and faults are unchanged, except that the instance's addresses are its node's:
   the address with dashes. ``ip`` and ``private_ip`` both report the node's bridge address.
 - ``BackedRunPodFake``: a container pod running the pod's start command (``args``) with its
   environment, hostname the pod id, as RunPod does. SSH (port 22) reports the bridge address.
+  An Instant Cluster's member pods are such nodes too; a member's cluster address (RunPod's
+  overlay) is its bridge address, and deleting the cluster stops them.
 - ``BackedFluenceFake``: a GPU VM that takes no user data: its image only authorizes the
   deploy's SSH key for ``ubuntu`` (what Fluence's image does with ``ssh_key``); everything else
   comes over SSH. ``domain`` reports the node's bridge address.
@@ -153,9 +155,24 @@ class BackedRunPodFake(RunPodFake):
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.machines = machines
+        # An Instant Cluster's delete removes its member pods at once: their nodes stop with them.
+        self._routes = [replace(route, handler=self._delete_cluster) if route.name == "deleteCluster" else route
+                        for route in self._routes]
+
+    def _delete_cluster(self, request: Request, cluster_id: str) -> Response:
+        members = [pod["id"] for pod in self.cluster_routes.members(cluster_id)]
+        response = self.cluster_routes._delete(request, cluster_id)
+        if response.status_code == 204:
+            for pod_id in members:
+                self.machines.stop(pod_id)
+        return response
 
     def _new_pod(self, **fields: Any) -> dict[str, Any]:
         pod = super()._new_pod(**fields)
+        if "cluster" in pod:  # an Instant Cluster member: its overlay address is its node's bridge address
+            address = self.machines.allocate(pod["id"])
+            pod["cluster"]["ip"] = address
+            self.bought[pod["id"]] = replace(self.bought[pod["id"]], private_ip=address)
         env = dict(pod["env"])
         keys = self.bought[pod["id"]].ssh_public_keys
         if keys:  # RunPod hands a startSsh pod the account's keys in PUBLIC_KEY
