@@ -200,3 +200,36 @@ def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothi
     assert f"checked: {provider}" in gc.stdout, gc.stdout
     assert fake.validation_errors == []
     print(f"installed CLI, {provider}: up {up_s:.0f} s (Slurm ready on both nodes), down {down_s:.0f} s")
+
+
+def test_a_killed_up_is_collected_by_gc_cluster(lab: tuple[User, Any, Machines]) -> None:
+    """``up`` SIGKILLed once its nodes are bought (a crashed client, no chance to clean up); then
+    ``gc --cluster ID --yes`` (the installed CLI again) deletes what the fake still holds of it and
+    forgets its record; no node is left running."""
+    user, fake, machines = lab
+    cli = Path(sys.executable).parent / "provisioner"
+    up = subprocess.Popen(["ip", "netns", "exec", user.netns.name, str(cli), "up", "spec.yaml", "--catalog",
+                           "catalog.json"], env=user.env, cwd=user.home, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while fake.instance_count() < 2 and up.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert fake.instance_count() == 2, f"up ended {up.poll()} before buying both nodes"
+    finally:
+        up.kill()  # `ip netns exec` execs the CLI: this pid is the CLI's
+        up.wait(timeout=30)
+    assert up.returncode == -9
+    # Plain gc sees that no process holds the cluster any more (its up died) and lists both nodes.
+    listed = user.run("gc", timeout=300)
+    for name in NODES:
+        assert f"would delete {fake.provider} {CLUSTER} {name} (" in listed.stdout, listed.stdout + listed.stderr
+    assert "its up died while creating" in listed.stdout and "2 node(s) to collect" in listed.stdout
+    assert fake.instance_count() == 2  # listing deletes nothing
+    gc = user.run("gc", "--cluster", CLUSTER, "--yes", timeout=300)
+    assert gc.returncode == 0, gc.stdout + gc.stderr
+    assert fake.instance_count() == 0
+    machines.settle()
+    assert machines.running() == [] and left_running(machines.stopped) == []
+    again = user.run("status", CLUSTER, timeout=120)
+    assert again.returncode == 2, again.stdout + again.stderr  # the record is gone with the nodes
