@@ -18,8 +18,9 @@ and where the fake listens on 127.0.0.1, so the host's network is never touched.
 The rendered Slurm config reaches the nodes unmodified. One adaptation lives in the node image, not
 in the config the CLI renders and delivers (tests/boot/nodes.py, ``SLURM_COMPAT``): this host has
 cgroup v1, under which systemd-nspawn mounts every cgroup controller hierarchy read-only inside
-the container (only its name=systemd subtree is writable), so slurmd cannot create the job
-cgroups that ``proctrack/cgroup``, ``task/cgroup`` and ``jobacct_gather/cgroup`` need; just before
+the container (only its name=systemd subtree is writable; checked 2026-11-26: every v1
+controller is mounted ro there, mkdir fails and ``mount -o remount,rw`` is refused), so slurmd
+cannot create the job cgroups that ``proctrack/cgroup``, ``task/cgroup`` and ``jobacct_gather/cgroup`` need; just before
 slurmd/slurmctld start, the image's wrapper switches those three lines to ``proctrack/linuxproc``,
 ``task/affinity`` and ``jobacct_gather/linux``. The test asserts those are the rendered values the
 CLI delivered (the wrapper keeps a copy of the file as delivered) and that no other line differs.
