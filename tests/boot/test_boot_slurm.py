@@ -109,7 +109,11 @@ def test_two_nodes_boot_into_one_slurm_cluster(
     wrapper.chmod(0o755)
     runner = SshBootstrapper(key, key.parent / "known_hosts", ssh=str(wrapper))
     for name, role in ((NAMES[0], "head"), (NAMES[1], "worker")):
-        first = runner.run(SshTarget(host=ADDRESSES[name], node_name=name, user="ml"), scripts[role], timeout_s=300)
+        target = SshTarget(host=ADDRESSES[name], node_name=name, user="ml")
+        # cloud-init's boot-finished can come before the node answers on its bridge address (a run
+        # under load saw "No route to host"): wait for SSH first, as the realize core's pass does.
+        runner.wait_until_reachable(target, timeout_s=120, interval_s=2)
+        first = runner.run(target, scripts[role], timeout_s=300)
         assert "bootstrapped" in first.output and "FAILED" not in first.output, first.output
         assert "done earlier" not in first.output  # cloud-init ran the boot steps, not the script
 
