@@ -85,6 +85,13 @@ def _package_dir(workdir: Path) -> Path:
             shutil.copytree(origin.parent, target / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(origin, target / origin.name)
+    # The watch reads the providers' facts (metadata service, spot notices); in a source checkout
+    # provisioner.providers lives in ./providers (setup.py maps it), so it is copied into place.
+    providers = importlib.util.find_spec("provisioner.providers")
+    assert providers is not None and providers.origin is not None
+    if not (target / "provisioner" / "providers").exists():
+        shutil.copytree(Path(providers.origin).parent, target / "provisioner" / "providers",
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return target
 
 
