@@ -48,24 +48,25 @@ def require_system() -> bool:
     return os.environ.get("REQUIRE_SYSTEM_TOOLS") == "1"
 
 
+def skip_or_fail(message: str) -> None:
+    """A system tool or ../shared is absent: skip with the reason, or fail under REQUIRE_SYSTEM_TOOLS=1."""
+    if require_system():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def need_tool(*names: str) -> None:
     """Skip (or fail under REQUIRE_SYSTEM_TOOLS=1) unless every named executable exists."""
     missing = [name for name in names if shutil.which(name) is None]
     if missing:
-        message = f"needs system tool(s) {', '.join(missing)} (installed by .ci/run)"
-        if require_system():
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"needs system tool(s) {', '.join(missing)} (installed by .ci/run)")
 
 
 def need_shared(*parts: str) -> Path:
     """Path inside ../shared, skipping (or failing in CI) when it is absent."""
     path = SHARED.joinpath(*parts)
     if not path.exists():
-        message = f"needs {path} (the shared reference folder beside the checkout)"
-        if require_system():
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"needs {path} (the shared reference folder beside the checkout)")
     return path
 
 

@@ -22,7 +22,7 @@ import pytest
 from provisioner.validation.burnin import BurnInConfig, run_burnin
 from provisioner.validation.model import BurnInResult
 from provisioner.validation.reference import judge_burnin
-from tests.conftest import ROOT, require_system
+from tests.conftest import ROOT, skip_or_fail
 
 
 def test_missing_torch_skips_the_burnin(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,11 +55,8 @@ def real_torch() -> dict[str, Any]:
     with the venv's site-packages for the project's own libraries."""
     exe = _system_torch_python()
     if exe is None:
-        message = (f"needs Debian's python3-torch for Python {sys.version_info.major}.{sys.version_info.minor} "
-                   "(a CPU build of torch; installed by .ci/run)")
-        if require_system():
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(f"needs Debian's python3-torch for Python {sys.version_info.major}.{sys.version_info.minor} "
+                     "(a CPU build of torch; installed by .ci/run)")
     sites = [path for path in site.getsitepackages() if Path(path).is_dir()]
     done = subprocess.run([exe, "-I", str(ROOT / "tests" / "torch_cpu_worker.py"), str(ROOT), *sites],
                           capture_output=True, text=True, timeout=300, check=False)
