@@ -9,9 +9,12 @@ secret, and creates its children with ``parent=self``:
 - the neoclouds: one ``NeocloudNodes`` dynamic resource (the CLI's own adapters), plus the
   provider's firewall for ``access.allowed_cidrs`` where its adapter can set one
   (``provisioner.stacks.firewall``);
-- given the plan and the cluster secrets, for a multi-node AWS or GCP plan: one
-  ``ClusterTopology`` step after the nodes (``provisioner.stacks.topology``), which applies the
-  provider's switch topology (Slurm topology.conf, Kueue rack/block labels) over SSH.
+- given the plan and the cluster secrets, on every provider, for a plan the SSH pass serves
+  (``realize.sshpass.ssh_pass_nodes``: several nodes, a Slurm/Kubernetes control plane, an SSH
+  bootstrap): one ``ClusterTopology`` step after the nodes (``provisioner.stacks.topology``), the
+  direct engine's SSH pass, which brings the munge key / k3s token to the nodes (never in their
+  boot files) and applies the provider's switch topology (Slurm topology.conf, Kueue rack/block
+  labels) where the provider tells one.
 
 Counts and names come from the Plan, never from inside ``.apply()``. Outputs (registered at
 the end): ``head_address``, ``ssh_command``, ``nodes`` (name, role, public and private
@@ -80,7 +83,8 @@ def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mappin
         return pulumi.Output.all(resource.node_names, ips).apply(pick)
 
     built = [BuiltNode(node.name, node.role, address_of(node.name, resource.public_ips),
-                       address_of(node.name, resource.private_ips)) for node in args.nodes]
+                       address_of(node.name, resource.private_ips), address_of(node.name, resource.node_ids))
+             for node in args.nodes]
     return Built(built)
 
 
@@ -103,8 +107,8 @@ class GpuCluster(pulumi.ComponentResource):
                  adapter_options: Mapping[str, Any] | None = None, plan: Plan | None = None,
                  secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None = None) -> None:
         """``plan`` and ``secrets`` (the plan ``args`` was built from, the secrets it was rendered
-        with) let a multi-node AWS/GCP cluster get its ``ClusterTopology`` step; without them the
-        nodes keep the placement guessed at render time."""
+        with) give the cluster its ``ClusterTopology`` step (the SSH pass); without them the nodes
+        get no secret and keep the placement guessed at render time."""
         super().__init__(TYPE_TOKEN, name, None, opts)
         if plan is not None and plan.cluster_id != args.cluster_id:
             raise StackError(f"GpuCluster: the plan is cluster {plan.cluster_id}, the args {args.cluster_id}")
@@ -119,7 +123,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.hourly_usd = pulumi.Output.from_input(str(args.hourly_usd))
         self.expires_at = pulumi.Output.from_input(args.expires_text)
         self.shared_fs = built.shared_fs if built.shared_fs is not None else pulumi.Output.from_input(None)
-        self.topology = self._topology(args, built, plan, secrets)
+        self.topology = self._topology(args, built, plan, secrets, adapter_options)
         self.register_outputs({
             "head_address": self.head_address, "ssh_command": self.ssh_command, "nodes": self.nodes,
             "hourly_usd": self.hourly_usd, "expires_at": self.expires_at, "shared_fs": self.shared_fs,
@@ -127,20 +131,22 @@ class GpuCluster(pulumi.ComponentResource):
         })
 
     def _topology(self, args: ClusterArgs, built: Built, plan: Plan | None,
-                  secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None) -> pulumi.Output[Any]:
-        """The ``ClusterTopology`` step after the nodes, where one applies; its ``topology`` output."""
-        from provisioner.stacks.topology import TOPOLOGY_PROVIDERS, ClusterTopology, secret_fields
+                  secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None,
+                  adapter_options: Mapping[str, Any] | None) -> pulumi.Output[Any]:
+        """The ``ClusterTopology`` step (the SSH pass) after the nodes, where one applies; its ``topology``
+        output. Every provider: the munge key and the k3s token reach the nodes only through it."""
+        from provisioner.stacks.topology import ClusterTopology, secret_fields
 
         from provisioner.realize.sshpass import ssh_pass_nodes
 
         ids = {node.name: node.id for node in built.nodes if node.id is not None}
-        if (plan is None or secrets is None or args.provider not in TOPOLOGY_PROVIDERS or not ssh_pass_nodes(plan)
-                or len(ids) != len(built.nodes)):
+        if plan is None or secrets is None or not ssh_pass_nodes(plan) or len(ids) != len(built.nodes):
             return pulumi.Output.from_input({})
         fields = secrets.apply(secret_fields) if isinstance(secrets, pulumi.Output) else secret_fields(secrets)
         step = ClusterTopology(f"{args.cluster_id}-topology", plan=plan, node_ids=ids,
                                public_ips={node.name: node.public_ip for node in built.nodes}, secrets=fields,
-                               project=built.project, opts=pulumi.ResourceOptions(parent=self))
+                               project=built.project, adapter_options=adapter_options,
+                               opts=pulumi.ResourceOptions(parent=self))
         return step.topology
 
     def _build(self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]],

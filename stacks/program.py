@@ -32,7 +32,6 @@ from provisioner.providers.base import owner_id
 from provisioner.providers.registry import facts
 from provisioner.stacks.cluster import GpuCluster
 from provisioner.stacks.model import cluster_args
-from provisioner.stacks.topology import TOPOLOGY_PROVIDERS
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan, load_plan
@@ -81,18 +80,17 @@ def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple
     secret); otherwise the kept secrets file is read (or created) and rendered now.
     """
     private = PRIVATE_CIDRS.get(plan.option.provider)
-    # The munge key / k3s token reach AWS and GCP nodes over the ClusterTopology step's SSH pass, never in
-    # user data; a neocloud stack has no SSH pass yet, so its boot files still carry them (docs/security.md).
-    boot = plan.option.provider not in TOPOLOGY_PROVIDERS
+    # The munge key / k3s token reach the nodes over the ClusterTopology step's SSH pass on every
+    # provider, never in user data, a pod's env or onstart (docs/security.md).
     blob = config.get_secret_object("secrets")
     if blob is not None:
         secrets = blob.apply(lambda raw: ClusterSecrets.model_validate(raw))
-        rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private, boot_secrets=boot))
+        rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private))
         files = {path: _file(rendered, path) for path in _needed_paths(plan)}
         key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))
         return files, key, secrets
     kept, _ = load_or_create_secrets(_secrets_file(config, source))
-    return (render_cluster(plan, kept, private_cidrs=private, boot_secrets=boot),
+    return (render_cluster(plan, kept, private_cidrs=private),
             kept.ssh_public_key or plan.spec.access.ssh_public_key, kept)
 
 

@@ -1,18 +1,20 @@
-"""``ClusterTopology``: the provider's switch placement of a stack's nodes, applied to the cluster.
+"""``ClusterTopology``: the stack's SSH pass, with the provider's switch placement of its nodes.
 
-The Pulumi twin of the direct engine's SSH pass (``provisioner.lifecycle.realize.ssh_pass``,
-called here, not copied): once the nodes of an AWS or GCP stack run, the adapter the CLI uses
-(``providers.registry.get_provider``) is asked where EC2 (DescribeInstanceTopology) or GCE
-(``physicalHostTopology``) placed them; the bootstrap is rendered again with that topology and
-the nodes' private addresses and run over SSH on every node, head first: Slurm gets its
-``topology.conf`` (``topology/tree``), Kubernetes nodes their rack/block labels for Kueue.
-A provider that cannot tell (no permission, a type without topology) gives one flat switch
-and a line in ``warnings``, as in the direct engine.
+The Pulumi twin of the direct engine's SSH pass (``provisioner.realize.sshpass.ssh_pass``,
+called here, not copied): once the nodes of a stack run, the adapter the CLI uses
+(``providers.registry.get_provider``) lists them and, where it can tell, says where the provider
+placed them (EC2 DescribeInstanceTopology, GCE ``physicalHostTopology``); the bootstrap is
+rendered again with that topology and the nodes' addresses and run over SSH on every node, head
+first. That run is the only way the munge key and the k3s token reach a node on either engine:
+the boot files (user data, a pod's env, Vast.ai's onstart) carry only the cluster's public key.
+Slurm gets its ``topology.conf`` (``topology/tree``), Kubernetes nodes their rack/block labels
+for Kueue. A provider that cannot tell (the neoclouds, no permission, a type without topology)
+gives one flat switch; AWS/GCP add a line in ``warnings`` when asked and refused.
 
-``GpuCluster`` creates one for a multi-node AWS or GCP plan when the program hands it the
-plan and the cluster secrets (``provisioner.stacks.program`` always does), depending on the
-nodes through its inputs (``node_ids``, ``public_ips``), so it runs after every instance and
-address exists.
+``GpuCluster`` creates one on every provider for a plan the SSH pass serves
+(``realize.sshpass.ssh_pass_nodes``) when the program hands it the plan and the cluster secrets
+(``provisioner.stacks.program`` always does), depending on the nodes through its inputs
+(``node_ids``, ``public_ips``), so it runs after every instance and address exists.
 
 Operations:
 
@@ -60,9 +62,6 @@ from provisioner.plan import Plan
 from provisioner.secrets import ClusterSecrets
 from provisioner.waiting import WaitTimeout
 
-TOPOLOGY_PROVIDERS = frozenset(name for name, found in facts().items() if found.stack != "neocloud")
-"""Providers whose stack nodes get a ClusterTopology: the ones with an official Pulumi package
-(the neocloud nodes come from ``NeocloudNodes``) whose adapter implements ``SupportsTopology``."""
 DEFAULT_READY_TIMEOUT_S = 900.0
 _OUTPUTS = ("plan_sha256", "topology", "topology_conf", "node_labels", "bootstrapped", "warnings")
 _RECORDED = ("provider", "cluster_id", "node_ids", "public_ips", "project", "ready_timeout_s")
@@ -268,5 +267,5 @@ def secret_fields(secrets: ClusterSecrets) -> dict[str, str]:
     return fields
 
 
-__all__ = ["DEFAULT_READY_TIMEOUT_S", "TOPOLOGY_PROVIDERS", "ClusterTopology", "ClusterTopologyProvider",
+__all__ = ["DEFAULT_READY_TIMEOUT_S", "ClusterTopology", "ClusterTopologyProvider",
            "secret_fields"]

@@ -21,20 +21,28 @@ Both engines must send the same requests: the fakes' logs of every request that 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import functools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dill
+import pulumi
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.ownership import LeaseMark
+from provisioner.stacks import program
 from provisioner.stacks.model import cluster_args
+from provisioner.stacks.topology import ClusterTopologyProvider
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import provider_pb2
 
 from provisioner.catalog import load_bundled_catalog
@@ -44,14 +52,17 @@ from provisioner.loader import load_spec
 from provisioner.offer import Catalog
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
-from provisioner.render import render_cluster
-from provisioner.secrets import load_or_create_secrets
+from provisioner.realize.sshpass import ssh_pass_nodes
+from provisioner.secrets import load_or_create_secrets, save_secrets
 from provisioner.testing.fakes.base import Bought, Call, serve
 from provisioner.workflow import adapter_capabilities
+from tests.file_remote import FileRemote, pushed
 from tests.providers import harness_aws, harness_gcp
 from tests.providers.contract import load_harness
 from tests.providers.harness import Harness
 from tests.test_lifecycle_support import StandInRemote, instant_runtime
+from tests.test_render_cloudinit import readable
+from tests.test_secrets_over_ssh import _needles
 from tests.test_stack_cluster import SECRET_SIG, realize
 from tests.test_stack_grpc import dynamic_provider
 
@@ -197,8 +208,17 @@ def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> None:
     assert fake.harness.instances() == 0
 
 
-def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any) -> Any:
-    rendered = render_cluster(plan, secrets, private_cidrs=PRIVATE_CIDRS.get(plan.option.provider))
+def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any, folder: Path) -> Any:
+    """``GpuCluster`` under mocks, rendered as the program renders (``stacks.program.rendered_bootstrap``,
+    with the secrets file ``provisioner up`` passes): what its boot files carry is the program's choice."""
+    kept_file = folder / "cluster.secrets.json"  # down removed the state dir's copy
+    save_secrets(kept_file, secrets)
+    set_all_config({"provisioner:secretsFile": str(kept_file)}, [])
+    try:
+        rendered, _key, kept = program.rendered_bootstrap(plan, pulumi.Config("provisioner"), Path("unused"))
+    finally:
+        set_all_config({}, [])
+    assert kept == secrets
     args = cluster_args(plan, rendered, owner=owner_id(), expires_at=expires, ssh_public_key=secrets.ssh_public_key)
     options = {"limits": fake.harness.scaled_limits, "poll_interval_s": 0.02, "timeout_s": fake.harness.timeout_s,
                "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)}
@@ -211,23 +231,31 @@ def _struct(props: dict[str, Any]) -> struct_pb2.Struct:
     return out
 
 
-def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> None:
-    """Every dynamic resource the program registered, through the engine's gRPC dynamic provider."""
-    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes") for r in recorder.resources
+def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> Path:
+    """Every dynamic resource the program registered, through the engine's gRPC dynamic provider: the
+    firewall, the nodes, then the SSH pass (``ClusterTopology``), wired to the nodes' real ids and
+    addresses as the engine wires it, with a ``FileRemote`` for SSH. Returns the folder where the
+    scripts the SSH pass ran are kept (``tests.file_remote.pushed``)."""
+    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology") for r in recorder.resources
              if r.typ == DYNAMIC + kind]
-    assert [r.typ for r in order][-1] == DYNAMIC + "NeocloudNodes"
-    made = []
-    with dynamic_provider(tmp_path, fake.env) as server:
+    assert [r.typ for r in order if r.typ != DYNAMIC + "ClusterTopology"][-1] == DYNAMIC + "NeocloudNodes"
+    pushed_to = tmp_path / "pushed"
+    pushed_to.mkdir(exist_ok=True)
+    made: list[tuple[str, Any]] = []
+    tests_root = os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])
+    with dynamic_provider(tmp_path, {**fake.env, "PYTHONPATH": tests_root}) as server:
         for resource in order:
             urn = f"urn:pulumi:test::gpu-cluster::{resource.typ}::{resource.name}"
             # The dynamic provider's Configure answers acceptSecrets=False: the engine sends plain values.
-            news = _struct(_unsecret(resource.inputs))
-            checked = server.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}), news=news))
+            props = _unsecret(resource.inputs)
+            if resource.typ == DYNAMIC + "ClusterTopology":
+                props = wired_step(props, made[-1][1], FileRemote(str(pushed_to)))
+            checked = server.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}), news=_struct(props)))
             assert list(checked.failures) == []
             created = server.Create(provider_pb2.CreateRequest(urn=urn, properties=checked.inputs))
             made.append((urn, created))
         assert fake.harness.instances() == len(plan.nodes)
-        urn, nodes = made[-1]
+        urn, nodes = next((u, c) for u, c in made if "NeocloudNodes" in u)
         read = server.Read(provider_pb2.ReadRequest(id=nodes.id, urn=urn, properties=nodes.properties))
         assert read.id == nodes.id
         assert sorted(read.properties.fields["node_names"].list_value.values[i].string_value
@@ -235,6 +263,39 @@ def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> N
         for urn, created in reversed(made):
             server.Delete(provider_pb2.DeleteRequest(id=created.id, urn=urn, properties=created.properties))
     assert fake.harness.instances() == 0
+    return pushed_to
+
+
+def wired_step(props: dict[str, Any], nodes: Any, remote: Any) -> dict[str, Any]:
+    """The SSH pass's inputs as the engine resolves them once ``NeocloudNodes`` exists (``nodes``: its
+    CreateResponse; the mocks only made up ids and addresses), its pickled provider given ``remote``."""
+    outs = json_format.MessageToDict(nodes.properties)
+    names = outs["node_names"]
+    options = dill.loads(base64.b64decode(props["__provider"])).adapter_options
+    return {**props, "node_ids": dict(zip(names, outs["node_ids"], strict=True)),
+            "public_ips": dict(zip(names, outs["public_ips"], strict=True)),
+            "__provider": serialize_provider(ClusterTopologyProvider(options, remote=remote))}
+
+
+def _secrets_only_over_ssh(fake: Fake, plan: Plan, secrets: Any, pushed_to: Path) -> None:
+    """The canary (issue 16): no secret in any request or response the fake logged while the Pulumi
+    engine made, listed and deleted the nodes, nor in what it sold; the stack's SSH pass carried the
+    control plane's secret to every node (the nodes it serves: every one here)."""
+    needles = [needle for value in secrets.values() for needle in _needles(value)]
+    assert len(fake.harness.app.exchanges) > len(plan.nodes)  # the search has something to search
+    for exchange in fake.harness.app.exchanges:
+        for text in exchange.texts():
+            assert not any(n in text for n in needles), f"a secret crossed {exchange.method} {exchange.path}"
+    assert not any(n in bought.boot for bought in fake.harness.app.bought.values() for n in needles)
+    served_nodes = [node.name for node in ssh_pass_nodes(plan)]
+    assert served_nodes == [node.name for node in plan.nodes]  # every case here: several nodes or Slurm
+    control = plan.spec.control_plane.value
+    shared = {"slurm": secrets.munge_key_b64, "kubernetes": secrets.k3s_token}.get(control)
+    for name in served_nodes:
+        scripts = pushed(pushed_to, name)
+        assert scripts, f"the SSH pass never reached {name}"
+        if shared is not None:
+            assert shared.get_secret_value() in readable(scripts[-1])
 
 
 def _unsecret(value: Any) -> Any:
@@ -262,9 +323,10 @@ def test_both_engines_send_the_same_requests(provider: str, case: Case, tmp_path
         direct_writes, direct_sold = direct.writes(), direct.sold()
     assert len(direct_sold) == case.nodes and {s[0] for s in direct_sold} == {case.spot}
     with served(provider, monkeypatch) as other:
-        recorder = _registered(other, plan, expires, secrets)
+        recorder = _registered(other, plan, expires, secrets, tmp_path)
         if provider in NEOCLOUDS:
-            _pulumi_neocloud(other, recorder, plan, tmp_path)
+            pushed_to = _pulumi_neocloud(other, recorder, plan, tmp_path)
+            _secrets_only_over_ssh(other, plan, secrets, pushed_to)
             assert other.writes() == direct_writes
             assert other.sold() == direct_sold
             return

@@ -1,7 +1,7 @@
 """The stacks' ``ClusterTopology`` step: the provider's placement of a stack's nodes becomes the
 Slurm topology.conf and the Kueue rack/block labels pushed to them, as in the direct engine.
 
-- under Pulumi's mock runtime: ``GpuCluster`` creates the step for multi-node AWS and GCP plans,
+- under Pulumi's mock runtime: ``GpuCluster`` creates the step for multi-node plans (AWS, GCP, a neocloud),
   wired to the instances' ids and addresses, with the cluster secrets as a Pulumi secret;
 - the dynamic provider's create in process, against the AWS fake's DescribeInstanceTopology
   (Slurm) and the GCP fake's physicalHostTopology (Kubernetes), with a stand-in ``Remote``
@@ -115,7 +115,7 @@ def test_component_creates_the_step_wired_to_the_nodes(spec: str, tmp_path: Path
     assert any(u.endswith(f"{plan.cluster_id}-topology") and "GpuCluster$" in u for u in done.urns)  # parent=self
 
 
-def test_no_step_without_secrets_for_one_node_without_a_control_plane_or_on_a_neocloud(tmp_path: Path) -> None:
+def test_no_step_without_secrets_or_for_one_bare_node_and_one_on_a_neocloud(tmp_path: Path) -> None:
     plan = _plan(SLURM_AWS, tmp_path)
     assert realize(args_for(plan, SECRETS)).recorder.of(TOPOLOGY_TYPE) == []  # no plan/secrets given
     single = _plan(SLURM_AWS.replace("count: 32", "count: 8").replace("count: 4", "count: 1"), tmp_path)
@@ -125,8 +125,13 @@ def test_no_step_without_secrets_for_one_node_without_a_control_plane_or_on_a_ne
                  .replace("control_plane: slurm", "control_plane: none"), tmp_path)
     assert bare.spec.control_plane.value == "none"
     assert realize(args_for(bare, SECRETS), plan=bare, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
+    # A neocloud stack gets the same step (its boot files carry no secret either), wired to the ids and
+    # addresses NeocloudNodes reports for each node (the mocks answer id-<name>, 192.0.2.<n>).
     lam = _plan(SLURM_AWS.replace("allow: [aws], regions: [us-east-1]", "allow: [lambda]"), tmp_path)
-    assert realize(args_for(lam, SECRETS), plan=lam, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
+    (step,) = realize(args_for(lam, SECRETS), plan=lam, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE)
+    assert step.inputs["provider"] == "lambda" and is_secret(step.inputs["secrets"])
+    assert step.inputs["node_ids"] == {n.name: f"id-{n.name}" for n in lam.nodes}
+    assert step.inputs["public_ips"] == {n.name: f"192.0.2.{i + 1}" for i, n in enumerate(lam.nodes)}
 
 
 @pytest.mark.parametrize("as_config", [False, True])

@@ -241,12 +241,10 @@ def _refuse_unanswerable(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -
 
 def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     """After ``pulumi up`` made ``plan``'s nodes: what the direct engine does once it bought them. Waits
-    until every node runs (found by the provider's tags, env or names, as ``get_nodes`` always does),
-    runs the SSH pass on a neocloud stack (an AWS/GCP stack ran it in its ``ClusterTopology`` step)
-    and waits until the control plane lists every node ready. Blocks; raises StackError (nodes that
-    never run or answer, documentation addresses) and NotReadyError. Returns the nodes by name."""
-    from provisioner.providers.registry import facts
-
+    until every node runs (found by the provider's tags, env or names, as ``get_nodes`` always does)
+    and until the control plane lists every node ready; the stack's ``ClusterTopology`` step ran the
+    SSH pass already, on every provider. Blocks; raises StackError (nodes that never run or answer,
+    documentation addresses) and NotReadyError. Returns the nodes by name."""
     cluster_id = plan.cluster_id
     provider = rt.provider(plan.option.provider)
     wanted = {node.name for node in plan.nodes}
@@ -256,8 +254,6 @@ def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     _refuse_unanswerable(rt, plan, by_name)
     secrets = cluster_secrets(cluster_id)
     remote = rt.remote or default_remote(cluster_id, secrets)
-    if facts()[plan.option.provider].stack == "neocloud":
-        ssh_pass(rt, remote, provider, plan, secrets, by_name)
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
             f"every node ready", cluster=cluster_id)
     readiness.wait_ready(plan, remote, by_name, rt)

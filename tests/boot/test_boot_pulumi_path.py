@@ -1,10 +1,11 @@
 """The Pulumi engine's code on booted nodes. No ``pulumi`` CLI here, so the engine's two halves are
 driven as it drives them: the program (``GpuCluster``, registered under Pulumi's mocks, as
 ``pulumi up`` runs it) says which dynamic resources to make; each (the Lambda firewall, then
-``NeocloudNodes``) is checked and created through the dynamic provider's own gRPC server
-(``python -m pulumi.dynamic``, the process the engine starts) against the Lambda fake whose
-instances are systemd-nspawn nodes (tests/boot/backed.py); then ``up --engine pulumi``'s last step
-(``lifecycle.realize.await_stack``: wait until the nodes run, the SSH pass, Slurm ready) runs;
+``NeocloudNodes``, then ``ClusterTopology``, the SSH pass that brings the munge key) is checked and
+created through the dynamic provider's own gRPC server (``python -m pulumi.dynamic``, the process the
+engine starts) against the Lambda fake whose instances are systemd-nspawn nodes
+(tests/boot/backed.py); then ``up --engine pulumi``'s last step (``lifecycle.realize.await_stack``:
+wait until the nodes run, Slurm ready) runs;
 ``srun -N2 hostname`` prints both names; Delete through the dynamic provider leaves nothing at the
 fake and no node running.
 
@@ -29,7 +30,7 @@ from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake
 from tests.boot.nodes import left_running
 from tests.boot.test_boot_providers import API_KEY, Lab, _key, _node_logs, lab, slurm_plan  # noqa: F401
-from tests.test_engine_matrix import DYNAMIC, _struct, _unsecret
+from tests.test_engine_matrix import DYNAMIC, _struct, _unsecret, wired_step
 from tests.test_stack_cluster import realize as register
 from tests.test_stack_grpc import dynamic_provider
 
@@ -47,16 +48,17 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     args = cluster_args(plan, render_cluster(plan, secrets), owner=owner_id(), expires_at=None,
                         ssh_public_key=secrets.ssh_public_key)
     recorder = register(args, plan=plan, secrets=secrets).recorder
-    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes") for r in recorder.resources
+    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology") for r in recorder.resources
              if r.typ == DYNAMIC + kind]
-    assert [r.typ for r in order][-1] == DYNAMIC + "NeocloudNodes"
+    assert [r.typ for r in order][-2:] == [DYNAMIC + "NeocloudNodes", DYNAMIC + "ClusterTopology"]
 
     fake = BackedLambdaFake(lab.machines, api_key=API_KEY)
     with serve(fake) as server:
         adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
         key = _key(lab, secrets)
+        remote = SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper()))
         runtime = realize.Runtime(
-            remote=SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper())),
+            remote=remote,
             provider_for=lambda _name: adapter,
             timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2))
         env = {"PROVISIONER_LAMBDA_API_URL": server.url, "PROVISIONER_LAMBDA_API_KEY": API_KEY}
@@ -66,8 +68,10 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
                 started = time.monotonic()
                 for resource in order:
                     urn = f"urn:pulumi:test::gpu-cluster::{resource.typ}::{resource.name}"
-                    checked = engine.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}),
-                                                                     news=_struct(_unsecret(resource.inputs))))
+                    props = _unsecret(resource.inputs)
+                    if resource.typ == DYNAMIC + "ClusterTopology":  # the SSH pass, through the test namespace
+                        props = wired_step(props, made[-1][1], remote)
+                    checked = engine.Check(provider_pb2.CheckRequest(urn=urn, olds=_struct({}), news=_struct(props)))
                     assert list(checked.failures) == []
                     made.append((urn, engine.Create(provider_pb2.CreateRequest(urn=urn, properties=checked.inputs))))
                 assert fake.instance_count() == len(names) and len(lab.machines.running()) == len(names)
