@@ -115,12 +115,14 @@ def _offers(name: str) -> tuple[Any, ...]:
     return tuple(o.model_copy(update={"max_nodes": max(o.max_nodes, 2)}) for o in offers)
 
 
-def _plan(name: str, case: Case, tmp_path: Path) -> Plan:
+def _plan(name: str, case: Case, tmp_path: Path, control_planes: tuple[str, ...] = ("slurm", "none")) -> Plan:
+    """A plan of ``case`` on ``name`` from the fake's own offers, with the first of ``control_planes``
+    that plans (a network without private addresses takes no Slurm cluster)."""
     offers = list(_offers(name))
     first = offers[0]
     bundled = load_bundled_catalog()
     catalog = Catalog(as_of=bundled.as_of, origin="fake", providers=bundled.providers, offers=offers)
-    for control_plane in ("slurm", "none"):  # a network without private addresses takes no Slurm cluster
+    for control_plane in control_planes:
         text = (f"name: mx-{name[:4]}-{case.nodes}{'s' if case.spot else 'o'}\n"
                 f"gpus: {{model: [{first.gpu_model}], count: {first.gpus * case.nodes}}}\n"
                 f"nodes: {{count: {case.nodes}}}\ncontrol_plane: {control_plane}\n"

@@ -1,23 +1,36 @@
 """Secrets travel only over the SSH pass (issue 16, items 3 and 7).
 
-``up`` on the direct engine against each neocloud fake, with a Slurm and a Kubernetes cluster;
-then every request body and every response the fake logged (``FakeApp.exchanges``) is searched
-for the cluster's munge key, k3s token and SSH private key: as written, and base64-encoded at
-each byte alignment (RunPod and Vast.ai ship the boot script base64-encoded, AWS user data is
-base64). None may appear. The same run proves the stress landed: the fake launched the planned
-nodes with boot data, and the SSH pass carried the secret to every node.
+``up`` on the direct engine against every provider's fake (Lambda, RunPod, Fluence from the
+bundled catalog; AWS on moto, GCP on the REST fake and Vast.ai planned from the fake's own
+offers), with Slurm and Kubernetes clusters; then every request body and every response the fake
+logged (``FakeApp.exchanges``: the AWS fake logs the query-protocol bodies it hands moto and
+moto's answers) is searched for the cluster's munge key, k3s token and SSH private key: as
+written, each line of a multi-line one, and base64-encoded at each byte alignment; every body is
+searched raw and decoded (``decoded``: form/percent encoding, JSON strings, base64 runs, gzip:
+AWS user data is gzip+base64 when large, inside a form body). None may appear. The same run
+proves the stress landed: the fake launched the planned nodes with boot data, and the SSH pass
+carried the secret to every node. The Pulumi engine's twin is in ``tests/test_engine_matrix.py``.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
+import gzip
+import json
+import re
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from provisioner.providers.redact import base64_forms
 
 from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
 from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.secrets import ClusterSecrets
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import (
     FLUENCE_SPEC,
@@ -53,7 +66,57 @@ class RecordingRemote(StandInRemote):
 
 
 def _needles(secret: str) -> list[str]:
-    return [secret, *base64_forms(secret)]
+    lines = [line for line in secret.splitlines() if len(line) >= 16 and "PRIVATE KEY" not in line]
+    return [secret, *lines, *base64_forms(secret)]
+
+
+_B64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+
+
+def decoded(text: str, depth: int = 3) -> list[str]:
+    """``text`` and what it holds once decoded: percent/form encoding, JSON string values, base64
+    runs (gunzipped when they are gzip). Test-side decoding, independent of the redactor."""
+    out = [text]
+    if depth == 0:
+        return out
+    inner: list[str] = []
+    if "%" in text or "+" in text:
+        inner.append(urllib.parse.unquote_plus(text))
+    with contextlib.suppress(ValueError):
+        inner.extend(_strings(json.loads(text)))
+    for run in _B64_RUN.findall(text):
+        with contextlib.suppress(ValueError, binascii.Error):
+            raw = base64.b64decode(run + "=" * (-len(run) % 4))
+            if raw[:2] == b"\x1f\x8b":
+                with contextlib.suppress(OSError, EOFError):
+                    raw = gzip.decompress(raw)
+            inner.append(raw.decode("utf-8", "replace"))
+    for item in inner:
+        if item != text:
+            out.extend(decoded(item, depth - 1))
+    return out
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def assert_no_secret_crossed(app: Any, secrets: ClusterSecrets) -> None:
+    """No secret in any request or response ``app`` logged, raw or decoded, nor in what it sold."""
+    needles = [needle for value in secrets.values() for needle in _needles(value)]
+    for exchange in app.exchanges:
+        for text in exchange.texts():
+            for form in decoded(text):
+                assert not any(needle in form for needle in needles), \
+                    f"a secret crossed {exchange.method} {exchange.path}"
+    boot = [b.boot for b in app.bought.values()]
+    assert boot and all(not any(needle in text for needle in needles) for text in boot)
 
 
 def test_the_search_finds_a_secret_in_base64_user_data() -> None:
@@ -88,9 +151,51 @@ def test_no_secret_reaches_the_provider(case: str, tmp_path: Path, monkeypatch: 
         assert all(any(shared in readable(s) for s in scripts) for scripts in remote.scripts.values())
         tear_down(plan.cluster_id, instant_runtime(StandInRemote()))
         assert app.instance_count() == 0
-    needles = [needle for value in secrets.values() for needle in _needles(value)]
-    for exchange in app.exchanges:
-        for text in exchange.texts():
-            assert not any(needle in text for needle in needles), f"a secret crossed {exchange.method} {exchange.path}"
-    boot = [b.boot for b in app.bought.values()]
-    assert all(not any(needle in text for needle in needles) for text in boot)
+    assert_no_secret_crossed(app, secrets)
+
+
+def test_the_search_decodes_what_aws_and_gcp_carry() -> None:
+    """The check can fail where the secret hides: gzip+base64 user data in a form body (AWS), a JSON
+    string with the key's newlines escaped (GCP metadata), percent-encoded base64 (Vast.ai's env)."""
+    secrets = ClusterSecrets.generate("search-test")
+    munge, key = secrets.munge_key_b64.get_secret_value(), secrets.ssh_private_key.get_secret_value()  # type: ignore[union-attr]
+    packed = base64.b64encode(gzip.compress(f"#cloud-config\nkey: {munge}\n".encode())).decode()
+    bodies = [urllib.parse.urlencode({"Action": "RunInstances", "UserData": packed}),
+              json.dumps({"metadata": {"items": [{"key": "user-data", "value": f"write: |\n{key}"}]}}),
+              urllib.parse.quote(base64.b64encode(f"x={munge}".encode()).decode())]
+    needles = [n for value in secrets.values() for n in _needles(value)]
+    assert not any(n in bodies[0] for n in needles)  # gzip inside base64 inside a form: only decoding finds it
+    for body in bodies:
+        assert any(n in form for form in decoded(body) for n in needles), body
+
+
+FROM_FAKE_OFFERS = {"aws-slurm": ("aws", 2, ("slurm",)), "aws-k8s": ("aws", 1, ("kubernetes",)),
+                    "gcp-slurm": ("gcp", 1, ("slurm",)), "gcp-k8s": ("gcp", 2, ("kubernetes",)),
+                    "vastai-slurm": ("vastai", 1, ("slurm",))}
+"""Cases planned from the fake's own offers (what it sells): provider, nodes, control plane."""
+
+
+@pytest.mark.parametrize("case", sorted(FROM_FAKE_OFFERS))
+def test_no_secret_reaches_aws_gcp_or_vast(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.providers import harness_aws, harness_gcp
+    from tests.test_engine_matrix import Case, _plan, served
+
+    name, count, control = FROM_FAKE_OFFERS[case]
+    for key, value in {"PROVISIONER_STATE_DIR": str(tmp_path / "state"), "PROVISIONER_OWNER": "canary-owner",
+                       "PROVISIONER_AWS_IMAGE_ID": harness_aws.IMAGE, "PROVISIONER_GCP_IMAGE": harness_gcp.IMAGE,
+                       }.items():
+        monkeypatch.setenv(key, value)
+    plan = _plan(name, Case(count, False, False), tmp_path, control_planes=control)
+    assert plan.spec.control_plane.value == control[0]
+    with served(name, monkeypatch) as fake:
+        app = fake.harness.app
+        remote = RecordingRemote([n.name for n in plan.nodes])
+        bring_up(plan, instant_runtime(remote, provider_for=lambda _name: fake.adapter()))
+        secrets = cluster_secrets(plan.cluster_id)
+        shared = (secrets.munge_key_b64 if control[0] == "slurm" else secrets.k3s_token).get_secret_value()
+        assert app.launched == len(plan.nodes) and len(app.exchanges) > len(plan.nodes)
+        assert sorted(remote.scripts) == sorted(n.name for n in plan.nodes)
+        assert all(any(shared in readable(s) for s in scripts) for scripts in remote.scripts.values())
+        tear_down(plan.cluster_id, instant_runtime(StandInRemote(), provider_for=lambda _name: fake.adapter()))
+        assert fake.harness.instances() == 0
+    assert_no_secret_crossed(app, secrets)
