@@ -317,7 +317,8 @@ class SupportsGc(Protocol):
 
 @runtime_checkable
 class SupportsFirewall(Protocol):
-    """The provider's own firewall for ``access.allowed_cidrs`` (Lambda's firewall rulesets)."""
+    """The provider's own firewall for ``access.allowed_cidrs`` (Lambda's firewall rulesets, the AWS
+    cluster security group, the GCP cluster firewall rules)."""
 
     def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
         """Admit SSH (tcp/22) to the cluster's nodes in ``region`` only from ``allowed_cidrs``;

@@ -46,6 +46,9 @@ requests per minute; exact defaults vary by project: UNVERIFIED here, see docs/a
 _CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
 _QUOTA = ("quotaExceeded", "QUOTA_EXCEEDED")
 _RATE = ("rateLimitExceeded", "userRateLimitExceeded")
+_OPERATIONS = {"InstancesClient": ("zone_operations", "ZoneOperationsClient"),
+               "FirewallsClient": ("global_operations", "GlobalOperationsClient")}
+"""The operations client each client's long-running calls poll through (ours, paced)."""
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -151,10 +154,11 @@ class GCPClient:
             if kind not in self._clients:
                 client = self._build(kind)
                 operations = getattr(client._transport, "_extended_operations_services", None)
-                if kind == "InstancesClient" and isinstance(operations, dict):
+                if isinstance(operations, dict) and kind in _OPERATIONS:
                     # The library would poll inserts through a client of its own, at the default
                     # endpoint and outside our limiter: hand it ours.
-                    operations["zone_operations"] = self._build("ZoneOperationsClient")
+                    key, ops_kind = _OPERATIONS[kind]
+                    operations[key] = self._build(ops_kind)
                 self._clients[kind] = client
             return self._clients[kind]
 
@@ -247,6 +251,21 @@ class GCPClient:
         """instances.delete (deleting twice buys nothing, so it is retried like a read)."""
         self._call("InstancesClient", "delete", consume=lambda op: None, project=self.project, zone=zone,
                    instance=name)
+
+    # ----- firewall rules (global, per network) ------------------------------------------------
+    def insert_firewall(self, firewall: Any) -> None:
+        """firewalls.insert and wait for its global operation. Never retried (a lost answer: get it)."""
+        self._call("FirewallsClient", "insert", idempotent=False,
+                   consume=lambda op: op.result(timeout=self.timeout_s),
+                   project=self.project, firewall_resource=firewall)
+
+    def get_firewall(self, name: str) -> Any:
+        return self._call("FirewallsClient", "get", project=self.project, firewall=name)
+
+    def delete_firewall(self, name: str) -> None:
+        """firewalls.delete and wait for it (deleting twice is harmless: retried like a read)."""
+        self._call("FirewallsClient", "delete", consume=lambda op: op.result(timeout=self.timeout_s),
+                   project=self.project, firewall=name)
 
 
 __all__ = ["LIMITS", "GCPClient", "is_not_found", "map_error"]

@@ -13,7 +13,10 @@ How the contract maps onto Compute Engine:
   the instance (HTTP 409) instead of buying a second one. Owner and expiry labels when given.
 - Spot nodes: ``provisioningModel=SPOT`` with ``instanceTerminationAction=DELETE``; every GPU VM
   has ``onHostMaintenance=TERMINATE``. User data and SSH keys go in metadata (``user-data``,
-  ``ssh-keys`` as ``ubuntu:<key>``); the NIC is on the ``default`` network with a NAT address.
+  ``ssh-keys`` as ``ubuntu:<key>``); the NIC is on the ``default`` network with a NAT address,
+  the instance tagged with the cluster id, which the cluster's own firewall rules aim at
+  (``SupportsFirewall``, ``providers.gcp.firewall``: SSH from ``allowed_cidrs``, the cluster's
+  nodes among themselves, everything else denied).
 - Create goes through providers.orchestrate: all-or-nothing (instances this call inserted are
   deleted and the error names what was tried); when something may remain (a lost answer no
   listing could check, a failed cleanup) the error names the cluster and
@@ -32,6 +35,7 @@ How the contract maps onto Compute Engine:
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -59,7 +63,7 @@ from provisioner.providers.base import (
     parse_expiry,
 )
 from provisioner.providers.billing import Billed, provider_time
-from provisioner.providers.gcp import CAPABILITIES, pricecheck
+from provisioner.providers.gcp import CAPABILITIES, firewall, pricecheck
 from provisioner.providers.gcp.account import AccountQuotas
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
@@ -83,6 +87,7 @@ from provisioner.errors import PlanError, ProviderAPIError, ProviderError, Quota
 from provisioner.metering import NodeUsage
 from provisioner.offer import Offer, QuotaHeadroom
 
+log = logging.getLogger(__name__)
 DEFAULT_REGIONS = ("us-central1",)
 _LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -328,7 +333,8 @@ class GCPProvider:
             "name": name, "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}", "labels": labels,
             "disks": [{"boot": True, "auto_delete": True, "initialize_params": {
                 "source_image": spec.image or self.image, "disk_size_gb": spec.disk_gib}}],
-            "network_interfaces": [{"network": "global/networks/default",
+            "tags": {"items": [cluster_id]},  # what the cluster's firewall rules aim at (providers.gcp.firewall)
+            "network_interfaces": [{"network": firewall.NETWORK,
                                     "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
             "scheduling": scheduling, "metadata": {"items": metadata},
         }
@@ -353,15 +359,37 @@ class GCPProvider:
         """Delete the cluster's instances (``node_ids`` are instance names). Gone is success;
         names of another cluster are ignored. Does not wait. A stopped VM (status TERMINATED)
         is deleted too: its disks bill until it is; one already stopping or being deleted is left
-        to finish (a later call deletes it once stopped)."""
+        to finish (a later call deletes it once stopped). Once no instance of the cluster is left
+        outside deletion, its firewall rules (this owner's) go too: ``gc`` removes them this way."""
+        staying = 0
         for zone, instance in self._members(cluster_id):
-            if instance.status in _SETTLING or (node_ids is not None and instance.name not in node_ids):
+            if instance.status in _SETTLING:
+                continue
+            if node_ids is not None and instance.name not in node_ids:
+                staying += 1
                 continue
             try:
                 self.client.delete_instance(zone, instance.name)
             except ProviderAPIError as exc:
                 if not is_not_found(exc):
                     raise
+        if not staying:
+            try:
+                self.remove_firewall(cluster_id)
+            except ProviderError as exc:  # the instances are what must go; down names the rules again
+                log.warning("gcp: the firewall rules of %s stay (%s); provisioner down %s removes them",
+                            cluster_id, exc, cluster_id)
+
+    # ----- the cluster's firewall rules (SupportsFirewall; providers.gcp.firewall) ----------------
+    def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
+        """The cluster's rules on the default network (SSH from ``allowed_cidrs``, every protocol between
+        the cluster's nodes, everything else denied). GCE rules are global: ``region`` is not used.
+        Idempotent. Call before ``create_nodes``. ClusterBusyError (another owner's rule), ProviderError."""
+        return firewall.ensure(self.client, cluster_id, allowed_cidrs, self.owner or owner_id())
+
+    def remove_firewall(self, cluster_id: str) -> None:
+        """Delete this owner's rules of the cluster; another owner's (or unmarked) ones are left. Gone is success."""
+        firewall.remove(self.client, cluster_id, self.owner or owner_id())
 
     def _members(self, cluster_id: str) -> list[tuple[str, Any]]:
         return list(self.client.list_instances(f'labels.{CLUSTER_TAG} = "{cluster_id}"'))

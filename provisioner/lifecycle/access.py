@@ -4,7 +4,8 @@
   firewall and the provider's firewall then admit SSH from nowhere outside the cluster, and these
   commands reach the nodes over SSH).
 - ``ensure_firewall`` / ``remove_firewall``: the provider's own firewall for the cluster where the
-  adapter has one (``SupportsFirewall``: Lambda's rulesets, AWS's cluster security group), made
+  adapter has one (``SupportsFirewall``: Lambda's rulesets, AWS's cluster security group, GCP's
+  cluster firewall rules), made
   before the launch that attaches it and removed after the nodes are gone.
 """
 
@@ -39,7 +40,8 @@ def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
 
 
 def ensure_firewall(provider: Provider, plan: Plan) -> None:
-    """The provider's own firewall for the cluster (Lambda rulesets, the AWS cluster security group:
+    """The provider's own firewall for the cluster (Lambda rulesets, the AWS cluster security group, the
+    GCP cluster rules:
     SSH only from ``access.allowed_cidrs``), before the launch that attaches it. The stacks make
     theirs as resources (docs/security.md says what each provider gets)."""
     if isinstance(provider, SupportsFirewall):

@@ -2,7 +2,8 @@
 client talks to it with ``client_options={"api_endpoint": "http://127.0.0.1:PORT"}``).
 
 Serves machineTypes.list, acceleratorTypes.list, regions.get (zones and GPU quotas),
-instances.insert/get/aggregatedList/delete and zoneOperations.get. Inserts answer a DONE
+instances.insert/get/aggregatedList/delete, zoneOperations.get, and firewalls.insert/get/delete
+with globalOperations.get (``gcp_firewall``, validated the same way plus GCE's own rules). Inserts answer a DONE
 operation; a capacity refusal is a DONE operation carrying ``ZONE_RESOURCE_POOL_EXHAUSTED``
 as GCE reports it. Instances go PROVISIONING -> RUNNING after ``boot_polls`` polls, and
 STOPPING -> gone after a delete.
@@ -28,6 +29,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, FakeApp, spec_root
+from provisioner.testing.fakes.gcp_firewall import FirewallRoutes, firewall_problems
 
 BASE = "/compute/v1/projects/{project}"
 MACHINE_TYPES = {
@@ -58,7 +60,8 @@ SKUS = {
 usage type) -> USD per unit-hour (fixture data, not truth; A3 Mega and A2 are left unpriced)."""
 SKUS_PAGE = 4
 _RESPONSE_TYPES = {"machineTypes": "MachineTypeList", "acceleratorTypes": "AcceleratorTypeList", "region": "Region",
-                   "aggregated": "InstanceAggregatedList", "instance": "Instance", "operation": "Operation"}
+                   "aggregated": "InstanceAggregatedList", "instance": "Instance", "operation": "Operation",
+                   "firewall": "Firewall"}
 _FILTER = re.compile(r'labels\.([\w-]+)\s*=\s*"?([\w-]+)"?')
 
 
@@ -97,6 +100,7 @@ class GCPFake(FakeApp):
         self.route("DELETE", f"{BASE}/zones/{{zone}}/instances/{{name}}", self._delete, kind="delete", name="delete")
         self.route("GET", f"{BASE}/zones/{{zone}}/operations/{{op}}", self._operation, name="operation")
         self.route("GET", "/v1/services/{service}/skus", self._skus, kind="offers", name="skus")
+        self.firewall = FirewallRoutes(self, BASE)
 
     # ----- errors ---------------------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
@@ -121,11 +125,13 @@ class GCPFake(FakeApp):
         from google.cloud import compute_v1
 
         body = request.get_data(as_text=True)
+        route, _ = self._match(request)
+        firewall = route is not None and route.name == "firewall_insert"
         try:
-            compute_v1.Instance.from_json(body, ignore_unknown_fields=False)
+            (compute_v1.Firewall if firewall else compute_v1.Instance).from_json(body, ignore_unknown_fields=False)
         except Exception as exc:
             return self._problem("request", request, f"{type(exc).__name__}: {exc}")
-        problems = self._enum_problems(json.loads(body))
+        problems = (firewall_problems if firewall else self._enum_problems)(json.loads(body))
         return self._problem("request", request, "; ".join(problems)) if problems else None
 
     def _enum_problems(self, body: dict[str, Any]) -> list[str]:
@@ -325,6 +331,7 @@ class GCPFake(FakeApp):
         with self.lock:
             self.instances.clear()
             self._deleting.clear()
+            self.firewall.rules.clear()
 
 
 def _host_of(name: str) -> tuple[str, str, str, str]:
