@@ -47,6 +47,7 @@ from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import GCPFake
 from tests.file_remote import FileRemote, pushed
 from tests.test_lifecycle_support import plans_for
+from tests.test_secrets_over_ssh import assert_no_secret_crossed
 from tests.test_stack_cluster import args_for, is_secret, plain_json, realize
 from tests.test_stack_grpc import _dict, _struct, dynamic_provider
 
@@ -269,6 +270,7 @@ def _check_slurm(cloud: Cloud, outs: dict[str, Any], folder: Path) -> None:
     assert (folder / f"{head}.0.sh").read_text().startswith(f"# ubuntu@{cloud.nodes[head].public_ip}\n")
     state = json.dumps(outs)
     assert all(value not in state for value in SECRETS.values()) and "secrets" not in outs
+    assert_no_secret_crossed(cloud.server.app, SECRETS, sold=False)  # the step's AWS traffic (moto's answers too)
 
 
 def _check_k8s(cloud: Cloud, outs: dict[str, Any], folder: Path) -> None:
@@ -284,6 +286,7 @@ def _check_k8s(cloud: Cloud, outs: dict[str, Any], folder: Path) -> None:
         assert "kq-placement" not in labels  # the render-time guess is gone
     state = json.dumps(outs)
     assert all(value not in state for value in SECRETS.values())
+    assert_no_secret_crossed(cloud.server.app, SECRETS, sold=False)  # the step's GCP traffic
 
 
 def test_create_applies_describe_instance_topology_to_slurm(aws_cloud: Cloud, tmp_path: Path) -> None:
