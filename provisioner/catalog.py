@@ -90,9 +90,17 @@ def _large(path: Path) -> TableCatalog:
         raise CatalogError(f"{path}: a YAML catalog over {LARGE_CATALOG_BYTES >> 20} MiB is refused (parsing it "
                            "takes seconds per MiB); write it as JSON once, e.g. python -c 'import json, sys, yaml; "
                            "json.dump(yaml.safe_load(sys.stdin), sys.stdout)' < CATALOG.yaml > CATALOG.json")
+    import mmap
+
     from provisioner.catalog_json import decode_table_catalog
 
-    return decode_table_catalog(path.read_bytes(), str(path))
+    with path.open("rb") as handle:
+        # mapped, not read: no copy of the text. Never closed here: a CatalogError's traceback may still
+        # hold views into it; the mapping goes with the last of them.
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    with contextlib.suppress(AttributeError, OSError):
+        mapped.madvise(mmap.MADV_SEQUENTIAL)
+    return decode_table_catalog(mapped, str(path))
 
 
 def _cache_file(path: Path, cache_dir: Path) -> Path | None:

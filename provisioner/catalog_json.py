@@ -12,23 +12,31 @@ Raises CatalogError naming the file and ``offers[i].field``. Pure: bytes in, col
 from __future__ import annotations
 
 import datetime as dt
+import gc
+import mmap
 import re
 from decimal import Decimal
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import numpy as np
+from msgspec.structs import astuple
 
 from provisioner.errors import CatalogError
-from provisioner.money import split_price, to_nano
+from provisioner.columns import ENUMS
+from provisioner.money import PICO_PER_MICRO, split_price, to_nano
 
 if TYPE_CHECKING:
     from provisioner.catalog import TableCatalog
     from provisioner.columns import OfferTable
 
+    Fabric = Purchase = Bootstrap = Network = str
+else:  # msgspec checks the members and hands back one shared str object per member (no allocation)
+    Fabric, Purchase, Bootstrap, Network = (Literal[tuple(str(member) for member in ENUMS[name])]
+                                            for name in ("fabric", "purchase", "bootstrap", "network"))
 
-class Row(msgspec.Struct, forbid_unknown_fields=True):
+
+class Row(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """One offer as written; defaults are ``Offer``'s."""
 
     provider: str
@@ -44,22 +52,22 @@ class Row(msgspec.Struct, forbid_unknown_fields=True):
     zone: str | None = None
     offer_id: str | None = None
     local_nvme_gib: float = 0.0
-    fabric: str = "ethernet"
+    fabric: Fabric = "ethernet"
     fabric_gbps: float = 0.0
     price_per_hour_usd: msgspec.Raw = msgspec.Raw(b"null")  # the number's own text: parsed exactly below
     spot_price_per_hour_usd: msgspec.Raw = msgspec.Raw(b"null")
     billing_increment_s: int = 1
     billing_minimum_s: int = 0
-    egress_usd_per_gb: Decimal = Decimal(0)
-    ingress_usd_per_gb: Decimal = Decimal(0)
-    disk_usd_per_gib_hour: Decimal = Decimal(0)
+    egress_usd_per_gb: msgspec.Raw = msgspec.Raw(b"0")
+    ingress_usd_per_gb: msgspec.Raw = msgspec.Raw(b"0")
+    disk_usd_per_gib_hour: msgspec.Raw = msgspec.Raw(b"0")
     spot_interruptions_per_node_hour: float | None = None
     reliability: float = 0.99
     max_nodes: int = 1
     min_nodes: int = 1
-    purchase: str = "instance"
-    bootstrap: str = "cloud_init"
-    network: str = "private"
+    purchase: Purchase = "instance"
+    bootstrap: Bootstrap = "cloud_init"
+    network: Network = "private"
     how_to_obtain: str | None = None
     block_hours: int = 0
     block_start: str | None = None
@@ -77,13 +85,26 @@ class Document(msgspec.Struct, forbid_unknown_fields=True):
     origin: str | None = None
 
 
-CHUNK = 10_000
+CHUNK = 1000
 """Offers decoded into rows at a time: the rows of one chunk, not of the whole file, are alive at once."""
 _AT = re.compile(r" - at `\$\.?(.*)`$")
 
 
-def decode_table_catalog(data: bytes, origin: str) -> TableCatalog:
-    """``data`` (a JSON catalog) as a ``TableCatalog``; CatalogError at the first bad value."""
+def decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
+    """``data`` (a JSON catalog) as a ``TableCatalog``; CatalogError at the first bad value.
+
+    The cyclic garbage collector is paused meanwhile: decoding allocates millions of objects, none in
+    a cycle, and each of its passes would walk every raw offer still alive (half the time at 10^5)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode_table_catalog(data, origin)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
     from pydantic import ValidationError
 
     from provisioner.catalog import TableCatalog
@@ -100,7 +121,7 @@ def decode_table_catalog(data: bytes, origin: str) -> TableCatalog:
     columns = Columns(origin)
     for base in range(0, len(doc.offers), CHUNK):
         chunk = b"[" + b",".join(doc.offers[base:base + CHUNK]) + b"]"
-        columns.add(_decode(chunk, list[Row], origin, "offers", base), base)
+        columns.add(_decode(chunk, _ROWS, origin, "offers", base), base)
     as_of, offers = doc.as_of, len(doc.offers)
     del doc, data  # the text and the raw offers: the columns hold everything now
     table = columns.table(offers)
@@ -112,10 +133,14 @@ def decode_table_catalog(data: bytes, origin: str) -> TableCatalog:
     return TableCatalog(as_of=as_of, origin=origin, providers=providers, table=table)
 
 
-def _decode(data: bytes, kind: Any, origin: str, prefix: str, base: int = 0) -> Any:
-    """msgspec's typed decode; its error as a CatalogError at ``prefix[base + i].field``."""
+_ROWS = msgspec.json.Decoder(list[Row])
+
+
+def _decode(data: bytes | mmap.mmap, kind: Any, origin: str, prefix: str, base: int = 0) -> Any:
+    """msgspec's typed decode (``kind``: a type or a Decoder); its error as a CatalogError at
+    ``prefix[base + i].field``."""
     try:
-        return msgspec.json.decode(data, type=kind)
+        return kind.decode(data) if isinstance(kind, msgspec.json.Decoder) else msgspec.json.decode(data, type=kind)
     except msgspec.ValidationError as exc:
         text = str(exc)
         where = _AT.search(text)
@@ -123,7 +148,11 @@ def _decode(data: bytes, kind: Any, origin: str, prefix: str, base: int = 0) -> 
         if prefix:
             index = re.match(r"\[(\d+)\]", place)
             place = f"{prefix}[{base + int(index.group(1))}]{place[index.end():]}" if index else prefix
-        raise CatalogError(f"{origin}: {place + ': ' if place else ''}{_AT.sub('', text)}") from None
+        message = _AT.sub("", text)
+        field = place.rpartition(".")[2]
+        if message.startswith("Invalid enum value") and field in ENUMS:  # the words of ``problems``
+            message = f"must be one of {', '.join(str(member) for member in ENUMS[field])}"
+        raise CatalogError(f"{origin}: {place + ': ' if place else ''}{message}") from None
     except msgspec.DecodeError as exc:
         raise CatalogError(f"{origin}: not valid JSON: {' '.join(str(exc).split())[:200]}") from None
 
@@ -135,57 +164,89 @@ def table_of(rows: list[Row], origin: str) -> OfferTable:
     return columns.table(len(rows))
 
 
+FIELDS: tuple[str, ...] = Row.__struct_fields__
+
+
 class Columns:
-    """Offer columns built chunk by chunk; identifiers and texts share one dictionary per field."""
+    """Offer columns built chunk by chunk; identifiers and texts share one dictionary per field.
+
+    Each chunk's rows become one tuple of values per field (``astuple`` and ``zip``, both in C), and
+    each column is made from its tuple by numpy or a C-level ``map``: no Python code runs per value.
+    Small chunks stay in the CPU cache, which is most of the speed. Prices and rates are parsed by
+    numpy once ``BATCH`` rows of them have been gathered, so its per-call cost is paid rarely."""
+
+    BATCH = 65_536
 
     def __init__(self, origin: str) -> None:
-        from provisioner.columns import IDS, TEXTS
+        from provisioner.columns import ENUMS, IDS, PRICES, RATES, TEXTS
 
         self.origin = origin
-        self.seen: dict[str, dict[str, int]] = {name: {} for name in (*IDS, *TEXTS)}
+        self.seen: dict[str, dict[str | None, int]] = {name: {None: -1} for name in (*IDS, *TEXTS)}
+        self.enums = {name: {str(member): i for i, member in enumerate(members)} for name, members in ENUMS.items()}
+        self.days: dict[dt.date | None, int] = {None: -1}
         self.parts: dict[str, list[np.ndarray]] = {}
+        self.written: dict[str, list[bytes]] = {name: [] for name in (*PRICES, *RATES)}
+        self.pending = (0, 0)  # (first row, rows) whose prices and rates wait in self.written
 
     def add(self, rows: list[Row], base: int) -> None:
         """Append ``rows`` (offers ``base`` onwards) to the columns."""
-        from provisioner.columns import ENUMS, EPOCH, NUMBERS, PRICE_RESTS, PRICES, RATES
+        from provisioner.columns import NUMBERS
 
+        n = len(rows)
+        if not n:
+            return
+        column = dict(zip(FIELDS, zip(*map(astuple, rows), strict=True), strict=True))
+        del rows
         values: dict[str, np.ndarray] = {}
-
-        def column(name: str) -> list:
-            return list(map(attrgetter(name), rows))  # C-level: a getattr per row costs twice as much
-
         for name, seen in self.seen.items():
-            values[name] = np.array([-1 if x is None else seen.setdefault(x, len(seen)) for x in column(name)],
-                                    dtype=np.int32)
+            values[name] = _codes(column[name], seen)
         for name, (dtype, *_rest) in NUMBERS.items():
-            raw = column(name)
-            if dtype == "float64":
-                nullable = name == "spot_interruptions_per_node_hour"
-                values[name] = np.array([np.nan if x is None else x for x in raw] if nullable else raw,
-                                        dtype=np.float64)
-            else:
-                values[name] = _ints(raw, dtype, self.origin, name, base)
-        for name, price_column in PRICES.items():
-            values[price_column], values[PRICE_RESTS[price_column]] = _prices(column(name), self.origin, name, base)
-        for name, rate_column in RATES.items():
-            nano = {x: _nano(x) for x in set(column(name))}
-            values[rate_column] = np.array(list(map(nano.__getitem__, column(name))), dtype=np.int64)
-        for name, members in ENUMS.items():
-            index = {str(member): i for i, member in enumerate(members)}
-            values[name] = np.array([index.get(x, -1) for x in column(name)], dtype=np.int8)
-        values["available"] = np.array(column("available"), dtype=bool)
-        days = {d: -1 if d is None else (d - EPOCH).days for d in set(column("as_of"))}
-        values["as_of_days"] = np.array(list(map(days.__getitem__, column("as_of"))), dtype=np.int32)
+            values[name] = _numbers(column[name], dtype, self.origin, name, base)  # None -> NaN
+        for name, index in self.enums.items():
+            values[name] = _members(column[name], index)
+        values["available"] = np.array(column["available"], dtype=bool)
+        values["as_of_days"] = _days(column["as_of"], self.days)
         for name, part in values.items():
             self.parts.setdefault(name, []).append(part)
+        for name, written in self.written.items():
+            joined = b"\n".join(column[name])  # a number or a JSON string never holds a raw newline
+            if joined.count(b"\n") != n - 1:
+                row = next(i for i, r in enumerate(column[name]) if b"\n" in bytes(r))
+                raise CatalogError(f"{self.origin}: offers[{base + row}].{name}: expected a number")
+            written.append(joined)
+        first, pending = self.pending
+        self.pending = (first, pending + n)
+        if pending + n >= self.BATCH:
+            self._parse_written()
+
+    def _parse_written(self) -> None:
+        from provisioner.columns import PRICE_RESTS, PRICES, RATES
+
+        first, n = self.pending
+        if not n:
+            return
+        columns = {name: _units(b"\n".join(written), n, 12 if name in PRICES else 9, self.origin, name, first,
+                                null=-1 if name in PRICES else None)
+                   for name, written in self.written.items()}
+        for name, pico in columns.items():
+            if name in PRICES:
+                sold = pico >= 0
+                self.parts.setdefault(PRICES[name], []).append(np.where(sold, pico // PICO_PER_MICRO, pico))
+                self.parts.setdefault(PRICE_RESTS[PRICES[name]], []).append(np.where(sold, pico % PICO_PER_MICRO, 0))
+            else:
+                self.parts.setdefault(RATES[name], []).append(pico)
+        for written in self.written.values():
+            written.clear()
+        self.pending = (first + n, 0)
 
     def table(self, n: int) -> OfferTable:
         from provisioner.columns import OfferTable
 
+        self._parse_written()
         values = {name: np.concatenate(parts) for name, parts in self.parts.items()} if self.parts else \
             table_of_nothing()
-        names = {name: np.array([x.encode() for x in seen], dtype=np.bytes_) if seen else np.array([], "S1")
-                 for name, seen in self.seen.items()}
+        names = {name: np.array([x.encode() for x in seen if x is not None], dtype=np.bytes_) if len(seen) > 1
+                 else np.array([], "S1") for name, seen in self.seen.items()}
         values["key_rank"] = _key_rank(values, names, n)
         return OfferTable(values=values, names=names)
 
@@ -198,7 +259,37 @@ def table_of_nothing() -> dict[str, np.ndarray]:
     return {name: column for name, column in empty.values.items() if name != "key_rank"}
 
 
-def _ints(raw: list[int], dtype: str, origin: str, name: str, base: int) -> np.ndarray:
+def _codes(texts: tuple[str | None, ...], seen: dict[str | None, int]) -> np.ndarray:
+    """Dictionary codes of ``texts``; values not in ``seen`` yet get the next codes, in order of first use."""
+    try:
+        return np.fromiter(map(seen.__getitem__, texts), np.int32, len(texts))  # no new value: one pass
+    except KeyError:
+        start = len(seen) - 1  # seen holds None -> -1 besides the codes
+        new = [text for text in dict.fromkeys(texts) if text not in seen]
+        seen.update(zip(new, range(start, start + len(new)), strict=True))
+        return np.fromiter(map(seen.__getitem__, texts), np.int32, len(texts))
+
+
+def _members(texts: tuple[str, ...], index: dict[str, int]) -> np.ndarray:
+    """Enum indexes of ``texts``; -1 for a text that is no member (``problems`` refuses it at its row)."""
+    try:
+        return np.fromiter(map(index.__getitem__, texts), np.int8, len(texts))
+    except KeyError:
+        return np.array([index.get(text, -1) for text in texts], dtype=np.int8)
+
+
+def _days(dates: tuple[dt.date | None, ...], days: dict[dt.date | None, int]) -> np.ndarray:
+    """Days since 1970-01-01 of each date (-1: none)."""
+    from provisioner.columns import EPOCH
+
+    try:
+        return np.fromiter(map(days.__getitem__, dates), np.int32, len(dates))
+    except KeyError:
+        days.update({day: (day - EPOCH).days for day in dates if day is not None})
+        return np.fromiter(map(days.__getitem__, dates), np.int32, len(dates))
+
+
+def _numbers(raw: tuple[Any, ...], dtype: str, origin: str, name: str, base: int) -> np.ndarray:
     try:
         return np.array(raw, dtype=dtype)
     except OverflowError:
@@ -206,36 +297,75 @@ def _ints(raw: list[int], dtype: str, origin: str, name: str, base: int) -> np.n
         raise CatalogError(f"{origin}: offers[{base + row}].{name}: out of range") from None
 
 
-_PLAIN = re.compile(rb"(?:0|[1-9][0-9]{0,9})(?:\.[0-9]{1,12})?")
-"""A price written without sign or exponent, at most 10 integer digits and 12 decimals: parsed by numpy."""
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[ord("0"):ord("9") + 1] = True
+_WIDTH = 32
+"""Bytes of each written number that numpy looks at; a plain one is at most 6 + 1 + 12 (+ 2 quotes)."""
+_WHOLE_DIGITS = 6
+"""Digits before the point of a plain number: 10^6 USD in pico-USD still fits an int64 (and is out of range)."""
+_OUT_OF_RANGE = -2
+"""A price or rate no offer may have (negative, zero-or-less price, 10^6 USD and more, not finite):
+``problems`` refuses it at its row."""
 
 
-def _prices(raw: list[msgspec.Raw], origin: str, name: str, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """(whole micro-USD, pico-USD rest) per row from each price's JSON number or string; -1 where null. Plain
-    decimals are split by numpy string operations, anything else through ``Decimal``."""
-    text = np.array([bytes(r).strip(b'"') for r in raw], dtype="S32")  # "0.31" as a JSON string too (as the model)
-    plain = np.array([_PLAIN.fullmatch(t) is not None for t in text.tolist()], dtype=bool)
-    micro = np.full(len(raw), -1, dtype=np.int64)
-    rest = np.zeros(len(raw), dtype=np.int64)
-    if plain.any():
-        whole, _, fraction = np.char.partition(text[plain], b".").transpose(1, 0)
-        pico = np.char.ljust(fraction, 12, b"0").astype(np.int64)
-        micro[plain] = whole.astype(np.int64) * 1_000_000 + pico // 1_000_000
-        rest[plain] = pico % 1_000_000
-    for i in np.flatnonzero(~plain & (text != b"null")).tolist():
-        try:
-            price = Decimal(bytes(raw[i]).strip(b'"').decode())
-            if not price.is_finite() or abs(price) > 10**12:
-                raise ValueError("must be a finite price")
-            micro[i], rest[i] = split_price(price) if price > 0 else (-2, 0)  # -2: problems() refuses it
-        except (ValueError, ArithmeticError, UnicodeDecodeError) as exc:
-            detail = str(exc) if isinstance(exc, ValueError) and "decimal places" in str(exc) else "expected a number"
-            raise CatalogError(f"{origin}: offers[{base + i}].{name}: {detail}") from None
-    return micro, rest
+def _units(joined: bytes, n: int, places: int, origin: str, name: str, base: int, *, null: int | None) -> np.ndarray:
+    """The ``n`` values of ``joined`` (each written as a JSON number or string, one per line) in int64
+    units of 10^-places USD, exactly.
+
+    A plain decimal (digits, at most one point, at most ``_WHOLE_DIGITS`` before it and ``places`` after
+    it, no leading zero) is read by numpy, the whole column at once: its digits as one integer, scaled by
+    the decimals it lacks. Anything else goes through ``Decimal`` (``_exotic``). A JSON null becomes
+    ``null`` (None: refused). CatalogError at ``offers[i].name`` for a value that is not a number, or a
+    price with more than 12 decimals."""
+    buf = np.frombuffer(joined + b"\n" + bytes(_WIDTH), dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))[:n]
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    length = ends - starts
+    width = int(min(length.max(initial=0), _WIDTH))
+    m = np.lib.stride_tricks.sliding_window_view(buf, _WIDTH)[starts, :width]
+    quoted = (m[:, 0] == ord('"')).astype(np.int64) if width else np.zeros(n, dtype=np.int64)
+    inside = (np.arange(width) >= quoted[:, None]) & (np.arange(width) < (length - quoted)[:, None])
+    digit = _DIGIT[m] & inside
+    dot = (m == ord(".")) & inside
+    dots = dot.sum(axis=1)
+    size = length - 2 * quoted  # the number's own characters
+    point = np.where(dots == 1, np.argmax(dot, axis=1) - quoted, size)
+    decimals = np.where(dots == 1, size - point - 1, 0)
+    first = m[np.arange(n), np.minimum(quoted, max(width - 1, 0))] if width else np.zeros(n, dtype=np.uint8)
+    plain = (length <= _WIDTH) & (digit.sum(axis=1) + dots == size) & (dots <= 1) & (point >= 1) \
+        & (point <= _WHOLE_DIGITS) & ((dots == 0) | (decimals >= 1)) & (decimals <= places) \
+        & ((first != ord("0")) | (point == 1))  # 01.5 is read by Decimal
+    units = np.zeros(n, dtype=np.int64)
+    for j in range(width):  # every digit, left to right: at most 6 + 12 of them, so int64 holds them all
+        units = np.where(digit[:, j], units * 10 + (m[:, j].astype(np.int64) - ord("0")), units)
+    units *= _POWERS[np.clip(places - decimals, 0, places)]
+    for i in np.flatnonzero(~plain).tolist():
+        written = joined[starts[i]:ends[i]].strip(b'"')
+        units[i] = null if written == b"null" and null is not None else \
+            _exotic(written, places, origin, f"offers[{base + i}].{name}")
+    return units
 
 
-def _nano(rate: Decimal) -> int:
-    return to_nano(rate) if rate.is_finite() and abs(rate) < 10**9 else -1  # problems() refuses -1
+_POWERS = 10 ** np.arange(13, dtype=np.int64)
+
+
+def _exotic(written: bytes, places: int, origin: str, where: str) -> int:
+    """A value that is not a plain decimal (an exponent, a sign, a leading zero, a big number) in 10^-places
+    USD, or ``_OUT_OF_RANGE``. CatalogError when it is not a number; a price (12 places) with more decimals
+    is refused, a rate is rounded half to even to nano-USD (as ``to_nano``)."""
+    try:
+        value = Decimal(written.decode())
+    except (ArithmeticError, UnicodeDecodeError):
+        raise CatalogError(f"{origin}: {where}: expected a number") from None
+    if not value.is_finite() or abs(value) >= 10**_WHOLE_DIGITS or (places == 12 and value <= 0):
+        return _OUT_OF_RANGE
+    if places != 12:
+        return to_nano(value)
+    try:
+        micro, rest = split_price(value)
+    except ValueError as exc:
+        raise CatalogError(f"{origin}: {where}: {exc}") from None
+    return micro * PICO_PER_MICRO + rest
 
 
 def _key_rank(values: dict[str, np.ndarray], names: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -251,10 +381,10 @@ def _key_rank(values: dict[str, np.ndarray], names: dict[str, np.ndarray], n: in
 
     types, ids = names["instance_type"], names["offer_id"]
     type_codes, id_codes = values["instance_type"], values["offer_id"]
-    joined = [types[t] + (ids[o] if o >= 0 else b"") for t, o in zip(type_codes.tolist(), id_codes.tolist(),
-                                                                        strict=True)]
-    _, last = np.unique(np.array(joined, dtype=np.bytes_), return_inverse=True)
-    order = np.lexsort((last.reshape(-1), text_rank("zone"), text_rank("region"), text_rank("provider")))
+    typed = types[type_codes] if len(types) else np.full(n, b"", dtype="S1")
+    with_id = ids[np.maximum(id_codes, 0)] if len(ids) else np.full(n, b"", dtype="S1")
+    joined = np.strings.add(typed, np.where(id_codes >= 0, with_id, b""))  # instance type + offer id, as bytes
+    order = np.lexsort((joined, text_rank("zone"), text_rank("region"), text_rank("provider")))
     key_rank = np.empty(n, dtype=np.int64)
     key_rank[order] = np.arange(n)
     return key_rank
