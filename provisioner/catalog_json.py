@@ -204,7 +204,7 @@ class Columns:
             values[name] = _numbers(column[name], dtype, self.origin, name, base)  # None -> NaN
         for name, index in self.enums.items():
             values[name] = _members(column[name], index)
-        values["available"] = np.array(column["available"], dtype=bool)
+        values["available"] = np.fromiter(column["available"], dtype=bool, count=n)
         values["as_of_days"] = _days(column["as_of"], self.days)
         for name, part in values.items():
             self.parts.setdefault(name, []).append(part)
@@ -245,8 +245,7 @@ class Columns:
         self._parse_written()
         values = {name: np.concatenate(parts) for name, parts in self.parts.items()} if self.parts else \
             table_of_nothing()
-        names = {name: np.array([x.encode() for x in seen if x is not None], dtype=np.bytes_) if len(seen) > 1
-                 else np.array([], "S1") for name, seen in self.seen.items()}
+        names = {name: _dictionary(seen) for name, seen in self.seen.items()}
         values["key_rank"] = _key_rank(values, names, n)
         return OfferTable(values=values, names=names)
 
@@ -261,19 +260,39 @@ def table_of_nothing() -> dict[str, np.ndarray]:
 
 def _codes(texts: tuple[str | None, ...], seen: dict[str | None, int]) -> np.ndarray:
     """Dictionary codes of ``texts``; values not in ``seen`` yet get the next codes, in order of first use."""
+    if texts.count(None) == len(texts):  # an optional field nobody wrote
+        return np.full(len(texts), -1, dtype=np.int32)
     try:
-        return np.fromiter(map(seen.__getitem__, texts), np.int32, len(texts))  # no new value: one pass
+        return np.fromiter(list(map(seen.__getitem__, texts)), np.int32, len(texts))  # no new value: one pass
     except KeyError:
         start = len(seen) - 1  # seen holds None -> -1 besides the codes
-        new = [text for text in dict.fromkeys(texts) if text not in seen]
+        distinct = dict.fromkeys(texts)
+        distinct.pop(None, None)
+        if any(map(seen.__contains__, distinct)):
+            new = [text for text in distinct if text not in seen]
+        else:  # all new (offer ids): no Python loop
+            new = list(distinct)
         seen.update(zip(new, range(start, start + len(new)), strict=True))
-        return np.fromiter(map(seen.__getitem__, texts), np.int32, len(texts))
+        if len(new) == len(texts):  # each one new and different: the next codes in order
+            return np.arange(start, start + len(new), dtype=np.int32)
+        return np.fromiter(list(map(seen.__getitem__, texts)), np.int32, len(texts))
+
+
+def _dictionary(seen: dict[str | None, int]) -> np.ndarray:
+    """The UTF-8 bytes of ``seen``'s values, in code order (None, first, is no value)."""
+    texts = list(seen)[1:]
+    if not texts:
+        return np.array([], "S1")
+    try:
+        return np.array(texts, dtype=np.bytes_)  # ASCII, the usual case: numpy encodes it at once
+    except UnicodeEncodeError:
+        return np.array([text.encode() for text in texts], dtype=np.bytes_)
 
 
 def _members(texts: tuple[str, ...], index: dict[str, int]) -> np.ndarray:
     """Enum indexes of ``texts``; -1 for a text that is no member (``problems`` refuses it at its row)."""
     try:
-        return np.fromiter(map(index.__getitem__, texts), np.int8, len(texts))
+        return np.fromiter(list(map(index.__getitem__, texts)), np.int8, len(texts))
     except KeyError:
         return np.array([index.get(text, -1) for text in texts], dtype=np.int8)
 
@@ -283,15 +302,15 @@ def _days(dates: tuple[dt.date | None, ...], days: dict[dt.date | None, int]) ->
     from provisioner.columns import EPOCH
 
     try:
-        return np.fromiter(map(days.__getitem__, dates), np.int32, len(dates))
+        return np.fromiter(list(map(days.__getitem__, dates)), np.int32, len(dates))
     except KeyError:
         days.update({day: (day - EPOCH).days for day in dates if day is not None})
-        return np.fromiter(map(days.__getitem__, dates), np.int32, len(dates))
+        return np.fromiter(list(map(days.__getitem__, dates)), np.int32, len(dates))
 
 
 def _numbers(raw: tuple[Any, ...], dtype: str, origin: str, name: str, base: int) -> np.ndarray:
     try:
-        return np.array(raw, dtype=dtype)
+        return np.fromiter(raw, dtype=dtype, count=len(raw))  # a tuple: 3x faster than np.array; None -> NaN
     except OverflowError:
         row = next(i for i, x in enumerate(raw) if abs(x) > np.iinfo(dtype).max)
         raise CatalogError(f"{origin}: offers[{base + row}].{name}: out of range") from None
