@@ -98,8 +98,6 @@ def _large(path: Path) -> TableCatalog:
         # mapped, not read: no copy of the text. Never closed here: a CatalogError's traceback may still
         # hold views into it; the mapping goes with the last of them.
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    with contextlib.suppress(AttributeError, OSError):
-        mapped.madvise(mmap.MADV_SEQUENTIAL)
     return decode_table_catalog(mapped, str(path))
 
 

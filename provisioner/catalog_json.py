@@ -16,21 +16,24 @@ import gc
 import mmap
 import re
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
-from provisioner.errors import CatalogError
 from provisioner.columns import ENUMS
+from provisioner.errors import CatalogError
 from provisioner.money import PICO_PER_MICRO, split_price, to_nano
 
 if TYPE_CHECKING:
     from provisioner.catalog import TableCatalog
     from provisioner.columns import OfferTable
 
-    Fabric = Purchase = Bootstrap = Network = str
+    Fabric: TypeAlias = str
+    Purchase: TypeAlias = str
+    Bootstrap: TypeAlias = str
+    Network: TypeAlias = str
 else:  # msgspec checks the members and hands back one shared str object per member (no allocation)
     Fabric, Purchase, Bootstrap, Network = (Literal[tuple(str(member) for member in ENUMS[name])]
                                             for name in ("fabric", "purchase", "bootstrap", "network"))
@@ -286,7 +289,7 @@ def _dictionary(seen: dict[str | None, int]) -> np.ndarray:
     try:
         return np.array(texts, dtype=np.bytes_)  # ASCII, the usual case: numpy encodes it at once
     except UnicodeEncodeError:
-        return np.array([text.encode() for text in texts], dtype=np.bytes_)
+        return np.array([str(text).encode() for text in texts], dtype=np.bytes_)
 
 
 def _members(texts: tuple[str, ...], index: dict[str, int]) -> np.ndarray:
@@ -358,10 +361,12 @@ def _units(joined: bytes, n: int, places: int, origin: str, name: str, base: int
     for j in range(width):  # every digit, left to right: at most 6 + 12 of them, so int64 holds them all
         units = np.where(digit[:, j], units * 10 + (m[:, j].astype(np.int64) - ord("0")), units)
     units *= _POWERS[np.clip(places - decimals, 0, places)]
+    if null is not None and width >= 4:  # JSON null (an absent price is written as one)
+        nulls = (length == 4) & (m[:, :4] == np.frombuffer(b"null", dtype=np.uint8)).all(axis=1)
+        units[nulls] = null
+        plain |= nulls
     for i in np.flatnonzero(~plain).tolist():
-        written = joined[starts[i]:ends[i]].strip(b'"')
-        units[i] = null if written == b"null" and null is not None else \
-            _exotic(written, places, origin, f"offers[{base + i}].{name}")
+        units[i] = _exotic(joined[starts[i]:ends[i]].strip(b'"'), places, origin, f"offers[{base + i}].{name}")
     return units
 
 

@@ -5,6 +5,7 @@ large refused with a hint."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -113,3 +114,79 @@ def test_a_large_refreshed_cache_is_still_read_as_models(tmp_path: Path, monkeyp
     warnings: list[str] = []
     catalog = choose_catalog(None, warnings)
     assert isinstance(catalog, Catalog) and str(catalog.as_of) == "2026-11-25" and warnings == []
+
+
+def _catalog_with(prices: list[str], rates: list[str]) -> bytes:
+    """The bundled catalog's first offer repeated, with each written price (JSON text) and rate in turn."""
+    from provisioner.catalog import BUNDLED_FILE
+
+    doc = json.loads(BUNDLED_FILE.read_text())
+    first = {k: v for k, v in doc["offers"][0].items() if k not in ("price_per_hour_usd", "spot_price_per_hour_usd")}
+    rows = []
+    for i, (price, rate) in enumerate(zip(prices, rates, strict=True)):
+        row = json.dumps({**first, "offer_id": f"o{i}"})[:-1]
+        rows.append(f'{row}, "price_per_hour_usd": {price}, "egress_usd_per_gb": {rate}}}')
+    head = json.dumps({"as_of": doc["as_of"], "providers": doc["providers"]})[:-1]
+    return f'{head}, "offers": [{", ".join(rows)}]}}'.encode()
+
+
+# Written as a JSON number or string; plain decimals, and the forms numpy does not read (Decimal does).
+PRICES = ["0.31", '"0.31"', "2", "10", "0.000001", "0.000000000001", "1234.123456789012", "0.38333333",
+          "1.015", "0.1", "0.7", "4.35", "159.60", "1e2", "1E-3", '"2.5e1"', "0.10", '"007.5"', '"07"',
+          "9999.999999999999", "0.000000999999", "100.000000000000", '" 3.5"', '"5."', "0.38333333333", "2.0000000001"]
+RATES = ["0", "0.09", '"0.085"', "0.000136986", "0.0001369863", "0.00000000049", "0.0000000005", "1e-2", "999.5",
+         "0.1", "0.7", "0.2", "1.015", "0.12345678949", "3", "0.000000001", "0.02", "0", "0.05", "0.01", "0.09",
+         '"1E1"', "0.000", "7", "0.5", "0.25"]
+
+
+def test_written_prices_and_rates_are_read_exactly() -> None:
+    # Oracle: Decimal of the written text (prices exact to the pico-dollar, rates half-even to the
+    # nano-dollar). Includes values binary floating point gets wrong (1.015, 0.7, 4.35, 0.1 + ...).
+    table = decode_table_catalog(_catalog_with(PRICES, RATES), "x").offer_table()
+    order = np.argsort([int(o[1:]) for o in table.dictionary("offer_id")])[table["offer_id"]]
+    for i, (price, rate) in enumerate(zip(PRICES, RATES, strict=True)):
+        pico = int(Decimal(price.strip('"')).scaleb(12))
+        nano = int(Decimal(rate.strip('"')).scaleb(9).to_integral_value())  # default context: half even
+        row = int(np.flatnonzero(order == i)[0])
+        assert (int(table["price_micro"][row]), int(table["price_rest"][row])) == divmod(pico, 10**6), price
+        assert int(table["egress_nano"][row]) == nano, rate
+        assert int(table["spot_price_micro"][row]) == -1
+
+
+@pytest.mark.parametrize(("price", "message"), [
+    ("0.0000000000001", "more than 12 decimal places"), ('"0.0000000000001"', "more than 12 decimal places"),
+    ('"cheap"', "expected a number"), ('""', "expected a number"), ("true", "expected a number"),
+    ('"null"', "expected a number"), ("[1]", "expected a number"), ('{"usd": 1}', "expected a number"),
+    ("0", "must be above 0"), ("-1.5", "must be above 0"), ('"-0.5"', "must be above 0"), ("0.000", "must be above 0"),
+    ("10000.000000000001", "must be above 0 and at most 10000"), ("1000000", "must be above 0 and at most"),
+    ("1e400", "must be above 0 and at most"), ('"NaN"', "must be above 0"), ('"Infinity"', "must be above 0"),
+])
+def test_a_bad_written_price_is_refused_at_its_row(price: str, message: str) -> None:
+    prices = ["1.5"] * 5 + [price] + ["2"] * 3
+    with pytest.raises(CatalogError, match=rf"^x: offers\[5\]\.price_per_hour_usd: {re.escape(message)}"):
+        decode_table_catalog(_catalog_with(prices, ["0"] * 9), "x")
+
+
+@pytest.mark.parametrize("rate", ['"cheap"', "null", "[0]", "-0.01", "1000.000000001", "1e12"])
+def test_a_bad_written_rate_is_refused_at_its_row(rate: str) -> None:
+    with pytest.raises(CatalogError, match=r"^x: offers\[2\]\.egress_usd_per_gb: "):
+        decode_table_catalog(_catalog_with(["1"] * 4, ["0", "0", rate, "0"]), "x")
+
+
+def test_an_object_written_over_lines_where_a_price_belongs_is_refused() -> None:
+    with pytest.raises(CatalogError, match=r"^x: offers\[1\]\.price_per_hour_usd: expected a number$"):
+        decode_table_catalog(_catalog_with(["1", '{\n"usd": 1}', "2"], ["0"] * 3), "x")
+
+
+def test_prices_parsed_in_batches_keep_their_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.catalog_json import Columns
+
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK", 3)
+    monkeypatch.setattr(Columns, "BATCH", 4)  # several batches, each of several chunks
+    prices = [f"{i}.{i:03d}" for i in range(1, 20)]
+    table = decode_table_catalog(_catalog_with(prices, ["0.01"] * 19), "x").offer_table()
+    assert [int(table["price_micro"][table.dictionary("offer_id").index(f"o{i}")]) for i in range(19)] == \
+        [int(Decimal(p).scaleb(6)) for p in prices]
+    prices[13] = '"x"'
+    with pytest.raises(CatalogError, match=r"^x: offers\[13\]\.price_per_hour_usd: expected a number$"):
+        decode_table_catalog(_catalog_with(prices, ["0.01"] * 19), "x")
