@@ -157,6 +157,7 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
             yield SshRemote.for_cluster(secrets, Path(folder))
 
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        from provisioner.realize.launch import unanswerable
         from provisioner.realize.runtime import Runtime, Timeouts
         from provisioner.realize.sshpass import SshPass, ssh_pass
 
@@ -181,6 +182,10 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
                 running_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S), interval_s=poll,
                 max_interval_s=max(poll, 30.0)))
             nodes = _running(rt, adapter, plan, props.get("node_ids") or {})
+            silent = unanswerable(nodes.values()) if self.remote is None else []
+            if silent:  # as the direct engine: say so now, not after the SSH timeouts
+                raise StackError(f"node(s) {', '.join(silent)} have documentation (TEST-NET) addresses where "
+                                 "no machine will ever answer SSH: a fake provider without nodes?")
             with self._remote(secrets) as remote:
                 done = ssh_pass(rt, remote, adapter, plan, secrets, nodes)
         except WaitTimeout as exc:

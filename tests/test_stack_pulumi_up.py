@@ -48,7 +48,12 @@ def _pulumi(env: dict[str, str], *args: str) -> str:
 
 
 def test_pulumi_up_and_destroy_on_the_runpod_fake(runpod: Rig, tmp_path: Path) -> None:
-    plan = plan_on(example("burst-4090-marketplace.yaml"), "runpod")
+    # One node without a control plane: the stack has no SSH pass step (realize.sshpass.ssh_pass_nodes),
+    # which would SSH to the fake's documentation addresses (tests/test_engine_matrix.py drives the step).
+    spec = example("burst-4090-marketplace.yaml")
+    plan = plan_on(spec.model_copy(update={"nodes": spec.nodes.model_copy(update={"count": 1}),
+                                           "gpus": spec.gpus.model_copy(update={"count": 1})}), "runpod")
+    assert len(plan.nodes) == 1 and plan.spec.control_plane.value == "none"
     plan_path = tmp_path / "plan.json"
     save_plan(plan, plan_path)
     env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "test",

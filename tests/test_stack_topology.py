@@ -381,3 +381,11 @@ def test_engine_path_create_diff_update_delete(aws_cloud: Cloud, grpc_server: pr
     grpc_server.Delete(provider_pb2.DeleteRequest(id=created.id, urn=URN, properties=updated.properties))
     running = [n.id for n in aws_cloud.adapter.get_nodes(aws_cloud.plan.cluster_id) if n.status is NodeStatus.RUNNING]
     assert sorted(running) == sorted(props["node_ids"].values())  # the nodes are not the step's
+
+
+def test_real_ssh_to_documentation_addresses_is_refused_at_once(gcp_cloud: Cloud) -> None:
+    """Without a stand-in remote the step would SSH for real: to a fake's TEST-NET nodes it says so at
+    once (as the direct engine does), instead of after the SSH timeouts."""
+    provider = ClusterTopologyProvider({"poll_interval_s": 0.01})
+    with pytest.raises(StackError, match=r"kq-0 \(203\.0\.113\.\d+\).* have documentation \(TEST-NET\) addresses"):
+        provider.create(gcp_cloud.props())
