@@ -3,7 +3,8 @@
 
 realize (the direct engine: bring_up / tear_down / failover, with local records), burst (job
 clusters and their watchdog), pulumi_engine (the stacks/ program through the Automation API), state
-(local cluster records), gc, cli (the up/down/status/outputs/ssh/burst commands). What both engines
+(local cluster records), gc, cli (registers the up/down/status/outputs/ssh/burst commands of
+up_command, down_command and look_commands). What both engines
 build with (the NodeSpec builder, launch-and-wait, the SSH pass, readiness, remote commands, events,
 held signals) is the realize core below, ``provisioner.realize``, which never imports this package.
 """

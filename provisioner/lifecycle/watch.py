@@ -73,12 +73,12 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
     its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
     from provisioner.errors import ProvisionerError
     from provisioner.lifecycle import state
-    from provisioner.lifecycle.cli import _emitter, _runtime, cluster_id_of
+    from provisioner.lifecycle.cli import _runtime, cluster_id_of, emitter
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
-    emit = _emitter(json_out)
+    emit = emitter(json_out)
     runtime = _runtime(emit)
     try:
         cluster_id = cluster_id_of(target, catalog)

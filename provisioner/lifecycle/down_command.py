@@ -1,0 +1,105 @@
+"""``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/cli.py).
+
+The engine is the one the local record names (else pulumi when a pulumi ``up`` kept its plan
+here, else direct); without a record the direct engine needs ``--provider`` or the spec/plan file.
+Idempotent: a second ``down`` says nothing is left and exits 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from provisioner.errors import UsageError
+from provisioner.lifecycle import cli
+
+if TYPE_CHECKING:
+    from provisioner.plan import Plan
+    from provisioner.realize.events import Emit
+
+
+def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
+         catalog: Path | None = None, json_out: bool = False, force_unowned: bool = False) -> None:
+    """Delete every node of the cluster through the provider API (or destroy its stack). Idempotent."""
+    from provisioner.lifecycle import state
+
+    cluster_id = cli.cluster_id_of(target, catalog)
+    lab = cli.enter_lab(cluster_id)
+    record = state.load_record(cluster_id)
+    chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
+    cli.check_engine(chosen)
+    if chosen == "direct" and record is None and provider is None:
+        # No record (an earlier down forgot it): the spec or plan file says where the cluster lives.
+        planned = _plan_of_file(target, catalog)
+        if planned is None:
+            raise UsageError(f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
+                             "its spec or plan file; provisioner gc lists what the tool left anywhere",
+                             option="--provider")
+        provider = planned.option.provider
+    emit = cli.emitter(json_out)
+    if chosen == "pulumi":
+        from provisioner.lifecycle import pulumi_engine
+        from provisioner.lifecycle.lease import hold
+        from provisioner.lifecycle.spend import before_teardown, emit_settled
+
+        runtime = cli._runtime(emit, interrupts=False)
+        with hold(cluster_id, "down"):
+            listed = before_teardown(runtime.provider, record)
+            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
+            if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
+                emit_settled(emit, listed[0], record, listed[1], runtime.now())
+            state.remove_record(cluster_id)
+        emit("down", message=f"cluster {cluster_id} is down (pulumi)" if existed or record is not None
+             else f"nothing left of cluster {cluster_id} (no pulumi stack)", cluster=cluster_id)
+        _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),
+                           provider, emit)
+        return
+    from provisioner.lifecycle.realize import tear_down
+
+    runtime = cli._runtime(emit, interrupts=False)
+    with _shielded():
+        tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
+    if lab:
+        from provisioner.local.lab import stop
+
+        stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
+        emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
+
+
+def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
+    """The plan a spec or plan file TARGET names (a spec planned as ``up`` would); None for a cluster id."""
+    path = Path(target)
+    return cli.ranked_plans(path, catalog, 1)[0] if path.is_file() else None
+
+
+def _unrecorded_engine(cluster_id: str) -> str:
+    """A cluster without a local record: pulumi when a pulumi ``up`` kept its plan here, else direct."""
+    from provisioner.lifecycle import pulumi_engine
+
+    return "pulumi" if pulumi_engine.plan_path(cluster_id).is_file() else "direct"
+
+
+def _reservations_left(cluster_id: str, plan: Plan | None, provider: str | None, emit: Emit) -> None:
+    """After a pulumi ``down``, what the direct engine's says of a paid reservation that outlives the
+    cluster (an EC2 Capacity Block): asked of the provider of a Capacity Block plan, or of ``provider``."""
+    from provisioner.lifecycle.reservations import report_left
+
+    name = provider or (plan.option.provider if plan is not None and plan.option.offer.block_hours else None)
+    if name is not None:
+        runtime = cli._runtime(emit, interrupts=False)
+        report_left(runtime, runtime.provider(name), cluster_id, name)
+
+
+class _shielded:
+    """Ctrl-C during ``down`` is ignored once (the delete must finish); a second one stops it."""
+
+    def __enter__(self) -> None:
+        from provisioner.realize.interrupts import Interrupts
+
+        self._interrupts = Interrupts().install()
+        self._cm = self._interrupts.shielded()
+        self._cm.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._cm.__exit__(None, None, None)
+        self._interrupts.restore()

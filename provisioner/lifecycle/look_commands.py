@@ -1,0 +1,146 @@
+"""``provisioner status``, ``outputs`` and ``ssh``: look at a cluster (registered by lifecycle/cli.py).
+
+``status`` lists the local records (or one cluster with what its provider lists now and its cost),
+``outputs`` prints the cluster's outputs as plain values (never Python reprs), ``ssh`` opens a
+shell or runs a command on a node as the cluster user with the cluster key.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from provisioner.lifecycle import cli
+from provisioner.money import usd_of_cents
+from provisioner.termtext import printable
+
+
+def status(target: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
+    """The clusters brought up from here, or one cluster with what its provider lists now."""
+    from provisioner.lifecycle import state
+
+    if target is None:
+        from provisioner.lifecycle import ledger
+
+        records = state.list_records()
+        metered = {row.cluster: str(usd_of_cents(row.metered_cents)) for row in ledger.rows(ledger.read())
+                   if row.metered_cents is not None}  # the last status or down
+        rows = [{**_summary(record), "metered_usd": metered.get(record.cluster_id)} for record in records]
+        if json_out:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            return
+        if not rows:
+            print("no clusters (brought up from this machine)")
+        for row in rows:
+            print(printable(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
+                            f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
+                            f"  metered ${row['metered_usd'] or '-'} (last status)"))
+        return
+    from provisioner.lifecycle.realize import cluster_nodes
+    from provisioner.lifecycle.spend import status_cost
+
+    cli.enter_lab(cli.cluster_id_of(target, catalog))
+    runtime = cli._runtime(cli.emitter(True), interrupts=False)
+    record, nodes = cluster_nodes(cli.cluster_id_of(target, catalog), runtime)
+    cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
+    doc = {**_summary(record), "live": [{"name": n.name, "id": n.id, "status": n.status.value,
+                                         "public_ip": n.public_ip, "private_ip": n.private_ip} for n in nodes],
+           "cost": cost.as_json()}
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    print(printable(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), "
+                    f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"))
+    for line in cost.lines():
+        print(printable(f"  {line}"))
+    for node in doc["live"]:
+        print(printable(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
+                        f"{node['private_ip'] or '-'}  {node['id']}"))
+
+
+def _summary(record: Any) -> dict[str, Any]:
+    return {"cluster": record.cluster_id, "provider": record.provider, "engine": record.engine,
+            "status": record.status, "nodes": len(record.plan.nodes),
+            "hourly_usd": str(record.plan.option.hourly_usd), "head_address": record.head_address,
+            "expires_at": record.expires_at.isoformat() if record.expires_at else None,
+            "max_cost_usd": str(record.max_cost_usd) if record.max_cost_usd is not None else None}
+
+
+def outputs(target: str, backend: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
+    """The cluster's outputs: head address, SSH command, nodes, hourly cost, expiry."""
+    from provisioner.lifecycle import state
+
+    cluster_id = cli.cluster_id_of(target, catalog)
+    cli.enter_lab(cluster_id)
+    record = state.load_record(cluster_id)
+    if (record is not None and record.engine == "pulumi") or (record is None and backend):
+        from provisioner.lifecycle import pulumi_engine
+
+        doc = pulumi_engine.outputs(cluster_id, backend=backend)
+    else:
+        from provisioner.lifecycle.realize import cluster_nodes, node_address
+
+        record, nodes = cluster_nodes(cluster_id, cli._runtime(cli.emitter(True), interrupts=False))
+        endpoints = {n.name: n.ssh_endpoint() for n in nodes}
+        doc = {**_summary(record), "ssh_command": f"provisioner ssh {cluster_id}",
+               "nodes": {n.name: node_address(n) for n in nodes},
+               "ssh_endpoints": {name: f"{e[0]}:{e[1]}" for name, e in endpoints.items() if e}}
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        return
+    for key, value in doc.items():
+        for line in _value_lines(key, value):
+            print(printable(line))
+
+
+def _value_lines(key: str, value: Any, indent: str = "") -> list[str]:
+    """``key: value`` for people: nested mappings and lists as indented lines, never a Python repr."""
+    if isinstance(value, dict):
+        return [f"{indent}{key}:" + (" -" if not value else ""), *[
+            line for k, v in value.items() for line in _value_lines(str(k), v, indent + "  ")]]
+    if isinstance(value, list | tuple):
+        lines = [f"{indent}{key}:" + (" -" if not value else "")]
+        for item in value:
+            if isinstance(item, dict):
+                lines.append(f"{indent}  - " + ", ".join(f"{k}: {'-' if v in (None, '') else v}"
+                                                         for k, v in item.items()))
+            else:
+                lines.append(f"{indent}  - {item}")
+        return lines
+    return [f"{indent}{key}: {'-' if value is None or value == '' else value}"]
+
+
+def ssh(target: str, command: list[str] | None = None, node: str | None = None, print_only: bool = False,
+        catalog: Path | None = None) -> None:
+    """Open a shell (or run COMMAND) on the head node as the cluster user, with the cluster key."""
+    import os
+    import shlex
+
+    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote
+    from provisioner.realize.bootstrap_ssh import SshTarget
+    from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
+
+    cluster_id = cli.cluster_id_of(target, catalog)
+    cli.enter_lab(cluster_id)
+    record, nodes = cluster_nodes(cluster_id, cli._runtime(cli.emitter(True), interrupts=False))
+    name = node or record.plan.head.name
+    found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
+    if found is None and name == record.plan.head.name and record.head_address:  # no longer listed
+        found = SshTarget(host=record.head_address, node_name=name, user=CLUSTER_USER)
+    if found is None:
+        from provisioner.errors import ProvisionerError
+
+        raise ProvisionerError(f"cluster {cluster_id}: node {name} has no address "
+                               f"(see provisioner status {cluster_id})")
+    remote = default_remote(cluster_id, cluster_secrets(cluster_id))
+    assert isinstance(remote, SshRemote)
+    argv = remote.argv(found, command or [])
+    if not command:
+        argv = argv[:-1]  # no remote command: a login shell
+    if print_only:
+        print(printable(shlex.join(argv)))
+        return
+    sys.stdout.flush()
+    os.execvp(argv[0], argv)

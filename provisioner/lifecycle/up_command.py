@@ -1,0 +1,174 @@
+"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/cli.py).
+
+``up`` on the pulumi engine drives the stacks/ program through the Automation API, keeps a local
+record (saved as ``creating`` before the stack is touched) and, unless ``--no-wait``, runs the
+direct engine's last steps on the stack's nodes; on the direct engine it calls
+``lifecycle.realize.bring_up_first`` over the spec's ranked options. ``burst`` brings a job
+cluster up, runs the job and tears it down (``lifecycle.burst``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from provisioner.errors import ProvisionerError, StackError, UsageError
+from provisioner.lifecycle import cli
+
+if TYPE_CHECKING:
+    from provisioner.lifecycle.realize import Runtime
+    from provisioner.plan import Plan
+
+
+def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
+       ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
+       on_budget: str = "warn", wait: bool = True, local: bool = False) -> None:
+    """Buy and boot the cluster; block until its control plane lists every node ready (on either
+    engine; ``wait=False``, pulumi only: return once the stack is up). ``local``: a dry run on this
+    machine's nodes behind the provider's fake (provisioner.local.lab), on the direct engine."""
+    why = "--engine " + engine if engine else ""
+    if local:
+        if engine not in (None, "direct"):
+            raise UsageError("a local dry run runs the direct engine", option="--engine")
+        engine, why = "direct", "--local"
+    if engine is None:
+        engine, why = cli.default_engine()
+    cli.check_engine(engine)
+    if not wait and engine != "pulumi":
+        raise UsageError("the direct engine always waits for the control plane", option="--no-wait")
+    ttl_s = cli.parse_duration(ttl) if ttl else None
+    max_cost_usd = cli.parse_money(max_cost) if max_cost else None
+    emit = cli.emitter(json_out)
+    if engine == "pulumi":
+        from provisioner.lifecycle import pulumi_engine
+        from provisioner.lifecycle.access import require_ssh_sources
+        from provisioner.lifecycle.realize import expiry_for, utc_now
+
+        pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
+        plan = cli.ranked_plans(target, catalog, 1)[0]
+        require_ssh_sources(plan, target)
+        emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
+        now = utc_now()
+        from provisioner.lifecycle.spend import budget_expiry
+
+        expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+        from provisioner.lifecycle.lease import hold
+
+        runtime = cli._runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
+        # Saved before the stack is touched: an interrupted or failed up leaves a record saying so. The
+        # local lock is held throughout; machines sharing the backend are kept apart by its stack lock.
+        try:
+            with hold(plan.cluster_id, "up"):
+                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
+                try:
+                    outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at,
+                                               runtime=runtime)
+                    if wait:
+                        _await_stack(plan, runtime)
+                except KeyboardInterrupt:
+                    _mark(plan.cluster_id, "interrupted")
+                    raise
+                except ProvisionerError:
+                    _mark(plan.cluster_id, "failed")
+                    raise
+                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
+        finally:
+            if runtime.interrupts is not None:
+                runtime.interrupts.restore()
+        emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
+        return
+    from provisioner.lifecycle.access import require_ssh_sources
+    from provisioner.lifecycle.realize import bring_up_first
+
+    if local:  # SSH comes from the lab's own address (provisioner.local.lab.fit_to_host)
+        from provisioner.local import lab
+
+        lab.require_host()
+        plans = cli.ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        lab.local_options(plans, max_tries)  # refused here, before the first progress line
+    else:
+        plans = cli.ranked_plans(target, catalog, max_tries)
+        require_ssh_sources(plans[0], target)
+    emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
+    if local:
+        plans = lab.local_plans(plans, emit, max_tries)
+    runtime = cli._runtime(emit)
+    try:
+        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
+                       on_budget=on_budget)
+    except KeyboardInterrupt:
+        cluster_id = plans[0].cluster_id
+        _mark(cluster_id, "interrupted")
+        emit("error", message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
+             f"provisioner down {cluster_id} --engine direct", cluster=cluster_id)
+        raise
+    finally:
+        if runtime.interrupts is not None:
+            runtime.interrupts.restore()
+
+
+def _await_stack(plan: Plan, runtime: Runtime) -> None:
+    """The direct engine's last steps on the stack's nodes (run, SSH pass, control plane ready)."""
+    from provisioner.lifecycle.realize import await_stack
+
+    try:
+        await_stack(plan, runtime)
+    except StackError:
+        raise
+    except ProvisionerError as exc:  # the stack is up and billing: say what remains and how to remove it
+        raise StackError(f"{exc}; the stack's nodes remain: provisioner down {plan.cluster_id}") from None
+
+
+def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None,
+                        max_cost_usd: Decimal | None = None, on_budget: str = "warn", status: str = "up") -> None:
+    from provisioner.lifecycle import state
+
+    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider,
+                                          engine="pulumi", plan=plan, created_at=now, expires_at=expires_at,
+                                          max_cost_usd=max_cost_usd, on_budget=on_budget,
+                                          status=status))  # type: ignore[arg-type]
+
+
+def _mark(cluster_id: str, status: str) -> None:
+    """Set the local record's status (``interrupted``, ``failed``) if there is one; never raises."""
+    from provisioner.lifecycle import state
+
+    try:
+        record = state.load_record(cluster_id)
+        if record is not None:
+            state.save_record(record.model_copy(update={"status": status}))
+    except (ProvisionerError, OSError):
+        pass
+
+
+
+def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: str | None = None,
+          engine: str = "direct", skip_validation: bool = False, max_tries: int = 3, image: str = "ubuntu:24.04",
+          catalog: Path | None = None, json_out: bool = False, on_budget: str = "stop",
+          max_replacements: int = 3) -> int:
+    """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
+    if engine != "direct":
+        raise UsageError("burst runs on the direct engine only", option="--engine")
+    if not command:
+        raise UsageError("give the job after --, e.g. provisioner burst spec.yaml -- srun -N2 hostname",
+                         option="COMMAND")
+    from provisioner.lifecycle.burst import BurstOptions, run_burst
+
+    options = BurstOptions(ttl_s=cli.parse_duration(ttl) if ttl else None,
+                           max_cost_usd=cli.parse_money(max_cost) if max_cost else None, on_budget=on_budget,
+                           skip_validation=skip_validation, max_tries=max_tries, image=image,
+                           max_replacements=max_replacements)
+    from provisioner.lifecycle.access import require_ssh_sources
+
+    plans = cli.ranked_plans(target, catalog, max_tries)
+    require_ssh_sources(plans[0], target)
+    runtime = cli._runtime(cli.emitter(json_out))
+    try:
+        code = run_burst(plans, command, options, runtime)
+    finally:
+        if runtime.interrupts is not None:
+            runtime.interrupts.restore()
+    return code
+
