@@ -167,3 +167,26 @@ def test_up_makes_the_rules_before_the_first_instance_and_down_removes_them_with
         assert all(inst["tags"] == {"items": [cid]} for inst in app.instances.values())
         tear_down(cid, instant_runtime(StandInRemote(), provider_for=lambda _name: fake.adapter()))
         assert app.instance_count() == 0 and app.firewall.rules == {}
+
+
+def test_gc_of_an_unrecorded_cluster_removes_its_instances_and_its_rules(
+        fake: RunningServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed up leaves instances and rules with no record: ``gc --yes`` removes both; another
+    owner's cluster of the same id keeps its rules (and its instances)."""
+    import datetime as dt
+
+    from provisioner.lifecycle.gc import collect_garbage
+
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_OWNER", OWNER)
+    adapter = _adapter(fake)
+    adapter.ensure_firewall("fwc", ["203.0.113.7/32"], "us-central1")
+    adapter.create_nodes("fwc", harness_gcp.node_specs(2))
+    other = _adapter(fake, owner="someone-else")
+    other.ensure_firewall("fwo", ["203.0.113.7/32"], "us-central1")
+    other.create_nodes("fwo", harness_gcp.node_specs(1, "o"))
+    now = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+    report = collect_garbage(adapters={"gcp": adapter}, records=[], delete=True, now=lambda: now)
+    assert sorted(x.name for x in report.deleted) == ["n0", "n1"]
+    assert sorted(_stored(fake)) == ["fwo-fw-deny", "fwo-fw-internal", "fwo-fw-ssh"]
+    assert [n.name for n in adapter.get_nodes("fwo")] == ["o0"]
