@@ -184,7 +184,8 @@ class Columns:
         from provisioner.columns import ENUMS, IDS, PRICES, RATES, TEXTS
 
         self.origin = origin
-        self.seen: dict[str, dict[str | None, int]] = {name: {None: -1} for name in (*IDS, *TEXTS)}
+        self.seen: dict[str, dict[str | None, int]] = {name: {None: -1} for name in (*IDS, *TEXTS) if name != UNIQUE}
+        self.unique: list[tuple[str | None, ...]] = []  # UNIQUE's values, chunk by chunk
         self.enums = {name: {str(member): i for i, member in enumerate(members)} for name, members in ENUMS.items()}
         self.days: dict[dt.date | None, int] = {None: -1}
         self.parts: dict[str, list[np.ndarray]] = {}
@@ -203,6 +204,7 @@ class Columns:
         values: dict[str, np.ndarray] = {}
         for name, seen in self.seen.items():
             values[name] = _codes(column[name], seen)
+        self.unique.append(column[UNIQUE])
         for name, (dtype, *_rest) in NUMBERS.items():
             values[name] = _numbers(column[name], dtype, self.origin, name, base)  # None -> NaN
         for name, index in self.enums.items():
@@ -248,9 +250,26 @@ class Columns:
         self._parse_written()
         values = {name: np.concatenate(parts) for name, parts in self.parts.items()} if self.parts else \
             table_of_nothing()
-        names = {name: _dictionary(seen) for name, seen in self.seen.items()}
+        names = {name: _dictionary(list(seen)[1:]) for name, seen in self.seen.items()}  # [0]: None
+        values[UNIQUE], names[UNIQUE] = _unique_codes(self.unique)
         values["key_rank"] = _key_rank(values, names, n)
         return OfferTable(values=values, names=names)
+
+
+UNIQUE = "offer_id"
+"""The identifier that usually differs on every row: kept as written until the end, then coded all at
+once (a dictionary of a million ids, grown chunk by chunk, costs more than the rest of the columns)."""
+
+
+def _unique_codes(chunks: list[tuple[str | None, ...]]) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, dictionary) of every value in ``chunks``, in order of first use."""
+    texts = [text for chunk in chunks for text in chunk] if len(chunks) != 1 else list(chunks[0])
+    chunks.clear()
+    distinct = set(texts)
+    if len(distinct) == len(texts) and None not in distinct:  # each row its own id: codes are the rows
+        return np.arange(len(texts), dtype=np.int32), _dictionary(texts)
+    seen: dict[str | None, int] = {None: -1}
+    return _codes(tuple(texts), seen), _dictionary(list(seen)[1:])
 
 
 def table_of_nothing() -> dict[str, np.ndarray]:
@@ -281,9 +300,8 @@ def _codes(texts: tuple[str | None, ...], seen: dict[str | None, int]) -> np.nda
         return np.fromiter(list(map(seen.__getitem__, texts)), np.int32, len(texts))
 
 
-def _dictionary(seen: dict[str | None, int]) -> np.ndarray:
-    """The UTF-8 bytes of ``seen``'s values, in code order (None, first, is no value)."""
-    texts = list(seen)[1:]
+def _dictionary(texts: list[str | None]) -> np.ndarray:
+    """The UTF-8 bytes of ``texts`` (no None among them) as a dictionary array."""
     if not texts:
         return np.array([], "S1")
     try:
