@@ -85,6 +85,7 @@ def test_offers_decoded_in_chunks_keep_their_place(monkeypatch: pytest.MonkeyPat
     from provisioner.catalog import BUNDLED_FILE
 
     monkeypatch.setattr("provisioner.catalog_json.CHUNK", 7)  # many chunks from the bundled catalog
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK_BYTES", 500)  # and many cuts on the fast path
     text = BUNDLED_FILE.read_bytes()
     fast = decode_table_catalog(text, "x").offer_table()
     model = parse_catalog(text.decode(), "x").offer_table()
@@ -190,3 +191,32 @@ def test_prices_parsed_in_batches_keep_their_rows(monkeypatch: pytest.MonkeyPatc
     prices[13] = '"x"'
     with pytest.raises(CatalogError, match=r"^x: offers\[13\]\.price_per_hour_usd: expected a number$"):
         decode_table_catalog(_catalog_with(prices, ["0.01"] * 19), "x")
+
+
+def test_a_cut_between_offers_that_falls_inside_a_text_is_not_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path cuts the offers text where "}, {" appears: inside a string that cut leaves its piece
+    # invalid JSON, and the file is read again offer by offer, to the same table.
+    from provisioner.catalog import BUNDLED_FILE
+
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK_BYTES", 300)
+    doc = json.loads(BUNDLED_FILE.read_text())  # floats written back by repr: the same decimals
+    for i, offer in enumerate(doc["offers"]):
+        offer["how_to_obtain"] = f"ask sales}}, {{then wait {i}" if i % 2 else "ask}  ,   { again"
+    text = json.dumps(doc).encode()
+    fast = decode_table_catalog(text, "x").offer_table()
+    model = parse_catalog(text.decode(), "x").offer_table()
+    assert len(fast) == len(doc["offers"]) > 20
+    for name, column in model.values.items():
+        np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
+    np.testing.assert_array_equal(model.names["how_to_obtain"], fast.names["how_to_obtain"])
+
+
+def test_the_fast_path_cuts_only_between_offers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import provisioner.catalog_json as catalog_json
+
+    monkeypatch.setattr(catalog_json, "CHUNK_BYTES", 200)
+    recut = []
+    monkeypatch.setattr(catalog_json, "_columns_by_offer", lambda *args: recut.append(args) or pytest.fail("recut"))
+    prices = [f"{i}.5" for i in range(1, 40)]
+    table = decode_table_catalog(_catalog_with(prices, ["0"] * 39), "x").offer_table()
+    assert sorted(table["price_micro"].tolist()) == [i * 1_000_000 + 500_000 for i in range(1, 40)] and not recut
