@@ -1,12 +1,15 @@
 """Cold `provisioner plan --format json` from process start to printed report.
 
-Usage: python bench/bench_cli.py [--runs 11] [--sizes 100000 1000000] [--workdir DIR]
+Usage: python bench/bench_cli.py [--runs 11] [--sizes 100000 1000000] [--json-sizes 100000 1000000]
+       [--workdir DIR] [--peer-python VENV/bin/python] [--skip-bundled]
 
 1. Every example spec on the bundled catalog.
 2. A typical spec (bench/bench_optimizer.py's SPEC) on synthetic columnar catalogs of each size
    (written once by bench/synthetic_catalog.py into --workdir), with the peak RSS of the run.
 3. The first plan on a JSON catalog of each --json-sizes never seen before (read by
-   provisioner.catalog_json, then compiled into the cache), and the next one from that cache.
+   provisioner.catalog_json, then compiled into the cache), and the next one from that cache;
+   wall and CPU seconds (median and min) and the peak RSS. With --peer-python, the same offers
+   read by SkyPilot from a separate virtual environment (bench/peer_skypilot.py).
 First the machine's baselines: a bare interpreter, and one importing only the libraries a plan
 needs before any project code runs (FLOOR). Each run is a fresh interpreter timed with
 perf_counter around subprocess.run; we report the median, min and max, and the largest peak
@@ -62,26 +65,58 @@ FLOOR = ("import os; os.environ.update(OPENBLAS_NUM_THREADS='1', PYDANTIC_DISABL
 (the spec) and pydantic (the models; fixed by the design), with the CLI's own start-up settings."""
 
 
-def first_touch(spec: Path, catalog: Path, runs: int, workdir: Path) -> tuple[list[float], float, list[float], float]:
-    """Plans on a JSON catalog never seen before (a fresh compiled cache each run), then from the cache.
-    ru_maxrss of the children is the largest so far, so each kind runs in its own child."""
+def measured(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MiB) of one run of ``command``, through a child of its own: ru_maxrss of
+    the children is the largest so far, so each run is measured by a fresh parent."""
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            f"subprocess.run({command!r}, stdout=subprocess.DEVNULL, check=True); w = time.perf_counter() - t; "
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+            "print(w, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    wall, cpu, peak = map(float, out.stdout.split())
+    return wall, cpu, peak
+
+
+def first_touch(spec: Path, catalog: Path, runs: int, workdir: Path) -> tuple[list[tuple[float, float, float]], ...]:
+    """Plans on a JSON catalog never seen before (a fresh compiled cache each run), then from the cache."""
     import shutil
 
     first, cached = [], []
-    peaks = [0.0, 0.0]
+    env = {**os.environ, "PROVISIONER_CACHE_DIR": str(workdir / "cache-json")}
+    command = [sys.executable, "-m", "provisioner.cli", "plan", str(spec), "--catalog", str(catalog),
+               "--format", "json"]
     for _ in range(runs):
         shutil.rmtree(workdir / "cache-json", ignore_errors=True)
-        for k, samples in enumerate((first, cached)):
-            code = ("import os, resource, subprocess, sys, time; t = time.perf_counter(); "
-                    f"subprocess.run([sys.executable, '-m', 'provisioner.cli', 'plan', {str(spec)!r}, '--catalog', "
-                    f"{str(catalog)!r}, '--format', 'json'], stdout=subprocess.DEVNULL); "
-                    "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
-            env = {**os.environ, "PROVISIONER_CACHE_DIR": str(workdir / "cache-json")}
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-            seconds, peak = map(float, out.stdout.split())
-            samples.append(seconds)
-            peaks[k] = max(peaks[k], peak)
-    return first, peaks[0], cached, peaks[1]
+        first.append(measured(command, env))
+        cached.append(measured(command, env))
+    return first, cached
+
+
+def peer(python: str, npz: Path, runs: int, workdir: Path) -> tuple[list[tuple[float, float, float]], ...]:
+    """SkyPilot's first look at the same offers (bench/peer_skypilot.py), and its import floor."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from peer_skypilot import FLOOR as PEER_FLOOR
+    from peer_skypilot import QUERY, write_csv
+
+    home = workdir / f"peer-home-{npz.stem}"
+    csv = write_csv(npz, home)
+    env = {**os.environ, "HOME": str(home), "SKYPILOT_DISABLE_USAGE_COLLECTION": "1"}
+    query, floor = [], []
+    for _ in range(runs):
+        os.utime(csv)  # fresh: SkyPilot fetches a catalog older than its pull interval
+        query.append(measured([python, "-c", QUERY], env))
+        floor.append(measured([python, "-c", PEER_FLOOR], env))
+    return query, floor
+
+
+def line(label: str, samples: list[tuple[float, float, float]]) -> str:
+    walls, cpus, peaks = zip(*samples, strict=True)
+    return (f"{label:40} {statistics.median(walls):8.3f} {min(walls):7.3f} {statistics.median(cpus):8.3f} "
+            f"{min(cpus):7.3f} {max(peaks):9.0f}")
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def time_python(code: str, runs: int) -> list[float]:
@@ -105,15 +140,18 @@ def main() -> None:
     parser.add_argument("--json-sizes", type=int, nargs="*", default=[100_000],
                         help="first plan on a new JSON catalog of each size, then from its compiled cache")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "provisioner-bench")
+    parser.add_argument("--peer-python", help="python of a separate venv with `pip install skypilot`: "
+                        "time the peer on the same offers (bench/peer_skypilot.py)")
+    parser.add_argument("--skip-bundled", action="store_true", help="only the synthetic catalogs")
     args = parser.parse_args()
     for package in ("provisioner", "providers", "stacks", "templates"):
         compileall.compile_dir(str(ROOT / package), quiet=1)
     os.environ["PROVISIONER_CACHE_DIR"] = str(args.workdir / "cache")
-    print(f"{'baseline':34} {'median s':>9} {'min s':>7} {'max s':>7}")
+    print(f"{'baseline':34} {'median s':>9} {'min s':>7} {'max s':>7}   (load before: {load()})")
     print(row("python -c pass", time_python("pass", args.runs)))
     print(row("import floor (numpy, yaml, pydantic)", time_python(FLOOR, args.runs)))
     print(f"\n{'plan --format json':34} {'median s':>9} {'min s':>7} {'max s':>7}")
-    for spec in sorted((ROOT / "examples").glob("*.yaml")):
+    for spec in [] if args.skip_bundled else sorted((ROOT / "examples").glob("*.yaml")):
         print(row(f"{spec.stem} (bundled)", time_plan([str(spec)], args.runs)[0]))
     args.workdir.mkdir(parents=True, exist_ok=True)
     spec = args.workdir / "spec.yaml"
@@ -126,16 +164,23 @@ def main() -> None:
                            check=True)
         samples, peak = time_plan([str(spec), "--catalog", str(catalog)], args.runs)
         print(row(f"{n:,} offers (.npz)", samples, peak))
+    if args.json_sizes:
+        print(f"\n{'first plan on a new JSON catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
+              f"{'peak MiB':>9}   (load before: {load()})")
     for n in args.json_sizes:
         catalog = args.workdir / f"offers-{n}.json"
+        npz = args.workdir / f"offers-{n}-for-json.npz"
         if not catalog.is_file():
-            subprocess.run([sys.executable, str(ROOT / "bench" / "synthetic_catalog.py"), str(n),
-                            str(args.workdir / f"offers-{n}-for-json.npz"), "--json", str(catalog)], check=True)
-        first, first_peak, cached, cached_peak = first_touch(spec, catalog, args.runs, args.workdir)
-        print(row(f"{n:,} offers (.json, first plan)", first, first_peak))
-        print(row(f"{n:,} offers (.json, from cache)", cached, cached_peak))
-    print(f"\nload average after: {' '.join(Path('/proc/loadavg').read_text().split()[:3])} "
-          f"on {os.cpu_count()} CPUs")
+            subprocess.run([sys.executable, str(ROOT / "bench" / "synthetic_catalog.py"), str(n), str(npz),
+                            "--json", str(catalog)], check=True)
+        first, cached = first_touch(spec, catalog, args.runs, args.workdir)
+        print(line(f"{n:,} offers (.json, first plan)", first))
+        print(line(f"{n:,} offers (.json, from cache)", cached))
+        if args.peer_python:
+            query, floor = peer(args.peer_python, npz, args.runs, args.workdir)
+            print(line(f"{n:,} offers, peer (SkyPilot catalog)", query))
+            print(line("peer import floor (sky.catalog, pandas)", floor))
+    print(f"\nload average after: {load()} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
