@@ -163,7 +163,7 @@ def _columns_by_cuts(text: memoryview, origin: str) -> tuple[Columns, int]:
         raise _Recut
     while start < end:
         cut = _BETWEEN_OFFERS.search(text, start + CHUNK_BYTES) if start + CHUNK_BYTES < end else None
-        piece = b"[" + text[start:cut.start() + 1] + b"]" if cut else b"[" + text[start:]  # the last has its "]"
+        piece = b"".join((b"[", text[start:cut.start() + 1], b"]") if cut else (b"[", text[start:]))  # one copy
         try:
             rows = _ROWS.decode(piece)
         except (msgspec.ValidationError, msgspec.DecodeError):
