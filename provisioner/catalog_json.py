@@ -161,19 +161,48 @@ def _columns_by_cuts(text: memoryview, origin: str) -> tuple[Columns, int]:
     columns, base, start, end = Columns(origin, FIELDS), 0, 1, len(text)
     if not bytes(text[:1]) == b"[":
         raise _Recut
+    seen_rows, rebuilds = None, 0
     while start < end:
         cut = _BETWEEN_OFFERS.search(text, start + CHUNK_BYTES) if start + CHUNK_BYTES < end else None
         piece = b"".join((b"[", text[start:cut.start() + 1], b"]") if cut else (b"[", text[start:]))  # one copy
         try:
-            rows = _ROWS.decode(piece)
+            rows = (seen_rows or _ROWS).decode(piece)
         except (msgspec.ValidationError, msgspec.DecodeError):
-            raise _Recut from None
+            if seen_rows is None:
+                raise _Recut from None
+            seen_rows = None  # a value not seen before, or a bad one: the plain rows tell which
+            continue
         del piece
         count = len(rows)
         columns.add(rows, base)
         base += count
         start = cut.end() - 1 if cut else end
+        if seen_rows is None and rebuilds < MAX_REBUILDS:
+            seen_rows, rebuilds = _seen_rows(columns.seen), rebuilds + 1
     return columns, base
+
+
+SHARED = ("provider", "region", "gpu_model", "instance_type", "interruption_basis")
+"""Text fields with few values: decoded, once seen, to one shared str per value."""
+MAX_SHARED = 1000
+MAX_REBUILDS = 8
+
+
+def _seen_rows(seen: dict[str, dict[str | None, int]]) -> msgspec.json.Decoder | None:
+    """A decoder of rows whose SHARED fields take only the values in ``seen``, each decoded to the very
+    str object ``seen`` holds: nothing allocated, its hash known, its lookup an identity check. A value
+    outside them fails the piece, which is then decoded by the plain rows (and ``seen`` grows). None
+    when a field has more than MAX_SHARED values."""
+    shared = {}
+    for name in SHARED:
+        values = tuple(value for value in seen[name] if value is not None)
+        if not values or len(values) > MAX_SHARED:
+            return None
+        shared[name] = Literal.__getitem__(values)  # Literal[values], built at run time
+    fields = [(f.name, shared.get(f.name, f.type)) if f.required else (f.name, shared.get(f.name, f.type), f.default)
+              for f in msgspec.structs.fields(Row)]
+    row = msgspec.defstruct("SeenRow", fields, forbid_unknown_fields=True, gc=False)
+    return msgspec.json.Decoder(list[row])  # type: ignore[valid-type]
 
 
 def _columns_by_offer(data: bytes | mmap.mmap, origin: str) -> tuple[Columns, int]:

@@ -220,3 +220,40 @@ def test_the_fast_path_cuts_only_between_offers(monkeypatch: pytest.MonkeyPatch)
     prices = [f"{i}.5" for i in range(1, 40)]
     table = decode_table_catalog(_catalog_with(prices, ["0"] * 39), "x").offer_table()
     assert sorted(table["price_micro"].tolist()) == [i * 1_000_000 + 500_000 for i in range(1, 40)] and not recut
+
+
+def test_values_first_seen_in_a_later_piece_are_read_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After the first piece, provider, region, GPU model, instance type and interruption basis are decoded
+    # against the values seen so far; a piece with a new one is decoded again as plain rows (not sent down
+    # the row-exact path) and read exactly as the Offer-model path reads it.
+    import provisioner.catalog_json as catalog_json
+    from provisioner.catalog import BUNDLED_FILE
+
+    monkeypatch.setattr(catalog_json, "CHUNK_BYTES", 400)
+    monkeypatch.setattr(catalog_json, "_columns_by_offer", lambda *args: pytest.fail("row-exact path taken"))
+    doc = json.loads(BUNDLED_FILE.read_text())
+    offers = sorted(doc["offers"], key=lambda o: (o["provider"], o["region"]))  # new values keep coming
+    for i, offer in enumerate(offers):
+        offer["interruption_basis"] = f"basis {i // 7}"
+    doc["offers"] = offers
+    text = json.dumps(doc).encode()
+    fast = decode_table_catalog(text, "x").offer_table()
+    model = parse_catalog(text.decode(), "x").offer_table()
+    for name, column in model.values.items():
+        np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
+    for name, dictionary in model.names.items():
+        np.testing.assert_array_equal(dictionary, fast.names[name], err_msg=name)
+
+
+def test_a_bad_value_in_a_later_piece_is_named_at_its_offer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK_BYTES", 400)
+    doc = json.loads(BUNDLED_FILE.read_text())
+    doc["offers"][40]["region"] = 7
+    with pytest.raises(CatalogError, match=r"^x: offers\[40\]\.region: Expected `str`, got `int`$"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
+    doc["offers"][40]["region"] = "us-east-1"
+    doc["offers"][41]["fabric"] = "smoke-signals"
+    with pytest.raises(CatalogError, match=r"^x: offers\[41\]\.fabric: must be one of ethernet, roce"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
