@@ -108,14 +108,18 @@ def _fixed_token(credentials: Any) -> bool:
 
 
 class _PacedAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter taking one token from ``limiter`` before each HTTP request it sends."""
+    """requests' adapter taking one token from ``limiter`` before each HTTP request it sends
+    (through ``inner`` when given, else over the network)."""
 
-    def __init__(self, limiter: RateLimiter) -> None:
+    def __init__(self, limiter: RateLimiter, inner: requests.adapters.BaseAdapter | None = None) -> None:
         super().__init__()
         self._limiter = limiter
+        self._inner = inner
 
     def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         self._limiter.acquire()
+        if self._inner is not None:
+            return self._inner.send(request, *args, **kwargs)
         return super().send(request, *args, **kwargs)
 
 
@@ -128,12 +132,13 @@ class GCPClient:
 
     ``credentials`` default to Application Default Credentials; ``endpoint`` (a URL with its
     scheme, e.g. ``http://127.0.0.1:PORT``) replaces compute.googleapis.com, ``billing_endpoint``
-    (default: ``endpoint``) cloudbilling.googleapis.com.
+    (default: ``endpoint``) cloudbilling.googleapis.com. ``http_adapter`` (a requests transport
+    adapter) sends every request instead of the network, after the limiter (tests: an in-process fake).
     """
 
     def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
                  billing_endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, http_adapter: requests.adapters.BaseAdapter | None = None) -> None:
         self.project = project
         self.endpoint = endpoint or None
         self.billing_endpoint = billing_endpoint or endpoint or None
@@ -141,6 +146,7 @@ class GCPClient:
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self._credentials = credentials
+        self._http_adapter = http_adapter
         self.limiter = RateLimiter.for_requests(self.limits)
         self.launch_limiter = RateLimiter.for_launches(self.limits)
         self._clients: dict[str, Any] = {}
@@ -176,7 +182,7 @@ class GCPClient:
         session = getattr(client._transport, "_session", None)
         if session is None:  # a library change: refuse rather than send requests outside the limits
             raise RuntimeError(f"{kind}: the REST transport has no requests session to pace")
-        paced = _PacedAdapter(self.limiter)
+        paced = _PacedAdapter(self.limiter, self._http_adapter)
         session.mount("https://", paced)
         session.mount("http://", paced)
         if _fixed_token(self._credentials):

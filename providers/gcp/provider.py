@@ -108,7 +108,7 @@ class GCPProvider:
     and ``credentials`` (default: Application Default Credentials); ``endpoint`` (or
     ``PROVISIONER_GCP_API_URL``) replaces compute.googleapis.com; ``zones`` (or
     ``PROVISIONER_GCP_ZONES``) are the zones listed for offers; without either, every zone of the
-    query's regions (else ``DEFAULT_REGIONS``) is, as regions.get lists them."""
+    query's regions (else ``DEFAULT_REGIONS``) is, as regions.get lists them. ``http_adapter``: see GCPClient."""
 
     name: ClassVar[str] = "gcp"
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
@@ -116,7 +116,7 @@ class GCPProvider:
     def __init__(self, project: str | None = None, credentials: Any = None, *, zones: Sequence[str] | None = None,
                  endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
                  retry: RetryPolicy | None = None, image: str | None = None, owner: str | None = None,
-                 poll_interval_s: float = 5.0) -> None:
+                 poll_interval_s: float = 5.0, http_adapter: Any = None) -> None:
         project = project or os.environ.get("PROVISIONER_GCP_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
         endpoint = endpoint or settings.api_url("gcp", "") or None
         if credentials is None and os.environ.get("PROVISIONER_GCP_CREDENTIALS") == "anonymous":
@@ -146,7 +146,7 @@ class GCPProvider:
         self.endpoint = endpoint
         self.billing_endpoint = os.environ.get("PROVISIONER_GCP_BILLING_URL") or endpoint
         self.client = GCPClient(project, credentials, endpoint=self.endpoint, billing_endpoint=self.billing_endpoint,
-                                limits=limits, timeout_s=timeout_s, retry=retry)
+                                limits=limits, timeout_s=timeout_s, retry=retry, http_adapter=http_adapter)
         self.image = image or os.environ.get("PROVISIONER_GCP_IMAGE") or None
         self.owner = owner
         self.poll_interval_s = poll_interval_s

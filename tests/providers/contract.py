@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import importlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.http import Pacing, RetryPolicy
 
-from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.testing.fakes.base import FakeApp, FakeTransport, RunningServer
 from provisioner.waiting import wait_until
-from tests.providers.harness import Harness
+from tests.providers.harness import Harness, VirtualTime
 
 HERE = Path(__file__).resolve().parent
 
@@ -50,16 +51,18 @@ class Rig:
         return self.harness.app
 
     def provider(self, api_key: str | None = None, pacing: Pacing | None = None,
-                 timeout_s: float = ANSWER_TIMEOUT_S) -> Provider:
+                 in_process: bool = False) -> Provider:
         """The adapter on the harness's scaled limits (paced on ``pacing``'s clock when given).
 
-        ``timeout_s`` is generous unless a test makes the fake hold an answer (then it passes the
-        harness's short ``timeout_s``): on a loaded machine an ordinary answer can take a second.
+        Its timeout is generous: on a loaded machine an ordinary answer can take a second.
+        ``in_process``: the adapter sends through ``FakeTransport`` instead of the socket, so an
+        answer the fake drops (``lose_answer``) is its HTTP library's read timeout, at once.
         """
         h = self.harness
         limits = h.scaled_limits if pacing is None else h.scaled_limits.on(pacing)
-        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url,
-                               limits=limits, timeout_s=timeout_s, retry=self.retry)
+        transport = FakeTransport(h.app) if in_process else None
+        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url, transport=transport,
+                               limits=limits, timeout_s=ANSWER_TIMEOUT_S, retry=self.retry)
 
 
 def cluster() -> str:
@@ -67,10 +70,23 @@ def cluster() -> str:
     return f"ct{uuid.uuid4().hex[:6]}"
 
 
+def poll_nodes(provider: Provider, cluster_id: str, done: Callable[[list[Node]], bool], what: str) -> list[Node]:
+    """``get_nodes`` until ``done`` holds, on virtual time: the fakes move a node on per poll, never
+    per second, so what bounds the wait is the number of polls (about 50), not the wall clock."""
+    time = VirtualTime()
+    return wait_until(lambda: provider.get_nodes(cluster_id), done, timeout_s=10, interval_s=0.05,
+                      max_interval_s=0.2, what=what, clock=time.clock, sleep=time.sleep)
+
+
+def wait_running(provider: Provider, cluster_id: str, count: int | None = None) -> list[Node]:
+    """The cluster's nodes once (``count`` of them, when given) all run (``poll_nodes``)."""
+    return poll_nodes(provider, cluster_id, lambda nodes: bool(nodes) and (count is None or len(nodes) == count)
+                      and all(n.status == NodeStatus.RUNNING for n in nodes), "nodes running")
+
+
 def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
-    return wait_until(lambda: provider.get_nodes(cluster_id),
-                      lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
-                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="nodes gone")
+    return poll_nodes(provider, cluster_id, lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
+                      "nodes gone")
 
 
-__all__ = ["Rig", "cluster", "harness_names", "load_harness", "wait_gone"]
+__all__ = ["Rig", "cluster", "harness_names", "load_harness", "poll_nodes", "wait_gone", "wait_running"]

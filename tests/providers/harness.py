@@ -9,8 +9,10 @@ Fields:
 - ``app``: a fresh fake (``provisioner.testing.fakes.base.FakeApp``) accepting ``api_key``.
 - ``make_provider(api_key=..., base_url=..., transport=None, limits=..., timeout_s=...,
   retry=...)``: builds the adapter. The suite passes ``limits=harness.scaled_limits`` and a
-  ``RetryPolicy`` with short delays; ``timeout_s`` is short (the timeout fault holds an answer
-  ``timeout_delay_s``, which must exceed it).
+  ``RetryPolicy`` with short delays. ``transport``: a ``FakeTransport`` the adapter must send
+  every request through instead of the network (the SDK adapters through tests/providers/
+  in_process.py), so that an answer the fake drops reaches the adapter as its HTTP library's
+  read timeout at once.
 - ``node_specs(n, prefix)``: n NodeSpecs named ``f"{prefix}{i}"`` that the fake can launch
   (an instance type and region it sells, an SSH key if the provider needs one).
 - ``published_limits`` and ``scale``: the provider's real limits; tests run at
@@ -54,9 +56,8 @@ class Harness:
     offers_route: str = "offers"
     balance_fault_route: str = "launch"
     timeout_s: float = 2.0
-    """Short enough that the launch-timeout test is quick, long enough for an ordinary answer on a
-    loaded machine (the other contract tests wait 30 s: contract.ANSWER_TIMEOUT_S)."""
-    timeout_delay_s: float = 2.8
+    """A short client timeout for callers that make the fake hold an answer (test_stack_neocloud);
+    long enough for an ordinary answer on a loaded machine."""
 
     @property
     def scaled_limits(self) -> RateLimits:

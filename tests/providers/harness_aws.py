@@ -18,6 +18,7 @@ from provisioner.providers.base import NodeSpec, OfferQuery
 
 from provisioner.testing.fakes.aws_ec2 import DEFAULT_QUOTAS, AWSFake
 from tests.providers.harness import Harness
+from tests.providers.in_process import on_botocore
 
 SECRET_KEY = "aws-test-secret-key"
 ACCESS_KEY_ID = "AKIAPROVISIONERTEST"
@@ -36,6 +37,8 @@ def node_specs(n: int, prefix: str = "n") -> list[NodeSpec]:
 def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> AWSProvider:
     session = boto3.Session(aws_access_key_id=ACCESS_KEY_ID, aws_secret_access_key=str(api_key),
                             region_name="us-east-1")
+    if transport is not None:
+        on_botocore(session, transport)
     return AWSProvider(session, regions=["us-east-1"], endpoint_url=base_url, **kwargs)
 
 
@@ -51,4 +54,4 @@ def make_harness() -> Harness:
                    offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),
                    launch_route="RunInstances", list_route="DescribeInstances", offers_route="DescribeInstanceTypes",
                    balance_fault_route="RunInstances",
-                   timeout_s=3.0, timeout_delay_s=3.6)  # moto builds ~900 instance types per DescribeInstanceTypes
+                   timeout_s=3.0)  # moto builds ~900 instance types per DescribeInstanceTypes

@@ -17,6 +17,7 @@ from provisioner.providers.gcp.provider import GCPProvider
 from provisioner.testing.fakes.gcp_compute import DEFAULT_QUOTAS, GCPFake
 from tests.conftest import need_shared
 from tests.providers.harness import Harness
+from tests.providers.in_process import RequestsAdapter
 
 TOKEN = "gcp-test-token"
 PROJECT = "provisioner-test"
@@ -32,7 +33,7 @@ def node_specs(n: int, prefix: str = "n") -> list[NodeSpec]:
 
 def make_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> GCPProvider:
     return GCPProvider(PROJECT, Credentials(token=str(api_key)), zones=["us-central1-a"], endpoint=base_url,
-                       **kwargs)
+                       http_adapter=RequestsAdapter(transport) if transport is not None else None, **kwargs)
 
 
 def make_harness() -> Harness:

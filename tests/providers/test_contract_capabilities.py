@@ -21,13 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, Provider
 from provisioner.providers.registry import capabilities, provider_class
 
 from provisioner.errors import PlanError
 from provisioner.testing.fakes.base import Bought
-from provisioner.waiting import wait_until
-from tests.providers.contract import Rig, cluster, harness_names
+from tests.providers.contract import Rig, cluster, harness_names, wait_running
 
 CAPABILITIES = sorted(Capability)
 NODE_SPEC_CAPABILITIES = {Capability.SPOT, Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.USER_DATA,
@@ -62,10 +61,7 @@ def _create(rig: Rig, specs: list[NodeSpec]) -> tuple[Provider, list[Node], list
 
 
 def _running(provider: Provider, nodes: list[Node]) -> list[Node]:
-    cluster_id = nodes[0].cluster_id
-    return wait_until(lambda: provider.get_nodes(cluster_id),
-                      lambda found: len(found) == len(nodes) and all(n.status == NodeStatus.RUNNING for n in found),
-                      timeout_s=10, interval_s=0.05, max_interval_s=0.2, what="running")
+    return wait_running(provider, nodes[0].cluster_id, len(nodes))
 
 
 # ----- proofs of declared capabilities -------------------------------------------------------

@@ -15,10 +15,8 @@ import ipaddress
 import re
 
 import pytest
-from provisioner.providers.base import NodeStatus
 
-from provisioner.waiting import wait_until
-from tests.providers.contract import Rig, cluster, wait_gone
+from tests.providers.contract import Rig, cluster, wait_gone, wait_running
 
 DOCUMENTATION = tuple(ipaddress.ip_network(net) for net in (
     "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
@@ -53,9 +51,7 @@ def test_every_address_a_fake_hands_out_is_unroutable(rig: Rig) -> None:
     cluster_id = cluster()
     specs = rig.harness.node_specs(2, "n")
     provider.create_nodes(cluster_id, specs)
-    nodes = wait_until(lambda: provider.get_nodes(cluster_id),
-                       lambda found: len(found) == 2 and all(n.status is NodeStatus.RUNNING for n in found),
-                       timeout_s=20, interval_s=0.05, max_interval_s=0.2, what="nodes running")
+    nodes = wait_running(provider, cluster_id, 2)
     provider.list_offers(rig.harness.offer_query)
     provider.delete_nodes(cluster_id)
     wait_gone(provider, cluster_id)

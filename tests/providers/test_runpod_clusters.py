@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from provisioner.providers.base import NodeSpec, NodeStatus, owner_id
+from provisioner.providers.base import NodeSpec, owner_id
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.runpod import clusters
 from provisioner.providers.runpod import provider as pods
@@ -18,8 +18,8 @@ from provisioner.capabilities import Purchase
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.testing.fakes.runpod import RunPodFake
-from provisioner.waiting import wait_until
 from tests.conftest import need_shared
+from tests.providers.contract import wait_running
 
 KEY = "rp-cluster-key"
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ me@laptop"
@@ -74,8 +74,7 @@ def test_create_buys_one_cluster_named_by_rank_on_the_overlay(fake: RunPodFake) 
     assert [n.private_ip for n in made] == ["10.65.0.2", "10.65.0.3", "10.65.0.4"]
     assert {fake.bought[n.id].cluster_product for n in made} == {cluster["id"]}
     assert fake.launched == 3 and fake.ssh_keys and fake.ssh_keys[0].startswith(SSH_KEY.rsplit(" ", 1)[0])
-    running = wait_until(lambda: provider.get_nodes("c1"), lambda ns: all(n.status == NodeStatus.RUNNING for n in ns),
-                         timeout_s=5, interval_s=0.001, what="running")
+    running = wait_running(provider, "c1")
     assert [(n.name, n.instance_type, n.region) for n in running] == [(f"c1-{i}", H100, "US-KS-2") for i in range(3)]
     assert all(n.public_ip for n in running)
 

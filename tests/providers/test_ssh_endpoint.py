@@ -22,8 +22,8 @@ from provisioner.providers.vastai.provider import VastAIProvider
 
 from provisioner.testing.fakes.runpod import RunPodFake
 from provisioner.testing.fakes.vastai import VastAIFake
-from provisioner.waiting import wait_until
 from tests.conftest import need_shared
+from tests.providers.contract import wait_running
 
 RP_KEY = "rp-endpoint-key"
 VAST_KEY = "vast-endpoint-key"
@@ -59,9 +59,7 @@ def vast_adapter(app: VastAIFake) -> VastAIProvider:
 
 
 def running(get: object, cluster_id: str) -> list[Node]:
-    return wait_until(lambda: get.get_nodes(cluster_id),  # type: ignore[attr-defined]
-                      lambda nodes: bool(nodes) and all(n.status is NodeStatus.RUNNING for n in nodes),
-                      timeout_s=5, interval_s=0.001, what="running")
+    return wait_running(get, cluster_id)  # type: ignore[arg-type]
 
 
 # ----- RunPod --------------------------------------------------------------------------------
