@@ -315,30 +315,16 @@ def test_fake_runs_as_a_process(fake_server: Callable[[], str], monkeypatch: pyt
     assert httpx.get(f"{url}/_fake/state", timeout=5).json()["instances"] == 0
 
 
-class CountingFake(VastAIFake):
-    """Counts how many API requests are in flight at once (the latency sleep is inside)."""
-
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.in_flight = 0
-        self.most_in_flight = 0
-
-    def _dispatch(self, request):  # type: ignore[no-untyped-def]
-        with self.lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            return super()._dispatch(request)
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-
-
 def test_launches_are_issued_concurrently() -> None:
+    """Each rent is held at the fake until four are in flight at once (a barrier, not a latency
+    that threads may or may not overlap): rents sent one after another never fill it, and the
+    test fails when the barrier gives up."""
     need_shared("provider-apis", "vastai", "openapi.yaml")
     from provisioner.testing.fakes.base import serve
 
-    app = CountingFake(api_key=API_KEY, latency_s={"launch": 0.3})
+    together = threading.Barrier(4, timeout=30)
+    app = VastAIFake(api_key=API_KEY, latency_s={"launch": 1.0})
+    app.sleep = lambda _: together.wait() and None  # the launch latency: wait for three more rents
     server: RunningServer = serve(app)
     try:
         vast = VastAIProvider(API_KEY, base_url=server.url, limits=VAST_LIMITS.scaled(1000), retry=FAST)
@@ -346,7 +332,7 @@ def test_launches_are_issued_concurrently() -> None:
     finally:
         server.stop()
     assert len(app.calls_of("launch")) == 8 and app.validation_errors == []
-    assert app.most_in_flight >= 4, "rent calls were issued one after another"
+    assert not together.broken, "rent calls were issued one after another"
 
 
 class LosesRentAnswers(httpx.BaseTransport):
