@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -116,24 +117,38 @@ def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **k
                    timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1), **kwargs)
 
 
-@contextmanager
-def served_fake(name: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Iterator[tuple[FakeApp, RunningServer]]:
-    """The fake served, the environment pointing the CLI at it, and the adapters the CLI builds
-    at 100x the published rate limits with millisecond back-off (as ``fast_provider``; the CLI has
-    no flags for them, and the limits and retries have their own contract tests)."""
+def fast_limits(get_provider: Callable[..., Provider]) -> Callable[..., Provider]:
+    """``registry.get_provider`` building the REST adapters at 100x the published rate limits with
+    millisecond back-off (the CLI has no flags for them, and the limits and retries have their own
+    contract tests). A child CLI gets it through tests/fixtures/fast_cli/sitecustomize.py."""
     from provisioner.providers import registry
     from provisioner.providers.http import RetryPolicy
-
-    real_get_provider = registry.get_provider
 
     def fast_get_provider(provider: str, **options: Any) -> Provider:
         client: Any = getattr(registry.provider_class(provider), "client_class", None)
         if client is not None:
             options = {"limits": client.default_limits.scaled(100.0),
                        "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1), **options}
-        return real_get_provider(provider, **options)
+        return get_provider(provider, **options)
 
-    monkeypatch.setattr(registry, "get_provider", fast_get_provider)
+    return fast_get_provider
+
+
+def fast_cli_env() -> dict[str, str]:
+    """The environment of a child ``python -m provisioner.cli`` whose adapters go ``fast_limits``."""
+    from tests.conftest import ROOT
+
+    paths = [str(ROOT / "tests" / "fixtures" / "fast_cli"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+@contextmanager
+def served_fake(name: str, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Iterator[tuple[FakeApp, RunningServer]]:
+    """The fake served, the environment pointing the CLI at it, and the adapters the CLI builds
+    at 100x the published rate limits with millisecond back-off (``fast_limits``)."""
+    from provisioner.providers import registry
+
+    monkeypatch.setattr(registry, "get_provider", fast_limits(registry.get_provider))
     app = make_fake(name, api_key=API_KEYS[name], **kwargs)
     server = serve(app)
     prefix = f"PROVISIONER_{name.upper()}"

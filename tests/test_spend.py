@@ -16,7 +16,14 @@ from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.lifecycle.spend import budget_expiry, budget_state, cost_so_far
 from provisioner.metering import Metered
 from tests.conftest import need_shared
-from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+from tests.test_lifecycle_support import (
+    LAMBDA_SPEC,
+    StandInRemote,
+    fast_cli_env,
+    instant_runtime,
+    plans_for,
+    served_fake,
+)
 from tests.test_render_slurm import make_plan
 
 T0 = dt.datetime(2026, 11, 26, 1, 0, tzinfo=dt.UTC)
@@ -397,8 +404,8 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
 
 def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The installed CLI's ``up`` is SIGKILLed once it has bought the nodes; ``gc --cluster`` deletes them
-    and forgets the record; ``costs`` still lists the cluster with what it planned."""
-    import os
+    and forgets the record; ``costs`` still lists the cluster with what it planned. The child's adapters
+    run at 100x Lambda's published pace (``fast_cli_env``), as ``served_fake`` makes this process's."""
     import signal
     import subprocess
     import sys
@@ -409,11 +416,11 @@ def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, m
 
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     monkeypatch.setenv("PROVISIONER_OWNER", "tester")
-    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]  # ~20 s: the child keeps Lambda's pace (a launch per 12 s)
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     save_plan(plan, tmp_path / "plan.json")
     with served_fake("lambda", monkeypatch) as (app, _server):
         child = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "up", str(tmp_path / "plan.json"),
-                                  "--engine", "direct", "--json"], env=os.environ.copy(),
+                                  "--engine", "direct", "--json"], env=fast_cli_env(),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
