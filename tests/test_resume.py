@@ -96,10 +96,14 @@ elif args[:2] == ["get", "pods"]:
 elif args[:2] == ["get", "job"]:
     print("Complete" if polls >= 3 else "")
 """)
+    slept = tmp_path / "slept"  # the script's pauses between polls, taken by a stand-in sleep at once
+    (tmp_path / "bin" / "sleep").write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(slept))}\n', encoding="utf-8")
+    (tmp_path / "bin" / "sleep").chmod(0o755)
     done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"})
     assert done.returncode == expected
     assert done.stdout == "log of pod/pod-a\nlog of pod/pod-b\n"
+    assert slept.read_text(encoding="utf-8") == "2\n2\n"  # one pause after each poll that found the Job running
 
 
 def test_the_kubernetes_job_passes_the_strict_kubernetes_schema(tmp_path: Path) -> None:
