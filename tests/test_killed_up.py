@@ -21,6 +21,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -159,6 +160,7 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
         monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / f"state{run}"))
         with served_fake(name, monkeypatch) as (app, _server):
             app.latency_s = {"launch": 1.5} if phase == "launch" else {"list": 0.6}
+            app.sleep = (killed := threading.Event()).wait  # the latency, cut short once the child is dead
             child = Up(plan, tmp_path / f"run{run}")
             child.go()
             if phase == "launch":
@@ -170,6 +172,7 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
             time.sleep(pause)
             launching = in_flight(app)
             child.kill()
+            killed.set()
             assert app.wait_for(lambda a: in_flight(a) == 0, 30)
             assert (launching > 0) == (phase == "launch"), f"{where}: the signal did not land where named"
             # Every launch request the fake received bought one instance (these plans' batches are of one:
@@ -195,12 +198,14 @@ def test_a_second_up_from_the_same_place_is_refused_naming_the_first(
     plan = plan_for(name, tmp_path)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     with served_fake(name, monkeypatch) as (app, _server):
-        app.latency_s = {"launch": 2.0}
+        app.latency_s = {"launch": 60.0}  # the first's launches are held until the second has been refused
+        app.sleep = (refused := threading.Event()).wait
         first, second = Up(plan, tmp_path / "first"), Up(plan, tmp_path / "second")
         first.go()
         assert app.wait_for(lambda a: in_flight(a) > 0, 120), first.log()
         second.go()
         assert second.wait() == 6, second.log()
+        refused.set()
         lines = [line for line in second.log().splitlines() if line.strip()]
         assert len(lines) == 1 and f"cluster {plan.cluster_id} is held by up (pid {first.proc.pid} on " in lines[0]
         assert first.wait() == 0, first.log()

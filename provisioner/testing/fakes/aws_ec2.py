@@ -114,6 +114,14 @@ def _moto_app() -> Callable[..., Iterable[bytes]]:
     return DomainDispatcherApplication(create_backend_app)
 
 
+_STATIC = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
+"""Actions whose answers depend only on the request (moto's instance types are fixed data)."""
+_STATIC_ANSWERS: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bytes, list[tuple[str, str]]]] = {}
+"""Their answers, once per process: moto takes a tenth of a second to write each instance-type page."""
+_STATIC_VALID: set[bytes] = set()
+"""Those answers' bodies that passed the output-shape check (checking a page again costs as much)."""
+
+
 def reset_moto() -> None:
     """Forget every moto resource in this process (moto's state is per process, not per app)."""
     from moto.moto_api._internal.models import moto_api_backend
@@ -291,11 +299,15 @@ class AWSFake(FakeApp):
             return None  # errors are parsed by the client's error path; their shape is the code/message pair
         op = aws_shapes.operation(service, action)
         body = response.get_data()
+        if action in _STATIC and body in _STATIC_VALID:
+            return None  # these very bytes passed below already
         if service == "ec2":
             parsed = aws_shapes.parse_ec2_response(op, response.status_code, dict(response.headers), body)
         else:
             parsed = json.loads(body or b"{}")
         errors = aws_shapes.output_errors(op, parsed)
+        if not errors and action in _STATIC:
+            _STATIC_VALID.add(body)
         return self._problem("response", request, "; ".join(errors)) if errors else None
 
     def _problem(self, what: str, request: Request, detail: str) -> str:
@@ -349,6 +361,8 @@ class AWSFake(FakeApp):
             return self._run_instances(request, form)
         if action == "ImportKeyPair" and "PublicKeyMaterial" in form:
             self.key_material[form.get("KeyName", "")] = base64.b64decode(form["PublicKeyMaterial"]).decode()
+        if action in _STATIC:
+            return self._static_call(request, form)
         response = self._moto_call(request)
         if action == "TerminateInstances" and response.status_code == 200:
             ids = {v for k, v in form.items() if k.startswith("InstanceId.")}
@@ -358,6 +372,17 @@ class AWSFake(FakeApp):
             response = self._with_boot_states(response)
             response.set_data(self.costs.with_fake_times(response.get_data()))
         return response
+
+    def _static_call(self, request: Request, form: dict[str, str]) -> Response:
+        """moto's answer to a ``_STATIC`` action, from ``_STATIC_ANSWERS`` when it was asked before."""
+        key = (self._region(request), tuple(sorted(form.items())))
+        found = _STATIC_ANSWERS.get(key)
+        if found is None:
+            response = self._moto_call(request)
+            if response.status_code != 200:
+                return response
+            found = _STATIC_ANSWERS.setdefault(key, (response.get_data(), list(response.headers.items())))
+        return Response(found[0], status=200, headers=found[1])
 
     def _run_instances(self, request: Request, form: dict[str, str]) -> Response:
         wanted = int(form.get("MaxCount", "1"))
