@@ -42,7 +42,11 @@ never = threading.Event()
 class Remote(StandInRemote):
     def run(self, target, argv, *, timeout_s=60.0):
         if step == "validate" and argv[0] == "srun" and "check" in argv:
-            never.wait(3)  # a node check still running when the signal comes
+            signalled = folder / "signalled"  # a node check still running when the signal comes
+            for _ in range(6000):
+                if signalled.exists():
+                    break
+                never.wait(0.01)
         return super().run(target, argv, timeout_s=timeout_s)
 
 remote = Remote(nodes=[n.name for n in plans[0].nodes], healthy=True,
@@ -134,8 +138,9 @@ STEPS = {
 @pytest.mark.parametrize("step", list(STEPS))
 def test_sigint_at_each_step_leaves_zero_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     with served_fake("lambda", monkeypatch) as (app, _server):
+        app.sleep = (signalled := threading.Event()).wait  # the latencies below end once the signal is sent
         if step == "create":
-            app.latency_s = {"launch": 1.5}
+            app.latency_s = {"launch": 4.0}  # under the child's 5 s client timeout
         elif step == "wait-running":
             app.faults.inject("slow_boot", times=None, seconds=120)
         elif step == "teardown":
@@ -146,6 +151,8 @@ def test_sigint_at_each_step_leaves_zero_instances(tmp_path: Path, monkeypatch: 
             assert app.wait_for(lambda a: a.requests_in_flight.get("launch", 0) > 0, 60), child.stderr[-2000:]
         launching = app.requests_in_flight.get("launch", 0)
         child.proc.send_signal(signal.SIGINT)
+        signalled.set()
+        (tmp_path / "signalled").touch()  # the held node check ends too
         code = child.finish()
         assert code == (0 if step == "teardown" else 130), (child.seen, child.stderr[-2000:])
         assert (launching > 0) == (step == "create")

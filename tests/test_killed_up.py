@@ -198,7 +198,7 @@ def test_a_second_up_from_the_same_place_is_refused_naming_the_first(
     plan = plan_for(name, tmp_path)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     with served_fake(name, monkeypatch) as (app, _server):
-        app.latency_s = {"launch": 60.0}  # the first's launches are held until the second has been refused
+        app.latency_s = {"launch": 4.0}  # held until the second up is refused (under the 5 s client timeout)
         app.sleep = (refused := threading.Event()).wait
         first, second = Up(plan, tmp_path / "first"), Up(plan, tmp_path / "second")
         first.go()
