@@ -51,7 +51,7 @@ class Row(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     interruptions_per_node_hour: float
     interruption_basis: str
     zone: str | None = None
-    offer_id: str | None = None
+    offer_id: msgspec.Raw = msgspec.Raw(b"null")  # a JSON string or null, coded in one go at the end
     local_nvme_gib: float = 0.0
     fabric: Fabric = "ethernet"
     fabric_gbps: float = 0.0

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
@@ -41,7 +41,7 @@ class Columns:
 
         self.origin, self.fields = origin, fields
         self.seen: dict[str, dict[str | None, int]] = {name: {None: -1} for name in (*IDS, *TEXTS) if name != UNIQUE}
-        self.unique: list[tuple[str | None, ...]] = []  # UNIQUE's values, chunk by chunk
+        self.unique: list[bytes] = []  # UNIQUE's written values, a line each, chunk by chunk
         self.enums = {name: {str(member): i for i, member in enumerate(members)} for name, members in ENUMS.items()}
         self.days: dict[dt.date | None, int] = {None: -1}
         self.parts: dict[str, list[np.ndarray]] = {}
@@ -60,7 +60,7 @@ class Columns:
         values: dict[str, np.ndarray] = {}
         for name, seen in self.seen.items():
             values[name] = _codes(column[name], seen)
-        self.unique.append(column[UNIQUE])
+        self.unique.append(_lines(column[UNIQUE], self.origin, UNIQUE, base))
         for name, (dtype, *_rest) in NUMBERS.items():
             values[name] = _numbers(column[name], dtype, self.origin, name, base)  # None -> NaN
         for name, index in self.enums.items():
@@ -70,11 +70,7 @@ class Columns:
         for name, part in values.items():
             self.parts.setdefault(name, []).append(part)
         for name, written in self.written.items():
-            joined = b"\n".join(column[name])  # a number or a JSON string never holds a raw newline
-            if joined.count(b"\n") != n - 1:
-                row = next(i for i, r in enumerate(column[name]) if b"\n" in bytes(r))
-                raise CatalogError(f"{self.origin}: offers[{base + row}].{name}: expected a number")
-            written.append(joined)
+            written.append(_lines(column[name], self.origin, name, base))
         first, pending = self.pending
         self.pending = (first, pending + n)
         if pending + n >= self.BATCH:
@@ -107,25 +103,82 @@ class Columns:
         values = {name: np.concatenate(parts) for name, parts in self.parts.items()} if self.parts else \
             table_of_nothing()
         names = {name: _dictionary(list(seen)[1:]) for name, seen in self.seen.items()}  # [0]: None
-        values[UNIQUE], names[UNIQUE] = _unique_codes(self.unique)
+        values[UNIQUE], names[UNIQUE] = _unique_codes(b"\n".join(self.unique), n, self.origin)
+        self.unique.clear()
         values["key_rank"] = _key_rank(values, names, n)
         return OfferTable(values=values, names=names)
 
 
 UNIQUE = "offer_id"
-"""The identifier that usually differs on every row: kept as written until the end, then coded all at
-once (a dictionary of a million ids, grown chunk by chunk, costs more than the rest of the columns)."""
+"""The identifier that usually differs on every row: kept as its written JSON (one line per offer) and
+coded all at once by numpy at the end, not through a dictionary of a million str objects."""
 
 
-def _unique_codes(chunks: list[tuple[str | None, ...]]) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, dictionary) of every value in ``chunks``, in order of first use."""
-    texts = list(chain.from_iterable(chunks))
-    chunks.clear()
-    distinct = set(texts)
-    if len(distinct) == len(texts) and None not in distinct:  # each row its own id: codes are the rows
-        return np.arange(len(texts), dtype=np.int32), _dictionary(texts)
-    seen: dict[str | None, int] = {None: -1}
-    return _codes(tuple(texts), seen), _dictionary(list(seen)[1:])
+def _lines(raw: tuple[Any, ...], origin: str, name: str, base: int) -> bytes:
+    """The written JSON values of one column, a line each (a number, a string or null never holds a raw
+    newline: a value that does is an object or array, refused)."""
+    joined = b"\n".join(raw)
+    if joined.count(b"\n") != len(raw) - 1:
+        row = next(i for i, r in enumerate(raw) if b"\n" in bytes(r))
+        kind = "a string" if name == UNIQUE else "a number"
+        raise CatalogError(f"{origin}: offers[{base + row}].{name}: expected {kind}")
+    return joined
+
+
+_MAX_ID_BYTES = 256
+
+
+def _unique_codes(joined: bytes, n: int, origin: str) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, dictionary) of the ``n`` written JSON strings or nulls of ``joined``, in order of first use.
+
+    numpy gathers the strings' bytes into one fixed-width array; when 64-bit hashes of them all differ
+    (the usual case: an id per offer) each is its own entry, else ``np.unique`` finds the repeats. A
+    string with an escape, or longer than _MAX_ID_BYTES, is decoded by msgspec instead."""
+    if not n:
+        return np.zeros(0, dtype=np.int32), np.array([], "S1")
+    buf = np.frombuffer(joined + b"\n", dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+    length = ends - starts
+    first = buf[starts]
+    string = first == ord('"')
+    bad = ~string & ~((length == 4) & (first == ord("n")))  # msgspec has checked the JSON: n... is null
+    if bad.any():
+        raise CatalogError(f"{origin}: offers[{int(np.argmax(bad))}].{UNIQUE}: expected a string")
+    rows = np.flatnonzero(string)
+    width = int(length[rows].max(initial=2)) - 2
+    codes = np.full(n, -1, dtype=np.int32)
+    if width > _MAX_ID_BYTES or b"\\" in joined:
+        decoded = [None if text == b"null" else msgspec.json.decode(text, type=str) for text in joined.split(b"\n")]
+        seen: dict[str | None, int] = {None: -1}
+        return _codes(tuple(decoded), seen), _dictionary(list(seen)[1:])
+    if not len(rows):
+        return codes, np.array([], "S1")
+    padded = np.concatenate((buf, np.zeros(max(width, 1), dtype=np.uint8)))
+    matrix = np.lib.stride_tricks.sliding_window_view(padded, max(width, 1))[starts[rows] + 1].copy()
+    matrix[np.arange(matrix.shape[1]) >= (length[rows] - 2)[:, None]] = 0  # the closing quote and after
+    texts = matrix.view(f"S{matrix.shape[1]}").reshape(len(rows))
+    if len(np.unique(_hashes(matrix))) == len(rows):  # all different
+        codes[rows] = np.arange(len(rows), dtype=np.int32)
+        return codes, texts
+    distinct, first_use, inverse = np.unique(texts, return_index=True, return_inverse=True)
+    order = np.argsort(first_use, kind="stable")
+    rank = np.empty(len(order), dtype=np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    codes[rows] = rank[inverse.reshape(-1)]
+    return codes, distinct[order]
+
+
+def _hashes(matrix: np.ndarray) -> np.ndarray:
+    """A 64-bit FNV-1a-style hash of each row of bytes (zero padding included: rows of one width)."""
+    words = np.ascontiguousarray(np.pad(matrix, ((0, 0), (0, -matrix.shape[1] % 8)))).view(np.uint64)
+    hashes = np.full(len(matrix), 0xCBF29CE484222325, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(words.shape[1]):
+            hashes ^= words[:, j]
+            hashes *= np.uint64(0x100000001B3)
+            hashes ^= hashes >> np.uint64(29)
+    return hashes
 
 
 def table_of_nothing() -> dict[str, np.ndarray]:

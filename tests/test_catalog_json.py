@@ -257,3 +257,40 @@ def test_a_bad_value_in_a_later_piece_is_named_at_its_offer(monkeypatch: pytest.
     doc["offers"][41]["fabric"] = "smoke-signals"
     with pytest.raises(CatalogError, match=r"^x: offers\[41\]\.fabric: must be one of ethernet, roce"):
         decode_table_catalog(json.dumps(doc).encode(), "x")
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 19, 300])
+def test_offer_ids_are_coded_in_order_of_first_use(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK_BYTES", chunk_bytes)
+    doc = json.loads(BUNDLED_FILE.read_text())
+    ids = ["b-7", None, "a-1", "b-7", "q-2", "a-1", None, "c.9", "z"] * 3
+    for offer, offer_id in zip(doc["offers"], ids, strict=False):
+        offer.pop("offer_id", None)
+        if offer_id is not None:
+            offer["offer_id"] = offer_id
+    doc["offers"] = doc["offers"][:len(ids)]
+    text = json.dumps(doc)
+    for written in (text, text.replace('"a-1"', '"\\u0061-1"')):  # as is, or with an escape (msgspec decodes)
+        table = decode_table_catalog(written.encode(), "x").offer_table()
+        assert table.dictionary("offer_id") == ("b-7", "a-1", "q-2", "c.9", "z")
+        assert table["offer_id"].tolist() == [0, -1, 1, 0, 2, 1, -1, 3, 4] * 3
+
+
+def test_each_offer_its_own_id_and_ids_that_are_not_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.catalog import BUNDLED_FILE
+
+    doc = json.loads(BUNDLED_FILE.read_text())
+    for i, offer in enumerate(doc["offers"]):
+        offer["offer_id"] = f"id-{i:04d}-" + "x" * (i % 9)
+    table = decode_table_catalog(json.dumps(doc).encode(), "x").offer_table()
+    assert table["offer_id"].tolist() == list(range(len(doc["offers"])))
+    assert table.dictionary("offer_id") == tuple(offer["offer_id"] for offer in doc["offers"])
+    for bad in (7, True, [1], {"id": 1}):
+        doc["offers"][5]["offer_id"] = bad
+        with pytest.raises(CatalogError, match=r"^x: offers\[5\]\.offer_id: expected a string$"):
+            decode_table_catalog(json.dumps(doc).encode(), "x")
+    doc["offers"][5]["offer_id"] = "x" * 300  # past numpy's width: msgspec decodes it, the SAFE_ID rule refuses it
+    with pytest.raises(CatalogError, match=r"^x: offers\[5\]\.offer_id: must match SAFE_ID"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
