@@ -160,6 +160,16 @@ def with_shared_fs_target(user_data: str, target: str) -> str:
     return message.as_string()
 
 
+def _boot(node: Any, text: Any, tokens: Any) -> Any:
+    """``boot_text`` of ``node`` with its token, where ``text`` and ``tokens`` may each be Outputs."""
+    if hasattr(tokens, "apply"):
+        return tokens.apply(lambda found, n=node, t=text: _boot(n, t, found))
+    token = (tokens or {}).get(node.name)
+    if hasattr(text, "apply"):
+        return text.apply(lambda t, n=node: boot_text(n, t, token))
+    return boot_text(node, text, token)
+
+
 def cluster_args(
     plan: Plan,
     rendered: Mapping[str, Any],
@@ -170,6 +180,7 @@ def cluster_args(
     image: str | None = None,
     flex_start: bool = False,
     capacity_reservation_id: str | None = None,
+    hostkey_tokens: Any = None,
 ) -> ClusterArgs:
     """The component's arguments for ``plan``. Pure.
 
@@ -177,7 +188,9 @@ def cluster_args(
     as secret stack config). Raises PlanError when a file a node needs is missing (a render
     of another plan) or flex-start is asked off GCP, and when a Capacity Block plan has no
     ``capacity_reservation_id`` (the stack never buys a block: it is bought first, through the AWS
-    adapter or ``aws ec2 purchase-capacity-block``) or another plan has one.
+    adapter or ``aws ec2 purchase-capacity-block``) or another plan has one. ``hostkey_tokens``
+    (node name -> host key token, ``realize.hostkeys.hostkey_tokens``, or an Output of that mapping)
+    fills each node's token slot, as the direct engine does.
     """
     option = plan.option
     user_data: dict[str, str] = {}
@@ -188,8 +201,7 @@ def cluster_args(
         if path not in rendered:
             raise PlanError(f"the rendered bootstrap has no {path} for node {node.name}")
         text = rendered[path]  # a str, or an Output of one when the secrets came as secret config
-        user_data[node.name] = (text.apply(lambda t, n=node: boot_text(n, t)) if hasattr(text, "apply")
-                                else boot_text(node, text))
+        user_data[node.name] = _boot(node, text, hostkey_tokens)
     if flex_start and not facts()[option.provider].flex_start:
         offered = ", ".join(name for name, found in facts().items() if found.flex_start)
         raise PlanError(f"flex-start provisioning is offered on {offered} only; this plan is on {option.provider}")

@@ -35,6 +35,7 @@ from provisioner.stacks.model import cluster_args
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan, load_plan
+from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.nodes import expiry_for, user_data_path
 from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets, secrets_path_for
@@ -74,7 +75,7 @@ def _file(rendered: pulumi.Output[Any], path: str) -> pulumi.Output[str]:
 
 def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any, Any]:
     """(rendered path -> text or Output[text], the login key to install, the ClusterSecrets or an
-    Output of them) for ``plan``.
+    Output of them) for ``plan``. The host key tokens come from the secrets (``hostkey_tokens``).
 
     With secret config ``secrets`` the render happens inside an Output (its values stay
     secret); otherwise the kept secrets file is read (or created) and rendered now.
@@ -105,9 +106,11 @@ def build(config: pulumi.Config | None = None, *,
         expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
     except ValueError:
         raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
+    tokens = (secrets.apply(lambda s: hostkey_tokens(plan, s)) if hasattr(secrets, "apply")
+              else hostkey_tokens(plan, secrets))
     args = cluster_args(plan, files, owner=config.get("owner") or owner_id(), expires_at=expires,
                         ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False,
-                        capacity_reservation_id=config.get("capacityReservationId"))
+                        capacity_reservation_id=config.get("capacityReservationId"), hostkey_tokens=tokens)
     cluster = GpuCluster(plan.cluster_id, args, plan=plan, secrets=secrets)
     pulumi.export("cluster_id", plan.cluster_id)
     pulumi.export("provider", plan.option.provider)

@@ -147,14 +147,14 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
         return get_provider(name, **options)
 
     @contextlib.contextmanager
-    def _remote(self, secrets: ClusterSecrets) -> Iterator[Any]:
+    def _remote(self, secrets: ClusterSecrets, plan: Plan) -> Iterator[Any]:
         if self.remote is not None:
             yield self.remote
             return
         from provisioner.realize.remote import SshRemote
 
         with tempfile.TemporaryDirectory(prefix="provisioner-topology-") as folder:
-            yield SshRemote.for_cluster(secrets, Path(folder))
+            yield SshRemote.for_cluster(secrets, Path(folder), plan=plan)
 
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
         from provisioner.realize.launch import unanswerable
@@ -186,7 +186,7 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
             if silent:  # as the direct engine: say so now, not after the SSH timeouts
                 raise StackError(f"node(s) {', '.join(silent)} have documentation (TEST-NET) addresses where "
                                  "no machine will ever answer SSH: a fake provider without nodes?")
-            with self._remote(secrets) as remote:
+            with self._remote(secrets, plan) as remote:
                 done = ssh_pass(rt, remote, adapter, plan, secrets, nodes)
         except WaitTimeout as exc:
             raise StackError(f"ClusterTopology {plan.cluster_id}: {exc}") from None

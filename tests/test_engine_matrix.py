@@ -52,6 +52,7 @@ from provisioner.loader import load_spec
 from provisioner.offer import Catalog
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
+from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.sshpass import ssh_pass_nodes
 from provisioner.secrets import load_or_create_secrets, save_secrets
 from provisioner.testing.fakes.base import Bought, Call, serve
@@ -221,7 +222,8 @@ def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: An
     finally:
         set_all_config({}, [])
     assert kept == secrets
-    args = cluster_args(plan, rendered, owner=owner_id(), expires_at=expires, ssh_public_key=secrets.ssh_public_key)
+    args = cluster_args(plan, rendered, owner=owner_id(), expires_at=expires, ssh_public_key=secrets.ssh_public_key,
+                        hostkey_tokens=hostkey_tokens(plan, kept))  # as stacks.program.build passes them
     options = {"limits": fake.harness.scaled_limits, "poll_interval_s": 0.02, "timeout_s": fake.harness.timeout_s,
                "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)}
     return realize(args, adapter_options=options, plan=plan, secrets=secrets).recorder

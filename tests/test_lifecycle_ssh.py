@@ -18,6 +18,7 @@ from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.realize.remote import SshRemote
 from provisioner.secrets import ClusterSecrets
 from tests.test_bootstrap_ssh import Sshd, rig  # noqa: F401  (rig: the sshd fixture)
+from tests.test_lifecycle_support import runpod_plan
 
 pytestmark = [pytest.mark.system]
 
@@ -64,7 +65,7 @@ def test_stop_ends_a_stream(remote: tuple[SshRemote, SshTarget]) -> None:
 
 def test_for_cluster_writes_a_0600_key(tmp_path: Path) -> None:
     secrets = ClusterSecrets.generate()
-    ssh = SshRemote.for_cluster(secrets, tmp_path / "ssh")
+    ssh = SshRemote.for_cluster(secrets, tmp_path / "ssh", plan=runpod_plan(tmp_path))
     argv = ssh.argv(SshTarget(host="203.0.113.5", node_name="lc-0", user="ml"), ["sinfo"])
     key = Path(argv[argv.index("-i") + 1])
     assert key.stat().st_mode & 0o777 == 0o600 and argv[-2:] == ["ml@203.0.113.5", "sinfo"]

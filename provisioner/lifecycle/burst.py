@@ -216,7 +216,7 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
         nodes = watched.provider(record.provider).get_nodes(cluster_id)
         if remote is None:
-            remote = default_remote(cluster_id, cluster_secrets(cluster_id))
+            remote = default_remote(record.plan, cluster_secrets(cluster_id))
         if opts.skip_validation:
             rt.emit("validate", message="node validation skipped (--skip-validation)", cluster=cluster_id)
         else:

@@ -134,8 +134,10 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
 
         raise ProvisionerError(f"cluster {cluster_id}: node {name} has no address "
                                f"(see provisioner status {cluster_id})")
-    remote = default_remote(cluster_id, cluster_secrets(cluster_id))
+    remote = default_remote(record.plan, cluster_secrets(cluster_id))
     assert isinstance(remote, SshRemote)
+    if not print_only:  # the key the command checks strictly (a no-op once up's SSH pass pinned it)
+        remote.pin(found)
     argv = remote.argv(found, command or [])
     if not command:
         argv = argv[:-1]  # no remote command: a login shell

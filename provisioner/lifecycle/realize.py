@@ -53,6 +53,7 @@ from provisioner.providers.base import Node, NodeSpec, Provider
 from provisioner.providers.ownership import delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.launch import LIVE, unanswerable, wait_deleted, wait_running
 from provisioner.realize.nodes import expiry_for
 from provisioner.realize.nodes import node_specs as build_node_specs
@@ -65,8 +66,9 @@ from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 def node_specs(plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str],
                expires_at: dt.datetime | None) -> list[NodeSpec]:
     """One NodeSpec per planned node (``provisioner.realize.nodes.node_specs``, the builder the
-    Pulumi stack uses too), with the cluster's public key. Pure."""
-    return build_node_specs(plan, rendered, ssh_public_key=secrets.ssh_public_key, expires_at=expires_at)
+    Pulumi stack uses too), with the cluster's public key and each node's host key token. Pure."""
+    return build_node_specs(plan, rendered, ssh_public_key=secrets.ssh_public_key, expires_at=expires_at,
+                            hostkey_tokens=hostkey_tokens(plan, secrets))
 
 
 def node_address(node: Node) -> str | None:
@@ -86,9 +88,10 @@ def head_target(record: state.ClusterRecord, nodes: Sequence[Node], user: str = 
     raise ProvisionerError(f"cluster {record.cluster_id}: the head node {head} has no address yet")
 
 
-def default_remote(cluster_id: str, secrets: ClusterSecrets) -> Remote:
-    """OpenSSH with the cluster key, written under the state dir (``clusters/ssh/<cluster_id>``, 0700)."""
-    return SshRemote.for_cluster(secrets, state.ssh_dir(cluster_id))
+def default_remote(plan: Plan, secrets: ClusterSecrets) -> Remote:
+    """OpenSSH with the cluster key, written under the state dir (``clusters/ssh/<cluster_id>``, 0700),
+    and the cluster's known_hosts there: host keys pinned by each node's proof (``realize.hostkeys``)."""
+    return SshRemote.for_cluster(secrets, state.ssh_dir(plan.cluster_id), plan=plan)
 
 
 def cluster_secrets(cluster_id: str) -> ClusterSecrets:
@@ -211,7 +214,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
             cluster=cluster_id, head_address=node_address(head),
             nodes={name: node_address(node) for name, node in sorted(by_name.items()) if name in wanted})
     _refuse_unanswerable(rt, plan, by_name)
-    remote = rt.remote or default_remote(cluster_id, secrets)
+    remote = rt.remote or default_remote(plan, secrets)
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
     # bootstrap again over SSH, rendered with the addresses now known (one-off steps are skipped).
@@ -253,7 +256,7 @@ def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     by_name = {node.name: node for node in nodes if node.name in wanted}
     _refuse_unanswerable(rt, plan, by_name)
     secrets = cluster_secrets(cluster_id)
-    remote = rt.remote or default_remote(cluster_id, secrets)
+    remote = rt.remote or default_remote(plan, secrets)
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
             f"every node ready", cluster=cluster_id)
     readiness.wait_ready(plan, remote, by_name, rt)

@@ -88,7 +88,7 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         if record.engine != "direct":
             raise ProvisionerError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
                                    "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)")
-        healer = Healer(runtime, record, default_remote(record.cluster_id, cluster_secrets(record.cluster_id)),
+        healer = Healer(runtime, record, default_remote(record.plan, cluster_secrets(record.cluster_id)),
                         alternates_for(record.plan, catalog, runtime),
                         HealOptions(max_replacements=max_replacements,
                                     unreachable_s=unreachable_s))

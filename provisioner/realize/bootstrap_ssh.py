@@ -1,9 +1,11 @@
 """Run the rendered bootstrap script on a node over SSH (OpenSSH's ``ssh`` client).
 
 For nodes that take no user data (Fluence GPU VMs) and any node whose user data did not run.
-The cluster key (``ClusterSecrets.ssh_private_key``) authenticates; host keys are learnt on
-first contact into a per-cluster ``known_hosts`` (``StrictHostKeyChecking=accept-new``), so a
-node whose host key later changes is refused rather than trusted.
+The cluster key (``ClusterSecrets.ssh_private_key``) authenticates. A node whose boot data carried
+a host key token (``hostkey_tokens``) has its host key pinned by proof before anything else is
+sent (``pin``; ``realize.hostkeys``) and checked strictly against the per-cluster ``known_hosts``
+afterwards; any other node's key is learnt on first contact (``accept-new``). Either way a node
+whose host key later changes is refused rather than trusted.
 
 ``SshBootstrapper.run`` copies the script (0600, through ssh's stdin) to the node, runs it as root (``sudo -n`` for
 another login user) with ``PROVISIONER_NODE_NAME`` set, and removes it again. The script is
@@ -17,12 +19,15 @@ import os
 import re
 import shlex
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.errors import ProvisionerError
+from provisioner.realize import hostkeys
+from provisioner.render.cloudinit import HOSTKEY_TOKEN_PATH
 from provisioner.secrets import ClusterSecrets
 
 _NODE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
@@ -32,6 +37,10 @@ REMOTE_SCRIPT = ".provisioner-bootstrap.sh"  # in the login user's home
 
 class BootstrapError(ProvisionerError):
     """The bootstrap could not reach a node, or its script exited non-zero (output tail attached)."""
+
+
+class HostKeyError(BootstrapError):
+    """A node's SSH host key was not proven by its boot token: nothing was sent to it."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,8 @@ class SshBootstrapper:
         extra_options: Sequence[str] = (),
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        hostkey_tokens: Mapping[str, str] | None = None,
+        node_paths: tuple[str, str] = ("/etc/ssh/sshd_config", HOSTKEY_TOKEN_PATH),
     ) -> None:
         self.key_file = key_file
         self.known_hosts = known_hosts
@@ -91,14 +102,19 @@ class SshBootstrapper:
         self.ssh = ssh
         self.extra_options = tuple(extra_options)
         self._sleep, self._clock = sleep, clock
+        self.hostkey_tokens = dict(hostkey_tokens or {})
+        self.node_paths = node_paths  # where a node keeps its sshd_config and its token
 
-    def _options(self) -> list[str]:
+    def _options(self, known_hosts: Path, checking: str) -> list[str]:
         options = {
             "BatchMode": "yes",
             "IdentitiesOnly": "yes",
-            "StrictHostKeyChecking": "accept-new",
-            "UserKnownHostsFile": str(self.known_hosts),
+            "StrictHostKeyChecking": checking,
+            "UserKnownHostsFile": str(known_hosts),
             "GlobalKnownHostsFile": "/dev/null",
+            "HashKnownHosts": "no",
+            "UpdateHostKeys": "no",
+            "CheckHostIP": "no",
             "ConnectTimeout": str(self.connect_timeout_s),
             "ServerAliveInterval": "15",
             "LogLevel": "ERROR",
@@ -109,11 +125,63 @@ class SshBootstrapper:
         return out + list(self.extra_options)
 
     def ssh_argv(self, target: SshTarget, command: str) -> list[str]:
-        """The ``ssh`` argv that runs ``command`` (one shell line, already quoted) on ``target``."""
-        return [self.ssh, *self._options(), "-p", str(target.port), f"{target.user}@{target.host}", command]
+        """The ``ssh`` argv that runs ``command`` (one shell line, already quoted) on ``target``: the
+        host key checked strictly for a node with a boot token (call ``pin`` first), else learnt on
+        first use."""
+        checking = "yes" if target.node_name in self.hostkey_tokens else "accept-new"
+        return [self.ssh, *self._options(self.known_hosts, checking), "-p", str(target.port),
+                f"{target.user}@{target.host}", command]
+
+    def pin(self, target: SshTarget, *, timeout_s: float = 600, interval_s: float = 5, force: bool = False) -> None:
+        """Make sure ``target``'s host key is pinned in the cluster's known_hosts by proof (see
+        ``realize.hostkeys``), waiting up to ``timeout_s`` for the node to answer and to hold its token.
+        No-op for a node without a token, or one pinned already unless ``force`` (the SSH pass forces
+        it: a replacement node may answer on a pinned address with a new, proven key). Sends nothing
+        but the proof script. Raises HostKeyError when the key presented is not proven (at once, not
+        retried) and BootstrapError when no proof came within ``timeout_s``."""
+        token = self.hostkey_tokens.get(target.node_name)
+        pattern = hostkeys.host_pattern(target.host, target.port)
+        if token is None or (not force and hostkeys.pinned_key(self.known_hosts, pattern) is not None):
+            return
+        deadline = self._clock() + timeout_s
+        while True:
+            result, presented = self._prove(target)
+            if result.returncode == 0 and presented is not None:
+                if not hostkeys.proves(token, presented, hostkeys.parse_proofs(result.stdout)):
+                    raise HostKeyError(
+                        f"{target.node_name}: the SSH host key {target.host}:{target.port} presented "
+                        f"({presented.type} {presented.fingerprint()}) is not the one the node's boot token "
+                        "vouches for: nothing was sent (something in the path may be posing as the node)")
+                hostkeys.write_pin(self.known_hosts, pattern, presented)
+                return
+            if result.returncode == hostkeys.EXIT_NO_TOKEN or self._clock() >= deadline:
+                raise BootstrapError(f"{target.node_name}: no proof of its SSH host key from {target.host}:"
+                                     f"{target.port} after {timeout_s:.0f} s ({_last_line(result.stderr)})")
+            self._sleep(interval_s)
+
+    def _prove(self, target: SshTarget) -> tuple[subprocess.CompletedProcess[str], hostkeys.PresentedKey | None]:
+        """Run the proof script over one connection whose host key lands in an empty scratch
+        known_hosts; (the result, the key that connection was authenticated with, if it got that far)."""
+        sudo = "" if target.user == "root" else "sudo -n "
+        command = f"{sudo}bash -s -- {' '.join(shlex.quote(path) for path in self.node_paths)}"
+        with tempfile.TemporaryDirectory(prefix="provisioner-hostkey-") as folder:
+            scratch = Path(folder) / "known_hosts"
+            argv = [self.ssh, *self._options(scratch, "accept-new"), "-p", str(target.port),
+                    f"{target.user}@{target.host}", command]
+            try:
+                result = subprocess.run(argv, input=hostkeys.PROOF_SCRIPT, capture_output=True, text=True,
+                                        timeout=self.connect_timeout_s + 60)
+            except subprocess.TimeoutExpired:
+                result = subprocess.CompletedProcess(argv, 124, "", "timed out")
+            try:
+                found = hostkeys.recorded_keys(scratch.read_text(encoding="ascii"))
+            except (FileNotFoundError, UnicodeDecodeError):
+                found = []
+        return result, (found[0] if len(found) == 1 else None)
 
     def _ssh(self, target: SshTarget, command: str, timeout_s: float,
              stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        self.pin(target, timeout_s=timeout_s)
         argv = self.ssh_argv(target, command)
         try:
             if stdin is None:
@@ -125,8 +193,10 @@ class SshBootstrapper:
                                  "run the bootstrap again to resume") from None
 
     def wait_until_reachable(self, target: SshTarget, timeout_s: float = 600, interval_s: float = 5) -> None:
-        """Block until ``ssh true`` succeeds; BootstrapError with the last error after ``timeout_s``."""
+        """Block until ``ssh true`` succeeds; BootstrapError with the last error after ``timeout_s``
+        (HostKeyError at once for a host key its node does not prove)."""
         deadline = self._clock() + timeout_s
+        self.pin(target, timeout_s=timeout_s, interval_s=interval_s)
         while True:
             result = self._ssh(target, "true", timeout_s=self.connect_timeout_s + 30)
             if result.returncode == 0:
@@ -163,4 +233,4 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
-__all__ = ["BootstrapError", "BootstrapResult", "SshBootstrapper", "SshTarget", "write_key_file"]
+__all__ = ["BootstrapError", "BootstrapResult", "HostKeyError", "SshBootstrapper", "SshTarget", "write_key_file"]

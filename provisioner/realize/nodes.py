@@ -14,6 +14,7 @@ never guesses them from the user data's first bytes.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import math
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from provisioner.capabilities import Bootstrap
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.registry import facts
+from provisioner.render.cloudinit import HOSTKEY_TOKEN_SLOT
 
 
 def login_user(provider: str) -> str:
@@ -47,14 +49,28 @@ def user_data_path(bootstrap: Bootstrap, role: str) -> str | None:
     return None
 
 
-def boot_text(node: PlanNode, text: str) -> str:
+def boot_text(node: PlanNode, text: str, hostkey_token: str | None = None) -> str:
     """``text`` (the file ``user_data_path`` names) as ``node`` boots with it: an entrypoint script
     gets the node's name exported after its first line (a container learns it nowhere else; names
-    are SAFE_IDs, so no quoting is needed)."""
+    are SAFE_IDs, so no quoting is needed); ``hostkey_token`` (``realize.hostkeys``: 64 hex digits)
+    fills the host key token slot. ValueError for a malformed token or a text without one slot."""
+    if hostkey_token is not None:
+        text = _fill_slot(node, text, hostkey_token)
     if node.bootstrap is not Bootstrap.SCRIPT:
         return text
     first, _, rest = text.partition("\n")
     return f'{first}\nexport PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{node.name}}}"\n{rest}'
+
+
+def _fill_slot(node: PlanNode, text: str, token: str) -> str:
+    if len(token) != 64 or any(c not in "0123456789abcdef" for c in token):
+        raise ValueError("a host key token is 64 lower-case hex digits")
+    slot, filled = HOSTKEY_TOKEN_SLOT, token
+    if node.bootstrap is Bootstrap.SCRIPT:  # the script embeds each file in base64, one line
+        slot, filled = (f"\n{base64.b64encode(value.encode()).decode()}\n" for value in (slot, token))
+    if text.count(slot) != 1:
+        raise ValueError(f"the boot file of {node.name} has no host key token slot")
+    return text.replace(slot, filled)
 
 
 def block_fields(plan: Plan) -> dict[str, Any]:
@@ -78,13 +94,17 @@ def node_spec(node: PlanNode, *, user_data: str | None, ssh_public_key: str | No
 
 
 def node_specs(plan: Plan, rendered: Mapping[str, str], *, ssh_public_key: str | None,
-               expires_at: dt.datetime | None, owner: str | None = None) -> list[NodeSpec]:
+               expires_at: dt.datetime | None, owner: str | None = None,
+               hostkey_tokens: Mapping[str, str] | None = None) -> list[NodeSpec]:
     """One NodeSpec per planned node, in plan order (head first), with the user data its bootstrap
-    method needs from ``rendered`` (path -> text). KeyError when a needed file is missing."""
+    method needs from ``rendered`` (path -> text) and its host key token (``hostkey_tokens``, node
+    name -> token; ``realize.hostkeys``). KeyError when a needed file is missing."""
     specs = []
+    tokens = hostkey_tokens or {}
     for node in plan.nodes:
         path = user_data_path(node.bootstrap, node.role)
-        specs.append(node_spec(node, user_data=boot_text(node, rendered[path]) if path else None,
+        text = boot_text(node, rendered[path], tokens.get(node.name)) if path else None
+        specs.append(node_spec(node, user_data=text,
                                ssh_public_key=ssh_public_key, expires_at=expires_at, owner=owner,
                                block=block_fields(plan)))
     return specs

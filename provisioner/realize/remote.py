@@ -11,18 +11,24 @@ from a table, so the fake-backed tests never open a socket to a node.
   re-raises (the caller tears the nodes down, which ends the remote side).
 - ``bootstrap(target, script)`` waits until SSH answers, then runs the rendered bootstrap
   script as root (idempotent, resumable). Raises BootstrapError.
+
+``SshRemote`` pins each node's host key by proof before its first command (``realize.hostkeys``);
+``bootstrap`` proves it again every time (the SSH pass is where secrets travel), and a node that
+cannot prove the key it presents gets nothing (HostKeyError; ``run`` answers 255 instead).
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from provisioner.plan import Plan
 from provisioner.providers.base import Node
-from provisioner.realize.bootstrap_ssh import SshBootstrapper, SshTarget, write_key_file
+from provisioner.realize.bootstrap_ssh import BootstrapError, SshBootstrapper, SshTarget, write_key_file
+from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.nodes import login_user
 from provisioner.secrets import ClusterSecrets
 from provisioner.validation.runner import CommandResult
@@ -56,12 +62,14 @@ class Remote(Protocol):
 
 
 class SshRemote:
-    """``Remote`` over OpenSSH with one cluster's key; host keys learnt per cluster (accept-new)."""
+    """``Remote`` over OpenSSH with one cluster's key and known_hosts: host keys pinned by proof for
+    the nodes in ``hostkey_tokens`` (node name -> boot token), learnt on first use for others."""
 
     def __init__(self, key_file: Path, known_hosts: Path, *, ssh: str = "ssh",
-                 extra_options: Sequence[str] = (), connect_timeout_s: int = 10) -> None:
+                 extra_options: Sequence[str] = (), connect_timeout_s: int = 10,
+                 hostkey_tokens: Mapping[str, str] | None = None) -> None:
         self._ssh = SshBootstrapper(key_file, known_hosts, ssh=ssh, extra_options=extra_options,
-                                    connect_timeout_s=connect_timeout_s)
+                                    connect_timeout_s=connect_timeout_s, hostkey_tokens=hostkey_tokens)
         self._children: set[subprocess.Popen[str]] = set()
 
     def stop(self) -> None:
@@ -70,15 +78,26 @@ class SshRemote:
             child.kill()
 
     @classmethod
-    def for_cluster(cls, secrets: ClusterSecrets, folder: Path, **options: object) -> SshRemote:
-        """Write the cluster key (0600) and a known_hosts file under ``folder`` and use them."""
+    def for_cluster(cls, secrets: ClusterSecrets, folder: Path, *, plan: Plan, **options: object) -> SshRemote:
+        """Write the cluster key (0600) and a known_hosts file under ``folder`` and use them, with the
+        host key tokens of ``plan``'s nodes (``hostkeys.hostkey_tokens``)."""
         key_file = write_key_file(secrets, folder)
-        return cls(key_file, folder / "known_hosts", **options)  # type: ignore[arg-type]
+        return cls(key_file, folder / "known_hosts", hostkey_tokens=hostkey_tokens(plan, secrets),
+                   **options)  # type: ignore[arg-type]
+
+    def pin(self, target: SshTarget, *, timeout_s: float = 60.0) -> None:
+        """Pin ``target``'s host key by proof unless pinned already (``SshBootstrapper.pin``); call
+        before handing ``argv`` to another program. Raises BootstrapError / HostKeyError."""
+        self._ssh.pin(target, timeout_s=timeout_s, interval_s=2)
 
     def argv(self, target: SshTarget, argv: Sequence[str]) -> list[str]:
         return self._ssh.ssh_argv(target, shlex.join(argv))
 
     def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        try:
+            self.pin(target, timeout_s=timeout_s)
+        except BootstrapError as exc:
+            return CommandResult(255, "", str(exc))
         command = self.argv(target, argv)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
@@ -91,6 +110,11 @@ class SshRemote:
 
     def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
                timeout_s: float | None = None) -> int:
+        try:
+            self.pin(target)
+        except BootstrapError as exc:
+            on_line(str(exc))
+            return 255
         command = self.argv(target, argv)
         try:
             child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -113,6 +137,7 @@ class SshRemote:
                 self._children.discard(child)
 
     def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None:
+        self._ssh.pin(target, force=True)  # proven again right before what may carry secrets
         self._ssh.wait_until_reachable(target)
         self._ssh.run(target, script, timeout_s=timeout_s)
 

@@ -3,7 +3,8 @@
 A node's boot-time bootstrap (user data, a container's start command) could not know the other
 nodes' addresses, nor on Lambda/RunPod its own name, nor the provider's switch topology: with
 more than one node (or an SSH-bootstrapped node), ``ssh_pass`` renders again with what is known
-now and runs each node's bootstrap over SSH, head first. The direct engine calls it after its
+now and runs each node's bootstrap over SSH, head first. Each node proves its SSH host key with
+the token its boot data carried before anything is sent (``Remote.bootstrap``, ``realize.hostkeys``). The direct engine calls it after its
 nodes run; the stacks' ``ClusterTopology`` step calls the same function.
 """
 
@@ -102,7 +103,11 @@ def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecr
             raise StackError(f"node {node.name} has no address to bootstrap over SSH")
         rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({ssh_text(target)})",
                 cluster=plan.cluster_id, node=node.name)
-        if node.bootstrap is not Bootstrap.SSH:
+        if node.bootstrap is Bootstrap.SSH:  # no boot data: no token can vouch for its host key
+            rt.emit("warning", message=f"{node.name}: its SSH host key is trusted on first use: "
+                    f"{plan.option.provider} boots it with no data that could carry a proof "
+                    "(docs/security.md, Host keys)", cluster=plan.cluster_id, node=node.name)
+        else:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
         remote.bootstrap(target, rendered[f"ssh/{node.role}.sh"])  # the one script that holds secrets
     return rendered

@@ -95,7 +95,9 @@ def render_cluster(
     are placed only in the SSH pass's scripts (``ssh/<role>.sh``), listed in ``secret_paths``
     whenever the control plane needs one; the boot files (user data, entrypoint script) hold none
     and leave the control plane to the SSH pass. ``boot_secrets`` puts them in the boot files too,
-    for a driver that has no SSH pass (they are then listed as secret as well).
+    for a driver that has no SSH pass (they are then listed as secret as well). The boot files hold
+    a slot for a per-node host key token (``realize.nodes.boot_text`` fills it); the SSH pass's
+    scripts do not.
     """
     k8s = _kubernetes_module() if plan.spec.control_plane.value == "kubernetes" else None
     accounting = plan.spec.slurm.accounting if slurmdbd is None else slurmdbd
@@ -120,13 +122,14 @@ def render_cluster(
     boot: dict[str, str] = {}
     full: dict[str, str] = {}
     for role in roles:
-        def document(with_secrets: bool, role: str = role) -> str:
+        def document(with_secrets: bool, boot: bool, role: str = role) -> str:
             return render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
                                     node_addresses=addresses, k8s_manifests=manifests,
-                                    label_wait_s=LABEL_WAIT_S if topology else 0, with_secrets=with_secrets)
+                                    label_wait_s=LABEL_WAIT_S if topology else 0, with_secrets=with_secrets,
+                                    hostkey_slot=boot)
 
-        whole = document(True)
-        user_data = whole if boot_secrets else document(False)
+        whole = document(True, boot=False)
+        user_data = document(boot_secrets, boot=True)
         boot[f"cloud-init/{role}.yaml"] = user_data
         boot[f"bootstrap/{role}.sh"] = render_bootstrap_script(view, role, user_data)
         full[f"ssh/{role}.sh"] = render_bootstrap_script(view, role, whole)

@@ -35,6 +35,10 @@ from provisioner.render.views import ClusterView, render_template
 from provisioner.secrets import ClusterSecrets
 
 ROLES = ("head", "worker")
+# Where a node keeps the boot token that vouches for its SSH host key (provisioner.realize.hostkeys),
+# and what the user data holds there until ``realize.nodes.boot_text`` puts one node's token in.
+HOSTKEY_TOKEN_PATH = "/etc/provisioner/hostkey-token"
+HOSTKEY_TOKEN_SLOT = "PROVISIONER_HOSTKEY_TOKEN_SLOT"
 # How long the head's provisioner-k8s-apply waits for every node to register before it sets the
 # topology labels of those that have, when they come from the provider (see render_cloudinit).
 LABEL_WAIT_S = 300
@@ -91,6 +95,7 @@ def render_cloudinit(
     k8s_manifests: Mapping[str, str] | None = None,
     label_wait_s: int = 0,
     with_secrets: bool = True,
+    hostkey_slot: bool = False,
 ) -> str:
     """User data for every node of ``role``. Raises ValueError for an unknown role.
 
@@ -115,6 +120,9 @@ def render_cloudinit(
     result holds secrets when the control plane is Slurm or Kubernetes, unless ``with_secrets`` is
     False: then the munge key, the k3s configuration (its token) and every control-plane step are
     left out, and the document is what a provider may see (user data); the SSH pass runs the full one.
+    ``hostkey_slot``: the boot document gets a 0600 ``HOSTKEY_TOKEN_PATH`` holding
+    ``HOSTKEY_TOKEN_SLOT``, which each node's copy replaces with its own boot token (the SSH pass's
+    document leaves the file alone).
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
@@ -192,7 +200,8 @@ def render_cloudinit(
         k8s_manifests=sorted((k8s_manifests or {}).items()),
         nfs=nfs,
         slurmdbd_ready=slurmdbd_ready,
+        hostkey_token=(HOSTKEY_TOKEN_PATH, HOSTKEY_TOKEN_SLOT) if hostkey_slot else None,
     )
 
 
-__all__ = ["LABEL_WAIT_S", "ROLES", "nvme_script", "render_cloudinit"]
+__all__ = ["HOSTKEY_TOKEN_PATH", "HOSTKEY_TOKEN_SLOT", "LABEL_WAIT_S", "ROLES", "nvme_script", "render_cloudinit"]
