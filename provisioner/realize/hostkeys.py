@@ -30,6 +30,7 @@ import hmac
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from provisioner.plan import Plan
@@ -80,15 +81,16 @@ done
 """
 
 
+@dataclass(frozen=True)
 class PresentedKey:
     """One host key as an SSH server presented it (its known_hosts type and base64 blob)."""
 
-    __slots__ = ("blob", "type")
+    type: str
+    blob: str
 
-    def __init__(self, key_type: str, blob: str) -> None:
-        if not _KEY_TYPE.match(key_type) or not _BLOB.match(blob):
+    def __post_init__(self) -> None:
+        if not _KEY_TYPE.match(self.type) or not _BLOB.match(self.blob):
             raise ValueError("not an SSH host key")
-        self.type, self.blob = key_type, blob
 
     def text(self) -> str:
         return f"{self.type} {self.blob}"
