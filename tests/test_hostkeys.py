@@ -141,7 +141,7 @@ NODE = "hk-0"
 
 
 def _node(rig_: tuple[Sshd, object, Path], token_on_node: str, *, config_keys: list[Path] | None = None
-          ) -> tuple[SshRemote, SshTarget, Path, str]:
+          ) -> tuple[SshRemote, SshTarget, Path]:
     """An SshRemote that expects ``NODE``'s token, and the node's files (its token, its sshd config)."""
     server, runner, tmp = rig_
     token = "5a" * 32
@@ -150,7 +150,7 @@ def _node(rig_: tuple[Sshd, object, Path], token_on_node: str, *, config_keys: l
     remote = SshRemote(runner.key_file, tmp / "known_hosts", hostkey_tokens={NODE: token},  # type: ignore[attr-defined]
                        connect_timeout_s=5)
     remote._ssh.node_paths = (str(tmp / "node-sshd_config"), str(tmp / "node-token"))
-    return remote, SshTarget(host="127.0.0.1", port=server.port, node_name=NODE), tmp, token
+    return remote, SshTarget(host="127.0.0.1", port=server.port, node_name=NODE), tmp
 
 
 def _secret_script(tmp: Path) -> str:
@@ -159,7 +159,7 @@ def _secret_script(tmp: Path) -> str:
 
 def test_a_proven_key_is_pinned_and_the_pass_proceeds(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
     server = rig[0]
-    remote, target, tmp, token = _node(rig, "5a" * 32)
+    remote, target, tmp = _node(rig, "5a" * 32)
     remote.bootstrap(target, _secret_script(tmp))
     assert (tmp / "delivered").read_text() == "munge-stand-in\n"
     pinned = pinned_key(tmp / "known_hosts", host_pattern("127.0.0.1", server.port))
@@ -169,7 +169,7 @@ def test_a_proven_key_is_pinned_and_the_pass_proceeds(rig: tuple[Sshd, object, P
 
 
 def test_a_machine_without_the_token_gets_nothing(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
-    remote, target, tmp, _token = _node(rig, "77" * 32)  # answers, but cannot know this node's token
+    remote, target, tmp = _node(rig, "77" * 32)  # answers, but cannot know this node's token
     with pytest.raises(HostKeyError, match=r"^hk-0: the SSH host key 127\.0\.0\.1:\d+ presented \(ssh-ed25519 "
                        r"SHA256:\S+\) is not the one the node's boot token vouches for: nothing was sent"):
         remote.bootstrap(target, _secret_script(tmp))
@@ -185,7 +185,7 @@ def test_a_relayed_proof_for_another_key_is_refused(rig: tuple[Sshd, object, Pat
     real = tmp / "real-node" / "ssh_host_ed25519_key"
     real.parent.mkdir()
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(real)], check=True, timeout=30)
-    remote, target, tmp, token = _node(rig, "5a" * 32, config_keys=[real])
+    remote, target, tmp = _node(rig, "5a" * 32, config_keys=[real])
     with pytest.raises(HostKeyError, match="nothing was sent"):
         remote.bootstrap(target, _secret_script(tmp))
     assert not (tmp / "delivered").exists()
@@ -194,7 +194,7 @@ def test_a_relayed_proof_for_another_key_is_refused(rig: tuple[Sshd, object, Pat
 
 def test_later_commands_check_the_pinned_key_strictly(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
     server = rig[0]
-    remote, target, tmp, _token = _node(rig, "5a" * 32)
+    remote, target, tmp = _node(rig, "5a" * 32)
     remote.bootstrap(target, "true\n")
     first = pinned_key(tmp / "known_hosts", host_pattern("127.0.0.1", server.port))
     server.stop()
@@ -211,7 +211,7 @@ def test_later_commands_check_the_pinned_key_strictly(rig: tuple[Sshd, object, P
 
 
 def test_no_token_on_the_node_is_one_line_after_the_timeout(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
-    remote, target, tmp, _token = _node(rig, "PROVISIONER_HOSTKEY_TOKEN_SLOT")
+    remote, target, tmp = _node(rig, "PROVISIONER_HOSTKEY_TOKEN_SLOT")
     with pytest.raises(BootstrapError, match=r"^hk-0: no proof of its SSH host key from 127\.0\.0\.1:\d+ after "
                        r"\d+ s \(\S+ holds no host key token \(the boot data carried none\)\)$"):
         remote.bootstrap(target, _secret_script(tmp))

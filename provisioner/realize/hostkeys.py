@@ -128,7 +128,7 @@ def proof(token: str, key: PresentedKey) -> str:
 
 def parse_proofs(output: str) -> dict[str, str]:
     """``PROOF_SCRIPT``'s lines as key type -> hex proof (malformed lines ignored)."""
-    found = {}
+    found: dict[str, str] = {}
     for line in output.splitlines():
         words = line.split()
         if len(words) == 2 and _KEY_TYPE.match(words[0]) and _HEX64.match(words[1]):

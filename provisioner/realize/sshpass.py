@@ -4,8 +4,9 @@ A node's boot-time bootstrap (user data, a container's start command) could not 
 nodes' addresses, nor on Lambda/RunPod its own name, nor the provider's switch topology: with
 more than one node (or an SSH-bootstrapped node), ``ssh_pass`` renders again with what is known
 now and runs each node's bootstrap over SSH, head first. Each node proves its SSH host key with
-the token its boot data carried before anything is sent (``Remote.bootstrap``, ``realize.hostkeys``). The direct engine calls it after its
-nodes run; the stacks' ``ClusterTopology`` step calls the same function.
+the token its boot data carried before anything is sent (``Remote.bootstrap``, ``realize.hostkeys``).
+The direct engine calls it after its nodes run; the stacks' ``ClusterTopology`` step calls the
+same function.
 """
 
 from __future__ import annotations
