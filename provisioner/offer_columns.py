@@ -272,25 +272,31 @@ def _units(joined: bytes, n: int, places: int, origin: str, name: str, base: int
     starts = np.concatenate(([0], ends[:-1] + 1))
     length = ends - starts
     width = int(min(length.max(initial=0), _WIDTH))
-    m = np.lib.stride_tricks.sliding_window_view(buf, _WIDTH)[starts, :width]
-    quoted = (m[:, 0] == ord('"')).astype(np.int64) if width else np.zeros(n, dtype=np.int64)
-    inside = (np.arange(width) >= quoted[:, None]) & (np.arange(width) < (length - quoted)[:, None])
-    digit = _DIGIT[m] & inside
-    dot = (m == ord(".")) & inside
-    dots = dot.sum(axis=1)
-    size = length - 2 * quoted  # the number's own characters
-    point = np.where(dots == 1, np.argmax(dot, axis=1) - quoted, size)
-    decimals = np.where(dots == 1, size - point - 1, 0)
-    first = m[np.arange(n), np.minimum(quoted, max(width - 1, 0))] if width else np.zeros(n, dtype=np.uint8)
-    plain = (length <= _WIDTH) & (digit.sum(axis=1) + dots == size) & (dots <= 1) & (point >= 1) \
-        & (point <= _WHOLE_DIGITS) & ((dots == 0) | (decimals >= 1)) & (decimals <= places) \
-        & ((first != ord("0")) | (point == 1))  # 01.5 is read by Decimal
+    # one row per byte position, one column per value: every step below is a pass over contiguous vectors
+    m = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(buf, _WIDTH)[starts, :width].T)
+    quoted = (m[0] == ord('"')).astype(np.int64) if width else np.zeros(n, dtype=np.int64)
+    digits, dots = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    dot_at = np.full(n, -1, dtype=np.int64)
     units = np.zeros(n, dtype=np.int64)
     for j in range(width):  # every digit, left to right: at most 6 + 12 of them, so int64 holds them all
-        units = np.where(digit[:, j], units * 10 + (m[:, j].astype(np.int64) - ord("0")), units)
+        inside = j < length  # the value's own bytes (its quotes are neither digit nor dot)
+        value = m[j].astype(np.int64) - ord("0")
+        digit = (value >= 0) & (value <= 9) & inside
+        dot = (m[j] == ord(".")) & inside
+        np.copyto(units, units * 10 + value, where=digit)
+        np.copyto(dot_at, j, where=dot & (dots == 0))
+        digits += digit
+        dots += dot
+    size = length - 2 * quoted  # the number's own characters
+    point = np.where(dots == 1, dot_at - quoted, size)
+    decimals = np.where(dots == 1, size - point - 1, 0)
+    first = m[np.minimum(quoted, max(width - 1, 0)), np.arange(n)] if width else np.zeros(n, dtype=np.uint8)
+    plain = (length <= _WIDTH) & (digits + dots == size) & (dots <= 1) & (point >= 1) \
+        & (point <= _WHOLE_DIGITS) & ((dots == 0) | (decimals >= 1)) & (decimals <= places) \
+        & ((first != ord("0")) | (point == 1))  # 01.5 is read by Decimal
     units *= _POWERS[np.clip(places - decimals, 0, places)]
     if null is not None and width >= 4:  # JSON null (an absent price is written as one)
-        nulls = (length == 4) & (m[:, :4] == np.frombuffer(b"null", dtype=np.uint8)).all(axis=1)
+        nulls = (length == 4) & (m[0] == ord("n")) & (m[1] == ord("u")) & (m[2] == ord("l")) & (m[3] == ord("l"))
         units[nulls] = null
         plain |= nulls
     for i in np.flatnonzero(~plain).tolist():
