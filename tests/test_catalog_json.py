@@ -161,7 +161,8 @@ def test_written_prices_and_rates_are_read_exactly() -> None:
     ("0", "must be above 0"), ("-1.5", "must be above 0"), ('"-0.5"', "must be above 0"), ("0.000", "must be above 0"),
     ("10000.000000000001", "must be above 0 and at most 10000"), ("1000000", "must be above 0 and at most"),
     ("1e400", "must be above 0 and at most"),
-    ("1234567890123456789012345.5", "must be above 0 and at most"), ('"NaN"', "must be above 0"), ('"Infinity"', "must be above 0"),
+    ("1234567890123456789012345.5", "must be above 0 and at most"), ('"NaN"', "must be above 0"),
+    ('"Infinity"', "must be above 0"),
 ])
 def test_a_bad_written_price_is_refused_at_its_row(price: str, message: str) -> None:
     prices = ["1.5"] * 5 + [price] + ["2"] * 3
