@@ -7,7 +7,8 @@ realizes it (``stacks/``), how its nodes end themselves (``render.teardown``), t
 its images (``realize.nodes``), its fake server (``testing.fakes``), its stack's private
 address range, its NCCL interface and NIC layouts (``render.fabric``), its instance metadata service
 (the node's name, the spot notice: ``validation.watch``), how its nodes mount the shared filesystem
-and whether it offers flex-start (``stacks.model``). Pure data:
+whether it offers flex-start (``stacks.model``), and the prose of its row in each docs table that
+lists providers (``docs``; the tables are generated from the descriptors). Pure data:
 importing this module (or a provider package's ``__init__``) imports no adapter, SDK or HTTP
 client, so the pure core may read it.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from provisioner.capabilities import Capability
 
 NodeAction = Literal["poweroff", "runpod-delete", "vastai-delete"]
 WATCHDOG = "the client's watchdog deletes the instances through the API"
@@ -61,6 +64,21 @@ class InstanceMetadata:
 
 
 @dataclass(frozen=True)
+class ProviderDocs:
+    """The prose of its rows in the docs tables that list providers; every other cell is derived
+    (the bundled catalog's offer count, ``CAPABILITIES``' yes/no, ``Teardown``, ``key_vars``). The
+    tables are written from these by ``UPDATE_GOLDEN=1 python -m pytest tests/test_provider_lists.py``
+    and checked against them otherwise."""
+
+    offers: str
+    """docs/catalog.md, the bundled catalog table's "what": what its catalog rows hold."""
+    regions: str
+    """docs/catalog.md, the same table's "regions"."""
+    notes: tuple[tuple[Capability, str], ...] = ()
+    """docs/catalog.md, the adapter table: said after the yes/no of a capability (``(VPC)``)."""
+
+
+@dataclass(frozen=True)
 class ProviderFacts:
     """One provider's facts (see the module docstring)."""
 
@@ -102,6 +120,9 @@ class ProviderFacts:
     """Where the platform attaches its filesystems by name, with ``shared_fs="platform"``."""
     flex_start: bool = False
     """Whether its stack can queue for capacity (GCP's flex-start provisioning model, ``stacks.model``)."""
+    docs: ProviderDocs | None = None
+    """Its docs rows' prose (every provider declares one: tests/test_provider_lists.py)."""
 
 
-__all__ = ["GC", "WATCHDOG", "InstanceMetadata", "NodeAction", "ProviderFacts", "SdkCredentials", "Teardown"]
+__all__ = ["GC", "WATCHDOG", "InstanceMetadata", "NodeAction", "ProviderDocs", "ProviderFacts", "SdkCredentials",
+           "Teardown"]

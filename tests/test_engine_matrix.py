@@ -1,6 +1,7 @@
 """Engine x provider: the same plan through both engines against each provider's fake.
 
-For each of the six providers and each case it offers (one node or two, on-demand or spot,
+For each registered provider (the six, and any added later: the cases come from the registry, its
+``FACTS.stack`` and its ``CAPABILITIES``) and each case it offers (one node or two, on-demand or spot,
 with or without an expiry) the plan is made from the fake's own offers (so it names what the
 fake sells) and then realized twice, each time against a fresh fake:
 
@@ -38,6 +39,7 @@ from google.protobuf import json_format, struct_pb2
 from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.ownership import LeaseMark
+from provisioner.providers.registry import REGISTRY, capabilities, facts
 from provisioner.stacks import program
 from provisioner.stacks.model import cluster_args
 from provisioner.stacks.topology import ClusterTopologyProvider
@@ -45,6 +47,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import provider_pb2
 
+from provisioner.capabilities import Capability
 from provisioner.catalog import load_bundled_catalog
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
@@ -58,7 +61,6 @@ from provisioner.secrets import load_or_create_secrets, save_secrets
 from provisioner.testing.fakes.base import Bought, Call, serve
 from provisioner.workflow import adapter_capabilities
 from tests.file_remote import FileRemote, pushed
-from tests.providers import harness_aws, harness_gcp
 from tests.providers.contract import load_harness
 from tests.providers.harness import Harness
 from tests.test_lifecycle_support import StandInRemote, instant_runtime
@@ -67,13 +69,14 @@ from tests.test_secrets_over_ssh import _needles
 from tests.test_stack_cluster import SECRET_SIG, realize
 from tests.test_stack_grpc import dynamic_provider
 
-PROVIDERS = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
-NEOCLOUDS = ("lambda", "runpod", "vastai", "fluence")
+PROVIDERS = tuple(REGISTRY)
+NEOCLOUDS = tuple(name for name, found in facts().items() if found.stack == "neocloud")
+SIX = ("aws", "gcp", "lambda", "runpod", "vastai", "fluence")
+"""The providers the matrix must hold at least (a floor: a later provider joins through the registry)."""
 OWNER = "matrix-owner"
 EXPIRES = dt.datetime(2026, 11, 24, 6, 0, tzinfo=dt.UTC)
 READS = frozenset({"list", "get", "offers"})
 DYNAMIC = "pulumi-python:dynamic/provisioner:"
-PRIVATE_CIDRS = {"aws": ["10.42.0.0/16"], "gcp": ["10.32.0.0/11"]}
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,11 @@ class Case:
 
 
 CASES = (Case(1, False, False), Case(2, False, True), Case(1, True, True), Case(2, True, False))
-SPOT = {"aws", "gcp", "runpod", "vastai"}
-"""Providers whose fakes sell interruptible nodes (Lambda and Fluence sell none)."""
-MULTI = set(PROVIDERS)
+SPOT = {name for name, declared in capabilities().items() if Capability.SPOT in declared}
+"""Providers whose adapters buy interruptible nodes (and whose fakes sell them; Lambda and Fluence sell none)."""
+MULTI = {name for name, declared in capabilities().items() if Capability.MULTI_NODE in declared}
+INSTANCE = {"pulumi_aws": "aws:ec2/instance:Instance", "pulumi_gcp": "gcp:compute/instance:Instance"}
+"""The official Pulumi resource each non-neocloud stack builder registers per node (``FACTS.stack``)."""
 
 
 def _cases() -> list[tuple[str, Case]]:
@@ -98,9 +103,12 @@ def _cases() -> list[tuple[str, Case]]:
 
 def test_the_matrix_has_every_provider_and_both_kinds_of_node() -> None:
     cases = _cases()
-    assert {p for p, _ in cases} == set(PROVIDERS)
+    assert {p for p, _ in cases} == set(REGISTRY) >= set(SIX)
     assert {p for p, c in cases if c.spot} == SPOT and {p for p, c in cases if c.nodes > 1} == set(PROVIDERS)
-    assert len(cases) == 20  # 6 providers x (one node, two nodes, expiry or not) + 4 spot providers x 2
+    assert {"aws", "gcp", "runpod", "vastai"} <= SPOT and not SPOT & {"lambda", "fluence"}
+    assert set(NEOCLOUDS) >= {"lambda", "runpod", "vastai", "fluence"} and not set(NEOCLOUDS) & {"aws", "gcp"}
+    six = [c for c in cases if c[0] in SIX]
+    assert len(six) == 20  # 6 providers x (one node, two nodes, expiry or not) + 4 spot providers x 2
 
 
 # ----- the plan, from the fake's own offers -------------------------------------------------------
@@ -182,7 +190,7 @@ def served(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
     harness = load_harness(name)
     with serve(harness.app) as server:
         prefix = f"PROVISIONER_{name.upper()}"
-        env = {f"{prefix}_API_URL": server.url, f"{prefix}_API_KEY": harness.api_key}
+        env = {f"{prefix}_API_URL": server.url, f"{prefix}_API_KEY": harness.api_key, **dict(harness.env)}
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         yield Fake(harness, server.url, env)
@@ -193,9 +201,7 @@ def served(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fake]:
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("PROVISIONER_OWNER", OWNER)
-    # The images the AWS and GCP fakes hold (the adapters' default GPU images are not in them).
-    monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", harness_aws.IMAGE)
-    monkeypatch.setenv("PROVISIONER_GCP_IMAGE", harness_gcp.IMAGE)
+    # served() sets what a fake's harness needs (the images the AWS and GCP fakes hold: Harness.env).
 
 
 # ----- the two legs --------------------------------------------------------------------------------
@@ -311,7 +317,7 @@ def _unsecret(value: Any) -> Any:
 
 
 def _instances(recorder: Any, provider: str) -> list[dict[str, Any]]:
-    typ = {"aws": "aws:ec2/instance:Instance", "gcp": "gcp:compute/instance:Instance"}[provider]
+    typ = INSTANCE[facts()[provider].stack]
     return [_unsecret(r.inputs) for r in recorder.of(typ)]
 
 
@@ -338,7 +344,7 @@ def test_both_engines_send_the_same_requests(provider: str, case: Case, tmp_path
     instances = _instances(recorder, provider)
     assert len(instances) == case.nodes
     expected_spot = [s[0] for s in direct_sold]
-    if provider == "aws":  # the market is the launch template's, which every instance launches from
+    if facts()[provider].stack == "pulumi_aws":  # the market: the launch template every instance launches from
         (template,) = [_unsecret(r.inputs) for r in recorder.of("aws:ec2/launchTemplate:LaunchTemplate")]
         market = (template.get("instanceMarketOptions") or {}).get("marketType")
         spot = [market == "spot"] * len(instances)

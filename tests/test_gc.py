@@ -24,7 +24,7 @@ from provisioner.lifecycle import state
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
 from provisioner.testing.fakes.base import FakeApp, FakeTransport, serve
-from tests.providers.contract import load_harness
+from tests.providers.contract import load_harness, neocloud_names
 from tests.providers.harness import Harness
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -84,7 +84,7 @@ def test_unrecorded_nodes_are_listed_then_deleted(name: str) -> None:
     assert [n.name for n in rig.provider.get_nodes("alive")] == ["a0"]
 
 
-@pytest.mark.parametrize("name", ["lambda", "runpod", "vastai", "fluence"])
+@pytest.mark.parametrize("name", neocloud_names())
 def test_expired_record_is_collected_and_forgotten(name: str) -> None:
     rig = rig_for(name)
     rig.provider.create_nodes("old", rig.harness.node_specs(1, "n"))

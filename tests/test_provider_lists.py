@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from provisioner.providers.descriptor import ProviderFacts
-from provisioner.providers.registry import REGISTRY, facts
+from provisioner.providers.descriptor import ProviderDocs, ProviderFacts
+from provisioner.providers.registry import REGISTRY, capabilities, facts
 
+from provisioner.capabilities import Capability
 from tests import import_graph
 from tests.conftest import UPDATE_GOLDEN
 
@@ -76,6 +79,10 @@ def test_every_provider_package_declares_its_facts() -> None:
     for name, declared in found.items():
         assert isinstance(declared, ProviderFacts) and declared.name == name == declared.teardown.provider
         assert declared.fake.partition(":")[0] in import_graph.modules()
+        assert declared.docs is not None, f"{name}: FACTS.docs (its docs rows' prose)"
+    from tests.providers.contract import harness_names
+
+    assert harness_names() == sorted(REGISTRY)  # every fake hands the contract suite its contract_harness()
 
 
 @pytest.mark.parametrize("module", ["provisioner.providers.settings", "provisioner.refresh", "provisioner.spec",
@@ -107,54 +114,116 @@ def test_the_scan_sees_a_provider_name() -> None:
     assert _named("provisioner.providers.runpod") == {"runpod"}  # its FACTS: the scan must find it
 
 
-# --- the README's and the docs' per-provider tables ------------------------------------------------
+# --- the README's and the docs' per-provider tables: generated from the descriptors ------------------
 
-DOC_TABLES = {
-    ("README.md", "| provider | what enforces the TTL"): "teardown",
-    ("docs/teardown.md", "| provider | what enforces the TTL"): "teardown",
-    ("docs/catalog.md", "| provider | offers |"): "names",
-    ("docs/catalog.md", "| adapter | on-demand | spot |"): "names",
+ADAPTER_COLUMNS = (Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
+                   Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP, Capability.TAGS,
+                   Capability.CLUSTER_PRODUCT)
+"""docs/catalog.md's adapter table, column by column after the name."""
+NUMBERS = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def _docs(found: ProviderFacts) -> ProviderDocs:
+    assert found.docs is not None, f"provider {found.name}: its FACTS declare no docs (providers/descriptor.py)"
+    return found.docs
+
+
+def _offer_counts() -> Counter[str]:
+    from provisioner.catalog import load_bundled_catalog
+
+    return Counter(offer.provider for offer in load_bundled_catalog().offers)
+
+
+def _teardown_row(name: str, found: ProviderFacts) -> list[str]:
+    return [f"`{name}`", found.teardown.ttl, found.teardown.idle, found.teardown.client_dies]
+
+
+def _catalog_row(name: str, found: ProviderFacts) -> list[str]:
+    return [f"`{name}`", str(_offer_counts()[name]), _docs(found).offers, _docs(found).regions]
+
+
+def _adapter_row(name: str, found: ProviderFacts) -> list[str]:
+    declared, notes = capabilities()[name], dict(_docs(found).notes)
+    cells = [("yes" if column in declared else "no") + (f" {notes[column]}" if column in notes else "")
+             for column in ADAPTER_COLUMNS]
+    return [name, *cells]
+
+
+DOC_TABLES: dict[tuple[str, str], Callable[[str, ProviderFacts], list[str]]] = {
+    ("README.md", "| provider | what enforces the TTL"): _teardown_row,
+    ("docs/teardown.md", "| provider | what enforces the TTL"): _teardown_row,
+    ("docs/catalog.md", "| provider | offers |"): _catalog_row,
+    ("docs/catalog.md", "| adapter | on-demand | spot |"): _adapter_row,
 }
-"""(file, the table's header line start) -> what its rows must equal: ``names`` (one row per provider,
-first cell its name) or ``teardown`` (the rows are ``FACTS.teardown``'s cells, generated: run this
-test with UPDATE_GOLDEN=1 to write them)."""
+"""(file, the table's header line start) -> its row for one provider. Every row is generated from the
+descriptors (``FACTS.teardown``, ``FACTS.docs``, ``CAPABILITIES``, ``FACTS.key_vars``) and the bundled
+catalog: ``UPDATE_GOLDEN=1 python -m pytest tests/test_provider_lists.py`` writes them; otherwise the
+files must equal what would be written. A provider's docs row is its ``FACTS``, written once."""
+KEY_VARS_ROW = "| those adapters | the API key, under the provider's own name |"
+"""docs/environment.md: the row whose first cell is every provider's own key variable."""
+CATALOG_COUNT = re.compile(r"^\d+ offers from \w+ providers:$")
+
+
+def _table_span(lines: list[str], header: str) -> tuple[int, int]:
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2
+    return start, next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+
+
+def _rendered(path: str) -> str:
+    """``path`` with every generated row (and the catalog's offer count line) as the descriptors say."""
+    lines = (ROOT / path).read_text(encoding="utf-8").split("\n")
+    for (table_path, header), row in DOC_TABLES.items():
+        if table_path == path:
+            start, end = _table_span(lines, header)
+            lines[start:end] = ["| " + " | ".join(row(name, found)) + " |" for name, found in facts().items()]
+    for i, line in enumerate(lines):
+        if KEY_VARS_ROW in line:
+            keys = ", ".join(f"`{var}`" for found in facts().values() for var in found.key_vars)
+            lines[i] = f"| {keys} " + line[line.index(KEY_VARS_ROW):]
+        if path == "docs/catalog.md" and CATALOG_COUNT.match(line):
+            count = len(facts())
+            lines[i] = f"{sum(_offer_counts().values())} offers from {NUMBERS.get(count, str(count))} providers:"
+    return "\n".join(lines)
 
 
 def _table(path: str, header: str) -> list[list[str]]:
     lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header))
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
-    return rows
+    start, end = _table_span(lines, header)
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines[start:end]]
 
 
-def _write_teardown_rows(path: str, header: str) -> None:
-    """UPDATE_GOLDEN=1: the table's rows written from each provider's ``FACTS.teardown`` (generated)."""
-    lines = (ROOT / path).read_text(encoding="utf-8").split("\n")
-    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2
-    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    lines[start:end] = [f"| `{name}` | {found.teardown.ttl} | {found.teardown.idle} | {found.teardown.client_dies} |"
-                        for name, found in facts().items()]
-    (ROOT / path).write_text("\n".join(lines), encoding="utf-8")
+GENERATED = sorted({path for path, _ in DOC_TABLES} | {"docs/environment.md"})
 
 
-@pytest.mark.parametrize(("path", "header"), list(DOC_TABLES))
-def test_doc_tables_list_exactly_the_registered_providers(path: str, header: str) -> None:
-    if UPDATE_GOLDEN and DOC_TABLES[(path, header)] == "teardown":
-        _write_teardown_rows(path, header)
-    rows = _table(path, header)
-    assert [row[0].strip("`") for row in rows] == list(REGISTRY), f"{path}: one row per provider, registry order"
-    if DOC_TABLES[(path, header)] == "teardown":
-        assert rows == [[f"`{name}`", found.teardown.ttl, found.teardown.idle, found.teardown.client_dies]
-                        for name, found in facts().items()], f"{path}: the rows are each provider's FACTS.teardown"
+@pytest.mark.parametrize("path", GENERATED)
+def test_generated_docs_rows_equal_the_descriptors(path: str) -> None:
+    if UPDATE_GOLDEN:
+        (ROOT / path).write_text(_rendered(path), encoding="utf-8")
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert text == _rendered(path), f"{path}: rows differ from the descriptors (UPDATE_GOLDEN=1 writes them)"
+    for table_path, header in DOC_TABLES:
+        if table_path == path:
+            rows = _table(path, header)
+            assert [row[0].strip("`") for row in rows] == list(REGISTRY), f"{path}: one row per provider"
+
+
+def test_the_generated_rows_are_pinned() -> None:
+    """The generator itself, on rows written out by hand (a changed renderer must fail here)."""
+    found = facts()
+    assert _adapter_row("vastai", found["vastai"]) == ["vastai", "yes", "yes (bids)", "yes", "no", "no", "yes",
+                                                       "yes", "no", "no"]
+    assert _adapter_row("gcp", found["gcp"])[4:9] == ["yes (VPC)", "yes", "no (as startup user data)", "yes",
+                                                      "yes (labels)"]
+    assert _catalog_row("fluence", found["fluence"])[:2] == ["`fluence`", "11"]
+    assert _catalog_row("aws", found["aws"])[:2] == ["`aws`", "34"]
+    assert "`LAMBDA_API_KEY`, `RUNPOD_API_KEY`, `VAST_API_KEY`, `FLUENCE_API_KEY` | those adapters" in _rendered(
+        "docs/environment.md")
+    assert "\n154 offers from six providers:\n" in _rendered("docs/catalog.md")
 
 
 def test_environment_doc_names_every_key_variable() -> None:
     text = (ROOT / "docs" / "environment.md").read_text(encoding="utf-8")
-    row = next(line for line in text.splitlines() if line.startswith("| `LAMBDA_API_KEY`"))
+    row = next(line for line in text.splitlines() if KEY_VARS_ROW in line)
     named = re.findall(r"`([A-Z_]+)`", row.split(" | ")[0])
     assert named == [var for found in facts().values() for var in found.key_vars]
 
@@ -165,8 +234,9 @@ def test_a_doc_table_missing_a_provider_fails(tmp_path: Path, monkeypatch: pytes
     text = (ROOT / "docs" / "catalog.md").read_text(encoding="utf-8")
     (fake_root / "docs" / "catalog.md").write_text(re.sub(r"(?m)^\| `?fluence`? \|.*\n", "", text), encoding="utf-8")
     monkeypatch.setitem(globals(), "ROOT", fake_root)
-    with pytest.raises(AssertionError, match="one row per provider"):
-        test_doc_tables_list_exactly_the_registered_providers("docs/catalog.md", "| provider | offers |")
+    monkeypatch.setitem(globals(), "UPDATE_GOLDEN", False)  # the broken copy is checked, not rewritten
+    with pytest.raises(AssertionError, match="rows differ from the descriptors"):
+        test_generated_docs_rows_equal_the_descriptors("docs/catalog.md")
 
 
 # --- the provider-specific behaviours that moved into the descriptors, pinned row by row ------------

@@ -29,7 +29,7 @@ from provisioner.errors import ProviderError
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
 from provisioner.testing.fakes.base import FakeApp, FakeTransport
-from tests.providers.contract import load_harness
+from tests.providers.contract import load_harness, neocloud_names
 from tests.providers.harness import Harness
 
 ROUNDS = 50
@@ -83,7 +83,7 @@ def live(provider: Provider, cluster_id: str) -> list[str]:
     return [n.id for n in provider.get_nodes(cluster_id) if n.status in LIVE]
 
 
-@pytest.mark.parametrize("name", ["lambda", "runpod", "vastai", "fluence"])
+@pytest.mark.parametrize("name", neocloud_names())
 def test_random_fault_creates_leave_nothing_behind(name: str) -> None:
     rig = rig_for(name)
     outcomes = {"created": 0, "failed": 0, "may_exist": 0}

@@ -178,12 +178,13 @@ FROM_FAKE_OFFERS = {"aws-slurm": ("aws", 2, ("slurm",)), "aws-k8s": ("aws", 1, (
 
 @pytest.mark.parametrize("case", sorted(FROM_FAKE_OFFERS))
 def test_no_secret_reaches_aws_gcp_or_vast(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.providers import harness_aws, harness_gcp
+    from provisioner.testing.fakes.aws_ec2 import CONTRACT_IMAGE as AWS_IMAGE
+    from provisioner.testing.fakes.gcp_compute import CONTRACT_IMAGE as GCP_IMAGE
     from tests.test_engine_matrix import Case, _plan, served
 
     name, count, control = FROM_FAKE_OFFERS[case]
     for key, value in {"PROVISIONER_STATE_DIR": str(tmp_path / "state"), "PROVISIONER_OWNER": "canary-owner",
-                       "PROVISIONER_AWS_IMAGE_ID": harness_aws.IMAGE, "PROVISIONER_GCP_IMAGE": harness_gcp.IMAGE,
+                       "PROVISIONER_AWS_IMAGE_ID": AWS_IMAGE, "PROVISIONER_GCP_IMAGE": GCP_IMAGE,
                        }.items():
         monkeypatch.setenv(key, value)
     plan = _plan(name, Case(count, False, False), tmp_path, control_planes=control)

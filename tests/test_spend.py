@@ -271,7 +271,7 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: P
         assert [(r["key"], r["status"]) for r in rows] == [(record.cluster_id, "removed")]
         assert rows[0]["planned_usd"] == str(plan.option.cost.total)
 
-        from tests.providers.harness_lambda import node_specs
+        from provisioner.testing.fakes.lambda_ import contract_node_specs as node_specs
 
         provider.create_nodes("stray", node_specs(1, "s"))  # bought elsewhere: no ledger entry here
         assert main(["costs", "--live", "--provider", "lambda", "-f", "json"]) == 0
@@ -326,7 +326,7 @@ def test_pulumi_down_prints_planned_vs_actual(tmp_path: Path, monkeypatch: pytes
 
     from provisioner.cli import main
     from provisioner.lifecycle import pulumi_engine
-    from tests.providers.harness_lambda import node_specs
+    from provisioner.testing.fakes.lambda_ import contract_node_specs as node_specs
 
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]

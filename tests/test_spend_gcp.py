@@ -11,7 +11,8 @@ from provisioner.providers.billing import SupportsPriceCheck
 from provisioner.metering import NodeUsage
 from provisioner.offer import Offer
 from provisioner.testing.fakes.base import serve
-from tests.providers.harness_gcp import make_harness, node_specs
+from provisioner.testing.fakes.gcp_compute import contract_harness as make_harness
+from provisioner.testing.fakes.gcp_compute import contract_node_specs as node_specs
 
 T0 = dt.datetime(2026, 11, 26, 1, 0, 0, 250000, tzinfo=dt.UTC)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import InstanceMetadata, ProviderFacts, SdkCredentials, Teardown
+from provisioner.providers.descriptor import InstanceMetadata, ProviderDocs, ProviderFacts, SdkCredentials, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -35,6 +35,15 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "aws", fake="provisioner.testing.fakes.aws_ec2:AWSFake", refresh="cloud", stack="pulumi_aws",
+    docs=ProviderDocs(
+        offers="p4d/p4de (A100 40/80 GB), p5 (H100), p5e and p5en (H200), p6-b200 (B200), g5 xlarge/12xlarge/48xlarge"
+               " (A10G), g6e xlarge/12xlarge/48xlarge (L40S). On-demand and spot.",
+        regions="us-east-1, us-east-2, us-west-2, eu-west-1, eu-north-1",
+        notes=(
+            (Capability.PRIVATE_NETWORK, "(VPC)"),
+            (Capability.SCRIPT_BOOTSTRAP, "(as cloud-init user data)"),
+            (Capability.CLUSTER_PRODUCT, "(Capacity Blocks are quotes)"),
+        )),
     private_cidrs=("10.42.0.0/16",), storage_scheme="s3",
     metadata=InstanceMetadata("imds", "http://169.254.169.254"), shared_fs="lustre",
     sdk_credentials=SdkCredentials(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import GC, WATCHDOG, ProviderFacts, Teardown
+from provisioner.providers.descriptor import GC, WATCHDOG, ProviderDocs, ProviderFacts, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -27,6 +27,13 @@ CPU_VM_CAPABILITIES: frozenset[Capability] = CAPABILITIES | {Capability.USER_DAT
 
 FACTS = ProviderFacts(
     "fluence", fake="provisioner.testing.fakes.fluence:FluenceFake", key_vars=("FLUENCE_API_KEY",),
+    docs=ProviderDocs(
+        offers="GPU Cloud VM plans: H100 (1x, 8x), H200 (1x, 8x), A100 80 GB (1x, 8x), L40S, RTX 4090, A10. Hourly "
+               "billing, 3 h minimum, no spot.",
+        regions="plan locations (US, dulles-usa-1, sanjose-usa-2, us-central-3, helsinki-fin-1)",
+        notes=(
+            (Capability.USER_DATA, "(GPU VMs; `cpu-*` v2 VMs only)"),
+        )),
     teardown=Teardown(
         "fluence", "poweroff", False,
         ttl=f"{WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Fluence has no "

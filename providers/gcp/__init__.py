@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import InstanceMetadata, ProviderFacts, SdkCredentials, Teardown
+from provisioner.providers.descriptor import InstanceMetadata, ProviderDocs, ProviderFacts, SdkCredentials, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -29,6 +29,15 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "gcp", fake="provisioner.testing.fakes.gcp_compute:GCPFake", refresh="cloud", stack="pulumi_gcp",
+    docs=ProviderDocs(
+        offers="a2-highgpu-1g/-8g, a2-ultragpu-8g (A100), a3-highgpu-8g and a3-megagpu-8g (H100), a3-ultragpu-8g "
+               "(H200), a4-highgpu-8g (B200), g2-standard-4 to -96 (L4). On-demand and spot. Priced per zone.",
+        regions="us-central1, us-east1, us-east4, us-east5, europe-west1, europe-west4",
+        notes=(
+            (Capability.PRIVATE_NETWORK, "(VPC)"),
+            (Capability.SCRIPT_BOOTSTRAP, "(as startup user data)"),
+            (Capability.TAGS, "(labels)"),
+        )),
     private_cidrs=("10.32.0.0/11",), storage_scheme="gs",
     metadata=InstanceMetadata("gce", "http://metadata.google.internal"), shared_fs="filestore", flex_start=True,
     # a3-mega: GPUDirect-TCPXO; a3-high: GPUDirect-TCPX; a3-ultra/a4/a4x: RDMA through gIB

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import GC, WATCHDOG, ProviderFacts, Teardown
+from provisioner.providers.descriptor import GC, WATCHDOG, ProviderDocs, ProviderFacts, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -27,6 +27,15 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "lambda", fake="provisioner.testing.fakes.lambda_:LambdaFake", key_vars=("LAMBDA_API_KEY",),
+    docs=ProviderDocs(
+        offers="1x/2x/4x/8x H100 SXM, A100 40 GB (1x, 8x), 8x A100 80 GB, GH200, 1x/2x/8x B200; 1-Click Cluster H100 "
+               "and B200 with InfiniBand. On-demand only.",
+        regions="us-east-1, us-south-2/3, us-west-1/2/3, us-midwest-1, us-east-3, europe-central-1, asia-south-1, "
+                "australia-east-1",
+        notes=(
+            (Capability.SCRIPT_BOOTSTRAP, "(as cloud-init user data)"),
+            (Capability.CLUSTER_PRODUCT, "(1CC has no API)"),
+        )),
     shared_fs="platform", platform_fs_dir="/lambda/nfs",
     teardown=Teardown(
         "lambda", "poweroff", False,

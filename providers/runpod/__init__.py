@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts, Teardown
+from provisioner.providers.descriptor import ProviderDocs, ProviderFacts, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -30,6 +30,14 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "runpod", fake="provisioner.testing.fakes.runpod:RunPodFake", key_vars=("RUNPOD_API_KEY",), login_user="root",
+    docs=ProviderDocs(
+        offers="Secure and Community pods: H100 (SXM, PCIe), H200, B200, A100 80 GB (SXM, PCIe), L40S, RTX 4090, with"
+               " spot (interruptible) prices; Instant Clusters of 8x H100/H200/B200/A100.",
+        regions="Secure by data center (US-KS-2, US-TX-3, EU-RO-1, CA-MTL-1); Community by country (US, CA, SE, CZ)",
+        notes=(
+            (Capability.PRIVATE_NETWORK, "(pods); Instant Clusters have their own private network"),
+            (Capability.CLUSTER_PRODUCT, "(Instant Clusters, `/v2/clusters`)"),
+        )),
     nccl_ifname="ens1",  # Instant Clusters: ens1..ens8 are the fast NICs, eth0 is internet only
     teardown=Teardown(
         "runpod", "runpod-delete", True,

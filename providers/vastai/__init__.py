@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts, Teardown
+from provisioner.providers.descriptor import ProviderDocs, ProviderFacts, Teardown
 
 from provisioner.capabilities import Capability
 
@@ -24,6 +24,14 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "vastai", fake="provisioner.testing.fakes.vastai:VastAIFake", key_vars=("VAST_API_KEY",), login_user="root",
+    docs=ProviderDocs(
+        offers="Representative marketplace asks: H100, H200, B200, A100, RTX 4090, L40S, A10, each with an "
+               "`offer_id`, host `reliability` from 0.60 to 0.997, per-GB egress and ingress, and an interruptible "
+               "bid price.",
+        regions="by country (US, CA, DE, SE, NL, PL, FR, CZ, JP, TW, IN)",
+        notes=(
+            (Capability.SPOT, "(bids)"),
+        )),
     teardown=Teardown(
         "vastai", "vastai-delete", True,
         ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID with the "

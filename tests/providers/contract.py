@@ -1,7 +1,8 @@
 """Discovery for the shared provider contract suite (the tests are in test_contract.py).
 
-Every ``tests/providers/harness_<name>.py`` exposing ``make_harness()`` joins the suite;
-adding a provider adds one file and nothing here changes.
+Every registered provider joins the suite through its fake: the module its ``FACTS.fake`` names
+defines ``contract_harness()`` (``provisioner.testing.contract``). Adding a provider adds nothing
+here nor under tests/.
 """
 
 from __future__ import annotations
@@ -10,27 +11,38 @@ import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.http import Pacing, RetryPolicy
+from provisioner.providers.registry import REGISTRY, facts
 
 from provisioner.testing.fakes.base import FakeApp, FakeTransport, RunningServer
 from provisioner.waiting import wait_until
+from tests.conftest import need_shared
 from tests.providers.harness import Harness, VirtualTime
 
-HERE = Path(__file__).resolve().parent
+
+def _fake_module(name: str) -> Any:
+    return importlib.import_module(facts()[name].fake.partition(":")[0])
 
 
 def harness_names() -> list[str]:
-    """Provider names with a harness module, sorted."""
-    return sorted(path.stem.removeprefix("harness_") for path in HERE.glob("harness_*.py"))
+    """The registered providers whose fake hands the suite a harness, sorted (every one: test_contract)."""
+    return sorted(name for name in REGISTRY if hasattr(_fake_module(name), "contract_harness"))
+
+
+def neocloud_names() -> tuple[str, ...]:
+    """The registered providers their stack realizes through the adapter (``FACTS.stack``), registry order."""
+    return tuple(name for name, found in facts().items() if found.stack == "neocloud")
 
 
 def load_harness(name: str) -> Harness:
-    """A fresh Harness (with a fresh fake) from ``harness_<name>.make_harness()``."""
-    module = importlib.import_module(f"tests.providers.harness_{name}")
-    harness: Harness = module.make_harness()
+    """A fresh Harness (with a fresh fake) from the provider's fake's ``contract_harness()``; skips (fails
+    under REQUIRE_SYSTEM_TOOLS=1) when a shared file its fake validates against is absent."""
+    harness: Harness = _fake_module(name).contract_harness()
+    for provider, file in harness.needs:
+        need_shared("provider-apis", provider, file)
     return harness
 
 
@@ -89,4 +101,5 @@ def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
                       "nodes gone")
 
 
-__all__ = ["Rig", "cluster", "harness_names", "load_harness", "poll_nodes", "wait_gone", "wait_running"]
+__all__ = ["Rig", "cluster", "harness_names", "load_harness", "neocloud_names", "poll_nodes", "wait_gone",
+           "wait_running"]

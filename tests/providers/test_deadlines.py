@@ -24,10 +24,11 @@ from pydantic import SecretStr
 
 from provisioner.errors import ProviderAPIError, ProviderError
 from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.lambda_ import LambdaFake
+from provisioner.testing.fakes.lambda_ import contract_node_specs as node_specs
 from tests.conftest import need_shared
 from tests.providers.harness import VirtualTime
-from tests.providers.harness_lambda import API_KEY, node_specs
 
 DEADLINE_S = 2.0
 """The dripped listing's whole deadline (real seconds)."""

@@ -22,10 +22,14 @@ from provisioner.providers.http import RetryPolicy
 
 from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.testing.fakes.base import FakeApp, RunningServer
+from provisioner.testing.fakes.fluence import CONTRACT_API_KEY as API_KEY
+from provisioner.testing.fakes.fluence import CONTRACT_INSTANCE_TYPE as INSTANCE_TYPE
+from provisioner.testing.fakes.fluence import CONTRACT_REGION as REGION
+from provisioner.testing.fakes.fluence import CONTRACT_SSH_KEY as SSH_KEY
 from provisioner.testing.fakes.fluence import DOC_SCHEMAS, FluenceFake, doc_problem
+from provisioner.testing.fakes.fluence import contract_node_specs as node_specs
 from provisioner.waiting import WaitTimeout
 from tests.conftest import need_shared
-from tests.providers.harness_fluence import API_KEY, INSTANCE_TYPE, REGION, SSH_KEY, node_specs
 
 VALID = re.compile(r"^[a-z0-9-]{1,25}$")
 

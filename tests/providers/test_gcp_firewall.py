@@ -17,9 +17,9 @@ import pytest
 from provisioner.providers.base import SupportsFirewall
 
 from provisioner.errors import ClusterBusyError
+from provisioner.testing.fakes import gcp_compute as harness_gcp
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_firewall import firewall_problems
-from tests.providers import harness_gcp
 
 OWNER = "fw-owner"
 MARK = f"provisioner-cluster=fwc provisioner-owner={OWNER}"
@@ -27,14 +27,14 @@ MARK = f"provisioner-cluster=fwc provisioner-owner={OWNER}"
 
 @pytest.fixture
 def fake() -> Iterator[RunningServer]:
-    harness = harness_gcp.make_harness()
+    harness = harness_gcp.contract_harness()
     with serve(harness.app) as running:
         yield running
         assert running.app.validation_errors == []
 
 
 def _adapter(fake: RunningServer, owner: str = OWNER) -> Any:
-    return harness_gcp.make_provider(api_key=harness_gcp.TOKEN, base_url=fake.url, owner=owner)
+    return harness_gcp.contract_provider(api_key=harness_gcp.CONTRACT_TOKEN, base_url=fake.url, owner=owner)
 
 
 def _stored(fake: RunningServer) -> dict[str, dict[str, Any]]:
@@ -98,7 +98,7 @@ def test_remove_deletes_the_deny_rule_last_and_gone_is_success(fake: RunningServ
 def test_instances_carry_the_tag_and_deleting_the_whole_cluster_removes_the_rules(fake: RunningServer) -> None:
     adapter = _adapter(fake)
     adapter.ensure_firewall("fwc", ["203.0.113.7/32"], "us-central1")
-    nodes = adapter.create_nodes("fwc", harness_gcp.node_specs(2))
+    nodes = adapter.create_nodes("fwc", harness_gcp.contract_node_specs(2))
     assert all(inst["tags"] == {"items": ["fwc"]} for inst in fake.app.instances.values())
     adapter.delete_nodes("fwc", [nodes[0].id])  # one of two (a heal's replacement): the rules stay
     assert len(_stored(fake)) == 3
@@ -150,7 +150,7 @@ def test_up_makes_the_rules_before_the_first_instance_and_down_removes_them_with
     from tests.test_lifecycle_support import StandInRemote, instant_runtime
 
     for key, value in {"PROVISIONER_STATE_DIR": str(tmp_path / "state"), "PROVISIONER_OWNER": OWNER,
-                       "PROVISIONER_GCP_IMAGE": harness_gcp.IMAGE}.items():
+                       "PROVISIONER_GCP_IMAGE": harness_gcp.CONTRACT_IMAGE}.items():
         monkeypatch.setenv(key, value)
     plan = _plan("gcp", Case(2, False, False), tmp_path, control_planes=("slurm",))
     plan = plan.model_copy(update={"spec": plan.spec.model_copy(update={
@@ -181,10 +181,10 @@ def test_gc_of_an_unrecorded_cluster_removes_its_instances_and_its_rules(
     monkeypatch.setenv("PROVISIONER_OWNER", OWNER)
     adapter = _adapter(fake)
     adapter.ensure_firewall("fwc", ["203.0.113.7/32"], "us-central1")
-    adapter.create_nodes("fwc", harness_gcp.node_specs(2))
+    adapter.create_nodes("fwc", harness_gcp.contract_node_specs(2))
     other = _adapter(fake, owner="someone-else")
     other.ensure_firewall("fwo", ["203.0.113.7/32"], "us-central1")
-    other.create_nodes("fwo", harness_gcp.node_specs(1, "o"))
+    other.create_nodes("fwo", harness_gcp.contract_node_specs(1, "o"))
     now = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
     report = collect_garbage(adapters={"gcp": adapter}, records=[], delete=True, now=lambda: now)
     assert sorted(x.name for x in report.deleted) == ["n0", "n1"]

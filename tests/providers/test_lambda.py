@@ -23,10 +23,11 @@ from provisioner.errors import (
     RateLimitError,
 )
 from provisioner.testing.fakes.base import RunningServer
+from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
+from provisioner.testing.fakes.lambda_ import CONTRACT_SSH_KEY as SSH_KEY
 from provisioner.testing.fakes.lambda_ import LambdaFake
 from tests.conftest import need_shared
 from tests.providers.harness import VirtualTime
-from tests.providers.harness_lambda import API_KEY, SSH_KEY
 
 FAST = LIMITS.scaled(60)
 

@@ -12,9 +12,10 @@ from provisioner.providers.lambda_ import firewall
 from provisioner.providers.lambda_.provider import LambdaProvider
 
 from provisioner.errors import CredentialsError, PlanError, ProviderAPIError
+from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
+from provisioner.testing.fakes.lambda_ import CONTRACT_SSH_KEY as SSH_KEY
 from provisioner.testing.fakes.lambda_ import LambdaFake
 from tests.conftest import need_shared
-from tests.providers.harness_lambda import API_KEY, SSH_KEY
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.001, max_delay_s=0.01)
 UNTHROTTLED = RateLimits(requests_per_s=1000.0, burst=1000.0)  # the limiter has its own tests

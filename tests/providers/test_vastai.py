@@ -27,9 +27,10 @@ from provisioner.errors import (
     RateLimitError,
 )
 from provisioner.testing.fakes.base import RunningServer
+from provisioner.testing.fakes.vastai import CONTRACT_API_KEY as API_KEY
+from provisioner.testing.fakes.vastai import CONTRACT_SSH_KEY as SSH_KEY
 from provisioner.testing.fakes.vastai import VastAIFake
 from tests.conftest import need_shared, need_tool
-from tests.providers.harness_vastai import API_KEY, SSH_KEY
 
 FAST = RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import gzip
 import hashlib
 import hmac
@@ -733,5 +734,62 @@ def _xml(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-__all__ = ["DEFAULT_BLOCKS", "DEFAULT_ON_DEMAND", "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake",
-           "price_list_item"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_SECRET_KEY = "aws-test-secret-key"
+CONTRACT_ACCESS_KEY_ID = "AKIAPROVISIONERTEST"
+CONTRACT_IMAGE = "ami-12c6146b"
+"""An image moto ships in us-east-1."""
+
+
+@functools.cache
+def contract_ssh_key() -> str:
+    """A real OpenSSH key: moto's ImportKeyPair refuses malformed material, as EC2 does."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode() + " contract"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type="p5.48xlarge", region="us-east-1", gpus=8,
+                     image=CONTRACT_IMAGE, ssh_public_key=contract_ssh_key(), bootstrap="cloud_init",
+                     user_data="#cloud-config\n{}\n") for i in range(n)]
+
+
+def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> Any:
+    import boto3
+
+    from provisioner.providers.aws.provider import AWSProvider
+
+    session = boto3.Session(aws_access_key_id=CONTRACT_ACCESS_KEY_ID, aws_secret_access_key=str(api_key),
+                            region_name="us-east-1")
+    if transport is not None:
+        from provisioner.testing.in_process import on_botocore
+
+        on_botocore(session, transport)
+    return AWSProvider(session, regions=["us-east-1"], endpoint_url=base_url, **kwargs)
+
+
+def contract_harness() -> Any:
+    """Quotas that never refuse (the suite buys many p5 nodes, spot ones too; test_aws*.py covers
+    refusals); a 3 s timeout, as moto builds ~900 instance types per DescribeInstanceTypes."""
+    from provisioner.providers.aws.client import LIMITS
+    from provisioner.providers.base import OfferQuery
+    from provisioner.testing.contract import Harness
+
+    app = AWSFake(api_key=CONTRACT_SECRET_KEY, quotas={key: 100_000.0 for key in DEFAULT_QUOTAS})
+    return Harness(name="aws", app=app, make_provider=contract_provider, api_key=CONTRACT_SECRET_KEY,
+                   node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
+                   offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),
+                   launch_route="RunInstances", list_route="DescribeInstances", offers_route="DescribeInstanceTypes",
+                   balance_fault_route="RunInstances", timeout_s=3.0,
+                   env=(("PROVISIONER_AWS_IMAGE_ID", CONTRACT_IMAGE),))
+
+
+
+__all__ = ["CONTRACT_ACCESS_KEY_ID", "CONTRACT_IMAGE", "CONTRACT_SECRET_KEY", "DEFAULT_BLOCKS", "DEFAULT_ON_DEMAND",
+           "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake", "contract_harness", "contract_node_specs",
+           "contract_provider", "contract_ssh_key", "price_list_item"]

@@ -493,4 +493,39 @@ class FluenceFake(FakeApp):
         return self.json(view)
 
 
-__all__ = ["DOC_SCHEMAS", "OPTION_CAPACITY", "FluenceFake", "doc_problem"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_API_KEY = "fluence-test-key"
+CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZsdWVuY2UtY29udHJhY3Qtc3VpdGUta2V5LTAwMDAw contract"
+CONTRACT_INSTANCE_TYPE = "h100-80gi-sxm-8gpu-192cpu-1800gi-14000gi"
+CONTRACT_REGION = "dulles-usa-1"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    """No user_data: GPU Cloud VMs take none (the adapter refuses it)."""
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type=CONTRACT_INSTANCE_TYPE, region=CONTRACT_REGION, gpus=8,
+                     ssh_public_key=CONTRACT_SSH_KEY) for i in range(n)]
+
+
+def _contract_provider(**kwargs: Any) -> Any:
+    from provisioner.providers.fluence.provider import FluenceProvider
+
+    kwargs.setdefault("poll_interval_s", 0.02)  # delete waits for INITIALIZED instances to turn ACTIVE
+    return FluenceProvider(**kwargs)
+
+
+def contract_harness() -> Any:
+    """FluenceFake and FluenceProvider at x20 the published limits (40 requests/s, a deploy per 0.1 s)."""
+    from provisioner.providers.fluence.client import LIMITS
+    from provisioner.testing.contract import Harness
+
+    return Harness(name="fluence", app=FluenceFake(api_key=CONTRACT_API_KEY), make_provider=_contract_provider,
+                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
+                   launch_route="deploy_gpu_vm", list_route="list_gpu_instances", offers_route="gpu_vm_plans",
+                   balance_fault_route="deploy_gpu_vm", needs=(("fluence", FluenceFake.spec_file or ""),))
+
+
+
+__all__ = ["CONTRACT_API_KEY", "CONTRACT_INSTANCE_TYPE", "CONTRACT_REGION", "CONTRACT_SSH_KEY", "DOC_SCHEMAS",
+           "OPTION_CAPACITY", "FluenceFake", "contract_harness", "contract_node_specs", "doc_problem"]

@@ -341,4 +341,47 @@ def _host_of(name: str) -> tuple[str, str, str, str]:
     return ("c9a1b2", f"b{n // 4:04x}", f"s{n // 2:04x}", f"h{hashlib.sha1(name.encode()).hexdigest()[:8]}")
 
 
-__all__ = ["ACCELERATORS", "DEFAULT_QUOTAS", "MACHINE_TYPES", "SKUS", "GCPFake"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_TOKEN = "gcp-test-token"
+CONTRACT_PROJECT = "provisioner-test"
+CONTRACT_IMAGE = "projects/debian-cloud/global/images/family/debian-12"
+CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMaterial0000000000000 contract"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a",
+                     gpus=8, image=CONTRACT_IMAGE, ssh_public_key=CONTRACT_SSH_KEY,
+                     bootstrap="cloud_init", user_data="#cloud-config\n{}\n") for i in range(n)]
+
+
+def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> Any:
+    from google.oauth2.credentials import Credentials
+
+    from provisioner.providers.gcp.provider import GCPProvider
+    from provisioner.testing.in_process import RequestsAdapter
+
+    return GCPProvider(CONTRACT_PROJECT, Credentials(token=str(api_key)), zones=["us-central1-a"], endpoint=base_url,
+                       http_adapter=RequestsAdapter(transport) if transport is not None else None, **kwargs)
+
+
+def contract_harness() -> Any:
+    """Roomy H100 quotas: the suite buys many nodes, spot ones too (test_gcp*.py covers refusals)."""
+    from provisioner.providers.base import OfferQuery
+    from provisioner.providers.gcp.client import LIMITS
+    from provisioner.testing.contract import Harness
+
+    app = GCPFake(api_key=CONTRACT_TOKEN, quotas={**DEFAULT_QUOTAS, "NVIDIA_H100_GPUS": (100_000.0, 0.0),
+                                                  "PREEMPTIBLE_NVIDIA_H100_GPUS": (100_000.0, 0.0)})
+    return Harness(name="gcp", app=app, make_provider=contract_provider, api_key=CONTRACT_TOKEN,
+                   node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
+                   offer_query=OfferQuery(gpu_models=("H100",), regions=("us-central1",)),
+                   launch_route="insert", list_route="aggregated", offers_route="machineTypes",
+                   balance_fault_route="insert", needs=(("gcp", "compute_v1_and_billing_fields.json"),),
+                   env=(("PROVISIONER_GCP_IMAGE", CONTRACT_IMAGE),))
+
+
+
+__all__ = ["ACCELERATORS", "CONTRACT_IMAGE", "CONTRACT_PROJECT", "CONTRACT_SSH_KEY", "CONTRACT_TOKEN", "DEFAULT_QUOTAS",
+           "MACHINE_TYPES", "SKUS", "GCPFake", "contract_harness", "contract_node_specs", "contract_provider"]

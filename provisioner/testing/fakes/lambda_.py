@@ -296,4 +296,31 @@ class LambdaFake(FakeApp):
         body["actions"] = {op: dict(detail) for op in ("migrate", "rebuild", "restart", "cold_reboot", "terminate")}
 
 
-__all__ = ["MAX_QUANTITY", "LambdaFake"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_API_KEY = "lambda-test-key"
+CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMaterial0000000000000 contract"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type="gpu_8x_h100_sxm5", region="us-south-2", gpus=8,
+                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="cloud_init", user_data="#cloud-config\n{}\n")
+            for i in range(n)]
+
+
+def contract_harness() -> Any:
+    """LambdaFake and LambdaProvider at x60 Lambda's published limits (60 requests/s, a launch per 0.2 s)."""
+    from provisioner.providers.lambda_.client import LIMITS
+    from provisioner.providers.lambda_.provider import LambdaProvider
+    from provisioner.testing.contract import Harness
+
+    return Harness(name="lambda", app=LambdaFake(api_key=CONTRACT_API_KEY), make_provider=LambdaProvider,
+                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=LIMITS, scale=60.0,
+                   launch_route="launch", list_route="list_instances", offers_route="instance_types",
+                   balance_fault_route="launch", needs=(("lambda", LambdaFake.spec_file or ""),))
+
+
+
+__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "MAX_QUANTITY", "LambdaFake", "contract_harness",
+           "contract_node_specs"]

@@ -429,4 +429,33 @@ class RunPodFake(FakeApp):
         return self.json({"data": {"podRentInterruptable": {"id": pod["id"], "name": pod["name"]}}})
 
 
-__all__ = ["DEFAULT_GPUS", "NO_CAPACITY", "RunPodFake"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_API_KEY = "rp-harness-key"
+CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ harness"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX4090_SECURE", region="US-KS-2",
+                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho hello\n")
+            for i in range(n)]
+
+
+def contract_harness() -> Any:
+    """The fake enforces RunPod's published windows at the scale the suite runs the adapter (x20)."""
+    from provisioner.providers.base import OfferQuery
+    from provisioner.providers.runpod.client import RATE_LIMITS
+    from provisioner.providers.runpod.provider import RunPodProvider
+    from provisioner.testing.contract import Harness
+
+    return Harness(name="runpod", app=RunPodFake(api_key=CONTRACT_API_KEY, limit_scale=20.0, enforce_limits=True),
+                   make_provider=lambda **kwargs: RunPodProvider(poll_interval_s=0.05, **kwargs),
+                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=RATE_LIMITS, scale=20.0,
+                   offer_query=OfferQuery(gpu_models=("RTX4090", "H100")),
+                   needs=(("runpod", RunPodFake.spec_file or ""),))
+
+
+
+__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "DEFAULT_GPUS", "NO_CAPACITY", "RunPodFake", "contract_harness",
+           "contract_node_specs"]

@@ -364,4 +364,31 @@ class VastAIFake(FakeApp):
                           "ssh_key": self.ssh_keys[0]["public_key"] if self.ssh_keys else "", "sid": "fake-session"})
 
 
-__all__ = ["MARKET", "VastAIFake", "build_market"]
+# ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
+CONTRACT_API_KEY = "vast-test-key-0123456789"
+CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHarnessKeyForVastFake harness@test"
+
+
+def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
+    """n single-4090 nodes in the US, as a plan would give them (no per-node ask ids)."""
+    from provisioner.providers.base import NodeSpec
+
+    return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX_4090", region="US", gpus=1, disk_gib=40,
+                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho ready\n")
+            for i in range(n)]
+
+
+def contract_harness() -> Any:
+    from provisioner.providers.base import OfferQuery
+    from provisioner.providers.vastai.client import VAST_LIMITS
+    from provisioner.providers.vastai.provider import VastAIProvider
+    from provisioner.testing.contract import Harness
+
+    return Harness(name="vastai", app=VastAIFake(api_key=CONTRACT_API_KEY), make_provider=VastAIProvider,
+                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=VAST_LIMITS, scale=20.0,
+                   offer_query=OfferQuery(gpu_models=("RTX4090",), regions=("US",), min_reliability=0.95))
+
+
+
+__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "MARKET", "VastAIFake", "build_market", "contract_harness",
+           "contract_node_specs"]

@@ -71,7 +71,8 @@ class RequestsAdapter(requests.adapters.BaseAdapter):
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
         try:
-            answer = self._client.request(str(request.method), str(request.url), headers=dict(request.headers),
+            headers: Any = dict(request.headers)  # str or bytes values, as requests keeps them; httpx takes both
+            answer = self._client.request(str(request.method), str(request.url), headers=headers,
                                           content=_body(request.body))
         except httpx.TimeoutException as exc:
             raise requests.exceptions.ReadTimeout(str(exc), request=request) from None
