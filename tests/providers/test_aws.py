@@ -13,7 +13,7 @@ import boto3
 import botocore.exceptions
 import pytest
 from provisioner.providers.aws import quotas
-from provisioner.providers.aws.client import AWSClient, by_cluster, map_error
+from provisioner.providers.aws.client import LIMITS, AWSClient, by_cluster, map_error
 from provisioner.providers.aws.models import on_demand_price
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
@@ -60,6 +60,7 @@ def fake() -> Iterator[RunningServer]:
 
 
 def _provider(url: str, **kwargs: Any) -> AWSProvider:
+    kwargs.setdefault("limits", LIMITS.scaled(100))  # the limits have their own tests (below, and the contract's)
     return AWSProvider(boto3.Session(region_name="us-east-1"), regions=["us-east-1"], endpoint_url=url, **kwargs)
 
 

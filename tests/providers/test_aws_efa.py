@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
+from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.efa import EFA_INTERFACES, efa_layout
 from provisioner.providers.aws.network import group_name
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, OWNER_TAG, AWSProvider
@@ -35,7 +36,8 @@ def fake() -> Iterator[RunningServer]:
 
 def _provider(url: str) -> AWSProvider:
     session = boto3.Session(aws_access_key_id="AKIATEST", aws_secret_access_key="testing", region_name="us-east-1")
-    return AWSProvider(session, regions=["us-east-1"], endpoint_url=url, owner="alice", poll_interval_s=0.01)
+    return AWSProvider(session, regions=["us-east-1"], endpoint_url=url, owner="alice", poll_interval_s=0.01,
+                       limits=LIMITS.scaled(100))  # 30-40 requests a create: ~3 s at the real 10 requests/s
 
 
 def _ec2(url: str) -> Any:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus
 
@@ -37,7 +38,8 @@ def _running(provider: AWSProvider, cluster: str, count: int) -> None:
 
 def test_topology_from_describe_instance_topology_renders_topology_conf(fake: RunningServer) -> None:
     provider = AWSProvider(boto3.Session(aws_access_key_id="AKIATOPO", aws_secret_access_key="x",
-                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url)
+                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url,
+                           limits=LIMITS.scaled(100))
     names = [f"llm-pretrain-{i}" for i in range(4)]
     specs = [NodeSpec(name=n, instance_type="p5.48xlarge", region="us-east-1", zone="us-east-1a", image=IMAGE)
              for n in names]

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from provisioner.providers.base import NodeSpec, OfferQuery
-from provisioner.providers.gcp.client import GCPClient
+from provisioner.providers.gcp.client import LIMITS, GCPClient
 from provisioner.providers.gcp.provider import COMPUTE_SERVICE, GCPProvider
 from provisioner.providers.http import RateLimits
 
@@ -29,7 +29,8 @@ def fake() -> Iterator[RunningServer]:
 
 
 def _provider(url: str) -> GCPProvider:
-    return GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=url)
+    return GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=url,
+                       limits=LIMITS.scaled(100))  # the limits have their own tests (below, and the contract's)
 
 
 def _spec(name: str = "a", **update: object) -> NodeSpec:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from google.auth.credentials import AnonymousCredentials
 from provisioner.providers.base import NodeSpec, NodeStatus
+from provisioner.providers.gcp.client import LIMITS
 from provisioner.providers.gcp.provider import GCPProvider
 
 from provisioner.render import render_cluster
@@ -30,7 +31,8 @@ def fake() -> Iterator[RunningServer]:
 
 
 def test_topology_from_physical_host_topology_renders_topology_conf(fake: RunningServer) -> None:
-    provider = GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=fake.url)
+    provider = GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=fake.url,
+                           limits=LIMITS.scaled(100))
     names = [f"llm-pretrain-{i}" for i in range(4)]
     provider.create_nodes("topo", [NodeSpec(name=n, instance_type="a3-highgpu-8g", region="us-central1",
                                             zone="us-central1-a", image=IMAGE) for n in names])
@@ -53,7 +55,8 @@ def test_topology_from_physical_host_topology_renders_topology_conf(fake: Runnin
 
 
 def test_physical_host_alone_gives_cluster_and_block(fake: RunningServer) -> None:
-    provider = GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=fake.url)
+    provider = GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=fake.url,
+                           limits=LIMITS.scaled(100))
     (node,) = provider.create_nodes("old", [NodeSpec(name="n0", instance_type="a3-highgpu-8g", region="us-central1",
                                                      zone="us-central1-a", image=IMAGE)])
     for _ in range(5):
