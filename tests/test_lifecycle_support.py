@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -125,10 +126,13 @@ def fast_limits(get_provider: Callable[..., Provider]) -> Callable[..., Provider
     from provisioner.providers.http import RetryPolicy
 
     def fast_get_provider(provider: str, **options: Any) -> Provider:
-        client: Any = getattr(registry.provider_class(provider), "client_class", None)
-        if client is not None:
-            options = {"limits": client.default_limits.scaled(100.0),
-                       "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1), **options}
+        cls: Any = registry.provider_class(provider)
+        client = getattr(cls, "client_class", None)  # a REST adapter's; the SDK adapters' client module's LIMITS
+        limits = client.default_limits if client is not None else getattr(
+            importlib.import_module(cls.__module__.rsplit(".", 1)[0] + ".client"), "LIMITS", None)
+        if limits is not None:
+            options = {"limits": limits.scaled(100.0), "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1),
+                       **options}
         return get_provider(provider, **options)
 
     return fast_get_provider

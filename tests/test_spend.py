@@ -20,6 +20,7 @@ from tests.test_lifecycle_support import (
     LAMBDA_SPEC,
     StandInRemote,
     fast_cli_env,
+    fast_limits,
     instant_runtime,
     plans_for,
     served_fake,
@@ -220,7 +221,7 @@ def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_pat
         from provisioner.providers.registry import get_provider
 
         cost, events = _run(running.app, INSTANCE_PLAN, 26 * 3600 + 0.1,  # over midnight: two CE days
-                            provider_for=get_provider)
+                            provider_for=fast_limits(get_provider))
         assert running.app.validation_errors == []
     assert cost.so_far.sources == ("provider",)  # LaunchTime
     # 2 x p5.48xlarge at $55.04/h for 26 h and the bring-up's seconds
@@ -449,7 +450,8 @@ def test_aws_capacity_block_is_metered_and_billed_as_its_upfront_fee(tmp_path: P
         monkeypatch.setenv("PROVISIONER_AWS_API_URL", running.url)
         monkeypatch.setenv("PROVISIONER_AWS_REGIONS", "us-east-1")
         monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", "ami-12c6146b")
-        _cost, events = _run(running.app, BLOCK_PLAN, 600, provider_for=get_provider)  # 10 minutes of a 72 h block
+        # 10 minutes of a 72 h block
+        _cost, events = _run(running.app, BLOCK_PLAN, 600, provider_for=fast_limits(get_provider))
         assert running.app.validation_errors == []
     (settled,) = [e for e in events if e["event"] == "cost"]
     # 2 nodes x $31.464/h x 72 h = $4530.816 -> $4530.82, whatever ran; the bill is the fee, charged when bought
