@@ -149,3 +149,19 @@ def test_the_graph_follows_function_imports_import_module_and_parents_but_not_ty
     # The stacks and the realize core are in the graph (their folders are mapped by setup.py).
     assert {"provisioner.stacks.cluster", "provisioner.realize.sshpass", "provisioner.providers.base"} <= set(
         import_graph.modules())
+
+
+def test_every_source_folder_is_an_installed_package() -> None:
+    """A folder of modules without ``__init__.py`` works from a checkout (a namespace package) and
+    from an editable install, but setup.py's ``find_packages`` leaves it out of the wheel: a plain
+    ``pip install .`` then fails with ModuleNotFoundError (``provisioner.local`` broke status,
+    outputs, ssh and down that way)."""
+    from setuptools import find_packages
+
+    for prefix, folder in import_graph.FOLDERS.items():
+        found = {folder / Path(*name.split(".")) for name in find_packages(folder)} | {folder}
+        for source in folder.rglob("*.py"):
+            if "__pycache__" in source.parts or (prefix == "provisioner" and source.relative_to(folder).parts[0]
+                                                  in ("providers", "stacks")):
+                continue
+            assert source.parent in found, f"{source.parent.relative_to(ROOT)}: no __init__.py, not installed"
