@@ -66,6 +66,13 @@ def test_progress_lines_never_carry_an_escape(capsys: pytest.CaptureFixture[str]
     assert "\x1b" not in err and "\x07" not in err and "\\x1b]0;owned" in err
 
 
+def test_progress_keeps_the_lines_of_a_multi_line_message(capsys: pytest.CaptureFixture[str]) -> None:
+    """``down``'s planned-vs-actual table is one message of several lines: shown as lines, not ``\\x0a``."""
+    RichLines()("cost", message=f"cost of lc, planned vs actual:\ncompute  $0.61  $0.01{CLEAR}")
+    assert capsys.readouterr().err.splitlines() == ["cost of lc, planned vs actual:",
+                                                    "compute  $0.61  $0.01\\x1b[2J\\x1b[H"]
+
+
 def _hostile_listing(app: Any, **changes: str) -> None:
     """The Lambda fake's listings with ``changes`` applied to every instance shown."""
     shown = app._visible

@@ -88,12 +88,13 @@ class RichLines:
 
 
 def _escape(text: str) -> str:
-    """``text`` with rich markup and terminal control characters (provider strings) made inert."""
+    """``text`` with rich markup and terminal control characters (provider strings) made inert; its
+    line breaks kept (``down``'s planned-vs-actual table is one multi-line message)."""
     from rich.markup import escape
 
     from provisioner.termtext import printable
 
-    return escape(printable(text))
+    return escape(printable(text, keep_newlines=True))
 
 
 __all__ = ["Emit", "JsonLines", "RichLines", "no_events"]
