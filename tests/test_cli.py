@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -280,6 +281,8 @@ def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> N
         code, out, err = run_cli([*path, "--help"], capsys)
         assert (code, err) == (0, ""), path
         assert out.startswith("Usage: ") and "--help" in out, path
+        # The help is the handler's docstring: it must speak in options, not in Python.
+        assert not re.search(r"``|\b\w+=(True|False|None)\b|provisioner\.\w+\.\w+", out), (path, out)
 
 
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,8 +26,8 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
        ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
        on_budget: str = "warn", wait: bool = True, local: bool = False) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready (on either
-    engine; ``wait=False``, pulumi only: return once the stack is up). ``local``: a dry run on this
-    machine's nodes behind the provider's fake (provisioner.local.lab), on the direct engine."""
+    engine; --no-wait, pulumi engine only: return once the stack is up). --local: a dry run that
+    boots the plan's nodes as containers on this machine behind the provider's fake (direct engine)."""
     why = "--engine " + engine if engine else ""
     if local:
         if engine not in (None, "direct"):
