@@ -148,15 +148,16 @@ def plan_report(
 
 
 def report_meta() -> ReportMeta:
-    """What reports print that the pure core cannot know: now (UTC) and this package's version."""
-    import datetime as dt
-    from importlib import metadata
+    """What reports print that the pure core cannot know: now (UTC) and this package's version.
 
-    try:
-        version = metadata.version("gpu-provisioner")
-    except metadata.PackageNotFoundError:
-        version = None
-    return ReportMeta(generated_at=dt.datetime.now(dt.UTC), tool_version=version)
+    The version is ``provisioner.__version__`` (a test holds it equal to the installed package's
+    metadata): asking importlib.metadata scans every installed distribution and parses its METADATA
+    with the email package, 10-25 ms of every plan."""
+    import datetime as dt
+
+    from provisioner import __version__
+
+    return ReportMeta(generated_at=dt.datetime.now(dt.UTC), tool_version=__version__)
 
 
 def terminal_width() -> int:

@@ -536,3 +536,15 @@ def test_readme_quick_start_has_two_commands_and_its_layout_rule_finds_files() -
                        ("provisioner.report.facts", "provisioner/report/facts.py")]:
         assert f"`{name}` is `{path}`" in " ".join(readme.split())
         assert Path(importlib.import_module(name).__file__ or "").resolve() == (root / path).resolve()
+
+
+def test_reports_name_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    # report_meta reads provisioner.__version__ (cheap); it must be what the installed package says.
+    from importlib import metadata
+
+    import provisioner
+
+    assert provisioner.__version__ == metadata.version("gpu-provisioner")
+    code, out, err = run_cli(["plan", str(EXAMPLE_FILES[0]), "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["tool_version"] == metadata.version("gpu-provisioner")
