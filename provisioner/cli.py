@@ -135,14 +135,8 @@ def catalog_list(provider: str | None = None, gpu: str | None = None, format: st
 
     `provisioner catalog refresh` fetches live offers from the providers' APIs.
     """
-    from provisioner.spec import PROVIDER_NAMES
     from provisioner.workflow import catalog_listing
 
-
-    if provider is not None and provider not in PROVIDER_NAMES:
-        hint = f"did you mean {provider.lower()!r}? " if provider.lower() in PROVIDER_NAMES else ""
-        raise UsageError(f"unknown provider {provider!r}; {hint}known: {', '.join(PROVIDER_NAMES)}",
-                         option="--provider")
     _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
 
 
@@ -195,12 +189,13 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
                      "outermost first, for Slurm's topology.conf (default: one flat switch).")
 
     cmd = cliargs.command(group, "catalog", catalog_list)
-    cmd.add_argument("--provider", help="Only this provider.")
+    cmd.add_argument("--provider", type=cliargs.provider_name, help="Only this provider.")
     cmd.add_argument("--gpu", help="Only this GPU model, e.g. H100.")
     cmd.add_argument("--format", "-f", choices=("table", "json"), default="table", help="Listing format.")
     cmd.add_argument("--catalog", type=Path, help="Catalog file to list.")
     refresh = cliargs.command(cliargs.commands(cmd), "refresh", catalog_refresh)
-    refresh.add_argument("--provider", action="append", help="Refresh only this provider (repeatable).")
+    refresh.add_argument("--provider", type=cliargs.provider_name, action="append",
+                         help="Refresh only this provider (repeatable).")
 
     if only in (None, "validate"):
         from provisioner.validation.cli import add_validate  # argparse only; the checks load on use
@@ -208,7 +203,8 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
         add_validate(group)
 
     cmd = cliargs.command(group, "gc", gc)
-    cmd.add_argument("--provider", help="Only this provider (default: every one with credentials).")
+    cmd.add_argument("--provider", type=cliargs.provider_name,
+                     help="Only this provider (default: every one with credentials).")
     cmd.add_argument("--cluster", help="Only this cluster, collected whatever its record says.")
     cliargs.flag(cmd, "--yes", "Delete what is found (default: only list it).", negatable=False)
     cliargs.flag(cmd, "--force-unowned", "With --cluster: also nodes of that cluster that carry no owner mark "

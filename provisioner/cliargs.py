@@ -107,6 +107,17 @@ def _ranged(convert: Callable[[str], Any], noun: str, low: float | None, high: f
     return parse
 
 
+def provider_name(text: str) -> str:
+    """An argparse ``type`` accepting a registered provider's name (``--provider``): a typo is one
+    usage line (exit 2) before any command runs, never a KeyError from the registry."""
+    from provisioner.providers.registry import REGISTRY
+
+    if text in REGISTRY:
+        return text
+    hint = f"did you mean {text.lower()!r}? " if text.lower() in REGISTRY else ""
+    raise argparse.ArgumentTypeError(f"unknown provider {text!r}; {hint}known: {', '.join(REGISTRY)}")
+
+
 def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
          negatable: bool = True, dest: str | None = None) -> None:
     """A boolean option: ``--name/--no-name`` (negatable) or just ``--name``."""
@@ -165,5 +176,5 @@ def missing_command(parser: argparse.ArgumentParser) -> UsageError:
 
 
 __all__ = ["Commands", "Handler", "Parser", "chosen", "command", "commands", "flag", "float_range", "handler_arguments",
-           "int_range", "missing_command", "split_trailing", "subcommand_names", "subparsers"]
+           "int_range", "missing_command", "provider_name", "split_trailing", "subcommand_names", "subparsers"]
 

@@ -237,7 +237,11 @@ USAGE_ERRORS = {
     "bad format": (["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
                    "error: argument --format/-f: invalid choice: 'xml' (choose from 'table', 'json', 'csv',"),
     "provider case": (["catalog", "--provider", "VastAI"],
-                      "error: Invalid value for --provider: unknown provider 'VastAI'; did you mean 'vastai'?"),
+                      "error: argument --provider: unknown provider 'VastAI'; did you mean 'vastai'?"),
+    # Every --provider is checked before its command runs (down and costs --live once ended in a traceback).
+    **{f"unknown provider ({' '.join(args)})": ([*args, "--provider", "azure"],
+                                               "error: argument --provider: unknown provider 'azure'; known: aws,")
+       for args in (["catalog"], ["catalog", "refresh"], ["gc"], ["down", "nope"], ["costs", "--live"])},
     "missing folder": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
                        "error: Invalid value for --output: folder /missing/dir does not exist"),
     "unknown command": (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'plan',"),

@@ -159,7 +159,8 @@ def add_commands(group: cliargs.Commands) -> None:
     cluster(cmd)
     cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, as the local record "
                      "says; without one, pulumi if a pulumi up kept its plan here, else direct).")
-    cmd.add_argument("--provider", help="Where the cluster lives when there is no local record (direct); with "
+    cmd.add_argument("--provider", type=cliargs.provider_name,
+                     help="Where the cluster lives when there is no local record (direct); with "
                      "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.")
     cliargs.flag(cmd, "--force-unowned", "Also delete the cluster's nodes that carry no owner mark (direct; never "
                  "another owner's).", negatable=False)

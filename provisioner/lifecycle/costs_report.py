@@ -137,7 +137,7 @@ def add_command(group_: cliargs.Commands) -> None:
     cmd.add_argument("--format", "-f", choices=COST_FORMATS, default="table", dest="fmt", help="table, json or csv.")
     cliargs.flag(cmd, "--live", "Also ask the providers (read-only, as gc does) for clusters the ledger lacks.",
                  negatable=False)
-    cmd.add_argument("--provider", help="With --live: only this provider.")
+    cmd.add_argument("--provider", type=cliargs.provider_name, help="With --live: only this provider.")
 
 
 __all__ = ["add_command", "costs", "group", "render", "select", "unrecorded"]
