@@ -97,7 +97,10 @@ def _large(path: Path) -> TableCatalog:
     with path.open("rb") as handle:
         # mapped, not read: no copy of the text. Never closed here: a CatalogError's traceback may still
         # hold views into it; the mapping goes with the last of them.
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError as exc:  # emptied since it was measured
+            raise CatalogError(f"{path}: cannot read catalog: {exc}") from None
     return decode_table_catalog(mapped, str(path))
 
 

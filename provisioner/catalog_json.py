@@ -212,7 +212,12 @@ def _columns_by_offer(data: bytes | mmap.mmap, origin: str) -> tuple[Columns, in
     columns = Columns(origin, FIELDS)
     for base in range(0, len(doc.offers), CHUNK):
         chunk = b"[" + b",".join(doc.offers[base:base + CHUNK]) + b"]"
-        columns.add(_decode(chunk, _ROWS, origin, "offers", base), base)
+        try:
+            rows = _decode(chunk, _ROWS, origin, "offers", base)
+        except CatalogError:
+            columns.flush()  # a bad price or rate in an earlier offer is named first
+            raise
+        columns.add(rows, base)
     return columns, len(doc.offers)
 
 

@@ -76,6 +76,10 @@ class Columns:
         if pending + n >= self.BATCH:
             self._parse_written()
 
+    def flush(self) -> None:
+        """Parse the prices and rates still waiting (CatalogError at the first that is not a number)."""
+        self._parse_written()
+
     def _parse_written(self) -> None:
         from provisioner.columns import PRICE_RESTS, PRICES, RATES
 

@@ -296,3 +296,27 @@ def test_each_offer_its_own_id_and_ids_that_are_not_strings(monkeypatch: pytest.
     doc["offers"][5]["offer_id"] = "x" * 300  # past numpy's width: msgspec decodes it, the SAFE_ID rule refuses it
     with pytest.raises(CatalogError, match=r"^x: offers\[5\]\.offer_id: must match SAFE_ID"):
         decode_table_catalog(json.dumps(doc).encode(), "x")
+
+
+def test_the_first_bad_offer_is_named_whatever_is_wrong_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Prices are parsed in batches after their rows are decoded: a bad price in an earlier offer is
+    # still named before a wrong type in a later one.
+    monkeypatch.setattr("provisioner.catalog_json.CHUNK", 3)
+    doc = json.loads(_catalog_with(["1", '"x"', "2", "3", "4", "5", "6", "7"], ["0"] * 8))
+    doc["offers"][6]["gpus"] = 1.5
+    with pytest.raises(CatalogError, match=r"^x: offers\[1\]\.price_per_hour_usd: expected a number$"):
+        decode_table_catalog(json.dumps(doc).encode(), "x")
+
+
+def test_a_catalog_emptied_after_it_was_measured_is_a_catalog_error(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmap
+
+    def emptied(*args: object, **kwargs: object) -> None:  # what mmap says of a file emptied meanwhile
+        raise ValueError("cannot mmap an empty file")
+
+    path = tmp_path / "big.json"
+    path.write_text("{}" + " " * LARGE_CATALOG_BYTES)
+    monkeypatch.setattr(mmap, "mmap", emptied)
+    with pytest.raises(CatalogError, match=r"big.json: cannot read catalog: cannot mmap an empty file$"):
+        load_catalog(path)
