@@ -1,19 +1,19 @@
-"""What users run, booted: the installed ``provisioner`` CLI, as a subprocess, brings a 2-node Slurm
-cluster up on a provider fake whose instances are systemd-nspawn nodes (tests/boot/backed.py),
-runs a job on it, takes it down and collects nothing. Two providers, two ways of buying and
-bootstrapping: Lambda (two instances, cloud-init user data) and a RunPod Instant Cluster (one
-product of two member pods bought whole, the bootstrap as the pods' start command).
+"""What users run, booted: the installed ``provisioner`` CLI, as a subprocess, brings a Slurm cluster
+up on a provider fake whose instances are systemd-nspawn nodes (tests/boot/cli_lab.py: the user's
+HOME, the ``PROVISIONER_<P>_API_URL`` wiring, the default state dir, the system ``ssh``), runs
+jobs on it, takes it down and collects nothing. The engine is the default one (direct: no pulumi
+CLI on this machine's PATH, said in its first line). Three ways of buying and bootstrapping:
 
-No test hook reaches into the CLI: it finds the fake through ``PROVISIONER_<P>_API_URL`` and
-its key through ``PROVISIONER_<P>_API_KEY``; its state (record, cluster secrets, key copy,
-known_hosts) lives in the default state dir under a temporary ``HOME``/``XDG_*``; it SSHes with
-the system ``ssh`` and its own key paths, on its own timeouts and rate limits; the engine is the
-default one (direct: no pulumi CLI on this machine's PATH, said in its first line). The spec and a
-one-offer catalog (``--catalog``: the node's CPUs and memory as slurmd measures them, or slurmd
-would drain a node reporting fewer than its slurm.conf says) are files, as a user writes them.
-
-The CLI runs inside the test's network namespace (``ip netns exec``), where the nodes' bridge is
-and where the fake listens on 127.0.0.1, so the host's network is never touched.
+- Lambda: two instances, cloud-init user data, then the SSH pass. The spec turns
+  ``slurm.accounting`` on (MariaDB and slurmdbd on the head): ``sacct`` lists the ``srun`` job. The
+  rendered node firewall lets SSH in from ``access.allowed_cidrs`` and the other node only. The user
+  data holds no munge key. ``up`` again on the cluster buys nothing and reruns the SSH pass, in which
+  every one-off bootstrap step says "done earlier".
+- RunPod: an Instant Cluster (one product of two member pods bought whole, the bootstrap as the
+  pods' start command); also ``burst`` (up, job, down in one command) and a killed ``up`` that ``gc``
+  collects.
+- Fluence: a VM that takes no user data, bootstrapped wholly over SSH; one node, as a Fluence
+  Slurm cluster can only be (no private network between its VMs: the optimizer refuses two).
 
 The rendered Slurm config reaches the nodes unmodified. One adaptation lives in the node image, not
 in the config the CLI renders and delivers (tests/boot/nodes.py, ``SLURM_COMPAT``): this host has
@@ -29,208 +29,240 @@ CLI delivered (the wrapper keeps a copy of the file as delivered) and that no ot
 from __future__ import annotations
 
 import json
-import os
+import re
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from provisioner.testing.fakes.base import serve
-from tests.boot.backed import BackedLambdaFake, BackedRunPodFake, Machines
-from tests.boot.nodes import Netns, left_running
+from tests.boot.backed import Machines
+from tests.boot.cli_lab import CLUSTER, DENIED, OPERATOR, User, node_logs, user_lab
+from tests.boot.nodes import Machine, left_running, wait_for
 
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-API_KEY = "test-key-not-secret"
-NETWORK = "10.79.0.0/24"
-OPERATOR = "10.79.0.254"  # the namespace's own address on the bridge: where the CLI's ssh comes from
-CLUSTER = "cli-boot"
 NODES = [f"{CLUSTER}-0", f"{CLUSTER}-1"]
-
-
-def spec(provider: str) -> str:
-    model, count = {"lambda": ("A10", 2), "runpod": ("H100", 16)}[provider]
-    return (f"name: {CLUSTER}\ngpus: {{model: [{model}], count: {count}}}\nnodes: {{count: 2}}\n"
-            f"control_plane: slurm\nproviders: {{allow: [{provider}]}}\nworkload: {{hours: 1}}\n"
-            "storage: {checkpoint_nvme_gib_per_node: 0, shared: {kind: none}}\n"
-            f"access: {{allowed_cidrs: [{OPERATOR}/32]}}\n")
-
-
 # What the image's wrapper changes (nodes.SLURM_COMPAT), rendered value -> the one the daemons run.
 CGROUP_LINES = {
     "ProctrackType=proctrack/cgroup": "ProctrackType=proctrack/linuxproc",
     "TaskPlugin=task/cgroup,task/affinity": "TaskPlugin=task/affinity",
     "JobAcctGatherType=jobacct_gather/cgroup": "JobAcctGatherType=jobacct_gather/linux",
 }
+# Connects from a source address of the namespace to port 22: the server's first 4 bytes, or the error.
+PROBE = ("import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],0))\ns.settimeout(3)\n"
+         "try:\n s.connect((sys.argv[2],22)); print(s.recv(4).decode())\nexcept OSError as e: print(type(e).__name__)")
+RUN_HEADER = re.compile(r"^provisioner-bootstrap: \S+ node of ", re.M)  # the first line of each bootstrap run
 
 
-# One offer per provider the fake sells, the size of this host's nodes: Lambda's gpu_1x_a10 in
-# us-east-1 (instances, cloud-init) and a RunPod Instant Cluster of 8x H100 pods in US-KS-2 (one
-# product bought whole, the bootstrap as the pods' start command).
-OFFERS = {
-    "lambda": {"provider": "lambda", "instance_type": "gpu_1x_a10", "region": "us-east-1", "gpu_model": "A10",
-               "gpus": 1, "gpu_memory_gib": 24, "fabric": "ethernet", "fabric_gbps": 100, "purchase": "instance",
-               "bootstrap": "cloud_init", "network": "private", "min_nodes": 1},
-    "runpod": {"provider": "runpod", "instance_type": "cluster_8x_H100-SXM", "region": "US-KS-2", "gpu_model": "H100",
-               "gpus": 8, "gpu_memory_gib": 80, "fabric": "infiniband", "fabric_gbps": 3200, "purchase": "cluster",
-               "bootstrap": "script", "network": "cluster_fabric", "min_nodes": 2},
-}
+def _by_hostname(machines: Machines) -> dict[str, tuple[str, Machine]]:
+    """Each running node by its hostname: (its address on the bridge, the machine)."""
+    return {m.exec("hostname").stdout.strip(): (machines.addresses[iid], m) for iid, m in machines.nodes.items()}
 
 
-def catalog(provider: str, cpus: int, memory_mib: int) -> dict:  # type: ignore[type-arg]
-    """The provider's offer in OFFERS with this host's CPUs and memory, in a one-offer catalog."""
-    offer = {
-        **OFFERS[provider], "vcpus": cpus, "memory_gib": memory_mib // 1024, "local_nvme_gib": 0,
-        "price_per_hour_usd": 0.75, "spot_price_per_hour_usd": None,
-        "billing_increment_s": 60, "billing_minimum_s": 0, "egress_usd_per_gb": 0.0, "ingress_usd_per_gb": 0.0,
-        "disk_usd_per_gib_hour": 0.0, "interruptions_per_node_hour": 0.0002, "spot_interruptions_per_node_hour": None,
-        "interruption_basis": "test", "reliability": 0.995, "max_nodes": 4, "available": True,
-    }
-    facts = {"source": "boot test", "internet_egress_tiers": [], "free_egress_gb": 0, "inter_region_usd_per_gb": 0,
-                "shared_storage_usd_per_gib_month": 0.2, "shared_storage_kind": "NFS", "boot_minutes": 6,
-                "egress_note": "none"}
-    return {"as_of": "2026-11-20", "providers": {provider: facts}, "offers": [offer]}
-
-
-@dataclass
-class User:
-    """A user's machine: a HOME of their own, the installed CLI, the fake as their provider."""
-
-    netns: Netns
-    home: Path
-    env: dict[str, str]
-
-    def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        cli = Path(sys.executable).parent / "provisioner"  # the console script pip installed
-        return subprocess.run(["ip", "netns", "exec", self.netns.name, str(cli), *args], env=self.env, cwd=self.home,
-                              capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(params=["lambda", "runpod"])
-def lab(request: pytest.FixtureRequest, node_image: Path, host_resources: tuple[int, int],
-        ) -> Iterator[tuple[User, Any, Machines]]:
-    provider = request.param
-    workdir = Path(tempfile.mkdtemp(prefix="provisioner-cliboot-", dir="/var/tmp"))
-    netns = Netns(f"pvcli{os.getpid()}", (f"{OPERATOR}/24",))
-    machines = Machines(node_image, workdir / "nodes", netns, network=NETWORK)
-    (workdir / "nodes").mkdir()
-    home = workdir / "home"
-    home.mkdir()
-    fake = {"lambda": BackedLambdaFake, "runpod": BackedRunPodFake}[provider](machines, api_key=API_KEY)
-    with netns.entered():
-        server = serve(fake)  # listens on the namespace's 127.0.0.1
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-           "XDG_STATE_HOME": str(home / ".local" / "state"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
-           f"PROVISIONER_{provider.upper()}_API_URL": server.url, f"PROVISIONER_{provider.upper()}_API_KEY": API_KEY,
-           "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "True", "GCE_METADATA_HOST": "127.0.0.1"}
-    (home / "spec.yaml").write_text(spec(provider))
-    (home / "catalog.json").write_text(json.dumps(catalog(provider, *host_resources)))
-    try:
-        yield User(netns, home, env), fake, machines
-    finally:
-        server.stop()
-        left = machines.close()
-        netns.delete()
-        shutil.rmtree(workdir, ignore_errors=True)
-        assert not left, f"nspawn processes or container inits left running: {left}"
-
-
-def _node_logs(machines: Machines) -> str:
-    return "\n".join(f"--- {m.name}\n" + m.exec("sh", "-c", "tail -n 25 /var/log/cloud-init-output.log "
-                                                     "/var/log/provisioner/bootstrap.log /var/log/slurm/*.log",
-                                                     timeout=30).stdout for m in machines.nodes.values())
-
-
-def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothing(
-    lab: tuple[User, Any, Machines],
-) -> None:
-    user, fake, machines = lab
-    provider = fake.provider
-    assert shutil.which("pulumi", path=user.env["PATH"]) is None, "this test is the direct engine's: no pulumi CLI"
+def _up(user: User, fake: Any, machines: Machines, nodes: list[str]) -> float:
+    """``up`` as a user runs it; returns its wall time. Asserts the engine line, the default state
+    dir, and what the fake sold."""
     started = time.monotonic()
     up = user.run("up", "spec.yaml", "--catalog", "catalog.json")
     up_s = time.monotonic() - started
-    assert up.returncode == 0, up.stdout + up.stderr + _node_logs(machines)
+    assert up.returncode == 0, up.stdout + up.stderr + node_logs(machines)
     assert up.stderr.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH"), up.stderr
     # The default state dir under the user's XDG_STATE_HOME holds the record and the cluster's key.
-    state = user.home / ".local" / "state" / "gpu-provisioner"
-    assert CLUSTER in "".join(str(p) for p in state.rglob("*")), sorted(state.rglob("*"))
-    assert fake.instance_count() == 2 and len(machines.running()) == 2
-    if provider == "runpod":  # one Instant Cluster holds both pods, not two plain pods
+    assert CLUSTER in "".join(str(p) for p in user.state.rglob("*")), sorted(user.state.rglob("*"))
+    assert fake.instance_count() == len(nodes) and len(machines.running()) == len(nodes)
+    if fake.provider == "runpod":  # one Instant Cluster holds both pods, not two plain pods
         (product,) = fake.cluster_routes.clusters
         assert sorted(pod["id"] for pod in fake.cluster_routes.members(product)) == sorted(machines.running())
-
     status = user.run("status", CLUSTER, timeout=120)
     assert status.returncode == 0, status.stderr
-    assert all(name in status.stdout for name in NODES), status.stdout
-    assert status.stdout.startswith(f"{CLUSTER}: up on {provider} (direct)"), status.stdout
+    assert all(name in status.stdout for name in nodes), status.stdout
+    assert status.stdout.startswith(f"{CLUSTER}: up on {fake.provider} (direct)"), status.stdout
+    return up_s
 
-    srun = user.run("ssh", CLUSTER, "--", "srun", "-N2", "--immediate=60", "hostname", timeout=180)
-    assert srun.returncode == 0, srun.stdout + srun.stderr + _node_logs(machines)
-    assert sorted(srun.stdout.split()) == NODES, srun.stdout + srun.stderr
 
-    head = next(m for m in machines.nodes.values() if m.exec("hostname").stdout.strip() == NODES[0])
+def _srun(user: User, machines: Machines, nodes: list[str]) -> None:
+    srun = user.run("ssh", CLUSTER, "--", "srun", f"-N{len(nodes)}", "--immediate=60", "hostname", timeout=180)
+    assert srun.returncode == 0, srun.stdout + srun.stderr + node_logs(machines)
+    assert sorted(srun.stdout.split()) == nodes, srun.stdout + srun.stderr
+
+
+def _slurm_conf_as_delivered(head: Machine) -> None:
     delivered = head.exec("cat", "/etc/provisioner-test/slurm.conf.delivered").stdout.splitlines()
     running = head.exec("cat", "/etc/slurm/slurm.conf").stdout.splitlines()
     assert delivered and len(delivered) == len(running)
     changed = {a: b for a, b in zip(delivered, running, strict=True) if a != b}
     # Only the cgroup plugins the nspawn node cannot run, where the rendered config names them
-    # (jobacct_gather only with slurm.accounting, off in this spec).
+    # (jobacct_gather only with slurm.accounting).
     assert changed == {line: other for line, other in CGROUP_LINES.items() if line in delivered}
     assert "ProctrackType=proctrack/cgroup" in changed and "TaskPlugin=task/cgroup,task/affinity" in changed
 
+
+def _down_and_gc(user: User, fake: Any, machines: Machines) -> float:
     started = time.monotonic()
     down = user.run("down", CLUSTER)
     down_s = time.monotonic() - started
     assert down.returncode == 0, down.stdout + down.stderr
     assert fake.instance_count() == 0  # nothing left at the provider: no instance or pod, no firewall or cluster
-    assert (fake.firewall.rulesets if provider == "lambda" else fake.cluster_routes.clusters) == {}
+    assert {"lambda": lambda: fake.firewall.rulesets, "runpod": lambda: fake.cluster_routes.clusters,
+            "fluence": lambda: {}}[fake.provider]() == {}
     machines.settle()
     assert machines.running() == [] and left_running(machines.stopped) == []
-
     gc = user.run("gc", timeout=300)
     assert gc.returncode == 0 and "nothing to collect" in gc.stdout, gc.stdout + gc.stderr
-    assert f"checked: {provider}" in gc.stdout, gc.stdout
+    assert f"checked: {fake.provider}" in gc.stdout, gc.stdout
     assert fake.validation_errors == []
+    return down_s
+
+
+def _accounting(user: User) -> None:
+    """slurmctld records the srun job in slurmdbd (asynchronously, through its agent queue)."""
+    def job_in_sacct() -> tuple[bool, str]:
+        out = user.run("ssh", CLUSTER, "--", "sacct", "-n", "-X", "-P", "-o", "JobID,JobName,State,NNodes",
+                       timeout=60)
+        return out.stdout.split() == ["1|hostname|COMPLETED|2"], out.stdout + out.stderr
+
+    wait_for(job_in_sacct, "sacct to list the srun job", 60)
+    clusters = user.run("ssh", CLUSTER, "--", "sacctmgr", "-n", "-P", "list", "cluster", "format=cluster", timeout=60)
+    # slurm.conf's ClusterName: the spec's name with "_" for "-" (slurmdbd names a table after it)
+    assert clusters.stdout.split() == ["cli_boot"], clusters.stdout + clusters.stderr
+
+
+def _firewall_and_user_data(user: User, nodes: dict[str, tuple[str, Machine]]) -> None:
+    """The node firewall lets SSH in from access.allowed_cidrs and the cluster's nodes only; the
+    user data each VM booted from holds no munge key (it travels over the SSH pass)."""
+    (head_ip, head), (worker_ip, worker) = nodes[NODES[0]], nodes[NODES[1]]
+
+    def probe(source: str, target: str) -> str:
+        return user.netns.run(["python3", "-c", PROBE, source, target], timeout=30).stdout.strip()
+
+    assert probe(OPERATOR, head_ip) == "SSH-" and probe(OPERATOR, worker_ip) == "SSH-"
+    from_worker = worker.exec("bash", "-c", f"exec 3<>/dev/tcp/{head_ip}/22 && head -c 4 <&3", timeout=20)
+    assert from_worker.stdout == "SSH-", from_worker.stderr
+    assert probe(DENIED, head_ip) in ("TimeoutError", "timeout")  # dropped, not refused
+    ruleset = head.exec("nft", "list", "table", "inet", "provisioner").stdout
+    assert OPERATOR in ruleset and head_ip in ruleset and worker_ip in ruleset, ruleset
+    for _, machine in nodes.values():
+        munge = machine.exec("base64", "-w0", "/etc/munge/munge.key").stdout.strip()
+        user_data = (machine.root / "var" / "lib" / "cloud" / "seed" / "nocloud" / "user-data").read_text()
+        assert len(munge) > 40 and munge not in user_data
+
+
+def _last_run(machine: Machine) -> str:
+    """The node's last bootstrap run, from its log (each run appends, beginning with its header)."""
+    log = machine.exec("cat", "/var/log/provisioner/bootstrap.log").stdout
+    starts = [m.start() for m in RUN_HEADER.finditer(log)]
+    assert starts, log
+    return log[starts[-1]:]
+
+
+def _up_again_reruns_only_what_must(user: User, fake: Any, machines: Machines,
+                                    nodes: dict[str, tuple[str, Machine]]) -> None:
+    """``up`` on the cluster that is up: nothing bought, and the SSH pass runs again on both nodes
+    with every one-off step of the role's bootstrap (``provisioner render``'s ssh/ROLE.sh) skipped."""
+    rendered = user.run("render", "spec.yaml", "--catalog", "catalog.json", "--out", "rendered", timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    one_off = {role: set(re.findall(r"^if begin_step (\S+) 0; then",
+                                    (user.home / "rendered" / "ssh" / f"{role}.sh").read_text(), re.M))
+               for role in ("head", "worker")}
+    assert len(one_off["head"]) >= 5 and one_off["head"] > one_off["worker"]  # the head's: MariaDB too
+    for _, machine in nodes.values():  # the first SSH pass ran each step (cloud-init did not mark them)
+        first = _last_run(machine)
+        assert "done earlier" not in first and "FAILED" not in first, first
+    bought = sorted(machines.running())
+    again = user.run("up", "spec.yaml", "--catalog", "catalog.json")
+    assert again.returncode == 0, again.stdout + again.stderr + node_logs(machines)
+    assert fake.instance_count() == 2 and sorted(machines.running()) == bought
+    for name, (_, machine) in nodes.items():
+        second = _last_run(machine)
+        role = "head" if name == NODES[0] else "worker"
+        assert set(re.findall(r"step (\S+): done earlier", second)) == one_off[role], second
+        assert "FAILED" not in second, second
+
+
+@pytest.mark.parametrize("provider", ["lambda", "runpod"])
+def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothing(
+    provider: str, node_image: Path, host_resources: tuple[int, int],
+) -> None:
+    with user_lab(provider, node_image, host_resources, accounting=provider == "lambda") as (user, fake, machines):
+        assert shutil.which("pulumi", path=user.env["PATH"]) is None, "this test is the direct engine's"
+        up_s = _up(user, fake, machines, NODES)
+        _srun(user, machines, NODES)
+        nodes = _by_hostname(machines)
+        _slurm_conf_as_delivered(nodes[NODES[0]][1])
+        if provider == "lambda":
+            _accounting(user)
+            _firewall_and_user_data(user, nodes)
+            _up_again_reruns_only_what_must(user, fake, machines, nodes)
+            _srun(user, machines, NODES)
+        down_s = _down_and_gc(user, fake, machines)
     print(f"installed CLI, {provider}: up {up_s:.0f} s (Slurm ready on both nodes), down {down_s:.0f} s")
 
 
-def test_a_killed_up_is_collected_by_gc_cluster(lab: tuple[User, Any, Machines]) -> None:
+def test_a_fluence_vm_bootstrapped_over_ssh_only_runs_srun(node_image: Path, host_resources: tuple[int, int]) -> None:
+    """Fluence GPU VMs take no user data: the node gets its whole bootstrap over SSH after boot."""
+    nodes = [f"{CLUSTER}-0"]
+    with user_lab("fluence", node_image, host_resources, nodes=1) as (user, fake, machines):
+        up_s = _up(user, fake, machines, nodes)
+        _srun(user, machines, nodes)
+        (machine,) = machines.nodes.values()
+        log = machine.exec("cat", "/var/log/provisioner/bootstrap.log").stdout
+        assert len(RUN_HEADER.findall(log)) == 1 and "done earlier" not in log, log  # nothing ran it at boot
+        down_s = _down_and_gc(user, fake, machines)
+    print(f"installed CLI, fluence: up {up_s:.0f} s (bootstrap over SSH, Slurm ready), down {down_s:.0f} s")
+
+
+def test_burst_runs_the_job_on_both_nodes_and_leaves_nothing(node_image: Path,
+                                                             host_resources: tuple[int, int]) -> None:
+    """``provisioner burst SPEC -- hostname``: up, the job (its lines streamed), down, in one command;
+    exit 0 and no record, node or Instant Cluster left. No GPUs here, so the validation gate is
+    skipped (--skip-validation)."""
+    with user_lab("runpod", node_image, host_resources) as (user, fake, machines):
+        started = time.monotonic()
+        burst = user.run("burst", "spec.yaml", "--catalog", "catalog.json", "--skip-validation", "--json",
+                         "--", "hostname")
+        burst_s = time.monotonic() - started
+        assert burst.returncode == 0, burst.stdout + burst.stderr + node_logs(machines)
+        events = [json.loads(line) for line in burst.stdout.splitlines() if line.startswith("{")]
+        assert sorted(e["line"] for e in events if e["event"] == "job-output") == NODES, burst.stdout
+        assert fake.instance_count() == 0 and fake.cluster_routes.clusters == {}
+        machines.settle()
+        assert machines.running() == [] and left_running(machines.stopped) == []
+        assert user.run("status", CLUSTER, timeout=120).returncode == 2  # a burst cluster leaves no record
+        assert fake.validation_errors == []
+    print(f"installed CLI, burst on runpod: {burst_s:.0f} s (up, job, down)")
+
+
+@pytest.mark.parametrize("provider", ["lambda", "runpod"])
+def test_a_killed_up_is_collected_by_gc_cluster(provider: str, node_image: Path,
+                                                host_resources: tuple[int, int]) -> None:
     """``up`` SIGKILLed once its nodes are bought (a crashed client, no chance to clean up); then
     ``gc --cluster ID --yes`` (the installed CLI again) deletes what the fake still holds of it and
     forgets its record; no node is left running."""
-    user, fake, machines = lab
-    cli = Path(sys.executable).parent / "provisioner"
-    up = subprocess.Popen(["ip", "netns", "exec", user.netns.name, str(cli), "up", "spec.yaml", "--catalog",
-                           "catalog.json"], env=user.env, cwd=user.home, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 300
-        while fake.instance_count() < 2 and up.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert fake.instance_count() == 2, f"up ended {up.poll()} before buying both nodes"
-    finally:
-        up.kill()  # `ip netns exec` execs the CLI: this pid is the CLI's
-        up.wait(timeout=30)
-    assert up.returncode == -9
-    # Plain gc sees that no process holds the cluster any more (its up died) and lists both nodes.
-    listed = user.run("gc", timeout=300)
-    for name in NODES:
-        assert f"would delete {fake.provider} {CLUSTER} {name} (" in listed.stdout, listed.stdout + listed.stderr
-    assert "its up died while creating" in listed.stdout and "2 node(s) to collect" in listed.stdout
-    assert fake.instance_count() == 2  # listing deletes nothing
-    gc = user.run("gc", "--cluster", CLUSTER, "--yes", timeout=300)
-    assert gc.returncode == 0, gc.stdout + gc.stderr
-    assert fake.instance_count() == 0
-    machines.settle()
-    assert machines.running() == [] and left_running(machines.stopped) == []
-    again = user.run("status", CLUSTER, timeout=120)
-    assert again.returncode == 2, again.stdout + again.stderr  # the record is gone with the nodes
+    with user_lab(provider, node_image, host_resources) as (user, fake, machines):
+        up = subprocess.Popen(user.argv("up", "spec.yaml", "--catalog", "catalog.json"), env=user.env,
+                              cwd=user.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 300
+            while fake.instance_count() < 2 and up.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert fake.instance_count() == 2, f"up ended {up.poll()} before buying both nodes"
+        finally:
+            up.kill()  # `ip netns exec` execs the CLI: this pid is the CLI's
+            up.wait(timeout=30)
+        assert up.returncode == -9
+        # Plain gc sees that no process holds the cluster any more (its up died) and lists both nodes.
+        listed = user.run("gc", timeout=300)
+        for name in NODES:
+            assert f"would delete {provider} {CLUSTER} {name} (" in listed.stdout, listed.stdout + listed.stderr
+        assert "its up died while creating" in listed.stdout and "2 node(s) to collect" in listed.stdout
+        assert fake.instance_count() == 2  # listing deletes nothing
+        gc = user.run("gc", "--cluster", CLUSTER, "--yes", timeout=300)
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        assert fake.instance_count() == 0
+        machines.settle()
+        assert machines.running() == [] and left_running(machines.stopped) == []
+        again = user.run("status", CLUSTER, timeout=120)
+        assert again.returncode == 2, again.stdout + again.stderr  # the record is gone with the nodes

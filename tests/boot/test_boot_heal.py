@@ -32,9 +32,8 @@ from provisioner.plan import Plan
 from provisioner.realize.remote import SshRemote
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake, Machines
+from tests.boot.inprocess import API_KEY, Lab, lab, lambda_plan  # noqa: F401
 from tests.boot.nodes import left_running
-from tests.boot.test_boot_providers import API_KEY, OPERATOR, Lab, _key, _node_logs, lab  # noqa: F401
-from tests.test_render_slurm import make_plan
 
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -123,12 +122,8 @@ class StandInLambdaFake(BackedLambdaFake):
 
 
 def h100_plan(host_resources: tuple[int, int]) -> Plan:
-    cpus, memory_mib = host_resources
-    raw = {"name": "fb", "storage": {"checkpoint_nvme_gib_per_node": 0, "shared": {"kind": "none"}},
-           "access": {"allowed_cidrs": [f"{OPERATOR}/32"]}}
-    return make_plan(raw, nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024, fabric="ethernet", fabric_gbps=100,
-                     local_nvme_gib=0, provider="lambda", instance_type="gpu_1x_h100_pcie", region="us-west-3",
-                     gpu_model="H100", gpus=1, gpu_memory_gib=80)
+    return lambda_plan(host_resources, instance_type="gpu_1x_h100_pcie", region="us-west-3", gpu_model="H100",
+                       gpu_memory_gib=80)
 
 
 def _instance(fake: BackedLambdaFake, node: str) -> str:
@@ -184,7 +179,7 @@ def test_a_fault_mid_job_is_healed_and_the_job_resumes_from_its_checkpoint(
 
     with serve(fake) as server:
         adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
-        key = _key(lab, realize.cluster_secrets(plan.cluster_id))
+        key = lab.key(realize.cluster_secrets(plan.cluster_id))
         runtime = realize.Runtime(
             remote=SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper())),
             provider_for=lambda name: adapter, emit=emit,
@@ -196,7 +191,7 @@ def test_a_fault_mid_job_is_healed_and_the_job_resumes_from_its_checkpoint(
             # No GPUs here: the validation gate is skipped, as --skip-validation does; the health watch runs.
             code = run_burst([plan], job, BurstOptions(skip_validation=True, heal_poll_s=5), runtime)
         except BaseException:
-            print(_node_logs(lab))
+            print(lab.node_logs())
             raise
         finally:
             finished.set()

@@ -9,7 +9,7 @@ wait until the nodes run, Slurm ready) runs;
 ``srun -N2 hostname`` prints both names; Delete through the dynamic provider leaves nothing at the
 fake and no node running.
 
-SSH goes through the test namespace (an ``ssh`` wrapper, as tests/boot/test_boot_providers.py):
+SSH goes through the test namespace (an ``ssh`` wrapper, tests/boot/inprocess.py):
 the installed CLI's own SSH paths are booted in tests/boot/test_boot_cli.py.
 """
 
@@ -28,8 +28,8 @@ from provisioner.realize.remote import SshRemote
 from provisioner.render import render_cluster
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake
+from tests.boot.inprocess import API_KEY, Lab, lab, lambda_plan  # noqa: F401
 from tests.boot.nodes import left_running
-from tests.boot.test_boot_providers import API_KEY, Lab, _key, _node_logs, lab, slurm_plan  # noqa: F401
 from tests.test_engine_matrix import DYNAMIC, _struct, _unsecret, wired_step
 from tests.test_stack_cluster import realize as register
 from tests.test_stack_grpc import dynamic_provider
@@ -42,7 +42,7 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
 ) -> None:
     from provisioner.providers.lambda_.provider import LambdaProvider
 
-    plan = slurm_plan("lambda", host_resources)
+    plan = lambda_plan(host_resources)
     names = sorted(node.name for node in plan.nodes)
     secrets = realize.cluster_secrets(plan.cluster_id)  # the state dir's, as the engine keeps them
     args = cluster_args(plan, render_cluster(plan, secrets), owner=owner_id(), expires_at=None,
@@ -55,7 +55,7 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     fake = BackedLambdaFake(lab.machines, api_key=API_KEY)
     with serve(fake) as server:
         adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
-        key = _key(lab, secrets)
+        key = lab.key(secrets)
         remote = SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper()))
         runtime = realize.Runtime(
             remote=remote,
@@ -78,12 +78,12 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
                 try:
                     by_name = realize.await_stack(plan, runtime)
                 except Exception as exc:
-                    raise AssertionError(f"await_stack: {exc}\n{_node_logs(lab)}") from None
+                    raise AssertionError(f"await_stack: {exc}\n{lab.node_logs()}") from None
                 up_s = time.monotonic() - started
                 head = by_name[plan.head.name].public_ip or by_name[plan.head.name].private_ip
                 assert head in lab.machines.addresses.values()
                 srun = lab.ssh(key, head, "srun -N2 --immediate=60 hostname")
-                assert srun.returncode == 0, srun.stderr + _node_logs(lab)
+                assert srun.returncode == 0, srun.stderr + lab.node_logs()
                 assert sorted(srun.stdout.split()) == names, srun.stdout + srun.stderr
             finally:
                 for urn, created in reversed(made):
