@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "provisioner.catalog": ["load_bundled_catalog", "load_catalog"],
     "provisioner.errors": [
-        "CapacityError", "CatalogError", "CredentialsError", "NoFeasibleOfferError", "PlanError",
+        "CapacityError", "CatalogError", "CredentialsError", "NoFeasibleOfferError", "PlanError", "PlanFileError",
         "ProviderAPIError", "ProviderError", "ProvisionerError", "QuotaError", "RateLimitError",
         "SpecError", "StackError",
     ],

@@ -6,7 +6,8 @@
     ├── UsageError                        exit 2: a command line mistake (unknown option, bad value)
     ├── SpecError                         exit 2: a bad spec, with file/line/column and a field path
     ├── PlanError                         exit 3: the spec is valid but cannot be planned
-    │   └── NoFeasibleOfferError          ... because every offer was rejected (carries the reasons)
+    │   ├── NoFeasibleOfferError          ... because every offer was rejected (carries the reasons)
+    │   └── PlanFileError                 exit 2: a plan file that cannot be read or is not a plan
     ├── CatalogError                      exit 2: an unreadable or malformed catalog file
     ├── ProviderError                     exit 4: a provider refused or failed
     │   ├── CredentialsError              missing or rejected API key
@@ -88,6 +89,13 @@ class PlanError(ProvisionerError):
     """The spec is valid but no plan can be made from it."""
 
     exit_code = 3
+
+
+class PlanFileError(PlanError):
+    """A plan file (``up plan.json``, ``render``, ``validate``) that cannot be read or is not a valid
+    plan: bad input, exit 2 as a bad spec is (3 is for a valid spec no offer fits)."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,7 @@ __all__ = [
     "CredentialsError",
     "NoFeasibleOfferError",
     "PlanError",
+    "PlanFileError",
     "ProviderAPIError",
     "ProviderError",
     "ProvisionerError",

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import PlanError, Rejection
+from provisioner.errors import PlanError, PlanFileError, Rejection
 from provisioner.offer import Offer, SafeId
 from provisioner.spec import ClusterSpec
 
@@ -292,15 +292,15 @@ def save_plan(plan: Plan, path: Path) -> None:
 
 
 def load_plan(path: Path) -> Plan:
-    """Read a plan file. Raises PlanError with the file name on any problem."""
+    """Read a plan file. Raises PlanFileError (exit 2) with the file name on any problem."""
     try:
         return Plan.model_validate_json(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from exc
+        raise PlanFileError(f"{path}: cannot read plan: {exc.strerror}") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"{path}: not a valid plan file: {where}: {first['msg']}") from exc
+        raise PlanFileError(f"{path}: not a valid plan file: {where}: {first['msg']}") from exc
 
 
 __all__ = [

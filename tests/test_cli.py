@@ -249,6 +249,8 @@ USAGE_ERRORS = {
                        "error: unrecognized arguments: --bogus (see 'provisioner --help')"),
     "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
                  "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')"),
+    "missing plan": (["render", "missing-plan.json", "--out", "out"],
+                     "error: missing-plan.json: cannot read plan: No such file or directory"),
     "node group": (["node"], "error: missing command (one of: check, watch) (see 'provisioner node --help')"),
 }
 """Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
