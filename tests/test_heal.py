@@ -374,11 +374,11 @@ def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(tmp_path: Path, c
     from provisioner.cli import main
     from provisioner.lifecycle import state
 
-    assert main(["watch", "no-such-cluster", "--once"]) == 1
+    assert main(["watch", "no-such-cluster", "--once"]) == 2  # a usage error, as status/ssh/outputs say it
     assert "no record of cluster no-such-cluster" in capsys.readouterr().err
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider="lambda", engine="pulumi", plan=plan,
                                           created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC), status="up"))
-    assert main(["watch", plan.cluster_id, "--once"]) == 1
+    assert main(["watch", plan.cluster_id, "--once"]) == 2
     err = capsys.readouterr().err
     assert "--engine pulumi" in err and len(err.strip().splitlines()) == 1

@@ -71,7 +71,6 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
     at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
     capacity error the next ranked option of the same provider is tried. Every action is reported with
     its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
-    from provisioner.errors import ProvisionerError
     from provisioner.lifecycle import state
     from provisioner.lifecycle.cli import _runtime, cluster_id_of, emitter
     from provisioner.lifecycle.heal import Healer, HealOptions
@@ -84,9 +83,9 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         cluster_id = cluster_id_of(target, catalog)
         record = state.load_record(cluster_id)
         if record is None:
-            raise ProvisionerError(f"no record of cluster {cluster_id} here (see provisioner status)")
+            raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")  # exit 2, as status
         if record.engine != "direct":
-            raise ProvisionerError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
+            raise UsageError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
                                    "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)")
         healer = Healer(runtime, record, default_remote(record.plan, cluster_secrets(record.cluster_id)),
                         alternates_for(record.plan, catalog, runtime),
