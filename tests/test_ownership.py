@@ -320,9 +320,10 @@ def test_the_lifecycle_and_stacks_delete_only_through_delete_owned() -> None:
     callers = []
     for folder in ("provisioner", "stacks"):
         for path in (ROOT / folder).rglob("*.py"):
-            if "testing" in path.parts:
+            text = path.read_text(encoding="utf-8")
+            if "testing" in path.parts or "delete_nodes" not in text:  # no such name: no such call (a quick skip)
                 continue
-            for item in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for item in ast.walk(ast.parse(text)):
                 if isinstance(item, ast.Attribute) and item.attr == "delete_nodes" \
                         and isinstance(getattr(item, "ctx", None), ast.Load):
                     callers.append(str(path.relative_to(ROOT)))
