@@ -87,6 +87,20 @@ def test_durations_and_money() -> None:
     assert parse_duration("4h") == 14400 and parse_duration("30m") == 1800 and parse_duration("2d") == 172800
     assert parse_duration("90s") == 90 and parse_duration("1.5") == 5400
     assert parse_money("300") == Decimal(300) and parse_money("0.10") == Decimal("0.10")
+    assert parse_duration("87600h") == 87_600 * 3600 and parse_money("1e9") == Decimal(10) ** 9
+
+
+@pytest.mark.parametrize("args", [["up", "--ttl", "99999999999d"], ["up", "--max-cost", "1e400"],
+                                  ["burst", "--ttl", "3651d"], ["costs", "--since", "99999999999d"]])
+def test_a_huge_duration_or_amount_is_one_usage_line(args: list[str], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Once an OverflowError traceback from the expiry arithmetic (--ttl), or a cost cap no sum reaches."""
+    spec = str(_spec(tmp_path))
+    target = [spec] if args[0] != "costs" else []
+    argv = [args[0], *target, *args[1:], *(["--", "true"] if args[0] == "burst" else [])]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: Invalid value for {args[1]}: '{args[2]}' is "), line
 
 
 def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -43,21 +43,35 @@ BACKEND_HELP = ("Pulumi state backend URL (s3://..., gs://..., https://api.pulum
                 "under the state dir.")
 
 
+MAX_DURATION_S = 87_600 * 3600
+"""The longest duration an option takes: ten years, the spec's ``workload.hours`` bound (a date
+further out overflows the expiry arithmetic)."""
+MAX_USD = Decimal(10) ** 9
+"""The largest amount an option takes: the bound of every quantity in a spec."""
+
+
 def parse_duration(text: str, option: str = "--ttl") -> float:
-    """``90s``, ``30m``, ``4h``, ``2d`` (a bare number is hours) -> seconds. UsageError otherwise."""
+    """``90s``, ``30m``, ``4h``, ``2d`` (a bare number is hours) -> seconds, at most ten years.
+    UsageError otherwise."""
     found = _DURATION.match(text)
     if not found or float(found.group(1)) <= 0:
         raise UsageError(f"{text!r} is not a duration like 30m, 4h or 2d", option=option)
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
+    seconds = float(found.group(1)) * _UNIT_S[found.group(2)]
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"{text!r} is longer than 87600h (ten years)", option=option)
+    return seconds
 
 
 def parse_money(text: str) -> Decimal:
+    """A positive amount of USD, at most 10^9. UsageError otherwise."""
     try:
         value = Decimal(text)
     except InvalidOperation:
         value = Decimal("NaN")
     if not value.is_finite() or value <= 0:
         raise UsageError(f"{text!r} is not a positive amount of USD", option="--max-cost")
+    if value > MAX_USD:
+        raise UsageError(f"{text!r} is over the largest amount, 1000000000 USD", option="--max-cost")
     return value
 
 
