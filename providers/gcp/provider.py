@@ -28,16 +28,15 @@ How the contract maps onto Compute Engine:
   metric (``NVIDIA_H100_GPUS``, ``PREEMPTIBLE_NVIDIA_H100_GPUS``, ...) and raises QuotaError
   naming it when that exceeds limit minus usage (regions.get): nothing is inserted.
   ``quota_headroom`` records the same for ``catalog refresh``, so ``plan`` can refuse first.
+- ``instances``: the insert body of a node, the Node of an instance, the create call's Launcher.
 - ``topology`` turns the instances' ``resourceStatus.physicalHostTopology`` (cluster, block,
   subblock) into the switch paths ``provisioner.render`` writes to Slurm's topology.conf.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
-import re
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -47,26 +46,22 @@ from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
-    LEASE_TAG,
     NODE_TAG,
     OWNER_TAG,
-    ROLE_TAG,
     Capability,
     Node,
     NodeSpec,
-    NodeStatus,
     OfferQuery,
     OwnedNode,
-    expiry_label,
-    ip_or_none,
     owner_id,
     parse_expiry,
 )
-from provisioner.providers.billing import Billed, provider_time
+from provisioner.providers.billing import Billed
 from provisioner.providers.gcp import CAPABILITIES, firewall, pricecheck
 from provisioner.providers.gcp.account import AccountQuotas
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
+from provisioner.providers.gcp.instances import GONE, SETTLING, InstanceLauncher, instance_body, node_of
 from provisioner.providers.gcp.models import (
     GPU_MODELS,
     GpuMachineType,
@@ -79,7 +74,7 @@ from provisioner.providers.gcp.models import (
 )
 from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall
 from provisioner.providers.http import RateLimits, RetryPolicy
-from provisioner.providers.orchestrate import Launcher, Member, answer, create
+from provisioner.providers.orchestrate import answer, create
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
@@ -89,18 +84,6 @@ from provisioner.offer import Offer, QuotaHeadroom
 
 log = logging.getLogger(__name__)
 DEFAULT_REGIONS = ("us-central1",)
-_LABEL = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-_STATUS = {
-    "PROVISIONING": NodeStatus.PENDING, "STAGING": NodeStatus.PENDING, "PENDING": NodeStatus.PENDING,
-    "RUNNING": NodeStatus.RUNNING, "STOPPING": NodeStatus.STOPPING, "SUSPENDING": NodeStatus.STOPPING,
-    "DEPROVISIONING": NodeStatus.STOPPING, "PENDING_STOP": NodeStatus.STOPPING, "STOPPED": NodeStatus.STOPPING,
-    "SUSPENDED": NodeStatus.STOPPING, "TERMINATED": NodeStatus.TERMINATED, "REPAIRING": NodeStatus.FAILED,
-}
-_GONE = {"STOPPING", "TERMINATED", "DEPROVISIONING"}
-_SETTLING = {"STOPPING", "DEPROVISIONING"}  # on the way to stopped or deleted: delete_nodes leaves them be
 
 
 class GCPProvider:
@@ -265,10 +248,10 @@ class GCPProvider:
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
-        bodies = [(spec, self._instance(cluster_id, spec)) for spec in nodes]
-        present = {i.name for _, i in self._members(cluster_id) if i.status not in _GONE}
+        bodies = [(spec, instance_body(cluster_id, spec, image=self.image, owner=self.owner)) for spec in nodes]
+        present = {i.name for _, i in self._members(cluster_id) if i.status not in GONE}
         self.check_quotas([spec for spec, body in bodies if body["name"] not in present])  # before any insert
-        ids = create(_Launcher(self, cluster_id, bodies), nodes)
+        ids = create(InstanceLauncher(self, cluster_id, bodies), nodes)
         return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
     def list_owned(self) -> list[OwnedNode]:
@@ -277,72 +260,15 @@ class GCPProvider:
         found = []
         for zone, instance in self.client.list_instances(f"labels.{CLUSTER_TAG}:*"):
             cluster_id = instance.labels.get(CLUSTER_TAG)
-            if cluster_id and instance.status not in _SETTLING:  # stopped VMs still bill their disks
-                found.append(OwnedNode(self._node(cluster_id, zone, instance), instance.labels.get(OWNER_TAG),
+            if cluster_id and instance.status not in SETTLING:  # stopped VMs still bill their disks
+                found.append(OwnedNode(node_of(cluster_id, zone, instance), instance.labels.get(OWNER_TAG),
                                        parse_expiry(instance.labels.get(EXPIRES_TAG))))
         return found
-
-    def _insert(self, zone: str, body: dict[str, Any]) -> None:
-        from google.cloud import compute_v1
-
-        try:
-            self.client.insert_instance(zone, compute_v1.Instance(body))
-        except ProviderAPIError as exc:
-            if exc.status == 409 or exc.status == 0 or exc.status >= 500:
-                try:  # the insert may have happened: the name is ours, adopt it if it carries our label
-                    found = self.client.get_instance(zone, body["name"])
-                except ProviderAPIError:
-                    raise exc from None
-                if found.labels.get(CLUSTER_TAG) == body["labels"][CLUSTER_TAG]:
-                    return
-            raise
-
-    def _instance(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
-        if not spec.zone:
-            raise PlanError(f"gcp: node {spec.name} has no zone; GCP instances are zonal")
-        if not (spec.image or self.image):
-            raise PlanError(f"gcp: node {spec.name} has no image; set it or PROVISIONER_GCP_IMAGE")
-        name = f"{cluster_id}-{spec.name}".lower()
-        labels = {**spec.tags, CLUSTER_TAG: cluster_id, NODE_TAG: spec.name}
-        labels.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())  # what every delete checks
-        if spec.role is not None:
-            labels.setdefault(ROLE_TAG, spec.role)
-        if spec.expires_at is not None:
-            labels[EXPIRES_TAG] = expiry_label(spec.expires_at)  # labels take no ':' or capitals
-        if spec.lease:
-            labels[LEASE_TAG] = spec.lease
-        bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
-        if bad or not _NAME.match(name):
-            raise PlanError(f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
-                            "digits, '-' and '_'); nothing was bought")
-        metadata = []
-        if spec.user_data:
-            metadata.append({"key": "user-data", "value": spec.user_data})
-        if spec.ssh_public_key:
-            metadata.append({"key": "ssh-keys", "value": f"ubuntu:{spec.ssh_public_key.strip()}"})
-        scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": not spec.spot,
-                                      "provisioning_model": "SPOT" if spec.spot else "STANDARD"}
-        if spec.spot:
-            scheduling["instance_termination_action"] = "DELETE"
-        if spec.expires_at is not None:
-            # GCE deletes the VM itself at the expiry: the TTL stops the bill (disks too) even
-            # when the client is gone. Absolute time, so a retried create asks for the same end.
-            scheduling["termination_time"] = spec.expires_at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            scheduling["instance_termination_action"] = "DELETE"
-        return {
-            "name": name, "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}", "labels": labels,
-            "disks": [{"boot": True, "auto_delete": True, "initialize_params": {
-                "source_image": spec.image or self.image, "disk_size_gb": spec.disk_gib}}],
-            "tags": {"items": [cluster_id]},  # what the cluster's firewall rules aim at (providers.gcp.firewall)
-            "network_interfaces": [{"network": firewall.NETWORK,
-                                    "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
-            "scheduling": scheduling, "metadata": {"items": metadata},
-        }
 
     # ----- read / delete ------------------------------------------------------------------------
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every instance labelled with the cluster, in any zone of the project."""
-        return [self._node(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
+        return [node_of(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
 
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
         """{node name: [cluster, block, subblock switch]} of the cluster's running instances (see
@@ -363,7 +289,7 @@ class GCPProvider:
         outside deletion, its firewall rules (this owner's) go too: ``gc`` removes them this way."""
         staying = 0
         for zone, instance in self._members(cluster_id):
-            if instance.status in _SETTLING:
+            if instance.status in SETTLING:
                 continue
             if node_ids is not None and instance.name not in node_ids:
                 staying += 1
@@ -394,65 +320,9 @@ class GCPProvider:
     def _members(self, cluster_id: str) -> list[tuple[str, Any]]:
         return list(self.client.list_instances(f'labels.{CLUSTER_TAG} = "{cluster_id}"'))
 
-    def _node(self, cluster_id: str, zone: str, instance: Any) -> Node:
-        nic = instance.network_interfaces[0] if instance.network_interfaces else None
-        public = nic.access_configs[0].nat_i_p if nic and nic.access_configs and nic.access_configs[0].nat_i_p \
-            else None
-        return Node(provider=self.name, id=instance.name, name=instance.labels.get(NODE_TAG, ""),
-                    cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
-                    instance_type=leaf(instance.machine_type), region=zone_region(zone),
-                    public_ip=ip_or_none(public),
-                    private_ip=ip_or_none(nic.network_i_p if nic else None),
-                    provider_state=instance.status, launched_at=provider_time(instance.creation_timestamp or None),
-                    owner=instance.labels.get(OWNER_TAG), lease=instance.labels.get(LEASE_TAG))
-
     def price_check(self, usages: Sequence[NodeUsage], offer: Offer, spot: bool) -> Billed:
         """``SupportsPriceCheck``: the spans at today's SKU prices, GCE's rule (providers.gcp.pricecheck)."""
         return pricecheck.price_check(self, usages, offer, spot)
-
-
-class _Launcher(Launcher):
-    """One ``create_nodes`` call: one insert per node, named ``<cluster>-<node>`` (a retried insert
-    of the same name finds the instance: HTTP 409)."""
-
-    def __init__(self, provider: GCPProvider, cluster_id: str, bodies: list[tuple[NodeSpec, dict[str, Any]]]) -> None:
-        super().__init__(provider.name, cluster_id)
-        self.adapter = provider
-        self.owner = provider.owner or self.owner
-        self.bodies = {spec.name: (str(spec.zone), body) for spec, body in bodies}
-        self.zone_of = {body["name"]: str(spec.zone) for spec, body in bodies}
-
-    def members(self) -> list[Member]:
-        found = []
-        for zone, instance in self.adapter._members(self.cluster_id):
-            if instance.status not in _GONE:
-                self.zone_of[instance.name] = zone
-                found.append(Member(instance.name, instance.labels.get(NODE_TAG), leaf(instance.machine_type),
-                                    zone_region(zone), instance.labels.get(OWNER_TAG),
-                                    instance.labels.get(LEASE_TAG)))
-        return found
-
-    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
-        (spec,) = batch
-        zone, body = self.bodies[spec.name]
-        self.adapter._insert(zone, body)
-        return [str(body["name"])]
-
-    def terminate(self, ids: Sequence[str]) -> list[str]:
-        left = []
-        for name in ids:
-            try:
-                self.adapter.client.delete_instance(self.zone_of[name], name)
-            except ProviderAPIError as exc:
-                if not is_not_found(exc):
-                    left.append(name)
-            except ProviderError:
-                left.append(name)
-        return left
-
-    def describe(self, batch: Sequence[NodeSpec]) -> str:
-        spec = batch[0]
-        return f"1 x {spec.instance_type} in {spec.region} ({spec.zone})"
 
 
 __all__ = ["DEFAULT_REGIONS", "GPU_MODELS", "NODE_TAG", "QUOTA_METRICS", "GCPProvider", "GpuMachineType",
