@@ -73,6 +73,17 @@ def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
     assert capsys.readouterr().err.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH")
 
 
+def test_up_without_an_api_key_leaves_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's first ``up`` without LAMBDA_API_KEY: one line naming the variable, exit 4, and no
+    cluster left "creating" in status forever (the record was saved before the adapter was built)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    assert main(["up", str(_spec(tmp_path))]) == 4
+    assert capsys.readouterr().err.splitlines()[-1].startswith("error: lambda: no API key: set ")
+    assert state.list_records() == [] and main(["status"]) == 0
+    assert "no clusters" in capsys.readouterr().out
+
+
 def test_usage_mistakes_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = str(_spec(tmp_path))
     assert main(["up", spec, "--engine", "terraform"]) == 2

@@ -141,8 +141,8 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
         created_at=existing.created_at if existing else now, expires_at=expires_at,
         max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating", lease_id=token,
         lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
+    provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
     state.save_record(record)
-    provider = rt.provider(plan.option.provider)
     option = plan.option
     rt.emit("create", message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
             f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id}", cluster=cluster_id,
