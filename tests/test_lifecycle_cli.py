@@ -172,6 +172,9 @@ def test_down_twice_is_idempotent_and_outputs_print_values(tmp_path: Path, monke
         (event,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()][-1:]
         assert event["event"] == "down" and event["message"] == "nothing left of cluster lc-lambda on lambda"
         assert main(["down", "lc-lambda", "--provider", "lambda"]) == 0
+        capsys.readouterr()
+        assert main(["down", "lc-lambda"]) == 0  # by name alone: the ledger says where it lived
+        assert capsys.readouterr().err.strip().splitlines()[-1] == "nothing left of cluster lc-lambda on lambda"
 
 
 def test_an_interrupted_up_leaves_a_record_that_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
 """``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/cli.py).
 
 The engine is the one the local record names (else pulumi when a pulumi ``up`` kept its plan
-here, else direct); without a record the direct engine needs ``--provider`` or the spec/plan file.
+here, else direct); without a record the direct engine takes the provider from ``--provider``, the
+spec/plan file, or the ledger's entry of a cluster brought up from here.
 Idempotent: a second ``down`` says nothing is left and exits 0.
 """
 
@@ -29,13 +30,16 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
     chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
     cli.check_engine(chosen)
     if chosen == "direct" and record is None and provider is None:
-        # No record (an earlier down forgot it): the spec or plan file says where the cluster lives.
+        # No record (an earlier down forgot it): the spec or plan file says where the cluster lives,
+        # else the ledger, which outlives the record, for a cluster brought up from here.
         planned = _plan_of_file(target, catalog)
-        if planned is None:
+        from provisioner.lifecycle.ledger import last_provider
+
+        provider = planned.option.provider if planned is not None else last_provider(cluster_id)
+        if provider is None:
             raise UsageError(f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
                              "its spec or plan file; provisioner gc lists what the tool left anywhere",
                              option="--provider")
-        provider = planned.option.provider
     emit = cli.emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine

@@ -93,6 +93,13 @@ def note_record(record: ClusterRecord, owner: str, at: dt.datetime) -> None:
             "max_cost_usd": None if getattr(record, "max_cost_usd", None) is None else str(record.max_cost_usd)})
 
 
+def last_provider(cluster_id: str, path: Path | None = None) -> str | None:
+    """The provider of the newest ``cluster`` entry of ``cluster_id`` (None when the ledger has none):
+    where a cluster brought up from here lived after ``down`` forgot its record."""
+    found = [e.get("provider") for e in read(path) if e.get("kind") == "cluster" and e["cluster"] == cluster_id]
+    return found[-1] if found and isinstance(found[-1], str) else None
+
+
 def note_removed(cluster_id: str, at: dt.datetime) -> None:
     append({"kind": "removed", "at": _iso(at), "cluster": cluster_id})
 
@@ -166,5 +173,5 @@ def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
     return list(found.values())
 
 
-__all__ = ["Row", "append", "ledger_path", "note_billed", "note_metered", "note_record", "note_removed", "read",
-           "rows"]
+__all__ = ["Row", "append", "last_provider", "ledger_path", "note_billed", "note_metered", "note_record",
+           "note_removed", "read", "rows"]
