@@ -110,7 +110,7 @@ def decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
     """``data`` (a JSON catalog) as a ``TableCatalog``; CatalogError at the first bad value.
 
     The cyclic garbage collector is paused meanwhile: decoding allocates millions of objects, none in
-    a cycle, and each of its passes would walk every raw offer still alive (half the time at 10^5)."""
+    a cycle, and each of its passes would walk every object still alive (half the time at 10^5)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
