@@ -161,6 +161,8 @@ catalog: ``UPDATE_GOLDEN=1 python -m pytest tests/test_provider_lists.py`` write
 files must equal what would be written. A provider's docs row is its ``FACTS``, written once."""
 KEY_VARS_ROW = "| those adapters | the API key, under the provider's own name |"
 """docs/environment.md: the row whose first cell is every provider's own key variable."""
+PROVIDER_NAMES_LEAD = "`<P>` is a provider name in capitals, one of:"
+"""docs/environment.md: the line after this one lists every provider's ``<P>``."""
 CATALOG_COUNT = re.compile(r"^\d+ offers from \w+ providers:$")
 
 
@@ -177,6 +179,8 @@ def _rendered(path: str) -> str:
             start, end = _table_span(lines, header)
             lines[start:end] = ["| " + " | ".join(row(name, found)) + " |" for name, found in facts().items()]
     for i, line in enumerate(lines):
+        if i and lines[i - 1].endswith(PROVIDER_NAMES_LEAD):
+            lines[i] = ", ".join(f"`{name.upper().rstrip('_')}`" for name in REGISTRY) + "."
         if KEY_VARS_ROW in line:
             keys = ", ".join(f"`{var}`" for found in facts().values() for var in found.key_vars)
             lines[i] = f"| {keys} " + line[line.index(KEY_VARS_ROW):]
@@ -219,8 +223,9 @@ def test_the_generated_rows_are_pinned() -> None:
                                                       "yes (labels)"]
     assert _catalog_row("fluence", found["fluence"])[:2] == ["`fluence`", "11"]
     assert _catalog_row("aws", found["aws"])[:2] == ["`aws`", "34"]
-    assert "| `LAMBDA_API_KEY`, `RUNPOD_API_KEY`, `VAST_API_KEY`, `FLUENCE_API_KEY`" in _rendered(
-        "docs/environment.md")  # a later provider's variables after these
+    environment = _rendered("docs/environment.md")
+    assert "| `LAMBDA_API_KEY`, `RUNPOD_API_KEY`, `VAST_API_KEY`, `FLUENCE_API_KEY`" in environment  # later ones after
+    assert f"{PROVIDER_NAMES_LEAD}\n`AWS`, `GCP`, `LAMBDA`, `RUNPOD`, `VASTAI`, `FLUENCE`" in environment
     assert _count_line(154, 6) == "154 offers from six providers:" and _count_line(160, 11) == (
         "160 offers from 11 providers:")
 
