@@ -162,7 +162,7 @@ def add_commands(group: cliargs.Commands) -> None:
     common(cmd, backend=True)
     cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
     cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
-                     help="Options tried on capacity errors (direct; 1-3, default 3).")
+                     help="Options tried on capacity errors (either engine; 1-3, default 3).")
     cmd.add_argument("--max-cost", help="Budget in USD: status warns at 50/80/100 %%.")
     cmd.add_argument("--on-budget", choices=ON_BUDGET, default="warn",
                      help="At 100 %% of --max-cost: stop (the budget becomes the expiry) or warn (default).")

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import secrets as _secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.errors import ProvisionerError, StackError
+from provisioner.errors import CapacityError, ProvisionerError, StackError
 from provisioner.lifecycle import state
 from provisioner.plan import Plan, save_plan
 from provisioner.realize.events import Emit, no_events
@@ -161,6 +162,27 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
                       f"remove with: provisioner down {cluster_id} --engine pulumi{where}")
 
 
+class StackCapacityError(CapacityError):
+    """``pulumi up`` failed because a provider had no capacity: the adapter's CapacityError inside the
+    program (the dynamic provider's gRPC error carries its traceback, whose last line pulumi prints),
+    with the same provider and message the direct engine sees, so both engines fail over alike
+    (``provisioner.realize.failover``). ``left`` is the StackError naming what the stack still holds
+    and how to remove it, raised instead when no option is left."""
+
+    def __init__(self, provider: str, message: str, left: StackError) -> None:
+        super().__init__(provider, message)
+        self.left = left
+
+
+_CAPACITY_LINE = re.compile(r"provisioner\.errors\.CapacityError: ([a-z0-9_]+): (.+)$")
+
+
+def capacity_in(text: str) -> tuple[str, str] | None:
+    """(provider, message) of the last ``provisioner.errors.CapacityError`` a traceback in ``text`` shows."""
+    found = [m for line in text.splitlines() if (m := _CAPACITY_LINE.search(line.strip()))]
+    return (found[-1].group(1), found[-1].group(2).strip()) if found else None
+
+
 def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
        expires_at: dt.datetime | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
     """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks.
@@ -214,7 +236,11 @@ def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit
         result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
                           color="never", show_secrets=False)
     except auto.errors.CommandError as exc:
-        raise _failed("up", plan.cluster_id, stack, exc, backend) from None
+        failed = _failed("up", plan.cluster_id, stack, exc, backend)
+        capacity = capacity_in(str(exc))
+        if capacity is not None:
+            raise StackCapacityError(*capacity, left=failed) from None
+        raise failed from None
     except (ValueError, OSError) as exc:  # an answer the Automation API could not read
         raise _failed("up", plan.cluster_id, stack, exc, backend) from None
     return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
@@ -261,5 +287,6 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-__all__ = ["INSTALL_HINT", "RESERVATION_KEY", "backend_url", "down", "kept_plan", "outputs", "require_pulumi",
+__all__ = ["INSTALL_HINT", "RESERVATION_KEY", "StackCapacityError", "backend_url", "capacity_in", "down", "kept_plan",
+           "outputs", "require_pulumi",
            "stacks_dir", "up"]

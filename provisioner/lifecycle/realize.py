@@ -42,7 +42,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from provisioner.errors import CapacityError, ClusterBusyError, ProviderError, ProvisionerError, StackError, UsageError
+from provisioner.errors import ClusterBusyError, ProviderError, ProvisionerError, StackError, UsageError
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
@@ -53,6 +53,7 @@ from provisioner.providers.base import Node, NodeSpec, Provider
 from provisioner.providers.ownership import delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import SshTarget
+from provisioner.realize.failover import first_that_fits
 from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.launch import LIVE, unanswerable, wait_deleted, wait_running
 from provisioner.realize.nodes import expiry_for
@@ -210,9 +211,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
                                        "node_ids": {name: node.id for name, node in by_name.items()
                                                     if name in wanted}})
     state.save_record(record)
-    rt.emit("running", message=f"every node runs; head {plan.head.name} at {node_address(head)}",
-            cluster=cluster_id, head_address=node_address(head),
-            nodes={name: node_address(node) for name, node in sorted(by_name.items()) if name in wanted})
+    _emit_running(rt, plan, by_name)
     _refuse_unanswerable(rt, plan, by_name)
     remote = rt.remote or default_remote(plan, secrets)
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
@@ -224,12 +223,23 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     readiness.wait_ready(plan, remote, by_name, rt)
     record = record.model_copy(update={"status": "up"})
     state.save_record(record)
-    login = ssh_target(head, CLUSTER_USER)
-    rt.emit("up", message=f"cluster {cluster_id} is up: ssh {ssh_text(login) if login else '-'} "
-            f"(provisioner ssh {cluster_id})", cluster=cluster_id, head_address=record.head_address,
-            hourly_usd=plan.option.hourly_usd,
-            expires_at=record.expires_at.isoformat() if record.expires_at else None)
+    emit_up(rt, plan, head, record.expires_at)
     return record
+
+
+def _emit_running(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -> None:
+    head = by_name[plan.head.name]
+    rt.emit("running", message=f"every node runs; head {plan.head.name} at {node_address(head)}",
+            cluster=plan.cluster_id, head_address=node_address(head),
+            nodes={node.name: node_address(by_name[node.name]) for node in sorted(plan.nodes, key=lambda n: n.name)})
+
+
+def emit_up(rt: Runtime, plan: Plan, head: Node, expires_at: dt.datetime | None, **extra: object) -> None:
+    """The ``up`` event both engines end with (the pulumi engine adds its stack's ``outputs``)."""
+    login = ssh_target(head, CLUSTER_USER)
+    rt.emit("up", message=f"cluster {plan.cluster_id} is up: ssh {ssh_text(login) if login else '-'} "
+            f"(provisioner ssh {plan.cluster_id})", cluster=plan.cluster_id, head_address=node_address(head),
+            hourly_usd=plan.option.hourly_usd, expires_at=expires_at.isoformat() if expires_at else None, **extra)
 
 
 def _refuse_unanswerable(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -> None:
@@ -254,6 +264,7 @@ def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     rt.emit("wait-running", message=f"waiting for {len(wanted)} node(s) to run", cluster=cluster_id)
     nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s)
     by_name = {node.name: node for node in nodes if node.name in wanted}
+    _emit_running(rt, plan, by_name)
     _refuse_unanswerable(rt, plan, by_name)
     secrets = cluster_secrets(cluster_id)
     remote = rt.remote or default_remote(plan, secrets)
@@ -281,31 +292,18 @@ def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: P
 
 def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max_tries: int = 3,
                    **options: object) -> state.ClusterRecord:
-    """``bring_up`` the first plan whose purchase finds capacity, trying at most ``max_tries``.
+    """``bring_up`` the first plan whose purchase finds capacity, trying at most ``max_tries``
+    (``provisioner.realize.failover.first_that_fits``, the loop the pulumi engine runs too).
 
     Only a CapacityError moves on (each try reported as a ``failover`` event, nothing left
-    from it: ``bring_up`` deletes leftovers and checks the provider lists none); any other
+    from it: ``bring_up`` deletes leftovers and checks the provider lists none; a kept record
+    means it could not, and nothing more is bought while nodes of that try may exist); any other
     error, or the last try's CapacityError, propagates.
     """
     rt = runtime or Runtime()
-    tries = list(plans)[:max_tries]
-    if not tries:
-        raise ProvisionerError("no option to bring up")
-    for attempt, plan in enumerate(tries, 1):
-        try:
-            return bring_up(plan, rt, **options)  # type: ignore[arg-type]
-        except CapacityError as exc:
-            # bring_up listed the provider and deleted any leftover; a kept record means it could
-            # not, and nothing more is bought while nodes of this try may exist.
-            if attempt == len(tries) or state.load_record(plan.cluster_id) is not None:
-                raise
-            exc_text = str(exc)
-            nxt = tries[attempt].option
-            rt.emit("failover", message=f"try {attempt} of {len(tries)}: {exc_text}; nothing left behind; trying "
-                    f"{nxt.provider} {nxt.instance_type} in {nxt.region}", cluster=plan.cluster_id,
-                    attempt=attempt, error=exc_text, next_provider=nxt.provider, next_region=nxt.region,
-                    next_instance_type=nxt.instance_type)
-    raise AssertionError("unreachable")  # pragma: no cover
+    return first_that_fits(plans, lambda plan: bring_up(plan, rt, **options),  # type: ignore[arg-type]
+                           lambda plan: state.load_record(plan.cluster_id) is None, emit=rt.emit,
+                           max_tries=max_tries)
 
 
 def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None,

@@ -20,6 +20,8 @@ from provisioner.lifecycle import cli
 if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime
     from provisioner.plan import Plan
+    from provisioner.providers.base import Node
+    from provisioner.realize.events import Emit
 
 
 def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
@@ -44,40 +46,13 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
         from provisioner.lifecycle.access import require_ssh_sources
-        from provisioner.lifecycle.realize import expiry_for, utc_now
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        plan = cli.ranked_plans(target, catalog, 1)[0]
-        require_ssh_sources(plan, target)
+        plans = cli.ranked_plans(target, catalog, max_tries)
+        require_ssh_sources(plans[0], target)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
-        now = utc_now()
-        from provisioner.lifecycle.spend import budget_expiry
-
-        expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
-        from provisioner.lifecycle.lease import hold
-
-        runtime = cli._runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
-        # Saved before the stack is touched: an interrupted or failed up leaves a record saying so. The
-        # local lock is held throughout; machines sharing the backend are kept apart by its stack lock.
-        try:
-            with hold(plan.cluster_id, "up"):
-                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
-                try:
-                    outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at,
-                                               runtime=runtime)
-                    if wait:
-                        _await_stack(plan, runtime)
-                except KeyboardInterrupt:
-                    _mark(plan.cluster_id, "interrupted")
-                    raise
-                except ProvisionerError:
-                    _mark(plan.cluster_id, "failed")
-                    raise
-                _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
-        finally:
-            if runtime.interrupts is not None:
-                runtime.interrupts.restore()
-        emit("up", message=f"cluster {plan.cluster_id} is up (pulumi)", cluster=plan.cluster_id, outputs=outputs)
+        _pulumi_up(plans, emit, backend=backend, ttl_s=ttl_s, max_cost_usd=max_cost_usd, on_budget=on_budget,
+                   wait=wait, max_tries=max_tries)
         return
     from provisioner.lifecycle.access import require_ssh_sources
     from provisioner.lifecycle.realize import bring_up_first
@@ -109,12 +84,67 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
             runtime.interrupts.restore()
 
 
-def _await_stack(plan: Plan, runtime: Runtime) -> None:
-    """The direct engine's last steps on the stack's nodes (run, SSH pass, control plane ready)."""
+def _pulumi_up(plans: list[Plan], emit: Emit, *, backend: str | None, ttl_s: float | None,
+               max_cost_usd: Decimal | None, on_budget: str, wait: bool, max_tries: int) -> None:
+    """The pulumi engine's ``up`` over the ranked plans, failing over as the direct engine does
+    (``provisioner.realize.failover.first_that_fits``): each try saves its record as ``creating``
+    before the stack is touched, runs ``pulumi up`` and, with ``wait``, the direct engine's last
+    steps; a try that failed for capacity has its stack destroyed before the next option is tried.
+    The local lock is held throughout; machines sharing the backend are kept apart by its stack lock."""
+    from provisioner.lifecycle import pulumi_engine
+    from provisioner.lifecycle.lease import hold
+    from provisioner.lifecycle.realize import emit_up, expiry_for, utc_now
+    from provisioner.lifecycle.spend import budget_expiry
+    from provisioner.realize.failover import first_that_fits
+
+    runtime = cli._runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
+    cluster_id = plans[0].cluster_id
+
+    def attempt(plan: Plan) -> None:
+        now = utc_now()
+        expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
+        outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
+        nodes = _await_stack(plan, runtime) if wait else None
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
+        if nodes is None:
+            emit("up", message=f"cluster {plan.cluster_id} is up (pulumi; not waited for)", cluster=plan.cluster_id,
+                 outputs=outputs)
+        else:
+            emit_up(runtime, plan, nodes[plan.head.name], expires_at, outputs=outputs)
+
+    def cleared(plan: Plan) -> bool:
+        """The failed try's stack destroyed, so nothing of it is left (False: it could not be)."""
+        try:
+            pulumi_engine.down(plan.cluster_id, backend=backend, emit=emit)
+        except ProvisionerError:
+            return False
+        return True
+
+    try:
+        with hold(cluster_id, "up"):
+            try:
+                first_that_fits(plans, attempt, cleared, emit=emit, max_tries=max_tries)
+            except KeyboardInterrupt:
+                _mark(cluster_id, "interrupted")
+                raise
+            except pulumi_engine.StackCapacityError as exc:  # no option left: say what the stack holds
+                _mark(cluster_id, "failed")
+                raise exc.left from None
+            except ProvisionerError:
+                _mark(cluster_id, "failed")
+                raise
+    finally:
+        if runtime.interrupts is not None:
+            runtime.interrupts.restore()
+
+
+def _await_stack(plan: Plan, runtime: Runtime) -> dict[str, Node]:
+    """The direct engine's last steps on the stack's nodes (run, control plane ready); the nodes by name."""
     from provisioner.lifecycle.realize import await_stack
 
     try:
-        await_stack(plan, runtime)
+        return await_stack(plan, runtime)
     except StackError:
         raise
     except ProvisionerError as exc:  # the stack is up and billing: say what remains and how to remove it
