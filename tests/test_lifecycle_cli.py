@@ -122,7 +122,10 @@ def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: py
         bring_up(plan, instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes])))
         capsys.readouterr()
         assert main(["status", "--json"]) == 0
-        (row,) = json.loads(capsys.readouterr().out)
+        (row,) = json.loads(capsys.readouterr().out)  # one document, as its --help says (not event lines)
+        for command in ("status", "outputs"):
+            assert main([command, "--help"]) == 0
+            assert "Print the answer as one JSON document on stdout." in " ".join(capsys.readouterr().out.split())
         assert row["cluster"] == "lc-lambda" and row["status"] == "up" and row["engine"] == "direct"
         assert row["hourly_usd"] == str(plan.option.hourly_usd)
         assert main(["status", "lc-lambda", "--json"]) == 0

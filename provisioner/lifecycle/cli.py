@@ -143,12 +143,13 @@ def add_commands(group: cliargs.Commands) -> None:
     def cluster(cmd: Any, nargs: str | None = None) -> None:
         cmd.add_argument("target", nargs=nargs, metavar="CLUSTER_OR_FILE", help="Cluster id, spec or plan.")
 
-    def common(cmd: Any, *, backend: bool = False, json_out: bool = True) -> None:
+    def common(cmd: Any, *, backend: bool = False, json_out: bool = True, document: bool = False) -> None:
         if backend:
             cmd.add_argument("--backend", help=BACKEND_HELP)
         cmd.add_argument("--catalog", type=Path, help="Catalog used when the target is a spec.")
-        if json_out:
-            cliargs.flag(cmd, "--json", "One JSON event per line on stdout.", negatable=False, dest="json_out")
+        if json_out:  # status and outputs answer with one document; the others stream their events
+            cliargs.flag(cmd, "--json", "Print the answer as one JSON document on stdout." if document else
+                         "One JSON event per line on stdout.", negatable=False, dest="json_out")
 
     from provisioner.lifecycle.down_command import down
     from provisioner.lifecycle.look_commands import outputs, ssh, status
@@ -182,11 +183,11 @@ def add_commands(group: cliargs.Commands) -> None:
 
     cmd = cliargs.command(group, "status", status)
     cluster(cmd, "?")
-    common(cmd)
+    common(cmd, document=True)
 
     cmd = cliargs.command(group, "outputs", outputs)
     cluster(cmd)
-    common(cmd, backend=True)
+    common(cmd, backend=True, document=True)
 
     cmd = cliargs.command(group, "ssh", ssh)
     cluster(cmd)
