@@ -120,6 +120,8 @@ def render(source: Path, out: Path, catalog: Path | None = None, topology: Path 
     from provisioner.secrets import secrets_path_for
     from provisioner.workflow import load_topology, plan_from_source
 
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder", option="--out")
     plan = plan_from_source(source, catalog_path=catalog)
     secrets_file = secrets_path_for(source, out)
     written = render_to_dir(plan, out, secrets_file=secrets_file,
@@ -135,8 +137,12 @@ def catalog_list(provider: str | None = None, gpu: str | None = None, format: st
 
     `provisioner catalog refresh` fetches live offers from the providers' APIs.
     """
+    from provisioner.spec import gpu_model_problem
     from provisioner.workflow import catalog_listing
 
+    problem = gpu_model_problem(gpu) if gpu is not None else None
+    if problem is not None:  # a typo listed nothing and exited 0; say what to write, as a spec would
+        raise UsageError(problem, option="--gpu")
     _echo(catalog_listing(catalog_path=catalog, provider=provider, gpu=gpu, fmt=format), None)
 
 

@@ -251,6 +251,11 @@ USAGE_ERRORS = {
                  "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')"),
     "missing plan": (["render", "missing-plan.json", "--out", "out"],
                      "error: missing-plan.json: cannot read plan: No such file or directory"),
+    "unknown gpu": (["catalog", "--gpu", "H1OO"], "error: Invalid value for --gpu: unknown GPU model 'H1OO'; known:"),
+    "gpu with memory": (["catalog", "--gpu", "A100-80GB"], "error: Invalid value for --gpu: unknown GPU model "
+                        "'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80"),
+    "out is a file": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md"],
+                      "error: Invalid value for --out: README.md is a file, not a folder"),
     "node group": (["node"], "error: missing command (one of: check, watch) (see 'provisioner node --help')"),
 }
 """Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
