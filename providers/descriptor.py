@@ -120,6 +120,9 @@ class ProviderFacts:
     """Where the platform attaches its filesystems by name, with ``shared_fs="platform"``."""
     flex_start: bool = False
     """Whether its stack can queue for capacity (GCP's flex-start provisioning model, ``stacks.model``)."""
+    capacity_codes: tuple[str, ...] = ()
+    """Its API's error codes that mean "no capacity" (its SDK adapter maps them to CapacityError; the
+    pulumi engine finds them in pulumi-aws/pulumi-gcp's error text and fails over as on CapacityError)."""
     docs: ProviderDocs | None = None
     """Its docs rows' prose (every provider declares one: tests/test_provider_lists.py)."""
 

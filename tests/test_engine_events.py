@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from provisioner.providers.registry import facts
 
 from provisioner.cli import main
 from provisioner.lifecycle import cli as lifecycle_cli
@@ -152,3 +153,11 @@ def test_a_capacity_error_is_read_from_the_dynamic_providers_traceback() -> None
     assert capacity_in(text) == ("lambda", "Not enough capacity to fulfill launch request.")
     assert capacity_in("error: update failed: lambda: no capacity for gpu_4x_h100_sxm5") is None  # no traceback
     assert capacity_in("provisioner.errors.QuotaError: lambda: over quota") is None
+    # pulumi-aws/gcp report the cloud's own error code (the form assumed: their SDKs' error text).
+    aws = ("  aws:ec2/instance:Instance (c-0):\n    error: creating EC2 Instance: operation error EC2: RunInstances, "
+           "api error InsufficientInstanceCapacity: We currently do not have sufficient p5.48xlarge capacity\n")
+    assert capacity_in(aws, "aws", facts()["aws"].capacity_codes) == ("aws", aws.splitlines()[1].strip())
+    gcp = "    error: googleapi: Error 503: ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a, zoneResourcePoolExhausted\n"
+    assert capacity_in(gcp, "gcp", facts()["gcp"].capacity_codes)[0] == "gcp"  # type: ignore[index]
+    assert capacity_in(aws, "gcp", facts()["gcp"].capacity_codes) is None  # another provider's code
+    assert capacity_in("error: VcpuLimitExceeded", "aws", facts()["aws"].capacity_codes) is None  # a quota

@@ -35,6 +35,8 @@ CAPABILITIES: frozenset[Capability] = frozenset({
 
 FACTS = ProviderFacts(
     "aws", fake="provisioner.testing.fakes.aws_ec2:AWSFake", refresh="cloud", stack="pulumi_aws",
+    capacity_codes=("InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
+                    "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost"),
     docs=ProviderDocs(
         offers="p4d/p4de (A100 40/80 GB), p5 (H100), p5e and p5en (H200), p6-b200 (B200), g5 xlarge/12xlarge/48xlarge"
                " (A10G), g6e xlarge/12xlarge/48xlarge (L40S). On-demand and spot.",

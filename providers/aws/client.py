@@ -28,6 +28,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import botocore.parsers
+from provisioner.providers.aws import FACTS
 from provisioner.providers.base import CLUSTER_TAG
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
@@ -48,8 +49,7 @@ see docs/aws-gcp.md). Pricing and Service Quotas share the same bucket."""
 PRICING_REGION = "us-east-1"
 """The Pricing API answers from us-east-1 (also ap-south-1, eu-central-1)."""
 
-_CAPACITY = frozenset({"InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
-                       "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost"})
+_CAPACITY = frozenset(FACTS.capacity_codes)
 _QUOTA = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "InstanceLimitExceeded",
                     "ServiceQuotaExceededException", "PendingVerification"})
 _THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",

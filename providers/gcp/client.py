@@ -28,6 +28,7 @@ import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.cloud import billing_v1, compute_v1
+from provisioner.providers.gcp import FACTS
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
@@ -43,7 +44,7 @@ PROVIDER = "gcp"
 LIMITS = RateLimits(requests_per_s=10.0, burst=5.0, launches_per_s=2.0, launch_burst=1.0)
 """Our own pacing, well below Compute Engine's per-project API rate quotas (read and write
 requests per minute; exact defaults vary by project: UNVERIFIED here, see docs/aws-gcp.md)."""
-_CAPACITY = ("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS")
+_CAPACITY = FACTS.capacity_codes
 _QUOTA = ("quotaExceeded", "QUOTA_EXCEEDED")
 _RATE = ("rateLimitExceeded", "userRateLimitExceeded")
 _OPERATIONS = {"InstancesClient": ("zone_operations", "ZoneOperationsClient"),

@@ -165,7 +165,8 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
 class StackCapacityError(CapacityError):
     """``pulumi up`` failed because a provider had no capacity: the adapter's CapacityError inside the
     program (the dynamic provider's gRPC error carries its traceback, whose last line pulumi prints),
-    with the same provider and message the direct engine sees, so both engines fail over alike
+    with the same provider and message the direct engine sees, or an official resource's capacity
+    code (``FACTS.capacity_codes``), so both engines fail over alike
     (``provisioner.realize.failover``). ``left`` is the StackError naming what the stack still holds
     and how to remove it, raised instead when no option is left."""
 
@@ -177,10 +178,16 @@ class StackCapacityError(CapacityError):
 _CAPACITY_LINE = re.compile(r"provisioner\.errors\.CapacityError: ([a-z0-9_]+): (.+)$")
 
 
-def capacity_in(text: str) -> tuple[str, str] | None:
-    """(provider, message) of the last ``provisioner.errors.CapacityError`` a traceback in ``text`` shows."""
+def capacity_in(text: str, provider: str = "", codes: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    """(provider, message) of the last ``provisioner.errors.CapacityError`` a traceback in ``text`` shows
+    (the adapter's, inside a dynamic resource); else, when ``text`` names one of ``codes`` (the
+    provider's ``FACTS.capacity_codes``: pulumi-aws/gcp's own errors), ``provider`` and that code with
+    the line naming it. None otherwise."""
     found = [m for line in text.splitlines() if (m := _CAPACITY_LINE.search(line.strip()))]
-    return (found[-1].group(1), found[-1].group(2).strip()) if found else None
+    if found:
+        return found[-1].group(1), found[-1].group(2).strip()
+    named = [line.strip() for line in text.splitlines() if any(code in line for code in codes)]
+    return (provider, named[-1][:300]) if named else None
 
 
 def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
@@ -215,6 +222,7 @@ def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
     from provisioner.providers.base import expiry_text, owner_id
+    from provisioner.providers.registry import facts
 
     config = {
         "provisioner:plan": auto.ConfigValue(value=str(path)),
@@ -237,7 +245,8 @@ def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit
                           color="never", show_secrets=False)
     except auto.errors.CommandError as exc:
         failed = _failed("up", plan.cluster_id, stack, exc, backend)
-        capacity = capacity_in(str(exc))
+        name = plan.option.provider
+        capacity = capacity_in(str(exc), name, facts()[name].capacity_codes)
         if capacity is not None:
             raise StackCapacityError(*capacity, left=failed) from None
         raise failed from None
