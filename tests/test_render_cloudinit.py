@@ -237,6 +237,31 @@ def test_nfs_export_on_head_mount_on_workers() -> None:
     assert "nfs-kernel-server" not in _doc("aws-efa-slurm-nfs", "worker")["packages"]
 
 
+def test_the_nfs_fstab_steps_run_twice_leave_one_line_and_one_mount(tmp_path: Path) -> None:
+    """A cloud-init node runs its runcmd at boot and the same steps again in the SSH pass: the
+    shared path's fstab line is written once and the bind mounted once (``mount``/``mountpoint``
+    stand-ins record what runs; /etc/fstab is a scratch file)."""
+    head = [c[2] for c in _doc("aws-efa-slurm-nfs", "head")["runcmd"] if c[:2] == ["sh", "-c"] and "fstab" in c[2]]
+    worker = [c[2] for c in _doc("aws-efa-slurm-nfs", "worker")["runcmd"] if c[:2] == ["sh", "-c"] and "fstab" in c[2]]
+    assert len(head) == len(worker) == 1
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mount").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/mounted\n")
+    (bin_dir / "mountpoint").write_text(f"#!/bin/sh\ngrep -qx \"$2\" {tmp_path}/mounted 2>/dev/null\n")
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    for role, command in (("head", head[0]), ("worker", worker[0])):
+        fstab = tmp_path / f"fstab.{role}"
+        fstab.write_text("UUID=x / ext4 defaults 0 1\n")
+        for _ in range(2):
+            subprocess.run(["sh", "-c", command.replace("/etc/fstab", str(fstab))], env=env, check=True, timeout=30)
+        lines = fstab.read_text().splitlines()
+        assert len(lines) == 2 and lines[0] == "UUID=x / ext4 defaults 0 1", lines
+    assert (tmp_path / "mounted").read_text() == "/shared\n"  # the head's bind, once
+    assert fstab.read_text().splitlines()[1].startswith("llm-pretrain-0:/shared /shared nfs4 ")
+
+
 @pytest.mark.parametrize(
     ("variant", "expected"),
     [

@@ -160,14 +160,17 @@ def render_cloudinit(
         "k3s_token": secrets.k3s_token.get_secret_value() if with_secrets and view.control_plane == "kubernetes"
         else "",
     }
-    # The shared filesystem's fstab lines, as shell commands with every path quoted.
+    # The shared filesystem's fstab lines, as shell commands with every path quoted. Idempotent: a
+    # cloud-init node runs them at boot and again in the SSH pass's bootstrap (a second fstab line
+    # would mount the bind twice).
     ckpt, mount = view.checkpoint_path, view.shared_mount_path
-    bind_line = f"{ckpt}/.shared {mount} none bind,nofail 0 0"
-    client_line = (f"{view.head.name}:{mount} {mount} nfs4 "
-                   "_netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0")
+    bind_line = shlex.quote(f"{ckpt}/.shared {mount} none bind,nofail 0 0")
+    client_line = shlex.quote(f"{view.head.name}:{mount} {mount} nfs4 "
+                              "_netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0")
     nfs = {
-        "bind": f"echo {shlex.quote(bind_line)} >> /etc/fstab && mount {shlex.quote(mount)}",
-        "client": f"echo {shlex.quote(client_line)} >> /etc/fstab",
+        "bind": f"{{ grep -qxF {bind_line} /etc/fstab || echo {bind_line} >> /etc/fstab; }} && "
+                f"{{ mountpoint -q {shlex.quote(mount)} || mount {shlex.quote(mount)}; }}",
+        "client": f"grep -qxF {client_line} /etc/fstab || echo {client_line} >> /etc/fstab",
     }
     # slurmctld starts only once slurmdbd answers (sacctmgr reaches it) and holds the cluster, so its
     # first accounting messages go to a live slurmdbd instead of its queue. Slurm's ClusterName is

@@ -308,8 +308,8 @@ fi
 if begin_step mkdir-cbefa3e3cb 0; then
     if mkdir -p /mnt/checkpoints/.shared /shared /etc/exports.d; then end_step mkdir-cbefa3e3cb; else fail_step mkdir-cbefa3e3cb $? 0; fi
 fi
-if begin_step sh-dce3143b7c 0; then
-    if sh -c 'echo '"'"'/mnt/checkpoints/.shared /shared none bind,nofail 0 0'"'"' >> /etc/fstab && mount /shared'; then end_step sh-dce3143b7c; else fail_step sh-dce3143b7c $? 0; fi
+if begin_step sh-3b745e517b 0; then
+    if sh -c '{ grep -qxF '"'"'/mnt/checkpoints/.shared /shared none bind,nofail 0 0'"'"' /etc/fstab || echo '"'"'/mnt/checkpoints/.shared /shared none bind,nofail 0 0'"'"' >> /etc/fstab; } && { mountpoint -q /shared || mount /shared; }'; then end_step sh-3b745e517b; else fail_step sh-3b745e517b $? 0; fi
 fi
 if begin_step chmod-be79893334 0; then
     if chmod 1777 /shared; then end_step chmod-be79893334; else fail_step chmod-be79893334 $? 0; fi

@@ -308,8 +308,8 @@ fi
 if begin_step mkdir-9d66747d32 0; then
     if mkdir -p /shared; then end_step mkdir-9d66747d32; else fail_step mkdir-9d66747d32 $? 0; fi
 fi
-if begin_step sh-80e179be9b 0; then
-    if sh -c 'echo '"'"'llm-pretrain-0:/shared /shared nfs4 _netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0'"'"' >> /etc/fstab'; then end_step sh-80e179be9b; else fail_step sh-80e179be9b $? 0; fi
+if begin_step sh-ee77e91707 0; then
+    if sh -c 'grep -qxF '"'"'llm-pretrain-0:/shared /shared nfs4 _netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0'"'"' /etc/fstab || echo '"'"'llm-pretrain-0:/shared /shared nfs4 _netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0'"'"' >> /etc/fstab'; then end_step sh-ee77e91707; else fail_step sh-ee77e91707 $? 0; fi
 fi
 if begin_step systemctl-f1e5147a8e 1; then
     if systemctl daemon-reload; then end_step systemctl-f1e5147a8e; else fail_step systemctl-f1e5147a8e $? 0; fi
