@@ -53,12 +53,21 @@ def test_each_missing_piece_is_named_on_the_one_line() -> None:
 
 
 def test_the_options_a_lab_boots_are_the_best_provider_with_a_node_backed_fake(tmp_path: Path) -> None:
-    # The pretraining example ranks RunPod's Instant Cluster first, then AWS and GCP: none bootable here.
+    # The pretraining example ranks RunPod's Instant Cluster first, then AWS and GCP: the lab boots
+    # the Instant Cluster's member pods (the node-backed RunPod fake sells and boots them).
     example = Path(__file__).resolve().parents[1] / "examples" / "pretrain-h100-slurm.yaml"
+    ranked = plans_for(example.read_text(), tmp_path, count=20)
+    chosen = local_options(ranked, 3)
+    assert [(p.option.provider, p.option.purchase.value) for p in chosen] == [("runpod", "cluster")] * len(chosen)
+    assert chosen[0] is ranked[0] and 1 <= len(chosen) <= 3
+    # Only AWS and GCP allowed: nothing a lab boots; one line naming what it boots and the spec's options.
+    clouds = example.read_text().replace("control_plane: slurm", "control_plane: slurm\nproviders: {allow: [aws, gcp]}")
     with pytest.raises(UsageError) as caught:
-        local_options(plans_for(example.read_text(), tmp_path, count=20), 3)
-    assert "runpod (cluster), aws (instance), gcp (instance)" in str(caught.value)
-    assert "fluence, lambda, runpod" in str(caught.value)
+        local_options(plans_for(clouds, tmp_path, count=20), 3)
+    line = str(caught.value)
+    assert "\n" not in line and "this spec's options are aws (instance), gcp (instance)" in line, line
+    assert "fluence (instance), lambda (instance), runpod (cluster/pod)" in line, line
+    assert "allow one of fluence, lambda, runpod in providers.allow" in line, line
     # Lambda behind AWS in the ranking (AWS allowed, not cheaper here or not): Lambda's options are the ones.
     mixed = SPEC.replace("allow: [lambda]", "allow: [aws, lambda]")
     ranked = plans_for(mixed, tmp_path, count=20)

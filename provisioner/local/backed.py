@@ -33,6 +33,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from provisioner.capabilities import Purchase
 from provisioner.local.nodes import Machine, Netns, boot, boot_pod, left_running
 from provisioner.testing.fakes.fluence import FluenceFake
 from provisioner.testing.fakes.lambda_ import LambdaFake
@@ -47,6 +48,7 @@ class Machines:
     workdir: Path
     netns: Netns
     network: str = "10.78.0.0/24"
+    nvme_disks: int = 0  # stand-in NVMe disks per VM (provisioner.local.nodes.boot)
     nodes: dict[str, Machine] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
     stopped: list[Machine] = field(default_factory=list)
@@ -71,7 +73,7 @@ class Machines:
     def boot_vm(self, instance_id: str, user_data: str, hostname: str) -> Machine:
         address = self.allocate(instance_id)
         machine = boot(self.image, self.workdir, self.netns, f"i-{instance_id[:12]}", f"{address}/{self.prefix_len}",
-                       user_data, hostname=hostname)
+                       user_data, hostname=hostname, nvme_disks=self.nvme_disks)
         with self.lock:
             self.nodes[instance_id] = machine
         return machine
@@ -116,6 +118,8 @@ class Machines:
 class BackedLambdaFake(LambdaFake):
     """``LambdaFake`` whose instances are VMs booted by ``machines`` (see the module docstring)."""
 
+    purchases = frozenset({Purchase.INSTANCE})  # what it boots (provisioner.local.lab picks by it)
+
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.machines = machines
@@ -151,6 +155,8 @@ class BackedLambdaFake(LambdaFake):
 
 class BackedRunPodFake(RunPodFake):
     """``RunPodFake`` whose pods are container nodes started by ``machines``."""
+
+    purchases = frozenset({Purchase.POD, Purchase.CLUSTER})  # plain pods and Instant Clusters' members
 
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -201,6 +207,8 @@ class BackedRunPodFake(RunPodFake):
 
 class BackedFluenceFake(FluenceFake):
     """``FluenceFake`` whose GPU VMs are nodes booted by ``machines`` with no bootstrap at boot."""
+
+    purchases = frozenset({Purchase.INSTANCE})
 
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -11,7 +11,8 @@ and points ``PROVISIONER_<P>_API_URL``/``_API_KEY`` at the fake; from there the 
 it does against the provider. ``down`` stops the lab (SIGTERM to its pid) once the cluster is
 gone: the lab stops every node by pid, the server, and deletes the namespace.
 
-Where the lab is recorded: ``<state dir>/local/<cluster>.json`` (pid, namespace, URL); its log
+Where the lab is recorded: ``<state dir>/local/<cluster>.json`` (pid, namespace, URL, the folder of
+its nodes' roots and logs); its log
 beside it. Blocking calls say so; every failure is a ``UsageError`` (``--local``) or a
 ``StackError`` naming the log.
 """
@@ -29,7 +30,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from provisioner.capabilities import Purchase
 from provisioner.errors import StackError, UsageError
 
 API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
@@ -38,6 +38,9 @@ OPERATOR = "10.80.0.254"  # the namespace's own address on the bridge: where the
 TOOLS = ("systemd-nspawn", "mmdebstrap", "ip", "nsenter", "mount")
 LOCAL_RANKED = 50  # options ranked for --local: the first it can boot may rank below the top three
 START_TIMEOUT_S = 1200.0  # the first run builds the node image (minutes)
+# Stand-in NVMe disks per VM (1 GiB sparse files on loop devices): the rendered checkpoint script
+# makes a RAID0 of them where the kernel has md, else formats the first (provisioner.local.nodes).
+NVME_DISKS = 3
 
 
 def backed_fakes() -> dict[str, Any]:
@@ -62,15 +65,17 @@ def require_host(*, euid: int | None = None, platform: str = sys.platform, which
 
 def local_options(plans: list[Any], max_tries: int) -> list[Any]:
     """The ranked options a lab can boot: those of the best-ranked provider that has a node-backed
-    fake, bought as instances or pods (RunPod's Instant Clusters are not backed), at most
-    ``max_tries``. UsageError naming the ranked providers when there is none."""
-    backed = [plan for plan in plans if plan.option.provider in backed_fakes()
-              and plan.option.purchase in (Purchase.INSTANCE, Purchase.POD)]
+    fake, bought in a way that fake boots (its ``purchases``: instances, pods, RunPod's Instant
+    Clusters), at most ``max_tries``. UsageError naming the ranked providers when there is none."""
+    fakes = backed_fakes()
+    backed = [plan for plan in plans if plan.option.provider in fakes
+              and plan.option.purchase in fakes[plan.option.provider].purchases]
     if not backed:
         ranked = ", ".join(dict.fromkeys(f"{p.option.provider} ({p.option.purchase.value})" for p in plans))
-        fakes = ", ".join(sorted(backed_fakes()))
-        raise UsageError(f"a local dry run boots instances or pods behind the fake of {fakes}; this spec's options are "
-                         f"{ranked}: allow one of {fakes} in providers.allow", option="--local")
+        bootable = ", ".join(f"{name} ({'/'.join(sorted(p.value for p in fake.purchases))})"
+                             for name, fake in sorted(fakes.items()))
+        raise UsageError(f"a local dry run boots {bootable} behind that provider's fake; this spec's options are "
+                         f"{ranked}: allow one of {', '.join(sorted(fakes))} in providers.allow", option="--local")
     provider = backed[0].option.provider
     return [plan for plan in backed if plan.option.provider == provider][:max_tries]
 
@@ -210,7 +215,8 @@ def serve_lab(cluster_id: str, provider: str) -> None:
     import tempfile
 
     from provisioner.local.backed import Machines
-    from provisioner.local.nodes import Netns, build_image
+    from provisioner.local.image import build_image
+    from provisioner.local.nodes import Netns
     from provisioner.testing.fakes.base import serve
 
     stopping = threading.Event()
@@ -218,14 +224,14 @@ def serve_lab(cluster_id: str, provider: str) -> None:
     image = build_image(image_cache())
     workdir = Path(tempfile.mkdtemp(prefix=f"provisioner-local-{cluster_id}-", dir="/var/tmp"))
     netns = Netns(f"pvl{os.getpid()}", (f"{OPERATOR}/24",))
-    machines = Machines(image, workdir, netns, network=NETWORK)
+    machines = Machines(image, workdir, netns, network=NETWORK, nvme_disks=NVME_DISKS)
     server = None
     try:
         fake = backed_fakes()[provider](machines, api_key=API_KEY)
         with netns.entered():
             server = serve(fake)
         record = {"pid": os.getpid(), "netns": netns.name, "url": server.url, "provider": provider,
-                  "cluster": cluster_id, "network": NETWORK}
+                  "cluster": cluster_id, "network": NETWORK, "workdir": str(workdir)}
         path = _record_path(cluster_id)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record), encoding="utf-8")

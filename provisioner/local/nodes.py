@@ -7,20 +7,17 @@ network namespace is deleted, and each node's root (an overlay over the read-onl
 
 Two kinds of node: ``boot`` (a VM: systemd as init, cloud-init reads its NoCloud seed) and
 ``boot_pod`` (a container pod: no systemd, the given start command is the entrypoint, as on
-RunPod/Vast.ai). What makes a node differ from a GPU machine is in the image, never in the
-rendered user data: GPU device files stand in for /dev/nvidia* (bound read-only), and
-slurmd/slurmctld are wrapped to run with proctrack/linuxproc (see ``SLURM_COMPAT``).
+RunPod/Vast.ai). What makes a node differ from a GPU machine is in the image
+(provisioner.local.image), never in the rendered user data; a VM may get stand-in NVMe disks
+(loop devices over sparse files, ``nvme_disks``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shlex
-import shutil
 import signal
-import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -28,37 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# A provider's GPU image, less the GPU stack: what the rendered bootstrap expects to find (the
-# nodes have no internet, so nothing can be installed at boot).
-IMAGE_PACKAGES = (
-    "systemd", "systemd-sysv", "dbus", "cloud-init", "iproute2", "openssh-server", "sudo", "procps",
-    "curl", "mdadm", "nfs-common", "nftables", "munge", "slurmd", "slurmctld", "slurm-client",
-    "slurmdbd", "mariadb-server",
-)
-GPU_DEVICES = 8
-# On this cgroup-v1 host nspawn mounts a node's cgroup tree read-only, so slurmd cannot make job
-# cgroups. The image (not the rendered config) adapts: before slurmd/slurmctld start, the node's
-# slurm.conf switches proctrack/cgroup -> proctrack/linuxproc, task/cgroup,task/affinity ->
-# task/affinity and jobacct_gather/cgroup (accounting) -> jobacct_gather/linux, the settings that
-# need writable cgroups. Every other line stays as rendered; the file as delivered is kept in
-# /etc/provisioner-test/slurm.conf.delivered.
-# The real daemon keeps its own file name (under SLURM_REAL_DIR): Slurm decides which daemon it is
-# from argv[0]'s base name (run_in_daemon.c). Renamed (say slurmctld.real), slurmctld skips the
-# slurmdbd plugin's connection setup and dereferences NULL at its first accounting message
-# (slurm_persist_msg_pack <- slurmdbd_agent_send <- acct_storage_p_flush_jobs_on_cluster), and
-# slurmd reports no GPUs.
-SLURM_REAL_DIR = "/usr/lib/provisioner-test"
-SLURM_COMPAT = """#!/bin/sh
-# provisioner test image: this node cannot create cgroups (read-only cgroup v1 tree in nspawn).
-# The file as delivered is kept (for tests/boot/test_boot_cli.py) before the three lines change.
-grep -q '^ProctrackType=proctrack/cgroup$' /etc/slurm/slurm.conf 2>/dev/null &&
-    cp /etc/slurm/slurm.conf /etc/provisioner-test/slurm.conf.delivered
-sed -i -e 's#^ProctrackType=proctrack/cgroup$#ProctrackType=proctrack/linuxproc#' \\
-       -e 's#^TaskPlugin=task/cgroup,task/affinity$#TaskPlugin=task/affinity#' \\
-       -e 's#^JobAcctGatherType=jobacct_gather/cgroup$#JobAcctGatherType=jobacct_gather/linux#' \\
-       /etc/slurm/slurm.conf 2>/dev/null
-exec {real_dir}/{daemon} "$@"
-"""
+from provisioner.local.image import GPU_DEVICES, NVME_ENV
+
 # A container pod's network comes up before its entrypoint, as a container runtime does it.
 # Its environment comes from a file: a pod's user data in one variable can exceed an argument's 128 KiB.
 POD_ENTRY = ("ip link set host0 up && ip addr replace \"$(cat /etc/provisioner-test/address)\" dev host0"
@@ -74,80 +42,7 @@ fi
 mkdir -p /run/sshd && ssh-keygen -A >/dev/null && /usr/sbin/sshd
 exec sleep infinity
 """
-# cloud-init as a provider's Ubuntu image has it: NoCloud seed only, default user `ubuntu` (the
-# login user the lifecycle SSHes in as) with the launch's SSH key and passwordless sudo.
-CLOUD_CFG = """datasource_list: [ NoCloud, None ]
-system_info:
-  default_user:
-    name: ubuntu
-    lock_passwd: true
-    gecos: Ubuntu
-    groups: [sudo]
-    sudo: ["ALL=(ALL) NOPASSWD:ALL"]
-    shell: /bin/bash
-"""
-SUITE = "bookworm"
 CLONE_NEWNET = 0x40000000  # <sched.h>
-# The image's default locale, as a provider's cloud image sets one (Ubuntu's: C.UTF-8). Without
-# it cloud-init's locale module asks for en_US.UTF-8, which this image cannot generate, so
-# cloud-config.service fails; systemd in a node on this cgroup-v1 host then at times never
-# finishes stopping that failed unit (TimeoutSec=0), and cloud-final (the bootstrap) never starts.
-LOCALE = "LANG=C.UTF-8\n"
-# The image's network: a static address on nspawn's host0 from /etc/provisioner-test/address
-# (written per node), up before cloud-init's network stage, as a provider's image brings up its
-# private NIC. DefaultDependencies=no: cloud-init.service runs before sysinit.target, so a unit
-# ordered before it must not wait for basic.target (an ordering cycle drops cloud-init.service).
-ADDRESS_UNIT = """[Unit]
-Description=test: private address on host0
-DefaultDependencies=no
-Wants=network-pre.target
-Before=network-pre.target cloud-init.service
-After=local-fs.target
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -c 'ip link set host0 up && ip addr replace $(cat /etc/provisioner-test/address) dev host0'
-[Install]
-WantedBy=sysinit.target
-"""
-
-
-def build_image(cache: Path) -> Path:
-    """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
-    list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
-    recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, SLURM_REAL_DIR,
-                       str(GPU_DEVICES), CLOUD_CFG, LOCALE))
-    key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
-    root = cache / f"node-{SUITE}-{key}"
-    if (root / "etc" / "os-release").exists():
-        return root
-    partial = cache / f".{root.name}.{os.getpid()}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(IMAGE_PACKAGES)}",
-                    SUITE, str(partial)], check=True, timeout=900, capture_output=True)
-    (partial / "etc" / "systemd" / "system" / "test-address.service").write_text(ADDRESS_UNIT)
-    subprocess.run(["systemctl", f"--root={partial}", "enable", "test-address.service"], check=True,
-                   capture_output=True, timeout=60)
-    (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text(CLOUD_CFG)
-    (partial / "etc" / "default" / "locale").write_text(LOCALE)
-    (partial / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
-    real_dir = partial / SLURM_REAL_DIR.lstrip("/")
-    real_dir.mkdir(parents=True)
-    for daemon in ("slurmd", "slurmctld"):
-        binary = partial / "usr" / "sbin" / daemon
-        binary.rename(real_dir / daemon)
-        binary.write_text(SLURM_COMPAT.format(real_dir=SLURM_REAL_DIR, daemon=daemon))
-        binary.chmod(0o755)
-    # Debian starts mariadb and slurmdbd at boot by default; a node runs them only when its bootstrap says so.
-    for unit in ("mariadb.service", "slurmdbd.service"):
-        subprocess.run(["systemctl", f"--root={partial}", "disable", unit], check=True, capture_output=True, timeout=60)
-    devices = partial / "opt" / "provisioner-test" / "gpu"
-    devices.mkdir(parents=True)
-    for i in range(GPU_DEVICES):  # NVIDIA's numbers (major 195); only stat()ed by slurmd
-        os.mknod(devices / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
-    partial.rename(root)
-    return root
 
 
 @dataclass
@@ -211,6 +106,7 @@ class Machine:
     log: Path
     pod: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    loops: tuple[str, ...] = ()  # its stand-in NVMe disks' loop devices, detached by ``stop``
 
     def leader(self) -> int | None:
         """PID of the container's init (a child of our nspawn process), once it exists."""
@@ -258,6 +154,7 @@ class Machine:
             os.kill(pid, signal.SIGKILL)
         if os.path.ismount(self.root):
             subprocess.run(["umount", str(self.root)], capture_output=True, timeout=60)
+        _detach(self.loops)
 
     def alive(self) -> list[int]:
         """Our nspawn process and the container's init, where either still runs."""
@@ -283,7 +180,7 @@ def _root(image: Path, workdir: Path, name: str, address: str, hostname: str) ->
 
 
 def _nspawn(image: Path, root: Path, netns: Netns, name: str, hostname: str, tail: list[str],
-            env: dict[str, str] | None = None) -> list[str]:
+            binds: tuple[str, ...] = ()) -> list[str]:
     devices = image / "opt" / "provisioner-test" / "gpu"
     return [
         # nsenter, not `ip netns exec`: that remounts /sys and hides the cgroup tree nspawn needs.
@@ -291,30 +188,68 @@ def _nspawn(image: Path, root: Path, netns: Netns, name: str, hostname: str, tai
         "--keep-unit", f"--machine={name}", f"--hostname={hostname}", "--network-bridge=br0",
         "--console=passive",
         *(f"--bind-ro={devices}/nvidia{i}:/dev/nvidia{i}" for i in range(GPU_DEVICES)),
-        *(f"--setenv={key}={value}" for key, value in (env or {}).items()),
+        "--bind=/dev/fuse",  # the NFS stand-in's sshfs (provisioner.local.image)
+        # systemd starts an automount unit (the rendered fstab's x-systemd.automount) only where
+        # /dev/autofs exists; nspawn does not give a container one.
+        "--bind=/dev/autofs",
+        *(f"--bind={bind}" for bind in binds),
         *tail,
     ]
 
 
-def _start(name: str, root: Path, workdir: Path, command: list[str], *, pod: bool = False) -> Machine:
+def _start(name: str, root: Path, workdir: Path, command: list[str], *, pod: bool = False,
+           loops: tuple[str, ...] = ()) -> Machine:
     log = workdir / f"{name}.nspawn.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return Machine(name=name, root=root, proc=proc, log=log, pod=pod)
+    return Machine(name=name, root=root, proc=proc, log=log, pod=pod, loops=loops)
+
+
+def _disks(workdir: Path, name: str, root: Path, count: int, size_gib: int = 1) -> tuple[str, ...]:
+    """``count`` stand-in NVMe disks for node ``name``: sparse files in ``workdir`` on loop devices
+    (detached by ``Machine.stop``), named in the node's NVME_ENV for its provisioner-nvme.service
+    (all of them where the kernel has md, else the first). Returns the loop devices; the node sees
+    them as /dev/nvme<i>n1."""
+    loops: list[str] = []
+    try:
+        for i in range(count):
+            backing = workdir / f".{name}.nvme{i}.img"
+            with backing.open("wb") as disk:
+                disk.truncate(size_gib << 30)
+            loops.append(subprocess.run(["losetup", "--find", "--show", str(backing)], check=True, text=True,
+                                        capture_output=True, timeout=30).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        _detach(loops)
+        raise
+    if count:
+        # Without an md driver (no /proc/mdstat) mdadm cannot assemble the RAID0 the rendered script
+        # makes of several disks, and the node's bootstrap fails there: it gets the first disk only
+        # (the script's one-disk path: formatted and mounted); the others are there unused.
+        names = " ".join(f"/dev/nvme{i}n1" for i in range(count if Path("/proc/mdstat").exists() else 1))
+        (root / NVME_ENV.lstrip("/")).write_text(f'PROVISIONER_NVME_DEVICES="{names}"\n')
+    return tuple(loops)
+
+
+def _detach(loops: list[str] | tuple[str, ...]) -> None:
+    for loop in loops:
+        subprocess.run(["losetup", "--detach", loop], capture_output=True, timeout=30)
 
 
 def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user_data: str,
-         *, hostname: str | None = None) -> Machine:
+         *, hostname: str | None = None, nvme_disks: int = 0) -> Machine:
     """Boot a VM-like node ``name`` (systemd as init) from ``image`` on ``netns``'s bridge with
-    ``address`` (CIDR), ``user_data`` as its NoCloud seed and ``hostname`` (default ``name``) as
-    the hostname its image gives it. Returns at once; the boot goes on in the background."""
+    ``address`` (CIDR), ``user_data`` as its NoCloud seed, ``hostname`` (default ``name``) as
+    the hostname its image gives it and ``nvme_disks`` stand-in NVMe disks (``_disks``). Returns
+    at once; the boot goes on in the background."""
     hostname = hostname or name
     root = _root(image, workdir, name, address, hostname)
     seed = root / "var" / "lib" / "cloud" / "seed" / "nocloud"
     seed.mkdir(parents=True, exist_ok=True)
     (seed / "meta-data").write_text(f"instance-id: {name}\nlocal-hostname: {hostname}\n")
     (seed / "user-data").write_text(user_data)
-    return _start(name, root, workdir, _nspawn(image, root, netns, name, hostname, ["-b"]))
+    loops = _disks(workdir, name, root, nvme_disks)
+    binds = tuple(f"{loop}:/dev/nvme{i}n1" for i, loop in enumerate(loops))
+    return _start(name, root, workdir, _nspawn(image, root, netns, name, hostname, ["-b"], binds), loops=loops)
 
 
 def boot_pod(image: Path, workdir: Path, netns: Netns, name: str, address: str, start_command: str,
