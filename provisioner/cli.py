@@ -162,6 +162,8 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
 
     if force_unowned and cluster is None:
         raise UsageError("needs --cluster NAME: it is never applied to a whole account", option="--force-unowned")
+    if cluster is not None:
+        cliargs.cluster_name(cluster)
     try:
         report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes, force_unowned=force_unowned)
     except ValueError as exc:

@@ -118,6 +118,20 @@ def provider_name(text: str) -> str:
     raise argparse.ArgumentTypeError(f"unknown provider {text!r}; {hint}known: {', '.join(REGISTRY)}")
 
 
+def cluster_name(text: str, *, option: str = "--cluster", file_too: bool = False) -> str:
+    """``text`` when it is a cluster name as a spec writes it (2-40 of a-z, 0-9 and '-'), else
+    UsageError; ``file_too``: the option also takes a spec or plan file (the message says so)."""
+    import re
+
+    from provisioner.spec import NAME_PATTERN
+
+    if re.fullmatch(NAME_PATTERN, text):
+        return text
+    what = "neither a spec/plan file nor a cluster name" if file_too else "not a cluster name"
+    raise UsageError(f"{text[:60]!r} is {what} (2-40 lowercase letters, digits and dashes, starting with "
+                     "a letter)", option=option)
+
+
 def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
          negatable: bool = True, dest: str | None = None) -> None:
     """A boolean option: ``--name/--no-name`` (negatable) or just ``--name``."""
@@ -175,6 +189,6 @@ def missing_command(parser: argparse.ArgumentParser) -> UsageError:
     return UsageError(f"missing command (one of: {', '.join(names)})", where=parser.prog)
 
 
-__all__ = ["Commands", "Handler", "Parser", "chosen", "command", "commands", "flag", "float_range", "handler_arguments",
-           "int_range", "missing_command", "provider_name", "split_trailing", "subcommand_names", "subparsers"]
-
+__all__ = ["Commands", "Handler", "Parser", "chosen", "cluster_name", "command", "commands", "flag", "float_range",
+           "handler_arguments", "int_range", "missing_command", "provider_name", "split_trailing", "subcommand_names",
+           "subparsers"]

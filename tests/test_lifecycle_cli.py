@@ -157,6 +157,20 @@ def test_a_missing_record_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         assert err.count("\n") == 1 and "no record of cluster nosuch" in err, command
 
 
+@pytest.mark.parametrize("name", ["../../escape", "a" * 300, "Ünï", "UPPER"])
+def test_a_cluster_argument_is_a_file_or_a_cluster_name(name: str, tmp_path: Path, _state_dir: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster id names files in the state dir: '../../escape' made a lock file outside it, 300
+    characters ended in 'File name too long' (exit 1). Now one usage line, and nothing written."""
+    for command in (["down", name, "--provider", "lambda"], ["status", name], ["outputs", name],
+                    ["ssh", name, "--print"], ["watch", name, "--once"], ["gc", "--cluster", name]):
+        assert main(command) == 2, command
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert " is neither a spec/plan file nor a cluster name (2-40 lowercase" in line or (
+            command[0] == "gc" and " is not a cluster name (2-40 lowercase" in line), line
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+
+
 def test_down_twice_is_idempotent_and_outputs_print_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")

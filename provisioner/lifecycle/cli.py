@@ -107,9 +107,14 @@ def ranked_plans(source: Path, catalog: Path | None, count: int = 3) -> list[Pla
 
 
 def cluster_id_of(target: str, catalog: Path | None) -> str:
-    """The cluster id TARGET names: a spec/plan file's cluster, else TARGET itself."""
+    """The cluster id TARGET names: a spec/plan file's cluster, else TARGET itself, which must be a
+    cluster name as a spec writes it (it names files in the state dir: ``../x`` must not reach out)."""
     path = Path(target)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name too long for a file name is no file
+        is_file = False
+    if is_file:
         if path.suffix == ".json":
             from provisioner.plan import load_plan
 
@@ -117,7 +122,7 @@ def cluster_id_of(target: str, catalog: Path | None) -> str:
         from provisioner.loader import load_spec
 
         return load_spec(path).name
-    return target
+    return cliargs.cluster_name(target, option="CLUSTER_OR_FILE", file_too=True)
 
 
 def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
