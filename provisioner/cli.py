@@ -157,7 +157,8 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
 
 def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False,
        force_unowned: bool = False) -> int:
-    """List (or with --yes delete) nodes the tool made that have no local record or whose expiry passed."""
+    """List (or with --yes delete) your nodes the tool made that have no local record, whose expiry
+    passed, or whose up died while creating them. Other owners' nodes are never deleted."""
     from provisioner.lifecycle.gc import collect_garbage
 
     if force_unowned and cluster is None:
