@@ -235,12 +235,12 @@ def test_burst_runs_the_job_on_both_nodes_and_leaves_nothing(node_image: Path,
     print(f"installed CLI, burst on runpod: {burst_s:.0f} s (up, job, down)")
 
 
-@pytest.mark.parametrize("provider", ["lambda", "runpod"])
-def test_a_killed_up_is_collected_by_gc_cluster(provider: str, node_image: Path,
-                                                host_resources: tuple[int, int]) -> None:
+def test_a_killed_up_is_collected_by_gc_cluster(node_image: Path, host_resources: tuple[int, int]) -> None:
     """``up`` SIGKILLed once its nodes are bought (a crashed client, no chance to clean up); then
     ``gc --cluster ID --yes`` (the installed CLI again) deletes what the fake still holds of it and
-    forgets its record; no node is left running."""
+    forgets its record; no node is left running. On the RunPod Instant Cluster (its pods stop at
+    once); every neocloud's kill-then-gc, Lambda's included, is tests/test_killed_up.py's (no boot)."""
+    provider = "runpod"
     with user_lab(provider, node_image, host_resources) as (user, fake, machines):
         up = subprocess.Popen(user.argv("up", "spec.yaml", "--catalog", "catalog.json"), env=user.env,
                               cwd=user.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

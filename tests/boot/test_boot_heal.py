@@ -51,8 +51,11 @@ esac
 """
 DMESG = f"#!/bin/sh\n# Stand-in kernel log.\ncat {STAND_INS}/kmsg\n"
 PROVISIONER = """#!/bin/sh
-# The provisioner package the test copied in (the image's python3 is the same minor version).
+# The provisioner package the test copied in (the image's python3 is the same minor version). The
+# health watch looks every 5 s here (the rendered script says 30 s; a later option wins), as burst's
+# heal loop polls every 5 s in this test: a fault is seen in seconds, not half a minute.
 export PYTHONPATH=/opt/provisioner-test/python
+[ "$1 $2" = "node watch" ] && set -- "$@" --interval-s 5
 exec python3 -c 'import sys; from provisioner.cli import main; sys.exit(main())' "$@"
 """
 XID79 = ("[ 3812.554131] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
