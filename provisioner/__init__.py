@@ -8,9 +8,18 @@ The core (spec, catalog, optimizer, reports) is pure; ``providers/`` talks to cl
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
+
+# Imported from a source checkout (``python -m provisioner.testing.fakes`` run in the repository
+# puts the checkout's ``provisioner/`` first on sys.path, ahead of any install): the sub-packages
+# setup.py maps from other folders (``providers/``, ``stacks/``, ``templates/``) are found there
+# too. An installed copy has no setup.py beside it and is left as it is.
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_CHECKOUT / "setup.py").is_file() and (_CHECKOUT / "providers" / "__init__.py").is_file():
+    __path__.append(str(_CHECKOUT))
 
 _EXPORTS = {
     "provisioner.catalog": ["load_bundled_catalog", "load_catalog"],

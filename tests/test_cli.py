@@ -318,6 +318,19 @@ def test_console_script_runs_in_a_fresh_process() -> None:
     assert "llm-pretrain" in result.stdout
 
 
+def test_python_m_from_the_checkout_finds_the_mapped_packages() -> None:
+    """The README's ``python -m provisioner.testing.fakes lambda ...`` run in the repository after a
+    plain ``pip install .``: ``-m`` puts the checkout's ``provisioner/`` first on sys.path, where
+    ``provisioner.providers`` (folder ``providers/``) was not found (ModuleNotFoundError). Here the
+    editable install's finder is taken away, so only the checkout can answer."""
+    code = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+            "sys.argv = ['fakes', '--help']; runpy.run_module('provisioner.testing.fakes', run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES.parent, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "{aws,fluence,gcp,lambda,runpod,vastai}" in result.stdout
+
+
 # --- "rank 1 is the cheapest feasible offer under the documented model" ---------------------
 # An independent re-statement of docs/cost-model.md on the raw bundled catalog JSON (no Offer
 # models, no optimizer code), checked against what `provisioner plan --format json` prints.

@@ -177,6 +177,15 @@ def test_plans_an_example_into_every_format(venv: RuntimeVenv, tmp_path: Path) -
     json.loads((tmp_path / "report.json").read_text())
 
 
+def test_python_m_in_the_checkout_runs_the_fakes(venv: RuntimeVenv) -> None:
+    """The README's fake-server command, typed in the repository after ``pip install .``: ``-m``
+    imports the checkout's ``provisioner/``, which must still find ``provisioner.providers``."""
+    done = subprocess.run([str(venv.bin / "python"), "-m", "provisioner.testing.fakes", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "{aws,fluence,gcp,lambda,runpod,vastai}" in done.stdout
+
+
 def test_site_packages_gets_one_top_level_package(venv: RuntimeVenv) -> None:
     files = json.loads(venv.python(
         "import importlib.metadata as m, json; print(json.dumps([str(f) for f in m.files('gpu-provisioner')]))"))
