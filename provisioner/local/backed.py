@@ -13,7 +13,8 @@ and faults are unchanged, except that the instance's addresses are its node's:
 - ``BackedRunPodFake``: a container pod running the pod's start command (``args``) with its
   environment, hostname the pod id, as RunPod does. SSH (port 22) reports the bridge address.
   An Instant Cluster's member pods are such nodes too; a member's cluster address (RunPod's
-  overlay) is its bridge address, and deleting the cluster stops them.
+  overlay) is its bridge address, its container gets ``NODE_RANK`` (its rank, as RunPod sets it;
+  without it every member ran rank 0's boot script), and deleting the cluster stops them.
 - ``BackedFluenceFake``: a GPU VM that takes no user data: its image only authorizes the
   deploy's SSH key for ``ubuntu`` (what Fluence's image does with ``ssh_key``); everything else
   comes over SSH. ``domain`` reports the node's bridge address.
@@ -180,6 +181,8 @@ class BackedRunPodFake(RunPodFake):
             pod["cluster"]["ip"] = address
             self.bought[pod["id"]] = replace(self.bought[pod["id"]], private_ip=address)
         env = dict(pod["env"])
+        if "cluster" in pod:  # RunPod gives each member container its rank (its NODE_RANK), not in the pod's env
+            env["NODE_RANK"] = str(pod["cluster"]["rank"])
         keys = self.bought[pod["id"]].ssh_public_keys
         if keys:  # RunPod hands a startSsh pod the account's keys in PUBLIC_KEY
             env["PUBLIC_KEY"] = "\n".join(keys)
