@@ -40,6 +40,7 @@ import pytest
 
 from tests.boot.backed import Machines
 from tests.boot.cli_lab import CLUSTER, DENIED, OPERATOR, User, node_logs, user_lab
+from tests.boot.hostkeys import assert_pinned
 from tests.boot.nodes import Machine, left_running, wait_for
 
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -81,6 +82,12 @@ def _up(user: User, fake: Any, machines: Machines, nodes: list[str]) -> float:
     assert all(name in status.stdout for name in nodes), status.stdout
     assert status.stdout.startswith(f"{CLUSTER}: up on {fake.provider} (direct)"), status.stdout
     return up_s
+
+
+def _known_hosts(user: User) -> Path:
+    """The cluster's known_hosts in the default state dir (host keys pinned by the SSH pass)."""
+    (found,) = user.state.rglob("known_hosts")
+    return found
 
 
 def _srun(user: User, machines: Machines, nodes: list[str]) -> None:
@@ -189,6 +196,7 @@ def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothi
     with user_lab(provider, node_image, host_resources, accounting=provider == "lambda") as (user, fake, machines):
         assert shutil.which("pulumi", path=user.env["PATH"]) is None, "this test is the direct engine's"
         up_s = _up(user, fake, machines, NODES)
+        assert_pinned(machines, _known_hosts(user), len(NODES))  # each key proven by its node's own token
         _srun(user, machines, NODES)
         nodes = _by_hostname(machines)
         _slurm_conf_as_delivered(nodes[NODES[0]][1])
@@ -206,6 +214,7 @@ def test_a_fluence_vm_bootstrapped_over_ssh_only_runs_srun(node_image: Path, hos
     nodes = [f"{CLUSTER}-0"]
     with user_lab("fluence", node_image, host_resources, nodes=1) as (user, fake, machines):
         up_s = _up(user, fake, machines, nodes)
+        assert_pinned(machines, _known_hosts(user), 0)  # no boot data, no token: learnt on first use
         _srun(user, machines, nodes)
         (machine,) = machines.nodes.values()
         log = machine.exec("cat", "/var/log/provisioner/bootstrap.log").stdout

@@ -24,10 +24,12 @@ from provisioner.stacks.model import cluster_args
 from pulumi.runtime.proto import provider_pb2
 
 from provisioner.lifecycle import realize
+from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.remote import SshRemote
 from provisioner.render import render_cluster
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake
+from tests.boot.hostkeys import assert_pinned
 from tests.boot.inprocess import API_KEY, Lab, lab, lambda_plan  # noqa: F401
 from tests.boot.nodes import left_running
 from tests.test_engine_matrix import DYNAMIC, _struct, _unsecret, wired_step
@@ -45,8 +47,9 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     plan = lambda_plan(host_resources)
     names = sorted(node.name for node in plan.nodes)
     secrets = realize.cluster_secrets(plan.cluster_id)  # the state dir's, as the engine keeps them
+    tokens = hostkey_tokens(plan, secrets)  # as stacks.program.build passes them
     args = cluster_args(plan, render_cluster(plan, secrets), owner=owner_id(), expires_at=None,
-                        ssh_public_key=secrets.ssh_public_key)
+                        ssh_public_key=secrets.ssh_public_key, hostkey_tokens=tokens)
     recorder = register(args, plan=plan, secrets=secrets).recorder
     order = [r for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology") for r in recorder.resources
              if r.typ == DYNAMIC + kind]
@@ -56,7 +59,7 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     with serve(fake) as server:
         adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
         key = lab.key(secrets)
-        remote = SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper()))
+        remote = SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper()), hostkey_tokens=tokens)
         runtime = realize.Runtime(
             remote=remote,
             provider_for=lambda _name: adapter,
@@ -82,6 +85,7 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
                 up_s = time.monotonic() - started
                 head = by_name[plan.head.name].public_ip or by_name[plan.head.name].private_ip
                 assert head in lab.machines.addresses.values()
+                assert_pinned(lab.machines, lab.workdir / "known_hosts", set(tokens.values()))
                 srun = lab.ssh(key, head, "srun -N2 --immediate=60 hostname")
                 assert srun.returncode == 0, srun.stderr + lab.node_logs()
                 assert sorted(srun.stdout.split()) == names, srun.stdout + srun.stderr
