@@ -378,6 +378,12 @@ def test_budgets_where_binary_floating_point_is_wrong() -> None:
         plan(make_spec(gpus={"count": 3}, workload={"hours": 1}, pricing={"max_hourly_usd": 2.09}), [cheap])
 
 
+def test_a_tiny_budget_is_written_out_not_in_exponent_form() -> None:
+    cheap = make_offer(gpus=1, price_per_hour_usd=D("0.70"))
+    with pytest.raises(NoFeasibleOfferError, match=r"1 nodes cost \$0.70/h, over \$0.000000001/h"):
+        plan(make_spec(gpus={"count": 1}, pricing={"max_hourly_usd": 0.000000001}), [cheap])
+
+
 def test_a_price_keeps_every_decimal_it_was_written_with() -> None:
     # A marketplace ask with 8 decimals: 2 nodes cost $0.76666666/h, not $0.766666 (micro-dollars).
     ask = make_offer(provider="vastai", price_per_hour_usd=D("0.38333333"), network="none", bootstrap="script")
