@@ -298,9 +298,22 @@ def load_plan(path: Path) -> Plan:
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot read plan: {exc.strerror}") from exc
     except ValidationError as exc:
+        if _looks_like_a_spec(path):
+            raise PlanFileError(f"{path}: a spec, not a plan: a .json file is read as a saved plan here; save the "
+                                f"spec as .yaml, or plan it first: provisioner plan {path} --save-plan plan.json"
+                                ) from exc
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise PlanFileError(f"{path}: not a valid plan file: {where}: {first['msg']}") from exc
+
+
+def _looks_like_a_spec(path: Path) -> bool:
+    """A JSON document with a spec's required keys and no plan ``kind`` (JSON is YAML: ``plan`` reads it)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and "kind" not in document and {"name", "gpus"} <= document.keys()
 
 
 __all__ = [

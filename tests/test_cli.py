@@ -256,6 +256,9 @@ USAGE_ERRORS = {
                         "'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80"),
     "out is a file": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md"],
                       "error: Invalid value for --out: README.md is a file, not a folder"),
+    "json spec as a plan": (["render", "tests/fixtures/spec-as-json.json", "--out", "out"],
+                            "error: tests/fixtures/spec-as-json.json: a spec, not a plan: a .json file is read as a "
+                            "saved plan here; save the spec as .yaml, or plan it first: provisioner plan "),
     "node group": (["node"], "error: missing command (one of: check, watch) (see 'provisioner node --help')"),
 }
 """Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
