@@ -216,3 +216,20 @@ def test_no_token_on_the_node_is_one_line_after_the_timeout(rig: tuple[Sshd, obj
                        r"\d+ s \(\S+ holds no host key token \(the boot data carried none\)\)$"):
         remote.bootstrap(target, _secret_script(tmp))
     assert not (tmp / "delivered").exists()
+
+
+def test_a_key_learnt_before_proofs_existed_is_still_checked_strictly(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
+    """A cluster brought up before host keys were proven: its known_hosts holds the key as ssh learnt it
+    (hashed, as Debian's ssh_config asks) and its nodes hold no token. Later commands use that key
+    strictly instead of asking for a proof the node cannot give; a changed key is still refused."""
+    server = rig[0]
+    remote, target, tmp = _node(rig, "PROVISIONER_HOSTKEY_TOKEN_SLOT")
+    learnt = SshRemote(rig[1].key_file, tmp / "known_hosts")  # type: ignore[attr-defined]
+    assert learnt.run(target, ["true"]).returncode == 0  # no tokens: learnt on first use
+    subprocess.run(["ssh-keygen", "-H", "-f", str(tmp / "known_hosts")], check=True, capture_output=True, timeout=30)
+    assert "127.0.0.1" not in (tmp / "known_hosts").read_text()  # hashed
+    assert remote.run(target, ["echo", "old"]).stdout == "old\n"
+    server.stop()
+    _host_key(tmp)
+    server.start()
+    assert remote.run(target, ["true"]).returncode == 255

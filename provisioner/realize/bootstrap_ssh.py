@@ -141,7 +141,7 @@ class SshBootstrapper:
         retried) and BootstrapError when no proof came within ``timeout_s``."""
         token = self.hostkey_tokens.get(target.node_name)
         pattern = hostkeys.host_pattern(target.host, target.port)
-        if token is None or (not force and hostkeys.pinned_key(self.known_hosts, pattern) is not None):
+        if token is None or (not force and self._known(pattern)):
             return
         deadline = self._clock() + timeout_s
         while True:
@@ -158,6 +158,20 @@ class SshBootstrapper:
                 raise BootstrapError(f"{target.node_name}: no proof of its SSH host key from {target.host}:"
                                      f"{target.port} after {timeout_s:.0f} s ({_last_line(result.stderr)})")
             self._sleep(interval_s)
+
+    def _known(self, pattern: str) -> bool:
+        """A key is on record for ``pattern``: pinned here, or (a cluster brought up before keys were
+        proven) learnt on first use, perhaps hashed; either way later connections check it strictly."""
+        if hostkeys.pinned_key(self.known_hosts, pattern) is not None:
+            return True
+        if not self.known_hosts.is_file():
+            return False
+        try:
+            found = subprocess.run(["ssh-keygen", "-F", pattern, "-f", str(self.known_hosts)], capture_output=True,
+                                   timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return found.returncode == 0 and bool(found.stdout.strip())
 
     def _prove(self, target: SshTarget) -> tuple[subprocess.CompletedProcess[str], hostkeys.PresentedKey | None]:
         """Run the proof script over one connection whose host key lands in an empty scratch
