@@ -173,6 +173,14 @@ for _loader in (_SpecLoader, _SmallSpecLoader):
     )
 
 
+def syntax_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
+    """A YAML syntax error as one located line: ``FILE:LINE:COL: YAML syntax error: problem``."""
+    mark = exc.problem_mark or exc.context_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+    return SpecError(f"YAML syntax error: {problem}", file=file, line=line, column=column)
+
+
 def _compose(text: str, file: str) -> tuple[Any, Marks]:
     loader: Any = None
     try:
@@ -183,10 +191,7 @@ def _compose(text: str, file: str) -> tuple[Any, Marks]:
             loader.spec_file = file
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        raise SpecError(f"YAML syntax error: {problem}", file=file, line=line, column=column) from None
+        raise syntax_error(exc, file) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"YAML error: {' '.join(str(exc).split())}", file=file) from None
     finally:
@@ -341,4 +346,4 @@ def _dotted(loc: Loc) -> str:
     return ".".join(str(part) for part in loc)
 
 
-__all__ = ["MAX_DEPTH", "deep_nesting_at", "load_spec", "locate", "parse_spec", "spec_marks"]
+__all__ = ["MAX_DEPTH", "deep_nesting_at", "load_spec", "locate", "parse_spec", "spec_marks", "syntax_error"]

@@ -191,7 +191,7 @@ def load_topology(path: Path) -> dict[str, list[str]]:
     """A topology file: ``{node name: [outermost switch, ..., leaf switch]}``. SpecError when malformed."""
     import yaml
 
-    from provisioner.loader import MAX_DEPTH, deep_nesting_at
+    from provisioner.loader import MAX_DEPTH, deep_nesting_at, syntax_error
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -200,7 +200,13 @@ def load_topology(path: Path) -> dict[str, list[str]]:
             raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=str(path),
                             line=deep[0], column=deep[1])
         data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except OSError as exc:
+        raise SpecError(f"cannot read topology: {exc.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise SpecError("cannot read topology: not UTF-8 text", file=str(path)) from None
+    except yaml.MarkedYAMLError as exc:  # the file's line and column, as for a spec
+        raise syntax_error(exc, str(path)) from None
+    except yaml.YAMLError as exc:
         raise SpecError(f"cannot read topology: {' '.join(str(exc).split())}", file=str(path)) from None
     valid = isinstance(data, dict) and all(
         isinstance(node, str) and isinstance(switches, list) and switches

@@ -530,6 +530,13 @@ def test_render_with_a_topology_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     topology.write_text("- not a mapping\n")
     code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out2"), "--topology", str(topology)], capsys)
     assert code == 2 and err.strip().endswith("a topology maps each node name to a non-empty list of switch names")
+    # A YAML mistake or a missing file: one located line, as for a spec (not PyYAML's multi-part text).
+    topology.write_text("llm-pretrain-0: [spine0, leaf0\n")
+    code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out3"), "--topology", str(topology)], capsys)
+    assert (code, err.strip()) == (2, f"{topology}:2:1: YAML syntax error: expected ',' or ']', but got '<stream end>'")
+    missing = tmp_path / "nope.yaml"
+    code, _, err = run_cli(["render", spec, "--out", str(tmp_path / "out4"), "--topology", str(missing)], capsys)
+    assert (code, err.strip()) == (2, f"{missing}:1:1: cannot read topology: No such file or directory")
 
 
 def test_explain_on_an_unplannable_spec_prints_the_rejection_table_and_exits_3(
