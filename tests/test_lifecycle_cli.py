@@ -84,6 +84,23 @@ def test_up_without_an_api_key_leaves_no_record(tmp_path: Path, monkeypatch: pyt
     assert "no clusters" in capsys.readouterr().out
 
 
+def test_up_of_a_cluster_that_exists_on_another_offer_is_a_usage_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2 naming the cluster and its down command (it was exit 1, which the README keeps for file I/O)."""
+    import datetime as dt
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    first, other = plans_for(LAMBDA_SPEC, tmp_path)[:2]
+    assert other.option != first.option
+    state.save_record(state.ClusterRecord(cluster_id=other.cluster_id, provider=other.option.provider,
+                                          engine="direct", plan=other, status="up",
+                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC)))
+    assert main(["up", str(_spec(tmp_path))]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: cluster lc-lambda already exists on ") and line.endswith(
+        "run: provisioner down lc-lambda"), line
+
+
 def test_usage_mistakes_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = str(_spec(tmp_path))
     assert main(["up", spec, "--engine", "terraform"]) == 2

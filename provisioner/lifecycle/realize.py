@@ -129,7 +129,7 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
     cluster_id = plan.cluster_id
     existing = state.load_record(cluster_id)
     if existing is not None and existing.plan.option != plan.option and existing.status != "creating":
-        raise ProvisionerError(f"cluster {cluster_id} already exists on {existing.provider} "
+        raise UsageError(f"cluster {cluster_id} already exists on {existing.provider} "
                                f"({existing.plan.option.instance_type}); run: provisioner down {cluster_id}")
     secrets = cluster_secrets(cluster_id)
     from provisioner.render import render_cluster
