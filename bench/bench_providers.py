@@ -2,10 +2,10 @@
 
 Usage: ``python bench/bench_providers.py [--nodes 32] [--providers vastai,lambda] [--write-docs]``
 
-For each provider with a ``tests/providers/harness_<name>.py`` (Lambda, RunPod, Vast.ai,
-Fluence, as they land), the harness's fake is served on a real 127.0.0.1 socket with a
-fixed per-call latency by route kind (``LATENCY_S``, 150-400 ms, the range of these
-providers' public APIs from a nearby region) and the adapter runs at the provider's
+For each provider whose fake hands the contract suite a harness (``contract_harness()`` in
+the fake's module; Lambda, RunPod, Vast.ai and Fluence by default), the harness's fake is
+served on a real 127.0.0.1 socket with a fixed per-call latency by route kind (``LATENCY_S``,
+150-400 ms, the range of these providers' public APIs from a nearby region) and the adapter runs at the provider's
 published rate limits times ``SCALE[name]`` (chosen so each run takes seconds to tens of
 seconds, not minutes; Lambda's 1 launch / 12 s is otherwise minutes per launch call).
 Instances in the fakes boot at once (``boot_polls = 0``): this measures the adapter, not
@@ -82,9 +82,10 @@ class Result:
 
 def load(name: str) -> Any:
     """The provider's Harness, or None when it is absent or cannot run here (reason printed)."""
-    if not (ROOT / "tests" / "providers" / f"harness_{name}.py").exists():
+    from tests.providers.contract import harness_names, load_harness
+
+    if name not in harness_names():
         return None
-    from tests.providers.contract import load_harness
 
     try:
         return load_harness(name)
