@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from provisioner import cliargs
+from provisioner import __version__, cliargs
 from provisioner.errors import ProvisionerError, SpecError, UsageError
 from provisioner.termtext import printable
 
@@ -177,6 +177,8 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     """The whole command line: every command, its options and the handler that runs it
     (``only``: just that top-level command, the one a run uses)."""
     parser = cliargs.Parser(prog="provisioner", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"gpu-provisioner {__version__}",
+                        help="Print the version and exit.")
     group = cliargs.commands(parser, only=only)
 
     cmd = cliargs.command(group, "plan", plan)

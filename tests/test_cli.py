@@ -299,6 +299,12 @@ def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> N
         assert not re.search(r"``|\b\w+=(True|False|None)\b|provisioner\.\w+\.\w+", out), (path, out)
 
 
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from provisioner import __version__
+
+    assert run_cli(["--version"], capsys) == (0, f"gpu-provisioner {__version__}\n", "")
+
+
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["schema"], capsys)
     assert code == 0
