@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from provisioner.providers.registry import facts
 from pydantic import SecretStr
 
-from provisioner.errors import CredentialsError
+from provisioner.errors import CredentialsError, UsageError
 
 NATIVE_KEY_VARS = {name: found.key_vars[0] for name, found in facts().items() if found.key_vars}
 """Provider -> its own API key variable (from each package's ``FACTS``)."""
@@ -42,7 +43,15 @@ def credentials_missing(name: str) -> str | None:
 
 
 def api_url(name: str, default: str) -> str:
-    return os.environ.get(f"{_prefix(name)}_API_URL", default)
+    """``PROVISIONER_<NAME>_API_URL`` when set, else ``default``. UsageError (exit 2, naming the
+    variable) for a value that is not an http(s) URL: a typo is not a provider failure."""
+    variable = f"{_prefix(name)}_API_URL"
+    value = os.environ.get(variable) or default
+    if value != default:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageError(f"{value[:80]!r} is not an http(s) URL like http://127.0.0.1:8701", option=variable)
+    return value
 
 
 def api_key(name: str, explicit: str | SecretStr | None = None, *, required: bool = True) -> SecretStr | None:

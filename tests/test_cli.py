@@ -299,6 +299,17 @@ def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> N
         assert not re.search(r"``|\b\w+=(True|False|None)\b|provisioner\.\w+\.\w+", out), (path, out)
 
 
+@pytest.mark.parametrize("url", ["not-a-url", "ftp://127.0.0.1:8701", "127.0.0.1:8701"])
+def test_an_api_url_that_is_no_http_url_is_a_usage_error(url: str, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """It was a provider failure (exit 4: 'UnsupportedProtocol') after a refresh attempt."""
+    monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", url)
+    monkeypatch.setenv("LAMBDA_API_KEY", "demo")
+    code, _, err = run_cli(["catalog", "refresh", "--provider", "lambda"], capsys)
+    assert (code, err.strip().splitlines()) == (2, [f"error: Invalid value for PROVISIONER_LAMBDA_API_URL: {url!r} "
+                                                    "is not an http(s) URL like http://127.0.0.1:8701"])
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     from provisioner import __version__
 
