@@ -48,7 +48,8 @@ def _missing(exc: ModuleNotFoundError, module_name: str) -> bool:
 
 def provider_class(name: str) -> type[Provider]:
     """The adapter class for ``name``. Raises KeyError for an unknown name or for a registered
-    adapter whose package is not in this installation yet (aws and gcp come later)."""
+    adapter whose package is not in this installation yet, ProviderError (one line, exit 4) when
+    the adapter's SDK is missing (boto3 and google-cloud-* come with the ``[cloud]`` extra)."""
     if name not in REGISTRY:
         raise KeyError(f"unknown provider {name!r}; known: {', '.join(sorted(REGISTRY))}")
     module_name, _, attr = REGISTRY[name].partition(":")
@@ -56,7 +57,12 @@ def provider_class(name: str) -> type[Provider]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if not _missing(exc, module_name):
-            raise  # a dependency of the adapter is missing: that is a real error, not an unknown name
+            if exc.name and exc.name.split(".")[0] != "provisioner":  # a cloud SDK of the [cloud] extra
+                from provisioner.errors import ProviderError
+
+                raise ProviderError(name, f"the {name} adapter needs the cloud SDKs, not installed here (no module "
+                                    f"{exc.name!r}): pip install 'gpu-provisioner[cloud]'") from None
+            raise  # a module of this project is missing: a real error, not an unknown name
         raise KeyError(f"provider {name!r} has no adapter in this installation") from None
     cls: type[Provider] = getattr(module, attr)
     return cls

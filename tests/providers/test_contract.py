@@ -62,6 +62,26 @@ def test_registry_unknown_or_absent_adapter_is_a_key_error() -> None:
             provider_class(name)
 
 
+@pytest.mark.parametrize(("name", "sdk"), [("aws", "boto3"), ("gcp", "requests.adapters")])
+def test_an_adapter_without_its_sdk_is_one_line_naming_the_extra(name: str, sdk: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain ``pip install .`` has no [cloud] extra: ``up`` on AWS/GCP ended in a ModuleNotFoundError traceback."""
+    import sys
+
+    from provisioner.errors import ProviderError
+
+    package = REGISTRY[name].split(":")[0].rsplit(".", 1)[0]
+    for loaded in [m for m in sys.modules if m.startswith(f"{package}.")]:
+        parent, _, attr = loaded.rpartition(".")
+        if hasattr(sys.modules.get(parent), attr):  # the failed import rebinds it: put the first one back after
+            monkeypatch.setattr(sys.modules[parent], attr, getattr(sys.modules[parent], attr))
+        monkeypatch.delitem(sys.modules, loaded)  # imported again, as in a fresh process
+    monkeypatch.setitem(sys.modules, sdk, None)  # "not installed"
+    with pytest.raises(ProviderError, match=rf"^{name}: the {name} adapter needs the cloud SDKs, not installed here "
+                       rf"\(no module '{sdk}'\): pip install 'gpu-provisioner\[cloud\]'$"):
+        provider_class(name)
+
+
 def test_offers_parse(rig: Rig) -> None:
     offers = rig.provider().list_offers(rig.harness.offer_query)
     assert offers, "the fake sells something; list_offers found nothing"
