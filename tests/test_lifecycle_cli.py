@@ -45,6 +45,21 @@ def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(tmp_path: Path, mo
     assert state.list_records() == []  # nothing planned into existence
 
 
+def test_pulumi_engine_without_its_python_sdk_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              fake_pulumi: Path) -> None:
+    """The pulumi CLI on PATH but a plain install (no [cloud] extra): one line before anything is planned
+    or recorded (it left a 'failed' pulumi record that down then refused to remove the same way)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pulumi", None)  # not installed
+    assert main(["up", str(_spec(tmp_path))]) == 5
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == ("error: the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', or run "
+                    "with --engine direct")
+    assert state.list_records() == []
+
+
 def test_the_default_engine_is_pulumi_only_where_its_cli_is() -> None:
     assert default_engine(lambda _name: None)[0] == "direct"
     assert default_engine(lambda name: f"/opt/bin/{name}") == (

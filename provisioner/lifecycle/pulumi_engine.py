@@ -54,11 +54,19 @@ RESERVATION_KEY = "provisioner:capacityReservationId"
 """The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
 
 
+SDK_HINT = "the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', or run with --engine direct"
+
+
 def require_pulumi(which: Callable[[str], str | None] = shutil.which) -> str:
-    """The ``pulumi`` executable's path. StackError (one line, install hint) when absent."""
+    """The ``pulumi`` executable's path. StackError (one line, install hint) when it or the pulumi
+    Python SDK (the [cloud] extra) is absent: ``up`` asks before it plans or records anything."""
     found = which("pulumi")
     if not found:
         raise StackError(INSTALL_HINT)
+    import importlib.util
+
+    if importlib.util.find_spec("pulumi") is None:
+        raise StackError(SDK_HINT)
     return found
 
 
@@ -68,8 +76,7 @@ def _automation() -> Any:
     try:
         from pulumi import automation
     except ModuleNotFoundError:
-        raise StackError("the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', "
-                         "or run with --engine direct") from None
+        raise StackError(SDK_HINT) from None
     return automation
 
 
