@@ -217,3 +217,18 @@ def test_module_runs_a_real_server() -> None:
         proc.wait(timeout=10)
         if proc.stdout:
             proc.stdout.close()
+
+
+def test_a_fake_without_its_sdk_says_which_extra(monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m provisioner.testing.fakes aws`` after a plain ``pip install .`` (no botocore) ended in a
+    ModuleNotFoundError traceback; now one line naming the module and the extra, exit 2."""
+    from provisioner.testing.fakes.__main__ import main
+
+    def missing(*_args: Any, **_kwargs: Any) -> Any:
+        raise ModuleNotFoundError("No module named 'botocore'", name="botocore")
+
+    monkeypatch.setattr("provisioner.testing.fakes.__main__.make_fake", missing)
+    assert main(["aws", "--port", "0"]) == 2
+    assert capsys.readouterr().err == ("error: the aws fake needs botocore, not installed here: "
+                                       "pip install 'gpu-provisioner[test]'\n")
