@@ -121,8 +121,12 @@ def test_the_direct_engine_asks_the_adapter_for_the_planned_block(tmp_path: Any)
     spec = make_spec(workload={"hours": 48}, pricing={"reservations": True})
     frozen = plan(spec, [block(), instance()]).to_plan(1)
     secrets, _ = load_or_create_secrets(tmp_path / "secrets.json")
-    files = {"cloud-init/head.yaml": "#cloud-config\n", "cloud-init/worker.yaml": "#cloud-config\n",
-             "bootstrap/head.sh": "#!/bin/sh\n", "bootstrap/worker.sh": "#!/bin/sh\n"}
+    from provisioner.render.cloudinit import HOSTKEY_TOKEN_SLOT
+
+    # Each boot file holds the host key token slot, as rendered ones do (node_specs fills it per node).
+    cloud, script = f"#cloud-config\n# {HOSTKEY_TOKEN_SLOT}\n", f"#!/bin/sh\n# {HOSTKEY_TOKEN_SLOT}\n"
+    files = {"cloud-init/head.yaml": cloud, "cloud-init/worker.yaml": cloud,
+             "bootstrap/head.sh": script, "bootstrap/worker.sh": script}
     specs = node_specs(frozen, secrets, files, None)
     assert [(s.capacity_block_hours, s.capacity_block_usd_per_hour, s.zone) for s in specs] == [
         (72, Decimal("31.464"), "us-east-1a")] * 2
