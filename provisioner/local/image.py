@@ -98,7 +98,7 @@ WantedBy=sysinit.target
 # through systemd's automount, or `mount -a -t nfs4` in a pod) and swaps only the transport:
 # mount(8)'s nfs helper mounts the same HEAD:PATH over SFTP (sshfs, FUSE) with the image's own key,
 # which the nodes' sshd accepts for sftp only (NFS_KEY_OPTIONS). Like mount.nfs it retries a
-# foreground mount for two minutes (its default retry=2) while the head is not up yet. Where
+# foreground mount for retry=N minutes (default 2) while the head is not up yet. Where
 # the kernel has NFS (/proc/filesystems lists nfs4) the real helper runs unchanged.
 NFS_REAL = "/usr/lib/provisioner-test/mount.nfs"
 NFS_KEY = "/etc/provisioner-test/nfs-stand-in"
@@ -108,11 +108,14 @@ NFS_STAND_IN = """#!/bin/sh
 grep -qw nfs4 /proc/filesystems && exec {real} "$@"
 source=$1 target=$2
 echo "$(date +%s) mount.nfs $*" >> /run/provisioner-test-nfs.log
-for try in $(seq 1 24); do
-    sshfs -o allow_other,reconnect,ServerAliveInterval=15,BatchMode=yes,ConnectTimeout=5 \
-        -o IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null \
+# retry=N (minutes; the last one given wins, as in mount.nfs): tries every 5 s, at least once.
+minutes=$(echo "$*" | grep -o 'retry=[0-9]*' | tail -n 1 | cut -d= -f2)
+tries=$(( ${{minutes:-2}} * 12 ))
+for try in $(seq 1 $(( tries > 0 ? tries : 1 ))); do
+    [ "$try" = 1 ] || sleep 5
+    sshfs -o allow_other,reconnect,ServerAliveInterval=15,BatchMode=yes,ConnectTimeout=5 \\
+        -o IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null \\
         "root@$source" "$target" 2>> /run/provisioner-test-nfs.log && exit 0
-    sleep 5
 done
 exit 32
 """

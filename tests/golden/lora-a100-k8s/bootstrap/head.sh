@@ -117,7 +117,9 @@ svc_start() {  # start UNIT without systemd, unless it is running already
                     if [ "$now" != "$last" ]; then "$1" && last=$now; fi
                 done' "$watched" "$exec_start" >> /var/log/provisioner/lifetime.log 2>&1 < /dev/null &
             echo $! > "$(pid_file "$unit")" ;;
-        remote-fs.target) mount -a -t nfs4 || log "WARN could not mount the shared filesystem" ;;
+        # retry=0: at boot the head may not admit this node yet (its firewall learns the nodes in
+        # the SSH pass, whose bootstrap run mounts it again); mount.nfs would wait 2 minutes.
+        remote-fs.target) mount -a -t nfs4 -o retry=0 || log "WARN could not mount the shared filesystem" ;;
         *)
             if [ -f "/etc/systemd/system/$unit.service" ]; then
                 exec_start=$(sed -n 's/^ExecStart=//p' "/etc/systemd/system/$unit.service")
