@@ -220,6 +220,11 @@ def test_up_local_vms_share_a_path_run_the_nvme_setup_and_end_themselves_on_ttl_
     # worker's idle check asks the head's slurmctld, and counts a head that is gone as busy.)
     user.on(CLUSTER, HEAD, "sudo", "sh", "-c", f"printf '{IDLE_GPUS}' > /usr/local/bin/nvidia-smi && "
             "chmod 755 /usr/local/bin/nvidia-smi && echo $(( $(date +%s) + 3600 )) > /var/lib/provisioner/deadline")
+    # The idle check once now, as its timer would at its next tick (up to 90 s away: every minute,
+    # 30 s accuracy): it finds the head idle and starts the idle clock, so the timer's next run,
+    # a minute on, ends the head while the worker's TTL runs out, not one after the other.
+    user.on(CLUSTER, HEAD, "sudo", "systemctl", "start", "provisioner-idle.service")
+    assert user.on(CLUSTER, HEAD, "sudo", "cat", "/var/lib/provisioner/idle-since").strip().isdigit()
     deadline = time.monotonic() + 300
     while _running_nodes(lab["workdir"]) and time.monotonic() < deadline:
         time.sleep(2)
