@@ -156,6 +156,8 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
     preemption), so the cluster is bought and booted once for both heals. The job keeps running
     on the batch node until the heal requeues it (~20 s after an XID, ~7 s after a preemption,
     measured), so 50 steps leave it unfinished when each requeue comes."""
+    from provisioner.providers.http import RetryPolicy
+    from provisioner.providers.lambda_.client import LambdaClient
     from provisioner.providers.lambda_.provider import LambdaProvider
 
     from provisioner.lifecycle.burst import BurstOptions, run_burst
@@ -174,7 +176,9 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
             machine = fake.machines.nodes.get(_instance(fake, "fb-0"))
         except StopIteration:  # not launched yet, or gone
             return ""
-        out = machine.exec("cat", "/var/tmp/toy.log", timeout=20) if machine else None
+        if machine is None or machine.leader() is None:  # its nspawn started, its init not yet
+            return ""
+        out = machine.exec("cat", "/var/tmp/toy.log", timeout=20)
         return out.stdout if out is not None and out.returncode == 0 else ""
 
     def inject() -> None:
@@ -202,7 +206,12 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
             seen["error"] = repr(exc)
 
     with serve(fake) as server:
-        adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5)
+        # At 100x Lambda's published limits (tests.test_lifecycle_support.fast_limits): its
+        # 12 s launch spacing would add ~19 s to each replacement here, and its pacing has its
+        # own contract tests.
+        adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5,
+                                 limits=LambdaClient.default_limits.scaled(100.0),
+                                 retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.1))
         key = lab.key(realize.cluster_secrets(plan.cluster_id))
         runtime = realize.Runtime(
             remote=SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper())),
