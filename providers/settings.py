@@ -42,6 +42,16 @@ def credentials_missing(name: str) -> str | None:
     return sdk.hint
 
 
+def credentials_fix(name: str) -> str:
+    """What to set so that ``name``'s adapter gets credentials its provider accepts (for a refused key)."""
+    if name in NATIVE_KEY_VARS:
+        return f"set {NATIVE_KEY_VARS[name]} (or {_prefix(name)}_API_KEY) to a valid key"
+    found = facts().get(name)
+    if found is not None and found.sdk_credentials is not None:
+        return "fix the credentials its SDK finds (" + ", ".join(found.sdk_credentials.variables) + " or its files)"
+    return "fix its credentials"
+
+
 def api_url(name: str, default: str) -> str:
     """``PROVISIONER_<NAME>_API_URL`` when set, else ``default``. UsageError (exit 2, naming the
     variable) for a value that is not an http(s) URL: a typo is not a provider failure."""
@@ -68,4 +78,4 @@ def api_key(name: str, explicit: str | SecretStr | None = None, *, required: boo
     return None
 
 
-__all__ = ["NATIVE_KEY_VARS", "api_key", "api_url", "credentials_missing"]
+__all__ = ["NATIVE_KEY_VARS", "api_key", "api_url", "credentials_fix", "credentials_missing"]

@@ -116,6 +116,24 @@ def test_up_of_a_cluster_that_exists_on_another_offer_is_a_usage_error(
         "run: provisioner down lc-lambda"), line
 
 
+def test_up_with_a_rejected_api_key_leaves_no_record_and_says_what_to_do(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A wrong key: the provider refuses it before anything is bought, so no 'failed' record (that
+    status showed with the planned nodes until down with a good key) and one line naming what to set."""
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", "not-the-key")
+        assert main(["up", str(_spec(tmp_path))]) == 4
+        assert app.launched == 0 and [call.method for call in app.calls] == ["GET"]  # one look, nothing bought
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: lambda: ") and "Traceback" not in line
+    assert line.endswith("; nothing was bought: set LAMBDA_API_KEY (or PROVISIONER_LAMBDA_API_KEY) to a valid key "
+                         "and run the command again")
+    assert state.list_records() == [] and main(["status"]) == 0
+    assert "no clusters" in capsys.readouterr().out
+
+
 def test_usage_mistakes_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = str(_spec(tmp_path))
     assert main(["up", spec, "--engine", "terraform"]) == 2

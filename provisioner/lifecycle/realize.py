@@ -42,7 +42,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from provisioner.errors import ClusterBusyError, ProviderError, ProvisionerError, StackError, UsageError
+from provisioner.errors import ClusterBusyError, CredentialsError, ProviderError, ProvisionerError, StackError, UsageError
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
@@ -143,6 +143,7 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
         max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating", lease_id=token,
         lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
+    refuse_rejected_key(provider, plan.option.provider)  # and a rejected one here
     state.save_record(record)
     option = plan.option
     rt.emit("create", message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
@@ -171,6 +172,21 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
     except Exception as exc:  # not a ProvisionerError: still never a stuck record or an unnamed node
         return _failed(rt, provider, record, StackError(f"unexpected {type(exc).__name__}"), destroy_on_failure,
                        cause=exc)
+
+
+def refuse_rejected_key(provider: Provider, name: str) -> None:
+    """CredentialsError, saying nothing was bought and what to set, when the provider rejects the
+    credentials (one read-only request), before any record is saved or anything is bought. Any
+    other failure of that request is left to the create, which retries and cleans up after itself."""
+    from provisioner.providers.settings import credentials_fix
+
+    try:
+        provider.check_credentials()
+    except CredentialsError as exc:
+        raise CredentialsError(exc.provider, f"{exc.message}; nothing was bought: {credentials_fix(name)} and "
+                               "run the command again") from None
+    except ProviderError:
+        pass
 
 
 def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord,
