@@ -193,6 +193,30 @@ def interruption_term(p: Pricing) -> np.ndarray:
     return np.rint(np.minimum(loss, CENT_CAP)).astype(np.int64)
 
 
+def dataset_region_warning(spec: ClusterSpec, table: OfferTable) -> tuple[str, str] | None:
+    """(field, message) when the dataset's region is not one the catalog sells in for its provider (a typo such
+    as ``aws:us-eats-1`` would price the move as from another region), naming the field and the
+    nearest regions it knows; None otherwise. A warning, not a refusal: the catalog lists only the
+    regions where GPUs are sold, and a bucket may sit in any of the provider's regions."""
+    import difflib
+
+    dataset = spec.workload.dataset
+    source, region = dataset.source
+    if source is None or region is None:
+        return None
+    providers = table.dictionary("provider")
+    if source not in providers:
+        return None  # the provider sells nothing here: no region list to judge by
+    codes = np.unique(table["region"][table["provider"] == providers.index(source)])
+    known = sorted(table.names["region"][code].decode("utf-8") for code in codes.tolist() if code >= 0)
+    if not known or region in known:
+        return None
+    field = "workload.dataset.region" if "://" in dataset.location else "workload.dataset.location"
+    nearest = difflib.get_close_matches(region, known, n=3, cutoff=0.6) or known[:3]
+    return field, (f"{source} region {region!r} is not in the catalog (nearest: {', '.join(nearest)}); "
+                   f"moving the data is priced as from another {source} region")
+
+
 TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
     "compute": compute_term,
     "storage": storage_term,
@@ -203,4 +227,5 @@ TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
 
 
 __all__ = ["CENT_CAP", "TERMS", "Pricing", "billed_span", "block_fee_term", "boot_cents", "boot_exact",
+           "dataset_region_warning",
            "hourly_times"]

@@ -74,12 +74,26 @@ def resolve(
     """Plan ``spec``; when nothing fits, raise a SpecError at the field that ruled out the last offers."""
     from provisioner.optimizer import resolve_plan
 
+    _warn_dataset_region(spec, catalog, spec_path)
     try:
         return resolve_plan(spec, catalog, adapter_capabilities(), keep=keep, explain=explain)
     except NoFeasibleOfferError as exc:
         located = _located(exc, spec_path)
         located.no_fit = exc  # type: ignore[attr-defined]  # --explain renders its rejections
         raise located from None
+
+
+def _warn_dataset_region(spec: ClusterSpec, catalog: Catalog | TableCatalog, spec_path: Path) -> None:
+    """One located warning line on stderr for a dataset region the catalog does not know (a typo)."""
+    import sys
+
+    from provisioner.cost_terms import dataset_region_warning
+
+    found = dataset_region_warning(spec, catalog.offer_table())
+    if found is not None:
+        field, message = found
+        line, column = locate(field, spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path)))
+        sys.stderr.write(f"warning: {SpecError(message, path=field, file=str(spec_path), line=line, column=column)}\n")
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:

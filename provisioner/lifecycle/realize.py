@@ -42,7 +42,14 @@ import socket
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from provisioner.errors import ClusterBusyError, CredentialsError, ProviderError, ProvisionerError, StackError, UsageError
+from provisioner.errors import (
+    ClusterBusyError,
+    CredentialsError,
+    ProviderError,
+    ProvisionerError,
+    StackError,
+    UsageError,
+)
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
