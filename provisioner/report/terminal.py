@@ -38,7 +38,8 @@ def _console(width: int, color: bool) -> Console:
 
 
 def _render(renderables: Sequence[RenderableType], width: int, color: bool) -> str:
-    console = _console(width, color)
+    tables = [r.min_width for r in renderables if isinstance(r, Table) and r.min_width]
+    console = _console(max([width, *tables]), color)
     for renderable in renderables:
         console.print(renderable)
     file = console.file
@@ -47,19 +48,76 @@ def _render(renderables: Sequence[RenderableType], width: int, color: bool) -> s
     return "\n".join(line.rstrip() for line in file.getvalue().splitlines()) + "\n"
 
 
-_IDENTIFIER_COLUMNS = frozenset({"provider", "instance type"})
+_IDENTIFIER_COLUMNS = frozenset({"provider", "instance type", "region"})
 
 
-def _table(title: str, columns: Sequence[tuple[str, str]]) -> Table:
+def _narrowest(cell: str, whole: bool) -> tuple[int, int]:
+    """(narrowest, widest) a cell can be drawn: its longest word, up to LONG_WORD (its longest line
+    when ``whole``), its longest line."""
+    lines = cell.splitlines() or [""]
+    widest = max(len(line) for line in lines)
+    if whole:
+        return widest, widest
+    return min(max((len(word) for line in lines for word in line.split()), default=0), LONG_WORD), widest
+
+
+LONG_WORD = 24
+"""A word of prose longer than this (a URL) may be cut across lines rather than widen its column."""
+GAP = 2
+"""Characters between two columns: the box's blank separator and one blank of right padding."""
+
+
+def fit_columns(headers: Sequence[str], whole: Sequence[bool], rows: Sequence[Sequence[str]], width: int,
+                droppable: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+    """(kept column indexes, their widths) for a table that fits ``width`` without cutting a word or a
+    ``whole`` cell (rich's own narrowing cuts them: ``privat``/``e``): the ``droppable`` headers go, in
+    that order, until every kept column's longest word fits on one line; then each column, the least
+    short of its widest line first, gets that line where there is room, its longest word at least
+    (their sum is over ``width`` only when nothing is left to drop)."""
+    sizes = []
+    for index, header in enumerate(headers):
+        found = [_narrowest(header, False), *(_narrowest(row[index], whole[index]) for row in rows)]
+        sizes.append((max(low for low, _ in found), max(high for _, high in found)))
+    kept = list(range(len(headers)))
+    for header in droppable:
+        if sum(sizes[i][0] for i in kept) + GAP * (len(kept) - 1) <= width:
+            break
+        kept = [i for i in kept if headers[i] != header]
+    room = max(0, width - GAP * (len(kept) - 1) - sum(sizes[i][0] for i in kept))
+    widths = {i: sizes[i][0] for i in kept}
+    for i in sorted(kept, key=lambda i: sizes[i][1] - sizes[i][0]):  # the least short of its widest first
+        grow = min(sizes[i][1] - sizes[i][0], room)
+        widths[i] += grow
+        room -= grow
+    return kept, [widths[i] for i in kept]
+
+
+def _table(title: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Text]], width: int,
+           droppable: Sequence[str] = (), caption: str = "") -> Table:
+    """A table of ``rows`` that fits ``width`` (``fit_columns``); the caption names what was dropped."""
     # One blank between columns (right padding only) keeps 13 columns inside 120 characters.
     table = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
         show_edge=False, expand=False,
     )
-    for name, justify in columns:
-        # Numbers and identifiers (copied into specs and consoles) never wrap; prose folds when narrow.
-        whole = justify == "right" or name in _IDENTIFIER_COLUMNS
-        table.add_column(name, justify=justify, overflow="fold", no_wrap=whole)  # type: ignore[arg-type]
+    # Numbers and identifiers (copied into specs and consoles) never wrap; prose wraps between words.
+    whole = [justify == "right" or name in _IDENTIFIER_COLUMNS for name, justify in columns]
+    kept, widths = fit_columns([name for name, _ in columns], whole,
+                               [[cell.plain for cell in row] for row in rows], width, droppable)
+    for index, column_width in zip(kept, widths, strict=True):
+        name, justify = columns[index]
+        # The widths are fixed, so rich never narrows (cuts) a column; a header wraps between words.
+        table.add_column(name, justify=justify, overflow="fold", width=column_width)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(row[index] for index in kept))
+    needed = sum(widths) + GAP * (len(widths) - 1)
+    if needed > width:  # nothing left to drop: drawn wider than asked (_render) rather than cut
+        table.min_width = needed
+    gone = [columns[index][0] for index in range(len(columns)) if index not in kept]
+    note = f"not shown at {width} columns: {', '.join(gone)}" if gone else ""
+    caption = "\n".join(part for part in (caption, note) if part)
+    if caption:
+        table.caption, table.caption_justify = caption, "left"
     return table
 
 
@@ -82,22 +140,21 @@ def _amount(amount_usd: object) -> str:
 def _options_table(title: str, rows: Sequence[Row], hours: float, width: int) -> Table:
     full = width >= FULL_TABLE_MIN_WIDTH
     columns = [c for c in _OPTION_COLUMNS if full or c[0] not in _BREAKDOWN]
-    table = _table(title, columns)
     note = "" if full else f" (cost breakdown from {FULL_TABLE_MIN_WIDTH} columns)"
     folded = [f"#{row.rank}: {', '.join(row.regions)}" for row in rows if row.folded]
     regions = f"\nsame offer and price in several regions: {'; '.join(folded)}" if folded else ""
-    table.caption = f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}{regions}"
-    table.caption_justify = "left"
+    cells = []
     for row in rows:
-        cells = [
+        line = [
             str(row.rank), row.provider, row.region, row.instance_type, row.gpus, str(row.nodes),
             "yes" if row.spot else "no", _NETWORK_SHORT.get(row.network, row.network), _amount(row.hourly),
             _amount(row.per_gpu_hour),
         ]
         if full:
-            cells += [_amount(row.compute), _amount(row.storage), _amount(row.egress), _amount(row.interruption)]
-        table.add_row(*(Text(cell) for cell in cells), Text(_amount(row.total), style="bold"))
-    return table
+            line += [_amount(row.compute), _amount(row.storage), _amount(row.egress), _amount(row.interruption)]
+        cells.append([*(Text(cell) for cell in line), Text(_amount(row.total), style="bold")])
+    return _table(title, columns, cells, width, ("$/GPU-h", "spot", "per node", "network", "nodes"),
+                  caption=f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}{regions}")
 
 
 def render_table(view: ReportView, *, color: bool, width: int) -> str:
@@ -122,39 +179,36 @@ def render_table(view: ReportView, *, color: bool, width: int) -> str:
         parts.append(Text(view.empty_message, style="bold red"))
         parts.append(Text(""))
     if view.quotes:
-        parts += [_quotes_table(view), Text("")]
-    parts.extend(_rejections(view))
+        parts += [_quotes_table(view, width), Text("")]
+    parts.extend(_rejections(view, width))
     return _render(parts, width, color)
 
 
-def _quotes_table(view: ReportView) -> Table:
-    table = _table(f"Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool", (
+def _quotes_table(view: ReportView, width: int) -> Table:
+    rows = [[Text(q.provider), Text(q.instance_type), Text(q.region), Text(gpu_label(q.gpu_model, q.gpus_per_node)),
+             Text(str(q.nodes)), Text(q.purchase), Text(_amount(q.hourly_usd)), Text(q.how_to_obtain)]
+            for q in view.quotes]
+    return _table(f"Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool", (
         ("provider", "left"), ("instance type", "left"), ("region", "left"), ("per node", "left"),
         ("nodes", "right"), ("purchase", "left"), ("$/h", "right"), ("how to obtain", "left"),
-    ))
-    for q in view.quotes:
-        table.add_row(Text(q.provider), Text(q.instance_type), Text(q.region),
-                      Text(gpu_label(q.gpu_model, q.gpus_per_node)), Text(str(q.nodes)), Text(q.purchase),
-                      Text(_amount(q.hourly_usd)), Text(q.how_to_obtain))
-    return table
+    ), rows, width, ("per node", "nodes", "purchase"))
 
 
-def _rejections(view: ReportView) -> list[RenderableType]:
+def _rejections(view: ReportView, width: int) -> list[RenderableType]:
     title = f"Rejected offers ({view.rejected_count})"
     if not view.rejected_count:
         return [Text(f"{title}: none")]
-    table = _table(title, (("offers", "right"), ("stage", "left"), ("spec field", "left"), ("reason", "left"),
-                           ("examples", "left")))
     groups = view.groups if view.explain else view.groups[:REASONS_SHOWN]
-    for group in groups:
-        table.add_row(Text(str(group.count)), Text(group.stage_label), Text(group.field or "-"),
-                      Text(group.reason), Text(examples_text(group)))
+    rows = [[Text(str(group.count)), Text(group.stage_label), Text(group.field or "-"), Text(group.reason),
+             Text(examples_text(group))] for group in groups]
+    table = _table(title, (("offers", "right"), ("stage", "left"), ("spec field", "left"), ("reason", "left"),
+                           ("examples", "left")), rows, width, ("stage", "examples"))
     parts: list[RenderableType] = [table]
     if view.explain and view.rejected:
         every = _table(f"Every rejected offer ({len(view.rejected)})", (
-            ("provider", "left"), ("region", "left"), ("instance type", "left"), ("reason", "left")))
-        for item in view.rejected:
-            every.add_row(Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason))
+            ("provider", "left"), ("region", "left"), ("instance type", "left"), ("reason", "left")),
+            [[Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason)]
+             for item in view.rejected], width)
         parts += [Text(""), every]
     elif not view.explain:
         rest = view.groups[REASONS_SHOWN:]
@@ -174,20 +228,17 @@ def _price(value: object) -> Text:
 def render_catalog_table(offers: Sequence[Offer], as_of: dt.date | str, origin: str, *, width: int) -> str:
     """Every offer as one row, in the order given."""
     title = f"{len(offers)} offers; prices as of {as_of_text(as_of)} from {origin}"
+    rows = [[Text(offer.provider), Text(offer.instance_type), Text(offer.region),
+             Text(gpu_label(offer.gpu_model, offer.gpus)), Text(f"{offer.gpu_memory_gib:g} GiB"),
+             Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"), _price(offer.price_per_hour_usd),
+             _price(offer.spot_price_per_hour_usd), Text(f"${offer.egress_usd_per_gb:.3f}"),
+             Text(f"{offer.reliability:.3f}")] for offer in offers]
     table = _table(title, (
         ("provider", "left"), ("instance type", "left"), ("region", "left"), ("GPU x count", "left"),
         ("GPU mem", "right"), ("fabric/Gbps", "left"), ("on-demand $/h", "right"), ("spot $/h", "right"),
         ("egress $/GB", "right"), ("reliability", "right"),
-    ))
-    for offer in offers:
-        table.add_row(
-            Text(offer.provider), Text(offer.instance_type), Text(offer.region),
-            Text(gpu_label(offer.gpu_model, offer.gpus)), Text(f"{offer.gpu_memory_gib:g} GiB"),
-            Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"), _price(offer.price_per_hour_usd),
-            _price(offer.spot_price_per_hour_usd), Text(f"${offer.egress_usd_per_gb:.3f}"),
-            Text(f"{offer.reliability:.3f}"),
-        )
+    ), rows, width, ("reliability", "egress $/GB", "GPU mem", "fabric/Gbps", "spot $/h"))
     return _render([table], width, color=False)
 
 
-__all__ = ["render_catalog_table", "render_table"]
+__all__ = ["fit_columns", "render_catalog_table", "render_table"]
