@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from provisioner.errors import ValidationFailedError
+from provisioner.errors import StackError, ValidationFailedError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.burst import BurstOptions, BurstStopped, Watchdog, job_argv, run_burst
 from tests.conftest import need_shared
@@ -148,6 +148,21 @@ def test_failed_validation_refuses_the_job_and_tears_down(tmp_path: Path, monkey
                          instant_runtime(skip)) == 0
         assert not [call for call in skip.calls if "check" in call[1]]
         assert app.instance_count() == 0
+
+
+def test_a_bring_up_that_failed_after_buying_is_torn_down_once(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bring-up's own teardown (destroy on failure) is the only one said: no second "deleting 0
+    node(s)" and "nothing left" after it. Real SSH (no stand-in) refuses the fake's TEST-NET nodes."""
+    plans = plans_for(LAMBDA_SPEC, tmp_path)
+    events: list[dict[str, Any]] = []
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        with pytest.raises(StackError, match="documentation"):
+            run_burst(plans, ["srun", "hostname"], BurstOptions(), instant_runtime(None, events))
+        assert app.launched == 2 and app.instance_count() == 0
+    said = [(e["event"], e["message"]) for e in events if e["event"] in ("teardown", "down")]
+    assert said == [("teardown", "deleting 2 node(s) of lc-lambda on lambda"),
+                    ("down", "cluster lc-lambda is down (2 node(s) deleted)")]
 
 
 @pytest.mark.parametrize("limit", ["ttl", "budget"])

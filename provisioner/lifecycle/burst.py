@@ -353,7 +353,10 @@ def _teardown_all(rt: Runtime, cluster_id: str) -> None:
         left: list[str] = []
         for name in providers:
             try:
-                tear_down(cluster_id, rt, provider=name)
+                # Without a record (a failed bring-up already tore down) a provider that lists nothing
+                # live is skipped: a second "deleting 0 node(s)" after the teardown only confused.
+                if (record is not None and name == record.provider) or live(rt.provider(name).get_nodes(cluster_id)):
+                    tear_down(cluster_id, rt, provider=name)
                 remaining = live(rt.provider(name).get_nodes(cluster_id))
                 left += [f"{node.name} ({node.id}) on {name}" for node in remaining]
             except ProvisionerError as exc:
