@@ -24,6 +24,7 @@ from provisioner.money import usd_of_cents, usd_of_pico
 from provisioner.offer import ProviderInfo
 from provisioner.plan import CostBreakdown, Option, PlanResult, Quote, RejectedOffer, RejectionGroup, per_gpu_hour
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
+from provisioner.termtext import counted
 
 if TYPE_CHECKING:
     import numpy as np
@@ -317,17 +318,18 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
     if code == Stage.AVAILABLE:
         return "gpus.model", f"{text('gpu_model') or 'the'} offer is not available now".replace("the offer", "offer")
     if code == Stage.NODE_SPLIT:
-        gpus = int(num("gpus"))
+        gpus, all_gpus = int(num("gpus")), counted(count, "GPU")
         if sub == 0:
-            return "nodes.gpus_per_node", (f"nodes have {gpus} GPUs, not {spec.nodes.gpus_per_node}" if row is not None
-                                           else f"nodes do not have {spec.nodes.gpus_per_node} GPUs")
+            per_node = spec.nodes.gpus_per_node
+            return "nodes.gpus_per_node", (f"nodes have {counted(gpus, 'GPU')}, not {per_node}" if row is not None
+                                           else f"nodes do not have {counted(per_node, 'GPU')}")
         if sub == 1:
-            return "gpus.count", (f"{count} GPUs do not split into nodes of {gpus}" if row is not None
-                                  else f"{count} GPUs do not split into whole nodes")
-        return "nodes.count", (f"{count} GPUs in nodes of {gpus} make {nodes} nodes, not {spec.nodes.count}"
-                               if row is not None else f"{count} GPUs do not make {spec.nodes.count} nodes")
+            return "gpus.count", (f"{all_gpus} do not split into nodes of {gpus}" if row is not None
+                                  else f"{all_gpus} do not split into whole nodes")
+        return "nodes.count", (f"{all_gpus} in nodes of {gpus} make {counted(nodes, 'node')}, not {spec.nodes.count}"
+                               if row is not None else f"{all_gpus} do not make {counted(spec.nodes.count, 'node')}")
     if code == Stage.MIN_NODES:
-        return nodes_field, (f"needs {nodes} nodes; {offer} is sold as at least {int(num('min_nodes'))}"
+        return nodes_field, (f"needs {counted(nodes, 'node')}; {offer} is sold as at least {int(num('min_nodes'))}"
                              if row is not None else "needs fewer nodes than the product is sold as")
     if code == Stage.MAX_NODES:
         return nodes_field, (f"needs {nodes} nodes; at most {int(num('max_nodes'))} can be placed together"
@@ -368,9 +370,9 @@ def _reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking
         budget = f"{usd_text(spec.pricing.max_hourly_usd)}/h"
         if c is None:
             return "pricing.max_hourly_usd", f"cluster hourly price is over {budget}"
+        hourly = usd_text(usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])))
         return "pricing.max_hourly_usd", (
-            f"{nodes} nodes cost {usd_text(usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])))}"
-            f"/h, over {budget}")
+            f"{counted(nodes, 'node')} cost{'s' if nodes == 1 else ''} {hourly}/h, over {budget}")
     budget = usd_text(spec.pricing.max_total_usd)
     if c is None:
         return "pricing.max_total_usd", f"expected total is over {budget}"

@@ -36,6 +36,7 @@ from provisioner.catalog import dump_catalog, load_bundled_catalog
 from provisioner.errors import CatalogError, ProviderError
 from provisioner.offer import Catalog, Offer, ProviderInfo, QuotaHeadroom
 from provisioner.providers import registry
+from provisioner.termtext import counted
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 
 LIVE_PROVIDERS = tuple(name for name, found in registry.facts().items() if found.refresh == "live")
@@ -249,10 +250,11 @@ def refresh_catalog(
         fresh[name] = answer.offers
         if answer.quotas is not None or answer.quota_error is not None:
             quotas[name] = answer.quotas
-        counted = "" if answer.quotas is None else f", {len(answer.quotas)} quotas read"
+        quota_note = "" if answer.quotas is None else f", {counted(len(answer.quotas), 'quota')} read"
         if answer.quota_error is not None:
-            counted = f", quotas not read ({answer.quota_error}; plan checks none, create still does)"
-        result.lines.append(f"{name}: {len(answer.offers)} offers{counted}{_dropped_text(answer.dropped)}")
+            quota_note = f", quotas not read ({answer.quota_error}; plan checks none, create still does)"
+        offers = counted(len(answer.offers), "offer")
+        result.lines.append(f"{name}: {offers}{quota_note}{_dropped_text(answer.dropped)}")
     result.refreshed = list(fresh)
     if fresh:
         path = cache_dir() / CACHE_FILE
@@ -260,7 +262,7 @@ def refresh_catalog(
         merged = merge_refreshed(base, fresh, stamp, str(path), quotas)
         write_atomically(path, dump_catalog(merged))
         result.cache = path
-        result.lines.append(f"wrote {path} ({len(merged.offers)} offers, {', '.join(fresh)} as of {stamp})")
+        result.lines.append(f"wrote {path} ({counted(len(merged.offers), 'offer')}, {', '.join(fresh)} as of {stamp})")
     return result
 
 

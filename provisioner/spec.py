@@ -17,6 +17,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator
 
 from provisioner.providers.registry import REGISTRY, facts
+from provisioner.termtext import counted
 
 PROVIDER_NAMES = tuple(REGISTRY)
 """Every provider a spec may name: the registry's (providers/registry.py), in its order."""
@@ -361,11 +362,11 @@ def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
     total = spec.gpus.count
     per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
     if per_node and total % per_node:
-        yield "nodes.gpus_per_node", f"{total} GPUs cannot be split evenly into nodes of {per_node}"
+        yield "nodes.gpus_per_node", f"{counted(total, 'GPU')} cannot be split evenly into nodes of {per_node}"
     if node_count and total % node_count:
-        yield "nodes.count", f"{total} GPUs cannot be split evenly across {node_count} nodes"
+        yield "nodes.count", f"{counted(total, 'GPU')} cannot be split evenly across {counted(node_count, 'node')}"
     if per_node and node_count and per_node * node_count != total:
-        yield "nodes.count", f"{node_count} nodes x {per_node} GPUs is not gpus.count={total}"
+        yield "nodes.count", f"{counted(node_count, 'node')} x {counted(per_node, 'GPU')} is not gpus.count={total}"
     if spec.slurm.accounting and spec.control_plane is not ControlPlane.SLURM:
         yield "slurm.accounting", "Slurm accounting needs control_plane: slurm"
     if spec.kubernetes.ingress and spec.control_plane is not ControlPlane.KUBERNETES:

@@ -1,4 +1,4 @@
-"""Text that is safe to put on a terminal: control characters shown, never obeyed.
+"""Text that is safe to put on a terminal: control characters shown, never obeyed; counts worded.
 
 Provider answers (addresses, names, error bodies) and catalog free text reach ``up``, ``status``,
 ``ssh --print``, error lines and the table report. An ESC sequence among them would retitle the
@@ -17,6 +17,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _CONTROL_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def counted(count: object, noun: str, plural: str | None = None) -> str:
+    """``count`` and the noun agreeing with it: ``1 GPU``, ``2 GPUs``, ``1 offer``, ``0 nodes``."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def _escaped(found: re.Match[str]) -> str:
     code = ord(found.group(0))
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
@@ -29,4 +34,4 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
     return pattern.sub(_escaped, str(text))
 
 
-__all__ = ["printable"]
+__all__ = ["counted", "printable"]

@@ -23,7 +23,7 @@ PURE = {
     "provisioner.optimizer", "provisioner.offer_table", "provisioner.cost_terms", "provisioner.costs",
     "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
     "provisioner.capabilities", "provisioner.errors", "provisioner.render", "provisioner.report",
-    "provisioner.metering",
+    "provisioner.metering", "provisioner.termtext",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {"provisioner.providers.registry", "provisioner.providers.descriptor",  # provider facts: pure data

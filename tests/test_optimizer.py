@@ -380,7 +380,7 @@ def test_budgets_where_binary_floating_point_is_wrong() -> None:
 
 def test_a_tiny_budget_is_written_out_not_in_exponent_form() -> None:
     cheap = make_offer(gpus=1, price_per_hour_usd=D("0.70"))
-    with pytest.raises(NoFeasibleOfferError, match=r"1 nodes cost \$0.70/h, over \$0.000000001/h"):
+    with pytest.raises(NoFeasibleOfferError, match=r"1 node costs \$0.70/h, over \$0.000000001/h"):
         plan(make_spec(gpus={"count": 1}, pricing={"max_hourly_usd": 0.000000001}), [cheap])
 
 

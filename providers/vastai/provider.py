@@ -43,6 +43,7 @@ from provisioner.providers.vastai.models import BundleOffer, Instance
 
 from provisioner.errors import CapacityError, ProviderError
 from provisioner.offer import Offer
+from provisioner.termtext import counted
 
 log = logging.getLogger("provisioner.providers.vastai")
 T = TypeVar("T")
@@ -198,7 +199,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
             if len(candidates) < len(specs):
                 raise CapacityError(PROVIDER, f"only {len(candidates)} rentable asks of {instance_type} in "
-                                    f"{region}{' (interruptible)' if spot else ''} for {len(specs)} nodes; "
+                                    f"{region}{' (interruptible)' if spot else ''} for {counted(len(specs), 'node')}; "
                                     "nothing rented")
             chosen: dict[str, int] = {}
             for spec in specs:  # a node keeps its own offer when it is still rentable

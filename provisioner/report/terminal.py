@@ -20,6 +20,7 @@ from rich.text import Text
 from provisioner.offer import Offer
 from provisioner.report.facts import money, usd
 from provisioner.report.view import ReportView, Row, as_of_text, examples_text, gpu_label
+from provisioner.termtext import counted
 
 
 def _console(width: int, color: bool) -> Console:
@@ -212,7 +213,8 @@ def _rejections(view: ReportView, width: int) -> list[RenderableType]:
         parts += [Text(""), every]
     elif not view.explain:
         rest = view.groups[REASONS_SHOWN:]
-        more = f"{len(rest)} rarer reasons for {sum(g.count for g in rest)} more offers; " if rest else ""
+        more = f"{counted(len(rest), 'rarer reason')} for {counted(sum(g.count for g in rest), 'more offer')}; " \
+            if rest else ""
         parts.append(Text(f"({more}--explain lists every rejected offer)", style="dim"))
     return parts
 
@@ -227,7 +229,7 @@ def _price(value: object) -> Text:
 
 def render_catalog_table(offers: Sequence[Offer], as_of: dt.date | str, origin: str, *, width: int) -> str:
     """Every offer as one row, in the order given."""
-    title = f"{len(offers)} offers; prices as of {as_of_text(as_of)} from {origin}"
+    title = f"{counted(len(offers), 'offer')}; prices as of {as_of_text(as_of)} from {origin}"
     rows = [[Text(offer.provider), Text(offer.instance_type), Text(offer.region),
              Text(gpu_label(offer.gpu_model, offer.gpus)), Text(f"{offer.gpu_memory_gib:g} GiB"),
              Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"), _price(offer.price_per_hour_usd),

@@ -15,6 +15,7 @@ from decimal import Decimal
 from provisioner.plan import Option, PlanResult, RejectedOffer
 from provisioner.report import facts
 from provisioner.report.facts import COST_PARTS, ReportMeta, merge_variants, usd
+from provisioner.termtext import counted
 
 DEFAULT_TOP = 10
 COST_FIELDS = (*COST_PARTS, "total")
@@ -197,7 +198,7 @@ def request_summary(result: PlanResult) -> str:
     """``16 GPUs (H100 or H200) for 168 h`` -- what the spec asked for."""
     spec = result.spec
     models = " or ".join(spec.gpus.model) if spec.gpus.model else "any model"
-    return f"{spec.gpus.count} GPUs ({models}) for {spec.workload.hours:g} h"
+    return f"{counted(spec.gpus.count, 'GPU')} ({models}) for {spec.workload.hours:g} h"
 
 
 def catalog_summary(result: PlanResult) -> str:
@@ -234,7 +235,7 @@ def block_words(option: Option) -> str:
 
 def no_options_message(result: PlanResult) -> str:
     count = facts.rejected_total(result)
-    return f"No offer fits this spec ({count} offer{'s' if count != 1 else ''} rejected)."
+    return f"No offer fits this spec ({counted(count, 'offer')} rejected)."
 
 
 def examples_text(group: facts.Group) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from provisioner.termtext import counted
 from provisioner.validation.model import NodeReport, Severity
 
 
@@ -37,7 +38,8 @@ def render_node(report: NodeReport) -> str:
                         [[str(g.index), _fmt(g.matmul_burst_tflops), _fmt(g.matmul_sustained_tflops),
                           _fmt(g.hbm_copy_tbps, 2), _fmt(g.h2d_gbps), _fmt(g.d2h_gbps)] for g in burnin.gpus])
         if burnin.nccl_busbw_gbps is not None:
-            lines.append(f"NCCL all-reduce bus bandwidth ({burnin.nccl_gpus} GPUs): {burnin.nccl_busbw_gbps:.1f} GB/s")
+            gpus = counted(burnin.nccl_gpus, "GPU")
+            lines.append(f"NCCL all-reduce bus bandwidth ({gpus}): {burnin.nccl_busbw_gbps:.1f} GB/s")
     return "\n".join(lines) + "\n"
 
 
