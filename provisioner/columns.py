@@ -195,12 +195,29 @@ def unsafe_ids(dictionary: np.ndarray) -> np.ndarray:
     if not len(dictionary):
         return np.zeros(0, dtype=bool)
     m = _bytes_matrix(dictionary)
+    if _all_safe(m):  # the usual answer, from a count of the bytes used (10^5 offer ids: ~1 ms, not ~15)
+        return np.zeros(len(m), dtype=bool)
     filled = m != 0
     length = filled.sum(axis=1)
     # a NUL inside a value (not trailing padding) is a control character
     holes = (filled[:, 1:] & ~filled[:, :-1]).any(axis=1) if m.shape[1] > 1 else np.zeros(len(m), dtype=bool)
     rest_ok = (_ID_REST[m] | ~filled).all(axis=1)
     return ~(_ID_FIRST[m[:, 0]] & rest_ok & (length >= 1) & (length <= 128) & ~holes)
+
+
+def _all_safe(m: np.ndarray) -> bool:
+    """Whether every row of the byte matrix ``m`` (values NUL-padded on the right) is a SAFE_ID: its
+    first byte may start one, every byte used is one a SAFE_ID may hold or padding, no padding comes
+    before a value byte, and no value is over 128 bytes. False means "look row by row"."""
+    if m.shape[1] > 128 or not _ID_FIRST[m[:, 0]].all():
+        return False
+    used = np.bincount(m.ravel(), minlength=256).astype(bool)
+    if (used[1:] & ~_ID_REST[1:]).any():
+        return False
+    if not used[0] or m.shape[1] == 1:
+        return True
+    filled = m != 0
+    return not (filled[:, 1:] & ~filled[:, :-1]).any()
 
 
 def unsafe_texts(dictionary: np.ndarray) -> np.ndarray:

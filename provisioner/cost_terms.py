@@ -66,8 +66,20 @@ def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray
     """``value(*key)`` for every row, evaluated once per distinct key (exact Python arithmetic)."""
     if not len(columns[0]):
         return np.zeros(0, dtype=np.int64)
-    keys, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
-    out = np.array([min(value(*row), CENT_CAP) for row in keys.tolist()], dtype=np.int64)
+    # Each column's values become codes 0..k-1 and a row's codes one integer (mixed radix): the distinct
+    # rows are the distinct integers, a sort of ints (np.unique(axis=0) compares rows as bytes, ~15x slower).
+    combined, size = np.zeros(len(columns[0]), dtype=np.int64), 1
+    for column in columns:
+        distinct, codes = np.unique(column, return_inverse=True)
+        if size * len(distinct) >= 2**62:  # renumber the rows so far 0..m-1 (m <= rows) before going on
+            _, combined = np.unique(combined, return_inverse=True)
+            combined = combined.reshape(-1)
+            size = int(combined.max()) + 1
+        combined = combined * len(distinct) + codes.reshape(-1)
+        size *= len(distinct)
+    _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    rows = np.stack([column[first] for column in columns], axis=1).tolist()
+    out = np.array([min(value(*row), CENT_CAP) for row in rows], dtype=np.int64)
     return out[inverse.reshape(-1)]
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
-from provisioner.cost_terms import _cents_of
+from provisioner.cost_terms import _cents_of, _per_key
 from provisioner.money import (
     floor_units,
     half_even,
@@ -101,3 +101,28 @@ def test_prices_above_the_bound_or_not_above_zero_are_refused() -> None:
     for price in (0, -1, "10000.01", float("nan"), float("inf"), 10**400):
         with pytest.raises(ValueError):
             Offer.model_validate({**base, "price_per_hour_usd": price})
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2**62, 2**62), st.integers(0, 10**12)), min_size=1,
+                max_size=40), st.integers(1, 12))
+def test_per_key_evaluates_each_distinct_row_once_and_maps_it_back(rows: list[tuple[int, int, int]],
+                                                                   repeat: int) -> None:
+    # up to 36 columns of up to 40 distinct values: past 2**62 row numbers, so the renumbering runs
+    columns = [np.array(column, dtype=np.int64) for column in zip(*rows, strict=True)] * repeat
+    calls: list[tuple[int, ...]] = []
+
+    def value(*key: int) -> int:
+        calls.append(key)
+        return sum(key) % 1_000_003
+
+    out = _per_key(columns, value)
+    keys = [tuple(int(column[i]) for column in columns) for i in range(len(rows))]
+    assert out.tolist() == [sum(key) % 1_000_003 for key in keys]
+    assert sorted(calls) == sorted(set(keys))
+
+
+def test_per_key_tells_apart_rows_past_what_an_int64_can_number() -> None:
+    # 2**70 possible rows of 70 two-valued columns: numbered naively (mixed radix in an int64), the
+    # first column's bit would overflow away and the first two rows would share one value
+    columns = [np.array([1, 0, 0], dtype=np.int64)] + [np.array([0, 0, 1], dtype=np.int64)] * 69
+    assert _per_key(columns, lambda *key: key[0] + 2 * key[1]).tolist() == [1, 0, 2]
