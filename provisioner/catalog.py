@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -226,9 +227,14 @@ def _npz_arrays(path: Path) -> dict[str, Any]:
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         start = member.header_offset + 30 + name_len + extra_len
         end = start + member.file_size
-        header = io.BytesIO(bytes(mapped[start:min(end, start + 65_536 + 16)]))
-        shape, dtype = _array_header(header, member.filename)
-        offset = start + header.tell()
+        plain = _plain_header(bytes(mapped[start:min(end, start + 256)]), member.filename)
+        if plain is not None:
+            shape, dtype, length = plain
+        else:
+            header = io.BytesIO(bytes(mapped[start:min(end, start + 65_536 + 16)]))
+            shape, dtype = _array_header(header, member.filename)
+            length = header.tell()
+        offset = start + length
         if offset + shape[0] * dtype.itemsize > end or end > len(mapped):
             raise ValueError(f"{member.filename}: truncated")
         arrays[member.filename.removesuffix(".npy")] = np.frombuffer(mapped, dtype=dtype, count=shape[0],
@@ -238,6 +244,29 @@ def _npz_arrays(path: Path) -> dict[str, Any]:
 
 MAX_NPZ_BYTES = 1 << 30
 """Most bytes a compressed ``.npz`` catalog may inflate to (10^6 offers are ~190 MB of columns)."""
+
+
+_PLAIN_HEADER = re.compile(rb"\x93NUMPY\x01\x00(?P<size>..)\{'descr': '(?P<descr>[<>|][a-zA-Z][0-9]{0,4})', "
+                           rb"'fortran_order': False, 'shape': \((?P<rows>[0-9]{1,12}),\), \} *\n", re.DOTALL)
+"""The ``.npy`` header np.savez writes for a flat array (format 1.0), read without numpy's parser."""
+
+
+def _plain_header(head: bytes, name: str) -> tuple[tuple[int, ...], Any, int] | None:
+    """(shape, dtype, header length) when ``head`` starts with a header as ``np.savez`` writes it for a
+    flat array (``ast.literal_eval`` of each header is most of reading 49 of them); None for any other
+    header, which ``_array_header`` reads. ValueError for a column of objects."""
+    import numpy as np
+
+    found = _PLAIN_HEADER.match(head)
+    if found is None or found.end() != 10 + int.from_bytes(found["size"], "little"):
+        return None
+    try:
+        dtype = np.dtype(found["descr"].decode("ascii"))
+    except TypeError:
+        return None
+    if dtype.hasobject:
+        raise ValueError(f"{name}: not a flat array of plain values")
+    return (int(found["rows"]),), dtype, found.end()
 
 
 def _array_header(stream: Any, name: str) -> tuple[tuple[int, ...], Any]:

@@ -182,6 +182,7 @@ for _c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789":
     _ID_FIRST[_c] = _ID_REST[_c] = True
 for _c in b"._:/+@-":
     _ID_REST[_c] = True
+_ID_BYTES_OR_PADDING = bytes(np.flatnonzero(_ID_REST).tolist()) + b"\0"
 
 
 def _bytes_matrix(dictionary: np.ndarray) -> np.ndarray:
@@ -207,17 +208,14 @@ def unsafe_ids(dictionary: np.ndarray) -> np.ndarray:
 
 def _all_safe(m: np.ndarray) -> bool:
     """Whether every row of the byte matrix ``m`` (values NUL-padded on the right) is a SAFE_ID: its
-    first byte may start one, every byte used is one a SAFE_ID may hold or padding, no padding comes
+    first byte may start one, every byte is one a SAFE_ID may hold or padding, no padding comes
     before a value byte, and no value is over 128 bytes. False means "look row by row"."""
-    if m.shape[1] > 128 or not _ID_FIRST[m[:, 0]].all():
+    width = m.shape[1]
+    if width > 128 or not _ID_FIRST[m[:, 0]].all() or m.tobytes().translate(None, _ID_BYTES_OR_PADDING):
         return False
-    used = np.bincount(m.ravel(), minlength=256).astype(bool)
-    if (used[1:] & ~_ID_REST[1:]).any():
-        return False
-    if not used[0] or m.shape[1] == 1:
-        return True
-    filled = m != 0
-    return not (filled[:, 1:] & ~filled[:, :-1]).any()
+    filled = m.ravel() != 0
+    value_after_padding = np.flatnonzero(filled[1:] > filled[:-1]) + 1  # where a value byte follows a NUL
+    return not (value_after_padding % width).any()  # ... other than at the start of the next row
 
 
 def unsafe_texts(dictionary: np.ndarray) -> np.ndarray:
@@ -250,8 +248,9 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
     for name in (*IDS, *TEXTS):
         codes, dictionary = v[name], table.names.get(name, np.array([], "S1"))
         lowest_code = -1 if name in OPTIONAL else 0
-        bad = (codes < lowest_code) | (codes >= len(dictionary))
-        if bad.any():
+        bad = None if _within(codes, lowest_code, len(dictionary) - 1) else (
+            (codes < lowest_code) | (codes >= len(dictionary)))
+        if bad is not None and bad.any():
             yield int(np.argmax(bad)), name, "missing" if name not in OPTIONAL else "bad dictionary code"
             continue
         bad_entries = unsafe_ids(dictionary) if name in IDS else unsafe_texts(dictionary)
@@ -267,6 +266,8 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
             yield row, name, rule
     for name, (_dtype, low, high, exclusive) in NUMBERS.items():
         col = v[name]
+        if _within(col, low, high, exclusive=exclusive, nan=name == "spot_interruptions_per_node_hour"):
+            continue
         with np.errstate(invalid="ignore"):
             out = (col <= low) if exclusive else (col < low)
             out |= col > high
@@ -276,6 +277,8 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
             yield int(np.argmax(out)), name, f"must be {'>' if exclusive else '>='} {low:g} and <= {high:g}"
     for name, column in PRICES.items():
         col, rest = v[column], v[PRICE_RESTS[column]]
+        if _within(rest, 0, 0) and _within(col, -1, MAX_PRICE_MICRO) and not (col == 0).any():
+            continue  # whole micro-USD prices, each absent (-1) or above zero
         out = ((col != -1) & (col < 0)) | (col > MAX_PRICE_MICRO) | (rest < 0) | (rest >= PICO_PER_MICRO)
         out |= ((col == -1) & (rest != 0)) | ((col == 0) & (rest == 0)) | ((col == MAX_PRICE_MICRO) & (rest != 0))
         if out.any():
@@ -288,10 +291,14 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
     if unsold.any():
         yield int(np.argmax(unsold)), "price_per_hour_usd", "an offer needs an on-demand or a spot price"
     for name, column in RATES.items():
+        if _within(v[column], 0, MAX_RATE_NANO):
+            continue
         out = (v[column] < 0) | (v[column] > MAX_RATE_NANO)
         if out.any():
             yield int(np.argmax(out)), name, f"must be >= 0 and at most {MAX_RATE_USD} USD"
     for name, members in ENUMS.items():
+        if _within(v[name], 0, len(members) - 1):
+            continue
         out = (v[name] < 0) | (v[name] >= len(members))
         if out.any():
             yield int(np.argmax(out)), name, f"must be one of {', '.join(str(m) for m in members)}"
@@ -299,8 +306,19 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
     if short.any():
         yield int(np.argmax(short)), "min_nodes", "must be <= max_nodes"
     rank = v["key_rank"]
-    if n and (rank.min() < 0 or rank.max() >= n or np.bincount(rank, minlength=n).max() != 1):
+    if n and (rank.dtype.kind not in "iu" or rank.min() < 0 or rank.max() >= n
+              or np.bincount(rank, minlength=n).max() != 1):
         yield 0, "key_rank", "must be a permutation of the rows"
+
+
+def _within(column: np.ndarray, low: float, high: float, *, exclusive: bool = False, nan: bool = False) -> bool:
+    """Whether every value of ``column`` is in [low, high] (above ``low`` when ``exclusive``), NaN only
+    where ``nan`` allows it, answered from the column's least and greatest values. False means "not
+    known": the caller looks value by value (NaN and empty columns always come back False)."""
+    if not len(column):
+        return False
+    least, greatest = (np.fmin.reduce(column), np.fmax.reduce(column)) if nan else (column.min(), column.max())
+    return bool((least > low if exclusive else least >= low) and greatest <= high)
 
 
 __all__ = ["COLUMNS", "FORMAT", "OfferTable", "problems", "unsafe_ids"]

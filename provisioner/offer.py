@@ -16,7 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.money import PRICE_PLACES
-from provisioner.spec import Fabric
+from provisioner.spec import Fabric, empty_list
 
 if TYPE_CHECKING:
     from provisioner.columns import OfferTable
@@ -157,7 +157,7 @@ class ProviderInfo(BaseModel):
     source: str = Field(description="Where the prices and facts came from, and when.")
     as_of: dt.date | None = Field(None, description="When this provider's prices were read; None: the catalog's as_of.")
     internet_egress_tiers: list[EgressTier] = Field(
-        default_factory=list, description="Tiered internet egress for data leaving this provider."
+        default_factory=empty_list, description="Tiered internet egress for data leaving this provider."
     )
     free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False,
                                   description="Free internet egress per month.")

@@ -226,37 +226,32 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     sorted_key = key[order]
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     keys, counts = sorted_key[starts], np.diff(np.r_[starts, len(key)])
-    key_rank = ranking_key_rank(table, ranking)
+    key_rank = table["key_rank"]
     by_group = np.split(cands[order], starts[1:])
     groups = []
     for k, count, members in zip(keys.tolist(), counts.tolist(), by_group, strict=True):
         stage, sub = divmod(k, 65_536)
         cost = ranking.total_cents if stage >= Stage.MAX_HOURLY else None
-        examples = [rejected_offer(spec, table, ranking, int(c)) for c in _first(members, key_rank, cost).tolist()]
+        examples = [rejected_offer(spec, table, ranking, int(c)) for c in _first(members, key_rank, n, cost).tolist()]
         field, reason = _reason(Stage(stage), sub, spec, table, ranking, None)
         groups.append(RejectionGroup(stage=stage, stage_name=Stage(stage).label, field=field, reason=reason,
                                      count=count, examples=examples))
     return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
 
 
-def _first(members: np.ndarray, key_rank: np.ndarray, cost: np.ndarray | None) -> np.ndarray:
-    """The EXAMPLES_PER_GROUP members that sort first by (cost, key_rank) (key_rank alone without
-    ``cost``), without sorting the whole group: only members at or under the k-th smallest primary
-    value can be among them."""
+def _first(members: np.ndarray, key_rank: np.ndarray, n: int, cost: np.ndarray | None) -> np.ndarray:
+    """The EXAMPLES_PER_GROUP candidates of ``members`` that sort first by (cost, key_rank) (key_rank of
+    their offer alone without ``cost``), without sorting the whole group: only members at or under
+    the k-th smallest primary value can be among them."""
     import numpy as np
 
-    primary = key_rank[members] if cost is None else cost[members]
+    primary = key_rank[members % n] if cost is None else cost[members]
     if len(members) > EXAMPLES_PER_GROUP:
         kth = np.partition(primary, EXAMPLES_PER_GROUP - 1)[EXAMPLES_PER_GROUP - 1]
         members = members[primary <= kth]
-    order = np.lexsort((key_rank[members],) if cost is None else (key_rank[members], cost[members]))
+    ranks = key_rank[members % n]
+    order = np.lexsort((ranks,) if cost is None else (ranks, cost[members]))
     return members[order][:EXAMPLES_PER_GROUP]
-
-
-def ranking_key_rank(table: OfferTable, ranking: Ranking) -> np.ndarray:
-    import numpy as np
-
-    return np.tile(table["key_rank"], len(ranking.spots))
 
 
 def every_rejection(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> list[RejectedOffer]:
@@ -265,7 +260,7 @@ def every_rejection(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> l
 
     rejected = np.flatnonzero(ranking.stage > 0)
     cost = np.where(ranking.stage[rejected] >= Stage.MAX_HOURLY, ranking.total_cents[rejected], 0)
-    rank = ranking_key_rank(table, ranking)[rejected]
+    rank = table["key_rank"][rejected % ranking.n]
     order = rejected[np.lexsort((rejected // ranking.n, rank, cost, -ranking.stage[rejected].astype(np.int64)))]
     return [rejected_offer(spec, table, ranking, int(c)) for c in order.tolist()]
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, PlanFileError, Rejection
 from provisioner.offer import Offer, SafeId
-from provisioner.spec import ClusterSpec
+from provisioner.spec import ClusterSpec, empty_list
 
 PLAN_VERSION = 2
 """2: money is exact decimal text; options say how they are bought, booted and networked."""
@@ -141,7 +141,7 @@ class RejectionGroup(BaseModel):
     field: str
     reason: str
     count: int = Field(ge=1)
-    examples: list[RejectedOffer] = Field(default_factory=list, max_length=3)
+    examples: list[RejectedOffer] = Field(default_factory=empty_list, max_length=3)
 
 
 class PlanResult(BaseModel):
@@ -160,9 +160,9 @@ class PlanResult(BaseModel):
     provider_as_of: dict[str, dt.date] = Field(default_factory=dict)
     options: list[Option]
     feasible_count: int = Field(0, ge=0, description="Every feasible option; len(options) when not given.")
-    quotes: list[Quote] = Field(default_factory=list)
-    rejection_groups: list[RejectionGroup] = Field(default_factory=list)
-    rejected: list[RejectedOffer] = Field(default_factory=list)
+    quotes: list[Quote] = Field(default_factory=empty_list)
+    rejection_groups: list[RejectionGroup] = Field(default_factory=empty_list)
+    rejected: list[RejectedOffer] = Field(default_factory=empty_list)
 
     @model_validator(mode="before")
     @classmethod

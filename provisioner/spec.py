@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator
 
@@ -72,6 +72,12 @@ NonNegFloat = Annotated[float, Field(ge=0, le=MAX_QUANTITY, strict=True)]
 PositiveFloat = Annotated[float, Field(gt=0, le=MAX_QUANTITY, strict=True)]
 
 
+def empty_list() -> list[Any]:
+    """A new empty list: the default factory of list fields. pydantic reads each factory's signature, and
+    reading ``list``'s (a builtin's) sets up the tokenizer, ~3 ms of every plan."""
+    return []
+
+
 def canonical_gpu(name: str) -> str:
     """Normalise a GPU model name for comparison: ``rtx 4090`` == ``RTX4090`` == ``rtx-4090``."""
     return re.sub(r"[\s_\-]", "", name).upper()
@@ -79,7 +85,7 @@ def canonical_gpu(name: str) -> str:
 
 class GpuSpec(_Model):
     model: list[str] = Field(
-        default_factory=list,
+        default_factory=empty_list,
         description="Acceptable GPU models, e.g. [H100, H200]. Empty accepts any model.",
     )
     count: PositiveInt = Field(description="Total GPUs in the cluster.")
@@ -190,9 +196,9 @@ class KubernetesSpec(_Model):
 
 
 class ProvidersSpec(_Model):
-    allow: list[str] = Field(default_factory=list, description="Only these providers (empty: all).")
-    deny: list[str] = Field(default_factory=list)
-    regions: list[str] = Field(default_factory=list, description="Only these regions (empty: all).")
+    allow: list[str] = Field(default_factory=empty_list, description="Only these providers (empty: all).")
+    deny: list[str] = Field(default_factory=empty_list)
+    regions: list[str] = Field(default_factory=empty_list, description="Only these regions (empty: all).")
 
     @field_validator("allow", "deny")
     @classmethod
@@ -302,7 +308,7 @@ class LifetimeSpec(_Model):
 class AccessSpec(_Model):
     ssh_public_key: str | None = None
     allowed_cidrs: list[str] = Field(
-        default_factory=list, description="Where SSH (tcp/22) to the nodes is allowed from (CIDR blocks). Empty, "
+        default_factory=empty_list, description="Where SSH (tcp/22) to the nodes is allowed from (CIDR blocks). Empty, "
         "the default: from nowhere outside the cluster; up and burst reach the nodes over SSH, so they refuse "
         "until it is set (e.g. [203.0.113.7/32], this machine's public address). 0.0.0.0/0 opens SSH to all.")
 
@@ -413,6 +419,7 @@ __all__ = [
     "WorkloadSpec",
     "canonical_gpu",
     "check_safe_path",
+    "empty_list",
     "gpu_model_problem",
     "spec_problems",
 ]

@@ -165,6 +165,64 @@ def test_json_catalogs_are_compiled_once_to_a_columnar_cache(tmp_path: Path) -> 
     assert load_catalog(source, cache_dir=cache).offers == first.offers
 
 
+HAND_EDITS = {
+    "offer id with a space": ("d.offer_id", "id"),
+    "offer id with a NUL inside": ("d.offer_id", "nul"),
+    "price below zero": ("c.price_micro", -7),
+    "price of zero": ("c.price_micro", 0),
+    "key ranks not a permutation": ("c.key_rank", "repeat"),
+    "key ranks as floats": ("c.key_rank", "float"),
+    "enum code out of range": ("c.fabric", 9),
+    "NaN memory": ("c.gpu_memory_gib", np.nan),
+}
+
+
+@pytest.mark.parametrize("edit", HAND_EDITS)
+def test_a_hand_edited_compiled_cache_is_refused_and_rebuilt(tmp_path: Path, edit: str) -> None:
+    """The compiled cache is checked like any columnar file each time it is read (nothing trusts it for
+    having been written by this tool): an entry edited into a valid archive with a bad value is
+    dropped and compiled again from the JSON, so the plan sees the source's offers."""
+    source = tmp_path / "catalog.json"
+    doc = _bundled_doc()
+    for i, offer in enumerate(doc["offers"]):
+        offer["offer_id"] = f"ask-{i}"
+    source.write_text(json.dumps(doc))
+    cache = tmp_path / "cache"
+    first = load_catalog(source, cache_dir=cache)
+    [compiled] = (cache / "compiled").glob("*.npz")
+    with np.load(compiled) as data:
+        arrays = {name: data[name].copy() for name in data.files}
+    key, how = HAND_EDITS[edit]
+    if how in ("id", "nul"):
+        arrays[key][3] = b"ask 3" if how == "id" else b"as\0k3"
+    elif how == "repeat":
+        arrays[key][1] = arrays[key][0]
+    elif how == "float":
+        arrays[key] = arrays[key].astype(np.float64)
+    else:
+        arrays[key][2] = how
+    np.savez(compiled, **arrays)
+    with pytest.raises(CatalogError):
+        load_columnar(compiled)
+    again = load_catalog(source, cache_dir=cache)
+    assert again.offers == first.offers
+    assert load_columnar(compiled).offers == first.offers  # the entry was written again
+
+
+@pytest.mark.parametrize("unsafe", [b"", b"a b", b"a\nb", b"ab\0cd", b".ab", b"-ab", b"a" * 129, b"ab\xff",
+                                    b"a;b"])
+def test_one_unsafe_id_among_many_safe_ones_is_found(unsafe: bytes) -> None:
+    """unsafe_ids answers "all safe" from a count of the bytes used when it can; one bad entry among
+    thousands of good ones (of every length, so values are NUL-padded) must still be the one flagged."""
+    from provisioner.columns import unsafe_ids
+
+    safe = [f"{'abcdefgh'[i % 8]}{i}.x:/+@-_Z9"[: 1 + i % 13].encode() for i in range(5000)]
+    entries = [*safe[:1234], unsafe, *safe[1234:]]
+    mask = unsafe_ids(np.array(entries, dtype=np.bytes_))
+    assert mask.tolist() == [i == 1234 for i in range(len(entries))]
+    assert not unsafe_ids(np.array(safe, dtype=np.bytes_)).any()
+
+
 def test_a_hand_edited_plan_with_a_hostile_identifier_is_refused(tmp_path: Path) -> None:
     plan = resolve_plan(load_spec(EXAMPLES / "lora-a100-k8s.yaml"), load_bundled_catalog(), capabilities()).to_plan()
     for field, value in (("instance_type", "x\nPrologSlurmctld=/tmp/own"), ("region", "us\nbootcmd")):
