@@ -36,7 +36,8 @@ class Columns:
 
     BATCH = 65_536
 
-    def __init__(self, origin: str, fields: tuple[str, ...]) -> None:
+    def __init__(self, origin: str, fields: tuple[str, ...], rows: int = 0) -> None:
+        """``rows``: how many offers to expect (a guess: the columns grow past it, or end short of it)."""
         from provisioner.columns import ENUMS, IDS, PRICES, RATES, TEXTS
 
         self.origin, self.fields = origin, fields
@@ -44,7 +45,9 @@ class Columns:
         self.unique: list[bytes] = []  # UNIQUE's written values, a line each, chunk by chunk
         self.enums = {name: {str(member): i for i, member in enumerate(members)} for name, members in ENUMS.items()}
         self.days: dict[dt.date | None, int] = {None: -1}
-        self.parts: dict[str, list[np.ndarray]] = {}
+        self.rows = rows
+        self.arrays: dict[str, np.ndarray] = {}  # each column, allocated once for ``rows`` and filled in place
+        self.filled: dict[str, int] = {}
         self.written: dict[str, list[bytes]] = {name: [] for name in (*PRICES, *RATES)}
         self.pending = (0, 0)  # (first row, rows) whose prices and rates wait in self.written
 
@@ -68,13 +71,25 @@ class Columns:
         values["available"] = np.fromiter(column["available"], dtype=bool, count=n)
         values["as_of_days"] = _days(column["as_of"], self.days)
         for name, part in values.items():
-            self.parts.setdefault(name, []).append(part)
+            self._put(name, part)
         for name, written in self.written.items():
             written.append(_lines(column[name], self.origin, name, base))
         first, pending = self.pending
         self.pending = (first, pending + n)
         if pending + n >= self.BATCH:
             self._parse_written()
+
+    def _put(self, name: str, part: np.ndarray) -> None:
+        """Append ``part`` to column ``name``. The columns are filled in place, not kept as parts and joined
+        at the end: each byte is touched once (fresh memory costs a page fault per 4 KiB here)."""
+        array, at = self.arrays.get(name), self.filled.get(name, 0)
+        if array is None or at + len(part) > len(array):
+            grown = np.empty(max(self.rows, at + len(part), 3 * at // 2), dtype=part.dtype)
+            if array is not None:
+                grown[:at] = array[:at]
+            self.arrays[name] = array = grown
+        array[at:at + len(part)] = part
+        self.filled[name] = at + len(part)
 
     def flush(self) -> None:
         """Parse the prices and rates still waiting (CatalogError at the first that is not a number)."""
@@ -92,10 +107,10 @@ class Columns:
         for name, pico in columns.items():
             if name in PRICES:
                 sold = pico >= 0
-                self.parts.setdefault(PRICES[name], []).append(np.where(sold, pico // PICO_PER_MICRO, pico))
-                self.parts.setdefault(PRICE_RESTS[PRICES[name]], []).append(np.where(sold, pico % PICO_PER_MICRO, 0))
+                self._put(PRICES[name], np.where(sold, pico // PICO_PER_MICRO, pico))
+                self._put(PRICE_RESTS[PRICES[name]], np.where(sold, pico % PICO_PER_MICRO, 0))
             else:
-                self.parts.setdefault(RATES[name], []).append(pico)
+                self._put(RATES[name], pico)
         for written in self.written.values():
             written.clear()
         self.pending = (first + n, 0)
@@ -104,8 +119,9 @@ class Columns:
         from provisioner.columns import OfferTable
 
         self._parse_written()
-        values = {name: np.concatenate(parts) for name, parts in self.parts.items()} if self.parts else \
+        values = {name: array[:self.filled[name]] for name, array in self.arrays.items()} if self.arrays else \
             table_of_nothing()
+        self.arrays = {}
         names = {name: _dictionary(list(seen)[1:]) for name, seen in self.seen.items()}  # [0]: None
         values[UNIQUE], names[UNIQUE] = _unique_codes(b"\n".join(self.unique), n, self.origin)
         self.unique.clear()
