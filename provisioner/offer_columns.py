@@ -292,23 +292,22 @@ def _units(joined: bytes, n: int, places: int, origin: str, name: str, base: int
     starts = np.concatenate(([0], ends[:-1] + 1))
     length = ends - starts
     width = int(min(length.max(initial=0), _WIDTH))
-    # one row per byte position, one column per value: every step below is a pass over contiguous vectors
+    # one row per byte position, one column per value: every step below is a pass over contiguous vectors,
+    # of bytes where it can be (fresh int64 temporaries cost more than the arithmetic)
     m = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(buf, _WIDTH)[starts, :width].T)
+    m *= _AT[:width, None] < length  # past each value's end: 0, neither digit nor point
     quoted = (m[0] == ord('"')).astype(np.int64) if width else np.zeros(n, dtype=np.int64)
-    digits, dots = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    dot_at = np.full(n, -1, dtype=np.int64)
-    units = np.zeros(n, dtype=np.int64)
-    for j in range(width):  # every digit, left to right: at most 6 + 12 of them, so int64 holds them all
-        inside = j < length  # the value's own bytes (its quotes are neither digit nor dot)
-        value = m[j].astype(np.int64) - ord("0")
-        digit = (value >= 0) & (value <= 9) & inside
-        dot = (m[j] == ord(".")) & inside
-        np.copyto(units, units * 10 + value, where=digit)
-        np.copyto(dot_at, j, where=dot & (dots == 0))
-        digits += digit
-        dots += dot
+    value = m - np.uint8(ord("0"))  # a digit's value; anything else wraps to 10 or more
+    digit = value < 10
+    dot = m == ord(".")
+    scale, add = digit * np.uint8(9) + np.uint8(1), value * digit  # a digit shifts the number left and adds
+    units = add[0].astype(np.int64) if width else np.zeros(n, dtype=np.int64)
+    for j in range(1, width):  # every digit, left to right: at most 6 + 12 of them, so int64 holds them all
+        units *= scale[j]
+        units += add[j]
+    digits, dots = digit.sum(0, dtype=np.int64), dot.sum(0, dtype=np.int64)
     size = length - 2 * quoted  # the number's own characters
-    point = np.where(dots == 1, dot_at - quoted, size)
+    point = np.where(dots == 1, (dot * _AT[:width, None]).sum(0, dtype=np.int64) - quoted, size)
     decimals = np.where(dots == 1, size - point - 1, 0)
     first = m[np.minimum(quoted, max(width - 1, 0)), np.arange(n)] if width else np.zeros(n, dtype=np.uint8)
     plain = (length <= _WIDTH) & (digits + dots == size) & (dots <= 1) & (point >= 1) \
@@ -325,6 +324,7 @@ def _units(joined: bytes, n: int, places: int, origin: str, name: str, base: int
 
 
 _POWERS = 10 ** np.arange(13, dtype=np.int64)
+_AT = np.arange(_WIDTH, dtype=np.uint8)
 
 
 def _exotic(written: bytes, places: int, origin: str, where: str) -> int:
