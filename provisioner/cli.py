@@ -299,7 +299,20 @@ def _no_plugin_loader() -> None:
 
     loader = types.ModuleType(name, "provisioner.cli: pydantic plugins are disabled (PYDANTIC_DISABLE_PLUGINS)")
     loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+    loader.__getattr__ = _real_loader_attribute  # type: ignore[attr-defined]
     sys.modules[name] = loader
+
+
+def _real_loader_attribute(attribute: str) -> object:
+    """Anything but get_plugins that a later pydantic asks of its loader comes from the real module, which
+    then replaces the stand-in: a pydantic release that uses the loader differently gets the real one."""
+    name = "pydantic.plugin._loader"
+    if attribute.startswith("__"):
+        raise AttributeError(attribute)
+    sys.modules.pop(name, None)
+    import importlib
+
+    return getattr(importlib.import_module(name), attribute)
 
 
 def _no_plugins() -> tuple[()]:
