@@ -164,6 +164,33 @@ def test_a_huge_duration_or_amount_is_one_usage_line(args: list[str], tmp_path: 
     assert line.startswith(f"error: Invalid value for {args[1]}: '{args[2]}' is "), line
 
 
+def test_watch_spends_what_status_meters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """watch's "spent" and status's "cost so far" read the same node spans (the provider's): watch
+    billed every node from the record's creation, so a record made an hour before the launch (a
+    re-up) showed an extra hour."""
+    import datetime as dt
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    remote = StandInRemote(nodes=[n.name for n in plan.nodes])
+    looked_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90)  # both commands look at the same moment
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(
+        remote, emit=emit, now=lambda: looked_at))
+    with served_fake("lambda", monkeypatch):
+        record = bring_up(plan, instant_runtime(remote))
+        state.save_record(record.model_copy(update={"created_at": record.created_at - dt.timedelta(hours=1)}))
+        capsys.readouterr()
+        assert main(["watch", "lc-lambda", "--once", "--json"]) == 0
+        (look,) = [e for e in map(json.loads, capsys.readouterr().out.splitlines()) if e["event"] == "look"]
+        assert main(["status", "lc-lambda", "--json"]) == 0
+        so_far = json.loads(capsys.readouterr().out)["cost"]["so_far"]
+        assert so_far["sources"] == ["lambda audit-events"]
+        # two nodes, each billed 2 or 3 whole minutes at $12.36/h: not an extra hour each
+        assert Decimal(look["spent_usd"]) == Decimal(so_far["total_usd"]) <= Decimal("1.24")
+        assert main(["down", "lc-lambda"]) == 0
+
+
 def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")

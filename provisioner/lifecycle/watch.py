@@ -75,6 +75,7 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
     from provisioner.lifecycle.cli import _runtime, cluster_id_of, emitter
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote
+    from provisioner.lifecycle.spend import usages_of
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
     emit = emitter(json_out)
@@ -87,10 +88,15 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         if record.engine != "direct":
             raise UsageError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
                                    "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)")
-        healer = Healer(runtime, record, default_remote(record.plan, cluster_secrets(record.cluster_id)),
+        # The spans the provider reports (as status and costs meter them), not the record's creation
+        # time for every node, which made watch's "spent" larger than status's "cost so far".
+        adapter = runtime.provider(record.provider)
+        usages = usages_of(adapter, record, adapter.get_nodes(record.cluster_id))
+        remote = runtime.remote or default_remote(record.plan, cluster_secrets(record.cluster_id))
+        healer = Healer(runtime, record, remote,
                         alternates_for(record.plan, catalog, runtime),
                         HealOptions(max_replacements=max_replacements,
-                                    unreachable_s=unreachable_s))
+                                    unreachable_s=unreachable_s), usages=usages)
         emit("watch", message=f"watching {record.cluster_id} on {record.provider} ({len(record.plan.nodes)} node(s), "
              f"${record.plan.option.hourly_usd}/h, at most {max_replacements} replacement(s))",
              cluster=record.cluster_id, hourly_usd=record.plan.option.hourly_usd, max_replacements=max_replacements)
