@@ -1,6 +1,7 @@
 """The large JSON reader finds the offers array without decoding the whole file first
 (provisioner.catalog_json._offers_span): the usual layout takes that path, every other layout still
-reads to the same table, and a file that is not valid JSON is still refused."""
+reads to the same table, and a file that is not valid JSON is still refused. Reading one asks
+malloc to keep the memory it frees."""
 
 from __future__ import annotations
 
@@ -88,3 +89,25 @@ def test_a_damaged_file_is_still_refused(damage: Any) -> None:
     text = json.dumps(_doc())
     with pytest.raises(CatalogError, match=r"^x: (not valid JSON|offers\[0\])"):
         decode_table_catalog(damage(text).encode(), "x")
+
+
+def test_reading_a_large_catalog_asks_malloc_to_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    # glibc's mallopt(M_MMAP_THRESHOLD = -3, 32 MiB) and (M_TRIM_THRESHOLD = -1, 512 MiB); a C library
+    # without mallopt (musl, macOS) is left alone.
+    import ctypes
+
+    from provisioner import catalog
+
+    calls: list[tuple[int, int]] = []
+
+    class Libc:
+        def mallopt(self, option: int, value: int) -> int:
+            calls.append((option, value))
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    catalog._keep_freed_memory()
+    assert calls == [(-3, 32 << 20), (-1, 512 << 20)]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
+    catalog._keep_freed_memory()
+    assert len(calls) == 2
