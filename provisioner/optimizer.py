@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from provisioner.columns import OfferTable
-    from provisioner.offer_table import Ranking, _Setup
+    from provisioner.offer_table import PricedColumn, Ranking, _Setup
 
 EXAMPLES_PER_GROUP = 3
 DEFAULT_KEEP = 50
@@ -239,7 +239,7 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
 
 
-def _first(members: np.ndarray, key_rank: np.ndarray, n: int, cost: np.ndarray | None) -> np.ndarray:
+def _first(members: np.ndarray, key_rank: np.ndarray, n: int, cost: PricedColumn | None) -> np.ndarray:
     """The EXAMPLES_PER_GROUP candidates of ``members`` that sort first by (cost, key_rank) (key_rank of
     their offer alone without ``cost``), without sorting the whole group: only members at or under
     the k-th smallest primary value can be among them."""
