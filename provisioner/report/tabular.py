@@ -9,7 +9,6 @@ document as a string ending in a newline and never raises for a valid PlanResult
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 import json
@@ -129,6 +128,8 @@ CSV_HEADER = (*OPTION_FIELDS, *(f"cost_{name}" for name in COST_FIELDS), "how_to
 def render_csv(result: PlanResult, options: Sequence[Option]) -> str:
     """Header plus one row per option, then one per quote-only product that fits (no rank, no
     costs, ``how_to_obtain`` filled); booleans as ``true``/``false``, a missing zone empty, exact money."""
+    import csv  # here, not at the top: a JSON report does not need it
+
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_HEADER)
