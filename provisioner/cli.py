@@ -299,7 +299,7 @@ def _no_plugin_loader() -> None:
 
     loader = types.ModuleType(name, "provisioner.cli: pydantic plugins are disabled (PYDANTIC_DISABLE_PLUGINS)")
     loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
-    loader.__getattr__ = _real_loader_attribute  # type: ignore[attr-defined]
+    setattr(loader, "__getattr__", _real_loader_attribute)  # noqa: B010 (a module's __getattr__, not a method)
     sys.modules[name] = loader
 
 

@@ -89,7 +89,8 @@ def test_a_user_who_enables_pydantic_plugins_gets_the_real_loader(tmp_path: Path
 def test_anything_else_asked_of_the_stand_in_comes_from_the_real_loader() -> None:
     """A pydantic release that imports more than get_plugins from its loader gets the real module's names."""
     probe = ("import os, sys; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; from provisioner import cli; "
-             "cli._lean_start(); from pydantic.plugin._loader import get_plugins; print(get_plugins is cli._no_plugins); "
+             "cli._lean_start(); from pydantic.plugin._loader import get_plugins; "
+             "print(get_plugins is cli._no_plugins); "
              "from pydantic.plugin._loader import entry_points; "
              "print(entry_points.__module__, 'importlib.metadata' in sys.modules, "
              "sys.modules['pydantic.plugin._loader'].__file__ is not None)")
