@@ -78,8 +78,63 @@ def artifacts_dir() -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A refreshed catalog cache on the developer's machine must not change test results.
+    # A refreshed catalog cache on the developer's machine must not change test results, and no
+    # test writes cluster records or locks into the developer's state dir or reads another test's
+    # (tests run side by side under `-n`); a test that needs its own state dir sets it again.
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
+# The README's command runs the suite on pytest-xdist workers (`-n auto`). Tests that share
+# something of this machine's form a group that runs on one worker, one test after another; every
+# other test is scheduled on its own. Groups go by path, because the controller that schedules sees
+# node ids only (xdist's own `xdist_group` marks are lost on pytest 9.2: pytest-xdist issue 1386);
+# pytest_collection_modifyitems below refuses a test that needs a group and sits outside it.
+SERIAL_GROUPS = {
+    # root, network namespaces, systemd-nspawn nodes (tests/boot/conftest.py): serial by design
+    "boot": ("tests/boot/",),
+    # a real sshd on 127.0.0.1 logs in to this machine's root account (tests/test_bootstrap_ssh.py's
+    # `rig`), in whose home each bootstrap run copies provisioner.realize.bootstrap_ssh.REMOTE_SCRIPT
+    "root-sshd": ("tests/test_bootstrap_ssh.py", "tests/test_hostkeys.py", "tests/test_lifecycle_ssh.py",
+                  "tests/test_lifecycle_endpoint.py"),
+}
+
+
+def serial_group(nodeid: str) -> str | None:
+    """The SERIAL_GROUPS name of the test ``nodeid``, or None."""
+    return next((name for name, prefixes in SERIAL_GROUPS.items() if nodeid.startswith(prefixes)), None)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        needs = ("boot" if item.get_closest_marker("boot") else
+                 "root-sshd" if "rig" in getattr(item, "fixturenames", ()) else None)
+        if needs is not None and serial_group(item.nodeid) != needs:
+            raise pytest.UsageError(f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
+                                    "(it shares this machine with the group's other tests)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: a worker per usable CPU, and at least two, since the boot group (one worker)
+    mostly waits on node boots and lifetime timers while the rest of the suite runs beside it."""
+    return max(2, len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under ``-n`` (``--dist load``, the default, or ``loadgroup``): xdist's scope scheduler with a
+    scope per SERIAL_GROUPS group and one per other test. The largest scopes go out first, so the
+    boot group starts at once on a worker of its own."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return serial_group(nodeid) or nodeid
+
+    return SerialGroups(config, log)
 
 
 UPDATE_GOLDEN = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -582,7 +582,7 @@ def test_readme_quick_start_has_two_commands_and_its_layout_rule_finds_files() -
     assert len(commands) == 2 and all("\n" not in c for c in commands)
     assert "provisioner plan examples/" in commands[0]
     assert commands[1] == ("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
-                           "&& python -m pytest -q")
+                           "&& python -m pytest -q -n auto")
     for name, path in [("provisioner.providers.lambda_.client", "providers/lambda_/client.py"),
                        ("provisioner.report.facts", "provisioner/report/facts.py")]:
         assert f"`{name}` is `{path}`" in " ".join(readme.split())
