@@ -106,9 +106,11 @@ def serial_group(nodeid: str) -> str | None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests.test_bootstrap_ssh import rig as root_sshd  # the fixture; modules that use it import it
+
     for item in items:
-        needs = ("boot" if item.get_closest_marker("boot") else
-                 "root-sshd" if "rig" in getattr(item, "fixturenames", ()) else None)
+        sshd = "rig" in getattr(item, "fixturenames", ()) and getattr(getattr(item, "module", None), "rig", None)
+        needs = "boot" if item.get_closest_marker("boot") else "root-sshd" if sshd is root_sshd else None
         if needs is not None and serial_group(item.nodeid) != needs:
             raise pytest.UsageError(f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
                                     "(it shares this machine with the group's other tests)")

@@ -157,7 +157,7 @@ NOW_MARK = LeaseMark("box", 10, dt.datetime.now(dt.UTC).replace(microsecond=0))
     ("colleague", None, "owned by colleague"),
     (None, None, "no owner mark of this tool"),
     ("tester", LeaseMark("other-box", 7, NOW_MARK.started_at).token(), "is being created by pid 7 on other-box"),
-])
+], ids=["colleague", "no-mark", "live-lease"])  # ids without the time: every xdist worker collects the same
 def test_what_is_not_this_calls_is_never_adopted(owner: str | None, mark: str | None, words: str) -> None:
     cloud = Marked()
     cloud.instances["x"] = "n0"
