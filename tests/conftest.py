@@ -83,6 +83,9 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # (tests run side by side under `-n`); a test that needs its own state dir sets it again.
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    # xdist's workers run with COLUMNS=80; the tables are checked at the width a run without a
+    # terminal gets (no COLUMNS: provisioner.workflow's fallback), with or without `-n`.
+    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 # The README's command runs the suite on pytest-xdist workers (`-n auto`). Tests that share
