@@ -222,7 +222,7 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     if not len(cands):
         return []
     key = ranking.stage[cands].astype(np.int64) * 65_536 + ranking.sub[cands].astype(np.int64)
-    order = np.argsort(key, kind="stable")  # one sort: groups are the runs of equal keys
+    order = np.lexsort((ranking.sub[cands], ranking.stage[cands]))  # groups are the runs of equal keys (stable)
     sorted_key = key[order]
     starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
     keys, counts = sorted_key[starts], np.diff(np.r_[starts, len(key)])

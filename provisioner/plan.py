@@ -220,7 +220,8 @@ class PlanNode(BaseModel):
     ``NodeSpec`` is built from a PlanNode plus the bootstrap and the cluster's tags.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when first used (a `plan` without --save-plan never does): ~1 ms of every plan
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: SafeId
     index: int = Field(ge=0)
@@ -256,7 +257,8 @@ class Plan(BaseModel):
     than the ones priced).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when first used (a `plan` without --save-plan never does): ~1 ms of every plan
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind: Literal["provisioner.plan"] = "provisioner.plan"
     version: Literal[2] = 2
