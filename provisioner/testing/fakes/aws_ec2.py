@@ -9,6 +9,7 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   semantics are moto's. On top the fake adds what the contract suite needs: faults,
   capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
   ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
+  The handlers of what moto lacks (below) are in ``aws_moto_gaps``:
 - ``DescribeCapacityBlockOfferings`` (moto has none) from ``capacity_blocks``;
   ``PurchaseCapacityBlock`` buys one of the offerings it answered and ``DescribeCapacityReservations``
   lists what was bought (``scheduled`` until the fake clock ``now`` reaches its start, else
@@ -55,7 +56,6 @@ import threading
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
-from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
@@ -63,10 +63,16 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes import aws_shapes
 from provisioner.testing.fakes.aws_billing import CostExplorer
+from provisioner.testing.fakes.aws_moto_gaps import (
+    TOPOLOGY_FAMILIES,
+    MotoGaps,
+    parse_xml,
+    price_list_item,
+    xml_text,
+)
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
 
 _ADDRESS = re.compile(rb"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
-EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 DEFAULT_ON_DEMAND = {
     ("p5.48xlarge", "us-east-1"): "55.0400000000", ("p4d.24xlarge", "us-east-1"): "21.9576000000",
@@ -83,9 +89,6 @@ DEFAULT_QUOTAS = {("us-east-1", "L-417A185B"): 384.0, ("us-east-1", "L-DB2E81BA"
 DEFAULT_BLOCKS = {("p5.48xlarge", "us-east-1a"): "31.464", ("p5.48xlarge", "us-east-1b"): "33.10",
                   ("p4d.24xlarge", "us-east-1a"): "11.80"}
 """Capacity Blocks for ML on offer: (type, zone) -> USD per instance-hour (fixture data, not truth)."""
-TOPOLOGY_FAMILIES = ("p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "trn1", "trn1n", "trn2")
-"""Families DescribeInstanceTopology answers for (EC2 User Guide, "Amazon EC2 instance topology":
-prerequisites; dated 2026-11-23, p6 UNVERIFIED); other instances are left out of its answer."""
 _PLACEMENT_ACTIONS = ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup")
 _KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
           "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
@@ -145,9 +148,6 @@ def _sign(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-PRICING_PAGE = 2
-"""Price-list items per GetProducts page (AWS: at most 100), small so listings take several pages."""
-
 
 class AWSFake(FakeApp):
     """See the module docstring. ``api_key`` is the secret access key requests must be signed with."""
@@ -191,18 +191,19 @@ class AWSFake(FakeApp):
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
         _warm_up()
         self._local = threading.local()
+        self.gaps = MotoGaps(self)  # fakes.aws_moto_gaps: the actions moto lacks
         for action, kind in _KINDS.items():
             self.route("POST", "/", self._forward, kind=kind, name=action)
-        self.route("POST", "/", self._spot_history, kind="other", name="DescribeSpotPriceHistory")
-        self.route("POST", "/", self._get_products, kind="other", name="GetProducts")
-        self.route("POST", "/", self._get_service_quota, kind="other", name="GetServiceQuota")
+        self.route("POST", "/", self.gaps.spot_history, kind="other", name="DescribeSpotPriceHistory")
+        self.route("POST", "/", self.gaps.get_products, kind="other", name="GetProducts")
+        self.route("POST", "/", self.gaps.get_service_quota, kind="other", name="GetServiceQuota")
         self.costs = CostExplorer(self)  # fakes.aws_billing: what the clock ran, and GetCostAndUsage
-        self.route("POST", "/", self._instance_topology, kind="list", name="DescribeInstanceTopology")
-        self.route("POST", "/", self._capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
-        self.route("POST", "/", self._purchase_capacity_block, kind="other", name="PurchaseCapacityBlock")
-        self.route("POST", "/", self._capacity_reservations, kind="list", name="DescribeCapacityReservations")
+        self.route("POST", "/", self.gaps.instance_topology, kind="list", name="DescribeInstanceTopology")
+        self.route("POST", "/", self.gaps.capacity_block_offerings, kind="other", name="DescribeCapacityBlockOfferings")
+        self.route("POST", "/", self.gaps.purchase_capacity_block, kind="other", name="PurchaseCapacityBlock")
+        self.route("POST", "/", self.gaps.capacity_reservations, kind="list", name="DescribeCapacityReservations")
         for action in _PLACEMENT_ACTIONS:
-            self.route("POST", "/", self._placement_group, kind="other", name=action)
+            self.route("POST", "/", self.gaps.placement_group, kind="other", name=action)
         self.route("POST", "/", self._forward, kind="other", name="ec2")
 
     # ----- dispatch -------------------------------------------------------------------------
@@ -276,7 +277,7 @@ class AWSFake(FakeApp):
     @staticmethod
     def ec2_error(status: int, code: str, message: str) -> Response:
         body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code>"
-                f"<Message>{_xml(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
+                f"<Message>{xml_text(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
         return Response(body, status=status, mimetype="text/xml")
 
     # ----- validation (botocore shapes) -------------------------------------------------------
@@ -389,7 +390,7 @@ class AWSFake(FakeApp):
         wanted = int(form.get("MaxCount", "1"))
         block = None
         if form.get("InstanceMarketOptions.MarketType") == "capacity-block":
-            block, refusal = self._block_for(form, wanted)
+            block, refusal = self.gaps.block_for(form, wanted)
             if refusal is not None:
                 return refusal
         sent, _ = aws_shapes.decode_query(aws_shapes.operation("ec2", "RunInstances"), form)
@@ -402,7 +403,7 @@ class AWSFake(FakeApp):
         response = self._moto_call(request)
         if response.status_code != 200:
             return response
-        root, ns = _parse(response.get_data())
+        root, ns = parse_xml(response.get_data())
         tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
                 if k.startswith("TagSpecification.") and k.endswith(".Key")
                 and form.get(k.split(".Tag.")[0] + ".ResourceType") == "instance"}
@@ -434,34 +435,8 @@ class AWSFake(FakeApp):
             block["used"].update(ids)
         return response
 
-    def _block_for(self, form: dict[str, str], wanted: int) -> tuple[dict[str, Any] | None, Response | None]:
-        """The bought block a capacity-block launch targets, or EC2's refusal: the reservation must
-        exist, be active, match the type and zone, and have room for ``wanted`` more instances."""
-        target = form.get("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId", "")
-        block = self.reservations.get(target)
-        if block is None:
-            return None, self.ec2_error(400, "InvalidCapacityReservationId.NotFound",
-                                        f"The capacity reservation '{target}' does not exist")
-        zone = form.get("Placement.AvailabilityZone", block["zone"])
-        if self._block_state(block) != "active":
-            return None, self.ec2_error(400, "InvalidCapacityReservationState",
-                                        f"The capacity reservation '{target}' is not active")
-        if form.get("InstanceType") != block["kind"] or zone != block["zone"]:
-            return None, self.ec2_error(400, "InvalidParameterCombination", "The instance type or zone does not "
-                                        f"match capacity reservation '{target}'")
-        if len(block["used"] & self.live) + wanted > block["count"]:
-            return None, self.ec2_error(500, "InsufficientInstanceCapacity", "There is no remaining capacity in "
-                                        f"capacity reservation '{target}'")
-        return block, None
-
-    def _block_state(self, block: dict[str, Any]) -> str:
-        now = self.now() if self.now is not None else None
-        if now is not None and now >= block["end"]:
-            return "expired"
-        return "scheduled" if now is not None and now < block["start"] else "active"
-
     def _with_boot_states(self, response: Response) -> Response:
-        root, ns = _parse(response.get_data())
+        root, ns = parse_xml(response.get_data())
         for instance in root.iter(f"{ns}item"):
             instance_id = instance.findtext(f"{ns}instanceId")
             state = instance.find(f"{ns}instanceState")
@@ -472,202 +447,6 @@ class AWSFake(FakeApp):
             if name is not None and code is not None and name.text == "running" and not self.booted(instance_id):
                 name.text, code.text = "pending", "0"
         return Response(ET.tostring(root, xml_declaration=True, encoding="UTF-8"), status=200, mimetype="text/xml")
-
-    # ----- what moto lacks --------------------------------------------------------------------
-    def _spot_history(self, request: Request) -> Response:
-        _, _, form = self._action(request)
-        types = {v for k, v in form.items() if k.startswith("InstanceType.")}
-        region = self._region(request)
-        items = "".join(
-            f"<item><instanceType>{t}</instanceType><productDescription>Linux/UNIX</productDescription>"
-            f"<spotPrice>{price}</spotPrice><timestamp>2026-11-22T00:00:00.000Z</timestamp>"
-            f"<availabilityZone>{zone}</availabilityZone></item>"
-            for (t, zone), price in sorted(self.spot_prices.items())
-            if (not types or t in types) and zone.startswith(region))
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
-                "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _placement_group(self, request: Request) -> Response:
-        """Create/Describe/DeletePlacementGroup (see the module docstring), in botocore's shapes."""
-        _, action, form = self._action(request)
-        params, _ = aws_shapes.decode_query(aws_shapes.operation("ec2", action), form)
-        region, name = self._region(request), str(params.get("GroupName", ""))
-        key = (region, name)
-        with self.lock:
-            if action == "CreatePlacementGroup":
-                if key in self.placement_groups:
-                    return self.ec2_error(400, "InvalidPlacementGroup.Duplicate",
-                                          f"The Placement Group '{name}' already exists.")
-                tags = {t["Key"]: t.get("Value", "") for spec in params.get("TagSpecifications", [])
-                        if spec.get("ResourceType") == "placement-group" for t in spec.get("Tags", [])}
-                self.placement_groups[key] = {"id": f"pg-{uuid.uuid4().hex[:17]}", "name": name,
-                                              "strategy": params.get("Strategy", "cluster"), "tags": tags}
-                found = [self.placement_groups[key]]
-            elif action == "DeletePlacementGroup":
-                if key not in self.placement_groups:
-                    return self.ec2_error(400, "InvalidPlacementGroup.Unknown",
-                                          f"The Placement Group '{name}' is unknown.")
-                if any(i in self.live and n["region"] == region and n["placement"].get("GroupName") == name
-                       for i, n in self.launch_network.items()):
-                    return self.ec2_error(400, "InvalidPlacementGroup.InUse",
-                                          f"The placement group '{name}' is in use and may not be deleted.")
-                del self.placement_groups[key]
-                found = []
-            else:
-                names, ids = set(params.get("GroupNames", [])), set(params.get("GroupIds", []))
-                missing = sorted(names - {n for r, n in self.placement_groups if r == region})
-                if missing:
-                    return self.ec2_error(400, "InvalidPlacementGroup.Unknown",
-                                          f"The Placement Group '{missing[0]}' is unknown.")
-                found = [g for (r, _), g in sorted(self.placement_groups.items()) if r == region
-                         and (not names or g["name"] in names) and (not ids or g["id"] in ids)
-                         and all(_group_field(g, f["Name"]) in f.get("Values", []) for f in params.get("Filters", []))]
-        fields = [_placement_group_xml(g, region) for g in found]
-        inner = {"CreatePlacementGroup": "".join(f"<placementGroup>{f}</placementGroup>" for f in fields),
-                 "DescribePlacementGroups": f"<placementGroupSet>{''.join(f'<item>{f}</item>' for f in fields)}"
-                                            "</placementGroupSet>",
-                 "DeletePlacementGroup": "<return>true</return>"}[action]
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><{action}Response xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _instance_topology(self, request: Request) -> Response:
-        """DescribeInstanceTopology (moto 5.2.5 has none): live instances of topology families, each
-        with ``network_nodes[id]`` or three layers made from its launch order (one spine per zone,
-        a switch per four instances, a leaf per two)."""
-        _, _, form = self._action(request)
-        wanted = [v for k, v in sorted(form.items()) if k.startswith("InstanceId.")]
-        order = list(self.placement)
-        items = []
-        for instance_id in wanted or order:
-            kind, zone = self.placement.get(instance_id, ("", ""))
-            if instance_id not in self.live or kind.split(".", 1)[0] not in TOPOLOGY_FAMILIES:
-                continue
-            n = order.index(instance_id)
-            spine = hashlib.sha1(zone.encode()).hexdigest()[:9]
-            nodes = self.network_nodes.get(instance_id) or [f"nn-{spine}{0:08x}", f"nn-{spine}{1 + n // 4:08x}",
-                                                            f"nn-{spine}{0x1000 + n // 2:08x}"]
-            layers = "".join(f"<item>{node}</item>" for node in nodes)
-            items.append(f"<item><instanceId>{instance_id}</instanceId><instanceType>{kind}</instanceType>"
-                         f"<networkNodeSet>{layers}</networkNodeSet><availabilityZone>{zone}</availabilityZone>"
-                         f"<zoneId>use1-az{1 + ord(zone[-1:] or 'a') - ord('a')}</zoneId></item>")
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeInstanceTopologyResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
-                "</DescribeInstanceTopologyResponse>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _capacity_block_offerings(self, request: Request) -> Response:
-        """DescribeCapacityBlockOfferings (moto has none): one offering per zone of the region in
-        ``capacity_blocks`` for the asked type, count and hours, from ``block_start``."""
-        _, _, form = self._action(request)
-        kind, region = form.get("InstanceType", ""), self._region(request)
-        count, hours = int(form.get("InstanceCount") or 1), int(form.get("CapacityDurationHours") or 24)
-        start = self.block_start
-        end = start + dt.timedelta(hours=hours)
-        items = "".join(
-            f"<item><capacityBlockOfferingId>cb-{hashlib.sha1(f'{kind}{zone}{count}{hours}'.encode()).hexdigest()[:17]}"
-            f"</capacityBlockOfferingId><instanceType>{kind}</instanceType><availabilityZone>{zone}</availabilityZone>"
-            f"<instanceCount>{count}</instanceCount><startDate>{start:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
-            f"<endDate>{end:%Y-%m-%dT%H:%M:%S.000Z}</endDate><capacityBlockDurationHours>{hours}"
-            f"</capacityBlockDurationHours><upfrontFee>{Decimal(rate) * count * hours}</upfrontFee>"
-            f"<currencyCode>USD</currencyCode><tenancy>default</tenancy></item>"
-            for (t, zone), rate in sorted(self.capacity_blocks.items()) if t == kind and zone.startswith(region))
-        for (t, zone), rate in sorted(self.capacity_blocks.items()):
-            if t == kind and zone.startswith(region):
-                offering = f"cb-{hashlib.sha1(f'{kind}{zone}{count}{hours}'.encode()).hexdigest()[:17]}"
-                self.offerings[offering] = {"kind": kind, "zone": zone, "region": region, "count": count,
-                                            "hours": hours, "start": start, "end": end,
-                                            "fee": Decimal(rate) * count * hours}
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityBlockOfferingsResponse "
-                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityBlockOfferingSet>{items}"
-                "</capacityBlockOfferingSet></DescribeCapacityBlockOfferingsResponse>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _purchase_capacity_block(self, request: Request) -> Response:
-        """PurchaseCapacityBlock (moto has none): buys an offering this fake answered, once; the block
-        is a capacity reservation of type capacity-block carrying the request's tags."""
-        _, _, form = self._action(request)
-        offering = self.offerings.get(form.get("CapacityBlockOfferingId", ""))
-        if offering is None or offering["region"] != self._region(request):
-            return self.ec2_error(400, "InvalidCapacityBlockOfferingId.NotFound", "The Capacity Block offering "
-                                  f"'{form.get('CapacityBlockOfferingId', '')}' does not exist")
-        tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
-                if k.startswith("TagSpecification.") and k.endswith(".Key")}
-        reservation_id = f"cr-{uuid.uuid4().hex[:17]}"
-        with self.lock:
-            self.reservations[reservation_id] = {**offering, "id": reservation_id, "tags": tags, "used": set(),
-                                                 "block_id": f"cb-{uuid.uuid4().hex[:17]}"}
-        self.costs.bought_block(tags, offering["fee"])
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><PurchaseCapacityBlockResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><capacityReservation>"
-                f"{self._reservation_xml(self.reservations[reservation_id])}</capacityReservation>"
-                "</PurchaseCapacityBlockResponse>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _capacity_reservations(self, request: Request) -> Response:
-        """DescribeCapacityReservations of the blocks bought here, by id or by the ``tag:KEY`` and
-        ``state`` / ``capacity-reservation-id`` filters the adapter sends."""
-        _, _, form = self._action(request)
-        filters: dict[str, set[str]] = {}
-        for key, name in form.items():
-            if key.startswith("Filter.") and key.endswith(".Name"):
-                prefix = key[:-5]
-                filters[name] = {v for k, v in form.items() if k.startswith(f"{prefix}.Value.")}
-        ids = {v for k, v in form.items() if k.startswith("CapacityReservationId.")}
-        region = self._region(request)
-        items = []
-        for block in list(self.reservations.values()):
-            fields = {"state": self._block_state(block), "capacity-reservation-id": block["id"],
-                      **{f"tag:{k}": v for k, v in block["tags"].items()}}
-            if block["region"] != region or (ids and block["id"] not in ids):
-                continue
-            if all(fields.get(name) in values for name, values in filters.items()):
-                items.append(f"<item>{self._reservation_xml(block)}</item>")
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityReservationsResponse "
-                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{''.join(items)}"
-                "</capacityReservationSet></DescribeCapacityReservationsResponse>")
-        return Response(body, status=200, mimetype="text/xml")
-
-    def _reservation_xml(self, block: dict[str, Any]) -> str:
-        used = len(block["used"] & self.live)
-        tags = "".join(f"<item><key>{_xml(k)}</key><value>{_xml(v)}</value></item>"
-                       for k, v in sorted(block["tags"].items()))
-        return (f"<capacityReservationId>{block['id']}</capacityReservationId><ownerId>123456789012</ownerId>"
-                f"<instanceType>{block['kind']}</instanceType><instancePlatform>Linux/UNIX</instancePlatform>"
-                f"<availabilityZone>{block['zone']}</availabilityZone><tenancy>default</tenancy>"
-                f"<totalInstanceCount>{block['count']}</totalInstanceCount>"
-                f"<availableInstanceCount>{block['count'] - used}</availableInstanceCount>"
-                f"<state>{self._block_state(block)}</state>"
-                f"<startDate>{block['start']:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
-                f"<endDate>{block['end']:%Y-%m-%dT%H:%M:%S.000Z}</endDate><endDateType>limited</endDateType>"
-                f"<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>capacity-block"
-                f"</reservationType><capacityBlockId>{block['block_id']}</capacityBlockId><tagSet>{tags}</tagSet>")
-
-    def _get_products(self, request: Request) -> Response:
-        body = self.body(request)
-        if body.get("ServiceCode") != "AmazonEC2":
-            return self.error_reply("not_found")
-        terms = {f["Field"]: f["Value"] for f in body.get("Filters", []) if f.get("Type") == "TERM_MATCH"}
-        items = [price_list_item(t, r, Decimal(p)) for (t, r), p in sorted(self.on_demand_prices.items())
-                 if terms.get("instanceType", t) == t and terms.get("regionCode", r) == r]
-        start = int(body.get("NextToken") or 0)
-        size = min(int(body.get("MaxResults") or PRICING_PAGE), PRICING_PAGE)
-        answer: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": items[start:start + size]}
-        if start + size < len(items):
-            answer["NextToken"] = str(start + size)
-        return self.json(answer, headers={"x-amzn-RequestId": str(uuid.uuid4())})
-
-    def _get_service_quota(self, request: Request) -> Response:
-        body = self.body(request)
-        region, code = self._region(request), str(body.get("QuotaCode", ""))
-        if body.get("ServiceCode") != "ec2" or (region, code) not in self.quotas:
-            return self.error_reply("not_found", message=f"quota {code} not found in {region}")
-        return self.json({"Quota": {
-            "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)", "QuotaCode": code,
-            "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:ec2/{code}", "QuotaName": code,
-            "Value": self.quotas[(region, code)], "Unit": "None", "Adjustable": True, "GlobalQuota": False}})
 
     # ----- FakeApp ---------------------------------------------------------------------------
     def instance_count(self) -> int:
@@ -685,53 +464,6 @@ class AWSFake(FakeApp):
             self.offerings.clear()
             self.reservations.clear()
             reset_moto()
-
-
-def price_list_item(instance_type: str, region: str, usd_per_hour: Decimal) -> str:
-    """One Pricing API ``PriceList`` entry (a JSON string) for a Linux on-demand price."""
-    sku = hashlib.sha1(f"{instance_type}{region}".encode()).hexdigest()[:16].upper()
-    term = f"{sku}.JRTCKXETXF"
-    return json.dumps({
-        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
-            "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
-            "preInstalledSw": "NA", "capacitystatus": "Used", "marketoption": "OnDemand"}},
-        "serviceCode": "AmazonEC2",
-        "terms": {"OnDemand": {term: {"offerTermCode": "JRTCKXETXF", "sku": sku,
-                                      "effectiveDate": dt.date(2026, 11, 1).isoformat(),
-                                      "priceDimensions": {f"{term}.6YS6EN2CT7": {
-                                          "unit": "Hrs", "pricePerUnit": {"USD": f"{usd_per_hour:.10f}"},
-                                          "description": f"${usd_per_hour} per On Demand Linux {instance_type}"}}}}},
-        "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z"})
-
-
-def _parse(body: bytes) -> tuple[ET.Element, str]:
-    """The XML root and its namespace as an ElementTree prefix (``{uri}``); the namespace is
-    registered as the default so the document serializes back without ``ns0:`` prefixes."""
-    root = ET.fromstring(body)
-    uri = root.tag[1:].split("}", 1)[0] if root.tag.startswith("{") else ""
-    ET.register_namespace("", uri)
-    return root, f"{{{uri}}}" if uri else ""
-
-
-def _placement_group_xml(group: dict[str, Any], region: str) -> str:
-    """The fields of one ``PlacementGroup`` in EC2's XML."""
-    tags = "".join(f"<item><key>{_xml(k)}</key><value>{_xml(v)}</value></item>"
-                   for k, v in sorted(group["tags"].items()))
-    return (f"<groupName>{_xml(group['name'])}</groupName><state>available</state><strategy>{group['strategy']}"
-            f"</strategy><groupId>{group['id']}</groupId><tagSet>{tags}</tagSet>"
-            f"<groupArn>arn:aws:ec2:{region}:123456789012:placement-group/{_xml(group['name'])}</groupArn>")
-
-
-def _group_field(group: dict[str, Any], name: str) -> str | None:
-    """A placement group's value for a DescribePlacementGroups filter name."""
-    if name.startswith("tag:"):
-        return group["tags"].get(name[4:])
-    return {"group-name": group["name"], "strategy": group["strategy"], "state": "available",
-            "group-arn": None}.get(name)
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
