@@ -3,10 +3,10 @@
 Two kinds of validation, because Fluence publishes two kinds of description:
 
 - ``/v1/clusters``, ``/v1/configurations/virtual_machines``, ``/v2/vms`` and
-  ``/v2/vms/{id}/terminate`` are in ``fluence-openapi-original.yml`` (0.10.0): the shared
-  framework validates every request and response of them with openapi-core.
+  ``/v2/vms/{id}/terminate`` (handlers in ``fluence_vms``) are in ``fluence-openapi-original.yml``
+  (0.10.0): the shared framework validates every request and response of them with openapi-core.
 - The GPU Cloud endpoints (``/gpu/plans/vms``, ``/gpu/instances/vms[/{id}]``) and ``/ssh_keys``
-  are NOT in that file. ``DOC_SCHEMAS`` holds JSON schemas written from the documented
+  are NOT in that file. ``DOC_SCHEMAS`` (``fluence_docs``) holds JSON schemas written from the documented
   example shapes in ``docs_examples.json`` (field names, nesting, JSON types, nullability as
   the docs show them, e.g. ``domain: string | null``); this fake validates every request body
   and response body of those routes against them with jsonschema, records failures in
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime as dt
 import hashlib
 import itertools
 import json
@@ -48,13 +47,12 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import VALIDATION_STATUS, Bought, Call, FakeApp
 from provisioner.testing.fakes.fluence_billing import ChargeRoutes
+from provisioner.testing.fakes.fluence_docs import DOC_SCHEMAS, doc_problem
+from provisioner.testing.fakes.fluence_vms import USER_ID, VmRoutes, now_text
 
 OPTION_CAPACITY = 8
 LIVE = ("INITIALIZED", "ACTIVE")
 V2_LIVE = ("new", "launching", "launched")
-USER_ID = "5b1f2a7e-0d7c-4c56-9a55-2f0b9d7a1c11"
-CLUSTER = {"id": "92e6ed24-8bfa-4737-9409-a1aac994e1f5", "name": "Cloudless",
-           "dcId": "0f7d3c1e-5a8b-4f0e-9d2c-6b1a4e3f2d10"}
 _NAME = re.compile(r"^[a-z0-9-]{1,25}$")
 
 # (model, vram, interface, gpus, option id, location, provider, vcpu, memory Gi, storage Gi, $/h, nvlink, os)
@@ -79,71 +77,6 @@ _OPTIONS: list[tuple[str, str, str, int, str, str, str, int, int, int, float, bo
     ("rtx4090", "24Gi", "pcie", 1, "f0e1d2c3-b4a5-4968-8776-655443322110", "helsinki-fin-1", "datacrunch", 16, 64,
      500, 0.45, False, _UBUNTU),
 ]
-_CONFIGS = [("0b6c5a3e-2f1d-4c9b-8a7e-6d5c4b3a2f10", "cpu-regular-4vcpu-8gb", 4, 8),
-            ("1c7d6b4f-3a2e-4dac-9b8f-7e6d5c4b3a21", "cpu-premium-8vcpu-16gb", 8, 16)]
-
-# ----- JSON schemas written from docs_examples.json (GPU Cloud + /ssh_keys) ---------------------
-_STR, _NUM, _INT, _BOOL = {"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"}
-_NSTR = {"type": ["string", "null"]}
-
-
-def _obj(props: dict[str, Any], *, closed: bool = False) -> dict[str, Any]:
-    return {"type": "object", "required": sorted(props), "properties": props, "additionalProperties": not closed}
-
-
-_COUNT = _obj({"count": _NUM})
-_UNITS = _obj({"count": _NUM, "units": _STR})
-_GPU_MODEL = _obj({"vendor": _STR, "model": _STR, "vram": _STR, "interface": _STR})
-_PRICING = _obj({"hour": _NUM, "upfront_hours": _NUM, "currency": _STR})
-_SUPPLY = _obj({"vcpu": _COUNT, "memory": _UNITS, "storage": _UNITS, "gpu_count": _INT})
-_RESOURCES = _obj({"supply": _SUPPLY, "gpu_model": _GPU_MODEL})
-_OPTION = _obj({"id": _STR, "location": _STR, "provider": _STR, "vcpu": _COUNT, "memory": _UNITS,
-                "storage": _UNITS, "deployment_type": _STR, "pricing": _PRICING, "nvlink": _BOOL,
-                "os_options": {"type": "array", "items": _STR}})
-_LEVEL = _obj({"gpu_count": _INT, "minimum_price": _NUM, "options_available_total": _INT,
-               "providers_available_total": _INT, "data_center_available_total": _INT,
-               "locations": {"type": "array", "items": _STR}, "providers": {"type": "array", "items": _STR},
-               "options": {"type": "array", "items": _OPTION}})
-_INSTANCE = _obj({"id": _STR, "name": _STR, "status": _STR, "resources": _RESOURCES, "domain": _NSTR,
-                  "location": _STR, "created_at": _STR, "updated_at": _STR})
-_BILLING = _obj({"hourly_usage": _NUM, "total_spendings": _NUM, "reserved_amount": _NUM,
-                 "next_billing_period": _NSTR})
-_NETWORK = {"oneOf": [{"type": "null"}, _obj({"domain": _NSTR, "forwarded_ports": {"type": "array"}, "uri": _NSTR})]}
-_DETAIL = _obj({**_INSTANCE["properties"], "availability": _STR, "os_image": _STR, "ssh_connection": _NSTR,
-                "billing": _BILLING, "network": _NETWORK, "ssh_key": _STR})
-_DETAIL["required"] = sorted(set(_DETAIL["required"]) - {"domain"})  # the detail example has no "domain"
-_KEY = _obj({"name": _STR, "fingerprint": _STR, "algorithm": _STR, "comment": _STR, "active": _BOOL,
-             "createdAt": _STR})
-_KEY["anyOf"] = [{"required": ["publicKey"]}, {"required": ["public_key"]}]
-_KEY["properties"] |= {"publicKey": _STR, "public_key": _STR}
-_ERROR = _obj({"detail": {"oneOf": [_STR, {"type": "array", "items": _obj({"loc": {"type": "array"}, "msg": _STR,
-                                                                           "type": _STR})}]}})
-
-DOC_SCHEMAS: dict[str, dict[str, Any]] = {
-    "gpu_vm_plans.response": _obj({"data": {"type": "array", "items": _obj({
-        "gpu_model": _GPU_MODEL, "minimum_price": _NUM,
-        "availability_by_number": {"type": "array", "items": _LEVEL}})}}),
-    "list_gpu_instances.response": {"type": "array", "items": _INSTANCE},
-    "get_gpu_instance.response": _DETAIL,
-    "deploy_gpu_vm.request": _obj({"plan_id": _STR, "name": _STR, "ssh_key": _STR, "os_image": _STR}, closed=True),
-    "deploy_gpu_vm.response": _obj({"instance_id": _STR}),
-    "list_ssh_keys.response": {"type": "array", "items": _KEY},
-    "add_ssh_key.request": _obj({"name": _STR, "publicKey": _STR}, closed=True),
-    "add_ssh_key.response": {"type": "array", "items": _KEY},
-    "error.response": _ERROR,
-}
-
-
-def doc_problem(schema_name: str, document: Any) -> str | None:
-    """The first way ``document`` breaks ``DOC_SCHEMAS[schema_name]``, or None."""
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(Draft202012Validator(DOC_SCHEMAS[schema_name]).iter_errors(document), key=lambda e: list(e.path))
-    if not errors:
-        return None
-    first = errors[0]
-    return f"{'/'.join(str(p) for p in first.path) or '<root>'}: {first.message}"[:500]
-
 
 @dataclass(frozen=True)
 class _Option:
@@ -160,10 +93,6 @@ class _Option:
     price: float
     nvlink: bool
     os_options: tuple[str, ...]
-
-
-def _now(when: dt.datetime | None = None) -> str:
-    return (when or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class FluenceFake(FakeApp):
@@ -198,12 +127,7 @@ class FluenceFake(FakeApp):
                    validate=False, reason=why)
         self.route("GET", "/ssh_keys", self.list_keys, kind="keys", name="list_ssh_keys", validate=False, reason=why)
         self.route("POST", "/ssh_keys", self.add_key, kind="keys", name="add_ssh_key", validate=False, reason=why)
-        self.route("GET", "/v1/clusters", self.clusters, kind="other", name="v1_clusters")
-        self.route("GET", "/v1/configurations/virtual_machines", self.configurations, kind="other",
-                   name="v1_configurations")
-        self.route("GET", "/v2/vms", self.list_vms, kind="list", name="v2_list_vms")
-        self.route("POST", "/v2/vms", self.create_vm, kind="launch", name="v2_create_vm")
-        self.route("POST", "/v2/vms/{vm_id}/terminate", self.terminate_vm, kind="delete", name="v2_terminate_vm")
+        self.v2 = VmRoutes(self)  # fakes.fluence_vms
         ChargeRoutes(self, USER_ID)
 
     # ----- framework hooks ------------------------------------------------------------------
@@ -331,7 +255,7 @@ class FluenceFake(FakeApp):
         if body["status"] == "INITIALIZED" and self.booted(body["id"]):
             body["status"] = "ACTIVE"
             body["domain"] = f"203.0.113.{next(self._ips) % 250 + 2}"
-            body["updated_at"] = _now()
+            body["updated_at"] = now_text()
 
     @staticmethod
     def _summary(body: dict[str, Any]) -> dict[str, Any]:
@@ -384,7 +308,7 @@ class FluenceFake(FakeApp):
                                      "storage": {"count": option.storage, "units": "Gi"}, "gpu_count": option.gpus},
                           "gpu_model": {"vendor": "nvidia", "model": option.model, "vram": option.vram,
                                         "interface": option.interface}},
-            "created_at": _now(self.clock()), "updated_at": _now(self.clock()), "os_image": req["os_image"],
+            "created_at": now_text(self.clock()), "updated_at": now_text(self.clock()), "os_image": req["os_image"],
             "ssh_key": req.get("ssh_key", ""),
             "price": option.price, "option": option.id}
         self.meter.start(instance_id, str(option.price), name=name)
@@ -399,7 +323,7 @@ class FluenceFake(FakeApp):
             return self.error_reply("not_found", message="Instance not found")
         if body["status"] != "ACTIVE":
             return self.error_reply("bad_request", message="Instance can be terminated only in ACTIVE status")
-        body["status"], body["domain"], body["updated_at"] = "ENDED", None, _now(self.clock())
+        body["status"], body["domain"], body["updated_at"] = "ENDED", None, now_text(self.clock())
         self.meter.stop(id)
         self.used[body["option"]] -= 1
         return Response(status=204)
@@ -423,75 +347,9 @@ class FluenceFake(FakeApp):
             return self.json(copy.deepcopy(existing))
         key = {"name": req.get("name", ""), "fingerprint": fingerprint, "algorithm": parts[0],
                "comment": " ".join(parts[2:]), "publicKey": public_key, "active": True,
-               "createdAt": "+00" + _now()}
+               "createdAt": "+00" + now_text()}
         self.ssh_keys.append(key)
         return self.json([copy.deepcopy(key)], 201)
-
-    # ----- v2 VM API ------------------------------------------------------------------------
-    def clusters(self, request: Request) -> Response:
-        return self.json({"items": [dict(CLUSTER)]})
-
-    def configurations(self, request: Request) -> Response:
-        return self.json({"items": [
-            {"id": cid, "slug": slug, "name": slug, "vcpu": vcpu, "ramGb": ram, "dedicated": "premium" in slug,
-             "cpuFamilies": ["AMD_ZEN3"], "preset": "general", "tags": [], "description": f"{vcpu} vCPU, {ram} GB"}
-            for cid, slug, vcpu, ram in _CONFIGS]})
-
-    def _vm_view(self, vm: dict[str, Any]) -> dict[str, Any]:
-        if vm["status"] in ("new", "launching") and self.booted(vm["id"]):
-            vm["status"] = "launched"
-        elif vm["status"] == "new":
-            vm["status"] = "launching"
-        view = {k: copy.deepcopy(v) for k, v in vm.items() if not k.startswith("_")}
-        view["allowedActions"] = ["restart", "softReboot", "terminate"] if vm["status"] == "launched" else []
-        if vm["status"] == "terminating":
-            vm["status"] = "terminated"
-        return view
-
-    def list_vms(self, request: Request) -> Response:
-        page = max(int(request.args.get("page", 1)), 1)
-        per_page = max(int(request.args.get("perPage", 20)), 1)
-        views = [self._vm_view(vm) for vm in self.vms.values()]
-        pages = max((len(views) + per_page - 1) // per_page, 1)
-        items = views[(page - 1) * per_page: page * per_page]
-        return self.json({"items": items, "pagination": {
-            "totalRecords": len(views), "filteredRecords": len(views), "totalPages": pages, "currentPage": page,
-            "perPage": per_page}})
-
-    def create_vm(self, request: Request) -> Response:
-        req = self.body(request)
-        config = next((c for c in _CONFIGS if c[0] == req.get("configurationId")), None)
-        if req.get("clusterId") != CLUSTER["id"] or config is None:
-            return self.error_reply("bad_request", message="Unknown cluster or configuration")
-        user_data = ((req.get("cloudInit") or {}).get("userData") or "").encode()
-        if len(user_data) > 16 * 1024:
-            return self.error_reply("bad_request", message="cloudInit.userData exceeds 16 KiB")
-        granted, _ = self.faults.grant_capacity(1, "v2_create_vm")
-        if granted == 0:
-            return self.error_reply("capacity")
-        vm_id = str(uuid.uuid4())
-        vm = {"id": vm_id, "userId": USER_ID, "clusterId": CLUSTER["id"], "configurationId": config[0],
-              "configurationSlug": config[1], "configurationName": config[1], "name": req.get("name", ""),
-              "status": "new", "restartRequired": False, "allowedActions": [], "bootDisk": str(uuid.uuid4()),
-              "dataDisks": [], "subnets": [], "sshKeys": list(req.get("sshKeys", [])), "networkInterfaces": [],
-              "cloudInit": {} if user_data else None, "priceHourlyUsd": "0.05", "vcpu": config[2], "ramGb": config[3],
-              "createdAt": _now(), "updatedAt": _now(), "_user_data": user_data}
-        self.vms[vm_id] = vm
-        self.record_bought(Bought(vm_id, boot=user_data.decode(errors="replace")))
-        self.record_launch([vm_id])
-        return self.json({k: copy.deepcopy(v) for k, v in vm.items() if not k.startswith("_")})
-
-    def terminate_vm(self, request: Request, vm_id: str) -> Response:
-        vm = self.vms.get(vm_id)
-        if vm is None:
-            return self.error_reply("not_found", message=f"VM {vm_id} not found")
-        if vm["status"] in ("terminating", "terminated"):
-            return self.error_reply("bad_request", message="VM is already terminated")
-        vm["status"], vm["updatedAt"], vm["_user_data"] = "terminating", _now(), b""
-        self._births.pop(vm_id, None)
-        view = {k: copy.deepcopy(v) for k, v in vm.items() if not k.startswith("_")}
-        return self.json(view)
-
 
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
 CONTRACT_API_KEY = "fluence-test-key"
