@@ -2,9 +2,9 @@
 
 Shapes follow ``shared/provider-apis/runpod/openapi-rest-v2.json`` and its verbatim
 examples; every v2 request and response is validated against that spec by ``FakeApp``.
-GraphQL is not in the spec, so ``POST /graphql`` checks its input against the documented
-operation shapes (``podRentInterruptable`` input fields, ``gpuTypes`` price fields) and
-records violations in ``validation_errors`` like any other validation failure.
+GraphQL (handlers in ``runpod_graphql``) is not in the spec, so ``POST /graphql`` checks its
+input against the documented operation shapes (``podRentInterruptable`` input fields, ``gpuTypes``
+price fields) and records violations in ``validation_errors`` like any other validation failure.
 
 Behaviour worth knowing:
 
@@ -30,7 +30,6 @@ import copy
 import functools
 import json
 import math
-import re
 import secrets
 import string
 import time
@@ -44,8 +43,8 @@ from provisioner.testing.fakes.base import Bought, Call, FakeApp, spec_root
 from provisioner.testing.fakes.metering import stamp
 from provisioner.testing.fakes.runpod_billing import BillingRoutes
 from provisioner.testing.fakes.runpod_clusters import ClusterRoutes
+from provisioner.testing.fakes.runpod_graphql import NO_CAPACITY, GraphqlRoutes
 
-NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 WINDOWS = (("minute", 60, 60.0), ("hour", 3000, 3600.0), ("day", 50000, 86400.0))
 
 DEFAULT_GPUS: list[dict[str, Any]] = [
@@ -68,18 +67,6 @@ DEFAULT_GPUS: list[dict[str, Any]] = [
 ]
 DATA_CENTER_NAMES = {"US-KS-2": "US Kansas 2", "US-TX-3": "US Texas 3", "EU-RO-1": "Europe Romania 1",
                      "CA-MTL-1": "Canada Montreal 1"}
-
-# podRentInterruptable input fields as documented (runpod-python / dstack usage).
-RENT_FIELDS = frozenset({
-    "name", "imageName", "gpuTypeId", "cloudType", "gpuCount", "volumeInGb", "containerDiskInGb",
-    "minVcpuCount", "minMemoryInGb", "dataCenterId", "countryCode", "startSsh", "supportPublicIp",
-    "ports", "dockerArgs", "volumeMountPath", "env", "networkVolumeId", "minCudaVersion",
-    "allowedCudaVersions", "templateId", "bidPerGpu",
-})
-RENT_REQUIRED = frozenset({"gpuTypeId", "gpuCount", "bidPerGpu", "imageName"})
-GPU_TYPE_FIELDS = frozenset({"id", "displayName", "memoryInGb", "securePrice", "communityPrice",
-                             "secureSpotPrice", "communitySpotPrice"})
-
 
 @functools.lru_cache(maxsize=1)
 def _load_spec(path: str) -> Any:
@@ -134,8 +121,7 @@ class RunPodFake(FakeApp):
         BillingRoutes(self)
         self.route("GET", "/v2/account/ssh-keys", self._get_keys, kind="keys", name="getSshKeys")
         self.route("PUT", "/v2/account/ssh-keys", self._put_keys, kind="keys", name="updateSshKeys")
-        self.route("POST", "/graphql", self._graphql, kind="other", name="graphql", validate=False,
-                   reason="GraphQL is not in the OpenAPI spec; checked against the documented shapes")
+        GraphqlRoutes(self)  # fakes.runpod_graphql: gpuTypes, podRentInterruptable
 
     # ----- framework hooks -----------------------------------------------------------------
     def instance_count(self) -> int:
@@ -366,68 +352,6 @@ class RunPodFake(FakeApp):
     def _put_keys(self, request: Request) -> Response:
         self.ssh_keys = list(self.body(request).get("keys", []))
         return self.ok({"keys": list(self.ssh_keys)})
-
-    # ----- GraphQL -------------------------------------------------------------------------
-    def _graphql(self, request: Request) -> Response:
-        payload = self.body(request)
-        query = payload.get("query") if isinstance(payload, dict) else None
-        if not isinstance(query, str):
-            return self._graphql_invalid(request, "body needs a string 'query'")
-        variables = payload.get("variables") or {}
-        if "podRentInterruptable" in query:
-            return self._rent(request, variables.get("input") or {})
-        if "gpuTypes" in query:
-            fields = set(re.findall(r"\w+", query.split("gpuTypes", 1)[1])) & GPU_TYPE_FIELDS
-            if not fields:
-                return self._graphql_invalid(request, "gpuTypes selects no known field")
-            return self.json({"data": {"gpuTypes": [self._gpu_type(gpu, fields) for gpu in self.gpus]}})
-        return self._graphql_invalid(request, "operation not served by this fake")
-
-    def _graphql_invalid(self, request: Request, why: str) -> Response:
-        message = f"runpod request POST /graphql: documented shape violated: {why}"
-        with self.lock:
-            self.validation_errors.append(message)
-        return self.json({"errors": [{"message": why, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]},
-                         400)
-
-    @staticmethod
-    def _gpu_type(gpu: dict[str, Any], fields: set[str]) -> dict[str, Any]:
-        values = {"id": gpu["id"], "displayName": gpu["name"], "memoryInGb": gpu["memory"],
-                  "securePrice": gpu["price"]["secure"], "communityPrice": gpu["price"]["community"],
-                  "secureSpotPrice": gpu["spot"]["secure"], "communitySpotPrice": gpu["spot"]["community"]}
-        return {key: values[key] for key in sorted(fields)}
-
-    def _rent(self, request: Request, spec: dict[str, Any]) -> Response:
-        unknown = set(spec) - RENT_FIELDS
-        missing = RENT_REQUIRED - set(spec)
-        env = spec.get("env", [])
-        if unknown or missing:
-            return self._graphql_invalid(request, f"podRentInterruptable input: unknown {sorted(unknown)}, "
-                                                  f"missing {sorted(missing)}")
-        if not isinstance(env, list) or not all(isinstance(e, dict) and set(e) == {"key", "value"} for e in env):
-            return self._graphql_invalid(request, "env must be a list of {key, value}")
-        if spec.get("cloudType", "ALL") not in ("ALL", "SECURE", "COMMUNITY"):
-            return self._graphql_invalid(request, "cloudType must be ALL, SECURE or COMMUNITY")
-        cloud = "SECURE" if spec.get("cloudType", "ALL") == "ALL" else spec["cloudType"]
-        centers = [spec["dataCenterId"]] if spec.get("dataCenterId") else []
-        refusal, center = self._place(spec["gpuTypeId"], int(spec["gpuCount"]), cloud, centers)
-        if refusal is not None:
-            detail = json.loads(refusal.get_data()).get("detail", "")
-            if refusal.status_code == 401:
-                return refusal
-            code = "SUPPLY_CONSTRAINT" if detail == NO_CAPACITY else "BAD_REQUEST"
-            return self.json({"errors": [{"message": detail, "path": ["podRentInterruptable"],
-                                          "extensions": {"code": code}}], "data": None})
-        ports = [p for p in str(spec.get("ports", "")).split(",") if p]
-        pod = self._new_pod(name=spec.get("name", ""), image=spec["imageName"], gpu_id=spec["gpuTypeId"],
-                            count=int(spec["gpuCount"]), cloud=cloud, center=center,
-                            disk=int(spec.get("containerDiskInGb", 50)),
-                            env={e["key"]: e["value"] for e in env}, ports=ports,
-                            args=spec.get("dockerArgs", ""), start_ssh=bool(spec.get("startSsh")),
-                            interruptible=True)
-        self.bids[pod["id"]] = float(spec["bidPerGpu"])
-        return self.json({"data": {"podRentInterruptable": {"id": pod["id"], "name": pod["name"]}}})
-
 
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
 CONTRACT_API_KEY = "rp-harness-key"
