@@ -168,7 +168,11 @@ def test_a_provider_that_cannot_be_listed_exits_nonzero() -> None:
     rig.fake.faults.inject("http_error", route="list_instances", times=None, status=503)
     report = collect_garbage(adapters={"lambda": rig.provider}, records=[], delete=True, now=lambda: NOW)
     assert report.exit_code == 4 and "lambda" in report.unlisted and report.checked == []
-    assert "FAILED to list lambda" in report.render()
+    assert report.render().splitlines()[-2:] == [
+        "FAILED to list lambda: lambda: HTTP 503: An internal server error occurred. Try again later. Contact "
+        "Support if the problem persists. [global/internal-error]",
+        "nothing checked: no provider could be listed, so what the tool left there is unknown"]  # not "nothing
+    # to collect", which read as "nothing of yours is running" when nothing had been looked at
 
 
 def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,7 +104,12 @@ class GcReport:
         out += [f"FAILED to list {name}: {why}" for name, why in sorted(self.unlisted.items())]
         kept = sorted(set(self.kept))
         out += [f"kept {provider} {cluster}: {why}" for provider, cluster, why in kept]
-        if not self.leftovers:
+        unknown = sorted({*self.skipped, *self.unlisted})
+        if not self.leftovers and not self.checked:
+            out.append("nothing checked: no provider could be listed, so what the tool left there is unknown")
+        elif not self.leftovers and unknown:
+            out.append(f"nothing to collect on {', '.join(self.checked)}; not checked: {', '.join(unknown)}")
+        elif not self.leftovers:
             out.append("nothing to collect")
         elif not self.delete:
             out += [f"would delete {item.line()}" for item in self.leftovers]
