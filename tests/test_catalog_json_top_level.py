@@ -1,11 +1,12 @@
 """The large JSON reader finds the offers array without decoding the whole file first
 (provisioner.catalog_json._offers_span): the usual layout takes that path, every other layout still
-reads to the same table, and a file that is not valid JSON is still refused. Reading one asks
-malloc to keep the memory it frees."""
+reads to the same table, and a file that is not valid JSON is still refused. The text already
+decoded is let go of as the pieces go; reading a large catalog asks malloc to keep the memory it frees."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -111,3 +112,41 @@ def test_reading_a_large_catalog_asks_malloc_to_keep_freed_memory(monkeypatch: p
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
     catalog._keep_freed_memory()
     assert len(calls) == 2
+
+
+def test_a_mapped_file_lets_go_of_the_text_it_has_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pages of text already decoded are handed back as the pieces go (madvise DONTNEED): the table is
+    # the same, and a bad offer after that point is still named, by the row-exact path reading them again.
+    import mmap
+
+    monkeypatch.setattr(catalog_json, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(catalog_json, "DROP_BYTES", 1)
+    told: list[int] = []
+    dropper = catalog_json._dropper
+
+    def spying(data: Any, at: int) -> Any:
+        drop = dropper(data, at)
+        assert drop is not None
+        return lambda offset: told.append(offset) or drop(offset)
+
+    monkeypatch.setattr(catalog_json, "_dropper", spying)
+    doc = _doc()
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps(doc))
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    fast = decode_table_catalog(mapped, "x").offer_table()
+    model = parse_catalog(path.read_text(), "x").offer_table()
+    for name, column in model.values.items():
+        np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
+    text = path.read_bytes()
+    offers = text[text.index(b'"offers": [') + len(b'"offers": '):-1]  # the array, to its ]
+    assert len(told) > 10 and told == sorted(told) and told[-1] == len(offers)
+    doc["offers"][-2]["gpus"] = 1.5
+    path.write_text(json.dumps(doc))
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    told.clear()
+    with pytest.raises(CatalogError, match=rf"^x: offers\[{len(doc['offers']) - 2}\]\.gpus: Expected `int`"):
+        decode_table_catalog(mapped, "x")
+    assert told
