@@ -46,14 +46,11 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import gzip
-import hashlib
 import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from provisioner.providers import settings
@@ -61,14 +58,24 @@ from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.aws import CAPABILITIES, billing
 from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.blocks import Block, CapacityBlocks
-from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer, sells_blocks
+from provisioner.providers.aws.capacity_blocks import sells_blocks
 from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
 from provisioner.providers.aws.efa import has_efa
+from provisioner.providers.aws.launch import (
+    EC2_USER_DATA_MAX_BYTES,
+    EXPIRES_TAG,
+    METADATA_OPTIONS,
+    OWNER_TAG,
+    RunLauncher,
+    ec2_user_data,
+    key_name,
+    node_tags,
+)
+from provisioner.providers.aws.listing import block_offers, instance_offers, on_demand_prices
 from provisioner.providers.aws.models import (
     GpuInstanceType,
     gpu_instance_type,
     latest_spot_prices,
-    on_demand_price,
     tag_map,
     zones_by_type,
 )
@@ -78,37 +85,31 @@ from provisioner.providers.base import (
     CLUSTER_TAG,
     LEASE_TAG,
     NODE_TAG,
-    ROLE_TAG,
     Capability,
     Node,
     NodeSpec,
     NodeStatus,
     OfferQuery,
     OwnedNode,
-    expiry_text,
     ip_or_none,
     owner_id,
     parse_expiry,
 )
 from provisioner.providers.billing import Billed
 from provisioner.providers.http import RateLimits, RetryPolicy
-from provisioner.providers.orchestrate import Launcher, Member, answer, create
+from provisioner.providers.orchestrate import answer, create
 from provisioner.providers.screening import OfferScreen
 
-from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.capabilities import Purchase
 from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
 from provisioner.offer import Offer, QuotaHeadroom
-from provisioner.spec import Fabric
 
 log = logging.getLogger("provisioner.providers.aws")
 
-OWNER_TAG = "provisioner-owner"
-EXPIRES_TAG = "provisioner-expires"
 DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 """Regions asked when neither the query nor ``PROVISIONER_AWS_REGIONS`` names any."""
 DEFAULT_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 """Amazon-owned GPU image looked up when a node names none (dstack uses the same family)."""
-BILLING_INCREMENT_S, BILLING_MINIMUM_S = 1, 60  # per-second Linux billing, 60 s minimum (bundled catalog)
 
 _STATUS = {
     "pending": NodeStatus.PENDING,
@@ -119,53 +120,7 @@ _STATUS = {
     "terminated": NodeStatus.TERMINATED,
 }
 _LIVE = ["pending", "running", "stopping", "stopped"]
-_PRICE_FILTERS = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"),
-                  ("capacitystatus", "Used"))
 
-
-@lru_cache(maxsize=1)
-def _catalog_templates() -> tuple[dict[str, Offer], Offer | None]:
-    """The bundled catalog's AWS offers by instance type (interruption rates, egress, max nodes)
-    and one typical offer for types the catalog does not know."""
-    try:
-        from provisioner.catalog import load_bundled_catalog
-
-        offers = [o for o in load_bundled_catalog().offers if o.provider == "aws"]
-    except Exception:  # the catalog is optional context, never a reason to fail listing
-        offers = []
-    if not offers:
-        return {}, None
-    typical = sorted(offers, key=lambda o: o.interruptions_per_node_hour)[len(offers) // 2]
-    return {o.instance_type: o for o in offers}, typical
-
-
-def key_name(public_key: str) -> str:
-    """Stable key-pair name derived from the key material, reused across runs."""
-    material = " ".join(public_key.split()[:2])
-    return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
-
-
-
-EC2_USER_DATA_MAX_BYTES = 16 * 1024
-"""RunInstances refuses user data over 16 KiB (before base64); cloud-init reads gzip natively."""
-
-
-def ec2_user_data(text: str) -> str | bytes:
-    """``text`` as RunInstances takes it: as is when it fits, else gzip-compressed (mtime 0, so a
-    retried create sends the same bytes). PlanError before any purchase when even that is too big."""
-    raw = text.encode("utf-8")
-    if len(raw) <= EC2_USER_DATA_MAX_BYTES:
-        return text
-    packed = gzip.compress(raw, compresslevel=9, mtime=0)
-    if len(packed) > EC2_USER_DATA_MAX_BYTES:
-        raise PlanError(f"user data is {len(packed)} bytes gzip-compressed; EC2 accepts at most "
-                        f"{EC2_USER_DATA_MAX_BYTES}")
-    return packed
-
-METADATA_OPTIONS = {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1}
-"""Every instance: IMDSv2 only (a session token, so no SSRF can GET user data or credentials) and a
-hop limit of 1 (a container or pod, one hop further, gets no token). The stack sets the same
-(``stacks/aws.py``); the node firewall also drops non-root traffic to the address."""
 
 class AWSProvider:
     """EC2 adapter. ``session`` is a ``boto3.Session`` (default: boto3's standard credential
@@ -186,7 +141,7 @@ class AWSProvider:
         self.client = AWSClient(session, endpoint_url=self.endpoint_url, limits=limits, timeout_s=timeout_s,
                                 retry=retry)
         self.image_id = image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None
-        self.owner = owner
+        self.owner: str | None = owner
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
         self.quotas = AccountQuotas(self.client, self.gpu_types)
@@ -220,15 +175,7 @@ class AWSProvider:
 
     def on_demand_prices(self, region: str, instance_types: Iterable[str]) -> dict[str, Decimal]:
         """Linux on-demand USD/hour per type in ``region`` from the Pricing API (exact)."""
-        prices: dict[str, Decimal] = {}
-        for instance_type in instance_types:
-            filters = [{"Field": f, "Value": v} for f, v in
-                       (("instanceType", instance_type), ("regionCode", region), *_PRICE_FILTERS)]
-            for item in self.client.get_products(filters):
-                parsed = on_demand_price(item)
-                if parsed and parsed[0] == instance_type and parsed[1] == region:
-                    prices[instance_type] = min(parsed[2], prices.get(instance_type, parsed[2]))
-        return prices
+        return on_demand_prices(self.client, region, instance_types)
 
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """One offer per (GPU type, zone) with a price; see the module docstring. Read-only."""
@@ -246,43 +193,12 @@ class AWSProvider:
                 if query.spot is not False else {}
             on_demand = self.on_demand_prices(region, names) if query.spot is not True else {}
             screen = OfferScreen(self.name)
-            offers += screen.build(types, functools.partial(self._offers, region=region, zones=zones,
+            offers += screen.build(types, functools.partial(instance_offers, region=region, zones=zones,
                                                             on_demand=on_demand, spot=spot, query=query))
             for reason, count in screen.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + count
         self.dropped_offers = dropped
         return sorted((o for o in offers if o.reliability >= query.min_reliability), key=lambda o: o.key)
-
-    def _offers(self, kind: GpuInstanceType, *, region: str, zones: dict[str, list[str]],
-                on_demand: dict[str, Decimal], spot: dict[tuple[str, str], Decimal], query: OfferQuery) -> list[Offer]:
-        by_type, typical = _catalog_templates()
-        template = by_type.get(kind.instance_type, typical)
-        made = []
-        for zone in zones.get(kind.instance_type, []):
-            price = on_demand.get(kind.instance_type)
-            spot_price = spot.get((kind.instance_type, zone)) if kind.spot_supported else None
-            if (query.spot is True and spot_price is None) or (query.spot is False and price is None):
-                continue
-            if price is None and spot_price is None:
-                continue
-            made.append(Offer(
-                provider=self.name, instance_type=kind.instance_type, region=region, zone=zone,
-                gpu_model=kind.gpu_model, gpus=kind.gpus, gpu_memory_gib=kind.gpu_memory_gib, vcpus=kind.vcpus,
-                memory_gib=kind.memory_gib, local_nvme_gib=kind.local_nvme_gib,
-                # EFA only where the adapter knows the type's interface layout: an offer is never
-                # ranked as EFA when its nodes would launch without EFA interfaces.
-                fabric=Fabric.EFA if kind.efa_supported and has_efa(kind.instance_type) else Fabric.ETHERNET,
-                fabric_gbps=kind.network_gbps,
-                price_per_hour_usd=price, spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
-                billing_increment_s=BILLING_INCREMENT_S, billing_minimum_s=BILLING_MINIMUM_S,
-                egress_usd_per_gb=template.egress_usd_per_gb if template else 0,
-                interruptions_per_node_hour=template.interruptions_per_node_hour if template else 0.000158,
-                spot_interruptions_per_node_hour=template.spot_interruptions_per_node_hour if template else None,
-                interruption_basis=template.interruption_basis if template else "documented default",
-                max_nodes=(template.max_nodes if template and template.instance_type == kind.instance_type
-                           else 64 if kind.efa_supported else 16),
-                purchase=Purchase.INSTANCE, bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE))
-        return made
 
     def quote_offers(self, offers: Sequence[Offer]) -> list[Offer]:
         """Capacity Blocks for ML on offer for the block-capable types among ``offers`` (one probe per
@@ -292,23 +208,8 @@ class AWSProvider:
             return []
         first = {(o.region, o.instance_type): o for o in reversed(offers)
                  if o.provider == self.name and o.purchase == Purchase.INSTANCE and sells_blocks(o.instance_type)}
-        return OfferScreen(self.name).build(sorted(first.values(), key=lambda o: o.key), self._blocks)
-
-    def _blocks(self, template: Offer) -> list[Offer]:
-        """Capacity Blocks for ML offered for ``template``'s type, as quote-only reservation offers."""
-        items: list[dict[str, Any]] = []
-        for hours in PROBE_HOURS:
-            try:
-                items += self.client.describe_capacity_block_offerings(template.region, template.instance_type,
-                                                                       PROBE_COUNT, hours)
-            except ProviderAPIError as exc:
-                if exc.status != 400:  # e.g. a type or region without Capacity Blocks: nothing to list
-                    raise
-                log.info("aws: no %d h Capacity Blocks for %s in %s: %s", hours, template.instance_type,
-                         template.region, exc.detail)
-                break
-        found = (block_offer(item, template) for item in items)
-        return [offer for offer in found if offer is not None]
+        return OfferScreen(self.name).build(sorted(first.values(), key=lambda o: o.key),
+                                            functools.partial(block_offers, self.client))
 
     # ----- quotas (``account.AccountQuotas``) ----------------------------------------------------
     def quota_vcpus(self, region: str, code: str) -> float | None:
@@ -434,13 +335,13 @@ class AWSProvider:
             in_block = block is not None and bool(first[region].capacity_block_hours)
             self._efa[(cluster_id, region)] = self.network.ensure(
                 cluster_id, region, block.zone if in_block and block is not None else zone,
-                self._tags(cluster_id, first[region], node=False), placement=not in_block)
+                node_tags(self, cluster_id, first[region], node=False), placement=not in_block)
 
     def _create(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[str]:
         """``orchestrate.create``; after a failure (the instances rolled back) the cluster's EFA groups
         are released too, best effort."""
         try:
-            return create(_Launcher(self, cluster_id, nodes), nodes)
+            return create(RunLauncher(self, cluster_id, nodes), nodes)
         except ProviderError:
             if any(key[0] == cluster_id for key in self._efa):
                 try:
@@ -480,62 +381,6 @@ class AWSProvider:
                 found.append(OwnedNode(self._node(tags[CLUSTER_TAG], region, instance), tags.get(OWNER_TAG),
                                        parse_expiry(tags.get(EXPIRES_TAG))))
         return found
-
-    def _tags(self, cluster_id: str, spec: NodeSpec, *, node: bool = True) -> dict[str, str]:
-        """The node's tags (cluster, node, Name, owner, expiry and its own); ``node=False``: those of
-        the cluster's shared resources (no node tag nor Name)."""
-        tags = {**{k: v for k, v in spec.tags.items()}, CLUSTER_TAG: cluster_id}
-        if node:
-            tags.update({NODE_TAG: spec.name, "Name": f"{cluster_id}-{spec.name}"})
-        tags.setdefault(OWNER_TAG, spec.owner or self.owner or owner_id())
-        if node and spec.role is not None:
-            tags.setdefault(ROLE_TAG, spec.role)
-        if spec.expires_at is not None:
-            tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
-        if spec.lease:
-            tags[LEASE_TAG] = spec.lease
-        return tags
-
-    def _run_params(self, cluster_id: str, spec: NodeSpec) -> dict[str, Any]:
-        tags = self._tags(cluster_id, spec)
-        tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
-        params: dict[str, Any] = {
-            "ImageId": self._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
-            "InstanceInitiatedShutdownBehavior": "terminate",
-            "MetadataOptions": dict(METADATA_OPTIONS),
-            "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list},
-                                  {"ResourceType": "volume", "Tags": tag_list}],
-        }
-        if spec.zone:
-            params["Placement"] = {"AvailabilityZone": spec.zone}
-        if spec.user_data:
-            params["UserData"] = ec2_user_data(spec.user_data)  # boto3 base64-encodes it
-        if spec.ssh_public_key:
-            params["KeyName"] = self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key, spec.region)
-        block = self._block_of.get(cluster_id) if spec.capacity_block_hours else None
-        if block is not None:  # launched into the block bought for the cluster, in its zone
-            params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
-            params["CapacityReservationSpecification"] = {
-                "CapacityReservationTarget": {"CapacityReservationId": block.reservation_id}}
-            params["Placement"] = {"AvailabilityZone": block.zone}
-        elif spec.spot:
-            options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
-            if spec.bid_usd_per_hour is not None:
-                options["MaxPrice"] = str(spec.bid_usd_per_hour)
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": options}
-        efa = self._efa.get((cluster_id, spec.region))
-        ssh_group = self._ssh_groups.get((cluster_id, spec.region))
-        if ssh_group is not None and not (efa is not None and has_efa(spec.instance_type)):
-            params["SecurityGroupIds"] = [ssh_group]  # not the VPC's default group (the account's rules)
-        if efa is not None and has_efa(spec.instance_type):
-            params["NetworkInterfaces"] = efa.interfaces(spec.instance_type)
-            if ssh_group is not None:  # the EFA group and the cluster's, not the VPC's default
-                for nic in params["NetworkInterfaces"]:
-                    nic["Groups"] = [efa.security_group_ids[0], ssh_group]
-            params["Placement"] = {"AvailabilityZone": efa.zone,
-                                   **({"GroupName": efa.placement_group} if efa.placement_group else {})}
-            params["TagSpecifications"].append({"ResourceType": "network-interface", "Tags": tag_list})
-        return params
 
     def _image(self, spec: NodeSpec) -> str:
         """The node's image, else ``image_id``, else the newest default GPU image of its region (looked
@@ -646,50 +491,5 @@ class AWSProvider:
         return billing.billed(self.client, cluster_id, start, end)
 
 
-class _Launcher(Launcher):
-    """One ``create_nodes`` call: one RunInstances per node, in the nodes' regions."""
-
-    def __init__(self, provider: AWSProvider, cluster_id: str, nodes: Sequence[NodeSpec]) -> None:
-        super().__init__(provider.name, cluster_id)
-        self.adapter = provider
-        self.owner = provider.owner or self.owner
-        self.regions = sorted({n.region for n in nodes})
-        self.region_of: dict[str, str] = {}
-
-    def members(self) -> list[Member]:
-        found = []
-        for region in self.regions:
-            for i in self.adapter._members(self.cluster_id, region, live=True):
-                self.region_of[str(i["InstanceId"])] = region
-                tags = tag_map(i)
-                found.append(Member(str(i["InstanceId"]), tags.get(NODE_TAG), str(i.get("InstanceType", "")), region,
-                                    tags.get(OWNER_TAG), tags.get(LEASE_TAG)))
-        return found
-
-    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
-        (spec,) = batch
-        params = self.adapter._run_params(self.cluster_id, spec)
-        (instance,) = self.adapter.client.run_instances(spec.region, params)
-        self.region_of[str(instance["InstanceId"])] = spec.region
-        if len(params.get("NetworkInterfaces", [])) > 1:  # EC2 gives such an instance no public address
-            self.adapter.network.attach_address(spec.region, instance, self.adapter._tags(self.cluster_id, spec),
-                                                NODE_TAG)
-        return [str(instance["InstanceId"])]
-
-    def terminate(self, ids: Sequence[str]) -> list[str]:
-        left: list[str] = []
-        for region in sorted({self.region_of.get(i, "") for i in ids}):
-            batch = [i for i in ids if self.region_of.get(i, "") == region]
-            try:
-                self.adapter._terminate(region, batch)
-            except ProviderError as cleanup:
-                log.error("aws: rollback failed in %s: %s", region, cleanup.message)
-                left += batch
-        return left
-
-    def describe(self, batch: Sequence[NodeSpec]) -> str:
-        spec = batch[0]
-        return f"1 x {spec.instance_type} in {spec.region}{f' ({spec.zone})' if spec.zone else ''}"
-
-
-__all__ = ["DEFAULT_REGIONS", "EXPIRES_TAG", "NODE_TAG", "OWNER_TAG", "AWSProvider", "key_name"]
+__all__ = ["CLUSTER_TAG", "DEFAULT_REGIONS", "EC2_USER_DATA_MAX_BYTES", "EXPIRES_TAG", "METADATA_OPTIONS", "NODE_TAG",
+           "OWNER_TAG", "AWSProvider", "ec2_user_data", "key_name"]
