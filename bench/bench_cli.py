@@ -8,8 +8,9 @@ Usage: python bench/bench_cli.py [--runs 11] [--sizes 100000 1000000] [--json-si
    (written once by bench/synthetic_catalog.py into --workdir), with the peak RSS of the run.
 3. The first plan on a JSON catalog of each --json-sizes never seen before (read by
    provisioner.catalog_json, then compiled into the cache), and the next one from that cache;
-   wall and CPU seconds (median and min) and the peak RSS. With --peer-python, the same offers
-   read by SkyPilot from a separate virtual environment (bench/peer_skypilot.py).
+   wall and CPU seconds (median and min) and the peak RSS, under the import floor's own. With
+   --peer-python, the same offers read by SkyPilot from a separate virtual environment
+   (bench/peer_skypilot.py).
 First the machine's baselines: a bare interpreter, and one importing only the libraries a plan
 needs before any project code runs (FLOOR). Each run is a fresh interpreter timed with
 perf_counter around subprocess.run; we report the median, min and max, and the largest peak
@@ -167,6 +168,8 @@ def main() -> None:
     if args.json_sizes:
         print(f"\n{'first plan on a new JSON catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
               f"{'peak MiB':>9}   (load before: {load()})")
+        print(line("import floor (numpy, yaml, pydantic)", [measured([sys.executable, "-c", FLOOR])
+                                                            for _ in range(args.runs)]))
     for n in args.json_sizes:
         catalog = args.workdir / f"offers-{n}.json"
         npz = args.workdir / f"offers-{n}-for-json.npz"
