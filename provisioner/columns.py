@@ -171,6 +171,7 @@ def _encode(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return dictionary, codes
 
 
+FLOAT_COLUMNS = frozenset(name for name, (dtype, *_rest) in NUMBERS.items() if dtype == "float64")
 COLUMNS: tuple[str, ...] = (*IDS, *TEXTS, *NUMBERS, *PRICES.values(), *PRICE_RESTS.values(), *RATES.values(), *ENUMS,
                             "available", "as_of_days", "key_rank")
 
@@ -244,6 +245,9 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
             return
         if len(v[name]) != n:
             yield 0, name, f"column has {len(v[name])} rows, not {n}"
+            return
+        if v[name].dtype.kind == "f" and name not in FLOAT_COLUMNS:  # codes, counts, money: whole numbers
+            yield 0, name, "column holds fractions where whole numbers belong"
             return
     for name in (*IDS, *TEXTS):
         codes, dictionary = v[name], table.names.get(name, np.array([], "S1"))

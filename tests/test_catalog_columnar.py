@@ -174,6 +174,7 @@ HAND_EDITS = {
     "key ranks as floats": ("c.key_rank", "float"),
     "enum code out of range": ("c.fabric", 9),
     "NaN memory": ("c.gpu_memory_gib", np.nan),
+    "region codes as floats": ("c.region", "float"),
 }
 
 
