@@ -37,6 +37,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # raises instead of exiting
         raise UsageError(message, where=self.prog)
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """argparse's, with words no option takes pointed at the chosen command's help (argparse
+        blames the top parser: ``provisioner costs nope`` said see 'provisioner --help')."""
+        found, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}", where=chosen(self, found).prog)
+        return found
+
 
 class Commands:
     """A parser's subcommands. With ``only`` set (the command named on the command line), the other

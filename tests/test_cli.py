@@ -246,7 +246,11 @@ USAGE_ERRORS = {
                        "error: Invalid value for --output: folder /missing/dir does not exist"),
     "unknown command": (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'plan',"),
     "unknown option": (["plan", "examples/pretrain-h100-slurm.yaml", "--bogus"],
-                       "error: unrecognized arguments: --bogus (see 'provisioner --help')"),
+                       "error: unrecognized arguments: --bogus (see 'provisioner plan --help')"),
+    # A word no option takes points at the command's own help, not the top's.
+    "unknown word": (["costs", "nope"], "error: unrecognized arguments: nope (see 'provisioner costs --help')"),
+    "unknown nested option": (["node", "check", "--bogus"],
+                              "error: unrecognized arguments: --bogus (see 'provisioner node check --help')"),
     "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
                  "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')"),
     "missing plan": (["render", "missing-plan.json", "--out", "out"],
