@@ -191,6 +191,22 @@ def test_watch_spends_what_status_meters(tmp_path: Path, monkeypatch: pytest.Mon
         assert main(["down", "lc-lambda"]) == 0
 
 
+def test_watch_on_a_fakes_nodes_says_so_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster on a fake provider (TEST-NET addresses, as ``up`` refuses): watch said nothing for
+    ~35 s a look while its SSH waited on addresses no machine answers; now one line, exit 5."""
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    with served_fake("lambda", monkeypatch):
+        bring_up(plan, instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes])))
+        capsys.readouterr()
+        assert main(["watch", "lc-lambda", "--once"]) == 5
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("error: node(s) lc-lambda-0 (198.51.100.") and "no machine will ever answer SSH: " \
+            "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in line
+        assert main(["down", "lc-lambda"]) == 0
+
+
 def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")

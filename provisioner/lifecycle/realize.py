@@ -39,7 +39,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from provisioner.errors import (
@@ -235,7 +235,7 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
                                                     if name in wanted}})
     state.save_record(record)
     _emit_running(rt, plan, by_name)
-    _refuse_unanswerable(rt, plan, by_name)
+    refuse_unanswerable(rt, plan, (by_name[node.name] for node in plan.nodes))
     remote = rt.remote or default_remote(plan, secrets)
     # A node's boot-time bootstrap (user data, start command) could not know the other nodes'
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
@@ -265,10 +265,10 @@ def emit_up(rt: Runtime, plan: Plan, head: Node, expires_at: dt.datetime | None,
             hourly_usd=plan.option.hourly_usd, expires_at=expires_at.isoformat() if expires_at else None, **extra)
 
 
-def _refuse_unanswerable(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -> None:
+def refuse_unanswerable(rt: Runtime, plan: Plan, nodes: Iterable[Node]) -> None:
     """StackError at once when real SSH (no injected remote) would wait on documentation addresses (a
-    fake provider's nodes), instead of after the SSH and readiness timeouts."""
-    silent = unanswerable(by_name[node.name] for node in plan.nodes) if rt.remote is None else []
+    fake provider's nodes), instead of after the SSH and readiness timeouts (``up``, ``watch``)."""
+    silent = unanswerable(nodes) if rt.remote is None else []
     if silent:
         raise StackError(f"node(s) {', '.join(silent)} of {plan.cluster_id} have documentation (TEST-NET) "
                          f"addresses where no machine will ever answer SSH: is PROVISIONER_"
@@ -288,7 +288,7 @@ def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s)
     by_name = {node.name: node for node in nodes if node.name in wanted}
     _emit_running(rt, plan, by_name)
-    _refuse_unanswerable(rt, plan, by_name)
+    refuse_unanswerable(rt, plan, (by_name[node.name] for node in plan.nodes))
     secrets = cluster_secrets(cluster_id)
     remote = rt.remote or default_remote(plan, secrets)
     rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
@@ -389,4 +389,4 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
 
 __all__ = ["LIVE", "Runtime", "Timeouts", "await_stack", "bring_up", "bring_up_first", "cluster_nodes",
            "cluster_secrets", "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs",
-           "ssh_pass", "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]
+           "refuse_unanswerable", "ssh_pass", "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]

@@ -74,7 +74,7 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
     from provisioner.lifecycle import state
     from provisioner.lifecycle.cli import _runtime, cluster_id_of, emitter
     from provisioner.lifecycle.heal import Healer, HealOptions
-    from provisioner.lifecycle.realize import cluster_secrets, default_remote
+    from provisioner.lifecycle.realize import cluster_secrets, default_remote, live, refuse_unanswerable
     from provisioner.lifecycle.spend import usages_of
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
@@ -91,7 +91,9 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         # The spans the provider reports (as status and costs meter them), not the record's creation
         # time for every node, which made watch's "spent" larger than status's "cost so far".
         adapter = runtime.provider(record.provider)
-        usages = usages_of(adapter, record, adapter.get_nodes(record.cluster_id))
+        nodes = adapter.get_nodes(record.cluster_id)
+        refuse_unanswerable(runtime, record.plan, live(nodes))  # a fake's nodes: say so, not wait on SSH
+        usages = usages_of(adapter, record, nodes)
         remote = runtime.remote or default_remote(record.plan, cluster_secrets(record.cluster_id))
         healer = Healer(runtime, record, remote,
                         alternates_for(record.plan, catalog, runtime),
