@@ -116,7 +116,7 @@ def test_hostile_offers_beside_a_good_one_are_dropped_and_counted(
     stub.body = {**body, "good": item()}
     assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
     out = capsys.readouterr().out
-    assert "lambda: 1 offers; dropped 1 untrusted offer(s)" in out
+    assert "lambda: 1 offer; dropped 1 untrusted offer(s)" in out
     cache = cache_dir() / CACHE_FILE
     text = cache.read_text()
     assert needle not in text
@@ -216,7 +216,7 @@ def test_one_nan_price_row_is_dropped_and_counted(stub: Stub, capsys: pytest.Cap
     stub.body = {"nan": item(typed(name="gpu_nan_price", price_cents_per_hour=float("nan"))), "good": item()}
     assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
     out = capsys.readouterr().out
-    assert "lambda: 1 offers; dropped 1 untrusted offer(s)" in out
+    assert "lambda: 1 offer; dropped 1 untrusted offer(s)" in out
     text = (cache_dir() / CACHE_FILE).read_text()
     assert "gpu_nan_price" not in text and "gpu_8x_h100_sxm5" in text
 
