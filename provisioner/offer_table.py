@@ -149,7 +149,7 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
     allowed = set(spec.allowed_providers())
     denied = np.array([p in spec.providers.deny for p in providers], dtype=bool)
     fails.append((Stage.PROVIDER, ~np.array([p in allowed for p in providers], dtype=bool)[prov],
-                  np.where(denied[prov], 0, 1)))
+                  (~denied).astype(np.int16)[prov]))  # sub-code 0: denied, 1: not allowed
     if spec.providers.regions:
         wanted = set(spec.providers.regions)
         fails.append((Stage.REGION, ~np.array([r in wanted for r in table.dictionary("region")], dtype=bool)[
@@ -164,12 +164,12 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
 
     gpus = v["gpus"].astype(np.int64)
     count = spec.gpus.count
-    nodes = count // gpus
+    nodes, rest = np.divmod(count, gpus)  # one division for both
     per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
     split = np.full(n, -1, dtype=np.int16)
     if node_count is not None:
         split[nodes != node_count] = 2
-    split[(count % gpus) != 0] = 1
+    split[rest != 0] = 1
     if per_node is not None:
         split[gpus != per_node] = 0
     nodes = np.maximum(nodes, 1)

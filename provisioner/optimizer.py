@@ -221,16 +221,16 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     ])
     if not len(cands):
         return []
-    key = ranking.stage[cands].astype(np.int64) * 65_536 + ranking.sub[cands].astype(np.int64)
-    order = np.lexsort((ranking.sub[cands], ranking.stage[cands]))  # groups are the runs of equal keys (stable)
-    sorted_key = key[order]
-    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
-    keys, counts = sorted_key[starts], np.diff(np.r_[starts, len(key)])
+    stages, subs = ranking.stage[cands], ranking.sub[cands]
+    order = np.lexsort((subs, stages))  # stable: each group's members stay in candidate order
+    stages, subs = stages[order], subs[order]
+    starts = np.flatnonzero(np.r_[True, (stages[1:] != stages[:-1]) | (subs[1:] != subs[:-1])])
+    counts = np.diff(np.r_[starts, len(cands)])
     key_rank = table["key_rank"]
     by_group = np.split(cands[order], starts[1:])
     groups = []
-    for k, count, members in zip(keys.tolist(), counts.tolist(), by_group, strict=True):
-        stage, sub = divmod(k, 65_536)
+    for stage, sub, count, members in zip(stages[starts].tolist(), subs[starts].tolist(), counts.tolist(), by_group,
+                                          strict=True):
         cost = ranking.total_cents if stage >= Stage.MAX_HOURLY else None
         examples = [rejected_offer(spec, table, ranking, int(c)) for c in _first(members, key_rank, n, cost).tolist()]
         field, reason = _reason(Stage(stage), sub, spec, table, ranking, None)
@@ -245,13 +245,18 @@ def _first(members: np.ndarray, key_rank: np.ndarray, n: int, cost: PricedColumn
     the k-th smallest primary value can be among them."""
     import numpy as np
 
-    primary = key_rank[members % n] if cost is None else cost[members]
+    primary = key_rank[_offers(members, n)] if cost is None else cost[members]
     if len(members) > EXAMPLES_PER_GROUP:
         kth = np.partition(primary, EXAMPLES_PER_GROUP - 1)[EXAMPLES_PER_GROUP - 1]
         members = members[primary <= kth]
-    ranks = key_rank[members % n]
+    ranks = key_rank[_offers(members, n)]
     order = np.lexsort((ranks,) if cost is None else (ranks, cost[members]))
     return members[order][:EXAMPLES_PER_GROUP]
+
+
+def _offers(members: np.ndarray, n: int) -> np.ndarray:
+    """The offer row of each candidate in ``members`` (ascending): themselves when all are first-variant."""
+    return members if not len(members) or members[-1] < n else members % n
 
 
 def every_rejection(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> list[RejectedOffer]:
