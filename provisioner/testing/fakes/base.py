@@ -30,20 +30,7 @@ Contract of ``FakeApp`` (what tests may rely on):
   asked to sell (interruptible or not), what the instance receives at boot (user data, start
   command and environment as the API got them), its tags, SSH keys and private network. The
   capability contract proves each declared capability from these records.
-- ``faults.inject(kind, route=None, times=1, after=0, **params)``; ``route`` is a route
-  name or kind (None: every route); the fault skips ``after`` matching requests, then
-  fires ``times`` times (None: forever). Kinds: ``http_error`` (``status``, ``message``),
-  ``rate_limit`` (429 + ``Retry-After: retry_after_s``), ``invalid_key``,
-  ``insufficient_balance``, ``timeout`` (the request is processed, then the answer is held
-  ``delay_s`` seconds: the launch happened but the client did not hear), ``capacity_after``
-  (``k`` more instances launch, then capacity errors; ``partial=True`` lets a batch launch
-  fewer than asked where the provider would), and ``slow_boot`` (instances created while it
-  is active stay pending for ``polls`` list/get polls or ``seconds``), ``lose_answer`` (the
-  request is processed, unless ``processed=False``, and its answer dropped: the connection is
-  closed on a real socket; in process ``FakeTransport`` raises ``httpx.ReadTimeout``, or
-  ``httpx.RemoteProtocolError`` with ``as_timeout=False``; ``then``: a fault, as ``inject``'s
-  keyword arguments with ``kind``, injected when the answer is dropped) and ``drip`` (the answer's body is
-  sent ``chunk_bytes`` at a time, ``interval_s`` apart, through ``sleep``).
+- ``faults.inject(kind, ...)`` injects a fault (the kinds and their parameters: ``fakes.faults``).
 - Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
 - ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
@@ -59,215 +46,31 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import copy
-import functools
 import json
 import logging
-import os
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
 from werkzeug.wrappers import Request, Response
 
+from provisioner.testing.fakes.faults import FAULT_KINDS, Fault, Faults
 from provisioner.testing.fakes.metering import Clock, Meter, wall_clock
+from provisioner.testing.fakes.openapi import load_openapi, spec_root
+from provisioner.testing.fakes.records import Bought, Call, Exchange
+from provisioner.testing.fakes.serving import AnswerLost, FakeTransport, RunningServer, serve
 
 log = logging.getLogger("provisioner.fakes")
 
 ROUTE_KINDS = frozenset({"offers", "list", "get", "launch", "delete", "keys", "other"})
-FAULT_KINDS = frozenset({
-    "http_error", "rate_limit", "invalid_key", "insufficient_balance", "timeout",
-    "capacity_after", "slow_boot", "lose_answer", "drip",
-})
 _PRE_FAULTS = ("http_error", "rate_limit", "invalid_key", "insufficient_balance")
 VALIDATION_STATUS = 599
 
 Handler = Callable[..., Response]
-
-
-def spec_root() -> Path:
-    """Folder holding ``<provider>/<spec file>``: $PROVISIONER_OPENAPI_DIR or ../shared/provider-apis."""
-    override = os.environ.get("PROVISIONER_OPENAPI_DIR")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "provider-apis"
-
-
-@functools.lru_cache(maxsize=16)
-def load_openapi(path: str) -> Any:
-    """Parse one OpenAPI file (JSON or YAML) once per process, with ``servers`` set to ``/``."""
-    from openapi_core import Config, OpenAPI
-
-    text = Path(path).read_text(encoding="utf-8")
-    if path.endswith((".yml", ".yaml")):
-        import yaml
-
-        # libyaml's loader when present: the same document, ~8x faster on the 300 KB specs.
-        document = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    else:
-        document = json.loads(text)
-    document = copy.deepcopy(document)
-    document["servers"] = [{"url": "/"}]
-    # The shared specs were checked once when gathered; re-checking 300 KB per process is slow.
-    return OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
-
-
-class AnswerLost(ConnectionAbortedError):
-    """Raised by a fake to drop an answer (the ``lose_answer`` fault); see ``FakeTransport``."""
-
-    def __init__(self, what: str, *, timeout: bool = True) -> None:
-        self.timeout = timeout
-        super().__init__(what)
-
-
-class FakeTransport(httpx.BaseTransport):
-    """In-process transport to a fake: a dropped answer reaches the client as a transport error."""
-
-    def __init__(self, app: FakeApp) -> None:
-        self.app = app
-        self._inner = httpx.WSGITransport(app=app)
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return self._inner.handle_request(request)
-        except AnswerLost as exc:
-            error = httpx.ReadTimeout if exc.timeout else httpx.RemoteProtocolError
-            raise error(f"fake dropped the answer: {exc}", request=request) from None
-
-
-@dataclass(frozen=True)
-class Call:
-    t: float
-    method: str
-    path: str
-    status: int
-    route: str
-    kind: str
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One API request's bodies as they crossed the wire (the fault replies' included)."""
-
-    method: str
-    path: str
-    status: int
-    request_body: bytes
-    response_body: bytes
-
-    def texts(self) -> tuple[str, str]:
-        return (self.request_body.decode("utf-8", "replace"), self.response_body.decode("utf-8", "replace"))
-
-
-@dataclass(frozen=True)
-class Bought:
-    """The fake's record of one instance it launched (the capability contract's evidence).
-
-    ``boot`` is everything the instance is given to run or read at boot, verbatim as the API
-    received it (user data, start command, environment values), joined by newlines.
-    ``private_network`` names the private network the instance is on (None: it has none);
-    instances on the same one reach each other at their ``private_ip``. ``cluster_product``
-    is the provider's id of the cluster product (e.g. a RunPod Instant Cluster) the instance
-    was bought as a member of; None when it was bought on its own.
-    """
-
-    instance_id: str
-    interruptible: bool = False
-    boot: str = ""
-    tags: dict[str, str] = field(default_factory=dict)
-    ssh_public_keys: tuple[str, ...] = ()
-    private_ip: str | None = None
-    private_network: str | None = None
-    cluster_product: str | None = None
-
-
-@dataclass
-class Fault:
-    kind: str
-    route: str | None = None
-    times: int | None = 1
-    after: int = 0
-    params: dict[str, Any] = field(default_factory=dict)
-    seen: int = 0
-    fired: int = 0
-    used: int = 0  # capacity_after: instances already granted
-
-    def matches(self, route_name: str, route_kind: str) -> bool:
-        return self.route is None or self.route in (route_name, route_kind)
-
-    @property
-    def exhausted(self) -> bool:
-        return self.times is not None and self.fired >= self.times
-
-
-class Faults:
-    """The faults injected into one app. Thread-safe through the app's lock."""
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-        self.active: list[Fault] = []
-
-    def inject(self, kind: str, *, route: str | None = None, times: int | None = 1, after: int = 0,
-               **params: Any) -> Fault:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
-        fault = Fault(kind, route, times, after, dict(params))
-        with self._lock:
-            self.active.append(fault)
-        return fault
-
-    def clear(self) -> None:
-        with self._lock:
-            self.active.clear()
-
-    def take(self, kinds: Iterable[str], route_name: str, route_kind: str) -> Fault | None:
-        """The first matching fault of ``kinds`` that fires on this request (counts it)."""
-        kinds = tuple(kinds)
-        with self._lock:
-            for fault in self.active:
-                if fault.kind not in kinds or fault.exhausted or not fault.matches(route_name, route_kind):
-                    continue
-                fault.seen += 1
-                if fault.seen <= fault.after:
-                    continue
-                fault.fired += 1
-                return fault
-        return None
-
-    def grant_capacity(self, wanted: int, route_name: str = "launch") -> tuple[int, bool]:
-        """How many of ``wanted`` instances may launch now, and whether partial grants are allowed.
-
-        With no ``capacity_after`` fault every launch is granted. The caller launches the
-        granted count (or none if partial launches are not allowed and fewer were granted).
-        """
-        with self._lock:
-            granted, partial = wanted, False
-            for fault in self.active:
-                if fault.kind != "capacity_after" or not fault.matches(route_name, "launch"):
-                    continue
-                left = max(int(fault.params.get("k", 0)) - fault.used, 0)
-                granted = min(granted, left)
-                partial = partial or bool(fault.params.get("partial", False))
-            if granted < wanted and not partial:
-                granted = 0
-            for fault in self.active:
-                if fault.kind == "capacity_after" and fault.matches(route_name, "launch"):
-                    fault.used += granted
-            return granted, partial
-
-    def boot_requirement(self) -> tuple[int, float]:
-        """(polls, seconds) a newly created instance stays pending under ``slow_boot``."""
-        with self._lock:
-            for fault in self.active:
-                if fault.kind == "slow_boot":
-                    return int(fault.params.get("polls", 0)), float(fault.params.get("seconds", 0.0))
-        return 0, 0.0
 
 
 @dataclass
@@ -613,46 +416,6 @@ class FakeApp(abc.ABC):
                 return self.json({"error": f"bad fault: {exc}"}, 400)
             return self.json({"ok": True, "fault": asdict(fault)})
         return self.json({"error": f"no control route {request.method} {request.path}"}, 404)
-
-
-@dataclass
-class RunningServer:
-    """A fake served on a real socket. ``stop()`` shuts it down and joins the thread."""
-
-    url: str
-    app: FakeApp
-    _server: Any = field(repr=False)
-    _thread: threading.Thread = field(repr=False)
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-    def __enter__(self) -> RunningServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: bool = False) -> RunningServer:
-    """Serve ``app`` on ``host:port`` (0: a free port) from a daemon thread; returns at once.
-
-    werkzeug's per-request access log is off unless ``access_log``; ``app.calls`` has it all.
-    """
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    class _Handler(WSGIRequestHandler):
-        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            if access_log:
-                super().log_request(code, size)
-
-    server = make_server(host, port, app, threaded=True, request_handler=_Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name=f"fake-{app.provider}", daemon=True)
-    thread.start()
-    return RunningServer(f"http://{host}:{server.server_port}", app, server, thread)
 
 
 __all__ = [
