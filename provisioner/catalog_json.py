@@ -245,7 +245,7 @@ def _columns_by_cuts(text: memoryview, origin: str, read: Callable[[int], None] 
             read(start)
             told = start
         if seen_rows is None and rebuilds < MAX_REBUILDS:
-            seen_rows, rebuilds = _seen_rows(columns.seen), rebuilds + 1
+            seen_rows, rebuilds = _seen_rows(columns.seen, columns.rate_texts), rebuilds + 1
     return columns, base
 
 
@@ -255,18 +255,24 @@ MAX_SHARED = 1000
 MAX_REBUILDS = 8
 
 
-def _seen_rows(seen: dict[str, dict[str | None, int]]) -> msgspec.json.Decoder | None:
+def _seen_rows(seen: dict[str, dict[str | None, int]], rates: dict[str, dict[str, int]]) -> msgspec.json.Decoder | None:
     """A decoder of rows whose SHARED fields take only the values in ``seen``, each decoded to the very
-    str object ``seen`` holds: nothing allocated, its hash known, its lookup an identity check. A value
-    outside them fails the piece, which is then decoded by the plain rows (and ``seen`` grows). None
-    when a field has more than MAX_SHARED values."""
+    str object ``seen`` holds: nothing allocated, its hash known, its lookup an identity check. So do
+    the rates, where some were written as JSON strings: only the strings in ``rates`` (a rate written
+    as a number, or any other, fails the piece). A value outside them fails the piece, which is then
+    decoded by the plain rows (and ``seen`` grows). None when a field has more than MAX_SHARED values."""
     shared = {}
     for name in SHARED:
         values = tuple(value for value in seen[name] if value is not None)
         if not values or len(values) > MAX_SHARED:
             return None
         shared[name] = Literal.__getitem__(values)  # Literal[values], built at run time
-    fields = [(f.name, shared.get(f.name, f.type)) if f.required else (f.name, shared.get(f.name, f.type), f.default)
+    defaults = {}
+    for name, texts in rates.items():
+        if texts != {"0": 0}:  # some written as strings (the "0" is the default's)
+            shared[name], defaults[name] = Literal.__getitem__(tuple(texts)), "0"
+    fields = [(f.name, shared.get(f.name, f.type)) if f.required else
+              (f.name, shared.get(f.name, f.type), defaults.get(f.name, f.default))
               for f in msgspec.structs.fields(Row)]
     row = msgspec.defstruct("SeenRow", fields, forbid_unknown_fields=True, gc=False)
     return msgspec.json.Decoder(list[row])  # type: ignore[valid-type]

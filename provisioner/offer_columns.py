@@ -31,8 +31,10 @@ class Columns:
 
     Each chunk's rows become one tuple of values per field (``astuple`` and ``zip``, both in C), and
     each column is made from its tuple by numpy or a C-level ``map``: no Python code runs per value.
-    Small chunks stay in the CPU cache, which is most of the speed. Prices and rates are parsed by
-    numpy once ``BATCH`` rows of them have been gathered, so its per-call cost is paid rarely."""
+    Small chunks stay in the CPU cache, which is most of the speed. Prices are parsed by numpy once
+    ``BATCH`` rows of them have been gathered, so its per-call cost is paid rarely. Rates, which
+    take few values, are parsed chunk by chunk, and each one written as a JSON string is remembered
+    (``rate_texts``): a decoder may hand those back as shared str objects, mapped here by one lookup."""
 
     BATCH = 65_536
 
@@ -48,12 +50,14 @@ class Columns:
         self.rows = rows
         self.arrays: dict[str, np.ndarray] = {}  # each column, allocated once for ``rows`` and filled in place
         self.filled: dict[str, int] = {}
-        self.written: dict[str, list[bytes]] = {name: [] for name in (*PRICES, *RATES)}
-        self.pending = (0, 0)  # (first row, rows) whose prices and rates wait in self.written
+        self.written: dict[str, list[bytes]] = {name: [] for name in PRICES}
+        self.pending = (0, 0)  # (first row, rows) whose prices wait in self.written
+        # per rate field: each value seen written as a JSON string (no escape), its text -> nano-USD
+        self.rate_texts: dict[str, dict[str, int]] = {name: {"0": 0} for name in RATES}
 
     def add(self, rows: list[Any], base: int) -> None:
         """Append ``rows`` (offers ``base`` onwards) to the columns."""
-        from provisioner.columns import NUMBERS
+        from provisioner.columns import NUMBERS, RATES
 
         n = len(rows)
         if not n:
@@ -76,6 +80,12 @@ class Columns:
             written.append(_lines(column[name], self.origin, name, base))
         first, pending = self.pending
         self.pending = (first, pending + n)
+        try:
+            for name, texts in self.rate_texts.items():
+                self._put(RATES[name], _rates(column[name], texts, self.origin, name, base))
+        except CatalogError:
+            self._parse_written()  # a bad price in the same batch is named first
+            raise
         if pending + n >= self.BATCH:
             self._parse_written()
 
@@ -92,26 +102,20 @@ class Columns:
         self.filled[name] = at + len(part)
 
     def flush(self) -> None:
-        """Parse the prices and rates still waiting (CatalogError at the first that is not a number)."""
+        """Parse the prices still waiting (CatalogError at the first that is not a number)."""
         self._parse_written()
 
     def _parse_written(self) -> None:
-        from provisioner.columns import PRICE_RESTS, PRICES, RATES
+        from provisioner.columns import PRICE_RESTS, PRICES
 
         first, n = self.pending
         if not n:
             return
-        columns = {name: _units(b"\n".join(written), n, 12 if name in PRICES else 9, self.origin, name, first,
-                                null=-1 if name in PRICES else None)
-                   for name, written in self.written.items()}
-        for name, pico in columns.items():
-            if name in PRICES:
-                sold = pico >= 0
-                self._put(PRICES[name], np.where(sold, pico // PICO_PER_MICRO, pico))
-                self._put(PRICE_RESTS[PRICES[name]], np.where(sold, pico % PICO_PER_MICRO, 0))
-            else:
-                self._put(RATES[name], pico)
-        for written in self.written.values():
+        for name, written in self.written.items():
+            pico = _units(b"\n".join(written), n, 12, self.origin, name, first, null=-1)
+            sold = pico >= 0
+            self._put(PRICES[name], np.where(sold, pico // PICO_PER_MICRO, pico))
+            self._put(PRICE_RESTS[PRICES[name]], np.where(sold, pico % PICO_PER_MICRO, 0))
             written.clear()
         self.pending = (first + n, 0)
 
@@ -143,6 +147,24 @@ def _lines(raw: tuple[Any, ...], origin: str, name: str, base: int) -> bytes:
         kind = "a string" if name == UNIQUE else "a number"
         raise CatalogError(f"{origin}: offers[{base + row}].{name}: expected {kind}")
     return joined
+
+
+def _rates(raw: tuple[Any, ...], texts: dict[str, int], origin: str, name: str, base: int) -> np.ndarray:
+    """nano-USD of one rate column of a chunk: each value a str of ``texts`` (decoded as one of them), or
+    each its written JSON (``msgspec.Raw``), parsed by ``_units``; the strings among those are added to
+    ``texts`` (up to MAX_RATE_TEXTS), with the very units ``_units`` gave them."""
+    if raw and type(raw[0]) is str:
+        return np.fromiter(map(texts.__getitem__, raw), np.int64, len(raw))
+    joined = _lines(raw, origin, name, base)
+    units = _units(joined, len(raw), 9, origin, name, base, null=None)
+    if len(texts) < MAX_RATE_TEXTS and b'"' in joined:
+        for text, value in zip(joined.split(b"\n"), units.tolist(), strict=True):
+            if text[:1] == b'"' and b"\\" not in text and len(texts) < MAX_RATE_TEXTS:
+                texts.setdefault(text[1:-1].decode(), value)
+    return units
+
+
+MAX_RATE_TEXTS = 1000
 
 
 _MAX_ID_BYTES = 256
