@@ -21,6 +21,7 @@ from provisioner import cliargs
 from provisioner.errors import UsageError
 from provisioner.lifecycle import ledger
 from provisioner.money import usd_of_cents
+from provisioner.termtext import counted
 
 GROUPINGS = ("cluster", "provider", "owner")
 COST_FORMATS = ("table", "json", "csv")
@@ -118,7 +119,8 @@ def costs(since: str | None = None, by: str = "cluster", fmt: str = "table", liv
         raise UsageError(f"must be one of {', '.join(GROUPINGS)}", option="--by")
     since_s = parse_duration(since, option="--since") if since else None
     at = (now or (lambda: dt.datetime.now(dt.UTC)))()
-    entries = ledger.read()
+    skipped: list[int] = []
+    entries = ledger.read(skipped=skipped)
     rows = select(ledger.rows(entries), since_s, at)
     problems: list[str] = []
     if live:
@@ -127,6 +129,10 @@ def costs(since: str | None = None, by: str = "cluster", fmt: str = "table", liv
     sys.stdout.write(render(group(rows, by), fmt, by))
     for problem in problems:
         print(f"not checked for unrecorded clusters: {problem}", file=sys.stderr)
+    if skipped:  # a torn last line (power lost mid-append) or a damaged file: say costs may be missing
+        shown = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
+        print(f"note: {ledger.ledger_path()}: skipped {counted(len(skipped), 'unreadable line')} ({shown}); "
+              "the costs above may miss what they held", file=sys.stderr)
     return 0
 
 

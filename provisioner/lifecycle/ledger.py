@@ -55,8 +55,9 @@ def append(entry: Mapping[str, Any], path: Path | None = None) -> None:
         raise ProvisionerError(f"cannot append to the ledger {path}: {exc.strerror}") from None
 
 
-def read(path: Path | None = None) -> list[dict[str, Any]]:
-    """Every whole entry, oldest first (unreadable lines are skipped)."""
+def read(path: Path | None = None, skipped: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every whole entry, oldest first. Unreadable lines are skipped; their numbers (from 1) are
+    added to ``skipped`` when given, so the reader can say costs may be missing."""
     path = path or ledger_path()
     try:
         raw = path.read_bytes()
@@ -65,13 +66,15 @@ def read(path: Path | None = None) -> list[dict[str, Any]]:
     except OSError as exc:
         raise ProvisionerError(f"cannot read the ledger {path}: {exc.strerror}") from None
     entries = []
-    for line in raw.splitlines():
+    for number, line in enumerate(raw.splitlines(), 1):
         try:
             entry = json.loads(line)
         except ValueError:
-            continue
+            entry = None
         if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
             entries.append(entry)
+        elif line.strip() and skipped is not None:
+            skipped.append(number)
     return entries
 
 
