@@ -115,9 +115,9 @@ class OfferTable:
         """Row ``row`` as an ``Offer`` model (validated again: a table never yields an invalid offer)."""
         v = self.values
         data: dict[str, Any] = {name: self.text(name, row) for name in (*IDS, *TEXTS)}
-        for name, (dtype, *_rest) in NUMBERS.items():
-            value = v[name][row]
-            data[name] = None if dtype == "float64" and np.isnan(value) else value.item()
+        for name in NUMBERS:
+            value = v[name][row].item()
+            data[name] = None if value != value else value  # NaN (spot_interruptions_per_node_hour): none
         for name, column in PRICES.items():
             micro = int(v[column][row])
             data[name] = None if micro < 0 else _decimal(micro * PICO_PER_MICRO + int(v[PRICE_RESTS[column]][row]), 12)
