@@ -131,7 +131,8 @@ class RefreshResult:
 
     def raise_for_failures(self) -> None:
         if self.failed:
-            raise ProviderError(", ".join(self.failed), "refresh failed; the cache keeps their previous offers")
+            raise ProviderError(", ".join(self.failed), "refresh failed; the cache keeps the offers it had for "
+                                f"{'it' if len(self.failed) == 1 else 'each'}")
 
 
 def _base_catalog(result: RefreshResult) -> Catalog:
@@ -220,7 +221,10 @@ def refresh_catalog(
     if unknown:
         raise ProviderError(unknown[0], f"live refresh is supported for {', '.join(LIVE_PROVIDERS + CLOUD_PROVIDERS)}")
     if not names:
-        raise ProviderError("catalog", "no provider has an API key set; set e.g. LAMBDA_API_KEY or pass --provider")
+        keys = [found.key_vars[0] for name in LIVE_PROVIDERS if (found := registry.facts()[name]).key_vars]
+        raise ProviderError("catalog", f"no provider has an API key set: set {', '.join(keys[:-1])} or {keys[-1]}, "
+                            f"or name {' or '.join(CLOUD_PROVIDERS)} with --provider (read with their SDK's "
+                            "credentials)")
     result = RefreshResult()
     base = _base_catalog(result)
     fetcher = fetch or fetch_offers

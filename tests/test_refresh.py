@@ -103,7 +103,9 @@ def test_refresh_reports_a_failing_provider_and_keeps_the_rest(fakes, capsys, mo
 
 def test_refresh_without_keys_says_what_to_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["catalog", "refresh"]) == 4
-    assert "no provider has an API key set" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "error: catalog: no provider has an API key set: set LAMBDA_API_KEY, RUNPOD_API_KEY, VAST_API_KEY or "
+        "FLUENCE_API_KEY, or name aws or gcp with --provider (read with their SDK's credentials)\n")
 
 
 def _prices(offers: object, provider: str) -> set[tuple[str, str, float]]:
