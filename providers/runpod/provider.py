@@ -28,9 +28,7 @@ import base64
 import datetime as dt
 import logging
 import shlex
-import statistics
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import Any, ClassVar, NamedTuple
 
 from provisioner.providers.adapter import RestAdapter, require_capabilities
@@ -50,9 +48,9 @@ from provisioner.providers.orchestrate import Launcher, Member, answer, create, 
 from provisioner.providers.runpod import CAPABILITIES, billing, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
+from provisioner.providers.runpod.offers import gpu_offers
 
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.catalog import load_bundled_catalog
+from provisioner.capabilities import Bootstrap
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError
 from provisioner.offer import Offer
 
@@ -78,28 +76,8 @@ STATUS_MAP = {
 }
 # RunPod publishes no per-host score; hosts under 98 % 30-day uptime leave the pool, and
 # Secure Cloud runs in RunPod's own data centers.
-RELIABILITY = {"SECURE": 0.99, "COMMUNITY": 0.98}
-# When the bundled catalog has no RunPod row for a model: RunPod's own placement floors
-# (v1 minVCPUPerGPU=2, minRAMPerGPU=8), i.e. what a pod is guaranteed at least.
-FLOOR_VCPUS_PER_GPU = 2
-FLOOR_MEMORY_GIB_PER_GPU = 8.0
-DEFAULT_INTERRUPTIONS = (0.0003, 0.02)  # (on-demand, spot) per node-hour, the catalog's seed values
-POD_COUNTS = (1, 2, 4, 8)
 LAUNCH_WORKERS = 8
 """Pods created concurrently: enough to use the limiter's burst; the limiter sets the pace."""
-
-
-@cache
-def _typical() -> dict[str, Any]:
-    """Per-GPU shapes and interruption rates of RunPod rows in the bundled catalog."""
-    offers = [o for o in load_bundled_catalog().offers if o.provider == NAME]
-    shapes = {o.gpu_model: (o.vcpus // o.gpus, o.memory_gib / o.gpus) for o in offers}
-    if not offers:
-        return {"shapes": shapes, "interruptions": DEFAULT_INTERRUPTIONS, "basis": "adapter default"}
-    spot = [o.spot_interruptions_per_node_hour for o in offers if o.spot_interruptions_per_node_hour]
-    rates = (statistics.median(o.interruptions_per_node_hour for o in offers),
-             statistics.median(spot) if spot else DEFAULT_INTERRUPTIONS[1])
-    return {"shapes": shapes, "interruptions": rates, "basis": "typical RunPod value, bundled catalog"}
 
 
 class _Target(NamedTuple):
@@ -144,57 +122,10 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                 if spot_price is not None:
                     per_gpu_spot = (spot_price.secure_spot_price if cloud == "SECURE"
                                     else spot_price.community_spot_price)
-                offers.extend(self._gpu_offers(gpu, model, cloud, per_gpu_spot, query))
+                offers.extend(gpu_offers(gpu, model, cloud, per_gpu_spot, query))
             return offers
 
         return self._screened(self.client.list_gpu_types().gpus, offers_of)
-
-    def _gpu_offers(
-        self, gpu: GpuType, model: str, cloud: str, spot_per_gpu: float | None, query: OfferQuery
-    ) -> list[Offer]:
-        secure = cloud == "SECURE"
-        offered = gpu.secure if secure else gpu.community
-        price = gpu.price.secure if secure else gpu.price.community
-        max_count = gpu.max_count.secure if secure else gpu.max_count.community
-        if not offered or not price or max_count < 1 or RELIABILITY[cloud] < query.min_reliability:
-            return []
-        if query.spot and not spot_per_gpu:
-            return []
-        counts = sorted({c for c in (*POD_COUNTS, max_count) if query.min_gpus <= c <= max_count})
-        centers = [dc for dc in gpu.data_centers
-                   if dc.availability != "NONE" and (not query.regions or dc.id in query.regions)]
-        typical = _typical()
-        vcpus_per_gpu, memory_per_gpu = typical["shapes"].get(
-            model, (FLOOR_VCPUS_PER_GPU, FLOOR_MEMORY_GIB_PER_GPU))
-        on_demand_rate, spot_rate = typical["interruptions"]
-        return [
-            Offer(
-                provider=NAME,
-                instance_type=naming.instance_type(gpu.id, gpu.name, count, cloud),
-                region=dc.id,
-                offer_id=gpu.id.replace(" ", "+"),  # ids have spaces; SAFE_ID has none (see _resolve)
-                gpu_model=model,
-                gpus=count,
-                gpu_memory_gib=float(gpu.memory_gb),
-                vcpus=max(1, vcpus_per_gpu * count),
-                memory_gib=memory_per_gpu * count,
-                price_per_hour_usd=round(price * count, 4),
-                spot_price_per_hour_usd=round(spot_per_gpu * count, 4) if spot_per_gpu else None,
-                billing_increment_s=1,
-                egress_usd_per_gb=0.0,
-                interruptions_per_node_hour=on_demand_rate,
-                spot_interruptions_per_node_hour=spot_rate if spot_per_gpu else None,
-                interruption_basis=typical["basis"],
-                reliability=RELIABILITY[cloud],
-                max_nodes=1,
-                # Containers on separate hosts: a script entrypoint boots them, no private path between them.
-                purchase=Purchase.POD,
-                bootstrap=Bootstrap.SCRIPT,
-                network=Network.NONE,
-            )
-            for count in counts
-            for dc in centers
-        ]
 
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every pod carrying ``PROVISIONER_CLUSTER=<cluster_id>`` (Instant Cluster members too), by name."""
