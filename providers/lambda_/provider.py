@@ -32,7 +32,6 @@ import logging
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import ClassVar
 
@@ -49,19 +48,15 @@ from provisioner.providers.base import (
     OfferQuery,
     OwnedNode,
     parse_expiry,
-    tool_tags,
 )
 from provisioner.providers.lambda_ import CAPABILITIES, audit, firewall
 from provisioner.providers.lambda_.client import LambdaClient, is_not_found
+from provisioner.providers.lambda_.launch import GONE, MAX_BATCH, PLACEHOLDER, BatchLauncher
 from provisioner.providers.lambda_.models import (
-    FirewallRulesetEntry,
-    ImageSpec,
     Instance,
     InstanceTypesItem,
-    LaunchRequest,
-    Tag,
 )
-from provisioner.providers.orchestrate import Launcher, Member, answer, create
+from provisioner.providers.orchestrate import answer, create
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import ProviderAPIError, ProviderError
@@ -70,16 +65,6 @@ from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.lambda")
 
-PLACEHOLDER = "~unassigned"
-MAX_BATCH = 16
-"""Most instances asked for in one launch call (Lambda publishes no maximum; the fake takes 32).
-
-At the published limits (1 request/s, 1 launch/12 s) renaming a batch of 16 takes longer
-than the launch spacing, so renames, not launches, set the pace and larger batches would
-not be faster; the remainder batch goes last, so the renames left after the last launch
-are as few as possible."""
-RENAME_WORKERS = 4
-"""Threads renaming instances concurrently; the client's rate limiter spaces their calls."""
 DEFAULT_INTERRUPTIONS_PER_NODE_HOUR = 0.000158
 """Used when the bundled catalog has no Lambda offer: the catalog's seed value for Lambda."""
 BILLING_INCREMENT_S = 60  # one-minute increments, no minimum (Lambda billing docs)
@@ -92,10 +77,8 @@ _STATUS = {
     "terminated": NodeStatus.TERMINATED,
     "preempted": NodeStatus.TERMINATED,
 }
-_GONE = {"terminating", "terminated", "preempted"}
 _GPU_ALIASES = {"TESLA V100": "V100", "RTX 6000": "RTX6000", "A6000": "RTXA6000"}
 _MEMORY = re.compile(r"\((\d+(?:\.\d+)?)\s*GB")
-_IMAGE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def canonical_gpu(gpu_description: str) -> str:
@@ -129,122 +112,6 @@ def key_name(public_key: str) -> str:
     """Stable SSH key name derived from the key material, reused across runs."""
     material = " ".join(public_key.split()[:2])
     return f"provisioner-{hashlib.sha1(material.encode()).hexdigest()[:16]}"
-
-
-class _Renames:
-    """Renames issued from a small pool while the caller goes on launching.
-
-    Not shared between threads: one ``create_nodes`` call owns it. ``close`` (or ``abort``,
-    which drops renames not started yet) waits for the ones in flight, so nothing touches an
-    instance after the caller terminates it.
-    """
-
-    def __init__(self, client: LambdaClient) -> None:
-        self._client = client
-        self._pool: ThreadPoolExecutor | None = None
-        self._futures: list[Future[Instance]] = []
-
-    def submit(self, instance_id: str, name: str) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(RENAME_WORKERS, thread_name_prefix="lambda-rename")
-        self._futures.append(self._pool.submit(self._client.rename_instance, instance_id, name))
-
-    def first_error(self) -> ProviderError | None:
-        """The first failure among renames already finished (none: they all went well so far)."""
-        for future in self._futures:
-            if future.done() and not future.cancelled() and isinstance(future.exception(), ProviderError):
-                return future.exception()  # type: ignore[return-value]
-        return None
-
-    def results(self) -> list[Instance]:
-        """Wait for every rename; the renamed instances, or the first failure raised."""
-        return [future.result() for future in self._futures]
-
-    def abort(self) -> None:
-        self.close(cancel=True)
-
-    def close(self, *, cancel: bool = False) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=cancel)
-
-
-class _Launcher(Launcher):
-    """One ``create_nodes`` call: batches of one shape under a placeholder name, renamed after."""
-
-    def __init__(self, provider: LambdaProvider, cluster_id: str) -> None:
-        super().__init__(provider.name, cluster_id)
-        self.adapter = provider
-        self.keys: dict[str | None, str] = {}  # ssh public key -> registered key name
-        self.firewalls: dict[str, list[FirewallRulesetEntry] | None] = {}  # region -> rulesets to attach
-        self.renames = _Renames(provider.client)
-
-    def members(self) -> list[Member]:
-        return [Member(i.id, None if (name := self.adapter._node_name(self.cluster_id, i)) == PLACEHOLDER else name,
-                       i.instance_type.name if i.instance_type else "", i.region.name if i.region else "",
-                       i.tag(OWNER_TAG), i.tag(LEASE_TAG))
-                for i in self.adapter._members(self.cluster_id) if i.status not in _GONE]
-
-    def prepare(self, missing: Sequence[NodeSpec]) -> None:
-        for spec in missing:
-            if spec.ssh_public_key not in self.keys:
-                self.keys[spec.ssh_public_key] = self.adapter._key_for(spec)
-        for region in dict.fromkeys(spec.region for spec in missing):  # rulesets attach at launch only
-            self.firewalls[region] = firewall.launch_entries(self.adapter.client, self.cluster_id, region)
-
-    def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
-        groups: dict[tuple[object, ...], list[NodeSpec]] = {}
-        for spec in missing:
-            key = (spec.instance_type, spec.region, spec.image, spec.user_data, spec.ssh_public_key,
-                   spec.expires_at, tuple(sorted(spec.tags.items())))
-            groups.setdefault(key, []).append(spec)
-        return [group[start:start + MAX_BATCH] for group in groups.values()
-                for start in range(0, len(group), MAX_BATCH)]
-
-    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
-        failed = self.renames.first_error()
-        if failed is not None:  # stop launching: the whole call is rolled back anyway
-            raise failed
-        spec = batch[0]
-        single = len(batch) == 1
-        image = None
-        if spec.image:
-            image = ImageSpec(id=spec.image) if _IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
-        tags = {**tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease),
-                **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG}}
-        request = LaunchRequest(
-            region_name=spec.region, instance_type_name=spec.instance_type,
-            ssh_key_names=[self.keys[spec.ssh_public_key]],
-            name=f"{self.cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
-            user_data=spec.user_data, tags=[Tag(key=k, value=v) for k, v in sorted(tags.items())],
-            quantity=len(batch), firewall_rulesets=self.firewalls.get(spec.region))
-        ids = self.adapter.client.launch(request)
-        if not single:
-            for node, instance_id in zip(batch, ids, strict=False):
-                self.adopt(instance_id, node)
-        return ids
-
-    def adopt(self, member_id: str, spec: NodeSpec) -> None:
-        self.renames.submit(member_id, f"{self.cluster_id}-{spec.name}")
-
-    def finish(self) -> None:
-        try:
-            self.renames.results()  # raises the first rename that failed
-        finally:
-            self.renames.close()
-
-    def abort(self) -> None:
-        self.renames.abort()
-
-    def terminate(self, ids: Sequence[str]) -> list[str]:
-        try:
-            self.adapter._terminate(list(ids))
-        except ProviderError:
-            return list(ids)
-        return []
-
-    def capacity_hint(self) -> str:
-        return self.adapter._capacity_hint()
-
 
 
 class LambdaProvider(RestAdapter[LambdaClient]):
@@ -359,7 +226,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         and the gc command when a lost answer or a failed cleanup leaves doubt).
         """
         require_capabilities(self.name, self.capabilities, nodes)  # e.g. spot: refused, never bought on demand
-        ids = create(_Launcher(self, cluster_id), nodes)
+        ids = create(BatchLauncher(self, cluster_id), nodes)
         return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
 
     def _capacity_hint(self) -> str:
@@ -375,7 +242,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         found = []
         for instance in self.client.list_instances():
             cluster_id = instance.tag(CLUSTER_TAG)
-            if cluster_id and instance.status not in _GONE:
+            if cluster_id and instance.status not in GONE:
                 found.append(OwnedNode(self._node(cluster_id, instance), instance.tag(OWNER_TAG),
                                        parse_expiry(instance.tag(EXPIRES_TAG))))
         return found
@@ -384,7 +251,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is
         success. Does not wait for them to disappear."""
-        targets = [i.id for i in self._members(cluster_id) if i.status not in _GONE
+        targets = [i.id for i in self._members(cluster_id) if i.status not in GONE
                    and (node_ids is None or i.id in node_ids)]
         if targets:
             self._terminate(targets)
@@ -396,7 +263,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
             if not is_not_found(exc):
                 raise
             # One id vanished meanwhile and Lambda rejects the whole call: retry the survivors.
-            alive = {i.id for i in self.client.list_instances() if i.status not in _GONE}
+            alive = {i.id for i in self.client.list_instances() if i.status not in GONE}
             survivors = [i for i in ids if i in alive]
             if survivors:
                 self.client.terminate(survivors)
@@ -414,7 +281,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     def _fits(instance: Instance, spec: NodeSpec) -> bool:
         itype = instance.instance_type.name if instance.instance_type else ""
         region = instance.region.name if instance.region else ""
-        return itype == spec.instance_type and region == spec.region and instance.status not in _GONE
+        return itype == spec.instance_type and region == spec.region and instance.status not in GONE
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
         return Node(provider=self.name, id=instance.id, name=self._node_name(cluster_id, instance),
