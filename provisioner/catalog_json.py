@@ -1,14 +1,17 @@
 """A large JSON catalog straight into columns: no JSON tree of Python objects, no ``Offer`` model per offer.
 
-msgspec checks the whole file as JSON and decodes its top level, keeping the offers array as one
-raw text; that text is cut between offers about every ``CHUNK_BYTES`` and each piece decoded
-into typed rows (unknown keys and wrong types refused; prices and rates kept as their own text),
-which ``provisioner.offer_columns`` turns into columns at once. A piece that does not decode
-sends the file down the row-exact path (every offer found by msgspec, ``CHUNK`` at a time), so a
-bad value is always named at ``offers[i].field``. The same vectorized rules that check a columnar
-file (``provisioner.columns.problems``) check the result. What a catalog may hold is the
-``Offer`` model's; docs/catalog.md says which path reads which file. Raises CatalogError naming
-the file. Pure: bytes in, columns out (the garbage collector is paused while it runs).
+The offers array is found without a pass over it (``_offers_span``: the rest of the file, with
+``[]`` in its place, is decoded as the top level; where the layout is unusual, msgspec decodes the
+whole file with the array kept as one raw text). The array's text is cut between offers about
+every ``CHUNK_BYTES`` and each piece decoded into typed rows (unknown keys and wrong types refused;
+prices and rates kept as their own text, or, once seen, rates as shared strings), which
+``provisioner.offer_columns`` turns into columns at once; every piece decoding is what proves the
+array valid JSON. A piece that does not decode sends the file down the row-exact path (every offer
+found by msgspec, ``CHUNK`` at a time), so a bad value is always named at ``offers[i].field``. The
+same vectorized rules that check a columnar file (``provisioner.columns.problems``) check the
+result. What a catalog may hold is the ``Offer`` model's; docs/catalog.md says which path reads
+which file. Raises CatalogError naming the file. Pure: bytes in, columns out (the garbage collector
+is paused while it runs; a mapped file's pages already decoded are handed back as it goes).
 """
 from __future__ import annotations
 
