@@ -1,6 +1,6 @@
 """The one create path every adapter uses: adopt after a lost answer, roll back on failure, fail closed.
 
-An adapter's ``create_nodes`` builds a ``Launcher`` for the call (three small functions:
+An adapter's ``create_nodes`` builds a ``Launcher`` (``providers.launcher``) for the call (three small functions:
 ``members`` lists the cluster, ``launch`` buys one batch, ``terminate`` deletes ids) and hands
 it to ``create``. Everything below is decided here, once:
 
@@ -40,12 +40,12 @@ import datetime as dt
 import logging
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from provisioner.providers.base import Node, NodeSpec, NodeStatus, owner_id
+from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.launcher import Launcher, Member
 from provisioner.providers.ownership import LeaseMark, foreign_lease
 
 from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
@@ -53,95 +53,6 @@ from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError
 log = logging.getLogger("provisioner.providers.orchestrate")
 
 _DEFINITE_5XX = frozenset({500, 502, 503})
-
-
-@dataclass(frozen=True)
-class Member:
-    """One live instance of the cluster as its provider lists it.
-
-    ``name`` is the node name (None: bought but not named yet, adoptable by type and region);
-    ``owner``/``lease`` the owner and lease marks it carries (None: none).
-    """
-
-    id: str
-    name: str | None
-    instance_type: str = ""
-    region: str = ""
-    owner: str | None = None
-    lease: str | None = None
-
-    @classmethod
-    def of(cls, node: Node, name: str | None = None) -> Member:
-        return cls(node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease)
-
-
-class Launcher(ABC):
-    """What one adapter supplies for one ``create_nodes`` call. Subclasses override the first three.
-
-    ``workers``: batches launched at once (1: in order). The optional hooks default to nothing.
-    ``relaunch_on_5xx``: see below; off unless the provider is known not to act on a 5xx.
-    """
-
-    provider: str = ""
-    workers: int = 1
-    relaunch_on_5xx = False
-    """Whether a definite 500/502/503 with nothing appeared means the provider did not act (launch once more)."""
-    rival_wait_s = 15.0
-    """How long a create that won a race waits for the loser's instances to go before yielding itself."""
-    rival_poll_s = 0.5
-
-    def __init__(self, provider: str, cluster_id: str) -> None:
-        self.provider = provider
-        self.cluster_id = cluster_id
-        self.owner = owner_id()
-        """The owner mark this call's instances carry (an adapter with its own owner sets it)."""
-        self.lease: str | None = None
-        """This call's lease mark (from the NodeSpecs; None: the caller holds no lease)."""
-
-    def mine(self, member: Member) -> bool:
-        """Whether ``member`` carries this call's owner mark and, where it has one, its lease mark."""
-        return member.owner == self.owner and (member.lease is None or self.lease is None
-                                               or member.lease == self.lease)
-
-    @abstractmethod
-    def members(self) -> list[Member]:
-        """The cluster's live (not terminating/terminated) instances. Read-only."""
-
-    @abstractmethod
-    def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
-        """Buy ``batch``; the new ids in the batch's order (fewer: capacity ran out part-way)."""
-
-    @abstractmethod
-    def terminate(self, ids: Sequence[str]) -> list[str]:
-        """Delete ``ids`` (gone already is success); return the ids that could not be deleted."""
-
-    def prepare(self, missing: Sequence[NodeSpec]) -> None:
-        """Resolve everything the launches need before anything is bought (may raise)."""
-        return None  # optional hook: nothing by default
-
-    def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
-        """How the missing nodes are launched: one node per launch unless overridden."""
-        return [[spec] for spec in missing]
-
-    def adopt(self, member_id: str, spec: NodeSpec) -> None:
-        """Make an unnamed member ``spec``'s node (e.g. rename it). Called from a launch thread."""
-        return None  # optional hook: nothing by default
-
-    def finish(self) -> None:
-        """Called once every batch launched; raise to roll the call back (e.g. a rename failed)."""
-        return None  # optional hook: nothing by default
-
-    def abort(self) -> None:
-        """Called before a rollback: stop background work that would touch the instances."""
-        return None  # optional hook: nothing by default
-
-    def describe(self, batch: Sequence[NodeSpec]) -> str:
-        spec = batch[0]
-        return f"{len(batch)} x {spec.instance_type} in {spec.region or 'any region'}"
-
-    def capacity_hint(self) -> str:
-        """Appended to a CapacityError (e.g. where capacity is now); best effort, '' if unknown."""
-        return ""
 
 
 def answer(provider: str, cluster_id: str, nodes: Sequence[NodeSpec], ids: Mapping[str, str],
