@@ -31,10 +31,11 @@ class Columns:
 
     Each chunk's rows become one tuple of values per field (``astuple`` and ``zip``, both in C), and
     each column is made from its tuple by numpy or a C-level ``map``: no Python code runs per value.
-    Small chunks stay in the CPU cache, which is most of the speed. Prices are parsed by numpy once
-    ``BATCH`` rows of them have been gathered, so its per-call cost is paid rarely. Rates, which
-    take few values, are parsed chunk by chunk, and each one written as a JSON string is remembered
-    (``rate_texts``): a decoder may hand those back as shared str objects, mapped here by one lookup."""
+    Small chunks stay in the CPU cache, which is most of the speed. Prices and rates are parsed by
+    numpy once ``BATCH`` rows of them have been gathered, so its per-call cost is paid rarely. Rates
+    written as JSON strings (few values) are parsed at once the first times they come and each text
+    remembered (``rate_texts``): a decoder may then hand them back as shared str objects, mapped
+    here by one lookup each."""
 
     BATCH = 65_536
 
@@ -54,6 +55,9 @@ class Columns:
         self.pending = (0, 0)  # (first row, rows) whose prices wait in self.written
         # per rate field: each value seen written as a JSON string (no escape), its text -> nano-USD
         self.rate_texts: dict[str, dict[str, int]] = {name: {"0": 0} for name in RATES}
+        self.rate_lines: dict[str, list[bytes]] = {name: [] for name in RATES}  # written, waiting
+        self.rate_rows = dict.fromkeys(RATES, 0)
+        self.learned = 0  # rate pieces parsed at once to learn their texts (at most MAX_LEARNED)
 
     def add(self, rows: list[Any], base: int) -> None:
         """Append ``rows`` (offers ``base`` onwards) to the columns."""
@@ -82,7 +86,18 @@ class Columns:
         self.pending = (first, pending + n)
         try:
             for name, texts in self.rate_texts.items():
-                self._put(RATES[name], _rates(column[name], texts, self.origin, name, base))
+                raw = column[name]
+                if type(raw[0]) is str:  # decoded as one of ``texts``
+                    self._parse_rates(name)  # the rows before these first
+                    self._put(RATES[name], np.fromiter(map(texts.__getitem__, raw), np.int64, n))
+                    continue
+                lines = _lines(raw, self.origin, name, base)
+                self.rate_lines[name].append(lines)
+                self.rate_rows[name] += n
+                learn = b'"' in lines and len(texts) < MAX_RATE_TEXTS and self.learned < MAX_LEARNED
+                if learn or self.rate_rows[name] >= self.BATCH:
+                    self.learned += learn
+                    self._parse_rates(name, learn=learn)
         except CatalogError:
             self._parse_written()  # a bad price in the same batch is named first
             raise
@@ -102,8 +117,28 @@ class Columns:
         self.filled[name] = at + len(part)
 
     def flush(self) -> None:
-        """Parse the prices still waiting (CatalogError at the first that is not a number)."""
+        """Parse the prices, then the rates, still waiting (CatalogError at the first that is not a number)."""
         self._parse_written()
+        for name in self.rate_lines:
+            self._parse_rates(name)
+
+    def _parse_rates(self, name: str, *, learn: bool = False) -> None:
+        """Parse the rates of ``name`` waiting; with ``learn``, remember the texts of those written as
+        strings (no escape), each with the very units ``_units`` gave it."""
+        from provisioner.columns import RATES
+
+        n = self.rate_rows[name]
+        if not n:
+            return
+        joined = b"\n".join(self.rate_lines[name])
+        units = _units(joined, n, 9, self.origin, name, self.filled.get(RATES[name], 0), null=None)
+        self.rate_lines[name].clear()
+        self.rate_rows[name] = 0
+        self._put(RATES[name], units)
+        texts = self.rate_texts[name]
+        for text, value in zip(joined.split(b"\n"), units.tolist(), strict=True) if learn else ():
+            if text[:1] == b'"' and b"\\" not in text and len(texts) < MAX_RATE_TEXTS:
+                texts.setdefault(text[1:-1].decode(), value)
 
     def _parse_written(self) -> None:
         from provisioner.columns import PRICE_RESTS, PRICES
@@ -122,7 +157,7 @@ class Columns:
     def table(self, n: int) -> OfferTable:
         from provisioner.columns import OfferTable
 
-        self._parse_written()
+        self.flush()
         values = {name: array[:self.filled[name]] for name, array in self.arrays.items()} if self.arrays else \
             table_of_nothing()
         self.arrays = {}
@@ -149,22 +184,8 @@ def _lines(raw: tuple[Any, ...], origin: str, name: str, base: int) -> bytes:
     return joined
 
 
-def _rates(raw: tuple[Any, ...], texts: dict[str, int], origin: str, name: str, base: int) -> np.ndarray:
-    """nano-USD of one rate column of a chunk: each value a str of ``texts`` (decoded as one of them), or
-    each its written JSON (``msgspec.Raw``), parsed by ``_units``; the strings among those are added to
-    ``texts`` (up to MAX_RATE_TEXTS), with the very units ``_units`` gave them."""
-    if raw and type(raw[0]) is str:
-        return np.fromiter(map(texts.__getitem__, raw), np.int64, len(raw))
-    joined = _lines(raw, origin, name, base)
-    units = _units(joined, len(raw), 9, origin, name, base, null=None)
-    if len(texts) < MAX_RATE_TEXTS and b'"' in joined:
-        for text, value in zip(joined.split(b"\n"), units.tolist(), strict=True):
-            if text[:1] == b'"' and b"\\" not in text and len(texts) < MAX_RATE_TEXTS:
-                texts.setdefault(text[1:-1].decode(), value)
-    return units
-
-
 MAX_RATE_TEXTS = 1000
+MAX_LEARNED = 16
 
 
 _MAX_ID_BYTES = 256

@@ -1,17 +1,18 @@
 """Rates written as JSON strings are decoded, after the first piece, as shared str objects and mapped to
-the units the exact parser gave each text the first time (provisioner.offer_columns._rates): every row
-still equals a Decimal of its written text, however the pieces fall."""
+the units the exact parser gave each text the first time (provisioner.offer_columns.Columns): every row
+still equals a Decimal of its written text, however the pieces fall, strings or numbers."""
 
 from __future__ import annotations
 
 import json
+import typing
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
+import msgspec
 import pytest
 
-import provisioner.offer_columns as offer_columns
+import provisioner.catalog_json as catalog_json
 from provisioner.catalog import BUNDLED_FILE
 from provisioner.catalog_json import decode_table_catalog
 from provisioner.errors import CatalogError
@@ -33,36 +34,55 @@ def _catalog(rates: list[tuple[str, str, str]]) -> bytes:
 
 def _nano(written: str | None) -> int:
     # Oracle: Decimal of the written text, half even to the nano-dollar; absent is 0.
-    return 0 if written is None else int(Decimal(json.loads(written)).scaleb(9).to_integral_value())
+    if written is None:
+        return 0
+    text = json.loads(written) if written.startswith('"') else written  # a number: its own text, not a float
+    return int(Decimal(text).scaleb(9).to_integral_value())
 
 
-# Mostly a few strings (0.1 and 0.7 are wrong in binary floating point); later: a string never seen
-# before, numbers, a text Decimal reads that a plain decimal is not, more decimals than nano-dollars.
-EGRESS = ['"0.09"', '"0.1"', '"0.7"', '"0"'] * 40 + ['"0.085"', "0.09", '"1E-2"', '"0.0000000005"'] + ['"0.1"'] * 20
+# Mostly a few strings (0.1 and 0.7 are wrong in binary floating point); a run of numbers (parsed
+# later, in a batch, yet before the strings after them); later: a string never seen before, numbers,
+# a text Decimal reads that a plain decimal is not, more decimals than nano-dollars.
+FEW = ['"0.09"', '"0.1"', '"0.7"', '"0"']
+EGRESS = FEW * 15 + ["0.09", "0.1", "0.7", "0.2"] * 3 + FEW * 22 + ['"0.085"', "0.09", '"1E-2"', '"0.0000000005"'] \
+    + ['"0.1"'] * 20
 INGRESS = ['"0.01"', '"0"', '"0.02"', '"0.7"'] * 46
 DISK = ['"0.000136986"', None, '"0.00000000049"', '" 3.5"'] * 46
 
 
-def test_rates_decoded_as_shared_strings_are_read_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("provisioner.catalog_json.CHUNK_BYTES", 2000)  # many pieces: the later decoded as seen
-    kinds: list[str] = []
-    rates = offer_columns._rates
+def _rate_types(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The egress field's type in each decoder of seen values built while decoding."""
+    types: list[Any] = []
+    seen_rows = catalog_json._seen_rows
 
-    def spying(raw: tuple[Any, ...], *args: Any) -> Any:
-        kinds.append(type(raw[0]).__name__)
-        return rates(raw, *args)
+    def spying(*args: Any) -> Any:
+        decoder = seen_rows(*args)
+        if decoder is not None:
+            row = typing.get_args(decoder.type)[0]
+            types.append(next(f.type for f in msgspec.structs.fields(row) if f.name == "egress_usd_per_gb"))
+        return decoder
 
-    monkeypatch.setattr(offer_columns, "_rates", spying)
+    monkeypatch.setattr(catalog_json, "_seen_rows", spying)
+    return types
+
+
+@pytest.mark.parametrize("as_numbers", [False, True])
+def test_rates_are_read_exactly_however_the_pieces_fall(monkeypatch: pytest.MonkeyPatch, as_numbers: bool) -> None:
+    monkeypatch.setattr(catalog_json, "CHUNK_BYTES", 2000)  # many pieces: the later decoded as seen
+    types = _rate_types(monkeypatch)
     written = list(zip(EGRESS, INGRESS, DISK, strict=True))
+    if as_numbers:  # as the bundled catalog writes them: never decoded as strings, parsed in batches
+        written = [tuple(None if r is None else r.strip('"') if r != '" 3.5"' else "3.5" for r in row)
+                   for row in written]
     table = decode_table_catalog(_catalog(written), "x").offer_table()
-    assert "str" in kinds and "Raw" in kinds
+    literal = [t for t in types if typing.get_origin(t) is Literal]
+    assert (literal == []) if as_numbers else ("0.7" in typing.get_args(literal[-1]))
     row_of = {offer_id: row for row, offer_id in enumerate(table.dictionary("offer_id"))}
     for i, (egress, ingress, disk) in enumerate(written):
         row = row_of[f"o{i}"]
         assert int(table["egress_nano"][row]) == _nano(egress), (i, egress)
         assert int(table["ingress_nano"][row]) == _nano(ingress), (i, ingress)
         assert int(table["disk_nano"][row]) == _nano(disk), (i, disk)
-    np.testing.assert_array_equal(np.sort(table["egress_nano"]), np.sort([_nano(e) for e in EGRESS]))
 
 
 def test_a_bad_rate_after_the_strings_are_known_is_named_at_its_offer(monkeypatch: pytest.MonkeyPatch) -> None:
