@@ -46,8 +46,6 @@ import base64
 import datetime as dt
 import functools
 import gzip
-import hashlib
-import hmac
 import io
 import ipaddress
 import json
@@ -55,9 +53,9 @@ import re
 import threading
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl
 
 from werkzeug.wrappers import Request, Response
 
@@ -69,6 +67,15 @@ from provisioner.testing.fakes.aws_moto_gaps import (
     parse_xml,
     price_list_item,
     xml_text,
+)
+from provisioner.testing.fakes.aws_protocol import (
+    EC2_ERRORS,
+    JSON_ERRORS,
+    moto_app,
+    request_region,
+    reset_moto,
+    sigv4_ok,
+    warm_up,
 )
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
 
@@ -92,30 +99,6 @@ DEFAULT_BLOCKS = {("p5.48xlarge", "us-east-1a"): "31.464", ("p5.48xlarge", "us-e
 _PLACEMENT_ACTIONS = ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup")
 _KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
           "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
-_EC2_ERRORS = {"invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
-               "insufficient_balance": (400, "VcpuLimitExceeded", "You have requested more vCPU capacity than your "
-                                        "current vCPU limit allows"),
-               "capacity": (500, "InsufficientInstanceCapacity", "We currently do not have sufficient capacity in "
-                            "the Availability Zone you requested"),
-               "not_found": (400, "InvalidInstanceID.NotFound", "The instance ID does not exist"),
-               "rate_limit": (429, "RequestLimitExceeded", "Request limit exceeded."),
-               "bad_request": (400, "InvalidParameterValue", "Invalid parameter")}
-_JSON_ERRORS = {"invalid_key": (400, "UnrecognizedClientException", "The security token included in the request is "
-                                "invalid."),
-                "insufficient_balance": (400, "ServiceQuotaExceededException", "quota exceeded"),
-                "not_found": (400, "NoSuchResourceException", "The request failed because the specified service "
-                              "does not exist."),
-                "rate_limit": (429, "ThrottlingException", "Rate exceeded"),
-                "bad_request": (400, "ValidationException", "Invalid parameter")}
-
-
-def _moto_app() -> Callable[..., Iterable[bytes]]:
-    import moto.ec2.models.instance_types  # seconds of JSON: loaded now, not inside a 1 s request
-    import moto.settings
-    from moto.server import DomainDispatcherApplication, create_backend_app
-
-    moto.settings.EC2_ENABLE_INSTANCE_TYPE_VALIDATION = True
-    return DomainDispatcherApplication(create_backend_app)
 
 
 _STATIC = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
@@ -124,29 +107,6 @@ _STATIC_ANSWERS: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bytes, list
 """Their answers, once per process: moto takes a tenth of a second to write each instance-type page."""
 _STATIC_VALID: set[bytes] = set()
 """Those answers' bodies that passed the output-shape check (checking a page again costs as much)."""
-
-
-def reset_moto() -> None:
-    """Forget every moto resource in this process (moto's state is per process, not per app)."""
-    from moto.moto_api._internal.models import moto_api_backend
-
-    moto_api_backend.reset()
-
-
-def _warm_up(region: str = "us-east-1") -> None:
-    """Build now what the first request would otherwise spend seconds on (the contract suite
-    reads with a 1 s timeout): botocore's service models and moto's EC2 backend of ``region``."""
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.ec2.models import ec2_backends
-
-    for service in ("ec2", "pricing", "service-quotas"):
-        aws_shapes.service_model(service)
-    ec2_backends[DEFAULT_ACCOUNT_ID][region]
-
-
-def _sign(key: bytes, text: str) -> bytes:
-    return hmac.new(key, text.encode(), hashlib.sha256).digest()
-
 
 
 class AWSFake(FakeApp):
@@ -186,10 +146,10 @@ class AWSFake(FakeApp):
         """instance id -> {"placement": RunInstances' Placement, "interfaces": its NetworkInterfaces},
         as the request sent them (moto keeps neither)."""
         """instance id -> NetworkNodes to answer (outermost first); default: three layers from launch order."""
-        self._moto = _moto_app()
+        self._moto = moto_app()
         self._masks: dict[str, str] = {}  # moto's public address -> the documentation address shown
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
-        _warm_up()
+        warm_up()
         self._local = threading.local()
         self.gaps = MotoGaps(self)  # fakes.aws_moto_gaps: the actions moto lacks
         for action, kind in _KINDS.items():
@@ -233,44 +193,20 @@ class AWSFake(FakeApp):
 
     def auth_ok(self, request: Request) -> bool:
         """Whether the SigV4 signature matches one computed with ``api_key`` as the secret."""
-        if self.api_key is None:
-            return True
-        header = request.headers.get("Authorization", "")
-        try:
-            _, rest = header.split(" ", 1)
-            parts = dict(p.strip().split("=", 1) for p in rest.split(","))
-            _, date, region, service, _ = parts["Credential"].split("/")
-            signed = parts["SignedHeaders"].split(";")
-        except ValueError:
-            return False
-        query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
-                         for k, v in sorted(parse_qsl(request.query_string.decode(), keep_blank_values=True)))
-        headers = "".join(f"{h}:{' '.join(request.headers.get(h, '').split())}\n" for h in signed)
-        payload = request.headers.get("X-Amz-Content-SHA256") or hashlib.sha256(request.get_data()).hexdigest()
-        canonical = "\n".join([request.method, quote(request.path, safe="/-_.~"), query, headers, ";".join(signed),
-                               payload])
-        stamp = request.headers.get("X-Amz-Date", "")
-        scope = f"{date}/{region}/{service}/aws4_request"
-        to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        key = _sign(_sign(_sign(_sign(f"AWS4{self.api_key}".encode(), date), region), service), "aws4_request")
-        expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-        return hmac.compare_digest(expected, parts.get("Signature", ""))
+        return self.api_key is None or sigv4_ok(request, self.api_key)
 
     def _region(self, request: Request) -> str:
-        try:
-            return request.headers["Authorization"].split("Credential=", 1)[1].split("/")[2]
-        except (KeyError, IndexError):
-            return "us-east-1"
+        return request_region(request)
 
     # ----- errors ---------------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         service = getattr(self._local, "service", "ec2")
         if service == "ec2":
-            default = _EC2_ERRORS.get(kind, (status or 500, "ServiceUnavailable" if (status or 500) >= 502
+            default = EC2_ERRORS.get(kind, (status or 500, "ServiceUnavailable" if (status or 500) >= 502
                                              else "InternalError", "An internal error has occurred"))
             code_status, code, text = default
             return self.ec2_error(status or code_status, code, message or text)
-        code_status, code, text = _JSON_ERRORS.get(kind, (status or 500, "ServiceException", "internal error"))
+        code_status, code, text = JSON_ERRORS.get(kind, (status or 500, "ServiceException", "internal error"))
         return self.json({"__type": code, "message": message or text}, status or code_status,
                          headers={"x-amzn-ErrorType": code})
 
