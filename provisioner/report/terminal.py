@@ -72,9 +72,9 @@ def fit_columns(headers: Sequence[str], whole: Sequence[bool], rows: Sequence[Se
                 droppable: Sequence[str] = ()) -> tuple[list[int], list[int]]:
     """(kept column indexes, their widths) for a table that fits ``width`` without cutting a word or a
     ``whole`` cell (rich's own narrowing cuts them: ``privat``/``e``): the ``droppable`` headers go, in
-    that order, until every kept column's longest word fits on one line; then each column, the least
-    short of its widest line first, gets that line where there is room, its longest word at least
-    (their sum is over ``width`` only when nothing is left to drop)."""
+    that order, until every kept column's longest word fits on one line; then the room left is shared
+    out (each column gets its longest word at least, its widest line at most; their sum is over
+    ``width`` only when nothing is left to drop)."""
     sizes = []
     for index, header in enumerate(headers):
         found = [_narrowest(header, False), *(_narrowest(row[index], whole[index]) for row in rows)]
@@ -86,8 +86,11 @@ def fit_columns(headers: Sequence[str], whole: Sequence[bool], rows: Sequence[Se
         kept = [i for i in kept if headers[i] != header]
     room = max(0, width - GAP * (len(kept) - 1) - sum(sizes[i][0] for i in kept))
     widths = {i: sizes[i][0] for i in kept}
-    for i in sorted(kept, key=lambda i: sizes[i][1] - sizes[i][0]):  # the least short of its widest first
-        grow = min(sizes[i][1] - sizes[i][0], room)
+    # Water-filling: the least short first, each taking at most an equal share of what is left, so a
+    # short wrap ("H200 x8") closes and two long prose columns split the rest evenly.
+    order = sorted(kept, key=lambda i: sizes[i][1] - sizes[i][0])
+    for n, i in enumerate(order):
+        grow = min(sizes[i][1] - sizes[i][0], room // (len(order) - n))
         widths[i] += grow
         room -= grow
     return kept, [widths[i] for i in kept]
