@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -145,18 +147,49 @@ class User:
         return time.monotonic() - started
 
 
-@pytest.fixture
-def user(node_image: Path) -> Iterator[User]:
+@contextmanager
+def _a_user(node_image: Path) -> Iterator[User]:
     home = Path(tempfile.mkdtemp(prefix="provisioner-local-", dir="/var/tmp"))
     you = User(home, node_image)
     try:
         yield you
     finally:
-        for record in you.labs.glob("*.json"):  # a lab this test's `up` started: stopped by its pid
+        for record in you.labs.glob("*.json"):  # a lab this user's `up` started: stopped by its pid
             pid = json.loads(record.read_text())["pid"]
             if _alive(pid):
                 os.kill(pid, signal.SIGTERM)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def user(node_image: Path) -> Iterator[User]:
+    with _a_user(node_image) as you:
+        yield you
+
+
+@dataclass
+class Lifetimes:
+    """The two Lambda VMs with a 2-minute TTL and a 1-minute idle timeout, up: ``idle_since`` is when
+    the head's idle clock was started (time.monotonic()), None until then."""
+
+    user: User
+    lab: dict  # type: ignore[type-arg]
+    up_s: float
+    idle_since: float | None = None
+
+
+@pytest.fixture(scope="session")
+def lifetimes(node_image: Path) -> Iterator[Lifetimes]:
+    """Brought up once for the two tests below. The first checks the running cluster and starts the
+    head's idle clock; the nodes then end themselves (worker: TTL, head: idle) while the other boot
+    tests run (tests/boot/conftest.py runs it first and the second last), and the second reads how
+    each ended and takes the cluster down. Either test alone does the whole of it."""
+    with _a_user(node_image) as you:
+        (you.home / "spec.yaml").write_text(SPEC)
+        up_s = you.up("spec.yaml", CLUSTER)
+        lab = you.lab(CLUSTER)
+        assert lab["provider"] == "lambda" and _alive(lab["pid"])
+        yield Lifetimes(you, lab, up_s)
 
 
 def _running_nodes(workdir: str) -> list[str]:
@@ -179,12 +212,24 @@ def _journal(root: Path, *match: str) -> str:
                            *match], capture_output=True, text=True, timeout=60).stdout
 
 
-def test_up_local_vms_share_a_path_run_the_nvme_setup_and_end_themselves_on_ttl_and_idle(user: User) -> None:
-    (user.home / "spec.yaml").write_text(SPEC)
-    up_s = user.up("spec.yaml", CLUSTER)
-    lab = user.lab(CLUSTER)
-    assert lab["provider"] == "lambda" and _alive(lab["pid"])
+def _idle_head(cluster: Lifetimes) -> None:
+    """The head's GPUs go idle (a stand-in nvidia-smi; Slurm, on the head, has no job) and its own
+    deadline moves an hour out, so what ends it is the idle timer. The worker (no nvidia-smi:
+    counted busy) ends at its TTL, 2 minutes after its first boot. (Not the other way round: a
+    worker's idle check asks the head's slurmctld, and counts a head that is gone as busy.)"""
+    user = cluster.user
+    user.on(CLUSTER, HEAD, "sudo", "sh", "-c", f"printf '{IDLE_GPUS}' > /usr/local/bin/nvidia-smi && "
+            "chmod 755 /usr/local/bin/nvidia-smi && echo $(( $(date +%s) + 3600 )) > /var/lib/provisioner/deadline")
+    # The idle check once now, as its timer would at its next tick (up to 90 s away: every minute,
+    # 30 s accuracy): it finds the head idle and starts the idle clock, so the timer's next run,
+    # a minute on, ends the head while the worker's TTL runs out, not one after the other.
+    user.on(CLUSTER, HEAD, "sudo", "systemctl", "start", "provisioner-idle.service")
+    assert user.on(CLUSTER, HEAD, "sudo", "cat", "/var/lib/provisioner/idle-since").strip().isdigit()
+    cluster.idle_since = time.monotonic()
 
+
+def test_up_local_vms_share_a_path_and_run_the_nvme_setup_with_both_lifetime_timers(lifetimes: Lifetimes) -> None:
+    user = lifetimes.user
     status = user.run("status", CLUSTER, timeout=120)
     assert status.returncode == 0 and HEAD in status.stdout and WORKER in status.stdout, status.stdout + status.stderr
     user.srun_both(CLUSTER)
@@ -214,18 +259,18 @@ def test_up_local_vms_share_a_path_run_the_nvme_setup_and_end_themselves_on_ttl_
     for node in (HEAD, WORKER):
         timers = user.on(CLUSTER, node, "systemctl", "list-timers", "--all", "--no-pager", "provisioner-*")
         assert "provisioner-deadman.timer" in timers and "provisioner-idle.timer" in timers, timers
-    # The head's GPUs go idle (a stand-in nvidia-smi; Slurm, on the head, has no job) and its own
-    # deadline moves an hour out, so what ends it is the idle timer. The worker (no nvidia-smi:
-    # counted busy) ends at its TTL, 2 minutes after its first boot. (Not the other way round: a
-    # worker's idle check asks the head's slurmctld, and counts a head that is gone as busy.)
-    user.on(CLUSTER, HEAD, "sudo", "sh", "-c", f"printf '{IDLE_GPUS}' > /usr/local/bin/nvidia-smi && "
-            "chmod 755 /usr/local/bin/nvidia-smi && echo $(( $(date +%s) + 3600 )) > /var/lib/provisioner/deadline")
-    # The idle check once now, as its timer would at its next tick (up to 90 s away: every minute,
-    # 30 s accuracy): it finds the head idle and starts the idle clock, so the timer's next run,
-    # a minute on, ends the head while the worker's TTL runs out, not one after the other.
-    user.on(CLUSTER, HEAD, "sudo", "systemctl", "start", "provisioner-idle.service")
-    assert user.on(CLUSTER, HEAD, "sudo", "cat", "/var/lib/provisioner/idle-since").strip().isdigit()
-    deadline = time.monotonic() + 300
+    _idle_head(lifetimes)  # the nodes now end themselves: read back by the test below
+
+
+def test_up_local_vms_end_themselves_on_ttl_and_idle(lifetimes: Lifetimes) -> None:
+    """The worker powers itself off when its TTL is up (deadman timer) and the head when it has been
+    idle a minute (idle timer), each through the rendered provisioner-teardown (Lambda: power off),
+    read back from their journals; then ``down``."""
+    user, lab = lifetimes.user, lifetimes.lab
+    if lifetimes.idle_since is None:  # run without the test above
+        _idle_head(lifetimes)
+    assert lifetimes.idle_since is not None
+    deadline = lifetimes.idle_since + 300
     while _running_nodes(lab["workdir"]) and time.monotonic() < deadline:
         time.sleep(2)
     reasons = {(root / "etc" / "hostname").read_text().strip(): _journal(root, "-t", "provisioner-teardown")
@@ -236,7 +281,7 @@ def test_up_local_vms_share_a_path_run_the_nvme_setup_and_end_themselves_on_ttl_
     assert "ttl limit reached" not in reasons[HEAD] and "idle limit reached" not in reasons[WORKER]
 
     down_s = user.down(CLUSTER)  # the instances the fake still bills are deleted; the lab stops
-    print(f"up --local (Lambda VMs): up {up_s:.0f} s (lab start and Slurm ready), down {down_s:.0f} s")
+    print(f"up --local (Lambda VMs): up {lifetimes.up_s:.0f} s (lab start and Slurm ready), down {down_s:.0f} s")
 
 
 def test_up_local_boots_the_pretraining_example_as_a_runpod_instant_cluster(user: User) -> None:
