@@ -39,14 +39,6 @@ def _echo(text: str, output: Path | None) -> None:
         print(f"wrote {output}", file=sys.stderr)
 
 
-def _check_writable(path: Path | None, option: str) -> None:
-    """Fail before planning, not after, when an output file's folder is missing."""
-    if path is not None and not path.parent.is_dir():
-        raise UsageError(f"folder {path.parent} does not exist", option=option)
-    if path is not None and path.is_dir():
-        raise UsageError(f"{path} is a folder, not a file", option=option)
-
-
 def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", output: Path | None = None,
          top: int = 10, explain: bool = False, save_plan: Path | None = None) -> int:
     """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing.
@@ -57,8 +49,6 @@ def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", 
         raise UsageError("html and csv take one spec at a time", option="--format")
     if save_plan and len(specs) != 1:
         raise UsageError("needs exactly one spec", option="--save-plan")
-    _check_writable(output, "--output")
-    _check_writable(save_plan, "--save-plan")
     with _collector_paused():
         return _plan(specs, catalog, format, output, top, explain, save_plan)
 
@@ -144,8 +134,6 @@ def render(source: Path, out: Path, catalog: Path | None = None, topology: Path 
     from provisioner.secrets import secrets_path_for
     from provisioner.workflow import load_topology, plan_from_source
 
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out} is a file, not a folder", option="--out")
     plan = plan_from_source(source, catalog_path=catalog)
     secrets_file = secrets_path_for(source, out)
     written = render_to_dir(plan, out, secrets_file=secrets_file,
@@ -209,16 +197,19 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     cmd.add_argument("specs", nargs="+", type=Path, metavar="SPEC", help="Spec file(s) (YAML).")
     cmd.add_argument("--catalog", type=Path, help="Catalog file to use instead of the cache/bundled one.")
     cmd.add_argument("--format", "-f", choices=FORMATS, default="table", help="Report format (default: table).")
-    cmd.add_argument("--output", "-o", type=Path, help="Write the report here.")
+    cmd.add_argument("--output", "-o", type=cliargs.output_file("--output", "report.txt"),
+                     help="Write the report here (a file; its folder must exist).")
     cmd.add_argument("--top", type=cliargs.int_range(1), default=10, help="Show this many ranked options (10).")
     cliargs.flag(cmd, "--explain", "List every rejected offer with its reason.")
-    cmd.add_argument("--save-plan", type=Path, help="Freeze the winning option into a plan file.")
+    cmd.add_argument("--save-plan", type=cliargs.output_file("--save-plan", "plan.json"),
+                     help="Freeze the winning option into a plan file (a file; its folder must exist).")
 
     cliargs.command(group, "schema", schema)
 
     cmd = cliargs.command(group, "render", render)
     cmd.add_argument("source", type=Path, metavar="SOURCE", help="A spec (YAML) or a saved plan (JSON).")
-    cmd.add_argument("--out", type=Path, required=True, help="Directory to write the files into.")
+    cmd.add_argument("--out", type=cliargs.output_dir("--out"), required=True,
+                     help="Directory to write the files into (made if missing).")
     cmd.add_argument("--catalog", type=Path, help="Catalog used when SOURCE is a spec.")
     cmd.add_argument("--topology", type=Path, help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, "
                      "outermost first, for Slurm's topology.conf (default: one flat switch).")

@@ -14,7 +14,10 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from provisioner.errors import UsageError
@@ -140,6 +143,52 @@ def cluster_name(text: str, *, option: str = "--cluster", file_too: bool = False
                      "a letter)", option=option)
 
 
+def output_file(option: str, example: str) -> Callable[[str], Path]:
+    """An argparse ``type`` for an option naming a file to write (``--output``, ``--save-plan``).
+
+    Refused while the command line is read (UsageError naming the path, exit 2), so no work is done
+    only to fail at the end: a path naming a folder (a trailing slash, or an existing folder: the
+    message names a file inside it, ``example``), a missing folder, or a place no file can be made
+    (a read-only or virtual file system such as /proc, no permission). The check opens the file for
+    appending and removes it again when it did not exist, so it answers what the write will meet."""
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if text.endswith(("/", os.sep)) or path.is_dir():
+            raise UsageError(f"{text} names a folder, not a file; name a file in it, e.g. {path / example}",
+                             option=option)
+        if not path.parent.is_dir():
+            raise UsageError(f"folder {path.parent} does not exist", option=option)
+        existed = path.exists()
+        try:
+            with open(path, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise UsageError(f"cannot write {text}: {exc.strerror or exc}", option=option) from None
+        if not existed:
+            path.unlink(missing_ok=True)
+        return path
+    return parse
+
+
+def output_dir(option: str) -> Callable[[str], Path]:
+    """An argparse ``type`` for an option naming a folder to write into (``render --out``): refused
+    while the command line is read (UsageError naming the path, exit 2) when it names a file, or when
+    nothing can be made in it or in its nearest existing parent (a folder is made there and removed)."""
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"{text} is a file, not a folder", option=option)
+        existing = next(candidate for candidate in (path, *path.parents, Path(".")) if candidate.exists())
+        if not existing.is_dir():
+            raise UsageError(f"cannot make {text}: {existing} is a file, not a folder", option=option)
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".provisioner-probe-", dir=existing))
+        except OSError as exc:
+            raise UsageError(f"cannot write into {text}: {exc.strerror or exc}", option=option) from None
+        return path
+    return parse
+
+
 def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
          negatable: bool = True, dest: str | None = None) -> None:
     """A boolean option: ``--name/--no-name`` (negatable) or just ``--name``."""
@@ -198,5 +247,5 @@ def missing_command(parser: argparse.ArgumentParser) -> UsageError:
 
 
 __all__ = ["Commands", "Handler", "Parser", "chosen", "cluster_name", "command", "commands", "flag", "float_range",
-           "handler_arguments", "int_range", "missing_command", "provider_name", "split_trailing", "subcommand_names",
-           "subparsers"]
+           "handler_arguments", "int_range", "missing_command", "output_dir", "output_file", "provider_name",
+           "split_trailing", "subcommand_names", "subparsers"]

@@ -244,6 +244,29 @@ USAGE_ERRORS = {
        for args in (["catalog"], ["catalog", "refresh"], ["gc"], ["down", "nope"], ["costs", "--live"])},
     "missing folder": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
                        "error: Invalid value for --output: folder /missing/dir does not exist"),
+    # Every option that writes a file refuses a folder (it wrote a file named after the folder) and a place
+    # no file can be made, naming the path, before any work (they exited 1 after planning).
+    **{f"{flag} {path}": (["plan", "examples/pretrain-h100-slurm.yaml", flag, path],
+                          f"error: Invalid value for {option}: {path} names a folder, not a file; name a file "
+                          f"in it, e.g. {path.rstrip('/')}/{example}")
+       for flag, option, example in (("--save-plan", "--save-plan", "plan.json"), ("-o", "--output", "report.txt"))
+       for path in ("examples/", "examples", "not-yet-made/")},
+    "plan save-plan under /proc": (["plan", "examples/pretrain-h100-slurm.yaml", "--save-plan", "/proc/p.json"],
+                                   "error: Invalid value for --save-plan: cannot write /proc/p.json: "),
+    "plan output under /proc": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/proc/r.txt"],
+                                "error: Invalid value for --output: cannot write /proc/r.txt: "),
+    "validate output folder": (["validate", "--nodes", "a", "--via", "ssh", "-o", "examples/"],
+                               "error: Invalid value for --output: examples/ names a folder, not a file; name a "
+                               "file in it, e.g. examples/report.json"),
+    "node check output under /proc": (["node", "check", "-o", "/proc/r.json"],
+                                      "error: Invalid value for --output: cannot write /proc/r.json: "),
+    "render out under /proc": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "/proc/out"],
+                               "error: Invalid value for --out: cannot write into /proc/out: "),
+    "render out below a file": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md/out"],
+                                "error: Invalid value for --out: cannot make README.md/out: README.md is a file, "
+                                "not a folder"),
+    "watch report dir under /proc": (["node", "watch", "--once", "--report-dir", "/proc/health"],
+                                     "error: Invalid value for --report-dir: cannot write into /proc/health: "),
     "unknown command": (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'plan',"),
     "unknown option": (["plan", "examples/pretrain-h100-slurm.yaml", "--bogus"],
                        "error: unrecognized arguments: --bogus (see 'provisioner plan --help')"),
@@ -277,6 +300,22 @@ def test_usage_errors_exit_2_with_one_line(name: str, capsys: pytest.CaptureFixt
     assert (code, out) == (2, "")
     assert len(err.splitlines()) == 1 and err.startswith(start), err
     assert "Traceback" not in err and "Usage:" not in err
+
+
+def test_an_output_option_leaves_nothing_where_it_refused_or_only_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--save-plan dir/` wrote a file named `dir`; the check that a file can be made leaves none behind."""
+    monkeypatch.chdir(tmp_path)
+    spec = str(EXAMPLE_FILES[0])
+    code, _, err = run_cli(["plan", spec, "--save-plan", "saved/"], capsys)
+    assert code == 2 and "saved/ names a folder" in err and list(tmp_path.iterdir()) == []
+    code, _, err = run_cli(["plan", "missing-spec.yaml", "--save-plan", "plan.json", "-o", "report.txt"], capsys)
+    assert code == 2 and "cannot read spec" in err and list(tmp_path.iterdir()) == []
+    (tmp_path / "out").mkdir()
+    code, _, err = run_cli(["render", "missing-plan.json", "--out", "out/cluster"], capsys)
+    assert code == 2 and [p.name for p in tmp_path.rglob("*")] == ["out"]
+    code, _, _ = run_cli(["plan", spec, "--save-plan", "out/plan.json"], capsys)
+    assert code == 0 and json.loads((tmp_path / "out" / "plan.json").read_text())["kind"]
 
 
 def _commands(parser: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

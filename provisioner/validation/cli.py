@@ -22,9 +22,10 @@ def _write(text: str, output: Path | None) -> None:
 
         sys.stdout.write(printable(text, keep_newlines=True))  # what nodes report never drives the terminal
         return
-    if not output.parent.is_dir():
-        raise UsageError(f"folder {output.parent} does not exist", option="--output")
-    output.write_text(text, encoding="utf-8")
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:  # the folder was checked as the command line was read (cliargs.output_file)
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}", option="--output") from None
     print(f"wrote {output}", file=sys.stderr)
 
 
@@ -132,7 +133,8 @@ def _burnin_options(cmd: Any, burnin_help: str) -> None:
 
 def _report_options(cmd: Any) -> None:
     cliargs.flag(cmd, "--json", "Print the report as JSON.", negatable=False, dest="json_out")
-    cmd.add_argument("--output", "-o", type=Path, help="Write the report here.")
+    cmd.add_argument("--output", "-o", type=cliargs.output_file("--output", "report.json"),
+                    help="Write the report here (a file; its folder must exist).")
 
 
 def add_node_commands(group: cliargs.Commands) -> None:

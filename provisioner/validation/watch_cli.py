@@ -57,7 +57,8 @@ def add_node_watch(node_commands: cliargs.Commands) -> None:
     cmd.add_argument("--expect-gpus", type=cliargs.int_range(0), help="GPUs this node must have.")
     cmd.add_argument("--expect-model", help="GPU model every GPU must be, e.g. H100.")
     cmd.add_argument("--node", help="This node's name in the scheduler (default: the host name).")
-    cmd.add_argument("--report-dir", type=Path, default=Path("/var/lib/provisioner/health"),
+    cmd.add_argument("--report-dir", type=cliargs.output_dir("--report-dir"),
+                     default=Path("/var/lib/provisioner/health"),
                      help="Where each look's report (NODE.json) and the watch state go.")
     cliargs.flag(cmd, "--once", "One look, then exit with its status.", negatable=False)
 
