@@ -134,14 +134,17 @@ def _report(node: str, sustained: float = 669.9, fail: str | None = None) -> str
 
 @pytest.fixture
 def fake_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """ssh/srun answer with reports/<node>.json and log argv to calls.log; scontrol logs only."""
+    """ssh/srun answer with reports/<node>.json and log argv to calls.log; scontrol lists those nodes
+    and logs the rest."""
     bin_dir, reports = tmp_path / "bin", tmp_path / "reports"
     bin_dir.mkdir()
     reports.mkdir()
     log = tmp_path / "calls.log"
     _script(bin_dir, "ssh", f'echo "ssh $*" >> {log}\ncat "{reports}/$5.json"\n')
     _script(bin_dir, "srun", f'echo "srun $*" >> {log}\nnode="${{3#--nodelist=}}"\ncat "{reports}/$node.json"\n')
-    _script(bin_dir, "scontrol", f'echo "scontrol $*" >> {log}\n')
+    # scontrol lists the nodes with a report (this machine is their cluster's head) and logs the rest.
+    _script(bin_dir, "scontrol", f'if [ "$1" = show ]; then for f in "{reports}"/*.json; do [ -e "$f" ] && '
+            f'echo "NodeName=$(basename "$f" .json) State=IDLE"; done; exit 0; fi\necho "scontrol $*" >> {log}\n')
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return tmp_path
 
@@ -228,3 +231,49 @@ def test_rendered_gpu_check_runs_node_check(tmp_path: Path, node_check_rc: int, 
     assert done.stdout.splitlines()[-1] == line.replace("/var/log/provisioner", str(tmp_path / "log"))
     assert record.read_text().split() == ["node", "check", "--expect-gpus", "8", "--expect-model", "H100", "--json",
                                           "-o", str(tmp_path / "log" / "node-check.json")]
+
+
+def test_validate_through_slurm_off_the_head_refuses_in_one_line(fake_cluster: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Off the head, with no record of the cluster: the local Slurm (another cluster's, or none) was asked
+    to run the checks; every node came back unreachable (exit 11) and the last one was nearly drained."""
+    plan = fake_cluster / "plan.json"
+    assert main(["plan", str(EXAMPLES / "pretrain-h100-slurm.yaml"), "--save-plan", str(plan)]) == 0
+    capsys.readouterr()
+    (fake_cluster / "reports" / "other-0.json").write_text(_report("other-0"))  # this Slurm's own node
+    code, out, err = run_cli(["validate", str(plan), "--no-burnin"], capsys)
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
+    assert err.startswith("error: this machine is not the head of cluster llm-pretrain (its Slurm does not list "
+                          "llm-pretrain-0, llm-pretrain-1) and has no record of it: run 'provisioner validate ")
+    assert not (fake_cluster / "calls.log").exists()  # no srun, no drain
+    (fake_cluster / "reports" / "other-0.json").unlink()
+    code, _, err = run_cli(["validate", "--nodes", "a,b", "--via", "slurm"], capsys)
+    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (no Slurm "
+                                        "controller answers here)") and "--nodes a,b --via slurm' on the head" in err
+
+
+def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_head(
+        fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """This machine's record of the cluster: the checks and drains run on the head over SSH, as burst's do."""
+    import datetime as dt
+
+    from provisioner.lifecycle import cli as lifecycle_cli
+    from provisioner.lifecycle import state
+    from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+
+    plan = plans_for(LAMBDA_SPEC, fake_cluster)[0]
+    saved = fake_cluster / "lc-plan.json"
+    saved.write_text(plan.dumps(), encoding="utf-8")
+    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider, engine="direct",
+                                          plan=plan, status="up", head_address="198.51.100.7",
+                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC)))
+    remote = StandInRemote(nodes=[node.name for node in plan.nodes], healthy=True)
+    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    with served_fake("lambda", monkeypatch):
+        code, _, err = run_cli(["validate", str(saved), "--no-burnin", "--json"], capsys)
+    assert "note: this machine is not the head of lc-lambda: running the checks there (lc-lambda-0, " in err
+    sruns = sorted(argv[3] for host, argv in remote.calls if argv[0] == "srun")
+    assert sruns == ["--nodelist=lc-lambda-0", "--nodelist=lc-lambda-1"], remote.calls
+    assert {host for host, _ in remote.calls} == {"lc-lambda-0"}  # all through the head
+    assert ("lc-lambda-0", ("scontrol", "show", "node", "-o")) in remote.calls  # the drain plan reads the head's
+    assert not (fake_cluster / "calls.log").exists() and code in (0, 10, 11)

@@ -7,11 +7,15 @@ mistake exits 2 with one line, like every other command.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
 from provisioner.errors import UsageError
+
+if TYPE_CHECKING:
+    from provisioner.validation.runner import CommandResult, Runner
 
 FABRICS = ("infiniband", "roce", "efa", "ethernet")
 
@@ -29,8 +33,8 @@ def _write(text: str, output: Path | None) -> None:
     print(f"wrote {output}", file=sys.stderr)
 
 
-def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str]:
-    """(node names, GPUs per node, GPU model, fabric or None, via) from a plan or spec file."""
+def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str, str]:
+    """(node names, GPUs per node, GPU model, fabric or None, via, cluster id) from a plan or spec file."""
     from provisioner.workflow import plan_from_source
 
     plan = plan_from_source(path, catalog_path=catalog)
@@ -40,7 +44,52 @@ def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int
     if fabric == "ethernet":
         fabric = None
     via = {"slurm": "slurm", "kubernetes": "k8s"}.get(str(plan.spec.control_plane.value), "ssh")
-    return names, option.gpus_per_node, option.gpu_model, fabric, via
+    return names, option.gpus_per_node, option.gpu_model, fabric, via, plan.cluster_id
+
+
+def _slurm_runner(names: list[str], cluster_id: str | None, source: Path | None) -> Runner:
+    """Where ``srun``/``scontrol`` reach the cluster's Slurm: here when this machine's Slurm lists every
+    node (the head, or a login node of that cluster); else on the cluster's head over SSH with the
+    cluster key, when this machine brought the cluster up (its local record, as ``provisioner ssh``
+    uses); else UsageError (exit 2) saying where to run it. The local Slurm of another cluster, or
+    none, was asked to run the checks: every node came back unreachable (exit 11)."""
+    from provisioner.validation.actions import slurm_node_states
+    from provisioner.validation.runner import run_subprocess
+
+    known = slurm_node_states(run_subprocess)
+    missing = [name for name in names if name not in known]
+    if not missing:
+        return run_subprocess
+    from provisioner.lifecycle import state
+
+    record = state.load_record(cluster_id) if cluster_id else None
+    if record is None:
+        why = (f"its Slurm does not list {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}" if known
+               else "no Slurm controller answers here")
+        cluster = f"cluster {cluster_id}" if cluster_id else "their cluster"
+        again = f"provisioner validate {source}" if source else f"provisioner validate --nodes {','.join(names)} " \
+            "--via slurm"
+        raise UsageError(f"this machine is not the head of {cluster} ({why}) and has no record of it: run "
+                         f"'{again}' on the head, or here with --via ssh if this machine reaches the nodes")
+    return _on_head(record.cluster_id)
+
+
+def _on_head(cluster_id: str) -> Runner:
+    """A Runner that runs each command on the cluster's head over SSH (the cluster key, pinned host keys)."""
+    from provisioner.lifecycle import cli as lifecycle_cli
+    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote, head_target
+    from provisioner.realize.events import no_events
+
+    runtime = lifecycle_cli._runtime(no_events, interrupts=False)
+    record, nodes = cluster_nodes(cluster_id, runtime)
+    head = head_target(record, nodes)
+    remote = runtime.remote or default_remote(record.plan, cluster_secrets(cluster_id))
+    print(f"note: this machine is not the head of {cluster_id}: running the checks there ({head.node_name}, "
+          f"{head.host}) over SSH", file=sys.stderr)
+
+    def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
+        return remote.run(head, args, timeout_s=timeout_s)
+    return run
 
 
 def node_check(expect_gpus: int | None = None, expect_model: str | None = None, expect_fabric: str | None = None,
@@ -54,7 +103,7 @@ def node_check(expect_gpus: int | None = None, expect_model: str | None = None, 
     from provisioner.validation.table import render_node
 
     if plan is not None:
-        _, per_node, model, fabric, _ = _plan_expectations(plan, None)
+        _, per_node, model, fabric, _, _ = _plan_expectations(plan, None)
         expect_gpus = per_node if expect_gpus is None else expect_gpus
         expect_model = expect_model or model
         expect_fabric = expect_fabric or fabric
@@ -84,9 +133,9 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
 
     names: list[str] = []
     per_node: int | None = None
-    model = fabric = None
+    model = fabric = cluster_id = None
     if source is not None:
-        names, per_node, model, fabric, plan_via = _plan_expectations(source, catalog)
+        names, per_node, model, fabric, plan_via, cluster_id = _plan_expectations(source, catalog)
         via = via or plan_via
     if nodes is not None:
         names = [name.strip() for name in nodes.split(",") if name.strip()]
@@ -103,15 +152,16 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
         extra.append("--allow-unjudged")
     target = Target(nodes=tuple(names), via=via, expect_gpus=per_node, expect_model=model, expect_fabric=fabric,
                     check_args=tuple(extra))
-    report = validate_cluster(target, run_subprocess, timeout_s=timeout_s)
+    run = _slurm_runner(names, cluster_id, source) if via == "slurm" else run_subprocess
+    report = validate_cluster(target, run, timeout_s=timeout_s)
     if drain and via in ("slurm", "k8s"):
         if via == "slurm":
-            states = slurm_node_states(run_subprocess)
+            states = slurm_node_states(run)
             out_of_service, drained = slurm_out_of_service(states), slurm_drained(states)
         else:
-            out_of_service = drained = k8s_out_of_service(run_subprocess)
+            out_of_service = drained = k8s_out_of_service(run)
         plan = plan_cluster_drains(report, out_of_service, already_drained=drained, force=force)
-        report = with_actions(report, plan, apply_drains(plan, run_subprocess, via))
+        report = with_actions(report, plan, apply_drains(plan, run, via))
     elif drain and via == "ssh" and report.status.rank > 0:
         report = report.model_copy(update={"messages": [
             *report.messages, "no scheduler to drain through over ssh; take the bad nodes out yourself"]})
