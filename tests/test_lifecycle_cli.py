@@ -134,6 +134,23 @@ def test_up_with_a_rejected_api_key_leaves_no_record_and_says_what_to_do(
     assert "no clusters" in capsys.readouterr().out
 
 
+def test_pulumi_up_with_a_rejected_api_key_leaves_no_record_and_runs_no_stack(
+        tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The pulumi engine asks the same adapter its stack would use (the neoclouds' NeocloudNodes), at the
+    endpoint it is configured with, before any record is saved or the stack touched (it left 'failed')."""
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", "not-the-key")
+        assert main(["up", str(_spec(tmp_path)), "--engine", "pulumi"]) == 4
+        assert app.launched == 0 and [call.method for call in app.calls] == ["GET"]  # one look, nothing bought
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: lambda: ") and line.endswith(
+        "; nothing was bought: set LAMBDA_API_KEY (or PROVISIONER_LAMBDA_API_KEY) to a valid key and run the "
+        "command again"), line
+    assert state.list_records() == []
+    assert not fake_pulumi.exists() or not any(call[:1] == ["up"] for call in _pulumi_calls(fake_pulumi))
+
+
 def test_usage_mistakes_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = str(_spec(tmp_path))
     assert main(["up", spec, "--engine", "terraform"]) == 2

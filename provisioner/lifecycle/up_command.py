@@ -103,6 +103,7 @@ def _pulumi_up(plans: list[Plan], emit: Emit, *, backend: str | None, ttl_s: flo
     def attempt(plan: Plan) -> None:
         now = utc_now()
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+        _refuse_rejected_key(plan, runtime)  # before the record and the stack, as on the direct engine
         _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
         outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
         nodes = _await_stack(plan, runtime) if wait else None
@@ -137,6 +138,26 @@ def _pulumi_up(plans: list[Plan], emit: Emit, *, backend: str | None, ttl_s: flo
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
+
+
+def _refuse_rejected_key(plan: Plan, runtime: Runtime) -> None:
+    """The direct engine's key check (``realize.refuse_rejected_key``: one read-only request, CredentialsError
+    saying nothing was bought) where the stack buys through this same adapter, at the endpoint it is
+    configured with: the neoclouds' NeocloudNodes (``facts().stack == "neocloud"``). AWS and GCP stacks
+    buy through pulumi-aws/gcp with pulumi's own credentials, which the adapter's would not prove; a key
+    not set at all builds no adapter here and is left to the stack, as before."""
+    from provisioner.errors import CredentialsError
+    from provisioner.lifecycle.realize import refuse_rejected_key
+    from provisioner.providers.registry import facts
+
+    name = plan.option.provider
+    if facts()[name].stack != "neocloud":
+        return
+    try:
+        provider = runtime.provider(name)
+    except CredentialsError:
+        return
+    refuse_rejected_key(provider, name)
 
 
 def _await_stack(plan: Plan, runtime: Runtime) -> dict[str, Node]:
