@@ -248,8 +248,12 @@ def test_validate_through_slurm_off_the_head_refuses_in_one_line(fake_cluster: P
     assert not (fake_cluster / "calls.log").exists()  # no srun, no drain
     (fake_cluster / "reports" / "other-0.json").unlink()
     code, _, err = run_cli(["validate", "--nodes", "a,b", "--via", "slurm"], capsys)
-    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (no Slurm "
-                                        "controller answers here)") and "--nodes a,b --via slurm' on the head" in err
+    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (no Slurm answers "
+                                        "here)") and "--nodes a,b --via slurm' on the head" in err
+    _script(fake_cluster / "bin", "kubectl", 'echo "other-0"\n')  # another Kubernetes cluster's
+    code, _, err = run_cli(["validate", "--nodes", "a", "--via", "k8s"], capsys)
+    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (its Kubernetes "
+                                        "(kubectl) does not list a)") and "--nodes a --via k8s' on the head" in err
 
 
 def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_head(

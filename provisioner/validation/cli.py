@@ -47,16 +47,15 @@ def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int
     return names, option.gpus_per_node, option.gpu_model, fabric, via, plan.cluster_id
 
 
-def _slurm_runner(names: list[str], cluster_id: str | None, source: Path | None) -> Runner:
-    """Where ``srun``/``scontrol`` reach the cluster's Slurm: here when this machine's Slurm lists every
-    node (the head, or a login node of that cluster); else on the cluster's head over SSH with the
-    cluster key, when this machine brought the cluster up (its local record, as ``provisioner ssh``
-    uses); else UsageError (exit 2) saying where to run it. The local Slurm of another cluster, or
-    none, was asked to run the checks: every node came back unreachable (exit 11)."""
-    from provisioner.validation.actions import slurm_node_states
+def _scheduler_runner(names: list[str], via: str, cluster_id: str | None, source: Path | None) -> Runner:
+    """Where ``srun``/``scontrol`` (or ``kubectl``) reach the cluster's scheduler: here when this machine's
+    lists every node (the head, or a login node of that cluster); else on the cluster's head over SSH
+    with the cluster key, when this machine brought the cluster up (its local record, as ``provisioner
+    ssh`` uses); else UsageError (exit 2) saying where to run it. The local scheduler of another
+    cluster, or none, was asked to run the checks: every node came back unreachable (exit 11)."""
     from provisioner.validation.runner import run_subprocess
 
-    known = slurm_node_states(run_subprocess)
+    known = _listed_nodes(via)
     missing = [name for name in names if name not in known]
     if not missing:
         return run_subprocess
@@ -64,14 +63,26 @@ def _slurm_runner(names: list[str], cluster_id: str | None, source: Path | None)
 
     record = state.load_record(cluster_id) if cluster_id else None
     if record is None:
-        why = (f"its Slurm does not list {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}" if known
-               else "no Slurm controller answers here")
+        what = "Slurm" if via == "slurm" else "Kubernetes (kubectl)"
+        why = (f"its {what} does not list {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}" if known
+               else f"no {what} answers here")
         cluster = f"cluster {cluster_id}" if cluster_id else "their cluster"
         again = f"provisioner validate {source}" if source else f"provisioner validate --nodes {','.join(names)} " \
-            "--via slurm"
+            f"--via {via}"
         raise UsageError(f"this machine is not the head of {cluster} ({why}) and has no record of it: run "
                          f"'{again}' on the head, or here with --via ssh if this machine reaches the nodes")
     return _on_head(record.cluster_id)
+
+
+def _listed_nodes(via: str) -> set[str]:
+    """The nodes this machine's scheduler lists (none when it has none or it does not answer)."""
+    from provisioner.validation.actions import slurm_node_states
+    from provisioner.validation.runner import run_subprocess
+
+    if via == "slurm":
+        return set(slurm_node_states(run_subprocess))
+    result = run_subprocess(("kubectl", "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"), timeout_s=30)
+    return set(result.stdout.split()) if result.ok else set()
 
 
 def _on_head(cluster_id: str) -> Runner:
@@ -152,7 +163,7 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
         extra.append("--allow-unjudged")
     target = Target(nodes=tuple(names), via=via, expect_gpus=per_node, expect_model=model, expect_fabric=fabric,
                     check_args=tuple(extra))
-    run = _slurm_runner(names, cluster_id, source) if via == "slurm" else run_subprocess
+    run = _scheduler_runner(names, via, cluster_id, source) if via in ("slurm", "k8s") else run_subprocess
     report = validate_cluster(target, run, timeout_s=timeout_s)
     if drain and via in ("slurm", "k8s"):
         if via == "slurm":
