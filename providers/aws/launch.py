@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.aws import instances
 from provisioner.providers.aws.efa import has_efa
 from provisioner.providers.aws.models import tag_map
 from provisioner.providers.base import (
@@ -86,7 +87,7 @@ def run_params(adapter: AWSProvider, cluster_id: str, spec: NodeSpec) -> dict[st
     tags = node_tags(adapter, cluster_id, spec)
     tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
     params: dict[str, Any] = {
-        "ImageId": adapter._image(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
+        "ImageId": adapter.images.for_node(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
         "InstanceInitiatedShutdownBehavior": "terminate",
         "MetadataOptions": dict(METADATA_OPTIONS),
         "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list},
@@ -137,7 +138,7 @@ class RunLauncher(Launcher):
     def members(self) -> list[Member]:
         found = []
         for region in self.regions:
-            for i in self.adapter._members(self.cluster_id, region, live=True):
+            for i in instances.members(self.adapter.client, self.cluster_id, region, live=True):
                 self.region_of[str(i["InstanceId"])] = region
                 tags = tag_map(i)
                 found.append(Member(str(i["InstanceId"]), tags.get(NODE_TAG), str(i.get("InstanceType", "")), region,
@@ -159,7 +160,7 @@ class RunLauncher(Launcher):
         for region in sorted({self.region_of.get(i, "") for i in ids}):
             batch = [i for i in ids if self.region_of.get(i, "") == region]
             try:
-                self.adapter._terminate(region, batch)
+                instances.terminate(self.adapter.client, region, batch)
             except ProviderError as cleanup:
                 log.error("aws: rollback failed in %s: %s", region, cleanup.message)
                 left += batch

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
-from provisioner.providers.aws.efa import efa_layout
-from provisioner.providers.base import CLUSTER_TAG
+from provisioner.providers.aws.efa import efa_layout, has_efa
+from provisioner.providers.base import CLUSTER_TAG, NodeSpec
 
 from provisioner.errors import PlanError, ProviderAPIError
 
@@ -193,4 +193,21 @@ class EfaNetwork:
         return left
 
 
-__all__ = ["PLACEMENT_STRATEGY", "EfaNetwork", "EfaPlacement", "group_name"]
+def efa_zones_of(nodes: Sequence[NodeSpec]) -> dict[str, str | None]:
+    """{region: zone or None} where the nodes launch with EFA (several nodes, a type with an EFA
+    layout). PlanError, before any request, when one region's EFA nodes name several zones: a
+    cluster placement group lives in one."""
+    if len(nodes) < 2:
+        return {}
+    zones: dict[str, set[str]] = {}
+    for spec in nodes:
+        if has_efa(spec.instance_type):
+            zones.setdefault(spec.region, set()).update({spec.zone} if spec.zone else set())
+    for region, named in zones.items():
+        if len(named) > 1:
+            raise PlanError(f"aws: the EFA nodes in {region} name zones {', '.join(sorted(named))}; a cluster "
+                            "placement group is in one zone: nothing was bought")
+    return {region: min(named) if named else None for region, named in zones.items()}
+
+
+__all__ = ["PLACEMENT_STRATEGY", "EfaNetwork", "EfaPlacement", "efa_zones_of", "group_name"]

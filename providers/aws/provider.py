@@ -34,8 +34,9 @@ How the contract maps onto EC2:
   several (EC2 assigns those no public address). ``delete_nodes`` of such a cluster waits (up to
   ``release_timeout_s``) for its instances to terminate, then releases the addresses and deletes both
   groups; what is still in use is logged and deleted by the next ``delete_nodes``.
-- Statuses: pending -> pending, running -> running, shutting-down/stopping/stopped ->
-  stopping, terminated -> terminated. Delete of a gone node is success; delete does not wait.
+- Statuses (``instances.STATUS``): pending -> pending, running -> running,
+  shutting-down/stopping/stopped -> stopping, terminated -> terminated. Delete of a gone node is
+  success; delete does not wait.
 - Quotas (see ``quotas``): ``create_nodes`` first sums the vCPUs the missing nodes need per
   Service Quotas code and region and raises QuotaError (code + increase command) when that
   plus what running instances use exceeds the quota: nothing is bought. ``quota_headroom``
@@ -49,18 +50,19 @@ import functools
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
-from provisioner.providers.aws import CAPABILITIES, billing
+from provisioner.providers.aws import CAPABILITIES, billing, instances
 from provisioner.providers.aws.account import AccountQuotas
 from provisioner.providers.aws.blocks import Block, CapacityBlocks
 from provisioner.providers.aws.capacity_blocks import sells_blocks
-from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
-from provisioner.providers.aws.efa import has_efa
+from provisioner.providers.aws.client import AWSClient
+from provisioner.providers.aws.images import Images
 from provisioner.providers.aws.launch import (
     EC2_USER_DATA_MAX_BYTES,
     EXPIRES_TAG,
@@ -79,21 +81,17 @@ from provisioner.providers.aws.models import (
     tag_map,
     zones_by_type,
 )
-from provisioner.providers.aws.network import EfaNetwork, EfaPlacement
+from provisioner.providers.aws.network import EfaNetwork, EfaPlacement, efa_zones_of
 from provisioner.providers.aws.quotas import QuotaShortfall
 from provisioner.providers.base import (
     CLUSTER_TAG,
-    LEASE_TAG,
     NODE_TAG,
     Capability,
     Node,
     NodeSpec,
-    NodeStatus,
     OfferQuery,
     OwnedNode,
-    ip_or_none,
     owner_id,
-    parse_expiry,
 )
 from provisioner.providers.billing import Billed
 from provisioner.providers.http import RateLimits, RetryPolicy
@@ -101,25 +99,13 @@ from provisioner.providers.orchestrate import answer, create
 from provisioner.providers.screening import OfferScreen
 
 from provisioner.capabilities import Purchase
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
+from provisioner.errors import PlanError, ProviderError, QuotaError
 from provisioner.offer import Offer, QuotaHeadroom
 
 log = logging.getLogger("provisioner.providers.aws")
 
 DEFAULT_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 """Regions asked when neither the query nor ``PROVISIONER_AWS_REGIONS`` names any."""
-DEFAULT_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
-"""Amazon-owned GPU image looked up when a node names none (dstack uses the same family)."""
-
-_STATUS = {
-    "pending": NodeStatus.PENDING,
-    "running": NodeStatus.RUNNING,
-    "shutting-down": NodeStatus.STOPPING,
-    "stopping": NodeStatus.STOPPING,
-    "stopped": NodeStatus.STOPPING,
-    "terminated": NodeStatus.TERMINATED,
-}
-_LIVE = ["pending", "running", "stopping", "stopped"]
 
 
 class AWSProvider:
@@ -140,7 +126,7 @@ class AWSProvider:
         self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
         self.client = AWSClient(session, endpoint_url=self.endpoint_url, limits=limits, timeout_s=timeout_s,
                                 retry=retry)
-        self.image_id = image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None
+        self.images = Images(self.client, image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None)
         self.owner: str | None = owner
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
@@ -148,7 +134,6 @@ class AWSProvider:
         self.blocks = CapacityBlocks(self.client, now=now or (lambda: dt.datetime.now(dt.UTC)), sleep=sleep,
                                      poll_interval_s=poll_interval_s, owner=owner or owner_id())
         self._block_of: dict[str, Block] = {}
-        self._images: dict[str, str] = {}
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
         self.network = EfaNetwork(self.client)
@@ -237,10 +222,7 @@ class AWSProvider:
     def check_quotas(self, nodes: Sequence[NodeSpec]) -> None:
         """Raise QuotaError for the first quota ``nodes`` together would exceed. Read-only; called
         by ``create_nodes`` before anything is bought."""
-        counts: dict[tuple[str, str, bool], int] = {}
-        for node in nodes:
-            counts[(node.instance_type, node.region, node.spot)] = counts.get(
-                (node.instance_type, node.region, node.spot), 0) + 1
+        counts = Counter((node.instance_type, node.region, node.spot) for node in nodes)
         for short in self.quota_shortfalls([(t, r, n, s) for (t, r, s), n in sorted(counts.items())]):
             raise QuotaError(self.name, short.reason)
 
@@ -258,7 +240,6 @@ class AWSProvider:
             return name
         return self.client.import_key_pair(region, name, public_key, [{"Key": "provisioner", "Value": "ssh-key"}])
 
-    # ----- create ---------------------------------------------------------------------------
     # ----- the cluster's own security group (SupportsFirewall; network.ensure_ssh_group) ---------
     def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
         """The cluster's security group in ``region`` (tcp/22 from ``allowed_cidrs``, all within the
@@ -289,14 +270,14 @@ class AWSProvider:
         names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique within a cluster")
-        efa_zones = self._efa_zones(nodes)
+        efa_zones = efa_zones_of(nodes)
         self._cluster_regions.setdefault(cluster_id, set()).update(n.region for n in nodes)
         missing = self._missing(cluster_id, nodes)
         # a quota refusal (and below, a missing image) before anything is bought; Capacity Block
         # instances run in capacity already bought, not under the on-demand quotas (UNVERIFIED)
         self.check_quotas([n for n in missing if not n.capacity_block_hours])
         for spec in missing:
-            self._image(spec)
+            self.images.for_node(spec)
         in_block = [n for n in nodes if n.capacity_block_hours]
         if not in_block:
             self._ensure_efa(cluster_id, nodes, efa_zones, None)
@@ -309,23 +290,6 @@ class AWSProvider:
             return answer(self.name, cluster_id, nodes, ids, lambda: self.get_nodes(cluster_id))
         except ProviderError as exc:
             raise ProviderError(self.name, f"{exc.message}; {block.bought()}") from exc
-
-    @staticmethod
-    def _efa_zones(nodes: Sequence[NodeSpec]) -> dict[str, str | None]:
-        """{region: zone or None} where the nodes launch with EFA (several nodes, a type with an EFA
-        layout). PlanError, before any request, when one region's EFA nodes name several zones: a
-        cluster placement group lives in one."""
-        if len(nodes) < 2:
-            return {}
-        zones: dict[str, set[str]] = {}
-        for spec in nodes:
-            if has_efa(spec.instance_type):
-                zones.setdefault(spec.region, set()).update({spec.zone} if spec.zone else set())
-        for region, named in zones.items():
-            if len(named) > 1:
-                raise PlanError(f"aws: the EFA nodes in {region} name zones {', '.join(sorted(named))}; a cluster "
-                                "placement group is in one zone: nothing was bought")
-        return {region: min(named) if named else None for region, named in zones.items()}
 
     def _ensure_efa(self, cluster_id: str, nodes: Sequence[NodeSpec], zones: dict[str, str | None],
                     block: Block | None) -> None:
@@ -372,36 +336,15 @@ class AWSProvider:
 
     def list_owned(self) -> list[OwnedNode]:
         """Every live instance carrying the cluster tag in the adapter's regions, with owner and expiry."""
-        found = []
-        for region in self.regions:
-            for instance in self.client.describe_instances(region, [{"Name": "tag-key", "Values": [CLUSTER_TAG]},
-                                                                    {"Name": "instance-state-name",
-                                                                     "Values": _LIVE}]):
-                tags = tag_map(instance)
-                found.append(OwnedNode(self._node(tags[CLUSTER_TAG], region, instance), tags.get(OWNER_TAG),
-                                       parse_expiry(tags.get(EXPIRES_TAG))))
-        return found
-
-    def _image(self, spec: NodeSpec) -> str:
-        """The node's image, else ``image_id``, else the newest default GPU image of its region (looked
-        up once per region per adapter). PlanError when there is none."""
-        if spec.image or self.image_id:
-            return str(spec.image or self.image_id)
-        if spec.region not in self._images:
-            images = self.client.describe_images(spec.region, [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]},
-                                                               {"Name": "state", "Values": ["available"]}], ["amazon"])
-            if not images:
-                raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's "
-                                "image or PROVISIONER_AWS_IMAGE_ID")
-            self._images[spec.region] = str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
-        return self._images[spec.region]
+        return instances.owned(self.client, self.name, self.regions)
 
     # ----- read / delete --------------------------------------------------------------------
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every instance tagged with the cluster in the adapter's regions (and any region this
         adapter created the cluster's nodes in), terminated ones included while EC2 lists them."""
         regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
-        return [self._node(cluster_id, region, i) for region in regions for i in self._members(cluster_id, region)]
+        return [instances.to_node(self.name, cluster_id, region, i)
+                for region in regions for i in self._members(cluster_id, region)]
 
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
         """{node name: [network node, ...]} (outermost first) of the cluster's running instances
@@ -409,18 +352,7 @@ class AWSProvider:
         topology.conf. Instances EC2 gives no topology for (types without it, not yet running) are
         left out. Read-only."""
         regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
-        found: dict[str, list[str]] = {}
-        for region in regions:
-            names = {str(i["InstanceId"]): tag_map(i).get(NODE_TAG, "") for i in self._members(cluster_id, region)
-                     if i.get("State", {}).get("Name") == "running"}
-            if not names:
-                continue
-            for item in self.client.describe_instance_topology(region, sorted(names)):
-                name = names.get(str(item.get("InstanceId")), "")
-                layers = [str(n) for n in item.get("NetworkNodes", [])]
-                if name and layers:
-                    found[name] = layers
-        return found
+        return instances.topology(self.client, cluster_id, regions)
 
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is
@@ -430,7 +362,7 @@ class AWSProvider:
             ids = [str(i["InstanceId"]) for i in self._members(cluster_id, region, live=True)
                    if node_ids is None or i["InstanceId"] in node_ids]
             if ids:
-                self._terminate(region, ids)
+                instances.terminate(self.client, region, ids)
         if node_ids is None or not any(self._members(cluster_id, region, live=True) for region in regions):
             self._release(cluster_id, regions, wait=True)
 
@@ -456,35 +388,8 @@ class AWSProvider:
                             "delete_nodes of the cluster deletes them", ", ".join(left), cluster_id, region)
             self._efa.pop((cluster_id, region), None)
 
-    def _terminate(self, region: str, ids: list[str]) -> None:
-        try:
-            self.client.terminate_instances(region, ids)
-        except ProviderAPIError as exc:
-            if not is_not_found(exc):
-                raise
-            alive = {str(i["InstanceId"]) for i in self.client.describe_instances(
-                region, [{"Name": "instance-id", "Values": ids}, {"Name": "instance-state-name", "Values": _LIVE}])}
-            survivors = [i for i in ids if i in alive]
-            if survivors:
-                self.client.terminate_instances(region, survivors)
-
     def _members(self, cluster_id: str, region: str, *, live: bool = False) -> list[dict[str, Any]]:
-        filters: list[dict[str, Any]] = by_cluster(cluster_id)
-        if live:
-            filters.append({"Name": "instance-state-name", "Values": _LIVE})
-        return self.client.describe_instances(region, filters)
-
-    def _node(self, cluster_id: str, region: str, instance: dict[str, Any]) -> Node:
-        state = str(instance.get("State", {}).get("Name", ""))
-        tags = tag_map(instance)
-        return Node(provider=self.name, id=str(instance["InstanceId"]), name=tags.get(NODE_TAG, ""),
-                    cluster_id=cluster_id, status=_STATUS.get(state, NodeStatus.PENDING),
-                    instance_type=str(instance.get("InstanceType", "")), region=region,
-                    public_ip=ip_or_none(instance.get("PublicIpAddress")),
-                    private_ip=ip_or_none(instance.get("PrivateIpAddress")),
-                    provider_state=state, launched_at=billing.launched_at(instance),
-                    ended_at=billing.ended_at(instance), owner=tags.get(OWNER_TAG),
-                    lease=tags.get(LEASE_TAG))
+        return instances.members(self.client, cluster_id, region, live=live)
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
         """``SupportsBilling``: Cost Explorer's cost of the cluster's tag (providers.aws.billing)."""
