@@ -46,10 +46,7 @@ import base64
 import datetime as dt
 import functools
 import gzip
-import io
-import ipaddress
 import json
-import re
 import threading
 import uuid
 import xml.etree.ElementTree as ET
@@ -61,6 +58,7 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes import aws_shapes
 from provisioner.testing.fakes.aws_billing import CostExplorer
+from provisioner.testing.fakes.aws_moto import STATIC, STATIC_VALID, Moto
 from provisioner.testing.fakes.aws_moto_gaps import (
     TOPOLOGY_FAMILIES,
     MotoGaps,
@@ -71,15 +69,12 @@ from provisioner.testing.fakes.aws_moto_gaps import (
 from provisioner.testing.fakes.aws_protocol import (
     EC2_ERRORS,
     JSON_ERRORS,
-    moto_app,
     request_region,
     reset_moto,
     sigv4_ok,
     warm_up,
 )
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
-
-_ADDRESS = re.compile(rb"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 
 DEFAULT_ON_DEMAND = {
     ("p5.48xlarge", "us-east-1"): "55.0400000000", ("p4d.24xlarge", "us-east-1"): "21.9576000000",
@@ -100,13 +95,6 @@ _PLACEMENT_ACTIONS = ("CreatePlacementGroup", "DescribePlacementGroups", "Delete
 _KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
           "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
 
-
-_STATIC = frozenset({"DescribeInstanceTypes", "DescribeInstanceTypeOfferings"})
-"""Actions whose answers depend only on the request (moto's instance types are fixed data)."""
-_STATIC_ANSWERS: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[bytes, list[tuple[str, str]]]] = {}
-"""Their answers, once per process: moto takes a tenth of a second to write each instance-type page."""
-_STATIC_VALID: set[bytes] = set()
-"""Those answers' bodies that passed the output-shape check (checking a page again costs as much)."""
 
 
 class AWSFake(FakeApp):
@@ -146,8 +134,7 @@ class AWSFake(FakeApp):
         """instance id -> {"placement": RunInstances' Placement, "interfaces": its NetworkInterfaces},
         as the request sent them (moto keeps neither)."""
         """instance id -> NetworkNodes to answer (outermost first); default: three layers from launch order."""
-        self._moto = moto_app()
-        self._masks: dict[str, str] = {}  # moto's public address -> the documentation address shown
+        self.moto = Moto(self.lock)  # fakes.aws_moto: moto's app in process, its addresses masked
         reset_moto()  # a fresh fake is a fresh cloud: no key pairs or instances of earlier fakes
         warm_up()
         self._local = threading.local()
@@ -237,15 +224,15 @@ class AWSFake(FakeApp):
             return None  # errors are parsed by the client's error path; their shape is the code/message pair
         op = aws_shapes.operation(service, action)
         body = response.get_data()
-        if action in _STATIC and body in _STATIC_VALID:
+        if action in STATIC and body in STATIC_VALID:
             return None  # these very bytes passed below already
         if service == "ec2":
             parsed = aws_shapes.parse_ec2_response(op, response.status_code, dict(response.headers), body)
         else:
             parsed = json.loads(body or b"{}")
         errors = aws_shapes.output_errors(op, parsed)
-        if not errors and action in _STATIC:
-            _STATIC_VALID.add(body)
+        if not errors and action in STATIC:
+            STATIC_VALID.add(body)
         return self._problem("response", request, "; ".join(errors)) if errors else None
 
     def _problem(self, what: str, request: Request, detail: str) -> str:
@@ -254,54 +241,15 @@ class AWSFake(FakeApp):
             self.validation_errors.append(message)
         return message
 
-    # ----- moto ----------------------------------------------------------------------------
-    def _moto_call(self, request: Request) -> Response:
-        body = self._unmasked(request.get_data())
-        environ = dict(request.environ)
-        environ["wsgi.input"] = io.BytesIO(body)
-        environ["CONTENT_LENGTH"] = str(len(body))
-        captured: dict[str, Any] = {}
-
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
-            captured["status"], captured["headers"] = int(status.split()[0]), headers
-
-        chunks = self._masked(b"".join(self._moto(environ, start_response)))
-        headers = [(k, v) for k, v in captured["headers"] if k.lower() not in ("content-length", "server", "date")]
-        return Response(chunks, status=captured["status"], headers=headers)
-
-    def _masked(self, body: bytes) -> bytes:
-        """moto's answer with each public address it made up (54.214.x.x: real AWS space) replaced by
-        one of TEST-NET-3 / TEST-NET-2, the same one every time: a client never reaches a real host."""
-        def mask(found: re.Match[bytes]) -> bytes:
-            text = found.group(0).decode()
-            try:
-                routable = ipaddress.IPv4Address(text).is_global
-            except ValueError:
-                return found.group(0)
-            if not routable:
-                return found.group(0)
-            with self.lock:
-                if text not in self._masks:
-                    serial = len(self._masks)
-                    self._masks[text] = f"{('203.0.113', '198.51.100')[serial // 250 % 2]}.{serial % 250 + 1}"
-                return self._masks[text].encode()
-        return _ADDRESS.sub(mask, body)
-
-    def _unmasked(self, body: bytes) -> bytes:
-        """A request naming a masked address (an Elastic IP) with moto's own address restored."""
-        with self.lock:
-            back = {masked.encode(): real.encode() for real, masked in self._masks.items()}
-        return _ADDRESS.sub(lambda found: back.get(found.group(0), found.group(0)), body) if back else body
-
     def _forward(self, request: Request) -> Response:
         _, action, form = self._action(request)
         if action == "RunInstances":
             return self._run_instances(request, form)
         if action == "ImportKeyPair" and "PublicKeyMaterial" in form:
             self.key_material[form.get("KeyName", "")] = base64.b64decode(form["PublicKeyMaterial"]).decode()
-        if action in _STATIC:
-            return self._static_call(request, form)
-        response = self._moto_call(request)
+        if action in STATIC:
+            return self.moto.static_call(request, self._region(request), form)
+        response = self.moto.call(request)
         if action == "TerminateInstances" and response.status_code == 200:
             ids = {v for k, v in form.items() if k.startswith("InstanceId.")}
             self.live -= ids
@@ -310,17 +258,6 @@ class AWSFake(FakeApp):
             response = self._with_boot_states(response)
             response.set_data(self.costs.with_fake_times(response.get_data()))
         return response
-
-    def _static_call(self, request: Request, form: dict[str, str]) -> Response:
-        """moto's answer to a ``_STATIC`` action, from ``_STATIC_ANSWERS`` when it was asked before."""
-        key = (self._region(request), tuple(sorted(form.items())))
-        found = _STATIC_ANSWERS.get(key)
-        if found is None:
-            response = self._moto_call(request)
-            if response.status_code != 200:
-                return response
-            found = _STATIC_ANSWERS.setdefault(key, (response.get_data(), list(response.headers.items())))
-        return Response(found[0], status=200, headers=found[1])
 
     def _run_instances(self, request: Request, form: dict[str, str]) -> Response:
         wanted = int(form.get("MaxCount", "1"))
@@ -336,7 +273,7 @@ class AWSFake(FakeApp):
         granted, _ = self.faults.grant_capacity(wanted, "RunInstances")
         if granted < int(form.get("MinCount", "1")) or granted == 0:
             return self.error_reply("capacity")
-        response = self._moto_call(request)
+        response = self.moto.call(request)
         if response.status_code != 200:
             return response
         root, ns = parse_xml(response.get_data())
