@@ -31,7 +31,7 @@ Contract of ``FakeApp`` (what tests may rely on):
   command and environment as the API got them), its tags, SSH keys and private network. The
   capability contract proves each declared capability from these records.
 - ``faults.inject(kind, ...)`` injects a fault (the kinds and their parameters: ``fakes.faults``).
-- Out of process: ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
+- Out of process (``fakes.control``): ``POST /_fake/faults`` (JSON body of ``inject``'s arguments),
   ``GET /_fake/state``, ``POST /_fake/reset``. These routes are never validated.
 - ``latency_s`` maps a route kind (or ``*``) to seconds slept before answering.
 - ``requests_in_flight`` / ``requests_started`` count, per route kind, the requests being
@@ -58,11 +58,12 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from provisioner.testing.fakes.control import control_reply
 from provisioner.testing.fakes.faults import FAULT_KINDS, Fault, Faults
 from provisioner.testing.fakes.metering import Clock, Meter, wall_clock
-from provisioner.testing.fakes.openapi import load_openapi, spec_root
+from provisioner.testing.fakes.openapi import error_detail, load_openapi, request_error, response_error, spec_root
 from provisioner.testing.fakes.records import Bought, Call, Exchange
-from provisioner.testing.fakes.serving import AnswerLost, FakeTransport, RunningServer, serve
+from provisioner.testing.fakes.serving import AnswerLost, FakeTransport, RunningServer, dripped, serve
 
 log = logging.getLogger("provisioner.fakes")
 
@@ -238,7 +239,7 @@ class FakeApp(abc.ABC):
         request = Request(environ)
         control = request.path.startswith("/_fake/")
         try:
-            response = self._control(request) if control else self._tracked(request)
+            response = control_reply(self, request) if control else self._tracked(request)
         except AnswerLost:
             connection = environ.get("werkzeug.socket")
             if connection is not None:  # a real socket: hang up before any answer is written
@@ -325,7 +326,10 @@ class FakeApp(abc.ABC):
             self.exchanges.append(Exchange(request.method, request.path, response.status_code,
                                            request.get_data(), response.get_data()))
         drip = self.faults.take(("drip",), name, kind) if route is not None else None
-        return self._dripped(response, drip) if drip is not None else response
+        if drip is None:
+            return response
+        return dripped(response, int(drip.params.get("chunk_bytes", 1)), float(drip.params.get("interval_s", 0.1)),
+                       self.sleep)
 
     def _lose(self, request: Request, name: str, fault: Fault) -> None:
         with self.lock:
@@ -335,21 +339,6 @@ class FakeApp(abc.ABC):
             spec = dict(then)
             self.faults.inject(spec.pop("kind"), **spec)
         raise AnswerLost(f"{request.method} {request.path}", timeout=bool(fault.params.get("as_timeout", True)))
-
-    def _dripped(self, response: Response, fault: Fault) -> Response:
-        """``response`` with its body sent ``chunk_bytes`` at a time, ``interval_s`` apart."""
-        body = response.get_data()
-        step = max(int(fault.params.get("chunk_bytes", 1)), 1)
-        interval = float(fault.params.get("interval_s", 0.1))
-
-        def chunks() -> Iterable[bytes]:
-            for start in range(0, len(body), step):
-                self.sleep(interval)
-                yield body[start:start + step]
-
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
-        headers.append(("Content-Length", str(len(body))))
-        return Response(chunks(), status=response.status_code, headers=headers, direct_passthrough=True)
 
     def _fault_reply(self, fault: Fault) -> Response:
         params = fault.params
@@ -362,60 +351,26 @@ class FakeApp(abc.ABC):
                                     message=params.get("message"))
         return self.error_reply(fault.kind, message=params.get("message"))
 
+    # ----- OpenAPI validation (``fakes.openapi``) --------------------------------------------------
     def _validate_request(self, request: Request) -> str | None:
-        from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest
-
-        try:
-            self.openapi.validate_request(WerkzeugOpenAPIRequest(request))
-        except Exception as exc:  # openapi-core raises a family of errors; all mean "invalid"
-            return self._record("request", request, exc)
-        return None
+        exc = request_error(self.openapi, request)
+        return None if exc is None else self._record("request", request, exc)
 
     def _validate_response(self, request: Request, response: Response, injected: bool) -> str | None:
-        from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
-        from openapi_core.templating.responses.exceptions import ResponseNotFound
-
-        try:
-            self.openapi.validate_response(WerkzeugOpenAPIRequest(request), WerkzeugOpenAPIResponse(response))
-        except ResponseNotFound as exc:
-            if injected:
-                with self.lock:
-                    self.unvalidated.append(f"{request.method} {request.path} -> {response.status_code}")
-                return None
-            return self._record("response", request, exc)
-        except Exception as exc:
-            return self._record("response", request, exc)
-        return None
+        exc, undocumented = response_error(self.openapi, request, response)
+        if exc is not None and undocumented and injected:
+            with self.lock:
+                self.unvalidated.append(f"{request.method} {request.path} -> {response.status_code}")
+            return None
+        return None if exc is None else self._record("response", request, exc)
 
     def _record(self, what: str, request: Request, exc: Exception) -> str:
-        detail = str(exc)
-        cause = exc.__cause__
-        for attr in ("schema_errors", "errors"):
-            extra = getattr(cause, attr, None) or getattr(exc, attr, None)
-            if extra:
-                detail += " | " + "; ".join(str(getattr(e, "message", e)) for e in extra)
-                break
+        detail = error_detail(exc)
         message = f"{self.provider} {what} {request.method} {request.path}: {type(exc).__name__}: {detail}"
         with self.lock:
             self.validation_errors.append(message[:2000])
         log.error("openapi validation failed: %s", message[:500])
         return message[:2000]
-
-    def _control(self, request: Request) -> Response:
-        if request.method == "GET" and request.path == "/_fake/state":
-            return self.json(self.state())
-        if request.method == "POST" and request.path == "/_fake/reset":
-            self.reset()
-            return self.json({"ok": True})
-        if request.method == "POST" and request.path == "/_fake/faults":
-            spec = self.body(request)
-            try:
-                kind = spec.pop("kind")
-                fault = self.faults.inject(kind, **spec)
-            except (KeyError, TypeError, ValueError) as exc:
-                return self.json({"error": f"bad fault: {exc}"}, 400)
-            return self.json({"ok": True, "fault": asdict(fault)})
-        return self.json({"error": f"no control route {request.method} {request.path}"}, 404)
 
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Where the providers' OpenAPI files are and how a fake reads one (parsed once per process)."""
+"""Where the providers' OpenAPI files are, how a fake reads one (parsed once per process) and
+checks a request or response against it (openapi-core, imported on first use)."""
 
 from __future__ import annotations
 
@@ -37,4 +38,42 @@ def load_openapi(path: str) -> Any:
     return OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
 
 
-__all__ = ["load_openapi", "spec_root"]
+def request_error(openapi: Any, request: Any) -> Exception | None:
+    """Why the werkzeug ``request`` breaks the parsed spec ``openapi``; None when it is valid."""
+    from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest
+
+    try:
+        openapi.validate_request(WerkzeugOpenAPIRequest(request))
+    except Exception as exc:  # openapi-core raises a family of errors; all mean "invalid"
+        return exc
+    return None
+
+
+def response_error(openapi: Any, request: Any, response: Any) -> tuple[Exception | None, bool]:
+    """(why the werkzeug ``response`` to ``request`` breaks the spec or None, whether the spec documents
+    no response with its status for that operation)."""
+    from openapi_core.contrib.werkzeug import WerkzeugOpenAPIRequest, WerkzeugOpenAPIResponse
+    from openapi_core.templating.responses.exceptions import ResponseNotFound
+
+    try:
+        openapi.validate_response(WerkzeugOpenAPIRequest(request), WerkzeugOpenAPIResponse(response))
+    except ResponseNotFound as exc:
+        return exc, True
+    except Exception as exc:
+        return exc, False
+    return None, False
+
+
+def error_detail(exc: Exception) -> str:
+    """An openapi-core error's text with its first list of schema errors appended."""
+    detail = str(exc)
+    cause = exc.__cause__
+    for attr in ("schema_errors", "errors"):
+        extra = getattr(cause, attr, None) or getattr(exc, attr, None)
+        if extra:
+            detail += " | " + "; ".join(str(getattr(e, "message", e)) for e in extra)
+            break
+    return detail
+
+
+__all__ = ["error_detail", "load_openapi", "request_error", "response_error", "spec_root"]

@@ -1,13 +1,16 @@
 """How a fake is reached: on a real 127.0.0.1 socket from a daemon thread (``serve``), or in process
-through ``FakeTransport`` (an ``httpx.WSGITransport`` that turns a dropped answer into a transport error)."""
+through ``FakeTransport`` (an ``httpx.WSGITransport`` that turns a dropped answer into a transport error);
+and how an answer is sent slowly (``dripped``, the ``drip`` fault)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from werkzeug.wrappers import Response
 
 if TYPE_CHECKING:
     from provisioner.testing.fakes.base import FakeApp
@@ -76,4 +79,19 @@ def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: b
     return RunningServer(f"http://{host}:{server.server_port}", app, server, thread)
 
 
-__all__ = ["AnswerLost", "FakeTransport", "RunningServer", "serve"]
+def dripped(response: Response, chunk_bytes: int, interval_s: float, sleep: Callable[[float], None]) -> Response:
+    """``response`` with its body sent ``chunk_bytes`` at a time, ``interval_s`` apart (``sleep``)."""
+    body = response.get_data()
+    step = max(chunk_bytes, 1)
+
+    def chunks() -> Iterable[bytes]:
+        for start in range(0, len(body), step):
+            sleep(interval_s)
+            yield body[start:start + step]
+
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
+    headers.append(("Content-Length", str(len(body))))
+    return Response(chunks(), status=response.status_code, headers=headers, direct_passthrough=True)
+
+
+__all__ = ["AnswerLost", "FakeTransport", "RunningServer", "dripped", "serve"]
