@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import datetime as dt
 import getpass
-import ipaddress
 import os
 import re
 import socket
@@ -50,7 +49,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from provisioner.providers.addresses import host_text, ip_text
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from provisioner.capabilities import Bootstrap, Capability
 from provisioner.offer import Offer
@@ -191,55 +191,6 @@ class NodeSpec(BaseModel):
         return self
 
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
-
-
-def ip_text(value: str) -> str:
-    """``value`` as a canonical IP address; ValueError for anything else. An address from a provider
-    reaches ssh argv, /etc/hosts and the terminal: a space, a newline or an escape sequence in it is
-    refused where the adapter reads it."""
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        raise ValueError("not an IP address") from None
-
-
-def host_text(value: str) -> str:
-    """``value`` as an IP address or a DNS host name (an SSH proxy's); ValueError otherwise."""
-    try:
-        return ip_text(value)
-    except ValueError:
-        if _HOSTNAME.match(value):
-            return value
-        raise ValueError("not an IP address or host name") from None
-
-
-def ip_or_none(value: object) -> str | None:
-    """What an adapter keeps of an address field: the canonical IP, else None. A malformed address is
-    no address (the node is then unreachable, which ``up`` reports with the remove command), never
-    the whole answer refused: ``down`` and ``gc`` must still list the node to delete it."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return ip_text(value)
-    except ValueError:
-        return None
-
-
-def host_or_none(value: object) -> str | None:
-    """``ip_or_none`` for fields that may also hold a host name."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return host_text(value)
-    except ValueError:
-        return None
-
-
-IpText = Annotated[str | None, BeforeValidator(ip_or_none)]
-"""A provider model's address field: a canonical IP or None (see ``ip_or_none``)."""
-HostText = Annotated[str | None, BeforeValidator(host_or_none)]
 _Address = Annotated[str, AfterValidator(ip_text)]  # Node's own fields: adapters hand over checked ones
 _Host = Annotated[str, AfterValidator(host_text)]
 
@@ -375,8 +326,6 @@ __all__ = [
     "ROLE_TAG",
     "Bootstrap",
     "Capability",
-    "HostText",
-    "IpText",
     "Node",
     "NodeSpec",
     "NodeStatus",
@@ -391,10 +340,6 @@ __all__ = [
     "SupportsTopology",
     "expiry_label",
     "expiry_text",
-    "host_or_none",
-    "host_text",
-    "ip_or_none",
-    "ip_text",
     "owner_id",
     "parse_expiry",
     "tool_tags",

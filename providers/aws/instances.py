@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from provisioner.providers.addresses import ip_or_none
 from provisioner.providers.aws import billing
 from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
 from provisioner.providers.aws.models import tag_map
@@ -22,7 +23,6 @@ from provisioner.providers.base import (
     Node,
     NodeStatus,
     OwnedNode,
-    ip_or_none,
     parse_expiry,
 )
 

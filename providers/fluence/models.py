@@ -8,7 +8,7 @@ Responses ignore fields we do not use; requests forbid unknown fields.
 
 from __future__ import annotations
 
-from provisioner.providers.base import HostText
+from provisioner.providers.addresses import HostText
 from provisioner.providers.fluence.naming import to_gib
 from pydantic import BaseModel, ConfigDict, Field
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from provisioner.providers.addresses import ip_or_none
 from provisioner.providers.base import (
     CLUSTER_TAG,
     EXPIRES_TAG,
@@ -25,7 +26,6 @@ from provisioner.providers.base import (
     NodeSpec,
     NodeStatus,
     expiry_label,
-    ip_or_none,
     owner_id,
 )
 from provisioner.providers.billing import provider_time

@@ -7,7 +7,7 @@ and dumped without ``None`` fields.
 
 from __future__ import annotations
 
-from provisioner.providers.base import IpText
+from provisioner.providers.addresses import IpText
 from pydantic import BaseModel, ConfigDict, Field
 
 

@@ -7,7 +7,7 @@ Field names follow the API (camelCase) through aliases.
 
 from __future__ import annotations
 
-from provisioner.providers.base import HostText, IpText
+from provisioner.providers.addresses import HostText, IpText
 from pydantic import BaseModel, ConfigDict, Field
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from provisioner.providers.base import HostText, IpText, ip_or_none
+from provisioner.providers.addresses import HostText, IpText, ip_or_none
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
