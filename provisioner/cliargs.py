@@ -150,7 +150,8 @@ def output_file(option: str, example: str) -> Callable[[str], Path]:
     only to fail at the end: a path naming a folder (a trailing slash, or an existing folder: the
     message names a file inside it, ``example``), a missing folder, or a place no file can be made
     (a read-only or virtual file system such as /proc, no permission). The check opens the file for
-    appending and removes it again when it did not exist, so it answers what the write will meet."""
+    appending and removes it again when it did not exist, so it answers what the write will meet; an
+    existing path that is not a regular file (a device, a pipe) is left unopened."""
     def parse(text: str) -> Path:
         path = Path(text)
         if text.endswith(("/", os.sep)) or path.is_dir():
@@ -159,6 +160,8 @@ def output_file(option: str, example: str) -> Callable[[str], Path]:
         if not path.parent.is_dir():
             raise UsageError(f"folder {path.parent} does not exist", option=option)
         existed = path.exists()
+        if existed and not path.is_file():  # /dev/stdout, a pipe from >(...): opening it once would end it
+            return path
         try:
             with open(path, "a", encoding="utf-8"):
                 pass

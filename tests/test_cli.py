@@ -318,6 +318,28 @@ def test_an_output_option_leaves_nothing_where_it_refused_or_only_checked(
     assert code == 0 and json.loads((tmp_path / "out" / "plan.json").read_text())["kind"]
 
 
+def test_an_output_into_a_named_pipe_gets_the_whole_report(tmp_path: Path) -> None:
+    """`-o PIPE` with a reader on the pipe: checking the path by opening it once would hand the reader its end
+    of file before the report, and the real write would then wait for a reader forever."""
+    import os
+
+    pipe, got = tmp_path / "pipe", tmp_path / "got.json"
+    os.mkfifo(pipe)
+    with open(got, "w") as sink:
+        reader = subprocess.Popen(["cat", str(pipe)], stdout=sink)
+        try:
+            done = subprocess.run([sys.executable, "-m", "provisioner.cli", "plan",
+                                   str(EXAMPLES / "pretrain-h100-slurm.yaml"), "--format", "json", "-o", str(pipe)],
+                                  capture_output=True, text=True, timeout=60, check=False)
+        finally:
+            if reader.poll() is None:
+                with open(pipe, "w"):  # a reader still waiting gets its end of file
+                    pass
+            reader.wait(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(got.read_text())["options"]
+
+
 def _commands(parser: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     from provisioner.cliargs import subparsers
 
