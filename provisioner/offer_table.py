@@ -1,7 +1,8 @@
 """The cost model: every (offer, pricing variant) of an ``OfferTable`` checked, priced exactly and ranked.
 
 This is the one production implementation of docs/cost-model.md. ``rank_table`` runs the
-checks of ``costs.Stage`` over whole columns, prices the candidates that reach the money
+checks of ``costs.Stage`` over whole columns (the offer checks in ``offer_checks``, the variant
+checks in ``variant_checks``), prices the candidates that reach the money
 stages, and returns a ``Ranking``: a stage code (and a reason sub-code) per candidate, integer
 cents per cost term, and the feasible candidates in rank order. No Python object is built per
 offer or per rejection.
@@ -32,47 +33,16 @@ from decimal import Decimal
 
 import numpy as np
 
-from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Bootstrap, Capability, Network, Purchase
+from provisioner.capabilities import Purchase
 from provisioner.columns import ENUMS, OfferTable
-from provisioner.cost_terms import (
-    CENT_CAP,
-    TERMS,
-    Pricing,
-    boot_cents,
-    boot_exact,
-)
-from provisioner.costs import (
-    FABRICS,
-    SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR,
-    Stage,
-    dataset_leave_usd,
-    fabric_accepts,
-    variants,
-)
+from provisioner.cost_terms import TERMS, boot_exact
+from provisioner.costs import dataset_leave_usd, variants
 from provisioner.errors import CatalogError
-from provisioner.money import (
-    CENTS,
-    MICRO,
-    PICO_PER_MICRO,
-    ceil_int,
-    floor_units,
-    spec_decimal,
-)
+from provisioner.money import CENTS, MICRO, PICO_PER_MICRO, ceil_int, floor_units, spec_decimal
 from provisioner.offer import ProviderInfo
-from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
-
-NEEDED: tuple[Capability, ...] = (
-    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
-    Capability.CLUSTER_PRODUCT, Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP,
-    Capability.FABRIC_IB, Capability.FABRIC_EFA, Capability.FABRIC_ROCE,
-)
-"""Capabilities an option may need, in the order the first missing one is named."""
-NO_ADAPTER = len(NEEDED)
-"""ADAPTER sub-code: the provider has no adapter at all in this installation."""
-_FABRIC_CAPABILITY = {Fabric.INFINIBAND: Capability.FABRIC_IB, Fabric.EFA: Capability.FABRIC_EFA,
-                      Fabric.ROCE: Capability.FABRIC_ROCE}
-
-Capabilities = Mapping[str, frozenset[Capability]]
+from provisioner.offer_checks import offer_stages
+from provisioner.spec import ClusterSpec
+from provisioner.variant_checks import Capabilities, Checked, VariantSetup, buyable_blocks, variant_checks
 
 
 class PricedColumn:
@@ -135,148 +105,6 @@ class Ranking:
         return int(self.stage.max()) if len(self.stage) else 0
 
 
-def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]) -> tuple[np.ndarray, ...]:
-    """(stage, sub-code, nodes, failures) per offer for the checks that do not depend on the pricing
-    variant; ``failures`` counts the checks an offer fails (1: the first failed check is its only one)."""
-    n = len(table)
-    v = table.values
-    stage = np.zeros(n, dtype=np.int8)
-    sub = np.zeros(n, dtype=np.int16)  # reason sub-code at that stage
-    fails: list[tuple[Stage, np.ndarray, np.ndarray | int]] = []  # applied last-first: earliest failure wins
-    prov = v["provider"]
-    providers = table.dictionary("provider")
-
-    allowed = set(spec.allowed_providers())
-    denied = np.array([p in spec.providers.deny for p in providers], dtype=bool)
-    fails.append((Stage.PROVIDER, ~np.array([p in allowed for p in providers], dtype=bool)[prov],
-                  (~denied).astype(np.int16)[prov]))  # sub-code 0: denied, 1: not allowed
-    if spec.providers.regions:
-        wanted = set(spec.providers.regions)
-        fails.append((Stage.REGION, ~np.array([r in wanted for r in table.dictionary("region")], dtype=bool)[
-            v["region"]], 0))
-    if spec.gpus.model:
-        models = {canonical_gpu(m) for m in spec.gpus.model}
-        ok = np.array([canonical_gpu(m) in models for m in table.dictionary("gpu_model")], dtype=bool)
-        fails.append((Stage.GPU_MODEL, ~ok[v["gpu_model"]], 0))
-    if spec.gpus.min_memory_gib:
-        fails.append((Stage.GPU_MEMORY, v["gpu_memory_gib"] < spec.gpus.min_memory_gib, 0))
-    fails.append((Stage.AVAILABLE, ~v["available"], 0))
-
-    gpus = v["gpus"].astype(np.int64)
-    count = spec.gpus.count
-    nodes, rest = np.divmod(count, gpus)  # one division for both
-    per_node, node_count = spec.nodes.gpus_per_node, spec.nodes.count
-    split = np.full(n, -1, dtype=np.int16)
-    if node_count is not None:
-        split[nodes != node_count] = 2
-    split[rest != 0] = 1
-    if per_node is not None:
-        split[gpus != per_node] = 0
-    nodes = np.maximum(nodes, 1)
-    fails.append((Stage.NODE_SPLIT, split >= 0, split))
-    fails.append((Stage.MIN_NODES, nodes < v["min_nodes"], 0))
-    fails.append((Stage.MAX_NODES, nodes > v["max_nodes"], 0))
-    fabric = Fabric(spec.interconnect.fabric)
-    fabric_ok = np.array([fabric_accepts(fabric, f) for f in FABRICS], dtype=bool)
-    fails.append((Stage.FABRIC, ~fabric_ok[v["fabric"]], v["fabric"]))
-    if spec.interconnect.min_gbps_per_node:
-        fails.append((Stage.FABRIC_GBPS, (nodes > 1) & (v["fabric_gbps"] < spec.interconnect.min_gbps_per_node), 0))
-    if needs_private_network(spec):
-        fails.append((Stage.PRIVATE_NETWORK, (nodes > 1) & (v["network"] == ENUMS["network"].index(Network.NONE)),
-                      0))
-    if spec.storage.checkpoint_nvme_gib_per_node:
-        fails.append((Stage.NVME, v["local_nvme_gib"] < spec.storage.checkpoint_nvme_gib_per_node, 0))
-    if SharedFsKind(spec.storage.shared.kind) == SharedFsKind.MANAGED:
-        missing = np.array([i.shared_storage_usd_per_gib_month is None for i in infos], dtype=bool)
-        fails.append((Stage.SHARED_STORAGE, missing[prov], prov))
-    if spec.reliability.min_score:
-        fails.append((Stage.RELIABILITY, v["reliability"] < spec.reliability.min_score, 0))
-    failures = np.zeros(n, dtype=np.int8)
-    for check, failed, code in reversed(fails):
-        # x += hit * (new - x) sets x where the check fails: branch-free, ~20x a masked store
-        hit = np.asarray(failed, dtype=bool).view(np.int8)
-        stage += hit * (np.int8(check) - stage)
-        sub += hit * ((code.astype(np.int16) if isinstance(code, np.ndarray) else np.int16(code)) - sub)
-        failures += hit
-    return stage, sub, nodes, failures
-
-
-def needs_private_network(spec: ClusterSpec) -> bool:
-    """Stage 11 applies: the spec has a control plane or asks for a fabric (any value but ``any``,
-    ``ethernet`` and the RDMA fabrics included), so its nodes must reach each other privately.
-    A catalog row's ``network: none`` is believed even when its fabric is RDMA."""
-    return (ControlPlane(spec.control_plane) is not ControlPlane.NONE
-            or Fabric(spec.interconnect.fabric) is not Fabric.ANY)
-
-
-def missing_capability(
-    spec: ClusterSpec, table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool, capabilities: Capabilities,
-) -> np.ndarray:
-    """Per candidate: -1 when its provider's adapter declares everything it needs, else the index in
-    ``NEEDED`` of the first missing capability (``NO_ADAPTER`` when the provider has no adapter)."""
-    v = table.values
-    providers = table.dictionary("provider")
-    has = np.array([[need in capabilities.get(p, frozenset()) for p in providers] for need in NEEDED], dtype=bool)
-    no_adapter = np.array([not capabilities.get(p) for p in providers], dtype=bool)
-    prov = v["provider"][rows]
-    multi = nodes > 1
-    network = v["network"][rows]
-    purchase = v["purchase"][rows]
-    bootstrap = v["bootstrap"][rows]
-    private = (network == ENUMS["network"].index(Network.PRIVATE)) | (
-        network == ENUMS["network"].index(Network.PARTITION))
-    wanted_fabric = _FABRIC_CAPABILITY.get(Fabric(spec.interconnect.fabric))
-    needs: dict[Capability, np.ndarray | bool] = {
-        Capability.ON_DEMAND: not spot,
-        Capability.SPOT: spot,
-        Capability.MULTI_NODE: multi,
-        Capability.PRIVATE_NETWORK: multi & private,
-        Capability.CLUSTER_PRODUCT: purchase == ENUMS["purchase"].index(Purchase.CLUSTER),
-        **{BOOTSTRAP_CAPABILITY[b]: bootstrap == ENUMS["bootstrap"].index(b) for b in Bootstrap},
-    }
-    if wanted_fabric is not None:
-        needs[wanted_fabric] = multi
-    first = np.full(len(rows), -1, dtype=np.int16)
-    for index in reversed(range(len(NEEDED))):
-        need = needs.get(NEEDED[index], False)
-        np.putmask(first, need & ~has[index][prov], index)
-    np.putmask(first, no_adapter[prov], NO_ADAPTER)
-    return first
-
-
-QUOTA_SLOTS = 256
-"""QUOTA sub-code: provider code * QUOTA_SLOTS + the quota's index in that provider's ``quotas``
-(a provider's quotas past the first QUOTA_SLOTS are not checked)."""
-
-
-def quota_refusals(table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool,
-                   infos: list[ProviderInfo]) -> np.ndarray:
-    """Per candidate: -1 when every quota its (provider, region, instance type) counts against has
-    room for ``nodes`` of it bought ``spot`` or not, else the QUOTA sub-code of the first one short.
-
-    What a quota counts is ``QuotaHeadroom.unit`` per node: the offer's vCPUs or GPUs. Providers
-    with no quotas read (``ProviderInfo.quotas`` None) are never refused here."""
-    out = np.full(len(rows), -1, dtype=np.int16)
-    prov = table["provider"][rows]
-    regions, types = table.dictionary("region"), table.dictionary("instance_type")
-    for p, info in enumerate(infos):
-        mine = np.flatnonzero(prov == p)
-        if not info.quotas or not len(mine):
-            continue
-        for q, quota in reversed(list(enumerate(info.quotas[:QUOTA_SLOTS]))):  # the first one short wins
-            if quota.spot != spot:
-                continue
-            names = set(quota.instance_types)
-            in_region = np.array([r == quota.region for r in regions], dtype=bool)
-            covered = np.array([t in names for t in types], dtype=bool)
-            r = rows[mine]
-            per_node = table["vcpus" if quota.unit == "vcpus" else "gpus"][r].astype(np.int64)
-            short = in_region[table["region"][r]] & covered[table["instance_type"][r]] & (
-                nodes[mine] * per_node > quota.available)
-            out[mine[short]] = p * QUOTA_SLOTS + q
-    return out
-
-
 def rank_table(
     spec: ClusterSpec,
     table: OfferTable,
@@ -326,7 +154,7 @@ def rank_table(
     nodes_all = np.tile(offer_nodes, len(spots))
     found: list[Checked] = []
     late_failures = np.zeros(size, dtype=np.int8)
-    setup = _Setup(spec=spec, table=table, infos=infos, provider_infos=provider_infos, capabilities=capabilities,
+    setup = VariantSetup(spec=spec, table=table, infos=infos, provider_infos=provider_infos, capabilities=capabilities,
                    offer_nodes=offer_nodes, quote_only=quote_only, blocks=blocks, short_block=short_block,
                    max_hourly=max_hourly, max_total=max_total, hours=hours)
     for k, spot in enumerate(spots):
@@ -361,109 +189,6 @@ def rank_table(
                           "late_failures": late_failures, "quote_only": quote_only, "setup": setup})
 
 
-@dataclass(frozen=True, eq=False)
-class _Setup:
-    """What the variant checks (stages 15-20) of every candidate read, set up once per plan."""
-
-    spec: ClusterSpec
-    table: OfferTable
-    infos: list[ProviderInfo]
-    provider_infos: Mapping[str, ProviderInfo]
-    capabilities: Capabilities | None
-    offer_nodes: np.ndarray
-    quote_only: np.ndarray
-    blocks: np.ndarray
-    short_block: np.ndarray
-    max_hourly: tuple[int, int] | None
-    """(whole micro-USD, pico-USD) of the hourly budget, rounded down: exact comparison."""
-    max_total: int | None
-    hours: Decimal
-
-
-@dataclass(frozen=True, eq=False)
-class Checked:
-    """``variant_checks``' answer for offer rows ``alive`` bought as one variant: per row the first
-    failed variant stage (0: none), its sub-code and how many variant checks fail; the costs of
-    the ``rows`` that have a price (every one sold this way, adapter-blocked ones included)."""
-
-    late: np.ndarray
-    late_sub: np.ndarray
-    failures: np.ndarray
-    rows: np.ndarray
-    terms: dict[str, np.ndarray]
-    boot: np.ndarray
-    total: np.ndarray
-    hourly: np.ndarray
-    hourly_rest: np.ndarray
-    expected: np.ndarray
-
-
-def variant_checks(s: _Setup, alive: np.ndarray, k: int, spot: bool) -> Checked:
-    """Stages 15-20 for offer rows ``alive`` bought as variant ``k``, each check on its own (a
-    later one is evaluated even where an earlier one fails, so ``failures`` counts them all)."""
-    spec, table = s.spec, s.table
-    price = table["spot_price_micro" if spot else "price_micro"][alive]
-    late = np.zeros(len(alive), dtype=np.int8)
-    late_sub = np.zeros(len(alive), dtype=np.int16)
-    failures = np.zeros(len(alive), dtype=np.int8)
-    sold = price >= 0
-    nodes = s.offer_nodes[alive]
-    blocked = np.zeros(len(alive), dtype=bool)
-    if s.capabilities is not None:
-        lacking = missing_capability(spec, table, alive, nodes, spot, s.capabilities)
-        blocked = sold & (lacking >= 0) & ~s.quote_only[alive]
-        late_sub[blocked] = table["provider"][alive][blocked] * 32 + lacking[blocked]
-    rows = alive[sold]
-    below = nodes[sold].astype(np.int64) * table["spot_price_rest" if spot else "price_rest"][rows]
-    h = nodes[sold].astype(np.int64) * price[sold] + below // PICO_PER_MICRO
-    h_rest = below % PICO_PER_MICRO
-    if spot:
-        spot_rate = table["spot_interruptions_per_node_hour"][rows]
-        fallback = np.maximum(table["interruptions_per_node_hour"][rows], SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR)
-        rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
-    else:
-        rate = table["interruptions_per_node_hour"][rows]
-    ctx = Pricing(spec=spec, table=table, infos=s.infos, rows=rows, nodes=nodes[sold].astype(np.int64),
-                  hourly_micro=h, hourly_rest=h_rest, rate=rate, hours=s.hours, provider_infos=s.provider_infos)
-    terms = {name: np.minimum(term(ctx), CENT_CAP) for name, term in TERMS.items()}
-    run_total = sum(terms.values(), np.zeros(len(rows), dtype=np.int64))
-    over_hourly = np.zeros(len(rows), dtype=bool)
-    if s.max_hourly is not None:
-        over_hourly = (h > s.max_hourly[0]) | ((h == s.max_hourly[0]) & (h_rest > s.max_hourly[1]))
-    over_total = np.zeros(len(rows), dtype=bool) if s.max_total is None else run_total > s.max_total
-    short = quota_refusals(table, rows, ctx.nodes, spot, s.infos)
-    quota = (short >= 0) & ~s.quote_only[rows] & ~s.blocks[rows]  # blocks: their own capacity
-    too_short = s.short_block[rows]
-    at = np.flatnonzero(sold)
-    # Applied last-first, so the lowest failed stage is the one recorded.
-    for check, failed in ((Stage.BLOCK_HOURS, too_short), (Stage.QUOTA, quota), (Stage.MAX_TOTAL, over_total),
-                          (Stage.MAX_HOURLY, over_hourly)):
-        late[at[failed]] = check
-        failures[at[failed]] += 1
-    late_sub[at[quota & (late[at] == Stage.QUOTA)]] = short[quota & (late[at] == Stage.QUOTA)]
-    late[blocked] = Stage.ADAPTER
-    failures[blocked] += 1
-    late[~sold] = Stage.PRICING_MODE
-    late_sub[~sold] = k
-    failures[~sold] += 1
-    return Checked(late=late, late_sub=late_sub, failures=failures, rows=rows, terms=terms, boot=boot_cents(ctx),
-                   total=run_total, hourly=h, hourly_rest=h_rest, expected=rate * ctx.nodes * spec.workload.hours)
-
-
-def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilities | None) -> np.ndarray:
-    """Per offer: a reservation sold as one block that is ranked, not quoted: the spec sets
-    ``pricing.reservations``, the block's length is known and the provider's adapter declares
-    ``Capability.RESERVATION`` (every provider when there is no adapter gate)."""
-    if not spec.pricing.reservations:
-        return np.zeros(len(table), dtype=bool)
-    found = (table["purchase"] == ENUMS["purchase"].index(Purchase.RESERVATION)) & (table["block_hours"] > 0)
-    if capabilities is not None:
-        has = np.array([Capability.RESERVATION in capabilities.get(p, frozenset())
-                        for p in table.dictionary("provider")], dtype=bool)
-        found &= has[table["provider"]] if len(has) else False
-    return found
-
-
 def best_first(cands: np.ndarray, total: PricedColumn, hourly: PricedColumn, hourly_rest: PricedColumn,
                key_rank: np.ndarray, n: int, keep: int) -> np.ndarray:
     """The best ``keep`` of ``cands``: total, then cluster hourly, then ``Offer.key`` (``key_rank`` per
@@ -475,5 +200,4 @@ def best_first(cands: np.ndarray, total: PricedColumn, hourly: PricedColumn, hou
     return ordered[:keep] if keep > 0 else ordered
 
 
-__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "Capabilities", "Checked", "PricedColumn", "Ranking",
-           "buyable_blocks", "needs_private_network", "quota_refusals", "rank_table", "variant_checks"]
+__all__ = ["PricedColumn", "Ranking", "best_first", "rank_table"]

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from provisioner.columns import OfferTable
-    from provisioner.offer_table import PricedColumn, Ranking, _Setup
+    from provisioner.offer_table import PricedColumn, Ranking
+    from provisioner.variant_checks import VariantSetup
 
 EXAMPLES_PER_GROUP = 3
 DEFAULT_KEEP = 50
@@ -171,11 +172,11 @@ def blamed_group(spec: ClusterSpec, table: OfferTable, ranking: Ranking,
     field's furthest group."""
     import numpy as np
 
-    from provisioner.offer_table import variant_checks
+    from provisioner.variant_checks import variant_checks
 
     if not groups:
         return None
-    n, setup = ranking.n, cast("_Setup", ranking.extra["setup"])
+    n, setup = ranking.n, cast("VariantSetup", ranking.extra["setup"])
     quote_only = cast("np.ndarray", ranking.extra["quote_only"])
     offer_failures = cast("np.ndarray", ranking.extra["offer_failures"])
     late_failures = cast("np.ndarray", ranking.extra["late_failures"])
@@ -388,7 +389,7 @@ def usd_text(amount: Decimal | None) -> str:
 
 
 def _adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:
-    from provisioner.offer_table import NEEDED, NO_ADAPTER
+    from provisioner.variant_checks import NEEDED, NO_ADAPTER
 
     code, lacking = divmod(sub, 32)
     provider = table.dictionary("provider")[code]
@@ -402,7 +403,7 @@ def _adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:
 
 
 def _quota_reason(sub: int, table: OfferTable, ranking: Ranking, c: int | None) -> str:
-    from provisioner.offer_table import QUOTA_SLOTS
+    from provisioner.variant_checks import QUOTA_SLOTS
 
     p, q = divmod(sub, QUOTA_SLOTS)
     quota = ranking.extra["quotas"][p][q]  # type: ignore[index]
