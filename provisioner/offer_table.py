@@ -71,7 +71,7 @@ class Ranking:
 
     Candidates are variant-major: candidate ``c`` is offer ``c % n`` bought as variant
     ``c // n`` (``spots[c // n]``). ``stage[c]`` is 0 when feasible, else the ``Stage`` of its
-    first failed check, ``sub[c]`` which reason at that stage (see ``optimizer._reason``).
+    first failed check, ``sub[c]`` which reason at that stage (see ``rejection_reasons.rejection_reason``).
     Cost columns (whole cents) are meaningful only where ``priced``; ``quote[c]`` marks a
     feasible quote-only product (never ranked). ``order`` lists the best ranked candidates
     first (at most ``keep``); ``feasible_count`` counts them all.

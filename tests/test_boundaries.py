@@ -20,7 +20,8 @@ CORE = ROOT / "provisioner"
 PURE = {
     "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.catalog_json",
     "provisioner.offer_columns", "provisioner.offer_checks", "provisioner.variant_checks",
-    "provisioner.optimizer", "provisioner.offer_table", "provisioner.cost_terms", "provisioner.costs",
+    "provisioner.optimizer", "provisioner.rejection_reasons", "provisioner.offer_table", "provisioner.cost_terms",
+    "provisioner.costs",
     "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
     "provisioner.capabilities", "provisioner.errors", "provisioner.render", "provisioner.report",
     "provisioner.metering", "provisioner.termtext",
