@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
     "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.catalog_json",
-    "provisioner.offer_columns", "provisioner.offer_checks", "provisioner.variant_checks",
+    "provisioner.offer_columns", "provisioner.written_numbers", "provisioner.offer_checks",
+    "provisioner.variant_checks",
     "provisioner.optimizer", "provisioner.rejection_reasons", "provisioner.offer_table", "provisioner.cost_terms",
     "provisioner.costs",
     "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
