@@ -21,6 +21,7 @@ from provisioner.offer import Offer
 from provisioner.plan import Option, PlanResult, RejectedOffer
 from provisioner.report import facts
 from provisioner.report.facts import ReportMeta
+from provisioner.report.rejections import rejected_total, rejection_groups
 from provisioner.report.view import (
     COST_FIELDS,
     OPTION_FIELDS,
@@ -111,11 +112,11 @@ def render_json(result: PlanResult, options: Sequence[Option], *, explain: bool,
             "gpus_per_node": q.gpus_per_node, "nodes": q.nodes, "purchase": q.purchase,
             "hourly_usd": _decimal(q.hourly_usd), "how_to_obtain": q.how_to_obtain,
         } for q in facts.quotes(result)],
-        "rejected_count": facts.rejected_total(result),
+        "rejected_count": rejected_total(result),
         "rejection_groups": [{
             "stage": g.stage, "stage_name": g.stage_name, "field": g.field, "reason": g.reason, "count": g.count,
             "examples": [rejected_record(item) for item in g.examples],
-        } for g in facts.rejection_groups(result)],
+        } for g in rejection_groups(result)],
     }
     if explain:
         document["rejected"] = [rejected_record(item) for item in result.rejected]

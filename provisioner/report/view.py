@@ -14,7 +14,8 @@ from decimal import Decimal
 
 from provisioner.plan import Option, PlanResult, RejectedOffer
 from provisioner.report import facts
-from provisioner.report.facts import COST_PARTS, ReportMeta, merge_variants, usd
+from provisioner.report.facts import COST_PARTS, ReportMeta, usd
+from provisioner.report.rejections import Group, merge_variants, rejected_total, rejection_groups
 from provisioner.termtext import counted
 
 DEFAULT_TOP = 10
@@ -132,7 +133,7 @@ class ReportView:
     best: tuple[Row, ...]
     feasible: int
     quotes: tuple[facts.QuoteRow, ...]
-    groups: tuple[facts.Group, ...]
+    groups: tuple[Group, ...]
     rejected_count: int
     rejected: tuple[RejectedOffer, ...]
     explain: bool
@@ -174,8 +175,8 @@ def build_view(result: PlanResult, top: int | None, *, explain: bool, meta: Repo
         best=tuple(fold_rows(result.best_per_provider())),
         feasible=facts.feasible_count(result),
         quotes=tuple(facts.quotes(result)),
-        groups=tuple(facts.rejection_groups(result)),
-        rejected_count=facts.rejected_total(result),
+        groups=tuple(rejection_groups(result)),
+        rejected_count=rejected_total(result),
         rejected=tuple(sorted_rejections(merge_variants(result.rejected))) if explain else (),
         explain=explain,
         hours=result.spec.workload.hours,
@@ -234,11 +235,11 @@ def block_words(option: Option) -> str:
 
 
 def no_options_message(result: PlanResult) -> str:
-    count = facts.rejected_total(result)
+    count = rejected_total(result)
     return f"No offer fits this spec ({counted(count, 'offer')} rejected)."
 
 
-def examples_text(group: facts.Group) -> str:
+def examples_text(group: Group) -> str:
     names = list(dict.fromkeys(f"{item.provider} {item.instance_type}" for item in group.examples))
     more = group.count - len(group.examples)
     text = ", ".join(names)
