@@ -149,7 +149,7 @@ def catalog_list(provider: str | None = None, gpu: str | None = None, format: st
 
     `provisioner catalog refresh` fetches live offers from the providers' APIs.
     """
-    from provisioner.spec import gpu_model_problem
+    from provisioner.gpu_names import gpu_model_problem
     from provisioner.workflow import catalog_listing
 
     problem = gpu_model_problem(gpu) if gpu is not None else None

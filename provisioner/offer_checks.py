@@ -12,8 +12,9 @@ import numpy as np
 from provisioner.capabilities import Network
 from provisioner.columns import ENUMS, OfferTable
 from provisioner.costs import FABRICS, Stage, fabric_accepts
+from provisioner.gpu_names import canonical_gpu
 from provisioner.offer import ProviderInfo
-from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind, canonical_gpu
+from provisioner.spec import ClusterSpec, ControlPlane, Fabric, SharedFsKind
 
 
 def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]) -> tuple[np.ndarray, ...]:

@@ -14,11 +14,12 @@ from typing import overload
 from provisioner.capabilities import Capability
 from provisioner.catalog import TableCatalog, load_bundled_catalog, load_catalog
 from provisioner.errors import CatalogError, NoFeasibleOfferError, SpecError
+from provisioner.gpu_names import canonical_gpu
 from provisioner.loader import load_spec, locate, spec_marks
 from provisioner.offer import Catalog
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
 from provisioner.report.facts import ReportMeta
-from provisioner.spec import ClusterSpec, canonical_gpu
+from provisioner.spec import ClusterSpec
 
 CACHE_FILE = "catalog.json"
 

@@ -18,7 +18,8 @@ from tests import import_graph
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
-    "provisioner.spec", "provisioner.loader", "provisioner.catalog", "provisioner.catalog_json",
+    "provisioner.spec", "provisioner.gpu_names", "provisioner.loader", "provisioner.catalog",
+    "provisioner.catalog_json",
     "provisioner.offer_columns", "provisioner.written_numbers", "provisioner.offer_checks",
     "provisioner.variant_checks",
     "provisioner.optimizer", "provisioner.rejection_reasons", "provisioner.offer_table", "provisioner.cost_terms",

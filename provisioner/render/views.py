@@ -29,11 +29,12 @@ from typing import Any
 import jinja2
 
 from provisioner.errors import PlanError, SpecError
+from provisioner.gpu_names import canonical_gpu
 from provisioner.offer import SAFE_ID
 from provisioner.plan import Plan
 from provisioner.providers.registry import facts
 from provisioner.render.fabric import fabric_profile, nccl_env
-from provisioner.spec import ControlPlane, SharedFsKind, canonical_gpu, check_safe_path
+from provisioner.spec import ControlPlane, SharedFsKind, check_safe_path
 
 # GPUs whose 8-way SXM boards use NVSwitch and therefore need nvidia-fabricmanager.
 _NVSWITCH_GPUS = frozenset({"A100", "H100", "H200", "H800", "A800", "B200"})
