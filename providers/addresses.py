@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import BeforeValidator
@@ -41,20 +42,19 @@ def ip_or_none(value: object) -> str | None:
     """What an adapter keeps of an address field: the canonical IP, else None. A malformed address is
     no address (the node is then unreachable, which ``up`` reports with the remove command), never
     the whole answer refused: ``down`` and ``gc`` must still list the node to delete it."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return ip_text(value)
-    except ValueError:
-        return None
+    return _kept(value, ip_text)
 
 
 def host_or_none(value: object) -> str | None:
     """``ip_or_none`` for fields that may also hold a host name."""
+    return _kept(value, host_text)
+
+
+def _kept(value: object, canonical: Callable[[str], str]) -> str | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        return host_text(value)
+        return canonical(value)
     except ValueError:
         return None
 

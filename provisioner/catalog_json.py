@@ -16,7 +16,6 @@ is paused while it runs; a mapped file's pages already decoded are handed back a
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import mmap
 import re
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
 
+from provisioner.collector import collector_paused
 from provisioner.columns import ENUMS
 from provisioner.errors import CatalogError
 from provisioner.offer_columns import Columns
@@ -115,13 +115,8 @@ def decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
 
     The cyclic garbage collector is paused meanwhile: decoding allocates millions of objects, none in
     a cycle, and each of its passes would walk every object still alive (half the time at 10^5)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _decode_table_catalog(data, origin)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:

@@ -8,14 +8,12 @@ commands, so `provisioner plan` starts fast.
 
 from __future__ import annotations
 
-import contextlib
-import gc as collector  # `gc` is a command below
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from provisioner import __version__, cliargs
+from provisioner.collector import collector_paused
 from provisioner.errors import ProvisionerError, SpecError, UsageError
 from provisioner.termtext import printable
 
@@ -49,23 +47,8 @@ def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", 
         raise UsageError("html and csv take one spec at a time", option="--format")
     if save_plan and len(specs) != 1:
         raise UsageError("needs exactly one spec", option="--save-plan")
-    with _collector_paused():
+    with collector_paused():  # its ~30 models and a catalog would set off passes over every object
         return _plan(specs, catalog, format, output, top, explain, save_plan)
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a plan runs: a plan is short and makes almost no reference
-    cycles, but building its ~30 pydantic models allocates enough to set off collections that walk
-    every object imported so far (~10 ms of a bundled plan); a JSON catalog's offers would be walked
-    again and again. Collection resumes (if it was on) when the plan ends."""
-    was_on = collector.isenabled()
-    collector.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            collector.enable()
 
 
 def _plan(specs: list[Path], catalog: Path | None, format: str, output: Path | None, top: int, explain: bool,
@@ -283,27 +266,28 @@ def _no_plugin_loader() -> None:
     importing it imports importlib.metadata (and with it email, zipfile, csv, socket...): 12-16 ms of
     every plan, before the first model is built. Its one function, as it answers under that setting,
     stands in for it; tests/test_cli_imports.py holds the real one to the same answer."""
-    name = "pydantic.plugin._loader"
-    if name in sys.modules:
+    if _PLUGIN_LOADER in sys.modules:
         return
     import types
 
-    loader = types.ModuleType(name, "provisioner.cli: pydantic plugins are disabled (PYDANTIC_DISABLE_PLUGINS)")
+    loader = types.ModuleType(_PLUGIN_LOADER, "provisioner.cli: pydantic plugins disabled (PYDANTIC_DISABLE_PLUGINS)")
     loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
     setattr(loader, "__getattr__", _real_loader_attribute)  # noqa: B010 (a module's __getattr__, not a method)
-    sys.modules[name] = loader
+    sys.modules[_PLUGIN_LOADER] = loader
 
 
 def _real_loader_attribute(attribute: str) -> object:
     """Anything but get_plugins that a later pydantic asks of its loader comes from the real module, which
     then replaces the stand-in: a pydantic release that uses the loader differently gets the real one."""
-    name = "pydantic.plugin._loader"
     if attribute.startswith("__"):
         raise AttributeError(attribute)
-    sys.modules.pop(name, None)
+    sys.modules.pop(_PLUGIN_LOADER, None)
     import importlib
 
-    return getattr(importlib.import_module(name), attribute)
+    return getattr(importlib.import_module(_PLUGIN_LOADER), attribute)
+
+
+_PLUGIN_LOADER = "pydantic.plugin._loader"
 
 
 def _no_plugins() -> tuple[()]:
@@ -349,7 +333,9 @@ def run() -> None:
     catalog) only to find what exiting frees anyway, 20-40 ms of a plan. Exiting still flushes and
     closes everything and runs atexit handlers. ``main`` itself is what tests call in-process."""
     code = main()
-    collector.freeze()
+    import gc
+
+    gc.freeze()
     sys.exit(code)
 
 

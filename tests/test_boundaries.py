@@ -26,7 +26,7 @@ PURE = {
     "provisioner.costs",
     "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
     "provisioner.capabilities", "provisioner.errors", "provisioner.render", "provisioner.report",
-    "provisioner.metering", "provisioner.termtext",
+    "provisioner.metering", "provisioner.termtext", "provisioner.collector",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {"provisioner.providers.registry", "provisioner.providers.descriptor",  # provider facts: pure data
