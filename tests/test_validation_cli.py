@@ -281,3 +281,26 @@ def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_
     assert {host for host, _ in remote.calls} == {"lc-lambda-0"}  # all through the head
     assert ("lc-lambda-0", ("scontrol", "show", "node", "-o")) in remote.calls  # the drain plan reads the head's
     assert not (fake_cluster / "calls.log").exists() and code in (0, 10, 11)
+
+
+def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
+        fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """This machine's record of a cluster on a fake provider (TEST-NET head, as up and watch refuse): the
+    SSH to the head waited minutes on an address no machine answers; now one line, exit 5, no ssh run."""
+    from provisioner.lifecycle import cli as lifecycle_cli
+    from provisioner.lifecycle.realize import bring_up
+    from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+
+    plan = plans_for(LAMBDA_SPEC, fake_cluster)[0]
+    saved = fake_cluster / "lc-plan.json"
+    saved.write_text(plan.dumps(), encoding="utf-8")
+    with served_fake("lambda", monkeypatch):
+        bring_up(plan, instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes])))
+        capsys.readouterr()
+        monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
+        code, out, err = run_cli(["validate", str(saved), "--no-burnin", "--timeout-s", "1"], capsys)
+        assert (code, out) == (5, ""), err
+        assert err.splitlines()[-1].startswith("error: node(s) lc-lambda-0 (198.51.100.") and \
+            "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in err
+        assert not (fake_cluster / "calls.log").exists()  # no ssh, no srun, no drain
+        assert main(["down", "lc-lambda"]) == 0

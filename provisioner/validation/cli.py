@@ -88,12 +88,21 @@ def _listed_nodes(via: str) -> set[str]:
 def _on_head(cluster_id: str) -> Runner:
     """A Runner that runs each command on the cluster's head over SSH (the cluster key, pinned host keys)."""
     from provisioner.lifecycle import cli as lifecycle_cli
-    from provisioner.lifecycle.realize import cluster_nodes, cluster_secrets, default_remote, head_target
+    from provisioner.lifecycle.realize import (
+        cluster_nodes,
+        cluster_secrets,
+        default_remote,
+        head_target,
+        live,
+        refuse_unanswerable,
+    )
     from provisioner.realize.events import no_events
 
     runtime = lifecycle_cli._runtime(no_events, interrupts=False)
     record, nodes = cluster_nodes(cluster_id, runtime)
     head = head_target(record, nodes)
+    # A fake provider's head (TEST-NET): one line at once, as up and watch say, not minutes of SSH waits.
+    refuse_unanswerable(runtime, record.plan, [node for node in live(nodes) if node.name == head.node_name])
     remote = runtime.remote or default_remote(record.plan, cluster_secrets(cluster_id))
     print(f"note: this machine is not the head of {cluster_id}: running the checks there ({head.node_name}, "
           f"{head.host}) over SSH", file=sys.stderr)
