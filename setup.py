@@ -14,9 +14,5 @@ ROOTS = {
     "provisioner.templates": "templates",
 }
 
-packages = [
-    f"{name}.{sub}" if sub else name
-    for name, folder in ROOTS.items()
-    for sub in ["", *find_packages(folder)]
-]
+packages = [f"{name}.{sub}" if sub else name for name, folder in ROOTS.items() for sub in ["", *find_packages(folder)]]
 setup(packages=packages, package_dir=ROOTS)

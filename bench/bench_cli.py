@@ -53,16 +53,21 @@ def time_plan(args: list[str], runs: int) -> tuple[list[float], float]:
     samples, peak = [], 0.0
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "provisioner.cli", "plan", *args, "--format", "json"],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "provisioner.cli", "plan", *args, "--format", "json"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         samples.append(time.perf_counter() - start)
         peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
     return samples, peak
 
 
-FLOOR = ("import os; os.environ.update(OPENBLAS_NUM_THREADS='1', PYDANTIC_DISABLE_PLUGINS='__all__'); "
-         "import numpy, yaml, pydantic; from pydantic import BaseModel, Field; "
-         "import pydantic._internal._generate_schema")
+FLOOR = (
+    "import os; os.environ.update(OPENBLAS_NUM_THREADS='1', PYDANTIC_DISABLE_PLUGINS='__all__'); "
+    "import numpy, yaml, pydantic; from pydantic import BaseModel, Field; "
+    "import pydantic._internal._generate_schema"
+)
 """What a plan imports before any of this project's code runs: numpy (the columnar cost model), PyYAML
 (the spec) and pydantic (the models; fixed by the design), with the CLI's own start-up settings."""
 
@@ -70,10 +75,12 @@ FLOOR = ("import os; os.environ.update(OPENBLAS_NUM_THREADS='1', PYDANTIC_DISABL
 def measured(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(wall s, CPU s, peak MiB) of one run of ``command``, through a child of its own: ru_maxrss of
     the children is the largest so far, so each run is measured by a fresh parent."""
-    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-            f"subprocess.run({command!r}, stdout=subprocess.DEVNULL, check=True); w = time.perf_counter() - t; "
-            "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-            "print(w, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024)")
+    code = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        f"subprocess.run({command!r}, stdout=subprocess.DEVNULL, check=True); w = time.perf_counter() - t; "
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(w, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     wall, cpu, peak = map(float, out.stdout.split())
     return wall, cpu, peak
@@ -85,8 +92,17 @@ def first_touch(spec: Path, catalog: Path, runs: int, workdir: Path) -> tuple[li
 
     first, cached = [], []
     env = {**os.environ, "PROVISIONER_CACHE_DIR": str(workdir / "cache-json")}
-    command = [sys.executable, "-m", "provisioner.cli", "plan", str(spec), "--catalog", str(catalog),
-               "--format", "json"]
+    command = [
+        sys.executable,
+        "-m",
+        "provisioner.cli",
+        "plan",
+        str(spec),
+        "--catalog",
+        str(catalog),
+        "--format",
+        "json",
+    ]
     for _ in range(runs):
         shutil.rmtree(workdir / "cache-json", ignore_errors=True)
         first.append(measured(command, env))
@@ -113,8 +129,10 @@ def peer(python: str, npz: Path, runs: int, workdir: Path) -> tuple[list[tuple[f
 
 def line(label: str, samples: list[tuple[float, float, float]]) -> str:
     walls, cpus, peaks = zip(*samples, strict=True)
-    return (f"{label:40} {statistics.median(walls):8.3f} {min(walls):7.3f} {statistics.median(cpus):8.3f} "
-            f"{min(cpus):7.3f} {max(peaks):9.0f}")
+    return (
+        f"{label:40} {statistics.median(walls):8.3f} {min(walls):7.3f} {statistics.median(cpus):8.3f} "
+        f"{min(cpus):7.3f} {max(peaks):9.0f}"
+    )
 
 
 def load() -> str:
@@ -130,24 +148,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11)
     parser.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000])
-    parser.add_argument("--json-sizes", type=int, nargs="*", default=[100_000],
-                        help="first plan on a new JSON catalog of each size, then from its compiled cache")
+    parser.add_argument(
+        "--json-sizes",
+        type=int,
+        nargs="*",
+        default=[100_000],
+        help="first plan on a new JSON catalog of each size, then from its compiled cache",
+    )
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "provisioner-bench")
-    parser.add_argument("--peer-python", help="python of a separate venv with `pip install skypilot`: "
-                        "time the peer on the same offers (bench/peer_skypilot.py)")
+    parser.add_argument(
+        "--peer-python",
+        help="python of a separate venv with `pip install skypilot`: "
+        "time the peer on the same offers (bench/peer_skypilot.py)",
+    )
     parser.add_argument("--skip-bundled", action="store_true", help="only the synthetic catalogs")
     args = parser.parse_args()
     for package in ("provisioner", "providers", "stacks", "templates"):
         compileall.compile_dir(str(ROOT / package), quiet=1)
     os.environ["PROVISIONER_CACHE_DIR"] = str(args.workdir / "cache")
-    print(f"{'baseline':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} {'peak MiB':>9}   "
-          f"(load before: {load()})")
+    print(
+        f"{'baseline':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} {'peak MiB':>9}   "
+        f"(load before: {load()})"
+    )
     print(line("python -c pass", [measured([sys.executable, "-c", "pass"]) for _ in range(args.runs)]))
-    print(line("import floor (numpy, yaml, pydantic)", [measured([sys.executable, "-c", FLOOR])
-                                                         for _ in range(args.runs)]))
+    print(
+        line(
+            "import floor (numpy, yaml, pydantic)", [measured([sys.executable, "-c", FLOOR]) for _ in range(args.runs)]
+        )
+    )
     if not args.skip_bundled:
-        print(f"\n{'plan --format json, bundled catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
-              f"{'peak MiB':>9}   over the floor run beside it: wall med, CPU med")
+        print(
+            f"\n{'plan --format json, bundled catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
+            f"{'peak MiB':>9}   over the floor run beside it: wall med, CPU med"
+        )
     for spec in [] if args.skip_bundled else sorted((ROOT / "examples").glob("*.yaml")):
         command = [sys.executable, "-m", "provisioner.cli", "plan", str(spec), "--format", "json"]
         floor, samples = [], []
@@ -163,21 +196,37 @@ def main() -> None:
     for n in args.sizes:
         catalog = args.workdir / f"offers-{n}.npz"
         if not catalog.is_file():
-            subprocess.run([sys.executable, str(ROOT / "bench" / "synthetic_catalog.py"), str(n), str(catalog)],
-                           check=True)
+            subprocess.run(
+                [sys.executable, str(ROOT / "bench" / "synthetic_catalog.py"), str(n), str(catalog)], check=True
+            )
         samples, peak = time_plan([str(spec), "--catalog", str(catalog)], args.runs)
         print(row(f"{n:,} offers (.npz)", samples, peak))
     if args.json_sizes:
-        print(f"\n{'first plan on a new JSON catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
-              f"{'peak MiB':>9}   (load before: {load()})")
-        print(line("import floor (numpy, yaml, pydantic)", [measured([sys.executable, "-c", FLOOR])
-                                                            for _ in range(args.runs)]))
+        print(
+            f"\n{'first plan on a new JSON catalog':40} {'wall med':>8} {'min':>7} {'CPU med':>8} {'min':>7} "
+            f"{'peak MiB':>9}   (load before: {load()})"
+        )
+        print(
+            line(
+                "import floor (numpy, yaml, pydantic)",
+                [measured([sys.executable, "-c", FLOOR]) for _ in range(args.runs)],
+            )
+        )
     for n in args.json_sizes:
         catalog = args.workdir / f"offers-{n}.json"
         npz = args.workdir / f"offers-{n}-for-json.npz"
         if not catalog.is_file():
-            subprocess.run([sys.executable, str(ROOT / "bench" / "synthetic_catalog.py"), str(n), str(npz),
-                            "--json", str(catalog)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "synthetic_catalog.py"),
+                    str(n),
+                    str(npz),
+                    "--json",
+                    str(catalog),
+                ],
+                check=True,
+            )
         first, cached = first_touch(spec, catalog, args.runs, args.workdir)
         print(line(f"{n:,} offers (.json, first plan)", first))
         print(line(f"{n:,} offers (.json, from cache)", cached))

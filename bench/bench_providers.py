@@ -52,8 +52,7 @@ from provisioner.testing.fakes.base import serve  # noqa: E402
 from provisioner.waiting import wait_until  # noqa: E402
 
 PROVIDERS = ("lambda", "runpod", "vastai", "fluence")
-LATENCY_S = {"offers": 0.40, "launch": 0.35, "list": 0.20, "get": 0.15, "delete": 0.25, "keys": 0.15,
-             "other": 0.15}
+LATENCY_S = {"offers": 0.40, "launch": 0.35, "list": 0.20, "get": 0.15, "delete": 0.25, "keys": 0.15, "other": 0.15}
 # Published limits x SCALE: Lambda 12 req/s, 1 launch/s; RunPod 3.2 req/s; Vast.ai 4 req/s,
 # 2 launches/s; Fluence 8 req/s, 2 launches/s.
 SCALE = {"lambda": 12.0, "runpod": 4.0, "vastai": 2.0, "fluence": 4.0}
@@ -108,8 +107,13 @@ def run_one(name: str, nodes: int) -> Result | None:
     limits = harness.published_limits.scaled(SCALE.get(name, harness.scale))
     server = serve(app)
     try:
-        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=limits,
-                                         timeout_s=30.0, retry=RetryPolicy(attempts=5, base_delay_s=0.2))
+        provider = harness.make_provider(
+            api_key=harness.api_key,
+            base_url=server.url,
+            limits=limits,
+            timeout_s=30.0,
+            retry=RetryPolicy(attempts=5, base_delay_s=0.2),
+        )
         cluster_id = f"bench{uuid.uuid4().hex[:6]}"
         specs = harness.node_specs(nodes, "b")
         started = time.monotonic()
@@ -118,19 +122,34 @@ def run_one(name: str, nodes: int) -> Result | None:
         calls_during_create = len(app.calls)
         launch_calls = len(app.calls_of(harness.launch_route))
         diagnosis = diagnose(app.calls, app.calls_of(harness.launch_route), limits)
-        wait_until(lambda: provider.get_nodes(cluster_id),
-                   lambda found: len(found) == nodes and all(n.status == NodeStatus.RUNNING for n in found),
-                   timeout_s=600, interval_s=0.25, max_interval_s=0.25, what=f"{name} nodes running")
+        wait_until(
+            lambda: provider.get_nodes(cluster_id),
+            lambda found: len(found) == nodes and all(n.status == NodeStatus.RUNNING for n in found),
+            timeout_s=600,
+            interval_s=0.25,
+            max_interval_s=0.25,
+            what=f"{name} nodes running",
+        )
         measured_s = time.monotonic() - started
         provider.delete_nodes(cluster_id)
         # Some providers keep terminated instances listed (Fluence's ENDED): count the live ones.
-        left = [n for n in wait_until(lambda: provider.get_nodes(cluster_id),
-                                      lambda found: all(n.status == NodeStatus.TERMINATED for n in found),
-                                      timeout_s=120, interval_s=0.25, what="cleanup")
-                if n.status != NodeStatus.TERMINATED]
+        left = [
+            n
+            for n in wait_until(
+                lambda: provider.get_nodes(cluster_id),
+                lambda found: all(n.status == NodeStatus.TERMINATED for n in found),
+                timeout_s=120,
+                interval_s=0.25,
+                what="cleanup",
+            )
+            if n.status != NodeStatus.TERMINATED
+        ]
         live = harness.instances()
-        note = "" if len(created) == nodes and not left and live == 0 else \
-            f"created {len(created)}, left {len(left)} (fake: {live} live)"
+        note = (
+            ""
+            if len(created) == nodes and not left and live == 0
+            else f"created {len(created)}, left {len(left)} (fake: {live} live)"
+        )
         if app.validation_errors:
             note += f" {len(app.validation_errors)} OpenAPI validation errors"
     finally:
@@ -139,8 +158,18 @@ def run_one(name: str, nodes: int) -> Result | None:
     if limits.launches_per_s:
         rate_s = max(rate_s, (launch_calls - limits.launch_burst) / limits.launches_per_s)
     bound_s = rate_s + LATENCY_S["list"] + LATENCY_S["launch"] + LATENCY_S["list"]
-    return Result(name, nodes, SCALE.get(name, harness.scale), calls_during_create, launch_calls,
-                  create_s, measured_s, bound_s, note.strip(), diagnosis)
+    return Result(
+        name,
+        nodes,
+        SCALE.get(name, harness.scale),
+        calls_during_create,
+        launch_calls,
+        create_s,
+        measured_s,
+        bound_s,
+        note.strip(),
+        diagnosis,
+    )
 
 
 def diagnose(calls: list[Any], launches: list[Any], limits: Any) -> str:
@@ -160,26 +189,35 @@ def diagnose(calls: list[Any], launches: list[Any], limits: Any) -> str:
     if median >= 0.9 * LATENCY_S["launch"] and 1 / launch_rate < 0.9 * LATENCY_S["launch"]:
         return f"serial launches: median gap {median:.2f} s ~ one launch latency; rate allows {1 / launch_rate:.2f} s"
     if median > 1.3 / launch_rate and between:
-        return (f"launches spaced {median:.2f} s (rate allows {1 / launch_rate:.2f} s) with {len(between)} "
-                "other calls in between, issued serially")
+        return (
+            f"launches spaced {median:.2f} s (rate allows {1 / launch_rate:.2f} s) with {len(between)} "
+            "other calls in between, issued serially"
+        )
     return f"rate-bound: median launch gap {median:.2f} s, rate allows {1 / launch_rate:.2f} s"
 
 
 def table(results: list[Result]) -> str:
-    lines = ["| provider | nodes | limit scale | calls (launch) | create s | create+running s | bound s | ratio "
-             "| diagnosis |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| provider | nodes | limit scale | calls (launch) | create s | create+running s | bound s | ratio "
+        "| diagnosis |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         flag = "" if r.ratio <= TARGET_RATIO else " (over target)"
         extra = f" {r.note}" if r.note else ""
-        lines.append(f"| {r.provider} | {r.nodes} | x{r.scale:g} | {r.calls} ({r.launch_calls}) | "
-                     f"{r.create_s:.2f} | {r.measured_s:.2f} | {r.bound_s:.2f} | {r.ratio:.2f}{flag}{extra} | "
-                     f"{r.diagnosis} |")
+        lines.append(
+            f"| {r.provider} | {r.nodes} | x{r.scale:g} | {r.calls} ({r.launch_calls}) | "
+            f"{r.create_s:.2f} | {r.measured_s:.2f} | {r.bound_s:.2f} | {r.ratio:.2f}{flag}{extra} | "
+            f"{r.diagnosis} |"
+        )
     return "\n".join(lines)
 
 
 def section(results: list[Result], missing: list[str], failed: dict[str, str]) -> str:
-    machine = f"{platform.machine()} {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, " \
-              f"Python {platform.python_version()}"
+    machine = (
+        f"{platform.machine()} {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
     absent = f" Not run (no harness yet): {', '.join(missing)}." if missing else ""
     absent += "".join(f" {name} failed: {reason}." for name, reason in failed.items())
     return (
@@ -232,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             missing.append(name)
             continue
         results.append(result)
-        print(f"{name}: {result.measured_s:.2f}s measured, bound {result.bound_s:.2f}s, ratio {result.ratio:.2f}",
-              flush=True)
+        print(
+            f"{name}: {result.measured_s:.2f}s measured, bound {result.bound_s:.2f}s, ratio {result.ratio:.2f}",
+            flush=True,
+        )
     print(table(results))
     if args.write_docs:
         write_docs(section(results, missing, failed))

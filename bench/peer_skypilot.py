@@ -17,8 +17,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-QUERY = ("import sky.catalog as c; t, _ = c.get_instance_type_for_accelerator('H100', 8, clouds='lambda'); "
-         "print(len(t), t[0], c.get_hourly_cost(t[0], use_spot=False, region=None, zone=None, clouds='lambda'))")
+QUERY = (
+    "import sky.catalog as c; t, _ = c.get_instance_type_for_accelerator('H100', 8, clouds='lambda'); "
+    "print(len(t), t[0], c.get_hourly_cost(t[0], use_spot=False, region=None, zone=None, clouds='lambda'))"
+)
 FLOOR = "import sky.catalog, pandas"
 """The peer's import floor: its catalog module and pandas, no catalog read."""
 SCHEMA = "v8"
@@ -41,9 +43,15 @@ def write_csv(catalog: Path, home: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         out.write("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,GpuInfo\n")
-        for i, (micro, gpus, vcpus, memory) in enumerate(zip(v["price_micro"].tolist(), v["gpus"].tolist(),
-                                                              v["vcpus"].tolist(), v["memory_gib"].tolist(),
-                                                              strict=True)):
+        for i, (micro, gpus, vcpus, memory) in enumerate(
+            zip(
+                v["price_micro"].tolist(),
+                v["gpus"].tolist(),
+                v["vcpus"].tolist(),
+                v["memory_gib"].tolist(),
+                strict=True,
+            )
+        ):
             price = "" if micro < 0 else f"{micro // 10**6}.{micro % 10**6:06d}"
             out.write(f"{types[i]}-{ids[i]},{models[i]},{gpus},{vcpus},{memory},{price},,{regions[i]},\n")
     return path

@@ -66,8 +66,7 @@ def _refusal(need: Capability, have: frozenset[Capability]) -> str:
     """Why a node needing ``need`` cannot be created with ``have``, in words a planner acts on."""
     if need in (Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP):
         if Capability.SCRIPT_BOOTSTRAP in have:
-            return ("runs user data only as a script (bootstrap 'script'); cloud-config is not executed "
-                    "there")
+            return "runs user data only as a script (bootstrap 'script'); cloud-config is not executed there"
         ssh = " (bootstrap over SSH after boot)" if Capability.SSH_BOOTSTRAP in have else ""
         return f"cannot pass user data: its nodes accept no user data{ssh}"
     return f"cannot create {_WHAT.get(need, need.value)}"
@@ -88,8 +87,10 @@ def require_capabilities(
     not a provider failure: nothing was bought.
     """
     if len(nodes) > 1 and Capability.MULTI_NODE not in capabilities:
-        raise PlanError(f"{provider}: the adapter {_refusal(Capability.MULTI_NODE, capabilities)} "
-                        f"({len(nodes)} asked); nothing was bought")
+        raise PlanError(
+            f"{provider}: the adapter {_refusal(Capability.MULTI_NODE, capabilities)} "
+            f"({len(nodes)} asked); nothing was bought"
+        )
     refused: dict[Capability, tuple[str, list[str]]] = {}
     for spec in nodes:
         have = per_node(spec) if per_node else capabilities
@@ -100,8 +101,10 @@ def require_capabilities(
     if refused:
         why, names = next(iter(refused.values()))
         more = f" (and {len(refused) - 1} more refusal(s))" if len(refused) > 1 else ""
-        raise PlanError(f"{provider}: the adapter {why}; node(s) {', '.join(names)} ask for it; nothing was "
-                        f"bought: plan them differently or on another provider{more}")
+        raise PlanError(
+            f"{provider}: the adapter {why}; node(s) {', '.join(names)} ask for it; nothing was "
+            f"bought: plan them differently or on another provider{more}"
+        )
 
 
 def is_not_found(error: ProviderError) -> bool:
@@ -136,9 +139,18 @@ class EndpointClient:
     ) -> None:
         self.base_url = (base_url or self.default_url).rstrip("/")
         self.limits = limits or self.default_limits
-        self.api = ApiClient(self.provider, self.base_url, api_key, error_mapper=self.error_mapper,
-                             limits=self.limits, auth_header=self.auth_header, auth_scheme=self.auth_scheme,
-                             timeout_s=timeout_s, retry=retry, transport=transport)
+        self.api = ApiClient(
+            self.provider,
+            self.base_url,
+            api_key,
+            error_mapper=self.error_mapper,
+            limits=self.limits,
+            auth_header=self.auth_header,
+            auth_scheme=self.auth_scheme,
+            timeout_s=timeout_s,
+            retry=retry,
+            transport=transport,
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r})"
@@ -190,8 +202,14 @@ class RestAdapter(Generic[C]):
     ) -> None:
         self.base_url = base_url or settings.api_url(self.name, self.client_class.default_url)
         self.poll_interval_s = poll_interval_s
-        self.client: C = self.client_class(settings.api_key(self.name, api_key), base_url=self.base_url,
-                                           limits=limits, transport=transport, timeout_s=timeout_s, retry=retry)
+        self.client: C = self.client_class(
+            settings.api_key(self.name, api_key),
+            base_url=self.base_url,
+            limits=limits,
+            transport=transport,
+            timeout_s=timeout_s,
+            retry=retry,
+        )
 
         self.dropped_offers: Counter[str] = Counter()
         """Offers the last ``list_offers`` refused as untrusted data, by reason (see providers.screening)."""

@@ -107,8 +107,13 @@ def parse_expiry(text: str | None) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def tool_tags(cluster_id: str, expires_at: dt.datetime | None, owner: str | None = None,
-              role: str | None = None, lease: str | None = None) -> dict[str, str]:
+def tool_tags(
+    cluster_id: str,
+    expires_at: dt.datetime | None,
+    owner: str | None = None,
+    role: str | None = None,
+    lease: str | None = None,
+) -> dict[str, str]:
     """The tags every node of ``cluster_id`` carries where the provider has tags (the role's and the
     create's lease mark when known)."""
     tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: owner or owner_id()}
@@ -155,8 +160,10 @@ class NodeSpec(BaseModel):
     name: str
     role: Literal["head", "worker"] | None = None
     bootstrap: Bootstrap | None = Field(
-        None, description="How the node runs its bootstrap: what ``user_data`` is (cloud_init: a cloud-init "
-        "document; script: a script to run at boot) or ssh (no user data; bootstrapped over SSH).")
+        None,
+        description="How the node runs its bootstrap: what ``user_data`` is (cloud_init: a cloud-init "
+        "document; script: a script to run at boot) or ssh (no user data; bootstrapped over SSH).",
+    )
     owner: str | None = Field(None, description="Who launches it (OWNER_TAG); None: ``owner_id()``.")
     instance_type: str
     region: str
@@ -170,24 +177,36 @@ class NodeSpec(BaseModel):
     spot: bool = False
     bid_usd_per_hour: float | None = None
     capacity_block_hours: int | None = Field(
-        None, gt=0, description="Launch into a reservation bought for the cluster first (an EC2 Capacity Block "
-        "of this many hours, paid upfront, non-refundable); needs Capability.RESERVATION.")
+        None,
+        gt=0,
+        description="Launch into a reservation bought for the cluster first (an EC2 Capacity Block "
+        "of this many hours, paid upfront, non-refundable); needs Capability.RESERVATION.",
+    )
     capacity_block_usd_per_hour: Decimal | None = Field(
-        None, gt=0, description="The most the block may cost per node-hour (the planned price): a dearer "
-        "offering is refused before anything is bought.")
+        None,
+        gt=0,
+        description="The most the block may cost per node-hour (the planned price): a dearer "
+        "offering is refused before anything is bought.",
+    )
     tags: Mapping[str, str] = Field(default_factory=dict)
     expires_at: dt.datetime | None = Field(
-        None, description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
-        "has tags; needs no TAGS capability.")
+        None,
+        description="When the cluster expires (aware). Written as EXPIRES_TAG where the provider "
+        "has tags; needs no TAGS capability.",
+    )
     lease: str | None = Field(
-        None, description="The lease token of the create that launches the node (LeaseMark.token()), "
-        "written where the provider shows it back (LEASE_TAG, RunPod env, Vast label).")
+        None,
+        description="The lease token of the create that launches the node (LeaseMark.token()), "
+        "written where the provider shows it back (LEASE_TAG, RunPod env, Vast label).",
+    )
 
     @model_validator(mode="after")
     def _user_data_matches_bootstrap(self) -> NodeSpec:
         if self.user_data and self.bootstrap not in (Bootstrap.CLOUD_INIT, Bootstrap.SCRIPT):
-            raise ValueError(f"node {self.name}: user data needs bootstrap 'cloud_init' or 'script', "
-                             f"not {self.bootstrap.value if self.bootstrap else None!r}")
+            raise ValueError(
+                f"node {self.name}: user data needs bootstrap 'cloud_init' or 'script', "
+                f"not {self.bootstrap.value if self.bootstrap else None!r}"
+            )
         return self
 
 
@@ -208,19 +227,38 @@ class Node(BaseModel):
     public_ip: _Address | None = None
     private_ip: _Address | None = None
     provider_state: str = Field("", description="The provider's own state string, unmapped.")
-    ssh_host: _Host | None = Field(None, description="Where this machine reaches the node's sshd when that is "
-                                 "not its public address: a container's published port (RunPod, Vast.ai) or "
-                                 "a provider's SSH proxy. None: the public (else private) address.")
-    ssh_port: int = Field(22, ge=1, le=65535, description="The port of the node's sshd as reached from here "
-                          "(a container provider maps 22/tcp to another port).")
-    launched_at: dt.datetime | None = Field(None, description="When the provider says the node was launched "
-                                            "(billing starts); None: its listing does not say (docs/costs.md).")
-    ended_at: dt.datetime | None = Field(None, description="When the provider says the node was terminated, "
-                                         "for a terminated node it still lists; else None.")
-    owner: str | None = Field(None, description="The owner mark the node carries (OWNER_TAG, RunPod env, the "
-                              "Vast label, the Fluence name's mark); None: it carries none.")
-    lease: str | None = Field(None, description="The lease mark of the create that launched it (LEASE_TAG); "
-                              "None where there is none or the provider cannot carry one (Fluence).")
+    ssh_host: _Host | None = Field(
+        None,
+        description="Where this machine reaches the node's sshd when that is "
+        "not its public address: a container's published port (RunPod, Vast.ai) or "
+        "a provider's SSH proxy. None: the public (else private) address.",
+    )
+    ssh_port: int = Field(
+        22,
+        ge=1,
+        le=65535,
+        description="The port of the node's sshd as reached from here "
+        "(a container provider maps 22/tcp to another port).",
+    )
+    launched_at: dt.datetime | None = Field(
+        None,
+        description="When the provider says the node was launched "
+        "(billing starts); None: its listing does not say (docs/costs.md).",
+    )
+    ended_at: dt.datetime | None = Field(
+        None,
+        description="When the provider says the node was terminated, for a terminated node it still lists; else None.",
+    )
+    owner: str | None = Field(
+        None,
+        description="The owner mark the node carries (OWNER_TAG, RunPod env, the "
+        "Vast label, the Fluence name's mark); None: it carries none.",
+    )
+    lease: str | None = Field(
+        None,
+        description="The lease mark of the create that launched it (LEASE_TAG); "
+        "None where there is none or the provider cannot carry one (Fluence).",
+    )
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """``(host, port)`` to SSH to: ``ssh_host`` else the public, else the private address, with

@@ -56,16 +56,16 @@ def usd(value: object) -> Decimal:
 
 @runtime_checkable
 class SupportsUsage(Protocol):
-    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
-                   ) -> list[NodeUsage]:
+    def node_usage(
+        self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
+    ) -> list[NodeUsage]:
         """The billing span of each node of the cluster (``node_ids``: name -> id the client knows of),
         looking no further back than ``since`` (None: as far as the provider keeps)."""
 
 
 @runtime_checkable
 class SupportsBilling(Protocol):
-    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime,
-               end: dt.datetime) -> Billed:
+    def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
         """What the provider billed the cluster's nodes between ``start`` and ``end``."""
 
 

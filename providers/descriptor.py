@@ -127,5 +127,13 @@ class ProviderFacts:
     """Its docs rows' prose (every provider declares one: tests/test_provider_lists.py)."""
 
 
-__all__ = ["GC", "WATCHDOG", "InstanceMetadata", "NodeAction", "ProviderDocs", "ProviderFacts", "SdkCredentials",
-           "Teardown"]
+__all__ = [
+    "GC",
+    "WATCHDOG",
+    "InstanceMetadata",
+    "NodeAction",
+    "ProviderDocs",
+    "ProviderFacts",
+    "SdkCredentials",
+    "Teardown",
+]

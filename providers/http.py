@@ -231,11 +231,21 @@ class ApiClient:
     def twin(self, retry: RetryPolicy) -> ApiClient:
         """A client for the same endpoint and key with another retry policy and its own
         connections, drawing on this client's rate-limit buckets (close it separately)."""
-        other = ApiClient(self.provider, str(self._http.base_url), self._api_key, error_mapper=self._error_mapper,
-                          limits=RateLimits(self.limiter.rate_per_s, self.limiter.burst),
-                          auth_header=self._auth_header, auth_scheme=self._auth_scheme,
-                          timeout_s=self._timeout_s, retry=retry, transport=self._transport,
-                          max_body_bytes=self.max_body_bytes, deadline_s=self.deadline_s, clock=self._clock)
+        other = ApiClient(
+            self.provider,
+            str(self._http.base_url),
+            self._api_key,
+            error_mapper=self._error_mapper,
+            limits=RateLimits(self.limiter.rate_per_s, self.limiter.burst),
+            auth_header=self._auth_header,
+            auth_scheme=self._auth_scheme,
+            timeout_s=self._timeout_s,
+            retry=retry,
+            transport=self._transport,
+            max_body_bytes=self.max_body_bytes,
+            deadline_s=self.deadline_s,
+            clock=self._clock,
+        )
         other.limiter, other.launch_limiter = self.limiter, self.launch_limiter
         return other
 
@@ -289,8 +299,9 @@ class ApiClient:
                 try:
                     return response.json()
                 except ValueError:
-                    raise ProviderAPIError(self.provider, response.status_code,
-                                           f"{method} {path}: response is not JSON") from None
+                    raise ProviderAPIError(
+                        self.provider, response.status_code, f"{method} {path}: response is not JSON"
+                    ) from None
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             retryable = response.status_code == 429 or (idempotent and response.status_code >= 500)
             wait = self.retry.delay(attempt, retry_after)
@@ -303,8 +314,9 @@ class ApiClient:
                 error.retry_after_s = retry_after
             raise error
 
-    def _send(self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None,
-              deadline: float) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None, deadline: float
+    ) -> httpx.Response:
         """Send and read the answer, at most ``max_body_bytes`` of it (ProviderAPIError beyond),
         all of it by ``deadline`` (on ``self._clock``; httpx.ReadTimeout beyond).
 
@@ -330,18 +342,27 @@ class ApiClient:
                 response.close()
         finally:
             _DEADLINE.at = None
-        headers = [(k, v) for k, v in response.headers.multi_items()
-                   if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
         return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=request)
 
     def _past_deadline(self, method: str, path: str) -> ProviderAPIError:
-        return ProviderAPIError(self.provider, 0, f"{method} {path} timed out: no complete answer within the "
-                                f"{self.deadline_s:g}s deadline of the call")
+        return ProviderAPIError(
+            self.provider,
+            0,
+            f"{method} {path} timed out: no complete answer within the {self.deadline_s:g}s deadline of the call",
+        )
 
     def _too_large(self, method: str, path: str, status: int) -> ProviderAPIError:
         limit_mib = self.max_body_bytes / (1024 * 1024)
-        return ProviderAPIError(self.provider, status, f"{method} {path}: response larger than "
-                                f"{limit_mib:g} MiB; refused (provider answers are capped)")
+        return ProviderAPIError(
+            self.provider,
+            status,
+            f"{method} {path}: response larger than {limit_mib:g} MiB; refused (provider answers are capped)",
+        )
 
     def _scrubbed(self, response: httpx.Response, body: Any) -> httpx.Response:
         """``response`` with the API key and the request's long strings (user data) cut out.
@@ -356,8 +377,9 @@ class ApiClient:
         if not redactor or not response.content:
             return response
         text = redactor.scrub(response.content.decode("utf-8", errors="replace"))
-        return httpx.Response(response.status_code, headers=response.headers, content=text.encode(),
-                              request=response.request)
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=text.encode(), request=response.request
+        )
 
     def _auth_headers(self) -> dict[str, str]:
         if self._api_key is None:

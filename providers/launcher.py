@@ -57,8 +57,7 @@ class Launcher(ABC):
 
     def mine(self, member: Member) -> bool:
         """Whether ``member`` carries this call's owner mark and, where it has one, its lease mark."""
-        return member.owner == self.owner and (member.lease is None or self.lease is None
-                                               or member.lease == self.lease)
+        return member.owner == self.owner and (member.lease is None or self.lease is None or member.lease == self.lease)
 
     @abstractmethod
     def members(self) -> list[Member]:

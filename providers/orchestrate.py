@@ -55,21 +55,39 @@ log = logging.getLogger("provisioner.providers.orchestrate")
 _DEFINITE_5XX = frozenset({500, 502, 503})
 
 
-def answer(provider: str, cluster_id: str, nodes: Sequence[NodeSpec], ids: Mapping[str, str],
-           listed: Callable[[], Sequence[Node]]) -> list[Node]:
+def answer(
+    provider: str,
+    cluster_id: str,
+    nodes: Sequence[NodeSpec],
+    ids: Mapping[str, str],
+    listed: Callable[[], Sequence[Node]],
+) -> list[Node]:
     """What ``create_nodes`` returns once ``create`` succeeded: ``nodes`` in order, as ``listed()``
     shows them (by id), else as pending Nodes built from the ids (a listing that fails now must
     not turn nodes that exist into an error that hides them)."""
     try:
         by_id = {node.id: node for node in listed()}
     except ProviderError as exc:
-        log.warning("%s: cluster %s created, but listing it failed (%s); reporting the nodes as pending",
-                    provider, cluster_id, exc.message)
+        log.warning(
+            "%s: cluster %s created, but listing it failed (%s); reporting the nodes as pending",
+            provider,
+            cluster_id,
+            exc.message,
+        )
         by_id = {}
-    return [by_id.get(ids[spec.name]) or Node(provider=provider, id=ids[spec.name], name=spec.name,
-                                              cluster_id=cluster_id, status=NodeStatus.PENDING,
-                                              instance_type=spec.instance_type, region=spec.region)
-            for spec in nodes]
+    return [
+        by_id.get(ids[spec.name])
+        or Node(
+            provider=provider,
+            id=ids[spec.name],
+            name=spec.name,
+            cluster_id=cluster_id,
+            status=NodeStatus.PENDING,
+            instance_type=spec.instance_type,
+            region=spec.region,
+        )
+        for spec in nodes
+    ]
 
 
 def gc_command(provider: str, cluster_id: str) -> str:
@@ -132,11 +150,16 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
     if winner is not None:
         made = list(call.made.values())
         left = launcher.terminate(made)
-        note = (f"terminated the {len(made)} instance(s) this call launched" if not left else
-                f"terminating this call's instances FAILED, still running: {', '.join(left)}; remove them "
-                f"with: {gc_command(launcher.provider, launcher.cluster_id)}")
-        raise ClusterBusyError(f"cluster {launcher.cluster_id} on {launcher.provider} is being created by "
-                               f"{winner} at the same time, which started first; {note}")
+        note = (
+            f"terminated the {len(made)} instance(s) this call launched"
+            if not left
+            else f"terminating this call's instances FAILED, still running: {', '.join(left)}; remove them "
+            f"with: {gc_command(launcher.provider, launcher.cluster_id)}"
+        )
+        raise ClusterBusyError(
+            f"cluster {launcher.cluster_id} on {launcher.provider} is being created by "
+            f"{winner} at the same time, which started first; {note}"
+        )
     return {name: present.get(name) or call.made[name] for name in names}
 
 
@@ -151,17 +174,20 @@ def _check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
     for member in listed:
         label = f"instance {member.id}{f' ({member.name})' if member.name else ''}"
         if member.owner is None:
-            raise ClusterBusyError(f"{where}: {label} carries the cluster's mark but no owner mark of this tool; "
-                                   "it is not adopted: choose another cluster name, or delete it with: "
-                                   f"provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} "
-                                   "--force-unowned --yes")
+            raise ClusterBusyError(
+                f"{where}: {label} carries the cluster's mark but no owner mark of this tool; "
+                "it is not adopted: choose another cluster name, or delete it with: "
+                f"provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} "
+                "--force-unowned --yes"
+            )
         if member.owner != launcher.owner:
-            raise ClusterBusyError(f"{where} already has {label} owned by {member.owner}: choose another "
-                                   "cluster name")
+            raise ClusterBusyError(f"{where} already has {label} owned by {member.owner}: choose another cluster name")
         other = foreign_lease(member.lease, launcher.lease, _now())
         if other is not None:
-            raise ClusterBusyError(f"{where} is being created by {other.describe()} ({label}); wait for it "
-                                   "to end or choose another cluster name")
+            raise ClusterBusyError(
+                f"{where} is being created by {other.describe()} ({label}); wait for it "
+                "to end or choose another cluster name"
+            )
 
 
 def _rival(launcher: Launcher, call: _Call) -> str | None:
@@ -209,10 +235,12 @@ def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:
             except Exception as exc:  # any failure, even a bug, must roll back what was bought
                 raise _Failed(_as_provider_error(launcher, exc), launcher.describe(batch)) from None
         return launcher.describe(batches[-1])
-    with ThreadPoolExecutor(min(launcher.workers, len(batches)), thread_name_prefix=f"{launcher.provider}-launch") \
-            as pool:
+    with ThreadPoolExecutor(
+        min(launcher.workers, len(batches)), thread_name_prefix=f"{launcher.provider}-launch"
+    ) as pool:
         futures: dict[Future[None], list[NodeSpec]] = {
-            pool.submit(_launch_batch, launcher, call, batch): batch for batch in batches}
+            pool.submit(_launch_batch, launcher, call, batch): batch for batch in batches
+        }
         wait(futures, return_when=FIRST_EXCEPTION)
         call.stop.set()  # batches not started yet skip themselves; running ones finish
         first: tuple[BaseException, list[NodeSpec]] | None = None
@@ -255,7 +283,7 @@ def _launch_batch(launcher: Launcher, call: _Call, batch: list[NodeSpec]) -> Non
             call.made[spec.name] = member.id
     for member, spec in adopted:
         launcher.adopt(member.id, spec)
-    todo = todo[len(adopted):]
+    todo = todo[len(adopted) :]
     for attempt in (1, 2):
         if not todo:
             return
@@ -265,23 +293,34 @@ def _launch_batch(launcher: Launcher, call: _Call, batch: list[NodeSpec]) -> Non
             if not unclear(exc):
                 raise
             todo = _adopt_appeared(launcher, call, todo, exc)
-            if todo and attempt == 1 and launcher.relaunch_on_5xx and isinstance(exc, ProviderAPIError) \
-                    and exc.status in _DEFINITE_5XX:
-                log.warning("%s: launch of %s failed (%s) and nothing appeared; launching once more",
-                            launcher.provider, ", ".join(s.name for s in todo), exc.message)
+            if (
+                todo
+                and attempt == 1
+                and launcher.relaunch_on_5xx
+                and isinstance(exc, ProviderAPIError)
+                and exc.status in _DEFINITE_5XX
+            ):
+                log.warning(
+                    "%s: launch of %s failed (%s) and nothing appeared; launching once more",
+                    launcher.provider,
+                    ", ".join(s.name for s in todo),
+                    exc.message,
+                )
                 continue
             if todo:
                 if isinstance(exc, ProviderAPIError) and exc.status in (0, 504):
                     with call.lock:
-                        call.pending.append(f"a launch of {', '.join(s.name for s in todo)} timed out and "
-                                            "its instance may still appear")
+                        call.pending.append(
+                            f"a launch of {', '.join(s.name for s in todo)} timed out and its instance may still appear"
+                        )
                 raise
             return
         with call.lock:
             call.made.update({spec.name: instance_id for spec, instance_id in zip(todo, ids, strict=False)})
         if len(ids) < len(todo):
-            raise CapacityError(launcher.provider, f"Not enough capacity: got {len(ids)} of {len(todo)} "
-                                "[partial launch]")
+            raise CapacityError(
+                launcher.provider, f"Not enough capacity: got {len(ids)} of {len(todo)} [partial launch]"
+            )
         return
 
 
@@ -295,8 +334,10 @@ def _adopt_appeared(launcher: Launcher, call: _Call, todo: list[NodeSpec], exc: 
         members = launcher.members()
     except ProviderError as listing:
         with call.lock:
-            call.lost.append(f"the answer to a launch of {', '.join(s.name for s in todo)} was lost "
-                               f"({exc.message}) and listing the cluster failed too ({listing.message})")
+            call.lost.append(
+                f"the answer to a launch of {', '.join(s.name for s in todo)} was lost "
+                f"({exc.message}) and listing the cluster failed too ({listing.message})"
+            )
         raise exc from None
     wanted = {spec.name: spec for spec in todo}
     with call.lock:
@@ -312,13 +353,18 @@ def _adopt_appeared(launcher: Launcher, call: _Call, todo: list[NodeSpec], exc: 
     for member, spec in adopted:
         launcher.adopt(member.id, spec)
     if named or adopted:
-        log.warning("%s: launch answer lost (%s); adopted %d instance(s) that appeared",
-                    launcher.provider, exc.message, len(named) + len(adopted))
-    return rest[len(adopted):]
+        log.warning(
+            "%s: launch answer lost (%s); adopted %d instance(s) that appeared",
+            launcher.provider,
+            exc.message,
+            len(named) + len(adopted),
+        )
+    return rest[len(adopted) :]
 
 
-def _rolled_back(launcher: Launcher, call: _Call, missing: list[NodeSpec], failure: ProviderError,
-                 tried: str) -> ProviderError:
+def _rolled_back(
+    launcher: Launcher, call: _Call, missing: list[NodeSpec], failure: ProviderError, tried: str
+) -> ProviderError:
     exc, tried = (failure.cause, failure.tried) if isinstance(failure, _Failed) else (failure, tried)
     note = f"tried {tried} (cluster {launcher.cluster_id}: {len(call.made)} of {len(missing)} new nodes made"
     if isinstance(exc, CapacityError):
@@ -327,8 +373,14 @@ def _rolled_back(launcher: Launcher, call: _Call, missing: list[NodeSpec], failu
     doubts = list(call.lost)
     try:  # a launch whose answer was lost may have bought something: look once more
         wanted = {spec.name for spec in missing}
-        doomed += [m.id for m in launcher.members() if m.id not in doomed and m.id not in call.known
-                   and (m.name is None or m.name in wanted) and launcher.mine(m)]
+        doomed += [
+            m.id
+            for m in launcher.members()
+            if m.id not in doomed
+            and m.id not in call.known
+            and (m.name is None or m.name in wanted)
+            and launcher.mine(m)
+        ]
         doubts = list(call.pending)  # the listing saw what the lost answers bought; slow ones may still come
     except ProviderError as listing:
         if call.lost or call.pending:
@@ -343,8 +395,10 @@ def _rolled_back(launcher: Launcher, call: _Call, missing: list[NodeSpec], failu
     else:
         note += ")"
     if doubts:
-        note += (f"; instances may exist in cluster {launcher.cluster_id} ({'; '.join(doubts)}): remove them with: "
-                 f"{gc_command(launcher.provider, launcher.cluster_id)}")
+        note += (
+            f"; instances may exist in cluster {launcher.cluster_id} ({'; '.join(doubts)}): remove them with: "
+            f"{gc_command(launcher.provider, launcher.cluster_id)}"
+        )
     return with_note(exc, note)
 
 

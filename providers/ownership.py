@@ -31,8 +31,10 @@ from provisioner.providers.base import Node, NodeStatus, Provider, owner_id
 LEASE_MAX_S = 2 * 3600
 """How long a lease mark counts as held without other evidence: longer than any ``up`` (its
 waits are 15 + 20 minutes by default), short enough that a dead one frees its cluster."""
-_LEASE = re.compile(r"^(?P<host>[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?)-(?P<pid>[1-9][0-9]{0,9})-"
-                    r"(?P<start>[0-9]{8}t[0-9]{6}z)$")
+_LEASE = re.compile(
+    r"^(?P<host>[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?)-(?P<pid>[1-9][0-9]{0,9})-"
+    r"(?P<start>[0-9]{8}t[0-9]{6}z)$"
+)
 _HOST_SAFE = re.compile(r"[^a-z0-9]+")
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.FAILED})
 """Statuses that may still bill: what a delete must still reach (FAILED: e.g. Lambda's unhealthy)."""
@@ -110,8 +112,10 @@ def refusal(node: Node, owner: str, *, force_unowned: bool = False) -> str | Non
     if node.owner is None:
         if force_unowned:
             return None
-        return (f"carries no owner mark of this tool (delete it with --cluster {node.cluster_id} "
-                "--force-unowned if it is the tool's)")
+        return (
+            f"carries no owner mark of this tool (delete it with --cluster {node.cluster_id} "
+            "--force-unowned if it is the tool's)"
+        )
     if node.owner != owner:
         return f"owned by {node.owner}"
     return None
@@ -125,8 +129,15 @@ class Deletion:
     kept: tuple[tuple[Node, str], ...] = ()
 
 
-def delete_owned(adapter: Provider, cluster_id: str, node_ids: Sequence[str] | None = None, *,
-                 owner: str | None = None, lease: str | None = None, force_unowned: bool = False) -> Deletion:
+def delete_owned(
+    adapter: Provider,
+    cluster_id: str,
+    node_ids: Sequence[str] | None = None,
+    *,
+    owner: str | None = None,
+    lease: str | None = None,
+    force_unowned: bool = False,
+) -> Deletion:
     """Delete the live nodes of ``cluster_id`` that ``owner`` (default ``owner_id()``) owns.
 
     ``node_ids`` narrows to those ids (in any status; without them, only the LIVE ones are
@@ -156,5 +167,14 @@ def delete_owned(adapter: Provider, cluster_id: str, node_ids: Sequence[str] | N
     return Deletion(tuple(deleted), tuple(kept))
 
 
-__all__ = ["LEASE_MAX_S", "LIVE", "Deletion", "LeaseMark", "delete_owned", "foreign_lease", "host_slug",
-           "pid_alive", "refusal"]
+__all__ = [
+    "LEASE_MAX_S",
+    "LIVE",
+    "Deletion",
+    "LeaseMark",
+    "delete_owned",
+    "foreign_lease",
+    "host_slug",
+    "pid_alive",
+    "refusal",
+]

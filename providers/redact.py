@@ -34,7 +34,7 @@ def _unbroken(text: str) -> tuple[str, list[int]]:
     where: list[int] = []
     index = 0
     for found in _BREAKS.finditer(text):
-        kept.append(text[index:found.start()])
+        kept.append(text[index : found.start()])
         where.extend(range(index, found.start()))
         index = found.end()
     kept.append(text[index:])
@@ -65,7 +65,7 @@ class Redactor:
         self._whole = sorted({s for s in secrets if s and len(s) < MIN_RUN}, key=len, reverse=True)
         forms = {_unbroken(s)[0] for s in secrets if len(s) >= MIN_RUN}
         forms |= {form for s in secrets if len(s) >= MIN_RUN for form in base64_forms(s)}
-        self._grams = {f[i:i + MIN_RUN] for f in forms for i in range(len(f) - MIN_RUN + 1)}
+        self._grams = {f[i : i + MIN_RUN] for f in forms for i in range(len(f) - MIN_RUN + 1)}
 
     def __bool__(self) -> bool:
         return bool(self._whole or self._grams)
@@ -74,7 +74,7 @@ class Redactor:
         flat, where = _unbroken(text)
         covered = [False] * len(text)
         for start in range(len(flat) - MIN_RUN + 1):
-            if flat[start:start + MIN_RUN] in self._grams:
+            if flat[start : start + MIN_RUN] in self._grams:
                 for index in range(where[start], where[start + MIN_RUN - 1] + 1):
                     covered[index] = True
         pieces: list[str] = []

@@ -60,8 +60,11 @@ def provider_class(name: str) -> type[Provider]:
             if exc.name and exc.name.split(".")[0] != "provisioner":  # a cloud SDK of the [cloud] extra
                 from provisioner.errors import ProviderError
 
-                raise ProviderError(name, f"the {name} adapter needs the cloud SDKs, not installed here (no module "
-                                    f"{exc.name!r}): pip install 'gpu-provisioner[cloud]'") from None
+                raise ProviderError(
+                    name,
+                    f"the {name} adapter needs the cloud SDKs, not installed here (no module "
+                    f"{exc.name!r}): pip install 'gpu-provisioner[cloud]'",
+                ) from None
             raise  # a module of this project is missing: a real error, not an unknown name
         raise KeyError(f"provider {name!r} has no adapter in this installation") from None
     cls: type[Provider] = getattr(module, attr)

@@ -50,11 +50,21 @@ MAX_NODES = 100_000
 _IDS = ("provider", "instance_type", "region", "zone", "gpu_model", "offer_id")
 _PRICES = ("price_per_hour_usd", "spot_price_per_hour_usd")
 _BOUNDED: dict[str, float] = {
-    "gpus": MAX_GPUS_PER_NODE, "vcpus": MAX_VCPUS, "gpu_memory_gib": MAX_MEMORY_GIB, "memory_gib": MAX_MEMORY_GIB,
-    "local_nvme_gib": MAX_DISK_GIB, "fabric_gbps": 1_000_000.0, "billing_increment_s": 31_622_400,
-    "billing_minimum_s": 31_622_400, "egress_usd_per_gb": 1_000.0, "ingress_usd_per_gb": 1_000.0,
-    "disk_usd_per_gib_hour": 1_000.0, "interruptions_per_node_hour": 1_000.0,
-    "spot_interruptions_per_node_hour": 1_000.0, "max_nodes": MAX_NODES, "min_nodes": MAX_NODES,
+    "gpus": MAX_GPUS_PER_NODE,
+    "vcpus": MAX_VCPUS,
+    "gpu_memory_gib": MAX_MEMORY_GIB,
+    "memory_gib": MAX_MEMORY_GIB,
+    "local_nvme_gib": MAX_DISK_GIB,
+    "fabric_gbps": 1_000_000.0,
+    "billing_increment_s": 31_622_400,
+    "billing_minimum_s": 31_622_400,
+    "egress_usd_per_gb": 1_000.0,
+    "ingress_usd_per_gb": 1_000.0,
+    "disk_usd_per_gib_hour": 1_000.0,
+    "interruptions_per_node_hour": 1_000.0,
+    "spot_interruptions_per_node_hour": 1_000.0,
+    "max_nodes": MAX_NODES,
+    "min_nodes": MAX_NODES,
 }
 
 
@@ -136,5 +146,4 @@ class OfferScreen:
         return kept
 
 
-__all__ = ["MAX_OFFERS_PER_PROVIDER", "MAX_PRICE_PER_HOUR_USD", "SAFE_ID", "OfferScreen", "offer_problem",
-           "safe_id"]
+__all__ = ["MAX_OFFERS_PER_PROVIDER", "MAX_PRICE_PER_HOUR_USD", "SAFE_ID", "OfferScreen", "offer_problem", "safe_id"]

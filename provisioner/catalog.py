@@ -88,9 +88,11 @@ def _large(path: Path) -> TableCatalog:
     with path.open("rb") as handle:
         head = handle.read(4096)
     if not head.lstrip().startswith(b"{"):
-        raise CatalogError(f"{path}: a YAML catalog over {LARGE_CATALOG_BYTES >> 20} MiB is refused (parsing it "
-                           "takes seconds per MiB); write it as JSON once, e.g. python -c 'import json, sys, yaml; "
-                           "json.dump(yaml.safe_load(sys.stdin), sys.stdout)' < CATALOG.yaml > CATALOG.json")
+        raise CatalogError(
+            f"{path}: a YAML catalog over {LARGE_CATALOG_BYTES >> 20} MiB is refused (parsing it "
+            "takes seconds per MiB); write it as JSON once, e.g. python -c 'import json, sys, yaml; "
+            "json.dump(yaml.safe_load(sys.stdin), sys.stdout)' < CATALOG.yaml > CATALOG.json"
+        )
     import mmap
 
     from provisioner.catalog_json import decode_table_catalog
@@ -209,9 +211,13 @@ def save_columnar(catalog: Catalog | TableCatalog, path: Path) -> None:
     from provisioner.columns import FORMAT
 
     table = catalog.offer_table()
-    meta = {"format": FORMAT, "as_of": catalog.as_of.isoformat(),
-            "providers": {name: info.model_dump(mode="json", exclude_none=True)
-                          for name, info in catalog.providers.items()}}
+    meta = {
+        "format": FORMAT,
+        "as_of": catalog.as_of.isoformat(),
+        "providers": {
+            name: info.model_dump(mode="json", exclude_none=True) for name, info in catalog.providers.items()
+        },
+    }
     arrays: dict[str, Any] = {f"c.{name}": column for name, column in table.values.items()}
     arrays.update({f"d.{name}": names for name, names in table.names.items()})
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
@@ -244,24 +250,23 @@ def _npz_arrays(path: Path) -> dict[str, Any]:
     for member in members:
         if not member.filename.endswith(".npy"):
             raise ValueError(f"{member.filename}: not an array")
-        local = bytes(mapped[member.header_offset:member.header_offset + 30])
+        local = bytes(mapped[member.header_offset : member.header_offset + 30])
         if len(local) != 30 or local[:4] != b"PK\x03\x04":
             raise ValueError(f"{member.filename}: bad local header")
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         start = member.header_offset + 30 + name_len + extra_len
         end = start + member.file_size
-        plain = _plain_header(bytes(mapped[start:min(end, start + 256)]), member.filename)
+        plain = _plain_header(bytes(mapped[start : min(end, start + 256)]), member.filename)
         if plain is not None:
             shape, dtype, length = plain
         else:
-            header = io.BytesIO(bytes(mapped[start:min(end, start + 65_536 + 16)]))
+            header = io.BytesIO(bytes(mapped[start : min(end, start + 65_536 + 16)]))
             shape, dtype = _array_header(header, member.filename)
             length = header.tell()
         offset = start + length
         if offset + shape[0] * dtype.itemsize > end or end > len(mapped):
             raise ValueError(f"{member.filename}: truncated")
-        arrays[member.filename.removesuffix(".npy")] = np.frombuffer(mapped, dtype=dtype, count=shape[0],
-                                                                     offset=offset)
+        arrays[member.filename.removesuffix(".npy")] = np.frombuffer(mapped, dtype=dtype, count=shape[0], offset=offset)
     return arrays
 
 
@@ -269,8 +274,11 @@ MAX_NPZ_BYTES = 1 << 30
 """Most bytes a compressed ``.npz`` catalog may inflate to (10^6 offers are ~190 MB of columns)."""
 
 
-_PLAIN_HEADER = re.compile(rb"\x93NUMPY\x01\x00(?P<size>..)\{'descr': '(?P<descr>[<>|][a-zA-Z][0-9]{0,4})', "
-                           rb"'fortran_order': False, 'shape': \((?P<rows>[0-9]{1,12}),\), \} *\n", re.DOTALL)
+_PLAIN_HEADER = re.compile(
+    rb"\x93NUMPY\x01\x00(?P<size>..)\{'descr': '(?P<descr>[<>|][a-zA-Z][0-9]{0,4})', "
+    rb"'fortran_order': False, 'shape': \((?P<rows>[0-9]{1,12}),\), \} *\n",
+    re.DOTALL,
+)
 """The ``.npy`` header np.savez writes for a flat array (format 1.0), read without numpy's parser."""
 
 
@@ -298,7 +306,8 @@ def _array_header(stream: Any, name: str) -> tuple[tuple[int, ...], Any]:
 
     version = npy.read_magic(stream)
     shape, fortran, dtype = (npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0)(
-        stream, max_header_size=65_536)
+        stream, max_header_size=65_536
+    )
     if dtype.hasobject or fortran or len(shape) != 1:
         raise ValueError(f"{name}: not a flat array of plain values")
     return shape, dtype

@@ -13,6 +13,7 @@ result. What a catalog may hold is the ``Offer`` model's; docs/catalog.md says w
 which file. Raises CatalogError naming the file. Pure: bytes in, columns out (the garbage collector
 is paused while it runs; a mapped file's pages already decoded are handed back as it goes).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
     Bootstrap: TypeAlias = str
     Network: TypeAlias = str
 else:  # msgspec checks the members and hands back one shared str object per member (no allocation)
-    Fabric, Purchase, Bootstrap, Network = (Literal[tuple(str(member) for member in ENUMS[name])]
-                                            for name in ("fabric", "purchase", "bootstrap", "network"))
+    Fabric, Purchase, Bootstrap, Network = (
+        Literal[tuple(str(member) for member in ENUMS[name])] for name in ("fabric", "purchase", "bootstrap", "network")
+    )
 
 
 class Row(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -138,7 +140,7 @@ def _decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
         if offers_at is None:
             columns, offers = _columns_by_cuts(memoryview(head.offers), origin)
         else:
-            text = memoryview(data)[offers_at[1]:offers_at[2]]
+            text = memoryview(data)[offers_at[1] : offers_at[2]]
             columns, offers = _columns_by_cuts(text, origin, _dropper(data, offers_at[1]))
     except _Recut:
         columns, offers = _columns_by_offer(data, origin)
@@ -224,7 +226,7 @@ def _columns_by_cuts(text: memoryview, origin: str, read: Callable[[int], None] 
     seen_rows, rebuilds = None, 0
     while start < end:
         cut = _BETWEEN_OFFERS.search(text, start + CHUNK_BYTES) if start + CHUNK_BYTES < end else None
-        piece = b"".join((b"[", text[start:cut.start() + 1], b"]") if cut else (b"[", text[start:]))  # one copy
+        piece = b"".join((b"[", text[start : cut.start() + 1], b"]") if cut else (b"[", text[start:]))  # one copy
         try:
             rows = (seen_rows or _ROWS).decode(piece)
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -269,9 +271,12 @@ def _seen_rows(seen: dict[str, dict[str | None, int]], rates: dict[str, dict[str
     for name, texts in rates.items():
         if texts != {"0": 0}:  # some written as strings (the "0" is the default's)
             shared[name], defaults[name] = Literal.__getitem__(tuple(texts)), "0"
-    fields = [(f.name, shared.get(f.name, f.type)) if f.required else
-              (f.name, shared.get(f.name, f.type), defaults.get(f.name, f.default))
-              for f in msgspec.structs.fields(Row)]
+    fields = [
+        (f.name, shared.get(f.name, f.type))
+        if f.required
+        else (f.name, shared.get(f.name, f.type), defaults.get(f.name, f.default))
+        for f in msgspec.structs.fields(Row)
+    ]
     row = msgspec.defstruct("SeenRow", fields, forbid_unknown_fields=True, gc=False)
     return msgspec.json.Decoder(list[row])  # type: ignore[valid-type]
 
@@ -282,7 +287,7 @@ def _columns_by_offer(data: bytes | mmap.mmap, origin: str) -> tuple[Columns, in
     doc = _decode(data, Document, origin, "")
     columns = Columns(origin, FIELDS)
     for base in range(0, len(doc.offers), CHUNK):
-        chunk = b"[" + b",".join(doc.offers[base:base + CHUNK]) + b"]"
+        chunk = b"[" + b",".join(doc.offers[base : base + CHUNK]) + b"]"
         try:
             rows = _decode(chunk, _ROWS, origin, "offers", base)
         except CatalogError:
@@ -306,7 +311,7 @@ def _decode(data: bytes | mmap.mmap, kind: Any, origin: str, prefix: str, base: 
         place = where.group(1) if where else ""
         if prefix:
             index = re.match(r"\[(\d+)\]", place)
-            place = f"{prefix}[{base + int(index.group(1))}]{place[index.end():]}" if index else prefix
+            place = f"{prefix}[{base + int(index.group(1))}]{place[index.end() :]}" if index else prefix
         message = _AT.sub("", text)
         field = place.rpartition(".")[2]
         if message.startswith("Invalid enum value") and field in ENUMS:  # the words of ``problems``

@@ -37,8 +37,15 @@ def _echo(text: str, output: Path | None) -> None:
         print(f"wrote {output}", file=sys.stderr)
 
 
-def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", output: Path | None = None,
-         top: int = 10, explain: bool = False, save_plan: Path | None = None) -> int:
+def plan(
+    specs: list[Path],
+    catalog: Path | None = None,
+    format: str = "table",
+    output: Path | None = None,
+    top: int = 10,
+    explain: bool = False,
+    save_plan: Path | None = None,
+) -> int:
     """Rank every offer for SPEC by expected total cost and print the comparison. Buys nothing.
 
     With several specs each gets its report or its one error line; the exit code is the worst.
@@ -51,16 +58,24 @@ def plan(specs: list[Path], catalog: Path | None = None, format: str = "table", 
         return _plan(specs, catalog, format, output, top, explain, save_plan)
 
 
-def _plan(specs: list[Path], catalog: Path | None, format: str, output: Path | None, top: int, explain: bool,
-          save_plan: Path | None) -> int:
+def _plan(
+    specs: list[Path],
+    catalog: Path | None,
+    format: str,
+    output: Path | None,
+    top: int,
+    explain: bool,
+    save_plan: Path | None,
+) -> int:
     from provisioner.workflow import plan_report
 
     reports: list[str] = []
     worst = 0
     for spec in specs:
         try:
-            reports.append(plan_report([spec], catalog_path=catalog, fmt=format, top=top, explain=explain,
-                                       save_plan_to=save_plan))
+            reports.append(
+                plan_report([spec], catalog_path=catalog, fmt=format, top=top, explain=explain, save_plan_to=save_plan)
+            )
         except ProvisionerError as exc:
             if len(specs) == 1 and not _explained(exc):
                 raise
@@ -119,15 +134,17 @@ def render(source: Path, out: Path, catalog: Path | None = None, topology: Path 
 
     plan = plan_from_source(source, catalog_path=catalog)
     secrets_file = secrets_path_for(source, out)
-    written = render_to_dir(plan, out, secrets_file=secrets_file,
-                            topology=load_topology(topology) if topology else None)
+    written = render_to_dir(
+        plan, out, secrets_file=secrets_file, topology=load_topology(topology) if topology else None
+    )
     for path in written:
         print(printable(path))
     print(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", file=sys.stderr)
 
 
-def catalog_list(provider: str | None = None, gpu: str | None = None, format: str = "table",
-                 catalog: Path | None = None) -> None:
+def catalog_list(
+    provider: str | None = None, gpu: str | None = None, format: str = "table", catalog: Path | None = None
+) -> None:
     """List the offer catalog (the refreshed cache if present, else the bundled one), or refresh it.
 
     `provisioner catalog refresh` fetches live offers from the providers' APIs.
@@ -150,8 +167,7 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
     result.raise_for_failures()
 
 
-def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False,
-       force_unowned: bool = False) -> int:
+def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False, force_unowned: bool = False) -> int:
     """List (or with --yes delete) your nodes the tool made that have no local record, whose expiry
     passed, or whose up died while creating them. Other owners' nodes are never deleted."""
     from provisioner.lifecycle.gc import collect_garbage
@@ -172,30 +188,46 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     """The whole command line: every command, its options and the handler that runs it
     (``only``: just that top-level command, the one a run uses)."""
     parser = cliargs.Parser(prog="provisioner", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"gpu-provisioner {__version__}",
-                        help="Print the version and exit.")
+    parser.add_argument(
+        "--version", action="version", version=f"gpu-provisioner {__version__}", help="Print the version and exit."
+    )
     group = cliargs.commands(parser, only=only)
 
     cmd = cliargs.command(group, "plan", plan)
     cmd.add_argument("specs", nargs="+", type=Path, metavar="SPEC", help="Spec file(s) (YAML).")
     cmd.add_argument("--catalog", type=Path, help="Catalog file to use instead of the cache/bundled one.")
     cmd.add_argument("--format", "-f", choices=FORMATS, default="table", help="Report format (default: table).")
-    cmd.add_argument("--output", "-o", type=cliargs.output_file("--output", "report.txt"),
-                     help="Write the report here (a file; its folder must exist).")
+    cmd.add_argument(
+        "--output",
+        "-o",
+        type=cliargs.output_file("--output", "report.txt"),
+        help="Write the report here (a file; its folder must exist).",
+    )
     cmd.add_argument("--top", type=cliargs.int_range(1), default=10, help="Show this many ranked options (10).")
     cliargs.flag(cmd, "--explain", "List every rejected offer with its reason.")
-    cmd.add_argument("--save-plan", type=cliargs.output_file("--save-plan", "plan.json"),
-                     help="Freeze the winning option into a plan file (a file; its folder must exist).")
+    cmd.add_argument(
+        "--save-plan",
+        type=cliargs.output_file("--save-plan", "plan.json"),
+        help="Freeze the winning option into a plan file (a file; its folder must exist).",
+    )
 
     cliargs.command(group, "schema", schema)
 
     cmd = cliargs.command(group, "render", render)
     cmd.add_argument("source", type=Path, metavar="SOURCE", help="A spec (YAML) or a saved plan (JSON).")
-    cmd.add_argument("--out", type=cliargs.output_dir("--out"), required=True,
-                     help="Directory to write the files into (made if missing).")
+    cmd.add_argument(
+        "--out",
+        type=cliargs.output_dir("--out"),
+        required=True,
+        help="Directory to write the files into (made if missing).",
+    )
     cmd.add_argument("--catalog", type=Path, help="Catalog used when SOURCE is a spec.")
-    cmd.add_argument("--topology", type=Path, help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, "
-                     "outermost first, for Slurm's topology.conf (default: one flat switch).")
+    cmd.add_argument(
+        "--topology",
+        type=Path,
+        help="YAML/JSON mapping node name (<cluster>-<i>) to its switch path, "
+        "outermost first, for Slurm's topology.conf (default: one flat switch).",
+    )
 
     cmd = cliargs.command(group, "catalog", catalog_list)
     cmd.add_argument("--provider", type=cliargs.provider_name, help="Only this provider.")
@@ -203,8 +235,9 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
     cmd.add_argument("--format", "-f", choices=("table", "json"), default="table", help="Listing format.")
     cmd.add_argument("--catalog", type=Path, help="Catalog file to list.")
     refresh = cliargs.command(cliargs.commands(cmd), "refresh", catalog_refresh)
-    refresh.add_argument("--provider", type=cliargs.provider_name, action="append",
-                         help="Refresh only this provider (repeatable).")
+    refresh.add_argument(
+        "--provider", type=cliargs.provider_name, action="append", help="Refresh only this provider (repeatable)."
+    )
 
     if only in (None, "validate"):
         from provisioner.validation.cli import add_validate  # argparse only; the checks load on use
@@ -212,12 +245,17 @@ def build_parser(only: str | None = None) -> cliargs.Parser:
         add_validate(group)
 
     cmd = cliargs.command(group, "gc", gc)
-    cmd.add_argument("--provider", type=cliargs.provider_name,
-                     help="Only this provider (default: every one with credentials).")
+    cmd.add_argument(
+        "--provider", type=cliargs.provider_name, help="Only this provider (default: every one with credentials)."
+    )
     cmd.add_argument("--cluster", help="Only this cluster, collected whatever its record says.")
     cliargs.flag(cmd, "--yes", "Delete what is found (default: only list it).", negatable=False)
-    cliargs.flag(cmd, "--force-unowned", "With --cluster: also nodes of that cluster that carry no owner mark "
-                 "(never another owner's).", negatable=False)
+    cliargs.flag(
+        cmd,
+        "--force-unowned",
+        "With --cluster: also nodes of that cluster that carry no owner mark (never another owner's).",
+        negatable=False,
+    )
 
     if only in (None, "node"):
         from provisioner.validation.cli import add_node_commands

@@ -115,6 +115,7 @@ def _ranged(convert: Callable[[str], Any], noun: str, low: float | None, high: f
         if high is not None and value > high:
             raise argparse.ArgumentTypeError(f"{value:g} is above the maximum {high:g}")
         return value
+
     return parse
 
 
@@ -139,8 +140,9 @@ def cluster_name(text: str, *, option: str = "--cluster", file_too: bool = False
     if re.fullmatch(NAME_PATTERN, text):
         return text
     what = "neither a spec/plan file nor a cluster name" if file_too else "not a cluster name"
-    raise UsageError(f"{text[:60]!r} is {what} (2-40 lowercase letters, digits and dashes, starting with "
-                     "a letter)", option=option)
+    raise UsageError(
+        f"{text[:60]!r} is {what} (2-40 lowercase letters, digits and dashes, starting with a letter)", option=option
+    )
 
 
 def output_file(option: str, example: str) -> Callable[[str], Path]:
@@ -152,11 +154,13 @@ def output_file(option: str, example: str) -> Callable[[str], Path]:
     (a read-only or virtual file system such as /proc, no permission). The check opens the file for
     appending and removes it again when it did not exist, so it answers what the write will meet; an
     existing path that is not a regular file (a device, a pipe) is left unopened."""
+
     def parse(text: str) -> Path:
         path = Path(text)
         if text.endswith(("/", os.sep)) or path.is_dir():
-            raise UsageError(f"{text} names a folder, not a file; name a file in it, e.g. {path / example}",
-                             option=option)
+            raise UsageError(
+                f"{text} names a folder, not a file; name a file in it, e.g. {path / example}", option=option
+            )
         if not path.parent.is_dir():
             raise UsageError(f"folder {path.parent} does not exist", option=option)
         existed = path.exists()
@@ -170,6 +174,7 @@ def output_file(option: str, example: str) -> Callable[[str], Path]:
         if not existed:
             path.unlink(missing_ok=True)
         return path
+
     return parse
 
 
@@ -177,6 +182,7 @@ def output_dir(option: str) -> Callable[[str], Path]:
     """An argparse ``type`` for an option naming a folder to write into (``render --out``): refused
     while the command line is read (UsageError naming the path, exit 2) when it names a file, or when
     nothing can be made in it or in its nearest existing parent (a folder is made there and removed)."""
+
     def parse(text: str) -> Path:
         path = Path(text)
         if path.exists() and not path.is_dir():
@@ -189,11 +195,13 @@ def output_dir(option: str) -> Callable[[str], Path]:
         except OSError as exc:
             raise UsageError(f"cannot write into {text}: {exc.strerror or exc}", option=option) from None
         return path
+
     return parse
 
 
-def flag(parser: Any, name: str, help: str, *, default: bool | None = False,
-         negatable: bool = True, dest: str | None = None) -> None:
+def flag(
+    parser: Any, name: str, help: str, *, default: bool | None = False, negatable: bool = True, dest: str | None = None
+) -> None:
     """A boolean option: ``--name/--no-name`` (negatable) or just ``--name``."""
     action: Any = argparse.BooleanOptionalAction if negatable else "store_true"
     extra: dict[str, Any] = {"dest": dest} if dest else {}
@@ -222,7 +230,7 @@ def split_trailing(argv: list[str]) -> tuple[list[str], list[str] | None]:
     if "--" not in argv:
         return argv, None
     cut = argv.index("--")
-    return argv[:cut], argv[cut + 1:]
+    return argv[:cut], argv[cut + 1 :]
 
 
 def handler_arguments(handler: Handler, namespace: argparse.Namespace) -> dict[str, Any]:
@@ -249,6 +257,23 @@ def missing_command(parser: argparse.ArgumentParser) -> UsageError:
     return UsageError(f"missing command (one of: {', '.join(names)})", where=parser.prog)
 
 
-__all__ = ["Commands", "Handler", "Parser", "chosen", "cluster_name", "command", "commands", "flag", "float_range",
-           "handler_arguments", "int_range", "missing_command", "output_dir", "output_file", "provider_name",
-           "split_trailing", "subcommand_names", "subparsers"]
+__all__ = [
+    "Commands",
+    "Handler",
+    "Parser",
+    "chosen",
+    "cluster_name",
+    "command",
+    "commands",
+    "flag",
+    "float_range",
+    "handler_arguments",
+    "int_range",
+    "missing_command",
+    "output_dir",
+    "output_file",
+    "provider_name",
+    "split_trailing",
+    "subcommand_names",
+    "subparsers",
+]

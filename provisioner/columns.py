@@ -75,8 +75,7 @@ PRICES = {"price_per_hour_usd": "price_micro", "spot_price_per_hour_usd": "spot_
 0..MAX_PRICE (0 only with a remainder: a price under a micro-dollar)."""
 PRICE_RESTS = {"price_micro": "price_rest", "spot_price_micro": "spot_price_rest"}
 """The pico-USD of each price below its whole micro-USD (0..999,999): prices are exact to 12 places."""
-RATES = {"egress_usd_per_gb": "egress_nano", "ingress_usd_per_gb": "ingress_nano",
-         "disk_usd_per_gib_hour": "disk_nano"}
+RATES = {"egress_usd_per_gb": "egress_nano", "ingress_usd_per_gb": "ingress_nano", "disk_usd_per_gib_hour": "disk_nano"}
 """USD per GB / GiB-hour -> int64 nano-USD column, 0..MAX_RATE."""
 MAX_PRICE_MICRO = to_micro(MAX_PRICE_PER_HOUR_USD)
 MAX_RATE_NANO = to_nano(MAX_RATE_USD)
@@ -108,8 +107,12 @@ class OfferTable:
 
     def key(self, row: int) -> tuple[str, str, str, str]:
         """``Offer.key`` of one row."""
-        return (self.text("provider", row) or "", self.text("region", row) or "", self.text("zone", row) or "",
-                (self.text("instance_type", row) or "") + (self.text("offer_id", row) or ""))
+        return (
+            self.text("provider", row) or "",
+            self.text("region", row) or "",
+            self.text("zone", row) or "",
+            (self.text("instance_type", row) or "") + (self.text("offer_id", row) or ""),
+        )
 
     def offer(self, row: int) -> Offer:
         """Row ``row`` as an ``Offer`` model (validated again: a table never yields an invalid offer)."""
@@ -150,8 +153,9 @@ class OfferTable:
             index = {member: i for i, member in enumerate(members)}
             values[name] = np.array([index[getattr(o, name)] for o in offers], dtype=np.int8)
         values["available"] = np.array([o.available for o in offers], dtype=bool)
-        values["as_of_days"] = np.array([-1 if o.as_of is None else (o.as_of - EPOCH).days for o in offers],
-                                        dtype=np.int32)
+        values["as_of_days"] = np.array(
+            [-1 if o.as_of is None else (o.as_of - EPOCH).days for o in offers], dtype=np.int32
+        )
         key_rank = np.empty(len(offers), dtype=np.int64)
         key_rank[sorted(range(len(offers)), key=lambda i: offers[i].key)] = np.arange(len(offers))
         values["key_rank"] = key_rank
@@ -172,8 +176,18 @@ def _encode(values: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 
 FLOAT_COLUMNS = frozenset(name for name, (dtype, *_rest) in NUMBERS.items() if dtype == "float64")
-COLUMNS: tuple[str, ...] = (*IDS, *TEXTS, *NUMBERS, *PRICES.values(), *PRICE_RESTS.values(), *RATES.values(), *ENUMS,
-                            "available", "as_of_days", "key_rank")
+COLUMNS: tuple[str, ...] = (
+    *IDS,
+    *TEXTS,
+    *NUMBERS,
+    *PRICES.values(),
+    *PRICE_RESTS.values(),
+    *RATES.values(),
+    *ENUMS,
+    "available",
+    "as_of_days",
+    "key_rank",
+)
 
 # --- the catalog rules, vectorized --------------------------------------------------------
 
@@ -189,7 +203,8 @@ _ID_BYTES_OR_PADDING = bytes(np.flatnonzero(_ID_REST).tolist()) + b"\0"
 def _bytes_matrix(dictionary: np.ndarray) -> np.ndarray:
     width = max(dictionary.dtype.itemsize, 1)
     return np.frombuffer(np.ascontiguousarray(dictionary, dtype=f"S{width}").tobytes(), dtype=np.uint8).reshape(
-        len(dictionary), width)
+        len(dictionary), width
+    )
 
 
 def unsafe_ids(dictionary: np.ndarray) -> np.ndarray:
@@ -252,21 +267,30 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
     for name in (*IDS, *TEXTS):
         codes, dictionary = v[name], table.names.get(name, np.array([], "S1"))
         lowest_code = -1 if name in OPTIONAL else 0
-        bad = None if _within(codes, lowest_code, len(dictionary) - 1) else (
-            (codes < lowest_code) | (codes >= len(dictionary)))
+        bad = (
+            None
+            if _within(codes, lowest_code, len(dictionary) - 1)
+            else ((codes < lowest_code) | (codes >= len(dictionary)))
+        )
         if bad is not None and bad.any():
             yield int(np.argmax(bad)), name, "missing" if name not in OPTIONAL else "bad dictionary code"
             continue
         bad_entries = unsafe_ids(dictionary) if name in IDS else unsafe_texts(dictionary)
         if name == "provider":
-            bad_entries |= np.array([p.decode("utf-8", "replace") not in providers for p in dictionary.tolist()],
-                                    dtype=bool)
+            bad_entries |= np.array(
+                [p.decode("utf-8", "replace") not in providers for p in dictionary.tolist()], dtype=bool
+            )
         if bad_entries.any():
             row = int(np.argmax(bad_entries[np.maximum(codes, 0)] & (codes >= 0)))
-            rule = "no providers entry for this provider" if name == "provider" and not unsafe_ids(
-                dictionary[codes[row]:codes[row] + 1]).any() else (
-                "must match SAFE_ID (letters, digits and ._:/+@-; no spaces or control characters)"
-                if name in IDS else "must be one printable line")
+            rule = (
+                "no providers entry for this provider"
+                if name == "provider" and not unsafe_ids(dictionary[codes[row] : codes[row] + 1]).any()
+                else (
+                    "must match SAFE_ID (letters, digits and ._:/+@-; no spaces or control characters)"
+                    if name in IDS
+                    else "must be one printable line"
+                )
+            )
             yield row, name, rule
     for name, (_dtype, low, high, exclusive) in NUMBERS.items():
         col = v[name]
@@ -310,8 +334,9 @@ def problems(table: OfferTable, providers: set[str] | frozenset[str]) -> Iterato
     if short.any():
         yield int(np.argmax(short)), "min_nodes", "must be <= max_nodes"
     rank = v["key_rank"]
-    if n and (rank.dtype.kind not in "iu" or rank.min() < 0 or rank.max() >= n
-              or np.bincount(rank, minlength=n).max() != 1):
+    if n and (
+        rank.dtype.kind not in "iu" or rank.min() < 0 or rank.max() >= n or np.bincount(rank, minlength=n).max() != 1
+    ):
         yield 0, "key_rank", "must be a permutation of the rows"
 
 

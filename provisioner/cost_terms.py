@@ -100,8 +100,9 @@ def boot_exact(infos: list[ProviderInfo]) -> list[Fraction]:
     return [Fraction(spec_decimal(i.boot_minutes)) * 60 for i in infos]
 
 
-def hourly_times(p: Pricing, seconds: np.ndarray, exact: Callable[[int], Fraction] | None = None,
-                 also: np.ndarray | None = None) -> np.ndarray:
+def hourly_times(
+    p: Pricing, seconds: np.ndarray, exact: Callable[[int], Fraction] | None = None, also: np.ndarray | None = None
+) -> np.ndarray:
     """Cluster hourly x ``seconds`` (whole seconds per row) in cents, half-even, exact. int64
     arithmetic where the hourly price is whole micro-USD; exact integers for a price with pico-USD
     and for the rows in ``also``, where ``exact(i)`` replaces row ``i``'s seconds (a fraction)."""
@@ -148,8 +149,12 @@ def storage_term(p: Pricing) -> np.ndarray:
     shared = spec.storage.shared
     managed = SharedFsKind(shared.kind) == SharedFsKind.MANAGED
     shared_usd = [
-        Fraction(i.shared_storage_usd_per_gib_month or 0) * Fraction(spec_decimal(shared.size_gib)) * hours
-        / HOURS_PER_MONTH if managed else Fraction(0)
+        Fraction(i.shared_storage_usd_per_gib_month or 0)
+        * Fraction(spec_decimal(shared.size_gib))
+        * hours
+        / HOURS_PER_MONTH
+        if managed
+        else Fraction(0)
         for i in p.infos
     ]
     if not nvme_gib_hours and not any(shared_usd):
@@ -172,8 +177,12 @@ def egress_term(p: Pricing) -> np.ndarray:
     source, source_region = dataset.source
     providers = table.dictionary("provider")
     leave = dataset_leave_usd(spec, p.provider_infos)
-    results = [tiered_usd(i.internet_egress_tiers, spec.workload.results_out_gb, i.free_egress_gb)
-               if i.internet_egress_tiers else None for i in p.infos]
+    results = [
+        tiered_usd(i.internet_egress_tiers, spec.workload.results_out_gb, i.free_egress_gb)
+        if i.internet_egress_tiers
+        else None
+        for i in p.infos
+    ]
     wanted_region = None if source_region is None else source_region.encode()
     # Only whether the offer sits in the dataset's own region matters, not which region it is:
     # keying on that flag keeps the exact per-key arithmetic to a few dozen keys at 10^5 offers.
@@ -192,8 +201,15 @@ def egress_term(p: Pricing) -> np.ndarray:
             usd += tiered if tiered is not None else out_gb * Fraction(egress_nano, NANO)
         return round_cents(usd)
 
-    return _per_key([table["provider"][p.rows], in_source_region.astype(np.int64), table["ingress_nano"][p.rows],
-                     table["egress_nano"][p.rows]], cents)
+    return _per_key(
+        [
+            table["provider"][p.rows],
+            in_source_region.astype(np.int64),
+            table["ingress_nano"][p.rows],
+            table["egress_nano"][p.rows],
+        ],
+        cents,
+    )
 
 
 def interruption_term(p: Pricing) -> np.ndarray:
@@ -223,10 +239,13 @@ def dataset_region_warning(spec: ClusterSpec, table: OfferTable) -> tuple[str, s
     if not known or region in known:
         return None
     import difflib
+
     field = "workload.dataset.region" if "://" in dataset.location else "workload.dataset.location"
     nearest = difflib.get_close_matches(region, known, n=3, cutoff=0.6) or known[:3]
-    return field, (f"{source} region {region!r} is not in the catalog (nearest: {', '.join(nearest)}); "
-                   f"moving the data is priced as from another {source} region")
+    return field, (
+        f"{source} region {region!r} is not in the catalog (nearest: {', '.join(nearest)}); "
+        f"moving the data is priced as from another {source} region"
+    )
 
 
 TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
@@ -238,6 +257,14 @@ TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
 """The cost terms, in CostBreakdown order; the total is their sum."""
 
 
-__all__ = ["CENT_CAP", "TERMS", "Pricing", "billed_span", "block_fee_term", "boot_cents", "boot_exact",
-           "dataset_region_warning",
-           "hourly_times"]
+__all__ = [
+    "CENT_CAP",
+    "TERMS",
+    "Pricing",
+    "billed_span",
+    "block_fee_term",
+    "boot_cents",
+    "boot_exact",
+    "dataset_region_warning",
+    "hourly_times",
+]

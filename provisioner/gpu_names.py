@@ -14,9 +14,41 @@ def canonical_gpu(name: str) -> str:
 
 
 GPU_MODELS = (
-    "B300", "B200", "GB200", "H200", "GH200", "H100", "H800", "A100", "A800", "L40S", "L40", "L4", "A40", "A30",
-    "A10", "A10G", "A16", "T4", "V100", "P100", "RTXPRO6000", "RTX6000ADA", "RTX6000", "RTXA6000", "A6000",
-    "RTXA5000", "RTXA4500", "RTXA4000", "RTX5090", "RTX4090", "RTX4080", "RTX3090", "RTX3080", "MI300X", "MI325X",
+    "B300",
+    "B200",
+    "GB200",
+    "H200",
+    "GH200",
+    "H100",
+    "H800",
+    "A100",
+    "A800",
+    "L40S",
+    "L40",
+    "L4",
+    "A40",
+    "A30",
+    "A10",
+    "A10G",
+    "A16",
+    "T4",
+    "V100",
+    "P100",
+    "RTXPRO6000",
+    "RTX6000ADA",
+    "RTX6000",
+    "RTXA6000",
+    "A6000",
+    "RTXA5000",
+    "RTXA4500",
+    "RTXA4000",
+    "RTX5090",
+    "RTX4090",
+    "RTX4080",
+    "RTX3090",
+    "RTX3080",
+    "MI300X",
+    "MI325X",
     "MI250X",
 )
 """GPU models a spec may ask for (canonical names, as catalogs and reports spell them)."""
@@ -39,8 +71,10 @@ def gpu_model_problem(name: str) -> str | None:
     memory = [m["gib"] for m in map(_MEMORY_WORD.match, words) if m]
     base = "".join(w for w in words if not _MEMORY_WORD.match(w) and not _FORM_WORD.match(w))
     if base in _KNOWN_GPUS and memory:
-        return (f"unknown GPU model {name!r}: memory is its own field; "
-                f"use {_KNOWN_GPUS[base]} with min_memory_gib: {int(memory[0])}")
+        return (
+            f"unknown GPU model {name!r}: memory is its own field; "
+            f"use {_KNOWN_GPUS[base]} with min_memory_gib: {int(memory[0])}"
+        )
     if base in _KNOWN_GPUS:
         return f"unknown GPU model {name!r}; use {_KNOWN_GPUS[base]}"
     return f"unknown GPU model {name!r}; known: {', '.join(GPU_MODELS)}"

@@ -46,8 +46,9 @@ def load_spec(path: str | Path) -> ClusterSpec:
     except OSError as exc:
         raise SpecError(f"cannot read spec: {exc.strerror or exc}", file=str(path)) from exc
     if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file",
-                        file=str(path))
+        raise SpecError(
+            f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file", file=str(path)
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -58,12 +59,14 @@ def load_spec(path: str | Path) -> ClusterSpec:
 def parse_spec(text: str, file: str = "<spec>") -> ClusterSpec:
     """Validate spec text; ``file`` is only used in error messages."""
     if len(text) > MAX_SPEC_BYTES:
-        raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file",
-                        file=file)
+        raise SpecError(
+            f"the spec is larger than {MAX_SPEC_BYTES // 2**20} MiB; a spec is a short YAML file", file=file
+        )
     deep = deep_nesting_at(text)
     if deep is not None:
-        raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=file, line=deep[0],
-                        column=deep[1])
+        raise SpecError(
+            f"the document nests more than {MAX_DEPTH} levels deep", file=file, line=deep[0], column=deep[1]
+        )
     data, marks = _compose(text, file)
     spec = _validate(data, marks, file)
     for field_path, message in spec_problems(spec):
@@ -114,6 +117,7 @@ def locate(field_path: str, marks: Marks) -> tuple[int, int]:
 
 # -- YAML to plain data with marks -------------------------------------------------------
 
+
 class _SpecLoader(yaml.SafeLoader):
     """SafeLoader that also reads ``4e4`` and ``1.5e3`` as numbers (YAML 1.2 does; 1.1 does not).
 
@@ -138,7 +142,8 @@ class _SpecLoader(yaml.SafeLoader):
         elif isinstance(index, yaml.ScalarNode):
             step = str(index.value)
         if (isinstance(index, int) and index >= MAX_LIST_ITEMS) or (
-                isinstance(parent, yaml.MappingNode) and len(parent.value) >= MAX_LIST_ITEMS):
+            isinstance(parent, yaml.MappingNode) and len(parent.value) >= MAX_LIST_ITEMS
+        ):
             self._refuse(f"more than {MAX_LIST_ITEMS} items in one list or mapping")
         self._composed += 1
         if self._composed > MAX_VALUES:
@@ -153,8 +158,13 @@ class _SpecLoader(yaml.SafeLoader):
 
     def _refuse(self, message: str) -> None:
         mark = self.peek_event().start_mark
-        raise SpecError(message, path=_dotted(tuple(p for p in self._path if p != "")), file=self.spec_file,
-                        line=mark.line + 1, column=mark.column + 1)
+        raise SpecError(
+            message,
+            path=_dotted(tuple(p for p in self._path if p != "")),
+            file=self.spec_file,
+            line=mark.line + 1,
+            column=mark.column + 1,
+        )
 
 
 class _SmallSpecLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -205,32 +215,50 @@ def _compose(text: str, file: str) -> tuple[Any, Marks]:
     return data, marks
 
 
-def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file: str,
-           key_at: tuple[int, int] | None = None) -> Any:
+def _build(
+    node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file: str, key_at: tuple[int, int] | None = None
+) -> Any:
     value_at = (node.start_mark.line + 1, node.start_mark.column + 1)
     marks[loc] = (*(key_at or value_at), *value_at)
     if len(marks) > MAX_VALUES:  # aliases reuse nodes: `[*a, *a, ...]` of `[*b, *b, ...]` grows fast
-        raise SpecError(f"more than {MAX_VALUES} values in one spec (aliases expanded)", path=_dotted(loc[:3]),
-                        file=file, line=value_at[0], column=value_at[1])
+        raise SpecError(
+            f"more than {MAX_VALUES} values in one spec (aliases expanded)",
+            path=_dotted(loc[:3]),
+            file=file,
+            line=value_at[0],
+            column=value_at[1],
+        )
     if len(loc) > MAX_DEPTH:  # only a recursive alias (&a [*a]) nests this deep in a spec
-        raise SpecError("document nests too deeply (recursive alias?)", path=_dotted(loc[:3]), file=file,
-                        line=value_at[0], column=value_at[1])
+        raise SpecError(
+            "document nests too deeply (recursive alias?)",
+            path=_dotted(loc[:3]),
+            file=file,
+            line=value_at[0],
+            column=value_at[1],
+        )
     if isinstance(node, yaml.CollectionNode) and len(node.value) > MAX_LIST_ITEMS:  # composed in C, unchecked
         first_over = node.value[MAX_LIST_ITEMS]
         at = (first_over[0] if isinstance(first_over, tuple) else first_over).start_mark
-        raise SpecError(f"more than {MAX_LIST_ITEMS} items in one list or mapping", path=_dotted(loc[:3]),
-                        file=file, line=at.line + 1, column=at.column + 1)
+        raise SpecError(
+            f"more than {MAX_LIST_ITEMS} items in one list or mapping",
+            path=_dotted(loc[:3]),
+            file=file,
+            line=at.line + 1,
+            column=at.column + 1,
+        )
     if isinstance(node, yaml.MappingNode):
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             where = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                raise SpecError("keys must be plain names", path=_dotted(loc), file=file,
-                                line=where[0], column=where[1])
+                raise SpecError(
+                    "keys must be plain names", path=_dotted(loc), file=file, line=where[0], column=where[1]
+                )
             key = key_node.value
             if key in result:
-                raise SpecError(f"duplicate key {key!r}", path=_dotted((*loc, key)), file=file,
-                                line=where[0], column=where[1])
+                raise SpecError(
+                    f"duplicate key {key!r}", path=_dotted((*loc, key)), file=file, line=where[0], column=where[1]
+                )
             result[key] = _build(value_node, (*loc, key), marks, ctor, file, where)
         return result
     if isinstance(node, yaml.SequenceNode):
@@ -240,17 +268,22 @@ def _build(node: yaml.Node, loc: Loc, marks: Marks, ctor: yaml.SafeLoader, file:
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, IndexError, KeyError, AttributeError) as exc:
         line, column = value_at
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"unsupported value: {' '.join(str(problem).split())}",
-                        path=_dotted(loc), file=file, line=line, column=column) from None
+        raise SpecError(
+            f"unsupported value: {' '.join(str(problem).split())}",
+            path=_dotted(loc),
+            file=file,
+            line=line,
+            column=column,
+        ) from None
 
 
 # -- pydantic errors to located lines ----------------------------------------------------
 
+
 def _validate(data: Any, marks: Marks, file: str) -> ClusterSpec:
     if not isinstance(data, Mapping):
         line, column = marks[()][2:]
-        raise SpecError("a spec is a mapping of keys (name:, gpus:, ...)", file=file,
-                        line=line, column=column)
+        raise SpecError("a spec is a mapping of keys (name:, gpus:, ...)", file=file, line=line, column=column)
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -258,8 +291,7 @@ def _validate(data: Any, marks: Marks, file: str) -> ClusterSpec:
         loc: Loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
         # Point at the key for unknown/missing keys, at the value for a bad value.
         line, column = _mark_for(loc, marks, key=error["type"] in ("extra_forbidden", "missing"))
-        raise SpecError(_message(error, loc), path=_dotted(loc), file=file,
-                        line=line, column=column) from None
+        raise SpecError(_message(error, loc), path=_dotted(loc), file=file, line=line, column=column) from None
 
 
 def _first_error(exc: ValidationError) -> Any:
@@ -270,8 +302,9 @@ def _first_error(exc: ValidationError) -> Any:
 
 def _is_union_tag(part: str | int) -> bool:
     # pydantic adds the union member's type name to loc ("int", "constrained-int", ...)
-    return isinstance(part, str) and (part in {"int", "float", "str", "bool", "list[str]", "none"}
-                                      or part.startswith(("constrained-", "function-")))
+    return isinstance(part, str) and (
+        part in {"int", "float", "str", "bool", "list[str]", "none"} or part.startswith(("constrained-", "function-"))
+    )
 
 
 def _message(error: Any, loc: Loc) -> str:

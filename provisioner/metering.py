@@ -58,10 +58,14 @@ class BillingRule:
     def of_plan(cls, plan: Plan) -> BillingRule:
         offer = plan.option.offer
         price = offer.spot_price_per_hour_usd if plan.option.spot else offer.price_per_hour_usd
-        return cls(price_micro=to_micro(price or 0), increment_s=offer.billing_increment_s,
-                   minimum_s=offer.billing_minimum_s, block_hours=offer.block_hours,
-                   disk_nano=to_nano(offer.disk_usd_per_gib_hour),
-                   disk_gib=spec_decimal(plan.spec.storage.checkpoint_nvme_gib_per_node))
+        return cls(
+            price_micro=to_micro(price or 0),
+            increment_s=offer.billing_increment_s,
+            minimum_s=offer.billing_minimum_s,
+            block_hours=offer.block_hours,
+            disk_nano=to_nano(offer.disk_usd_per_gib_hour),
+            disk_gib=spec_decimal(plan.spec.storage.checkpoint_nvme_gib_per_node),
+        )
 
     def billed_seconds(self, run_s: int) -> int:
         """Seconds billed for a node that ran ``run_s`` whole seconds (the plan's rule)."""
@@ -70,8 +74,9 @@ class BillingRule:
     def describe(self) -> str:
         if self.block_hours:
             return f"Capacity Block: {self.block_hours} h per node paid upfront"
-        step = {1: "per second", 60: "per minute", 3600: "per started hour"}.get(self.increment_s,
-                                                                                 f"per {self.increment_s} s")
+        step = {1: "per second", 60: "per minute", 3600: "per started hour"}.get(
+            self.increment_s, f"per {self.increment_s} s"
+        )
         minimum = f", at least {self.minimum_s} s" if self.minimum_s else ""
         return f"{step}{minimum}"
 
@@ -121,15 +126,19 @@ class Metered:
         return sum(value for value in self.terms.values() if value is not None)
 
     def as_json(self) -> dict[str, object]:
-        return {"terms": {t: None if c is None else str(usd_of_cents(c)) for t, c in self.terms.items()},
-                "total_usd": str(usd_of_cents(self.total_cents)), "rule": self.rule,
-                "sources": list(self.sources),
-                "nodes": [{"id": n.node_id, "name": n.name, "term": n.term, "run_s": n.run_s,
-                           "billed_s": n.billed_s} for n in self.nodes]}
+        return {
+            "terms": {t: None if c is None else str(usd_of_cents(c)) for t, c in self.terms.items()},
+            "total_usd": str(usd_of_cents(self.total_cents)),
+            "rule": self.rule,
+            "sources": list(self.sources),
+            "nodes": [
+                {"id": n.node_id, "name": n.name, "term": n.term, "run_s": n.run_s, "billed_s": n.billed_s}
+                for n in self.nodes
+            ],
+        }
 
 
-def meter(plan: Plan, usages: Iterable[NodeUsage], until: dt.datetime,
-          rule: BillingRule | None = None) -> Metered:
+def meter(plan: Plan, usages: Iterable[NodeUsage], until: dt.datetime, rule: BillingRule | None = None) -> Metered:
     """What ``usages`` cost by ``plan``'s billing rules, a running node counted up to ``until``."""
     rule = rule or BillingRule.of_plan(plan)
     ordered = sorted(usages, key=lambda u: (u.name, u.started_at, u.node_id))
@@ -154,8 +163,9 @@ def meter(plan: Plan, usages: Iterable[NodeUsage], until: dt.datetime,
         "egress": None,
         "interruption": round_cents(sum((b.usd for b in bills if b.term == "interruption"), Fraction(0))),
     }
-    return Metered(terms=terms, nodes=tuple(bills), rule=rule.describe(),
-                   sources=tuple(sorted({u.source for u in ordered})))
+    return Metered(
+        terms=terms, nodes=tuple(bills), rule=rule.describe(), sources=tuple(sorted({u.source for u in ordered}))
+    )
 
 
 def planned_cents(plan: Plan) -> dict[str, int]:
@@ -194,24 +204,35 @@ class Comparison:
         for line in self.lines:
             actual = "n/m" if line.actual_cents is None else f"${usd_of_cents(line.actual_cents)}"
             diff = line.difference_cents
-            out.append(f"{line.term:<13}{'$' + str(usd_of_cents(line.planned_cents)):>12}{actual:>12}"
-                       f"{'-' if diff is None else _signed(diff):>12}")
+            out.append(
+                f"{line.term:<13}{'$' + str(usd_of_cents(line.planned_cents)):>12}{actual:>12}"
+                f"{'-' if diff is None else _signed(diff):>12}"
+            )
         diff = self.actual_cents - self.planned_cents
-        out.append(f"{'total':<13}{'$' + str(usd_of_cents(self.planned_cents)):>12}"
-                   f"{'$' + str(usd_of_cents(self.actual_cents)):>12}{_signed(diff):>12}")
+        out.append(
+            f"{'total':<13}{'$' + str(usd_of_cents(self.planned_cents)):>12}"
+            f"{'$' + str(usd_of_cents(self.actual_cents)):>12}{_signed(diff):>12}"
+        )
         out += [f"note: {note}" for note in self.notes]
         return out
 
     def as_json(self) -> dict[str, object]:
-        return {"terms": {line.term: {"planned_usd": str(usd_of_cents(line.planned_cents)),
-                                      "actual_usd": None if line.actual_cents is None
-                                      else str(usd_of_cents(line.actual_cents)),
-                                      "difference_usd": None if line.difference_cents is None
-                                      else str(usd_of_cents(line.difference_cents))} for line in self.lines},
-                "planned_usd": str(usd_of_cents(self.planned_cents)),
-                "actual_usd": str(usd_of_cents(self.actual_cents)),
-                "difference_usd": str(usd_of_cents(self.actual_cents - self.planned_cents)),
-                "notes": list(self.notes)}
+        return {
+            "terms": {
+                line.term: {
+                    "planned_usd": str(usd_of_cents(line.planned_cents)),
+                    "actual_usd": None if line.actual_cents is None else str(usd_of_cents(line.actual_cents)),
+                    "difference_usd": None
+                    if line.difference_cents is None
+                    else str(usd_of_cents(line.difference_cents)),
+                }
+                for line in self.lines
+            },
+            "planned_usd": str(usd_of_cents(self.planned_cents)),
+            "actual_usd": str(usd_of_cents(self.actual_cents)),
+            "difference_usd": str(usd_of_cents(self.actual_cents - self.planned_cents)),
+            "notes": list(self.notes),
+        }
 
 
 def _signed(cents: int) -> str:
@@ -279,6 +300,20 @@ def budget_level(spent_cents: int, max_cost_usd: Decimal) -> int:
     return max(reached, default=0)
 
 
-__all__ = ["BUDGET_LEVELS", "BillingRule", "Comparison", "Metered", "NodeBill", "NodeUsage", "TermLine",
-           "budget_deadline", "budget_level", "compare", "meter", "planned_cents", "project", "run_seconds",
-           "span_end"]
+__all__ = [
+    "BUDGET_LEVELS",
+    "BillingRule",
+    "Comparison",
+    "Metered",
+    "NodeBill",
+    "NodeUsage",
+    "TermLine",
+    "budget_deadline",
+    "budget_level",
+    "compare",
+    "meter",
+    "planned_cents",
+    "project",
+    "run_seconds",
+    "span_end",
+]

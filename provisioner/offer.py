@@ -44,14 +44,14 @@ MAX_INTERRUPTIONS_PER_NODE_HOUR = 1_000.0
 MAX_BLOCK_HOURS = 4_368
 """The longest EC2 Capacity Block: 182 days."""
 
+
 def _price_places(value: Decimal) -> Decimal:
     if value != value.scaleb(PRICE_PLACES).to_integral_value().scaleb(-PRICE_PLACES):
         raise ValueError(f"a price has at most {PRICE_PLACES} decimal places (kept exactly)")
     return value
 
 
-Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False),
-                  AfterValidator(_price_places)]
+Price = Annotated[Decimal, Field(gt=0, le=MAX_PRICE_PER_HOUR_USD, allow_inf_nan=False), AfterValidator(_price_places)]
 """A price per node-hour: exact, above zero (a zero price is never ranked as free), bounded."""
 Rate = Annotated[Decimal, Field(ge=0, le=MAX_RATE_USD, allow_inf_nan=False)]
 Size = Annotated[float, Field(ge=0, le=MAX_SIZE_GIB, allow_inf_nan=False)]
@@ -74,8 +74,7 @@ class Offer(BaseModel):
     memory_gib: float = Field(gt=0, le=MAX_SIZE_GIB, allow_inf_nan=False)
     local_nvme_gib: Size = 0
     fabric: Fabric = Fabric.ETHERNET
-    fabric_gbps: float = Field(0, ge=0, le=1_000_000, allow_inf_nan=False,
-                               description="Inter-node bandwidth per node.")
+    fabric_gbps: float = Field(0, ge=0, le=1_000_000, allow_inf_nan=False, description="Inter-node bandwidth per node.")
     price_per_hour_usd: Price | None = Field(None, description="On-demand, exact; None if not sold.")
     spot_price_per_hour_usd: Price | None = Field(None, description="Spot/interruptible, exact; None if not sold.")
     billing_increment_s: int = Field(1, gt=0, le=MAX_BILLING_S, description="Usage is rounded up to this step.")
@@ -84,27 +83,42 @@ class Offer(BaseModel):
     ingress_usd_per_gb: Rate = Field(Decimal(0), description="Internet ingress into this offer.")
     disk_usd_per_gib_hour: Rate = Field(Decimal(0), description="Extra charge per GiB of local disk used.")
     interruptions_per_node_hour: float = Field(
-        ge=0, le=MAX_INTERRUPTIONS_PER_NODE_HOUR, allow_inf_nan=False,
+        ge=0,
+        le=MAX_INTERRUPTIONS_PER_NODE_HOUR,
+        allow_inf_nan=False,
         description="Expected unplanned interruptions per node-hour, on-demand (an estimate, not money).",
     )
     spot_interruptions_per_node_hour: float | None = Field(
-        None, ge=0, le=MAX_INTERRUPTIONS_PER_NODE_HOUR, allow_inf_nan=False,
+        None,
+        ge=0,
+        le=MAX_INTERRUPTIONS_PER_NODE_HOUR,
+        allow_inf_nan=False,
         description="Expected reclaims per node-hour when bought as spot.",
     )
     interruption_basis: str = Field(description="Where the interruption estimates come from.")
     reliability: float = Field(0.99, ge=0, le=1, allow_inf_nan=False, description="Host/provider reliability score.")
     max_nodes: int = Field(1, gt=0, le=MAX_NODES_PER_OFFER, description="Most nodes in one placement group / cluster.")
-    min_nodes: int = Field(1, gt=0, le=MAX_NODES_PER_OFFER,
-                           description="Fewest nodes the provider sells this as (cluster products).")
+    min_nodes: int = Field(
+        1, gt=0, le=MAX_NODES_PER_OFFER, description="Fewest nodes the provider sells this as (cluster products)."
+    )
     purchase: Purchase = Field(Purchase.INSTANCE, description="How it is bought; reservation/sales are quote-only.")
     bootstrap: Bootstrap = Field(Bootstrap.CLOUD_INIT, description="How a node runs the cluster bootstrap.")
     network: Network = Field(Network.PRIVATE, description="How nodes of one cluster reach each other.")
     how_to_obtain: str | None = Field(None, description="For quote-only products: how to get one (URL, steps).")
-    block_hours: int = Field(0, ge=0, le=MAX_BLOCK_HOURS, description=(
-        "A reservation sold as one block (AWS Capacity Block): its length in hours, paid upfront in full at "
-        "price_per_hour_usd per node-hour; 0: not a block."))
-    block_start: str | None = Field(None, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
-                                    description="When the block starts, ISO-8601 UTC (it ends block_hours later).")
+    block_hours: int = Field(
+        0,
+        ge=0,
+        le=MAX_BLOCK_HOURS,
+        description=(
+            "A reservation sold as one block (AWS Capacity Block): its length in hours, paid upfront in full at "
+            "price_per_hour_usd per node-hour; 0: not a block."
+        ),
+    )
+    block_start: str | None = Field(
+        None,
+        pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+        description="When the block starts, ISO-8601 UTC (it ends block_hours later).",
+    )
     as_of: dt.date | None = Field(None, description="Price date when it differs from the provider's as_of.")
     source: str | None = Field(None, description="Where this offer came from when not the provider's source.")
     available: bool = True
@@ -112,8 +126,10 @@ class Offer(BaseModel):
     @model_validator(mode="after")
     def _quote_only_has_no_spot_price(self) -> Offer:
         if self.purchase.quote_only and self.spot_price_per_hour_usd is not None:
-            raise ValueError("spot_price_per_hour_usd: a reservation or sales product has no spot price "
-                             "(a Capacity Block is not spot); leave it out")
+            raise ValueError(
+                "spot_price_per_hour_usd: a reservation or sales product has no spot price "
+                "(a Capacity Block is not spot); leave it out"
+            )
         return self
 
     @property
@@ -125,8 +141,13 @@ class Offer(BaseModel):
 class EgressTier(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    up_to_gb: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False,
-                                   description="Upper bound of this tier; None (or absent) for the last tier.")
+    up_to_gb: float | None = Field(
+        None,
+        ge=0,
+        le=1e12,
+        allow_inf_nan=False,
+        description="Upper bound of this tier; None (or absent) for the last tier.",
+    )
     usd_per_gb: Rate
 
 
@@ -145,8 +166,12 @@ class QuotaHeadroom(BaseModel):
     limit: int = Field(ge=0, le=10**9)
     available: int = Field(ge=0, le=10**9, description="The limit less what running nodes already use.")
     instance_types: list[SafeId] = Field(max_length=10_000)
-    how_to_request: str = Field("", max_length=400, pattern=r"^[^\x00-\x1f\x7f]*$",
-                                description="How to ask for more (a command or a console page).")
+    how_to_request: str = Field(
+        "",
+        max_length=400,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="How to ask for more (a command or a console page).",
+    )
 
 
 class ProviderInfo(BaseModel):
@@ -159,15 +184,15 @@ class ProviderInfo(BaseModel):
     internet_egress_tiers: list[EgressTier] = Field(
         default_factory=empty_list, description="Tiered internet egress for data leaving this provider."
     )
-    free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False,
-                                  description="Free internet egress per month.")
+    free_egress_gb: float = Field(0, ge=0, le=1e12, allow_inf_nan=False, description="Free internet egress per month.")
     inter_region_usd_per_gb: Rate = Field(Decimal(0), description="Transfer between two of its regions.")
     shared_storage_usd_per_gib_month: Rate | None = Field(
         None, description="Managed shared filesystem price; None if it has none."
     )
     shared_storage_kind: str | None = Field(None, description="FSx for Lustre, Filestore, ...")
-    boot_minutes: float = Field(5, ge=0, le=10_000, allow_inf_nan=False,
-                                description="Typical time from create to usable node.")
+    boot_minutes: float = Field(
+        5, ge=0, le=10_000, allow_inf_nan=False, description="Typical time from create to usable node."
+    )
     egress_note: str = ""
     quotas: list[QuotaHeadroom] | None = Field(
         None, description="Account quota headroom read by `catalog refresh` (None: not read; no quota check)."

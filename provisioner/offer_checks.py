@@ -30,12 +30,18 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
 
     allowed = set(spec.allowed_providers())
     denied = np.array([p in spec.providers.deny for p in providers], dtype=bool)
-    fails.append((Stage.PROVIDER, ~np.array([p in allowed for p in providers], dtype=bool)[prov],
-                  (~denied).astype(np.int16)[prov]))  # sub-code 0: denied, 1: not allowed
+    fails.append(
+        (
+            Stage.PROVIDER,
+            ~np.array([p in allowed for p in providers], dtype=bool)[prov],
+            (~denied).astype(np.int16)[prov],
+        )
+    )  # sub-code 0: denied, 1: not allowed
     if spec.providers.regions:
         wanted = set(spec.providers.regions)
-        fails.append((Stage.REGION, ~np.array([r in wanted for r in table.dictionary("region")], dtype=bool)[
-            v["region"]], 0))
+        fails.append(
+            (Stage.REGION, ~np.array([r in wanted for r in table.dictionary("region")], dtype=bool)[v["region"]], 0)
+        )
     if spec.gpus.model:
         models = {canonical_gpu(m) for m in spec.gpus.model}
         ok = np.array([canonical_gpu(m) in models for m in table.dictionary("gpu_model")], dtype=bool)
@@ -64,8 +70,7 @@ def offer_stages(spec: ClusterSpec, table: OfferTable, infos: list[ProviderInfo]
     if spec.interconnect.min_gbps_per_node:
         fails.append((Stage.FABRIC_GBPS, (nodes > 1) & (v["fabric_gbps"] < spec.interconnect.min_gbps_per_node), 0))
     if needs_private_network(spec):
-        fails.append((Stage.PRIVATE_NETWORK, (nodes > 1) & (v["network"] == ENUMS["network"].index(Network.NONE)),
-                      0))
+        fails.append((Stage.PRIVATE_NETWORK, (nodes > 1) & (v["network"] == ENUMS["network"].index(Network.NONE)), 0))
     if spec.storage.checkpoint_nvme_gib_per_node:
         fails.append((Stage.NVME, v["local_nvme_gib"] < spec.storage.checkpoint_nvme_gib_per_node, 0))
     if SharedFsKind(spec.storage.shared.kind) == SharedFsKind.MANAGED:
@@ -87,8 +92,9 @@ def needs_private_network(spec: ClusterSpec) -> bool:
     """Stage 11 applies: the spec has a control plane or asks for a fabric (any value but ``any``,
     ``ethernet`` and the RDMA fabrics included), so its nodes must reach each other privately.
     A catalog row's ``network: none`` is believed even when its fabric is RDMA."""
-    return (ControlPlane(spec.control_plane) is not ControlPlane.NONE
-            or Fabric(spec.interconnect.fabric) is not Fabric.ANY)
+    return (
+        ControlPlane(spec.control_plane) is not ControlPlane.NONE or Fabric(spec.interconnect.fabric) is not Fabric.ANY
+    )
 
 
 __all__ = ["needs_private_network", "offer_stages"]

@@ -113,7 +113,7 @@ class Columns:
             if array is not None:
                 grown[:at] = array[:at]
             self.arrays[name] = array = grown
-        array[at:at + len(part)] = part
+        array[at : at + len(part)] = part
         self.filled[name] = at + len(part)
 
     def flush(self) -> None:
@@ -158,8 +158,11 @@ class Columns:
         from provisioner.columns import OfferTable
 
         self.flush()
-        values = {name: array[:self.filled[name]] for name, array in self.arrays.items()} if self.arrays else \
-            table_of_nothing()
+        values = (
+            {name: array[: self.filled[name]] for name, array in self.arrays.items()}
+            if self.arrays
+            else table_of_nothing()
+        )
         self.arrays = {}
         names = {name: _dictionary(list(seen)[1:]) for name, seen in self.seen.items()}  # [0]: None
         values[UNIQUE], names[UNIQUE] = _unique_codes(b"\n".join(self.unique), n, self.origin)

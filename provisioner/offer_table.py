@@ -142,8 +142,11 @@ def rank_table(
     boot_up = np.array([math.ceil(s) for s in boot_exact(infos)], dtype=np.int64)  # x < f iff x < ceil(f), x whole
     need_s = ceil_int(spec_decimal(spec.workload.hours) * 3600) + boot_up[table["provider"]]
     short_block = blocks & (table["block_hours"].astype(np.int64) * 3600 < need_s)
-    max_hourly = None if spec.pricing.max_hourly_usd is None else divmod(floor_units(
-        Decimal(spec.pricing.max_hourly_usd), MICRO * PICO_PER_MICRO), PICO_PER_MICRO)
+    max_hourly = (
+        None
+        if spec.pricing.max_hourly_usd is None
+        else divmod(floor_units(Decimal(spec.pricing.max_hourly_usd), MICRO * PICO_PER_MICRO), PICO_PER_MICRO)
+    )
     max_total = None if spec.pricing.max_total_usd is None else floor_units(Decimal(spec.pricing.max_total_usd), CENTS)
     hours = spec_decimal(spec.workload.hours)
 
@@ -154,9 +157,20 @@ def rank_table(
     nodes_all = np.tile(offer_nodes, len(spots))
     found: list[Checked] = []
     late_failures = np.zeros(size, dtype=np.int8)
-    setup = VariantSetup(spec=spec, table=table, infos=infos, provider_infos=provider_infos, capabilities=capabilities,
-                   offer_nodes=offer_nodes, quote_only=quote_only, blocks=blocks, short_block=short_block,
-                   max_hourly=max_hourly, max_total=max_total, hours=hours)
+    setup = VariantSetup(
+        spec=spec,
+        table=table,
+        infos=infos,
+        provider_infos=provider_infos,
+        capabilities=capabilities,
+        offer_nodes=offer_nodes,
+        quote_only=quote_only,
+        blocks=blocks,
+        short_block=short_block,
+        max_hourly=max_hourly,
+        max_total=max_total,
+        hours=hours,
+    )
     for k, spot in enumerate(spots):
         checked = variant_checks(setup, alive, k, spot)
         base = k * n
@@ -166,7 +180,8 @@ def rank_table(
         found.append(checked)
     slot: np.ndarray = np.full(size, -1, dtype=np.int32 if size < 2**31 else np.int64)
     slot[np.concatenate([k * n + checked.rows for k, checked in enumerate(found)])] = np.arange(
-        sum(len(checked.rows) for checked in found))
+        sum(len(checked.rows) for checked in found)
+    )
     priced = slot >= 0
 
     def column(parts: list[np.ndarray], dtype: type = np.int64) -> PricedColumn:
@@ -181,16 +196,41 @@ def rank_table(
     quote = passed & np.tile(quote_only, len(spots))
     ranked = np.flatnonzero(passed & ~quote)
     order = best_first(ranked, total, hourly, hourly_rest, table["key_rank"], n, keep)
-    return Ranking(n=n, spots=spots, stage=stage, sub=sub, nodes=nodes_all, priced=priced, hourly_micro=hourly,
-                   hourly_rest=hourly_rest,
-                   expected_interruptions=expected, terms=terms, boot_cents=boot, total_cents=total, quote=quote,
-                   order=order, feasible_count=len(ranked),
-                   extra={"quotas": [info.quotas or [] for info in infos], "offer_failures": offer_failures,
-                          "late_failures": late_failures, "quote_only": quote_only, "setup": setup})
+    return Ranking(
+        n=n,
+        spots=spots,
+        stage=stage,
+        sub=sub,
+        nodes=nodes_all,
+        priced=priced,
+        hourly_micro=hourly,
+        hourly_rest=hourly_rest,
+        expected_interruptions=expected,
+        terms=terms,
+        boot_cents=boot,
+        total_cents=total,
+        quote=quote,
+        order=order,
+        feasible_count=len(ranked),
+        extra={
+            "quotas": [info.quotas or [] for info in infos],
+            "offer_failures": offer_failures,
+            "late_failures": late_failures,
+            "quote_only": quote_only,
+            "setup": setup,
+        },
+    )
 
 
-def best_first(cands: np.ndarray, total: PricedColumn, hourly: PricedColumn, hourly_rest: PricedColumn,
-               key_rank: np.ndarray, n: int, keep: int) -> np.ndarray:
+def best_first(
+    cands: np.ndarray,
+    total: PricedColumn,
+    hourly: PricedColumn,
+    hourly_rest: PricedColumn,
+    key_rank: np.ndarray,
+    n: int,
+    keep: int,
+) -> np.ndarray:
     """The best ``keep`` of ``cands``: total, then cluster hourly, then ``Offer.key`` (``key_rank`` per
     offer), then on-demand first."""
     if len(cands) > keep > 0:

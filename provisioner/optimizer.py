@@ -84,8 +84,10 @@ def resolve_plan(
         why = example.reason if example else (first.reason if first else "nothing can be bought")
         if found and first is None:
             why = "only quote-only products fit"
-        error = NoFeasibleOfferError(f"no offer fits: {why}{where}{count} rejected){quoted_note(found)}",
-                                     rejected=[_as_rejection(r) for r in rejected])
+        error = NoFeasibleOfferError(
+            f"no offer fits: {why}{where}{count} rejected){quoted_note(found)}",
+            rejected=[_as_rejection(r) for r in rejected],
+        )
         error.rejection_groups = groups  # type: ignore[attr-defined]
         error.blamed = first  # type: ignore[attr-defined]
         error.quotes = found  # type: ignore[attr-defined]
@@ -109,8 +111,9 @@ def option(rank: int, table: OfferTable, ranking: Ranking, c: int, provider_as_o
     offer = table.offer(ranking.offer_of(c))
     hourly = usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c]))
     terms = {name: usd_of_cents(int(cents[c])) for name, cents in ranking.terms.items()}
-    cost = CostBreakdown(**terms, total=usd_of_cents(int(ranking.total_cents[c])),
-                         boot_usd=usd_of_cents(int(ranking.boot_cents[c])))
+    cost = CostBreakdown(
+        **terms, total=usd_of_cents(int(ranking.total_cents[c])), boot_usd=usd_of_cents(int(ranking.boot_cents[c]))
+    )
     return Option(
         rank=rank,
         provider=offer.provider,
@@ -133,23 +136,33 @@ def option(rank: int, table: OfferTable, ranking: Ranking, c: int, provider_as_o
     )
 
 
-def quotes(spec: ClusterSpec, table: OfferTable, ranking: Ranking, provider_as_of: Mapping[str, dt.date],
-           keep: int) -> list[Quote]:
+def quotes(
+    spec: ClusterSpec, table: OfferTable, ranking: Ranking, provider_as_of: Mapping[str, dt.date], keep: int
+) -> list[Quote]:
     """Quote-only products that fit, cheapest first (at most ``keep``)."""
     import numpy as np
 
     found = np.flatnonzero(ranking.quote)
     found = found[np.lexsort((ranking.hourly_rest[found], ranking.hourly_micro[found], ranking.total_cents[found]))][
-        :keep]
+        :keep
+    ]
     out = []
     for c in found.tolist():
         offer = table.offer(ranking.offer_of(c))
-        out.append(Quote(provider=offer.provider, instance_type=offer.instance_type, region=offer.region,
-                         gpu_model=offer.gpu_model, gpus_per_node=offer.gpus, nodes=int(ranking.nodes[c]),
-                         purchase=offer.purchase,
-                         hourly_usd=usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])),
-                         how_to_obtain=offer.how_to_obtain,
-                         as_of=offer.as_of or provider_as_of.get(offer.provider)))
+        out.append(
+            Quote(
+                provider=offer.provider,
+                instance_type=offer.instance_type,
+                region=offer.region,
+                gpu_model=offer.gpu_model,
+                gpus_per_node=offer.gpus,
+                nodes=int(ranking.nodes[c]),
+                purchase=offer.purchase,
+                hourly_usd=usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])),
+                how_to_obtain=offer.how_to_obtain,
+                as_of=offer.as_of or provider_as_of.get(offer.provider),
+            )
+        )
     return out
 
 
@@ -159,12 +172,15 @@ def quoted_note(found: list[Quote]) -> str:
         return ""
     first = found[0]
     more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-    return (f"; quote-only products fit, not bought by this tool: {first.provider} {first.instance_type}"
-            f"{more} (how to obtain them: the report's quotes)")
+    return (
+        f"; quote-only products fit, not bought by this tool: {first.provider} {first.instance_type}"
+        f"{more} (how to obtain them: the report's quotes)"
+    )
 
 
-def blamed_group(spec: ClusterSpec, table: OfferTable, ranking: Ranking,
-                 groups: list[RejectionGroup]) -> RejectionGroup | None:
+def blamed_group(
+    spec: ClusterSpec, table: OfferTable, ranking: Ranking, groups: list[RejectionGroup]
+) -> RejectionGroup | None:
     """The rejection group a no-fit blames (docs/cost-model.md, "When nothing fits"): the spec
     field that alone keeps out the most buyable candidates, i.e. candidates (not quote-only) that
     fail exactly one of the 20 checks, every check evaluated on its own; a tie goes to the field
@@ -216,10 +232,12 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
 
     n = ranking.n
     first_variant = ranking.stage[:n]
-    cands = np.concatenate([
-        np.flatnonzero((first_variant > 0) & (first_variant < Stage.PRICING_MODE)),
-        np.flatnonzero(ranking.stage >= Stage.PRICING_MODE),
-    ])
+    cands = np.concatenate(
+        [
+            np.flatnonzero((first_variant > 0) & (first_variant < Stage.PRICING_MODE)),
+            np.flatnonzero(ranking.stage >= Stage.PRICING_MODE),
+        ]
+    )
     if not len(cands):
         return []
     stages, subs = ranking.stage[cands], ranking.sub[cands]
@@ -230,13 +248,17 @@ def rejection_groups(spec: ClusterSpec, table: OfferTable, ranking: Ranking) -> 
     key_rank = table["key_rank"]
     by_group = np.split(cands[order], starts[1:])
     groups = []
-    for stage, sub, count, members in zip(stages[starts].tolist(), subs[starts].tolist(), counts.tolist(), by_group,
-                                          strict=True):
+    for stage, sub, count, members in zip(
+        stages[starts].tolist(), subs[starts].tolist(), counts.tolist(), by_group, strict=True
+    ):
         cost = ranking.total_cents if stage >= Stage.MAX_HOURLY else None
         examples = [rejected_offer(spec, table, ranking, int(c)) for c in _first(members, key_rank, n, cost).tolist()]
         field, reason = rejection_reason(Stage(stage), sub, spec, table, ranking, None)
-        groups.append(RejectionGroup(stage=stage, stage_name=Stage(stage).label, field=field, reason=reason,
-                                     count=count, examples=examples))
+        groups.append(
+            RejectionGroup(
+                stage=stage, stage_name=Stage(stage).label, field=field, reason=reason, count=count, examples=examples
+            )
+        )
     return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
 
 
@@ -277,14 +299,26 @@ def rejected_offer(spec: ClusterSpec, table: OfferTable, ranking: Ranking, c: in
     field, why = rejection_reason(stage, int(ranking.sub[c]), spec, table, ranking, c)
     row = ranking.offer_of(c)
     reason = f"{'spot' if ranking.spot_of(c) else 'on-demand'}: {why}" if _variant_stage(stage) else why
-    return RejectedOffer(provider=table.text("provider", row) or "", instance_type=table.text("instance_type", row)
-                         or "", region=table.text("region", row) or "", reason=reason, field=field,
-                         stage=int(stage), stage_name=stage.label)
+    return RejectedOffer(
+        provider=table.text("provider", row) or "",
+        instance_type=table.text("instance_type", row) or "",
+        region=table.text("region", row) or "",
+        reason=reason,
+        field=field,
+        stage=int(stage),
+        stage_name=stage.label,
+    )
 
 
 def _as_rejection(item: RejectedOffer) -> Rejection:
-    return Rejection(provider=item.provider, instance_type=item.instance_type, region=item.region,
-                     reason=item.reason, field=item.field, stage=item.stage)
+    return Rejection(
+        provider=item.provider,
+        instance_type=item.instance_type,
+        region=item.region,
+        reason=item.reason,
+        field=item.field,
+        stage=item.stage,
+    )
 
 
 __all__ = ["DEFAULT_KEEP", "OfferSource", "blamed_group", "option", "quoted_note", "rejection_groups", "resolve_plan"]

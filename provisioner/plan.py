@@ -240,10 +240,17 @@ def plan_nodes(spec: ClusterSpec, option: Option) -> tuple[PlanNode, ...]:
     """The nodes of ``option`` for ``spec``: ``<name>-0`` is the head, the rest are workers. Pure."""
     return tuple(
         PlanNode(
-            name=f"{spec.name}-{index}", index=index, role="head" if index == 0 else "worker",
-            provider=option.provider, instance_type=option.instance_type, region=option.region,
-            zone=option.zone, offer_id=option.offer.offer_id, gpus=option.gpus_per_node,
-            spot=option.spot, bootstrap=option.bootstrap,
+            name=f"{spec.name}-{index}",
+            index=index,
+            role="head" if index == 0 else "worker",
+            provider=option.provider,
+            instance_type=option.instance_type,
+            region=option.region,
+            zone=option.zone,
+            offer_id=option.offer.offer_id,
+            gpus=option.gpus_per_node,
+            spot=option.spot,
+            bootstrap=option.bootstrap,
         )
         for index in range(option.nodes)
     )
@@ -301,9 +308,10 @@ def load_plan(path: Path) -> Plan:
         raise PlanFileError(f"{path}: cannot read plan: {exc.strerror}") from exc
     except ValidationError as exc:
         if _looks_like_a_spec(path):
-            raise PlanFileError(f"{path}: a spec, not a plan: a .json file is read as a saved plan here; save the "
-                                f"spec as .yaml, or plan it first: provisioner plan {path} --save-plan plan.json"
-                                ) from exc
+            raise PlanFileError(
+                f"{path}: a spec, not a plan: a .json file is read as a saved plan here; save the "
+                f"spec as .yaml, or plan it first: provisioner plan {path} --save-plan plan.json"
+            ) from exc
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise PlanFileError(f"{path}: not a valid plan file: {where}: {first['msg']}") from exc

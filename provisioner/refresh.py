@@ -131,8 +131,10 @@ class RefreshResult:
 
     def raise_for_failures(self) -> None:
         if self.failed:
-            raise ProviderError(", ".join(self.failed), "refresh failed; the cache keeps the offers it had for "
-                                f"{'it' if len(self.failed) == 1 else 'each'}")
+            raise ProviderError(
+                ", ".join(self.failed),
+                f"refresh failed; the cache keeps the offers it had for {'it' if len(self.failed) == 1 else 'each'}",
+            )
 
 
 def _base_catalog(result: RefreshResult) -> Catalog:
@@ -150,8 +152,13 @@ def _dropped_text(dropped: Counter[str]) -> str:
     return f"; dropped {sum(dropped.values())} untrusted offer(s): {reasons}"
 
 
-def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date, origin: str,
-                    quotas: Mapping[str, list[QuotaHeadroom] | None] | None = None) -> Catalog:
+def merge_refreshed(
+    base: Catalog,
+    fresh: dict[str, list[Offer]],
+    today: dt.date,
+    origin: str,
+    quotas: Mapping[str, list[QuotaHeadroom] | None] | None = None,
+) -> Catalog:
     """``base`` with each provider in ``fresh`` replaced by its live offers (see module docstring);
     a provider in ``quotas`` gets that quota headroom (None: none, the old ones are dropped), the
     others keep what they had.
@@ -169,18 +176,26 @@ def merge_refreshed(base: Catalog, fresh: dict[str, list[Offer]], today: dt.date
             offers.append(offer)
         elif offer.purchase not in listed[offer.provider]:  # the live API does not list it: keep, dated
             dated = infos.get(offer.provider)
-            offers.append(offer.model_copy(update={
-                "as_of": offer.as_of or (dated.as_of if dated else base.as_of),
-                "source": offer.source or f"{base.origin} catalog (the live API does not list this product)",
-            }))
+            offers.append(
+                offer.model_copy(
+                    update={
+                        "as_of": offer.as_of or (dated.as_of if dated else base.as_of),
+                        "source": offer.source or f"{base.origin} catalog (the live API does not list this product)",
+                    }
+                )
+            )
     for name, live in fresh.items():
         offers.extend(live)
         previous = infos.get(name)
         kept = _LIVE_PREFIX.sub("", previous.source) if previous else ""
-        source = (f"Live offers from the {name} API on {today.isoformat()}. "
-                  + (f"Kept from before: {kept}" if kept else ""))
-        infos[name] = (previous.model_copy(update={"as_of": today, "source": source.strip()}) if previous
-                       else ProviderInfo(source=source.strip(), as_of=today))
+        source = f"Live offers from the {name} API on {today.isoformat()}. " + (
+            f"Kept from before: {kept}" if kept else ""
+        )
+        infos[name] = (
+            previous.model_copy(update={"as_of": today, "source": source.strip()})
+            if previous
+            else ProviderInfo(source=source.strip(), as_of=today)
+        )
         if quotas and name in quotas:
             read = quotas[name]
             infos[name] = infos[name].model_copy(update={"quotas": None if read is None else list(read)})
@@ -222,9 +237,12 @@ def refresh_catalog(
         raise ProviderError(unknown[0], f"live refresh is supported for {', '.join(LIVE_PROVIDERS + CLOUD_PROVIDERS)}")
     if not names:
         keys = [found.key_vars[0] for name in LIVE_PROVIDERS if (found := registry.facts()[name]).key_vars]
-        raise ProviderError("catalog", f"no provider has an API key set: set {', '.join(keys[:-1])} or {keys[-1]}, "
-                            f"or name {' or '.join(CLOUD_PROVIDERS)} with --provider (read with their SDK's "
-                            "credentials)")
+        raise ProviderError(
+            "catalog",
+            f"no provider has an API key set: set {', '.join(keys[:-1])} or {keys[-1]}, "
+            f"or name {' or '.join(CLOUD_PROVIDERS)} with --provider (read with their SDK's "
+            "credentials)",
+        )
     result = RefreshResult()
     base = _base_catalog(result)
     fetcher = fetch or fetch_offers
@@ -270,5 +288,13 @@ def refresh_catalog(
     return result
 
 
-__all__ = ["CLOUD_PROVIDERS", "LIVE_PROVIDERS", "Fetched", "RefreshResult", "fetch_offers", "merge_refreshed",
-           "refresh_catalog", "write_atomically"]
+__all__ = [
+    "CLOUD_PROVIDERS",
+    "LIVE_PROVIDERS",
+    "Fetched",
+    "RefreshResult",
+    "fetch_offers",
+    "merge_refreshed",
+    "refresh_catalog",
+    "write_atomically",
+]

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from provisioner.offer_table import Ranking
 
 
-def rejection_reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking: Ranking,
-            c: int | None) -> tuple[str, str]:
+def rejection_reason(
+    code: Stage, sub: int, spec: ClusterSpec, table: OfferTable, ranking: Ranking, c: int | None
+) -> tuple[str, str]:
     """(spec field to blame, one-line reason) for stage ``code`` and reason ``sub``; with a candidate
     ``c`` the reason carries its own figures, without one it is the group's shared wording."""
     row = None if c is None else ranking.offer_of(c)
@@ -42,8 +43,9 @@ def rejection_reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable
         name = text("provider") or "provider"
         if sub == 0:
             return "providers.deny", f"provider {name} is denied" if row is not None else "provider is denied"
-        return "providers.allow", (f"provider {name} is not in providers.allow" if row is not None
-                                   else "provider is not in providers.allow")
+        return "providers.allow", (
+            f"provider {name} is not in providers.allow" if row is not None else "provider is not in providers.allow"
+        )
     if code == Stage.REGION:
         return "providers.regions", f"region {text('region') or ''} is not in providers.regions".replace("  ", " ")
     if code == Stage.GPU_MODEL:
@@ -57,19 +59,34 @@ def rejection_reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable
         gpus, all_gpus = int(num("gpus")), counted(count, "GPU")
         if sub == 0:
             per_node = spec.nodes.gpus_per_node
-            return "nodes.gpus_per_node", (f"nodes have {counted(gpus, 'GPU')}, not {per_node}" if row is not None
-                                           else f"nodes do not have {counted(per_node, 'GPU')}")
+            return "nodes.gpus_per_node", (
+                f"nodes have {counted(gpus, 'GPU')}, not {per_node}"
+                if row is not None
+                else f"nodes do not have {counted(per_node, 'GPU')}"
+            )
         if sub == 1:
-            return "gpus.count", (f"{all_gpus} do not split into nodes of {gpus}" if row is not None
-                                  else f"{all_gpus} do not split into whole nodes")
-        return "nodes.count", (f"{all_gpus} in nodes of {gpus} make {counted(nodes, 'node')}, not {spec.nodes.count}"
-                               if row is not None else f"{all_gpus} do not make {counted(spec.nodes.count, 'node')}")
+            return "gpus.count", (
+                f"{all_gpus} do not split into nodes of {gpus}"
+                if row is not None
+                else f"{all_gpus} do not split into whole nodes"
+            )
+        return "nodes.count", (
+            f"{all_gpus} in nodes of {gpus} make {counted(nodes, 'node')}, not {spec.nodes.count}"
+            if row is not None
+            else f"{all_gpus} do not make {counted(spec.nodes.count, 'node')}"
+        )
     if code == Stage.MIN_NODES:
-        return nodes_field, (f"needs {counted(nodes, 'node')}; {offer} is sold as at least {int(num('min_nodes'))}"
-                             if row is not None else "needs fewer nodes than the product is sold as")
+        return nodes_field, (
+            f"needs {counted(nodes, 'node')}; {offer} is sold as at least {int(num('min_nodes'))}"
+            if row is not None
+            else "needs fewer nodes than the product is sold as"
+        )
     if code == Stage.MAX_NODES:
-        return nodes_field, (f"needs {nodes} nodes; at most {int(num('max_nodes'))} can be placed together"
-                             if row is not None else "needs more nodes than can be placed together")
+        return nodes_field, (
+            f"needs {nodes} nodes; at most {int(num('max_nodes'))} can be placed together"
+            if row is not None
+            else "needs more nodes than can be placed together"
+        )
     if code == Stage.FABRIC:
         wanted = Fabric(spec.interconnect.fabric)
         return "interconnect.fabric", f"fabric {FABRICS[sub].value} does not provide {wanted.value}"
@@ -79,11 +96,13 @@ def rejection_reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable
     if code == Stage.PRIVATE_NETWORK:
         return "interconnect.fabric", (
             f"nodes of {offer} cannot reach each other privately (network: none); a multi-node cluster "
-            f"with a control plane or a fabric needs a private network")
+            f"with a control plane or a fabric needs a private network"
+        )
     if code == Stage.NVME:
         have = f"{num('local_nvme_gib'):g} GiB local NVMe" if row is not None else "local NVMe"
         return "storage.checkpoint_nvme_gib_per_node", (
-            f"{have} is below {spec.storage.checkpoint_nvme_gib_per_node:g} GiB")
+            f"{have} is below {spec.storage.checkpoint_nvme_gib_per_node:g} GiB"
+        )
     if code == Stage.SHARED_STORAGE:
         return "storage.shared.kind", f"{table.dictionary('provider')[sub]} has no managed shared filesystem"
     if code == Stage.RELIABILITY:
@@ -100,15 +119,17 @@ def rejection_reason(code: Stage, sub: int, spec: ClusterSpec, table: OfferTable
         run = f"the {spec.workload.hours:g} h run plus the nodes' boot"
         if row is None:
             return "workload.hours", f"the reservation's block ends before {run}"
-        return "workload.hours", (f"the {int(num('block_hours'))} h {offer} block (paid upfront in full) ends "
-                                  f"before {run}")
+        return "workload.hours", (
+            f"the {int(num('block_hours'))} h {offer} block (paid upfront in full) ends before {run}"
+        )
     if code == Stage.MAX_HOURLY:
         budget = f"{usd_text(spec.pricing.max_hourly_usd)}/h"
         if c is None:
             return "pricing.max_hourly_usd", f"cluster hourly price is over {budget}"
         hourly = usd_text(usd_of_pico(int(ranking.hourly_micro[c]), int(ranking.hourly_rest[c])))
         return "pricing.max_hourly_usd", (
-            f"{counted(nodes, 'node')} cost{'s' if nodes == 1 else ''} {hourly}/h, over {budget}")
+            f"{counted(nodes, 'node')} cost{'s' if nodes == 1 else ''} {hourly}/h, over {budget}"
+        )
     budget = usd_text(spec.pricing.max_total_usd)
     if c is None:
         return "pricing.max_total_usd", f"expected total is over {budget}"
@@ -132,9 +153,13 @@ def adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:
     if lacking == NO_ADAPTER:
         return "providers.allow", f"no {provider} adapter in this installation yet"
     need = NEEDED[lacking]
-    field = {Capability.SPOT: "pricing.mode", Capability.ON_DEMAND: "pricing.mode",
-             Capability.FABRIC_IB: "interconnect.fabric", Capability.FABRIC_EFA: "interconnect.fabric",
-             Capability.FABRIC_ROCE: "interconnect.fabric"}.get(need, "providers.allow")
+    field = {
+        Capability.SPOT: "pricing.mode",
+        Capability.ON_DEMAND: "pricing.mode",
+        Capability.FABRIC_IB: "interconnect.fabric",
+        Capability.FABRIC_EFA: "interconnect.fabric",
+        Capability.FABRIC_ROCE: "interconnect.fabric",
+    }.get(need, "providers.allow")
     return field, f"the {provider} adapter cannot create {_WHAT[need]}"
 
 
@@ -152,17 +177,24 @@ def quota_reason(sub: int, table: OfferTable, ranking: Ranking, c: int | None) -
     row = ranking.offer_of(c)
     per_node = int(table["vcpus" if quota.unit == "vcpus" else "gpus"][row])
     nodes = int(ranking.nodes[c])
-    return (f"{nodes} x {table.text('instance_type', row)} need {nodes * per_node} {quota.unit}, over the quota "
-            f"{quota.code}{name} in {quota.region}: {left}{ask}")
+    return (
+        f"{nodes} x {table.text('instance_type', row)} need {nodes * per_node} {quota.unit}, over the quota "
+        f"{quota.code}{name} in {quota.region}: {left}{ask}"
+    )
 
 
 _WHAT = {
-    Capability.ON_DEMAND: "on-demand nodes", Capability.SPOT: "spot nodes",
-    Capability.MULTI_NODE: "multi-node clusters", Capability.PRIVATE_NETWORK: "nodes on a private network",
-    Capability.CLUSTER_PRODUCT: "cluster products", Capability.USER_DATA: "nodes booted from cloud-init",
+    Capability.ON_DEMAND: "on-demand nodes",
+    Capability.SPOT: "spot nodes",
+    Capability.MULTI_NODE: "multi-node clusters",
+    Capability.PRIVATE_NETWORK: "nodes on a private network",
+    Capability.CLUSTER_PRODUCT: "cluster products",
+    Capability.USER_DATA: "nodes booted from cloud-init",
     Capability.SCRIPT_BOOTSTRAP: "nodes bootstrapped by a start script",
-    Capability.SSH_BOOTSTRAP: "nodes bootstrapped over SSH", Capability.FABRIC_IB: "InfiniBand clusters",
-    Capability.FABRIC_EFA: "EFA clusters", Capability.FABRIC_ROCE: "RoCE clusters",
+    Capability.SSH_BOOTSTRAP: "nodes bootstrapped over SSH",
+    Capability.FABRIC_IB: "InfiniBand clusters",
+    Capability.FABRIC_EFA: "EFA clusters",
+    Capability.FABRIC_ROCE: "RoCE clusters",
 }
 
 

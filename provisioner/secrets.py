@@ -44,9 +44,11 @@ class ClusterSecrets(BaseModel):
     munge_key_b64: SecretStr = Field(description="Munge key bytes, base64-encoded.")
     k3s_token: SecretStr = Field(description="Shared token k3s agents use to join the server.")
     ssh_private_key: SecretStr | None = Field(
-        None, description="Cluster SSH private key (OpenSSH format, ed25519); stays on the operator's machine.")
+        None, description="Cluster SSH private key (OpenSSH format, ed25519); stays on the operator's machine."
+    )
     ssh_public_key: str | None = Field(
-        None, description="Its public half (`ssh-ed25519 AAAA... comment`), authorized on every node.")
+        None, description="Its public half (`ssh-ed25519 AAAA... comment`), authorized on every node."
+    )
 
     @field_validator("munge_key_b64")
     @classmethod

@@ -119,8 +119,7 @@ SAFE_PATH = re.compile(r"(/[A-Za-z0-9._-]+)+")
 def check_safe_path(value: str) -> str:
     """``value`` if it is an absolute path of ``[A-Za-z0-9._-]`` parts without ``..``; else ValueError."""
     if not SAFE_PATH.fullmatch(value) or ".." in value.split("/"):
-        raise ValueError(f"{value!r} must be an absolute path of letters, digits, '.', '_', '-' "
-                         "(boot scripts use it)")
+        raise ValueError(f"{value!r} must be an absolute path of letters, digits, '.', '_', '-' (boot scripts use it)")
     return value
 
 
@@ -153,9 +152,12 @@ class SlurmSpec(_Model):
 
 
 class KubernetesSpec(_Model):
-    ingress: bool = Field(False, description="Install k3s's Traefik ingress and ServiceLB load balancer (they "
-                          "listen on 80/443 and on every Service's NodePort). Off: k3s runs without them, and "
-                          "the node firewall keeps those ports closed either way.")
+    ingress: bool = Field(
+        False,
+        description="Install k3s's Traefik ingress and ServiceLB load balancer (they "
+        "listen on 80/443 and on every Service's NodePort). Off: k3s runs without them, and "
+        "the node firewall keeps those ports closed either way.",
+    )
 
 
 class ProvidersSpec(_Model):
@@ -189,10 +191,13 @@ def _money_json(value: Decimal) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
-Budget = Annotated[Decimal, BeforeValidator(_money_number),
-                   Field(ge=0, le=Decimal(repr(MAX_QUANTITY)), allow_inf_nan=False),
-                   PlainSerializer(_money_json, when_used="json"),
-                   WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_QUANTITY})]
+Budget = Annotated[
+    Decimal,
+    BeforeValidator(_money_number),
+    Field(ge=0, le=Decimal(repr(MAX_QUANTITY)), allow_inf_nan=False),
+    PlainSerializer(_money_json, when_used="json"),
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": MAX_QUANTITY}),
+]
 """USD, exact: compared with the cluster's price without rounding (docs/cost-model.md)."""
 
 
@@ -201,9 +206,11 @@ class PricingSpec(_Model):
     max_hourly_usd: Budget | None = Field(None, description="Cap on the cluster's hourly price (USD, exact).")
     max_total_usd: Budget | None = Field(None, description="Cap on the expected total cost (USD, exact).")
     reservations: bool = Field(
-        False, description="Rank reservations the adapter can buy (AWS EC2 Capacity Blocks for ML: a block of "
+        False,
+        description="Rank reservations the adapter can buy (AWS EC2 Capacity Blocks for ML: a block of "
         "whole days, paid upfront and non-refundable, starting at the offering's start time) next to the other "
-        "options; false lists them under Quote only.")
+        "options; false lists them under Quote only.",
+    )
 
 
 class ReliabilitySpec(_Model):
@@ -234,8 +241,7 @@ class DatasetSpec(_Model):
     def _location(cls, value: str) -> str:
         if not _LOCATION.match(value):
             raise ValueError(
-                "expected PROVIDER:REGION (aws:us-east-1), s3://bucket, gs://bucket, "
-                "internet, local or none"
+                "expected PROVIDER:REGION (aws:us-east-1), s3://bucket, gs://bucket, internet, local or none"
             )
         return value
 
@@ -262,24 +268,25 @@ class WorkloadSpec(_Model):
 
 
 class LifetimeSpec(_Model):
-    ttl_hours: PositiveFloat | None = Field(
-        None, description="Hard limit: every node powers off after this long."
-    )
+    ttl_hours: PositiveFloat | None = Field(None, description="Hard limit: every node powers off after this long.")
     idle_timeout_minutes: PositiveFloat | None = None
 
 
 class AccessSpec(_Model):
     ssh_public_key: str | None = None
     allowed_cidrs: list[str] = Field(
-        default_factory=empty_list, description="Where SSH (tcp/22) to the nodes is allowed from (CIDR blocks). Empty, "
+        default_factory=empty_list,
+        description="Where SSH (tcp/22) to the nodes is allowed from (CIDR blocks). Empty, "
         "the default: from nowhere outside the cluster; up and burst reach the nodes over SSH, so they refuse "
-        "until it is set (e.g. [203.0.113.7/32], this machine's public address). 0.0.0.0/0 opens SSH to all.")
+        "until it is set (e.g. [203.0.113.7/32], this machine's public address). 0.0.0.0/0 opens SSH to all.",
+    )
 
     @field_validator("ssh_public_key")
     @classmethod
     def _ssh_key(cls, value: str | None) -> str | None:
-        if value is not None and (not value.isprintable()
-                                  or not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-\S+) \S+", value)):
+        if value is not None and (
+            not value.isprintable() or not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-\S+) \S+", value)
+        ):
             raise ValueError("expected an OpenSSH public key (ssh-ed25519 AAAA... or ssh-rsa AAAA...)")
         return value
 
@@ -297,16 +304,19 @@ class AccessSpec(_Model):
 class ClusterSpec(_Model):
     """A whole cluster request. Field names are the YAML keys."""
 
-    name: str = Field(description="Cluster name: 2-40 lowercase letters, digits and dashes.",
-                      json_schema_extra={"pattern": f"^{NAME_PATTERN}$"})
+    name: str = Field(
+        description="Cluster name: 2-40 lowercase letters, digits and dashes.",
+        json_schema_extra={"pattern": f"^{NAME_PATTERN}$"},
+    )
     gpus: GpuSpec
     nodes: NodesSpec = Field(default_factory=NodesSpec)
     interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     control_plane: ControlPlane = ControlPlane.NONE
     slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Options for control_plane: slurm.")
-    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec,
-                                       description="Options for control_plane: kubernetes.")
+    kubernetes: KubernetesSpec = Field(
+        default_factory=KubernetesSpec, description="Options for control_plane: kubernetes."
+    )
     providers: ProvidersSpec = Field(default_factory=ProvidersSpec)
     pricing: PricingSpec = Field(default_factory=PricingSpec)
     reliability: ReliabilitySpec = Field(default_factory=ReliabilitySpec)
@@ -347,9 +357,7 @@ def spec_problems(spec: ClusterSpec) -> Iterator[tuple[str, str]]:
         yield "providers.deny", f"{', '.join(sorted(overlap))} is both allowed and denied"
     ttl = spec.lifetime.ttl_hours
     if ttl is not None and ttl < spec.workload.hours:
-        yield "lifetime.ttl_hours", (
-            f"TTL {ttl:g} h is shorter than the expected run of {spec.workload.hours:g} h"
-        )
+        yield "lifetime.ttl_hours", (f"TTL {ttl:g} h is shorter than the expected run of {spec.workload.hours:g} h")
     shared = spec.storage.shared
     if shared.kind != SharedFsKind.NONE and shared.size_gib <= 0:
         yield "storage.shared.size_gib", f"a {shared.kind.value} filesystem needs a size > 0"

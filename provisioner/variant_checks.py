@@ -24,21 +24,37 @@ from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, Fabric
 
 NEEDED: tuple[Capability, ...] = (
-    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
-    Capability.CLUSTER_PRODUCT, Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP,
-    Capability.FABRIC_IB, Capability.FABRIC_EFA, Capability.FABRIC_ROCE,
+    Capability.ON_DEMAND,
+    Capability.SPOT,
+    Capability.MULTI_NODE,
+    Capability.PRIVATE_NETWORK,
+    Capability.CLUSTER_PRODUCT,
+    Capability.USER_DATA,
+    Capability.SCRIPT_BOOTSTRAP,
+    Capability.SSH_BOOTSTRAP,
+    Capability.FABRIC_IB,
+    Capability.FABRIC_EFA,
+    Capability.FABRIC_ROCE,
 )
 """Capabilities an option may need, in the order the first missing one is named."""
 NO_ADAPTER = len(NEEDED)
 """ADAPTER sub-code: the provider has no adapter at all in this installation."""
-_FABRIC_CAPABILITY = {Fabric.INFINIBAND: Capability.FABRIC_IB, Fabric.EFA: Capability.FABRIC_EFA,
-                      Fabric.ROCE: Capability.FABRIC_ROCE}
+_FABRIC_CAPABILITY = {
+    Fabric.INFINIBAND: Capability.FABRIC_IB,
+    Fabric.EFA: Capability.FABRIC_EFA,
+    Fabric.ROCE: Capability.FABRIC_ROCE,
+}
 
 Capabilities = Mapping[str, frozenset[Capability]]
 
 
 def missing_capability(
-    spec: ClusterSpec, table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool, capabilities: Capabilities,
+    spec: ClusterSpec,
+    table: OfferTable,
+    rows: np.ndarray,
+    nodes: np.ndarray,
+    spot: bool,
+    capabilities: Capabilities,
 ) -> np.ndarray:
     """Per candidate: -1 when its provider's adapter declares everything it needs, else the index in
     ``NEEDED`` of the first missing capability (``NO_ADAPTER`` when the provider has no adapter)."""
@@ -52,7 +68,8 @@ def missing_capability(
     purchase = v["purchase"][rows]
     bootstrap = v["bootstrap"][rows]
     private = (network == ENUMS["network"].index(Network.PRIVATE)) | (
-        network == ENUMS["network"].index(Network.PARTITION))
+        network == ENUMS["network"].index(Network.PARTITION)
+    )
     wanted_fabric = _FABRIC_CAPABILITY.get(Fabric(spec.interconnect.fabric))
     needs: dict[Capability, np.ndarray | bool] = {
         Capability.ON_DEMAND: not spot,
@@ -77,8 +94,9 @@ QUOTA_SLOTS = 256
 (a provider's quotas past the first QUOTA_SLOTS are not checked)."""
 
 
-def quota_refusals(table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool,
-                   infos: list[ProviderInfo]) -> np.ndarray:
+def quota_refusals(
+    table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot: bool, infos: list[ProviderInfo]
+) -> np.ndarray:
     """Per candidate: -1 when every quota its (provider, region, instance type) counts against has
     room for ``nodes`` of it bought ``spot`` or not, else the QUOTA sub-code of the first one short.
 
@@ -99,8 +117,11 @@ def quota_refusals(table: OfferTable, rows: np.ndarray, nodes: np.ndarray, spot:
             covered = np.array([t in names for t in types], dtype=bool)
             r = rows[mine]
             per_node = table["vcpus" if quota.unit == "vcpus" else "gpus"][r].astype(np.int64)
-            short = in_region[table["region"][r]] & covered[table["instance_type"][r]] & (
-                nodes[mine] * per_node > quota.available)
+            short = (
+                in_region[table["region"][r]]
+                & covered[table["instance_type"][r]]
+                & (nodes[mine] * per_node > quota.available)
+            )
             out[mine[short]] = p * QUOTA_SLOTS + q
     return out
 
@@ -167,8 +188,18 @@ def variant_checks(s: VariantSetup, alive: np.ndarray, k: int, spot: bool) -> Ch
         rate = np.where(np.isnan(spot_rate), fallback, spot_rate)
     else:
         rate = table["interruptions_per_node_hour"][rows]
-    ctx = Pricing(spec=spec, table=table, infos=s.infos, rows=rows, nodes=nodes[sold].astype(np.int64),
-                  hourly_micro=h, hourly_rest=h_rest, rate=rate, hours=s.hours, provider_infos=s.provider_infos)
+    ctx = Pricing(
+        spec=spec,
+        table=table,
+        infos=s.infos,
+        rows=rows,
+        nodes=nodes[sold].astype(np.int64),
+        hourly_micro=h,
+        hourly_rest=h_rest,
+        rate=rate,
+        hours=s.hours,
+        provider_infos=s.provider_infos,
+    )
     terms = {name: np.minimum(term(ctx), CENT_CAP) for name, term in TERMS.items()}
     run_total = sum(terms.values(), np.zeros(len(rows), dtype=np.int64))
     over_hourly = np.zeros(len(rows), dtype=bool)
@@ -180,8 +211,12 @@ def variant_checks(s: VariantSetup, alive: np.ndarray, k: int, spot: bool) -> Ch
     too_short = s.short_block[rows]
     at = np.flatnonzero(sold)
     # Applied last-first, so the lowest failed stage is the one recorded.
-    for check, failed in ((Stage.BLOCK_HOURS, too_short), (Stage.QUOTA, quota), (Stage.MAX_TOTAL, over_total),
-                          (Stage.MAX_HOURLY, over_hourly)):
+    for check, failed in (
+        (Stage.BLOCK_HOURS, too_short),
+        (Stage.QUOTA, quota),
+        (Stage.MAX_TOTAL, over_total),
+        (Stage.MAX_HOURLY, over_hourly),
+    ):
         late[at[failed]] = check
         failures[at[failed]] += 1
     late_sub[at[quota & (late[at] == Stage.QUOTA)]] = short[quota & (late[at] == Stage.QUOTA)]
@@ -190,8 +225,18 @@ def variant_checks(s: VariantSetup, alive: np.ndarray, k: int, spot: bool) -> Ch
     late[~sold] = Stage.PRICING_MODE
     late_sub[~sold] = k
     failures[~sold] += 1
-    return Checked(late=late, late_sub=late_sub, failures=failures, rows=rows, terms=terms, boot=boot_cents(ctx),
-                   total=run_total, hourly=h, hourly_rest=h_rest, expected=rate * ctx.nodes * spec.workload.hours)
+    return Checked(
+        late=late,
+        late_sub=late_sub,
+        failures=failures,
+        rows=rows,
+        terms=terms,
+        boot=boot_cents(ctx),
+        total=run_total,
+        hourly=h,
+        hourly_rest=h_rest,
+        expected=rate * ctx.nodes * spec.workload.hours,
+    )
 
 
 def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilities | None) -> np.ndarray:
@@ -202,11 +247,23 @@ def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilit
         return np.zeros(len(table), dtype=bool)
     found = (table["purchase"] == ENUMS["purchase"].index(Purchase.RESERVATION)) & (table["block_hours"] > 0)
     if capabilities is not None:
-        has = np.array([Capability.RESERVATION in capabilities.get(p, frozenset())
-                        for p in table.dictionary("provider")], dtype=bool)
+        has = np.array(
+            [Capability.RESERVATION in capabilities.get(p, frozenset()) for p in table.dictionary("provider")],
+            dtype=bool,
+        )
         found &= has[table["provider"]] if len(has) else False
     return found
 
 
-__all__ = ["NEEDED", "NO_ADAPTER", "QUOTA_SLOTS", "Capabilities", "Checked", "VariantSetup", "buyable_blocks",
-           "missing_capability", "quota_refusals", "variant_checks"]
+__all__ = [
+    "NEEDED",
+    "NO_ADAPTER",
+    "QUOTA_SLOTS",
+    "Capabilities",
+    "Checked",
+    "VariantSetup",
+    "buyable_blocks",
+    "missing_capability",
+    "quota_refusals",
+    "variant_checks",
+]

@@ -111,8 +111,10 @@ def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
     marks = spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path))
     line, column = locate(field, marks) if field else (1, 1)
     count = sum(group.count for group in groups)
-    message = f"no offer fits: {blamed.reason} ({blamed.provider} {blamed.instance_type}; " \
-              f"{count} rejected, see --explain){quoted_note(getattr(exc, 'quotes', None) or [])}"
+    message = (
+        f"no offer fits: {blamed.reason} ({blamed.provider} {blamed.instance_type}; "
+        f"{count} rejected, see --explain){quoted_note(getattr(exc, 'quotes', None) or [])}"
+    )
     error = SpecError(message, path=field, file=str(spec_path), line=line, column=column)
     error.exit_code = NoFeasibleOfferError.exit_code  # located like a spec error; the spec is valid: exit 3
     return error
@@ -149,8 +151,14 @@ def plan_report(
                 # the CLI prints this report (every rejection under --explain; the quote-only
                 # products that fit, with how to obtain them), then the error line (exit 3)
                 empty = unplannable_result(spec, catalog.as_of, catalog.origin, no_fit)
-                error.report = render_report(empty, fmt, top=top, explain=True, width=terminal_width(),  # type: ignore[attr-defined]
-                                             meta=meta)
+                error.report = render_report(  # type: ignore[attr-defined]
+                    empty,
+                    fmt,
+                    top=top,
+                    explain=True,
+                    width=terminal_width(),
+                    meta=meta,
+                )
             raise
     if save_plan_to is not None:
         save_plan(results[0].to_plan(), save_plan_to)
@@ -158,8 +166,7 @@ def plan_report(
         docs = [json.loads(render_report(result, "json", top=top, explain=explain, meta=meta)) for result in results]
         return json.dumps(docs, indent=2) + "\n"
     width = terminal_width()
-    return "\n".join(render_report(result, fmt, top=top, explain=explain, width=width, meta=meta)
-                     for result in results)
+    return "\n".join(render_report(result, fmt, top=top, explain=explain, width=width, meta=meta) for result in results)
 
 
 def report_meta() -> ReportMeta:
@@ -212,8 +219,9 @@ def load_topology(path: Path) -> dict[str, list[str]]:
         text = path.read_text(encoding="utf-8")
         deep = deep_nesting_at(text)
         if deep is not None:
-            raise SpecError(f"the document nests more than {MAX_DEPTH} levels deep", file=str(path),
-                            line=deep[0], column=deep[1])
+            raise SpecError(
+                f"the document nests more than {MAX_DEPTH} levels deep", file=str(path), line=deep[0], column=deep[1]
+            )
         data = yaml.safe_load(text)
     except OSError as exc:
         raise SpecError(f"cannot read topology: {exc.strerror}", file=str(path)) from None
@@ -224,7 +232,9 @@ def load_topology(path: Path) -> dict[str, list[str]]:
     except yaml.YAMLError as exc:
         raise SpecError(f"cannot read topology: {' '.join(str(exc).split())}", file=str(path)) from None
     valid = isinstance(data, dict) and all(
-        isinstance(node, str) and isinstance(switches, list) and switches
+        isinstance(node, str)
+        and isinstance(switches, list)
+        and switches
         and all(isinstance(s, str) and s for s in switches)
         for node, switches in data.items()
     )

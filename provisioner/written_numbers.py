@@ -22,8 +22,9 @@ _OUT_OF_RANGE = -2
 ``problems`` refuses it at its row."""
 
 
-def written_units(joined: bytes, n: int, places: int, origin: str, name: str, base: int, *,
-                  null: int | None) -> np.ndarray:
+def written_units(
+    joined: bytes, n: int, places: int, origin: str, name: str, base: int, *, null: int | None
+) -> np.ndarray:
     """The ``n`` values of ``joined`` (each written as a JSON number or string, one per line) in int64
     units of 10^-places USD, exactly.
 
@@ -55,16 +56,23 @@ def written_units(joined: bytes, n: int, places: int, origin: str, name: str, ba
     point = np.where(dots == 1, (dot * _AT[:width, None]).sum(0, dtype=np.int64) - quoted, size)
     decimals = np.where(dots == 1, size - point - 1, 0)
     first = m[np.minimum(quoted, max(width - 1, 0)), np.arange(n)] if width else np.zeros(n, dtype=np.uint8)
-    plain = (length <= _WIDTH) & (digits + dots == size) & (dots <= 1) & (point >= 1) \
-        & (point <= _WHOLE_DIGITS) & ((dots == 0) | (decimals >= 1)) & (decimals <= places) \
-        & ((first != ord("0")) | (point == 1))  # 01.5 is read by Decimal
+    plain = (
+        (length <= _WIDTH)
+        & (digits + dots == size)
+        & (dots <= 1)
+        & (point >= 1)
+        & (point <= _WHOLE_DIGITS)
+        & ((dots == 0) | (decimals >= 1))
+        & (decimals <= places)
+        & ((first != ord("0")) | (point == 1))
+    )  # 01.5 is read by Decimal
     units *= _POWERS[np.clip(places - decimals, 0, places)]
     if null is not None and width >= 4:  # JSON null (an absent price is written as one)
         nulls = (length == 4) & (m[0] == ord("n")) & (m[1] == ord("u")) & (m[2] == ord("l")) & (m[3] == ord("l"))
         units[nulls] = null
         plain |= nulls
     for i in np.flatnonzero(~plain).tolist():
-        units[i] = _exotic(joined[starts[i]:ends[i]].strip(b'"'), places, origin, f"offers[{base + i}].{name}")
+        units[i] = _exotic(joined[starts[i] : ends[i]].strip(b'"'), places, origin, f"offers[{base + i}].{name}")
     return units
 
 

@@ -75,10 +75,14 @@ def _image(args: ClusterArgs, opts: pulumi.InvokeOptions) -> pulumi.Input[str]:
     if args.image:
         return args.image
     ami = aws.ec2.get_ami_output(
-        most_recent=True, owners=["amazon"],
-        filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[DEFAULT_IMAGE_NAME]),
-                 aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"])],
-        opts=opts)
+        most_recent=True,
+        owners=["amazon"],
+        filters=[
+            aws.ec2.GetAmiFilterArgs(name="name", values=[DEFAULT_IMAGE_NAME]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+        ],
+        opts=opts,
+    )
     return ami.id
 
 
@@ -87,12 +91,21 @@ def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]
     v6 = [c for c in cidrs if ":" in c]
     rules = []
     if v4:
-        rules.append(aws.ec2.SecurityGroupIngressArgs(
-            description="SSH from access.allowed_cidrs", protocol="tcp", from_port=22, to_port=22, cidr_blocks=v4))
+        rules.append(
+            aws.ec2.SecurityGroupIngressArgs(
+                description="SSH from access.allowed_cidrs", protocol="tcp", from_port=22, to_port=22, cidr_blocks=v4
+            )
+        )
     if v6:
-        rules.append(aws.ec2.SecurityGroupIngressArgs(
-            description="SSH from access.allowed_cidrs (IPv6)", protocol="tcp", from_port=22, to_port=22,
-            ipv6_cidr_blocks=v6))
+        rules.append(
+            aws.ec2.SecurityGroupIngressArgs(
+                description="SSH from access.allowed_cidrs (IPv6)",
+                protocol="tcp",
+                from_port=22,
+                to_port=22,
+                ipv6_cidr_blocks=v6,
+            )
+        )
     return rules
 
 
@@ -107,23 +120,54 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
     def named(suffix: str) -> dict[str, str]:
         return {**tags, "Name": f"{cid}-{suffix}"}
 
-    vpc = aws.ec2.Vpc(f"{cid}-vpc", cidr_block=VPC_CIDR, enable_dns_hostnames=True, enable_dns_support=True,
-                      tags=named("vpc"), opts=child)
+    vpc = aws.ec2.Vpc(
+        f"{cid}-vpc",
+        cidr_block=VPC_CIDR,
+        enable_dns_hostnames=True,
+        enable_dns_support=True,
+        tags=named("vpc"),
+        opts=child,
+    )
     igw = aws.ec2.InternetGateway(f"{cid}-igw", vpc_id=vpc.id, tags=named("igw"), opts=child)
-    subnet = aws.ec2.Subnet(f"{cid}-subnet", vpc_id=vpc.id, cidr_block=SUBNET_CIDR,
-                            availability_zone=args.zone, tags=named("subnet"), opts=child)
-    routes = aws.ec2.RouteTable(f"{cid}-routes", vpc_id=vpc.id, tags=named("routes"),
-                                routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
-                                opts=child)
+    subnet = aws.ec2.Subnet(
+        f"{cid}-subnet",
+        vpc_id=vpc.id,
+        cidr_block=SUBNET_CIDR,
+        availability_zone=args.zone,
+        tags=named("subnet"),
+        opts=child,
+    )
+    routes = aws.ec2.RouteTable(
+        f"{cid}-routes",
+        vpc_id=vpc.id,
+        tags=named("routes"),
+        routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+        opts=child,
+    )
     aws.ec2.RouteTableAssociation(f"{cid}-routes-assoc", route_table_id=routes.id, subnet_id=subnet.id, opts=child)
     group = aws.ec2.SecurityGroup(
-        f"{cid}-sg", vpc_id=vpc.id, description=f"cluster {cid}: SSH from allowed CIDRs, all within the group",
-        ingress=[*_ssh_rules(args.allowed_cidrs),
-                 aws.ec2.SecurityGroupIngressArgs(description="all traffic within the cluster", protocol="-1",
-                                                  from_port=0, to_port=0, self=True)],
-        egress=[aws.ec2.SecurityGroupEgressArgs(description="all egress", protocol="-1", from_port=0, to_port=0,
-                                                cidr_blocks=["0.0.0.0/0"], ipv6_cidr_blocks=["::/0"])],
-        tags=named("sg"), opts=child)
+        f"{cid}-sg",
+        vpc_id=vpc.id,
+        description=f"cluster {cid}: SSH from allowed CIDRs, all within the group",
+        ingress=[
+            *_ssh_rules(args.allowed_cidrs),
+            aws.ec2.SecurityGroupIngressArgs(
+                description="all traffic within the cluster", protocol="-1", from_port=0, to_port=0, self=True
+            ),
+        ],
+        egress=[
+            aws.ec2.SecurityGroupEgressArgs(
+                description="all egress",
+                protocol="-1",
+                from_port=0,
+                to_port=0,
+                cidr_blocks=["0.0.0.0/0"],
+                ipv6_cidr_blocks=["::/0"],
+            )
+        ],
+        tags=named("sg"),
+        opts=child,
+    )
     placement = None
     block = args.capacity_reservation_id
     if len(args.nodes) > 1 and block is None:  # a Capacity Block's capacity is placed by EC2 already
@@ -138,56 +182,96 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         key_name=key.key_name if key is not None else None,
         instance_initiated_shutdown_behavior="terminate",
         placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement.name, availability_zone=args.zone)
-        if placement is not None else None,
+        if placement is not None
+        else None,
         network_interfaces=[
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                network_card_index=nic.network_card_index, device_index=nic.device_index,
-                interface_type=nic.interface_type, subnet_id=subnet.id, security_groups=[group.id],
-                delete_on_termination="true")
-            for nic in efa_layout(args.instance_type)],
+                network_card_index=nic.network_card_index,
+                device_index=nic.device_index,
+                interface_type=nic.interface_type,
+                subnet_id=subnet.id,
+                security_groups=[group.id],
+                delete_on_termination="true",
+            )
+            for nic in efa_layout(args.instance_type)
+        ],
         instance_market_options=aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-        if block is not None else aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
-            market_type="spot", spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
-                instance_interruption_behavior="terminate", spot_instance_type="one-time"))
-        if args.spot else None,
+        if block is not None
+        else aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="spot",
+            spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                instance_interruption_behavior="terminate", spot_instance_type="one-time"
+            ),
+        )
+        if args.spot
+        else None,
         capacity_reservation_specification=aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
             capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                capacity_reservation_id=block)) if block is not None else None,
+                capacity_reservation_id=block
+            )
+        )
+        if block is not None
+        else None,
         # The direct adapter's METADATA_OPTIONS: IMDSv2 only, hop limit 1 (no token for a container or pod).
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-            http_endpoint=METADATA_OPTIONS["HttpEndpoint"], http_tokens=METADATA_OPTIONS["HttpTokens"],
-            http_put_response_hop_limit=METADATA_OPTIONS["HttpPutResponseHopLimit"]),
-        block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-            device_name="/dev/sda1", ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                volume_size=ROOT_VOLUME_GIB, volume_type="gp3", delete_on_termination="true"))],
-        tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
-                            for kind in ("instance", "volume", "network-interface")],
-        tags=named("lt"), opts=child)
+            http_endpoint=METADATA_OPTIONS["HttpEndpoint"],
+            http_tokens=METADATA_OPTIONS["HttpTokens"],
+            http_put_response_hop_limit=METADATA_OPTIONS["HttpPutResponseHopLimit"],
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/sda1",
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=ROOT_VOLUME_GIB, volume_type="gp3", delete_on_termination="true"
+                ),
+            )
+        ],
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+            for kind in ("instance", "volume", "network-interface")
+        ],
+        tags=named("lt"),
+        opts=child,
+    )
     shared = None
     if args.shared_fs is not None:
         lustre = aws.fsx.LustreFileSystem(
-            f"{cid}-fsx", deployment_type="SCRATCH_2", storage_capacity=fsx_capacity_gib(args.shared_fs.size_gib),
-            subnet_ids=subnet.id, security_group_ids=[group.id], tags=named("fsx"), opts=child)
+            f"{cid}-fsx",
+            deployment_type="SCRATCH_2",
+            storage_capacity=fsx_capacity_gib(args.shared_fs.size_gib),
+            subnet_ids=subnet.id,
+            security_group_ids=[group.id],
+            tags=named("fsx"),
+            opts=child,
+        )
         mount_path = args.shared_fs.mount_path
         shared = pulumi.Output.all(lustre.dns_name, lustre.mount_name).apply(
-            lambda v: {"kind": "fsx-lustre", "target": f"{v[0]}@tcp:/{v[1]}", "mount_path": mount_path})
+            lambda v: {"kind": "fsx-lustre", "target": f"{v[0]}@tcp:/{v[1]}", "mount_path": mount_path}
+        )
         target = shared.apply(lambda fs: fs["target"])
-        user_data = {name: pulumi.Output.all(text, target).apply(lambda v: with_shared_fs_target(v[0], v[1]))
-                     for name, text in user_data.items()}
+        user_data = {
+            name: pulumi.Output.all(text, target).apply(lambda v: with_shared_fs_target(v[0], v[1]))
+            for name, text in user_data.items()
+        }
     built: list[BuiltNode] = []
     for node in args.nodes:
         instance = aws.ec2.Instance(
             node.name,
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(
-                id=template.id, version=template.latest_version.apply(str)),
+                id=template.id, version=template.latest_version.apply(str)
+            ),
             instance_initiated_shutdown_behavior="terminate",
             user_data_base64=user_data[node.name].apply(compressed_user_data) if node.name in user_data else None,
             tags={**tags, NODE_TAG: node.name, "Name": node.name, ROLE_TAG: node.role},
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[routes, igw])))
-        address = aws.ec2.Eip(f"{node.name}-eip", domain="vpc",
-                              network_interface=instance.primary_network_interface_id,
-                              tags=named(f"{node.name}-eip"),
-                              opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])))
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[routes, igw])),
+        )
+        address = aws.ec2.Eip(
+            f"{node.name}-eip",
+            domain="vpc",
+            network_interface=instance.primary_network_interface_id,
+            tags=named(f"{node.name}-eip"),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[igw])),
+        )
         built.append(BuiltNode(node.name, node.role, address.public_ip, instance.private_ip, instance.id))
     return Built(built, shared)
 

@@ -46,20 +46,25 @@ def _neocloud_nodes(args: ClusterArgs) -> list[dict[str, Any]]:
     secret beside them) and with the login key, which may be an Output here."""
     nodes = []
     for node in args.nodes:
-        spec = node_spec(node, user_data=None, ssh_public_key=None, expires_at=args.expires_at,
-                         owner=args.owner)
-        item: dict[str, Any] = spec.model_dump(mode="json", exclude={"user_data", "ssh_public_key"},
-                                               exclude_none=True, exclude_defaults=True)
-        item.update(name=node.name, instance_type=node.instance_type, region=node.region, gpus=node.gpus,
-                    spot=node.spot)
+        spec = node_spec(node, user_data=None, ssh_public_key=None, expires_at=args.expires_at, owner=args.owner)
+        item: dict[str, Any] = spec.model_dump(
+            mode="json", exclude={"user_data", "ssh_public_key"}, exclude_none=True, exclude_defaults=True
+        )
+        item.update(
+            name=node.name, instance_type=node.instance_type, region=node.region, gpus=node.gpus, spot=node.spot
+        )
         if args.ssh_public_key is not None:
             item["ssh_public_key"] = args.ssh_public_key
         nodes.append(item)
     return nodes
 
 
-def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mapping[str, pulumi.Output[str]],
-                   adapter_options: Mapping[str, Any] | None = None) -> Built:
+def build_neocloud(
+    parent: pulumi.Resource,
+    args: ClusterArgs,
+    user_data: Mapping[str, pulumi.Output[str]],
+    adapter_options: Mapping[str, Any] | None = None,
+) -> Built:
     """The nodes through ``NeocloudNodes``, and the provider's firewall where it has one."""
     from provisioner.stacks.firewall import firewall_for
     from provisioner.stacks.neocloud import NeocloudNodes
@@ -70,10 +75,16 @@ def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mappin
     if user_data:
         secret = pulumi.Output.secret(pulumi.Output.all(**user_data))
     resource = NeocloudNodes(
-        f"{args.cluster_id}-nodes", provider=args.provider, cluster_id=args.cluster_id,
-        nodes=_neocloud_nodes(args), user_data=secret, adapter_options=adapter_options,
-        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-            depends_on=[firewall] if firewall is not None else None)))
+        f"{args.cluster_id}-nodes",
+        provider=args.provider,
+        cluster_id=args.cluster_id,
+        nodes=_neocloud_nodes(args),
+        user_data=secret,
+        adapter_options=adapter_options,
+        opts=pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[firewall] if firewall is not None else None)
+        ),
+    )
 
     def address_of(name: str, ips: pulumi.Output[list[str]]) -> pulumi.Output[str]:
         def pick(values: list[Any]) -> str:
@@ -82,9 +93,16 @@ def build_neocloud(parent: pulumi.Resource, args: ClusterArgs, user_data: Mappin
 
         return pulumi.Output.all(resource.node_names, ips).apply(pick)
 
-    built = [BuiltNode(node.name, node.role, address_of(node.name, resource.public_ips),
-                       address_of(node.name, resource.private_ips), address_of(node.name, resource.node_ids))
-             for node in args.nodes]
+    built = [
+        BuiltNode(
+            node.name,
+            node.role,
+            address_of(node.name, resource.public_ips),
+            address_of(node.name, resource.private_ips),
+            address_of(node.name, resource.node_ids),
+        )
+        for node in args.nodes
+    ]
     return Built(built)
 
 
@@ -103,9 +121,16 @@ class GpuCluster(pulumi.ComponentResource):
     shared_fs: pulumi.Output[Any]
     topology: pulumi.Output[Any]
 
-    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None, *,
-                 adapter_options: Mapping[str, Any] | None = None, plan: Plan | None = None,
-                 secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: ClusterArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        adapter_options: Mapping[str, Any] | None = None,
+        plan: Plan | None = None,
+        secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None = None,
+    ) -> None:
         """``plan`` and ``secrets`` (the plan ``args`` was built from, the secrets it was rendered
         with) give the cluster its ``ClusterTopology`` step (the SSH pass); without them the nodes
         get no secret and keep the placement guessed at render time."""
@@ -118,21 +143,35 @@ class GpuCluster(pulumi.ComponentResource):
         self.head_address = head.public_ip
         self.ssh_command = head.public_ip.apply(lambda ip: f"ssh {args.ssh_user}@{ip}" if ip else "")
         self.nodes = pulumi.Output.all(*[pulumi.Output.all(n.public_ip, n.private_ip) for n in built.nodes]).apply(
-            lambda pairs: [{"name": n.name, "role": n.role, "public_ip": pub or "", "private_ip": priv or ""}
-                           for n, (pub, priv) in zip(built.nodes, pairs, strict=True)])
+            lambda pairs: [
+                {"name": n.name, "role": n.role, "public_ip": pub or "", "private_ip": priv or ""}
+                for n, (pub, priv) in zip(built.nodes, pairs, strict=True)
+            ]
+        )
         self.hourly_usd = pulumi.Output.from_input(str(args.hourly_usd))
         self.expires_at = pulumi.Output.from_input(args.expires_text)
         self.shared_fs = built.shared_fs if built.shared_fs is not None else pulumi.Output.from_input(None)
         self.topology = self._topology(args, built, plan, secrets, adapter_options)
-        self.register_outputs({
-            "head_address": self.head_address, "ssh_command": self.ssh_command, "nodes": self.nodes,
-            "hourly_usd": self.hourly_usd, "expires_at": self.expires_at, "shared_fs": self.shared_fs,
-            "topology": self.topology,
-        })
+        self.register_outputs(
+            {
+                "head_address": self.head_address,
+                "ssh_command": self.ssh_command,
+                "nodes": self.nodes,
+                "hourly_usd": self.hourly_usd,
+                "expires_at": self.expires_at,
+                "shared_fs": self.shared_fs,
+                "topology": self.topology,
+            }
+        )
 
-    def _topology(self, args: ClusterArgs, built: Built, plan: Plan | None,
-                  secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None,
-                  adapter_options: Mapping[str, Any] | None) -> pulumi.Output[Any]:
+    def _topology(
+        self,
+        args: ClusterArgs,
+        built: Built,
+        plan: Plan | None,
+        secrets: ClusterSecrets | pulumi.Output[ClusterSecrets] | None,
+        adapter_options: Mapping[str, Any] | None,
+    ) -> pulumi.Output[Any]:
         """The ``ClusterTopology`` step (the SSH pass) after the nodes, where one applies; its ``topology``
         output. Every provider: the munge key and the k3s token reach the nodes only through it."""
         from provisioner.stacks.topology import ClusterTopology, secret_fields
@@ -143,14 +182,21 @@ class GpuCluster(pulumi.ComponentResource):
         if plan is None or secrets is None or not ssh_pass_nodes(plan) or len(ids) != len(built.nodes):
             return pulumi.Output.from_input({})
         fields = secrets.apply(secret_fields) if isinstance(secrets, pulumi.Output) else secret_fields(secrets)
-        step = ClusterTopology(f"{args.cluster_id}-topology", plan=plan, node_ids=ids,
-                               public_ips={node.name: node.public_ip for node in built.nodes}, secrets=fields,
-                               project=built.project, adapter_options=adapter_options,
-                               opts=pulumi.ResourceOptions(parent=self))
+        step = ClusterTopology(
+            f"{args.cluster_id}-topology",
+            plan=plan,
+            node_ids=ids,
+            public_ips={node.name: node.public_ip for node in built.nodes},
+            secrets=fields,
+            project=built.project,
+            adapter_options=adapter_options,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         return step.topology
 
-    def _build(self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]],
-               adapter_options: Mapping[str, Any] | None) -> Built:
+    def _build(
+        self, args: ClusterArgs, user_data: dict[str, pulumi.Output[str]], adapter_options: Mapping[str, Any] | None
+    ) -> Built:
         from provisioner.providers.registry import facts
 
         found = facts().get(args.provider)

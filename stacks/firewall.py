@@ -36,8 +36,9 @@ class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
 
     def __init__(self, adapter_options: Mapping[str, Any] | None = None) -> None:
         super().__init__()
-        self.adapter_options = {k: v for k, v in dict(adapter_options or {}).items()
-                                if k not in ("api_key", "transport")}
+        self.adapter_options = {
+            k: v for k, v in dict(adapter_options or {}).items() if k not in ("api_key", "transport")
+        }
 
     def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
         adapter: Any = get_provider(props["provider"], **self.adapter_options)
@@ -54,8 +55,9 @@ class NeocloudFirewallProvider(pulumi.dynamic.ResourceProvider):
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
         changed = [k for k in ("provider", "cluster_id", "region", "allowed_cidrs") if olds.get(k) != news.get(k)]
-        return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=[k for k in changed if k != "allowed_cidrs"],
-                                         delete_before_replace=True)
+        return pulumi.dynamic.DiffResult(
+            changes=bool(changed), replaces=[k for k in changed if k != "allowed_cidrs"], delete_before_replace=True
+        )
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
         return pulumi.dynamic.UpdateResult(self._apply(news))
@@ -75,21 +77,42 @@ class NeocloudFirewall(pulumi.dynamic.Resource, module="provisioner", name="Neoc
 
     firewall_id: pulumi.Output[str]
 
-    def __init__(self, resource_name: str, *, provider: str, cluster_id: str, region: str, allowed_cidrs: list[str],
-                 adapter_options: Mapping[str, Any] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {"provider": provider, "cluster_id": cluster_id, "region": region,
-                 "allowed_cidrs": list(allowed_cidrs), "firewall_id": None}
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        provider: str,
+        cluster_id: str,
+        region: str,
+        allowed_cidrs: list[str],
+        adapter_options: Mapping[str, Any] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        props = {
+            "provider": provider,
+            "cluster_id": cluster_id,
+            "region": region,
+            "allowed_cidrs": list(allowed_cidrs),
+            "firewall_id": None,
+        }
         super().__init__(NeocloudFirewallProvider(adapter_options), resource_name, props, opts)
 
 
-def firewall_for(parent: pulumi.Resource, args: ClusterArgs,
-                 adapter_options: Mapping[str, Any] | None = None) -> NeocloudFirewall | None:
+def firewall_for(
+    parent: pulumi.Resource, args: ClusterArgs, adapter_options: Mapping[str, Any] | None = None
+) -> NeocloudFirewall | None:
     """A ``NeocloudFirewall`` child of ``parent`` when the provider has one, else None."""
     if not has_firewall(args.provider):
         return None
-    return NeocloudFirewall(f"{args.cluster_id}-firewall", provider=args.provider, cluster_id=args.cluster_id,
-                            region=args.region, allowed_cidrs=list(args.allowed_cidrs), adapter_options=adapter_options,
-                            opts=pulumi.ResourceOptions(parent=parent))
+    return NeocloudFirewall(
+        f"{args.cluster_id}-firewall",
+        provider=args.provider,
+        cluster_id=args.cluster_id,
+        region=args.region,
+        allowed_cidrs=list(args.allowed_cidrs),
+        adapter_options=adapter_options,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
 
 
 __all__ = ["NeocloudFirewall", "NeocloudFirewallProvider", "firewall_for", "has_firewall"]

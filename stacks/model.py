@@ -147,8 +147,10 @@ def with_shared_fs_target(user_data: str, target: str) -> str:
     from email.mime.multipart import MIMEMultipart
     from email.mime.text import MIMEText
 
-    hook = (f"#cloud-boothook\n#!/bin/sh\nmkdir -p /etc/provisioner\n"
-            f"printf 'SHARED_FS_TARGET=%s\\n' '{target}' > {SHARED_FS_ENV}\n")
+    hook = (
+        f"#cloud-boothook\n#!/bin/sh\nmkdir -p /etc/provisioner\n"
+        f"printf 'SHARED_FS_TARGET=%s\\n' '{target}' > {SHARED_FS_ENV}\n"
+    )
     # A fixed boundary: the same inputs give the same bytes, so `pulumi up` sees no change.
     boundary = "provisioner-" + hashlib.sha256(f"{hook}\0{user_data}".encode()).hexdigest()[:32]
     message = MIMEMultipart(boundary=boundary)
@@ -206,23 +208,39 @@ def cluster_args(
         offered = ", ".join(name for name, found in facts().items() if found.flex_start)
         raise PlanError(f"flex-start provisioning is offered on {offered} only; this plan is on {option.provider}")
     if option.offer.block_hours and not capacity_reservation_id:
-        raise PlanError(f"the plan is an EC2 Capacity Block ({option.offer.block_hours} h, paid upfront): buy it "
-                        "first (provisioner up --engine direct buys and uses it; or aws ec2 purchase-capacity-block) "
-                        "and set provisioner:capacityReservationId to its reservation id")
+        raise PlanError(
+            f"the plan is an EC2 Capacity Block ({option.offer.block_hours} h, paid upfront): buy it "
+            "first (provisioner up --engine direct buys and uses it; or aws ec2 purchase-capacity-block) "
+            "and set provisioner:capacityReservationId to its reservation id"
+        )
     if capacity_reservation_id and not option.offer.block_hours:
         raise PlanError("provisioner:capacityReservationId is set but the plan is not a Capacity Block")
     shared = plan.spec.storage.shared
     ttl = plan.spec.lifetime.ttl_hours
     return ClusterArgs(
-        cluster_id=plan.cluster_id, provider=option.provider, region=option.region, zone=option.zone,
-        instance_type=option.instance_type, gpus_per_node=option.gpus_per_node, spot=option.spot,
-        bootstrap=option.bootstrap, nodes=plan.nodes, allowed_cidrs=tuple(plan.spec.access.allowed_cidrs),
-        ssh_public_key=ssh_public_key or plan.spec.access.ssh_public_key, owner=owner, expires_at=expires_at,
-        ttl_seconds=None if ttl is None else math.ceil(ttl * 3600), hourly_usd=option.hourly_usd,
+        cluster_id=plan.cluster_id,
+        provider=option.provider,
+        region=option.region,
+        zone=option.zone,
+        instance_type=option.instance_type,
+        gpus_per_node=option.gpus_per_node,
+        spot=option.spot,
+        bootstrap=option.bootstrap,
+        nodes=plan.nodes,
+        allowed_cidrs=tuple(plan.spec.access.allowed_cidrs),
+        ssh_public_key=ssh_public_key or plan.spec.access.ssh_public_key,
+        owner=owner,
+        expires_at=expires_at,
+        ttl_seconds=None if ttl is None else math.ceil(ttl * 3600),
+        hourly_usd=option.hourly_usd,
         local_nvme_gib=option.offer.local_nvme_gib,
         shared_fs=SharedFs(math.ceil(shared.size_gib), shared.mount_path)
-        if shared.kind is SharedFsKind.MANAGED else None,
-        image=image, flex_start=flex_start, capacity_reservation_id=capacity_reservation_id, user_data=user_data,
+        if shared.kind is SharedFsKind.MANAGED
+        else None,
+        image=image,
+        flex_start=flex_start,
+        capacity_reservation_id=capacity_reservation_id,
+        user_data=user_data,
     )
 
 

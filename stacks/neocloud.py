@@ -82,7 +82,8 @@ def normalize_props(props: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(nodes, list | tuple):
         out["nodes"] = [
             {k: (_as_int(v) if k in _INT_NODE_FIELDS else v) for k, v in node.items()}
-            if isinstance(node, Mapping) else node
+            if isinstance(node, Mapping)
+            else node
             for node in nodes
         ]
     return out
@@ -96,8 +97,10 @@ def _user_data_for(props: Mapping[str, Any], name: str) -> str | None:
 
 
 def _specs(props: Mapping[str, Any]) -> list[NodeSpec]:
-    return [NodeSpec(**{**dict(node), "user_data": _user_data_for(props, node["name"])})
-            for node in props.get("nodes") or []]
+    return [
+        NodeSpec(**{**dict(node), "user_data": _user_data_for(props, node["name"])})
+        for node in props.get("nodes") or []
+    ]
 
 
 def _outputs(props: Mapping[str, Any], nodes: Sequence[Node]) -> dict[str, Any]:
@@ -181,7 +184,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         if olds.get("user_data_sha256", "") != _sha256(news.get("user_data")):
             replaces.append("user_data")
         changed = bool(replaces) or [n["name"] for n in olds.get("nodes") or []] != [
-            n["name"] for n in news.get("nodes") or []]
+            n["name"] for n in news.get("nodes") or []
+        ]
         return pulumi.dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
@@ -213,8 +217,13 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         cluster_id = props["cluster_id"]
         try:
             ids = {node.id for node in delete_owned(adapter, cluster_id).deleted}  # never another owner's
-            wait_deleted(waiter(_interval(adapter)), adapter, cluster_id,
-                         timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S), ids=ids)
+            wait_deleted(
+                waiter(_interval(adapter)),
+                adapter,
+                cluster_id,
+                timeout_s=float(props.get("delete_timeout_s") or DEFAULT_DELETE_TIMEOUT_S),
+                ids=ids,
+            )
         except WaitTimeout as exc:
             left = ", ".join(f"{n.id} ({n.provider_state})" for n in exc.last or [])  # type: ignore[attr-defined]
             raise StackError(f"{props['provider']}: nodes of {cluster_id} still exist after delete: {left}") from None
@@ -229,8 +238,13 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         wanted = {spec.name for spec in specs}
         adapter.create_nodes(cluster_id, specs)
         try:
-            nodes = wait_running(waiter(_interval(adapter)), adapter, cluster_id, wanted,
-                                 timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S))
+            nodes = wait_running(
+                waiter(_interval(adapter)),
+                adapter,
+                cluster_id,
+                wanted,
+                timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S),
+            )
             return [node for node in nodes if node.name in wanted]
         except (WaitTimeout, StackError) as exc:
             note = ""
@@ -289,8 +303,12 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
             **{name: None for name in _OUTPUTS},
         }
         secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["user_data"])
-        super().__init__(NeocloudNodesProvider(adapter_options), resource_name, props,
-                         pulumi.ResourceOptions.merge(opts, secret_opts))
+        super().__init__(
+            NeocloudNodesProvider(adapter_options),
+            resource_name,
+            props,
+            pulumi.ResourceOptions.merge(opts, secret_opts),
+        )
 
 
 __all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "close_adapter", "normalize_props"]

@@ -91,12 +91,16 @@ def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple
         key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))
         return files, key, secrets
     kept, _ = load_or_create_secrets(_secrets_file(config, source))
-    return (render_cluster(plan, kept, private_cidrs=private),
-            kept.ssh_public_key or plan.spec.access.ssh_public_key, kept)
+    return (
+        render_cluster(plan, kept, private_cidrs=private),
+        kept.ssh_public_key or plan.spec.access.ssh_public_key,
+        kept,
+    )
 
 
-def build(config: pulumi.Config | None = None, *,
-          now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> GpuCluster:
+def build(
+    config: pulumi.Config | None = None, *, now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+) -> GpuCluster:
     """Register the cluster for the current stack and export its outputs. Raises ProvisionerError."""
     config = config or pulumi.Config("provisioner")
     plan, source = plan_from_config(config)
@@ -106,11 +110,20 @@ def build(config: pulumi.Config | None = None, *,
         expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
     except ValueError:
         raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
-    tokens = (secrets.apply(lambda s: hostkey_tokens(plan, s)) if hasattr(secrets, "apply")
-              else hostkey_tokens(plan, secrets))
-    args = cluster_args(plan, files, owner=config.get("owner") or owner_id(), expires_at=expires,
-                        ssh_public_key=key, image=config.get("image"), flex_start=config.get_bool("flexStart") or False,
-                        capacity_reservation_id=config.get("capacityReservationId"), hostkey_tokens=tokens)
+    tokens = (
+        secrets.apply(lambda s: hostkey_tokens(plan, s)) if hasattr(secrets, "apply") else hostkey_tokens(plan, secrets)
+    )
+    args = cluster_args(
+        plan,
+        files,
+        owner=config.get("owner") or owner_id(),
+        expires_at=expires,
+        ssh_public_key=key,
+        image=config.get("image"),
+        flex_start=config.get_bool("flexStart") or False,
+        capacity_reservation_id=config.get("capacityReservationId"),
+        hostkey_tokens=tokens,
+    )
     cluster = GpuCluster(plan.cluster_id, args, plan=plan, secrets=secrets)
     pulumi.export("cluster_id", plan.cluster_id)
     pulumi.export("provider", plan.option.provider)

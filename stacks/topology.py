@@ -105,8 +105,9 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
             plan = _plan(news)
         except ValidationError as exc:
             where = ".".join(str(part) for part in exc.errors()[0]["loc"])
-            return pulumi.dynamic.CheckResult(news, [pulumi.dynamic.CheckFailure(
-                "plan_json", f"not a plan ({where}: {exc.errors()[0]['msg']})")])
+            return pulumi.dynamic.CheckResult(
+                news, [pulumi.dynamic.CheckFailure("plan_json", f"not a plan ({where}: {exc.errors()[0]['msg']})")]
+            )
         if news.get("provider") != plan.option.provider:
             failures.append(pulumi.dynamic.CheckFailure("provider", f"the plan is for {plan.option.provider}"))
         if news.get("cluster_id") != plan.cluster_id:
@@ -123,8 +124,11 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
         return pulumi.dynamic.UpdateResult(self._apply(news))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.DiffResult:
-        changed = [key for key in ("provider", "cluster_id", "node_ids", "public_ips", "project")
-                   if olds.get(key) != news.get(key)]
+        changed = [
+            key
+            for key in ("provider", "cluster_id", "node_ids", "public_ips", "project")
+            if olds.get(key) != news.get(key)
+        ]
         if olds.get("plan_sha256") != _sha256(news.get("plan_json")):
             changed.append("plan_json")
         return pulumi.dynamic.DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
@@ -178,14 +182,22 @@ class ClusterTopologyProvider(pulumi.dynamic.ResourceProvider):
         adapter = self._adapter(plan, props)
         try:
             poll = float(getattr(adapter, "poll_interval_s", 5.0))
-            rt = Runtime(provider_for=lambda _name: adapter, emit=emit, timeouts=Timeouts(
-                running_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S), interval_s=poll,
-                max_interval_s=max(poll, 30.0)))
+            rt = Runtime(
+                provider_for=lambda _name: adapter,
+                emit=emit,
+                timeouts=Timeouts(
+                    running_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S),
+                    interval_s=poll,
+                    max_interval_s=max(poll, 30.0),
+                ),
+            )
             nodes = _running(rt, adapter, plan, props.get("node_ids") or {})
             silent = unanswerable(nodes.values()) if self.remote is None else []
             if silent:  # as the direct engine: say so now, not after the SSH timeouts
-                raise StackError(f"node(s) {', '.join(silent)} have documentation (TEST-NET) addresses where "
-                                 "no machine will ever answer SSH: a fake provider without nodes?")
+                raise StackError(
+                    f"node(s) {', '.join(silent)} have documentation (TEST-NET) addresses where "
+                    "no machine will ever answer SSH: a fake provider without nodes?"
+                )
             with self._remote(secrets, plan) as remote:
                 done = ssh_pass(rt, remote, adapter, plan, secrets, nodes)
         except WaitTimeout as exc:
@@ -202,8 +214,11 @@ def _running(rt: Any, adapter: Provider, plan: Plan, node_ids: Mapping[str, str]
     wanted = [node.name for node in plan.nodes]
 
     def mine(nodes: Sequence[Node]) -> dict[str, Node]:
-        return {node.name: node for node in nodes if node.name in wanted
-                and (node.name not in node_ids or _same_id(str(node_ids[node.name]), node))}
+        return {
+            node.name: node
+            for node in nodes
+            if node.name in wanted and (node.name not in node_ids or _same_id(str(node_ids[node.name]), node))
+        }
 
     def up(nodes: list[Node]) -> bool:
         found = mine(nodes)
@@ -212,8 +227,12 @@ def _running(rt: Any, adapter: Provider, plan: Plan, node_ids: Mapping[str, str]
             raise StackError(f"node(s) {', '.join(failed)} of {plan.cluster_id} failed")
         return all(name in found and found[name].status is NodeStatus.RUNNING for name in wanted)
 
-    listed = rt.wait(lambda: adapter.get_nodes(plan.cluster_id), up, timeout_s=rt.timeouts.running_s,
-                     what=f"the nodes of {plan.cluster_id} to run")
+    listed = rt.wait(
+        lambda: adapter.get_nodes(plan.cluster_id),
+        up,
+        timeout_s=rt.timeouts.running_s,
+        what=f"the nodes of {plan.cluster_id} to run",
+    )
     return mine(listed)
 
 
@@ -228,9 +247,14 @@ def _outputs(props: Mapping[str, Any], plan: Plan, done: Any, warnings: list[str
                 found = node_labels(plan, node.index, (done.topology or {}).get(node.name))
                 labels[node.name] = {key: found[key] for key in (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL)}
     outs = {key: props.get(key) for key in _RECORDED}
-    outs.update(plan_sha256=_sha256(props.get("plan_json")), topology=dict(done.topology or {}),
-                topology_conf=str(done.rendered.get("slurm/topology.conf", "")), node_labels=labels,
-                bootstrapped=list(done.nodes), warnings=warnings)
+    outs.update(
+        plan_sha256=_sha256(props.get("plan_json")),
+        topology=dict(done.topology or {}),
+        topology_conf=str(done.rendered.get("slurm/topology.conf", "")),
+        node_labels=labels,
+        bootstrapped=list(done.nodes),
+        warnings=warnings,
+    )
     return outs
 
 
@@ -247,30 +271,49 @@ class ClusterTopology(pulumi.dynamic.Resource, module="provisioner", name="Clust
     bootstrapped: pulumi.Output[list[str]]
     warnings: pulumi.Output[list[str]]
 
-    def __init__(self, resource_name: str, *, plan: Plan, node_ids: pulumi.Input[Mapping[str, Any]],
-                 public_ips: pulumi.Input[Mapping[str, Any]], secrets: pulumi.Input[Mapping[str, Any]],
-                 project: pulumi.Input[str] | None = None, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
-                 adapter_options: Mapping[str, Any] | None = None, remote: Any = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        resource_name: str,
+        *,
+        plan: Plan,
+        node_ids: pulumi.Input[Mapping[str, Any]],
+        public_ips: pulumi.Input[Mapping[str, Any]],
+        secrets: pulumi.Input[Mapping[str, Any]],
+        project: pulumi.Input[str] | None = None,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+        adapter_options: Mapping[str, Any] | None = None,
+        remote: Any = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         props: dict[str, Any] = {
-            "provider": plan.option.provider, "cluster_id": plan.cluster_id, "plan_json": plan.dumps(),
-            "node_ids": node_ids, "public_ips": public_ips, "project": project,
-            "secrets": pulumi.Output.secret(secrets), "ready_timeout_s": ready_timeout_s,
+            "provider": plan.option.provider,
+            "cluster_id": plan.cluster_id,
+            "plan_json": plan.dumps(),
+            "node_ids": node_ids,
+            "public_ips": public_ips,
+            "project": project,
+            "secrets": pulumi.Output.secret(secrets),
+            "ready_timeout_s": ready_timeout_s,
             **{name: None for name in _OUTPUTS},
         }
         secret_opts = pulumi.ResourceOptions(additional_secret_outputs=["secrets"])
-        super().__init__(ClusterTopologyProvider(adapter_options, remote), resource_name, props,
-                         pulumi.ResourceOptions.merge(opts, secret_opts))
+        super().__init__(
+            ClusterTopologyProvider(adapter_options, remote),
+            resource_name,
+            props,
+            pulumi.ResourceOptions.merge(opts, secret_opts),
+        )
 
 
 def secret_fields(secrets: ClusterSecrets) -> dict[str, str]:
     """The secrets as the plain mapping ``ClusterTopology`` takes (wrap it in a Pulumi secret)."""
-    fields = {"munge_key_b64": secrets.munge_key_b64.get_secret_value(),
-              "k3s_token": secrets.k3s_token.get_secret_value()}
+    fields = {
+        "munge_key_b64": secrets.munge_key_b64.get_secret_value(),
+        "k3s_token": secrets.k3s_token.get_secret_value(),
+    }
     if secrets.ssh_private_key is not None and secrets.ssh_public_key is not None:
         fields.update(ssh_private_key=secrets.ssh_private_key.get_secret_value(), ssh_public_key=secrets.ssh_public_key)
     return fields
 
 
-__all__ = ["DEFAULT_READY_TIMEOUT_S", "ClusterTopology", "ClusterTopologyProvider",
-           "secret_fields"]
+__all__ = ["DEFAULT_READY_TIMEOUT_S", "ClusterTopology", "ClusterTopologyProvider", "secret_fields"]

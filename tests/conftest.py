@@ -32,6 +32,7 @@ _SAFE_ENV = {
 }
 os.environ.update(_SAFE_ENV)
 
+
 def _provider_key_variables() -> tuple[str, ...]:
     """Every provider's own API key variables (its FACTS.key_vars): a developer's real keys never reach a test."""
     from provisioner.providers.registry import facts
@@ -39,8 +40,15 @@ def _provider_key_variables() -> tuple[str, ...]:
     return tuple(var for found in facts().values() for var in found.key_vars)
 
 
-for _var in ("AWS_PROFILE", "GOOGLE_APPLICATION_CREDENTIALS", "LAMBDA_API_KEY", "RUNPOD_API_KEY",
-             "VAST_API_KEY", "FLUENCE_API_KEY", *_provider_key_variables()):
+for _var in (
+    "AWS_PROFILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "LAMBDA_API_KEY",
+    "RUNPOD_API_KEY",
+    "VAST_API_KEY",
+    "FLUENCE_API_KEY",
+    *_provider_key_variables(),
+):
     os.environ.pop(_var, None)
 
 
@@ -98,8 +106,12 @@ SERIAL_GROUPS = {
     "boot": ("tests/boot/",),
     # a real sshd on 127.0.0.1 logs in to this machine's root account (tests/test_bootstrap_ssh.py's
     # `rig`), in whose home each bootstrap run copies provisioner.realize.bootstrap_ssh.REMOTE_SCRIPT
-    "root-sshd": ("tests/test_bootstrap_ssh.py", "tests/test_hostkeys.py", "tests/test_lifecycle_ssh.py",
-                  "tests/test_lifecycle_endpoint.py"),
+    "root-sshd": (
+        "tests/test_bootstrap_ssh.py",
+        "tests/test_hostkeys.py",
+        "tests/test_lifecycle_ssh.py",
+        "tests/test_lifecycle_endpoint.py",
+    ),
 }
 
 
@@ -115,8 +127,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         sshd = "rig" in getattr(item, "fixturenames", ()) and getattr(getattr(item, "module", None), "rig", None)
         needs = "boot" if item.get_closest_marker("boot") else "root-sshd" if sshd is root_sshd else None
         if needs is not None and serial_group(item.nodeid) != needs:
-            raise pytest.UsageError(f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
-                                    "(it shares this machine with the group's other tests)")
+            raise pytest.UsageError(
+                f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
+                "(it shares this machine with the group's other tests)"
+            )
 
 
 @pytest.hookimpl(optionalhook=True)

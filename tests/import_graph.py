@@ -24,8 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"provisioner": ROOT / "provisioner", "provisioner.providers": ROOT / "providers",
-           "provisioner.stacks": ROOT / "stacks"}
+FOLDERS = {
+    "provisioner": ROOT / "provisioner",
+    "provisioner.providers": ROOT / "providers",
+    "provisioner.stacks": ROOT / "stacks",
+}
 _LITERAL = re.compile(r"^provisioner(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 
 
@@ -54,7 +57,8 @@ class Edges:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _targets(node: ast.AST, package: str) -> set[str]:
@@ -74,7 +78,8 @@ def _calls_import_module(tree: ast.AST) -> bool:
         if isinstance(node, ast.Call):
             func = node.func
             if (isinstance(func, ast.Attribute) and func.attr == "import_module") or (
-                    isinstance(func, ast.Name) and func.id in ("import_module", "__import__")):
+                isinstance(func, ast.Name) and func.id in ("import_module", "__import__")
+            ):
                 return True
     return False
 
@@ -85,8 +90,13 @@ def edges(module: str) -> Edges:
     path = modules()[module]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node)
-              for sub in node.body for n in ast.walk(sub)}
+    hidden = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and _is_type_checking(node)
+        for sub in node.body
+        for n in ast.walk(sub)
+    }
     eager: set[str] = set()
     every: set[str] = set()
 
@@ -103,8 +113,11 @@ def edges(module: str) -> Edges:
 
     visit(tree, True)
     if _calls_import_module(tree):
-        every |= {node.value.partition(":")[0] for node in ast.walk(tree)
-                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and _LITERAL.match(node.value)}
+        every |= {
+            node.value.partition(":")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _LITERAL.match(node.value)
+        }
     return Edges(frozenset(eager), frozenset(every))
 
 

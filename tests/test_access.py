@@ -36,9 +36,9 @@ def test_the_spec_default_opens_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", [["up", "--engine", "direct"], ["burst"]])
-def test_up_and_burst_refuse_a_spec_without_allowed_cidrs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str],
-                                                          command: list[str]) -> None:
+def test_up_and_burst_refuse_a_spec_without_allowed_cidrs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     spec = tmp_path / "closed.yaml"
     spec.write_text(CLOSED_SPEC)
@@ -57,14 +57,16 @@ def test_the_plan_says_ssh_is_closed_or_open_to_all(tmp_path: Path, capsys: pyte
     closed.write_text(CLOSED_SPEC)
     open_to_all.write_text(CLOSED_SPEC + "access: {allowed_cidrs: [0.0.0.0/0]}\n")
     assert main(["plan", str(closed)]) == 0
-    assert "SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes" in \
-        " ".join(capsys.readouterr().out.split())
+    assert "SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes" in " ".join(
+        capsys.readouterr().out.split()
+    )
     assert main(["plan", str(open_to_all)]) == 0
     assert "SSH: open to every address" in capsys.readouterr().out
 
 
-def test_the_direct_engine_makes_and_removes_the_lambda_firewall(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_direct_engine_makes_and_removes_the_lambda_firewall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     with served_fake("lambda", monkeypatch) as (app, _server):
@@ -72,7 +74,8 @@ def test_the_direct_engine_makes_and_removes_the_lambda_firewall(tmp_path: Path,
         (ruleset,) = app.firewall.rulesets.values()
         assert ruleset["region"]["name"] == plan.option.region
         assert [(r["protocol"], r["port_range"], r["source_network"]) for r in ruleset["rules"]] == [
-            ("tcp", [22, 22], "198.51.100.0/24")]
+            ("tcp", [22, 22], "198.51.100.0/24")
+        ]
         assert sorted(app.firewall.users(ruleset["id"])) == sorted(app.bought)  # every launch attached it
         assert len(app.bought) == 2
         tear_down(plan.cluster_id, instant_runtime(StandInRemote()))

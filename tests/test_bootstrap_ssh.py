@@ -58,14 +58,18 @@ class Sshd:
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\nPidFile {folder / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-            "Subsystem sftp internal-sftp\n")
+            "Subsystem sftp internal-sftp\n"
+        )
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation dir sshd insists on
         with (self.folder / "sshd.log").open("ab") as log:
-            self.proc = subprocess.Popen([shutil.which("sshd") or "sshd", "-D", "-e", "-f", str(self.config)],
-                                         stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(
+                [shutil.which("sshd") or "sshd", "-D", "-e", "-f", str(self.config)],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -132,8 +136,12 @@ def test_runs_twice_idempotently_and_learns_the_host_key(rig: tuple[Sshd, SshBoo
     assert (state / "effects").read_text() == "01-write\n02-append\n"  # nothing ran twice
     assert (state / "runs.log").read_text() == "run as root for boot-1\n" * 2
     assert not (Path.home() / REMOTE_SCRIPT).exists()  # removed after each run
-    found = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.1]:{server.port}", "-f", str(runner.known_hosts)],
-                           capture_output=True, text=True, timeout=30)
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{server.port}", "-f", str(runner.known_hosts)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert Path(f"{server.host_key}.pub").read_text().split()[1] in found.stdout
 
 

@@ -34,11 +34,11 @@ TTL_S = 600 * 60  # make_plan's ttl_hours=10
 _SHIMS = {
     "date": 'echo "${FAKE_NOW:?}"',
     "curl": 'cat > "$T/curl.stdin"; echo "curl $*" >> "$T/calls.log"; '
-            'case "$*" in *graphql*) printf %s "${FAKE_GRAPHQL:-}" ;; *) printf %s "${FAKE_HTTP:-204}" ;; esac',
+    'case "$*" in *graphql*) printf %s "${FAKE_GRAPHQL:-}" ;; *) printf %s "${FAKE_HTTP:-204}" ;; esac',
     "squeue": 'echo "squeue $*" >> "$T/calls.log"; [ -n "${FAKE_SQUEUE_FAIL:-}" ] && exit 1; '
-              'printf %b "${FAKE_SQUEUE:-}"',
+    'printf %b "${FAKE_SQUEUE:-}"',
     "nvidia-smi": 'echo "nvidia-smi $*" >> "$T/calls.log"; [ -n "${FAKE_SMI_FAIL:-}" ] && exit 9; '
-                  'printf %b "${FAKE_UTIL-0\\n0\\n}"',
+    'printf %b "${FAKE_UTIL-0\\n0\\n}"',
     "k3s": 'echo "k3s $*" >> "$T/calls.log"; printf %b "${FAKE_PODS:-}"',
     "systemctl": 'echo "systemctl $*" >> "$T/calls.log"',
     "logger": 'echo "logger $*" >> "$T/calls.log"',
@@ -54,15 +54,23 @@ class Node:
 
     def run(self, script: str, *args: str, now: int, **env: str) -> subprocess.CompletedProcess[str]:
         base = {
-            "PATH": f"{self.root / 'bin'}:/usr/bin:/bin", "T": str(self.root), "FAKE_NOW": str(now),
+            "PATH": f"{self.root / 'bin'}:/usr/bin:/bin",
+            "T": str(self.root),
+            "FAKE_NOW": str(now),
             "PROVISIONER_STATE_DIR": str(self.root / "state"),
             "PROVISIONER_SYSTEMD_DIR": str(self.root / "run-systemd"),
             "PROVISIONER_PID1_ENVIRON": str(self.root / "pid1.environ"),
             "PROVISIONER_INIT_PID": "999999999",  # never this machine's PID 1
             "PROVISIONER_TEARDOWN": str(self.scripts["teardown"]),
         }
-        return subprocess.run(["bash", str(self.scripts[script]), *args], env={**base, **env},
-                              capture_output=True, text=True, timeout=30, check=False)
+        return subprocess.run(
+            ["bash", str(self.scripts[script]), *args],
+            env={**base, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
 
     def calls(self) -> list[str]:
         log = self.root / "calls.log"
@@ -73,10 +81,13 @@ class Node:
         return [c for c in self.calls() if c.startswith(("curl", "systemctl"))]
 
 
-def _node(tmp_path: Path, provider: str, *, control_plane: str = "slurm", idle: float | None = 20,
-          systemd: bool = True) -> Node:
-    spec: dict[str, object] = {"control_plane": control_plane,
-                               "lifetime": {"ttl_hours": 10, "idle_timeout_minutes": idle}}
+def _node(
+    tmp_path: Path, provider: str, *, control_plane: str = "slurm", idle: float | None = 20, systemd: bool = True
+) -> Node:
+    spec: dict[str, object] = {
+        "control_plane": control_plane,
+        "lifetime": {"ttl_hours": 10, "idle_timeout_minutes": idle},
+    }
     plan = make_plan(spec, nodes=2, provider=provider)
     doc = yaml.safe_load(render_cluster(plan, CANARY)["cloud-init/worker.yaml"])
     (tmp_path / "bin").mkdir()
@@ -121,12 +132,22 @@ def test_docs_table_equals_the_code_table() -> None:
 @pytest.mark.parametrize(
     ("provider", "env", "expected"),
     [
-        ("runpod", {"RUNPOD_POD_ID": "abc123xyz", "RUNPOD_API_KEY": POD_KEY},
-         ["curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 -X DELETE -K - "
-          "https://api.runpod.io/v2/pods/abc123xyz"]),
-        ("vastai", {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY},
-         ["curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 -X DELETE -K - "
-          "https://console.vast.ai/api/v0/instances/4242"]),
+        (
+            "runpod",
+            {"RUNPOD_POD_ID": "abc123xyz", "RUNPOD_API_KEY": POD_KEY},
+            [
+                "curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 -X DELETE -K - "
+                "https://api.runpod.io/v2/pods/abc123xyz"
+            ],
+        ),
+        (
+            "vastai",
+            {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY},
+            [
+                "curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 -X DELETE -K - "
+                "https://console.vast.ai/api/v0/instances/4242"
+            ],
+        ),
         ("aws", {}, ["systemctl poweroff"]),
         ("gcp", {}, ["systemctl poweroff"]),
         ("lambda", {}, ["systemctl poweroff"]),
@@ -168,8 +189,11 @@ def test_a_refused_api_delete_still_powers_off_and_never_logs_the_key(
     tmp_path: Path, provider: str, status: str
 ) -> None:
     node = _node(tmp_path, provider)
-    env = ({"RUNPOD_POD_ID": "abc123xyz", "RUNPOD_API_KEY": POD_KEY} if provider == "runpod"
-           else {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY})
+    env = (
+        {"RUNPOD_POD_ID": "abc123xyz", "RUNPOD_API_KEY": POD_KEY}
+        if provider == "runpod"
+        else {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY}
+    )
     result = node.run("teardown", "ttl", now=BOOT, FAKE_HTTP=status, **env)
     tries = 2 if provider == "runpod" and status in ("401", "403") else 1  # then GraphQL podTerminate
     assert [c.split()[0] for c in node.actions()] == ["curl"] * tries + ["systemctl"]
@@ -179,19 +203,30 @@ def test_a_refused_api_delete_still_powers_off_and_never_logs_the_key(
     assert POD_KEY not in everything and VAST_KEY not in everything
 
 
-@pytest.mark.parametrize(("answer", "deleted"), [
-    ('{"data":{"podTerminate":null}}', True),
-    ('{"errors":[{"message":"unauthorized"}],"data":null}', False),
-    ("", False),
-])
-def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(tmp_path: Path, answer: str,
-                                                                     deleted: bool) -> None:
+@pytest.mark.parametrize(
+    ("answer", "deleted"),
+    [
+        ('{"data":{"podTerminate":null}}', True),
+        ('{"errors":[{"message":"unauthorized"}],"data":null}', False),
+        ("", False),
+    ],
+)
+def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(tmp_path: Path, answer: str, deleted: bool) -> None:
     node = _node(tmp_path, "runpod")
-    result = node.run("teardown", "idle", now=BOOT, FAKE_HTTP="403", FAKE_GRAPHQL=answer,
-                      RUNPOD_POD_ID="abc123xyz", RUNPOD_API_KEY=POD_KEY)
-    graphql = ("curl -sS --max-time 30 --retry 3 --retry-delay 5 -X POST -H Content-Type: application/json "
-               '--data {"query":"mutation { podTerminate(input: {podId: \\"abc123xyz\\"}) }"} -K - '
-               "https://api.runpod.io/graphql")
+    result = node.run(
+        "teardown",
+        "idle",
+        now=BOOT,
+        FAKE_HTTP="403",
+        FAKE_GRAPHQL=answer,
+        RUNPOD_POD_ID="abc123xyz",
+        RUNPOD_API_KEY=POD_KEY,
+    )
+    graphql = (
+        "curl -sS --max-time 30 --retry 3 --retry-delay 5 -X POST -H Content-Type: application/json "
+        '--data {"query":"mutation { podTerminate(input: {podId: \\"abc123xyz\\"}) }"} -K - '
+        "https://api.runpod.io/graphql"
+    )
     assert node.actions()[1] == graphql
     assert (tmp_path / "curl.stdin").read_text() == f'header = "Authorization: Bearer {POD_KEY}"\n'
     assert node.actions()[2:] == ([] if deleted else ["systemctl poweroff"])
@@ -201,11 +236,14 @@ def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(tmp_path: Pa
 def test_pod_credentials_come_from_pid1_when_the_timer_lacks_them(tmp_path: Path) -> None:
     node = _node(tmp_path, "runpod")
     (tmp_path / "pid1.environ").write_bytes(
-        b"PATH=/usr/bin\0RUNPOD_POD_ID=fromInit42\0RUNPOD_API_KEY=" + POD_KEY.encode() + b"\0")
+        b"PATH=/usr/bin\0RUNPOD_POD_ID=fromInit42\0RUNPOD_API_KEY=" + POD_KEY.encode() + b"\0"
+    )
     result = node.run("teardown", "idle", now=BOOT)
     assert result.returncode == 0, result.stderr
-    assert node.actions() == ["curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 "
-                              "-X DELETE -K - https://api.runpod.io/v2/pods/fromInit42"]
+    assert node.actions() == [
+        "curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 "
+        "-X DELETE -K - https://api.runpod.io/v2/pods/fromInit42"
+    ]
     assert POD_KEY not in result.stderr + "\n".join(node.calls())
 
 
@@ -244,16 +282,24 @@ def test_idle_fires_only_after_the_set_minutes_without_jobs_or_gpu_use(tmp_path:
     assert node.actions() == []
     result = node.run("idle", now=BOOT + 41 * 60, **env)
     assert result.returncode == 0, result.stderr
-    assert node.actions() == ["curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 "
-                              "-X DELETE -K - https://api.runpod.io/v2/pods/abc123xyz"]
+    assert node.actions() == [
+        "curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 "
+        "-X DELETE -K - https://api.runpod.io/v2/pods/abc123xyz"
+    ]
     assert "squeue -h -o %i" in node.calls()
     assert "nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits" in node.calls()
 
 
 @pytest.mark.parametrize(
     "busy",
-    [{"FAKE_SQUEUE": "7\\n"}, {"FAKE_UTIL": "0\\n37\\n"}, {"FAKE_UTIL": " 1\\n"}, {"FAKE_SMI_FAIL": "1"},
-     {"FAKE_SQUEUE_FAIL": "1"}, {"FAKE_UTIL": ""}],
+    [
+        {"FAKE_SQUEUE": "7\\n"},
+        {"FAKE_UTIL": "0\\n37\\n"},
+        {"FAKE_UTIL": " 1\\n"},
+        {"FAKE_SMI_FAIL": "1"},
+        {"FAKE_SQUEUE_FAIL": "1"},
+        {"FAKE_UTIL": ""},
+    ],
     ids=["job-queued", "one-gpu-busy", "spaces", "nvidia-smi-fails", "squeue-fails", "no-gpu-listed"],
 )
 def test_nothing_fires_while_a_job_runs_a_gpu_is_busy_or_a_check_cannot_answer(

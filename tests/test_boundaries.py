@@ -18,20 +18,40 @@ from tests import import_graph
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
-    "provisioner.spec", "provisioner.gpu_names", "provisioner.loader", "provisioner.catalog",
+    "provisioner.spec",
+    "provisioner.gpu_names",
+    "provisioner.loader",
+    "provisioner.catalog",
     "provisioner.catalog_json",
-    "provisioner.offer_columns", "provisioner.written_numbers", "provisioner.offer_checks",
+    "provisioner.offer_columns",
+    "provisioner.written_numbers",
+    "provisioner.offer_checks",
     "provisioner.variant_checks",
-    "provisioner.optimizer", "provisioner.rejection_reasons", "provisioner.offer_table", "provisioner.cost_terms",
+    "provisioner.optimizer",
+    "provisioner.rejection_reasons",
+    "provisioner.offer_table",
+    "provisioner.cost_terms",
     "provisioner.costs",
-    "provisioner.columns", "provisioner.money", "provisioner.offer", "provisioner.plan",
-    "provisioner.capabilities", "provisioner.errors", "provisioner.render", "provisioner.report",
-    "provisioner.metering", "provisioner.termtext", "provisioner.collector",
+    "provisioner.columns",
+    "provisioner.money",
+    "provisioner.offer",
+    "provisioner.plan",
+    "provisioner.capabilities",
+    "provisioner.errors",
+    "provisioner.render",
+    "provisioner.report",
+    "provisioner.metering",
+    "provisioner.termtext",
+    "provisioner.collector",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
-ALLOWED = {"provisioner.providers.registry", "provisioner.providers.descriptor",  # provider facts: pure data
-           "provisioner.templates", "provisioner.capabilities",
-           "provisioner.secrets"}  # the cluster secrets model the renderer fills in
+ALLOWED = {
+    "provisioner.providers.registry",
+    "provisioner.providers.descriptor",  # provider facts: pure data
+    "provisioner.templates",
+    "provisioner.capabilities",
+    "provisioner.secrets",
+}  # the cluster secrets model the renderer fills in
 FORBIDDEN_EXTERNAL = ("httpx", "boto3", "botocore", "google", "pulumi", "moto", "subprocess", "socket")
 
 
@@ -67,9 +87,13 @@ def _imports(path: Path, module: str) -> set[str]:
 @pytest.mark.parametrize(("module", "path"), sorted(_modules().items()))
 def test_pure_module_imports_only_the_core(module: str, path: Path) -> None:
     bad = sorted(
-        name for name in _imports(path, module)
-        if (name.startswith("provisioner.") and not _is_pure(name)
-            and not any(name == a or name.startswith(f"{a}.") for a in ALLOWED))
+        name
+        for name in _imports(path, module)
+        if (
+            name.startswith("provisioner.")
+            and not _is_pure(name)
+            and not any(name == a or name.startswith(f"{a}.") for a in ALLOWED)
+        )
         or name.split(".")[0] in FORBIDDEN_EXTERNAL
     )
     assert not bad, f"{module} imports {bad}: the pure core must not reach the shell or the network"
@@ -85,8 +109,12 @@ def test_the_registry_the_core_reads_imports_no_adapter() -> None:
     registry = ROOT / "providers" / "registry.py"
     names = _imports(registry, "provisioner.providers.registry")
     # providers.base is named for type checking only (the Provider protocol, under TYPE_CHECKING)
-    assert all(not n.startswith("provisioner.") or _is_pure(n)
-               or n in ("provisioner.providers.base", "provisioner.providers.descriptor") for n in names), names
+    assert all(
+        not n.startswith("provisioner.")
+        or _is_pure(n)
+        or n in ("provisioner.providers.base", "provisioner.providers.descriptor")
+        for n in names
+    ), names
     assert "TYPE_CHECKING" in registry.read_text(encoding="utf-8")
 
 
@@ -99,14 +127,16 @@ LAYERS = {
     # layer: what no module of it may reach, however indirectly
     "provisioner.realize": ("provisioner.lifecycle", "provisioner.stacks", "provisioner.cli"),
     "provisioner.stacks": ("provisioner.lifecycle", "provisioner.cli"),
-    "provisioner.providers": ("provisioner.lifecycle", "provisioner.stacks", "provisioner.realize",
-                              "provisioner.cli"),
+    "provisioner.providers": ("provisioner.lifecycle", "provisioner.stacks", "provisioner.realize", "provisioner.cli"),
 }
 
 
 def _allowed_for_core(name: str) -> bool:
-    return _is_pure(name) or any(name == a or name.startswith(f"{a}.") for a in ALLOWED) or name in (
-        "provisioner", "provisioner.providers")  # the packages on the way (their eager imports are followed)
+    return (
+        _is_pure(name)
+        or any(name == a or name.startswith(f"{a}.") for a in ALLOWED)
+        or name in ("provisioner", "provisioner.providers")
+    )  # the packages on the way (their eager imports are followed)
 
 
 def _pure_modules() -> list[str]:
@@ -123,15 +153,22 @@ def test_pure_module_reaches_only_the_core_transitively(module: str) -> None:
 
 
 def _layer_modules() -> list[tuple[str, str]]:
-    return sorted((layer, name) for name in import_graph.modules() for layer in LAYERS
-                  if name == layer or name.startswith(f"{layer}."))
+    return sorted(
+        (layer, name)
+        for name in import_graph.modules()
+        for layer in LAYERS
+        if name == layer or name.startswith(f"{layer}.")
+    )
 
 
 @pytest.mark.parametrize(("layer", "module"), _layer_modules())
 def test_layer_reaches_no_upper_layer_transitively(layer: str, module: str) -> None:
     via = import_graph.reach(module, stop=frozenset({REGISTRY}))
-    bad = sorted(import_graph.chain(via, name) for name in via
-                 if any(name == up or name.startswith(f"{up}.") for up in LAYERS[layer]))
+    bad = sorted(
+        import_graph.chain(via, name)
+        for name in via
+        if any(name == up or name.startswith(f"{up}.") for up in LAYERS[layer])
+    )
     assert not bad, f"{module} ({layer}) reaches an upper layer: {bad[:3]}"
 
 
@@ -151,7 +188,8 @@ def test_the_graph_follows_function_imports_import_module_and_parents_but_not_ty
     assert "provisioner.providers.base" not in import_graph.edges(REGISTRY).every
     # The stacks and the realize core are in the graph (their folders are mapped by setup.py).
     assert {"provisioner.stacks.cluster", "provisioner.realize.sshpass", "provisioner.providers.base"} <= set(
-        import_graph.modules())
+        import_graph.modules()
+    )
 
 
 def test_every_source_folder_is_an_installed_package() -> None:
@@ -164,7 +202,8 @@ def test_every_source_folder_is_an_installed_package() -> None:
     for prefix, folder in import_graph.FOLDERS.items():
         found = {folder / Path(*name.split(".")) for name in find_packages(folder)} | {folder}
         for source in folder.rglob("*.py"):
-            if "__pycache__" in source.parts or (prefix == "provisioner" and source.relative_to(folder).parts[0]
-                                                  in ("providers", "stacks")):
+            if "__pycache__" in source.parts or (
+                prefix == "provisioner" and source.relative_to(folder).parts[0] in ("providers", "stacks")
+            ):
                 continue
             assert source.parent in found, f"{source.parent.relative_to(ROOT)}: no __init__.py, not installed"

@@ -63,10 +63,22 @@ def test_job_argv_per_control_plane(tmp_path: Path) -> None:
     env = "--export=ALL,PROVISIONER_CHECKPOINT_DIR=/mnt/checkpoints,PROVISIONER_CHECKPOINT_SHARED=0"
     assert job_argv(plan, ["sbatch", "x.sh"], "img") == ("sbatch", "--wait", "--requeue", env, "x.sh")
     assert job_argv(plan, ["sbatch", "--export=NONE", "--wait", "x.sh"], "img") == (
-        "sbatch", "--requeue", "--export=NONE", "--wait", "x.sh")
+        "sbatch",
+        "--requeue",
+        "--export=NONE",
+        "--wait",
+        "x.sh",
+    )
     # No shared filesystem: a requeued job would find neither checkpoints nor output; srun as before.
     assert job_argv(plan, ["python", "t.py"], "img") == (
-        "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--", "python", "t.py")
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "--",
+        "python",
+        "t.py",
+    )
 
 
 def test_kubernetes_job_keeps_the_command_words_and_replaces_a_lost_pod(tmp_path: Path) -> None:
@@ -84,7 +96,8 @@ def test_kubernetes_job_keeps_the_command_words_and_replaces_a_lost_pod(tmp_path
     assert container["command"] == hostile and container["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
     assert job["spec"]["backoffLimit"] == 3 and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert job["spec"]["podFailurePolicy"]["rules"] == [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    ]
     assert {"name": "PROVISIONER_CHECKPOINT_DIR", "value": "/mnt/checkpoints"} in container["env"]
     assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/mnt/checkpoints"}]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
@@ -95,7 +108,8 @@ def test_kubernetes_job_keeps_the_command_words_and_replaces_a_lost_pod(tmp_path
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     kubectl = bin_dir / "kubectl"
-    kubectl.write_text(f"""#!{sys.executable}
+    kubectl.write_text(
+        f"""#!{sys.executable}
 import sys
 args = sys.argv[1:]
 if args[:3] == ["apply", "-f", "-"]:
@@ -106,20 +120,29 @@ elif args[:2] == ["get", "pods"]:
     print("pod-a" if "metadata.name" in args[-1] else "4")
 elif args[:2] == ["get", "job"]:
     print("Failed")
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     kubectl.chmod(0o755)
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    done = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
     assert done.returncode == 4 and done.stdout == "from the job\n"
     assert json.loads((tmp_path / "applied.json").read_text()) == job
 
 
 @pytest.mark.parametrize("job_exit", [0, 3])
-def test_exit_code_propagates_and_cluster_is_torn_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       job_exit: int) -> None:
+def test_exit_code_propagates_and_cluster_is_torn_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job_exit: int
+) -> None:
     plans = plans_for(LAMBDA_SPEC, tmp_path)
-    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=True, job_exit=job_exit,
-                           job_lines=("line 1", "line 2"))
+    remote = StandInRemote(
+        nodes=[n.name for n in plans[0].nodes], healthy=True, job_exit=job_exit, job_lines=("line 1", "line 2")
+    )
     events: list[dict[str, Any]] = []
     with served_fake("lambda", monkeypatch) as (app, _server):
         code = run_burst(plans, ["srun", "-N2", "hostname"], BurstOptions(), instant_runtime(remote, events))
@@ -144,14 +167,12 @@ def test_failed_validation_refuses_the_job_and_tears_down(tmp_path: Path, monkey
         assert app.launched == 2 and app.instance_count() == 0
 
         skip = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=False, job_exit=0)
-        assert run_burst(plans, ["srun", "hostname"], BurstOptions(skip_validation=True),
-                         instant_runtime(skip)) == 0
+        assert run_burst(plans, ["srun", "hostname"], BurstOptions(skip_validation=True), instant_runtime(skip)) == 0
         assert not [call for call in skip.calls if "check" in call[1]]
         assert app.instance_count() == 0
 
 
-def test_a_bring_up_that_failed_after_buying_is_torn_down_once(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bring_up_that_failed_after_buying_is_torn_down_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bring-up's own teardown (destroy on failure) is the only one said: no second "deleting 0
     node(s)" and "nothing left" after it. Real SSH (no stand-in) refuses the fake's TEST-NET nodes."""
     plans = plans_for(LAMBDA_SPEC, tmp_path)
@@ -161,19 +182,26 @@ def test_a_bring_up_that_failed_after_buying_is_torn_down_once(tmp_path: Path,
             run_burst(plans, ["srun", "hostname"], BurstOptions(), instant_runtime(None, events))
         assert app.launched == 2 and app.instance_count() == 0
     said = [(e["event"], e["message"]) for e in events if e["event"] in ("teardown", "down")]
-    assert said == [("teardown", "deleting 2 node(s) of lc-lambda on lambda"),
-                    ("down", "cluster lc-lambda is down (2 node(s) deleted)")]
+    assert said == [
+        ("teardown", "deleting 2 node(s) of lc-lambda on lambda"),
+        ("down", "cluster lc-lambda is down (2 node(s) deleted)"),
+    ]
 
 
 @pytest.mark.parametrize("limit", ["ttl", "budget"])
-def test_watchdog_deletes_the_instances_through_the_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        limit: str) -> None:
+def test_watchdog_deletes_the_instances_through_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: str
+) -> None:
     plans = plans_for(LAMBDA_SPEC, tmp_path)
     release = threading.Event()
-    remote = StandInRemote(nodes=[n.name for n in plans[0].nodes], healthy=True,
-                           on_job=lambda: release.wait(30))  # a job that runs until told
-    options = BurstOptions(ttl_s=4 * 3600, poll_s=600) if limit == "ttl" else \
-        BurstOptions(ttl_s=100 * 3600, max_cost_usd=Decimal("100"), poll_s=600)
+    remote = StandInRemote(
+        nodes=[n.name for n in plans[0].nodes], healthy=True, on_job=lambda: release.wait(30)
+    )  # a job that runs until told
+    options = (
+        BurstOptions(ttl_s=4 * 3600, poll_s=600)
+        if limit == "ttl"
+        else BurstOptions(ttl_s=100 * 3600, max_cost_usd=Decimal("100"), poll_s=600)
+    )
     events: list[dict[str, Any]] = []
     with served_fake("lambda", monkeypatch) as (app, _server):
         try:

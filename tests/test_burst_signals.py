@@ -73,8 +73,14 @@ class Child:
     def __init__(self, step: str, tmp_path: Path) -> None:
         self.stderr_path = tmp_path / f"child-{step}.stderr"
         with self.stderr_path.open("w") as stderr:
-            self.proc = subprocess.Popen([sys.executable, "-c", CHILD, step, str(tmp_path)], cwd=ROOT,
-                                         stdout=subprocess.PIPE, stderr=stderr, text=True, env=dict(os.environ))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", CHILD, step, str(tmp_path)],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=dict(os.environ),
+            )
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -171,8 +177,9 @@ def test_sigterm_while_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         assert app.launched == 2 and app.instance_count() == 0
 
 
-def test_sigkill_then_gc_yes_leaves_zero_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_sigkill_then_gc_yes_leaves_zero_instances(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from provisioner.cli import main
 
     with served_fake("lambda", monkeypatch) as (app, _server):

@@ -24,9 +24,16 @@ WITHOUT = ALL - {Capability.RESERVATION}
 def block(**fields: Any) -> Any:
     """A 72 h p5 block: 31.464 USD per node-hour, 8 GPUs a node, on AWS in us-east-1a."""
     base: dict[str, Any] = {
-        "provider": "aws", "instance_type": "p5.48xlarge", "zone": "us-east-1a", "offer_id": "cb-0123456789abcdef0",
-        "purchase": "reservation", "price_per_hour_usd": "31.464", "block_hours": 72,
-        "block_start": "2026-11-25T11:30:00Z", "fabric": "efa", "max_nodes": 64,
+        "provider": "aws",
+        "instance_type": "p5.48xlarge",
+        "zone": "us-east-1a",
+        "offer_id": "cb-0123456789abcdef0",
+        "purchase": "reservation",
+        "price_per_hour_usd": "31.464",
+        "block_hours": 72,
+        "block_start": "2026-11-25T11:30:00Z",
+        "fabric": "efa",
+        "max_nodes": 64,
         "how_to_obtain": "EC2 Capacity Block for ML cb-0123456789abcdef0",
     }
     base.update(fields)
@@ -34,8 +41,17 @@ def block(**fields: Any) -> Any:
 
 
 def instance(**fields: Any) -> Any:
-    return make_offer(**{"provider": "aws", "instance_type": "p5.48xlarge", "zone": "us-east-1a",
-                         "price_per_hour_usd": "55.04", "fabric": "efa", "max_nodes": 64, **fields})
+    return make_offer(
+        **{
+            "provider": "aws",
+            "instance_type": "p5.48xlarge",
+            "zone": "us-east-1a",
+            "price_per_hour_usd": "55.04",
+            "fabric": "efa",
+            "max_nodes": 64,
+            **fields,
+        }
+    )
 
 
 def test_without_the_switch_a_block_stays_quote_only() -> None:
@@ -125,10 +141,15 @@ def test_the_direct_engine_asks_the_adapter_for_the_planned_block(tmp_path: Any)
 
     # Each boot file holds the host key token slot, as rendered ones do (node_specs fills it per node).
     cloud, script = f"#cloud-config\n# {HOSTKEY_TOKEN_SLOT}\n", f"#!/bin/sh\n# {HOSTKEY_TOKEN_SLOT}\n"
-    files = {"cloud-init/head.yaml": cloud, "cloud-init/worker.yaml": cloud,
-             "bootstrap/head.sh": script, "bootstrap/worker.sh": script}
+    files = {
+        "cloud-init/head.yaml": cloud,
+        "cloud-init/worker.yaml": cloud,
+        "bootstrap/head.sh": script,
+        "bootstrap/worker.sh": script,
+    }
     specs = node_specs(frozen, secrets, files, None)
     assert [(s.capacity_block_hours, s.capacity_block_usd_per_hour, s.zone) for s in specs] == [
-        (72, Decimal("31.464"), "us-east-1a")] * 2
+        (72, Decimal("31.464"), "us-east-1a")
+    ] * 2
     other = plan(make_spec(workload={"hours": 48}), [block(), instance()]).to_plan(1)
     assert {s.capacity_block_hours for s in node_specs(other, secrets, files, None)} == {None}

@@ -42,8 +42,12 @@ def _bundled_doc() -> dict[str, Any]:
 def test_hostile_json_catalog_values_are_located_errors(tmp_path: Path, field: str, value: Any, where: str) -> None:
     doc = _bundled_doc()
     doc["offers"][0][field] = "__VALUE__"
-    text = json.dumps(doc).replace('"__VALUE__"', value if isinstance(value, str) and value[0] in "1NI"
-                                   and field in ("price_per_hour_usd", "gpus") else json.dumps(value))
+    text = json.dumps(doc).replace(
+        '"__VALUE__"',
+        value
+        if isinstance(value, str) and value[0] in "1NI" and field in ("price_per_hour_usd", "gpus")
+        else json.dumps(value),
+    )
     path = tmp_path / "hostile.json"
     path.write_text(text)
     with pytest.raises(CatalogError) as caught:
@@ -58,8 +62,11 @@ def test_hostile_values_through_the_cli_end_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "neg.json"
     path.write_text(json.dumps(doc))
     spec = EXAMPLES / "lora-a100-k8s.yaml"
-    out = subprocess.run([sys.executable, "-m", "provisioner.cli", "plan", str(spec), "--catalog", str(path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "provisioner.cli", "plan", str(spec), "--catalog", str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == f"error: {path}: offers[12].price_per_hour_usd: Input should be greater than 0"
 
@@ -76,8 +83,9 @@ def test_columnar_round_trip_plans_the_same(tmp_path: Path) -> None:
     assert columnar.offers == bundled.offers and dict(columnar.providers) == bundled.providers
     for path in sorted(EXAMPLES.glob("*.yaml")):
         spec = load_spec(path)
-        assert resolve_plan(spec, columnar, capabilities()).options == resolve_plan(spec, bundled,
-                                                                                   capabilities()).options
+        assert (
+            resolve_plan(spec, columnar, capabilities()).options == resolve_plan(spec, bundled, capabilities()).options
+        )
 
 
 def _rewrite(path: Path, change: dict[str, np.ndarray]) -> Path:
@@ -89,15 +97,18 @@ def _rewrite(path: Path, change: dict[str, np.ndarray]) -> Path:
     return out
 
 
-@pytest.mark.parametrize(("change", "where"), [
-    ({"d.instance_type": np.array([b"gpu_8x\nbootcmd"])}, "offers[0].instance_type"),
-    ({"d.region": np.array([b"us\nPrologSlurmctld=x"])}, "offers[0].region"),
-    ({"c.price_micro": "negative"}, "price_per_hour_usd"),
-    ({"c.price_micro": "zero"}, "price_per_hour_usd"),
-    ({"c.gpu_memory_gib": "nan"}, "gpu_memory_gib"),
-    ({"c.fabric_gbps": "inf"}, "fabric_gbps"),
-    ({"c.gpus": "huge"}, "gpus"),
-])
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        ({"d.instance_type": np.array([b"gpu_8x\nbootcmd"])}, "offers[0].instance_type"),
+        ({"d.region": np.array([b"us\nPrologSlurmctld=x"])}, "offers[0].region"),
+        ({"c.price_micro": "negative"}, "price_per_hour_usd"),
+        ({"c.price_micro": "zero"}, "price_per_hour_usd"),
+        ({"c.gpu_memory_gib": "nan"}, "gpu_memory_gib"),
+        ({"c.fabric_gbps": "inf"}, "fabric_gbps"),
+        ({"c.gpus": "huge"}, "gpus"),
+    ],
+)
 def test_hostile_columnar_values_are_refused(tmp_path: Path, change: dict[str, Any], where: str) -> None:
     _, path = _columnar(tmp_path)
     ((key, how),) = change.items()
@@ -146,7 +157,7 @@ def test_columnar_files_are_mapped_only_when_well_formed(tmp_path: Path, damage:
     if damage == "cut inside a column":
         raw = out.read_bytes()
         at = raw.index(b"c.price_micro.npy")
-        out.write_bytes(raw[:at + 400] + raw[at + 400 + 8 * 16:])  # drop a few values: sizes no longer add up
+        out.write_bytes(raw[: at + 400] + raw[at + 400 + 8 * 16 :])  # drop a few values: sizes no longer add up
     with pytest.raises(CatalogError, match="not a columnar catalog") as caught:
         load_catalog(out)
     assert "\n" not in str(caught.value)
@@ -210,8 +221,7 @@ def test_a_hand_edited_compiled_cache_is_refused_and_rebuilt(tmp_path: Path, edi
     assert load_columnar(compiled).offers == first.offers  # the entry was written again
 
 
-@pytest.mark.parametrize("unsafe", [b"", b"a b", b"a\nb", b"ab\0cd", b".ab", b"-ab", b"a" * 129, b"ab\xff",
-                                    b"a;b"])
+@pytest.mark.parametrize("unsafe", [b"", b"a b", b"a\nb", b"ab\0cd", b".ab", b"-ab", b"a" * 129, b"ab\xff", b"a;b"])
 def test_one_unsafe_id_among_many_safe_ones_is_found(unsafe: bytes) -> None:
     """unsafe_ids answers "all safe" from a count of the bytes used when it can; one bad entry among
     thousands of good ones (of every length, so values are NUL-padded) must still be the one flagged."""
@@ -237,8 +247,7 @@ def test_a_hand_edited_plan_with_a_hostile_identifier_is_refused(tmp_path: Path)
         assert "\n" not in str(caught.value) and f"option.{field}" in str(caught.value)
 
 
-def test_a_truncated_refreshed_cache_falls_back_with_a_warning(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_truncated_refreshed_cache_falls_back_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from provisioner.workflow import CACHE_FILE, choose_catalog
 
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path))

@@ -23,16 +23,39 @@ PROVIDERS = {"aws", "gcp", "lambda", "runpod", "vastai", "fluence"}
 
 REQUIRED_TYPES = {
     "aws": {
-        "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
-        "g5.xlarge", "g5.12xlarge", "g5.48xlarge", "g6e.xlarge", "g6e.12xlarge", "g6e.48xlarge",
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "p6-b200.48xlarge",
+        "g5.xlarge",
+        "g5.12xlarge",
+        "g5.48xlarge",
+        "g6e.xlarge",
+        "g6e.12xlarge",
+        "g6e.48xlarge",
     },
     "gcp": {
-        "a2-highgpu-1g", "a2-highgpu-8g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g",
-        "a4-highgpu-8g", "g2-standard-4", "g2-standard-96",
+        "a2-highgpu-1g",
+        "a2-highgpu-8g",
+        "a2-ultragpu-8g",
+        "a3-highgpu-8g",
+        "a3-megagpu-8g",
+        "a3-ultragpu-8g",
+        "a4-highgpu-8g",
+        "g2-standard-4",
+        "g2-standard-96",
     },
     "lambda": {
-        "gpu_1x_h100_sxm5", "gpu_2x_h100_sxm5", "gpu_4x_h100_sxm5", "gpu_8x_h100_sxm5", "gpu_8x_a100",
-        "gpu_8x_a100_80gb_sxm4", "gpu_1x_gh200", "gpu_8x_b200_sxm6",
+        "gpu_1x_h100_sxm5",
+        "gpu_2x_h100_sxm5",
+        "gpu_4x_h100_sxm5",
+        "gpu_8x_h100_sxm5",
+        "gpu_8x_a100",
+        "gpu_8x_a100_80gb_sxm4",
+        "gpu_1x_gh200",
+        "gpu_8x_b200_sxm6",
     },
 }
 
@@ -132,8 +155,9 @@ def test_prices_positive_and_spot_cheaper(catalog: Catalog) -> None:
 
 def test_spot_sold_where_the_provider_sells_it(catalog: Catalog) -> None:
     for provider in ("aws", "gcp", "vastai"):
-        assert all(o.spot_price_per_hour_usd is not None for o in of(catalog, provider)
-                   if not o.purchase.quote_only), provider  # a reservation is never spot
+        assert all(o.spot_price_per_hour_usd is not None for o in of(catalog, provider) if not o.purchase.quote_only), (
+            provider
+        )  # a reservation is never spot
     for provider in ("lambda", "fluence"):
         assert all(o.spot_price_per_hour_usd is None for o in of(catalog, provider)), provider
         assert all(o.spot_interruptions_per_node_hour is None for o in of(catalog, provider)), provider
@@ -154,9 +178,11 @@ def test_interruption_estimates_are_grounded(catalog: Catalog) -> None:
             assert offer.spot_interruptions_per_node_hour > offer.interruptions_per_node_hour, offer.key
     hyperscaler = [o for o in catalog.offers if o.provider in ("aws", "gcp") and o.gpu_model != "B200"]
     assert {round(o.interruptions_per_node_hour, 6) for o in hyperscaler} == {1.58e-4}
+
     # Marketplaces are riskier than hyperscalers on average.
     def mean(offers: list[Offer]) -> float:
         return sum(o.interruptions_per_node_hour for o in offers) / len(offers)
+
     assert mean(of(catalog, "vastai")) > 3 * mean(of(catalog, "aws"))
 
 
@@ -253,6 +279,7 @@ def _tiered(tiers: list[EgressTier], gb: float, free_gb: float) -> float:
             usd += max(0.0, min(amount, ceiling) - floor) * float(tier.usd_per_gb)
             floor = ceiling
         return usd
+
     return cost(gb) - cost(min(gb, free_gb))
 
 
@@ -261,8 +288,13 @@ def test_h200_offers_let_aws_egress_change_the_winner(catalog: Catalog) -> None:
     nodes, hours, dataset_gb = 4, 48, 80_000
 
     def fits(o: Offer) -> bool:
-        return (o.gpu_model == "H200" and o.gpus == 8 and o.price_per_hour_usd is not None
-                and o.max_nodes >= nodes and o.fabric_gbps >= 400)
+        return (
+            o.gpu_model == "H200"
+            and o.gpus == 8
+            and o.price_per_hour_usd is not None
+            and o.max_nodes >= nodes
+            and o.fabric_gbps >= 400
+        )
 
     h200 = [o for o in catalog.offers if fits(o)]
     assert {o.provider for o in h200} >= {"aws", "gcp", "runpod"}
@@ -286,10 +318,25 @@ def test_h200_offers_let_aws_egress_change_the_winner(catalog: Catalog) -> None:
 
 def test_offers_satisfy_the_examples_basic_needs(catalog: Catalog) -> None:
     # burst-4090-marketplace: 4 single-GPU RTX 4090/L40S nodes, reliability >= 0.95, <= $6/h.
-    burst = [o for o in catalog.offers if o.provider in ("runpod", "vastai", "fluence")
-             and o.gpu_model in ("RTX4090", "L40S") and o.gpus == 1 and o.max_nodes >= 4 and o.reliability >= 0.95]
+    burst = [
+        o
+        for o in catalog.offers
+        if o.provider in ("runpod", "vastai", "fluence")
+        and o.gpu_model in ("RTX4090", "L40S")
+        and o.gpus == 1
+        and o.max_nodes >= 4
+        and o.reliability >= 0.95
+    ]
     assert {o.provider for o in burst} == {"runpod", "vastai", "fluence"}
     # pretrain-h100-slurm: 2 nodes of 8x H100 with >= 400 Gbps and 2000 GiB NVMe, on-demand.
-    pretrain = {o.provider for o in catalog.offers if o.gpu_model == "H100" and o.gpus == 8 and o.max_nodes >= 2
-                and o.fabric_gbps >= 400 and o.local_nvme_gib >= 2000 and o.price_per_hour_usd}
+    pretrain = {
+        o.provider
+        for o in catalog.offers
+        if o.gpu_model == "H100"
+        and o.gpus == 8
+        and o.max_nodes >= 2
+        and o.fabric_gbps >= 400
+        and o.local_nvme_gib >= 2000
+        and o.price_per_hour_usd
+    }
     assert pretrain >= {"aws", "gcp", "lambda", "runpod"}

@@ -48,21 +48,29 @@ def test_a_large_json_file_plans_like_the_small_path(tmp_path: Path) -> None:
     caps = {name: ALL for name in doc["providers"]}
     a, b = resolve_plan(spec, load_catalog(small), caps), resolve_plan(spec, load_catalog(big), caps)
     assert type(load_catalog(big)).__name__ == "TableCatalog"
-    assert [(o.offer.key, o.cost, o.hourly_usd) for o in a.options] == [(o.offer.key, o.cost, o.hourly_usd)
-                                                                         for o in b.options]
+    assert [(o.offer.key, o.cost, o.hourly_usd) for o in a.options] == [
+        (o.offer.key, o.cost, o.hourly_usd) for o in b.options
+    ]
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda o: o.update(gpus=8.5), r"offers\[0\]\.gpus: Expected `int`, got `float`"),
-    (lambda o: o.update(colour="red"), r"offers\[0\]: Object contains unknown field `colour`"),
-    (lambda o: o.update(price_per_hour_usd=-1), r"offers\[0\]\.price_per_hour_usd: must be above 0"),
-    (lambda o: o.update(price_per_hour_usd=Decimal("0.0000000000001")),
-     r"offers\[0\]\.price_per_hour_usd: more than 12 decimal places"),
-    (lambda o: o.update(region="us east"), r"offers\[0\]\.region"),
-    (lambda o: o.update(fabric="carrier-pigeon"), r"offers\[0\]\.fabric: must be one of"),
-    (lambda o: o.update(purchase="reservation", spot_price_per_hour_usd=1),
-     r"offers\[0\]\.spot_price_per_hour_usd: a reservation or sales product has no spot price"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda o: o.update(gpus=8.5), r"offers\[0\]\.gpus: Expected `int`, got `float`"),
+        (lambda o: o.update(colour="red"), r"offers\[0\]: Object contains unknown field `colour`"),
+        (lambda o: o.update(price_per_hour_usd=-1), r"offers\[0\]\.price_per_hour_usd: must be above 0"),
+        (
+            lambda o: o.update(price_per_hour_usd=Decimal("0.0000000000001")),
+            r"offers\[0\]\.price_per_hour_usd: more than 12 decimal places",
+        ),
+        (lambda o: o.update(region="us east"), r"offers\[0\]\.region"),
+        (lambda o: o.update(fabric="carrier-pigeon"), r"offers\[0\]\.fabric: must be one of"),
+        (
+            lambda o: o.update(purchase="reservation", spot_price_per_hour_usd=1),
+            r"offers\[0\]\.spot_price_per_hour_usd: a reservation or sales product has no spot price",
+        ),
+    ],
+)
 def test_bad_values_are_refused_at_their_location(edit: object, message: str) -> None:
     from provisioner.catalog import BUNDLED_FILE
 
@@ -132,12 +140,62 @@ def _catalog_with(prices: list[str], rates: list[str]) -> bytes:
 
 
 # Written as a JSON number or string; plain decimals, and the forms numpy does not read (Decimal does).
-PRICES = ["0.31", '"0.31"', "2", "10", "0.000001", "0.000000000001", "1234.123456789012", "0.38333333",
-          "1.015", "0.1", "0.7", "4.35", "159.60", "1e2", "1E-3", '"2.5e1"', "0.10", '"007.5"', '"07"',
-          "9999.999999999999", "0.000000999999", "100.000000000000", '" 3.5"', '"5."', "0.38333333333", "2.0000000001"]
-RATES = ["0", "0.09", '"0.085"', "0.000136986", "0.0001369863", "0.00000000049", "0.0000000005", "1e-2", "999.5",
-         "0.1", "0.7", "0.2", "1.015", "0.12345678949", "3", "0.000000001", "0.02", "0", "0.05", "0.01", "0.09",
-         '"1E1"', "0.000", "7", "0.5", "0.25"]
+PRICES = [
+    "0.31",
+    '"0.31"',
+    "2",
+    "10",
+    "0.000001",
+    "0.000000000001",
+    "1234.123456789012",
+    "0.38333333",
+    "1.015",
+    "0.1",
+    "0.7",
+    "4.35",
+    "159.60",
+    "1e2",
+    "1E-3",
+    '"2.5e1"',
+    "0.10",
+    '"007.5"',
+    '"07"',
+    "9999.999999999999",
+    "0.000000999999",
+    "100.000000000000",
+    '" 3.5"',
+    '"5."',
+    "0.38333333333",
+    "2.0000000001",
+]
+RATES = [
+    "0",
+    "0.09",
+    '"0.085"',
+    "0.000136986",
+    "0.0001369863",
+    "0.00000000049",
+    "0.0000000005",
+    "1e-2",
+    "999.5",
+    "0.1",
+    "0.7",
+    "0.2",
+    "1.015",
+    "0.12345678949",
+    "3",
+    "0.000000001",
+    "0.02",
+    "0",
+    "0.05",
+    "0.01",
+    "0.09",
+    '"1E1"',
+    "0.000",
+    "7",
+    "0.5",
+    "0.25",
+]
 
 
 def test_written_prices_and_rates_are_read_exactly() -> None:
@@ -154,16 +212,29 @@ def test_written_prices_and_rates_are_read_exactly() -> None:
         assert int(table["spot_price_micro"][row]) == -1
 
 
-@pytest.mark.parametrize(("price", "message"), [
-    ("0.0000000000001", "more than 12 decimal places"), ('"0.0000000000001"', "more than 12 decimal places"),
-    ('"cheap"', "expected a number"), ('""', "expected a number"), ("true", "expected a number"),
-    ('"null"', "expected a number"), ("[1]", "expected a number"), ('{"usd": 1}', "expected a number"),
-    ("0", "must be above 0"), ("-1.5", "must be above 0"), ('"-0.5"', "must be above 0"), ("0.000", "must be above 0"),
-    ("10000.000000000001", "must be above 0 and at most 10000"), ("1000000", "must be above 0 and at most"),
-    ("1e400", "must be above 0 and at most"),
-    ("1234567890123456789012345.5", "must be above 0 and at most"), ('"NaN"', "must be above 0"),
-    ('"Infinity"', "must be above 0"),
-])
+@pytest.mark.parametrize(
+    ("price", "message"),
+    [
+        ("0.0000000000001", "more than 12 decimal places"),
+        ('"0.0000000000001"', "more than 12 decimal places"),
+        ('"cheap"', "expected a number"),
+        ('""', "expected a number"),
+        ("true", "expected a number"),
+        ('"null"', "expected a number"),
+        ("[1]", "expected a number"),
+        ('{"usd": 1}', "expected a number"),
+        ("0", "must be above 0"),
+        ("-1.5", "must be above 0"),
+        ('"-0.5"', "must be above 0"),
+        ("0.000", "must be above 0"),
+        ("10000.000000000001", "must be above 0 and at most 10000"),
+        ("1000000", "must be above 0 and at most"),
+        ("1e400", "must be above 0 and at most"),
+        ("1234567890123456789012345.5", "must be above 0 and at most"),
+        ('"NaN"', "must be above 0"),
+        ('"Infinity"', "must be above 0"),
+    ],
+)
 def test_a_bad_written_price_is_refused_at_its_row(price: str, message: str) -> None:
     prices = ["1.5"] * 5 + [price] + ["2"] * 3
     with pytest.raises(CatalogError, match=rf"^x: offers\[5\]\.price_per_hour_usd: {re.escape(message)}"):
@@ -188,8 +259,9 @@ def test_prices_parsed_in_batches_keep_their_rows(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(Columns, "BATCH", 4)  # several batches, each of several chunks
     prices = [f"{i}.{i:03d}" for i in range(1, 20)]
     table = decode_table_catalog(_catalog_with(prices, ["0.01"] * 19), "x").offer_table()
-    assert [int(table["price_micro"][table.dictionary("offer_id").index(f"o{i}")]) for i in range(19)] == \
-        [int(Decimal(p).scaleb(6)) for p in prices]
+    assert [int(table["price_micro"][table.dictionary("offer_id").index(f"o{i}")]) for i in range(19)] == [
+        int(Decimal(p).scaleb(6)) for p in prices
+    ]
     prices[13] = '"x"'
     with pytest.raises(CatalogError, match=r"^x: offers\[13\]\.price_per_hour_usd: expected a number$"):
         decode_table_catalog(_catalog_with(prices, ["0.01"] * 19), "x")
@@ -272,7 +344,7 @@ def test_offer_ids_are_coded_in_order_of_first_use(monkeypatch: pytest.MonkeyPat
         offer.pop("offer_id", None)
         if offer_id is not None:
             offer["offer_id"] = offer_id
-    doc["offers"] = doc["offers"][:len(ids)]
+    doc["offers"] = doc["offers"][: len(ids)]
     text = json.dumps(doc)
     for written in (text, text.replace('"a-1"', '"\\u0061-1"')):  # as is, or with an escape (msgspec decodes)
         table = decode_table_catalog(written.encode(), "x").offer_table()
@@ -308,8 +380,9 @@ def test_the_first_bad_offer_is_named_whatever_is_wrong_with_it(monkeypatch: pyt
         decode_table_catalog(json.dumps(doc).encode(), "x")
 
 
-def test_a_catalog_emptied_after_it_was_measured_is_a_catalog_error(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_catalog_emptied_after_it_was_measured_is_a_catalog_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mmap
 
     def emptied(*args: object, **kwargs: object) -> None:  # what mmap says of a file emptied meanwhile

@@ -21,13 +21,19 @@ from provisioner.errors import CatalogError
 def _catalog(rates: list[tuple[str, str, str]]) -> bytes:
     """The bundled catalog's first offer once per row of (egress, ingress, disk), each written as given."""
     doc = json.loads(BUNDLED_FILE.read_text())
-    first = {k: v for k, v in doc["offers"][0].items()
-             if k not in ("egress_usd_per_gb", "ingress_usd_per_gb", "disk_usd_per_gib_hour")}
+    first = {
+        k: v
+        for k, v in doc["offers"][0].items()
+        if k not in ("egress_usd_per_gb", "ingress_usd_per_gb", "disk_usd_per_gib_hour")
+    }
     rows = []
     for i, (egress, ingress, disk) in enumerate(rates):
         row = json.dumps({**first, "offer_id": f"o{i}"})[:-1]
-        rows.append(f'{row}, "egress_usd_per_gb": {egress}, "ingress_usd_per_gb": {ingress}'
-                    + ("" if disk is None else f', "disk_usd_per_gib_hour": {disk}') + "}")
+        rows.append(
+            f'{row}, "egress_usd_per_gb": {egress}, "ingress_usd_per_gb": {ingress}'
+            + ("" if disk is None else f', "disk_usd_per_gib_hour": {disk}')
+            + "}"
+        )
     head = json.dumps({"as_of": doc["as_of"], "providers": doc["providers"]})[:-1]
     return f'{head}, "offers": [{", ".join(rows)}]}}'.encode()
 
@@ -44,8 +50,13 @@ def _nano(written: str | None) -> int:
 # later, in a batch, yet before the strings after them); later: a string never seen before, numbers,
 # a text Decimal reads that a plain decimal is not, more decimals than nano-dollars.
 FEW = ['"0.09"', '"0.1"', '"0.7"', '"0"']
-EGRESS = FEW * 15 + ["0.09", "0.1", "0.7", "0.2"] * 3 + FEW * 22 + ['"0.085"', "0.09", '"1E-2"', '"0.0000000005"'] \
+EGRESS = (
+    FEW * 15
+    + ["0.09", "0.1", "0.7", "0.2"] * 3
+    + FEW * 22
+    + ['"0.085"', "0.09", '"1E-2"', '"0.0000000005"']
     + ['"0.1"'] * 20
+)
 INGRESS = ['"0.01"', '"0"', '"0.02"', '"0.7"'] * 46
 DISK = ['"0.000136986"', None, '"0.00000000049"', '" 3.5"'] * 46
 
@@ -72,8 +83,9 @@ def test_rates_are_read_exactly_however_the_pieces_fall(monkeypatch: pytest.Monk
     types = _rate_types(monkeypatch)
     written = list(zip(EGRESS, INGRESS, DISK, strict=True))
     if as_numbers:  # as the bundled catalog writes them: never decoded as strings, parsed in batches
-        written = [tuple(None if r is None else r.strip('"') if r != '" 3.5"' else "3.5" for r in row)
-                   for row in written]
+        written = [
+            tuple(None if r is None else r.strip('"') if r != '" 3.5"' else "3.5" for r in row) for row in written
+        ]
     table = decode_table_catalog(_catalog(written), "x").offer_table()
     literal = [t for t in types if typing.get_origin(t) is Literal]
     assert (literal == []) if as_numbers else ("0.7" in typing.get_args(literal[-1]))

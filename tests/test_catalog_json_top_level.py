@@ -79,13 +79,16 @@ def test_a_key_that_ends_like_offers_is_not_taken_for_it() -> None:
         decode_table_catalog(text.encode(), "x")
 
 
-@pytest.mark.parametrize("damage", [
-    lambda text: text[:-1] + "]}",  # an array closed twice
-    lambda text: text[:-1] + "} {}",  # a second document
-    lambda text: text.replace('"offers": [', '"offers": [[', 1),  # offers nested one level too deep
-    lambda text: text[:-2] + ", {]}",  # an offer left open
-    lambda text: text[:-1],  # the top level left open
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[:-1] + "]}",  # an array closed twice
+        lambda text: text[:-1] + "} {}",  # a second document
+        lambda text: text.replace('"offers": [', '"offers": [[', 1),  # offers nested one level too deep
+        lambda text: text[:-2] + ", {]}",  # an offer left open
+        lambda text: text[:-1],  # the top level left open
+    ],
+)
 def test_a_damaged_file_is_still_refused(damage: Any) -> None:
     text = json.dumps(_doc())
     with pytest.raises(CatalogError, match=r"^x: (not valid JSON|offers\[0\])"):
@@ -140,7 +143,7 @@ def test_a_mapped_file_lets_go_of_the_text_it_has_decoded(tmp_path: Path, monkey
     for name, column in model.values.items():
         np.testing.assert_array_equal(column, fast.values[name], err_msg=name)
     text = path.read_bytes()
-    offers = text[text.index(b'"offers": [') + len(b'"offers": '):-1]  # the array, to its ]
+    offers = text[text.index(b'"offers": [') + len(b'"offers": ') : -1]  # the array, to its ]
     assert len(told) > 10 and told == sorted(told) and told[-1] == len(offers)
     doc["offers"][-2]["gpus"] = 1.5
     path.write_text(json.dumps(doc))

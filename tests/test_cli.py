@@ -80,8 +80,9 @@ def test_example_plans_as_json(path: Path, capsys: pytest.CaptureFixture[str]) -
     assert [option["rank"] for option in doc["options"]] == list(range(1, len(totals) + 1))
     for option in doc["options"]:
         parts = option["cost"]
-        assert round(parts["compute"] + parts["storage"] + parts["egress"] + parts["interruption"], 2) == \
-            pytest.approx(parts["total"], abs=0.011)
+        assert round(parts["compute"] + parts["storage"] + parts["egress"] + parts["interruption"], 2) == pytest.approx(
+            parts["total"], abs=0.011
+        )
         _assert_feasible(option, spec)
     assert "rejected" not in doc
     for group in doc["rejection_groups"]:
@@ -153,28 +154,36 @@ def test_every_format_renders(fmt: str, tmp_path: Path, capsys: pytest.CaptureFi
 
 BAD_SPECS = {
     "syntax.yaml": ("name: x\ngpus: [1\n", "syntax.yaml:3:1: YAML syntax error"),
-    "unknown.yaml": ("name: demo\ngpus:\n  count: 8\n  modle: H100\n",
-                     "unknown.yaml:4:3: gpus.modle: unknown key 'modle'; did you mean 'model'?"),
+    "unknown.yaml": (
+        "name: demo\ngpus:\n  count: 8\n  modle: H100\n",
+        "unknown.yaml:4:3: gpus.modle: unknown key 'modle'; did you mean 'model'?",
+    ),
     "type.yaml": ("name: demo\ngpus:\n  count: eight\n", "type.yaml:3:10: gpus.count: Input should be a valid integer"),
-    "split.yaml": ("name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
-                   "split.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8"),
-    "model.yaml": ("name: demo\ngpus:\n  model: A100-80GB\n  count: 8\n",
-                   "model.yaml:3:10: gpus.model: unknown GPU model 'A100-80GB': memory is its own field; "
-                   "use A100 with min_memory_gib: 80"),
+    "split.yaml": (
+        "name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
+        "split.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8",
+    ),
+    "model.yaml": (
+        "name: demo\ngpus:\n  model: A100-80GB\n  count: 8\n",
+        "model.yaml:3:10: gpus.model: unknown GPU model 'A100-80GB': memory is its own field; "
+        "use A100 with min_memory_gib: 80",
+    ),
 }
 NO_FIT_SPECS = {
-    "ib.yaml": ("name: demo\ngpus:\n  count: 16\nnodes:\n  gpus_per_node: 8\ninterconnect:\n  fabric: infiniband\n"
-                "providers:\n  allow: [aws, gcp]\n",
-                "ib.yaml:7:3: interconnect.fabric: no offer fits"),
-    "budget.yaml": ("name: demo\ngpus:\n  model: H100\n  count: 8\npricing:\n  max_total_usd: 5\n"
-                    "workload:\n  hours: 100\n",
-                    "budget.yaml:6:3: pricing.max_total_usd: no offer fits"),
+    "ib.yaml": (
+        "name: demo\ngpus:\n  count: 16\nnodes:\n  gpus_per_node: 8\ninterconnect:\n  fabric: infiniband\n"
+        "providers:\n  allow: [aws, gcp]\n",
+        "ib.yaml:7:3: interconnect.fabric: no offer fits",
+    ),
+    "budget.yaml": (
+        "name: demo\ngpus:\n  model: H100\n  count: 8\npricing:\n  max_total_usd: 5\nworkload:\n  hours: 100\n",
+        "budget.yaml:6:3: pricing.max_total_usd: no offer fits",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD_SPECS))
-def test_bad_specs_exit_2_with_one_located_line(name: str, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_specs_exit_2_with_one_located_line(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text, expected = BAD_SPECS[name]
     path = tmp_path / name
     path.write_text(text)
@@ -188,8 +197,9 @@ def test_bad_specs_exit_2_with_one_located_line(name: str, tmp_path: Path,
 
 
 @pytest.mark.parametrize("name", sorted(NO_FIT_SPECS))
-def test_no_offer_fits_exits_3_with_one_located_line(name: str, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_offer_fits_exits_3_with_one_located_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text, expected = NO_FIT_SPECS[name]
     path = tmp_path / name
     path.write_text(text)
@@ -234,66 +244,109 @@ def test_missing_file_and_bad_catalog(tmp_path: Path, capsys: pytest.CaptureFixt
 USAGE_ERRORS = {
     "no command": ([], "error: missing command (one of: plan, schema, render, catalog, validate, gc, node, up, down,"),
     "no spec": (["plan"], "error: the following arguments are required: SPEC (see 'provisioner plan --help')"),
-    "bad format": (["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
-                   "error: argument --format/-f: invalid choice: 'xml' (choose from 'table', 'json', 'csv',"),
-    "provider case": (["catalog", "--provider", "VastAI"],
-                      "error: argument --provider: unknown provider 'VastAI'; did you mean 'vastai'?"),
+    "bad format": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "-f", "xml"],
+        "error: argument --format/-f: invalid choice: 'xml' (choose from 'table', 'json', 'csv',",
+    ),
+    "provider case": (
+        ["catalog", "--provider", "VastAI"],
+        "error: argument --provider: unknown provider 'VastAI'; did you mean 'vastai'?",
+    ),
     # Every --provider is checked before its command runs (down and costs --live once ended in a traceback).
-    **{f"unknown provider ({' '.join(args)})": ([*args, "--provider", "azure"],
-                                               "error: argument --provider: unknown provider 'azure'; known: aws,")
-       for args in (["catalog"], ["catalog", "refresh"], ["gc"], ["down", "nope"], ["costs", "--live"])},
-    "missing folder": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
-                       "error: Invalid value for --output: folder /missing/dir does not exist"),
+    **{
+        f"unknown provider ({' '.join(args)})": (
+            [*args, "--provider", "azure"],
+            "error: argument --provider: unknown provider 'azure'; known: aws,",
+        )
+        for args in (["catalog"], ["catalog", "refresh"], ["gc"], ["down", "nope"], ["costs", "--live"])
+    },
+    "missing folder": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/missing/dir/r.html"],
+        "error: Invalid value for --output: folder /missing/dir does not exist",
+    ),
     # Every option that writes a file refuses a folder (it wrote a file named after the folder) and a place
     # no file can be made, naming the path, before any work (they exited 1 after planning).
-    **{f"{flag} {path}": (["plan", "examples/pretrain-h100-slurm.yaml", flag, path],
-                          f"error: Invalid value for {option}: {path} names a folder, not a file; name a file "
-                          f"in it, e.g. {path.rstrip('/')}/{example}")
-       for flag, option, example in (("--save-plan", "--save-plan", "plan.json"), ("-o", "--output", "report.txt"))
-       for path in ("examples/", "examples", "not-yet-made/")},
-    "plan save-plan under /proc": (["plan", "examples/pretrain-h100-slurm.yaml", "--save-plan", "/proc/p.json"],
-                                   "error: Invalid value for --save-plan: cannot write /proc/p.json: "),
-    "plan output under /proc": (["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/proc/r.txt"],
-                                "error: Invalid value for --output: cannot write /proc/r.txt: "),
-    "validate output folder": (["validate", "--nodes", "a", "--via", "ssh", "-o", "examples/"],
-                               "error: Invalid value for --output: examples/ names a folder, not a file; name a "
-                               "file in it, e.g. examples/report.json"),
-    "node check output under /proc": (["node", "check", "-o", "/proc/r.json"],
-                                      "error: Invalid value for --output: cannot write /proc/r.json: "),
-    "render out under /proc": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "/proc/out"],
-                               "error: Invalid value for --out: cannot write into /proc/out: "),
-    "render out below a file": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md/out"],
-                                "error: Invalid value for --out: cannot make README.md/out: README.md is a file, "
-                                "not a folder"),
-    "watch report dir under /proc": (["node", "watch", "--once", "--report-dir", "/proc/health"],
-                                     "error: Invalid value for --report-dir: cannot write into /proc/health: "),
+    **{
+        f"{flag} {path}": (
+            ["plan", "examples/pretrain-h100-slurm.yaml", flag, path],
+            f"error: Invalid value for {option}: {path} names a folder, not a file; name a file "
+            f"in it, e.g. {path.rstrip('/')}/{example}",
+        )
+        for flag, option, example in (("--save-plan", "--save-plan", "plan.json"), ("-o", "--output", "report.txt"))
+        for path in ("examples/", "examples", "not-yet-made/")
+    },
+    "plan save-plan under /proc": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "--save-plan", "/proc/p.json"],
+        "error: Invalid value for --save-plan: cannot write /proc/p.json: ",
+    ),
+    "plan output under /proc": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "-o", "/proc/r.txt"],
+        "error: Invalid value for --output: cannot write /proc/r.txt: ",
+    ),
+    "validate output folder": (
+        ["validate", "--nodes", "a", "--via", "ssh", "-o", "examples/"],
+        "error: Invalid value for --output: examples/ names a folder, not a file; name a "
+        "file in it, e.g. examples/report.json",
+    ),
+    "node check output under /proc": (
+        ["node", "check", "-o", "/proc/r.json"],
+        "error: Invalid value for --output: cannot write /proc/r.json: ",
+    ),
+    "render out under /proc": (
+        ["render", "examples/pretrain-h100-slurm.yaml", "--out", "/proc/out"],
+        "error: Invalid value for --out: cannot write into /proc/out: ",
+    ),
+    "render out below a file": (
+        ["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md/out"],
+        "error: Invalid value for --out: cannot make README.md/out: README.md is a file, not a folder",
+    ),
+    "watch report dir under /proc": (
+        ["node", "watch", "--once", "--report-dir", "/proc/health"],
+        "error: Invalid value for --report-dir: cannot write into /proc/health: ",
+    ),
     "unknown command": (["frobnicate"], "error: argument COMMAND: invalid choice: 'frobnicate' (choose from 'plan',"),
-    "unknown option": (["plan", "examples/pretrain-h100-slurm.yaml", "--bogus"],
-                       "error: unrecognized arguments: --bogus (see 'provisioner plan --help')"),
+    "unknown option": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "--bogus"],
+        "error: unrecognized arguments: --bogus (see 'provisioner plan --help')",
+    ),
     # A word no option takes points at the command's own help, not the top's.
     "unknown word": (["costs", "nope"], "error: unrecognized arguments: nope (see 'provisioner costs --help')"),
-    "unknown nested option": (["node", "check", "--bogus"],
-                              "error: unrecognized arguments: --bogus (see 'provisioner node check --help')"),
-    "top zero": (["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
-                 "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')"),
-    "missing plan": (["render", "missing-plan.json", "--out", "out"],
-                     "error: missing-plan.json: cannot read plan: No such file or directory"),
+    "unknown nested option": (
+        ["node", "check", "--bogus"],
+        "error: unrecognized arguments: --bogus (see 'provisioner node check --help')",
+    ),
+    "top zero": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
+        "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')",
+    ),
+    "missing plan": (
+        ["render", "missing-plan.json", "--out", "out"],
+        "error: missing-plan.json: cannot read plan: No such file or directory",
+    ),
     "unknown gpu": (["catalog", "--gpu", "H1OO"], "error: Invalid value for --gpu: unknown GPU model 'H1OO'; known:"),
-    "gpu with memory": (["catalog", "--gpu", "A100-80GB"], "error: Invalid value for --gpu: unknown GPU model "
-                        "'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80"),
-    "out is a file": (["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md"],
-                      "error: Invalid value for --out: README.md is a file, not a folder"),
-    "json spec as a plan": (["render", "tests/fixtures/spec-as-json.json", "--out", "out"],
-                            "error: tests/fixtures/spec-as-json.json: a spec, not a plan: a .json file is read as a "
-                            "saved plan here; save the spec as .yaml, or plan it first: provisioner plan "),
+    "gpu with memory": (
+        ["catalog", "--gpu", "A100-80GB"],
+        "error: Invalid value for --gpu: unknown GPU model "
+        "'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80",
+    ),
+    "out is a file": (
+        ["render", "examples/pretrain-h100-slurm.yaml", "--out", "README.md"],
+        "error: Invalid value for --out: README.md is a file, not a folder",
+    ),
+    "json spec as a plan": (
+        ["render", "tests/fixtures/spec-as-json.json", "--out", "out"],
+        "error: tests/fixtures/spec-as-json.json: a spec, not a plan: a .json file is read as a "
+        "saved plan here; save the spec as .yaml, or plan it first: provisioner plan ",
+    ),
     "node group": (["node"], "error: missing command (one of: check, watch) (see 'provisioner node --help')"),
 }
 """Usage mistakes and the start of the one line each must print (tests/test_runtime_only.py reuses them)."""
 
 
 @pytest.mark.parametrize("name", sorted(USAGE_ERRORS))
-def test_usage_errors_exit_2_with_one_line(name: str, capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_usage_errors_exit_2_with_one_line(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(Path(__file__).parents[1])
     args, start = USAGE_ERRORS[name]
     code, out, err = run_cli(args, capsys)
@@ -303,7 +356,8 @@ def test_usage_errors_exit_2_with_one_line(name: str, capsys: pytest.CaptureFixt
 
 
 def test_an_output_option_leaves_nothing_where_it_refused_or_only_checked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--save-plan dir/` wrote a file named `dir`; the check that a file can be made leaves none behind."""
     monkeypatch.chdir(tmp_path)
     spec = str(EXAMPLE_FILES[0])
@@ -328,9 +382,23 @@ def test_an_output_into_a_named_pipe_gets_the_whole_report(tmp_path: Path) -> No
     with open(got, "w") as sink:
         reader = subprocess.Popen(["cat", str(pipe)], stdout=sink)
         try:
-            done = subprocess.run([sys.executable, "-m", "provisioner.cli", "plan",
-                                   str(EXAMPLES / "pretrain-h100-slurm.yaml"), "--format", "json", "-o", str(pipe)],
-                                  capture_output=True, text=True, timeout=60, check=False)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "provisioner.cli",
+                    "plan",
+                    str(EXAMPLES / "pretrain-h100-slurm.yaml"),
+                    "--format",
+                    "json",
+                    "-o",
+                    str(pipe),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
         finally:
             if reader.poll() is None:
                 with open(pipe, "w"):  # a reader still waiting gets its end of file
@@ -365,14 +433,20 @@ def test_every_command_has_working_help(capsys: pytest.CaptureFixture[str]) -> N
 
 
 @pytest.mark.parametrize("url", ["not-a-url", "ftp://127.0.0.1:8701", "127.0.0.1:8701"])
-def test_an_api_url_that_is_no_http_url_is_a_usage_error(url: str, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_api_url_that_is_no_http_url_is_a_usage_error(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """It was a provider failure (exit 4: 'UnsupportedProtocol') after a refresh attempt."""
     monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", url)
     monkeypatch.setenv("LAMBDA_API_KEY", "demo")
     code, _, err = run_cli(["catalog", "refresh", "--provider", "lambda"], capsys)
-    assert (code, err.strip().splitlines()) == (2, [f"error: Invalid value for PROVISIONER_LAMBDA_API_URL: {url!r} "
-                                                    "is not an http(s) URL like http://127.0.0.1:8701"])
+    assert (code, err.strip().splitlines()) == (
+        2,
+        [
+            f"error: Invalid value for PROVISIONER_LAMBDA_API_URL: {url!r} "
+            "is not an http(s) URL like http://127.0.0.1:8701"
+        ],
+    )
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -397,8 +471,13 @@ def test_catalog_listing_filters(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_console_script_runs_in_a_fresh_process() -> None:
     spec = EXAMPLES / "pretrain-h100-slurm.yaml"
-    result = subprocess.run([sys.executable, "-m", "provisioner.cli", "plan", str(spec)],
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "provisioner.cli", "plan", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert "llm-pretrain" in result.stdout
 
@@ -408,10 +487,13 @@ def test_python_m_from_the_checkout_finds_the_mapped_packages() -> None:
     plain ``pip install .``: ``-m`` puts the checkout's ``provisioner/`` first on sys.path, where
     ``provisioner.providers`` (folder ``providers/``) was not found (ModuleNotFoundError). Here the
     editable install's finder is taken away, so only the checkout can answer."""
-    code = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-            "sys.argv = ['fakes', '--help']; runpy.run_module('provisioner.testing.fakes', run_name='__main__')")
-    result = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES.parent, capture_output=True, text=True,
-                            timeout=60, check=False)
+    code = (
+        "import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+        "sys.argv = ['fakes', '--help']; runpy.run_module('provisioner.testing.fakes', run_name='__main__')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES.parent, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert "{aws,fluence,gcp,lambda,runpod,vastai}" in result.stdout
 
@@ -421,8 +503,11 @@ def test_python_m_from_the_checkout_finds_the_mapped_packages() -> None:
 # models, no optimizer code), checked against what `provisioner plan --format json` prints.
 
 _ACCEPTS = {
-    "any": {"ethernet", "roce", "infiniband", "efa"}, "ethernet": {"ethernet", "roce", "infiniband", "efa"},
-    "roce": {"roce", "infiniband"}, "infiniband": {"infiniband"}, "efa": {"efa"},
+    "any": {"ethernet", "roce", "infiniband", "efa"},
+    "ethernet": {"ethernet", "roce", "infiniband", "efa"},
+    "roce": {"roce", "infiniband"},
+    "infiniband": {"infiniband"},
+    "efa": {"efa"},
 }
 
 
@@ -439,7 +524,8 @@ def _tiered(tiers: list[dict], gb: float) -> float:
 
 def _internet_out(info: dict, gb: float) -> float:
     return _tiered(info["internet_egress_tiers"], gb) - _tiered(
-        info["internet_egress_tiers"], min(gb, info.get("free_egress_gb", 0)))
+        info["internet_egress_tiers"], min(gb, info.get("free_egress_gb", 0))
+    )
 
 
 def _buyable(spec: ClusterSpec, o: dict, nodes: int) -> bool:
@@ -453,8 +539,12 @@ def _buyable(spec: ClusterSpec, o: dict, nodes: int) -> bool:
     network, purchase = o.get("network", "private"), o.get("purchase", "instance")
     if purchase in ("reservation", "sales") or nodes < o.get("min_nodes", 1):
         return False
-    if (nodes > 1 and network == "none" and spec.control_plane.value != "none"
-            and spec.interconnect.fabric.value in ("any", "ethernet")):
+    if (
+        nodes > 1
+        and network == "none"
+        and spec.control_plane.value != "none"
+        and spec.interconnect.fabric.value in ("any", "ethernet")
+    ):
         return False
     needs = {BOOTSTRAP_CAPABILITY[Bootstrap(o.get("bootstrap", "cloud_init"))]}
     if nodes > 1:
@@ -477,17 +567,24 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
     for o in raw["offers"]:
         info = raw["providers"][o["provider"]]
         nodes, rest = divmod(spec.gpus.count, o["gpus"])
-        if (o["provider"] not in allowed or (spec.providers.regions and o["region"] not in spec.providers.regions)
-                or (models and canonical_gpu(o["gpu_model"]) not in models)
-                or o["gpu_memory_gib"] < spec.gpus.min_memory_gib or not o.get("available", True)
-                or rest or nodes == 0 or nodes > o.get("max_nodes", 1)
-                or spec.nodes.gpus_per_node not in (None, o["gpus"]) or spec.nodes.count not in (None, nodes)
-                or o.get("fabric", "ethernet") not in _ACCEPTS[spec.interconnect.fabric.value]
-                or (nodes > 1 and o.get("fabric_gbps", 0) < spec.interconnect.min_gbps_per_node)
-                or o.get("local_nvme_gib", 0) < spec.storage.checkpoint_nvme_gib_per_node
-                or (spec.storage.shared.kind.value == "managed" and info["shared_storage_usd_per_gib_month"] is None)
-                or o.get("reliability", 0.99) < spec.reliability.min_score
-                or not _buyable(spec, o, nodes)):
+        if (
+            o["provider"] not in allowed
+            or (spec.providers.regions and o["region"] not in spec.providers.regions)
+            or (models and canonical_gpu(o["gpu_model"]) not in models)
+            or o["gpu_memory_gib"] < spec.gpus.min_memory_gib
+            or not o.get("available", True)
+            or rest
+            or nodes == 0
+            or nodes > o.get("max_nodes", 1)
+            or spec.nodes.gpus_per_node not in (None, o["gpus"])
+            or spec.nodes.count not in (None, nodes)
+            or o.get("fabric", "ethernet") not in _ACCEPTS[spec.interconnect.fabric.value]
+            or (nodes > 1 and o.get("fabric_gbps", 0) < spec.interconnect.min_gbps_per_node)
+            or o.get("local_nvme_gib", 0) < spec.storage.checkpoint_nvme_gib_per_node
+            or (spec.storage.shared.kind.value == "managed" and info["shared_storage_usd_per_gib_month"] is None)
+            or o.get("reliability", 0.99) < spec.reliability.min_score
+            or not _buyable(spec, o, nodes)
+        ):
             continue
         storage = nodes * spec.storage.checkpoint_nvme_gib_per_node * o.get("disk_usd_per_gib_hour", 0) * w.hours
         if spec.storage.shared.kind.value == "managed":
@@ -513,8 +610,9 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
             sold_as = Capability.SPOT if spot else Capability.ON_DEMAND
             if sold_as not in capabilities().get(o["provider"], frozenset()):
                 continue
-            if price is None or (spec.pricing.max_hourly_usd is not None
-                                 and nodes * price > float(spec.pricing.max_hourly_usd)):
+            if price is None or (
+                spec.pricing.max_hourly_usd is not None and nodes * price > float(spec.pricing.max_hourly_usd)
+            ):
                 continue
             step = o.get("billing_increment_s", 1)
             billed_h = max(math.ceil(w.hours * 3600 / step) * step, o.get("billing_minimum_s", 0)) / 3600
@@ -524,8 +622,12 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
                 if rate is None:
                     rate = max(o["interruptions_per_node_hour"], 0.25 / 730)
             lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60
-            terms = [nodes * price * billed_h + nodes * price * info["boot_minutes"] / 60, storage, egress,
-                     rate * nodes * w.hours * lost_h * nodes * price]
+            terms = [
+                nodes * price * billed_h + nodes * price * info["boot_minutes"] / 60,
+                storage,
+                egress,
+                rate * nodes * w.hours * lost_h * nodes * price,
+            ]
             total = sum(round(term, 2) for term in terms)
             if spec.pricing.max_total_usd is not None and total > float(spec.pricing.max_total_usd) + 1e-9:
                 continue
@@ -591,7 +693,10 @@ def test_catalog_flag_beats_the_refreshed_cache_which_beats_the_bundled_file(
     _, out, _ = run_cli(["plan", str(spec), "-f", "json"], capsys)
     doc = json.loads(out)
     assert (doc["as_of"], doc["catalog"], doc["options"][0]["instance_type"]) == (
-        "2026-12-01", str(cache), "p5.48xlarge")
+        "2026-12-01",
+        str(cache),
+        "p5.48xlarge",
+    )
     _, out, _ = run_cli(["plan", str(spec), "-f", "json", "--catalog", str(flag)], capsys)
     doc = json.loads(out)
     assert (doc["as_of"], doc["options"][0]["instance_type"]) == ("2026-12-02", "a3-highgpu-8g")
@@ -646,10 +751,13 @@ def test_readme_quick_start_has_two_commands_and_its_layout_rule_finds_files() -
     commands = re.findall(r"```bash\n(.*?)\n```", quick, re.DOTALL)
     assert len(commands) == 2 and all("\n" not in c for c in commands)
     assert "provisioner plan examples/" in commands[0]
-    assert commands[1] == ("python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' "
-                           "&& python -m pytest -q -n auto")
-    for name, path in [("provisioner.providers.lambda_.client", "providers/lambda_/client.py"),
-                       ("provisioner.report.facts", "provisioner/report/facts.py")]:
+    assert commands[1] == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest -q -n auto"
+    )
+    for name, path in [
+        ("provisioner.providers.lambda_.client", "providers/lambda_/client.py"),
+        ("provisioner.report.facts", "provisioner/report/facts.py"),
+    ]:
         assert f"`{name}` is `{path}`" in " ".join(readme.split())
         assert Path(importlib.import_module(name).__file__ or "").resolve() == (root / path).resolve()
 

@@ -24,8 +24,12 @@ NOT_ON_THE_PLAN_PATH = (
     "csv",  # the csv format only
     "rich",  # the table format only
     "jinja2",  # the html format and render
-    "httpx", "boto3", "google.cloud", "pulumi",  # providers and stacks
-    "provisioner.providers.aws.provider", "provisioner.stacks",
+    "httpx",
+    "boto3",
+    "google.cloud",
+    "pulumi",  # providers and stacks
+    "provisioner.providers.aws.provider",
+    "provisioner.stacks",
 )
 
 _PLAN = """
@@ -40,8 +44,14 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules), "collecting": gc
 
 def _plan_process(*args: str, cache: Path) -> dict[str, object]:
     env = {"PROVISIONER_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", _PLAN, "plan", *args, "--format", "json"], capture_output=True,
-                          text=True, timeout=120, check=False, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAN, "plan", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stderr.strip().splitlines()[-1])
 
@@ -55,8 +65,9 @@ def test_a_plan_imports_none_of_what_it_does_not_use(catalog: str, tmp_path: Pat
     seen = _plan_process(*args, cache=tmp_path / "cache")
     assert seen["code"] == 0
     modules = set(seen["modules"])  # type: ignore[arg-type]
-    loaded = sorted(m for m in modules for unwanted in NOT_ON_THE_PLAN_PATH
-                    if m == unwanted or m.startswith(unwanted + "."))
+    loaded = sorted(
+        m for m in modules for unwanted in NOT_ON_THE_PLAN_PATH if m == unwanted or m.startswith(unwanted + ".")
+    )
     assert loaded == []
     assert "provisioner.workflow" in modules  # the probe did see a plan
     assert seen["tokenizer_set_up"] == 0  # no builtin (`list`) as a pydantic default factory
@@ -67,10 +78,12 @@ def test_the_plugin_loader_stand_in_answers_as_pydantic_does_with_plugins_disabl
     """cli._no_plugin_loader replaces pydantic.plugin._loader when PYDANTIC_DISABLE_PLUGINS disables
     every plugin: pydantic must still look plugins up through that module's get_plugins, and the real
     one must answer "none" under that setting, as the stand-in does."""
-    probe = ("import os; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; "
-             "from pydantic.plugin import _loader, _schema_validator; import inspect; "
-             "print(list(_loader.get_plugins()), 'from ._loader import get_plugins' in "
-             "inspect.getsource(_schema_validator.create_schema_validator))")
+    probe = (
+        "import os; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; "
+        "from pydantic.plugin import _loader, _schema_validator; import inspect; "
+        "print(list(_loader.get_plugins()), 'from ._loader import get_plugins' in "
+        "inspect.getsource(_schema_validator.create_schema_validator))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["[]", "True"]
     from provisioner import cli
@@ -80,19 +93,23 @@ def test_the_plugin_loader_stand_in_answers_as_pydantic_does_with_plugins_disabl
 
 
 def test_a_user_who_enables_pydantic_plugins_gets_the_real_loader(tmp_path: Path) -> None:
-    probe = ("import os, sys; os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'some-plugin'; from provisioner import cli; "
-             "cli._lean_start(); import pydantic.plugin._loader as loader; print(loader.__file__ is not None)")
+    probe = (
+        "import os, sys; os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'some-plugin'; from provisioner import cli; "
+        "cli._lean_start(); import pydantic.plugin._loader as loader; print(loader.__file__ is not None)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "True"
 
 
 def test_anything_else_asked_of_the_stand_in_comes_from_the_real_loader() -> None:
     """A pydantic release that imports more than get_plugins from its loader gets the real module's names."""
-    probe = ("import os, sys; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; from provisioner import cli; "
-             "cli._lean_start(); from pydantic.plugin._loader import get_plugins; "
-             "print(get_plugins is cli._no_plugins); "
-             "from pydantic.plugin._loader import entry_points; "
-             "print(entry_points.__module__, 'importlib.metadata' in sys.modules, "
-             "sys.modules['pydantic.plugin._loader'].__file__ is not None)")
+    probe = (
+        "import os, sys; os.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'; from provisioner import cli; "
+        "cli._lean_start(); from pydantic.plugin._loader import get_plugins; "
+        "print(get_plugins is cli._no_plugins); "
+        "from pydantic.plugin._loader import entry_points; "
+        "print(entry_points.__module__, 'importlib.metadata' in sys.modules, "
+        "sys.modules['pydantic.plugin._loader'].__file__ is not None)"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["True", "importlib.metadata", "True", "True"]

@@ -30,21 +30,27 @@ def _plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], location: str, reg
 
 
 def test_a_misspelled_dataset_region_is_a_located_warning_naming_the_nearest(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _plan(tmp_path, capsys, "aws:us-eats-1") == [
         f"warning: {tmp_path / 'ds.yaml'}:6:28: workload.dataset.location: aws region 'us-eats-1' is not in the "
-        "catalog (nearest: us-east-1, us-east-2, us-west-2); moving the data is priced as from another aws region"]
+        "catalog (nearest: us-east-1, us-east-2, us-west-2); moving the data is priced as from another aws region"
+    ]
 
 
-def test_a_misspelled_bucket_region_names_the_region_field(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_misspelled_bucket_region_names_the_region_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (line,) = _plan(tmp_path, capsys, "s3://bucket/x", "us-wst-2")
-    assert ":6:" in line and "workload.dataset.region: aws region 'us-wst-2' is not in the catalog " \
-        "(nearest: us-west-2," in line
+    assert (
+        ":6:" in line
+        and "workload.dataset.region: aws region 'us-wst-2' is not in the catalog (nearest: us-west-2," in line
+    )
 
 
-@pytest.mark.parametrize(("location", "region"), [("aws:us-east-1", ""), ("s3://bucket/x", "us-west-2"),
-                                                  ("internet", ""), ("gcp:us-central1", "")])
-def test_a_known_region_or_no_region_gives_no_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                      location: str, region: str) -> None:
+@pytest.mark.parametrize(
+    ("location", "region"),
+    [("aws:us-east-1", ""), ("s3://bucket/x", "us-west-2"), ("internet", ""), ("gcp:us-central1", "")],
+)
+def test_a_known_region_or_no_region_gives_no_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], location: str, region: str
+) -> None:
     assert _plan(tmp_path, capsys, location, region) == []

@@ -78,8 +78,10 @@ def stand_in(args):
 def _stand_in_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "bin"
     folder.mkdir()
-    text = FAKE_PULUMI.replace('if args[:1] == ["version"]:', STAND_IN + 'if args[:1] in (["up"], ["destroy"]):\n'
-                               '    stand_in(args)\nelif args[:1] == ["version"]:')
+    text = FAKE_PULUMI.replace(
+        'if args[:1] == ["version"]:',
+        STAND_IN + 'if args[:1] in (["up"], ["destroy"]):\n    stand_in(args)\nelif args[:1] == ["version"]:',
+    )
     script = folder / "pulumi"
     script.write_text(text.format(python=sys.executable), encoding="utf-8")
     script.chmod(0o755)
@@ -90,8 +92,9 @@ def _stand_in_pulumi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", f"{ROOT / 'tests' / 'fixtures' / 'fast_cli'}:{ROOT}")
 
 
-def _up(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        refuse_first: bool) -> tuple[list[dict[str, Any]], int]:
+def _up(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], refuse_first: bool
+) -> tuple[list[dict[str, Any]], int]:
     folder = tmp_path / engine
     folder.mkdir()
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(folder / "state"))
@@ -123,8 +126,9 @@ def _shared(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("refuse_first", [True], ids=["failover"])  # [False] too: the same, less the failover
-def test_both_engines_emit_the_same_events(refuse_first: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_both_engines_emit_the_same_events(
+    refuse_first: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     direct, direct_bought = _up("direct", tmp_path, monkeypatch, capsys, refuse_first)
     pulumi, pulumi_bought = _up("pulumi", tmp_path, monkeypatch, capsys, refuse_first)
@@ -147,15 +151,19 @@ def test_both_engines_emit_the_same_events(refuse_first: bool, tmp_path: Path, m
 
 
 def test_a_capacity_error_is_read_from_the_dynamic_providers_traceback() -> None:
-    text = ('error: update failed\n    error: Exception calling application: Traceback (most recent call last):\n'
-            '  File "/x/stacks/neocloud.py", line 167, in create\n'
-            'provisioner.errors.CapacityError: lambda: Not enough capacity to fulfill launch request.\n')
+    text = (
+        "error: update failed\n    error: Exception calling application: Traceback (most recent call last):\n"
+        '  File "/x/stacks/neocloud.py", line 167, in create\n'
+        "provisioner.errors.CapacityError: lambda: Not enough capacity to fulfill launch request.\n"
+    )
     assert capacity_in(text) == ("lambda", "Not enough capacity to fulfill launch request.")
     assert capacity_in("error: update failed: lambda: no capacity for gpu_4x_h100_sxm5") is None  # no traceback
     assert capacity_in("provisioner.errors.QuotaError: lambda: over quota") is None
     # pulumi-aws/gcp report the cloud's own error code (the form assumed: their SDKs' error text).
-    aws = ("  aws:ec2/instance:Instance (c-0):\n    error: creating EC2 Instance: operation error EC2: RunInstances, "
-           "api error InsufficientInstanceCapacity: We currently do not have sufficient p5.48xlarge capacity\n")
+    aws = (
+        "  aws:ec2/instance:Instance (c-0):\n    error: creating EC2 Instance: operation error EC2: RunInstances, "
+        "api error InsufficientInstanceCapacity: We currently do not have sufficient p5.48xlarge capacity\n"
+    )
     assert capacity_in(aws, "aws", facts()["aws"].capacity_codes) == ("aws", aws.splitlines()[1].strip())
     gcp = "    error: googleapi: Error 503: ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a, zoneResourcePoolExhausted\n"
     assert capacity_in(gcp, "gcp", facts()["gcp"].capacity_codes)[0] == "gcp"  # type: ignore[index]

@@ -116,8 +116,9 @@ def test_the_matrix_has_every_provider_and_both_kinds_of_node() -> None:
 def _offers(name: str) -> tuple[Any, ...]:
     harness = load_harness(name)
     with serve(harness.app) as server:
-        adapter = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=harness.scaled_limits,
-                                        timeout_s=harness.timeout_s)
+        adapter = harness.make_provider(
+            api_key=harness.api_key, base_url=server.url, limits=harness.scaled_limits, timeout_s=harness.timeout_s
+        )
         offers = adapter.list_offers(harness.offer_query)
     # Pods and Vast/Fluence machines are sold one at a time; the catalog says how many are usually
     # rentable together, which the fakes (one listing per machine) cannot: two, for the multi-node case.
@@ -132,11 +133,13 @@ def _plan(name: str, case: Case, tmp_path: Path, control_planes: tuple[str, ...]
     bundled = load_bundled_catalog()
     catalog = Catalog(as_of=bundled.as_of, origin="fake", providers=bundled.providers, offers=offers)
     for control_plane in control_planes:
-        text = (f"name: mx-{name[:4]}-{case.nodes}{'s' if case.spot else 'o'}\n"
-                f"gpus: {{model: [{first.gpu_model}], count: {first.gpus * case.nodes}}}\n"
-                f"nodes: {{count: {case.nodes}}}\ncontrol_plane: {control_plane}\n"
-                f"providers: {{allow: [{name}]}}\npricing: {{mode: {'spot' if case.spot else 'on_demand'}}}\n"
-                "workload: {hours: 1}\n" + ("lifetime: {ttl_hours: 2}\n" if case.expires else ""))
+        text = (
+            f"name: mx-{name[:4]}-{case.nodes}{'s' if case.spot else 'o'}\n"
+            f"gpus: {{model: [{first.gpu_model}], count: {first.gpus * case.nodes}}}\n"
+            f"nodes: {{count: {case.nodes}}}\ncontrol_plane: {control_plane}\n"
+            f"providers: {{allow: [{name}]}}\npricing: {{mode: {'spot' if case.spot else 'on_demand'}}}\n"
+            "workload: {hours: 1}\n" + ("lifetime: {ttl_hours: 2}\n" if case.expires else "")
+        )
         path = tmp_path / f"{name}.yaml"
         path.write_text(text, encoding="utf-8")
         try:
@@ -157,14 +160,21 @@ class Fake:
 
     def adapter(self, **options: Any) -> Any:
         return self.harness.make_provider(
-            api_key=self.harness.api_key, base_url=self.url, limits=self.harness.scaled_limits,
-            timeout_s=self.harness.timeout_s, retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
-            **options)
+            api_key=self.harness.api_key,
+            base_url=self.url,
+            limits=self.harness.scaled_limits,
+            timeout_s=self.harness.timeout_s,
+            retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
+            **options,
+        )
 
     def writes(self) -> list[tuple[str, str]]:
         # Reads differ by design (polls, the direct engine's metering on down): writes must not.
-        return [(c.method, c.route) for c in self.harness.app.calls
-                if c.kind not in READS and c.method != "GET" and _ours(c)]
+        return [
+            (c.method, c.route)
+            for c in self.harness.app.calls
+            if c.kind not in READS and c.method != "GET" and _ours(c)
+        ]
 
     def sold(self) -> list[tuple[Any, ...]]:
         return sorted(_sold(b) for b in self.harness.app.bought.values())
@@ -179,8 +189,9 @@ def _sold(bought: Bought) -> tuple[Any, ...]:
     mark (the ``provisioner-lease`` tag, RunPod's ``PROVISIONER_LEASE`` value); the Pulumi engine's
     lease is the backend's stack lock (docs/security.md)."""
     tags = {k: v for k, v in bought.tags.items() if k not in ("Name", LEASE_TAG)}
-    boot = "\n".join(line for line in bought.boot.replace(bought.instance_id, "<id>").split("\n")
-                     if LeaseMark.parse(line) is None)
+    boot = "\n".join(
+        line for line in bought.boot.replace(bought.instance_id, "<id>").split("\n") if LeaseMark.parse(line) is None
+    )
     return (bought.interruptible, boot, sorted(tags.items()), bought.ssh_public_keys, bought.cluster_product)
 
 
@@ -228,10 +239,20 @@ def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: An
     finally:
         set_all_config({}, [])
     assert kept == secrets
-    args = cluster_args(plan, rendered, owner=owner_id(), expires_at=expires, ssh_public_key=secrets.ssh_public_key,
-                        hostkey_tokens=hostkey_tokens(plan, kept))  # as stacks.program.build passes them
-    options = {"limits": fake.harness.scaled_limits, "poll_interval_s": 0.02, "timeout_s": fake.harness.timeout_s,
-               "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)}
+    args = cluster_args(
+        plan,
+        rendered,
+        owner=owner_id(),
+        expires_at=expires,
+        ssh_public_key=secrets.ssh_public_key,
+        hostkey_tokens=hostkey_tokens(plan, kept),
+    )  # as stacks.program.build passes them
+    options = {
+        "limits": fake.harness.scaled_limits,
+        "poll_interval_s": 0.02,
+        "timeout_s": fake.harness.timeout_s,
+        "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
+    }
     return realize(args, adapter_options=options, plan=plan, secrets=secrets).recorder
 
 
@@ -246,8 +267,12 @@ def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> P
     firewall, the nodes, then the SSH pass (``ClusterTopology``), wired to the nodes' real ids and
     addresses as the engine wires it, with a ``FileRemote`` for SSH. Returns the folder where the
     scripts the SSH pass ran are kept (``tests.file_remote.pushed``)."""
-    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology") for r in recorder.resources
-             if r.typ == DYNAMIC + kind]
+    order = [
+        r
+        for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology")
+        for r in recorder.resources
+        if r.typ == DYNAMIC + kind
+    ]
     assert [r.typ for r in order if r.typ != DYNAMIC + "ClusterTopology"][-1] == DYNAMIC + "NeocloudNodes"
     pushed_to = tmp_path / "pushed"
     pushed_to.mkdir(exist_ok=True)
@@ -268,8 +293,9 @@ def _pulumi_neocloud(fake: Fake, recorder: Any, plan: Plan, tmp_path: Path) -> P
         urn, nodes = next((u, c) for u, c in made if "NeocloudNodes" in u)
         read = server.Read(provider_pb2.ReadRequest(id=nodes.id, urn=urn, properties=nodes.properties))
         assert read.id == nodes.id
-        assert sorted(read.properties.fields["node_names"].list_value.values[i].string_value
-                      for i in range(len(plan.nodes))) == [n.name for n in plan.nodes]
+        assert sorted(
+            read.properties.fields["node_names"].list_value.values[i].string_value for i in range(len(plan.nodes))
+        ) == [n.name for n in plan.nodes]
         for urn, created in reversed(made):
             server.Delete(provider_pb2.DeleteRequest(id=created.id, urn=urn, properties=created.properties))
     assert fake.harness.instances() == 0
@@ -282,9 +308,12 @@ def wired_step(props: dict[str, Any], nodes: Any, remote: Any) -> dict[str, Any]
     outs = json_format.MessageToDict(nodes.properties)
     names = outs["node_names"]
     options = dill.loads(base64.b64decode(props["__provider"])).adapter_options
-    return {**props, "node_ids": dict(zip(names, outs["node_ids"], strict=True)),
-            "public_ips": dict(zip(names, outs["public_ips"], strict=True)),
-            "__provider": serialize_provider(ClusterTopologyProvider(options, remote=remote))}
+    return {
+        **props,
+        "node_ids": dict(zip(names, outs["node_ids"], strict=True)),
+        "public_ips": dict(zip(names, outs["public_ips"], strict=True)),
+        "__provider": serialize_provider(ClusterTopologyProvider(options, remote=remote)),
+    }
 
 
 def _secrets_only_over_ssh(fake: Fake, plan: Plan, secrets: Any, pushed_to: Path) -> None:
@@ -322,8 +351,9 @@ def _instances(recorder: Any, provider: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("provider", "case"), _cases(), ids=lambda v: str(v))
-def test_both_engines_send_the_same_requests(provider: str, case: Case, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_engines_send_the_same_requests(
+    provider: str, case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = _plan(provider, case, tmp_path)
     expires = EXPIRES if case.expires else None
     assert (plan.spec.lifetime.ttl_hours is not None) is case.expires
@@ -356,4 +386,5 @@ def test_both_engines_send_the_same_requests(provider: str, case: Case, tmp_path
     sold_tags = [dict(s[2]) for s in direct_sold]
     keys = ("provisioner-cluster", "provisioner-owner", "provisioner-expires", "provisioner-role")
     assert sorted(tuple(t.get(k) for k in keys) for t in tags) == sorted(
-        tuple(t.get(k) for k in keys) for t in sold_tags)
+        tuple(t.get(k) for k in keys) for t in sold_tags
+    )

@@ -32,8 +32,14 @@ class TinyFake(FakeApp):
         self.body_to_send: Any = {"data": []}
         self.route("GET", "/api/v1/instances", self.instances, kind="list", name="list_instances")
         self.route("GET", "/api/v1/instances/{id}", self.one, kind="get")
-        self.route("GET", "/internal/unspecced", self.unspecced, kind="other", validate=False,
-                   reason="not in the spec; checked against documented examples")
+        self.route(
+            "GET",
+            "/internal/unspecced",
+            self.unspecced,
+            kind="other",
+            validate=False,
+            reason="not in the spec; checked against documented examples",
+        )
 
     def instances(self, request: Request) -> Response:
         return self.json(self.body_to_send)
@@ -66,8 +72,10 @@ def test_routes_path_params_and_call_log(tiny: TinyFake) -> None:
         assert http.get("/api/v1/instances/abc").json()["error"]["message"] == "no abc"
         assert http.get("/internal/unspecced").json() == {"anything": True}
     assert [(c.method, c.path, c.status, c.kind) for c in tiny.calls] == [
-        ("GET", "/api/v1/instances", 200, "list"), ("GET", "/api/v1/instances/abc", 404, "get"),
-        ("GET", "/internal/unspecced", 200, "other")]
+        ("GET", "/api/v1/instances", 200, "list"),
+        ("GET", "/api/v1/instances/abc", 404, "get"),
+        ("GET", "/internal/unspecced", 200, "other"),
+    ]
     assert tiny.validation_errors == []
     assert [c.path for c in tiny.calls_of("list_instances")] == ["/api/v1/instances"]
 
@@ -103,8 +111,9 @@ def test_request_without_auth_breaks_the_spec(tiny: TinyFake) -> None:
 
 def test_wrong_key_gets_provider_error(tiny: TinyFake) -> None:
     tiny.strict = False
-    with httpx.Client(transport=httpx.WSGITransport(app=tiny), base_url="http://x",
-                      headers={"Authorization": "Bearer nope"}) as http:
+    with httpx.Client(
+        transport=httpx.WSGITransport(app=tiny), base_url="http://x", headers={"Authorization": "Bearer nope"}
+    ) as http:
         response = http.get("/api/v1/instances")
     assert response.status_code == 401
     # TinyFake keeps the base class's generic error body, which is not Lambda's shape
@@ -202,8 +211,13 @@ def test_registry_names_lambda() -> None:
 def test_module_runs_a_real_server() -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "provisioner.testing.fakes", "lambda", "--port", "0",
-                             "--api-key", KEY], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner.testing.fakes", "lambda", "--port", "0", "--api-key", KEY],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -219,8 +233,9 @@ def test_module_runs_a_real_server() -> None:
             proc.stdout.close()
 
 
-def test_a_fake_without_its_sdk_says_which_extra(monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fake_without_its_sdk_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``python -m provisioner.testing.fakes aws`` after a plain ``pip install .`` (no botocore) ended in a
     ModuleNotFoundError traceback; now one line naming the module and the extra, exit 2."""
     from provisioner.testing.fakes.__main__ import main
@@ -230,5 +245,6 @@ def test_a_fake_without_its_sdk_says_which_extra(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr("provisioner.testing.fakes.__main__.make_fake", missing)
     assert main(["aws", "--port", "0"]) == 2
-    assert capsys.readouterr().err == ("error: the aws fake needs botocore, not installed here: "
-                                       "pip install 'gpu-provisioner[test]'\n")
+    assert capsys.readouterr().err == (
+        "error: the aws fake needs botocore, not installed here: pip install 'gpu-provisioner[test]'\n"
+    )

@@ -45,16 +45,27 @@ class Rig:
 
 def rig_for(name: str) -> Rig:
     harness = load_harness(name)
-    provider = harness.make_provider(api_key=harness.api_key, base_url=f"http://{name}.test",
-                                     transport=FakeTransport(harness.app), limits=UNLIMITED, timeout_s=5.0,
-                                     retry=FAST)
+    provider = harness.make_provider(
+        api_key=harness.api_key,
+        base_url=f"http://{name}.test",
+        transport=FakeTransport(harness.app),
+        limits=UNLIMITED,
+        timeout_s=5.0,
+        retry=FAST,
+    )
     return Rig(harness, provider)
 
 
 def record(cluster_id: str, provider: str, expires_at: dt.datetime | None = None) -> ClusterRecord:
     """A record without a plan (gc reads only the cluster, provider and expiry)."""
-    return ClusterRecord.model_construct(cluster_id=cluster_id, provider=provider, expires_at=expires_at,
-                                         created_at=NOW - dt.timedelta(hours=1), node_ids={}, status="up")
+    return ClusterRecord.model_construct(
+        cluster_id=cluster_id,
+        provider=provider,
+        expires_at=expires_at,
+        created_at=NOW - dt.timedelta(hours=1),
+        node_ids={},
+        status="up",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -74,7 +85,9 @@ def test_unrecorded_nodes_are_listed_then_deleted(name: str) -> None:
 
     listed = collect_garbage(adapters=adapters, records=records, now=lambda: NOW)
     assert sorted((x.cluster_id, x.name, x.why) for x in listed.leftovers) == [
-        ("orphan", "n0", "no local record"), ("orphan", "n1", "no local record")]
+        ("orphan", "n0", "no local record"),
+        ("orphan", "n1", "no local record"),
+    ]
     assert listed.deleted == [] and rig.harness.instances() == 3 and listed.exit_code == 0
     assert (name, "alive", "recorded and not expired") in listed.kept
 
@@ -93,7 +106,8 @@ def test_expired_record_is_collected_and_forgotten(name: str) -> None:
     assert state.record_path("old").exists()
     report = collect_garbage(adapters={name: rig.provider}, records=[expired], delete=True, now=lambda: NOW)
     assert [(x.cluster_id, x.why) for x in report.deleted] == [
-        ("old", "expired at 2026-11-24T11:59:00Z (local record)")]
+        ("old", "expired at 2026-11-24T11:59:00Z (local record)")
+    ]
     assert rig.harness.instances() == 0 and report.records_removed == ["old"]
     assert not state.record_path("old").exists()
 
@@ -102,7 +116,8 @@ def test_a_burst_whose_process_died_is_collected_at_once() -> None:
     rig = rig_for("runpod")
     rig.provider.create_nodes("killed", rig.harness.node_specs(1, "n"))
     dead = record("killed", "runpod", NOW + dt.timedelta(hours=4)).model_copy(
-        update={"lease_pid": 2**22 + 12345, "lease_host": socket.gethostname()})  # no such pid (above pid_max)
+        update={"lease_pid": 2**22 + 12345, "lease_host": socket.gethostname()}
+    )  # no such pid (above pid_max)
     report = collect_garbage(adapters={"runpod": rig.provider}, records=[dead], delete=True, now=lambda: NOW)
     assert [x.why for x in report.deleted] == [f"its burst process (pid {2**22 + 12345}) is gone"]
     assert rig.harness.instances() == 0
@@ -114,8 +129,9 @@ def test_fluence_names_alone_are_never_claimed() -> None:
     rig.provider.create_nodes("mine", rig.harness.node_specs(1, "n"))
     report = collect_garbage(adapters={"fluence": rig.provider}, records=[], delete=True, now=lambda: NOW)
     assert report.leftovers == [] and rig.harness.instances() == 1
-    named = collect_garbage(adapters={"fluence": rig.provider}, records=[], cluster_id="mine", delete=True,
-                            now=lambda: NOW)
+    named = collect_garbage(
+        adapters={"fluence": rig.provider}, records=[], cluster_id="mine", delete=True, now=lambda: NOW
+    )
     assert [x.why for x in named.deleted] == ["named with --cluster"] and rig.harness.instances() == 0
 
 
@@ -126,8 +142,7 @@ def test_expiry_tag_wins_over_a_live_record() -> None:
     live = record("c1", "lambda", NOW + dt.timedelta(days=1))
     report = collect_garbage(adapters={"lambda": rig.provider}, records=[live], now=lambda: NOW)
     assert [x.why for x in report.leftovers] == ["expired at 2026-11-24T11:59:59Z"]
-    later = collect_garbage(adapters={"lambda": rig.provider}, records=[live],
-                            now=lambda: NOW - dt.timedelta(hours=1))
+    later = collect_garbage(adapters={"lambda": rig.provider}, records=[live], now=lambda: NOW - dt.timedelta(hours=1))
     assert later.leftovers == [], "a tag expiry still in the future collected the node"
 
 
@@ -136,8 +151,14 @@ def test_named_cluster_is_collected_whatever_its_record_says() -> None:
     rig.provider.create_nodes("c1", rig.harness.node_specs(2, "n"))
     rig.provider.create_nodes("c2", rig.harness.node_specs(1, "n"))
     live = [record("c1", "runpod", NOW + dt.timedelta(days=1)), record("c2", "runpod", None)]
-    report = collect_garbage(provider="runpod", cluster_id="c1", adapters={"runpod": rig.provider}, records=live,
-                             delete=True, now=lambda: NOW)
+    report = collect_garbage(
+        provider="runpod",
+        cluster_id="c1",
+        adapters={"runpod": rig.provider},
+        records=live,
+        delete=True,
+        now=lambda: NOW,
+    )
     assert sorted(x.name for x in report.deleted) == ["n0", "n1"] and {x.cluster_id for x in report.deleted} == {"c1"}
     assert rig.harness.instances() == 1 and [n.name for n in rig.provider.get_nodes("c2")] == ["n0"]
 
@@ -171,15 +192,24 @@ def test_a_provider_that_cannot_be_listed_exits_nonzero() -> None:
     assert report.render().splitlines()[-2:] == [
         "FAILED to list lambda: lambda: HTTP 503: An internal server error occurred. Try again later. Contact "
         "Support if the problem persists. [global/internal-error]",
-        "nothing checked: no provider could be listed, so what the tool left there is unknown"]  # not "nothing
+        "nothing checked: no provider could be listed, so what the tool left there is unknown",
+    ]  # not "nothing
     # to collect", which read as "nothing of yours is running" when nothing had been looked at
 
 
 def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in (*NEOCLOUD_KEYS, "PROVISIONER_LAMBDA_API_KEY", "PROVISIONER_RUNPOD_API_KEY",
-                "PROVISIONER_VASTAI_API_KEY", "PROVISIONER_FLUENCE_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
-                "AWS_WEB_IDENTITY_TOKEN_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
-                *(f"PROVISIONER_{name.upper()}_API_KEY" for name in registry.REGISTRY)):
+    for var in (
+        *NEOCLOUD_KEYS,
+        "PROVISIONER_LAMBDA_API_KEY",
+        "PROVISIONER_RUNPOD_API_KEY",
+        "PROVISIONER_VASTAI_API_KEY",
+        "PROVISIONER_FLUENCE_API_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        *(f"PROVISIONER_{name.upper()}_API_KEY" for name in registry.REGISTRY),
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", "/nonexistent-home")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent-home/credentials")
@@ -195,8 +225,9 @@ def test_providers_without_credentials_are_skipped_and_named(monkeypatch: pytest
         collect_garbage(provider="nocloud")
 
 
-def test_cli_lists_then_deletes_on_a_served_fake(monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_lists_then_deletes_on_a_served_fake(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     harness = load_harness("lambda")
     real_get_provider = registry.get_provider
 
@@ -249,21 +280,31 @@ def test_gc_of_a_named_cluster_removes_its_local_key_material(state_dir: Path) -
     (state.ssh_dir("killed") / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     listed = collect_garbage(cluster_id="killed", adapters={"runpod": rig.provider}, records=[], now=lambda: NOW)
     assert state.secrets_path("killed").exists()  # listing forgets nothing
-    report = collect_garbage(cluster_id="killed", adapters={"runpod": rig.provider}, records=[], delete=True,
-                             now=lambda: NOW)
+    report = collect_garbage(
+        cluster_id="killed", adapters={"runpod": rig.provider}, records=[], delete=True, now=lambda: NOW
+    )
     assert [x.name for x in listed.leftovers] == [x.name for x in report.deleted] == ["n0"]
     assert not state.secrets_path("killed").exists() and not state.ssh_dir("killed").exists()
     assert report.records_removed == ["killed"]
 
 
 def test_configured_reads_key_variables_and_sdk_credential_places_without_a_request(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provisioner.lifecycle.gc import configured
 
     monkeypatch.setenv("HOME", str(tmp_path))
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-                "AWS_CONFIG_FILE", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "VAST_API_KEY",
-                "PROVISIONER_VASTAI_API_KEY"):
+    for var in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "CLOUDSDK_CONFIG",
+        "VAST_API_KEY",
+        "PROVISIONER_VASTAI_API_KEY",
+    ):
         monkeypatch.delenv(var, raising=False)
     assert configured("vastai") == "no API key (set PROVISIONER_VASTAI_API_KEY or VAST_API_KEY)"
     assert configured("aws") == "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)"

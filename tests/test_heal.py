@@ -70,17 +70,33 @@ class Cluster:
 
     def live(self) -> list[tuple[str, str]]:
         """(node name, instance id) of every instance the fake bills now."""
-        return sorted((body["name"].removeprefix("lc-lambda-"), iid)  # named CLUSTER-NODE at Lambda
-                      for iid, body in self.app.instances.items()  # type: ignore[attr-defined]
-                      if body["status"] in ("booting", "active", "unhealthy"))
+        return sorted(
+            (body["name"].removeprefix("lc-lambda-"), iid)  # named CLUSTER-NODE at Lambda
+            for iid, body in self.app.instances.items()  # type: ignore[attr-defined]
+            if body["status"] in ("booting", "active", "unhealthy")
+        )
 
     def id_of(self, name: str) -> str:
         return next(iid for n, iid in self.live() if n == name)
 
     def kinds(self) -> list[str]:
-        return [e["event"] for e in self.events if e["event"] in (
-            "replace", "deleted", "create", "retry", "adopt", "failover", "replaced", "replace-lost",
-            "replace-refused", "replace-failed")]
+        return [
+            e["event"]
+            for e in self.events
+            if e["event"]
+            in (
+                "replace",
+                "deleted",
+                "create",
+                "retry",
+                "adopt",
+                "failover",
+                "replaced",
+                "replace-lost",
+                "replace-refused",
+                "replace-failed",
+            )
+        ]
 
     def on_sleep(self, hook: Callable[[int], None]) -> None:
         """Run ``hook(n)`` on the n-th sleep from now on (the fake clock still advances)."""
@@ -98,6 +114,7 @@ class Cluster:
 def make_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Cluster]]:
     """A 2-node Slurm cluster up on the Lambda fake and its Healer (HealOptions from the keywords)."""
     with contextlib.ExitStack() as stack:
+
         def make(max_cost_usd: Decimal | None = None, spec: str = LAMBDA_SPEC, **options: Any) -> Cluster:
             plans = plans_for(spec, tmp_path)
             remote = SchedulerRemote(nodes=list(NAMES), healthy=True)
@@ -106,8 +123,13 @@ def make_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ca
             rt = instant_runtime(remote, events)
             record = bring_up(plans[0], rt, max_cost_usd=max_cost_usd)
             events.clear()
-            healer = Healer(rt, record, remote, same_layout(plans[0], plans),
-                            HealOptions(**{"retry_s": 1.0, "unreachable_s": 300.0, **options}))
+            healer = Healer(
+                rt,
+                record,
+                remote,
+                same_layout(plans[0], plans),
+                HealOptions(**{"retry_s": 1.0, "unreachable_s": 300.0, **options}),
+            )
             return Cluster(app, rt, remote, healer, events)
 
         yield make
@@ -135,10 +157,18 @@ def test_a_preempted_node_is_replaced_under_its_name_and_rejoins(cluster: Cluste
     assert "preempted" in replace["reason"] and replace["hourly_usd"] == Decimal("12.36")
     calls = [argv for _, argv in cluster.remote.calls]
     listed = calls.index(("squeue", "-h", "-w", "lc-lambda-1", "-o", "%A"))
-    assert calls[listed + 1:listed + 3] == [  # DOWN (Slurm ends its jobs at once), then the requeue
-        ("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=DOWN",
-         "Reason=provisioner: being replaced"),
-        ("sudo", "-n", "scontrol", "requeue", "7")]
+    assert calls[listed + 1 : listed + 3] == [  # DOWN (Slurm ends its jobs at once), then the requeue
+        (
+            "sudo",
+            "-n",
+            "scontrol",
+            "update",
+            "NodeName=lc-lambda-1",
+            "State=DOWN",
+            "Reason=provisioner: being replaced",
+        ),
+        ("sudo", "-n", "scontrol", "requeue", "7"),
+    ]
     resume = calls.index(("sudo", "-n", "scontrol", "update", "NodeName=lc-lambda-1", "State=RESUME"))
     # Resumed, the control plane lists every node ready, then the job Slurm holds ~2 min is released.
     assert calls[resume + 1][0] == "sinfo"
@@ -209,17 +239,24 @@ def test_without_a_scheduler_each_node_must_answer_over_ssh(make_cluster: Callab
     assert_whole(cluster)
 
 
-@pytest.mark.parametrize(("fault", "handled_by", "purchases"), [
-    ({"kind": "rate_limit", "retry_after_s": 2}, None, 1),  # the HTTP layer honours Retry-After
-    ({"kind": "http_error", "status": 503}, "retry", 1),  # the controller re-lists (nothing), then retries
-    ({"kind": "lose_answer"}, None, 1),  # processed, answer dropped: the create path adopts it
-    # ... and when the listing that would adopt it fails too, the create path deletes what it made and
-    # says so; the controller re-lists (nothing live) and buys once more: two purchases, one live.
-    ({"kind": "lose_answer", "then": {"kind": "http_error", "status": 503, "route": "list", "times": 3}},
-     "retry", 2),
-])
-def test_create_faults_never_leave_a_duplicate(cluster: Cluster, fault: dict[str, Any], handled_by: str | None,
-                                               purchases: int) -> None:
+@pytest.mark.parametrize(
+    ("fault", "handled_by", "purchases"),
+    [
+        ({"kind": "rate_limit", "retry_after_s": 2}, None, 1),  # the HTTP layer honours Retry-After
+        ({"kind": "http_error", "status": 503}, "retry", 1),  # the controller re-lists (nothing), then retries
+        ({"kind": "lose_answer"}, None, 1),  # processed, answer dropped: the create path adopts it
+        # ... and when the listing that would adopt it fails too, the create path deletes what it made and
+        # says so; the controller re-lists (nothing live) and buys once more: two purchases, one live.
+        (
+            {"kind": "lose_answer", "then": {"kind": "http_error", "status": 503, "route": "list", "times": 3}},
+            "retry",
+            2,
+        ),
+    ],
+)
+def test_create_faults_never_leave_a_duplicate(
+    cluster: Cluster, fault: dict[str, Any], handled_by: str | None, purchases: int
+) -> None:
     cluster.app.set_status(cluster.id_of("lc-lambda-1"), "preempted")  # type: ignore[attr-defined]
     launched = cluster.app.launched
     cluster.app.faults.inject(route="launch", times=1, **fault)
@@ -258,8 +295,11 @@ def test_a_second_fault_during_the_replacement_buys_another_and_leaves_no_orphan
 
     def preempt_the_booting_replacement(n: int) -> None:
         if n == 1:
-            booting = [iid for iid, body in cluster.app.instances.items()  # type: ignore[attr-defined]
-                       if body["status"] == "booting"]
+            booting = [
+                iid
+                for iid, body in cluster.app.instances.items()  # type: ignore[attr-defined]
+                if body["status"] == "booting"
+            ]
             assert len(booting) == 1
             cluster.app.set_status(booting[0], "preempted")  # type: ignore[attr-defined]
 
@@ -343,9 +383,13 @@ def test_burst_replaces_a_node_preempted_while_the_job_runs(tmp_path: Path, monk
     replaced = threading.Event()
 
     with served_fake("lambda", monkeypatch) as (app, _server):
+
         def job_loses_a_node() -> None:  # the job runs until the controller has replaced its node
-            victim = next(iid for iid, body in app.instances.items()  # type: ignore[attr-defined]
-                          if body["name"] == "lc-lambda-lc-lambda-1")
+            victim = next(
+                iid
+                for iid, body in app.instances.items()  # type: ignore[attr-defined]
+                if body["name"] == "lc-lambda-lc-lambda-1"
+            )
             app.set_status(victim, "preempted")  # type: ignore[attr-defined]
             assert replaced.wait(60)
 
@@ -367,8 +411,9 @@ def test_burst_replaces_a_node_preempted_while_the_job_runs(tmp_path: Path, monk
     assert [e["node"] for e in events if e["event"] == "replaced"] == ["lc-lambda-1"]
 
 
-def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                                               ) -> None:
+def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import datetime as dt
 
     from provisioner.cli import main
@@ -377,8 +422,16 @@ def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(tmp_path: Path, c
     assert main(["watch", "no-such-cluster", "--once"]) == 2  # a usage error, as status/ssh/outputs say it
     assert "no record of cluster no-such-cluster" in capsys.readouterr().err
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
-    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider="lambda", engine="pulumi", plan=plan,
-                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC), status="up"))
+    state.save_record(
+        state.ClusterRecord(
+            cluster_id=plan.cluster_id,
+            provider="lambda",
+            engine="pulumi",
+            plan=plan,
+            created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC),
+            status="up",
+        )
+    )
     assert main(["watch", plan.cluster_id, "--once"]) == 2
     err = capsys.readouterr().err
     assert "--engine pulumi" in err and len(err.strip().splitlines()) == 1

@@ -48,6 +48,7 @@ def _pub(key: Path) -> str:
 
 # ---- tokens and boot data ---------------------------------------------------------------------
 
+
 def test_each_node_gets_its_own_token_in_its_own_boot_data_only(tmp_path: Path) -> None:
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     assert len(plan.nodes) >= 2 and {n.bootstrap for n in plan.nodes} == {Bootstrap.CLOUD_INIT}
@@ -57,8 +58,7 @@ def test_each_node_gets_its_own_token_in_its_own_boot_data_only(tmp_path: Path) 
     assert hostkey_token(SECRETS, "other-cluster", plan.nodes[0].name) != tokens[plan.nodes[0].name]
     assert hostkey_token(ClusterSecrets.generate(), plan.cluster_id, plan.nodes[0].name) != tokens[plan.nodes[0].name]
     rendered = render_cluster(plan, SECRETS)
-    specs = node_specs(plan, rendered, ssh_public_key=SECRETS.ssh_public_key, expires_at=None,
-                       hostkey_tokens=tokens)
+    specs = node_specs(plan, rendered, ssh_public_key=SECRETS.ssh_public_key, expires_at=None, hostkey_tokens=tokens)
     for spec in specs:
         files = {f["path"]: f for f in yaml.safe_load(spec.user_data or "")["write_files"]}
         assert files[HOSTKEY_TOKEN_PATH]["content"] == tokens[spec.name]
@@ -91,16 +91,23 @@ def test_a_bad_token_or_a_text_without_its_slot_is_refused(tmp_path: Path) -> No
 
 def test_a_node_without_boot_data_has_no_token(tmp_path: Path) -> None:
     plan = runpod_plan(tmp_path)
-    ssh_only = plan.model_copy(update={"nodes": tuple(n.model_copy(update={"bootstrap": Bootstrap.SSH})
-                                                      for n in plan.nodes)})
+    ssh_only = plan.model_copy(
+        update={"nodes": tuple(n.model_copy(update={"bootstrap": Bootstrap.SSH}) for n in plan.nodes)}
+    )
     assert hostkey_tokens(ssh_only, SECRETS) == {}
 
 
 # ---- the node's proof, checked against Python's hmac -----------------------------------------
 
+
 def _prove_locally(config: Path, token_file: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-s", "--", str(config), str(token_file)], input=PROOF_SCRIPT,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["bash", "-s", "--", str(config), str(token_file)],
+        input=PROOF_SCRIPT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_proof_script_is_hmac_sha256_of_each_served_host_key(tmp_path: Path) -> None:
@@ -121,8 +128,20 @@ def test_the_proof_script_is_hmac_sha256_of_each_served_host_key(tmp_path: Path)
         assert done.returncode == 0, done.stderr
         expected = {f"{_pub(k).split()[0]} {_hmac(token, _pub(k))}" for k in keys}
         assert set(done.stdout.splitlines()) == expected
-    rfc = subprocess.run(["bash", "-c", PROOF_SCRIPT.split("[ -s ")[0] + 'hmac_sha256 "$3" "Hi There"',
-                          "bash", "config", "token", "0b" * 20], capture_output=True, text=True, timeout=30)
+    rfc = subprocess.run(
+        [
+            "bash",
+            "-c",
+            PROOF_SCRIPT.split("[ -s ")[0] + 'hmac_sha256 "$3" "Hi There"',
+            "bash",
+            "config",
+            "token",
+            "0b" * 20,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert rfc.stdout.strip() == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
 
 
@@ -140,15 +159,20 @@ def test_the_proof_script_waits_for_a_token_and_refuses_an_unfilled_slot(tmp_pat
 NODE = "hk-0"
 
 
-def _node(rig_: tuple[Sshd, object, Path], token_on_node: str, *, config_keys: list[Path] | None = None
-          ) -> tuple[SshRemote, SshTarget, Path]:
+def _node(
+    rig_: tuple[Sshd, object, Path], token_on_node: str, *, config_keys: list[Path] | None = None
+) -> tuple[SshRemote, SshTarget, Path]:
     """An SshRemote that expects ``NODE``'s token, and the node's files (its token, its sshd config)."""
     server, runner, tmp = rig_
     token = "5a" * 32
     (tmp / "node-token").write_text(token_on_node + "\n")
     (tmp / "node-sshd_config").write_text("".join(f"HostKey {k}\n" for k in (config_keys or [server.host_key])))
-    remote = SshRemote(runner.key_file, tmp / "known_hosts", hostkey_tokens={NODE: token},  # type: ignore[attr-defined]
-                       connect_timeout_s=5)
+    remote = SshRemote(
+        runner.key_file,
+        tmp / "known_hosts",
+        hostkey_tokens={NODE: token},  # type: ignore[attr-defined]
+        connect_timeout_s=5,
+    )
     remote._ssh.node_paths = (str(tmp / "node-sshd_config"), str(tmp / "node-token"))
     return remote, SshTarget(host="127.0.0.1", port=server.port, node_name=NODE), tmp
 
@@ -170,8 +194,11 @@ def test_a_proven_key_is_pinned_and_the_pass_proceeds(rig: tuple[Sshd, object, P
 
 def test_a_machine_without_the_token_gets_nothing(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
     remote, target, tmp = _node(rig, "77" * 32)  # answers, but cannot know this node's token
-    with pytest.raises(HostKeyError, match=r"^hk-0: the SSH host key 127\.0\.0\.1:\d+ presented \(ssh-ed25519 "
-                       r"SHA256:\S+\) is not the one the node's boot token vouches for: nothing was sent"):
+    with pytest.raises(
+        HostKeyError,
+        match=r"^hk-0: the SSH host key 127\.0\.0\.1:\d+ presented \(ssh-ed25519 "
+        r"SHA256:\S+\) is not the one the node's boot token vouches for: nothing was sent",
+    ):
         remote.bootstrap(target, _secret_script(tmp))
     assert not (tmp / "delivered").exists() and not (Path.home() / REMOTE_SCRIPT).exists()
     assert not (tmp / "known_hosts").exists() or (tmp / "known_hosts").read_text() == ""
@@ -212,8 +239,11 @@ def test_later_commands_check_the_pinned_key_strictly(rig: tuple[Sshd, object, P
 
 def test_no_token_on_the_node_is_one_line_after_the_timeout(rig: tuple[Sshd, object, Path]) -> None:  # noqa: F811
     remote, target, tmp = _node(rig, "PROVISIONER_HOSTKEY_TOKEN_SLOT")
-    with pytest.raises(BootstrapError, match=r"^hk-0: no proof of its SSH host key from 127\.0\.0\.1:\d+ after "
-                       r"\d+ s \(\S+ holds no host key token \(the boot data carried none\)\)$"):
+    with pytest.raises(
+        BootstrapError,
+        match=r"^hk-0: no proof of its SSH host key from 127\.0\.0\.1:\d+ after "
+        r"\d+ s \(\S+ holds no host key token \(the boot data carried none\)\)$",
+    ):
         remote.bootstrap(target, _secret_script(tmp))
     assert not (tmp / "delivered").exists()
 

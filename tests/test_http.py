@@ -35,9 +35,16 @@ def mapper(provider: str, response: httpx.Response) -> ProviderError:
 
 def client(handler, *, sleeps: list[float] | None = None, attempts: int = 4, **kwargs) -> ApiClient:
     record = sleeps if sleeps is not None else []
-    return ApiClient("demo", "http://127.0.0.1:9", SecretStr(KEY), error_mapper=mapper,
-                     limits=RateLimits(1000.0, burst=1000), transport=httpx.MockTransport(handler),
-                     retry=RetryPolicy(attempts=attempts, base_delay_s=0.01, sleep=record.append), **kwargs)
+    return ApiClient(
+        "demo",
+        "http://127.0.0.1:9",
+        SecretStr(KEY),
+        error_mapper=mapper,
+        limits=RateLimits(1000.0, burst=1000),
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(attempts=attempts, base_delay_s=0.01, sleep=record.append),
+        **kwargs,
+    )
 
 
 def test_token_bucket_spaces_calls_at_the_rate_after_the_burst() -> None:
@@ -78,16 +85,21 @@ def test_future_http_date_gives_seconds_until_then() -> None:
 
 
 def test_get_is_retried_on_5xx_then_succeeds() -> None:
-    answers = iter([httpx.Response(500, json={"error": "boom"}), httpx.Response(503),
-                    httpx.Response(200, json={"ok": True})])
+    answers = iter(
+        [httpx.Response(500, json={"error": "boom"}), httpx.Response(503), httpx.Response(200, json={"ok": True})]
+    )
     sleeps: list[float] = []
     assert client(lambda request: next(answers), sleeps=sleeps).request("GET", "/x") == {"ok": True}
     assert len(sleeps) == 2
 
 
 def test_429_honours_retry_after_even_for_purchases() -> None:
-    answers = iter([httpx.Response(429, headers={"Retry-After": "2"}, json={"message": "slow down"}),
-                    httpx.Response(200, json={"id": "i-1"})])
+    answers = iter(
+        [
+            httpx.Response(429, headers={"Retry-After": "2"}, json={"message": "slow down"}),
+            httpx.Response(200, json={"id": "i-1"}),
+        ]
+    )
     sleeps: list[float] = []
     assert client(lambda request: next(answers), sleeps=sleeps).request("POST", "/launch") == {"id": "i-1"}
     assert sleeps == [2.0]
@@ -222,8 +234,14 @@ def test_a_70_mb_answer_is_refused_in_bounded_memory(declare_length: bool) -> No
     server = make_server("127.0.0.1", 0, _huge_app(declare_length), threaded=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
-    api = ApiClient("demo", f"http://127.0.0.1:{server.server_port}", SecretStr(KEY), error_mapper=mapper,
-                    limits=RateLimits(1000.0, burst=1000), retry=RetryPolicy(attempts=1))
+    api = ApiClient(
+        "demo",
+        f"http://127.0.0.1:{server.server_port}",
+        SecretStr(KEY),
+        error_mapper=mapper,
+        limits=RateLimits(1000.0, burst=1000),
+        retry=RetryPolicy(attempts=1),
+    )
     try:
         tracemalloc.start()
         with pytest.raises(ProviderAPIError, match="larger than 16 MiB") as caught:
@@ -262,13 +280,17 @@ def test_redactor_catches_a_secret_quoted_base64_encoded_or_wrapped(shift: int) 
     user_data = f"#cloud-config\nwrite_files:\n  - content: {'#' * shift}{munge}\n"
     redactor = Redactor([user_data])
     encoded = b64.b64encode(user_data.encode()).decode()
-    quotes = [encoded, b64.encodebytes(user_data.encode()).decode(),  # one line, and MIME's 76-column lines
-              "\n".join(textwrap.wrap(munge, 64)), "\\n".join(textwrap.wrap(munge, 70)),
-              "\r\n  ".join(textwrap.wrap(user_data, 50))]
+    quotes = [
+        encoded,
+        b64.encodebytes(user_data.encode()).decode(),  # one line, and MIME's 76-column lines
+        "\n".join(textwrap.wrap(munge, 64)),
+        "\\n".join(textwrap.wrap(munge, 70)),
+        "\r\n  ".join(textwrap.wrap(user_data, 50)),
+    ]
     for quote in quotes:
         out = redactor.scrub(f'{{"error": "cannot parse {quote} at line 3"}}')
         flat = "".join(out.split()).replace("\\n", "")
-        leaked = [munge[i:i + MIN_RUN] for i in range(len(munge) - MIN_RUN + 1) if munge[i:i + MIN_RUN] in flat]
+        leaked = [munge[i : i + MIN_RUN] for i in range(len(munge) - MIN_RUN + 1) if munge[i : i + MIN_RUN] in flat]
         assert leaked == [] and "cannot parse" in out and "at line 3" in out
     # the base64 of the key itself, found inside the encoding of the whole document
     inner = b64.b64encode(munge.encode()).decode()

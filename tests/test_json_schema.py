@@ -48,13 +48,20 @@ def test_every_example_report_validates(path: Path, capsys: pytest.CaptureFixtur
     assert doc["options"] and doc["rejected"]
 
 
-@pytest.mark.parametrize(("spec_fields", "offer_fields", "field", "stage"), REJECTIONS,
-                         ids=[f"{r[3]}-{r[2]}" for r in REJECTIONS])
-def test_every_no_fit_report_validates(spec_fields: dict[str, Any], offer_fields: dict[str, Any], field: str,
-                                       stage: int) -> None:
+@pytest.mark.parametrize(
+    ("spec_fields", "offer_fields", "field", "stage"), REJECTIONS, ids=[f"{r[3]}-{r[2]}" for r in REJECTIONS]
+)
+def test_every_no_fit_report_validates(
+    spec_fields: dict[str, Any], offer_fields: dict[str, Any], field: str, stage: int
+) -> None:
     spec = make_spec(**spec_fields)
-    quote = make_offer(instance_type="1cc", purchase="reservation", price_per_hour_usd=Decimal("0.38333333"),
-                       how_to_obtain="ask sales", **{k: v for k, v in offer_fields.items() if k != "available"})
+    quote = make_offer(
+        instance_type="1cc",
+        purchase="reservation",
+        price_per_hour_usd=Decimal("0.38333333"),
+        how_to_obtain="ask sales",
+        **{k: v for k, v in offer_fields.items() if k != "available"},
+    )
     with pytest.raises(NoFeasibleOfferError) as caught:
         plan(spec, [make_offer(**offer_fields), quote], explain=True)
     result = unplannable_result(spec, dt.date(2026, 11, 22), "test", caught.value)
@@ -67,8 +74,10 @@ def test_every_no_fit_report_validates(spec_fields: dict[str, Any], offer_fields
 
 def test_the_cli_no_fit_report_validates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "ib.yaml"
-    spec.write_text("name: ib\ngpus: {model: [H100], count: 16}\ninterconnect: {fabric: infiniband}\n"
-                    "control_plane: slurm\nworkload: {hours: 24}\n")
+    spec.write_text(
+        "name: ib\ngpus: {model: [H100], count: 16}\ninterconnect: {fabric: infiniband}\n"
+        "control_plane: slurm\nworkload: {hours: 24}\n"
+    )
     assert main(["plan", str(spec), "-f", "json"]) == 3  # the bundled catalog: a Lambda 1-Click Cluster fits
     doc = valid_report(capsys.readouterr().out)
     assert [q["instance_type"] for q in doc["quotes"]] == ["1cc_8x_h100_sxm5_ib"] and doc["options"] == []

@@ -47,8 +47,12 @@ from tests.test_ownership import strip_owner
 
 NEOCLOUDS = ("lambda", "runpod", "vastai", "fluence")
 SEED = int(os.environ.get("PROVISIONER_TEST_SEED", "16"))
-SPEC_FILES = {"lambda": "openapi-1.10.0.json", "runpod": "openapi-rest-v2.json", "vastai": "openapi.yaml",
-              "fluence": "fluence-openapi-original.yml"}
+SPEC_FILES = {
+    "lambda": "openapi-1.10.0.json",
+    "runpod": "openapi-rest-v2.json",
+    "vastai": "openapi.yaml",
+    "fluence": "fluence-openapi-original.yml",
+}
 VAST_SPEC = """\
 name: lc-vast
 gpus: {model: [RTX4090], count: 1}
@@ -104,9 +108,13 @@ class Up:
         save_plan(plan, plan_path)
         self.go_path, self.ready = folder / "go", folder / "ready"
         with (folder / "stdout").open("w") as out, (folder / "stderr").open("w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(plan_path), str(self.go_path),
-                                          str(self.ready)], cwd=ROOT, stdout=out, stderr=err,
-                                         env={**os.environ, **(env or {})})
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(plan_path), str(self.go_path), str(self.ready)],
+                cwd=ROOT,
+                stdout=out,
+                stderr=err,
+                env={**os.environ, **(env or {})},
+            )
 
     def wait_ready(self, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s
@@ -147,7 +155,8 @@ def in_flight(app: FakeApp, kind: str = "launch") -> int:
 
 @pytest.mark.parametrize("name", NEOCLOUDS)
 def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = random.Random(f"{SEED}:{name}")
     plan = plan_for(name, tmp_path)
     nodes = len(plan.nodes)
@@ -164,11 +173,13 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
             child = Up(plan, tmp_path / f"run{run}")
             child.go()
             if phase == "launch":
-                assert app.wait_for(lambda a, n=nth: in_flight(a) > 0 and a.requests_started["launch"] >= n, 120), \
+                assert app.wait_for(lambda a, n=nth: in_flight(a) > 0 and a.requests_started["launch"] >= n, 120), (
                     f"{where}: no launch came; {child.log()}"
+                )
             else:
-                assert app.wait_for(lambda a: a.launched == nodes and in_flight(a) == 0 and in_flight(a, "list") > 0,
-                                    120), f"{where}: never polled for the bought nodes; {child.log()}"
+                assert app.wait_for(
+                    lambda a: a.launched == nodes and in_flight(a) == 0 and in_flight(a, "list") > 0, 120
+                ), f"{where}: never polled for the bought nodes; {child.log()}"
             time.sleep(pause)
             launching = in_flight(app)
             child.kill()
@@ -194,7 +205,8 @@ def test_sigkill_of_up_at_seeded_random_points_then_gc_yes_leaves_zero(
 
 @pytest.mark.parametrize("name", NEOCLOUDS)
 def test_a_second_up_from_the_same_place_is_refused_naming_the_first(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = plan_for(name, tmp_path)
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     with served_fake(name, monkeypatch) as (app, _server):
@@ -216,12 +228,14 @@ def test_a_second_up_from_the_same_place_is_refused_naming_the_first(
 
 @pytest.mark.parametrize("name", ["lambda", "runpod", "vastai"])  # Fluence names have no room for a lease mark
 def test_two_machines_one_owner_up_at_once_make_exactly_the_planned_nodes(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = plan_for(name, tmp_path)
     with served_fake(name, monkeypatch) as (app, _server):
         app.latency_s = {"launch": 1.0}
-        ups = [Up(plan, tmp_path / f"m{i}", {"PROVISIONER_STATE_DIR": str(tmp_path / f"m{i}" / "state")})
-               for i in (0, 1)]
+        ups = [
+            Up(plan, tmp_path / f"m{i}", {"PROVISIONER_STATE_DIR": str(tmp_path / f"m{i}" / "state")}) for i in (0, 1)
+        ]
         for up in ups:
             up.wait_ready()
         for up in ups:
@@ -266,18 +280,21 @@ def plant(name: str, app: FakeApp, monkeypatch: pytest.MonkeyPatch) -> dict[str,
 
 @pytest.mark.parametrize("name", NEOCLOUDS)
 def test_gc_and_down_leave_other_owners_and_unmarked_instances_untouched(
-        name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     with served_fake(name, monkeypatch) as (app, _server):
         planted = plant(name, app, monkeypatch)
         alive = app.instance_count()
         assert alive == len(planted)
         monkeypatch.setenv("PROVISIONER_OWNER", "bob")  # a colleague, or this user on another machine
-        for argv in (["gc", "--provider", name, "--yes"],
-                     ["gc", "--provider", name, "--cluster", "shared", "--yes"],
-                     ["gc", "--provider", name, "--cluster", "research", "--yes"],
-                     ["down", "shared", "--provider", name, "--engine", "direct"],
-                     ["down", "research", "--provider", name, "--engine", "direct"]):
+        for argv in (
+            ["gc", "--provider", name, "--yes"],
+            ["gc", "--provider", name, "--cluster", "shared", "--yes"],
+            ["gc", "--provider", name, "--cluster", "research", "--yes"],
+            ["down", "shared", "--provider", name, "--engine", "direct"],
+            ["down", "research", "--provider", name, "--engine", "direct"],
+        ):
             code = main(argv)
             assert code == 0 and app.instance_count() == alive, (argv, capsys.readouterr())
         if "unmarked" in planted:

@@ -60,18 +60,44 @@ def test_a_killed_client_leaves_its_cluster_in_the_ledger_and_gc_does_not_erase_
     assert state.load_record("llm-pretrain") is None
     (row,) = ledger.rows(ledger.read())
     # planned: make_plan's CostBreakdown (compute 1.00); the ledger keeps it after the record is gone
-    assert (row.cluster, row.provider, row.owner, row.status, row.planned_cents) == \
-        ("llm-pretrain", "aws", "alice", "removed", 100)
+    assert (row.cluster, row.provider, row.owner, row.status, row.planned_cents) == (
+        "llm-pretrain",
+        "aws",
+        "alice",
+        "removed",
+        100,
+    )
 
 
 def _rows() -> list[ledger.Row]:
     return [
-        ledger.Row("c1", provider="runpod", owner="alice", created_at="2026-11-25T12:00:00+00:00", planned_cents=10,
-                   metered_cents=7, billed_cents=7),
-        ledger.Row("c2", provider="runpod", owner="bob", created_at="2026-11-20T12:00:00+00:00", planned_cents=20,
-                   metered_cents=None),
-        ledger.Row("c3", provider="aws", owner="alice", created_at="2026-11-26T11:00:00+00:00", planned_cents=1,
-                   metered_cents=2, billed_cents=3, differences=["EC2 bills 60 s at least"]),
+        ledger.Row(
+            "c1",
+            provider="runpod",
+            owner="alice",
+            created_at="2026-11-25T12:00:00+00:00",
+            planned_cents=10,
+            metered_cents=7,
+            billed_cents=7,
+        ),
+        ledger.Row(
+            "c2",
+            provider="runpod",
+            owner="bob",
+            created_at="2026-11-20T12:00:00+00:00",
+            planned_cents=20,
+            metered_cents=None,
+        ),
+        ledger.Row(
+            "c3",
+            provider="aws",
+            owner="alice",
+            created_at="2026-11-26T11:00:00+00:00",
+            planned_cents=1,
+            metered_cents=2,
+            billed_cents=3,
+            differences=["EC2 bills 60 s at least"],
+        ),
     ]
 
 
@@ -81,10 +107,24 @@ def test_since_and_grouping_sum_exact_cents() -> None:
     assert [r.cluster for r in week] == ["c1", "c2", "c3"] and [r.cluster for r in day] == ["c1", "c3"]
     by_provider = group(week, "provider")
     assert by_provider == [
-        {"key": "runpod", "clusters": 2, "planned_usd": "0.30", "metered_usd": "0.07", "billed_usd": "0.07",
-         "status": "-", "notes": ""},
-        {"key": "aws", "clusters": 1, "planned_usd": "0.01", "metered_usd": "0.02", "billed_usd": "0.03",
-         "status": "-", "notes": "EC2 bills 60 s at least"},
+        {
+            "key": "runpod",
+            "clusters": 2,
+            "planned_usd": "0.30",
+            "metered_usd": "0.07",
+            "billed_usd": "0.07",
+            "status": "-",
+            "notes": "",
+        },
+        {
+            "key": "aws",
+            "clusters": 1,
+            "planned_usd": "0.01",
+            "metered_usd": "0.02",
+            "billed_usd": "0.03",
+            "status": "-",
+            "notes": "EC2 bills 60 s at least",
+        },
     ]
     assert [(g["key"], g["planned_usd"]) for g in group(week, "owner")] == [("alice", "0.11"), ("bob", "0.20")]
 
@@ -100,12 +140,29 @@ def test_costs_command_formats(capsys: pytest.CaptureFixture[str]) -> None:
     record = state.ClusterRecord(cluster_id="llm-pretrain", provider="aws", plan=plan, created_at=NOW, status="up")
     state.save_record(record)
     ledger.append({"kind": "metered", "cluster": "llm-pretrain", "at": NOW.isoformat(), "total_cents": 87})
-    ledger.append({"kind": "billed", "cluster": "llm-pretrain", "at": NOW.isoformat(), "total_cents": 88,
-                   "source": "aws GetCostAndUsage", "differences": []})
+    ledger.append(
+        {
+            "kind": "billed",
+            "cluster": "llm-pretrain",
+            "at": NOW.isoformat(),
+            "total_cents": 88,
+            "source": "aws GetCostAndUsage",
+            "differences": [],
+        }
+    )
     assert main(["costs", "-f", "json", "--by", "provider"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["rows"] == [{"key": "aws", "clusters": 1, "planned_usd": "1.00", "metered_usd": "0.87",
-                            "billed_usd": "0.88", "status": "up", "notes": ""}]
+    assert doc["rows"] == [
+        {
+            "key": "aws",
+            "clusters": 1,
+            "planned_usd": "1.00",
+            "metered_usd": "0.87",
+            "billed_usd": "0.88",
+            "status": "up",
+            "notes": "",
+        }
+    ]
     assert main(["costs", "-f", "csv"]) == 0
     (line,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert (line["key"], line["metered_usd"], line["billed_usd"]) == ("llm-pretrain", "0.87", "0.88")
@@ -120,9 +177,11 @@ def test_costs_command_formats(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_hand_edited_ledger_is_read_not_fatal(capsys: pytest.CaptureFixture[str]) -> None:
     path = ledger.ledger_path()
     path.parent.mkdir(parents=True)
-    path.write_text('{"kind": "metered", "cluster": "a", "total_cents": "lots"}\n[1, 2]\n'
-                    '{"kind": "billed", "cluster": "a", "total_cents": 5, "differences": "x"}\n'
-                    '{"kind": "cluster", "cluster": "a", "planned_cents": {"compute": 1.5}}\nnot json\n')
+    path.write_text(
+        '{"kind": "metered", "cluster": "a", "total_cents": "lots"}\n[1, 2]\n'
+        '{"kind": "billed", "cluster": "a", "total_cents": 5, "differences": "x"}\n'
+        '{"kind": "cluster", "cluster": "a", "planned_cents": {"compute": 1.5}}\nnot json\n'
+    )
     (row,) = ledger.rows(ledger.read())
     assert (row.metered_cents, row.billed_cents, row.differences, row.planned_cents) == (None, 5, [], None)
     assert main(["costs"]) == 0

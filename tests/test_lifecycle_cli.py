@@ -34,9 +34,9 @@ def _spec(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", [["up", "--engine", "pulumi"], ["down", "--engine", "pulumi"]])
-def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str],
-                                                              command: list[str]) -> None:
+def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # no pulumi anywhere
     assert main([*command, str(_spec(tmp_path))]) == 5
     err = capsys.readouterr().err
@@ -45,9 +45,9 @@ def test_pulumi_engine_without_the_cli_is_one_line_and_exit_5(tmp_path: Path, mo
     assert state.list_records() == []  # nothing planned into existence
 
 
-def test_pulumi_engine_without_its_python_sdk_records_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str],
-                                                              fake_pulumi: Path) -> None:
+def test_pulumi_engine_without_its_python_sdk_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fake_pulumi: Path
+) -> None:
     """The pulumi CLI on PATH but a plain install (no [cloud] extra): one line before anything is planned
     or recorded (it left a 'failed' pulumi record that down then refused to remove the same way)."""
     import sys
@@ -55,19 +55,24 @@ def test_pulumi_engine_without_its_python_sdk_records_nothing(tmp_path: Path, mo
     monkeypatch.setitem(sys.modules, "pulumi", None)  # not installed
     assert main(["up", str(_spec(tmp_path))]) == 5
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == ("error: the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', or run "
-                    "with --engine direct")
+    assert line == (
+        "error: the pulumi Python SDK is not installed: pip install 'gpu-provisioner[cloud]', or run "
+        "with --engine direct"
+    )
     assert state.list_records() == []
 
 
 def test_the_default_engine_is_pulumi_only_where_its_cli_is() -> None:
     assert default_engine(lambda _name: None)[0] == "direct"
     assert default_engine(lambda name: f"/opt/bin/{name}") == (
-        "pulumi", "the pulumi CLI is on PATH (/opt/bin/pulumi); --engine direct calls the adapters instead")
+        "pulumi",
+        "the pulumi CLI is on PATH (/opt/bin/pulumi); --engine direct calls the adapters instead",
+    )
 
 
 def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # a new user's machine: no pulumi anywhere
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
@@ -88,8 +93,9 @@ def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
     assert capsys.readouterr().err.splitlines()[0].startswith("engine: direct (no pulumi CLI on PATH")
 
 
-def test_up_without_an_api_key_leaves_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_without_an_api_key_leaves_no_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A new user's first ``up`` without LAMBDA_API_KEY: one line naming the variable, exit 4, and no
     cluster left "creating" in status forever (the record was saved before the adapter was built)."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
@@ -100,24 +106,34 @@ def test_up_without_an_api_key_leaves_no_record(tmp_path: Path, monkeypatch: pyt
 
 
 def test_up_of_a_cluster_that_exists_on_another_offer_is_a_usage_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Exit 2 naming the cluster and its down command (it was exit 1, which the README keeps for file I/O)."""
     import datetime as dt
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     first, other = plans_for(LAMBDA_SPEC, tmp_path)[:2]
     assert other.option != first.option
-    state.save_record(state.ClusterRecord(cluster_id=other.cluster_id, provider=other.option.provider,
-                                          engine="direct", plan=other, status="up",
-                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC)))
+    state.save_record(
+        state.ClusterRecord(
+            cluster_id=other.cluster_id,
+            provider=other.option.provider,
+            engine="direct",
+            plan=other,
+            status="up",
+            created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC),
+        )
+    )
     assert main(["up", str(_spec(tmp_path))]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: cluster lc-lambda already exists on ") and line.endswith(
-        "run: provisioner down lc-lambda"), line
+        "run: provisioner down lc-lambda"
+    ), line
 
 
 def test_up_with_a_rejected_api_key_leaves_no_record_and_says_what_to_do(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A wrong key: the provider refuses it before anything is bought, so no 'failed' record (that
     status showed with the planned nodes until down with a good key) and one line naming what to set."""
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
@@ -128,14 +144,17 @@ def test_up_with_a_rejected_api_key_leaves_no_record_and_says_what_to_do(
         assert app.launched == 0 and [call.method for call in app.calls] == ["GET"]  # one look, nothing bought
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: lambda: ") and "Traceback" not in line
-    assert line.endswith("; nothing was bought: set LAMBDA_API_KEY (or PROVISIONER_LAMBDA_API_KEY) to a valid key "
-                         "and run the command again")
+    assert line.endswith(
+        "; nothing was bought: set LAMBDA_API_KEY (or PROVISIONER_LAMBDA_API_KEY) to a valid key "
+        "and run the command again"
+    )
     assert state.list_records() == [] and main(["status"]) == 0
     assert "no clusters" in capsys.readouterr().out
 
 
 def test_pulumi_up_with_a_rejected_api_key_leaves_no_record_and_runs_no_stack(
-        tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The pulumi engine asks the same adapter its stack would use (the neoclouds' NeocloudNodes), at the
     endpoint it is configured with, before any record is saved or the stack touched (it left 'failed')."""
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
@@ -146,7 +165,8 @@ def test_pulumi_up_with_a_rejected_api_key_leaves_no_record_and_runs_no_stack(
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("error: lambda: ") and line.endswith(
         "; nothing was bought: set LAMBDA_API_KEY (or PROVISIONER_LAMBDA_API_KEY) to a valid key and run the "
-        "command again"), line
+        "command again"
+    ), line
     assert state.list_records() == []
     assert not fake_pulumi.exists() or not any(call[:1] == ["up"] for call in _pulumi_calls(fake_pulumi))
 
@@ -168,10 +188,18 @@ def test_durations_and_money() -> None:
     assert parse_duration("87600h") == 87_600 * 3600 and parse_money("1e9") == Decimal(10) ** 9
 
 
-@pytest.mark.parametrize("args", [["up", "--ttl", "99999999999d"], ["up", "--max-cost", "1e400"],
-                                  ["burst", "--ttl", "3651d"], ["costs", "--since", "99999999999d"]])
-def test_a_huge_duration_or_amount_is_one_usage_line(args: list[str], tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["up", "--ttl", "99999999999d"],
+        ["up", "--max-cost", "1e400"],
+        ["burst", "--ttl", "3651d"],
+        ["costs", "--since", "99999999999d"],
+    ],
+)
+def test_a_huge_duration_or_amount_is_one_usage_line(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Once an OverflowError traceback from the expiry arithmetic (--ttl), or a cost cap no sum reaches."""
     spec = str(_spec(tmp_path))
     target = [spec] if args[0] != "costs" else []
@@ -181,8 +209,9 @@ def test_a_huge_duration_or_amount_is_one_usage_line(args: list[str], tmp_path: 
     assert line.startswith(f"error: Invalid value for {args[1]}: '{args[2]}' is "), line
 
 
-def test_watch_spends_what_status_meters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_spends_what_status_meters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """watch's "spent" and status's "cost so far" read the same node spans (the provider's): watch
     billed every node from the record's creation, so a record made an hour before the launch (a
     re-up) showed an extra hour."""
@@ -192,8 +221,11 @@ def test_watch_spends_what_status_meters(tmp_path: Path, monkeypatch: pytest.Mon
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     remote = StandInRemote(nodes=[n.name for n in plan.nodes])
     looked_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90)  # both commands look at the same moment
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(
-        remote, emit=emit, now=lambda: looked_at))
+    monkeypatch.setattr(
+        lifecycle_cli,
+        "_runtime",
+        lambda emit, interrupts=True: instant_runtime(remote, emit=emit, now=lambda: looked_at),
+    )
     with served_fake("lambda", monkeypatch):
         record = bring_up(plan, instant_runtime(remote))
         state.save_record(record.model_copy(update={"created_at": record.created_at - dt.timedelta(hours=1)}))
@@ -208,8 +240,9 @@ def test_watch_spends_what_status_meters(tmp_path: Path, monkeypatch: pytest.Mon
         assert main(["down", "lc-lambda"]) == 0
 
 
-def test_watch_on_a_fakes_nodes_says_so_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_on_a_fakes_nodes_says_so_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A cluster on a fake provider (TEST-NET addresses, as ``up`` refuses): watch said nothing for
     ~35 s a look while its SSH waited on addresses no machine answers; now one line, exit 5."""
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
@@ -219,13 +252,16 @@ def test_watch_on_a_fakes_nodes_says_so_at_once(tmp_path: Path, monkeypatch: pyt
         capsys.readouterr()
         assert main(["watch", "lc-lambda", "--once"]) == 5
         (line,) = capsys.readouterr().err.strip().splitlines()
-        assert line.startswith("error: node(s) lc-lambda-0 (198.51.100.") and "no machine will ever answer SSH: " \
-            "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in line
+        assert (
+            line.startswith("error: node(s) lc-lambda-0 (198.51.100.")
+            and "no machine will ever answer SSH: is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in line
+        )
         assert main(["down", "lc-lambda"]) == 0
 
 
-def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_outputs_down_of_a_direct_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     with served_fake("lambda", monkeypatch) as (app, _server):
@@ -260,29 +296,43 @@ def test_status_outputs_down_of_a_direct_cluster(tmp_path: Path, monkeypatch: py
 
 
 def test_a_missing_record_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in (["down", "nosuch", "--engine", "direct"], ["down", "nosuch"], ["status", "nosuch"],
-                    ["outputs", "nosuch"], ["ssh", "nosuch", "--print"]):
+    for command in (
+        ["down", "nosuch", "--engine", "direct"],
+        ["down", "nosuch"],
+        ["status", "nosuch"],
+        ["outputs", "nosuch"],
+        ["ssh", "nosuch", "--print"],
+    ):
         assert main(command) == 2, command
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "no record of cluster nosuch" in err, command
 
 
 @pytest.mark.parametrize("name", ["../../escape", "a" * 300, "Ünï", "UPPER"])
-def test_a_cluster_argument_is_a_file_or_a_cluster_name(name: str, tmp_path: Path, _state_dir: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cluster_argument_is_a_file_or_a_cluster_name(
+    name: str, tmp_path: Path, _state_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A cluster id names files in the state dir: '../../escape' made a lock file outside it, 300
     characters ended in 'File name too long' (exit 1). Now one usage line, and nothing written."""
-    for command in (["down", name, "--provider", "lambda"], ["status", name], ["outputs", name],
-                    ["ssh", name, "--print"], ["watch", name, "--once"], ["gc", "--cluster", name]):
+    for command in (
+        ["down", name, "--provider", "lambda"],
+        ["status", name],
+        ["outputs", name],
+        ["ssh", name, "--print"],
+        ["watch", name, "--once"],
+        ["gc", "--cluster", name],
+    ):
         assert main(command) == 2, command
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert " is neither a spec/plan file nor a cluster name (2-40 lowercase" in line or (
-            command[0] == "gc" and " is not a cluster name (2-40 lowercase" in line), line
+            command[0] == "gc" and " is not a cluster name (2-40 lowercase" in line
+        ), line
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
 
 
-def test_down_twice_is_idempotent_and_outputs_print_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_down_twice_is_idempotent_and_outputs_print_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     spec = str(_spec(tmp_path))
@@ -348,15 +398,13 @@ elif args[:2] == ["stack", "export"]:
 """
 
 
-
-
 def _pulumi_calls(log: Path) -> list[list[str]]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
 
-def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            fake_pulumi: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_pulumi_stack_failure_is_exit_5_naming_what_remains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_pulumi: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("FAKE_PULUMI_UP", "fail")
     assert main(["up", str(_spec(tmp_path)), "--json"]) == 5
     err = capsys.readouterr().err
@@ -381,8 +429,9 @@ def test_pulumi_stack_failure_is_exit_5_naming_what_remains(tmp_path: Path, monk
     assert record is not None and (record.engine, record.status) == ("pulumi", "failed")
 
 
-def test_pulumi_up_then_down(tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_pulumi_up_then_down(
+    tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     from provisioner.realize.nodes import node_specs
     from provisioner.render import render_cluster
@@ -431,12 +480,18 @@ def test_progress_lines_for_people_and_json_lines_for_machines(capsys: pytest.Ca
     machines = JsonLines(clock=lambda: dt.datetime(2026, 11, 24, tzinfo=dt.UTC))
     machines("up", message="cluster lc is up", hourly_usd=Decimal("24.72"), nodes=2)
     (line,) = capsys.readouterr().out.splitlines()
-    assert json.loads(line) == {"event": "up", "time": "2026-11-24T00:00:00+00:00", "message": "cluster lc is up",
-                                "hourly_usd": "24.72", "nodes": 2}
+    assert json.loads(line) == {
+        "event": "up",
+        "time": "2026-11-24T00:00:00+00:00",
+        "message": "cluster lc is up",
+        "hourly_usd": "24.72",
+        "nodes": 2,
+    }
 
 
 def test_up_on_a_fake_without_nodes_says_at_once_that_nothing_will_answer(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     # The CLI's own runtime (real SSH: no stand-in remote) on a clock that only moves when slept on: the

@@ -61,8 +61,9 @@ class RecordingRemote(StandInRemote):
         self._note(argv[0], target)
         return super().run(target, argv, timeout_s=timeout_s)
 
-    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
-               timeout_s: float | None = None) -> int:
+    def stream(
+        self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *, timeout_s: float | None = None
+    ) -> int:
         self._note("stream", target)
         return super().stream(target, argv, on_line, timeout_s=timeout_s)
 
@@ -79,7 +80,8 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_runpod_cluster_is_bootstrapped_and_checked_on_the_mapped_ports(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
     plan = next(p for p in plans_for(RUNPOD_CLUSTER_SPEC, tmp_path, count=20) if p.option.region == "US-KS-2")
     names = [node.name for node in plan.nodes]
@@ -89,8 +91,10 @@ def test_runpod_cluster_is_bootstrapped_and_checked_on_the_mapped_ports(
         record = bring_up(plan, instant_runtime(remote, events))
         assert record.status == "up" and sorted(record.node_ids) == names
         # What the API answers for each member pod: its own published 22/tcp.
-        mapped = {name: (app.pods[pod_id]["ssh"]["direct"]["host"], app.pods[pod_id]["ssh"]["direct"]["port"])
-                  for name, pod_id in record.node_ids.items()}
+        mapped = {
+            name: (app.pods[pod_id]["ssh"]["direct"]["host"], app.pods[pod_id]["ssh"]["direct"]["port"])
+            for name, pod_id in record.node_ids.items()
+        }
         assert all(port != 22 for _host, port in mapped.values()) and len(set(mapped.values())) == 2
         head = plan.head.name
         # Every node bootstrapped twice over SSH (boot-time script done, then the role's) as root.
@@ -157,8 +161,12 @@ def test_readiness_refuses_a_node_without_an_endpoint(tmp_path: Path) -> None:
     with pytest.raises(NotReadyError, match=name):
         wait_ready(plan, remote, {name: _node(name)}, instant_runtime(remote))
     assert remote.targets == []
-    wait_ready(plan, remote, {name: _node(name, public_ip="192.0.2.9", ssh_host="192.0.2.9", ssh_port=40001)},
-               instant_runtime(remote))
+    wait_ready(
+        plan,
+        remote,
+        {name: _node(name, public_ip="192.0.2.9", ssh_host="192.0.2.9", ssh_port=40001)},
+        instant_runtime(remote),
+    )
     assert {t[3:] for t in remote.targets} == {("192.0.2.9", 40001)}
 
 

@@ -39,20 +39,49 @@ def _plans() -> tuple[Plan, Plan]:
     from provisioner.optimizer import resolve_plan
     from provisioner.spec import PROVIDER_NAMES, ClusterSpec
 
-    hardware = {"provider": "aws", "instance_type": "p5.48xlarge", "region": "us-east-1", "zone": "us-east-1a",
-                "gpu_model": "H100", "gpus": 8, "gpu_memory_gib": 80, "vcpus": 192, "memory_gib": 2048,
-                "local_nvme_gib": 30400, "fabric": "efa", "fabric_gbps": 3200, "max_nodes": 64,
-                "interruptions_per_node_hour": 0.0, "interruption_basis": "test"}
-    offers = [Offer.model_validate({**hardware, "price_per_hour_usd": "55.04"}),
-              Offer.model_validate({**hardware, "offer_id": "cb-0123456789abcdef0", "purchase": "reservation",
-                                    "price_per_hour_usd": "31.464", "block_hours": 72,
-                                    "block_start": "2026-11-25T11:30:00Z"})]
+    hardware = {
+        "provider": "aws",
+        "instance_type": "p5.48xlarge",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "gpu_model": "H100",
+        "gpus": 8,
+        "gpu_memory_gib": 80,
+        "vcpus": 192,
+        "memory_gib": 2048,
+        "local_nvme_gib": 30400,
+        "fabric": "efa",
+        "fabric_gbps": 3200,
+        "max_nodes": 64,
+        "interruptions_per_node_hour": 0.0,
+        "interruption_basis": "test",
+    }
+    offers = [
+        Offer.model_validate({**hardware, "price_per_hour_usd": "55.04"}),
+        Offer.model_validate(
+            {
+                **hardware,
+                "offer_id": "cb-0123456789abcdef0",
+                "purchase": "reservation",
+                "price_per_hour_usd": "31.464",
+                "block_hours": 72,
+                "block_start": "2026-11-25T11:30:00Z",
+            }
+        ),
+    ]
     info = ProviderInfo.model_validate({"source": "test", "boot_minutes": 0})
-    catalog = Catalog(as_of=dt.date(2026, 11, 22), origin="test", providers=dict.fromkeys(PROVIDER_NAMES, info),
-                      offers=offers)
-    spec = ClusterSpec.model_validate({"name": "lc-block", "gpus": {"count": 16}, "workload": {"hours": 48},
-                                       "pricing": {"reservations": True},
-                                       "access": {"allowed_cidrs": ["198.51.100.0/24"]}})
+    catalog = Catalog(
+        as_of=dt.date(2026, 11, 22), origin="test", providers=dict.fromkeys(PROVIDER_NAMES, info), offers=offers
+    )
+    spec = ClusterSpec.model_validate(
+        {
+            "name": "lc-block",
+            "gpus": {"count": 16},
+            "workload": {"hours": 48},
+            "pricing": {"reservations": True},
+            "access": {"allowed_cidrs": ["198.51.100.0/24"]},
+        }
+    )
     result = resolve_plan(spec, catalog, dict.fromkeys(PROVIDER_NAMES, frozenset(Capability)))
     first, second = result.options[:2]
     assert first.offer.block_hours == 72 and not second.offer.block_hours
@@ -67,8 +96,6 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "state"
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(folder))
     return folder
-
-
 
 
 @pytest.fixture
@@ -102,7 +129,8 @@ def _saved(target: Plan, tmp_path: Path) -> str:
 
 
 def test_up_buys_the_block_once_and_hands_its_id_to_the_stack(
-        tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = _saved(BLOCK_PLAN, tmp_path)
     assert main(["up", target, "--engine", "pulumi", "--no-wait", "--json"]) == 0
     (bought,) = aws.app.reservations.values()
@@ -114,7 +142,11 @@ def test_up_buys_the_block_once_and_hands_its_id_to_the_stack(
     assert [c[0] for c in calls].index("up") > max(i for i, c in enumerate(calls) if c[:2] == ["config", "set-all"])
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["event"] for e in events if e["event"] in ("reserve", "reserved", "pulumi", "up")] == [
-        "reserve", "reserved", "pulumi", "up"]
+        "reserve",
+        "reserved",
+        "pulumi",
+        "up",
+    ]
     assert "RunInstances" not in _routes(aws)  # the stack launches the nodes, not the adapter
 
     # a second up adopts the block by its tag: nothing more is bought, the stack gets the same id
@@ -124,7 +156,8 @@ def test_up_buys_the_block_once_and_hands_its_id_to_the_stack(
 
 
 def test_down_says_the_block_remains_paid_as_the_direct_engine_does(
-        tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["up", _saved(BLOCK_PLAN, tmp_path), "--engine", "pulumi", "--no-wait", "--json"]) == 0
     (bought,) = aws.app.reservations.values()
     capsys.readouterr()
@@ -136,12 +169,14 @@ def test_down_says_the_block_remains_paid_as_the_direct_engine_does(
     assert events[-1]["message"] == (
         f"EC2 Capacity Block {bought['id']} (2 x p5.48xlarge in us-east-1a, paid upfront, non-refundable) remains "
         f"until {BLOCK_END}: it is already paid and AWS cannot cancel it; its instances are terminated, nothing "
-        "more is charged for the block itself")
+        "more is charged for the block itself"
+    )
     assert state.load_record("lc-block") is None
 
 
 def test_a_plan_that_is_not_a_block_buys_nothing_and_clears_the_key(
-        tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_pulumi: Path, aws: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["up", _saved(INSTANCE_PLAN, tmp_path), "--engine", "pulumi", "--no-wait", "--json"]) == 0
     assert aws.app.calls == [] and aws.app.reservations == {}  # not one AWS request
     calls = _calls(fake_pulumi)
@@ -155,8 +190,12 @@ def test_a_plan_that_is_not_a_block_buys_nothing_and_clears_the_key(
 
 
 def test_a_pulumi_failure_after_the_purchase_says_what_was_bought(
-        tmp_path: Path, fake_pulumi: Path, aws: RunningServer, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path,
+    fake_pulumi: Path,
+    aws: RunningServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("FAKE_PULUMI_UP", "fail")
     assert main(["up", _saved(BLOCK_PLAN, tmp_path), "--engine", "pulumi"]) == 5
     err = capsys.readouterr().err
@@ -165,9 +204,11 @@ def test_a_pulumi_failure_after_the_purchase_says_what_was_bought(
     err = err.splitlines()[-1]  # the error: one line, after the progress lines
     assert err.startswith("error: ") and "pulumi up of lc-block failed: error: update failed" in err
     # the direct engine's words (Block.bought)
-    assert (f"bought before this failure: EC2 Capacity Block {bought['id']} (2 x p5.48xlarge in us-east-1a, "
-            f"$4530.816 paid upfront, non-refundable), ends {BLOCK_END}; it cannot be cancelled and stays paid: "
-            "run provisioner up again to launch into it") in err
+    assert (
+        f"bought before this failure: EC2 Capacity Block {bought['id']} (2 x p5.48xlarge in us-east-1a, "
+        f"$4530.816 paid upfront, non-refundable), ends {BLOCK_END}; it cannot be cancelled and stays paid: "
+        "run provisioner up again to launch into it"
+    ) in err
 
     # no record was kept (the stack failed), yet down learns from the kept plan that it was a block
     assert main(["down", "lc-block"]) == 0
@@ -177,8 +218,14 @@ def test_a_pulumi_failure_after_the_purchase_says_what_was_bought(
 def test_up_waits_until_the_block_starts_before_pulumi_up(fake_pulumi: Path) -> None:
     clock = Clock(START - dt.timedelta(hours=2))
     with serve(AWSFake(api_key="testing", now=clock.now)) as running:
-        provider = AWSProvider(boto3.Session(region_name="us-east-1"), regions=["us-east-1"],
-                               endpoint_url=running.url, poll_interval_s=1800.0, now=clock.now, sleep=clock.sleep)
+        provider = AWSProvider(
+            boto3.Session(region_name="us-east-1"),
+            regions=["us-east-1"],
+            endpoint_url=running.url,
+            poll_interval_s=1800.0,
+            now=clock.now,
+            sleep=clock.sleep,
+        )
         pulumi_engine.up(BLOCK_PLAN, runtime=Runtime(provider_for=lambda name: provider))
         assert running.app.validation_errors == []
     (bought,) = running.app.reservations.values()
@@ -187,8 +234,8 @@ def test_up_waits_until_the_block_starts_before_pulumi_up(fake_pulumi: Path) -> 
 
 
 def test_a_block_on_offer_only_above_the_plan_is_refused_before_pulumi_runs(
-        tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, fake_pulumi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     dearer = {("p5.48xlarge", "us-east-1a"): "40.00"}
     with serve(AWSFake(api_key="testing", capacity_blocks=dearer)) as running:
         monkeypatch.setenv("PROVISIONER_AWS_API_URL", running.url)

@@ -117,8 +117,7 @@ def test_fluence_node_is_bootstrapped_over_ssh(tmp_path: Path, monkeypatch: pyte
         assert app.instance_count() == 0
 
 
-def test_capacity_error_on_first_option_fails_over_to_second(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_capacity_error_on_first_option_fails_over_to_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plans = plans_for(LAMBDA_SPEC, tmp_path)
     assert len(plans) >= 2 and plans[0].option.region != plans[1].option.region

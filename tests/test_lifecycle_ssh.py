@@ -27,8 +27,10 @@ pytestmark = [pytest.mark.system]
 def remote(rig: tuple[Sshd, object, Path]) -> Iterator[tuple[SshRemote, SshTarget]]:  # noqa: F811
     server, runner, tmp = rig
     key_file = runner.key_file  # type: ignore[attr-defined]
-    yield SshRemote(key_file, tmp / "remote-known-hosts"), SshTarget(host="127.0.0.1", port=server.port,
-                                                                     node_name="lc-0")
+    yield (
+        SshRemote(key_file, tmp / "remote-known-hosts"),
+        SshTarget(host="127.0.0.1", port=server.port, node_name="lc-0"),
+    )
 
 
 def test_run_quotes_every_word_and_reports_exit_codes(remote: tuple[SshRemote, SshTarget], tmp_path: Path) -> None:
@@ -51,8 +53,9 @@ def test_stop_ends_a_stream(remote: tuple[SshRemote, SshTarget]) -> None:
     ssh, target = remote
     lines: list[str] = []
     result: list[int] = []
-    worker = threading.Thread(target=lambda: result.append(
-        ssh.stream(target, ["sh", "-c", "echo started; sleep 600"], lines.append)))
+    worker = threading.Thread(
+        target=lambda: result.append(ssh.stream(target, ["sh", "-c", "echo started; sleep 600"], lines.append))
+    )
     worker.start()
     deadline = time.monotonic() + 30
     while not lines and time.monotonic() < deadline:

@@ -61,8 +61,9 @@ class StandInRemote:
             return CommandResult(0, NodeReport(node=node, gpu_model="H100", gpu_count=4).to_json())
         return CommandResult(0, "", "")
 
-    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
-               timeout_s: float | None = None) -> int:
+    def stream(
+        self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *, timeout_s: float | None = None
+    ) -> int:
         self.calls.append((target.node_name, tuple(argv)))
         if self.on_job is not None:
             self.on_job()
@@ -95,8 +96,12 @@ def fast_provider(name: str) -> Provider:
     from provisioner.providers.registry import get_provider, provider_class
 
     cls: Any = provider_class(name)
-    return get_provider(name, limits=cls.client_class.default_limits.scaled(100.0), timeout_s=5.0,
-                        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1))
+    return get_provider(
+        name,
+        limits=cls.client_class.default_limits.scaled(100.0),
+        timeout_s=5.0,
+        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
+    )
 
 
 EPOCH = dt.datetime(2026, 11, 24, 0, 0, tzinfo=dt.UTC)
@@ -114,8 +119,13 @@ def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **k
             events.append({"event": event, "message": message, **fields})
 
     kwargs.setdefault("emit", emit)  # or the caller's (the CLI's own emitter)
-    return Runtime(remote=remote, clock=ticks.clock, sleep=ticks.sleep,
-                   timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1), **kwargs)
+    return Runtime(
+        remote=remote,
+        clock=ticks.clock,
+        sleep=ticks.sleep,
+        timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1),
+        **kwargs,
+    )
 
 
 def fast_limits(get_provider: Callable[..., Provider]) -> Callable[..., Provider]:
@@ -128,11 +138,17 @@ def fast_limits(get_provider: Callable[..., Provider]) -> Callable[..., Provider
     def fast_get_provider(provider: str, **options: Any) -> Provider:
         cls: Any = registry.provider_class(provider)
         client = getattr(cls, "client_class", None)  # a REST adapter's; the SDK adapters' client module's LIMITS
-        limits = client.default_limits if client is not None else getattr(
-            importlib.import_module(cls.__module__.rsplit(".", 1)[0] + ".client"), "LIMITS", None)
+        limits = (
+            client.default_limits
+            if client is not None
+            else getattr(importlib.import_module(cls.__module__.rsplit(".", 1)[0] + ".client"), "LIMITS", None)
+        )
         if limits is not None:
-            options = {"limits": limits.scaled(100.0), "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1),
-                       **options}
+            options = {
+                "limits": limits.scaled(100.0),
+                "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1),
+                **options,
+            }
         return get_provider(provider, **options)
 
     return fast_get_provider
@@ -209,5 +225,6 @@ workload: {hours: 1}
 def runpod_plan(tmp_path: Path) -> Plan:
     """The RunPod plan on a GPU type and data center the fake sells (Secure Cloud, US-KS-2)."""
     plans = plans_for(RUNPOD_SPEC, tmp_path, count=20)
-    return next(plan for plan in plans
-                if plan.option.instance_type == "1x_RTX4090_SECURE" and plan.option.region == "US-KS-2")
+    return next(
+        plan for plan in plans if plan.option.instance_type == "1x_RTX4090_SECURE" and plan.option.region == "US-KS-2"
+    )

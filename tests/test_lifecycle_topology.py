@@ -33,9 +33,18 @@ class Placed:
 
 
 def _nodes(plan: Any) -> dict[str, Node]:
-    return {n.name: Node(provider="lambda", id=f"i-{n.index}", name=n.name, cluster_id=plan.cluster_id,
-                         status=NodeStatus.RUNNING, public_ip=f"192.0.2.{10 + n.index}",
-                         private_ip=f"10.0.0.{10 + n.index}") for n in plan.nodes}
+    return {
+        n.name: Node(
+            provider="lambda",
+            id=f"i-{n.index}",
+            name=n.name,
+            cluster_id=plan.cluster_id,
+            status=NodeStatus.RUNNING,
+            public_ip=f"192.0.2.{10 + n.index}",
+            private_ip=f"10.0.0.{10 + n.index}",
+        )
+        for n in plan.nodes
+    }
 
 
 def test_provider_topology_becomes_slurm_switches(tmp_path: Path) -> None:
@@ -53,8 +62,11 @@ def test_provider_topology_becomes_slurm_switches(tmp_path: Path) -> None:
     script = remote.scripts[head]
     encoded = script.split("put_file /etc/slurm/topology.conf 0644 root:root <<'PROVISIONER_B64'\n", 1)[1]
     conf = base64.b64decode(encoded.split("\nPROVISIONER_B64", 1)[0]).decode()
-    assert conf.splitlines()[1:] == ["SwitchName=spine-a Switches=leaf-1,leaf-2",
-                                     f"SwitchName=leaf-1 Nodes={head}", f"SwitchName=leaf-2 Nodes={worker}"]
+    assert conf.splitlines()[1:] == [
+        "SwitchName=spine-a Switches=leaf-1,leaf-2",
+        f"SwitchName=leaf-1 Nodes={head}",
+        f"SwitchName=leaf-2 Nodes={worker}",
+    ]
 
 
 def test_partial_or_failing_topology_falls_back_to_one_switch(tmp_path: Path) -> None:

@@ -31,8 +31,12 @@ def test_up_local_as_a_user_is_one_line_and_exit_2() -> None:
         if os.geteuid() == 0:  # as a user would run it: nobody, with no privileges
             need_tool("setpriv")  # util-linux
             cli = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cli]
-        env = {"PATH": os.environ["PATH"], "HOME": str(folder), "PROVISIONER_STATE_DIR": str(folder / "state"),
-               "PROVISIONER_CACHE_DIR": str(folder / "cache")}
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(folder),
+            "PROVISIONER_STATE_DIR": str(folder / "state"),
+            "PROVISIONER_CACHE_DIR": str(folder / "cache"),
+        }
         done = subprocess.run(cli, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
@@ -87,14 +91,18 @@ def test_local_runs_the_direct_engine_only(tmp_path: Path, capsys: pytest.Captur
 def test_a_local_plan_is_the_plan_sized_to_this_machine(tmp_path: Path) -> None:
     plan = plans_for(SPEC, tmp_path, count=1)[0]
     local = fit_to_host(plan)
-    mem_kib = int(next(line for line in Path("/proc/meminfo").read_text().splitlines()
-                       if line.startswith("MemTotal:")).split()[1])
+    mem_kib = int(
+        next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")).split()[1]
+    )
     offer = local.option.offer
     assert offer.vcpus == os.cpu_count()
     assert offer.memory_gib == mem_kib // 1048576 and offer.local_nvme_gib == 0
     assert local.spec.access.allowed_cidrs == ["10.80.0.254/32"]
     # What is not about this machine stays the plan's.
     assert [n.name for n in local.nodes] == [n.name for n in plan.nodes] == ["lc-local-0", "lc-local-1"]
-    assert (offer.provider, offer.instance_type, offer.gpus) == (plan.option.offer.provider,
-                                                                 plan.option.offer.instance_type, 4)
+    assert (offer.provider, offer.instance_type, offer.gpus) == (
+        plan.option.offer.provider,
+        plan.option.offer.instance_type,
+        4,
+    )
     assert local.spec.control_plane == plan.spec.control_plane and local.cluster_id == "lc-local"

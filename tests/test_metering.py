@@ -40,23 +40,30 @@ def test_run_seconds_rounds_up_microseconds_and_never_goes_negative() -> None:
     assert run_seconds(at(5), at(0)) == 0
 
 
-@pytest.mark.parametrize(("overrides", "run_s", "cents", "billed_s"), [
-    # RunPod / Vast.ai: per second. 2 nodes x $2.49/h x 3601 s = $4.981... -> 2 x 2.49 x 3601 / 3600
-    ({"billing_increment_s": 1, "price_per_hour_usd": 2.49}, 3601, 498, 3601),
-    # Lambda: per minute, no minimum: 61 s bills 120 s. 2 x $1.1 x 120 / 3600 = $0.0733.. -> 7 cents
-    ({"billing_increment_s": 60, "price_per_hour_usd": 1.1}, 61, 7, 120),
-    # Fluence GPU: per started hour, 3 h prepaid: 1 h 1 s bills 3 h. 2 x $0.29 x 3 = $1.74
-    ({"billing_increment_s": 3600, "billing_minimum_s": 10800, "price_per_hour_usd": 0.29}, 3601, 174, 10800),
-    # ... and 3 h 1 s bills 4 h: 2 x 0.29 x 4 = $2.32
-    ({"billing_increment_s": 3600, "billing_minimum_s": 10800, "price_per_hour_usd": 0.29}, 10801, 232, 14400),
-    # AWS Linux: per second with a 60 s minimum: 10 s bills 60 s. 2 x $98.32 x 60 / 3600 = $3.2773 -> 328
-    ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 98.32}, 10, 328, 60),
-    # GCP: the same rule; past the minimum per second: 2 x $88.49 x 61 / 3600 = $2.99882 -> 300
-    ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 88.49}, 61, 300, 61),
-    # Lambda 1-Click Clusters: reserved by the week: a day bills 604800 s. 2 x $27.92 x 168 = $9381.12
-    ({"billing_increment_s": 604800, "billing_minimum_s": 604800, "price_per_hour_usd": 27.92}, 86400, 938112,
-     604800),
-])
+@pytest.mark.parametrize(
+    ("overrides", "run_s", "cents", "billed_s"),
+    [
+        # RunPod / Vast.ai: per second. 2 nodes x $2.49/h x 3601 s = $4.981... -> 2 x 2.49 x 3601 / 3600
+        ({"billing_increment_s": 1, "price_per_hour_usd": 2.49}, 3601, 498, 3601),
+        # Lambda: per minute, no minimum: 61 s bills 120 s. 2 x $1.1 x 120 / 3600 = $0.0733.. -> 7 cents
+        ({"billing_increment_s": 60, "price_per_hour_usd": 1.1}, 61, 7, 120),
+        # Fluence GPU: per started hour, 3 h prepaid: 1 h 1 s bills 3 h. 2 x $0.29 x 3 = $1.74
+        ({"billing_increment_s": 3600, "billing_minimum_s": 10800, "price_per_hour_usd": 0.29}, 3601, 174, 10800),
+        # ... and 3 h 1 s bills 4 h: 2 x 0.29 x 4 = $2.32
+        ({"billing_increment_s": 3600, "billing_minimum_s": 10800, "price_per_hour_usd": 0.29}, 10801, 232, 14400),
+        # AWS Linux: per second with a 60 s minimum: 10 s bills 60 s. 2 x $98.32 x 60 / 3600 = $3.2773 -> 328
+        ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 98.32}, 10, 328, 60),
+        # GCP: the same rule; past the minimum per second: 2 x $88.49 x 61 / 3600 = $2.99882 -> 300
+        ({"billing_increment_s": 1, "billing_minimum_s": 60, "price_per_hour_usd": 88.49}, 61, 300, 61),
+        # Lambda 1-Click Clusters: reserved by the week: a day bills 604800 s. 2 x $27.92 x 168 = $9381.12
+        (
+            {"billing_increment_s": 604800, "billing_minimum_s": 604800, "price_per_hour_usd": 27.92},
+            86400,
+            938112,
+            604800,
+        ),
+    ],
+)
 def test_each_billing_rule(overrides: dict[str, object], run_s: int, cents: int, billed_s: int) -> None:
     plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=2, **overrides)
     metered = meter(plan, [usage("llm-pretrain-0", 0, run_s), usage("llm-pretrain-1", 0, run_s)], at(99999))
@@ -66,18 +73,35 @@ def test_each_billing_rule(overrides: dict[str, object], run_s: int, cents: int,
 
 def test_capacity_block_is_its_upfront_fee_whatever_ran() -> None:
     # 2 nodes x $31.464/h x 24 h = $1510.272 -> $1510.27, even for 10 minutes of use
-    plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=2, price_per_hour_usd=31.464,
-                     block_hours=24, purchase="reservation")
-    metered = meter(plan, [usage("llm-pretrain-0", 0, 600), usage("llm-pretrain-1", 0, 600),
-                           usage("llm-pretrain-1", 600, 900, node_id="i-again")], at(900))
+    plan = make_plan(
+        {"storage": {"checkpoint_nvme_gib_per_node": 0}},
+        nodes=2,
+        price_per_hour_usd=31.464,
+        block_hours=24,
+        purchase="reservation",
+    )
+    metered = meter(
+        plan,
+        [
+            usage("llm-pretrain-0", 0, 600),
+            usage("llm-pretrain-1", 0, 600),
+            usage("llm-pretrain-1", 600, 900, node_id="i-again"),
+        ],
+        at(900),
+    )
     assert metered.terms["compute"] == 151027
     assert metered.terms["interruption"] == 0  # the replacement runs inside the block already paid for
 
 
 def test_storage_is_billed_while_stopped_compute_is_not() -> None:
     # Vast.ai style: $0.1/GiB-month ~ 0.000136986 $/GiB-h on 1000 GiB, node existed 2 h, stopped 1 h of it.
-    plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 1000}}, nodes=1, billing_increment_s=1,
-                     price_per_hour_usd=0.3, disk_usd_per_gib_hour=0.000136986)
+    plan = make_plan(
+        {"storage": {"checkpoint_nvme_gib_per_node": 1000}},
+        nodes=1,
+        billing_increment_s=1,
+        price_per_hour_usd=0.3,
+        disk_usd_per_gib_hour=0.000136986,
+    )
     metered = meter(plan, [usage("llm-pretrain-0", 0, 7200, stopped_s=3600)], at(7200))
     assert metered.terms["compute"] == 30  # 1 h x $0.3
     assert metered.terms["storage"] == 27  # 1000 x 0.000136986 x 2 = $0.273972 -> 27 cents
@@ -85,10 +109,14 @@ def test_storage_is_billed_while_stopped_compute_is_not() -> None:
 
 
 def test_a_running_node_is_counted_up_to_now_and_replacements_are_named() -> None:
-    plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=2, billing_increment_s=1,
-                     price_per_hour_usd=0.7)
-    usages = [usage("llm-pretrain-0", 0, None), usage("llm-pretrain-1", 0, 1800),
-              usage("llm-pretrain-1", 1800, None, node_id="i-replacement")]
+    plan = make_plan(
+        {"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=2, billing_increment_s=1, price_per_hour_usd=0.7
+    )
+    usages = [
+        usage("llm-pretrain-0", 0, None),
+        usage("llm-pretrain-1", 0, 1800),
+        usage("llm-pretrain-1", 1800, None, node_id="i-replacement"),
+    ]
     metered = meter(plan, usages, at(3600))
     # compute: 0.7 x (3600 + 1800) / 3600 = $1.05; the replacement's 1800 s: $0.35
     assert (metered.terms["compute"], metered.terms["interruption"]) == (105, 35)
@@ -96,11 +124,16 @@ def test_a_running_node_is_counted_up_to_now_and_replacements_are_named() -> Non
 
 
 def test_compare_names_each_term_and_what_is_not_measured() -> None:
-    plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=1, billing_increment_s=1,
-                     price_per_hour_usd=0.7)
+    plan = make_plan(
+        {"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=1, billing_increment_s=1, price_per_hour_usd=0.7
+    )
     comparison = compare(plan, meter(plan, [usage("llm-pretrain-0", 0, 3600)], at(3600)))
-    assert [(line.term, line.planned_cents, line.actual_cents, line.difference_cents) for line in comparison.lines] \
-        == [("compute", 100, 70, -30), ("storage", 0, 0, 0), ("egress", 0, None, None), ("interruption", 0, 0, 0)]
+    assert [(line.term, line.planned_cents, line.actual_cents, line.difference_cents) for line in comparison.lines] == [
+        ("compute", 100, 70, -30),
+        ("storage", 0, 0, 0),
+        ("egress", 0, None, None),
+        ("interruption", 0, 0, 0),
+    ]
     text = "\n".join(comparison.render())
     assert "egress" in text and "n/m" in text and "-$0.30" in text
     assert comparison.as_json()["difference_usd"] == "-0.30"
@@ -128,6 +161,7 @@ def test_span_end_is_the_expiry_else_the_planned_hours() -> None:
 
 
 def test_rule_describes_itself() -> None:
-    assert BillingRule(price_micro=1, increment_s=3600, minimum_s=10800).describe() == \
-        "per started hour, at least 10800 s"
+    assert (
+        BillingRule(price_micro=1, increment_s=3600, minimum_s=10800).describe() == "per started hour, at least 10800 s"
+    )
     assert BillingRule(price_micro=1, block_hours=24).describe() == "Capacity Block: 24 h per node paid upfront"

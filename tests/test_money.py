@@ -31,8 +31,11 @@ from provisioner.spec import MAX_COUNT, MAX_HOURS, ClusterSpec
 
 
 def test_units_and_rounding_rule() -> None:
-    assert (to_micro(Decimal("23.92")), to_micro(0.31), to_nano(Decimal("0.000136986"))) == (23_920_000, 310_000,
-                                                                                             136_986)
+    assert (to_micro(Decimal("23.92")), to_micro(0.31), to_nano(Decimal("0.000136986"))) == (
+        23_920_000,
+        310_000,
+        136_986,
+    )
     assert to_micro(Decimal("0.0000005")) == 0 and to_micro(Decimal("0.0000015")) == 2  # half to even
     assert round_cents(Fraction(1, 200)) == 0 and round_cents(Fraction(3, 200)) == 2  # $0.005 -> 0, $0.015 -> 2
     assert usd_of_cents(1230) == Decimal("12.30") and str(usd_of_micro(47_840_000)) == "47.84"
@@ -69,19 +72,41 @@ def test_split_cents_is_exact(x: int, amount: int) -> None:
 
 def test_extreme_values_do_not_overflow() -> None:
     """$10,000 per node-hour, 100,000 one-GPU nodes, ten years, hourly billing with a year's minimum."""
-    offer = Offer(provider="lambda", instance_type="huge", region="r", gpu_model="H100", gpus=1, gpu_memory_gib=80,
-                  vcpus=8, memory_gib=64, price_per_hour_usd=MAX_PRICE_PER_HOUR_USD, billing_increment_s=31_622_400,
-                  billing_minimum_s=31_622_400, interruptions_per_node_hour=1000, interruption_basis="t",
-                  max_nodes=MAX_COUNT, local_nvme_gib=10_000_000, disk_usd_per_gib_hour=1000,
-                  egress_usd_per_gb=1000, ingress_usd_per_gb=1000)
+    offer = Offer(
+        provider="lambda",
+        instance_type="huge",
+        region="r",
+        gpu_model="H100",
+        gpus=1,
+        gpu_memory_gib=80,
+        vcpus=8,
+        memory_gib=64,
+        price_per_hour_usd=MAX_PRICE_PER_HOUR_USD,
+        billing_increment_s=31_622_400,
+        billing_minimum_s=31_622_400,
+        interruptions_per_node_hour=1000,
+        interruption_basis="t",
+        max_nodes=MAX_COUNT,
+        local_nvme_gib=10_000_000,
+        disk_usd_per_gib_hour=1000,
+        egress_usd_per_gb=1000,
+        ingress_usd_per_gb=1000,
+    )
     info = ProviderInfo(source="t", boot_minutes=10_000)
     catalog = Catalog(as_of=dt.date(2026, 1, 1), providers={"lambda": info}, offers=[offer])
-    spec = ClusterSpec.model_validate({
-        "name": "huge", "gpus": {"count": MAX_COUNT},
-        "storage": {"checkpoint_nvme_gib_per_node": 1e7},
-        "workload": {"hours": MAX_HOURS, "results_out_gb": 1e9, "dataset": {"size_gb": 1e9, "location": "internet"},
-                     "restart_overhead_minutes": 1e9},
-    })
+    spec = ClusterSpec.model_validate(
+        {
+            "name": "huge",
+            "gpus": {"count": MAX_COUNT},
+            "storage": {"checkpoint_nvme_gib_per_node": 1e7},
+            "workload": {
+                "hours": MAX_HOURS,
+                "results_out_gb": 1e9,
+                "dataset": {"size_gb": 1e9, "location": "internet"},
+                "restart_overhead_minutes": 1e9,
+            },
+        }
+    )
     option = resolve_plan(spec, catalog, {"lambda": frozenset(Capability)}).options[0]
     hourly = Fraction(MAX_COUNT) * 10_000
     billed_s = -(-int(MAX_HOURS * 3600) // 31_622_400) * 31_622_400
@@ -95,18 +120,32 @@ def test_extreme_values_do_not_overflow() -> None:
 
 
 def test_prices_above_the_bound_or_not_above_zero_are_refused() -> None:
-    base = {"provider": "lambda", "instance_type": "t", "region": "r", "gpu_model": "H100", "gpus": 1,
-            "gpu_memory_gib": 80, "vcpus": 8, "memory_gib": 64, "interruptions_per_node_hour": 0,
-            "interruption_basis": "t"}
+    base = {
+        "provider": "lambda",
+        "instance_type": "t",
+        "region": "r",
+        "gpu_model": "H100",
+        "gpus": 1,
+        "gpu_memory_gib": 80,
+        "vcpus": 8,
+        "memory_gib": 64,
+        "interruptions_per_node_hour": 0,
+        "interruption_basis": "t",
+    }
     for price in (0, -1, "10000.01", float("nan"), float("inf"), 10**400):
         with pytest.raises(ValueError):
             Offer.model_validate({**base, "price_per_hour_usd": price})
 
 
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-2**62, 2**62), st.integers(0, 10**12)), min_size=1,
-                max_size=40), st.integers(1, 12))
-def test_per_key_evaluates_each_distinct_row_once_and_maps_it_back(rows: list[tuple[int, int, int]],
-                                                                   repeat: int) -> None:
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(-(2**62), 2**62), st.integers(0, 10**12)), min_size=1, max_size=40
+    ),
+    st.integers(1, 12),
+)
+def test_per_key_evaluates_each_distinct_row_once_and_maps_it_back(
+    rows: list[tuple[int, int, int]], repeat: int
+) -> None:
     # up to 36 columns of up to 40 distinct values: past 2**62 row numbers, so the renumbering runs
     columns = [np.array(column, dtype=np.int64) for column in zip(*rows, strict=True)] * repeat
     calls: list[tuple[int, ...]] = []

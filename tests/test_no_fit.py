@@ -27,8 +27,15 @@ HOW = "Reserved through Lambda sales, by the week: https://lambda.ai/1cc"
 
 
 def one_click(**fields: object) -> object:
-    return make_offer(instance_type="1cc_8x_h100_ib", purchase="reservation", min_nodes=2, max_nodes=64,
-                      price_per_hour_usd=D("27.92"), how_to_obtain=HOW, **fields)
+    return make_offer(
+        instance_type="1cc_8x_h100_ib",
+        purchase="reservation",
+        min_nodes=2,
+        max_nodes=64,
+        price_per_hour_usd=D("27.92"),
+        how_to_obtain=HOW,
+        **fields,
+    )
 
 
 def ethernet(i: int) -> object:
@@ -49,7 +56,11 @@ def test_quote_only_products_that_fit_ride_on_the_no_fit_error() -> None:
         plan(SPEC, offers, NO_IB)
     [quote] = caught.value.quotes  # type: ignore[attr-defined]
     assert (quote.instance_type, quote.nodes, quote.hourly_usd, quote.how_to_obtain) == (
-        "1cc_8x_h100_ib", 2, D("55.84"), HOW)
+        "1cc_8x_h100_ib",
+        2,
+        D("55.84"),
+        HOW,
+    )
     assert "quote-only products fit, not bought by this tool: lambda 1cc_8x_h100_ib" in str(caught.value)
 
 
@@ -57,8 +68,11 @@ def test_blame_goes_to_the_field_that_alone_keeps_out_the_most_buyable_options()
     # Three Ethernet offers fail only the fabric check; one InfiniBand cluster only the adapter
     # check (a fabric capability: interconnect.fabric too); two InfiniBand offers only the
     # budget, the furthest stage. Four to two: the fabric is blamed, not the budget.
-    offers = [*(ethernet(i) for i in range(3)), make_offer(provider="runpod", instance_type="cluster_ib"),
-              *(over_budget(i) for i in range(2))]
+    offers = [
+        *(ethernet(i) for i in range(3)),
+        make_offer(provider="runpod", instance_type="cluster_ib"),
+        *(over_budget(i) for i in range(2)),
+    ]
     with pytest.raises(NoFeasibleOfferError) as caught:
         plan(SPEC, offers, NO_IB)
     groups = caught.value.rejection_groups  # type: ignore[attr-defined]
@@ -74,8 +88,10 @@ def test_blame_goes_to_the_field_that_alone_keeps_out_the_most_buyable_options()
 def test_an_option_failing_two_checks_is_not_counted_for_either() -> None:
     # Ethernet and over budget: lifting either field alone would not admit it. The one
     # within-budget Ethernet offer decides.
-    offers = [make_offer(provider="aws", instance_type=f"both{i}", fabric="ethernet", price_per_hour_usd=D("900"))
-              for i in range(5)]
+    offers = [
+        make_offer(provider="aws", instance_type=f"both{i}", fabric="ethernet", price_per_hour_usd=D("900"))
+        for i in range(5)
+    ]
     with pytest.raises(NoFeasibleOfferError) as caught:
         plan(SPEC, [*offers, ethernet(0), over_budget(0), over_budget(1)], NO_IB)
     assert caught.value.blamed.field == "pricing.max_total_usd"  # type: ignore[attr-defined]
@@ -98,7 +114,8 @@ workload: {hours: 24}
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown", "html"])
 def test_a_no_fit_report_shows_the_quotes_in_every_format_and_exits_3(
-        fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = tmp_path / "ib16.yaml"
     spec.write_text(SPEC_YAML)
     catalog = _catalog_file(tmp_path, [one_click(), ethernet(0), ethernet(1)])
@@ -106,20 +123,38 @@ def test_a_no_fit_report_shows_the_quotes_in_every_format_and_exits_3(
     out, err = capsys.readouterr()
     assert code == 3
     [line] = err.strip().splitlines()
-    assert line.startswith(f"{spec}:3:16: interconnect.fabric: no offer fits: fabric ethernet does not provide "
-                           "infiniband (aws eth0; 2 rejected, see --explain); quote-only products fit")
+    assert line.startswith(
+        f"{spec}:3:16: interconnect.fabric: no offer fits: fabric ethernet does not provide "
+        "infiniband (aws eth0; 2 rejected, see --explain); quote-only products fit"
+    )
     if fmt == "json":
         doc = json.loads(out, parse_float=Decimal)
         jsonschema.validate(json.loads(out), SCHEMA, format_checker=jsonschema.FormatChecker())
         assert doc["options"] == [] and doc["feasible_count"] == 0
-        assert doc["quotes"] == [{"provider": "lambda", "instance_type": "1cc_8x_h100_ib", "region": "us-east-1",
-                                  "gpu_model": "H100", "gpus_per_node": 8, "nodes": 2, "purchase": "reservation",
-                                  "hourly_usd": D("55.84"), "how_to_obtain": HOW}]
+        assert doc["quotes"] == [
+            {
+                "provider": "lambda",
+                "instance_type": "1cc_8x_h100_ib",
+                "region": "us-east-1",
+                "gpu_model": "H100",
+                "gpus_per_node": 8,
+                "nodes": 2,
+                "purchase": "reservation",
+                "hourly_usd": D("55.84"),
+                "how_to_obtain": HOW,
+            }
+        ]
     elif fmt == "csv":
         [row] = list(csv.DictReader(io.StringIO(out)))
-        assert (row["rank"], row["instance_type"], row["nodes"], row["hourly_usd"], row["purchase"],
-                row["cost_total"], row["how_to_obtain"]) == ("", "1cc_8x_h100_ib", "2", "55.84", "reservation", "",
-                                                             HOW)
+        assert (
+            row["rank"],
+            row["instance_type"],
+            row["nodes"],
+            row["hourly_usd"],
+            row["purchase"],
+            row["cost_total"],
+            row["how_to_obtain"],
+        ) == ("", "1cc_8x_h100_ib", "2", "55.84", "reservation", "", HOW)
     else:
         assert "1cc_8x_h100_ib" in out and "Quote only (1)" in out
         assert "lambda.ai/1cc" in out.replace("\n", "")
@@ -143,8 +178,9 @@ def test_a_reservation_or_sales_row_with_a_spot_price_is_refused(tmp_path: Path)
     with pytest.raises(ValidationError, match="no spot price"):
         make_offer(purchase="sales", spot_price_per_hour_usd=D("1.5"))
     # The columnar file is checked by its own rules: the same row written around the model is refused.
-    good = make_catalog([make_offer(purchase="reservation"), make_offer(instance_type="b",
-                                                                        spot_price_per_hour_usd=D("1.5"))])
+    good = make_catalog(
+        [make_offer(purchase="reservation"), make_offer(instance_type="b", spot_price_per_hour_usd=D("1.5"))]
+    )
     path = tmp_path / "c.npz"
     save_columnar(good, path)
     import numpy as np

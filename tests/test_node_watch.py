@@ -40,17 +40,19 @@ class Node:
     def __init__(self, slurm_nodes: str = TWO_NODES) -> None:
         self.dmesg = (DEGRADED / "dmesg-clean.txt").read_text()
         self.xml = (IDLE / "nvidia-smi-q.xml").read_text()
-        self.run = FakeRunner({
-            XML_ARGS: lambda _argv: CommandResult(0, self.xml),
-            QUERY_ARGS: CommandResult(0, capture(IDLE / "nvidia-smi-query.csv")),
-            ("dmesg",): lambda _argv: CommandResult(0, self.dmesg),
-            ("scontrol", "show", "node"): CommandResult(0, slurm_nodes),
-            ("scontrol", "update"): CommandResult(0),
-            ("squeue",): CommandResult(0, "12\n13\n12\n"),
-            ("scancel",): CommandResult(0),
-            ("kubectl", "get", "nodes", "-o", "name"): CommandResult(0, "node/c-0\nnode/c-1\n"),
-            ("kubectl",): CommandResult(0),
-        })
+        self.run = FakeRunner(
+            {
+                XML_ARGS: lambda _argv: CommandResult(0, self.xml),
+                QUERY_ARGS: CommandResult(0, capture(IDLE / "nvidia-smi-query.csv")),
+                ("dmesg",): lambda _argv: CommandResult(0, self.dmesg),
+                ("scontrol", "show", "node"): CommandResult(0, slurm_nodes),
+                ("scontrol", "update"): CommandResult(0),
+                ("squeue",): CommandResult(0, "12\n13\n12\n"),
+                ("scancel",): CommandResult(0),
+                ("kubectl", "get", "nodes", "-o", "name"): CommandResult(0, "node/c-0\nnode/c-1\n"),
+                ("kubectl",): CommandResult(0),
+            }
+        )
         clock = FakeClock()
         self.host = Host(run=self.run, clock=clock, sleep=clock.sleep)
 
@@ -58,13 +60,23 @@ class Node:
         self.dmesg += "\n".join((DEGRADED / "dmesg-xid79.txt").read_text().splitlines()[4:]) + "\n"
 
     def updates(self) -> list[tuple[str, ...]]:
-        return [c for c in self.run.calls if c[:2] in (("scontrol", "update"), ("kubectl", "cordon"),
-                                                       ("kubectl", "taint"), ("kubectl", "annotate"))]
+        return [
+            c
+            for c in self.run.calls
+            if c[:2] in (("scontrol", "update"), ("kubectl", "cordon"), ("kubectl", "taint"), ("kubectl", "annotate"))
+        ]
 
 
 def config(tmp_path: Path, via: str = "slurm", **kw: object) -> WatchConfig:
-    return WatchConfig(node="c-0", via=via, expect_gpus=1, expect_model="H100", report_dir=tmp_path,  # type: ignore[arg-type]
-                       checkpoint_file=tmp_path / "checkpoint-now", **kw)
+    return WatchConfig(
+        node="c-0",
+        via=via,
+        expect_gpus=1,
+        expect_model="H100",
+        report_dir=tmp_path,  # type: ignore[arg-type]
+        checkpoint_file=tmp_path / "checkpoint-now",
+        **kw,
+    )
 
 
 def test_an_xid_that_appears_drains_once_with_its_code(tmp_path: Path) -> None:
@@ -98,8 +110,9 @@ def test_volatile_ecc_drains_through_kubernetes(tmp_path: Path) -> None:
     assert f"{REASON_PREFIX} ecc.volatile_uncorrectable" in annotate[4]
 
 
-def test_the_last_node_in_service_is_not_drained_and_says_so(tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_last_node_in_service_is_not_drained_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     node = Node("NodeName=c-0 State=IDLE\nNodeName=c-1 State=IDLE+DRAIN\n")
     node.xid79()
     state = WatchState()
@@ -119,14 +132,17 @@ def test_spot_notices_aws_imdsv2_and_gcp() -> None:
         def fetch(method: str, url: str, headers: dict[str, str]) -> tuple[int, str]:
             asked.append((method, url, headers))
             return (200, "tok-1") if url.endswith("/api/token") else answer
+
         return fetch
 
     assert spot_notice("aws", aws((404, "")), "http://127.0.0.1:9") is None
     body = json.dumps({"action": "terminate", "time": "2026-11-26T05:00:00Z"})
-    assert spot_notice("aws", aws((200, body)), "http://127.0.0.1:9") == \
-        "AWS spot terminate at 2026-11-26T05:00:00Z"
-    assert asked[-1] == ("GET", "http://127.0.0.1:9/latest/meta-data/spot/instance-action",
-                         {"X-aws-ec2-metadata-token": "tok-1"})
+    assert spot_notice("aws", aws((200, body)), "http://127.0.0.1:9") == "AWS spot terminate at 2026-11-26T05:00:00Z"
+    assert asked[-1] == (
+        "GET",
+        "http://127.0.0.1:9/latest/meta-data/spot/instance-action",
+        {"X-aws-ec2-metadata-token": "tok-1"},
+    )
     assert asked[-2][0] == "PUT" and asked[-2][2] == {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
 
     def gcp(text: str):  # type: ignore[no-untyped-def]
@@ -138,14 +154,14 @@ def test_spot_notices_aws_imdsv2_and_gcp() -> None:
 
 
 def test_a_notice_signals_each_job_once_writes_the_checkpoint_file_and_drains_even_the_last_node(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     node = Node("NodeName=c-0 State=ALLOCATED\n")
     state = WatchState()
     look = on_spot_notice(node.host, config(tmp_path), state, "AWS spot terminate at T")
     scancels = [c for c in node.run.calls if c[0] == "scancel"]
     assert scancels == [("scancel", "--signal=USR1", "12"), ("scancel", "--signal=USR1", "13")]
-    assert json.loads((tmp_path / "checkpoint-now").read_text()) == {"node": "c-0",
-                                                                     "notice": "AWS spot terminate at T"}
+    assert json.loads((tmp_path / "checkpoint-now").read_text()) == {"node": "c-0", "notice": "AWS spot terminate at T"}
     assert look.drained and state.spot_noticed
     assert node.updates()[0][4].startswith(f"Reason={REASON_PREFIX} spot.interruption: AWS spot terminate at T")
 
@@ -158,8 +174,12 @@ def test_the_loop_polls_the_notice_between_looks(tmp_path: Path) -> None:
         polls.append(node.host.clock())
         return (200, "TRUE") if len(polls) >= 3 else (200, "FALSE")
 
-    run_watch(node.host, config(tmp_path, spot="gcp", metadata_url="http://127.0.0.1:9", interval_s=30,
-                                spot_poll_s=5), fetch=fetch, stop=lambda: node.host.clock() >= 1060)
+    run_watch(
+        node.host,
+        config(tmp_path, spot="gcp", metadata_url="http://127.0.0.1:9", interval_s=30, spot_poll_s=5),
+        fetch=fetch,
+        stop=lambda: node.host.clock() >= 1060,
+    )
     assert polls == [1000.0, 1005.0, 1010.0]  # every spot_poll_s until the notice, then no more
     assert json.loads((tmp_path / "checkpoint-now").read_text())["notice"] == "GCP preemption (about 30 s left)"
     assert [c[:3] for c in node.updates()] == [("scontrol", "update", "NodeName=c-0")]
@@ -213,14 +233,18 @@ def test_cli_refuses_a_bad_via_in_one_line(capsys: pytest.CaptureFixture[str]) -
     assert "--via" in err and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("provider", "spot", "control_plane", "via", "spot_flag"), [
-    ("aws", True, "slurm", "slurm", "aws"),
-    ("gcp", True, "kubernetes", "k8s", "gcp"),
-    ("aws", False, "slurm", "slurm", "none"),
-    ("lambda", True, "none", "none", "none"),  # Lambda's notice is its listing: the controller reads it
-])
+@pytest.mark.parametrize(
+    ("provider", "spot", "control_plane", "via", "spot_flag"),
+    [
+        ("aws", True, "slurm", "slurm", "aws"),
+        ("gcp", True, "kubernetes", "k8s", "gcp"),
+        ("aws", False, "slurm", "slurm", "none"),
+        ("lambda", True, "none", "none", "none"),  # Lambda's notice is its listing: the controller reads it
+    ],
+)
 def test_the_bootstrap_runs_the_watch_with_the_plans_scheduler_and_spot_source(
-        provider: str, spot: bool, control_plane: str, via: str, spot_flag: str) -> None:
+    provider: str, spot: bool, control_plane: str, via: str, spot_flag: str
+) -> None:
     import dataclasses
     import shlex
 

@@ -35,10 +35,21 @@ AWS_TIERS = [EgressTier(up_to_gb=10_240, usd_per_gb=0.09), EgressTier(up_to_gb=N
 
 def make_offer(**fields: Any) -> Offer:
     base: dict[str, Any] = {
-        "provider": "lambda", "instance_type": "gpu_8x", "region": "us-east-1", "gpu_model": "H100",
-        "gpus": 8, "gpu_memory_gib": 80, "vcpus": 64, "memory_gib": 512, "local_nvme_gib": 1000,
-        "fabric": "infiniband", "fabric_gbps": 400, "price_per_hour_usd": 10.0,
-        "interruptions_per_node_hour": 0.0, "interruption_basis": "test", "max_nodes": 8,
+        "provider": "lambda",
+        "instance_type": "gpu_8x",
+        "region": "us-east-1",
+        "gpu_model": "H100",
+        "gpus": 8,
+        "gpu_memory_gib": 80,
+        "vcpus": 64,
+        "memory_gib": 512,
+        "local_nvme_gib": 1000,
+        "fabric": "infiniband",
+        "fabric_gbps": 400,
+        "price_per_hour_usd": 10.0,
+        "interruptions_per_node_hour": 0.0,
+        "interruption_basis": "test",
+        "max_nodes": 8,
     }
     base.update(fields)
     return Offer.model_validate(base)
@@ -61,8 +72,9 @@ def make_spec(**sections: Any) -> ClusterSpec:
     return ClusterSpec.model_validate(data)
 
 
-def plan(spec: ClusterSpec, offers: list[Offer], caps: dict[str, frozenset[Capability]] | None = None,
-         **kwargs: Any) -> PlanResult:
+def plan(
+    spec: ClusterSpec, offers: list[Offer], caps: dict[str, frozenset[Capability]] | None = None, **kwargs: Any
+) -> PlanResult:
     return resolve_plan(spec, make_catalog(offers), caps or dict.fromkeys(PROVIDER_NAMES, ALL), **kwargs)
 
 
@@ -145,7 +157,8 @@ def test_dataset_egress(location: str, provider: str, region: str, expected: flo
 
 def test_tiered_egress_crosses_tiers_after_the_free_allowance() -> None:
     assert tiered_usd(AWS_TIERS, 20_000, free_gb=100) == (10_240 - 100) * Fraction("0.09") + (
-        20_000 - 10_240) * Fraction("0.085")
+        20_000 - 10_240
+    ) * Fraction("0.085")
     assert tiered_usd(AWS_TIERS, 50, free_gb=100) == 0
     assert tiered_usd([], 1000) == 0
     # beyond a last bounded tier, the last rate applies
@@ -232,10 +245,8 @@ REJECTIONS = [
     ({"interconnect": {"fabric": "efa"}}, {}, "interconnect.fabric", Stage.FABRIC),
     ({"interconnect": {"fabric": "roce"}}, {"fabric": "ethernet"}, "interconnect.fabric", Stage.FABRIC),
     ({"interconnect": {"min_gbps_per_node": 800}}, {}, "interconnect.min_gbps_per_node", Stage.FABRIC_GBPS),
-    ({"storage": {"checkpoint_nvme_gib_per_node": 2000}}, {}, "storage.checkpoint_nvme_gib_per_node",
-     Stage.NVME),
-    ({"storage": {"shared": {"kind": "managed", "size_gib": 100}}}, {}, "storage.shared.kind",
-     Stage.SHARED_STORAGE),
+    ({"storage": {"checkpoint_nvme_gib_per_node": 2000}}, {}, "storage.checkpoint_nvme_gib_per_node", Stage.NVME),
+    ({"storage": {"shared": {"kind": "managed", "size_gib": 100}}}, {}, "storage.shared.kind", Stage.SHARED_STORAGE),
     ({"reliability": {"min_score": 0.995}}, {}, "reliability.min_score", Stage.RELIABILITY),
     ({"pricing": {"mode": "spot"}}, {}, "pricing.mode", Stage.PRICING_MODE),
     ({"pricing": {"max_hourly_usd": 19.99}}, {}, "pricing.max_hourly_usd", Stage.MAX_HOURLY),
@@ -300,7 +311,9 @@ def test_rejected_lists_every_rejected_variant() -> None:
     result = plan(make_spec(pricing={"mode": "either"}), offers, explain=True)
     assert len(result.options) == 3
     assert sorted((r.instance_type, r.field) for r in result.rejected) == [
-        ("ondemand-only", "pricing.mode"), ("x", "gpus.count"), ("x", "gpus.count"),
+        ("ondemand-only", "pricing.mode"),
+        ("x", "gpus.count"),
+        ("x", "gpus.count"),
     ]
 
 
@@ -336,8 +349,6 @@ def test_ties_break_by_hourly_then_offer_key_regardless_of_catalog_order() -> No
         assert [(o.provider, o.region) for o in result.options] == expected
         assert [o.rank for o in result.options] == [1, 2, 3, 4]
         assert {o.cost.total for o in result.options} == {D(200)}
-
-
 
 
 # --- budgets are compared exactly -----------------------------------------------------------
@@ -396,7 +407,8 @@ def test_a_price_keeps_every_decimal_it_was_written_with() -> None:
     with pytest.raises(NoFeasibleOfferError, match=r"2 nodes cost \$0.76666666/h, over \$0.766666659/h"):
         plan(under, [ask])
     assert best(make_spec(workload={"hours": 3}, pricing={"max_hourly_usd": 0.76666666}), [ask]).hourly_usd == D(
-        "0.76666666")
+        "0.76666666"
+    )
     # Half a cent decided by the 7th and 8th decimals: $0.00500001/h for 1 h rounds up to a cent.
     tiny = make_offer(gpus=16, price_per_hour_usd=D("0.00500001"))
     assert best(make_spec(workload={"hours": 1}), [tiny]).cost.compute == D("0.01")
@@ -423,14 +435,17 @@ def test_a_provider_without_an_adapter_is_never_ranked() -> None:
     assert (group.field, group.reason, group.count) == ("providers.allow", "no aws adapter in this installation yet", 1)
 
 
-@pytest.mark.parametrize(("offer_fields", "spec_fields", "lacking", "words"), [
-    ({"purchase": "cluster", "min_nodes": 2}, {}, Capability.CLUSTER_PRODUCT, "cluster products"),
-    ({"spot_price_per_hour_usd": 4.0}, {"pricing": {"mode": "spot"}}, Capability.SPOT, "spot nodes"),
-    ({"bootstrap": "script"}, {}, Capability.SCRIPT_BOOTSTRAP, "start script"),
-    ({}, {"interconnect": {"fabric": "infiniband"}}, Capability.FABRIC_IB, "InfiniBand"),
-    ({}, {}, Capability.MULTI_NODE, "multi-node"),
-    ({"network": "private"}, {}, Capability.PRIVATE_NETWORK, "private network"),
-])
+@pytest.mark.parametrize(
+    ("offer_fields", "spec_fields", "lacking", "words"),
+    [
+        ({"purchase": "cluster", "min_nodes": 2}, {}, Capability.CLUSTER_PRODUCT, "cluster products"),
+        ({"spot_price_per_hour_usd": 4.0}, {"pricing": {"mode": "spot"}}, Capability.SPOT, "spot nodes"),
+        ({"bootstrap": "script"}, {}, Capability.SCRIPT_BOOTSTRAP, "start script"),
+        ({}, {"interconnect": {"fabric": "infiniband"}}, Capability.FABRIC_IB, "InfiniBand"),
+        ({}, {}, Capability.MULTI_NODE, "multi-node"),
+        ({"network": "private"}, {}, Capability.PRIVATE_NETWORK, "private network"),
+    ],
+)
 def test_each_capability_an_option_needs_is_checked(
     offer_fields: dict[str, Any], spec_fields: dict[str, Any], lacking: Capability, words: str
 ) -> None:
@@ -458,8 +473,9 @@ def test_a_fabric_needs_a_private_network_rdma_included(fabric: str) -> None:
     # The catalog row says the hosts have public addresses only: an RDMA fabric on it is not
     # a path the cluster's control traffic can use, with or without a control plane.
     public = make_offer(network="none", fabric=fabric, fabric_gbps=400)
-    private = make_offer(network="private", fabric=fabric, fabric_gbps=400, price_per_hour_usd=D("99"),
-                         instance_type="gpu_8x_private")
+    private = make_offer(
+        network="private", fabric=fabric, fabric_gbps=400, price_per_hour_usd=D("99"), instance_type="gpu_8x_private"
+    )
     for plane in ("none", "slurm"):
         spec = make_spec(control_plane=plane, interconnect={"fabric": fabric})
         with pytest.raises(NoFeasibleOfferError) as caught:
@@ -472,8 +488,9 @@ def test_a_fabric_needs_a_private_network_rdma_included(fabric: str) -> None:
 
 
 def test_quote_only_products_are_listed_never_ranked() -> None:
-    reserved = make_offer(instance_type="1cc", purchase="reservation", price_per_hour_usd=1.0,
-                          how_to_obtain="ask sales")
+    reserved = make_offer(
+        instance_type="1cc", purchase="reservation", price_per_hour_usd=1.0, how_to_obtain="ask sales"
+    )
     with pytest.raises(NoFeasibleOfferError):
         plan(make_spec(), [reserved], {})
     result = plan(make_spec(), [reserved, make_offer()])
@@ -567,13 +584,18 @@ def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[st
     for o in catalog.offers:
         nodes, rest = divmod(spec.gpus.count, o.gpus)
         info = catalog.providers[o.provider]
-        if (rest or nodes > o.max_nodes or nodes < o.min_nodes or not o.available
-                or o.reliability < spec.reliability.min_score
-                or o.fabric.value not in _FABRIC_OK[spec.interconnect.fabric.value]
-                or (nodes > 1 and o.fabric_gbps < spec.interconnect.min_gbps_per_node)
-                or (nodes > 1 and o.network.value == "none" and spec.interconnect.fabric.value != "any")
-                or o.local_nvme_gib < spec.storage.checkpoint_nvme_gib_per_node
-                or o.purchase.quote_only):
+        if (
+            rest
+            or nodes > o.max_nodes
+            or nodes < o.min_nodes
+            or not o.available
+            or o.reliability < spec.reliability.min_score
+            or o.fabric.value not in _FABRIC_OK[spec.interconnect.fabric.value]
+            or (nodes > 1 and o.fabric_gbps < spec.interconnect.min_gbps_per_node)
+            or (nodes > 1 and o.network.value == "none" and spec.interconnect.fabric.value != "any")
+            or o.local_nvme_gib < spec.storage.checkpoint_nvme_gib_per_node
+            or o.purchase.quote_only
+        ):
             continue
         source, source_region = w.dataset.source
         data_gb = _q(w.dataset.size_gb)
@@ -590,7 +612,8 @@ def oracle(spec: ClusterSpec, catalog: Catalog) -> list[tuple[int, int, tuple[st
         out_gb = _q(w.results_out_gb)
         if info.internet_egress_tiers:
             out = _tier_cost(info.internet_egress_tiers, out_gb) - _tier_cost(
-                info.internet_egress_tiers, min(out_gb, _q(info.free_egress_gb)))
+                info.internet_egress_tiers, min(out_gb, _q(info.free_egress_gb))
+            )
         else:
             out = out_gb * _q(o.egress_usd_per_gb)
         for spot in {"on_demand": [False], "spot": [True], "either": [False, True]}[spec.pricing.mode.value]:
@@ -632,8 +655,11 @@ offers_strategy = st.lists(
         gpus=st.sampled_from([1, 2, 4, 8]),
         fabric=st.sampled_from(["ethernet", "roce", "infiniband", "efa"]),
         fabric_gbps=st.sampled_from([0, 100, 400]),
-        price_per_hour_usd=st.one_of(st.none(), st.integers(1, 400_000).map(lambda c: D(c) / 10_000),
-                                     st.integers(1, 4 * 10**10).map(lambda c: D(c) / 10**8)),  # an ask's 8 places
+        price_per_hour_usd=st.one_of(
+            st.none(),
+            st.integers(1, 400_000).map(lambda c: D(c) / 10_000),
+            st.integers(1, 4 * 10**10).map(lambda c: D(c) / 10**8),
+        ),  # an ask's 8 places
         spot_price_per_hour_usd=st.one_of(st.none(), st.integers(1, 4000).map(lambda c: D(c) / 100)),
         spot_interruptions_per_node_hour=st.sampled_from([None, 0.0, 0.01, 0.2]),
         interruptions_per_node_hour=st.sampled_from([0.0, 0.0002, 0.01]),
@@ -654,25 +680,40 @@ offers_strategy = st.lists(
 )
 specs_strategy = st.builds(
     lambda count, mode, hours, size, location, out, fabric, gbps, score, budget, hourly, nvme: make_spec(
-        gpus={"count": count}, pricing={"mode": mode, "max_total_usd": budget, "max_hourly_usd": hourly},
-        interconnect={"fabric": fabric, "min_gbps_per_node": gbps}, reliability={"min_score": score},
+        gpus={"count": count},
+        pricing={"mode": mode, "max_total_usd": budget, "max_hourly_usd": hourly},
+        interconnect={"fabric": fabric, "min_gbps_per_node": gbps},
+        reliability={"min_score": score},
         storage={"checkpoint_nvme_gib_per_node": nvme},
         workload={"hours": hours, "results_out_gb": out, "dataset": {"size_gb": size, "location": location}},
     ),
-    st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from(["on_demand", "spot", "either"]),
-    st.sampled_from([0.5, 1, 2.75, 24, 0.0001, 1.01]), st.sampled_from([0, 50, 500, 12.5]),
-    st.sampled_from(["none", "internet", "aws:us-east-1", "lambda:eu-west-1"]), st.sampled_from([0, 30, 0.3]),
-    st.sampled_from(["any", "ethernet", "roce", "infiniband", "efa"]), st.sampled_from([0, 200]),
-    st.sampled_from([0, 0.9]), st.one_of(st.none(), st.sampled_from([50, 500, 5000, 0.64])),
-    st.one_of(st.none(), st.sampled_from([20, 159.6])), st.sampled_from([0, 0, 100]),
+    st.sampled_from([1, 2, 4, 8, 16]),
+    st.sampled_from(["on_demand", "spot", "either"]),
+    st.sampled_from([0.5, 1, 2.75, 24, 0.0001, 1.01]),
+    st.sampled_from([0, 50, 500, 12.5]),
+    st.sampled_from(["none", "internet", "aws:us-east-1", "lambda:eu-west-1"]),
+    st.sampled_from([0, 30, 0.3]),
+    st.sampled_from(["any", "ethernet", "roce", "infiniband", "efa"]),
+    st.sampled_from([0, 200]),
+    st.sampled_from([0, 0.9]),
+    st.one_of(st.none(), st.sampled_from([50, 500, 5000, 0.64])),
+    st.one_of(st.none(), st.sampled_from([20, 159.6])),
+    st.sampled_from([0, 0, 100]),
 )
 PROPERTY_INFOS = {
-    "aws": make_info(internet_egress_tiers=[EgressTier(up_to_gb=20, usd_per_gb=D("0.09")),
-                                            EgressTier(up_to_gb=None, usd_per_gb=D("0.085"))],
-                     free_egress_gb=10, inter_region_usd_per_gb=D("0.02"), boot_minutes=4),
+    "aws": make_info(
+        internet_egress_tiers=[
+            EgressTier(up_to_gb=20, usd_per_gb=D("0.09")),
+            EgressTier(up_to_gb=None, usd_per_gb=D("0.085")),
+        ],
+        free_egress_gb=10,
+        inter_region_usd_per_gb=D("0.02"),
+        boot_minutes=4,
+    ),
     "lambda": make_info(boot_minutes=5.5),
-    "vastai": make_info(internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=D("0.02"))],
-                        boot_minutes=2.5555),  # 153.33 s: not whole seconds
+    "vastai": make_info(
+        internet_egress_tiers=[EgressTier(up_to_gb=None, usd_per_gb=D("0.02"))], boot_minutes=2.5555
+    ),  # 153.33 s: not whole seconds
 }
 
 

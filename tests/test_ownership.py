@@ -55,8 +55,15 @@ def test_lease_mark_round_trips_and_parses_strictly() -> None:
     mark = LeaseMark("build-box-7", 4242, T0)
     assert mark.token() == "build-box-7-4242-20261124t120000z"
     assert LeaseMark.parse(mark.token()) == mark
-    for bad in ("", "build-box-7-4242", "Build-4242-20261124t120000z", "box-0-20261124t120000z",
-                "box-4242-20261124t120000z-x", "box 1-4242-20261124t120000z", "box-4242-20261340t120000z"):
+    for bad in (
+        "",
+        "build-box-7-4242",
+        "Build-4242-20261124t120000z",
+        "box-0-20261124t120000z",
+        "box-4242-20261124t120000z-x",
+        "box 1-4242-20261124t120000z",
+        "box-4242-20261340t120000z",
+    ):
         assert LeaseMark.parse(bad) is None, bad
 
 
@@ -89,8 +96,15 @@ class Listed:
 
 
 def node(node_id: str, owner: str | None, lease_mark: str | None = None) -> Node:
-    return Node(provider="cloud", id=node_id, name=node_id, cluster_id="c", status=NodeStatus.RUNNING,
-                owner=owner, lease=lease_mark)
+    return Node(
+        provider="cloud",
+        id=node_id,
+        name=node_id,
+        cluster_id="c",
+        status=NodeStatus.RUNNING,
+        owner=owner,
+        lease=lease_mark,
+    )
 
 
 def test_delete_owned_deletes_only_the_callers_and_unmarked_only_when_forced() -> None:
@@ -98,7 +112,9 @@ def test_delete_owned_deletes_only_the_callers_and_unmarked_only_when_forced() -
     done = delete_owned(cloud, "c")  # type: ignore[arg-type]
     assert cloud.deleted == ["mine"]
     assert {n.id: why.split(" (")[0] for n, why in done.kept} == {
-        "theirs": "owned by colleague", "bare": "carries no owner mark of this tool"}
+        "theirs": "owned by colleague",
+        "bare": "carries no owner mark of this tool",
+    }
     cloud.deleted.clear()
     delete_owned(cloud, "c", force_unowned=True)  # type: ignore[arg-type]
     assert sorted(cloud.deleted) == ["bare", "mine"], "force_unowned never reaches another owner's node"
@@ -130,8 +146,10 @@ class Marked(Cloud):
                 for rival in self.appear:
                     self.instances.pop(rival, None)
         found = super().members()
-        return [Member(m.id, m.name, m.instance_type, m.region, *self.marks.get(m.id, (self.owner, self.lease)))
-                for m in found]
+        return [
+            Member(m.id, m.name, m.instance_type, m.region, *self.marks.get(m.id, (self.owner, self.lease)))
+            for m in found
+        ]
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
         made = super().launch(batch)
@@ -153,11 +171,15 @@ def leased(n: int, mark: LeaseMark) -> list[NodeSpec]:
 NOW_MARK = LeaseMark("box", 10, dt.datetime.now(dt.UTC).replace(microsecond=0))
 
 
-@pytest.mark.parametrize(("owner", "mark", "words"), [
-    ("colleague", None, "owned by colleague"),
-    (None, None, "no owner mark of this tool"),
-    ("tester", LeaseMark("other-box", 7, NOW_MARK.started_at).token(), "is being created by pid 7 on other-box"),
-], ids=["colleague", "no-mark", "live-lease"])  # ids without the time: every xdist worker collects the same
+@pytest.mark.parametrize(
+    ("owner", "mark", "words"),
+    [
+        ("colleague", None, "owned by colleague"),
+        (None, None, "no owner mark of this tool"),
+        ("tester", LeaseMark("other-box", 7, NOW_MARK.started_at).token(), "is being created by pid 7 on other-box"),
+    ],
+    ids=["colleague", "no-mark", "live-lease"],
+)  # ids without the time: every xdist worker collects the same
 def test_what_is_not_this_calls_is_never_adopted(owner: str | None, mark: str | None, words: str) -> None:
     cloud = Marked()
     cloud.instances["x"] = "n0"
@@ -215,14 +237,17 @@ with hold(sys.argv[1], "up"):
 
 
 def test_a_second_holder_is_refused_naming_the_first_until_it_dies(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", HOLDER, "c1"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                             env=dict(os.environ))
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, "c1"], cwd=ROOT, stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "held"
         held = lease.holder("c1")
         assert held is not None and (held.what, held.pid, held.host) == ("up", child.pid, host_slug())
-        with pytest.raises(ClusterBusyError, match=rf"cluster c1 is held by up \(pid {child.pid} on "), \
-                lease.hold("c1", "down"):
+        with (
+            pytest.raises(ClusterBusyError, match=rf"cluster c1 is held by up \(pid {child.pid} on "),
+            lease.hold("c1", "down"),
+        ):
             pass
     finally:
         child.send_signal(signal.SIGKILL)
@@ -247,8 +272,9 @@ def test_the_heartbeat_moves_while_held() -> None:
 
 # ----- gc's verdicts ----------------------------------------------------------------------------
 def creating(cluster_id: str, provider: str) -> ClusterRecord:
-    return ClusterRecord.model_construct(cluster_id=cluster_id, provider=provider, expires_at=None,
-                                         created_at=NOW, node_ids={}, status="creating")
+    return ClusterRecord.model_construct(
+        cluster_id=cluster_id, provider=provider, expires_at=None, created_at=NOW, node_ids={}, status="creating"
+    )
 
 
 def test_an_up_that_died_creating_is_collected_ttl_or_not_and_a_live_one_is_kept() -> None:
@@ -259,7 +285,8 @@ def test_an_up_that_died_creating_is_collected_ttl_or_not_and_a_live_one_is_kept
     with lease.hold("busy", "up"):  # this process is the busy cluster's live up
         report = collect_garbage(adapters={"runpod": rig.provider}, records=records, delete=True, now=lambda: NOW)
     assert [(x.cluster_id, x.why) for x in report.deleted] == [
-        ("dead", "its up died while creating (no process holds the cluster's lock)")]
+        ("dead", "its up died while creating (no process holds the cluster's lock)")
+    ]
     assert ("runpod", "busy", "its up is still creating it (it holds the cluster's lock)") in report.kept
     assert [n.name for n in rig.provider.get_nodes("busy")] == ["n0"] and rig.harness.instances() == 1
 
@@ -268,8 +295,11 @@ def test_a_lock_whose_heartbeat_stopped_counts_as_dead() -> None:
     rig = rig_for("lambda")
     rig.provider.create_nodes("hung", rig.harness.node_specs(1, "n"))
     with lease.hold("hung", "up", now=lambda: NOW):
-        report = collect_garbage(adapters={"lambda": rig.provider}, records=[creating("hung", "lambda")],
-                                 now=lambda: NOW + dt.timedelta(minutes=10))
+        report = collect_garbage(
+            adapters={"lambda": rig.provider},
+            records=[creating("hung", "lambda")],
+            now=lambda: NOW + dt.timedelta(minutes=10),
+        )
     assert [x.why.split(" (")[0] for x in report.leftovers] == ["its up's lease expired"]
 
 
@@ -284,8 +314,9 @@ def test_unmarked_nodes_are_kept_unless_named_and_forced(name: str) -> None:
     assert any(why.startswith("carries no owner mark") for _, _, why in report.kept)
     with pytest.raises(ValueError, match="--force-unowned needs --cluster"):
         collect_garbage(adapters=adapters, records=[], delete=True, now=lambda: NOW, force_unowned=True)
-    forced = collect_garbage(adapters=adapters, records=[], cluster_id="c9", delete=True, now=lambda: NOW,
-                             force_unowned=True)
+    forced = collect_garbage(
+        adapters=adapters, records=[], cluster_id="c9", delete=True, now=lambda: NOW, force_unowned=True
+    )
     assert [x.node_id for x in forced.deleted] == [made.id] and rig.harness.instances() == 0
 
 
@@ -308,8 +339,16 @@ def test_the_vast_label_is_parsed_strictly() -> None:
     mark = "box-7-20261124t120000z"
     assert parse_label(cluster_label("c1", "c1-0", "tester", mark)) == ("c1", "c1-0", "tester", mark)
     assert parse_label("research/notebook") == ("research", "notebook", None, None)
-    for other in ("research", "a/b/c", "c1/n0/owner=Tester", "c1/n0/owner=t/lease=X", "c1/n0/owner=",
-                  "/n0/owner=t", "c1/n0/owner=t/extra", None):
+    for other in (
+        "research",
+        "a/b/c",
+        "c1/n0/owner=Tester",
+        "c1/n0/owner=t/lease=X",
+        "c1/n0/owner=",
+        "/n0/owner=t",
+        "c1/n0/owner=t/extra",
+        None,
+    ):
         assert parse_label(other) is None, other
 
 
@@ -324,8 +363,11 @@ def test_the_lifecycle_and_stacks_delete_only_through_delete_owned() -> None:
             if "testing" in path.parts or "delete_nodes" not in text:  # no such name: no such call (a quick skip)
                 continue
             for item in ast.walk(ast.parse(text)):
-                if isinstance(item, ast.Attribute) and item.attr == "delete_nodes" \
-                        and isinstance(getattr(item, "ctx", None), ast.Load):
+                if (
+                    isinstance(item, ast.Attribute)
+                    and item.attr == "delete_nodes"
+                    and isinstance(getattr(item, "ctx", None), ast.Load)
+                ):
                     callers.append(str(path.relative_to(ROOT)))
     assert callers == []
 

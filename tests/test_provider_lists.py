@@ -46,11 +46,18 @@ def _fake_modules() -> set[str]:
 
 def _named(module: str) -> set[str]:
     tree = ast.parse(import_graph.modules()[module].read_text(encoding="utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                  and node.body and isinstance(node.body[0], ast.Expr)}
-    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
-            and node.value in REGISTRY and id(node) not in docstrings}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in REGISTRY and id(node) not in docstrings
+    }
 
 
 def _offenders() -> dict[str, set[str]]:
@@ -85,13 +92,26 @@ def test_every_provider_package_declares_its_facts() -> None:
     assert harness_names() == sorted(REGISTRY)  # every fake hands the contract suite its contract_harness()
 
 
-@pytest.mark.parametrize("module", ["provisioner.providers.settings", "provisioner.refresh", "provisioner.spec",
-                                    "provisioner.stacks.neocloud", "provisioner.stacks.cluster",
-                                    "provisioner.stacks.program", "provisioner.stacks.topology",
-                                    "provisioner.render.teardown", "provisioner.testing.fakes",
-                                    "provisioner.realize.nodes", "provisioner.render.fabric",
-                                    "provisioner.render.views", "provisioner.validation.watch",
-                                    "provisioner.validation.watch_cli", "provisioner.stacks.model"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "provisioner.providers.settings",
+        "provisioner.refresh",
+        "provisioner.spec",
+        "provisioner.stacks.neocloud",
+        "provisioner.stacks.cluster",
+        "provisioner.stacks.program",
+        "provisioner.stacks.topology",
+        "provisioner.render.teardown",
+        "provisioner.testing.fakes",
+        "provisioner.realize.nodes",
+        "provisioner.render.fabric",
+        "provisioner.render.views",
+        "provisioner.validation.watch",
+        "provisioner.validation.watch_cli",
+        "provisioner.stacks.model",
+    ],
+)
 def test_the_lists_that_were_spelled_out_are_derived(module: str) -> None:
     assert _named(module) == set(), module
 
@@ -104,8 +124,11 @@ def _template_names(text: str) -> set[str]:
 
 def test_no_template_branches_on_a_provider_name() -> None:
     root = ROOT / "templates"
-    found = {str(path.relative_to(root)): sorted(names) for path in sorted(root.rglob("*.j2"))
-             if (names := _template_names(path.read_text(encoding="utf-8")))}
+    found = {
+        str(path.relative_to(root)): sorted(names)
+        for path in sorted(root.rglob("*.j2"))
+        if (names := _template_names(path.read_text(encoding="utf-8")))
+    }
     assert not found, f"branch on a FACTS field (c.metadata, c.shared_fs, t.node_action...) instead: {found}"
     assert _template_names('{% elif c.provider == "gcp" %}') == {"gcp"}  # the scan sees one
 
@@ -116,9 +139,17 @@ def test_the_scan_sees_a_provider_name() -> None:
 
 # --- the README's and the docs' per-provider tables: generated from the descriptors ------------------
 
-ADAPTER_COLUMNS = (Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
-                   Capability.USER_DATA, Capability.SCRIPT_BOOTSTRAP, Capability.SSH_BOOTSTRAP, Capability.TAGS,
-                   Capability.CLUSTER_PRODUCT)
+ADAPTER_COLUMNS = (
+    Capability.ON_DEMAND,
+    Capability.SPOT,
+    Capability.MULTI_NODE,
+    Capability.PRIVATE_NETWORK,
+    Capability.USER_DATA,
+    Capability.SCRIPT_BOOTSTRAP,
+    Capability.SSH_BOOTSTRAP,
+    Capability.TAGS,
+    Capability.CLUSTER_PRODUCT,
+)
 """docs/catalog.md's adapter table, column by column after the name."""
 NUMBERS = {5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 
@@ -144,8 +175,10 @@ def _catalog_row(name: str, found: ProviderFacts) -> list[str]:
 
 def _adapter_row(name: str, found: ProviderFacts) -> list[str]:
     declared, notes = capabilities()[name], dict(_docs(found).notes)
-    cells = [("yes" if column in declared else "no") + (f" {notes[column]}" if column in notes else "")
-             for column in ADAPTER_COLUMNS]
+    cells = [
+        ("yes" if column in declared else "no") + (f" {notes[column]}" if column in notes else "")
+        for column in ADAPTER_COLUMNS
+    ]
     return [name, *cells]
 
 
@@ -183,7 +216,7 @@ def _rendered(path: str) -> str:
             lines[i] = ", ".join(f"`{name.upper().rstrip('_')}`" for name in REGISTRY) + "."
         if KEY_VARS_ROW in line:
             keys = ", ".join(f"`{var}`" for found in facts().values() for var in found.key_vars)
-            lines[i] = f"| {keys} " + line[line.index(KEY_VARS_ROW):]
+            lines[i] = f"| {keys} " + line[line.index(KEY_VARS_ROW) :]
         if path == "docs/catalog.md" and CATALOG_COUNT.match(line):
             lines[i] = _count_line(sum(_offer_counts().values()), len(facts()))
     return "\n".join(lines)
@@ -217,17 +250,33 @@ def test_generated_docs_rows_equal_the_descriptors(path: str) -> None:
 def test_the_generated_rows_are_pinned() -> None:
     """The generator itself, on rows written out by hand (a changed renderer must fail here)."""
     found = facts()
-    assert _adapter_row("vastai", found["vastai"]) == ["vastai", "yes", "yes (bids)", "yes", "no", "no", "yes",
-                                                       "yes", "no", "no"]
-    assert _adapter_row("gcp", found["gcp"])[4:9] == ["yes (VPC)", "yes", "no (as startup user data)", "yes",
-                                                      "yes (labels)"]
+    assert _adapter_row("vastai", found["vastai"]) == [
+        "vastai",
+        "yes",
+        "yes (bids)",
+        "yes",
+        "no",
+        "no",
+        "yes",
+        "yes",
+        "no",
+        "no",
+    ]
+    assert _adapter_row("gcp", found["gcp"])[4:9] == [
+        "yes (VPC)",
+        "yes",
+        "no (as startup user data)",
+        "yes",
+        "yes (labels)",
+    ]
     assert _catalog_row("fluence", found["fluence"])[:2] == ["`fluence`", "11"]
     assert _catalog_row("aws", found["aws"])[:2] == ["`aws`", "34"]
     environment = _rendered("docs/environment.md")
     assert "| `LAMBDA_API_KEY`, `RUNPOD_API_KEY`, `VAST_API_KEY`, `FLUENCE_API_KEY`" in environment  # later ones after
     assert f"{PROVIDER_NAMES_LEAD}\n`AWS`, `GCP`, `LAMBDA`, `RUNPOD`, `VASTAI`, `FLUENCE`" in environment
     assert _count_line(154, 6) == "154 offers from six providers:" and _count_line(160, 11) == (
-        "160 offers from 11 providers:")
+        "160 offers from 11 providers:"
+    )
 
 
 def test_environment_doc_names_every_key_variable() -> None:
@@ -250,23 +299,29 @@ def test_a_doc_table_missing_a_provider_fails(tmp_path: Path, monkeypatch: pytes
 
 # --- the provider-specific behaviours that moved into the descriptors, pinned row by row ------------
 
-@pytest.mark.parametrize(("provider", "instance_type", "profile", "ifname"), [
-    ("gcp", "a3-megagpu-8g", "tcpxo", "enp0s12"),
-    ("gcp", "a3-highgpu-8g", "tcpx", "eth0"),
-    ("gcp", "a3-ultragpu-8g", "gib", "enp0s19,enp192s20"),
-    ("gcp", "a4-highgpu-8g", "gib", "enp0s19,enp192s20"),
-    ("gcp", "a2-ultragpu-8g", "tcp", "^lo,docker0"),
-    ("aws", "p5.48xlarge", "efa", "^lo,docker0"),
-    ("runpod", "cluster_8x_H100-SXM", "infiniband", "ens1"),
-    ("lambda", "gpu_8x_h100_sxm5", "tcp", "^lo,docker0"),
-])
-def test_nic_layouts_and_fast_nics_come_from_the_descriptors(provider: str, instance_type: str, profile: str,
-                                                             ifname: str) -> None:
+
+@pytest.mark.parametrize(
+    ("provider", "instance_type", "profile", "ifname"),
+    [
+        ("gcp", "a3-megagpu-8g", "tcpxo", "enp0s12"),
+        ("gcp", "a3-highgpu-8g", "tcpx", "eth0"),
+        ("gcp", "a3-ultragpu-8g", "gib", "enp0s19,enp192s20"),
+        ("gcp", "a4-highgpu-8g", "gib", "enp0s19,enp192s20"),
+        ("gcp", "a2-ultragpu-8g", "tcp", "^lo,docker0"),
+        ("aws", "p5.48xlarge", "efa", "^lo,docker0"),
+        ("runpod", "cluster_8x_H100-SXM", "infiniband", "ens1"),
+        ("lambda", "gpu_8x_h100_sxm5", "tcp", "^lo,docker0"),
+    ],
+)
+def test_nic_layouts_and_fast_nics_come_from_the_descriptors(
+    provider: str, instance_type: str, profile: str, ifname: str
+) -> None:
     from provisioner.catalog import load_bundled_catalog
     from provisioner.render.fabric import fabric_profile, nccl_env
 
-    offer = next(o for o in load_bundled_catalog().offers
-                 if o.provider == provider and o.instance_type == instance_type)
+    offer = next(
+        o for o in load_bundled_catalog().offers if o.provider == provider and o.instance_type == instance_type
+    )
     assert fabric_profile(offer) == profile
     assert nccl_env(offer).get("NCCL_SOCKET_IFNAME") == ifname
 
@@ -283,7 +338,10 @@ def test_spot_notice_endpoints_and_choices_come_from_the_descriptors(capsys: pyt
 
     assert sorted(spot_providers()) == ["aws", "gcp"]
     assert spot_notice("aws", fetch) is None and spot_notice("gcp", fetch) is None
-    assert asked == ["http://169.254.169.254/latest/api/token", "http://169.254.169.254/latest/meta-data/spot/instance-action",
-                     "http://metadata.google.internal/computeMetadata/v1/instance/preempted"]
+    assert asked == [
+        "http://169.254.169.254/latest/api/token",
+        "http://169.254.169.254/latest/meta-data/spot/instance-action",
+        "http://metadata.google.internal/computeMetadata/v1/instance/preempted",
+    ]
     assert main(["node", "watch", "--spot", "lambda", "--once"]) == 2
     assert "must be one of aws, gcp, none" in capsys.readouterr().err

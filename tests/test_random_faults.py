@@ -51,28 +51,58 @@ def rig_for(name: str) -> Rig:
     fake = type(harness.app)(api_key=harness.api_key, validate=False)
     harness.app = fake
     fake.sleep = lambda _: None
-    provider = harness.make_provider(api_key=harness.api_key, base_url=f"http://{name}.test",
-                                     transport=FakeTransport(fake), limits=UNLIMITED, timeout_s=5.0, retry=FAST)
+    provider = harness.make_provider(
+        api_key=harness.api_key,
+        base_url=f"http://{name}.test",
+        transport=FakeTransport(fake),
+        limits=UNLIMITED,
+        timeout_s=5.0,
+        retry=FAST,
+    )
     return Rig(harness, fake, provider)
 
 
 def random_faults(rng: random.Random, h: Harness, nodes: int) -> list[dict[str, Any]]:
     """One to three faults drawn from the menu, on the launch, list, delete or any route."""
+
     def where() -> str | None:
         return rng.choice([h.launch_route, h.launch_route, h.list_route, "delete", None])
 
     menu = [
         lambda: {"kind": "rate_limit", "route": where(), "times": rng.randint(1, 4), "retry_after_s": 0},
-        lambda: {"kind": "http_error", "route": where(), "times": rng.randint(1, 3),
-                 "status": rng.choice([500, 502, 503, 504])},
-        lambda: {"kind": "lose_answer", "route": h.launch_route, "times": rng.randint(1, 2),
-                 "after": rng.randint(0, nodes - 1), "as_timeout": rng.random() < 0.5},
-        lambda: {"kind": "lose_answer", "route": rng.choice([h.list_route, "delete"]), "times": rng.randint(1, 2),
-                 "as_timeout": rng.random() < 0.5},
-        lambda: {"kind": "http_error", "route": h.list_route, "times": rng.randint(1, 6), "status": 503,
-                 "after": rng.randint(0, 2)},
-        lambda: {"kind": "capacity_after", "route": h.launch_route, "times": None, "k": rng.randint(0, nodes - 1),
-                 "partial": rng.random() < 0.5},
+        lambda: {
+            "kind": "http_error",
+            "route": where(),
+            "times": rng.randint(1, 3),
+            "status": rng.choice([500, 502, 503, 504]),
+        },
+        lambda: {
+            "kind": "lose_answer",
+            "route": h.launch_route,
+            "times": rng.randint(1, 2),
+            "after": rng.randint(0, nodes - 1),
+            "as_timeout": rng.random() < 0.5,
+        },
+        lambda: {
+            "kind": "lose_answer",
+            "route": rng.choice([h.list_route, "delete"]),
+            "times": rng.randint(1, 2),
+            "as_timeout": rng.random() < 0.5,
+        },
+        lambda: {
+            "kind": "http_error",
+            "route": h.list_route,
+            "times": rng.randint(1, 6),
+            "status": 503,
+            "after": rng.randint(0, 2),
+        },
+        lambda: {
+            "kind": "capacity_after",
+            "route": h.launch_route,
+            "times": None,
+            "k": rng.randint(0, nodes - 1),
+            "partial": rng.random() < 0.5,
+        },
         lambda: {"kind": "insufficient_balance", "route": h.balance_fault_route, "times": 1},
         lambda: {"kind": "http_error", "route": "delete", "times": rng.randint(1, 4), "status": 500},
     ]
@@ -116,9 +146,20 @@ def test_random_fault_creates_leave_nothing_behind(name: str) -> None:
         # Fluence names carry no tool mark: there gc finds a cluster through its (expired) record,
         # as it would after a killed `burst`; elsewhere every other cluster is an unrecorded orphan.
         recorded = name == "fluence" or round_no % 2 == 0
-        records = [ClusterRecord.model_construct(cluster_id=cluster_id, provider=name, status="creating",
-                                                 expires_at=NOW - dt.timedelta(seconds=1), node_ids={},
-                                                 created_at=NOW - dt.timedelta(hours=1))] if recorded else []
+        records = (
+            [
+                ClusterRecord.model_construct(
+                    cluster_id=cluster_id,
+                    provider=name,
+                    status="creating",
+                    expires_at=NOW - dt.timedelta(seconds=1),
+                    node_ids={},
+                    created_at=NOW - dt.timedelta(hours=1),
+                )
+            ]
+            if recorded
+            else []
+        )
         report = collect_garbage(adapters={name: rig.provider}, records=records, delete=True, now=lambda: NOW)
         assert report.exit_code == 0 and report.failed == [], f"gc failed after {context}: {report.render()}"
         assert rig.fake.instance_count() == 0, f"gc left instances after {context}: {report.render()}"

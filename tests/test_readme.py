@@ -14,7 +14,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def _section(title: str) -> str:
     start = README.index(f"## {title}\n")
     end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
+    return README[start : end if end != -1 else None]
 
 
 def test_readme_ttl_table_equals_the_code_table() -> None:

@@ -53,10 +53,15 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
     assert refreshed.as_of == today
     bundled = load_bundled_catalog()
     for name in LIVE_PROVIDERS:
-        live = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
-                for o in get_provider(name).list_offers(OfferQuery())}
-        cached = {(o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
-                  for o in refreshed.offers if o.provider == name and o.purchase in LISTED_PURCHASES}
+        live = {
+            (o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
+            for o in get_provider(name).list_offers(OfferQuery())
+        }
+        cached = {
+            (o.instance_type, o.region, o.price_per_hour_usd, o.spot_price_per_hour_usd)
+            for o in refreshed.offers
+            if o.provider == name and o.purchase in LISTED_PURCHASES
+        }
         assert live and cached == live, name
         assert refreshed.providers[name].as_of == today
     # Products the live APIs do not list (Lambda 1-Click Clusters, RunPod Instant Clusters) are kept, dated.
@@ -72,8 +77,10 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
     assert refreshed.providers["aws"].as_of == bundled.as_of != today
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text("name: fresh\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda, runpod, vastai]}\n"
-                    "pricing: {mode: either}\n")
+    spec.write_text(
+        "name: fresh\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda, runpod, vastai]}\n"
+        "pricing: {mode: either}\n"
+    )
     assert main(["plan", str(spec), "--format", "json", "--top", "100"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["catalog"] == str(cache)
@@ -105,7 +112,8 @@ def test_refresh_without_keys_says_what_to_set(capsys: pytest.CaptureFixture[str
     assert main(["catalog", "refresh"]) == 4
     assert capsys.readouterr().err == (
         "error: catalog: no provider has an API key set: set LAMBDA_API_KEY, RUNPOD_API_KEY, VAST_API_KEY or "
-        "FLUENCE_API_KEY, or name aws or gcp with --provider (read with their SDK's credentials)\n")
+        "FLUENCE_API_KEY, or name aws or gcp with --provider (read with their SDK's credentials)\n"
+    )
 
 
 def _prices(offers: object, provider: str) -> set[tuple[str, str, float]]:

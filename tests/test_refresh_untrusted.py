@@ -29,8 +29,13 @@ from provisioner.refresh import Fetched, refresh_catalog, write_atomically
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 
 KEY = "stub-lambda-key-0123456789"
-H100 = {"name": "gpu_8x_h100_sxm5", "description": "8x H100 (80 GB SXM5)", "gpu_description": "H100 (80 GB SXM5)",
-        "price_cents_per_hour": 2392, "specs": {"vcpus": 208, "memory_gib": 1800, "storage_gib": 22528, "gpus": 8}}
+H100 = {
+    "name": "gpu_8x_h100_sxm5",
+    "description": "8x H100 (80 GB SXM5)",
+    "gpu_description": "H100 (80 GB SXM5)",
+    "price_cents_per_hour": 2392,
+    "specs": {"vcpus": 208, "memory_gib": 1800, "storage_gib": 22528, "gpus": 8},
+}
 
 
 def item(instance_type: dict[str, Any] | None = None, region: str = "us-south-2") -> dict[str, Any]:
@@ -92,7 +97,8 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_hostile_answer_keeps_previous_offers_and_exits_non_zero(
-        stub: Stub, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    stub: Stub, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     body, needle = HOSTILE[case]
     stub.body = body
     assert main(["catalog", "refresh", "--provider", "lambda"]) == 4
@@ -104,14 +110,17 @@ def test_hostile_answer_keeps_previous_offers_and_exits_non_zero(
     cache = cache_dir() / CACHE_FILE
     assert not cache.exists(), "nothing valid came, so nothing was written"
     in_use = choose_catalog(None)  # what `plan` reads next: the previous (bundled) Lambda offers
-    assert [o for o in in_use.offers if o.provider == "lambda"] == \
-        [o for o in load_bundled_catalog().offers if o.provider == "lambda"]
+    assert [o for o in in_use.offers if o.provider == "lambda"] == [
+        o for o in load_bundled_catalog().offers if o.provider == "lambda"
+    ]
 
 
-@pytest.mark.parametrize("case", ["newline-in-instance-type", "slurm-line-in-region", "negative-price",
-                                  "zero-price", "400-digit-integer"])
+@pytest.mark.parametrize(
+    "case", ["newline-in-instance-type", "slurm-line-in-region", "negative-price", "zero-price", "400-digit-integer"]
+)
 def test_hostile_offers_beside_a_good_one_are_dropped_and_counted(
-        stub: Stub, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    stub: Stub, case: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     body, needle = HOSTILE[case]
     stub.body = {**body, "good": item()}
     assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
@@ -142,8 +151,11 @@ def _fetcher(offers: dict[str, list[Offer]]) -> Callable[[str], Fetched]:
 
 def test_refresh_of_one_provider_leaves_the_others_offers_and_dates_untouched() -> None:
     bundled = load_bundled_catalog()
-    lam = [o.model_copy(update={"price_per_hour_usd": Decimal("1.11")}) for o in bundled.offers
-           if o.provider == "lambda" and o.purchase.value == "instance"][:3]
+    lam = [
+        o.model_copy(update={"price_per_hour_usd": Decimal("1.11")})
+        for o in bundled.offers
+        if o.provider == "lambda" and o.purchase.value == "instance"
+    ][:3]
     day = dt.date(2031, 1, 2)
     result = refresh_catalog(["lambda"], clock=lambda: day, fetch=_fetcher({"lambda": lam}))
     assert result.ok and result.refreshed == ["lambda"] and result.cache is not None
@@ -153,10 +165,12 @@ def test_refresh_of_one_provider_leaves_the_others_offers_and_dates_untouched() 
         if name != "lambda":
             assert info.as_of == (bundled.providers[name].as_of or bundled.as_of)
             assert info.source == bundled.providers[name].source
-            assert [o for o in catalog.offers if o.provider == name] == \
-                [o for o in bundled.offers if o.provider == name]
-    assert {o.key for o in catalog.offers if o.provider == "lambda" and o.purchase.value == "instance"} == \
-        {o.key for o in lam}
+            assert [o for o in catalog.offers if o.provider == name] == [
+                o for o in bundled.offers if o.provider == name
+            ]
+    assert {o.key for o in catalog.offers if o.provider == "lambda" and o.purchase.value == "instance"} == {
+        o.key for o in lam
+    }
     clusters = [o for o in catalog.offers if o.provider == "lambda" and o.purchase.value == "reservation"]
     assert clusters and all(o.as_of == bundled.as_of and o.source for o in clusters)
     again = refresh_catalog(["lambda"], clock=lambda: day, fetch=_fetcher({"lambda": lam}))
@@ -166,14 +180,17 @@ def test_refresh_of_one_provider_leaves_the_others_offers_and_dates_untouched() 
 
 def test_a_provider_with_no_valid_offer_is_named_and_keeps_its_offers() -> None:
     bundled = load_bundled_catalog()
-    result = refresh_catalog(["lambda", "fluence"], today=dt.date(2031, 1, 2),
-                             fetch=_fetcher({"lambda": [], "fluence": [o for o in bundled.offers
-                                                                       if o.provider == "fluence"][:1]}))
+    result = refresh_catalog(
+        ["lambda", "fluence"],
+        today=dt.date(2031, 1, 2),
+        fetch=_fetcher({"lambda": [], "fluence": [o for o in bundled.offers if o.provider == "fluence"][:1]}),
+    )
     assert not result.ok and list(result.failed) == ["lambda"] and "no valid offer" in result.failed["lambda"]
     assert result.refreshed == ["fluence"] and result.cache is not None
     catalog = load_catalog(result.cache)
-    assert [o for o in catalog.offers if o.provider == "lambda"] == \
-        [o for o in bundled.offers if o.provider == "lambda"]
+    assert [o for o in catalog.offers if o.provider == "lambda"] == [
+        o for o in bundled.offers if o.provider == "lambda"
+    ]
     assert catalog.providers["lambda"].as_of == bundled.as_of
 
 
@@ -186,7 +203,8 @@ def test_a_truncated_cache_does_not_block_refresh() -> None:
     result = refresh_catalog(["lambda"], today=dt.date(2031, 1, 2), fetch=_fetcher({"lambda": lam}))
     assert result.ok and any("bundled catalog" in line for line in result.warnings)
     assert load_catalog(cache).providers["aws"] == bundled.providers["aws"].model_copy(
-        update={"as_of": bundled.providers["aws"].as_of or bundled.as_of})
+        update={"as_of": bundled.providers["aws"].as_of or bundled.as_of}
+    )
 
 
 def test_the_cache_is_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -261,7 +279,8 @@ def test_the_core_offer_model_alone_refuses_each_hostile_value(field: str, value
 
 
 def test_with_the_screen_stubbed_the_core_still_keeps_hostile_rows_out(
-        stub: Stub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    stub: Stub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr("provisioner.providers.screening.offer_problem", lambda offer: None)
     stub.body = {**HOSTILE["slurm-line-in-region"][0], "good": item()}
     assert main(["catalog", "refresh", "--provider", "lambda"]) == 0

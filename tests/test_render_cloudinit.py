@@ -36,16 +36,33 @@ VARIANTS = {
     "aws-slurm-managed-dbd": make_plan({"storage": {"shared": {"kind": "managed", "size_gib": 1200}}}, nodes=2),
     "gcp-tcpxo-k8s-managed": make_plan(
         {"control_plane": "kubernetes", "storage": {"shared": {"kind": "managed", "size_gib": 1024}}},
-        nodes=3, provider="gcp", instance_type="a3-megagpu-8g", region="us-central1", fabric="ethernet",
+        nodes=3,
+        provider="gcp",
+        instance_type="a3-megagpu-8g",
+        region="us-central1",
+        fabric="ethernet",
     ),
     "lambda-ib-none-managed": make_plan(
-        {"control_plane": "none", "storage": {"shared": {"kind": "managed", "size_gib": 100}},
-         "lifetime": {}, "access": {}},
-        nodes=2, provider="lambda", instance_type="gpu_8x_h100_sxm5", fabric="infiniband",
+        {
+            "control_plane": "none",
+            "storage": {"shared": {"kind": "managed", "size_gib": 100}},
+            "lifetime": {},
+            "access": {},
+        },
+        nodes=2,
+        provider="lambda",
+        instance_type="gpu_8x_h100_sxm5",
+        fabric="infiniband",
     ),
     "vast-single-node-k8s": make_plan(
-        {"control_plane": "kubernetes", "storage": {}}, nodes=1, provider="vastai", instance_type="1x_RTX4090",
-        gpus=1, gpu_model="RTX4090", fabric="ethernet", local_nvme_gib=0,
+        {"control_plane": "kubernetes", "storage": {}},
+        nodes=1,
+        provider="vastai",
+        instance_type="1x_RTX4090",
+        gpus=1,
+        gpu_model="RTX4090",
+        fabric="ethernet",
+        local_nvme_gib=0,
     ),
 }
 
@@ -70,8 +87,7 @@ def test_cloud_init_schema_valid(variant: str, path: str, tmp_path: Path) -> Non
     need_tool("cloud-init")
     target = tmp_path / "user-data.yaml"
     target.write_text(_render(variant)[path])
-    result = subprocess.run(["cloud-init", "schema", "-c", str(target)], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(["cloud-init", "schema", "-c", str(target)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Valid cloud-config" in result.stdout
     assert "deprecat" not in (result.stdout + result.stderr).lower()
@@ -92,7 +108,9 @@ def _file(doc: dict, path: str) -> dict:
 
 def test_roles_and_files_per_node_count() -> None:
     assert sorted(p for p in _render("aws-efa-slurm-nfs") if p.startswith("cloud-init/")) == [
-        "cloud-init/head.yaml", "cloud-init/worker.yaml"]
+        "cloud-init/head.yaml",
+        "cloud-init/worker.yaml",
+    ]
     assert [p for p in _render("vast-single-node-k8s") if p.startswith("cloud-init/")] == ["cloud-init/head.yaml"]
     with pytest.raises(ValueError, match="unknown role"):
         render_cloudinit(cluster_view(VARIANTS["aws-efa-slurm-nfs"]), "login", CANARY)
@@ -113,7 +131,7 @@ def test_users_ssh_key_and_nccl_env_files() -> None:
     assert "ssh_authorized_keys" not in _doc("lambda-ib-none-managed", "head")
 
 
-@pytest.mark.parametrize("key", ["ssh-ed25519 AAAAC3Nza user: laptop", "ssh-ed25519 AAAAC3Nza me #1 \"x\""])
+@pytest.mark.parametrize("key", ["ssh-ed25519 AAAAC3Nza user: laptop", 'ssh-ed25519 AAAAC3Nza me #1 "x"'])
 def test_ssh_key_comment_survives_yaml(key: str, tmp_path: Path) -> None:
     text = render_cluster(make_plan({"access": {"ssh_public_key": key}}, nodes=1), CANARY)["cloud-init/head.yaml"]
     doc = yaml.safe_load(text)
@@ -129,8 +147,10 @@ def test_ssh_key_comment_survives_yaml(key: str, tmp_path: Path) -> None:
         ({"storage": {"checkpoint_path": "/mnt/my ckpt"}}, "storage.checkpoint_path"),
         ({"storage": {"checkpoint_path": "/"}}, "storage.checkpoint_path"),
         ({"storage": {"checkpoint_path": "/mnt/../etc"}}, "storage.checkpoint_path"),
-        ({"storage": {"shared": {"kind": SharedFsKind.NFS, "size_gib": 10, "mount_path": "/x'; reboot; '"}}},
-         "storage.shared.mount_path"),
+        (
+            {"storage": {"shared": {"kind": SharedFsKind.NFS, "size_gib": 10, "mount_path": "/x'; reboot; '"}}},
+            "storage.shared.mount_path",
+        ),
     ],
 )
 def test_unsafe_spec_strings_are_located_spec_errors(spec: dict, where: str) -> None:
@@ -149,14 +169,21 @@ def test_unsafe_spec_strings_are_located_spec_errors(spec: dict, where: str) -> 
 
 def _tamper(model: BaseModel, changes: dict) -> BaseModel:
     """``model`` with nested fields replaced, without validation (as a hand-edited plan would be)."""
-    updates = {key: _tamper(getattr(model, key), value) if isinstance(value, dict) else value
-               for key, value in changes.items()}
+    updates = {
+        key: _tamper(getattr(model, key), value) if isinstance(value, dict) else value for key, value in changes.items()
+    }
     return model.model_copy(update=updates)
 
 
 def test_plain_paths_are_accepted() -> None:
-    plan = make_plan({"storage": {"checkpoint_path": "/mnt/nvme_ckpt-1.d",
-                                  "shared": {"kind": "nfs", "size_gib": 10, "mount_path": "/data/shared"}}})
+    plan = make_plan(
+        {
+            "storage": {
+                "checkpoint_path": "/mnt/nvme_ckpt-1.d",
+                "shared": {"kind": "nfs", "size_gib": 10, "mount_path": "/data/shared"},
+            }
+        }
+    )
     head = yaml.safe_load(render_cluster(plan, CANARY)["cloud-init/head.yaml"])
     assert ["mkdir", "-p", "/mnt/nvme_ckpt-1.d/.shared", "/data/shared", "/etc/exports.d"] in head["runcmd"]
 
@@ -178,8 +205,9 @@ def test_gpu_checks_and_fabric_manager_only_for_nvswitch_boards() -> None:
     assert '"$count" -ne 1' in small and "fabricmanager" not in small
 
 
-def _gpu_check(tmp_path: Path, variant: str, *, gpus: int | None, fabric_manager: bool = True,
-               container_runtime: bool = False) -> tuple[int, str]:
+def _gpu_check(
+    tmp_path: Path, variant: str, *, gpus: int | None, fabric_manager: bool = True, container_runtime: bool = False
+) -> tuple[int, str]:
     """Run the rendered check against stand-ins for nvidia-smi, systemctl and the container runtime."""
     script = _file(_doc(variant, "head"), "/usr/local/sbin/provisioner-gpu-check")["content"]
     script = script.replace("/var/log/provisioner", str(tmp_path / "log"))
@@ -203,20 +231,50 @@ def _gpu_check(tmp_path: Path, variant: str, *, gpus: int | None, fabric_manager
     ("variant", "kwargs", "rc", "expected"),
     [
         ("aws-efa-slurm-nfs", {"gpus": 8}, 0, ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active"]),
-        ("aws-efa-slurm-nfs", {"gpus": 7}, 1,
-         ["gpu-check: FAIL found 7 GPU(s), expected 8 x H100", "gpu-check: ok nv-fabricmanager active"]),
-        ("aws-efa-slurm-nfs", {"gpus": 8, "fabric_manager": False}, 1,
-         ["gpu-check: ok 8 GPU(s)", "gpu-check: FAIL nv-fabricmanager is not running"]),
-        ("aws-efa-slurm-nfs", {"gpus": None}, 1,
-         ["gpu-check: FAIL nvidia-smi not found (no NVIDIA driver on the image)"]),
-        ("gcp-tcpxo-k8s-managed", {"gpus": 8, "container_runtime": True}, 0,
-         ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active",
-          "gpu-check: ok nvidia-container-runtime present"]),
-        ("gcp-tcpxo-k8s-managed", {"gpus": 8}, 1,
-         ["gpu-check: ok 8 GPU(s)", "gpu-check: ok nv-fabricmanager active",
-          "gpu-check: FAIL nvidia-container-runtime not found (install nvidia-container-toolkit before k3s)"]),
-        ("vast-single-node-k8s", {"gpus": 1, "fabric_manager": False, "container_runtime": True}, 0,
-         ["gpu-check: ok 1 GPU(s)", "gpu-check: ok nvidia-container-runtime present"]),
+        (
+            "aws-efa-slurm-nfs",
+            {"gpus": 7},
+            1,
+            ["gpu-check: FAIL found 7 GPU(s), expected 8 x H100", "gpu-check: ok nv-fabricmanager active"],
+        ),
+        (
+            "aws-efa-slurm-nfs",
+            {"gpus": 8, "fabric_manager": False},
+            1,
+            ["gpu-check: ok 8 GPU(s)", "gpu-check: FAIL nv-fabricmanager is not running"],
+        ),
+        (
+            "aws-efa-slurm-nfs",
+            {"gpus": None},
+            1,
+            ["gpu-check: FAIL nvidia-smi not found (no NVIDIA driver on the image)"],
+        ),
+        (
+            "gcp-tcpxo-k8s-managed",
+            {"gpus": 8, "container_runtime": True},
+            0,
+            [
+                "gpu-check: ok 8 GPU(s)",
+                "gpu-check: ok nv-fabricmanager active",
+                "gpu-check: ok nvidia-container-runtime present",
+            ],
+        ),
+        (
+            "gcp-tcpxo-k8s-managed",
+            {"gpus": 8},
+            1,
+            [
+                "gpu-check: ok 8 GPU(s)",
+                "gpu-check: ok nv-fabricmanager active",
+                "gpu-check: FAIL nvidia-container-runtime not found (install nvidia-container-toolkit before k3s)",
+            ],
+        ),
+        (
+            "vast-single-node-k8s",
+            {"gpus": 1, "fabric_manager": False, "container_runtime": True},
+            0,
+            ["gpu-check: ok 1 GPU(s)", "gpu-check: ok nvidia-container-runtime present"],
+        ),
     ],
 )
 def test_gpu_check_runs(tmp_path: Path, variant: str, kwargs: dict, rc: int, expected: list[str]) -> None:
@@ -246,8 +304,8 @@ def test_the_nfs_fstab_steps_run_twice_leave_one_line_and_one_mount(tmp_path: Pa
     assert len(head) == len(worker) == 1
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "mount").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/mounted\n")
-    (bin_dir / "mountpoint").write_text(f"#!/bin/sh\ngrep -qx \"$2\" {tmp_path}/mounted 2>/dev/null\n")
+    (bin_dir / "mount").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/mounted\n')
+    (bin_dir / "mountpoint").write_text(f'#!/bin/sh\ngrep -qx "$2" {tmp_path}/mounted 2>/dev/null\n')
     for stub in bin_dir.iterdir():
         stub.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
@@ -288,8 +346,13 @@ def test_slurm_daemons_per_role_and_slurmdbd() -> None:
     ready = [i for i, step in enumerate(steps) if "sacctmgr -i add cluster llm_pretrain" in step]
     assert len(ready) == 1 and dbd < ready[0] < ctld
     assert _file(worker, "/etc/munge/munge.key") == {
-        "path": "/etc/munge/munge.key", "encoding": "b64", "owner": "munge:munge",
-        "permissions": "0400", "defer": True, "content": MUNGE}
+        "path": "/etc/munge/munge.key",
+        "encoding": "b64",
+        "owner": "munge:munge",
+        "permissions": "0400",
+        "defer": True,
+        "content": MUNGE,
+    }
 
 
 def test_k3s_server_agent_and_per_node_labels() -> None:
@@ -322,8 +385,12 @@ def _nvme(tmp_path: Path, devices: str, root: str = "/dev/nvme0n1") -> subproces
     view = cluster_view(make_plan(nodes=1))
     script = tmp_path / "nvme-raid.sh"
     script.write_text(nvme_script(view))
-    env = {"PATH": os.environ["PATH"], "PROVISIONER_DRY_RUN": "1", "PROVISIONER_NVME_DEVICES": devices,
-           "PROVISIONER_ROOT_DISK": root}
+    env = {
+        "PATH": os.environ["PATH"],
+        "PROVISIONER_DRY_RUN": "1",
+        "PROVISIONER_NVME_DEVICES": devices,
+        "PROVISIONER_ROOT_DISK": root,
+    }
     return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
 
 
@@ -363,16 +430,31 @@ def test_nvme_many_disks_become_raid0_without_root(tmp_path: Path) -> None:
     ("overrides", "profile", "expected"),
     [
         ({}, "efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET_PLUGIN": "ofi"}),
-        ({"provider": "gcp", "instance_type": "a3-megagpu-8g", "fabric": "ethernet"}, "tcpxo",
-         {"NCCL_FASTRAK_CTRL_DEV": "enp0s12", "NCCL_SOCKET_IFNAME": "enp0s12"}),
-        ({"provider": "gcp", "instance_type": "a3-highgpu-8g", "fabric": "ethernet"}, "tcpx",
-         {"NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0"}),
-        ({"provider": "gcp", "instance_type": "a3-ultragpu-8g", "fabric": "roce"}, "gib",
-         {"NCCL_NET": "gIB", "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a3u.txtpb"}),
-        ({"provider": "gcp", "instance_type": "a4-highgpu-8g", "fabric": "roce"}, "gib",
-         {"NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a4.txtpb"}),
-        ({"provider": "lambda", "fabric": "infiniband"}, "infiniband",
-         {"NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "^lo,docker0"}),
+        (
+            {"provider": "gcp", "instance_type": "a3-megagpu-8g", "fabric": "ethernet"},
+            "tcpxo",
+            {"NCCL_FASTRAK_CTRL_DEV": "enp0s12", "NCCL_SOCKET_IFNAME": "enp0s12"},
+        ),
+        (
+            {"provider": "gcp", "instance_type": "a3-highgpu-8g", "fabric": "ethernet"},
+            "tcpx",
+            {"NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0"},
+        ),
+        (
+            {"provider": "gcp", "instance_type": "a3-ultragpu-8g", "fabric": "roce"},
+            "gib",
+            {"NCCL_NET": "gIB", "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a3u.txtpb"},
+        ),
+        (
+            {"provider": "gcp", "instance_type": "a4-highgpu-8g", "fabric": "roce"},
+            "gib",
+            {"NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config_a4.txtpb"},
+        ),
+        (
+            {"provider": "lambda", "fabric": "infiniband"},
+            "infiniband",
+            {"NCCL_IB_HCA": "mlx5", "NCCL_SOCKET_IFNAME": "^lo,docker0"},
+        ),
         ({"provider": "runpod", "fabric": "infiniband"}, "infiniband", {"NCCL_SOCKET_IFNAME": "ens1"}),
         ({"provider": "fluence", "fabric": "roce"}, "roce", {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5"}),
         ({"provider": "vastai", "fabric": "ethernet"}, "tcp", {"NCCL_IB_DISABLE": "1"}),
@@ -455,17 +537,28 @@ def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
     ruleset = _firewall(rendered)
     assert ruleset == _firewall(rendered, "worker") and ruleset in readable(rendered["bootstrap/head.sh"])
     assert _nft_sets(ruleset) == {
-        "ssh_v4": ["198.51.100.0/24", "203.0.113.7/32"], "ssh_v6": ["2001:db8::/48"],
-        "cluster_v4": [], "cluster_v6": []}  # node addresses join at boot, from /etc/provisioner/hosts
+        "ssh_v4": ["198.51.100.0/24", "203.0.113.7/32"],
+        "ssh_v6": ["2001:db8::/48"],
+        "cluster_v4": [],
+        "cluster_v6": [],
+    }  # node addresses join at boot, from /etc/provisioner/hosts
     lines = [line.strip() for line in ruleset.split("chain input {")[1].splitlines()]
-    header, rules = lines[1], lines[2:lines.index("}")]
+    header, rules = lines[1], lines[2 : lines.index("}")]
     # Closed by default: the policy drops, and the allow list is exactly this, in this order.
     assert header == "type filter hook input priority filter; policy drop;"
-    assert rules == ['iif "lo" accept', "ct state established,related accept", "ct state invalid drop",
-                     "meta l4proto { 1, 58 } accept", "udp sport 67 udp dport 68 accept",
-                     "udp sport 547 udp dport 546 accept", "tcp dport 22 ip saddr @ssh_v4 accept",
-                     "tcp dport 22 ip6 saddr @ssh_v6 accept", "ip saddr @cluster_v4 accept",
-                     "ip6 saddr @cluster_v6 accept", "counter drop"]
+    assert rules == [
+        'iif "lo" accept',
+        "ct state established,related accept",
+        "ct state invalid drop",
+        "meta l4proto { 1, 58 } accept",
+        "udp sport 67 udp dport 68 accept",
+        "udp sport 547 udp dport 546 accept",
+        "tcp dport 22 ip saddr @ssh_v4 accept",
+        "tcp dport 22 ip6 saddr @ssh_v6 accept",
+        "ip saddr @cluster_v4 accept",
+        "ip6 saddr @cluster_v6 accept",
+        "counter drop",
+    ]
     head = yaml.safe_load(rendered["cloud-init/head.yaml"])
     assert _file(head, "/etc/provisioner/hosts")["content"] == "10.1.0.5 llm-pretrain-0\n10.1.0.6 llm-pretrain-1\n"
     assert "nftables" in head["packages"]
@@ -477,10 +570,13 @@ def test_firewall_allows_ssh_only_from_allowed_cidrs_and_the_cluster() -> None:
     assert "v4+=(10.20.0.0/16)" in _file(vpc, "/usr/local/sbin/provisioner-firewall")["content"]
 
 
-@pytest.mark.parametrize(("addresses", "where"), [
-    ({"llm-pretrain-9": "10.0.0.1"}, "node_addresses"),
-    ({"llm-pretrain-0": "10.0.0.1\nruncmd: [reboot]"}, "node_addresses.llm-pretrain-0"),
-])
+@pytest.mark.parametrize(
+    ("addresses", "where"),
+    [
+        ({"llm-pretrain-9": "10.0.0.1"}, "node_addresses"),
+        ({"llm-pretrain-0": "10.0.0.1\nruncmd: [reboot]"}, "node_addresses.llm-pretrain-0"),
+    ],
+)
 def test_bad_node_addresses_are_refused(addresses: dict[str, str], where: str) -> None:
     with pytest.raises(SpecError) as caught:
         render_cluster(make_plan(), CANARY, node_addresses=addresses)
@@ -496,8 +592,9 @@ def test_firewall_loads_in_nft_check_mode(variant: str, tmp_path: Path) -> None:
     path = tmp_path / "firewall.nft"
     path.write_text(_firewall(_render(variant)))
     # In a fresh network namespace, so nothing on this machine is touched even if -c were ignored.
-    result = subprocess.run(["unshare", "--net", "nft", "-c", "-f", str(path)], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        ["unshare", "--net", "nft", "-c", "-f", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -522,22 +619,30 @@ def test_bootstrap_script_matches_the_user_data(variant: str) -> None:
         for (_, always, command), runcmd in zip(steps, doc["runcmd"], strict=True):
             words = runcmd if isinstance(runcmd, list) else ["sh", "-c", runcmd]
             assert shlex.split(command) == [str(w) for w in words]
-            assert always == ("1" if words[0] in ("systemctl", "/usr/local/sbin/provisioner-identity",
-                                                  "/usr/local/sbin/provisioner-k8s-apply") else "0")
+            assert always == (
+                "1"
+                if words[0]
+                in ("systemctl", "/usr/local/sbin/provisioner-identity", "/usr/local/sbin/provisioner-k8s-apply")
+                else "0"
+            )
         for key in doc.get("ssh_authorized_keys", []):
             assert f"authorize root {shlex.quote(key)}" in script
 
 
-@pytest.mark.parametrize(("env", "metadata", "hostname", "expected"), [
-    ({}, "llm-pretrain-llm-pretrain-1", "ip-10-0-0-7", "llm-pretrain-1 worker"),  # adapter's "<cluster>-<node>"
-    ({}, "llm-pretrain-0", "ip-10-0-0-7", "llm-pretrain-0 head"),
-    ({}, "", "llm-pretrain-1", "llm-pretrain-1 worker"),
-    ({"PROVISIONER_NODE_NAME": "llm-pretrain-0"}, "llm-pretrain-1", "x", "llm-pretrain-0 head"),
-    ({}, "other-cluster-7", "ip-10-0-0-7", None),
-    ({}, "llm-pretrain-x1", "llm-pretrain-", None),
-])
-def test_identity_finds_the_node_name(tmp_path: Path, env: dict, metadata: str, hostname: str,
-                                      expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("env", "metadata", "hostname", "expected"),
+    [
+        ({}, "llm-pretrain-llm-pretrain-1", "ip-10-0-0-7", "llm-pretrain-1 worker"),  # adapter's "<cluster>-<node>"
+        ({}, "llm-pretrain-0", "ip-10-0-0-7", "llm-pretrain-0 head"),
+        ({}, "", "llm-pretrain-1", "llm-pretrain-1 worker"),
+        ({"PROVISIONER_NODE_NAME": "llm-pretrain-0"}, "llm-pretrain-1", "x", "llm-pretrain-0 head"),
+        ({}, "other-cluster-7", "ip-10-0-0-7", None),
+        ({}, "llm-pretrain-x1", "llm-pretrain-", None),
+    ],
+)
+def test_identity_finds_the_node_name(
+    tmp_path: Path, env: dict, metadata: str, hostname: str, expected: str | None
+) -> None:
     script = _file(_doc("aws-efa-slurm-nfs", "worker"), "/usr/local/sbin/provisioner-identity")["content"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -549,9 +654,19 @@ def test_identity_finds_the_node_name(tmp_path: Path, env: dict, metadata: str, 
     for name, body in shims.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30, env={
-        "PATH": f"{bin_dir}:/usr/bin:/bin", "PROVISIONER_ROOT": str(tmp_path), "FAKE_NAME": metadata,
-        "FAKE_HOSTNAME": hostname, **env})
+    result = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "PROVISIONER_ROOT": str(tmp_path),
+            "FAKE_NAME": metadata,
+            "FAKE_HOSTNAME": hostname,
+            **env,
+        },
+    )
     identity = tmp_path / "etc" / "provisioner" / "identity.env"
     if expected is None:
         assert result.returncode == 1 and "cannot tell which node" in result.stderr

@@ -53,7 +53,9 @@ def _render(case: str, kind: str) -> RenderedCluster:
     name = case.removeprefix("variant-")
     topology = {f"llm-pretrain-{i}": ["spine0", f"leaf{i // 2}"] for i in range(3)}
     return render_cluster(
-        VARIANTS[name], CANARY, slurmdbd=name.endswith("-dbd"),
+        VARIANTS[name],
+        CANARY,
+        slurmdbd=name.endswith("-dbd"),
         topology=topology if name == "aws-efa-slurm-nfs" else None,
     )
 
@@ -97,8 +99,7 @@ def test_example_cloud_init_passes_schema(path: Path, tmp_path: Path) -> None:
     for rel in user_data:
         target = tmp_path / rel.replace("/", "-")
         target.write_text(rendered[rel])
-        result = subprocess.run(["cloud-init", "schema", "-c", str(target)], capture_output=True, text=True,
-                                timeout=60)
+        result = subprocess.run(["cloud-init", "schema", "-c", str(target)], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, f"{rel}: {result.stdout}{result.stderr}"
         assert "Valid cloud-config" in result.stdout
         assert "deprecat" not in (result.stdout + result.stderr).lower(), rel
@@ -122,7 +123,8 @@ def test_cli_render_writes_every_file(path: Path, tmp_path: Path, capsys: pytest
     printed = captured.out.split()
     assert sorted(written) == sorted(expected) == sorted(Path(p).relative_to(out).as_posix() for p in printed)
     assert any(rel.startswith("k8s/") or rel.startswith("slurm/") for rel in written) == (
-        "control_plane: none" not in path.read_text())
+        "control_plane: none" not in path.read_text()
+    )
     for rel, file in written.items():
         assert file.read_text() == expected[rel], rel
         mode = stat.S_IMODE(file.stat().st_mode)

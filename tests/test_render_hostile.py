@@ -48,8 +48,18 @@ HOSTILE = [
     "a b#c,d[1-2]",
     "x\n[Service]\nExecStartPre=/tmp/evil",
 ]
-IDS = ["newline-yaml", "dollar-paren", "backquote", "jinja", "percent-equals", "slurm-directive", "squote",
-       "dquote", "spaces-hash-hostlist", "unit-section"]
+IDS = [
+    "newline-yaml",
+    "dollar-paren",
+    "backquote",
+    "jinja",
+    "percent-equals",
+    "slurm-directive",
+    "squote",
+    "dquote",
+    "spaces-hash-hostlist",
+    "unit-section",
+]
 
 
 # ----- a small bash lexer: where would bash run a command substitution? -------------------------
@@ -112,7 +122,7 @@ def live_substitutions(script: str) -> set[int]:
             live.add(i)
             if ch == "`":
                 end = script.find("`", i + 1)
-                live.update(i + 1 + k for k in live_substitutions(script[i + 1:end if end > 0 else n]))
+                live.update(i + 1 + k for k in live_substitutions(script[i + 1 : end if end > 0 else n]))
                 i = n if end < 0 else end + 1
                 continue
             stack.append("cmd")
@@ -135,12 +145,24 @@ def live_substitutions(script: str) -> set[int]:
     return live
 
 
-@pytest.mark.parametrize(("script", "live"), [
-    ('echo "$(touch x)"', True), ("echo '$(touch x)'", False), ("# $(touch x)", False), ("a=`touch x`", True),
-    ("cat <<'E'\n$(touch x)\nE\n", False), ("cat <<E\n$(touch x)\nE\n", True), ('x=$(echo "$(touch x)")', True),
-    ("echo ${a:-'$(touch x)'}", False), ('echo "${a:-$(touch x)}"', True), ("echo $'\\'$(touch x)'", False),
-    ("echo 'a'\"'\"'$(touch x)'", False), ("n=${#v[@]} # $(touch x)", False), ("f() { echo; } # `touch x`", False),
-])
+@pytest.mark.parametrize(
+    ("script", "live"),
+    [
+        ('echo "$(touch x)"', True),
+        ("echo '$(touch x)'", False),
+        ("# $(touch x)", False),
+        ("a=`touch x`", True),
+        ("cat <<'E'\n$(touch x)\nE\n", False),
+        ("cat <<E\n$(touch x)\nE\n", True),
+        ('x=$(echo "$(touch x)")', True),
+        ("echo ${a:-'$(touch x)'}", False),
+        ('echo "${a:-$(touch x)}"', True),
+        ("echo $'\\'$(touch x)'", False),
+        ("echo 'a'\"'\"'$(touch x)'", False),
+        ("n=${#v[@]} # $(touch x)", False),
+        ("f() { echo; } # `touch x`", False),
+    ],
+)
 def test_the_lexer_sees_live_substitutions(script: str, live: bool) -> None:
     marker = script.index("touch x")
     assert (marker - 2 in live_substitutions(script) or marker - 1 in live_substitutions(script)) is live
@@ -159,7 +181,8 @@ PLAN_ATTACKS: dict[str, Callable[[Any, str], Any]] = {
     "option.gpu_model": lambda p, v: _with(p, option=_with(p.option, gpu_model=v)),
     "option.provider": lambda p, v: _with(p, option=_with(p.option, provider=v)),
     "option.offer.instance_type": lambda p, v: _with(
-        p, option=_with(p.option, offer=_with(p.option.offer, instance_type=v))),
+        p, option=_with(p.option, offer=_with(p.option.offer, instance_type=v))
+    ),
     "plan node 1": lambda p, v: _with(p, nodes=(p.nodes[0], _with(p.nodes[1], name=v))),
 }
 
@@ -268,13 +291,19 @@ def _shell_texts(files: dict[str, str]) -> dict[str, str]:
 
 def _units(doc: dict[str, Any]) -> dict[str, list[str]]:
     """systemd unit files: their section headers and setting names, in order."""
-    return {entry["path"]: [line.split("=", 1)[0] for line in entry["content"].splitlines()]
-            for entry in doc["write_files"] if entry["path"].startswith("/etc/systemd/")}
+    return {
+        entry["path"]: [line.split("=", 1)[0] for line in entry["content"].splitlines()]
+        for entry in doc["write_files"]
+        if entry["path"].startswith("/etc/systemd/")
+    }
 
 
 def _conf_keys(text: str) -> list[list[str]]:
-    return [[word.split("=", 1)[0] for word in line.split()] for line in text.splitlines()
-            if line and not line.startswith("#")]
+    return [
+        [word.split("=", 1)[0] for word in line.split()]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    ]
 
 
 def _assert_same_structure(benign: dict[str, str], hostile: dict[str, str]) -> None:
@@ -286,8 +315,9 @@ def _assert_same_structure(benign: dict[str, str], hostile: dict[str, str]) -> N
             assert [f["path"] for f in ours["write_files"]] == [f["path"] for f in theirs["write_files"]], path
             assert len(ours["runcmd"]) == len(theirs["runcmd"]), path
             for mine, base in zip(ours["runcmd"], theirs["runcmd"], strict=True):
-                assert type(mine) is type(base) and (not isinstance(mine, list) or (
-                    len(mine) == len(base) and mine[0] == base[0])), (path, mine)
+                assert type(mine) is type(base) and (
+                    not isinstance(mine, list) or (len(mine) == len(base) and mine[0] == base[0])
+                ), (path, mine)
             assert _units(ours) == _units(theirs), path
             assert [k for k in ours.get("users", []) if k == "default"] == ["default"]
         elif path.startswith("slurm/") and path.endswith(".conf"):
@@ -303,14 +333,18 @@ def _assert_same_structure(benign: dict[str, str], hostile: dict[str, str]) -> N
             continue
         live = live_substitutions(script)
         for match in re.finditer(re.escape(PAYLOAD), script):
-            assert match.start() - 2 not in live and match.start() - 1 not in live, (where, script[
-                max(0, match.start() - 80):match.end() + 20])
+            assert match.start() - 2 not in live and match.start() - 1 not in live, (
+                where,
+                script[max(0, match.start() - 80) : match.end() + 20],
+            )
 
 
 # Every field on Slurm (the most targets); on the other control planes, the fields their own files use.
 _CASES = [("slurm", field) for field in sorted(VIEW_ATTACKS)] + [
-    (plane, field) for plane in ("kubernetes", "none")
-    for field in ("name", "head-name", "worker-name", "ssh_public_key")]
+    (plane, field)
+    for plane in ("kubernetes", "none")
+    for field in ("name", "head-name", "worker-name", "ssh_public_key")
+]
 
 
 @pytest.mark.parametrize("hostile", HOSTILE, ids=IDS)

@@ -38,9 +38,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).parent / "golden_k8s"
 K8S_VERSION = max(
-    (p.name.removeprefix("v").removesuffix("-local")
-     for p in (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir()
-     if p.name.endswith("-local")),
+    (
+        p.name.removeprefix("v").removesuffix("-local")
+        for p in (Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema").iterdir()
+        if p.name.endswith("-local")
+    ),
     key=lambda v: tuple(int(x) for x in v.split(".")),
 )
 CANARY = "canary-SECRET-9f8e7d6c5b4a"
@@ -48,12 +50,25 @@ CANARY = "canary-SECRET-9f8e7d6c5b4a"
 
 # --- plans built by hand (the optimizer is exercised separately) ------------------------
 
+
 def _offer(**over: object) -> Offer:
     base: dict[str, object] = dict(
-        provider="aws", instance_type="p5.48xlarge", region="us-east-1", zone="us-east-1a",
-        gpu_model="H100", gpus=8, gpu_memory_gib=80, vcpus=192, memory_gib=2048,
-        local_nvme_gib=30000, fabric=Fabric.EFA, fabric_gbps=3200, price_per_hour_usd=98.32,
-        interruptions_per_node_hour=0.0002, interruption_basis="test", max_nodes=64,
+        provider="aws",
+        instance_type="p5.48xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        gpu_model="H100",
+        gpus=8,
+        gpu_memory_gib=80,
+        vcpus=192,
+        memory_gib=2048,
+        local_nvme_gib=30000,
+        fabric=Fabric.EFA,
+        fabric_gbps=3200,
+        price_per_hour_usd=98.32,
+        interruptions_per_node_hour=0.0002,
+        interruption_basis="test",
+        max_nodes=64,
     )
     base.update(over)
     return Offer.model_validate(base)
@@ -64,29 +79,77 @@ def _plan(spec: ClusterSpec, offer: Offer, nodes: int, *, spot: bool = False) ->
         spec = spec.model_copy(update={"control_plane": ControlPlane.KUBERNETES})
     cost = CostBreakdown(compute=1, storage=0, egress=0, interruption=0, total=1)
     option = Option(
-        rank=1, provider=offer.provider, region=offer.region, zone=offer.zone,
-        instance_type=offer.instance_type, gpu_model=offer.gpu_model, gpus_per_node=offer.gpus,
-        nodes=nodes, spot=spot, hourly_usd=1, cost=cost, expected_interruptions=0, offer=offer,
+        rank=1,
+        provider=offer.provider,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=offer.instance_type,
+        gpu_model=offer.gpu_model,
+        gpus_per_node=offer.gpus,
+        nodes=nodes,
+        spot=spot,
+        hourly_usd=1,
+        cost=cost,
+        expected_interruptions=0,
+        offer=offer,
     )
     return Plan(spec=spec, option=option, catalog_as_of=dt.date(2026, 1, 1), catalog_origin="test")
 
 
 # One fixed offer per example, so goldens do not move when the catalog or optimizer does.
 EXAMPLE_OFFERS: dict[str, tuple[Offer, int]] = {
-    "lora-a100-k8s": (_offer(provider="gcp", instance_type="a2-ultragpu-8g", region="us-central1",
-                             zone="us-central1-a", gpu_model="A100", vcpus=96, memory_gib=1360,
-                             fabric=Fabric.ETHERNET, fabric_gbps=100, price_per_hour_usd=40.55,
-                             spot_price_per_hour_usd=12.0, spot_interruptions_per_node_hour=0.02), 1),
+    "lora-a100-k8s": (
+        _offer(
+            provider="gcp",
+            instance_type="a2-ultragpu-8g",
+            region="us-central1",
+            zone="us-central1-a",
+            gpu_model="A100",
+            vcpus=96,
+            memory_gib=1360,
+            fabric=Fabric.ETHERNET,
+            fabric_gbps=100,
+            price_per_hour_usd=40.55,
+            spot_price_per_hour_usd=12.0,
+            spot_interruptions_per_node_hour=0.02,
+        ),
+        1,
+    ),
     "pretrain-h100-slurm": (_offer(), 2),
-    "h200-dataset-aws": (_offer(provider="lambda", instance_type="gpu_8x_h200_sxm5", region="us-east-3",
-                                zone=None, gpu_model="H200", gpu_memory_gib=141, vcpus=208,
-                                memory_gib=2900, fabric=Fabric.INFINIBAND, fabric_gbps=3200,
-                                price_per_hour_usd=30.32), 4),
-    "burst-4090-marketplace": (_offer(provider="runpod", instance_type="1x_RTX4090_COMMUNITY",
-                                      region="EU-RO-1", zone=None, gpu_model="RTX4090", gpus=1,
-                                      gpu_memory_gib=24, vcpus=16, memory_gib=62,
-                                      fabric=Fabric.ETHERNET, fabric_gbps=10,
-                                      price_per_hour_usd=0.34, reliability=0.98), 4),
+    "h200-dataset-aws": (
+        _offer(
+            provider="lambda",
+            instance_type="gpu_8x_h200_sxm5",
+            region="us-east-3",
+            zone=None,
+            gpu_model="H200",
+            gpu_memory_gib=141,
+            vcpus=208,
+            memory_gib=2900,
+            fabric=Fabric.INFINIBAND,
+            fabric_gbps=3200,
+            price_per_hour_usd=30.32,
+        ),
+        4,
+    ),
+    "burst-4090-marketplace": (
+        _offer(
+            provider="runpod",
+            instance_type="1x_RTX4090_COMMUNITY",
+            region="EU-RO-1",
+            zone=None,
+            gpu_model="RTX4090",
+            gpus=1,
+            gpu_memory_gib=24,
+            vcpus=16,
+            memory_gib=62,
+            fabric=Fabric.ETHERNET,
+            fabric_gbps=10,
+            price_per_hour_usd=0.34,
+            reliability=0.98,
+        ),
+        4,
+    ),
 }
 
 
@@ -106,63 +169,146 @@ def _kind(files: dict[str, str], kind: str) -> list[dict]:
 # --- Kueue schema (from the v1beta2 API types; only what we emit, unknown keys refused) ---
 
 _NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
-_QTY = {"anyOf": [{"type": "integer", "minimum": 0},
-                  {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$"}]}
-_TOLERATION = {"type": "object", "additionalProperties": False,
-               "properties": {"key": {"type": "string"}, "operator": {"enum": ["Exists", "Equal"]},
-                              "value": {"type": "string"},
-                              "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]}}}
+_QTY = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$"},
+    ]
+}
+_TOLERATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "key": {"type": "string"},
+        "operator": {"enum": ["Exists", "Equal"]},
+        "value": {"type": "string"},
+        "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+    },
+}
 
 
 def _kueue_doc(kind: str, spec: dict, *, namespaced: bool = False) -> dict:
     meta_required = ["name", "namespace"] if namespaced else ["name"]
     return {
-        "type": "object", "additionalProperties": False,
+        "type": "object",
+        "additionalProperties": False,
         "required": ["apiVersion", "kind", "metadata", "spec"],
         "properties": {
-            "apiVersion": {"const": KUEUE_API_VERSION}, "kind": {"const": kind},
-            "metadata": {"type": "object", "required": meta_required, "additionalProperties": False,
-                         "properties": {"name": _NAME, "namespace": _NAME,
-                                        "labels": {"type": "object"}}},
+            "apiVersion": {"const": KUEUE_API_VERSION},
+            "kind": {"const": kind},
+            "metadata": {
+                "type": "object",
+                "required": meta_required,
+                "additionalProperties": False,
+                "properties": {"name": _NAME, "namespace": _NAME, "labels": {"type": "object"}},
+            },
             "spec": spec,
         },
     }
 
 
 KUEUE_SCHEMAS = {
-    "Topology": _kueue_doc("Topology", {
-        "type": "object", "additionalProperties": False, "required": ["levels"],
-        "properties": {"levels": {"type": "array", "minItems": 1, "maxItems": 16, "items": {
-            "type": "object", "additionalProperties": False, "required": ["nodeLabel"],
-            "properties": {"nodeLabel": {"type": "string", "minLength": 1, "maxLength": 316}}}}}}),
-    "ResourceFlavor": _kueue_doc("ResourceFlavor", {
-        "type": "object", "additionalProperties": False,
-        "properties": {"nodeLabels": {"type": "object", "maxProperties": 8,
-                                      "additionalProperties": {"type": "string", "maxLength": 63}},
-                       "nodeTaints": {"type": "array"},
-                       "tolerations": {"type": "array", "maxItems": 8, "items": _TOLERATION},
-                       "topologyName": _NAME}}),
-    "ClusterQueue": _kueue_doc("ClusterQueue", {
-        "type": "object", "additionalProperties": False, "required": ["resourceGroups"],
-        "properties": {
-            "namespaceSelector": {"type": "object"},
-            "queueingStrategy": {"enum": ["StrictFIFO", "BestEffortFIFO"]},
-            "cohortName": _NAME,
-            "resourceGroups": {"type": "array", "minItems": 1, "maxItems": 16, "items": {
-                "type": "object", "additionalProperties": False,
-                "required": ["coveredResources", "flavors"],
-                "properties": {
-                    "coveredResources": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
-                    "flavors": {"type": "array", "minItems": 1, "maxItems": 64, "items": {
-                        "type": "object", "additionalProperties": False, "required": ["name", "resources"],
-                        "properties": {"name": _NAME, "resources": {"type": "array", "items": {
-                            "type": "object", "additionalProperties": False,
-                            "required": ["name", "nominalQuota"],
-                            "properties": {"name": {"type": "string"}, "nominalQuota": _QTY,
-                                           "borrowingLimit": _QTY, "lendingLimit": _QTY}}}}}}}}}}}),
-    "LocalQueue": _kueue_doc("LocalQueue", {
-        "type": "object", "additionalProperties": False, "required": ["clusterQueue"],
-        "properties": {"clusterQueue": _NAME}}, namespaced=True),
+    "Topology": _kueue_doc(
+        "Topology",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["levels"],
+            "properties": {
+                "levels": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 16,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["nodeLabel"],
+                        "properties": {"nodeLabel": {"type": "string", "minLength": 1, "maxLength": 316}},
+                    },
+                }
+            },
+        },
+    ),
+    "ResourceFlavor": _kueue_doc(
+        "ResourceFlavor",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "nodeLabels": {
+                    "type": "object",
+                    "maxProperties": 8,
+                    "additionalProperties": {"type": "string", "maxLength": 63},
+                },
+                "nodeTaints": {"type": "array"},
+                "tolerations": {"type": "array", "maxItems": 8, "items": _TOLERATION},
+                "topologyName": _NAME,
+            },
+        },
+    ),
+    "ClusterQueue": _kueue_doc(
+        "ClusterQueue",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["resourceGroups"],
+            "properties": {
+                "namespaceSelector": {"type": "object"},
+                "queueingStrategy": {"enum": ["StrictFIFO", "BestEffortFIFO"]},
+                "cohortName": _NAME,
+                "resourceGroups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 16,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["coveredResources", "flavors"],
+                        "properties": {
+                            "coveredResources": {"type": "array", "items": {"type": "string"}, "maxItems": 64},
+                            "flavors": {
+                                "type": "array",
+                                "minItems": 1,
+                                "maxItems": 64,
+                                "items": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "required": ["name", "resources"],
+                                    "properties": {
+                                        "name": _NAME,
+                                        "resources": {
+                                            "type": "array",
+                                            "items": {
+                                                "type": "object",
+                                                "additionalProperties": False,
+                                                "required": ["name", "nominalQuota"],
+                                                "properties": {
+                                                    "name": {"type": "string"},
+                                                    "nominalQuota": _QTY,
+                                                    "borrowingLimit": _QTY,
+                                                    "lendingLimit": _QTY,
+                                                },
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    ),
+    "LocalQueue": _kueue_doc(
+        "LocalQueue",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["clusterQueue"],
+            "properties": {"clusterQueue": _NAME},
+        },
+        namespaced=True,
+    ),
 }
 
 
@@ -212,16 +358,14 @@ def test_quota_and_job_shape_follow_the_plan(name: str) -> None:
     files = render_kubernetes(plan)
     nodes, per_node = plan.option.nodes, plan.option.gpus_per_node
     (queue,) = _kind(files, "ClusterQueue")
-    quota = {r["name"]: r["nominalQuota"]
-             for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     assert quota["nvidia.com/gpu"] == nodes * per_node
     assert quota["cpu"] == nodes * plan.option.offer.vcpus
     (job,) = _kind(files, "Job")
     spec = job["spec"]
     assert spec["parallelism"] == spec["completions"] == nodes
     assert spec["completionMode"] == "Indexed" and spec["suspend"] is True
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == _kind(files, "LocalQueue")[0][
-        "metadata"]["name"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == _kind(files, "LocalQueue")[0]["metadata"]["name"]
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == str(per_node)
@@ -240,8 +384,11 @@ def test_quota_and_job_shape_follow_the_plan(name: str) -> None:
 
 
 def _fabric_plans() -> list[tuple[str, Plan]]:
-    roce = _plan(_example_plan("h200-dataset-aws").spec,
-                 _offer(provider="gcp", instance_type="a3-ultragpu-8g", fabric=Fabric.ROCE), 2)
+    roce = _plan(
+        _example_plan("h200-dataset-aws").spec,
+        _offer(provider="gcp", instance_type="a3-ultragpu-8g", fabric=Fabric.ROCE),
+        2,
+    )
     return [(name, _example_plan(name)) for name in ALL_EXAMPLES] + [("roce", roce)]
 
 
@@ -334,8 +481,11 @@ def test_rdma_fabrics_get_the_shared_rdma_plugin() -> None:
     assert container["resources"]["limits"][RDMA_RESOURCE] == "1"
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["NCCL_IB_DISABLE"] == "0"
-    roce = _plan(_example_plan("h200-dataset-aws").spec,
-                 _offer(provider="gcp", instance_type="a3-ultragpu-8g", fabric=Fabric.ROCE), 2)
+    roce = _plan(
+        _example_plan("h200-dataset-aws").spec,
+        _offer(provider="gcp", instance_type="a3-ultragpu-8g", fabric=Fabric.ROCE),
+        2,
+    )
     files = render_kubernetes(roce)
     assert validate_all(files) >= 9
     assert "k8s/11-rdma-device-plugin.yaml" in files
@@ -353,8 +503,9 @@ def test_ethernet_plan_has_no_fabric_devices() -> None:
 def test_no_secret_reaches_the_manifests() -> None:
     spec = load_spec(EXAMPLES / "pretrain-h100-slurm.yaml")
     # The only free text a user controls that we render: paths. A token is never an input.
-    spec = spec.model_copy(update={"access": spec.access.model_copy(
-        update={"ssh_public_key": f"ssh-ed25519 AAAA{CANARY} user@host"})})
+    spec = spec.model_copy(
+        update={"access": spec.access.model_copy(update={"ssh_public_key": f"ssh-ed25519 AAAA{CANARY} user@host"})}
+    )
     files = render_kubernetes(_plan(spec, _offer(), 2))
     text = "".join(files.values())
     assert CANARY not in text
@@ -403,13 +554,11 @@ def _resolved_plans() -> list[tuple[str, Plan]]:
 
     bundled = load_bundled_catalog()
     offers = [offer for offer, _nodes in EXAMPLE_OFFERS.values()]
-    providers = {offer.provider: ProviderInfo(source="test", shared_storage_usd_per_gib_month=0.3)
-                 for offer in offers}
+    providers = {offer.provider: ProviderInfo(source="test", shared_storage_usd_per_gib_month=0.3) for offer in offers}
     for name, info in bundled.providers.items():  # keep bundled facts, but let every one host a FS
         fs_price = info.shared_storage_usd_per_gib_month or 0.3
         providers[name] = info.model_copy(update={"shared_storage_usd_per_gib_month": fs_price})
-    catalog = Catalog(as_of=bundled.as_of, origin="test", providers=providers,
-                      offers=[*bundled.offers, *offers])
+    catalog = Catalog(as_of=bundled.as_of, origin="test", providers=providers, offers=[*bundled.offers, *offers])
     plans = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
         spec = load_spec(path)
@@ -427,8 +576,7 @@ def test_every_example_resolved_by_the_optimizer_renders_valid_manifests() -> No
         files = render_kubernetes(plan)
         assert validate_all(files) >= 9
         (queue,) = _kind(files, "ClusterQueue")
-        quota = {r["name"]: r["nominalQuota"]
-                 for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+        quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
         assert quota["nvidia.com/gpu"] == plan.option.nodes * plan.option.gpus_per_node
         assert (_kind(files, "Job")[0]["spec"]["parallelism"]) == plan.option.nodes
         fabrics.add(plan.option.offer.fabric)

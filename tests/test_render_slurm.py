@@ -60,13 +60,23 @@ def make_plan(spec: dict[str, object] | None = None, nodes: int = 2, **offer_ove
     raw.update(spec or {})
     cost = CostBreakdown(compute=1.0, storage=0.0, egress=0.0, interruption=0.0, total=1.0)
     option = Option(
-        rank=1, provider=offer.provider, region=offer.region, zone=offer.zone,
-        instance_type=offer.instance_type, gpu_model=offer.gpu_model, gpus_per_node=offer.gpus,
-        nodes=nodes, spot=False, hourly_usd=(offer.price_per_hour_usd or 1) * nodes, cost=cost,
-        expected_interruptions=0.0, offer=offer,
+        rank=1,
+        provider=offer.provider,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=offer.instance_type,
+        gpu_model=offer.gpu_model,
+        gpus_per_node=offer.gpus,
+        nodes=nodes,
+        spot=False,
+        hourly_usd=(offer.price_per_hour_usd or 1) * nodes,
+        cost=cost,
+        expected_interruptions=0.0,
+        offer=offer,
     )
-    return Plan(spec=ClusterSpec.model_validate(raw), option=option,
-                catalog_as_of=dt.date(2026, 1, 1), catalog_origin="test")
+    return Plan(
+        spec=ClusterSpec.model_validate(raw), option=option, catalog_as_of=dt.date(2026, 1, 1), catalog_origin="test"
+    )
 
 
 def conf_lines(text: str) -> list[str]:
@@ -78,13 +88,17 @@ def test_slurm_conf_node_line_comes_from_the_offer() -> None:
     conf = conf_lines(files["slurm/slurm.conf"])
     node_lines = [line for line in conf if line.startswith("NodeName=")]
     assert node_lines == [
-        f"NodeName=llm-pretrain-[0-1] CPUs=192 RealMemory={real_memory_mib(2048)} "
-        "Gres=gpu:h100:8 State=UNKNOWN"
+        f"NodeName=llm-pretrain-[0-1] CPUs=192 RealMemory={real_memory_mib(2048)} Gres=gpu:h100:8 State=UNKNOWN"
     ]
-    for required in ("SelectType=select/cons_tres", "GresTypes=gpu", "TopologyPlugin=topology/tree",
-                     "Epilog=/etc/slurm/epilog.sh", "SlurmctldHost=llm-pretrain-0",
-                     "AccountingStorageType=accounting_storage/none",
-                     "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"):
+    for required in (
+        "SelectType=select/cons_tres",
+        "GresTypes=gpu",
+        "TopologyPlugin=topology/tree",
+        "Epilog=/etc/slurm/epilog.sh",
+        "SlurmctldHost=llm-pretrain-0",
+        "AccountingStorageType=accounting_storage/none",
+        "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+    ):
         assert required in conf
     assert "slurm/slurmdbd.conf" not in files
 
@@ -151,8 +165,9 @@ def test_slurmdbd_follows_the_spec_switch() -> None:
     on = render_cluster(make_plan({"slurm": {"accounting": True}}, nodes=2), CANARY)
     off = render_cluster(make_plan(nodes=2), CANARY)
     assert "slurm/slurmdbd.conf" in on and "slurm/slurmdbd.conf" not in off
-    assert "slurm/slurmdbd.conf" not in render_cluster(make_plan({"slurm": {"accounting": True}}), CANARY,
-                                                       slurmdbd=False)
+    assert "slurm/slurmdbd.conf" not in render_cluster(
+        make_plan({"slurm": {"accounting": True}}), CANARY, slurmdbd=False
+    )
 
 
 def test_slurm_accounting_needs_slurm() -> None:
@@ -186,8 +201,13 @@ def _run_epilog(tmp_path: Path, validator_rc: int | None) -> str:
     scontrol = tmp_path / "scontrol"
     scontrol.write_text(f'#!/bin/bash\necho "$@" >> {log}\n')
     scontrol.chmod(0o755)
-    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "llm-pretrain-1", "SLURM_JOB_ID": "42",
-           "PROVISIONER_SCONTROL": str(scontrol), "PROVISIONER_VALIDATOR": str(tmp_path / "validate")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLURMD_NODENAME": "llm-pretrain-1",
+        "SLURM_JOB_ID": "42",
+        "PROVISIONER_SCONTROL": str(scontrol),
+        "PROVISIONER_VALIDATOR": str(tmp_path / "validate"),
+    }
     if validator_rc is not None:
         validator = tmp_path / "validate"
         validator.write_text(f"#!/bin/bash\necho 'checking'\necho 'XID 79 on GPU 3'\nexit {validator_rc}\n")

@@ -42,8 +42,12 @@ def test_switch_path_sets_rack_and_block(tmp_path: Path) -> None:
 
 def test_rendered_nodes_register_with_their_own_rack(tmp_path: Path) -> None:
     plan = plans_for(SPEC, tmp_path, 1)[0]
-    rendered = render_cluster(plan, ClusterSecrets.generate(), boot_secrets=True,  # k3s config: the SSH pass's
-                              topology={"kq-0": ["nn-1", "nn-2", "nn-3a"], "kq-1": ["nn-1", "nn-2", "nn-3b"]})
+    rendered = render_cluster(
+        plan,
+        ClusterSecrets.generate(),
+        boot_secrets=True,  # k3s config: the SSH pass's
+        topology={"kq-0": ["nn-1", "nn-2", "nn-3a"], "kq-1": ["nn-1", "nn-2", "nn-3b"]},
+    )
     assert f"{TOPOLOGY_RACK_LABEL}=nn-3a" in rendered["cloud-init/head.yaml"]
     assert f"{TOPOLOGY_RACK_LABEL}=nn-3b" in rendered["cloud-init/worker.yaml"]
     assert f"{TOPOLOGY_RACK_LABEL}=nn-3a" not in rendered["cloud-init/worker.yaml"]
@@ -56,9 +60,17 @@ def test_rendered_nodes_register_with_their_own_rack(tmp_path: Path) -> None:
 PLACED = {"llm-pretrain-0": ["nn-1", "nn-2", "nn-3a"], "llm-pretrain-1": ["nn-1", "nn-2", "nn-3b"]}
 PLANS = {
     "aws": lambda: make_plan({"control_plane": "kubernetes"}, nodes=2),
-    "gcp": lambda: make_plan({"control_plane": "kubernetes"}, nodes=2, provider="gcp",
-                             instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a",
-                             fabric="ethernet", fabric_gbps=1000, local_nvme_gib=6000),
+    "gcp": lambda: make_plan(
+        {"control_plane": "kubernetes"},
+        nodes=2,
+        provider="gcp",
+        instance_type="a3-highgpu-8g",
+        region="us-central1",
+        zone="us-central1-a",
+        fabric="ethernet",
+        fabric_gbps=1000,
+        local_nvme_gib=6000,
+    ),
 }
 
 
@@ -74,8 +86,9 @@ def _stand_in_k3s(tmp_path: Path) -> Path:
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "k3s").write_text(
         "#!/bin/bash\n"
-        "printf '%s\\0' \"$#\" \"$@\" >> \"$CALLS\"\n"
-        "if [ \"$*\" = 'kubectl get nodes -o name' ]; then sed 's|^|node/|' \"$REGISTERED_FILE\"; fi\n")
+        'printf \'%s\\0\' "$#" "$@" >> "$CALLS"\n'
+        "if [ \"$*\" = 'kubectl get nodes -o name' ]; then sed 's|^|node/|' \"$REGISTERED_FILE\"; fi\n"
+    )
     (bin_dir / "k3s").chmod(0o755)
     return bin_dir
 
@@ -90,8 +103,9 @@ def _calls(path: Path) -> list[list[str]]:
     return calls
 
 
-def _run_apply(tmp_path: Path, rendered: Mapping[str, str], registered: list[str],
-               wait_s: int | None = None) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+def _run_apply(
+    tmp_path: Path, rendered: Mapping[str, str], registered: list[str], wait_s: int | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     """Write the head's files under a fresh root and run its provisioner-k8s-apply with the stand-in
     (``wait_s``: the wait for unregistered nodes instead of the rendered one)."""
     root = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -100,12 +114,21 @@ def _run_apply(tmp_path: Path, rendered: Mapping[str, str], registered: list[str
             (root / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
             (root / path.lstrip("/")).write_text(content)
     (root / "registered").write_text("".join(f"{name}\n" for name in registered))
-    env = {"PATH": f"{_stand_in_k3s(tmp_path)}:/usr/bin:/bin", "PROVISIONER_ROOT": str(root),
-           "CALLS": str(root / "calls"), "REGISTERED_FILE": str(root / "registered")}
+    env = {
+        "PATH": f"{_stand_in_k3s(tmp_path)}:/usr/bin:/bin",
+        "PROVISIONER_ROOT": str(root),
+        "CALLS": str(root / "calls"),
+        "REGISTERED_FILE": str(root / "registered"),
+    }
     if wait_s is not None:
         env["PROVISIONER_K8S_NODE_WAIT_S"] = str(wait_s)
-    result = subprocess.run(["bash", str(root / "usr/local/sbin/provisioner-k8s-apply")], capture_output=True,
-                            text=True, timeout=30, env=env)
+    result = subprocess.run(
+        ["bash", str(root / "usr/local/sbin/provisioner-k8s-apply")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
     return result, _calls(root / "calls")
 
 
@@ -124,13 +147,16 @@ def test_the_head_renders_every_nodes_topology_labels(provider: str) -> None:
         f"node_labels llm-pretrain-1 {TOPOLOGY_BLOCK_LABEL}=nn-2 {TOPOLOGY_RACK_LABEL}=nn-3b",
     ]
     assert "/etc/provisioner/k8s-node-labels" not in _head_files(
-        {"cloud-init/head.yaml": rendered["cloud-init/worker.yaml"]})
+        {"cloud-init/head.yaml": rendered["cloud-init/worker.yaml"]}
+    )
     apply = files["/usr/local/sbin/provisioner-k8s-apply"]
     assert f"TOPOLOGY_KEYS=({TOPOLOGY_BLOCK_LABEL} {TOPOLOGY_RACK_LABEL})" in apply
     # Nodes booted with the guess: wait for them to register; without a topology, no wait.
     assert "NODE_WAIT_S=${PROVISIONER_K8S_NODE_WAIT_S:-300}" in apply
-    assert "NODE_WAIT_S=${PROVISIONER_K8S_NODE_WAIT_S:-0}" in _head_files(render_cluster(plan, CANARY))[
-        "/usr/local/sbin/provisioner-k8s-apply"]
+    assert (
+        "NODE_WAIT_S=${PROVISIONER_K8S_NODE_WAIT_S:-0}"
+        in _head_files(render_cluster(plan, CANARY))["/usr/local/sbin/provisioner-k8s-apply"]
+    )
     assert 'kubectl label node "$name" "${args[@]}" --overwrite' in apply
     # Every bootstrap run (the SSH pass's included) runs the apply again; a marker never skips it.
     assert re.search(r"^if begin_step provisioner-k8s-apply-[0-9a-f]{10} 1; then$", rendered["ssh/head.sh"], re.M)
@@ -147,10 +173,22 @@ def test_registered_nodes_get_the_providers_topology_over_their_boot_labels(tmp_
     result, calls = _run_apply(tmp_path, render_cluster(plan, CANARY, topology=PLACED), nodes)
     assert result.returncode == 0, result.stderr
     assert _labels(calls) == [
-        ["label", "node", "llm-pretrain-0", f"{TOPOLOGY_BLOCK_LABEL}=nn-2", f"{TOPOLOGY_RACK_LABEL}=nn-3a",
-         "--overwrite"],
-        ["label", "node", "llm-pretrain-1", f"{TOPOLOGY_BLOCK_LABEL}=nn-2", f"{TOPOLOGY_RACK_LABEL}=nn-3b",
-         "--overwrite"],
+        [
+            "label",
+            "node",
+            "llm-pretrain-0",
+            f"{TOPOLOGY_BLOCK_LABEL}=nn-2",
+            f"{TOPOLOGY_RACK_LABEL}=nn-3a",
+            "--overwrite",
+        ],
+        [
+            "label",
+            "node",
+            "llm-pretrain-1",
+            f"{TOPOLOGY_BLOCK_LABEL}=nn-2",
+            f"{TOPOLOGY_RACK_LABEL}=nn-3b",
+            "--overwrite",
+        ],
     ]
     assert guessed[TOPOLOGY_RACK_LABEL] not in str(calls)  # the boot-time guess is gone
     # Labelled after Kueue and the bootstrap manifests, once the nodes are listed.
@@ -162,8 +200,7 @@ def test_registered_nodes_get_the_providers_topology_over_their_boot_labels(tmp_
 
 def test_a_node_not_yet_registered_is_left_to_its_own_k3s_config(tmp_path: Path) -> None:
     plan = PLANS["aws"]()
-    result, calls = _run_apply(tmp_path, render_cluster(plan, CANARY, topology=PLACED), ["llm-pretrain-0"],
-                               wait_s=0)
+    result, calls = _run_apply(tmp_path, render_cluster(plan, CANARY, topology=PLACED), ["llm-pretrain-0"], wait_s=0)
     assert result.returncode == 0, result.stderr
     assert [call[2] for call in _labels(calls)] == ["llm-pretrain-0"]
     assert "node llm-pretrain-1 has not registered" in result.stdout
@@ -209,6 +246,12 @@ def test_hostile_label_values_and_node_names_stay_one_quoted_word(tmp_path: Path
     head = render_cloudinit(hostile_view, "head", CANARY, node_labels=attacked)
     result, calls = _run_apply(tmp_path, {"cloud-init/head.yaml": head}, ["llm-pretrain-0"], wait_s=0)
     assert result.returncode == 0, result.stderr
-    assert _labels(calls)[0] == ["label", "node", "llm-pretrain-0", f"{TOPOLOGY_RACK_LABEL}={hostile}",
-                                 f"{TOPOLOGY_BLOCK_LABEL}-", "--overwrite"]
+    assert _labels(calls)[0] == [
+        "label",
+        "node",
+        "llm-pretrain-0",
+        f"{TOPOLOGY_RACK_LABEL}={hostile}",
+        f"{TOPOLOGY_BLOCK_LABEL}-",
+        "--overwrite",
+    ]
     assert not (tmp_path / "PWNED").exists()

@@ -16,7 +16,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "h200-dataset-aws.y
 
 def _ranked(out: str) -> list[str]:
     """The ranked and best-per-provider tables' lines, without the note on left-out columns."""
-    lines = out[out.index("Ranked options"):out.index("Quote only")].splitlines()
+    lines = out[out.index("Ranked options") : out.index("Quote only")].splitlines()
     return [line for line in lines if not line.startswith(("not shown at ", "─"))]
 
 
@@ -26,8 +26,9 @@ def _plan_at(width: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     return capsys.readouterr().out
 
 
-def test_no_word_of_the_ranked_table_is_cut_at_any_width(monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_word_of_the_ranked_table_is_cut_at_any_width(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     whole = {word for line in _ranked(_plan_at(139, monkeypatch, capsys)) for word in line.split()}
     assert {"us-east-1", "cluster_8x_H200-SXM", "p5en.48xlarge", "private", "fabric"} <= whole
     for width in range(80, 139, 3):
@@ -37,8 +38,9 @@ def test_no_word_of_the_ranked_table_is_cut_at_any_width(monkeypatch: pytest.Mon
         assert not cut, f"at {width} columns: {sorted(cut)}"
 
 
-def test_a_narrow_terminal_leaves_columns_out_and_says_which(monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_narrow_terminal_leaves_columns_out_and_says_which(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = _plan_at(80, monkeypatch, capsys)
     assert "not shown at 80 columns: per node, spot, $/GPU-h" in out.splitlines()
     assert "#  provider  region     instance type        nodes  network       $/h      total" in out.splitlines()

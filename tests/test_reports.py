@@ -66,8 +66,15 @@ def make_offer(provider: str, instance_type: str, region: str, **extra: object) 
 
 
 def make_option(
-    rank: int, provider: str, instance_type: str, region: str, costs: tuple[float, float, float, float],
-    *, zone: str | None = None, spot: bool = False, hourly_usd: float = 60.0,
+    rank: int,
+    provider: str,
+    instance_type: str,
+    region: str,
+    costs: tuple[float, float, float, float],
+    *,
+    zone: str | None = None,
+    spot: bool = False,
+    hourly_usd: float = 60.0,
 ) -> Option:
     compute, storage, egress, interruption = costs
     return Option(
@@ -82,7 +89,10 @@ def make_option(
         spot=spot,
         hourly_usd=hourly_usd,
         cost=CostBreakdown(
-            compute=compute, storage=storage, egress=egress, interruption=interruption,
+            compute=compute,
+            storage=storage,
+            egress=egress,
+            interruption=interruption,
             total=compute + storage + egress + interruption,
         ),
         expected_interruptions=0.25 * rank,
@@ -92,23 +102,50 @@ def make_option(
 
 def make_result(with_options: bool = True) -> PlanResult:
     options = [
-        make_option(1, "lambda", "gpu_8x_h100_sxm5", "us-east-1", (1532.16, 20.0, 45.5, 12.25),
-                    hourly_usd=63.84),
+        make_option(1, "lambda", "gpu_8x_h100_sxm5", "us-east-1", (1532.16, 20.0, 45.5, 12.25), hourly_usd=63.84),
         make_option(2, "lambda", "gpu_8x_h100_sxm5", "us-west-1", (1600.0, 20.0, 45.5, 12.25)),
-        make_option(3, "aws", "p5.48xlarge", "us-east-1", (1900.0, 40.0, 90.0, 120.0),
-                    zone="us-east-1a", spot=True, hourly_usd=79.5),
+        make_option(
+            3,
+            "aws",
+            "p5.48xlarge",
+            "us-east-1",
+            (1900.0, 40.0, 90.0, 120.0),
+            zone="us-east-1a",
+            spot=True,
+            hourly_usd=79.5,
+        ),
         make_option(4, "gcp", "a3-highgpu-8g", "us-central1", (2100.0, 35.0, 120.0, 8.0), zone="us-central1-a"),
         make_option(5, "runpod", "8x H100 SXM <fast>", "EU-RO-1", (2600.5, 0.0, 0.0, 30.0)),
     ]
     rejected = [
-        RejectedOffer(provider="vastai", instance_type="8x RTX 4090", region="us", reason=FABRIC_REASON,
-                      field="interconnect.min_gbps_per_node"),
-        RejectedOffer(provider="fluence", instance_type="h100-1x", region="eu", reason=FABRIC_REASON,
-                      field="interconnect.min_gbps_per_node"),
-        RejectedOffer(provider="runpod", instance_type="1x H100 PCIe", region="US-TX-3", reason=FABRIC_REASON,
-                      field="interconnect.min_gbps_per_node"),
-        RejectedOffer(provider="runpod", instance_type="1x H100 PCIe", region="US-GA-1", reason=FABRIC_REASON,
-                      field="interconnect.min_gbps_per_node"),
+        RejectedOffer(
+            provider="vastai",
+            instance_type="8x RTX 4090",
+            region="us",
+            reason=FABRIC_REASON,
+            field="interconnect.min_gbps_per_node",
+        ),
+        RejectedOffer(
+            provider="fluence",
+            instance_type="h100-1x",
+            region="eu",
+            reason=FABRIC_REASON,
+            field="interconnect.min_gbps_per_node",
+        ),
+        RejectedOffer(
+            provider="runpod",
+            instance_type="1x H100 PCIe",
+            region="US-TX-3",
+            reason=FABRIC_REASON,
+            field="interconnect.min_gbps_per_node",
+        ),
+        RejectedOffer(
+            provider="runpod",
+            instance_type="1x H100 PCIe",
+            region="US-GA-1",
+            reason=FABRIC_REASON,
+            field="interconnect.min_gbps_per_node",
+        ),
         RejectedOffer(provider="aws", instance_type="p5e.48xlarge", region="us-east-2", reason=SCRIPT_REASON),
         RejectedOffer(provider="gcp", instance_type="a3-megagpu-8g", region="europe-west4", reason=MARKUP_REASON),
     ]
@@ -149,28 +186,66 @@ def test_json_has_the_documented_shape_and_values(result: PlanResult) -> None:
     text = render_report(result, "json", meta=META)
     doc = validate_report(text)
     assert list(doc) == [
-        "report_version", "spec", "generated_at", "tool_version", "as_of", "catalog", "provider_as_of", "warnings",
-        "assumptions", "feasible_count", "options", "decided_by", "quotes", "rejected_count", "rejection_groups",
+        "report_version",
+        "spec",
+        "generated_at",
+        "tool_version",
+        "as_of",
+        "catalog",
+        "provider_as_of",
+        "warnings",
+        "assumptions",
+        "feasible_count",
+        "options",
+        "decided_by",
+        "quotes",
+        "rejected_count",
+        "rejection_groups",
     ]
-    assert (doc["report_version"], doc["spec"], doc["as_of"], doc["catalog"]) == (2, "demo-cluster", "2026-11-01",
-                                                                                  "bundled")
+    assert (doc["report_version"], doc["spec"], doc["as_of"], doc["catalog"]) == (
+        2,
+        "demo-cluster",
+        "2026-11-01",
+        "bundled",
+    )
     assert (doc["generated_at"], doc["tool_version"]) == ("2026-11-12T09:30:00Z", "9.9.9")
     assert doc["provider_as_of"] == {p: "2026-11-01" for p in ("aws", "gcp", "lambda", "runpod")}
     assert doc["warnings"] == [
         "prices older than 7 days: aws 2026-11-01 (11 days), gcp 2026-11-01 (11 days), lambda 2026-11-01 (11 days), "
-        "runpod 2026-11-01 (11 days); run `provisioner catalog refresh` before buying"]
+        "runpod 2026-11-01 (11 days); run `provisioner catalog refresh` before buying"
+    ]
     fresh = META.__class__(generated_at=dt.datetime(2026, 11, 8, tzinfo=dt.UTC), tool_version="9.9.9")
     assert validate_report(render_report(result, "json", meta=fresh))["warnings"] == []
     assert doc["assumptions"] == {
-        "hours": 24, "dataset_size_gb": 0, "dataset_location": "none", "dataset_region": None, "results_out_gb": 0,
-        "pricing_mode": "on_demand", "checkpoint_interval_minutes": 60, "restart_overhead_minutes": 10,
+        "hours": 24,
+        "dataset_size_gb": 0,
+        "dataset_location": "none",
+        "dataset_region": None,
+        "results_out_gb": 0,
+        "pricing_mode": "on_demand",
+        "checkpoint_interval_minutes": 60,
+        "restart_overhead_minutes": 10,
     }
     assert [o["rank"] for o in doc["options"]] == [1, 2, 3, 4, 5] and doc["feasible_count"] == 5
     first = doc["options"][0]
     assert list(first) == [
-        "rank", "provider", "region", "zone", "instance_type", "gpu_model", "gpus_per_node", "nodes",
-        "spot", "hourly_usd", "usd_per_gpu_hour", "expected_interruptions", "purchase", "bootstrap", "network",
-        "as_of", "cost",
+        "rank",
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "gpu_model",
+        "gpus_per_node",
+        "nodes",
+        "spot",
+        "hourly_usd",
+        "usd_per_gpu_hour",
+        "expected_interruptions",
+        "purchase",
+        "bootstrap",
+        "network",
+        "as_of",
+        "cost",
     ]
     assert list(first["cost"]) == ["compute", "storage", "egress", "interruption", "total", "boot_usd"]
     assert first["provider"] == "lambda" and first["zone"] is None and first["spot"] is False
@@ -179,7 +254,8 @@ def test_json_has_the_documented_shape_and_values(result: PlanResult) -> None:
     assert first["cost"]["total"] == Decimal("1609.91")  # exact: 1532.16 + 20 + 45.5 + 12.25
     assert doc["options"][2]["zone"] == "us-east-1a" and doc["options"][2]["spot"] is True
     assert doc["decided_by"] == {
-        "term": "compute", "margin_usd": Decimal("67.84"),
+        "term": "compute",
+        "margin_usd": Decimal("67.84"),
         "sentence": "#1 beats #2 (lambda gpu_8x_h100_sxm5 in us-west-1) by $67.84, decided by compute: $67.84 less.",
     }
     assert doc["quotes"] == [] and doc["rejected_count"] == 6 and "rejected" not in doc
@@ -190,10 +266,18 @@ def test_json_has_the_documented_shape_and_values(result: PlanResult) -> None:
 
 
 def test_json_money_is_the_exact_decimal_text(result: PlanResult) -> None:
-    exact = result.model_copy(update={"options": [
-        result.options[0].model_copy(update={"hourly_usd": Decimal("159.60"), "cost": result.options[0].cost.model_copy(
-            update={"total": Decimal("0.1") + Decimal("0.2")})}),
-    ]})
+    exact = result.model_copy(
+        update={
+            "options": [
+                result.options[0].model_copy(
+                    update={
+                        "hourly_usd": Decimal("159.60"),
+                        "cost": result.options[0].cost.model_copy(update={"total": Decimal("0.1") + Decimal("0.2")}),
+                    }
+                ),
+            ]
+        }
+    )
     text = render_report(exact, "json")
     assert '"hourly_usd": 159.60,' in text and '"total": 0.3' in text and "0.30000000000000004" not in text
     assert validate_report(text)["options"][0]["cost"]["total"] == Decimal("0.3")
@@ -204,7 +288,11 @@ def test_json_explain_adds_every_rejection_and_top_limits_options(result: PlanRe
     assert [o["rank"] for o in doc["options"]] == [1, 2] and doc["feasible_count"] == 5
     assert len(doc["rejected"]) == 6
     assert doc["rejected"][4] == {
-        "provider": "aws", "instance_type": "p5e.48xlarge", "region": "us-east-2", "reason": SCRIPT_REASON, "field": "",
+        "provider": "aws",
+        "instance_type": "p5e.48xlarge",
+        "region": "us-east-2",
+        "reason": SCRIPT_REASON,
+        "field": "",
         "stage": 0,
     }
 
@@ -216,20 +304,42 @@ def test_decided_by_names_the_term_that_outweighs_the_others(result: PlanResult)
     cheaper_far = make_option(2, "runpod", "cluster_8x_H200-SXM", "US-KS-2", (6594.02, 197.26, 3442.20, 5.60))
     found = decision([near_data, cheaper_far])
     assert found is not None and found.term == "egress"
-    assert found.sentence == ("#1 beats #2 (runpod cluster_8x_H200-SXM in US-KS-2) by $1,691.22, decided by egress: "
-                              "$3,406.20 less, outweighing $1,723.44 more compute.")
+    assert found.sentence == (
+        "#1 beats #2 (runpod cluster_8x_H200-SXM in US-KS-2) by $1,691.22, decided by egress: "
+        "$3,406.20 less, outweighing $1,723.44 more compute."
+    )
 
 
 # -- CSV ----------------------------------------------------------------------------------
+
 
 def test_csv_parses_and_matches_json(result: PlanResult) -> None:
     rows = list(csv.DictReader(io.StringIO(render_report(result, "csv"))))
     doc = json.loads(render_report(result, "json"), parse_float=Decimal)
     assert len(rows) == len(doc["options"]) == 5
     assert list(rows[0]) == [
-        "rank", "provider", "region", "zone", "instance_type", "gpu_model", "gpus_per_node", "nodes",
-        "spot", "hourly_usd", "usd_per_gpu_hour", "expected_interruptions", "purchase", "bootstrap", "network",
-        "as_of", "cost_compute", "cost_storage", "cost_egress", "cost_interruption", "cost_total", "how_to_obtain",
+        "rank",
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "gpu_model",
+        "gpus_per_node",
+        "nodes",
+        "spot",
+        "hourly_usd",
+        "usd_per_gpu_hour",
+        "expected_interruptions",
+        "purchase",
+        "bootstrap",
+        "network",
+        "as_of",
+        "cost_compute",
+        "cost_storage",
+        "cost_egress",
+        "cost_interruption",
+        "cost_total",
+        "how_to_obtain",
     ]
     for row, option in zip(rows, doc["options"], strict=True):
         assert int(row["rank"]) == option["rank"]
@@ -245,15 +355,20 @@ def test_csv_parses_and_matches_json(result: PlanResult) -> None:
 
 # -- Markdown ---------------------------------------------------------------------------------
 
+
 def test_markdown_has_pipe_tables_assumptions_and_rejection_summary(result: PlanResult) -> None:
     text = render_report(result, "markdown", meta=META)
     lines = text.splitlines()
     assert lines[0] == "# Cost comparison: demo-cluster"
     assert "prices as of 2026-11-01 from bundled" in text
-    assert ("**Assumptions:** 24 h run; no dataset to move; results out 0 GB; pricing on-demand; "
-            "checkpoint every 60 min (restart 10 min).") in text
-    assert ("**Price dates:** aws 2026-11-01, gcp 2026-11-01, lambda 2026-11-01, runpod 2026-11-01; "
-            "generated 2026-11-12 09:30 UTC by gpu-provisioner 9.9.9.") in text
+    assert (
+        "**Assumptions:** 24 h run; no dataset to move; results out 0 GB; pricing on-demand; "
+        "checkpoint every 60 min (restart 10 min)."
+    ) in text
+    assert (
+        "**Price dates:** aws 2026-11-01, gcp 2026-11-01, lambda 2026-11-01, runpod 2026-11-01; "
+        "generated 2026-11-12 09:30 UTC by gpu-provisioner 9.9.9."
+    ) in text
     assert "> **Warning:** prices older than 7 days: aws 2026-11-01 (11 days)," in text
     assert "**Why #1:** #1 beats #2 (lambda gpu_8x_h100_sxm5 in us-west-1) by $67.84, decided by compute" in text
     assert "| 1 | lambda | us-east-1 | gpu_8x_h100_sxm5 | H100 x8 | 2 | no | private | $63.84 | $3.99 |" in text
@@ -284,18 +399,29 @@ def with_folds_and_quotes(result: PlanResult) -> PlanResult:
     """rank 2 and 3 are rank 1's offer at the same price in two more regions; one quote-only product."""
     from provisioner.report.facts import QuoteRow
 
-    same = [make_option(rank, "lambda", "gpu_8x_h100_sxm5", region, (1532.16, 20.0, 45.5, 12.25), hourly_usd=63.84)
-            for rank, region in [(1, "us-east-1"), (2, "us-west-1"), (3, "us-south-1")]]
+    same = [
+        make_option(rank, "lambda", "gpu_8x_h100_sxm5", region, (1532.16, 20.0, 45.5, 12.25), hourly_usd=63.84)
+        for rank, region in [(1, "us-east-1"), (2, "us-west-1"), (3, "us-south-1")]
+    ]
     others = [o.model_copy(update={"rank": o.rank + 1}) for o in result.options[2:]]
-    quote = QuoteRow(provider="lambda", instance_type="1cc-h100-64", region="us-east-1", gpu_model="H100",
-                     gpus_per_node=8, nodes=8, purchase="sales", hourly_usd=Decimal("447.36"),
-                     how_to_obtain="https://lambda.ai/contact (1-Click Clusters are sold by sales)")
+    quote = QuoteRow(
+        provider="lambda",
+        instance_type="1cc-h100-64",
+        region="us-east-1",
+        gpu_model="H100",
+        gpus_per_node=8,
+        nodes=8,
+        purchase="sales",
+        hourly_usd=Decimal("447.36"),
+        how_to_obtain="https://lambda.ai/contact (1-Click Clusters are sold by sales)",
+    )
     return result.model_copy(update={"options": [*same, *others], "quotes": [quote]})
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
 def test_identical_offers_in_several_regions_fold_into_one_row_and_quotes_stand_apart(
-        result: PlanResult, fmt: str) -> None:
+    result: PlanResult, fmt: str
+) -> None:
     text = render_report(with_folds_and_quotes(result), fmt, width=160)
     assert "3 regions" in text and "us-south-1" in text
     assert "Quote only (1)" in text and "1-Click Clusters are sold by sales" in text
@@ -310,6 +436,7 @@ def test_identical_offers_in_several_regions_fold_into_one_row_and_quotes_stand_
 
 # -- terminal table -----------------------------------------------------------------------
 
+
 def test_table_shows_header_winner_best_per_provider_and_grouped_reasons(result: PlanResult) -> None:
     text = render_report(result, "table", width=160, meta=META)
     assert "demo-cluster: 16 GPUs (H100 or H200) for 24 h" in text
@@ -317,14 +444,19 @@ def test_table_shows_header_winner_best_per_provider_and_grouped_reasons(result:
     assert "prices as of 2026-11-01 from bundled; provider price dates: aws 2026-11-01, gcp 2026-11-01" in text
     assert "generated 2026-11-12 09:30 UTC by gpu-provisioner 9.9.9" in text
     assert "warning: prices older than 7 days: aws 2026-11-01 (11 days)," in text
-    assert "Cheapest: lambda gpu_8x_h100_sxm5 in us-east-1: 2 x H100 x8, on-demand, $63.84/h ($3.99/GPU-h), " \
-           "$1,609.91 expected total; nodes talk over the provider's private network" in " ".join(text.split())
+    assert (
+        "Cheapest: lambda gpu_8x_h100_sxm5 in us-east-1: 2 x H100 x8, on-demand, $63.84/h ($3.99/GPU-h), "
+        "$1,609.91 expected total; nodes talk over the provider's private network" in " ".join(text.split())
+    )
     assert "Why #1: #1 beats #2 (lambda gpu_8x_h100_sxm5 in us-west-1) by $67.84, decided by compute" in text
     assert "\x1b[" not in text
     ranked, rest = text.split("Ranked options (5 of 5 feasible)")[1].split("Best per provider")
     best, rejected = rest.split("Rejected offers (6)")
-    assert re.search(r"4\s+gcp\s+us-central1\s+a3-highgpu-8g\s+H100 x8\s+2\s+no\s+private\s+60\.00\s+3\.75\s+"
-                     r"2,100\.00\s+35\.00\s+120\.00\s+8\.00\s+2,263\.00", ranked)
+    assert re.search(
+        r"4\s+gcp\s+us-central1\s+a3-highgpu-8g\s+H100 x8\s+2\s+no\s+private\s+60\.00\s+3\.75\s+"
+        r"2,100\.00\s+35\.00\s+120\.00\s+8\.00\s+2,263\.00",
+        ranked,
+    )
     assert "USD: $/h for the whole cluster, costs expected over 24 h" in ranked
     best_providers = [line.split()[1] for line in best.splitlines() if re.match(r"^\s*\d+ ", line)]
     assert best_providers == ["lambda", "aws", "gcp", "runpod"]
@@ -339,8 +471,7 @@ def test_table_explain_lists_every_rejected_offer(result: PlanResult) -> None:
     text = render_report(result, "table", explain=True, width=200)
     rejected = text.split("Every rejected offer (6)")[1]
     for item in result.rejected:
-        line = next(line for line in rejected.splitlines()
-                    if item.instance_type in line and item.region in line)
+        line = next(line for line in rejected.splitlines() if item.instance_type in line and item.region in line)
         assert item.reason.split()[0] in line
     assert rejected.count(FABRIC_REASON) == 4
 
@@ -391,6 +522,7 @@ def test_reports_never_carry_environment_secrets(result: PlanResult, monkeypatch
 
 
 # -- HTML ---------------------------------------------------------------------------------
+
 
 def test_html_is_self_contained(result: PlanResult) -> None:
     page = render_report(result, "html")
@@ -459,12 +591,28 @@ def test_html_escapes_all_text(result: PlanResult) -> None:
 
 # -- catalog listing ----------------------------------------------------------------------
 
+
 def test_render_catalog_table_and_json() -> None:
     offers = [
-        make_offer("lambda", "gpu_8x_h100_sxm5", "us-east-1", fabric="infiniband", fabric_gbps=3200,
-                   egress_usd_per_gb=0.0, reliability=0.995),
-        make_offer("vastai", "[red]8x RTX 4090", "us", gpu_model="RTX4090", gpu_memory_gib=24,
-                   price_per_hour_usd=None, spot_price_per_hour_usd=2.4, egress_usd_per_gb=0.02),
+        make_offer(
+            "lambda",
+            "gpu_8x_h100_sxm5",
+            "us-east-1",
+            fabric="infiniband",
+            fabric_gbps=3200,
+            egress_usd_per_gb=0.0,
+            reliability=0.995,
+        ),
+        make_offer(
+            "vastai",
+            "[red]8x RTX 4090",
+            "us",
+            gpu_model="RTX4090",
+            gpu_memory_gib=24,
+            price_per_hour_usd=None,
+            spot_price_per_hour_usd=2.4,
+            egress_usd_per_gb=0.02,
+        ),
     ]
     table = render_catalog(offers, "table", dt.date(2026, 11, 1), "/tmp/cache/catalog.json")
     assert "2 offers; prices as of 2026-11-01 from /tmp/cache/catalog.json" in table
@@ -487,7 +635,8 @@ def test_human_reports_merge_a_reason_shared_by_both_pricing_variants() -> None:
         return RejectedOffer(provider=provider, instance_type="t", region=region, reason=reason)
 
     rejected = [
-        rej("aws", "on-demand: GPU A100 is not one of H100"), rej("aws", "spot: GPU A100 is not one of H100"),
+        rej("aws", "on-demand: GPU A100 is not one of H100"),
+        rej("aws", "spot: GPU A100 is not one of H100"),
         rej("lambda", "spot: not sold spot (pricing.mode either)"),
         rej("gcp", "on-demand: expected total $9.00 is over $5.00"),
         rej("gcp", "spot: expected total $6.00 is over $5.00"),
@@ -507,5 +656,7 @@ def test_human_reports_merge_a_reason_shared_by_both_pricing_variants() -> None:
     table = render_report(doubled, "table", width=150)
     assert "GPU A100 is not one of H100" in table and "spot: GPU A100" not in table
     assert f"Rejected offers ({len(result.rejected) + 1})" in table
-    assert json.loads(render_report(doubled, "json", explain=True))["rejected"][-1]["reason"] == \
-        "spot: GPU A100 is not one of H100"
+    assert (
+        json.loads(render_report(doubled, "json", explain=True))["rejected"][-1]["reason"]
+        == "spot: GPU A100 is not one of H100"
+    )

@@ -35,8 +35,13 @@ def _stand_in(folder: Path, name: str, body: str) -> None:
 def _run(argv: tuple[str, ...], bin_dir: Path, root: Path) -> subprocess.CompletedProcess[str]:
     # The job's paths live under ROOT here (the script's absolute paths are the spec's).
     script = argv[2].replace("/shared/", f"{root}/shared/")
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    return subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
 
 
 def test_slurm_job_is_requeueable_and_its_output_is_followed_across_the_requeue(tmp_path: Path) -> None:
@@ -54,7 +59,10 @@ def test_slurm_job_is_requeueable_and_its_output_is_followed_across_the_requeue(
     assert output == "/shared/.provisioner/burst-lc-lambda.out"
 
     root = tmp_path / "root"
-    _stand_in(tmp_path / "bin", "sbatch", """
+    _stand_in(
+        tmp_path / "bin",
+        "sbatch",
+        """
 out = next(a for a in args if a.startswith("--output=")).split("=", 1)[1]
 assert "--requeue" in args and "--wait" in args
 with open(out, "a") as f:
@@ -62,7 +70,8 @@ with open(out, "a") as f:
     time.sleep(1.5)  # node lost; Slurm requeues the job; it runs again and appends
     f.write("resumed from step 2\\nstep 3\\n")
 sys.exit(7)
-""")
+""",
+    )
     done = _run(argv, tmp_path / "bin", root)
     assert done.returncode == 7
     assert done.stdout == "step 1\nstep 2 checkpoint saved\nresumed from step 2\nstep 3\n"
@@ -71,17 +80,23 @@ sys.exit(7)
 def test_without_a_shared_filesystem_the_job_runs_under_srun(tmp_path: Path) -> None:
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     assert job_argv(plan, ["python", "t.py"], "img")[0] == "srun"
-    assert checkpoint_env(plan) == {"PROVISIONER_CHECKPOINT_DIR": "/mnt/checkpoints",
-                                    "PROVISIONER_CHECKPOINT_SHARED": "0"}
+    assert checkpoint_env(plan) == {
+        "PROVISIONER_CHECKPOINT_DIR": "/mnt/checkpoints",
+        "PROVISIONER_CHECKPOINT_SHARED": "0",
+    }
 
 
 @pytest.mark.parametrize(("last_exit", "expected"), [("0", 0), ("5", 5), ("", 1)])
 def test_kubernetes_script_follows_the_replacement_pod_and_exits_with_its_status(
-        tmp_path: Path, last_exit: str, expected: int) -> None:
+    tmp_path: Path, last_exit: str, expected: int
+) -> None:
     plan = plans_for(SHARED_SPEC.replace("control_plane: slurm", "control_plane: kubernetes"), tmp_path)[0]
     argv = job_argv(plan, ["python", "train.py"], "img")
     state = tmp_path / "polls"
-    _stand_in(tmp_path / "bin", "kubectl", f"""
+    _stand_in(
+        tmp_path / "bin",
+        "kubectl",
+        f"""
 state = {str(state)!r}
 polls = int(open(state).read()) if os.path.exists(state) else 0
 if args[:3] == ["apply", "-f", "-"]:
@@ -95,12 +110,18 @@ elif args[:2] == ["get", "pods"]:
     print({last_exit!r})
 elif args[:2] == ["get", "job"]:
     print("Complete" if polls >= 3 else "")
-""")
+""",
+    )
     slept = tmp_path / "slept"  # the script's pauses between polls, taken by a stand-in sleep at once
     (tmp_path / "bin" / "sleep").write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(slept))}\n', encoding="utf-8")
     (tmp_path / "bin" / "sleep").chmod(0o755)
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+    done = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+    )
     assert done.returncode == expected
     assert done.stdout == "log of pod/pod-a\nlog of pod/pod-b\n"
     assert slept.read_text(encoding="utf-8") == "2\n2\n"  # one pause after each poll that found the Job running

@@ -41,17 +41,20 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("plain 198.51.100.7", "plain 198.51.100.7"),
-    (ESC_TITLE, "\\x1b]0;owned\\x07"),
-    (CLEAR, "\\x1b[2J\\x1b[H"),
-    ("a\rb", "a\\x0db"),
-    ("a\nb\tc", "a\\x0ab\\x09c"),
-    ("c1\x9b31m", "c1\\x9b31m"),
-    ("del\x7f", "del\\x7f"),
-    ("bidi\u202eevil", "bidi\\u202eevil"),
-    ("ünïcode ok", "ünïcode ok"),
-])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain 198.51.100.7", "plain 198.51.100.7"),
+        (ESC_TITLE, "\\x1b]0;owned\\x07"),
+        (CLEAR, "\\x1b[2J\\x1b[H"),
+        ("a\rb", "a\\x0db"),
+        ("a\nb\tc", "a\\x0ab\\x09c"),
+        ("c1\x9b31m", "c1\\x9b31m"),
+        ("del\x7f", "del\\x7f"),
+        ("bidi\u202eevil", "bidi\\u202eevil"),
+        ("ünïcode ok", "ünïcode ok"),
+    ],
+)
 def test_printable_escapes_every_control_character(text: str, shown: str) -> None:
     assert printable(text) == shown
 
@@ -69,8 +72,10 @@ def test_progress_lines_never_carry_an_escape(capsys: pytest.CaptureFixture[str]
 def test_progress_keeps_the_lines_of_a_multi_line_message(capsys: pytest.CaptureFixture[str]) -> None:
     """``down``'s planned-vs-actual table is one message of several lines: shown as lines, not ``\\x0a``."""
     RichLines()("cost", message=f"cost of lc, planned vs actual:\ncompute  $0.61  $0.01{CLEAR}")
-    assert capsys.readouterr().err.splitlines() == ["cost of lc, planned vs actual:",
-                                                    "compute  $0.61  $0.01\\x1b[2J\\x1b[H"]
+    assert capsys.readouterr().err.splitlines() == [
+        "cost of lc, planned vs actual:",
+        "compute  $0.61  $0.01\\x1b[2J\\x1b[H",
+    ]
 
 
 def _hostile_listing(app: Any, **changes: str) -> None:
@@ -79,8 +84,9 @@ def _hostile_listing(app: Any, **changes: str) -> None:
     app._visible = lambda: [{**body, **changes} for body in shown()]
 
 
-def test_status_and_ssh_print_escape_provider_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_and_ssh_print_escape_provider_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     with served_fake("lambda", monkeypatch) as (app, _server):
@@ -119,7 +125,8 @@ class ExplodingRemote(StandInRemote):
 
 
 def test_an_unexpected_exception_in_up_marks_the_record_failed_and_names_the_remove_command(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     with served_fake("lambda", monkeypatch) as (app, _server):

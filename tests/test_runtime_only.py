@@ -34,7 +34,15 @@ from tests.test_cli import NO_FIT_SPECS, USAGE_ERRORS
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 COPY_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "test-artifacts",
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    "test-artifacts",
 )
 
 
@@ -44,12 +52,14 @@ class RuntimeVenv:
         self.bin = root / "bin"
 
     def run(self, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.bin / "provisioner"), *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=120, check=False)
+        return subprocess.run(
+            [str(self.bin / "provisioner"), *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+        )
 
     def python(self, code: str) -> str:
-        done = subprocess.run([str(self.bin / "python"), "-I", "-c", code], capture_output=True, text=True,
-                              timeout=120, check=True)
+        done = subprocess.run(
+            [str(self.bin / "python"), "-I", "-c", code], capture_output=True, text=True, timeout=120, check=True
+        )
         return done.stdout
 
 
@@ -89,8 +99,11 @@ def repack(dist: metadata.Distribution, folder: Path) -> Path:
     (scripts are left out: pip writes them again from ``entry_points.txt``)."""
     assert dist.files, f"{dist.metadata['Name']} has no RECORD to repack"
     info = next(f.parts[0] for f in dist.files if f.parts[0].endswith(".dist-info"))
-    tags = [line.split(":", 1)[1].strip().split("-") for line in (dist.read_text("WHEEL") or "").splitlines()
-            if line.startswith("Tag:")]
+    tags = [
+        line.split(":", 1)[1].strip().split("-")
+        for line in (dist.read_text("WHEEL") or "").splitlines()
+        if line.startswith("Tag:")
+    ]
     tag = "-".join(".".join(sorted({t[i] for t in tags})) for i in range(3))
     name = re.sub(r"[-_.]+", "_", dist.metadata["Name"])
     wheel = folder / f"{name}-{dist.version.replace('-', '_')}-{tag}.whl"
@@ -116,8 +129,13 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> RuntimeVenv:
     base = tmp_path_factory.mktemp("runtime")
     source, dist, wheelhouse = base / "src", base / "dist", base / "wheelhouse"
     shutil.copytree(ROOT, source, ignore=COPY_IGNORE)  # a stale build/ must not leak into the wheel
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist),
-                            str(source)], capture_output=True, text=True, timeout=600, check=False)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(dist), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if build.returncode != 0:
         _failed("pip wheel . (no package index?)", build)
     (wheel,) = dist.glob("*.whl")
@@ -127,18 +145,38 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> RuntimeVenv:
     env = RuntimeVenv(base / "venv")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env.root)], check=True, timeout=300)
     # --no-compile: the first run of each module compiles it, instead of pip compiling all 100 MB.
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(env.bin / "python"), "install", "--quiet",
-                              "--no-compile", "--no-index", "--find-links", str(wheelhouse), str(wheel)],
-                             capture_output=True, text=True, timeout=600, check=False)
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(env.bin / "python"),
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--no-index",
+            "--find-links",
+            str(wheelhouse),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     if install.returncode != 0:
         _failed("pip install of the wheel and its runtime dependencies", install)
     return env
 
 
 def test_only_runtime_dependencies_are_installed(venv: RuntimeVenv) -> None:
-    names = {line.split("==")[0].lower() for line in venv.python(
-        "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"
-    ).split()}
+    names = {
+        line.split("==")[0].lower()
+        for line in venv.python(
+            "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] for d in m.distributions()))"
+        ).split()
+    }
     assert "gpu-provisioner" in names
     assert not names & {"pytest", "hypothesis", "playwright", "boto3", "pulumi", "moto", "mypy", "ruff"}
 
@@ -161,8 +199,17 @@ def test_unplannable_spec_exits_3_with_the_located_line(venv: RuntimeVenv, tmp_p
 
 
 def test_every_command_has_help(venv: RuntimeVenv) -> None:
-    for path in ([], ["plan"], ["catalog"], ["catalog", "refresh"], ["render"], ["schema"], ["validate"], ["node"],
-                 ["node", "check"]):
+    for path in (
+        [],
+        ["plan"],
+        ["catalog"],
+        ["catalog", "refresh"],
+        ["render"],
+        ["schema"],
+        ["validate"],
+        ["node"],
+        ["node", "check"],
+    ):
         done = venv.run(*path, "--help")
         assert (done.returncode, done.stderr) == (0, ""), path
         assert done.stdout.startswith("Usage: "), path
@@ -180,21 +227,31 @@ def test_plans_an_example_into_every_format(venv: RuntimeVenv, tmp_path: Path) -
 def test_python_m_in_the_checkout_runs_the_fakes(venv: RuntimeVenv) -> None:
     """The README's fake-server command, typed in the repository after ``pip install .``: ``-m``
     imports the checkout's ``provisioner/``, which must still find ``provisioner.providers``."""
-    done = subprocess.run([str(venv.bin / "python"), "-m", "provisioner.testing.fakes", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [str(venv.bin / "python"), "-m", "provisioner.testing.fakes", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "{aws,fluence,gcp,lambda,runpod,vastai}" in done.stdout
 
 
 def test_site_packages_gets_one_top_level_package(venv: RuntimeVenv) -> None:
-    files = json.loads(venv.python(
-        "import importlib.metadata as m, json; print(json.dumps([str(f) for f in m.files('gpu-provisioner')]))"))
+    files = json.loads(
+        venv.python(
+            "import importlib.metadata as m, json; print(json.dumps([str(f) for f in m.files('gpu-provisioner')]))"
+        )
+    )
     tops = {Path(name).parts[0] for name in files if not name.startswith("..")}  # ../../../bin/provisioner
     assert {t for t in tops if not t.endswith((".dist-info", ".egg-info"))} == {"provisioner"}, tops
     for sub in ("providers", "stacks", "templates"):
         assert any(name.startswith(f"provisioner/{sub}/") for name in files), sub
     assert "provisioner/templates/report.html.j2" in files
-    site = Path(venv.python("import provisioner, pathlib; print(pathlib.Path(provisioner.__file__).parents[1])")
-                .strip())
+    site = Path(
+        venv.python("import provisioner, pathlib; print(pathlib.Path(provisioner.__file__).parents[1])").strip()
+    )
     for generic in ("providers", "stacks", "templates"):
         assert not (site / generic).exists(), f"{generic} installed as a top-level package"

@@ -45,13 +45,16 @@ from tests.providers.contract import load_harness
 from tests.providers.harness import Harness
 from tests.test_render_cloudinit import readable
 
-NATIVE = {"lambda": "LAMBDA_API_KEY", "runpod": "RUNPOD_API_KEY", "vastai": "VAST_API_KEY",
-          "fluence": "FLUENCE_API_KEY"}
+NATIVE = {
+    "lambda": "LAMBDA_API_KEY",
+    "runpod": "RUNPOD_API_KEY",
+    "vastai": "VAST_API_KEY",
+    "fluence": "FLUENCE_API_KEY",
+}
 NATIVE |= {name: found.key_vars[0] for name, found in facts().items() if found.key_vars and name not in NATIVE}
 """Each API-key provider's own variable (the four pinned; a provider added later from its FACTS.key_vars)."""
 MUNGE_RAW = b"MUNGE-CANARY-" + uuid.uuid4().hex.encode() + b"-" * 20
-SECRETS = ClusterSecrets(munge_key_b64=base64.b64encode(MUNGE_RAW).decode(),
-                         k3s_token=f"K3S-CANARY-{uuid.uuid4().hex}")
+SECRETS = ClusterSecrets(munge_key_b64=base64.b64encode(MUNGE_RAW).decode(), k3s_token=f"K3S-CANARY-{uuid.uuid4().hex}")
 USER_DATA = f"#!/bin/sh\necho '{SECRETS.munge_key_b64.get_secret_value()}' > /etc/munge/munge.key.b64\n"
 FAST_RETRY = RetryPolicy(attempts=2, base_delay_s=0.001, max_delay_s=0.01)
 FAST_LIMITS = RateLimits(1000.0, burst=1000.0, launches_per_s=1000.0, launch_burst=1000.0)
@@ -158,8 +161,9 @@ def fleet(monkeypatch: pytest.MonkeyPatch, fast_adapters: dict[str, Any]) -> Ite
 
 
 @pytest.fixture(params=["provisioner-var", "native-var"])
-def fleet_any_var(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-                  fast_adapters: dict[str, Any]) -> Iterator[Fleet]:
+def fleet_any_var(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, fast_adapters: dict[str, Any]
+) -> Iterator[Fleet]:
     yield from _fleet(monkeypatch, request.param)
 
 
@@ -174,8 +178,9 @@ def cache_text() -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
-def test_refresh_success_shows_no_key(fleet_any_var: Fleet, capsys: pytest.CaptureFixture[str],
-                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_refresh_success_shows_no_key(
+    fleet_any_var: Fleet, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     fleet = fleet_any_var
     code, out, err = run_cli(["catalog", "refresh"], capsys)
@@ -198,9 +203,13 @@ FAULTS: dict[str, Callable[[FakeApp], None]] = {
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_refresh_under_faults_shows_no_key(fleet: Fleet, fault: str, fast_adapters: dict[str, Any],
-                                           capsys: pytest.CaptureFixture[str],
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_refresh_under_faults_shows_no_key(
+    fleet: Fleet,
+    fault: str,
+    fast_adapters: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
     if fault == "timeout":
         fast_adapters["timeout_s"] = SHORT_TIMEOUT_S
@@ -216,9 +225,9 @@ def test_refresh_under_faults_shows_no_key(fleet: Fleet, fault: str, fast_adapte
     assert_clean([out, err, cache_text(), *log_texts(caplog)], [fleet.key], f"catalog refresh ({fault})")
 
 
-def test_refresh_with_a_wrong_key_shows_neither_key(fleet: Fleet, monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str],
-                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_refresh_with_a_wrong_key_shows_neither_key(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = canary()
     for name in LIVE_PROVIDERS:  # both variables wrong: no precedence rule can rescue the right key
@@ -234,11 +243,29 @@ def test_refresh_in_a_subprocess_shows_no_key(tmp_path: Path) -> None:
     need_shared("provider-apis")
     key, wrong = canary(), canary()
     with serve(make_fake("lambda", api_key=key)) as server:
-        env = {**os.environ, "PROVISIONER_LAMBDA_API_URL": server.url, "LAMBDA_API_KEY": wrong,
-               "PROVISIONER_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
-        done = subprocess.run([sys.executable, "-c", "import sys; from provisioner.cli import main; "
-                               "sys.exit(main())", "catalog", "refresh", "--provider", "lambda"],
-                              env=env, capture_output=True, text=True, timeout=60, check=False)
+        env = {
+            **os.environ,
+            "PROVISIONER_LAMBDA_API_URL": server.url,
+            "LAMBDA_API_KEY": wrong,
+            "PROVISIONER_CACHE_DIR": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+        }
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from provisioner.cli import main; sys.exit(main())",
+                "catalog",
+                "refresh",
+                "--provider",
+                "lambda",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 4, done.stderr
     assert done.stderr.startswith("error: lambda") and "Traceback" not in done.stderr
     assert_clean([done.stdout, done.stderr], [key, wrong], "refresh subprocess")
@@ -290,8 +317,7 @@ def adapter(rig: Rig, timeout_s: float = TIMEOUT_S) -> Any:
 
     # RunPod's fake enforces its (scaled) published limits; the others take any pace.
     limits = rig.harness.scaled_limits if rig.name == "runpod" else FAST_LIMITS
-    return get_provider(rig.name, limits=limits, timeout_s=timeout_s, retry=FAST_RETRY,
-                        poll_interval_s=0.01)
+    return get_provider(rig.name, limits=limits, timeout_s=timeout_s, retry=FAST_RETRY, poll_interval_s=0.01)
 
 
 ADAPTER_FAULTS: dict[str, Callable[[Rig], None]] = {
@@ -300,11 +326,13 @@ ADAPTER_FAULTS: dict[str, Callable[[Rig], None]] = {
     "http-500": lambda rig: rig.app.faults.inject("http_error", times=None, status=500),
     "rate-limited": lambda rig: rig.app.faults.inject("rate_limit", times=None, retry_after_s=0.001),
     "timeout": lambda rig: rig.app.faults.inject("timeout", times=None, delay_s=HOLD_S),
-    "no-balance": lambda rig: rig.app.faults.inject("insufficient_balance", route=rig.harness.balance_fault_route,
-                                                    times=None),
+    "no-balance": lambda rig: rig.app.faults.inject(
+        "insufficient_balance", route=rig.harness.balance_fault_route, times=None
+    ),
     "no-capacity": lambda rig: rig.app.faults.inject("capacity_after", times=None, k=1),
-    "launch-500": lambda rig: rig.app.faults.inject("http_error", route=rig.harness.launch_route, times=None,
-                                                    status=500),
+    "launch-500": lambda rig: rig.app.faults.inject(
+        "http_error", route=rig.harness.launch_route, times=None, status=500
+    ),
 }
 
 
@@ -316,8 +344,12 @@ def test_adapter_errors_show_no_key_or_user_data(rig: Rig, fault: str, caplog: p
     ADAPTER_FAULTS[fault](rig)
     errors: list[BaseException] = []
     cluster = f"sc{uuid.uuid4().hex[:6]}"
-    for action in (lambda: provider.check_credentials(), lambda: provider.create_nodes(cluster, rig.specs()),
-                   lambda: provider.get_nodes(cluster), lambda: provider.delete_nodes(cluster)):
+    for action in (
+        lambda: provider.check_credentials(),
+        lambda: provider.create_nodes(cluster, rig.specs()),
+        lambda: provider.get_nodes(cluster),
+        lambda: provider.delete_nodes(cluster),
+    ):
         try:
             result = action()
         except ProvisionerError as exc:
@@ -360,8 +392,13 @@ def test_user_data_echoed_in_a_launch_error_is_redacted(name: str, monkeypatch: 
         monkeypatch.setenv(f"PROVISIONER_{name.upper()}_API_URL", server.url)
         monkeypatch.setenv(NATIVE[name], key)
         rig = Rig(name, harness, key, server)
-        harness.app.faults.inject("http_error", route=harness.launch_route, times=None, status=422,
-                                  message=f"invalid field user_data: {USER_DATA!r}")
+        harness.app.faults.inject(
+            "http_error",
+            route=harness.launch_route,
+            times=None,
+            status=422,
+            message=f"invalid field user_data: {USER_DATA!r}",
+        )
         with pytest.raises(ProviderError) as caught:
             adapter(rig).create_nodes("c1", rig.specs(1))
     assert_clean(exception_texts(caught.value), ALL_SECRET_FORMS, f"{name} launch error echoing user data")
@@ -386,10 +423,14 @@ def env_keys(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
-def test_render_puts_secrets_only_in_the_0600_ssh_pass_scripts(example: str, tmp_path: Path, env_keys: str,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str],
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_render_puts_secrets_only_in_the_0600_ssh_pass_scripts(
+    example: str,
+    tmp_path: Path,
+    env_keys: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.DEBUG)
     monkeypatch.setattr("provisioner.render.ClusterSecrets", _FixedSecrets)
     spec = EXAMPLES / f"{example}.yaml"
@@ -427,9 +468,9 @@ def test_render_puts_secrets_only_in_the_0600_ssh_pass_scripts(example: str, tmp
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_plan_in_every_format_shows_no_key(fmt: str, tmp_path: Path, env_keys: str,
-                                           capsys: pytest.CaptureFixture[str],
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_plan_in_every_format_shows_no_key(
+    fmt: str, tmp_path: Path, env_keys: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     spec = EXAMPLES / "burst-4090-marketplace.yaml"
     code, out, err = run_cli(["plan", str(spec), "--format", fmt, "--explain", "--top", "50"], capsys)
@@ -446,8 +487,12 @@ def test_cli_errors_show_no_key(tmp_path: Path, env_keys: str, capsys: pytest.Ca
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ngpus: {model: H100, count: 0}\n")
     texts = []
-    for argv in (["plan", str(bad)], ["render", str(bad), "--out", str(tmp_path / "o")],
-                 ["plan", str(EXAMPLES / "lora-a100-k8s.yaml"), "-f", "nope"], ["catalog", "--provider", "nope"]):
+    for argv in (
+        ["plan", str(bad)],
+        ["render", str(bad), "--out", str(tmp_path / "o")],
+        ["plan", str(EXAMPLES / "lora-a100-k8s.yaml"), "-f", "nope"],
+        ["catalog", "--provider", "nope"],
+    ):
         code, out, err = run_cli(argv, capsys)
         assert code == 2 and len(err.strip().splitlines()) == 1, (argv, err)
         texts += [out, err]
@@ -462,13 +507,22 @@ def test_stack_failures_show_no_key_or_user_data(rig: Rig, fault: str, caplog: p
     from provisioner.stacks.neocloud import NeocloudNodesProvider
 
     caplog.set_level(logging.DEBUG)
-    options = {"limits": rig.harness.scaled_limits, "poll_interval_s": 0.01, "timeout_s": TIMEOUT_S,
-               "retry": FAST_RETRY}
+    options = {
+        "limits": rig.harness.scaled_limits,
+        "poll_interval_s": 0.01,
+        "timeout_s": TIMEOUT_S,
+        "retry": FAST_RETRY,
+    }
     stack = NeocloudNodesProvider(options)
     nodes = [spec.model_dump(exclude={"user_data"}, exclude_none=True) for spec in rig.harness.node_specs(2, "n")]
-    props = {"provider": rig.name, "cluster_id": f"st{uuid.uuid4().hex[:6]}", "nodes": nodes,
-             "user_data": USER_DATA if rig.name != "fluence" else None,
-             "ready_timeout_s": 0.15, "delete_timeout_s": 3.0}
+    props = {
+        "provider": rig.name,
+        "cluster_id": f"st{uuid.uuid4().hex[:6]}",
+        "nodes": nodes,
+        "user_data": USER_DATA if rig.name != "fluence" else None,
+        "ready_timeout_s": 0.15,
+        "delete_timeout_s": 3.0,
+    }
     if fault == "no-capacity":
         rig.app.faults.inject("capacity_after", times=None, k=1)
     else:
@@ -493,11 +547,17 @@ def test_stack_outputs_hold_no_secret(rig: Rig, caplog: pytest.LogCaptureFixture
     from provisioner.stacks.neocloud import NeocloudNodesProvider
 
     caplog.set_level(logging.DEBUG)
-    stack = NeocloudNodesProvider({"limits": rig.harness.scaled_limits, "poll_interval_s": 0.01,
-                                   "timeout_s": 2.0, "retry": FAST_RETRY})
+    stack = NeocloudNodesProvider(
+        {"limits": rig.harness.scaled_limits, "poll_interval_s": 0.01, "timeout_s": 2.0, "retry": FAST_RETRY}
+    )
     nodes = [spec.model_dump(exclude={"user_data"}, exclude_none=True) for spec in rig.harness.node_specs(1, "n")]
-    props = {"provider": rig.name, "cluster_id": f"so{uuid.uuid4().hex[:6]}", "nodes": nodes,
-             "user_data": USER_DATA if rig.name != "fluence" else None, "ready_timeout_s": 10.0}
+    props = {
+        "provider": rig.name,
+        "cluster_id": f"so{uuid.uuid4().hex[:6]}",
+        "nodes": nodes,
+        "user_data": USER_DATA if rig.name != "fluence" else None,
+        "ready_timeout_s": 10.0,
+    }
     created = stack.create(props)
     state = dict(created.outs or {})  # what Pulumi records and hands back to read/update as olds
     assert "user_data" not in state
@@ -508,5 +568,8 @@ def test_stack_outputs_hold_no_secret(rig: Rig, caplog: pytest.LogCaptureFixture
     assert all(out and out["node_ids"] for out in outputs)
     if rig.name != "fluence":
         assert (created.outs or {})["user_data_sha256"]
-    assert_clean([json.dumps(outputs, default=repr), *log_texts(caplog)], [rig.key, *ALL_SECRET_FORMS],
-                 f"{rig.name} stack outputs")
+    assert_clean(
+        [json.dumps(outputs, default=repr), *log_texts(caplog)],
+        [rig.key, *ALL_SECRET_FORMS],
+        f"{rig.name} stack outputs",
+    )

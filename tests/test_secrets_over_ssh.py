@@ -46,8 +46,11 @@ from tests.test_render_cloudinit import readable
 
 SPECS = {
     "lambda-slurm": ("lambda", LAMBDA_SPEC, "openapi-1.10.0.json"),
-    "lambda-k8s": ("lambda", LAMBDA_SPEC.replace("control_plane: slurm", "control_plane: kubernetes"),
-                   "openapi-1.10.0.json"),
+    "lambda-k8s": (
+        "lambda",
+        LAMBDA_SPEC.replace("control_plane: slurm", "control_plane: kubernetes"),
+        "openapi-1.10.0.json",
+    ),
     "runpod-slurm": ("runpod", RUNPOD_SPEC, None),
     "fluence-slurm": ("fluence", FLUENCE_SPEC, None),
 }
@@ -114,8 +117,9 @@ def assert_no_secret_crossed(app: Any, secrets: ClusterSecrets, *, sold: bool = 
     for exchange in app.exchanges:
         for text in exchange.texts():
             for form in decoded(text):
-                assert not any(needle in form for needle in needles), \
+                assert not any(needle in form for needle in needles), (
                     f"a secret crossed {exchange.method} {exchange.path}"
+                )
     boot = [b.boot for b in app.bought.values()]
     assert all(not any(needle in text for needle in needles) for text in boot) and (boot or not sold)
 
@@ -161,18 +165,24 @@ def test_the_search_decodes_what_aws_and_gcp_carry() -> None:
     secrets = ClusterSecrets.generate("search-test")
     munge, key = secrets.munge_key_b64.get_secret_value(), secrets.ssh_private_key.get_secret_value()  # type: ignore[union-attr]
     packed = base64.b64encode(gzip.compress(f"#cloud-config\nkey: {munge}\n".encode())).decode()
-    bodies = [urllib.parse.urlencode({"Action": "RunInstances", "UserData": packed}),
-              json.dumps({"metadata": {"items": [{"key": "user-data", "value": f"write: |\n{key}"}]}}),
-              urllib.parse.quote(base64.b64encode(f"x={munge}".encode()).decode())]
+    bodies = [
+        urllib.parse.urlencode({"Action": "RunInstances", "UserData": packed}),
+        json.dumps({"metadata": {"items": [{"key": "user-data", "value": f"write: |\n{key}"}]}}),
+        urllib.parse.quote(base64.b64encode(f"x={munge}".encode()).decode()),
+    ]
     needles = [n for value in secrets.values() for n in _needles(value)]
     assert not any(n in bodies[0] for n in needles)  # gzip inside base64 inside a form: only decoding finds it
     for body in bodies:
         assert any(n in form for form in decoded(body) for n in needles), body
 
 
-FROM_FAKE_OFFERS = {"aws-slurm": ("aws", 2, ("slurm",)), "aws-k8s": ("aws", 1, ("kubernetes",)),
-                    "gcp-slurm": ("gcp", 1, ("slurm",)), "gcp-k8s": ("gcp", 2, ("kubernetes",)),
-                    "vastai-slurm": ("vastai", 1, ("slurm",))}
+FROM_FAKE_OFFERS = {
+    "aws-slurm": ("aws", 2, ("slurm",)),
+    "aws-k8s": ("aws", 1, ("kubernetes",)),
+    "gcp-slurm": ("gcp", 1, ("slurm",)),
+    "gcp-k8s": ("gcp", 2, ("kubernetes",)),
+    "vastai-slurm": ("vastai", 1, ("slurm",)),
+}
 """Cases planned from the fake's own offers (what it sells): provider, nodes, control plane."""
 
 
@@ -183,9 +193,12 @@ def test_no_secret_reaches_aws_gcp_or_vast(case: str, tmp_path: Path, monkeypatc
     from tests.test_engine_matrix import Case, _plan, served
 
     name, count, control = FROM_FAKE_OFFERS[case]
-    for key, value in {"PROVISIONER_STATE_DIR": str(tmp_path / "state"), "PROVISIONER_OWNER": "canary-owner",
-                       "PROVISIONER_AWS_IMAGE_ID": AWS_IMAGE, "PROVISIONER_GCP_IMAGE": GCP_IMAGE,
-                       }.items():
+    for key, value in {
+        "PROVISIONER_STATE_DIR": str(tmp_path / "state"),
+        "PROVISIONER_OWNER": "canary-owner",
+        "PROVISIONER_AWS_IMAGE_ID": AWS_IMAGE,
+        "PROVISIONER_GCP_IMAGE": GCP_IMAGE,
+    }.items():
         monkeypatch.setenv(key, value)
     plan = _plan(name, Case(count, False, False), tmp_path, control_planes=control)
     assert plan.spec.control_plane.value == control[0]

@@ -153,10 +153,21 @@ def slurm_cluster() -> Iterator[tuple[Path, dict[str, str]]]:
         key = tmp_path / "munge" / "munge.key"
         subprocess.run(["mungekey", "-c", "-k", str(key)], check=True, timeout=30)
         key.chmod(0o600)
-        _start(procs, ["munged", "-F", "--force", "-S", str(tmp_path / "munge" / "munge.socket"),
-                       f"--key-file={key}", f"--pid-file={tmp_path / 'munge' / 'munged.pid'}",
-                       f"--log-file={tmp_path / 'munge' / 'munged.log'}",
-                       f"--seed-file={tmp_path / 'munge' / 'munged.seed'}"], env)
+        _start(
+            procs,
+            [
+                "munged",
+                "-F",
+                "--force",
+                "-S",
+                str(tmp_path / "munge" / "munge.socket"),
+                f"--key-file={key}",
+                f"--pid-file={tmp_path / 'munge' / 'munged.pid'}",
+                f"--log-file={tmp_path / 'munge' / 'munged.log'}",
+                f"--seed-file={tmp_path / 'munge' / 'munged.seed'}",
+            ],
+            env,
+        )
         _wait(lambda: ((tmp_path / "munge" / "munge.socket").exists(), ""), "munged socket")
         _start(procs, ["slurmctld", "-D", "-i", "-f", env["SLURM_CONF"]], env)
         _start(procs, ["slurmd", "-D", "-N", NODES[0], "-f", env["SLURM_CONF"]], env)
@@ -166,8 +177,9 @@ def slurm_cluster() -> Iterator[tuple[Path, dict[str, str]]]:
                 if proc.poll() is not None:
                     logs = "\n".join(p.read_text()[-2000:] for p in (tmp_path / "log").glob("*.log"))
                     raise AssertionError(f"{proc.args!r} exited {proc.returncode}:\n{logs}")
-            out = subprocess.run(["scontrol", "show", "node", NODES[0]], env=env, capture_output=True,
-                                 text=True, timeout=10).stdout
+            out = subprocess.run(
+                ["scontrol", "show", "node", NODES[0]], env=env, capture_output=True, text=True, timeout=10
+            ).stdout
             return "State=IDLE" in out, out
 
         _wait(node_idle, "node IDLE")
@@ -187,14 +199,16 @@ def slurm_cluster() -> Iterator[tuple[Path, dict[str, str]]]:
 
 def _run_job(root: Path, env: dict[str, str], args: list[str], timeout_s: float = 60) -> str:
     """Submit with sbatch from ``root``, wait for COMPLETED (fail fast on a failed state); the job id."""
-    submitted = subprocess.run(["sbatch", "--parsable", *args], env=env, cwd=root, capture_output=True,
-                               text=True, timeout=30)
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", *args], env=env, cwd=root, capture_output=True, text=True, timeout=30
+    )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
 
     def completed() -> tuple[bool, str]:
-        state = subprocess.run(["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True,
-                               timeout=10).stdout
+        state = subprocess.run(
+            ["scontrol", "show", "job", job_id], env=env, capture_output=True, text=True, timeout=10
+        ).stdout
         if re.search(r"JobState=(FAILED|CANCELLED|NODE_FAIL|TIMEOUT|OUT_OF_MEMORY)", state):
             raise AssertionError(state)
         return "JobState=COMPLETED" in state, state
@@ -206,21 +220,23 @@ def _run_job(root: Path, env: dict[str, str], args: list[str], timeout_s: float 
 def test_node_registers_with_the_rendered_shape(slurm_cluster: tuple[Path, dict[str, str]]) -> None:
     _, env = slurm_cluster
     cpus, memory_mib = _host_resources()
-    shown = subprocess.run(["scontrol", "show", "node", NODES[0]], env=env, capture_output=True, text=True,
-                           timeout=10, check=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "node", NODES[0]], env=env, capture_output=True, text=True, timeout=10, check=True
+    ).stdout
     assert "Gres=gpu:h100:8" in shown
     assert f"CPUTot={cpus} " in shown
     rendered_mem = int(re.search(r"RealMemory=(\d+)", shown).group(1))  # type: ignore[union-attr]
     assert 0 < rendered_mem < memory_mib  # headroom kept back from what the machine has
-    parts = subprocess.run(["sinfo", "-h", "-o", "%P %D"], env=env, capture_output=True, text=True,
-                           timeout=10, check=True).stdout.split()
+    parts = subprocess.run(
+        ["sinfo", "-h", "-o", "%P %D"], env=env, capture_output=True, text=True, timeout=10, check=True
+    ).stdout.split()
     assert parts == ["gpu*", "2"]
 
 
 def test_rendered_config_runs_a_gpu_job(slurm_cluster: tuple[Path, dict[str, str]]) -> None:
     root, env = slurm_cluster
     job = root / "job.sh"
-    job.write_text("#!/bin/bash\necho \"cvd=$CUDA_VISIBLE_DEVICES gpus=$SLURM_JOB_GPUS node=$SLURMD_NODENAME\"\n")
+    job.write_text('#!/bin/bash\necho "cvd=$CUDA_VISIBLE_DEVICES gpus=$SLURM_JOB_GPUS node=$SLURMD_NODENAME"\n')
     out = root / "job.out"
     _run_job(root, env, ["--gres=gpu:4", f"--output={out}", str(job)])
     assert out.read_text().strip() == f"cvd=0,1,2,3 gpus=0,1,2,3 node={NODES[0]}"
@@ -233,8 +249,10 @@ def test_rendered_launcher_runs_torchrun_on_the_allocation(slurm_cluster: tuple[
     (root / "train.sbatch").write_text(launcher)
     record = root / "torchrun.txt"
     fake = root / "bin" / "torchrun"
-    fake.write_text(f'#!/bin/bash\n{{ echo "args=$*"; echo "master=$MASTER_ADDR:$MASTER_PORT"; '
-                    f'echo "cvd=$CUDA_VISIBLE_DEVICES"; env | grep -E "^(FI_|NCCL_)" | sort; }} > {record}\n')
+    fake.write_text(
+        f'#!/bin/bash\n{{ echo "args=$*"; echo "master=$MASTER_ADDR:$MASTER_PORT"; '
+        f'echo "cvd=$CUDA_VISIBLE_DEVICES"; env | grep -E "^(FI_|NCCL_)" | sort; }} > {record}\n'
+    )
     fake.chmod(0o755)
     job_env = dict(env, PATH=f"{root / 'bin'}:{env['PATH']}")
     job_id = _run_job(root, job_env, [str(root / "train.sbatch"), "train.py", "--lr", "3e-4"])
@@ -248,7 +266,6 @@ def test_rendered_launcher_runs_torchrun_on_the_allocation(slurm_cluster: tuple[
     assert "FI_PROVIDER=efa" in lines and "NCCL_NET_PLUGIN=ofi" in lines
 
 
-
 def _parse_topology(text: str) -> dict[str, dict[str, str]]:
     switches = {}
     for line in text.splitlines():
@@ -260,8 +277,9 @@ def _parse_topology(text: str) -> dict[str, dict[str, str]]:
 
 def test_scontrol_topology_matches_rendered_tree(slurm_cluster: tuple[Path, dict[str, str]]) -> None:
     _, env = slurm_cluster
-    shown = subprocess.run(["scontrol", "show", "topology"], env=env, capture_output=True, text=True,
-                           timeout=10, check=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "topology"], env=env, capture_output=True, text=True, timeout=10, check=True
+    ).stdout
     switches = _parse_topology(shown)
     assert set(switches) == {"spine0", "leaf0", "leaf1"}
     assert switches["leaf0"]["Level"] == "0" and switches["leaf0"]["Nodes"] == NODES[0]

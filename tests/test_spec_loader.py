@@ -61,47 +61,70 @@ def test_single_model_string_becomes_list() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
-         "s.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8"),
-        ("name: demo\ngpus:\n  cont: 4\n",
-         "s.yaml:3:3: gpus.cont: unknown key 'cont'; did you mean 'count'?"),
-        ("name: demo\ngpus:\n  count: four\n",
-         "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string"),
+        (
+            "name: demo\ngpus:\n  count: 12\nnodes:\n  gpus_per_node: 8\n",
+            "s.yaml:5:3: nodes.gpus_per_node: 12 GPUs cannot be split evenly into nodes of 8",
+        ),
+        ("name: demo\ngpus:\n  cont: 4\n", "s.yaml:3:3: gpus.cont: unknown key 'cont'; did you mean 'count'?"),
+        (
+            "name: demo\ngpus:\n  count: four\n",
+            "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string",
+        ),
         # wrong types are not coerced: a quoted number, a boolean, a fraction
-        ("name: demo\ngpus:\n  count: '8'\n",
-         "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string (remove the quotes?)"),
+        (
+            "name: demo\ngpus:\n  count: '8'\n",
+            "s.yaml:3:10: gpus.count: Input should be a valid integer, got a string (remove the quotes?)",
+        ),
         ("name: demo\ngpus:\n  count: true\n", "s.yaml:3:10: gpus.count: Input should be a valid integer, got true"),
-        ("name: demo\ngpus:\n  count: 8.5\n",
-         "s.yaml:3:10: gpus.count: Input should be a valid integer, got the number 8.5"),
+        (
+            "name: demo\ngpus:\n  count: 8.5\n",
+            "s.yaml:3:10: gpus.count: Input should be a valid integer, got the number 8.5",
+        ),
         ("name: demo\ngpus: 8\n", "s.yaml:2:7: gpus: expected a mapping of keys, got the number 8"),
         # infinite, NaN and absurdly large quantities cannot be priced
-        ("name: demo\ngpus: {count: 8}\nworkload:\n  hours: .inf\n",
-         "s.yaml:4:10: workload.hours: Input should be a finite number"),
-        ("name: demo\ngpus: {count: 8}\npricing:\n  max_total_usd: .nan\n",
-         "s.yaml:4:18: pricing.max_total_usd: Input should be a finite number"),
-        ("name: demo\ngpus: {count: 8}\nworkload:\n  hours: 1e300\n",
-         "s.yaml:4:10: workload.hours: Input should be less than or equal to 87600"),
-        ("name: demo\ngpus: {count: 1000000}\n",
-         "s.yaml:2:15: gpus.count: Input should be less than or equal to 100000"),
-        ("name: demo\ngpus: [1\n",
-         "s.yaml:3:1: YAML syntax error: did not find expected ',' or ']'"),
-        ("name: demo\ngpus:\n  count: 1\ninterconnect:\n  fabric: ib\n",
-         "s.yaml:5:11: interconnect.fabric: Input should be 'any', 'ethernet', 'roce', 'infiniband' or 'efa'"),
-        ("name: demo\n",
-         "s.yaml:1:1: gpus: required field is missing"),
-        ("name: demo\ngpus: {count: 2}\nproviders:\n  allow: [aws, azure]\n",
-         "s.yaml:4:10: providers.allow: unknown provider 'azure'; known: aws, gcp, lambda, runpod, vastai, fluence"
-         + "".join(f", {name}" for name in list(REGISTRY)[6:])),  # a provider added later: listed after the six
-        ("name: demo\ngpus: {count: 2}\nworkload:\n  hours: 10\nlifetime:\n  ttl_hours: 2\n",
-         "s.yaml:6:3: lifetime.ttl_hours: TTL 2 h is shorter than the expected run of 10 h"),
-        ("name: demo\ngpus: {count: 2}\ncontrol_plane: slurmm\n",
-         "s.yaml:3:16: control_plane: Input should be 'slurm', 'kubernetes' or 'none'"),
+        (
+            "name: demo\ngpus: {count: 8}\nworkload:\n  hours: .inf\n",
+            "s.yaml:4:10: workload.hours: Input should be a finite number",
+        ),
+        (
+            "name: demo\ngpus: {count: 8}\npricing:\n  max_total_usd: .nan\n",
+            "s.yaml:4:18: pricing.max_total_usd: Input should be a finite number",
+        ),
+        (
+            "name: demo\ngpus: {count: 8}\nworkload:\n  hours: 1e300\n",
+            "s.yaml:4:10: workload.hours: Input should be less than or equal to 87600",
+        ),
+        (
+            "name: demo\ngpus: {count: 1000000}\n",
+            "s.yaml:2:15: gpus.count: Input should be less than or equal to 100000",
+        ),
+        ("name: demo\ngpus: [1\n", "s.yaml:3:1: YAML syntax error: did not find expected ',' or ']'"),
+        (
+            "name: demo\ngpus:\n  count: 1\ninterconnect:\n  fabric: ib\n",
+            "s.yaml:5:11: interconnect.fabric: Input should be 'any', 'ethernet', 'roce', 'infiniband' or 'efa'",
+        ),
+        ("name: demo\n", "s.yaml:1:1: gpus: required field is missing"),
+        (
+            "name: demo\ngpus: {count: 2}\nproviders:\n  allow: [aws, azure]\n",
+            "s.yaml:4:10: providers.allow: unknown provider 'azure'; known: aws, gcp, lambda, runpod, vastai, fluence"
+            + "".join(f", {name}" for name in list(REGISTRY)[6:]),
+        ),  # a provider added later: listed after the six
+        (
+            "name: demo\ngpus: {count: 2}\nworkload:\n  hours: 10\nlifetime:\n  ttl_hours: 2\n",
+            "s.yaml:6:3: lifetime.ttl_hours: TTL 2 h is shorter than the expected run of 10 h",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncontrol_plane: slurmm\n",
+            "s.yaml:3:16: control_plane: Input should be 'slurm', 'kubernetes' or 'none'",
+        ),
         ("name: demo\ngpus:\n  count: 1\n  count: 2\n", "s.yaml:4:3: gpus.count: duplicate key 'count'"),
         ("", "s.yaml:1:1: the spec is empty"),
         ("- a\n", "s.yaml:1:1: a spec is a mapping of keys (name:, gpus:, ...)"),
-        ("name: demo\ngpus: {count: 2}\nworkload:\n  dataset: {location: 'ftp:x'}\n",
-         "s.yaml:4:23: workload.dataset.location: expected PROVIDER:REGION (aws:us-east-1), s3://bucket, "
-         "gs://bucket, internet, local or none"),
+        (
+            "name: demo\ngpus: {count: 2}\nworkload:\n  dataset: {location: 'ftp:x'}\n",
+            "s.yaml:4:23: workload.dataset.location: expected PROVIDER:REGION (aws:us-east-1), s3://bucket, "
+            "gs://bucket, internet, local or none",
+        ),
     ],
 )
 def test_bad_specs_give_one_located_line(text: str, expected: str) -> None:
@@ -125,13 +148,37 @@ def test_examples_load() -> None:
 # -- property tests: nothing but SpecError escapes ----------------------------------------
 
 _scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True),
     st.text(string.printable, max_size=12),
 )
 _keys = st.sampled_from(
-    ["name", "gpus", "count", "model", "nodes", "gpus_per_node", "interconnect", "fabric", "storage",
-     "pricing", "mode", "workload", "hours", "dataset", "location", "lifetime", "ttl_hours", "access",
-     "bogus", "providers", "allow", "min_memory_gib"]
+    [
+        "name",
+        "gpus",
+        "count",
+        "model",
+        "nodes",
+        "gpus_per_node",
+        "interconnect",
+        "fabric",
+        "storage",
+        "pricing",
+        "mode",
+        "workload",
+        "hours",
+        "dataset",
+        "location",
+        "lifetime",
+        "ttl_hours",
+        "access",
+        "bogus",
+        "providers",
+        "allow",
+        "min_memory_gib",
+    ]
 )
 _documents = st.recursive(
     _scalars,
@@ -190,9 +237,45 @@ def test_mutated_good_spec_raises_only_spec_errors(document: dict) -> None:
 
 
 _yaml_tokens = st.sampled_from(
-    ["&a ", "*a", "{", "}", "[", "]", ": ", "- ", "\n", "  ", "name", "gpus", "count", "1", "-3", "8.5",
-     "!!str ", "!!int ", "!!python/name:os.system ", "? ", "'", '"', "|\n", ">\n", "# c", ",", "~", "<<: ",
-     "nodes", "gpus_per_node", "demo", "null", "true", "\t", "%YAML 1.1\n", "---\n", "...\n"]
+    [
+        "&a ",
+        "*a",
+        "{",
+        "}",
+        "[",
+        "]",
+        ": ",
+        "- ",
+        "\n",
+        "  ",
+        "name",
+        "gpus",
+        "count",
+        "1",
+        "-3",
+        "8.5",
+        "!!str ",
+        "!!int ",
+        "!!python/name:os.system ",
+        "? ",
+        "'",
+        '"',
+        "|\n",
+        ">\n",
+        "# c",
+        ",",
+        "~",
+        "<<: ",
+        "nodes",
+        "gpus_per_node",
+        "demo",
+        "null",
+        "true",
+        "\t",
+        "%YAML 1.1\n",
+        "---\n",
+        "...\n",
+    ]
 )
 
 
@@ -211,14 +294,22 @@ def test_recursive_aliases_are_spec_errors(text: str) -> None:
 # -- planning what loads: a valid spec never crashes the optimizer ----------------------------
 
 _numbers = st.one_of(
-    st.integers(-10, 10**7), st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-10, 10**7),
+    st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0, 0.0, 1e-300, 1e9, 1e300, math.inf, -math.inf, math.nan, "8", True]),
 )
 _NUMERIC_FIELDS = [
-    ("gpus", "count"), ("gpus", "min_memory_gib"), ("nodes", "gpus_per_node"), ("interconnect", "min_gbps_per_node"),
-    ("pricing", "max_total_usd"), ("pricing", "max_hourly_usd"), ("workload", "hours"),
-    ("workload", "results_out_gb"), ("workload", "checkpoint_interval_minutes"),
-    ("workload", "restart_overhead_minutes"), ("storage", "checkpoint_nvme_gib_per_node"),
+    ("gpus", "count"),
+    ("gpus", "min_memory_gib"),
+    ("nodes", "gpus_per_node"),
+    ("interconnect", "min_gbps_per_node"),
+    ("pricing", "max_total_usd"),
+    ("pricing", "max_hourly_usd"),
+    ("workload", "hours"),
+    ("workload", "results_out_gb"),
+    ("workload", "checkpoint_interval_minutes"),
+    ("workload", "restart_overhead_minutes"),
+    ("storage", "checkpoint_nvme_gib_per_node"),
 ]
 
 
@@ -227,8 +318,11 @@ _NUMERIC_FIELDS = [
 @example([(("workload", "hours"), 1e300)], "on_demand", "aws:us-east-1")
 @example([(("pricing", "max_total_usd"), math.inf)], "spot", "none")
 @example([(("workload", "results_out_gb"), 1e300)], "on_demand", "none")
-@given(st.lists(st.tuples(st.sampled_from(_NUMERIC_FIELDS), _numbers), min_size=1, max_size=4),
-       st.sampled_from(["on_demand", "spot", "either"]), st.sampled_from(["none", "aws:us-east-1", "internet"]))
+@given(
+    st.lists(st.tuples(st.sampled_from(_NUMERIC_FIELDS), _numbers), min_size=1, max_size=4),
+    st.sampled_from(["on_demand", "spot", "either"]),
+    st.sampled_from(["none", "aws:us-east-1", "internet"]),
+)
 def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, location) -> None:
     from provisioner.catalog import load_bundled_catalog
     from provisioner.errors import ProvisionerError
@@ -253,10 +347,12 @@ def test_any_loadable_spec_plans_or_fails_with_a_provisioner_error(edits, mode, 
         parts = option.cost
         assert math.isfinite(parts.total)
         assert round((parts.compute + parts.storage + parts.egress + parts.interruption) * 100) == round(
-            parts.total * 100)
+            parts.total * 100
+        )
 
 
 # -- size and shape limits: absurd documents fail fast, located -----------------------------
+
 
 def test_a_spec_file_over_one_mib_is_refused_before_parsing(tmp_path) -> None:
     path = tmp_path / "huge.yaml"
@@ -269,21 +365,35 @@ def test_a_spec_file_over_one_mib_is_refused_before_parsing(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["H100"] * 200_000) + "]\n",
-         "s.yaml:4:5011: gpus.model: more than 1000 items in one list or mapping"),
-        ("name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["1"] * 1001) + "]\n",  # small: composed by libyaml
-         "s.yaml:4:2011: gpus.model: more than 1000 items in one list or mapping"),
-        ("name: demo\ngpus: {count: 8}\nproviders:\n  regions:\n" + "    - us-east-1\n" * 5000,
-         "s.yaml:1005:7: providers.regions: more than 1000 items in one list or mapping"),
-        ("name: demo\nx:\n" + "".join(f"  k{i}: 1\n" for i in range(5000)),
-         "s.yaml:1003:3: x: more than 1000 items in one list or mapping"),
-        ("name: demo\ngpus: {count: 8}\nproviders:\n  regions: ["
-         + ",".join(["[" + ",".join(["a"] * 900) + "]"] * 30) + "]\n",
-         "s.yaml:4:39990: providers.regions.22: more than 20000 values in one spec"),
+        (
+            "name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["H100"] * 200_000) + "]\n",
+            "s.yaml:4:5011: gpus.model: more than 1000 items in one list or mapping",
+        ),
+        (
+            "name: demo\ngpus:\n  count: 8\n  model: [" + ",".join(["1"] * 1001) + "]\n",  # small: composed by libyaml
+            "s.yaml:4:2011: gpus.model: more than 1000 items in one list or mapping",
+        ),
+        (
+            "name: demo\ngpus: {count: 8}\nproviders:\n  regions:\n" + "    - us-east-1\n" * 5000,
+            "s.yaml:1005:7: providers.regions: more than 1000 items in one list or mapping",
+        ),
+        (
+            "name: demo\nx:\n" + "".join(f"  k{i}: 1\n" for i in range(5000)),
+            "s.yaml:1003:3: x: more than 1000 items in one list or mapping",
+        ),
+        (
+            "name: demo\ngpus: {count: 8}\nproviders:\n  regions: ["
+            + ",".join(["[" + ",".join(["a"] * 900) + "]"] * 30)
+            + "]\n",
+            "s.yaml:4:39990: providers.regions.22: more than 20000 values in one spec",
+        ),
         # aliases: a few bytes that expand to 10^5 values
-        ("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-         "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
-         "s.yaml:1:24: e.0.6: more than 20000 values in one spec (aliases expanded)"),
+        (
+            "a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+            "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+            "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n",
+            "s.yaml:1:24: e.0.6: more than 20000 values in one spec (aliases expanded)",
+        ),
     ],
     ids=["flow-list", "small-flow-list", "block-list", "mapping", "total", "alias-bomb"],
 )
@@ -296,14 +406,17 @@ def test_absurd_collections_fail_fast_with_a_located_error(text: str, expected: 
 
 # -- GPU models: unknown ones say so and what to write instead --------------------------------
 
+
 @pytest.mark.parametrize(
     ("model", "expected"),
     [
         ("A100-80GB", "unknown GPU model 'A100-80GB': memory is its own field; use A100 with min_memory_gib: 80"),
         ("H100-80GB", "unknown GPU model 'H100-80GB': memory is its own field; use H100 with min_memory_gib: 80"),
         ("A100-40GB", "unknown GPU model 'A100-40GB': memory is its own field; use A100 with min_memory_gib: 40"),
-        ("NVIDIA H100 80GB HBM3",
-         "unknown GPU model 'NVIDIA H100 80GB HBM3': memory is its own field; use H100 with min_memory_gib: 80"),
+        (
+            "NVIDIA H100 80GB HBM3",
+            "unknown GPU model 'NVIDIA H100 80GB HBM3': memory is its own field; use H100 with min_memory_gib: 80",
+        ),
         ("H100 SXM", "unknown GPU model 'H100 SXM'; use H100"),
     ],
 )

@@ -49,8 +49,14 @@ def test_budget_stop_becomes_the_expiry_and_refuses_a_budget_below_the_first_per
 
 def test_budget_warnings_at_50_80_100() -> None:
     plan = make_plan(nodes=1)
-    record = state.ClusterRecord(cluster_id="llm-pretrain", provider="aws", plan=plan, created_at=T0,
-                                 max_cost_usd=Decimal("0.3"), on_budget="stop")
+    record = state.ClusterRecord(
+        cluster_id="llm-pretrain",
+        provider="aws",
+        plan=plan,
+        created_at=T0,
+        max_cost_usd=Decimal("0.3"),
+        on_budget="stop",
+    )
 
     def spent(cents: int) -> Metered:
         return Metered(terms={"compute": cents, "storage": 0, "egress": None, "interruption": 0})
@@ -59,7 +65,8 @@ def test_budget_warnings_at_50_80_100() -> None:
     assert budget_state(record, spent(15)).message == "budget: 50 % reached ($0.15 of $0.3)"  # type: ignore[union-attr]
     assert budget_state(record, spent(24)).level == 80  # type: ignore[union-attr]
     assert budget_state(record, spent(30)).message == (  # type: ignore[union-attr]
-        "budget: 100 % reached ($0.30 of $0.3); the cluster is stopped at its budget (on-budget stop)")
+        "budget: 100 % reached ($0.30 of $0.3); the cluster is stopped at its budget (on-budget stop)"
+    )
     assert budget_state(record.model_copy(update={"max_cost_usd": None}), spent(30)) is None
 
 
@@ -120,16 +127,19 @@ def _run(app: Any, plan: Any, run_s: float, **runtime_options: Any) -> tuple[Any
     return cost, events
 
 
-def test_runpod_metered_from_pod_times_and_reconciled_with_its_billing(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runpod_metered_from_pod_times_and_reconciled_with_its_billing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
     from provisioner.testing.fakes.runpod import DEFAULT_GPUS
     from tests.test_lifecycle_support import runpod_plan
 
     plan = runpod_plan(tmp_path)
     price = plan.option.offer.price_per_hour_usd  # the catalog's $0.44; the fake sells at $0.69 by default
-    gpus = [{**g, "price": {**g["price"], "secure": float(price)}} if g["id"] == "NVIDIA GeForce RTX 4090" else g
-            for g in DEFAULT_GPUS]
+    gpus = [
+        {**g, "price": {**g["price"], "secure": float(price)}} if g["id"] == "NVIDIA GeForce RTX 4090" else g
+        for g in DEFAULT_GPUS
+    ]
     with served_fake("runpod", monkeypatch, gpus=gpus) as (app, _server):
         cost, events = _run(app, plan, 7 * 3600 + 0.3)
     assert cost.so_far.sources == ("provider",)  # the pod's createdAt
@@ -164,8 +174,9 @@ def repriced(plan: Any, usd_per_hour: Decimal) -> Any:
     return plan.model_copy(update={"option": option})
 
 
-def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     need_shared("provider-apis", "vastai", "openapi.yaml")
     from tests.test_lifecycle_endpoint import VAST_SPEC
     from tests.test_lifecycle_support import API_KEYS
@@ -208,8 +219,9 @@ def test_fluence_hour_periods_reconciled_and_its_refund_named(tmp_path: Path, mo
     assert first["billed"]["within_1_percent"] is False
 
 
-def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provisioner.testing.fakes.aws_ec2 import AWSFake
     from provisioner.testing.fakes.base import serve
     from tests.test_lifecycle_pulumi_blocks import INSTANCE_PLAN
@@ -220,8 +232,12 @@ def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_pat
         monkeypatch.setenv("PROVISIONER_AWS_IMAGE_ID", "ami-12c6146b")  # an image moto ships
         from provisioner.providers.registry import get_provider
 
-        cost, events = _run(running.app, INSTANCE_PLAN, 26 * 3600 + 0.1,  # over midnight: two CE days
-                            provider_for=fast_limits(get_provider))
+        cost, events = _run(
+            running.app,
+            INSTANCE_PLAN,
+            26 * 3600 + 0.1,  # over midnight: two CE days
+            provider_for=fast_limits(get_provider),
+        )
         assert running.app.validation_errors == []
     assert cost.so_far.sources == ("provider",)  # LaunchTime
     # 2 x p5.48xlarge at $55.04/h for 26 h and the bring-up's seconds
@@ -235,8 +251,9 @@ def test_aws_metered_from_launch_times_and_reconciled_with_cost_explorer(tmp_pat
     assert any("cost allocation tag" in note for note in billed["differences"])
 
 
-def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """up --max-cost --on-budget stop makes the budget the expiry; status --json carries the cost; a client
     killed after buying leaves a record gc collects, and the ledger keeps the cluster; costs --live lists a
     cluster found at the provider that the ledger never saw."""
@@ -278,15 +295,19 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(tmp_path: P
         assert main(["costs", "--live", "--provider", "lambda", "-f", "json"]) == 0
         rows = json.loads(capsys.readouterr().out)["rows"]
         assert [(r["key"], r["status"], r["notes"]) for r in rows] == [
-            (record.cluster_id, "removed", ""), ("stray", "at provider", "unrecorded")]
+            (record.cluster_id, "removed", ""),
+            ("stray", "at provider", "unrecorded"),
+        ]
 
 
 def test_burst_end_prints_planned_vs_actual_and_on_budget_warn_lets_the_job_finish(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provisioner.lifecycle.burst import BurstOptions, run_burst
 
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plans = plans_for(LAMBDA_SPEC, tmp_path)
+
     def job() -> None:  # ten minutes on the injected clock, which the burst's watchdog polls advance
         import time
 
@@ -316,12 +337,21 @@ def test_burst_watchdog_warns_once_per_level_exactly() -> None:
     dog = Watchdog(T0, hourly_usd=Decimal("3.6"), expires_at=None, max_cost_usd=None, warn_cost_usd=Decimal("0.3"))
     seen = [dog.warning(T0 + dt.timedelta(seconds=s)) for s in (149, 150, 151, 239.999, 240, 299, 300, 900)]
     assert [None if w is None else w.split(" reached")[0] for w in seen] == [
-        None, "budget: 50 %", None, None, "budget: 80 %", None, "budget: 100 %", None]
+        None,
+        "budget: 50 %",
+        None,
+        None,
+        "budget: 80 %",
+        None,
+        "budget: 100 %",
+        None,
+    ]
     assert dog.reason(T0 + dt.timedelta(hours=9)) is None  # warn never stops
 
 
-def test_pulumi_down_prints_planned_vs_actual(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_pulumi_down_prints_planned_vs_actual(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The pulumi engine's destroy deletes without listing: down lists the nodes first, bills them after."""
     import json
 
@@ -336,8 +366,16 @@ def test_pulumi_down_prints_planned_vs_actual(tmp_path: Path, monkeypatch: pytes
 
         adapter = get_provider("lambda")
         adapter.create_nodes(plan.cluster_id, node_specs(2))
-        state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider="lambda", engine="pulumi",
-                                              plan=plan, created_at=dt.datetime.now(dt.UTC), status="up"))
+        state.save_record(
+            state.ClusterRecord(
+                cluster_id=plan.cluster_id,
+                provider="lambda",
+                engine="pulumi",
+                plan=plan,
+                created_at=dt.datetime.now(dt.UTC),
+                status="up",
+            )
+        )
         # stands in for `pulumi destroy` (the Pulumi CLI is not here): the stack's nodes go
         monkeypatch.setattr(pulumi_engine, "down", lambda cluster_id, **_: adapter.delete_nodes(cluster_id))
         assert main(["down", plan.cluster_id, "--json"]) == 0
@@ -364,10 +402,13 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
     runpod.meter.start("pod1", "2.49")
     runpod.meter.start("m1", "3.99", cluster="c1")
     now[0] = T0 + dt.timedelta(hours=1, seconds=1)
-    with httpx.Client(transport=FakeTransport(runpod), base_url="http://runpod.test",
-                      headers={"Authorization": "Bearer k"}) as client:
-        pods = client.get("/v2/billing/pods", params={"bucketSize": "hour", "startTime": "2026-11-26T00:00:00Z",
-                                                      "endTime": "2026-11-26T03:00:00Z"}).json()
+    with httpx.Client(
+        transport=FakeTransport(runpod), base_url="http://runpod.test", headers={"Authorization": "Bearer k"}
+    ) as client:
+        pods = client.get(
+            "/v2/billing/pods",
+            params={"bucketSize": "hour", "startTime": "2026-11-26T00:00:00Z", "endTime": "2026-11-26T03:00:00Z"},
+        ).json()
         clusters = client.get("/v2/billing/clusters", params={"clusterId": "c1"}).json()
     assert runpod.validation_errors == []
     # per second: 3601 s at $2.49/h = $2.49069..., split 3600 s + 1 s over two hour buckets
@@ -378,10 +419,12 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
     now[0] = T0 + dt.timedelta(minutes=30)
     fluence.meter.start("7c0f1d1e-0000-4000-8000-000000000001", "0.29")
     now[0] = T0 + dt.timedelta(hours=1, seconds=1)
-    with httpx.Client(transport=FakeTransport(fluence), base_url="http://fluence.test",
-                      headers={"X-API-KEY": "k"}) as client:
-        rows = client.get("/v1/billing/charges/aggregated", params={"startDate": "2026-11-26",
-                                                                     "endDate": "2026-11-26"}).json()
+    with httpx.Client(
+        transport=FakeTransport(fluence), base_url="http://fluence.test", headers={"X-API-KEY": "k"}
+    ) as client:
+        rows = client.get(
+            "/v1/billing/charges/aggregated", params={"startDate": "2026-11-26", "endDate": "2026-11-26"}
+        ).json()
         history = client.get("/v2/billing/get_history").json()
     assert fluence.validation_errors == []
     # started 01:30, now 02:00:01: 31 minutes, yet the 01:00 and 02:00 clock-hour periods, $0.29 each
@@ -392,8 +435,9 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
     vast.clock = lambda: now[0]
     vast.meter.start("31000000", "0.38")
     now[0] = T0 + dt.timedelta(hours=3)
-    with httpx.Client(transport=FakeTransport(vast), base_url="http://vast.test",
-                      headers={"Authorization": "Bearer k"}) as client:
+    with httpx.Client(
+        transport=FakeTransport(vast), base_url="http://vast.test", headers={"Authorization": "Bearer k"}
+    ) as client:
         day = json.dumps({"day": {"gte": 1795651200, "lte": 1795737599}})  # 2026-11-26, UTC
         charges = client.get("/api/v0/charges", params={"select_filters": day}).json()
         invoices = client.get("/api/v1/invoices", params={"select_filters": json.dumps({"when": {"gte": 0}})}).json()
@@ -420,9 +464,21 @@ def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, m
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     save_plan(plan, tmp_path / "plan.json")
     with served_fake("lambda", monkeypatch) as (app, _server):
-        child = subprocess.Popen([sys.executable, "-m", "provisioner.cli", "up", str(tmp_path / "plan.json"),
-                                  "--engine", "direct", "--json"], env=fast_cli_env(),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "provisioner.cli",
+                "up",
+                str(tmp_path / "plan.json"),
+                "--engine",
+                "direct",
+                "--json",
+            ],
+            env=fast_cli_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not any(e.get("node_ids") for e in ledger.read()):
@@ -438,8 +494,9 @@ def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, m
     assert row.planned_cents == int(plan.option.cost.total * 100)
 
 
-def test_aws_capacity_block_is_metered_and_billed_as_its_upfront_fee(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aws_capacity_block_is_metered_and_billed_as_its_upfront_fee(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provisioner.providers.registry import get_provider
 
     from provisioner.testing.fakes.aws_ec2 import AWSFake

@@ -11,18 +11,27 @@ from provisioner.plan import Plan
 from provisioner.spec import ClusterSpec
 from tests.test_stack_cluster import _secrets, args_for, plan_on, realize
 
-SPEC = ClusterSpec.model_validate({
-    "name": "blk-test", "gpus": {"model": ["H100"], "count": 16}, "nodes": {"gpus_per_node": 8},
-    "control_plane": "slurm", "pricing": {"reservations": True}, "workload": {"hours": 48},
-    "lifetime": {"ttl_hours": 60}})
+SPEC = ClusterSpec.model_validate(
+    {
+        "name": "blk-test",
+        "gpus": {"model": ["H100"], "count": 16},
+        "nodes": {"gpus_per_node": 8},
+        "control_plane": "slurm",
+        "pricing": {"reservations": True},
+        "workload": {"hours": 48},
+        "lifetime": {"ttl_hours": 60},
+    }
+)
 
 
 def _block_plan() -> Plan:
     plan = plan_on(SPEC, "aws", "p5.48xlarge")
-    offer = plan.option.offer.model_copy(update={"purchase": Purchase.RESERVATION, "block_hours": 72,
-                                                 "block_start": "2026-11-25T11:30:00Z"})
-    return plan.model_copy(update={"option": plan.option.model_copy(update={"offer": offer,
-                                                                             "purchase": Purchase.RESERVATION})})
+    offer = plan.option.offer.model_copy(
+        update={"purchase": Purchase.RESERVATION, "block_hours": 72, "block_start": "2026-11-25T11:30:00Z"}
+    )
+    return plan.model_copy(
+        update={"option": plan.option.model_copy(update={"offer": offer, "purchase": Purchase.RESERVATION})}
+    )
 
 
 def test_nodes_of_a_block_plan_launch_into_the_reservation() -> None:
@@ -30,7 +39,8 @@ def test_nodes_of_a_block_plan_launch_into_the_reservation() -> None:
     (template,) = done.recorder.of("aws:ec2/launchTemplate:LaunchTemplate")
     assert template.inputs["instanceMarketOptions"] == {"marketType": "capacity-block"}
     assert template.inputs["capacityReservationSpecification"] == {
-        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
+    }
     assert done.recorder.of("aws:ec2/placementGroup:PlacementGroup") == []
     assert len(done.recorder.of("aws:ec2/instance:Instance")) == 2
     assert done.recorder.of("aws:ec2/capacityBlockReservation:CapacityBlockReservation") == []  # never bought here

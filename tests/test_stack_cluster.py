@@ -86,9 +86,12 @@ class Recorder(pulumi.runtime.Mocks):
             outs["networks"] = [{**dict(inputs["networks"][0]), "ipAddresses": ["10.42.9.2"]}]
         elif args.typ == NODES_TYPE:
             names = [node["name"] for node in inputs["nodes"]]
-            outs.update(node_names=names, node_ids=[f"id-{x}" for x in names],
-                        public_ips=[f"192.0.2.{i + 1}" for i in range(len(names))],
-                        private_ips=[f"10.0.0.{i + 1}" for i in range(len(names))])
+            outs.update(
+                node_names=names,
+                node_ids=[f"id-{x}" for x in names],
+                public_ips=[f"192.0.2.{i + 1}" for i in range(len(names))],
+                private_ips=[f"10.0.0.{i + 1}" for i in range(len(names))],
+            )
         return f"{args.name}_id", outs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
@@ -173,8 +176,7 @@ def example(name: str) -> ClusterSpec:
 
 def args_for(plan: Plan, secrets: ClusterSecrets, **extra: Any) -> ClusterArgs:
     rendered = render_cluster(plan, secrets, private_cidrs=PRIVATE_CIDRS.get(plan.option.provider))
-    return cluster_args(plan, rendered, owner=OWNER, expires_at=EXPIRES,
-                        ssh_public_key=secrets.ssh_public_key, **extra)
+    return cluster_args(plan, rendered, owner=OWNER, expires_at=EXPIRES, ssh_public_key=secrets.ssh_public_key, **extra)
 
 
 def plain_json(inputs: dict[str, Any]) -> str:
@@ -210,11 +212,19 @@ def test_the_matrix_covers_every_example_and_provider() -> None:
     assert {provider for _, provider in pairs} == set(PROVIDERS)
 
 
-TAGGED_AWS = {"aws:ec2/vpc:Vpc", "aws:ec2/internetGateway:InternetGateway", "aws:ec2/subnet:Subnet",
-              "aws:ec2/routeTable:RouteTable", "aws:ec2/securityGroup:SecurityGroup",
-              "aws:ec2/placementGroup:PlacementGroup", "aws:ec2/keyPair:KeyPair",
-              "aws:ec2/launchTemplate:LaunchTemplate", "aws:ec2/instance:Instance", "aws:ec2/eip:Eip",
-              "aws:fsx/lustreFileSystem:LustreFileSystem"}
+TAGGED_AWS = {
+    "aws:ec2/vpc:Vpc",
+    "aws:ec2/internetGateway:InternetGateway",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/routeTable:RouteTable",
+    "aws:ec2/securityGroup:SecurityGroup",
+    "aws:ec2/placementGroup:PlacementGroup",
+    "aws:ec2/keyPair:KeyPair",
+    "aws:ec2/launchTemplate:LaunchTemplate",
+    "aws:ec2/instance:Instance",
+    "aws:ec2/eip:Eip",
+    "aws:fsx/lustreFileSystem:LustreFileSystem",
+}
 UNTAGGABLE_AWS = {"aws:ec2/routeTableAssociation:RouteTableAssociation"}
 
 
@@ -248,7 +258,8 @@ def _user_data_by_node(plan: Plan, rendered_key: str) -> dict[str, str]:
     out = {}
     for node in plan.nodes:
         path = {"cloud_init": f"cloud-init/{node.role}.yaml", "script": f"bootstrap/{node.role}.sh"}.get(
-            node.bootstrap.value)
+            node.bootstrap.value
+        )
         if path:  # an entrypoint script learns its node's name from one export after the shebang
             first, _, rest = rendered[path].partition("\n")
             export = f'export PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{node.name}}}"\n'
@@ -264,8 +275,11 @@ def booted(user_data: str) -> str:
     parts = [p for p in email.message_from_string(user_data).walk() if not p.is_multipart()]
     assert [p.get_content_type() for p in parts] == ["text/cloud-boothook", "text/cloud-config"]
     hook = parts[0].get_payload(decode=True).decode()
-    assert re.search(r"SHARED_FS_TARGET=%s\\n' '(fs-1\.fsx\.example@tcp:/abcdef|10\.42\.9\.2:/shared)' > "
-                     r"/etc/provisioner/shared-fs.env", hook), hook
+    assert re.search(
+        r"SHARED_FS_TARGET=%s\\n' '(fs-1\.fsx\.example@tcp:/abcdef|10\.42\.9\.2:/shared)' > "
+        r"/etc/provisioner/shared-fs.env",
+        hook,
+    ), hook
     return str(parts[1].get_payload(decode=True).decode())
 
 
@@ -279,8 +293,11 @@ def _check_aws(plan: Plan, done: Realized) -> None:
     assert all(i.inputs["instanceInitiatedShutdownBehavior"] == "terminate" for i in instances)
     assert template.inputs["imageId"] == "ami-0123456789abcdef0" and "aws:ec2/getAmi:getAmi" in rec.calls
     # IMDSv2 only, one hop: a container or pod on the node gets no metadata token (issue 16)
-    assert template.inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
-                                                  "httpPutResponseHopLimit": 1}
+    assert template.inputs["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpTokens": "required",
+        "httpPutResponseHopLimit": 1,
+    }
     if plan.option.spot:
         assert template.inputs["instanceMarketOptions"]["marketType"] == "spot"
         assert template.inputs["instanceMarketOptions"]["spotOptions"]["instanceInterruptionBehavior"] == "terminate"
@@ -304,12 +321,28 @@ def _check_aws(plan: Plan, done: Realized) -> None:
     # Security: SSH from the spec's CIDRs, everything else only from the group itself.
     (group,) = rec.of("aws:ec2/securityGroup:SecurityGroup")
     allowed = plan.spec.access.allowed_cidrs
-    ssh = [{"description": "SSH from access.allowed_cidrs", "protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
-            "cidrBlocks": allowed}] if allowed else []  # none set: closed (up refuses such a spec)
+    ssh = (
+        [
+            {
+                "description": "SSH from access.allowed_cidrs",
+                "protocol": "tcp",
+                "fromPort": 22.0,
+                "toPort": 22.0,
+                "cidrBlocks": allowed,
+            }
+        ]
+        if allowed
+        else []
+    )  # none set: closed (up refuses such a spec)
     assert group.inputs["ingress"] == [
         *ssh,
-        {"description": "all traffic within the cluster", "protocol": "-1", "fromPort": 0.0, "toPort": 0.0,
-         "self": True},
+        {
+            "description": "all traffic within the cluster",
+            "protocol": "-1",
+            "fromPort": 0.0,
+            "toPort": 0.0,
+            "self": True,
+        },
     ]
     assert not rec.of("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert not rec.of("aws:ec2/securityGroupRule:SecurityGroupRule")
@@ -324,7 +357,10 @@ def _check_aws(plan: Plan, done: Realized) -> None:
         assert resource.typ in TAGGED_AWS, resource.typ
         tags = resource.inputs["tags"]
         assert (tags["provisioner-cluster"], tags["provisioner-owner"], tags["provisioner-expires"]) == (
-            cid, OWNER, "2026-11-24T06:00:00Z"), resource.name
+            cid,
+            OWNER,
+            "2026-11-24T06:00:00Z",
+        ), resource.name
     kinds = {spec["resourceType"] for spec in template.inputs["tagSpecifications"]}
     assert kinds == {"instance", "volume", "network-interface"}
     lustre = rec.of("aws:fsx/lustreFileSystem:LustreFileSystem")
@@ -354,7 +390,10 @@ def _check_gcp(plan: Plan, done: Realized) -> None:
         assert metadata["value"]["ssh-keys"] == f"ubuntu:{_secrets().ssh_public_key}"
         labels = inputs["labels"]
         assert (labels["provisioner-cluster"], labels["provisioner-owner"], labels["provisioner-expires"]) == (
-            cid, OWNER, "20261124t060000z")
+            cid,
+            OWNER,
+            "20261124t060000z",
+        )
         assert inputs["tags"] == [cid]
         nics = inputs["networkInterfaces"]
         assert nics[0]["nicType"] == "GVNIC" and nics[0]["accessConfigs"] == [{}]
@@ -362,8 +401,7 @@ def _check_gcp(plan: Plan, done: Realized) -> None:
     policies = rec.of("gcp:compute/resourcePolicy:ResourcePolicy")
     if len(plan.nodes) > 1:
         (policy,) = policies
-        assert policy.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED",
-                                                         "vmCount": float(len(plan.nodes))}
+        assert policy.inputs["groupPlacementPolicy"] == {"collocation": "COLLOCATED", "vmCount": float(len(plan.nodes))}
         link = f"projects/proj-1/regions/r/resourcePolicies/{policy.name}"  # what the mock answered
         assert [i.inputs["resourcePolicies"] for i in instances] == [link] * len(instances)
     else:
@@ -379,14 +417,16 @@ def _check_gcp(plan: Plan, done: Realized) -> None:
         else:
             (source,) = inputs["sourceRanges"]
             assert ipaddress.ip_network(source).is_private and ipaddress.ip_network(source).subnet_of(
-                ipaddress.ip_network("10.32.0.0/11"))
+                ipaddress.ip_network("10.32.0.0/11")
+            )
         assert inputs["direction"] == "INGRESS"
     (place,) = rec.of("pulumi:providers:gcp")
     assert (place.inputs["region"], place.inputs["zone"]) == (plan.option.region, plan.option.zone)
     for resource in rec.resources[1:]:
         if "labels" not in resource.inputs and not resource.typ.startswith("pulumi:providers:"):
-            assert cid in resource.name and f"provisioner cluster {cid}; owner {OWNER}" in resource.inputs[
-                "description"], resource.typ
+            assert (
+                cid in resource.name and f"provisioner cluster {cid}; owner {OWNER}" in resource.inputs["description"]
+            ), resource.typ
     managed = plan.spec.storage.shared.kind.value == "managed"
     assert len(rec.of("gcp:filestore/instance:Instance")) == (1 if managed else 0)
     if managed:
@@ -411,7 +451,8 @@ def _check_neocloud(plan: Plan, done: Realized) -> None:
     walls = rec.of("pulumi-python:dynamic/provisioner:NeocloudFirewall")
     if has_firewall(plan.option.provider):  # the provider's own firewall: SSH from the spec's CIDRs only
         assert [(w.inputs["allowed_cidrs"], w.inputs["region"]) for w in walls] == [
-            (plan.spec.access.allowed_cidrs, plan.option.region)]
+            (plan.spec.access.allowed_cidrs, plan.option.region)
+        ]
         assert cid in walls[0].name
     else:
         assert walls == []

@@ -13,21 +13,35 @@ from tests.test_stack_cluster import Realized, _secrets, args_for, example, plan
 
 # ----- NIC layouts -------------------------------------------------------------------------------
 def _fabric_spec(gpu: str, memory_gib: int = 0) -> ClusterSpec:
-    return ClusterSpec.model_validate({
-        "name": "nic-test", "gpus": {"model": [gpu], "count": 16, "min_memory_gib": memory_gib},
-        "nodes": {"gpus_per_node": 8}, "control_plane": "slurm", "lifetime": {"ttl_hours": 10},
-        "workload": {"hours": 5}, "access": {"allowed_cidrs": ["198.51.100.0/24", "2001:db8::/32"]}})
+    return ClusterSpec.model_validate(
+        {
+            "name": "nic-test",
+            "gpus": {"model": [gpu], "count": 16, "min_memory_gib": memory_gib},
+            "nodes": {"gpus_per_node": 8},
+            "control_plane": "slurm",
+            "lifetime": {"ttl_hours": 10},
+            "workload": {"hours": 5},
+            "access": {"allowed_cidrs": ["198.51.100.0/24", "2001:db8::/32"]},
+        }
+    )
 
 
-@pytest.mark.parametrize(("gpu", "instance_type", "cards"), [
-    ("H100", "p5.48xlarge", 32), ("A100", "p4d.24xlarge", 4), ("H200", "p5en.48xlarge", 16),
-    ("B200", "p6-b200.48xlarge", 8)])
+@pytest.mark.parametrize(
+    ("gpu", "instance_type", "cards"),
+    [
+        ("H100", "p5.48xlarge", 32),
+        ("A100", "p4d.24xlarge", 4),
+        ("H200", "p5en.48xlarge", 16),
+        ("B200", "p6-b200.48xlarge", 8),
+    ],
+)
 def test_aws_efa_layout(gpu: str, instance_type: str, cards: int) -> None:
     plan = plan_on(_fabric_spec(gpu), "aws", instance_type)
     done = realize(args_for(plan, _secrets()))
     (template,) = done.recorder.of("aws:ec2/launchTemplate:LaunchTemplate")
-    layout = [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in template.inputs[
-        "networkInterfaces"]]
+    layout = [
+        (n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in template.inputs["networkInterfaces"]
+    ]
     assert layout == [(0.0, 0.0, "efa"), *((float(card), 1.0, "efa-only") for card in range(1, cards))]
     (group,) = done.recorder.of("aws:ec2/securityGroup:SecurityGroup")
     ssh = [(r.get("cidrBlocks"), r.get("ipv6CidrBlocks")) for r in group.inputs["ingress"] if r["protocol"] == "tcp"]
@@ -38,8 +52,9 @@ def test_aws_without_efa_gets_one_ena() -> None:
     plan = plan_on(example("burst-4090-marketplace.yaml"), "aws")
     done = realize(args_for(plan, _secrets()))
     (template,) = done.recorder.of("aws:ec2/launchTemplate:LaunchTemplate")
-    assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"])
-            for n in template.inputs["networkInterfaces"]] == [(0.0, 0.0, "interface")]
+    assert [
+        (n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in template.inputs["networkInterfaces"]
+    ] == [(0.0, 0.0, "interface")]
 
 
 def _nics(done: Realized) -> list[tuple[str, str]]:
@@ -64,8 +79,11 @@ def test_gcp_a3_mega_gpudirect_tcpxo_layout() -> None:
 def test_gcp_a4_rdma_layout() -> None:
     plan = plan_on(_fabric_spec("B200"), "gcp", "a4-highgpu-8g")
     done = realize(args_for(plan, _secrets()))
-    assert _nics(done) == [("GVNIC", "nic-test-vpc"), ("GVNIC", "nic-test-host2"),
-                           *(("MRDMA", "nic-test-rdma") for _ in range(8))]
+    assert _nics(done) == [
+        ("GVNIC", "nic-test-vpc"),
+        ("GVNIC", "nic-test-host2"),
+        *(("MRDMA", "nic-test-rdma") for _ in range(8)),
+    ]
     (rdma,) = [r for r in done.recorder.of("gcp:compute/network:Network") if r.name == "nic-test-rdma"]
     assert rdma.inputs["networkProfile"] == f"projects/proj-1/global/networkProfiles/{plan.option.zone}-vpc-roce"
     first = done.recorder.of("gcp:compute/instance:Instance")[0]
@@ -80,8 +98,11 @@ def test_gcp_a4_rdma_layout() -> None:
 
 def test_gcp_flex_start_and_no_ttl() -> None:
     spec = _fabric_spec("H100")
-    plan = plan_on(spec.model_copy(update={"lifetime": spec.lifetime.model_copy(update={"ttl_hours": None})}),
-                   "gcp", "a3-highgpu-8g")
+    plan = plan_on(
+        spec.model_copy(update={"lifetime": spec.lifetime.model_copy(update={"ttl_hours": None})}),
+        "gcp",
+        "a3-highgpu-8g",
+    )
     done = realize(args_for(plan, _secrets(), flex_start=True))
     scheduling = done.recorder.of("gcp:compute/instance:Instance")[0].inputs["scheduling"]
     assert scheduling["provisioningModel"] == "FLEX_START" and scheduling["instanceTerminationAction"] == "DELETE"
@@ -119,5 +140,7 @@ def test_layout_tables_for_types_no_example_plans() -> None:
     assert [n.device_index for n in p5e] == [0] + [1] * 31
     assert nic_layout("a3-ultragpu-8g") == nic_layout("a4-highgpu-8g")
     assert [(n.nic_type, n.network) for n in nic_layout("a3-highgpu-8g")] == [
-        ("GVNIC", "cluster"), *(("GVNIC", f"data{i}") for i in range(4))]
+        ("GVNIC", "cluster"),
+        *(("GVNIC", f"data{i}") for i in range(4)),
+    ]
     assert [(n.nic_type, n.network) for n in nic_layout("g2-standard-96")] == [("GVNIC", "cluster")]

@@ -28,8 +28,11 @@ def lam(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
 
 def _rules(rig: Rig) -> list[tuple[str, str, list[int], str]]:
     rulesets = list(rig.harness.app.firewall.rulesets.values())  # type: ignore[attr-defined]
-    return [(r["name"], rule["protocol"], rule["port_range"], rule["source_network"])
-            for r in rulesets for rule in r["rules"]]
+    return [
+        (r["name"], rule["protocol"], rule["port_range"], rule["source_network"])
+        for r in rulesets
+        for rule in r["rules"]
+    ]
 
 
 def test_ruleset_before_the_nodes_and_after_them(lam: Rig) -> None:
@@ -37,8 +40,12 @@ def test_ruleset_before_the_nodes_and_after_them(lam: Rig) -> None:
     nodes = lam.props(2, cluster_id="fwtest", user_data=None)
     region = nodes["nodes"][0]["region"]
     walls = NeocloudFirewallProvider(lam.provider.adapter_options)
-    props: dict[str, Any] = {"provider": "lambda", "cluster_id": "fwtest", "region": region,
-                             "allowed_cidrs": ["203.0.113.0/24"]}
+    props: dict[str, Any] = {
+        "provider": "lambda",
+        "cluster_id": "fwtest",
+        "region": region,
+        "allowed_cidrs": ["203.0.113.0/24"],
+    }
     created = walls.create(props)
     outs = created.outs or {}
     assert created.id == "lambda/fwtest/firewall" and outs["firewall_id"]
@@ -52,8 +59,10 @@ def test_ruleset_before_the_nodes_and_after_them(lam: Rig) -> None:
     diff = walls.diff(created.id, outs, news)
     assert diff.changes is True and diff.replaces == []  # rules change in place
     outs = walls.update(created.id, outs, news).outs or {}
-    assert sorted(_rules(lam)) == [("provisioner-fwtest", "tcp", [22, 22], "198.51.100.7/32"),
-                                   ("provisioner-fwtest", "tcp", [22, 22], "203.0.113.0/24")]
+    assert sorted(_rules(lam)) == [
+        ("provisioner-fwtest", "tcp", [22, 22], "198.51.100.7/32"),
+        ("provisioner-fwtest", "tcp", [22, 22], "203.0.113.0/24"),
+    ]
     assert walls.diff(created.id, outs, {**news, "region": "other-1"}).replaces == ["region"]
 
     with pytest.raises(ProviderError):  # still in use: Lambda refuses, nothing is lost

@@ -42,8 +42,12 @@ def dynamic_provider(tmp_path: Path, env: dict[str, str]) -> Iterator[provider_p
     """The engine's dynamic provider process (``python -m pulumi.dynamic``) with ``env`` added to its
     environment, configured, as a gRPC stub; stopped afterwards."""
     log = (tmp_path / "provider.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "pulumi.dynamic"], stdout=subprocess.PIPE, stderr=log,
-                               env={**os.environ, "PULUMI_PROJECT": "gpu-cluster", **env})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pulumi.dynamic"],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        env={**os.environ, "PULUMI_PROJECT": "gpu-cluster", **env},
+    )
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline().strip())
@@ -79,8 +83,11 @@ def _dict(message: struct_pb2.Struct) -> dict[str, Any]:
 
 
 def _props(rig: Rig, n: int) -> dict[str, Any]:
-    options = {"limits": rig.provider.adapter_options["limits"], "poll_interval_s": 0.02,
-               "timeout_s": rig.provider.adapter_options["timeout_s"]}
+    options = {
+        "limits": rig.provider.adapter_options["limits"],
+        "poll_interval_s": 0.02,
+        "timeout_s": rig.provider.adapter_options["timeout_s"],
+    }
     props = rig.props(n, cluster_id=f"g{uuid.uuid4().hex[:6]}")
     assert all(isinstance(node["gpus"], int) for node in props["nodes"])  # ints here; doubles on the wire
     props["__provider"] = serialize_provider(NeocloudNodesProvider(options))
@@ -112,8 +119,7 @@ def test_engine_path_create_diff_update_delete(rig: Rig, server: provider_pb2_gr
     grown_in = server.Check(provider_pb2.CheckRequest(urn=URN, olds=checked.inputs, news=_struct(grown))).inputs
     diff = server.Diff(provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties, news=grown_in))
     assert diff.changes == provider_pb2.DiffResponse.DIFF_SOME and list(diff.replaces) == []
-    updated = server.Update(provider_pb2.UpdateRequest(id=created.id, urn=URN, olds=created.properties,
-                                                       news=grown_in))
+    updated = server.Update(provider_pb2.UpdateRequest(id=created.id, urn=URN, olds=created.properties, news=grown_in))
     assert _dict(updated.properties)["node_names"] == ["n0", "n1", "n2"]
     assert rig.harness.instances() == 3 and rig.harness.launches() == 3
 
@@ -124,8 +130,9 @@ def test_engine_path_create_diff_update_delete(rig: Rig, server: provider_pb2_gr
     assert rig.harness.instances() == 0
 
 
-def test_engine_path_reports_bad_input_as_check_failures(rig: Rig,
-                                                         server: provider_pb2_grpc.ResourceProviderStub) -> None:
+def test_engine_path_reports_bad_input_as_check_failures(
+    rig: Rig, server: provider_pb2_grpc.ResourceProviderStub
+) -> None:
     props = _props(rig, 2)
     props["nodes"][1]["gpus"] = 1.5  # not a whole number: a failure, never silently truncated
     checked = server.Check(provider_pb2.CheckRequest(urn=URN, olds=_struct({}), news=_struct(props)))
@@ -137,8 +144,11 @@ def test_engine_path_reports_bad_input_as_check_failures(rig: Rig,
 
 
 def test_normalize_props_turns_whole_doubles_back_into_ints() -> None:
-    props = {"provider": "runpod", "ready_timeout_s": 20.0,
-             "nodes": [{"name": "n0", "gpus": 8.0, "disk_gib": 100.0, "bid_usd_per_hour": 1.0}, "junk"]}
+    props = {
+        "provider": "runpod",
+        "ready_timeout_s": 20.0,
+        "nodes": [{"name": "n0", "gpus": 8.0, "disk_gib": 100.0, "bid_usd_per_hour": 1.0}, "junk"],
+    }
     out = normalize_props(props)
     node = out["nodes"][0]
     assert (node["gpus"], type(node["gpus"]), node["disk_gib"], type(node["disk_gib"])) == (8, int, 100, int)

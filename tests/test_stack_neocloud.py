@@ -39,12 +39,17 @@ class Rig:
     provider: NeocloudNodesProvider
 
     def props(self, n: int = 2, cluster_id: str | None = None, **extra: Any) -> dict[str, Any]:
-        nodes = [spec.model_dump(exclude={"user_data"}, exclude_none=True) for spec in
-                 self.harness.node_specs(n, "n")]
+        nodes = [spec.model_dump(exclude={"user_data"}, exclude_none=True) for spec in self.harness.node_specs(n, "n")]
         for node in nodes:
             node["tags"] = dict(node.get("tags") or {})
-        return {"provider": self.harness.name, "cluster_id": cluster_id or f"pu{uuid.uuid4().hex[:6]}",
-                "nodes": nodes, "user_data": USER_DATA, "ready_timeout_s": 20.0, **extra}
+        return {
+            "provider": self.harness.name,
+            "cluster_id": cluster_id or f"pu{uuid.uuid4().hex[:6]}",
+            "nodes": nodes,
+            "user_data": USER_DATA,
+            "ready_timeout_s": 20.0,
+            **extra,
+        }
 
 
 def _rig(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
@@ -55,8 +60,12 @@ def _rig(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     env_name = name.upper().rstrip("_")
     monkeypatch.setenv(f"PROVISIONER_{env_name}_API_URL", server.url)
     monkeypatch.setenv(f"PROVISIONER_{env_name}_API_KEY", canary)
-    options = {"limits": harness.scaled_limits, "poll_interval_s": 0.02, "timeout_s": harness.timeout_s,
-               "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1)}
+    options = {
+        "limits": harness.scaled_limits,
+        "poll_interval_s": 0.02,
+        "timeout_s": harness.timeout_s,
+        "retry": RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.1),
+    }
     try:
         yield Rig(harness, server, canary, NeocloudNodesProvider(options))
     finally:
@@ -125,18 +134,24 @@ def test_update_adds_and_removes_nodes(runpod: Rig) -> None:
     runpod.provider.delete("x", updated)
 
 
-@pytest.mark.parametrize(("change", "replaces"), [
-    (lambda p: p.update(provider="lambda"), ["provider"]),
-    (lambda p: p.update(cluster_id="other"), ["cluster_id"]),
-    (lambda p: p["nodes"][0].update(instance_type="8x_H100-SXM_SECURE"), ["nodes"]),
-    (lambda p: p["nodes"][1].update(region="EU-RO-1"), ["nodes"]),
-    (lambda p: p.update(bootstrap="script", user_data="#!/bin/sh\necho new\n"), ["user_data"]),
-])
-def test_diff_replaces_on_identity_changes(runpod: Rig, change: Callable[[dict[str, Any]], None],
-                                           replaces: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("change", "replaces"),
+    [
+        (lambda p: p.update(provider="lambda"), ["provider"]),
+        (lambda p: p.update(cluster_id="other"), ["cluster_id"]),
+        (lambda p: p["nodes"][0].update(instance_type="8x_H100-SXM_SECURE"), ["nodes"]),
+        (lambda p: p["nodes"][1].update(region="EU-RO-1"), ["nodes"]),
+        (lambda p: p.update(bootstrap="script", user_data="#!/bin/sh\necho new\n"), ["user_data"]),
+    ],
+)
+def test_diff_replaces_on_identity_changes(
+    runpod: Rig, change: Callable[[dict[str, Any]], None], replaces: list[str]
+) -> None:
     props = runpod.props(2, cluster_id="fixed")
-    olds = {**{k: v for k, v in props.items() if k != "user_data"},
-            "user_data_sha256": hashlib.sha256(USER_DATA.encode()).hexdigest()}
+    olds = {
+        **{k: v for k, v in props.items() if k != "user_data"},
+        "user_data_sha256": hashlib.sha256(USER_DATA.encode()).hexdigest(),
+    }
     news = json.loads(json.dumps(props))
     assert runpod.provider.diff("x", olds, news).changes is False
     change(news)
@@ -202,9 +217,13 @@ def test_resource_records_user_data_as_secret_and_a_clean_provider(monkeypatch: 
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
-        nodes = NeocloudNodes("gpu", provider="runpod", cluster_id="c1",
-                              nodes=[{"name": "n0", "instance_type": "1x_RTX4090_SECURE", "region": "US-KS-2"}],
-                              user_data=USER_DATA)
+        nodes = NeocloudNodes(
+            "gpu",
+            provider="runpod",
+            cluster_id="c1",
+            nodes=[{"name": "n0", "instance_type": "1x_RTX4090_SECURE", "region": "US-KS-2"}],
+            user_data=USER_DATA,
+        )
 
         def check(values: list[Any]) -> None:
             ids, ips = values

@@ -48,7 +48,8 @@ def _run(config: dict[str, str], secret_keys: tuple[str, ...] = ()) -> tuple[Rec
         cluster = program.build()
         names = ("head_address", "ssh_command", "nodes", "hourly_usd", "expires_at")
         return pulumi.Output.all(*[getattr(cluster, n) for n in names]).apply(
-            lambda values: outputs.update(zip(names, values, strict=True)))
+            lambda values: outputs.update(zip(names, values, strict=True))
+        )
 
     run()
     return recorder, outputs
@@ -110,10 +111,14 @@ def test_secrets_passed_as_secret_config_are_used_and_not_written(tmp_path: Path
     path = tmp_path / "plan.json"
     save_plan(plan, path)
     given = ClusterSecrets.generate("from-config")
-    blob = json.dumps({"munge_key_b64": given.munge_key_b64.get_secret_value(),
-                       "k3s_token": given.k3s_token.get_secret_value(),
-                       "ssh_private_key": given.ssh_private_key.get_secret_value() if given.ssh_private_key else None,
-                       "ssh_public_key": given.ssh_public_key})
+    blob = json.dumps(
+        {
+            "munge_key_b64": given.munge_key_b64.get_secret_value(),
+            "k3s_token": given.k3s_token.get_secret_value(),
+            "ssh_private_key": given.ssh_private_key.get_secret_value() if given.ssh_private_key else None,
+            "ssh_public_key": given.ssh_public_key,
+        }
+    )
     recorder, outputs = _run({"plan": str(path), "secrets": blob}, secret_keys=("secrets",))
     assert not (tmp_path / "plan.secrets.json").exists()
     user_data = _user_data(recorder)
@@ -124,14 +129,18 @@ def test_secrets_passed_as_secret_config_are_used_and_not_written(tmp_path: Path
     assert given.munge_key_b64.get_secret_value() not in json.dumps(outputs)
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({}, "exactly one of provisioner:spec"),
-    ({"spec": "a.yaml", "plan": "b.json"}, "exactly one of provisioner:spec"),
-    ({"plan": "missing.json"}, "cannot read plan"),
-    ({"spec": str(EXAMPLES / "pretrain-h100-slurm.yaml"), "expiresAt": "next tuesday"}, "not an ISO 8601"),
-])
-def test_config_mistakes_are_one_line_errors(config: dict[str, str], message: str, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({}, "exactly one of provisioner:spec"),
+        ({"spec": "a.yaml", "plan": "b.json"}, "exactly one of provisioner:spec"),
+        ({"plan": "missing.json"}, "cannot read plan"),
+        ({"spec": str(EXAMPLES / "pretrain-h100-slurm.yaml"), "expiresAt": "next tuesday"}, "not an ISO 8601"),
+    ],
+)
+def test_config_mistakes_are_one_line_errors(
+    config: dict[str, str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     pulumi.runtime.set_mocks(Recorder(), project="gpu-cluster", stack="test", preview=False)
     set_all_config({f"provisioner:{k}": v for k, v in config.items()})

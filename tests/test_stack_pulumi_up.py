@@ -31,8 +31,10 @@ STACKS = Path(__file__).resolve().parents[1] / "stacks"
 PULUMI = shutil.which("pulumi")
 
 pytestmark = pytest.mark.skipif(
-    PULUMI is None, reason="needs the Pulumi engine (`pulumi` CLI) on PATH; it cannot be installed here "
-    "(not a system tool: REQUIRE_SYSTEM_TOOLS does not require it)")
+    PULUMI is None,
+    reason="needs the Pulumi engine (`pulumi` CLI) on PATH; it cannot be installed here "
+    "(not a system tool: REQUIRE_SYSTEM_TOOLS does not require it)",
+)
 
 
 @pytest.fixture
@@ -41,8 +43,14 @@ def runpod(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
 
 
 def _pulumi(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([str(PULUMI), *args, "--non-interactive", "--cwd", str(STACKS)], env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+        [str(PULUMI), *args, "--non-interactive", "--cwd", str(STACKS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, f"pulumi {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     return done.stdout
 
@@ -51,13 +59,24 @@ def test_pulumi_up_and_destroy_on_the_runpod_fake(runpod: Rig, tmp_path: Path) -
     # One node without a control plane: the stack has no SSH pass step (realize.sshpass.ssh_pass_nodes),
     # which would SSH to the fake's documentation addresses (tests/test_engine_matrix.py drives the step).
     spec = example("burst-4090-marketplace.yaml")
-    plan = plan_on(spec.model_copy(update={"nodes": spec.nodes.model_copy(update={"count": 1}),
-                                           "gpus": spec.gpus.model_copy(update={"count": 1})}), "runpod")
+    plan = plan_on(
+        spec.model_copy(
+            update={
+                "nodes": spec.nodes.model_copy(update={"count": 1}),
+                "gpus": spec.gpus.model_copy(update={"count": 1}),
+            }
+        ),
+        "runpod",
+    )
     assert len(plan.nodes) == 1 and plan.spec.control_plane.value == "none"
     plan_path = tmp_path / "plan.json"
     save_plan(plan, plan_path)
-    env = {**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}", "PULUMI_CONFIG_PASSPHRASE": "test",
-           "PULUMI_HOME": str(tmp_path / "home")}
+    env = {
+        **os.environ,
+        "PULUMI_BACKEND_URL": f"file://{tmp_path / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": "test",
+        "PULUMI_HOME": str(tmp_path / "home"),
+    }
     (tmp_path / "state").mkdir()
     stack = "stacktest"
     _pulumi(env, "stack", "init", stack)

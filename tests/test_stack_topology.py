@@ -71,8 +71,7 @@ control_plane: kubernetes
 providers: {allow: [gcp]}
 workload: {hours: 1}
 """
-HOSTS = {"kq-kq-0": ("c1", "b1", "s1", "h0"), "kq-kq-1": ("c1", "b1", "s1", "h1"),
-         "kq-kq-2": ("c1", "b1", "s2", "h2")}
+HOSTS = {"kq-kq-0": ("c1", "b1", "s1", "h0"), "kq-kq-1": ("c1", "b1", "s1", "h1"), "kq-kq-2": ("c1", "b1", "s2", "h2")}
 """GCE instance name (the adapter's ``<cluster>-<node>``) -> (cluster, block, subblock, host)."""
 SECRETS = ClusterSecrets.generate("topology-test")
 
@@ -122,8 +121,12 @@ def test_no_step_without_secrets_or_for_one_bare_node_and_one_on_a_neocloud(tmp_
     single = _plan(SLURM_AWS.replace("count: 32", "count: 8").replace("count: 4", "count: 1"), tmp_path)
     # One Slurm node still gets the step: the munge key reaches it over SSH only, never in user data.
     assert len(realize(args_for(single, SECRETS), plan=single, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE)) == 1
-    bare = _plan(SLURM_AWS.replace("count: 32", "count: 8").replace("count: 4", "count: 1")
-                 .replace("control_plane: slurm", "control_plane: none"), tmp_path)
+    bare = _plan(
+        SLURM_AWS.replace("count: 32", "count: 8")
+        .replace("count: 4", "count: 1")
+        .replace("control_plane: slurm", "control_plane: none"),
+        tmp_path,
+    )
     assert bare.spec.control_plane.value == "none"
     assert realize(args_for(bare, SECRETS), plan=bare, secrets=SECRETS).recorder.of(TOPOLOGY_TYPE) == []
     # A neocloud stack gets the same step (its boot files carry no secret either), wired to the ids and
@@ -149,8 +152,9 @@ def test_the_program_hands_the_step_the_secrets_it_rendered_with(as_config: bool
     save_plan(plan, path)
     try:
         if as_config:
-            recorder, _ = _run({"plan": str(path), "secrets": json.dumps(secret_fields(SECRETS))},
-                               secret_keys=("secrets",))
+            recorder, _ = _run(
+                {"plan": str(path), "secrets": json.dumps(secret_fields(SECRETS))}, secret_keys=("secrets",)
+            )
             used = SECRETS
         else:
             recorder, _ = _run({"plan": str(path)})
@@ -175,11 +179,17 @@ class Cloud:
         ids = {name: node.id for name, node in self.nodes.items()}
         if self.plan.option.provider == "gcp":  # the stack's id of a GCE instance is its path
             ids = {name: f"projects/p/zones/{self.plan.option.zone}/instances/{i}" for name, i in ids.items()}
-        return {"provider": self.plan.option.provider, "cluster_id": self.plan.cluster_id,
-                "plan_json": self.plan.dumps(), "node_ids": ids,
-                "public_ips": {name: node.public_ip or "" for name, node in self.nodes.items()},
-                "project": "p" if self.plan.option.provider == "gcp" else None,
-                "secrets": secret_fields(SECRETS), "ready_timeout_s": 20, **extra}
+        return {
+            "provider": self.plan.option.provider,
+            "cluster_id": self.plan.cluster_id,
+            "plan_json": self.plan.dumps(),
+            "node_ids": ids,
+            "public_ips": {name: node.public_ip or "" for name, node in self.nodes.items()},
+            "project": "p" if self.plan.option.provider == "gcp" else None,
+            "secrets": secret_fields(SECRETS),
+            "ready_timeout_s": 20,
+            **extra,
+        }
 
 
 def _running(adapter: Any, cluster_id: str, count: int) -> dict[str, Node]:
@@ -201,8 +211,12 @@ def aws_fake() -> Iterator[RunningServer]:
 
 @pytest.fixture
 def aws_cloud(aws_fake: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
-    env = {"PROVISIONER_AWS_API_URL": aws_fake.url, "AWS_ACCESS_KEY_ID": "AKIATOPOLOGY",
-           "AWS_SECRET_ACCESS_KEY": "topology-test", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "PROVISIONER_AWS_API_URL": aws_fake.url,
+        "AWS_ACCESS_KEY_ID": "AKIATOPOLOGY",
+        "AWS_SECRET_ACCESS_KEY": "topology-test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -212,11 +226,19 @@ def aws_cloud(aws_fake: RunningServer, tmp_path: Path, monkeypatch: pytest.Monke
     session = boto3.Session(region_name="us-east-1")
     ec2 = session.client("ec2", endpoint_url=aws_fake.url)
     for node in plan.nodes:  # launched as stacks/aws.py's instances are: cluster and node tags
-        tags = [{"Key": "provisioner-cluster", "Value": plan.cluster_id},
-                {"Key": "provisioner-node", "Value": node.name}, {"Key": "Name", "Value": node.name}]
-        ec2.run_instances(ImageId=AWS_IMAGE, InstanceType=node.instance_type, MinCount=1, MaxCount=1,
-                          Placement={"AvailabilityZone": "us-east-1a"},
-                          TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])
+        tags = [
+            {"Key": "provisioner-cluster", "Value": plan.cluster_id},
+            {"Key": "provisioner-node", "Value": node.name},
+            {"Key": "Name", "Value": node.name},
+        ]
+        ec2.run_instances(
+            ImageId=AWS_IMAGE,
+            InstanceType=node.instance_type,
+            MinCount=1,
+            MaxCount=1,
+            Placement={"AvailabilityZone": "us-east-1a"},
+            TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+        )
     adapter = AWSProvider(session, regions=["us-east-1"], endpoint_url=aws_fake.url)
     nodes = _running(adapter, plan.cluster_id, len(plan.nodes))
     yield Cloud(plan, aws_fake, adapter, nodes, env)
@@ -227,15 +249,22 @@ def aws_cloud(aws_fake: RunningServer, tmp_path: Path, monkeypatch: pytest.Monke
 def gcp_cloud(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cloud]:
     plan = _plan(K8S_GCP, tmp_path)
     with serve(GCPFake(quotas={"NVIDIA_H100_GPUS": (64.0, 0.0)}, hosts=HOSTS, boot_polls=2)) as running:
-        env = {"PROVISIONER_GCP_API_URL": running.url, "PROVISIONER_GCP_CREDENTIALS": "anonymous",
-               "PROVISIONER_GCP_PROJECT": "p"}
+        env = {
+            "PROVISIONER_GCP_API_URL": running.url,
+            "PROVISIONER_GCP_CREDENTIALS": "anonymous",
+            "PROVISIONER_GCP_PROJECT": "p",
+        }
         for key, value in env.items():
             monkeypatch.setenv(key, value)
         zone = str(plan.option.zone)
         adapter = GCPProvider("p", AnonymousCredentials(), zones=[zone], endpoint=running.url)
-        adapter.create_nodes(plan.cluster_id, [
-            NodeSpec(name=n.name, instance_type=n.instance_type, region=n.region, zone=zone, image=GCP_IMAGE)
-            for n in plan.nodes])
+        adapter.create_nodes(
+            plan.cluster_id,
+            [
+                NodeSpec(name=n.name, instance_type=n.instance_type, region=n.region, zone=zone, image=GCP_IMAGE)
+                for n in plan.nodes
+            ],
+        )
         yield Cloud(plan, running, adapter, _running(adapter, plan.cluster_id, len(plan.nodes)), env)
         assert running.app.validation_errors == []  # answers parsed as compute_v1.Instance
 
@@ -276,8 +305,9 @@ def _check_slurm(cloud: Cloud, outs: dict[str, Any], folder: Path) -> None:
 def _check_k8s(cloud: Cloud, outs: dict[str, Any], folder: Path) -> None:
     racks = {"kq-0": "gce-c1-b1-s1", "kq-1": "gce-c1-b1-s1", "kq-2": "gce-c1-b1-s2"}
     assert outs["topology"] == {name: ["gce-c1", "gce-c1-b1", rack] for name, rack in racks.items()}
-    assert outs["node_labels"] == {name: {TOPOLOGY_BLOCK_LABEL: "gce-c1-b1", TOPOLOGY_RACK_LABEL: rack}
-                                   for name, rack in racks.items()}
+    assert outs["node_labels"] == {
+        name: {TOPOLOGY_BLOCK_LABEL: "gce-c1-b1", TOPOLOGY_RACK_LABEL: rack} for name, rack in racks.items()
+    }
     assert outs["topology_conf"] == ""  # no Slurm here
     for name, rack in racks.items():
         files = put_files(pushed(folder, name)[-1])
@@ -311,8 +341,13 @@ def test_create_applies_gce_placement_to_kueue_labels(gcp_cloud: Cloud, tmp_path
 
 
 def test_a_provider_that_cannot_tell_gives_one_flat_switch(aws_cloud: Cloud, tmp_path: Path) -> None:
-    aws_cloud.server.app.faults.inject("http_error", route="DescribeInstanceTopology", times=None, status=403,
-                                       message="not authorized to perform ec2:DescribeInstanceTopology")
+    aws_cloud.server.app.faults.inject(
+        "http_error",
+        route="DescribeInstanceTopology",
+        times=None,
+        status=403,
+        message="not authorized to perform ec2:DescribeInstanceTopology",
+    )
     provider = ClusterTopologyProvider({"poll_interval_s": 0.01}, remote=FileRemote(str(tmp_path)))
     outs = provider.create(aws_cloud.props()).outs or {}
     names = [n.name for n in aws_cloud.plan.nodes]
@@ -349,13 +384,15 @@ def grpc_server(aws_cloud: Cloud, tmp_path: Path) -> Iterator[provider_pb2_grpc.
         yield stub
 
 
-def test_engine_path_create_diff_update_delete(aws_cloud: Cloud, grpc_server: provider_pb2_grpc.ResourceProviderStub,
-                                               tmp_path: Path) -> None:
+def test_engine_path_create_diff_update_delete(
+    aws_cloud: Cloud, grpc_server: provider_pb2_grpc.ResourceProviderStub, tmp_path: Path
+) -> None:
     folder = tmp_path / "pushed"
     folder.mkdir()
     props = aws_cloud.props()
-    props["__provider"] = serialize_provider(ClusterTopologyProvider({"poll_interval_s": 0.01},
-                                                                     remote=FileRemote(str(folder))))
+    props["__provider"] = serialize_provider(
+        ClusterTopologyProvider({"poll_interval_s": 0.01}, remote=FileRemote(str(folder)))
+    )
     wire = _struct(props)
     assert isinstance(_dict(wire)["ready_timeout_s"], float)  # 20 travels as 20.0
 
@@ -366,15 +403,17 @@ def test_engine_path_create_diff_update_delete(aws_cloud: Cloud, grpc_server: pr
     assert created.id == f"aws/{aws_cloud.plan.cluster_id}/topology"
     _check_slurm(aws_cloud, outs, folder)
 
-    same = grpc_server.Diff(provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties,
-                                                     news=checked.inputs))
+    same = grpc_server.Diff(
+        provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties, news=checked.inputs)
+    )
     assert same.changes == provider_pb2.DiffResponse.DIFF_NONE and list(same.replaces) == []
     moved = {**props, "public_ips": {**props["public_ips"], "topo-2": "192.0.2.99"}}
     moved_in = grpc_server.Check(provider_pb2.CheckRequest(urn=URN, olds=checked.inputs, news=_struct(moved))).inputs
     diff = grpc_server.Diff(provider_pb2.DiffRequest(id=created.id, urn=URN, olds=created.properties, news=moved_in))
     assert diff.changes == provider_pb2.DiffResponse.DIFF_SOME and list(diff.replaces) == []
-    updated = grpc_server.Update(provider_pb2.UpdateRequest(id=created.id, urn=URN, olds=created.properties,
-                                                            news=moved_in))
+    updated = grpc_server.Update(
+        provider_pb2.UpdateRequest(id=created.id, urn=URN, olds=created.properties, news=moved_in)
+    )
     assert _dict(updated.properties)["topology"] == outs["topology"]
     assert len(pushed(folder, "topo-0")) == 4  # the step ran again: wait + bootstrap, twice
 

@@ -59,8 +59,13 @@ def test_cloud_init_reads_the_hook_then_the_rendered_config(tmp_path: Path) -> N
     rendered = args_for(plan_on(example("h200-dataset-aws.yaml"), "aws"), _secrets()).user_data["h200-big-data-0"]
     composed = tmp_path / "user-data"
     composed.write_text(with_shared_fs_target(rendered, "fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/xyz"))
-    done = subprocess.run([interpreter.removeprefix("#!").strip(), "-c", READ_BACK, str(composed)],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [interpreter.removeprefix("#!").strip(), "-c", READ_BACK, str(composed)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     parts = json.loads(done.stdout)
     assert [kind for kind, _ in parts] == ["text/cloud-boothook", "text/cloud-config"]
     assert "SHARED_FS_TARGET=%s\\n' 'fs-0abc.fsx.us-east-1.amazonaws.com@tcp:/xyz'" in parts[0][1]

@@ -132,12 +132,15 @@ def test_the_sustained_load_readings_are_all_healthy() -> None:
     assert [f for row in rows for f in check_clock_events(row, under_load=True)] == []
 
 
-@pytest.mark.parametrize(("name", "code", "status"), [
-    ("ecc-error.xml", "ecc.volatile_uncorrectable", Status.FAILED),
-    ("remap-failure.xml", "remap.failure", Status.FAILED),
-    ("pcie-gen3.xml", "pcie.gen_below_max", Status.DEGRADED),
-    ("thermal-throttle-under-load.xml", "clock_event.hw_thermal_slowdown", Status.FAILED),
-])
+@pytest.mark.parametrize(
+    ("name", "code", "status"),
+    [
+        ("ecc-error.xml", "ecc.volatile_uncorrectable", Status.FAILED),
+        ("remap-failure.xml", "remap.failure", Status.FAILED),
+        ("pcie-gen3.xml", "pcie.gen_below_max", Status.DEGRADED),
+        ("thermal-throttle-under-load.xml", "clock_event.hw_thermal_slowdown", Status.FAILED),
+    ],
+)
 def test_each_degraded_copy_classifies_as_its_fault(name: str, code: str, status: Status) -> None:
     findings = check_gpus(parse_smi_xml((DEGRADED / name).read_text()), expect_gpus=1, expect_model="H100")
     assert problems(findings) == {code}
@@ -162,19 +165,30 @@ def test_inventory_mismatch_is_failed() -> None:
 
 
 def test_persistence_off_and_sw_thermal_are_degraded_not_failed() -> None:
-    text = (IDLE / "nvidia-smi-q.xml").read_text().replace(
-        "<persistence_mode>Enabled</persistence_mode>", "<persistence_mode>Disabled</persistence_mode>")
-    text = text.replace("<clocks_event_reason_sw_thermal_slowdown>Not Active<",
-                        "<clocks_event_reason_sw_thermal_slowdown>Active<")
+    text = (
+        (IDLE / "nvidia-smi-q.xml")
+        .read_text()
+        .replace("<persistence_mode>Enabled</persistence_mode>", "<persistence_mode>Disabled</persistence_mode>")
+    )
+    text = text.replace(
+        "<clocks_event_reason_sw_thermal_slowdown>Not Active<", "<clocks_event_reason_sw_thermal_slowdown>Active<"
+    )
     findings = check_gpus(parse_smi_xml(text))
     assert problems(findings) == {"persistence.off", "clock_event.sw_thermal_slowdown"}
     assert NodeReport(node="n", findings=findings).status is Status.DEGRADED
 
 
-@pytest.mark.parametrize(("name", "model"), [
-    ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA H100 PCIe", "H100"), ("NVIDIA A100-SXM4-80GB", "A100"),
-    ("NVIDIA GeForce RTX 4090", "RTX4090"), ("NVIDIA L40S", "L40S"), ("NVIDIA H200", "H200"),
-])
+@pytest.mark.parametrize(
+    ("name", "model"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100"),
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA GeForce RTX 4090", "RTX4090"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA H200", "H200"),
+    ],
+)
 def test_canonical_model(name: str, model: str) -> None:
     assert canonical_model(name) == model
 
@@ -213,14 +227,18 @@ def test_unknown_xid_is_a_warning_not_ignored() -> None:
 # --- NVLink, fabric, DCGM ------------------------------------------------------------------------
 
 
-NVLINK_OK = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: 26.562 GB/s\n" \
-            "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"
+NVLINK_OK = (
+    "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: 26.562 GB/s\n"
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n\t Link 0: 26.562 GB/s\n\t Link 1: <inactive>\n"
+)
 
 
 def test_nvlink_inactive_link_is_degraded_and_missing_gpu_links_failed() -> None:
     findings = check_nvlink(CommandResult(0, NVLINK_OK), gpu_count=3, expected=True)
     assert {(f.code, f.gpu, f.severity) for f in findings} == {
-        ("nvlink.inactive_links", 1, Severity.DEGRADED), ("nvlink.missing", 2, Severity.FAILED)}
+        ("nvlink.inactive_links", 1, Severity.DEGRADED),
+        ("nvlink.missing", 2, Severity.FAILED),
+    }
     assert check_nvlink(CommandResult(0, NVLINK_OK), gpu_count=2, expected=False) == []
 
 
@@ -244,13 +262,30 @@ def test_fabric_presence(tmp_path: Path) -> None:
 
 
 def test_dcgm_results() -> None:
-    document = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
-        {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Pass"}, {"gpu_id": "3", "status": "Fail",
-                                                                                 "warnings": "DBE detected"}]},
-        {"name": "Diagnostic", "results": [{"gpu_id": "1", "status": "Warn"}]}]}]}}
+    document = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {"gpu_id": "3", "status": "Fail", "warnings": "DBE detected"},
+                            ],
+                        },
+                        {"name": "Diagnostic", "results": [{"gpu_id": "1", "status": "Warn"}]},
+                    ],
+                }
+            ]
+        }
+    }
     findings = check_dcgm(CommandResult(0, json.dumps(document)), level=1)
     assert {(f.code, f.gpu, f.severity) for f in findings} == {
-        ("dcgm.gpu_memory", 3, Severity.FAILED), ("dcgm.diagnostic", 1, Severity.WARN)}
+        ("dcgm.gpu_memory", 3, Severity.FAILED),
+        ("dcgm.diagnostic", 1, Severity.WARN),
+    }
     assert "DBE detected" in findings[0].message
     (skipped,) = check_dcgm(CommandResult(127, "", "dcgmi: command not found"), level=1)
     assert (skipped.code, skipped.severity) == ("dcgm.skipped", Severity.INFO)
@@ -285,13 +320,16 @@ def test_sustained_is_compared_with_sustained_not_with_burst() -> None:
     assert slow[0].threshold == pytest.approx(0.90 * 669.9, abs=0.01)
 
 
-@pytest.mark.parametrize(("metric", "value", "code", "severity"), [
-    ("matmul_burst_tflops", 600.0, "burnin.matmul_burst", Severity.DEGRADED),
-    ("matmul_burst_tflops", 500.0, "burnin.matmul_burst", Severity.FAILED),
-    ("hbm_copy_tbps", 2.7, "burnin.hbm_copy", Severity.DEGRADED),
-    ("hbm_copy_tbps", 2.4, "burnin.hbm_copy", Severity.FAILED),
-    ("h2d_gbps", 12.0, "burnin.h2d", Severity.FAILED),
-])
+@pytest.mark.parametrize(
+    ("metric", "value", "code", "severity"),
+    [
+        ("matmul_burst_tflops", 600.0, "burnin.matmul_burst", Severity.DEGRADED),
+        ("matmul_burst_tflops", 500.0, "burnin.matmul_burst", Severity.FAILED),
+        ("hbm_copy_tbps", 2.7, "burnin.hbm_copy", Severity.DEGRADED),
+        ("hbm_copy_tbps", 2.4, "burnin.hbm_copy", Severity.FAILED),
+        ("h2d_gbps", 12.0, "burnin.h2d", Severity.FAILED),
+    ],
+)
 def test_bands(metric: str, value: float, code: str, severity: Severity) -> None:
     findings = judge_burnin(_reference_run(1, **{metric: value}), "NVIDIA H100 80GB HBM3")
     assert {(f.code, f.severity) for f in findings} == {(code, severity)}
@@ -365,8 +403,9 @@ def test_one_bad_node_does_not_drag_the_baseline() -> None:
 # --- node check end to end through a fake runner -------------------------------------------------------
 
 
-def fake_node(xml: Path = IDLE / "nvidia-smi-q.xml", dmesg: Path = DEGRADED / "dmesg-clean.txt",
-              under_load: Path | None = None) -> FakeRunner:
+def fake_node(
+    xml: Path = IDLE / "nvidia-smi-q.xml", dmesg: Path = DEGRADED / "dmesg-clean.txt", under_load: Path | None = None
+) -> FakeRunner:
     answers: dict[tuple[str, ...], CommandResult] = {
         XML_ARGS: CommandResult(0, xml.read_text()),
         QUERY_ARGS: CommandResult(0, capture(under_load or IDLE / "nvidia-smi-query.csv")),
@@ -387,8 +426,9 @@ def fake_burnin(result: BurnInResult):  # type: ignore[no-untyped-def]
 def test_node_check_healthy_capture() -> None:
     run = fake_node()
     host = Host(run=run, clock=FakeClock(), sleep=FakeClock().sleep)
-    report = check_node(host, CheckOptions(node="gpu-0", expect_gpus=1, expect_model="H100"),
-                        burnin=fake_burnin(_reference_run(1)))
+    report = check_node(
+        host, CheckOptions(node="gpu-0", expect_gpus=1, expect_model="H100"), burnin=fake_burnin(_reference_run(1))
+    )
     assert report.status is Status.HEALTHY, report.problems()
     assert (report.gpu_count, report.gpu_model, report.node) == (1, "H100", "gpu-0")
     assert report.gpu_name == "NVIDIA H100 80GB HBM3"
@@ -399,8 +439,9 @@ def test_node_check_healthy_capture() -> None:
 
 def test_node_check_finds_xid79_and_thermal_under_load() -> None:
     run = fake_node(dmesg=DEGRADED / "dmesg-xid79.txt", under_load=DEGRADED / "query-under-load-thermal.csv")
-    report = check_node(Host(run=run, clock=FakeClock()), CheckOptions(node="n", dcgm_level=None),
-                        burnin=fake_burnin(_reference_run(1)))
+    report = check_node(
+        Host(run=run, clock=FakeClock()), CheckOptions(node="n", dcgm_level=None), burnin=fake_burnin(_reference_run(1))
+    )
     # The first query (before the burn-in) reads 0x1 at idle; the samples under load read 0x44.
     assert report.problem_codes() == {"xid.79", "clock_event.hw_thermal_slowdown"}
     assert report.status.exit_code == EXIT_FAILED
@@ -420,8 +461,11 @@ def test_node_check_without_burnin_says_so() -> None:
 
 
 def test_node_report_json_round_trip() -> None:
-    report = check_node(Host(run=fake_node(xml=DEGRADED / "pcie-gen3.xml"), clock=FakeClock()),
-                        CheckOptions(node="n"), burnin=fake_burnin(_reference_run(1)))
+    report = check_node(
+        Host(run=fake_node(xml=DEGRADED / "pcie-gen3.xml"), clock=FakeClock()),
+        CheckOptions(node="n"),
+        burnin=fake_burnin(_reference_run(1)),
+    )
     data = json.loads(report.to_json())
     assert data["status"] == "degraded" and data["kind"] == "provisioner.node-report"
     assert NodeReport.from_json(report.to_json()) == report
@@ -433,13 +477,23 @@ def test_node_report_json_round_trip() -> None:
 
 def _node_json(name: str, sustained: float = 669.9, codes: Sequence[tuple[str, Severity]] = ()) -> str:
     findings = [Finding(code=c, severity=s, message=c) for c, s in codes]
-    return NodeReport(node=name, gpu_model="H100", gpu_count=8, findings=findings,
-                      burnin=_reference_run(8, matmul_sustained_tflops=sustained)).to_json()
+    return NodeReport(
+        node=name,
+        gpu_model="H100",
+        gpu_count=8,
+        findings=findings,
+        burnin=_reference_run(8, matmul_sustained_tflops=sustained),
+    ).to_json()
 
 
 def test_validate_over_ssh_aggregates_and_marks_the_straggler_node() -> None:
-    replies = {"n0": _node_json("n0"), "n1": _node_json("n1", 671.0), "n2": _node_json("n2", 590.0),
-               "n3": _node_json("n3", 668.0), "n4": "garbage"}
+    replies = {
+        "n0": _node_json("n0"),
+        "n1": _node_json("n1", 671.0),
+        "n2": _node_json("n2", 590.0),
+        "n3": _node_json("n3", 668.0),
+        "n4": "garbage",
+    }
 
     def ssh(argv: Sequence[str]) -> CommandResult:
         node = argv[5]
@@ -497,36 +551,53 @@ def test_drain_plan_never_takes_the_last_node_silently() -> None:
 def test_apply_drains_k8s_cordons_and_taints() -> None:
     run = FakeRunner({("kubectl",): CommandResult(0, "")})
     outcomes = apply_drains(plan_drains([Candidate("gpu-3", "failed: xid.79", 3)], ["gpu-1", "gpu-3"]), run, "k8s")
-    assert [o.command[:3] for o in outcomes] == [("kubectl", "cordon", "gpu-3"), ("kubectl", "taint", "nodes"),
-                                                ("kubectl", "annotate", "node")]
+    assert [o.command[:3] for o in outcomes] == [
+        ("kubectl", "cordon", "gpu-3"),
+        ("kubectl", "taint", "nodes"),
+        ("kubectl", "annotate", "node"),
+    ]
     assert "provisioner.io/node-check=failed:NoSchedule" in outcomes[1].command
 
 
 def test_slurm_out_of_service_reads_scontrol() -> None:
-    text = ("NodeName=a Arch=x86_64 State=IDLE ThreadsPerCore=1\n"
-            "NodeName=b Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1\n"
-            "NodeName=c Arch=x86_64 State=DOWN* ThreadsPerCore=1\n")
+    text = (
+        "NodeName=a Arch=x86_64 State=IDLE ThreadsPerCore=1\n"
+        "NodeName=b Arch=x86_64 State=IDLE+DRAIN ThreadsPerCore=1\n"
+        "NodeName=c Arch=x86_64 State=DOWN* ThreadsPerCore=1\n"
+    )
     states = slurm_node_states(FakeRunner({("scontrol", "show", "node"): CommandResult(0, text)}))
     assert states == {"a": "IDLE", "b": "IDLE+DRAIN", "c": "DOWN*"}
     assert slurm_out_of_service(states) == ["b", "c"] and slurm_drained(states) == ["b"]
 
 
 def test_failed_drain_command_is_reported() -> None:
-    report = ClusterReport(nodes=[NodeReport(node="a"), NodeReport(node="b", findings=[
-        Finding(code="xid.79", severity=Severity.FAILED, message="x")])])
+    report = ClusterReport(
+        nodes=[
+            NodeReport(node="a"),
+            NodeReport(node="b", findings=[Finding(code="xid.79", severity=Severity.FAILED, message="x")]),
+        ]
+    )
     plan = plan_cluster_drains(report, [], force=False)
-    outcomes = apply_drains(plan, FakeRunner({("scontrol",): CommandResult(1, "", "Invalid node name specified")}),
-                            "slurm")
+    outcomes = apply_drains(
+        plan, FakeRunner({("scontrol",): CommandResult(1, "", "Invalid node name specified")}), "slurm"
+    )
     final = with_actions(report, plan, outcomes)
     assert final.drained == [] and "Invalid node name specified" in final.messages[0]
 
 
 def test_require_healthy_gate() -> None:
     healthy = ClusterReport(nodes=[NodeReport(node="a")])
-    degraded = ClusterReport(nodes=[NodeReport(node="a", findings=[
-        Finding(code="pcie.gen_below_max", severity=Severity.DEGRADED, message="x")])])
-    failed = ClusterReport(nodes=[NodeReport(node="a"), NodeReport(node="b", findings=[
-        Finding(code="xid.79", severity=Severity.FAILED, message="x")])])
+    degraded = ClusterReport(
+        nodes=[
+            NodeReport(node="a", findings=[Finding(code="pcie.gen_below_max", severity=Severity.DEGRADED, message="x")])
+        ]
+    )
+    failed = ClusterReport(
+        nodes=[
+            NodeReport(node="a"),
+            NodeReport(node="b", findings=[Finding(code="xid.79", severity=Severity.FAILED, message="x")]),
+        ]
+    )
     require_healthy(healthy)
     require_healthy(degraded)
     with pytest.raises(ValidationFailedError) as info:
@@ -539,7 +610,6 @@ def test_require_healthy_gate() -> None:
 
 def test_mark_stragglers_compares_one_model_with_itself() -> None:
     reports = [NodeReport.from_json(_node_json(f"h{i}", 669.9)) for i in range(3)]
-    l40s = [NodeReport.from_json(_node_json(f"l{i}", 180.0)).model_copy(update={"gpu_model": "L40S"})
-            for i in range(3)]
+    l40s = [NodeReport.from_json(_node_json(f"l{i}", 180.0)).model_copy(update={"gpu_model": "L40S"}) for i in range(3)]
     marked = mark_stragglers([*reports, *l40s])
     assert all(r.status is Status.HEALTHY for r in marked)

@@ -44,8 +44,10 @@ def test_summary_of_the_half_speed_h200(bench: ModuleType) -> None:
     assert burst["ratio"] == pytest.approx(309.68 / 661.9, abs=1e-4)
     assert gpu["figures"]["hbm_copy_tbps"]["ratio"] == pytest.approx(2.1079 / 4.255, abs=1e-4)
     row = bench.markdown_row(summary)
-    assert row == ("| loaded | 1 x NVIDIA H200 | failed (exit 11) | 28.1 s | 309.7 (47%) | 308.6 (47%) | "
-                   "2.108 (50%) | 55.4 (100%) / 55.3 (101%) |")
+    assert row == (
+        "| loaded | 1 x NVIDIA H200 | failed (exit 11) | 28.1 s | 309.7 (47%) | 308.6 (47%) | "
+        "2.108 (50%) | 55.4 (100%) / 55.3 (101%) |"
+    )
 
 
 def test_summary_of_the_healthy_h100_is_as_expected(bench: ModuleType) -> None:
@@ -57,8 +59,9 @@ def test_summary_of_the_healthy_h100_is_as_expected(bench: ModuleType) -> None:
 
 def test_a_datasheet_only_gpu_is_summarized_against_its_floor(bench: ModuleType) -> None:
     burnin = BurnInResult(gpus=[GpuMetrics(index=0, matmul_sustained_tflops=250.0, hbm_copy_tbps=0.8)])
-    report = NodeReport(node="n", gpu_name="NVIDIA L40S", gpu_count=1, burnin=burnin,
-                        findings=judge_burnin(burnin, "NVIDIA L40S"))
+    report = NodeReport(
+        node="n", gpu_name="NVIDIA L40S", gpu_count=1, burnin=burnin, findings=judge_burnin(burnin, "NVIDIA L40S")
+    )
     figures = bench.summarize(report, "l40s", 10.0, 0, [])["gpus"][0]["figures"]
     assert figures["matmul_sustained_tflops"]["against"] == {"value": 181.025, "kind": "L40S datasheet floor"}
     assert figures["hbm_copy_tbps"]["against"] == {"value": 0.518, "kind": "L40S datasheet floor"}

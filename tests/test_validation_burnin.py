@@ -39,8 +39,13 @@ def _system_torch_python() -> str | None:
     for exe in dict.fromkeys([getattr(sys, "_base_executable", ""), f"/usr/bin/python{version}", "/usr/bin/python3"]):
         if not exe or not Path(exe).exists():
             continue
-        probe = subprocess.run([exe, "-I", "-c", "import sys, torch; print('%d.%d' % sys.version_info[:2])"],
-                               capture_output=True, text=True, timeout=120, check=False)
+        probe = subprocess.run(
+            [exe, "-I", "-c", "import sys, torch; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         if probe.returncode == 0 and probe.stdout.strip() == version:
             return exe
     return None
@@ -55,11 +60,18 @@ def real_torch() -> dict[str, Any]:
     with the venv's site-packages for the project's own libraries."""
     exe = _system_torch_python()
     if exe is None:
-        skip_or_fail(f"needs Debian's python3-torch for Python {sys.version_info.major}.{sys.version_info.minor} "
-                     "(a CPU build of torch; installed by .ci/run)")
+        skip_or_fail(
+            f"needs Debian's python3-torch for Python {sys.version_info.major}.{sys.version_info.minor} "
+            "(a CPU build of torch; installed by .ci/run)"
+        )
     sites = [path for path in site.getsitepackages() if Path(path).is_dir()]
-    done = subprocess.run([exe, "-I", str(ROOT / "tests" / "torch_cpu_worker.py"), str(ROOT), *sites],
-                          capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [exe, "-I", str(ROOT / "tests" / "torch_cpu_worker.py"), str(ROOT), *sites],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -80,11 +92,19 @@ def test_cpu_burnin_on_real_torch_measures_every_metric(real_torch: dict[str, An
     assert real_torch["probes"] == len(result.sustained_windows_tflops) >= 1
     config = BurnInConfig().tiny()
     assert (result.matmul_n, result.burst_s, result.window_s, result.copy_bytes, result.pinned_bytes) == (
-        config.matmul_n, config.burst_s, config.window_s, config.copy_bytes, config.pinned_bytes)
+        config.matmul_n,
+        config.burst_s,
+        config.window_s,
+        config.copy_bytes,
+        config.pinned_bytes,
+    )
     # A CPU is no H100, and it measured another way than the reference: the datasheet floor says so.
     codes = {(f["code"], f["severity"]) for f in real_torch["cpu_findings"]}
-    assert {("burnin.method_differs", "info"), ("burnin.matmul_burst", "failed"),
-            ("burnin.matmul_sustained", "failed")} <= codes
+    assert {
+        ("burnin.method_differs", "info"),
+        ("burnin.matmul_burst", "failed"),
+        ("burnin.matmul_sustained", "failed"),
+    } <= codes
 
 
 def test_cuda_requested_on_a_cpu_torch_is_skipped(real_torch: dict[str, Any]) -> None:
@@ -104,14 +124,20 @@ def test_cuda_path_runs_on_simulated_gpus() -> None:
     fake = FakeTorch(gpus=2)
     probes: list[int] = []
     config = BurnInConfig().tiny()
-    result = run_burnin(BurnInConfig(**{**config.__dict__, "device": "cuda"}), torch_module=fake,
-                        probe=lambda: probes.append(1))
+    result = run_burnin(
+        BurnInConfig(**{**config.__dict__, "device": "cuda"}), torch_module=fake, probe=lambda: probes.append(1)
+    )
     assert result.skipped is None
     assert [g.index for g in result.gpus] == [0, 1]
     assert fake.devices_used >= {"cuda:0", "cuda:1"}
     for gpu in result.gpus:  # figures on a CPU are tiny (they may round to 0.0): measured, not judged
-        measured = (gpu.matmul_burst_tflops, gpu.matmul_sustained_tflops, gpu.hbm_copy_tbps, gpu.h2d_gbps,
-                    gpu.d2h_gbps)  # the pinned copies are measured per GPU on the CUDA path only
+        measured = (
+            gpu.matmul_burst_tflops,
+            gpu.matmul_sustained_tflops,
+            gpu.hbm_copy_tbps,
+            gpu.h2d_gbps,
+            gpu.d2h_gbps,
+        )  # the pinned copies are measured per GPU on the CUDA path only
         assert all(value is not None and value >= 0 for value in measured), measured
     assert result.nccl_gpus == 2 and result.nccl_busbw_gbps is not None and result.nccl_busbw_gbps > 0
     assert fake.calls["all_reduce"] == config.repeats + 1  # one warm-up, then the timed repeats
@@ -119,12 +145,14 @@ def test_cuda_path_runs_on_simulated_gpus() -> None:
     assert len(probes) == len(result.sustained_windows_tflops) >= 1
     # the node-wide sustained curve is the slowest GPU's
     slowest = min(result.gpus, key=lambda g: g.matmul_sustained_tflops or 0.0)
-    assert statistics.median(result.sustained_windows_tflops) == pytest.approx(slowest.matmul_sustained_tflops,
-                                                                               abs=0.01)
+    assert statistics.median(result.sustained_windows_tflops) == pytest.approx(
+        slowest.matmul_sustained_tflops, abs=0.01
+    )
 
 
 def test_no_gpu_visible_is_skipped_on_the_stand_in() -> None:
     from tests.fake_torch import FakeTorch
 
     assert run_burnin(BurnInConfig(sustained_s=1), torch_module=FakeTorch(gpus=0)).skipped == (
-        "no CUDA device visible to torch")
+        "no CUDA device visible to torch"
+    )

@@ -39,14 +39,24 @@ def fake_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     cat = shutil.which("cat")
     query = tmp_path / "query.csv"
-    query.write_text("\n".join(line for line in (FIXTURES / "h100-sxm-80gb" / "nvidia-smi-query.csv").read_text()
-                               .splitlines() if not line.startswith(("$ ", "[exit "))) + "\n")
-    _script(bin_dir, "nvidia-smi", f"""case "$*" in
+    query.write_text(
+        "\n".join(
+            line
+            for line in (FIXTURES / "h100-sxm-80gb" / "nvidia-smi-query.csv").read_text().splitlines()
+            if not line.startswith(("$ ", "[exit "))
+        )
+        + "\n"
+    )
+    _script(
+        bin_dir,
+        "nvidia-smi",
+        f"""case "$*" in
   "-q -x") {cat} "$FAKE_SMI_XML" ;;
   --query-gpu*) {cat} "{query}" ;;
   *) exit 0 ;;
 esac
-""")
+""",
+    )
     _script(bin_dir, "dmesg", f'{cat} "$FAKE_DMESG"\n')
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv("FAKE_SMI_XML", str(FIXTURES / "h100-sxm-80gb" / "nvidia-smi-q.xml"))
@@ -61,21 +71,33 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 def test_node_check_healthy_json(fake_node: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(["node", "check", "--json", "--no-burnin", "--expect-gpus", "1", "--expect-model", "H100",
-                              "--node", "gpu-0"], capsys)
+    code, out, err = run_cli(
+        ["node", "check", "--json", "--no-burnin", "--expect-gpus", "1", "--expect-model", "H100", "--node", "gpu-0"],
+        capsys,
+    )
     assert code == 0, out + err
     report = json.loads(out)
     assert report["status"] == "healthy" and report["node"] == "gpu-0" and report["gpu_count"] == 1
 
 
-@pytest.mark.parametrize(("xml", "dmesg", "code", "problem"), [
-    ("ecc-error.xml", "dmesg-clean.txt", EXIT_FAILED, "ecc.volatile_uncorrectable"),
-    ("remap-failure.xml", "dmesg-clean.txt", EXIT_FAILED, "remap.failure"),
-    ("pcie-gen3.xml", "dmesg-clean.txt", EXIT_DEGRADED, "pcie.gen_below_max"),
-    ("../h100-sxm-80gb/nvidia-smi-q.xml", "dmesg-xid79.txt", EXIT_FAILED, "xid.79"),
-])
-def test_node_check_exit_codes(fake_node: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                               xml: str, dmesg: str, code: int, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("xml", "dmesg", "code", "problem"),
+    [
+        ("ecc-error.xml", "dmesg-clean.txt", EXIT_FAILED, "ecc.volatile_uncorrectable"),
+        ("remap-failure.xml", "dmesg-clean.txt", EXIT_FAILED, "remap.failure"),
+        ("pcie-gen3.xml", "dmesg-clean.txt", EXIT_DEGRADED, "pcie.gen_below_max"),
+        ("../h100-sxm-80gb/nvidia-smi-q.xml", "dmesg-xid79.txt", EXIT_FAILED, "xid.79"),
+    ],
+)
+def test_node_check_exit_codes(
+    fake_node: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    xml: str,
+    dmesg: str,
+    code: int,
+    problem: str,
+) -> None:
     monkeypatch.setenv("FAKE_SMI_XML", str(DEGRADED / xml))
     monkeypatch.setenv("FAKE_DMESG", str(DEGRADED / dmesg))
     exit_code, out, _ = run_cli(["node", "check", "--no-burnin"], capsys)
@@ -100,14 +122,17 @@ def test_node_check_writes_the_report_file(fake_node: Path, tmp_path: Path, caps
     assert NodeReport.from_json(target.read_text()).gpu_model == "H100"
 
 
-@pytest.mark.parametrize("args", [
-    ["node", "check", "--expect-fabric", "carrier-pigeon"],
-    ["node", "check", "--dcgm-level", "9"],
-    ["validate"],
-    ["validate", "--nodes", "a,b"],
-    ["validate", "--nodes", "a", "--via", "telnet"],
-    ["validate", "no-such-plan.json"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["node", "check", "--expect-fabric", "carrier-pigeon"],
+        ["node", "check", "--dcgm-level", "9"],
+        ["validate"],
+        ["validate", "--nodes", "a,b"],
+        ["validate", "--nodes", "a", "--via", "telnet"],
+        ["validate", "no-such-plan.json"],
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(args, capsys)
     assert code in (2, 3), (code, err)
@@ -116,8 +141,13 @@ def test_bad_input_is_one_line_exit_2(args: list[str], capsys: pytest.CaptureFix
 
 
 def test_bad_input_in_a_subprocess_has_no_traceback() -> None:
-    done = subprocess.run([sys.executable, "-m", "provisioner.cli", "validate", "--nodes", "a"], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "provisioner.cli", "validate", "--nodes", "a"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and done.stderr.startswith("error:") and "Traceback" not in done.stderr
 
 
@@ -128,8 +158,13 @@ def _report(node: str, sustained: float = 669.9, fail: str | None = None) -> str
     from tests.test_validation import _reference_run
 
     findings = [Finding(code=fail, severity=Severity.FAILED, message=fail)] if fail else []
-    return NodeReport(node=node, gpu_model="H100", gpu_count=8, findings=findings,
-                      burnin=_reference_run(8, matmul_sustained_tflops=sustained)).to_json()
+    return NodeReport(
+        node=node,
+        gpu_model="H100",
+        gpu_count=8,
+        findings=findings,
+        burnin=_reference_run(8, matmul_sustained_tflops=sustained),
+    ).to_json()
 
 
 @pytest.fixture
@@ -143,8 +178,12 @@ def fake_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     _script(bin_dir, "ssh", f'echo "ssh $*" >> {log}\ncat "{reports}/$5.json"\n')
     _script(bin_dir, "srun", f'echo "srun $*" >> {log}\nnode="${{3#--nodelist=}}"\ncat "{reports}/$node.json"\n')
     # scontrol lists the nodes with a report (this machine is their cluster's head) and logs the rest.
-    _script(bin_dir, "scontrol", f'if [ "$1" = show ]; then for f in "{reports}"/*.json; do [ -e "$f" ] && '
-            f'echo "NodeName=$(basename "$f" .json) State=IDLE"; done; exit 0; fi\necho "scontrol $*" >> {log}\n')
+    _script(
+        bin_dir,
+        "scontrol",
+        f'if [ "$1" = show ]; then for f in "{reports}"/*.json; do [ -e "$f" ] && '
+        f'echo "NodeName=$(basename "$f" .json) State=IDLE"; done; exit 0; fi\necho "scontrol $*" >> {log}\n',
+    )
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return tmp_path
 
@@ -175,8 +214,9 @@ def test_validate_passes_allow_unjudged_to_each_node(fake_cluster: Path, capsys:
     assert "node check --json" in call and call.endswith("--allow-unjudged")
 
 
-def test_validate_a_plan_through_slurm_drains_the_failed_node(fake_cluster: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_a_plan_through_slurm_drains_the_failed_node(
+    fake_cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     plan = fake_cluster / "plan.json"
     assert main(["plan", str(EXAMPLES / "pretrain-h100-slurm.yaml"), "--save-plan", str(plan)]) == 0
     capsys.readouterr()
@@ -190,8 +230,7 @@ def test_validate_a_plan_through_slurm_drains_the_failed_node(fake_cluster: Path
     sruns = [c for c in calls if c.startswith("srun")]
     assert len(sruns) == 2 and all("--gres=gpu:8" in c and "--expect-model H100" in c for c in sruns)
     assert all("--expect-gpus 8" in c for c in sruns)
-    assert ("scontrol update NodeName=llm-pretrain-1 State=DRAIN "
-            "Reason=provisioner validate: failed: xid.79") in calls
+    assert ("scontrol update NodeName=llm-pretrain-1 State=DRAIN Reason=provisioner validate: failed: xid.79") in calls
     assert not any("NodeName=llm-pretrain-0" in c for c in calls)
 
 
@@ -205,11 +244,14 @@ def test_validate_no_drain_takes_no_action(fake_cluster: Path, capsys: pytest.Ca
 # --- the rendered boot check runs node check before the scheduler starts --------------------------------
 
 
-@pytest.mark.parametrize(("node_check_rc", "status", "line"), [
-    (0, 0, "gpu-check: ok node check healthy"),
-    (10, 0, "gpu-check: WARN node check degraded (/var/log/provisioner/node-check.json)"),
-    (11, 1, "gpu-check: FAIL node check failed (/var/log/provisioner/node-check.json)"),
-])
+@pytest.mark.parametrize(
+    ("node_check_rc", "status", "line"),
+    [
+        (0, 0, "gpu-check: ok node check healthy"),
+        (10, 0, "gpu-check: WARN node check degraded (/var/log/provisioner/node-check.json)"),
+        (11, 1, "gpu-check: FAIL node check failed (/var/log/provisioner/node-check.json)"),
+    ],
+)
 def test_rendered_gpu_check_runs_node_check(tmp_path: Path, node_check_rc: int, status: int, line: str) -> None:
     import yaml
 
@@ -225,16 +267,32 @@ def test_rendered_gpu_check_runs_node_check(tmp_path: Path, node_check_rc: int, 
     _script(bin_dir, "nvidia-smi", 'for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H100 80GB HBM3"; done\n')
     _script(bin_dir, "systemctl", "exit 0\n")
     _script(bin_dir, "provisioner", f'echo "$*" > {record}\nexit {node_check_rc}\n')
-    done = subprocess.run(["bash", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True,
-                          text=True, timeout=30, check=False)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == status, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == line.replace("/var/log/provisioner", str(tmp_path / "log"))
-    assert record.read_text().split() == ["node", "check", "--expect-gpus", "8", "--expect-model", "H100", "--json",
-                                          "-o", str(tmp_path / "log" / "node-check.json")]
+    assert record.read_text().split() == [
+        "node",
+        "check",
+        "--expect-gpus",
+        "8",
+        "--expect-model",
+        "H100",
+        "--json",
+        "-o",
+        str(tmp_path / "log" / "node-check.json"),
+    ]
 
 
-def test_validate_through_slurm_off_the_head_refuses_in_one_line(fake_cluster: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_through_slurm_off_the_head_refuses_in_one_line(
+    fake_cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Off the head, with no record of the cluster: the local Slurm (another cluster's, or none) was asked
     to run the checks; every node came back unreachable (exit 11) and the last one was nearly drained."""
     plan = fake_cluster / "plan.json"
@@ -243,21 +301,32 @@ def test_validate_through_slurm_off_the_head_refuses_in_one_line(fake_cluster: P
     (fake_cluster / "reports" / "other-0.json").write_text(_report("other-0"))  # this Slurm's own node
     code, out, err = run_cli(["validate", str(plan), "--no-burnin"], capsys)
     assert (code, out) == (2, "") and len(err.splitlines()) == 1, err
-    assert err.startswith("error: this machine is not the head of cluster llm-pretrain (its Slurm does not list "
-                          "llm-pretrain-0, llm-pretrain-1) and has no record of it: run 'provisioner validate ")
+    assert err.startswith(
+        "error: this machine is not the head of cluster llm-pretrain (its Slurm does not list "
+        "llm-pretrain-0, llm-pretrain-1) and has no record of it: run 'provisioner validate "
+    )
     assert not (fake_cluster / "calls.log").exists()  # no srun, no drain
     (fake_cluster / "reports" / "other-0.json").unlink()
     code, _, err = run_cli(["validate", "--nodes", "a,b", "--via", "slurm"], capsys)
-    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (no Slurm answers "
-                                        "here)") and "--nodes a,b --via slurm' on the head" in err
+    assert (
+        code == 2
+        and err.startswith("error: this machine is not the head of their cluster (no Slurm answers here)")
+        and "--nodes a,b --via slurm' on the head" in err
+    )
     _script(fake_cluster / "bin", "kubectl", 'echo "other-0"\n')  # another Kubernetes cluster's
     code, _, err = run_cli(["validate", "--nodes", "a", "--via", "k8s"], capsys)
-    assert code == 2 and err.startswith("error: this machine is not the head of their cluster (its Kubernetes "
-                                        "(kubectl) does not list a)") and "--nodes a --via k8s' on the head" in err
+    assert (
+        code == 2
+        and err.startswith(
+            "error: this machine is not the head of their cluster (its Kubernetes (kubectl) does not list a)"
+        )
+        and "--nodes a --via k8s' on the head" in err
+    )
 
 
 def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_head(
-        fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """This machine's record of the cluster: the checks and drains run on the head over SSH, as burst's do."""
     import datetime as dt
 
@@ -268,9 +337,17 @@ def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_
     plan = plans_for(LAMBDA_SPEC, fake_cluster)[0]
     saved = fake_cluster / "lc-plan.json"
     saved.write_text(plan.dumps(), encoding="utf-8")
-    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider, engine="direct",
-                                          plan=plan, status="up", head_address="198.51.100.7",
-                                          created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC)))
+    state.save_record(
+        state.ClusterRecord(
+            cluster_id=plan.cluster_id,
+            provider=plan.option.provider,
+            engine="direct",
+            plan=plan,
+            status="up",
+            head_address="198.51.100.7",
+            created_at=dt.datetime(2026, 11, 26, tzinfo=dt.UTC),
+        )
+    )
     remote = StandInRemote(nodes=[node.name for node in plan.nodes], healthy=True)
     monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     with served_fake("lambda", monkeypatch):
@@ -284,7 +361,8 @@ def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_
 
 
 def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
-        fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_cluster: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """This machine's record of a cluster on a fake provider (TEST-NET head, as up and watch refuse): the
     SSH to the head waited minutes on an address no machine answers; now one line, exit 5, no ssh run."""
     from provisioner.lifecycle import cli as lifecycle_cli
@@ -300,7 +378,9 @@ def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
         monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
         code, out, err = run_cli(["validate", str(saved), "--no-burnin", "--timeout-s", "1"], capsys)
         assert (code, out) == (5, ""), err
-        assert err.splitlines()[-1].startswith("error: node(s) lc-lambda-0 (198.51.100.") and \
-            "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in err
+        assert (
+            err.splitlines()[-1].startswith("error: node(s) lc-lambda-0 (198.51.100.")
+            and "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in err
+        )
         assert not (fake_cluster / "calls.log").exists()  # no ssh, no srun, no drain
         assert main(["down", "lc-lambda"]) == 0

@@ -75,9 +75,17 @@ def test_h200_reference_is_derived_from_the_captures() -> None:
 
 def test_the_check_measures_the_way_the_references_were_measured() -> None:
     config = BurnInConfig()
-    assert (config.matmul_n, config.burst_s, config.window_s, config.copy_bytes, config.pinned_bytes) == (
-        CHECK_METHOD.matmul_n, CHECK_METHOD.burst_s, CHECK_METHOD.window_s, CHECK_METHOD.copy_bytes,
-        CHECK_METHOD.pinned_bytes) == (8192, 3.0, 5.0, 1 << 30, 1 << 28)
+    assert (
+        (config.matmul_n, config.burst_s, config.window_s, config.copy_bytes, config.pinned_bytes)
+        == (
+            CHECK_METHOD.matmul_n,
+            CHECK_METHOD.burst_s,
+            CHECK_METHOD.window_s,
+            CHECK_METHOD.copy_bytes,
+            CHECK_METHOD.pinned_bytes,
+        )
+        == (8192, 3.0, 5.0, 1 << 30, 1 << 28)
+    )
     assert H100_SXM.method == H200_SXM.method == CHECK_METHOD
 
 
@@ -97,8 +105,13 @@ def test_the_checks_own_figures_on_healthy_gpus_agree_with_the_references(name: 
 
 
 def _node(xml: Path, query: str, dmesg: Path) -> FakeRunner:
-    return FakeRunner({XML_ARGS: CommandResult(0, xml.read_text()), QUERY_ARGS: CommandResult(0, query),
-                       ("dmesg",): CommandResult(0, dmesg.read_text())})
+    return FakeRunner(
+        {
+            XML_ARGS: CommandResult(0, xml.read_text()),
+            QUERY_ARGS: CommandResult(0, query),
+            ("dmesg",): CommandResult(0, dmesg.read_text()),
+        }
+    )
 
 
 def _replay(name: str, **options: object) -> NodeReport:
@@ -113,25 +126,38 @@ def _replay(name: str, **options: object) -> NodeReport:
         assert recorded.burnin is not None
         return recorded.burnin
 
-    return check_node(Host(run=run, clock=FakeClock()), CheckOptions(node=recorded.node, expect_gpus=1, **options),
-                      burnin=burnin)  # type: ignore[arg-type]
+    return check_node(
+        Host(run=run, clock=FakeClock()), CheckOptions(node=recorded.node, expect_gpus=1, **options), burnin=burnin
+    )  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("name", "was", "status", "problems"), [
-    ("h100-healthy-60s", "degraded", Status.HEALTHY, set()),
-    ("h100-healthy-10s", "degraded", Status.HEALTHY, set()),
-    ("h100-shared-gpu-20s", "failed", Status.FAILED, {"burnin.matmul_burst", "burnin.matmul_sustained",
-                                                      "burnin.hbm_copy"}),
-    ("h200-healthy-60s", "healthy", Status.HEALTHY, set()),
-    ("h200-healthy-10s", "healthy", Status.HEALTHY, set()),
-    ("h200-shared-gpu-20s", "healthy", Status.FAILED, {"burnin.matmul_burst", "burnin.matmul_sustained",
-                                                       "burnin.hbm_copy"}),
-    # bench/device_validation.sh on the lent machines, 2026-11-26, with the re-derived references
-    ("h100-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
-    ("h200-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
-])
-def test_real_node_check_reports_replay_to_the_right_status(name: str, was: str, status: Status,
-                                                             problems: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "was", "status", "problems"),
+    [
+        ("h100-healthy-60s", "degraded", Status.HEALTHY, set()),
+        ("h100-healthy-10s", "degraded", Status.HEALTHY, set()),
+        (
+            "h100-shared-gpu-20s",
+            "failed",
+            Status.FAILED,
+            {"burnin.matmul_burst", "burnin.matmul_sustained", "burnin.hbm_copy"},
+        ),
+        ("h200-healthy-60s", "healthy", Status.HEALTHY, set()),
+        ("h200-healthy-10s", "healthy", Status.HEALTHY, set()),
+        (
+            "h200-shared-gpu-20s",
+            "healthy",
+            Status.FAILED,
+            {"burnin.matmul_burst", "burnin.matmul_sustained", "burnin.hbm_copy"},
+        ),
+        # bench/device_validation.sh on the lent machines, 2026-11-26, with the re-derived references
+        ("h100-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
+        ("h200-device-2026-11-26-60s", "healthy", Status.HEALTHY, set()),
+    ],
+)
+def test_real_node_check_reports_replay_to_the_right_status(
+    name: str, was: str, status: Status, problems: set[str]
+) -> None:
     assert _json(REPORTS / f"{name}.json")["status"] == was  # type: ignore[index]  # what the old check said
     report = _replay(name)
     assert report.status is status, report.problems()
@@ -162,18 +188,27 @@ def test_the_h200_views_parse_as_a_healthy_gpu() -> None:
     (row,) = parse_query_csv((H200 / "nvidia-smi-query.csv").read_text())
     assert xml.name == row.name == "NVIDIA H200" and xml.bus_id == row.bus_id == "00000000:00:06.0"
     assert (row.power_limit_w, row.sm_clock_max_mhz, row.pcie_gen_current, row.pcie_width_current) == (
-        700.0, 1980.0, 5, 16)
+        700.0,
+        1980.0,
+        5,
+        16,
+    )
     assert row.clock_event_mask == 0x4  # SW power cap, just after a run: normal
-    assert (xml.ecc_enabled, xml.ecc_volatile_uncorrectable, xml.remap_pending, xml.remap_failure) == (True, 0, False,
-                                                                                                     False)
+    assert (xml.ecc_enabled, xml.ecc_volatile_uncorrectable, xml.remap_pending, xml.remap_failure) == (
+        True,
+        0,
+        False,
+        False,
+    )
     assert check_gpus([xml], expect_gpus=1, expect_model="H200") == []
     assert check_gpus([row], expect_gpus=1, expect_model="H200", under_load=[row]) == []
 
 
 def test_the_h200_node_without_burnin_has_no_finding_above_info() -> None:
     run = _node(H200 / "nvidia-smi-q.xml", (H200 / "nvidia-smi-query.csv").read_text(), H200 / "dmesg-nvrm.txt")
-    report = check_node(Host(run=run, clock=FakeClock()), CheckOptions(node="h200", expect_gpus=1,
-                                                                       expect_model="H200", burnin=False))
+    report = check_node(
+        Host(run=run, clock=FakeClock()), CheckOptions(node="h200", expect_gpus=1, expect_model="H200", burnin=False)
+    )
     assert report.status is Status.HEALTHY
     assert {f.code for f in report.findings} == {"dcgm.skipped", "burnin.skipped"}
 
@@ -182,21 +217,44 @@ def test_the_h200_node_without_burnin_has_no_finding_above_info() -> None:
 
 # nvidia-smi names (as the driver prints them) -> the datasheet variant they must resolve to.
 NAMES = {
-    "NVIDIA H100 80GB HBM3": "H100-SXM", "NVIDIA H100 PCIe": "H100-PCIE", "NVIDIA H100 NVL": "H100-NVL",
-    "NVIDIA H200": "H200-SXM", "NVIDIA H200 NVL": "H200-NVL", "NVIDIA GH200 480GB": "GH200", "NVIDIA B200": "B200",
-    "NVIDIA A100-SXM4-80GB": "A100-SXM-80GB", "NVIDIA A100 80GB PCIe": "A100-PCIE-80GB",
-    "NVIDIA A100-SXM4-40GB": "A100-40GB", "NVIDIA A100-PCIE-40GB": "A100-40GB", "NVIDIA L40S": "L40S",
-    "NVIDIA L4": "L4", "NVIDIA A10": "A10", "NVIDIA A10G": "A10G", "NVIDIA GeForce RTX 4090": "RTX4090",
-    "NVIDIA GeForce RTX 5090": "RTX5090", "AMD Instinct MI300X": "MI300X",
+    "NVIDIA H100 80GB HBM3": "H100-SXM",
+    "NVIDIA H100 PCIe": "H100-PCIE",
+    "NVIDIA H100 NVL": "H100-NVL",
+    "NVIDIA H200": "H200-SXM",
+    "NVIDIA H200 NVL": "H200-NVL",
+    "NVIDIA GH200 480GB": "GH200",
+    "NVIDIA B200": "B200",
+    "NVIDIA A100-SXM4-80GB": "A100-SXM-80GB",
+    "NVIDIA A100 80GB PCIe": "A100-PCIE-80GB",
+    "NVIDIA A100-SXM4-40GB": "A100-40GB",
+    "NVIDIA A100-PCIE-40GB": "A100-40GB",
+    "NVIDIA L40S": "L40S",
+    "NVIDIA L4": "L4",
+    "NVIDIA A10": "A10",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA GeForce RTX 4090": "RTX4090",
+    "NVIDIA GeForce RTX 5090": "RTX5090",
+    "AMD Instinct MI300X": "MI300X",
 }
 # variant -> (dense bf16 TFLOP/s, memory TB/s, matmul floor), as the datasheets print them.
 PEAKS = {
-    "H100-SXM": (989.4, 3.35, 0.5), "H100-PCIE": (756.0, 2.0, 0.5), "H100-NVL": (835.5, 3.9, 0.5),
-    "H200-SXM": (989.4, 4.8, 0.5), "H200-NVL": (835.5, 4.8, 0.5), "GH200": (989.4, 4.0, 0.5),
-    "B200": (2250.0, 8.0, 0.5), "A100-SXM-80GB": (312.0, 2.039, 0.5), "A100-PCIE-80GB": (312.0, 1.935, 0.5),
-    "A100-40GB": (312.0, 1.555, 0.5), "L40S": (362.05, 0.864, 0.5), "L4": (121.0, 0.300, 0.35),
-    "A10": (125.0, 0.600, 0.5), "A10G": (70.0, 0.600, 0.5), "RTX4090": (165.2, 1.008, 0.5),
-    "RTX5090": (209.5, 1.792, 0.5), "MI300X": (1307.4, 5.3, 0.5),
+    "H100-SXM": (989.4, 3.35, 0.5),
+    "H100-PCIE": (756.0, 2.0, 0.5),
+    "H100-NVL": (835.5, 3.9, 0.5),
+    "H200-SXM": (989.4, 4.8, 0.5),
+    "H200-NVL": (835.5, 4.8, 0.5),
+    "GH200": (989.4, 4.0, 0.5),
+    "B200": (2250.0, 8.0, 0.5),
+    "A100-SXM-80GB": (312.0, 2.039, 0.5),
+    "A100-PCIE-80GB": (312.0, 1.935, 0.5),
+    "A100-40GB": (312.0, 1.555, 0.5),
+    "L40S": (362.05, 0.864, 0.5),
+    "L4": (121.0, 0.300, 0.35),
+    "A10": (125.0, 0.600, 0.5),
+    "A10G": (70.0, 0.600, 0.5),
+    "RTX4090": (165.2, 1.008, 0.5),
+    "RTX5090": (209.5, 1.792, 0.5),
+    "MI300X": (1307.4, 5.3, 0.5),
 }
 
 
@@ -210,8 +268,10 @@ def test_every_datasheet_row_is_pinned_with_a_named_source(key: str) -> None:
     sheet = DATASHEETS[key]
     assert (sheet.bf16_dense_tflops, sheet.memory_tbps, sheet.matmul_floor) == PEAKS[key]
     assert len(sheet.source) > 40
-    assert any(word in sheet.source.lower() for word in ("datasheet", "data sheet", "whitepaper", "specifications",
-                                                         "publishes no"))
+    assert any(
+        word in sheet.source.lower()
+        for word in ("datasheet", "data sheet", "whitepaper", "specifications", "publishes no")
+    )
     assert set(DATASHEETS) == set(PEAKS)
 
 
@@ -236,19 +296,23 @@ def _one_gpu(**figures: float) -> BurnInResult:
     return BurnInResult(gpus=[GpuMetrics(index=0, **figures)])
 
 
-@pytest.mark.parametrize(("name", "metric", "value", "failed"), [
-    ("NVIDIA L40S", "matmul_sustained_tflops", 181.03, False),  # 50 % of 362.05 = 181.025
-    ("NVIDIA L40S", "matmul_sustained_tflops", 181.02, True),
-    ("NVIDIA B200", "matmul_burst_tflops", 1124.9, True),       # a half-speed B200
-    ("NVIDIA B200", "matmul_burst_tflops", 1500.0, False),
-    ("NVIDIA L4", "matmul_sustained_tflops", 42.34, True),      # 35 % of 121 = 42.35
-    ("NVIDIA L4", "matmul_sustained_tflops", 42.36, False),
-    ("NVIDIA A100-SXM4-80GB", "hbm_copy_tbps", 1.2233, True),   # 60 % of 2.039 = 1.2234
-    ("NVIDIA A100-SXM4-80GB", "hbm_copy_tbps", 1.2235, False),
-    ("AMD Instinct MI300X", "hbm_copy_tbps", 2.0, True),
-])
+@pytest.mark.parametrize(
+    ("name", "metric", "value", "failed"),
+    [
+        ("NVIDIA L40S", "matmul_sustained_tflops", 181.03, False),  # 50 % of 362.05 = 181.025
+        ("NVIDIA L40S", "matmul_sustained_tflops", 181.02, True),
+        ("NVIDIA B200", "matmul_burst_tflops", 1124.9, True),  # a half-speed B200
+        ("NVIDIA B200", "matmul_burst_tflops", 1500.0, False),
+        ("NVIDIA L4", "matmul_sustained_tflops", 42.34, True),  # 35 % of 121 = 42.35
+        ("NVIDIA L4", "matmul_sustained_tflops", 42.36, False),
+        ("NVIDIA A100-SXM4-80GB", "hbm_copy_tbps", 1.2233, True),  # 60 % of 2.039 = 1.2234
+        ("NVIDIA A100-SXM4-80GB", "hbm_copy_tbps", 1.2235, False),
+        ("AMD Instinct MI300X", "hbm_copy_tbps", 2.0, True),
+    ],
+)
 def test_a_one_gpu_node_without_measured_reference_is_judged_by_its_datasheet_floor(
-        name: str, metric: str, value: float, failed: bool) -> None:
+    name: str, metric: str, value: float, failed: bool
+) -> None:
     findings = judge_burnin(_one_gpu(**{metric: value}), name)
     if not failed:
         assert findings == []
@@ -285,21 +349,31 @@ def test_allow_unjudged_reaches_the_node_check() -> None:
 
     strict = check_node(Host(run=run, clock=FakeClock()), CheckOptions(node="t4", dcgm_level=None), burnin=burnin)
     assert strict.status is Status.DEGRADED and strict.problem_codes() == {"burnin.unjudged"}
-    allowed = check_node(Host(run=run, clock=FakeClock()), CheckOptions(node="t4", dcgm_level=None,
-                                                                        allow_unjudged=True), burnin=burnin)
+    allowed = check_node(
+        Host(run=run, clock=FakeClock()), CheckOptions(node="t4", dcgm_level=None, allow_unjudged=True), burnin=burnin
+    )
     assert allowed.status is Status.HEALTHY
 
 
 def test_a_burnin_measured_another_way_falls_back_to_the_datasheet_floor() -> None:
     config = BurnInConfig().tiny()
-    result = BurnInResult(gpus=[GpuMetrics(index=0, matmul_burst_tflops=600.0, matmul_sustained_tflops=600.0)],
-                          matmul_n=config.matmul_n, burst_s=config.burst_s, window_s=config.window_s,
-                          copy_bytes=config.copy_bytes, pinned_bytes=config.pinned_bytes)
+    result = BurnInResult(
+        gpus=[GpuMetrics(index=0, matmul_burst_tflops=600.0, matmul_sustained_tflops=600.0)],
+        matmul_n=config.matmul_n,
+        burst_s=config.burst_s,
+        window_s=config.window_s,
+        copy_bytes=config.copy_bytes,
+        pinned_bytes=config.pinned_bytes,
+    )
     findings = judge_burnin(result, "NVIDIA H100 80GB HBM3")
     # 600 is 88 % of the H100 reference (degraded there) but 61 % of the 989.4 peak: above the floor.
     assert {(f.code, f.severity) for f in findings} == {("burnin.method_differs", Severity.INFO)}
     assert "64^3 matmul" in findings[0].message
-    slow = judge_burnin(result.model_copy(update={"gpus": [GpuMetrics(index=0, matmul_sustained_tflops=400.0)]}),
-                        "NVIDIA H100 80GB HBM3")
-    assert {(f.code, f.severity) for f in slow} == {("burnin.method_differs", Severity.INFO),
-                                                    ("burnin.matmul_sustained", Severity.FAILED)}
+    slow = judge_burnin(
+        result.model_copy(update={"gpus": [GpuMetrics(index=0, matmul_sustained_tflops=400.0)]}),
+        "NVIDIA H100 80GB HBM3",
+    )
+    assert {(f.code, f.severity) for f in slow} == {
+        ("burnin.method_differs", Severity.INFO),
+        ("burnin.matmul_sustained", Severity.FAILED),
+    }

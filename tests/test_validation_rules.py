@@ -29,11 +29,24 @@ from provisioner.validation.xid import XID_TABLE, parse_kernel_log, xid_findings
 F, D, W = Severity.FAILED, Severity.DEGRADED, Severity.WARN
 
 XIDS = {
-    13: (W, Action.RESTART_JOB), 31: (W, Action.RESTART_JOB), 43: (W, Action.RESTART_JOB), 45: (W, Action.NONE),
-    48: (F, Action.DRAIN), 61: (F, Action.RESET_GPU), 62: (F, Action.RESET_GPU), 63: (D, Action.RESET_GPU),
-    64: (F, Action.REBOOT), 74: (F, Action.DRAIN), 79: (F, Action.REPLACE_NODE), 92: (D, Action.RESET_GPU),
-    94: (D, Action.RESTART_JOB), 95: (F, Action.DRAIN), 119: (F, Action.RESET_GPU), 120: (F, Action.RESET_GPU),
-    140: (F, Action.DRAIN), 154: (F, Action.REBOOT),
+    13: (W, Action.RESTART_JOB),
+    31: (W, Action.RESTART_JOB),
+    43: (W, Action.RESTART_JOB),
+    45: (W, Action.NONE),
+    48: (F, Action.DRAIN),
+    61: (F, Action.RESET_GPU),
+    62: (F, Action.RESET_GPU),
+    63: (D, Action.RESET_GPU),
+    64: (F, Action.REBOOT),
+    74: (F, Action.DRAIN),
+    79: (F, Action.REPLACE_NODE),
+    92: (D, Action.RESET_GPU),
+    94: (D, Action.RESTART_JOB),
+    95: (F, Action.DRAIN),
+    119: (F, Action.RESET_GPU),
+    120: (F, Action.RESET_GPU),
+    140: (F, Action.DRAIN),
+    154: (F, Action.REBOOT),
 }
 
 
@@ -50,11 +63,24 @@ def test_each_xid_in_a_kernel_log_gives_its_severity_and_action(xid: int, expect
 
 
 # A healthy GPU state (the H100 capture's values) and, per rule, what to change to make it fire.
-HEALTHY = GpuState(index=0, name="NVIDIA H100 80GB HBM3", bus_id="00000000:00:06.0", persistence_mode=True,
-                   ecc_enabled=True, ecc_volatile_uncorrectable=0, ecc_aggregate_uncorrectable=0,
-                   sram_threshold_exceeded=False, retired_pages_pending=False, remap_pending=False,
-                   remap_failure=False, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
-                   pcie_width_max=16, clock_event_mask=0x4)  # SW power cap: normal under load
+HEALTHY = GpuState(
+    index=0,
+    name="NVIDIA H100 80GB HBM3",
+    bus_id="00000000:00:06.0",
+    persistence_mode=True,
+    ecc_enabled=True,
+    ecc_volatile_uncorrectable=0,
+    ecc_aggregate_uncorrectable=0,
+    sram_threshold_exceeded=False,
+    retired_pages_pending=False,
+    remap_pending=False,
+    remap_failure=False,
+    pcie_gen_current=5,
+    pcie_gen_max=5,
+    pcie_width_current=16,
+    pcie_width_max=16,
+    clock_event_mask=0x4,
+)  # SW power cap: normal under load
 RULES: dict[str, tuple[Severity, Action, dict[str, object]]] = {
     "ecc.disabled": (D, Action.FIX_CONFIG, {"ecc_enabled": False}),
     "ecc.volatile_uncorrectable": (F, Action.DRAIN, {"ecc_volatile_uncorrectable": 1}),
@@ -102,8 +128,13 @@ def test_only_clock_events_are_read_from_the_samples_under_load() -> None:
     assert check_gpus([HEALTHY], under_load=[replace(HEALTHY, persistence_mode=False)]) == []
 
 
-@pytest.mark.parametrize(("code", "kwargs"), [("gpu.count", {"expect_gpus": 8, "expect_model": None}),
-                                              ("gpu.model", {"expect_gpus": None, "expect_model": "A100"})])
+@pytest.mark.parametrize(
+    ("code", "kwargs"),
+    [
+        ("gpu.count", {"expect_gpus": 8, "expect_model": None}),
+        ("gpu.model", {"expect_gpus": None, "expect_model": "A100"}),
+    ],
+)
 def test_inventory_rules(code: str, kwargs: dict[str, object]) -> None:
     (finding,) = check_inventory([HEALTHY], **kwargs)  # type: ignore[arg-type]
     assert (finding.code, finding.severity, finding.action) == (code, *INVENTORY[code])
@@ -112,8 +143,12 @@ def test_inventory_rules(code: str, kwargs: dict[str, object]) -> None:
 # --- burn-in bands and floors ----------------------------------------------------------------------
 
 BAND_ROWS = {  # metric -> (degraded below, failed below), fractions of the measured reference
-    "matmul_burst_tflops": (0.90, 0.75), "matmul_sustained_tflops": (0.90, 0.75), "hbm_copy_tbps": (0.92, 0.83),
-    "h2d_gbps": (0.70, 0.40), "d2h_gbps": (0.70, 0.40), "nccl_busbw_gbps": (0.90, 0.70),
+    "matmul_burst_tflops": (0.90, 0.75),
+    "matmul_sustained_tflops": (0.90, 0.75),
+    "hbm_copy_tbps": (0.92, 0.83),
+    "h2d_gbps": (0.70, 0.40),
+    "d2h_gbps": (0.70, 0.40),
+    "nccl_busbw_gbps": (0.90, 0.70),
 }
 
 
@@ -130,19 +165,27 @@ def _h100(metric: str, fraction: float) -> BurnInResult:
 
 
 @pytest.mark.parametrize("metric", sorted(BAND_ROWS))
-@pytest.mark.parametrize(("where", "expected"), [("at_degraded", None), ("below_degraded", D), ("at_failed", D),
-                                                 ("below_failed", F)])
+@pytest.mark.parametrize(
+    ("where", "expected"), [("at_degraded", None), ("below_degraded", D), ("at_failed", D), ("below_failed", F)]
+)
 def test_each_band_edge(metric: str, where: str, expected: Severity | None) -> None:
     degraded, failed = BAND_ROWS[metric]
-    fraction = {"at_degraded": degraded + 1e-6, "below_degraded": degraded - 0.005, "at_failed": failed + 1e-6,
-                "below_failed": failed - 0.005}[where]
+    fraction = {
+        "at_degraded": degraded + 1e-6,
+        "below_degraded": degraded - 0.005,
+        "at_failed": failed + 1e-6,
+        "below_failed": failed - 0.005,
+    }[where]
     findings = judge_burnin(_h100(metric, fraction), "NVIDIA H100 80GB HBM3")
     if expected is None:
         assert findings == []
         return
     (finding,) = findings
-    assert (finding.code, finding.severity, finding.action) == (f"burnin.{metric.rsplit('_', 1)[0]}", expected,
-                                                                Action.DRAIN)
+    assert (finding.code, finding.severity, finding.action) == (
+        f"burnin.{metric.rsplit('_', 1)[0]}",
+        expected,
+        Action.DRAIN,
+    )
 
 
 # --- every other finding the checks produce ----------------------------------------------------------
@@ -171,47 +214,119 @@ def _node_check(answers: dict[tuple[str, ...], CommandResult], prefix: str) -> l
 SMI_XML = (Path(__file__).parent / "fixtures" / "gpu" / "h100-sxm-80gb" / "nvidia-smi-q.xml").read_text()
 _EIGHT = BurnInResult(gpus=[GpuMetrics(index=i, matmul_sustained_tflops=670.0 if i else 500.0) for i in range(8)])
 OTHER: dict[str, tuple[Callable[[Path], list[Finding]], str, Severity, Action]] = {
-    "nvlink missing": (lambda _: check_nvlink(CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: <inactive>\n"),
-                                              1, True), "nvlink.missing", F, Action.DRAIN),
-    "nvlink inactive": (lambda _: check_nvlink(CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: 26.5 GB/s\n"
-                                                                "\t Link 1: <inactive>\n"), 1, True),
-                        "nvlink.inactive_links", D, Action.DRAIN),
+    "nvlink missing": (
+        lambda _: check_nvlink(CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: <inactive>\n"), 1, True),
+        "nvlink.missing",
+        F,
+        Action.DRAIN,
+    ),
+    "nvlink inactive": (
+        lambda _: check_nvlink(
+            CommandResult(0, "GPU 0: H100 (UUID: GPU-a)\n\t Link 0: 26.5 GB/s\n\t Link 1: <inactive>\n"), 1, True
+        ),
+        "nvlink.inactive_links",
+        D,
+        Action.DRAIN,
+    ),
     "fabric missing": (lambda root: check_fabric(_sysfs(root, {}), "efa"), "fabric.missing", F, Action.REPLACE_NODE),
-    "fabric all down": (lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN"}), "efa"), "fabric.ports_down", F,
-                        Action.DRAIN),
-    "fabric some down": (lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN", "efa_1": "ACTIVE"}), "efa"),
-                         "fabric.ports_down", D, Action.DRAIN),
-    "fabric ok": (lambda root: check_fabric(_sysfs(root, {"efa_0": "ACTIVE"}), "efa"), "fabric.ok", Severity.INFO,
-                  Action.NONE),
+    "fabric all down": (
+        lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN"}), "efa"),
+        "fabric.ports_down",
+        F,
+        Action.DRAIN,
+    ),
+    "fabric some down": (
+        lambda root: check_fabric(_sysfs(root, {"efa_0": "DOWN", "efa_1": "ACTIVE"}), "efa"),
+        "fabric.ports_down",
+        D,
+        Action.DRAIN,
+    ),
+    "fabric ok": (
+        lambda root: check_fabric(_sysfs(root, {"efa_0": "ACTIVE"}), "efa"),
+        "fabric.ok",
+        Severity.INFO,
+        Action.NONE,
+    ),
     "dcgm fail": (lambda _: check_dcgm(_dcgm("Fail"), 1), "dcgm.gpu_memory", F, Action.DRAIN),
     "dcgm warn": (lambda _: check_dcgm(_dcgm("Warn"), 1), "dcgm.gpu_memory", W, Action.NONE),
     "dcgm no json": (lambda _: check_dcgm(CommandResult(255, "Error: host engine"), 1), "dcgm.error", W, Action.NONE),
     "dcgm absent": (lambda _: check_dcgm(CommandResult(127), 1), "dcgm.skipped", Severity.INFO, Action.NONE),
     "no driver": (lambda _: _node_check({}, "gpu."), "gpu.smi", F, Action.REPLACE_NODE),
-    "smi fails": (lambda _: _node_check({XML_ARGS: CommandResult(9, "", "NVML: Unknown Error")}, "gpu."), "gpu.smi", F,
-                  Action.REBOOT),
-    "smi garbage": (lambda _: _node_check({XML_ARGS: CommandResult(0, "<nvidia")}, "gpu."), "gpu.smi", F,
-                    Action.REBOOT),
-    "log unreadable": (lambda _: _node_check({XML_ARGS: CommandResult(0, SMI_XML)}, "xid."), "xid.unreadable", W,
-                       Action.NONE),
-    "unknown xid": (lambda _: xid_findings(parse_kernel_log("NVRM: Xid (PCI:0000:3b:00): 999, new\n"), {}),
-                    "xid.999", W, Action.NONE),
-    "unreachable": (lambda _: check_remote("n9", Target(nodes=("n9",), via="ssh"),
-                                           FakeRunner({("ssh",): CommandResult(255, "", "refused")})).findings,
-                    "node.unreachable", F, Action.DRAIN),
-    "band failed on one of eight": (lambda _: judge_burnin(_EIGHT, "NVIDIA H100 80GB HBM3"),
-                                    "burnin.matmul_sustained", F, Action.DRAIN),
+    "smi fails": (
+        lambda _: _node_check({XML_ARGS: CommandResult(9, "", "NVML: Unknown Error")}, "gpu."),
+        "gpu.smi",
+        F,
+        Action.REBOOT,
+    ),
+    "smi garbage": (
+        lambda _: _node_check({XML_ARGS: CommandResult(0, "<nvidia")}, "gpu."),
+        "gpu.smi",
+        F,
+        Action.REBOOT,
+    ),
+    "log unreadable": (
+        lambda _: _node_check({XML_ARGS: CommandResult(0, SMI_XML)}, "xid."),
+        "xid.unreadable",
+        W,
+        Action.NONE,
+    ),
+    "unknown xid": (
+        lambda _: xid_findings(parse_kernel_log("NVRM: Xid (PCI:0000:3b:00): 999, new\n"), {}),
+        "xid.999",
+        W,
+        Action.NONE,
+    ),
+    "unreachable": (
+        lambda _: (
+            check_remote(
+                "n9", Target(nodes=("n9",), via="ssh"), FakeRunner({("ssh",): CommandResult(255, "", "refused")})
+            ).findings
+        ),
+        "node.unreachable",
+        F,
+        Action.DRAIN,
+    ),
+    "band failed on one of eight": (
+        lambda _: judge_burnin(_EIGHT, "NVIDIA H100 80GB HBM3"),
+        "burnin.matmul_sustained",
+        F,
+        Action.DRAIN,
+    ),
     "gpu straggler above band": (
-        lambda _: judge_burnin(_EIGHT.model_copy(update={"gpus": [g.model_copy(update={
-            "matmul_sustained_tflops": 630.0 if g.index == 0 else 670.0}) for g in _EIGHT.gpus]}),
-            "NVIDIA H100 80GB HBM3"), "straggler.gpu.matmul_sustained", D, Action.DRAIN),
-    "node straggler": (lambda _: [f for r in mark_stragglers([NodeReport(node=f"n{i}", gpu_model="H100",
-                                                                         burnin=_one(600.0 if i == 0 else 670.0))
-                                                              for i in range(5)]) for f in r.findings],
-                       "straggler.node.matmul_sustained", D, Action.DRAIN),
+        lambda _: judge_burnin(
+            _EIGHT.model_copy(
+                update={
+                    "gpus": [
+                        g.model_copy(update={"matmul_sustained_tflops": 630.0 if g.index == 0 else 670.0})
+                        for g in _EIGHT.gpus
+                    ]
+                }
+            ),
+            "NVIDIA H100 80GB HBM3",
+        ),
+        "straggler.gpu.matmul_sustained",
+        D,
+        Action.DRAIN,
+    ),
+    "node straggler": (
+        lambda _: [
+            f
+            for r in mark_stragglers(
+                [NodeReport(node=f"n{i}", gpu_model="H100", burnin=_one(600.0 if i == 0 else 670.0)) for i in range(5)]
+            )
+            for f in r.findings
+        ],
+        "straggler.node.matmul_sustained",
+        D,
+        Action.DRAIN,
+    ),
     "unjudged": (lambda _: judge_burnin(_one(10.0), "NVIDIA Tesla T4"), "burnin.unjudged", D, Action.NONE),
-    "skipped": (lambda _: judge_burnin(BurnInResult(skipped="no torch"), None), "burnin.skipped", Severity.INFO,
-                Action.NONE),
+    "skipped": (
+        lambda _: judge_burnin(BurnInResult(skipped="no torch"), None),
+        "burnin.skipped",
+        Severity.INFO,
+        Action.NONE,
+    ),
 }
 
 

@@ -32,16 +32,18 @@ NODE0, NODE1 = test_slurm_real.NODES
 
 def _show(env: dict[str, str], node: str) -> tuple[str, str]:
     """(State, Reason) as ``scontrol show node`` prints them."""
-    out = subprocess.run(["scontrol", "show", "node", node], env=env, capture_output=True, text=True, timeout=10,
-                         check=True).stdout
+    out = subprocess.run(
+        ["scontrol", "show", "node", node], env=env, capture_output=True, text=True, timeout=10, check=True
+    ).stdout
     state = re.search(r"State=(\S+)", out)
     reason = re.search(r"Reason=(.*?)(?: \[[^\]]*\])?$", out, re.MULTILINE)
     return (state.group(1) if state else ""), (reason.group(1).strip() if reason else "")
 
 
 @pytest.fixture
-def validate_env(slurm_cluster: tuple[Path, dict[str, str]], tmp_path: Path,
-                 monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, dict[str, str]]]:
+def validate_env(
+    slurm_cluster: tuple[Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Path, dict[str, str]]]:
     """SLURM_CONF for the real scontrol; a stand-in srun printing reports/<node>.json."""
     _, env = slurm_cluster
     bin_dir, reports = tmp_path / "bin", tmp_path / "reports"
@@ -56,15 +58,21 @@ def validate_env(slurm_cluster: tuple[Path, dict[str, str]], tmp_path: Path,
         yield reports, env
     finally:
         for node in (NODE0, NODE1):  # leave both nodes as the fixture made them
-            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], env=env, capture_output=True,
-                           timeout=10, check=False)
+            subprocess.run(
+                ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                env=env,
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
 
 
 def _straggler_report(node: str) -> str:
     """What node check reports for a node whose GPU 7 runs 7 % under its seven peers."""
     run = _reference_run(8, matmul_sustained_tflops=0.93 * 669.9)
-    return NodeReport(node=node, gpu_model="H100", gpu_count=8, burnin=run,
-                      findings=judge_burnin(run, "NVIDIA H100 80GB HBM3")).to_json()
+    return NodeReport(
+        node=node, gpu_model="H100", gpu_count=8, burnin=run, findings=judge_burnin(run, "NVIDIA H100 80GB HBM3")
+    ).to_json()
 
 
 def _healthy_report(node: str) -> str:
@@ -72,12 +80,17 @@ def _healthy_report(node: str) -> str:
 
 
 def _failed_report(node: str) -> str:
-    return NodeReport(node=node, gpu_model="H100", gpu_count=8, findings=[
-        Finding(code="xid.79", severity=Severity.FAILED, gpu=3, message="XID 79 on GPU 3")]).to_json()
+    return NodeReport(
+        node=node,
+        gpu_model="H100",
+        gpu_count=8,
+        findings=[Finding(code="xid.79", severity=Severity.FAILED, gpu=3, message="XID 79 on GPU 3")],
+    ).to_json()
 
 
-def test_straggler_is_drained_with_its_reason(validate_env: tuple[Path, dict[str, str]],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_straggler_is_drained_with_its_reason(
+    validate_env: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     reports, env = validate_env
     (reports / f"{NODE0}.json").write_text(_healthy_report(NODE0))
     (reports / f"{NODE1}.json").write_text(_straggler_report(NODE1))
@@ -91,11 +104,16 @@ def test_straggler_is_drained_with_its_reason(validate_env: tuple[Path, dict[str
     assert re.search(rf"^{NODE1}\s+degraded.*\sdrained\s", out, re.MULTILINE)
 
 
-def test_last_node_in_service_is_not_drained_silently(validate_env: tuple[Path, dict[str, str]],
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_last_node_in_service_is_not_drained_silently(
+    validate_env: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
     reports, env = validate_env
-    subprocess.run(["scontrol", "update", f"NodeName={NODE1}", "State=DRAIN", "Reason=maintenance"], env=env,
-                   check=True, timeout=10)
+    subprocess.run(
+        ["scontrol", "update", f"NodeName={NODE1}", "State=DRAIN", "Reason=maintenance"],
+        env=env,
+        check=True,
+        timeout=10,
+    )
     (reports / f"{NODE0}.json").write_text(_failed_report(NODE0))
     (reports / f"{NODE1}.json").write_text(_healthy_report(NODE1))
     code = main(["validate", "--nodes", f"{NODE0},{NODE1}", "--via", "slurm", "--no-burnin"])

@@ -31,10 +31,13 @@ def test_one_gpu_and_one_offer_in_the_reports(tmp_path: Path, capsys: pytest.Cap
     assert out.splitlines()[0] == "1 offer; prices as of 2026-11-20 from bundled"
 
 
-@pytest.mark.parametrize(("nodes", "line"), [
-    ("{count: 2}", "3:9: nodes.count: 1 GPU cannot be split evenly across 2 nodes"),
-    ("{count: 1, gpus_per_node: 8}", "3:19: nodes.gpus_per_node: 1 GPU cannot be split evenly into nodes of 8"),
-])
+@pytest.mark.parametrize(
+    ("nodes", "line"),
+    [
+        ("{count: 2}", "3:9: nodes.count: 1 GPU cannot be split evenly across 2 nodes"),
+        ("{count: 1, gpus_per_node: 8}", "3:19: nodes.gpus_per_node: 1 GPU cannot be split evenly into nodes of 8"),
+    ],
+)
 def test_one_gpu_in_spec_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], nodes: str, line: str) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(f"name: xy\ngpus: {{model: [H100], count: 1}}\nnodes: {nodes}\n", encoding="utf-8")

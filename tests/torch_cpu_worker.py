@@ -48,15 +48,19 @@ def main() -> int:
         port = sock.getsockname()[1]
     os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
     gloo = multinode_allreduce_busbw(nbytes=1 << 12, repeats=2, backend="gloo")
-    print(json.dumps({
-        "torch_version": torch.__version__,  # type: ignore[attr-defined]
-        "torch_file": torch.__file__,  # type: ignore[attr-defined]
-        "cpu": cpu.model_dump(mode="json"),
-        "probes": len(probes),
-        "cpu_findings": [f.model_dump(mode="json") for f in judge_burnin(cpu, "NVIDIA H100 80GB HBM3")],
-        "no_cuda": no_cuda.model_dump(mode="json"),
-        "gloo_busbw": gloo,
-    }))
+    print(
+        json.dumps(
+            {
+                "torch_version": torch.__version__,  # type: ignore[attr-defined]
+                "torch_file": torch.__file__,  # type: ignore[attr-defined]
+                "cpu": cpu.model_dump(mode="json"),
+                "probes": len(probes),
+                "cpu_findings": [f.model_dump(mode="json") for f in judge_burnin(cpu, "NVIDIA H100 80GB HBM3")],
+                "no_cuda": no_cuda.model_dump(mode="json"),
+                "gloo_busbw": gloo,
+            }
+        )
+    )
     return 0
 
 

@@ -27,38 +27,61 @@ from provisioner.providers.descriptor import InstanceMetadata, ProviderDocs, Pro
 
 from provisioner.capabilities import Capability
 
-CAPABILITIES: frozenset[Capability] = frozenset({
-    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.PRIVATE_NETWORK,
-    Capability.USER_DATA, Capability.SSH_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION,
-    Capability.FABRIC_EFA,
-})
+CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.ON_DEMAND,
+        Capability.SPOT,
+        Capability.MULTI_NODE,
+        Capability.PRIVATE_NETWORK,
+        Capability.USER_DATA,
+        Capability.SSH_BOOTSTRAP,
+        Capability.TAGS,
+        Capability.RESERVATION,
+        Capability.FABRIC_EFA,
+    }
+)
 
 FACTS = ProviderFacts(
-    "aws", fake="provisioner.testing.fakes.aws_ec2:AWSFake", refresh="cloud", stack="pulumi_aws",
-    capacity_codes=("InsufficientInstanceCapacity", "InsufficientHostCapacity", "InsufficientCapacity",
-                    "InsufficientReservedInstanceCapacity", "InsufficientCapacityOnHost"),
+    "aws",
+    fake="provisioner.testing.fakes.aws_ec2:AWSFake",
+    refresh="cloud",
+    stack="pulumi_aws",
+    capacity_codes=(
+        "InsufficientInstanceCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientCapacityOnHost",
+    ),
     docs=ProviderDocs(
         offers="p4d/p4de (A100 40/80 GB), p5 (H100), p5e and p5en (H200), p6-b200 (B200), g5 xlarge/12xlarge/48xlarge"
-               " (A10G), g6e xlarge/12xlarge/48xlarge (L40S). On-demand and spot.",
+        " (A10G), g6e xlarge/12xlarge/48xlarge (L40S). On-demand and spot.",
         regions="us-east-1, us-east-2, us-west-2, eu-west-1, eu-north-1",
         notes=(
             (Capability.PRIVATE_NETWORK, "(VPC)"),
             (Capability.SCRIPT_BOOTSTRAP, "(as cloud-init user data)"),
             (Capability.CLUSTER_PRODUCT, "(Capacity Blocks are quotes)"),
-        )),
-    private_cidrs=("10.42.0.0/16",), storage_scheme="s3",
-    metadata=InstanceMetadata("imds", "http://169.254.169.254"), shared_fs="lustre",
+        ),
+    ),
+    private_cidrs=("10.42.0.0/16",),
+    storage_scheme="s3",
+    metadata=InstanceMetadata("imds", "http://169.254.169.254"),
+    shared_fs="lustre",
     sdk_credentials=SdkCredentials(
         ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE"),
         (("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", ""), ("AWS_CONFIG_FILE", ".aws/config", "")),
-        "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)"),
+        "no AWS credentials (AWS_ACCESS_KEY_ID, AWS_PROFILE or ~/.aws/credentials)",
+    ),
     teardown=Teardown(
-        "aws", "poweroff", True,
+        "aws",
+        "poweroff",
+        True,
         ttl="node timer powers off; the adapter launches with InstanceInitiatedShutdownBehavior=terminate, "
-            "so the instance is terminated",
+        "so the instance is terminated",
         idle="node idle check powers off, which terminates the instance",
         client_dies="nothing is lost: the nodes end themselves; `provisioner gc` finds any leftovers by tag",
-    ))
+    ),
+)
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.provider import AWSProvider

@@ -43,11 +43,21 @@ class AccountQuotas:
     def used_vcpus(self, region: str) -> dict[tuple[str, bool], int]:
         """vCPUs of pending/running instances in ``region`` by (quota code, spot): what each quota
         already counts (DescribeInstances, and DescribeInstanceTypes for their sizes)."""
-        running = [i for i in self.client.describe_instances(region, [
-            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-            if quota_code(str(i.get("InstanceType", "")), False)]
-        sizes = {t.instance_type: t.vcpus for t in self.gpu_types(
-            region, sorted({str(i["InstanceType"]) for i in running}))} if running else {}
+        running = [
+            i
+            for i in self.client.describe_instances(
+                region, [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+            )
+            if quota_code(str(i.get("InstanceType", "")), False)
+        ]
+        sizes = (
+            {
+                t.instance_type: t.vcpus
+                for t in self.gpu_types(region, sorted({str(i["InstanceType"]) for i in running}))
+            }
+            if running
+            else {}
+        )
         used: dict[tuple[str, bool], int] = {}
         for instance in running:
             kind, spot = str(instance["InstanceType"]), instance.get("InstanceLifecycle") == "spot"
@@ -99,10 +109,19 @@ class AccountQuotas:
                 continue
             if region not in used_in:
                 used_in[region] = self.used_vcpus(region)
-            found.append(QuotaHeadroom(
-                region=region, code=code, name=QUOTA_NAMES.get(code, ""), unit="vcpus", spot=spot, limit=int(limit),
-                available=max(0, int(limit) - used_in[region].get((code, spot), 0)), instance_types=sorted(types),
-                how_to_request=how_to_request(code, region)))
+            found.append(
+                QuotaHeadroom(
+                    region=region,
+                    code=code,
+                    name=QUOTA_NAMES.get(code, ""),
+                    unit="vcpus",
+                    spot=spot,
+                    limit=int(limit),
+                    available=max(0, int(limit) - used_in[region].get((code, spot), 0)),
+                    instance_types=sorted(types),
+                    how_to_request=how_to_request(code, region),
+                )
+            )
         return found
 
 

@@ -44,9 +44,12 @@ def launched_at(instance: dict[str, object]) -> dt.datetime | None:
 
 def billed(client: AWSClient, cluster_id: str, start: dt.datetime, end: dt.datetime) -> Billed:
     """The cluster's UnblendedCost from Cost Explorer over the days ``start``..``end`` (end day included)."""
-    params = {"TimePeriod": {"Start": start.date().isoformat(), "End": (end.date() + dt.timedelta(days=1)).isoformat()},
-              "Granularity": "DAILY", "Metrics": ["UnblendedCost"],
-              "Filter": {"Tags": {"Key": CLUSTER_TAG, "Values": [cluster_id], "MatchOptions": ["EQUALS"]}}}
+    params = {
+        "TimePeriod": {"Start": start.date().isoformat(), "End": (end.date() + dt.timedelta(days=1)).isoformat()},
+        "Granularity": "DAILY",
+        "Metrics": ["UnblendedCost"],
+        "Filter": {"Tags": {"Key": CLUSTER_TAG, "Values": [cluster_id], "MatchOptions": ["EQUALS"]}},
+    }
     total = Decimal(0)
     for result in client.cost_and_usage(params):
         amount = (result.get("Total") or {}).get("UnblendedCost") or {}

@@ -52,19 +52,29 @@ def block_offer(item: Mapping[str, Any], template: Offer) -> Offer | None:
     zone = str(item.get("AvailabilityZone") or template.zone or "")
     start, end = item.get("StartDate"), item.get("EndDate")
     when = f"{_iso(start)} to {_iso(end)}" if start and end else f"{hours} h"
-    return template.model_copy(update={
-        "zone": zone or None, "offer_id": offering or None, "purchase": Purchase.RESERVATION,
-        "block_hours": hours if valid_block_hours(hours) else 0, "block_start": _utc(start),
-        "price_per_hour_usd": per_node_hour, "spot_price_per_hour_usd": None, "min_nodes": 1,
-        "max_nodes": MAX_INSTANCES_PER_BLOCK, "bootstrap": Bootstrap.CLOUD_INIT, "network": Network.PRIVATE,
-        "how_to_obtain": (
-            f"EC2 Capacity Block for ML {offering} in {zone}: {count} x {template.instance_type} for {hours} h "
-            f"({when}), ${fee} upfront (probed for {count} instance; ask DescribeCapacityBlockOfferings for your "
-            f"count and dates, then: aws ec2 purchase-capacity-block --capacity-block-offering-id <id> "
-            f"--instance-platform Linux/UNIX --region {template.region}); instances launch into it with "
-            "InstanceMarketOptions MarketType capacity-block"),
-        "source": "EC2 DescribeCapacityBlockOfferings (live)",
-    })
+    return template.model_copy(
+        update={
+            "zone": zone or None,
+            "offer_id": offering or None,
+            "purchase": Purchase.RESERVATION,
+            "block_hours": hours if valid_block_hours(hours) else 0,
+            "block_start": _utc(start),
+            "price_per_hour_usd": per_node_hour,
+            "spot_price_per_hour_usd": None,
+            "min_nodes": 1,
+            "max_nodes": MAX_INSTANCES_PER_BLOCK,
+            "bootstrap": Bootstrap.CLOUD_INIT,
+            "network": Network.PRIVATE,
+            "how_to_obtain": (
+                f"EC2 Capacity Block for ML {offering} in {zone}: {count} x {template.instance_type} for {hours} h "
+                f"({when}), ${fee} upfront (probed for {count} instance; ask DescribeCapacityBlockOfferings for your "
+                f"count and dates, then: aws ec2 purchase-capacity-block --capacity-block-offering-id <id> "
+                f"--instance-platform Linux/UNIX --region {template.region}); instances launch into it with "
+                "InstanceMarketOptions MarketType capacity-block"
+            ),
+            "source": "EC2 DescribeCapacityBlockOfferings (live)",
+        }
+    )
 
 
 def valid_block_hours(hours: int) -> bool:
@@ -86,5 +96,12 @@ def _iso(value: Any) -> str:
     return text.replace("+00:00", "Z")
 
 
-__all__ = ["CAPACITY_BLOCK_FAMILIES", "MAX_INSTANCES_PER_BLOCK", "PROBE_COUNT", "PROBE_HOURS", "block_offer",
-           "sells_blocks", "valid_block_hours"]
+__all__ = [
+    "CAPACITY_BLOCK_FAMILIES",
+    "MAX_INSTANCES_PER_BLOCK",
+    "PROBE_COUNT",
+    "PROBE_HOURS",
+    "block_offer",
+    "sells_blocks",
+    "valid_block_hours",
+]

@@ -50,16 +50,52 @@ PRICING_REGION = "us-east-1"
 """The Pricing API answers from us-east-1 (also ap-south-1, eu-central-1)."""
 
 _CAPACITY = frozenset(FACTS.capacity_codes)
-_QUOTA = frozenset({"VcpuLimitExceeded", "MaxSpotInstanceCountExceeded", "InstanceLimitExceeded",
-                    "ServiceQuotaExceededException", "PendingVerification"})
-_THROTTLED = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequestsException",
-                        "RequestThrottled", "RequestThrottledException", "SlowDown", "EC2ThrottledException"})
-_AUTH = frozenset({"AuthFailure", "UnauthorizedOperation", "InvalidClientTokenId", "SignatureDoesNotMatch",
-                   "UnrecognizedClientException", "AccessDeniedException", "AccessDenied", "ExpiredToken",
-                   "ExpiredTokenException", "InvalidAccessKeyId", "OptInRequired"})
-NOT_FOUND_CODES = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed", "NoSuchResourceException",
-                             "InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound",
-                             "InvalidAllocationID.NotFound"})
+_QUOTA = frozenset(
+    {
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "InstanceLimitExceeded",
+        "ServiceQuotaExceededException",
+        "PendingVerification",
+    }
+)
+_THROTTLED = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+        "EC2ThrottledException",
+    }
+)
+_AUTH = frozenset(
+    {
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+        "AccessDeniedException",
+        "AccessDenied",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidAccessKeyId",
+        "OptInRequired",
+    }
+)
+NOT_FOUND_CODES = frozenset(
+    {
+        "InvalidInstanceID.NotFound",
+        "InvalidInstanceID.Malformed",
+        "NoSuchResourceException",
+        "InvalidPlacementGroup.Unknown",
+        "InvalidGroup.NotFound",
+        "InvalidAllocationID.NotFound",
+    }
+)
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -85,11 +121,21 @@ def map_error(exc: Exception) -> ProviderError:
         if code in _AUTH or status in (401, 403):
             return CredentialsError(PROVIDER, text)
         return ProviderAPIError(PROVIDER, status, text)
-    if isinstance(exc, (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
-                        botocore.exceptions.CredentialRetrievalError, botocore.exceptions.ProfileNotFound,
-                        botocore.exceptions.TokenRetrievalError)):
-        return CredentialsError(PROVIDER, f"no usable AWS credentials: {_one_line(str(exc))} (boto3's standard "
-                                "chain: AWS_PROFILE, environment, SSO, instance role)")
+    if isinstance(
+        exc,
+        (
+            botocore.exceptions.NoCredentialsError,
+            botocore.exceptions.PartialCredentialsError,
+            botocore.exceptions.CredentialRetrievalError,
+            botocore.exceptions.ProfileNotFound,
+            botocore.exceptions.TokenRetrievalError,
+        ),
+    ):
+        return CredentialsError(
+            PROVIDER,
+            f"no usable AWS credentials: {_one_line(str(exc))} (boto3's standard "
+            "chain: AWS_PROFILE, environment, SSO, instance role)",
+        )
     if isinstance(exc, (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError)):
         return ProviderAPIError(PROVIDER, 0, f"timed out: {_one_line(str(exc))}")
     if isinstance(exc, botocore.parsers.ResponseParserError):
@@ -115,16 +161,27 @@ class AWSClient:
     The session's keys are never stored here nor shown in a repr.
     """
 
-    def __init__(self, session: Any = None, *, endpoint_url: str | None = None, limits: RateLimits | None = None,
-                 timeout_s: float = 30.0, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self,
+        session: Any = None,
+        *,
+        endpoint_url: str | None = None,
+        limits: RateLimits | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.session = session if session is not None else boto3.Session()
         self.endpoint_url = endpoint_url or None
         self.limits = limits or LIMITS
         self.retry = retry or RetryPolicy()
         self.limiter = RateLimiter.for_requests(self.limits)
         self.launch_limiter = RateLimiter.for_launches(self.limits)
-        self._config = botocore.config.Config(connect_timeout=timeout_s, read_timeout=timeout_s,
-                                              retries={"total_max_attempts": 1}, user_agent_extra="gpu-provisioner")
+        self._config = botocore.config.Config(
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s,
+            retries={"total_max_attempts": 1},
+            user_agent_extra="gpu-provisioner",
+        )
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
@@ -142,15 +199,24 @@ class AWSClient:
             found = self._clients.get((service, region))
             if found is None:
                 try:
-                    found = self.session.client(service, region_name=region, endpoint_url=self.endpoint_url,
-                                                config=self._config)
+                    found = self.session.client(
+                        service, region_name=region, endpoint_url=self.endpoint_url, config=self._config
+                    )
                 except botocore.exceptions.BotoCoreError as exc:
                     raise map_error(exc) from exc
                 self._clients[(service, region)] = found
             return found
 
-    def _call(self, service: str, region: str, operation: str, params: Mapping[str, Any], *,
-              idempotent: bool = True, launch: bool = False) -> dict[str, Any]:
+    def _call(
+        self,
+        service: str,
+        region: str,
+        operation: str,
+        params: Mapping[str, Any],
+        *,
+        idempotent: bool = True,
+        launch: bool = False,
+    ) -> dict[str, Any]:
         """One API call, paced, retried per the module docstring, errors mapped (the one place)."""
         method: Callable[..., dict[str, Any]] = getattr(self._client(service, region), operation)
         attempts = max(self.retry.attempts, 1)
@@ -163,15 +229,17 @@ class AWSClient:
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
                 error = map_error(exc)
                 retryable = isinstance(error, RateLimitError) or (
-                    idempotent and isinstance(error, ProviderAPIError) and (error.status >= 500 or error.status == 0))
+                    idempotent and isinstance(error, ProviderAPIError) and (error.status >= 500 or error.status == 0)
+                )
                 if not retryable or attempt == attempts - 1:
                     raise error from exc
             retry_after = error.retry_after_s if isinstance(error, RateLimitError) else None
             self.retry.sleep(self.retry.delay(attempt, retry_after))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _pages(self, service: str, region: str, operation: str, params: Mapping[str, Any],
-               key: str) -> Iterator[dict[str, Any]]:
+    def _pages(
+        self, service: str, region: str, operation: str, params: Mapping[str, Any], key: str
+    ) -> Iterator[dict[str, Any]]:
         """Items under ``key`` across every page (``NextToken``)."""
         request = dict(params)
         while True:
@@ -186,18 +254,21 @@ class AWSClient:
     def describe_instance_types(self, region: str, instance_types: list[str] | None = None) -> list[dict[str, Any]]:
         """DescribeInstanceTypes: GPU instance types (``instance-type`` filter on p*/g* families
         when none are named); GpuInfo, NetworkInfo (EFA), InstanceStorageInfo."""
-        params: dict[str, Any] = ({"InstanceTypes": instance_types} if instance_types else
-                                  {"Filters": [{"Name": "instance-type", "Values": ["p*", "g*"]}]})
+        params: dict[str, Any] = (
+            {"InstanceTypes": instance_types}
+            if instance_types
+            else {"Filters": [{"Name": "instance-type", "Values": ["p*", "g*"]}]}
+        )
         return list(self._pages("ec2", region, "describe_instance_types", params, "InstanceTypes"))
 
     def describe_instance_type_offerings(self, region: str, instance_types: list[str]) -> list[dict[str, Any]]:
         """DescribeInstanceTypeOfferings per availability zone for the named types."""
-        params = {"LocationType": "availability-zone",
-                  "Filters": [{"Name": "instance-type", "Values": instance_types}]}
+        params = {"LocationType": "availability-zone", "Filters": [{"Name": "instance-type", "Values": instance_types}]}
         return list(self._pages("ec2", region, "describe_instance_type_offerings", params, "InstanceTypeOfferings"))
 
-    def describe_spot_price_history(self, region: str, instance_types: list[str],
-                                    start_time: Any = None) -> list[dict[str, Any]]:
+    def describe_spot_price_history(
+        self, region: str, instance_types: list[str], start_time: Any = None
+    ) -> list[dict[str, Any]]:
         """DescribeSpotPriceHistory (Linux/UNIX) for the named types; the latest price per AZ
         comes first in each zone's history."""
         params: dict[str, Any] = {"InstanceTypes": instance_types, "ProductDescriptions": ["Linux/UNIX"]}
@@ -229,9 +300,17 @@ class AWSClient:
         return pairs
 
     def import_key_pair(self, region: str, name: str, public_key: str, tags: list[dict[str, str]]) -> str:
-        answer = self._call("ec2", region, "import_key_pair", {
-            "KeyName": name, "PublicKeyMaterial": public_key.encode(),
-            "TagSpecifications": [{"ResourceType": "key-pair", "Tags": tags}]}, idempotent=False)
+        answer = self._call(
+            "ec2",
+            region,
+            "import_key_pair",
+            {
+                "KeyName": name,
+                "PublicKeyMaterial": public_key.encode(),
+                "TagSpecifications": [{"ResourceType": "key-pair", "Tags": tags}],
+            },
+            idempotent=False,
+        )
         return str(answer.get("KeyName", name))
 
     def describe_images(self, region: str, filters: list[dict[str, Any]], owners: list[str]) -> list[dict[str, Any]]:
@@ -244,12 +323,18 @@ class AWSClient:
         with its ``NetworkNodes``, outermost first. Types without topology are left out by EC2."""
         found: list[dict[str, Any]] = []
         for start in range(0, len(instance_ids), 100):
-            found += self._pages("ec2", region, "describe_instance_topology",
-                                 {"InstanceIds": instance_ids[start:start + 100]}, "Instances")
+            found += self._pages(
+                "ec2",
+                region,
+                "describe_instance_topology",
+                {"InstanceIds": instance_ids[start : start + 100]},
+                "Instances",
+            )
         return found
 
-    def describe_capacity_block_offerings(self, region: str, instance_type: str, count: int,
-                                          hours: int) -> list[dict[str, Any]]:
+    def describe_capacity_block_offerings(
+        self, region: str, instance_type: str, count: int, hours: int
+    ) -> list[dict[str, Any]]:
         """DescribeCapacityBlockOfferings: Capacity Blocks for ML of ``count`` x ``instance_type`` for
         ``hours`` in ``region`` (every page). Read-only: nothing is purchased."""
         params = {"InstanceType": instance_type, "InstanceCount": count, "CapacityDurationHours": hours}
@@ -258,16 +343,25 @@ class AWSClient:
     def purchase_capacity_block(self, region: str, offering_id: str, tags: list[dict[str, str]]) -> dict[str, Any]:
         """PurchaseCapacityBlock (Linux/UNIX), tagged: the ``CapacityReservation`` bought. Buys a
         non-refundable block, so it is never retried (the adapter re-lists by tag after a lost answer)."""
-        answer = self._call("ec2", region, "purchase_capacity_block", {
-            "CapacityBlockOfferingId": offering_id, "InstancePlatform": "Linux/UNIX",
-            "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": tags}]}, idempotent=False)
+        answer = self._call(
+            "ec2",
+            region,
+            "purchase_capacity_block",
+            {
+                "CapacityBlockOfferingId": offering_id,
+                "InstancePlatform": "Linux/UNIX",
+                "TagSpecifications": [{"ResourceType": "capacity-reservation", "Tags": tags}],
+            },
+            idempotent=False,
+        )
         reservation: dict[str, Any] = answer.get("CapacityReservation", {})
         return reservation
 
     def describe_capacity_reservations(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """DescribeCapacityReservations with filters (every page)."""
-        return list(self._pages("ec2", region, "describe_capacity_reservations", {"Filters": filters},
-                                "CapacityReservations"))
+        return list(
+            self._pages("ec2", region, "describe_capacity_reservations", {"Filters": filters}, "CapacityReservations")
+        )
 
     # ----- EC2: network (EFA clusters) -------------------------------------------------------
     def describe_vpcs(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -279,18 +373,32 @@ class AWSClient:
     def describe_security_groups(self, region: str, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(self._pages("ec2", region, "describe_security_groups", {"Filters": filters}, "SecurityGroups"))
 
-    def create_security_group(self, region: str, name: str, description: str, vpc_id: str,
-                              tags: list[dict[str, str]]) -> str:
+    def create_security_group(
+        self, region: str, name: str, description: str, vpc_id: str, tags: list[dict[str, str]]
+    ) -> str:
         """CreateSecurityGroup (tagged): the group id. Not retried (the adapter re-lists by tag)."""
-        answer = self._call("ec2", region, "create_security_group", {
-            "GroupName": name, "Description": description, "VpcId": vpc_id,
-            "TagSpecifications": [{"ResourceType": "security-group", "Tags": tags}]}, idempotent=False)
+        answer = self._call(
+            "ec2",
+            region,
+            "create_security_group",
+            {
+                "GroupName": name,
+                "Description": description,
+                "VpcId": vpc_id,
+                "TagSpecifications": [{"ResourceType": "security-group", "Tags": tags}],
+            },
+            idempotent=False,
+        )
         return str(answer["GroupId"])
 
-    def authorize_security_group_ingress(self, region: str, group_id: str,
-                                         permissions: list[dict[str, Any]]) -> None:
-        self._call("ec2", region, "authorize_security_group_ingress",
-                   {"GroupId": group_id, "IpPermissions": permissions}, idempotent=False)
+    def authorize_security_group_ingress(self, region: str, group_id: str, permissions: list[dict[str, Any]]) -> None:
+        self._call(
+            "ec2",
+            region,
+            "authorize_security_group_ingress",
+            {"GroupId": group_id, "IpPermissions": permissions},
+            idempotent=False,
+        )
 
     def delete_security_group(self, region: str, group_id: str) -> None:
         self._call("ec2", region, "delete_security_group", {"GroupId": group_id})
@@ -302,9 +410,17 @@ class AWSClient:
 
     def create_placement_group(self, region: str, name: str, strategy: str, tags: list[dict[str, str]]) -> None:
         """CreatePlacementGroup (tagged). Not retried (the adapter re-lists by tag)."""
-        self._call("ec2", region, "create_placement_group", {
-            "GroupName": name, "Strategy": strategy,
-            "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags}]}, idempotent=False)
+        self._call(
+            "ec2",
+            region,
+            "create_placement_group",
+            {
+                "GroupName": name,
+                "Strategy": strategy,
+                "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags}],
+            },
+            idempotent=False,
+        )
 
     def delete_placement_group(self, region: str, name: str) -> None:
         self._call("ec2", region, "delete_placement_group", {"GroupName": name})
@@ -316,13 +432,22 @@ class AWSClient:
 
     def allocate_address(self, region: str, tags: list[dict[str, str]]) -> str:
         """AllocateAddress (VPC, tagged): the allocation id. Not retried (the adapter re-lists by tag)."""
-        answer = self._call("ec2", region, "allocate_address", {
-            "Domain": "vpc", "TagSpecifications": [{"ResourceType": "elastic-ip", "Tags": tags}]}, idempotent=False)
+        answer = self._call(
+            "ec2",
+            region,
+            "allocate_address",
+            {"Domain": "vpc", "TagSpecifications": [{"ResourceType": "elastic-ip", "Tags": tags}]},
+            idempotent=False,
+        )
         return str(answer["AllocationId"])
 
     def associate_address(self, region: str, allocation_id: str, network_interface_id: str) -> None:
-        self._call("ec2", region, "associate_address",
-                   {"AllocationId": allocation_id, "NetworkInterfaceId": network_interface_id})
+        self._call(
+            "ec2",
+            region,
+            "associate_address",
+            {"AllocationId": allocation_id, "NetworkInterfaceId": network_interface_id},
+        )
 
     def release_address(self, region: str, allocation_id: str) -> None:
         self._call("ec2", region, "release_address", {"AllocationId": allocation_id})
@@ -330,14 +455,18 @@ class AWSClient:
     # ----- Pricing and Service Quotas -------------------------------------------------------
     def get_products(self, filters: list[dict[str, str]]) -> list[str]:
         """pricing.GetProducts for AmazonEC2 with TERM_MATCH filters: the PriceList JSON strings."""
-        params = {"ServiceCode": "AmazonEC2", "FormatVersion": "aws_v1",
-                  "Filters": [{"Type": "TERM_MATCH", **f} for f in filters]}
+        params = {
+            "ServiceCode": "AmazonEC2",
+            "FormatVersion": "aws_v1",
+            "Filters": [{"Type": "TERM_MATCH", **f} for f in filters],
+        }
         return [str(item) for item in self._pages("pricing", PRICING_REGION, "get_products", params, "PriceList")]
 
     def get_service_quota(self, region: str, quota_code: str) -> dict[str, Any]:
         """service-quotas.GetServiceQuota(ServiceCode=ec2): the ``Quota`` object."""
-        answer = self._call("service-quotas", region, "get_service_quota",
-                            {"ServiceCode": "ec2", "QuotaCode": quota_code})
+        answer = self._call(
+            "service-quotas", region, "get_service_quota", {"ServiceCode": "ec2", "QuotaCode": quota_code}
+        )
         quota: dict[str, Any] = answer.get("Quota", {})
         return quota
 

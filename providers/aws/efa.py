@@ -7,9 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 EFA_INTERFACES = {
-    "p5.48xlarge": 32, "p5e.48xlarge": 32, "p5en.48xlarge": 16,
-    "p4d.24xlarge": 4, "p4de.24xlarge": 4, "p6-b200.48xlarge": 8,
-    "g5.48xlarge": 1, "g6e.12xlarge": 1, "g6e.24xlarge": 2, "g6e.48xlarge": 4,
+    "p5.48xlarge": 32,
+    "p5e.48xlarge": 32,
+    "p5en.48xlarge": 16,
+    "p4d.24xlarge": 4,
+    "p4de.24xlarge": 4,
+    "p6-b200.48xlarge": 8,
+    "g5.48xlarge": 1,
+    "g6e.12xlarge": 1,
+    "g6e.24xlarge": 2,
+    "g6e.48xlarge": 4,
 }
 """EFA interfaces per instance type: one per network card (EC2 User Guide, "Maximize network
 bandwidth on Amazon EC2 instances with multiple network cards"). Types not listed get one ENA."""

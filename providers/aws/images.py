@@ -26,11 +26,16 @@ class Images:
         if spec.image or self.image_id:
             return str(spec.image or self.image_id)
         if spec.region not in self._by_region:
-            images = self.client.describe_images(spec.region, [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]},
-                                                               {"Name": "state", "Values": ["available"]}], ["amazon"])
+            images = self.client.describe_images(
+                spec.region,
+                [{"Name": "name", "Values": [DEFAULT_IMAGE_NAME]}, {"Name": "state", "Values": ["available"]}],
+                ["amazon"],
+            )
             if not images:
-                raise PlanError(f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's "
-                                "image or PROVISIONER_AWS_IMAGE_ID")
+                raise PlanError(
+                    f"aws: no GPU image named {DEFAULT_IMAGE_NAME!r} in {spec.region}; set the node's "
+                    "image or PROVISIONER_AWS_IMAGE_ID"
+                )
             self._by_region[spec.region] = str(max(images, key=lambda i: str(i.get("CreationDate", "")))["ImageId"])
         return self._by_region[spec.region]
 

@@ -57,8 +57,12 @@ def terminate(client: AWSClient, region: str, ids: list[str]) -> None:
     except ProviderAPIError as exc:
         if not is_not_found(exc):
             raise
-        alive = {str(i["InstanceId"]) for i in client.describe_instances(
-            region, [{"Name": "instance-id", "Values": ids}, {"Name": "instance-state-name", "Values": LIVE}])}
+        alive = {
+            str(i["InstanceId"])
+            for i in client.describe_instances(
+                region, [{"Name": "instance-id", "Values": ids}, {"Name": "instance-state-name", "Values": LIVE}]
+            )
+        }
         survivors = [i for i in ids if i in alive]
         if survivors:
             client.terminate_instances(region, survivors)
@@ -68,22 +72,31 @@ def to_node(provider: str, cluster_id: str, region: str, instance: dict[str, Any
     """One DescribeInstances item as a ``Node`` (name, owner and lease from its tags)."""
     state = str(instance.get("State", {}).get("Name", ""))
     tags = tag_map(instance)
-    return Node(provider=provider, id=str(instance["InstanceId"]), name=tags.get(NODE_TAG, ""),
-                cluster_id=cluster_id, status=STATUS.get(state, NodeStatus.PENDING),
-                instance_type=str(instance.get("InstanceType", "")), region=region,
-                public_ip=ip_or_none(instance.get("PublicIpAddress")),
-                private_ip=ip_or_none(instance.get("PrivateIpAddress")),
-                provider_state=state, launched_at=billing.launched_at(instance),
-                ended_at=billing.ended_at(instance), owner=tags.get(OWNER_TAG),
-                lease=tags.get(LEASE_TAG))
+    return Node(
+        provider=provider,
+        id=str(instance["InstanceId"]),
+        name=tags.get(NODE_TAG, ""),
+        cluster_id=cluster_id,
+        status=STATUS.get(state, NodeStatus.PENDING),
+        instance_type=str(instance.get("InstanceType", "")),
+        region=region,
+        public_ip=ip_or_none(instance.get("PublicIpAddress")),
+        private_ip=ip_or_none(instance.get("PrivateIpAddress")),
+        provider_state=state,
+        launched_at=billing.launched_at(instance),
+        ended_at=billing.ended_at(instance),
+        owner=tags.get(OWNER_TAG),
+        lease=tags.get(LEASE_TAG),
+    )
 
 
 def owned(client: AWSClient, provider: str, regions: Sequence[str]) -> list[OwnedNode]:
     """Every live instance carrying the cluster tag in ``regions``, with owner and expiry. Read-only."""
     found = []
     for region in regions:
-        for instance in client.describe_instances(region, [{"Name": "tag-key", "Values": [CLUSTER_TAG]},
-                                                           {"Name": "instance-state-name", "Values": LIVE}]):
+        for instance in client.describe_instances(
+            region, [{"Name": "tag-key", "Values": [CLUSTER_TAG]}, {"Name": "instance-state-name", "Values": LIVE}]
+        ):
             tags = tag_map(instance)
             node = to_node(provider, tags[CLUSTER_TAG], region, instance)
             found.append(OwnedNode(node, tags.get(OWNER_TAG), parse_expiry(tags.get(EXPIRES_TAG))))
@@ -95,8 +108,11 @@ def topology(client: AWSClient, cluster_id: str, regions: Sequence[str]) -> dict
     ``regions`` from DescribeInstanceTopology; instances EC2 gives none for are left out. Read-only."""
     found: dict[str, list[str]] = {}
     for region in regions:
-        names = {str(i["InstanceId"]): tag_map(i).get(NODE_TAG, "") for i in members(client, cluster_id, region)
-                 if i.get("State", {}).get("Name") == "running"}
+        names = {
+            str(i["InstanceId"]): tag_map(i).get(NODE_TAG, "")
+            for i in members(client, cluster_id, region)
+            if i.get("State", {}).get("Name") == "running"
+        }
         if not names:
             continue
         for item in client.describe_instance_topology(region, sorted(names)):

@@ -54,8 +54,9 @@ def ec2_user_data(text: str) -> str | bytes:
         return text
     packed = gzip.compress(raw, compresslevel=9, mtime=0)
     if len(packed) > EC2_USER_DATA_MAX_BYTES:
-        raise PlanError(f"user data is {len(packed)} bytes gzip-compressed; EC2 accepts at most "
-                        f"{EC2_USER_DATA_MAX_BYTES}")
+        raise PlanError(
+            f"user data is {len(packed)} bytes gzip-compressed; EC2 accepts at most {EC2_USER_DATA_MAX_BYTES}"
+        )
     return packed
 
 
@@ -87,11 +88,16 @@ def run_params(adapter: AWSProvider, cluster_id: str, spec: NodeSpec) -> dict[st
     tags = node_tags(adapter, cluster_id, spec)
     tag_list = [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
     params: dict[str, Any] = {
-        "ImageId": adapter.images.for_node(spec), "InstanceType": spec.instance_type, "MinCount": 1, "MaxCount": 1,
+        "ImageId": adapter.images.for_node(spec),
+        "InstanceType": spec.instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
         "InstanceInitiatedShutdownBehavior": "terminate",
         "MetadataOptions": dict(METADATA_OPTIONS),
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": tag_list},
-                              {"ResourceType": "volume", "Tags": tag_list}],
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tag_list},
+            {"ResourceType": "volume", "Tags": tag_list},
+        ],
     }
     if spec.zone:
         params["Placement"] = {"AvailabilityZone": spec.zone}
@@ -103,7 +109,8 @@ def run_params(adapter: AWSProvider, cluster_id: str, spec: NodeSpec) -> dict[st
     if block is not None:  # launched into the block bought for the cluster, in its zone
         params["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         params["CapacityReservationSpecification"] = {
-            "CapacityReservationTarget": {"CapacityReservationId": block.reservation_id}}
+            "CapacityReservationTarget": {"CapacityReservationId": block.reservation_id}
+        }
         params["Placement"] = {"AvailabilityZone": block.zone}
     elif spec.spot:
         options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
@@ -119,8 +126,10 @@ def run_params(adapter: AWSProvider, cluster_id: str, spec: NodeSpec) -> dict[st
         if ssh_group is not None:  # the EFA group and the cluster's, not the VPC's default
             for nic in params["NetworkInterfaces"]:
                 nic["Groups"] = [efa.security_group_ids[0], ssh_group]
-        params["Placement"] = {"AvailabilityZone": efa.zone,
-                               **({"GroupName": efa.placement_group} if efa.placement_group else {})}
+        params["Placement"] = {
+            "AvailabilityZone": efa.zone,
+            **({"GroupName": efa.placement_group} if efa.placement_group else {}),
+        }
         params["TagSpecifications"].append({"ResourceType": "network-interface", "Tags": tag_list})
     return params
 
@@ -141,8 +150,16 @@ class RunLauncher(Launcher):
             for i in instances.members(self.adapter.client, self.cluster_id, region, live=True):
                 self.region_of[str(i["InstanceId"])] = region
                 tags = tag_map(i)
-                found.append(Member(str(i["InstanceId"]), tags.get(NODE_TAG), str(i.get("InstanceType", "")), region,
-                                    tags.get(OWNER_TAG), tags.get(LEASE_TAG)))
+                found.append(
+                    Member(
+                        str(i["InstanceId"]),
+                        tags.get(NODE_TAG),
+                        str(i.get("InstanceType", "")),
+                        region,
+                        tags.get(OWNER_TAG),
+                        tags.get(LEASE_TAG),
+                    )
+                )
         return found
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
@@ -151,8 +168,9 @@ class RunLauncher(Launcher):
         (instance,) = self.adapter.client.run_instances(spec.region, params)
         self.region_of[str(instance["InstanceId"])] = spec.region
         if len(params.get("NetworkInterfaces", [])) > 1:  # EC2 gives such an instance no public address
-            self.adapter.network.attach_address(spec.region, instance, node_tags(self.adapter, self.cluster_id, spec),
-                                                NODE_TAG)
+            self.adapter.network.attach_address(
+                spec.region, instance, node_tags(self.adapter, self.cluster_id, spec), NODE_TAG
+            )
         return [str(instance["InstanceId"])]
 
     def terminate(self, ids: Sequence[str]) -> list[str]:
@@ -171,5 +189,14 @@ class RunLauncher(Launcher):
         return f"1 x {spec.instance_type} in {spec.region}{f' ({spec.zone})' if spec.zone else ''}"
 
 
-__all__ = ["EC2_USER_DATA_MAX_BYTES", "EXPIRES_TAG", "METADATA_OPTIONS", "OWNER_TAG", "RunLauncher", "ec2_user_data",
-           "key_name", "node_tags", "run_params"]
+__all__ = [
+    "EC2_USER_DATA_MAX_BYTES",
+    "EXPIRES_TAG",
+    "METADATA_OPTIONS",
+    "OWNER_TAG",
+    "RunLauncher",
+    "ec2_user_data",
+    "key_name",
+    "node_tags",
+    "run_params",
+]

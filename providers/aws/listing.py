@@ -26,8 +26,12 @@ from provisioner.spec import Fabric
 log = logging.getLogger("provisioner.providers.aws")
 
 BILLING_INCREMENT_S, BILLING_MINIMUM_S = 1, 60  # per-second Linux billing, 60 s minimum (bundled catalog)
-_PRICE_FILTERS = (("operatingSystem", "Linux"), ("tenancy", "Shared"), ("preInstalledSw", "NA"),
-                  ("capacitystatus", "Used"))
+_PRICE_FILTERS = (
+    ("operatingSystem", "Linux"),
+    ("tenancy", "Shared"),
+    ("preInstalledSw", "NA"),
+    ("capacitystatus", "Used"),
+)
 
 
 @lru_cache(maxsize=1)
@@ -50,8 +54,10 @@ def on_demand_prices(client: AWSClient, region: str, instance_types: Iterable[st
     """Linux on-demand USD/hour per type in ``region`` from the Pricing API (exact)."""
     prices: dict[str, Decimal] = {}
     for instance_type in instance_types:
-        filters = [{"Field": f, "Value": v} for f, v in
-                   (("instanceType", instance_type), ("regionCode", region), *_PRICE_FILTERS)]
+        filters = [
+            {"Field": f, "Value": v}
+            for f, v in (("instanceType", instance_type), ("regionCode", region), *_PRICE_FILTERS)
+        ]
         for item in client.get_products(filters):
             parsed = on_demand_price(item)
             if parsed and parsed[0] == instance_type and parsed[1] == region:
@@ -59,8 +65,15 @@ def on_demand_prices(client: AWSClient, region: str, instance_types: Iterable[st
     return prices
 
 
-def instance_offers(kind: GpuInstanceType, *, region: str, zones: dict[str, list[str]], on_demand: dict[str, Decimal],
-                    spot: dict[tuple[str, str], Decimal], query: OfferQuery) -> list[Offer]:
+def instance_offers(
+    kind: GpuInstanceType,
+    *,
+    region: str,
+    zones: dict[str, list[str]],
+    on_demand: dict[str, Decimal],
+    spot: dict[tuple[str, str], Decimal],
+    query: OfferQuery,
+) -> list[Offer]:
     """One offer per zone EC2 sells ``kind`` in, with the price the query asks for (on-demand, spot)."""
     by_type, typical = _catalog_templates()
     template = by_type.get(kind.instance_type, typical)
@@ -72,23 +85,42 @@ def instance_offers(kind: GpuInstanceType, *, region: str, zones: dict[str, list
             continue
         if price is None and spot_price is None:
             continue
-        made.append(Offer(
-            provider="aws", instance_type=kind.instance_type, region=region, zone=zone,
-            gpu_model=kind.gpu_model, gpus=kind.gpus, gpu_memory_gib=kind.gpu_memory_gib, vcpus=kind.vcpus,
-            memory_gib=kind.memory_gib, local_nvme_gib=kind.local_nvme_gib,
-            # EFA only where the adapter knows the type's interface layout: an offer is never
-            # ranked as EFA when its nodes would launch without EFA interfaces.
-            fabric=Fabric.EFA if kind.efa_supported and has_efa(kind.instance_type) else Fabric.ETHERNET,
-            fabric_gbps=kind.network_gbps,
-            price_per_hour_usd=price, spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
-            billing_increment_s=BILLING_INCREMENT_S, billing_minimum_s=BILLING_MINIMUM_S,
-            egress_usd_per_gb=template.egress_usd_per_gb if template else 0,
-            interruptions_per_node_hour=template.interruptions_per_node_hour if template else 0.000158,
-            spot_interruptions_per_node_hour=template.spot_interruptions_per_node_hour if template else None,
-            interruption_basis=template.interruption_basis if template else "documented default",
-            max_nodes=(template.max_nodes if template and template.instance_type == kind.instance_type
-                       else 64 if kind.efa_supported else 16),
-            purchase=Purchase.INSTANCE, bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE))
+        made.append(
+            Offer(
+                provider="aws",
+                instance_type=kind.instance_type,
+                region=region,
+                zone=zone,
+                gpu_model=kind.gpu_model,
+                gpus=kind.gpus,
+                gpu_memory_gib=kind.gpu_memory_gib,
+                vcpus=kind.vcpus,
+                memory_gib=kind.memory_gib,
+                local_nvme_gib=kind.local_nvme_gib,
+                # EFA only where the adapter knows the type's interface layout: an offer is never
+                # ranked as EFA when its nodes would launch without EFA interfaces.
+                fabric=Fabric.EFA if kind.efa_supported and has_efa(kind.instance_type) else Fabric.ETHERNET,
+                fabric_gbps=kind.network_gbps,
+                price_per_hour_usd=price,
+                spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
+                billing_increment_s=BILLING_INCREMENT_S,
+                billing_minimum_s=BILLING_MINIMUM_S,
+                egress_usd_per_gb=template.egress_usd_per_gb if template else 0,
+                interruptions_per_node_hour=template.interruptions_per_node_hour if template else 0.000158,
+                spot_interruptions_per_node_hour=template.spot_interruptions_per_node_hour if template else None,
+                interruption_basis=template.interruption_basis if template else "documented default",
+                max_nodes=(
+                    template.max_nodes
+                    if template and template.instance_type == kind.instance_type
+                    else 64
+                    if kind.efa_supported
+                    else 16
+                ),
+                purchase=Purchase.INSTANCE,
+                bootstrap=Bootstrap.CLOUD_INIT,
+                network=Network.PRIVATE,
+            )
+        )
     return made
 
 
@@ -97,13 +129,19 @@ def block_offers(client: AWSClient, template: Offer) -> list[Offer]:
     items: list[dict[str, Any]] = []
     for hours in PROBE_HOURS:
         try:
-            items += client.describe_capacity_block_offerings(template.region, template.instance_type,
-                                                                   PROBE_COUNT, hours)
+            items += client.describe_capacity_block_offerings(
+                template.region, template.instance_type, PROBE_COUNT, hours
+            )
         except ProviderAPIError as exc:
             if exc.status != 400:  # e.g. a type or region without Capacity Blocks: nothing to list
                 raise
-            log.info("aws: no %d h Capacity Blocks for %s in %s: %s", hours, template.instance_type,
-                     template.region, exc.detail)
+            log.info(
+                "aws: no %d h Capacity Blocks for %s in %s: %s",
+                hours,
+                template.instance_type,
+                template.region,
+                exc.detail,
+            )
             break
     found = (block_offer(item, template) for item in items)
     return [offer for offer in found if offer is not None]

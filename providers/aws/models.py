@@ -82,8 +82,9 @@ def gpu_instance_type(item: dict[str, Any]) -> GpuInstanceType | None:
         max_efa_interfaces=int((network.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)),
         network_cards=int(network.get("MaximumNetworkCards", 1) or 1),
         network_gbps=network_gbps(network),
-        placement_strategies=tuple(str(s) for s in
-                                   (item.get("PlacementGroupInfo") or {}).get("SupportedStrategies", [])),
+        placement_strategies=tuple(
+            str(s) for s in (item.get("PlacementGroupInfo") or {}).get("SupportedStrategies", [])
+        ),
         spot_supported="spot" in item.get("SupportedUsageClasses", ["spot"]),
     )
 
@@ -117,8 +118,12 @@ def on_demand_price(price_list_item: str) -> tuple[str, str, Decimal] | None:
     """
     document = json.loads(price_list_item, parse_float=Decimal)
     attributes = document.get("product", {}).get("attributes", {})
-    if (attributes.get("operatingSystem") != "Linux" or attributes.get("tenancy") != "Shared"
-            or attributes.get("preInstalledSw", "NA") != "NA" or attributes.get("capacitystatus", "Used") != "Used"):
+    if (
+        attributes.get("operatingSystem") != "Linux"
+        or attributes.get("tenancy") != "Shared"
+        or attributes.get("preInstalledSw", "NA") != "NA"
+        or attributes.get("capacitystatus", "Used") != "Used"
+    ):
         return None
     for term in (document.get("terms", {}).get("OnDemand") or {}).values():
         for dimension in (term.get("priceDimensions") or {}).values():
@@ -137,5 +142,13 @@ def tag_map(instance: dict[str, Any]) -> dict[str, str]:
     return {str(t["Key"]): str(t.get("Value", "")) for t in instance.get("Tags", [])}
 
 
-__all__ = ["GpuInstanceType", "canonical_gpu", "gpu_instance_type", "latest_spot_prices", "network_gbps",
-           "on_demand_price", "tag_map", "zones_by_type"]
+__all__ = [
+    "GpuInstanceType",
+    "canonical_gpu",
+    "gpu_instance_type",
+    "latest_spot_prices",
+    "network_gbps",
+    "on_demand_price",
+    "tag_map",
+    "zones_by_type",
+]

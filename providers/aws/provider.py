@@ -116,23 +116,41 @@ class AWSProvider:
     name: ClassVar[str] = "aws"
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
 
-    def __init__(self, session: Any = None, *, regions: Sequence[str] | None = None, endpoint_url: str | None = None,
-                 limits: RateLimits | None = None, timeout_s: float = 30.0, retry: RetryPolicy | None = None,
-                 image_id: str | None = None, owner: str | None = None, poll_interval_s: float = 5.0,
-                 capacity_blocks: bool = True, now: Callable[[], dt.datetime] | None = None,
-                 sleep: Callable[[float], None] = time.sleep, release_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        session: Any = None,
+        *,
+        regions: Sequence[str] | None = None,
+        endpoint_url: str | None = None,
+        limits: RateLimits | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        image_id: str | None = None,
+        owner: str | None = None,
+        poll_interval_s: float = 5.0,
+        capacity_blocks: bool = True,
+        now: Callable[[], dt.datetime] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        release_timeout_s: float = 600.0,
+    ) -> None:
         env_regions = [r.strip() for r in os.environ.get("PROVISIONER_AWS_REGIONS", "").split(",") if r.strip()]
         self.regions: tuple[str, ...] = tuple(regions or env_regions or DEFAULT_REGIONS)
         self.endpoint_url = endpoint_url or settings.api_url("aws", "") or None
-        self.client = AWSClient(session, endpoint_url=self.endpoint_url, limits=limits, timeout_s=timeout_s,
-                                retry=retry)
+        self.client = AWSClient(
+            session, endpoint_url=self.endpoint_url, limits=limits, timeout_s=timeout_s, retry=retry
+        )
         self.images = Images(self.client, image_id or os.environ.get("PROVISIONER_AWS_IMAGE_ID") or None)
         self.owner: str | None = owner
         self.poll_interval_s = poll_interval_s
         self.capacity_blocks = capacity_blocks
         self.quotas = AccountQuotas(self.client, self.gpu_types)
-        self.blocks = CapacityBlocks(self.client, now=now or (lambda: dt.datetime.now(dt.UTC)), sleep=sleep,
-                                     poll_interval_s=poll_interval_s, owner=owner or owner_id())
+        self.blocks = CapacityBlocks(
+            self.client,
+            now=now or (lambda: dt.datetime.now(dt.UTC)),
+            sleep=sleep,
+            poll_interval_s=poll_interval_s,
+            owner=owner or owner_id(),
+        )
         self._block_of: dict[str, Block] = {}
         self.dropped_offers: dict[str, int] = {}
         self._cluster_regions: dict[str, set[str]] = {}
@@ -168,18 +186,26 @@ class AWSProvider:
         offers: list[Offer] = []
         dropped: dict[str, int] = {}
         for region in query.regions or self.regions:
-            types = [t for t in self.gpu_types(region)
-                     if (not wanted or t.gpu_model in wanted) and t.gpus >= query.min_gpus]
+            types = [
+                t for t in self.gpu_types(region) if (not wanted or t.gpu_model in wanted) and t.gpus >= query.min_gpus
+            ]
             if not types:
                 continue
             names = [t.instance_type for t in types]
             zones = zones_by_type(self.client.describe_instance_type_offerings(region, names))
-            spot = latest_spot_prices(self.client.describe_spot_price_history(region, names)) \
-                if query.spot is not False else {}
+            spot = (
+                latest_spot_prices(self.client.describe_spot_price_history(region, names))
+                if query.spot is not False
+                else {}
+            )
             on_demand = self.on_demand_prices(region, names) if query.spot is not True else {}
             screen = OfferScreen(self.name)
-            offers += screen.build(types, functools.partial(instance_offers, region=region, zones=zones,
-                                                            on_demand=on_demand, spot=spot, query=query))
+            offers += screen.build(
+                types,
+                functools.partial(
+                    instance_offers, region=region, zones=zones, on_demand=on_demand, spot=spot, query=query
+                ),
+            )
             for reason, count in screen.dropped.items():
                 dropped[reason] = dropped.get(reason, 0) + count
         self.dropped_offers = dropped
@@ -191,10 +217,14 @@ class AWSProvider:
         Read-only: nothing is purchased."""
         if not self.capacity_blocks:
             return []
-        first = {(o.region, o.instance_type): o for o in reversed(offers)
-                 if o.provider == self.name and o.purchase == Purchase.INSTANCE and sells_blocks(o.instance_type)}
-        return OfferScreen(self.name).build(sorted(first.values(), key=lambda o: o.key),
-                                            functools.partial(block_offers, self.client))
+        first = {
+            (o.region, o.instance_type): o
+            for o in reversed(offers)
+            if o.provider == self.name and o.purchase == Purchase.INSTANCE and sells_blocks(o.instance_type)
+        }
+        return OfferScreen(self.name).build(
+            sorted(first.values(), key=lambda o: o.key), functools.partial(block_offers, self.client)
+        )
 
     # ----- quotas (``account.AccountQuotas``) ----------------------------------------------------
     def quota_vcpus(self, region: str, code: str) -> float | None:
@@ -216,8 +246,9 @@ class AWSProvider:
 
     def check_quota(self, instance_type: str, region: str, count: int, spot: bool) -> None:
         """Raise QuotaError (quota code + increase command) when ``count`` nodes exceed the quota."""
-        self.check_quotas([NodeSpec(name=f"n{i}", instance_type=instance_type, region=region, spot=spot)
-                           for i in range(count)])
+        self.check_quotas(
+            [NodeSpec(name=f"n{i}", instance_type=instance_type, region=region, spot=spot) for i in range(count)]
+        )
 
     def check_quotas(self, nodes: Sequence[NodeSpec]) -> None:
         """Raise QuotaError for the first quota ``nodes`` together would exceed. Read-only; called
@@ -228,8 +259,11 @@ class AWSProvider:
 
     def _missing(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
         """The nodes of ``nodes`` the cluster does not have live yet (what a create would buy)."""
-        present = {(region, tag_map(i).get(NODE_TAG)) for region in sorted({n.region for n in nodes})
-                   for i in self._members(cluster_id, region, live=True)}
+        present = {
+            (region, tag_map(i).get(NODE_TAG))
+            for region in sorted({n.region for n in nodes})
+            for i in self._members(cluster_id, region, live=True)
+        }
         return [n for n in nodes if (n.region, n.name) not in present]
 
     # ----- SSH keys -------------------------------------------------------------------------
@@ -254,8 +288,7 @@ class AWSProvider:
     def remove_firewall(self, cluster_id: str) -> None:
         """Delete the cluster's groups once its instances are terminated (``delete_nodes`` does the
         same); what is still in use is left for the next call. Gone already is success."""
-        self._release(cluster_id, sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set())),
-                      wait=True)
+        self._release(cluster_id, sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set())), wait=True)
         for key in [key for key in self._ssh_groups if key[0] == cluster_id]:
             del self._ssh_groups[key]
 
@@ -291,15 +324,20 @@ class AWSProvider:
         except ProviderError as exc:
             raise ProviderError(self.name, f"{exc.message}; {block.bought()}") from exc
 
-    def _ensure_efa(self, cluster_id: str, nodes: Sequence[NodeSpec], zones: dict[str, str | None],
-                    block: Block | None) -> None:
+    def _ensure_efa(
+        self, cluster_id: str, nodes: Sequence[NodeSpec], zones: dict[str, str | None], block: Block | None
+    ) -> None:
         """Make or adopt the EFA placement of each region in ``zones`` (``network``)."""
         first = {n.region: n for n in reversed(nodes)}
         for region, zone in sorted(zones.items()):
             in_block = block is not None and bool(first[region].capacity_block_hours)
             self._efa[(cluster_id, region)] = self.network.ensure(
-                cluster_id, region, block.zone if in_block and block is not None else zone,
-                node_tags(self, cluster_id, first[region], node=False), placement=not in_block)
+                cluster_id,
+                region,
+                block.zone if in_block and block is not None else zone,
+                node_tags(self, cluster_id, first[region], node=False),
+                placement=not in_block,
+            )
 
     def _create(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[str]:
         """``orchestrate.create``; after a failure (the instances rolled back) the cluster's EFA groups
@@ -343,8 +381,11 @@ class AWSProvider:
         """Every instance tagged with the cluster in the adapter's regions (and any region this
         adapter created the cluster's nodes in), terminated ones included while EC2 lists them."""
         regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
-        return [instances.to_node(self.name, cluster_id, region, i)
-                for region in regions for i in self._members(cluster_id, region)]
+        return [
+            instances.to_node(self.name, cluster_id, region, i)
+            for region in regions
+            for i in self._members(cluster_id, region)
+        ]
 
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
         """{node name: [network node, ...]} (outermost first) of the cluster's running instances
@@ -359,8 +400,11 @@ class AWSProvider:
         success; ids of another cluster are ignored. Does not wait."""
         regions = sorted(set(self.regions) | self._cluster_regions.get(cluster_id, set()))
         for region in regions:
-            ids = [str(i["InstanceId"]) for i in self._members(cluster_id, region, live=True)
-                   if node_ids is None or i["InstanceId"] in node_ids]
+            ids = [
+                str(i["InstanceId"])
+                for i in self._members(cluster_id, region, live=True)
+                if node_ids is None or i["InstanceId"] in node_ids
+            ]
             if ids:
                 instances.terminate(self.client, region, ids)
         if node_ids is None or not any(self._members(cluster_id, region, live=True) for region in regions):
@@ -371,9 +415,11 @@ class AWSProvider:
         with ``wait``, first wait up to ``release_timeout_s`` for its instances to terminate (only where
         such groups exist). What is still in use is logged and left for the next ``delete_nodes``."""
         for region in regions:
+
             def remaining(region: str = region) -> int:
-                return sum(1 for i in self._members(cluster_id, region)
-                           if i.get("State", {}).get("Name") != "terminated")
+                return sum(
+                    1 for i in self._members(cluster_id, region) if i.get("State", {}).get("Name") != "terminated"
+                )
 
             def count(region: str = region) -> int:
                 waited = 0.0
@@ -384,8 +430,13 @@ class AWSProvider:
 
             left = self.network.release(cluster_id, region, count)
             if left:
-                log.warning("aws: left %s of cluster %s in %s (instances not yet terminated); the adapter's next "
-                            "delete_nodes of the cluster deletes them", ", ".join(left), cluster_id, region)
+                log.warning(
+                    "aws: left %s of cluster %s in %s (instances not yet terminated); the adapter's next "
+                    "delete_nodes of the cluster deletes them",
+                    ", ".join(left),
+                    cluster_id,
+                    region,
+                )
             self._efa.pop((cluster_id, region), None)
 
     def _members(self, cluster_id: str, region: str, *, live: bool = False) -> list[dict[str, Any]]:
@@ -396,5 +447,15 @@ class AWSProvider:
         return billing.billed(self.client, cluster_id, start, end)
 
 
-__all__ = ["CLUSTER_TAG", "DEFAULT_REGIONS", "EC2_USER_DATA_MAX_BYTES", "EXPIRES_TAG", "METADATA_OPTIONS", "NODE_TAG",
-           "OWNER_TAG", "AWSProvider", "ec2_user_data", "key_name"]
+__all__ = [
+    "CLUSTER_TAG",
+    "DEFAULT_REGIONS",
+    "EC2_USER_DATA_MAX_BYTES",
+    "EXPIRES_TAG",
+    "METADATA_OPTIONS",
+    "NODE_TAG",
+    "OWNER_TAG",
+    "AWSProvider",
+    "ec2_user_data",
+    "key_name",
+]

@@ -62,8 +62,10 @@ def quota_code(instance_type: str, spot: bool) -> str | None:
 
 def increase_command(code: str, region: str, desired_vcpus: int) -> str:
     """The AWS CLI command that asks for ``desired_vcpus`` under ``code`` in ``region``."""
-    return (f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {desired_vcpus} --region {region}")
+    return (
+        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+        f"--desired-value {desired_vcpus} --region {region}"
+    )
 
 
 def how_to_request(code: str, region: str) -> str:
@@ -90,13 +92,16 @@ class QuotaShortfall:
     def reason(self) -> str:
         market = "spot" if self.spot else "on-demand"
         used = f" ({self.used_vcpus} already in use)" if self.used_vcpus else ""
-        return (f"{self.needed_vcpus} vCPUs of {market} {self.instance_type} in {self.region} exceed the quota "
-                f"{self.code} ({QUOTA_NAMES.get(self.code, 'EC2 vCPU quota')}) of {self.limit_vcpus} vCPUs{used}; "
-                f"ask for more with: {increase_command(self.code, self.region, self.used_vcpus + self.needed_vcpus)}")
+        return (
+            f"{self.needed_vcpus} vCPUs of {market} {self.instance_type} in {self.region} exceed the quota "
+            f"{self.code} ({QUOTA_NAMES.get(self.code, 'EC2 vCPU quota')}) of {self.limit_vcpus} vCPUs{used}; "
+            f"ask for more with: {increase_command(self.code, self.region, self.used_vcpus + self.needed_vcpus)}"
+        )
 
 
-def shortfall(instance_type: str, region: str, vcpus_per_node: int, count: int, spot: bool,
-              limit_vcpus: float | None) -> QuotaShortfall | None:
+def shortfall(
+    instance_type: str, region: str, vcpus_per_node: int, count: int, spot: bool, limit_vcpus: float | None
+) -> QuotaShortfall | None:
     """The shortfall when ``count`` nodes need more vCPUs than ``limit_vcpus`` (None: fits or unknown).
 
     The quota covers every running instance of the family, so this is optimistic: usage by
@@ -112,8 +117,14 @@ def shortfall(instance_type: str, region: str, vcpus_per_node: int, count: int, 
     return QuotaShortfall(instance_type, region, spot, code, int(limit_vcpus), needed)
 
 
-def check_quota(lookup: Callable[[str, str], float | None], instance_type: str, region: str, vcpus_per_node: int,
-                count: int, spot: bool) -> None:
+def check_quota(
+    lookup: Callable[[str, str], float | None],
+    instance_type: str,
+    region: str,
+    vcpus_per_node: int,
+    count: int,
+    spot: bool,
+) -> None:
     """Raise QuotaError naming the code and the increase command when ``count`` nodes do not fit.
 
     ``lookup(region, code)`` returns the quota value in vCPUs (None when unknown: no refusal).
@@ -126,5 +137,17 @@ def check_quota(lookup: Callable[[str, str], float | None], instance_type: str, 
         raise QuotaError("aws", found.reason)
 
 
-__all__ = ["ON_DEMAND_G_VT", "ON_DEMAND_P", "QUOTA_NAMES", "SPOT_G_VT", "SPOT_P2_P3_P4", "SPOT_P5",
-           "QuotaShortfall", "check_quota", "how_to_request", "increase_command", "quota_code", "shortfall"]
+__all__ = [
+    "ON_DEMAND_G_VT",
+    "ON_DEMAND_P",
+    "QUOTA_NAMES",
+    "SPOT_G_VT",
+    "SPOT_P2_P3_P4",
+    "SPOT_P5",
+    "QuotaShortfall",
+    "check_quota",
+    "how_to_request",
+    "increase_command",
+    "quota_code",
+    "shortfall",
+]

@@ -20,27 +20,35 @@ from provisioner.providers.descriptor import GC, WATCHDOG, ProviderDocs, Provide
 
 from provisioner.capabilities import Capability
 
-CAPABILITIES: frozenset[Capability] = frozenset({
-    Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.SSH_BOOTSTRAP,
-})
+CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.ON_DEMAND,
+        Capability.MULTI_NODE,
+        Capability.SSH_BOOTSTRAP,
+    }
+)
 CPU_VM_CAPABILITIES: frozenset[Capability] = CAPABILITIES | {Capability.USER_DATA}
 
 FACTS = ProviderFacts(
-    "fluence", fake="provisioner.testing.fakes.fluence:FluenceFake", key_vars=("FLUENCE_API_KEY",),
+    "fluence",
+    fake="provisioner.testing.fakes.fluence:FluenceFake",
+    key_vars=("FLUENCE_API_KEY",),
     docs=ProviderDocs(
         offers="GPU Cloud VM plans: H100 (1x, 8x), H200 (1x, 8x), A100 80 GB (1x, 8x), L40S, RTX 4090, A10. Hourly "
-               "billing, 3 h minimum, no spot.",
+        "billing, 3 h minimum, no spot.",
         regions="plan locations (US, dulles-usa-1, sanjose-usa-2, us-central-3, helsinki-fin-1)",
-        notes=(
-            (Capability.USER_DATA, "(GPU VMs; `cpu-*` v2 VMs only)"),
-        )),
+        notes=((Capability.USER_DATA, "(GPU VMs; `cpu-*` v2 VMs only)"),),
+    ),
     teardown=Teardown(
-        "fluence", "poweroff", False,
+        "fluence",
+        "poweroff",
+        False,
         ttl=f"{WATCHDOG}; the node timer powers off (stops GPU use, not the bill: Fluence has no "
-            "instance-scoped credential and the account key is never put on a node)",
+        "instance-scoped credential and the account key is never put on a node)",
         idle=f"node idle check powers off (stops GPU use); {WATCHDOG}",
         client_dies=f"powered-off VMs keep billing until {GC}",
-    ))
+    ),
+)
 
 if TYPE_CHECKING:
     from provisioner.providers.fluence.provider import FluenceProvider

@@ -87,8 +87,7 @@ def map_error(provider: str, response: httpx.Response) -> errors.ProviderError:
 
 def is_not_active(error: errors.ProviderError) -> bool:
     """A terminate refused because the instance is not (yet, or any more) ACTIVE."""
-    return (isinstance(error, ProviderAPIError) and error.status in (400, 409)
-            and "active" in error.detail.lower())
+    return isinstance(error, ProviderAPIError) and error.status in (400, 409) and "active" in error.detail.lower()
 
 
 class FluenceClient(EndpointClient):
@@ -104,19 +103,20 @@ class FluenceClient(EndpointClient):
     # ----- GPU Cloud ------------------------------------------------------------------------
     def vm_plans(self) -> PlansResponse:
         """GET /gpu/plans/vms: deployable GPU VM options grouped by model and GPU count."""
-        result: PlansResponse = self._parse(TypeAdapter(PlansResponse), self.api.request("GET", "/gpu/plans/vms"),
-                                            "plans")
+        result: PlansResponse = self._parse(
+            TypeAdapter(PlansResponse), self.api.request("GET", "/gpu/plans/vms"), "plans"
+        )
         return result
 
     def list_instances(self) -> list[Instance]:
         """GET /gpu/instances/vms: every GPU VM of the account, ENDED ones included."""
-        result: list[Instance] = self._parse(_INSTANCES, self.api.request("GET", "/gpu/instances/vms"),
-                                             "instances")
+        result: list[Instance] = self._parse(_INSTANCES, self.api.request("GET", "/gpu/instances/vms"), "instances")
         return result
 
     def get_instance(self, instance_id: str) -> Instance:
-        result: Instance = self._parse(TypeAdapter(Instance),
-                                       self.api.request("GET", f"/gpu/instances/vms/{instance_id}"), "instance")
+        result: Instance = self._parse(
+            TypeAdapter(Instance), self.api.request("GET", f"/gpu/instances/vms/{instance_id}"), "instance"
+        )
         return result
 
     def deploy(self, request: DeployRequest) -> str:
@@ -134,8 +134,11 @@ class FluenceClient(EndpointClient):
 
     def aggregated_charges(self, resource_id: str, first: str, last: str) -> list[ChargeEntry]:
         """``GET /v1/billing/charges/aggregated``: one VM's charges over the days ``first``..``last`` (inclusive)."""
-        body = self.api.request("GET", "/v1/billing/charges/aggregated", params={
-            "resourceId": resource_id, "resourceType": "VM", "startDate": first, "endDate": last})
+        body = self.api.request(
+            "GET",
+            "/v1/billing/charges/aggregated",
+            params={"resourceId": resource_id, "resourceType": "VM", "startDate": first, "endDate": last},
+        )
         result: list[ChargeEntry] = self._parse(TypeAdapter(list[ChargeEntry]), body, "aggregated charges")
         return result
 
@@ -157,8 +160,9 @@ class FluenceClient(EndpointClient):
 
     def vm_configurations(self) -> list[VmConfiguration]:
         body = self.api.request("GET", "/v1/configurations/virtual_machines")
-        result: list[VmConfiguration] = self._parse(TypeAdapter(list[VmConfiguration]), (body or {}).get("items"),
-                                                    "configurations")
+        result: list[VmConfiguration] = self._parse(
+            TypeAdapter(list[VmConfiguration]), (body or {}).get("items"), "configurations"
+        )
         return result
 
     def list_vms(self, per_page: int = 100) -> list[UserVm]:
@@ -175,8 +179,7 @@ class FluenceClient(EndpointClient):
 
     def create_vm(self, request: CreateVmRequest) -> UserVm:
         """POST /v2/vms (cloud-init userData travels here, never logged). Takes a launch token."""
-        body = self.api.request("POST", "/v2/vms", json=request.model_dump(mode="json", exclude_none=True),
-                                launch=True)
+        body = self.api.request("POST", "/v2/vms", json=request.model_dump(mode="json", exclude_none=True), launch=True)
         result: UserVm = self._parse(TypeAdapter(UserVm), body, "vm")
         return result
 

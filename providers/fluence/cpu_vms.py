@@ -26,10 +26,18 @@ from provisioner.providers.fluence.naming import node_of
 from provisioner.errors import PlanError, ProviderAPIError
 
 STATUS = {
-    "new": NodeStatus.PENDING, "launching": NodeStatus.PENDING, "launched": NodeStatus.RUNNING,
-    "updating": NodeStatus.RUNNING, "restarting": NodeStatus.PENDING, "softRebooting": NodeStatus.PENDING,
-    "failed": NodeStatus.FAILED, "terminating": NodeStatus.STOPPING, "terminated": NodeStatus.TERMINATED,
-    "suspending": NodeStatus.STOPPING, "suspended": NodeStatus.STOPPING, "unknown": NodeStatus.PENDING,
+    "new": NodeStatus.PENDING,
+    "launching": NodeStatus.PENDING,
+    "launched": NodeStatus.RUNNING,
+    "updating": NodeStatus.RUNNING,
+    "restarting": NodeStatus.PENDING,
+    "softRebooting": NodeStatus.PENDING,
+    "failed": NodeStatus.FAILED,
+    "terminating": NodeStatus.STOPPING,
+    "terminated": NodeStatus.TERMINATED,
+    "suspending": NodeStatus.STOPPING,
+    "suspended": NodeStatus.STOPPING,
+    "unknown": NodeStatus.PENDING,
 }
 GONE = frozenset({"terminating", "terminated", "failed"})
 
@@ -44,10 +52,17 @@ def members(client: FluenceClient, cluster_id: str) -> list[UserVm]:
 
 
 def to_node(cluster_id: str, vm: UserVm, region: str = "") -> Node:
-    return Node(provider=PROVIDER, id=vm.id, name=node_of(cluster_id, vm.name) or vm.name, cluster_id=cluster_id,
-                status=STATUS.get(vm.status, NodeStatus.PENDING),
-                instance_type=vm.configurationSlug or vm.configurationId, region=region or vm.clusterId,
-                provider_state=vm.status, owner=owner_id() if node_of(cluster_id, vm.name) else None)
+    return Node(
+        provider=PROVIDER,
+        id=vm.id,
+        name=node_of(cluster_id, vm.name) or vm.name,
+        cluster_id=cluster_id,
+        status=STATUS.get(vm.status, NodeStatus.PENDING),
+        instance_type=vm.configurationSlug or vm.configurationId,
+        region=region or vm.clusterId,
+        provider_state=vm.status,
+        owner=owner_id() if node_of(cluster_id, vm.name) else None,
+    )
 
 
 def prepare(client: FluenceClient, specs: Sequence[NodeSpec], names: dict[str, str]) -> list[CreateVmRequest]:
@@ -67,10 +82,17 @@ def prepare(client: FluenceClient, specs: Sequence[NodeSpec], names: dict[str, s
             known = [c.name for c in clusters] if cluster is None else [c.slug for c in configurations]
             raise PlanError(f"fluence: node {spec.name!r}: unknown v2 {what}; known: {', '.join(known) or 'none'}")
         name = names[spec.name]
-        requests.append(CreateVmRequest(
-            clusterId=cluster.id, name=name, configurationId=config.id,
-            bootDisk=BootDisk(clusterId=cluster.id, name=f"{name}-boot", volumeGb=spec.disk_gib, osImage=spec.image),
-            cloudInit=CloudInit(userData=spec.user_data) if spec.user_data else None))
+        requests.append(
+            CreateVmRequest(
+                clusterId=cluster.id,
+                name=name,
+                configurationId=config.id,
+                bootDisk=BootDisk(
+                    clusterId=cluster.id, name=f"{name}-boot", volumeGb=spec.disk_gib, osImage=spec.image
+                ),
+                cloudInit=CloudInit(userData=spec.user_data) if spec.user_data else None,
+            )
+        )
     return requests
 
 

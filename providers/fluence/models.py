@@ -196,7 +196,26 @@ class VmPage(_Payload):
     pagination: Pagination = Field(default_factory=Pagination)
 
 
-__all__ = ["Availability", "BootDisk", "CloudInit", "ClusterDto", "Count", "CreateVmRequest",
-           "DeployRequest", "DeployResponse", "GpuModel", "Instance", "Pagination", "PlanGroup",
-           "PlanOption", "PlansResponse", "Pricing", "Resources", "SshKey", "Supply", "UserVm",
-           "VmConfiguration", "VmPage"]
+__all__ = [
+    "Availability",
+    "BootDisk",
+    "CloudInit",
+    "ClusterDto",
+    "Count",
+    "CreateVmRequest",
+    "DeployRequest",
+    "DeployResponse",
+    "GpuModel",
+    "Instance",
+    "Pagination",
+    "PlanGroup",
+    "PlanOption",
+    "PlansResponse",
+    "Pricing",
+    "Resources",
+    "SshKey",
+    "Supply",
+    "UserVm",
+    "VmConfiguration",
+    "VmPage",
+]

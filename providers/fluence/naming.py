@@ -99,16 +99,33 @@ def canonical_gpu(model: str) -> str:
     return _GPU_ALIASES.get(flat, flat)
 
 
-def shape_name(gpu_model: str, vram: str, interface: str, gpus: int, vcpus: int, memory_gib: float,
-               storage_gib: float) -> str:
+def shape_name(
+    gpu_model: str, vram: str, interface: str, gpus: int, vcpus: int, memory_gib: float, storage_gib: float
+) -> str:
     """Instance-type name of a plan shape, as in Fluence's own plan names:
     ``h200-141gi-sxm-1gpu-16cpu-128gi-120gi``. Options and instances of the same shape get
     the same name, so a Node's ``instance_type`` matches the Offer it was bought from."""
-    parts = [re.sub(r"[^a-z0-9]", "", gpu_model.lower()), (vram or "").lower(),
-             re.sub(r"[^a-z0-9]", "", (interface or "").lower()), f"{gpus}gpu", f"{vcpus}cpu",
-             f"{round(memory_gib)}gi", f"{round(storage_gib)}gi"]
+    parts = [
+        re.sub(r"[^a-z0-9]", "", gpu_model.lower()),
+        (vram or "").lower(),
+        re.sub(r"[^a-z0-9]", "", (interface or "").lower()),
+        f"{gpus}gpu",
+        f"{vcpus}cpu",
+        f"{round(memory_gib)}gi",
+        f"{round(storage_gib)}gi",
+    ]
     return "-".join(p for p in parts if p)
 
 
-__all__ = ["MARK_LENGTH", "MAX_NAME", "canonical_gpu", "cluster_mark", "instance_name", "node_of", "node_part",
-           "shape_name", "to_gib", "vram_gib"]
+__all__ = [
+    "MARK_LENGTH",
+    "MAX_NAME",
+    "canonical_gpu",
+    "cluster_mark",
+    "instance_name",
+    "node_of",
+    "node_part",
+    "shape_name",
+    "to_gib",
+    "vram_gib",
+]

@@ -62,8 +62,12 @@ DEFAULT_INTERRUPTIONS_PER_NODE_HOUR = 0.0005
 EGRESS_NOTE = "egress: none documented by Fluence, assumed 0 (undocumented)"
 PREFERRED_IMAGES = ("Ubuntu Server 22.04", "ubuntu22.04")
 
-STATUS = {"INITIALIZED": NodeStatus.PENDING, "ACTIVE": NodeStatus.RUNNING, "FAILED": NodeStatus.FAILED,
-          "ENDED": NodeStatus.TERMINATED}
+STATUS = {
+    "INITIALIZED": NodeStatus.PENDING,
+    "ACTIVE": NodeStatus.RUNNING,
+    "FAILED": NodeStatus.FAILED,
+    "ENDED": NodeStatus.TERMINATED,
+}
 GONE = frozenset({"FAILED", "ENDED"})
 
 
@@ -92,8 +96,7 @@ def key_name(public_key: str) -> str:
 
 def option_shape(group: PlanGroup, gpus: int, option: PlanOption) -> str:
     g = group.gpu_model
-    return shape_name(g.model, g.vram, g.interface, gpus, int(option.vcpu.count), option.memory.gib,
-                      option.storage.gib)
+    return shape_name(g.model, g.vram, g.interface, gpus, int(option.vcpu.count), option.memory.gib, option.storage.gib)
 
 
 def instance_shape(instance: Instance) -> str:
@@ -124,10 +127,16 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         offers = self._screened(self.client.vm_plans().data, self._offers)
         wanted = {canonical_gpu(g) for g in query.gpu_models}
         return sorted(
-            (o for o in offers
-             if (not wanted or o.gpu_model in wanted) and (not query.regions or o.region in query.regions)
-             and o.gpus >= query.min_gpus and o.reliability >= query.min_reliability),
-            key=lambda o: o.key)
+            (
+                o
+                for o in offers
+                if (not wanted or o.gpu_model in wanted)
+                and (not query.regions or o.region in query.regions)
+                and o.gpus >= query.min_gpus
+                and o.reliability >= query.min_reliability
+            ),
+            key=lambda o: o.key,
+        )
 
     def _offers(self, group: PlanGroup) -> list[Offer]:
         memory = vram_gib(group.gpu_model.vram)
@@ -141,15 +150,32 @@ class FluenceProvider(RestAdapter[FluenceClient]):
                     continue
                 shape = option_shape(group, level.gpu_count, option)
                 fabric_gbps, max_nodes = shapes.get(shape, (10.0 if level.gpu_count else 0.0, 1))
-                offers.append(Offer(
-                    provider=self.name, instance_type=shape, region=option.location, offer_id=option.id,
-                    gpu_model=canonical_gpu(group.gpu_model.model), gpus=level.gpu_count, gpu_memory_gib=memory,
-                    vcpus=int(option.vcpu.count), memory_gib=option.memory.gib, local_nvme_gib=option.storage.gib,
-                    fabric_gbps=fabric_gbps, price_per_hour_usd=option.pricing.hour, billing_increment_s=3600,
-                    billing_minimum_s=max(option.pricing.upfront_hours, 1) * 3600, egress_usd_per_gb=0.0,
-                    interruptions_per_node_hour=rate, interruption_basis=f"{basis}; {EGRESS_NOTE}",
-                    reliability=reliability, max_nodes=max_nodes, purchase=Purchase.INSTANCE,
-                    bootstrap=Bootstrap.SSH, network=Network.NONE))
+                offers.append(
+                    Offer(
+                        provider=self.name,
+                        instance_type=shape,
+                        region=option.location,
+                        offer_id=option.id,
+                        gpu_model=canonical_gpu(group.gpu_model.model),
+                        gpus=level.gpu_count,
+                        gpu_memory_gib=memory,
+                        vcpus=int(option.vcpu.count),
+                        memory_gib=option.memory.gib,
+                        local_nvme_gib=option.storage.gib,
+                        fabric_gbps=fabric_gbps,
+                        price_per_hour_usd=option.pricing.hour,
+                        billing_increment_s=3600,
+                        billing_minimum_s=max(option.pricing.upfront_hours, 1) * 3600,
+                        egress_usd_per_gb=0.0,
+                        interruptions_per_node_hour=rate,
+                        interruption_basis=f"{basis}; {EGRESS_NOTE}",
+                        reliability=reliability,
+                        max_nodes=max_nodes,
+                        purchase=Purchase.INSTANCE,
+                        bootstrap=Bootstrap.SSH,
+                        network=Network.NONE,
+                    )
+                )
         return offers
 
     def get_nodes(self, cluster_id: str) -> list[Node]:
@@ -173,8 +199,9 @@ class FluenceProvider(RestAdapter[FluenceClient]):
             return spec.ssh_public_key
         active = [k for k in self.client.list_ssh_keys() if k.active and k.material]
         if not active:
-            raise PlanError("fluence: a GPU VM needs an SSH key and the account has none: "
-                            "give the node an ssh_public_key")
+            raise PlanError(
+                "fluence: a GPU VM needs an SSH key and the account has none: give the node an ssh_public_key"
+            )
         return active[0].publicKey or active[0].public_key
 
     # ----- create ---------------------------------------------------------------------------
@@ -187,8 +214,12 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         lost answer or a failed cleanup leaves doubt).
         """
         # No spot, no user data on GPU VMs (bootstrap them over SSH; cpu-* v2 VMs boot cloud-init).
-        require_capabilities(self.name, self.capabilities, nodes,
-                             per_node=lambda s: CPU_VM_CAPABILITIES if cpu_vms.is_cpu_vm(s) else self.capabilities)
+        require_capabilities(
+            self.name,
+            self.capabilities,
+            nodes,
+            per_node=lambda s: CPU_VM_CAPABILITIES if cpu_vms.is_cpu_vm(s) else self.capabilities,
+        )
         names = {spec.name: instance_name(cluster_id, spec.name) for spec in nodes}
         if len(names) != len(nodes) or len(set(names.values())) != len(nodes):
             raise PlanError("fluence: node names must be unique within a cluster (after shortening to 25 chars)")
@@ -196,8 +227,11 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         spec_of = {node_of(cluster_id, full): spec_name for spec_name, full in names.items()}
 
         def listed() -> list[Node]:
-            return [node.model_copy(update={"name": spec_of[node.name]}) for node in self.get_nodes(cluster_id)
-                    if node.name in spec_of]
+            return [
+                node.model_copy(update={"name": spec_of[node.name]})
+                for node in self.get_nodes(cluster_id)
+                if node.name in spec_of
+            ]
 
         return answer(self.name, cluster_id, nodes, ids, listed)
 
@@ -213,31 +247,50 @@ class FluenceProvider(RestAdapter[FluenceClient]):
         if not specs:
             return []
         groups = self.client.vm_plans().data
-        options = [(option_shape(g, level.gpu_count, o), o) for g in groups
-                   for level in g.availability_by_number for o in level.options]
+        options = [
+            (option_shape(g, level.gpu_count, o), o)
+            for g in groups
+            for level in g.availability_by_number
+            for o in level.options
+        ]
         keys: dict[str | None, str] = {}
         requests = []
         for spec in specs:
             if spec.offer_id:
                 fits = [o for _, o in options if o.id == spec.offer_id]
             else:
-                fits = sorted((o for shape, o in options if shape == spec.instance_type and o.location == spec.region),
-                              key=lambda o: (o.pricing.hour, o.id))
+                fits = sorted(
+                    (o for shape, o in options if shape == spec.instance_type and o.location == spec.region),
+                    key=lambda o: (o.pricing.hour, o.id),
+                )
             if not fits:
                 seen = sorted({f"{s} in {o.location}" for s, o in options if s == spec.instance_type})
-                raise CapacityError(self.name, f"Plan no longer available: no {spec.instance_type} option "
-                                    f"{spec.offer_id or ''} in {spec.region}; available now: "
-                                    f"{', '.join(seen) or 'none'}")
+                raise CapacityError(
+                    self.name,
+                    f"Plan no longer available: no {spec.instance_type} option "
+                    f"{spec.offer_id or ''} in {spec.region}; available now: "
+                    f"{', '.join(seen) or 'none'}",
+                )
             option = fits[0]
-            image = spec.image or next((i for p in PREFERRED_IMAGES for i in option.os_options if i.startswith(p)),
-                                       option.os_options[0] if option.os_options else "Ubuntu Server 22.04")
+            image = spec.image or next(
+                (i for p in PREFERRED_IMAGES for i in option.os_options if i.startswith(p)),
+                option.os_options[0] if option.os_options else "Ubuntu Server 22.04",
+            )
             if option.os_options and image not in option.os_options:
-                raise PlanError(f"fluence: node {spec.name!r}: OS image {image!r} is not offered by option "
-                                f"{option.id}; available: {', '.join(option.os_options)}")
+                raise PlanError(
+                    f"fluence: node {spec.name!r}: OS image {image!r} is not offered by option "
+                    f"{option.id}; available: {', '.join(option.os_options)}"
+                )
             if spec.ssh_public_key not in keys:
                 keys[spec.ssh_public_key] = self._public_key(spec)
-            requests.append((spec, DeployRequest(plan_id=option.id, name=names[spec.name],
-                                                 ssh_key=keys[spec.ssh_public_key], os_image=image)))
+            requests.append(
+                (
+                    spec,
+                    DeployRequest(
+                        plan_id=option.id, name=names[spec.name], ssh_key=keys[spec.ssh_public_key], os_image=image
+                    ),
+                )
+            )
         return requests
 
     # ----- delete ---------------------------------------------------------------------------
@@ -246,8 +299,9 @@ class FluenceProvider(RestAdapter[FluenceClient]):
 
         Blocks only while a targeted GPU instance is still INITIALIZED (see module docstring).
         """
-        targets = [i.id for i in self._members(cluster_id) if i.status not in GONE
-                   and (node_ids is None or i.id in node_ids)]
+        targets = [
+            i.id for i in self._members(cluster_id) if i.status not in GONE and (node_ids is None or i.id in node_ids)
+        ]
         if targets:
             self._terminate(targets)
         for vm in cpu_vms.members(self.client, cluster_id):
@@ -273,31 +327,45 @@ class FluenceProvider(RestAdapter[FluenceClient]):
             if not refused:
                 return
             ids = refused
-        raise ProviderAPIError(self.name, 400, f"instances {', '.join(ids)} could not be terminated: "
-                               "they never became ACTIVE")
+        raise ProviderAPIError(
+            self.name, 400, f"instances {', '.join(ids)} could not be terminated: they never became ACTIVE"
+        )
 
     def _await_settled(self, ids: list[str]) -> dict[str, str]:
         """Status by id once none of ``ids`` is INITIALIZED any more (missing ids count as ENDED)."""
+
         def poll() -> dict[str, str]:
             wanted = set(ids)
             return {i.id: i.status for i in self.client.list_instances() if i.id in wanted}
 
-        return wait_until(poll, lambda states: "INITIALIZED" not in states.values(), timeout_s=self.active_wait_s,
-                          interval_s=self.poll_interval_s, max_interval_s=max(self.poll_interval_s, 30.0),
-                          what="Fluence instances to become ACTIVE before termination")
+        return wait_until(
+            poll,
+            lambda states: "INITIALIZED" not in states.values(),
+            timeout_s=self.active_wait_s,
+            interval_s=self.poll_interval_s,
+            max_interval_s=max(self.poll_interval_s, 30.0),
+            what="Fluence instances to become ACTIVE before termination",
+        )
 
     # ----- helpers --------------------------------------------------------------------------
     def _members(self, cluster_id: str) -> list[Instance]:
         return [i for i in self.client.list_instances() if node_of(cluster_id, i.name) is not None]
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
-        return Node(provider=self.name, id=instance.id, name=node_of(cluster_id, instance.name) or instance.name,
-                    cluster_id=cluster_id, status=STATUS.get(instance.status, NodeStatus.PENDING),
-                    instance_type=instance_shape(instance), region=instance.location,
-                    public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
-                    provider_state=instance.status, launched_at=provider_time(instance.created_at),
-                    ended_at=provider_time(instance.updated_at) if instance.status == "ENDED" else None,
-                    owner=owner_id() if node_of(cluster_id, instance.name) else None)  # the mark names the owner
+        return Node(
+            provider=self.name,
+            id=instance.id,
+            name=node_of(cluster_id, instance.name) or instance.name,
+            cluster_id=cluster_id,
+            status=STATUS.get(instance.status, NodeStatus.PENDING),
+            instance_type=instance_shape(instance),
+            region=instance.location,
+            public_ip=instance.domain if instance.domain and _is_ip(instance.domain) else None,
+            provider_state=instance.status,
+            launched_at=provider_time(instance.created_at),
+            ended_at=provider_time(instance.updated_at) if instance.status == "ENDED" else None,
+            owner=owner_id() if node_of(cluster_id, instance.name) else None,
+        )  # the mark names the owner
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
         """``SupportsBilling``: Fluence's aggregated charges of the cluster's VMs (providers.fluence.billing)."""
@@ -307,8 +375,9 @@ class FluenceProvider(RestAdapter[FluenceClient]):
 class _Launcher(Launcher):
     """One ``create_nodes`` call: one deploy per node (GPU VMs, then v2 CPU VMs), resolved first."""
 
-    def __init__(self, provider: FluenceProvider, cluster_id: str, nodes: Sequence[NodeSpec],
-                 names: dict[str, str]) -> None:
+    def __init__(
+        self, provider: FluenceProvider, cluster_id: str, nodes: Sequence[NodeSpec], names: dict[str, str]
+    ) -> None:
         super().__init__(provider.name, cluster_id)
         self.adapter = provider
         self.names = names  # node name -> instance name

@@ -20,8 +20,9 @@ class AccountQuotas:
     """GPU quotas of one project, read through ``client``; ``gpu_machine_types(zone)`` gives the
     zone's GPU machine types. Each call reads afresh."""
 
-    def __init__(self, client: GCPClient, gpu_machine_types: Callable[[str], list[GpuMachineType]],
-                 project: str) -> None:
+    def __init__(
+        self, client: GCPClient, gpu_machine_types: Callable[[str], list[GpuMachineType]], project: str
+    ) -> None:
         self.client = client
         self.gpu_machine_types = gpu_machine_types
         self.project = project
@@ -47,8 +48,17 @@ class AccountQuotas:
                 continue
             left = int(quota.limit - quota.usage)
             if sum(types.values()) > left:
-                found.append(GpuQuotaShortfall(", ".join(sorted(types)), region, metric.startswith("PREEMPTIBLE_"),
-                                               metric, left, sum(types.values()), self.project))
+                found.append(
+                    GpuQuotaShortfall(
+                        ", ".join(sorted(types)),
+                        region,
+                        metric.startswith("PREEMPTIBLE_"),
+                        metric,
+                        left,
+                        sum(types.values()),
+                        self.project,
+                    )
+                )
         return found
 
     def headroom(self, offers: Sequence[Offer]) -> list[QuotaHeadroom]:
@@ -70,10 +80,18 @@ class AccountQuotas:
                 quota = quotas.get(metric)
                 if where != region or quota is None:
                     continue
-                found.append(QuotaHeadroom(
-                    region=region, code=metric, unit="gpus", spot=spot, limit=int(quota.limit),
-                    available=max(0, int(quota.limit - quota.usage)), instance_types=sorted(types),
-                    how_to_request=how_to_request(self.project, metric, region)))
+                found.append(
+                    QuotaHeadroom(
+                        region=region,
+                        code=metric,
+                        unit="gpus",
+                        spot=spot,
+                        limit=int(quota.limit),
+                        available=max(0, int(quota.limit - quota.usage)),
+                        instance_types=sorted(types),
+                        how_to_request=how_to_request(self.project, metric, region),
+                    )
+                )
         return found
 
 

@@ -26,13 +26,26 @@ from typing import Any
 COMPUTE_SERVICE = "services/6F81-5844-456A"
 """Compute Engine's service id in the Cloud Billing Catalog."""
 MICRO_USD = Decimal("0.000001")
-FAMILIES = {"a2-": "A2", "a3-highgpu": "A3", "a3-edgegpu": "A3", "a3-megagpu": "A3Plus", "a3-ultragpu": "A3Ultra",
-            "a4-": "A4", "g2-": "G2"}
+FAMILIES = {
+    "a2-": "A2",
+    "a3-highgpu": "A3",
+    "a3-edgegpu": "A3",
+    "a3-megagpu": "A3Plus",
+    "a3-ultragpu": "A3Ultra",
+    "a4-": "A4",
+    "g2-": "G2",
+}
 """Machine-type prefix -> billing family of its Core/Ram SKUs (A3Plus for a3-megagpu: UNVERIFIED)."""
 GPU_SKU_NAMES = {
-    "nvidia-h100-80gb": "H100 80GB", "nvidia-h100-mega-80gb": "H100 80GB Mega", "nvidia-a100-80gb": "A100 80GB",
-    "nvidia-tesla-a100": "A100 40GB", "nvidia-l4": "L4", "nvidia-h200-141gb": "H200 141GB", "nvidia-b200": "B200",
-    "nvidia-tesla-t4": "Tesla T4", "nvidia-tesla-v100": "Tesla V100",
+    "nvidia-h100-80gb": "H100 80GB",
+    "nvidia-h100-mega-80gb": "H100 80GB Mega",
+    "nvidia-a100-80gb": "A100 80GB",
+    "nvidia-tesla-a100": "A100 40GB",
+    "nvidia-l4": "L4",
+    "nvidia-h200-141gb": "H200 141GB",
+    "nvidia-b200": "B200",
+    "nvidia-tesla-t4": "Tesla T4",
+    "nvidia-tesla-v100": "Tesla V100",
 }
 """Accelerator type -> the GPU's name in its SKU description (``Nvidia <name> GPU ...``)."""
 _USAGE = {"OnDemand": False, "Preemptible": True}
@@ -48,8 +61,9 @@ class SkuPrices:
 
     prices: Mapping[tuple[str, bool, str], Decimal]
 
-    def machine_price(self, machine_type: str, accelerator: str, gpus: int, vcpus: int, memory_gib: Decimal,
-                      region: str, spot: bool) -> Decimal | None:
+    def machine_price(
+        self, machine_type: str, accelerator: str, gpus: int, vcpus: int, memory_gib: Decimal, region: str, spot: bool
+    ) -> Decimal | None:
         """The machine's hourly USD price (micro-USD, half-even), or None when a part is unpriced."""
         family = next((f for prefix, f in FAMILIES.items() if machine_type.startswith(prefix)), None)
         gpu = GPU_SKU_NAMES.get(accelerator)

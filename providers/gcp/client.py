@@ -47,8 +47,10 @@ requests per minute; exact defaults vary by project: UNVERIFIED here, see docs/a
 _CAPACITY = FACTS.capacity_codes
 _QUOTA = ("quotaExceeded", "QUOTA_EXCEEDED")
 _RATE = ("rateLimitExceeded", "userRateLimitExceeded")
-_OPERATIONS = {"InstancesClient": ("zone_operations", "ZoneOperationsClient"),
-               "FirewallsClient": ("global_operations", "GlobalOperationsClient")}
+_OPERATIONS = {
+    "InstancesClient": ("zone_operations", "ZoneOperationsClient"),
+    "FirewallsClient": ("global_operations", "GlobalOperationsClient"),
+}
 """The operations client each client's long-running calls poll through (ours, paced)."""
 
 
@@ -89,16 +91,20 @@ def map_error(exc: Exception) -> ProviderError:
     import google.auth.exceptions
 
     if isinstance(exc, google.auth.exceptions.GoogleAuthError):
-        return CredentialsError(PROVIDER, f"no usable Google credentials: {_one_line(str(exc))} (Application "
-                                "Default Credentials: GOOGLE_APPLICATION_CREDENTIALS or gcloud auth)")
+        return CredentialsError(
+            PROVIDER,
+            f"no usable Google credentials: {_one_line(str(exc))} (Application "
+            "Default Credentials: GOOGLE_APPLICATION_CREDENTIALS or gcloud auth)",
+        )
     return ProviderAPIError(PROVIDER, 0, f"{type(exc).__name__}: {_one_line(str(exc))}")
 
 
 def _mapped(exc: Exception) -> bool:
     import google.auth.exceptions
 
-    return isinstance(exc, (gexc.GoogleAPICallError, requests.exceptions.RequestException,
-                            google.auth.exceptions.GoogleAuthError))
+    return isinstance(
+        exc, (gexc.GoogleAPICallError, requests.exceptions.RequestException, google.auth.exceptions.GoogleAuthError)
+    )
 
 
 def _fixed_token(credentials: Any) -> bool:
@@ -137,9 +143,18 @@ class GCPClient:
     adapter) sends every request instead of the network, after the limiter (tests: an in-process fake).
     """
 
-    def __init__(self, project: str, credentials: Any = None, *, endpoint: str | None = None,
-                 billing_endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy | None = None, http_adapter: requests.adapters.BaseAdapter | None = None) -> None:
+    def __init__(
+        self,
+        project: str,
+        credentials: Any = None,
+        *,
+        endpoint: str | None = None,
+        billing_endpoint: str | None = None,
+        limits: RateLimits | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        http_adapter: requests.adapters.BaseAdapter | None = None,
+    ) -> None:
         self.project = project
         self.endpoint = endpoint or None
         self.billing_endpoint = billing_endpoint or endpoint or None
@@ -192,8 +207,16 @@ class GCPClient:
             session._refresh_status_codes = ()
         return client
 
-    def _call(self, kind: str, method: str, *, idempotent: bool = True, launch: bool = False,
-              consume: Callable[[Any], Any] = lambda result: result, **params: Any) -> Any:
+    def _call(
+        self,
+        kind: str,
+        method: str,
+        *,
+        idempotent: bool = True,
+        launch: bool = False,
+        consume: Callable[[Any], Any] = lambda result: result,
+        **params: Any,
+    ) -> Any:
         """One API call (and ``consume`` of its result, e.g. paging), paced, retried, errors mapped.
 
         Each HTTP request it makes (every page, every operation poll) takes a request token in
@@ -210,7 +233,8 @@ class GCPClient:
                     raise
                 error = map_error(exc)
                 retryable = isinstance(error, RateLimitError) or (
-                    idempotent and isinstance(error, ProviderAPIError) and (error.status >= 500 or error.status == 0))
+                    idempotent and isinstance(error, ProviderAPIError) and (error.status >= 500 or error.status == 0)
+                )
                 if not retryable or attempt == attempts - 1:
                     raise error from exc
             retry_after = error.retry_after_s if isinstance(error, RateLimitError) else None
@@ -232,47 +256,68 @@ class GCPClient:
 
     def skus(self, service: str) -> list[dict[str, Any]]:
         """Cloud Billing Catalog ``services.skus.list`` in USD (every page), as REST JSON dicts."""
-        pages = self._call("CloudCatalogClient", "list_skus", consume=list,
-                           request={"parent": service, "currency_code": "USD"})
+        pages = self._call(
+            "CloudCatalogClient", "list_skus", consume=list, request={"parent": service, "currency_code": "USD"}
+        )
         return [billing_v1.Sku.to_dict(sku, preserving_proto_field_name=False) for sku in pages]
 
     # ----- instances ---------------------------------------------------------------------------
     def insert_instance(self, zone: str, instance: Any) -> None:
         """instances.insert and wait for its operation (done at once for capacity errors). Never retried."""
-        self._call("InstancesClient", "insert", idempotent=False, launch=True,
-                   consume=lambda op: op.result(timeout=self.timeout_s),
-                   project=self.project, zone=zone, instance_resource=instance)
+        self._call(
+            "InstancesClient",
+            "insert",
+            idempotent=False,
+            launch=True,
+            consume=lambda op: op.result(timeout=self.timeout_s),
+            project=self.project,
+            zone=zone,
+            instance_resource=instance,
+        )
 
     def get_instance(self, zone: str, name: str) -> Any:
         return self._call("InstancesClient", "get", project=self.project, zone=zone, instance=name)
 
     def list_instances(self, label_filter: str) -> Iterator[tuple[str, Any]]:
         """instances.aggregatedList with a filter: (zone, instance) across every zone."""
-        pages = self._call("InstancesClient", "aggregated_list", consume=list,
-                           request={"project": self.project, "filter": label_filter})
+        pages = self._call(
+            "InstancesClient",
+            "aggregated_list",
+            consume=list,
+            request={"project": self.project, "filter": label_filter},
+        )
         for scope, scoped in pages:
             for instance in scoped.instances:
                 yield scope.rsplit("/", 1)[-1], instance
 
     def delete_instance(self, zone: str, name: str) -> None:
         """instances.delete (deleting twice buys nothing, so it is retried like a read)."""
-        self._call("InstancesClient", "delete", consume=lambda op: None, project=self.project, zone=zone,
-                   instance=name)
+        self._call("InstancesClient", "delete", consume=lambda op: None, project=self.project, zone=zone, instance=name)
 
     # ----- firewall rules (global, per network) ------------------------------------------------
     def insert_firewall(self, firewall: Any) -> None:
         """firewalls.insert and wait for its global operation. Never retried (a lost answer: get it)."""
-        self._call("FirewallsClient", "insert", idempotent=False,
-                   consume=lambda op: op.result(timeout=self.timeout_s),
-                   project=self.project, firewall_resource=firewall)
+        self._call(
+            "FirewallsClient",
+            "insert",
+            idempotent=False,
+            consume=lambda op: op.result(timeout=self.timeout_s),
+            project=self.project,
+            firewall_resource=firewall,
+        )
 
     def get_firewall(self, name: str) -> Any:
         return self._call("FirewallsClient", "get", project=self.project, firewall=name)
 
     def delete_firewall(self, name: str) -> None:
         """firewalls.delete and wait for it (deleting twice is harmless: retried like a read)."""
-        self._call("FirewallsClient", "delete", consume=lambda op: op.result(timeout=self.timeout_s),
-                   project=self.project, firewall=name)
+        self._call(
+            "FirewallsClient",
+            "delete",
+            consume=lambda op: op.result(timeout=self.timeout_s),
+            project=self.project,
+            firewall=name,
+        )
 
 
 __all__ = ["LIMITS", "GCPClient", "is_not_found", "map_error"]

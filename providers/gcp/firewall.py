@@ -53,17 +53,43 @@ def rule_bodies(cluster_id: str, allowed_cidrs: Sequence[str], owner: str) -> li
     """The rules' request bodies (compute_v1.Firewall fields), allows before the deny. Pure."""
     ssh, internal, deny = rule_names(cluster_id)
     mark = owner_mark(cluster_id, owner)
-    v4 = sorted({str(ipaddress.ip_network(c, strict=False)) for c in allowed_cidrs
-                 if ipaddress.ip_network(c, strict=False).version == 4})
+    v4 = sorted(
+        {
+            str(ipaddress.ip_network(c, strict=False))
+            for c in allowed_cidrs
+            if ipaddress.ip_network(c, strict=False).version == 4
+        }
+    )
     common = {"network": NETWORK, "direction": "INGRESS", "target_tags": [cluster_id], "description": mark}
     bodies = []
     if v4:
-        bodies.append({**common, "name": ssh, "priority": ALLOW_PRIORITY, "source_ranges": v4,
-                       "allowed": [{"I_p_protocol": "tcp", "ports": ["22"]}]})
-    bodies.append({**common, "name": internal, "priority": ALLOW_PRIORITY, "source_tags": [cluster_id],
-                   "allowed": [{"I_p_protocol": "all"}]})
-    bodies.append({**common, "name": deny, "priority": DENY_PRIORITY, "source_ranges": ["0.0.0.0/0"],
-                   "denied": [{"I_p_protocol": "all"}]})
+        bodies.append(
+            {
+                **common,
+                "name": ssh,
+                "priority": ALLOW_PRIORITY,
+                "source_ranges": v4,
+                "allowed": [{"I_p_protocol": "tcp", "ports": ["22"]}],
+            }
+        )
+    bodies.append(
+        {
+            **common,
+            "name": internal,
+            "priority": ALLOW_PRIORITY,
+            "source_tags": [cluster_id],
+            "allowed": [{"I_p_protocol": "all"}],
+        }
+    )
+    bodies.append(
+        {
+            **common,
+            "name": deny,
+            "priority": DENY_PRIORITY,
+            "source_ranges": ["0.0.0.0/0"],
+            "denied": [{"I_p_protocol": "all"}],
+        }
+    )
     return bodies
 
 
@@ -77,8 +103,10 @@ def ensure(client: GCPClient, cluster_id: str, allowed_cidrs: Sequence[str], own
         found = _get(client, body["name"])
         if found is not None:
             if parse_mark(found.description) != (cluster_id, owner):
-                raise ClusterBusyError(f"gcp: firewall rule {body['name']} exists and is not marked as "
-                                       f"{owner}'s rule of cluster {cluster_id}; nothing was bought")
+                raise ClusterBusyError(
+                    f"gcp: firewall rule {body['name']} exists and is not marked as "
+                    f"{owner}'s rule of cluster {cluster_id}; nothing was bought"
+                )
             if sorted(found.source_ranges) == sorted(body.get("source_ranges", [])):
                 continue
             client.delete_firewall(body["name"])  # the deny rule stays: nothing opens meanwhile
@@ -118,5 +146,14 @@ def _get(client: GCPClient, name: str) -> Any:
         raise
 
 
-__all__ = ["ALLOW_PRIORITY", "DENY_PRIORITY", "NETWORK", "ensure", "owner_mark", "parse_mark", "remove",
-           "rule_bodies", "rule_names"]
+__all__ = [
+    "ALLOW_PRIORITY",
+    "DENY_PRIORITY",
+    "NETWORK",
+    "ensure",
+    "owner_mark",
+    "parse_mark",
+    "remove",
+    "rule_bodies",
+    "rule_names",
+]

@@ -44,10 +44,18 @@ _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 STATUS = {
-    "PROVISIONING": NodeStatus.PENDING, "STAGING": NodeStatus.PENDING, "PENDING": NodeStatus.PENDING,
-    "RUNNING": NodeStatus.RUNNING, "STOPPING": NodeStatus.STOPPING, "SUSPENDING": NodeStatus.STOPPING,
-    "DEPROVISIONING": NodeStatus.STOPPING, "PENDING_STOP": NodeStatus.STOPPING, "STOPPED": NodeStatus.STOPPING,
-    "SUSPENDED": NodeStatus.STOPPING, "TERMINATED": NodeStatus.TERMINATED, "REPAIRING": NodeStatus.FAILED,
+    "PROVISIONING": NodeStatus.PENDING,
+    "STAGING": NodeStatus.PENDING,
+    "PENDING": NodeStatus.PENDING,
+    "RUNNING": NodeStatus.RUNNING,
+    "STOPPING": NodeStatus.STOPPING,
+    "SUSPENDING": NodeStatus.STOPPING,
+    "DEPROVISIONING": NodeStatus.STOPPING,
+    "PENDING_STOP": NodeStatus.STOPPING,
+    "STOPPED": NodeStatus.STOPPING,
+    "SUSPENDED": NodeStatus.STOPPING,
+    "TERMINATED": NodeStatus.TERMINATED,
+    "REPAIRING": NodeStatus.FAILED,
 }
 GONE = {"STOPPING", "TERMINATED", "DEPROVISIONING"}
 SETTLING = {"STOPPING", "DEPROVISIONING"}  # on the way to stopped or deleted: delete_nodes leaves them be
@@ -71,15 +79,20 @@ def instance_body(cluster_id: str, spec: NodeSpec, *, image: str | None, owner: 
         labels[LEASE_TAG] = spec.lease
     bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
     if bad or not _NAME.match(name):
-        raise PlanError(f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
-                        "digits, '-' and '_'); nothing was bought")
+        raise PlanError(
+            f"gcp: {name!r} or labels {bad} are not valid GCP names/labels (lowercase letters, "
+            "digits, '-' and '_'); nothing was bought"
+        )
     metadata = []
     if spec.user_data:
         metadata.append({"key": "user-data", "value": spec.user_data})
     if spec.ssh_public_key:
         metadata.append({"key": "ssh-keys", "value": f"ubuntu:{spec.ssh_public_key.strip()}"})
-    scheduling: dict[str, Any] = {"on_host_maintenance": "TERMINATE", "automatic_restart": not spec.spot,
-                                  "provisioning_model": "SPOT" if spec.spot else "STANDARD"}
+    scheduling: dict[str, Any] = {
+        "on_host_maintenance": "TERMINATE",
+        "automatic_restart": not spec.spot,
+        "provisioning_model": "SPOT" if spec.spot else "STANDARD",
+    }
     if spec.spot:
         scheduling["instance_termination_action"] = "DELETE"
     if spec.expires_at is not None:
@@ -88,28 +101,44 @@ def instance_body(cluster_id: str, spec: NodeSpec, *, image: str | None, owner: 
         scheduling["termination_time"] = spec.expires_at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         scheduling["instance_termination_action"] = "DELETE"
     return {
-        "name": name, "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}", "labels": labels,
-        "disks": [{"boot": True, "auto_delete": True, "initialize_params": {
-            "source_image": spec.image or image, "disk_size_gb": spec.disk_gib}}],
+        "name": name,
+        "machine_type": f"zones/{spec.zone}/machineTypes/{spec.instance_type}",
+        "labels": labels,
+        "disks": [
+            {
+                "boot": True,
+                "auto_delete": True,
+                "initialize_params": {"source_image": spec.image or image, "disk_size_gb": spec.disk_gib},
+            }
+        ],
         "tags": {"items": [cluster_id]},  # what the cluster's firewall rules aim at (providers.gcp.firewall)
-        "network_interfaces": [{"network": firewall.NETWORK,
-                                "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}],
-        "scheduling": scheduling, "metadata": {"items": metadata},
+        "network_interfaces": [
+            {"network": firewall.NETWORK, "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}
+        ],
+        "scheduling": scheduling,
+        "metadata": {"items": metadata},
     }
 
 
 def node_of(cluster_id: str, zone: str, instance: Any) -> Node:
     """The Node an instance of ``cluster_id`` in ``zone`` is (addresses validated as IPs)."""
     nic = instance.network_interfaces[0] if instance.network_interfaces else None
-    public = nic.access_configs[0].nat_i_p if nic and nic.access_configs and nic.access_configs[0].nat_i_p \
-        else None
-    return Node(provider="gcp", id=instance.name, name=instance.labels.get(NODE_TAG, ""),
-                cluster_id=cluster_id, status=STATUS.get(instance.status, NodeStatus.PENDING),
-                instance_type=leaf(instance.machine_type), region=zone_region(zone),
-                public_ip=ip_or_none(public),
-                private_ip=ip_or_none(nic.network_i_p if nic else None),
-                provider_state=instance.status, launched_at=provider_time(instance.creation_timestamp or None),
-                owner=instance.labels.get(OWNER_TAG), lease=instance.labels.get(LEASE_TAG))
+    public = nic.access_configs[0].nat_i_p if nic and nic.access_configs and nic.access_configs[0].nat_i_p else None
+    return Node(
+        provider="gcp",
+        id=instance.name,
+        name=instance.labels.get(NODE_TAG, ""),
+        cluster_id=cluster_id,
+        status=STATUS.get(instance.status, NodeStatus.PENDING),
+        instance_type=leaf(instance.machine_type),
+        region=zone_region(zone),
+        public_ip=ip_or_none(public),
+        private_ip=ip_or_none(nic.network_i_p if nic else None),
+        provider_state=instance.status,
+        launched_at=provider_time(instance.creation_timestamp or None),
+        owner=instance.labels.get(OWNER_TAG),
+        lease=instance.labels.get(LEASE_TAG),
+    )
 
 
 class InstanceLauncher(Launcher):
@@ -128,9 +157,16 @@ class InstanceLauncher(Launcher):
         for zone, instance in self.adapter._members(self.cluster_id):
             if instance.status not in GONE:
                 self.zone_of[instance.name] = zone
-                found.append(Member(instance.name, instance.labels.get(NODE_TAG), leaf(instance.machine_type),
-                                    zone_region(zone), instance.labels.get(OWNER_TAG),
-                                    instance.labels.get(LEASE_TAG)))
+                found.append(
+                    Member(
+                        instance.name,
+                        instance.labels.get(NODE_TAG),
+                        leaf(instance.machine_type),
+                        zone_region(zone),
+                        instance.labels.get(OWNER_TAG),
+                        instance.labels.get(LEASE_TAG),
+                    )
+                )
         return found
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:

@@ -13,9 +13,15 @@ from typing import Any
 from provisioner.offer import Offer
 
 GPU_MODELS = {
-    "nvidia-tesla-a100": ("A100", 40), "nvidia-a100-80gb": ("A100", 80), "nvidia-h100-80gb": ("H100", 80),
-    "nvidia-h100-mega-80gb": ("H100", 80), "nvidia-h200-141gb": ("H200", 141), "nvidia-b200": ("B200", 180),
-    "nvidia-l4": ("L4", 24), "nvidia-tesla-t4": ("T4", 16), "nvidia-tesla-v100": ("V100", 16),
+    "nvidia-tesla-a100": ("A100", 40),
+    "nvidia-a100-80gb": ("A100", 80),
+    "nvidia-h100-80gb": ("H100", 80),
+    "nvidia-h100-mega-80gb": ("H100", 80),
+    "nvidia-h200-141gb": ("H200", 141),
+    "nvidia-b200": ("B200", 180),
+    "nvidia-l4": ("L4", 24),
+    "nvidia-tesla-t4": ("T4", 16),
+    "nvidia-tesla-v100": ("V100", 16),
 }
 """Accelerator type -> (canonical model, GiB per GPU) (gpuhunt ``accelerator_details``; the
 description's ``NN GB`` wins when present)."""
@@ -59,8 +65,17 @@ def gpu_machine_type(machine: Any, accelerators: dict[str, Any], zone: str) -> G
     if not model or bundled.guest_accelerator_count < 1:
         return None
     partitions = machine.bundled_local_ssds.partition_count if machine.bundled_local_ssds else 0
-    return GpuMachineType(machine.name, zone, accelerator, model, bundled.guest_accelerator_count, float(memory),
-                          machine.guest_cpus, machine.memory_mb / 1024, 375.0 * partitions)
+    return GpuMachineType(
+        machine.name,
+        zone,
+        accelerator,
+        model,
+        bundled.guest_accelerator_count,
+        float(memory),
+        machine.guest_cpus,
+        machine.memory_mb / 1024,
+        375.0 * partitions,
+    )
 
 
 def switch_path(instance: Any) -> list[str] | None:
@@ -71,8 +86,11 @@ def switch_path(instance: Any) -> list[str] | None:
     outside ``[A-Za-z0-9_-]`` are dropped."""
     status = instance.resource_status
     where = status.physical_host_topology if status else None
-    levels = [where.cluster, where.block, where.subblock] if where and where.cluster else \
-        [part for part in (status.physical_host if status else "").split("/") if part][:2]
+    levels = (
+        [where.cluster, where.block, where.subblock]
+        if where and where.cluster
+        else [part for part in (status.physical_host if status else "").split("/") if part][:2]
+    )
     levels = [_SWITCH_CHARS.sub("", level)[:40] for level in levels if level]
     if not levels or not all(levels):
         return None
@@ -98,5 +116,13 @@ def typical_offer() -> Offer | None:
     return rows[len(rows) // 2] if rows else None
 
 
-__all__ = ["GPU_MODELS", "GpuMachineType", "bundled_offers", "gpu_machine_type", "leaf", "switch_path",
-           "typical_offer", "zone_region"]
+__all__ = [
+    "GPU_MODELS",
+    "GpuMachineType",
+    "bundled_offers",
+    "gpu_machine_type",
+    "leaf",
+    "switch_path",
+    "typical_offer",
+    "zone_region",
+]

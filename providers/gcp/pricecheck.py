@@ -40,8 +40,9 @@ def price_check(adapter: GCPProvider, usages: Sequence[NodeUsage], offer: Offer,
     kind = next((m for m in adapter.gpu_machine_types(zone) if m.machine_type == offer.instance_type), None)
     if kind is None:
         raise ProviderAPIError("gcp", 0, f"machine type {offer.instance_type} is not offered in {zone}")
-    hourly = adapter.sku_prices({region}).machine_price(kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus,
-                                                        Decimal(kind.memory_gib), region, spot)
+    hourly = adapter.sku_prices({region}).machine_price(
+        kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus, Decimal(kind.memory_gib), region, spot
+    )
     if hourly is None:
         raise ProviderAPIError("gcp", 0, f"no Cloud Billing SKU prices {offer.instance_type} in {region}")
     total = Decimal(0)

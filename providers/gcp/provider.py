@@ -96,16 +96,29 @@ class GCPProvider:
     name: ClassVar[str] = "gcp"
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
 
-    def __init__(self, project: str | None = None, credentials: Any = None, *, zones: Sequence[str] | None = None,
-                 endpoint: str | None = None, limits: RateLimits | None = None, timeout_s: float = 30.0,
-                 retry: RetryPolicy | None = None, image: str | None = None, owner: str | None = None,
-                 poll_interval_s: float = 5.0, http_adapter: Any = None) -> None:
+    def __init__(
+        self,
+        project: str | None = None,
+        credentials: Any = None,
+        *,
+        zones: Sequence[str] | None = None,
+        endpoint: str | None = None,
+        limits: RateLimits | None = None,
+        timeout_s: float = 30.0,
+        retry: RetryPolicy | None = None,
+        image: str | None = None,
+        owner: str | None = None,
+        poll_interval_s: float = 5.0,
+        http_adapter: Any = None,
+    ) -> None:
         project = project or os.environ.get("PROVISIONER_GCP_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT")
         endpoint = endpoint or settings.api_url("gcp", "") or None
         if credentials is None and os.environ.get("PROVISIONER_GCP_CREDENTIALS") == "anonymous":
             if not endpoint:
-                raise PlanError("gcp: PROVISIONER_GCP_CREDENTIALS=anonymous is for a local endpoint only; set "
-                                "PROVISIONER_GCP_API_URL too")
+                raise PlanError(
+                    "gcp: PROVISIONER_GCP_CREDENTIALS=anonymous is for a local endpoint only; set "
+                    "PROVISIONER_GCP_API_URL too"
+                )
             from google.auth.credentials import AnonymousCredentials
 
             credentials = AnonymousCredentials()
@@ -128,8 +141,16 @@ class GCPProvider:
         self.project = project
         self.endpoint = endpoint
         self.billing_endpoint = os.environ.get("PROVISIONER_GCP_BILLING_URL") or endpoint
-        self.client = GCPClient(project, credentials, endpoint=self.endpoint, billing_endpoint=self.billing_endpoint,
-                                limits=limits, timeout_s=timeout_s, retry=retry, http_adapter=http_adapter)
+        self.client = GCPClient(
+            project,
+            credentials,
+            endpoint=self.endpoint,
+            billing_endpoint=self.billing_endpoint,
+            limits=limits,
+            timeout_s=timeout_s,
+            retry=retry,
+            http_adapter=http_adapter,
+        )
         self.image = image or os.environ.get("PROVISIONER_GCP_IMAGE") or None
         self.owner = owner
         self.poll_interval_s = poll_interval_s
@@ -160,14 +181,20 @@ class GCPProvider:
     def list_offers(self, query: OfferQuery) -> list[Offer]:
         """One offer per (GPU machine type, zone) with a price; see the module docstring. Read-only."""
         wanted = {g.upper() for g in query.gpu_models}
-        zones = self.region_zones(query.regions or DEFAULT_REGIONS) if self.discover_zones else \
-            [z for z in self.zones if not query.regions or zone_region(z) in query.regions]
+        zones = (
+            self.region_zones(query.regions or DEFAULT_REGIONS)
+            if self.discover_zones
+            else [z for z in self.zones if not query.regions or zone_region(z) in query.regions]
+        )
         screen = OfferScreen(self.name)
         offers: list[Offer] = []
         prices = self.sku_prices({zone_region(z) for z in zones}) if zones else SkuPrices({})
         for zone in zones:
-            kinds = [m for m in self.gpu_machine_types(zone)
-                     if (not wanted or m.gpu_model in wanted) and m.gpus >= query.min_gpus]
+            kinds = [
+                m
+                for m in self.gpu_machine_types(zone)
+                if (not wanted or m.gpu_model in wanted) and m.gpus >= query.min_gpus
+            ]
             offers += screen.build(kinds, lambda m: self._offer(m, query, prices))
         self.dropped_offers = dict(screen.dropped)
         return sorted((o for o in offers if o.reliability >= query.min_reliability), key=lambda o: o.key)
@@ -183,16 +210,26 @@ class GCPProvider:
         region = zone_region(kind.zone)
         template = priced.get((kind.machine_type, region))
         memory = Decimal(kind.memory_gib)  # MiB / 1024: exact in binary, so exact here
-        billed = [prices.machine_price(kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus, memory, region, s)
-                  for s in (False, True)]
+        billed = [
+            prices.machine_price(kind.machine_type, kind.accelerator, kind.gpus, kind.vcpus, memory, region, s)
+            for s in (False, True)
+        ]
         if any(billed):
             price, spot = billed
-            source, dated = "machine type live from Compute Engine; price from Cloud Billing Catalog SKUs (GPU + " \
-                "vCPU + RAM, local SSD not included)", None
+            source, dated = (
+                "machine type live from Compute Engine; price from Cloud Billing Catalog SKUs (GPU + "
+                "vCPU + RAM, local SSD not included)",
+                None,
+            )
         elif template is not None:
             price, spot = template.price_per_hour_usd, template.spot_price_per_hour_usd
-            source, dated = ("machine type live from Compute Engine; price from the bundled catalog (no Cloud Billing "
-                             "SKU priced this machine type)"), template.as_of or as_of or None
+            source, dated = (
+                (
+                    "machine type live from Compute Engine; price from the bundled catalog (no Cloud Billing "
+                    "SKU priced this machine type)"
+                ),
+                template.as_of or as_of or None,
+            )
         else:
             return []
         price = price if query.spot is not True else None
@@ -201,11 +238,23 @@ class GCPProvider:
             return []
         base = template or typical_offer()
         facts = {
-            "zone": kind.zone, "region": region, "instance_type": kind.machine_type, "gpu_model": kind.gpu_model,
-            "gpus": kind.gpus, "gpu_memory_gib": kind.gpu_memory_gib, "vcpus": kind.vcpus,
-            "memory_gib": kind.memory_gib, "local_nvme_gib": kind.local_ssd_gib, "price_per_hour_usd": price,
-            "spot_price_per_hour_usd": spot, "purchase": Purchase.INSTANCE, "bootstrap": Bootstrap.CLOUD_INIT,
-            "network": Network.PRIVATE, "as_of": dated, "source": source}
+            "zone": kind.zone,
+            "region": region,
+            "instance_type": kind.machine_type,
+            "gpu_model": kind.gpu_model,
+            "gpus": kind.gpus,
+            "gpu_memory_gib": kind.gpu_memory_gib,
+            "vcpus": kind.vcpus,
+            "memory_gib": kind.memory_gib,
+            "local_nvme_gib": kind.local_ssd_gib,
+            "price_per_hour_usd": price,
+            "spot_price_per_hour_usd": spot,
+            "purchase": Purchase.INSTANCE,
+            "bootstrap": Bootstrap.CLOUD_INIT,
+            "network": Network.PRIVATE,
+            "as_of": dated,
+            "source": source,
+        }
         if base is None:  # no GCP row at all to take interruption rates, egress and billing terms from
             return []
         return [base.model_copy(update={**facts, "offer_id": None, "max_nodes": base.max_nodes if template else 16})]
@@ -261,8 +310,13 @@ class GCPProvider:
         for zone, instance in self.client.list_instances(f"labels.{CLUSTER_TAG}:*"):
             cluster_id = instance.labels.get(CLUSTER_TAG)
             if cluster_id and instance.status not in SETTLING:  # stopped VMs still bill their disks
-                found.append(OwnedNode(node_of(cluster_id, zone, instance), instance.labels.get(OWNER_TAG),
-                                       parse_expiry(instance.labels.get(EXPIRES_TAG))))
+                found.append(
+                    OwnedNode(
+                        node_of(cluster_id, zone, instance),
+                        instance.labels.get(OWNER_TAG),
+                        parse_expiry(instance.labels.get(EXPIRES_TAG)),
+                    )
+                )
         return found
 
     # ----- read / delete ------------------------------------------------------------------------
@@ -303,8 +357,12 @@ class GCPProvider:
             try:
                 self.remove_firewall(cluster_id)
             except ProviderError as exc:  # the instances are what must go; down names the rules again
-                log.warning("gcp: the firewall rules of %s stay (%s); provisioner down %s removes them",
-                            cluster_id, exc, cluster_id)
+                log.warning(
+                    "gcp: the firewall rules of %s stay (%s); provisioner down %s removes them",
+                    cluster_id,
+                    exc,
+                    cluster_id,
+                )
 
     # ----- the cluster's firewall rules (SupportsFirewall; providers.gcp.firewall) ----------------
     def ensure_firewall(self, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
@@ -325,5 +383,12 @@ class GCPProvider:
         return pricecheck.price_check(self, usages, offer, spot)
 
 
-__all__ = ["DEFAULT_REGIONS", "GPU_MODELS", "NODE_TAG", "QUOTA_METRICS", "GCPProvider", "GpuMachineType",
-           "GpuQuotaShortfall"]
+__all__ = [
+    "DEFAULT_REGIONS",
+    "GPU_MODELS",
+    "NODE_TAG",
+    "QUOTA_METRICS",
+    "GCPProvider",
+    "GpuMachineType",
+    "GpuQuotaShortfall",
+]

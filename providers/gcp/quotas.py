@@ -12,10 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 QUOTA_METRICS = {
-    "nvidia-tesla-a100": "NVIDIA_A100_GPUS", "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
-    "nvidia-h100-80gb": "NVIDIA_H100_GPUS", "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
-    "nvidia-h200-141gb": "NVIDIA_H200_GPUS", "nvidia-b200": "NVIDIA_B200_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS",
-    "nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
+    "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
+    "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-b200": "NVIDIA_B200_GPUS",
+    "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
+    "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
 }
 """Regional quota metric per accelerator type (on-demand; spot adds ``PREEMPTIBLE_``)."""
 
@@ -30,8 +35,10 @@ def quota_metric(accelerator: str, spot: bool) -> str | None:
 
 def how_to_request(project: str, metric: str, region: str) -> str:
     """Where a person asks for more of ``metric`` in ``region``."""
-    return (f"https://console.cloud.google.com/iam-admin/quotas?project={project} "
-            f"(metric compute.googleapis.com/{metric}, region {region})")
+    return (
+        f"https://console.cloud.google.com/iam-admin/quotas?project={project} "
+        f"(metric compute.googleapis.com/{metric}, region {region})"
+    )
 
 
 @dataclass(frozen=True)
@@ -49,9 +56,11 @@ class GpuQuotaShortfall:
 
     @property
     def reason(self) -> str:
-        return (f"{self.needed_gpus} {'spot ' if self.spot else ''}GPUs of {self.machine_type} in {self.region} exceed "
-                f"the quota {self.metric} ({self.available_gpus} left); ask for more at "
-                f"{how_to_request(self.project, self.metric, self.region)}")
+        return (
+            f"{self.needed_gpus} {'spot ' if self.spot else ''}GPUs of {self.machine_type} in {self.region} exceed "
+            f"the quota {self.metric} ({self.available_gpus} left); ask for more at "
+            f"{how_to_request(self.project, self.metric, self.region)}"
+        )
 
 
 __all__ = ["QUOTA_METRICS", "GpuQuotaShortfall", "how_to_request", "quota_metric"]

@@ -39,8 +39,10 @@ def node_usage(client: LambdaClient, node_ids: Mapping[str, str], since: dt.date
                 starts[node_id] = min(when, starts.get(node_id, when))
             elif event.action in TERMINATED:
                 ends[node_id] = max(when, ends.get(node_id, when))
-    return [NodeUsage(node_id, names[node_id], start, ends.get(node_id), source=SOURCE)
-            for node_id, start in sorted(starts.items())]
+    return [
+        NodeUsage(node_id, names[node_id], start, ends.get(node_id), source=SOURCE)
+        for node_id, start in sorted(starts.items())
+    ]
 
 
 __all__ = ["SOURCE", "node_usage"]

@@ -84,8 +84,9 @@ class LambdaClient(EndpointClient):
     default_limits = LIMITS
     error_mapper = staticmethod(map_error)
 
-    def _data(self, method: str, path: str, *, json: Any = None, launch: bool = False,
-              idempotent: bool | None = None) -> Any:
+    def _data(
+        self, method: str, path: str, *, json: Any = None, launch: bool = False, idempotent: bool | None = None
+    ) -> Any:
         body = self.api.request(method, f"/api/v1{path}", json=json, launch=launch, idempotent=idempotent)
         if not isinstance(body, dict) or "data" not in body:
             raise ProviderAPIError("lambda", 200, f"{method} {path}: response has no 'data'")
@@ -93,8 +94,9 @@ class LambdaClient(EndpointClient):
 
     def instance_types(self) -> dict[str, InstanceTypesItem]:
         """GET /instance-types: every type with price and regions that have capacity now."""
-        result: dict[str, InstanceTypesItem] = self._parse(_TYPES, self._data("GET", "/instance-types"),
-                                                           "instance-types")
+        result: dict[str, InstanceTypesItem] = self._parse(
+            _TYPES, self._data("GET", "/instance-types"), "instance-types"
+        )
         return result
 
     def instance_type_rows(self) -> dict[str, Any]:
@@ -109,8 +111,9 @@ class LambdaClient(EndpointClient):
         return result
 
     def get_instance(self, instance_id: str) -> Instance:
-        result: Instance = self._parse(TypeAdapter(Instance), self._data("GET", f"/instances/{instance_id}"),
-                                       "instance")
+        result: Instance = self._parse(
+            TypeAdapter(Instance), self._data("GET", f"/instances/{instance_id}"), "instance"
+        )
         return result
 
     def rename_instance(self, instance_id: str, name: str) -> Instance:
@@ -126,8 +129,9 @@ class LambdaClient(EndpointClient):
 
         Takes a launch-limiter token. Not retried on timeout/5xx: the caller reconciles.
         """
-        data = self._data("POST", "/instance-operations/launch", launch=True,
-                          json=request.model_dump(mode="json", exclude_none=True))
+        data = self._data(
+            "POST", "/instance-operations/launch", launch=True, json=request.model_dump(mode="json", exclude_none=True)
+        )
         ids = data.get("instance_ids") if isinstance(data, dict) else None
         if not isinstance(ids, list):
             raise ProviderAPIError("lambda", 200, "launch response has no instance_ids")
@@ -138,10 +142,10 @@ class LambdaClient(EndpointClient):
 
         Retried on 5xx and timeouts like a DELETE: terminating twice buys nothing (a repeat
         that finds an id gone answers 404, which the provider handles)."""
-        data = self._data("POST", "/instance-operations/terminate", json={"instance_ids": instance_ids},
-                          idempotent=True)
-        result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []),
-                                             "terminate")
+        data = self._data(
+            "POST", "/instance-operations/terminate", json={"instance_ids": instance_ids}, idempotent=True
+        )
+        result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []), "terminate")
         return result
 
     def audit_events(self, start: str | None = None) -> list[AuditEvent]:
@@ -150,9 +154,11 @@ class LambdaClient(EndpointClient):
         token: str | None = None
         while True:
             params = {key: value for key, value in (("start", start), ("page_token", token)) if value}
-            page: AuditPage = self._parse(TypeAdapter(AuditPage),
-                                          self.api.request("GET", "/api/v1/audit-events", params=params or None),
-                                          "audit-events")
+            page: AuditPage = self._parse(
+                TypeAdapter(AuditPage),
+                self.api.request("GET", "/api/v1/audit-events", params=params or None),
+                "audit-events",
+            )
             events += page.data
             token = page.page_token
             if not token or not page.data:
@@ -167,19 +173,20 @@ class LambdaClient(EndpointClient):
         result: SSHKey = self._parse(TypeAdapter(SSHKey), data, "ssh-key")
         return result
 
-
     # ----- firewall rulesets ----------------------------------------------------------------
     def list_firewall_rulesets(self) -> list[FirewallRuleset]:
         """GET /firewall-rulesets: every ruleset of the account, in every region."""
-        result: list[FirewallRuleset] = self._parse(_RULESETS, self._data("GET", "/firewall-rulesets"),
-                                                    "firewall-rulesets")
+        result: list[FirewallRuleset] = self._parse(
+            _RULESETS, self._data("GET", "/firewall-rulesets"), "firewall-rulesets"
+        )
         return result
 
     def create_firewall_ruleset(self, name: str, region: str, rules: list[FirewallRule]) -> FirewallRuleset:
         """POST /firewall-rulesets. Not retried on timeout/5xx: the caller reconciles by name."""
         body = {"name": name, "region": region, "rules": [r.model_dump(exclude_none=True) for r in rules]}
-        result: FirewallRuleset = self._parse(_RULESET, self._data("POST", "/firewall-rulesets", json=body),
-                                              "firewall-ruleset")
+        result: FirewallRuleset = self._parse(
+            _RULESET, self._data("POST", "/firewall-rulesets", json=body), "firewall-ruleset"
+        )
         return result
 
     def update_firewall_ruleset(self, ruleset_id: str, rules: list[FirewallRule]) -> FirewallRuleset:

@@ -44,8 +44,10 @@ def ruleset_name(cluster_id: str) -> str:
     """The ruleset name of a cluster (the same in every region)."""
     name = f"{PREFIX}{cluster_id}"
     if len(name) > MAX_NAME:
-        raise PlanError(f"lambda: cluster id {cluster_id!r} is too long for a firewall ruleset name "
-                        f"({MAX_NAME} characters at most with {PREFIX!r})")
+        raise PlanError(
+            f"lambda: cluster id {cluster_id!r} is too long for a firewall ruleset name "
+            f"({MAX_NAME} characters at most with {PREFIX!r})"
+        )
     return name
 
 
@@ -67,8 +69,14 @@ def ssh_rules(allowed_cidrs: Sequence[str]) -> list[FirewallRule]:
         if str(network) in seen:
             continue
         seen.add(str(network))
-        rules.append(FirewallRule(protocol="tcp", port_range=[SSH_PORT, SSH_PORT], source_network=str(network),
-                                  description=f"provisioner: SSH from {network}"))
+        rules.append(
+            FirewallRule(
+                protocol="tcp",
+                port_range=[SSH_PORT, SSH_PORT],
+                source_network=str(network),
+                description=f"provisioner: SSH from {network}",
+            )
+        )
     return rules
 
 
@@ -81,8 +89,9 @@ def _same(current: Sequence[FirewallRule], wanted: Sequence[FirewallRule]) -> bo
 
 def _mine(client: LambdaClient, cluster_id: str, region: str | None = None) -> list[FirewallRuleset]:
     name = ruleset_name(cluster_id)
-    return [r for r in client.list_firewall_rulesets()
-            if r.name == name and (region is None or r.region.name == region)]
+    return [
+        r for r in client.list_firewall_rulesets() if r.name == name and (region is None or r.region.name == region)
+    ]
 
 
 def ensure(client: LambdaClient, cluster_id: str, allowed_cidrs: Sequence[str], region: str) -> str:
@@ -136,8 +145,11 @@ def remove(client: LambdaClient, cluster_id: str) -> None:
         except ProviderAPIError as exc:
             if exc.status == 404:
                 continue
-            failures.append(ProviderAPIError(exc.provider, exc.status,
-                                             f"firewall ruleset {ruleset.id} ({ruleset.region.name}): {exc.detail}"))
+            failures.append(
+                ProviderAPIError(
+                    exc.provider, exc.status, f"firewall ruleset {ruleset.id} ({ruleset.region.name}): {exc.detail}"
+                )
+            )
         except ProviderError as exc:
             failures.append(exc)
     if failures:

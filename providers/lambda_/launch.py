@@ -84,10 +84,18 @@ class BatchLauncher(Launcher):
         self.renames = _Renames(provider.client)
 
     def members(self) -> list[Member]:
-        return [Member(i.id, None if (name := self.adapter._node_name(self.cluster_id, i)) == PLACEHOLDER else name,
-                       i.instance_type.name if i.instance_type else "", i.region.name if i.region else "",
-                       i.tag(OWNER_TAG), i.tag(LEASE_TAG))
-                for i in self.adapter._members(self.cluster_id) if i.status not in GONE]
+        return [
+            Member(
+                i.id,
+                None if (name := self.adapter._node_name(self.cluster_id, i)) == PLACEHOLDER else name,
+                i.instance_type.name if i.instance_type else "",
+                i.region.name if i.region else "",
+                i.tag(OWNER_TAG),
+                i.tag(LEASE_TAG),
+            )
+            for i in self.adapter._members(self.cluster_id)
+            if i.status not in GONE
+        ]
 
     def prepare(self, missing: Sequence[NodeSpec]) -> None:
         for spec in missing:
@@ -99,11 +107,19 @@ class BatchLauncher(Launcher):
     def batches(self, missing: Sequence[NodeSpec]) -> list[list[NodeSpec]]:
         groups: dict[tuple[object, ...], list[NodeSpec]] = {}
         for spec in missing:
-            key = (spec.instance_type, spec.region, spec.image, spec.user_data, spec.ssh_public_key,
-                   spec.expires_at, tuple(sorted(spec.tags.items())))
+            key = (
+                spec.instance_type,
+                spec.region,
+                spec.image,
+                spec.user_data,
+                spec.ssh_public_key,
+                spec.expires_at,
+                tuple(sorted(spec.tags.items())),
+            )
             groups.setdefault(key, []).append(spec)
-        return [group[start:start + MAX_BATCH] for group in groups.values()
-                for start in range(0, len(group), MAX_BATCH)]
+        return [
+            group[start : start + MAX_BATCH] for group in groups.values() for start in range(0, len(group), MAX_BATCH)
+        ]
 
     def launch(self, batch: Sequence[NodeSpec]) -> list[str]:
         failed = self.renames.first_error()
@@ -114,14 +130,21 @@ class BatchLauncher(Launcher):
         image = None
         if spec.image:
             image = ImageSpec(id=spec.image) if IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
-        tags = {**tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease),
-                **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG}}
+        tags = {
+            **tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease),
+            **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG},
+        }
         request = LaunchRequest(
-            region_name=spec.region, instance_type_name=spec.instance_type,
+            region_name=spec.region,
+            instance_type_name=spec.instance_type,
             ssh_key_names=[self.keys[spec.ssh_public_key]],
-            name=f"{self.cluster_id}-{spec.name if single else PLACEHOLDER}", image=image,
-            user_data=spec.user_data, tags=[Tag(key=k, value=v) for k, v in sorted(tags.items())],
-            quantity=len(batch), firewall_rulesets=self.firewalls.get(spec.region))
+            name=f"{self.cluster_id}-{spec.name if single else PLACEHOLDER}",
+            image=image,
+            user_data=spec.user_data,
+            tags=[Tag(key=k, value=v) for k, v in sorted(tags.items())],
+            quantity=len(batch),
+            firewall_rulesets=self.firewalls.get(spec.region),
+        )
         ids = self.adapter.client.launch(request)
         if not single:
             for node, instance_id in zip(batch, ids, strict=False):

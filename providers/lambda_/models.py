@@ -128,5 +128,17 @@ class LaunchRequest(BaseModel):
     firewall_rulesets: list[FirewallRulesetEntry] | None = None
 
 
-__all__ = ["FirewallRule", "FirewallRuleset", "FirewallRulesetEntry", "ImageSpec", "Instance", "InstanceType",
-           "InstanceTypeSpecs", "InstanceTypesItem", "LaunchRequest", "Region", "SSHKey", "Tag"]
+__all__ = [
+    "FirewallRule",
+    "FirewallRuleset",
+    "FirewallRulesetEntry",
+    "ImageSpec",
+    "Instance",
+    "InstanceType",
+    "InstanceTypeSpecs",
+    "InstanceTypesItem",
+    "LaunchRequest",
+    "Region",
+    "SSHKey",
+    "Tag",
+]

@@ -122,8 +122,9 @@ class LambdaProvider(RestAdapter[LambdaClient]):
     capabilities: ClassVar[frozenset[Capability]] = CAPABILITIES
     client_class = LambdaClient
 
-    def node_usage(self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
-                   ) -> list[NodeUsage]:
+    def node_usage(
+        self, cluster_id: str, node_ids: Mapping[str, str], since: dt.datetime | None = None
+    ) -> list[NodeUsage]:
         """``SupportsUsage``: launch and termination times from the audit log (providers.lambda_.audit)."""
         return audit.node_usage(self.client, node_ids, since)
 
@@ -140,11 +141,16 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         offers = self._screened(rows.values(), lambda row: self._offers(InstanceTypesItem.model_validate(row)))
         wanted = {g.upper() for g in query.gpu_models}
         return sorted(
-            (o for o in offers
-             if (not wanted or o.gpu_model.upper() in wanted)
-             and (not query.regions or o.region in query.regions)
-             and o.gpus >= query.min_gpus and o.reliability >= query.min_reliability),
-            key=lambda o: o.key)
+            (
+                o
+                for o in offers
+                if (not wanted or o.gpu_model.upper() in wanted)
+                and (not query.regions or o.region in query.regions)
+                and o.gpus >= query.min_gpus
+                and o.reliability >= query.min_reliability
+            ),
+            key=lambda o: o.key,
+        )
 
     def _offers(self, item: InstanceTypesItem) -> list[Offer]:
         itype = item.instance_type
@@ -154,14 +160,26 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         rate, basis, shapes = _catalog_defaults()
         fabric_gbps, max_nodes = shapes.get(itype.name, (0.0, 1))
         return [
-            Offer(provider=self.name, instance_type=itype.name, region=region.name,
-                  gpu_model=canonical_gpu(itype.gpu_description), gpus=itype.specs.gpus,
-                  gpu_memory_gib=memory, vcpus=itype.specs.vcpus, memory_gib=itype.specs.memory_gib,
-                  local_nvme_gib=itype.specs.storage_gib, fabric_gbps=fabric_gbps,
-                  price_per_hour_usd=itype.price_cents_per_hour / 100,
-                  billing_increment_s=BILLING_INCREMENT_S, interruptions_per_node_hour=rate,
-                  interruption_basis=basis, max_nodes=max_nodes, purchase=Purchase.INSTANCE,
-                  bootstrap=Bootstrap.CLOUD_INIT, network=Network.PRIVATE)
+            Offer(
+                provider=self.name,
+                instance_type=itype.name,
+                region=region.name,
+                gpu_model=canonical_gpu(itype.gpu_description),
+                gpus=itype.specs.gpus,
+                gpu_memory_gib=memory,
+                vcpus=itype.specs.vcpus,
+                memory_gib=itype.specs.memory_gib,
+                local_nvme_gib=itype.specs.storage_gib,
+                fabric_gbps=fabric_gbps,
+                price_per_hour_usd=itype.price_cents_per_hour / 100,
+                billing_increment_s=BILLING_INCREMENT_S,
+                interruptions_per_node_hour=rate,
+                interruption_basis=basis,
+                max_nodes=max_nodes,
+                purchase=Purchase.INSTANCE,
+                bootstrap=Bootstrap.CLOUD_INIT,
+                network=Network.PRIVATE,
+            )
             for region in item.regions_with_capacity_available
         ]
 
@@ -198,8 +216,11 @@ class LambdaProvider(RestAdapter[LambdaClient]):
             return self.ensure_ssh_key(key_name(spec.ssh_public_key), spec.ssh_public_key)
         keys = self.client.list_ssh_keys()
         if not keys:
-            raise ProviderAPIError(self.name, 400, "a launch needs exactly one SSH key and the account "
-                                   "has none: give the node an ssh_public_key")
+            raise ProviderAPIError(
+                self.name,
+                400,
+                "a launch needs exactly one SSH key and the account has none: give the node an ssh_public_key",
+            )
         return keys[0].name
 
     # ----- firewall (providers/lambda_/firewall.py) -----------------------------------------
@@ -243,16 +264,22 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         for instance in self.client.list_instances():
             cluster_id = instance.tag(CLUSTER_TAG)
             if cluster_id and instance.status not in GONE:
-                found.append(OwnedNode(self._node(cluster_id, instance), instance.tag(OWNER_TAG),
-                                       parse_expiry(instance.tag(EXPIRES_TAG))))
+                found.append(
+                    OwnedNode(
+                        self._node(cluster_id, instance),
+                        instance.tag(OWNER_TAG),
+                        parse_expiry(instance.tag(EXPIRES_TAG)),
+                    )
+                )
         return found
 
     # ----- delete ---------------------------------------------------------------------------
     def delete_nodes(self, cluster_id: str, node_ids: Sequence[str] | None = None) -> None:
         """Terminate the cluster's instances (those in ``node_ids`` when given). Already gone is
         success. Does not wait for them to disappear."""
-        targets = [i.id for i in self._members(cluster_id) if i.status not in GONE
-                   and (node_ids is None or i.id in node_ids)]
+        targets = [
+            i.id for i in self._members(cluster_id) if i.status not in GONE and (node_ids is None or i.id in node_ids)
+        ]
         if targets:
             self._terminate(targets)
 
@@ -284,12 +311,20 @@ class LambdaProvider(RestAdapter[LambdaClient]):
         return itype == spec.instance_type and region == spec.region and instance.status not in GONE
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
-        return Node(provider=self.name, id=instance.id, name=self._node_name(cluster_id, instance),
-                    cluster_id=cluster_id, status=_STATUS.get(instance.status, NodeStatus.PENDING),
-                    instance_type=instance.instance_type.name if instance.instance_type else "",
-                    region=instance.region.name if instance.region else "",
-                    public_ip=instance.ip, private_ip=instance.private_ip, provider_state=instance.status,
-                    owner=instance.tag(OWNER_TAG), lease=instance.tag(LEASE_TAG))
+        return Node(
+            provider=self.name,
+            id=instance.id,
+            name=self._node_name(cluster_id, instance),
+            cluster_id=cluster_id,
+            status=_STATUS.get(instance.status, NodeStatus.PENDING),
+            instance_type=instance.instance_type.name if instance.instance_type else "",
+            region=instance.region.name if instance.region else "",
+            public_ip=instance.ip,
+            private_ip=instance.private_ip,
+            provider_state=instance.status,
+            owner=instance.tag(OWNER_TAG),
+            lease=instance.tag(LEASE_TAG),
+        )
 
 
 __all__ = ["MAX_BATCH", "PLACEHOLDER", "LambdaProvider", "canonical_gpu", "key_name"]

@@ -23,29 +23,42 @@ from provisioner.providers.descriptor import ProviderDocs, ProviderFacts, Teardo
 
 from provisioner.capabilities import Capability
 
-CAPABILITIES: frozenset[Capability] = frozenset({
-    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
-    Capability.SSH_BOOTSTRAP, Capability.CLUSTER_PRODUCT,
-})
+CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.ON_DEMAND,
+        Capability.SPOT,
+        Capability.MULTI_NODE,
+        Capability.SCRIPT_BOOTSTRAP,
+        Capability.SSH_BOOTSTRAP,
+        Capability.CLUSTER_PRODUCT,
+    }
+)
 
 FACTS = ProviderFacts(
-    "runpod", fake="provisioner.testing.fakes.runpod:RunPodFake", key_vars=("RUNPOD_API_KEY",), login_user="root",
+    "runpod",
+    fake="provisioner.testing.fakes.runpod:RunPodFake",
+    key_vars=("RUNPOD_API_KEY",),
+    login_user="root",
     docs=ProviderDocs(
         offers="Secure and Community pods: H100 (SXM, PCIe), H200, B200, A100 80 GB (SXM, PCIe), L40S, RTX 4090, with"
-               " spot (interruptible) prices; Instant Clusters of 8x H100/H200/B200/A100.",
+        " spot (interruptible) prices; Instant Clusters of 8x H100/H200/B200/A100.",
         regions="Secure by data center (US-KS-2, US-TX-3, EU-RO-1, CA-MTL-1); Community by country (US, CA, SE, CZ)",
         notes=(
             (Capability.PRIVATE_NETWORK, "(pods); Instant Clusters have their own private network"),
             (Capability.CLUSTER_PRODUCT, "(Instant Clusters, `/v2/clusters`)"),
-        )),
+        ),
+    ),
     nccl_ifname="ens1",  # Instant Clusters: ens1..ens8 are the fast NICs, eth0 is internet only
     teardown=Teardown(
-        "runpod", "runpod-delete", True,
+        "runpod",
+        "runpod-delete",
+        True,
         ttl="node timer deletes its own pod: DELETE /v2/pods/$RUNPOD_POD_ID with the pod-scoped "
-            "RUNPOD_API_KEY RunPod injects (Instant Cluster pods refuse this, 409: watchdog and gc)",
+        "RUNPOD_API_KEY RunPod injects (Instant Cluster pods refuse this, 409: watchdog and gc)",
         idle="node idle check deletes its own pod the same way",
         client_dies="nothing is lost for standalone pods; Instant Cluster pods wait for `provisioner gc --yes`",
-    ))
+    ),
+)
 
 if TYPE_CHECKING:
     from provisioner.providers.runpod.provider import RunPodProvider

@@ -46,8 +46,7 @@ _BALANCE_MARKERS = ("insufficient balance", "insufficient funds", "balance too l
 
 _GPU_PRICES_QUERY = "query SpotPrices { gpuTypes { id secureSpotPrice communitySpotPrice } }"
 _RENT_SPOT_MUTATION = (
-    "mutation RentInterruptable($input: PodRentInterruptableInput!) "
-    "{ podRentInterruptable(input: $input) { id name } }"
+    "mutation RentInterruptable($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id name } }"
 )
 
 
@@ -119,8 +118,9 @@ class RunPodClient(EndpointClient):
     def pod_billing(self, pod_id: str, start: str, end: str) -> list[PodBillingRecord]:
         """``GET /v2/billing/pods?podId=&startTime=&endTime=&bucketSize=day``: the pod's billing buckets."""
         params = {"podId": pod_id, "startTime": start, "endTime": end, "bucketSize": "day"}
-        return self._parse(PodBillingList, self.api.request("GET", "/v2/billing/pods", params=params),
-                           "pod billing").records
+        return self._parse(
+            PodBillingList, self.api.request("GET", "/v2/billing/pods", params=params), "pod billing"
+        ).records
 
     # -- pods -----------------------------------------------------------------------------
     def list_pods(self, *, include_cluster_pods: bool = False) -> list[Pod]:
@@ -176,10 +176,12 @@ class RunPodClient(EndpointClient):
         return self._parse(SshKeys, payload, "ssh-keys").keys
 
     # -- GraphQL --------------------------------------------------------------------------
-    def _graphql(self, query: str, variables: dict[str, Any], *, launch: bool = False,
-                 idempotent: bool = False) -> dict[str, Any]:
-        payload = self.api.request("POST", "/graphql", json={"query": query, "variables": variables},
-                                   launch=launch, idempotent=idempotent)
+    def _graphql(
+        self, query: str, variables: dict[str, Any], *, launch: bool = False, idempotent: bool = False
+    ) -> dict[str, Any]:
+        payload = self.api.request(
+            "POST", "/graphql", json={"query": query, "variables": variables}, launch=launch, idempotent=idempotent
+        )
         if not isinstance(payload, dict):
             raise ProviderAPIError(NAME, 200, f"GraphQL answer is not an object: {json.dumps(payload)[:80]}")
         if payload.get("errors"):

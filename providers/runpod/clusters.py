@@ -91,8 +91,14 @@ def member_node(adapter: RunPodProvider, cluster_id: str, pod: Pod) -> Node:
     return node.model_copy(update={"name": name, "private_ip": pod.cluster.ip if pod.cluster else None})
 
 
-def create(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], *,
-           clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> list[Node]:
+def create(
+    adapter: RunPodProvider,
+    cluster_id: str,
+    nodes: Sequence[NodeSpec],
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Node]:
     """Buy (or find) the Instant Cluster holding ``nodes``; see the module docstring.
 
     Blocks for the create call and until every member pod is listed. Raises PlanError for a
@@ -106,9 +112,13 @@ def create(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], 
         try:
             members = _members(adapter, existing, existing.compute.pod_count, clock, sleep)
         except WaitTimeout:
-            raise ProviderAPIError(NAME, 0, f"Instant Cluster {existing.id} named {cluster_id} exists but RunPod "
-                                            f"did not list its {existing.compute.pod_count} member pods within "
-                                            f"{MEMBERS_TIMEOUT_S:g}s; nothing was bought") from None
+            raise ProviderAPIError(
+                NAME,
+                0,
+                f"Instant Cluster {existing.id} named {cluster_id} exists but RunPod "
+                f"did not list its {existing.compute.pod_count} member pods within "
+                f"{MEMBERS_TIMEOUT_S:g}s; nothing was bought",
+            ) from None
         return _adopted(adapter, cluster_id, existing, members, names)
     for key in dict.fromkeys(spec.ssh_public_key for spec in nodes if spec.ssh_public_key):
         adapter.ensure_ssh_key(cluster_id, key)
@@ -117,22 +127,34 @@ def create(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], 
     try:
         members = _members(adapter, cluster, len(nodes), clock, sleep)
     except (ProviderError, WaitTimeout) as exc:
-        error = exc if isinstance(exc, ProviderError) else ProviderAPIError(
-            NAME, 0, f"RunPod listed fewer than {len(nodes)} member pods of cluster {cluster.id} "
-                     f"within {MEMBERS_TIMEOUT_S:g}s")
+        error = (
+            exc
+            if isinstance(exc, ProviderError)
+            else ProviderAPIError(
+                NAME,
+                0,
+                f"RunPod listed fewer than {len(nodes)} member pods of cluster {cluster.id} "
+                f"within {MEMBERS_TIMEOUT_S:g}s",
+            )
+        )
         raise _rolled_back(adapter, error, cluster, first) from None
     by_name = {node.name: node for node in (member_node(adapter, cluster_id, pod) for pod in members)}
     return [by_name[name] for name in names]
 
 
-def _members(adapter: RunPodProvider, cluster: Cluster, count: int, clock: Callable[[], float],
-             sleep: Callable[[float], None]) -> list[Pod]:
+def _members(
+    adapter: RunPodProvider, cluster: Cluster, count: int, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> list[Pod]:
     """The cluster's member pods once ``count`` are listed with their ranks (raises WaitTimeout)."""
     return wait_until(
         lambda: [pod for pod in adapter.client.list_cluster_pods(cluster.id) if pod.cluster],
         lambda pods: len(pods) >= count and all(pod.cluster and pod.cluster.rank is not None for pod in pods),
-        timeout_s=MEMBERS_TIMEOUT_S, interval_s=adapter.poll_interval_s, what=f"the members of {cluster.id}",
-        clock=clock, sleep=sleep)
+        timeout_s=MEMBERS_TIMEOUT_S,
+        interval_s=adapter.poll_interval_s,
+        what=f"the members of {cluster.id}",
+        clock=clock,
+        sleep=sleep,
+    )
 
 
 def delete(adapter: RunPodProvider, cluster_id: str, node_ids: Sequence[str] | None) -> set[str]:
@@ -147,8 +169,9 @@ def delete(adapter: RunPodProvider, cluster_id: str, node_ids: Sequence[str] | N
     chosen: list[Cluster] = []
     for cluster in clusters:
         try:
-            members = {pod.id for pod in adapter.client.list_cluster_pods(cluster.id)
-                       if pod.env.get(CLUSTER_ENV) == cluster_id}
+            members = {
+                pod.id for pod in adapter.client.list_cluster_pods(cluster.id) if pod.env.get(CLUSTER_ENV) == cluster_id
+            }
         except ProviderAPIError as exc:
             if exc.status == 404:
                 continue
@@ -157,8 +180,10 @@ def delete(adapter: RunPodProvider, cluster_id: str, node_ids: Sequence[str] | N
             continue  # a cluster of the same name that this project did not make
         asked = members if node_ids is None else members & set(node_ids)
         if asked and asked != members:
-            raise PlanError(f"{NAME}: Instant Cluster {cluster.id} ({cluster_id}) can only be deleted whole: "
-                            f"{len(asked)} of its {len(members)} nodes were asked; nothing was deleted")
+            raise PlanError(
+                f"{NAME}: Instant Cluster {cluster.id} ({cluster_id}) can only be deleted whole: "
+                f"{len(asked)} of its {len(members)} nodes were asked; nothing was deleted"
+            )
         if asked:
             chosen.append(cluster)
             handled |= members
@@ -176,8 +201,15 @@ def _check(nodes: Sequence[NodeSpec]) -> NodeSpec:
     why = ""
     if not all(is_cluster_type(spec.instance_type) for spec in nodes):
         why = "cluster-product nodes cannot be mixed with pods in one create"
-    elif len({(spec.instance_type, spec.region, spec.image, spec.ssh_public_key, spec.disk_gib, spec.expires_at)
-              for spec in nodes}) > 1:
+    elif (
+        len(
+            {
+                (spec.instance_type, spec.region, spec.image, spec.ssh_public_key, spec.disk_gib, spec.expires_at)
+                for spec in nodes
+            }
+        )
+        > 1
+    ):
         why = "every node of an Instant Cluster has the same type, data center, image, disk, SSH key and expiry"
     elif any(spec.spot for spec in nodes):
         why = "Instant Clusters are sold on demand only (no interruptible clusters)"
@@ -208,14 +240,17 @@ def _find(adapter: RunPodProvider, cluster_id: str) -> Cluster | None:
     return None
 
 
-def _adopted(adapter: RunPodProvider, cluster_id: str, cluster: Cluster, members: list[Pod],
-             names: list[str]) -> list[Node]:
+def _adopted(
+    adapter: RunPodProvider, cluster_id: str, cluster: Cluster, members: list[Pod], names: list[str]
+) -> list[Node]:
     found = {node.name: node for node in (member_node(adapter, cluster_id, pod) for pod in members)}
     missing = [name for name in names if name not in found]
     if missing:
-        raise PlanError(f"{NAME}: Instant Cluster {cluster.id} named {cluster_id} exists with nodes "
-                        f"{', '.join(sorted(found))} and cannot grow to hold {', '.join(missing)}: "
-                        "delete it first; nothing was bought")
+        raise PlanError(
+            f"{NAME}: Instant Cluster {cluster.id} named {cluster_id} exists with nodes "
+            f"{', '.join(sorted(found))} and cannot grow to hold {', '.join(missing)}: "
+            "delete it first; nothing was bought"
+        )
     return [found[name] for name in names]
 
 
@@ -225,8 +260,10 @@ def _gpu_id(adapter: RunPodProvider, spec: NodeSpec) -> tuple[str, int]:
     count, token = int(match["count"]), match["token"]
     gpu_id = spec.offer_id.replace("+", " ") if spec.offer_id else naming.gpu_id_for_token(token)
     if gpu_id is None:
-        gpu_id = next((gpu.id for gpu in adapter.client.list_gpu_types().gpus
-                       if naming.derived_token_matches(token, gpu.name)), None)
+        gpu_id = next(
+            (gpu.id for gpu in adapter.client.list_gpu_types().gpus if naming.derived_token_matches(token, gpu.name)),
+            None,
+        )
     if gpu_id is None:
         raise CapacityError(NAME, f"RunPod has no GPU type for cluster type {spec.instance_type}")
     return gpu_id, count
@@ -237,8 +274,12 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
     from provisioner.providers.runpod.provider import DEFAULT_IMAGE
 
     gpu_id, per_pod = _gpu_id(adapter, first)
-    env = {CLUSTER_ENV: cluster_id, NODES_ENV: ",".join(spec.name for spec in nodes),
-           INSTANCE_TYPE_ENV: first.instance_type, OWNER_ENV: first.owner or owner_id()}
+    env = {
+        CLUSTER_ENV: cluster_id,
+        NODES_ENV: ",".join(spec.name for spec in nodes),
+        INSTANCE_TYPE_ENV: first.instance_type,
+        OWNER_ENV: first.owner or owner_id(),
+    }
     if first.expires_at is not None:
         env[EXPIRES_ENV] = expiry_text(first.expires_at)
     if first.lease:
@@ -247,12 +288,19 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
     if len(set(scripts)) == 1 and scripts[0]:
         env[USER_DATA_ENV] = base64.b64encode(scripts[0].encode()).decode()
     elif any(scripts):
-        env |= {f"{USER_DATA_ENV}_{rank}": base64.b64encode(script.encode()).decode()
-                for rank, script in enumerate(scripts) if script}
+        env |= {
+            f"{USER_DATA_ENV}_{rank}": base64.b64encode(script.encode()).decode()
+            for rank, script in enumerate(scripts)
+            if script
+        }
     body: dict[str, Any] = {
-        "name": cluster_id, "type": CLUSTER_TYPE,
+        "name": cluster_id,
+        "type": CLUSTER_TYPE,
         "compute": {"gpuTypeId": gpu_id, "gpuCountPerPod": per_pod, "podCount": len(nodes)},
-        "image": first.image or DEFAULT_IMAGE, "disk": first.disk_gib, "env": env, "ports": ["22/tcp"],
+        "image": first.image or DEFAULT_IMAGE,
+        "disk": first.disk_gib,
+        "env": env,
+        "ports": ["22/tcp"],
         "startSsh": True,
     }
     if any(scripts):
@@ -278,8 +326,12 @@ def _launch(adapter: RunPodProvider, cluster_id: str, body: dict[str, Any]) -> C
     """``POST /v2/clusters``; a lost answer is reconciled by name, never bought twice."""
     for attempt in (1, 2):
         try:
-            log.info("runpod: creating Instant Cluster %s (%s x%d pods)", cluster_id,
-                     body["compute"]["gpuTypeId"], body["compute"]["podCount"])
+            log.info(
+                "runpod: creating Instant Cluster %s (%s x%d pods)",
+                cluster_id,
+                body["compute"]["gpuTypeId"],
+                body["compute"]["podCount"],
+            )
             return adapter.client.create_cluster(body)
         except ProviderAPIError as exc:
             if exc.status and exc.status < 500:
@@ -313,12 +365,22 @@ def _rolled_back(adapter: RunPodProvider, exc: ProviderError, cluster: Cluster, 
     left = _delete_clusters(adapter, [cluster], errors)
     note = f"Instant Cluster {cluster.id} ({spec.instance_type} in {spec.region or 'any data center'})"
     if left:
-        note += (f" could not be deleted and still exists (delete with: curl -X DELETE "
-                 f"{adapter.base_url}/v2/clusters/{cluster.id})")
+        note += (
+            f" could not be deleted and still exists (delete with: curl -X DELETE "
+            f"{adapter.base_url}/v2/clusters/{cluster.id})"
+        )
     else:
         note += " was deleted"
     return with_note(exc, note)
 
 
-__all__ = ["MEMBERS_TIMEOUT_S", "NODES_ENV", "create", "delete", "is_cluster_type", "member_node",
-           "start_command", "wants_cluster"]
+__all__ = [
+    "MEMBERS_TIMEOUT_S",
+    "NODES_ENV",
+    "create",
+    "delete",
+    "is_cluster_type",
+    "member_node",
+    "start_command",
+    "wants_cluster",
+]

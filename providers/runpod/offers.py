@@ -33,14 +33,14 @@ def _typical() -> dict[str, Any]:
     if not offers:
         return {"shapes": shapes, "interruptions": DEFAULT_INTERRUPTIONS, "basis": "adapter default"}
     spot = [o.spot_interruptions_per_node_hour for o in offers if o.spot_interruptions_per_node_hour]
-    rates = (statistics.median(o.interruptions_per_node_hour for o in offers),
-             statistics.median(spot) if spot else DEFAULT_INTERRUPTIONS[1])
+    rates = (
+        statistics.median(o.interruptions_per_node_hour for o in offers),
+        statistics.median(spot) if spot else DEFAULT_INTERRUPTIONS[1],
+    )
     return {"shapes": shapes, "interruptions": rates, "basis": "typical RunPod value, bundled catalog"}
 
 
-def gpu_offers(
-    gpu: GpuType, model: str, cloud: str, spot_per_gpu: float | None, query: OfferQuery
-) -> list[Offer]:
+def gpu_offers(gpu: GpuType, model: str, cloud: str, spot_per_gpu: float | None, query: OfferQuery) -> list[Offer]:
     """The offers of one RunPod GPU type in one cloud: one per pod GPU count and data center with stock."""
     secure = cloud == "SECURE"
     offered = gpu.secure if secure else gpu.community
@@ -51,11 +51,11 @@ def gpu_offers(
     if query.spot and not spot_per_gpu:
         return []
     counts = sorted({c for c in (*POD_COUNTS, max_count) if query.min_gpus <= c <= max_count})
-    centers = [dc for dc in gpu.data_centers
-               if dc.availability != "NONE" and (not query.regions or dc.id in query.regions)]
+    centers = [
+        dc for dc in gpu.data_centers if dc.availability != "NONE" and (not query.regions or dc.id in query.regions)
+    ]
     typical = _typical()
-    vcpus_per_gpu, memory_per_gpu = typical["shapes"].get(
-        model, (FLOOR_VCPUS_PER_GPU, FLOOR_MEMORY_GIB_PER_GPU))
+    vcpus_per_gpu, memory_per_gpu = typical["shapes"].get(model, (FLOOR_VCPUS_PER_GPU, FLOOR_MEMORY_GIB_PER_GPU))
     on_demand_rate, spot_rate = typical["interruptions"]
     return [
         Offer(

@@ -120,8 +120,9 @@ class RunPodProvider(RestAdapter[RunPodClient]):
                 spot_price = spot.get(gpu.id)
                 per_gpu_spot = None
                 if spot_price is not None:
-                    per_gpu_spot = (spot_price.secure_spot_price if cloud == "SECURE"
-                                    else spot_price.community_spot_price)
+                    per_gpu_spot = (
+                        spot_price.secure_spot_price if cloud == "SECURE" else spot_price.community_spot_price
+                    )
                 offers.extend(gpu_offers(gpu, model, cloud, per_gpu_spot, query))
             return offers
 
@@ -129,8 +130,11 @@ class RunPodProvider(RestAdapter[RunPodClient]):
 
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every pod carrying ``PROVISIONER_CLUSTER=<cluster_id>`` (Instant Cluster members too), by name."""
-        nodes = [clusters.member_node(self, cluster_id, pod) if pod.cluster else self._node(cluster_id, pod)
-                 for pod in self.client.list_pods(include_cluster_pods=True) if pod.env.get(CLUSTER_ENV) == cluster_id]
+        nodes = [
+            clusters.member_node(self, cluster_id, pod) if pod.cluster else self._node(cluster_id, pod)
+            for pod in self.client.list_pods(include_cluster_pods=True)
+            if pod.env.get(CLUSTER_ENV) == cluster_id
+        ]
         return sorted(nodes, key=lambda node: node.name)
 
     def _node(self, cluster_id: str, pod: Pod) -> Node:
@@ -222,15 +226,22 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             gpu_id, count, cloud = resolved[key]
             if spec.spot and not spec.bid_usd_per_hour and (gpu_id, cloud) not in floors:
                 floors[gpu_id, cloud] = self._spot_floor(gpu_id, cloud)
-            bid = None if not spec.spot else (
-                spec.bid_usd_per_hour / count if spec.bid_usd_per_hour else floors[gpu_id, cloud])
+            bid = (
+                None
+                if not spec.spot
+                else (spec.bid_usd_per_hour / count if spec.bid_usd_per_hour else floors[gpu_id, cloud])
+            )
             targets[spec.name] = _Target(gpu_id, count, cloud, bid)
         return targets
 
     def _launch_once(self, cluster_id: str, spec: NodeSpec, target: _Target) -> Pod:
         gpu_id, count, cloud, bid = target
-        env = {CLUSTER_ENV: cluster_id, NODE_ENV: spec.name, INSTANCE_TYPE_ENV: spec.instance_type,
-               OWNER_ENV: spec.owner or owner_id()}
+        env = {
+            CLUSTER_ENV: cluster_id,
+            NODE_ENV: spec.name,
+            INSTANCE_TYPE_ENV: spec.instance_type,
+            OWNER_ENV: spec.owner or owner_id(),
+        }
         if spec.expires_at is not None:
             env[EXPIRES_ENV] = expiry_text(spec.expires_at)
         if spec.lease:
@@ -246,9 +257,17 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         log.info("runpod: launching %s (%s x%d, %s, %s)", pod_name, gpu_id, count, cloud, center or "any")
         if bid is not None:
             graphql_input: dict[str, Any] = {
-                "name": pod_name, "imageName": image, "gpuTypeId": gpu_id, "cloudType": cloud,
-                "gpuCount": count, "containerDiskInGb": spec.disk_gib, "volumeInGb": 0,
-                "startSsh": True, "ports": "22/tcp", "dockerArgs": args, "bidPerGpu": round(bid, 4),
+                "name": pod_name,
+                "imageName": image,
+                "gpuTypeId": gpu_id,
+                "cloudType": cloud,
+                "gpuCount": count,
+                "containerDiskInGb": spec.disk_gib,
+                "volumeInGb": 0,
+                "startSsh": True,
+                "ports": "22/tcp",
+                "dockerArgs": args,
+                "bidPerGpu": round(bid, 4),
                 "env": [{"key": key, "value": value} for key, value in env.items()],
             }
             if center:
@@ -259,11 +278,24 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             except ProviderError as exc:
                 # The pod is bought: report it (so a rollback can delete it) rather than lose its id.
                 log.warning("runpod: spot pod %s created but not readable yet (%s)", pod_id, exc.message)
-                return Pod(id=pod_id, name=pod_name, status="PROVISIONING", env=env, cloud=cloud,
-                           dataCenterId=center, gpu={"id": gpu_id, "count": count})
+                return Pod(
+                    id=pod_id,
+                    name=pod_name,
+                    status="PROVISIONING",
+                    env=env,
+                    cloud=cloud,
+                    dataCenterId=center,
+                    gpu={"id": gpu_id, "count": count},
+                )
         body: dict[str, Any] = {
-            "name": pod_name, "image": image, "gpu": {"id": gpu_id, "count": count}, "cloud": cloud,
-            "disk": spec.disk_gib, "env": env, "ports": ["22/tcp"], "startSsh": True,
+            "name": pod_name,
+            "image": image,
+            "gpu": {"id": gpu_id, "count": count},
+            "cloud": cloud,
+            "disk": spec.disk_gib,
+            "env": env,
+            "ports": ["22/tcp"],
+            "startSsh": True,
         }
         if args:
             body["args"] = args
@@ -288,8 +320,10 @@ class RunPodProvider(RestAdapter[RunPodClient]):
         count, token, cloud = parsed
         gpu_id = offer_gpu or naming.gpu_id_for_token(token)
         if gpu_id is None:
-            gpu_id = next((gpu.id for gpu in self.client.list_gpu_types().gpus
-                           if naming.derived_token_matches(token, gpu.name)), None)
+            gpu_id = next(
+                (gpu.id for gpu in self.client.list_gpu_types().gpus if naming.derived_token_matches(token, gpu.name)),
+                None,
+            )
         if gpu_id is None:
             raise CapacityError(NAME, f"RunPod has no GPU type for instance type {spec.instance_type}")
         return gpu_id, count, cloud

@@ -17,28 +17,38 @@ from provisioner.providers.descriptor import ProviderDocs, ProviderFacts, Teardo
 
 from provisioner.capabilities import Capability
 
-CAPABILITIES: frozenset[Capability] = frozenset({
-    Capability.ON_DEMAND, Capability.SPOT, Capability.MULTI_NODE, Capability.SCRIPT_BOOTSTRAP,
-    Capability.SSH_BOOTSTRAP,
-})
+CAPABILITIES: frozenset[Capability] = frozenset(
+    {
+        Capability.ON_DEMAND,
+        Capability.SPOT,
+        Capability.MULTI_NODE,
+        Capability.SCRIPT_BOOTSTRAP,
+        Capability.SSH_BOOTSTRAP,
+    }
+)
 
 FACTS = ProviderFacts(
-    "vastai", fake="provisioner.testing.fakes.vastai:VastAIFake", key_vars=("VAST_API_KEY",), login_user="root",
+    "vastai",
+    fake="provisioner.testing.fakes.vastai:VastAIFake",
+    key_vars=("VAST_API_KEY",),
+    login_user="root",
     docs=ProviderDocs(
         offers="Representative marketplace asks: H100, H200, B200, A100, RTX 4090, L40S, A10, each with an "
-               "`offer_id`, host `reliability` from 0.60 to 0.997, per-GB egress and ingress, and an interruptible "
-               "bid price.",
+        "`offer_id`, host `reliability` from 0.60 to 0.997, per-GB egress and ingress, and an interruptible "
+        "bid price.",
         regions="by country (US, CA, DE, SE, NL, PL, FR, CZ, JP, TW, IN)",
-        notes=(
-            (Capability.SPOT, "(bids)"),
-        )),
+        notes=((Capability.SPOT, "(bids)"),),
+    ),
     teardown=Teardown(
-        "vastai", "vastai-delete", True,
+        "vastai",
+        "vastai-delete",
+        True,
         ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID with the "
-            "instance's CONTAINER_API_KEY Vast.ai injects",
+        "instance's CONTAINER_API_KEY Vast.ai injects",
         idle="node idle check deletes its own instance the same way",
         client_dies="nothing is lost when the API accepted the delete; otherwise `provisioner gc --yes`",
-    ))
+    ),
+)
 
 if TYPE_CHECKING:
     from provisioner.providers.vastai.provider import VastAIProvider

@@ -94,8 +94,7 @@ class VastClient(EndpointClient):
     def __init__(self, api_key: SecretStr | None, **options: Any) -> None:
         """As ``EndpointClient`` (same keyword options), plus the search limiter and launch twin."""
         super().__init__(api_key, **options)
-        self.search_limiter = RateLimiter.paced(self.limits.requests_per_s * _SEARCH_SHARE, 1.0,
-                                                self.limits.pacing)
+        self.search_limiter = RateLimiter.paced(self.limits.requests_per_s * _SEARCH_SHARE, 1.0, self.limits.pacing)
         # Renting an ask is a PUT, which the shared client would retry on 5xx/timeouts and
         # so could rent twice. Launches go through a twin that never retries by itself and
         # shares the same rate-limit buckets; 429s are retried in ``_send_once``.
@@ -177,9 +176,12 @@ class VastClient(EndpointClient):
         """``GET /api/v0/charges``: every instance contract's charges in the day range, page by page."""
         token: str | None = None
         while True:
-            params: dict[str, Any] = {"select_filters": json.dumps({"day": {"gte": start_unix, "lte": end_unix},
-                                                                    "type": {"in": ["instance"]}}),
-                                      "limit": 500}
+            params: dict[str, Any] = {
+                "select_filters": json.dumps(
+                    {"day": {"gte": start_unix, "lte": end_unix}, "type": {"in": ["instance"]}}
+                ),
+                "limit": 500,
+            }
             if token:
                 params["after_token"] = token
             page = self._parse(ChargesPage, self.api.request("GET", "/api/v0/charges", params=params), "charges")

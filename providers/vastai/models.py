@@ -89,7 +89,8 @@ class Instance(_Payload):
     ssh_port: int | None = None
     start_date: float | None = Field(None, description="When the contract started (unix seconds): billing starts.")
     ports: dict[str, list[PortBinding]] | None = Field(
-        None, description='Published container ports, ``{"22/tcp": [{HostIp, HostPort}]}``; running instances only.')
+        None, description='Published container ports, ``{"22/tcp": [{HostIp, HostPort}]}``; running instances only.'
+    )
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """``(host, port)`` of the instance's sshd: ``public_ipaddr`` and the host port 22/tcp is

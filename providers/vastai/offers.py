@@ -138,8 +138,13 @@ def query_body(query: OfferQuery) -> dict[str, Any]:
     names: list[str] = []
     for model in query.gpu_models:
         names.extend(VAST_GPU_NAMES.get(canonical_gpu(model), (model,)))
-    return search_body(spot=query.spot, gpu_names=names, min_gpus=query.min_gpus, regions=query.regions,
-                       min_reliability=query.min_reliability)
+    return search_body(
+        spot=query.spot,
+        gpu_names=names,
+        min_gpus=query.min_gpus,
+        regions=query.regions,
+        min_reliability=query.min_reliability,
+    )
 
 
 def matches(ask: BundleOffer, query: OfferQuery) -> bool:

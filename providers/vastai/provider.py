@@ -56,8 +56,10 @@ _STOPPED = {"stopped", "exited", "frozen"}
 
 
 _PART = r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}"
-_LABEL = re.compile(rf"^(?P<cluster>{_PART})/(?P<node>{_PART})"
-                    r"(?:/owner=(?P<owner>[a-z0-9_-]{1,63})(?:/lease=(?P<lease>[a-z0-9-]{1,63}))?)?$")
+_LABEL = re.compile(
+    rf"^(?P<cluster>{_PART})/(?P<node>{_PART})"
+    r"(?:/owner=(?P<owner>[a-z0-9_-]{1,63})(?:/lease=(?P<lease>[a-z0-9-]{1,63}))?)?$"
+)
 
 
 def cluster_label(cluster_id: str, name: str, owner: str | None = None, lease: str | None = None) -> str:
@@ -104,12 +106,17 @@ def onstart_script(user_data: str, *, script: bool) -> str:
     """
     encoded = base64.b64encode(user_data.encode()).decode()
     path = shlex.quote(USER_DATA_PATH)
-    run = (f"{path}" if script else
-           f"(command -v cloud-init >/dev/null && cloud-init --file {path} init "
-           f"&& cloud-init --file {path} modules --mode=config "
-           f"&& cloud-init --file {path} modules --mode=final)")
-    return (f"mkdir -p {shlex.quote(USER_DATA_PATH.rsplit('/', 1)[0])} && echo {encoded} | base64 -d > {path} "
-            f"&& chmod 700 {path} && {run}")
+    run = (
+        f"{path}"
+        if script
+        else f"(command -v cloud-init >/dev/null && cloud-init --file {path} init "
+        f"&& cloud-init --file {path} modules --mode=config "
+        f"&& cloud-init --file {path} modules --mode=final)"
+    )
+    return (
+        f"mkdir -p {shlex.quote(USER_DATA_PATH.rsplit('/', 1)[0])} && echo {encoded} | base64 -d > {path} "
+        f"&& chmod 700 {path} && {run}"
+    )
 
 
 class VastAIProvider(RestAdapter[VastClient]):
@@ -165,8 +172,9 @@ class VastAIProvider(RestAdapter[VastClient]):
             raise ProviderError(PROVIDER, f"duplicate node names in {names}")
         launcher = _Launcher(self, cluster_id)
         ids = create(launcher, nodes)
-        return answer(PROVIDER, cluster_id, nodes, ids,
-                      lambda: [self._node(cluster_id, inst) for inst in launcher.listed])
+        return answer(
+            PROVIDER, cluster_id, nodes, ids, lambda: [self._node(cluster_id, inst) for inst in launcher.listed]
+        )
 
     def list_owned(self) -> list[OwnedNode]:
         """Every instance whose label parses (``parse_label``), with the owner it names (None when
@@ -192,15 +200,23 @@ class VastAIProvider(RestAdapter[VastClient]):
             # asks still listed are kept; the others are replaced by asks of the same shape,
             # cheapest first (then most reliable), not in Vast's score order, so the extra
             # asks cost what the plan priced, or close.
-            found = sorted(self._search_asks(instance_type, region, spot),
-                           key=lambda a: ((a.min_bid if spot and a.min_bid is not None else a.dph_total),
-                                          -(a.reliability or 0.0), a.id))
+            found = sorted(
+                self._search_asks(instance_type, region, spot),
+                key=lambda a: (
+                    (a.min_bid if spot and a.min_bid is not None else a.dph_total),
+                    -(a.reliability or 0.0),
+                    a.id,
+                ),
+            )
             by_id: dict[int, BundleOffer] = {ask.id: ask for ask in found}
             candidates = [i for i in given if i in by_id] + [i for i in by_id if i not in given]
             if len(candidates) < len(specs):
-                raise CapacityError(PROVIDER, f"only {len(candidates)} rentable asks of {instance_type} in "
-                                    f"{region}{' (interruptible)' if spot else ''} for {counted(len(specs), 'node')}; "
-                                    "nothing rented")
+                raise CapacityError(
+                    PROVIDER,
+                    f"only {len(candidates)} rentable asks of {instance_type} in "
+                    f"{region}{' (interruptible)' if spot else ''} for {counted(len(specs), 'node')}; "
+                    "nothing rented",
+                )
             chosen: dict[str, int] = {}
             for spec in specs:  # a node keeps its own offer when it is still rentable
                 own = int(spec.offer_id) if spec.offer_id and spec.offer_id.isdigit() else None
@@ -222,11 +238,18 @@ class VastAIProvider(RestAdapter[VastClient]):
         if shape is None:
             raise ProviderError(PROVIDER, f"instance type {instance_type!r} is not a Vast shape like 8x_H100_SXM")
         count, gpu_name = shape
-        body = vast_offers.search_body(spot=spot, gpu_names=[gpu_name], num_gpus=count,
-                                       regions=[region] if region and region != "unknown" else [])
-        return [ask for ask in self.client.search_offers(body)
-                if ask.rentable and not ask.rented and ask.gpu_name == gpu_name and ask.num_gpus == count
-                and (not region or region == "unknown" or vast_offers.region_of(ask.geolocation)[0] == region)]
+        body = vast_offers.search_body(
+            spot=spot, gpu_names=[gpu_name], num_gpus=count, regions=[region] if region and region != "unknown" else []
+        )
+        return [
+            ask
+            for ask in self.client.search_offers(body)
+            if ask.rentable
+            and not ask.rented
+            and ask.gpu_name == gpu_name
+            and ask.num_gpus == count
+            and (not region or region == "unknown" or vast_offers.region_of(ask.geolocation)[0] == region)
+        ]
 
     def _rent_body(self, cluster_id: str, spec: NodeSpec, bid: float | None) -> dict[str, Any]:
         env = f"-e PROVISIONER_CLUSTER={shlex.quote(cluster_id)} -e PROVISIONER_NODE={shlex.quote(spec.name)}"
@@ -275,8 +298,11 @@ class VastAIProvider(RestAdapter[VastClient]):
 
     # -- helpers --------------------------------------------------------------------------
     def _cluster_instances(self, cluster_id: str) -> list[Instance]:
-        return [inst for inst in self.client.iter_instances()
-                if (parsed := parse_label(inst.label)) is not None and parsed[0] == cluster_id]
+        return [
+            inst
+            for inst in self.client.iter_instances()
+            if (parsed := parse_label(inst.label)) is not None and parsed[0] == cluster_id
+        ]
 
     @staticmethod
     def _name(cluster_id: str, instance: Instance) -> str:
@@ -284,22 +310,30 @@ class VastAIProvider(RestAdapter[VastClient]):
         return parsed[1] if parsed is not None and parsed[0] == cluster_id else ""
 
     def _node(self, cluster_id: str, instance: Instance) -> Node:
-        region = instance.country_code or (vast_offers.region_of(instance.geolocation)[0]
-                                           if instance.geolocation else "")
+        region = instance.country_code or (
+            vast_offers.region_of(instance.geolocation)[0] if instance.geolocation else ""
+        )
         private = (instance.local_ipaddrs or "").split()
         ssh_host, ssh_port = instance.ssh_endpoint() or (None, 22)
         parsed = parse_label(instance.label)
         return Node(
-            provider=PROVIDER, id=str(instance.id), name=self._name(cluster_id, instance), cluster_id=cluster_id,
+            provider=PROVIDER,
+            id=str(instance.id),
+            name=self._name(cluster_id, instance),
+            cluster_id=cluster_id,
             status=node_status(instance),
             instance_type=vast_offers.instance_type_of(instance.num_gpus or 0, instance.gpu_name or "")
-            if instance.gpu_name else "",
+            if instance.gpu_name
+            else "",
             region=region,
-            public_ip=instance.public_ipaddr or None, private_ip=private[0] if private else None,
+            public_ip=instance.public_ipaddr or None,
+            private_ip=private[0] if private else None,
             provider_state=instance.actual_status or "provisioning",  # Vast: null while provisioning
-            ssh_host=ssh_host, ssh_port=ssh_port,
+            ssh_host=ssh_host,
+            ssh_port=ssh_port,
             launched_at=dt.datetime.fromtimestamp(instance.start_date, dt.UTC) if instance.start_date else None,
-            owner=parsed[2] if parsed else None, lease=parsed[3] if parsed else None,
+            owner=parsed[2] if parsed else None,
+            lease=parsed[3] if parsed else None,
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:

@@ -33,10 +33,15 @@ def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
             from provisioner.loader import locate, spec_marks
 
             line, column = locate("access.allowed_cidrs", spec_marks(source.read_text(encoding="utf-8"), file))
-    raise SpecError("not set: up reaches the nodes over SSH from this machine, and nothing outside the cluster may "
-                    "connect until you allow it; set it to this machine's public address, e.g. [203.0.113.7/32] "
-                    "(0.0.0.0/0 opens SSH to every address)", path="access.allowed_cidrs", file=file, line=line,
-                    column=column)
+    raise SpecError(
+        "not set: up reaches the nodes over SSH from this machine, and nothing outside the cluster may "
+        "connect until you allow it; set it to this machine's public address, e.g. [203.0.113.7/32] "
+        "(0.0.0.0/0 opens SSH to every address)",
+        path="access.allowed_cidrs",
+        file=file,
+        line=line,
+        column=column,
+    )
 
 
 def ensure_firewall(provider: Provider, plan: Plan) -> None:
@@ -57,8 +62,12 @@ def remove_firewall(emit: Emit, provider: Provider, cluster_id: str) -> None:
     try:
         provider.remove_firewall(cluster_id)
     except ProvisionerError as exc:
-        emit("warning", message=f"the firewall of {cluster_id} stays on {provider.name} ({exc}); it costs "
-             f"nothing; run provisioner down {cluster_id} again to remove it", cluster=cluster_id)
+        emit(
+            "warning",
+            message=f"the firewall of {cluster_id} stays on {provider.name} ({exc}); it costs "
+            f"nothing; run provisioner down {cluster_id} again to remove it",
+            cluster=cluster_id,
+        )
 
 
 __all__ = ["ensure_firewall", "remove_firewall", "require_ssh_sources"]

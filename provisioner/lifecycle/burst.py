@@ -92,8 +92,15 @@ class BurstOptions:
 class Watchdog:
     """TTL and cost cap on an injectable clock. ``reason(now)`` says why to stop, or None."""
 
-    def __init__(self, started_at: dt.datetime, *, hourly_usd: Decimal, expires_at: dt.datetime | None,
-                 max_cost_usd: Decimal | None, warn_cost_usd: Decimal | None = None) -> None:
+    def __init__(
+        self,
+        started_at: dt.datetime,
+        *,
+        hourly_usd: Decimal,
+        expires_at: dt.datetime | None,
+        max_cost_usd: Decimal | None,
+        warn_cost_usd: Decimal | None = None,
+    ) -> None:
         self.started_at = started_at
         self.hourly_usd = hourly_usd
         self.expires_at = expires_at
@@ -113,8 +120,9 @@ class Watchdog:
         if level <= self.warned:
             return None
         self.warned = level
-        return (f"budget: {level} % reached (about ${spent:.2f} of ${self.warn_cost_usd}); on-budget warn: "
-                "the job goes on")
+        return (
+            f"budget: {level} % reached (about ${spent:.2f} of ${self.warn_cost_usd}); on-budget warn: the job goes on"
+        )
 
     def spent_usd(self, now: dt.datetime) -> Decimal:
         """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted), or what was
@@ -152,8 +160,7 @@ def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
             return ("sbatch", *extra, *command[1:])
         if resume.shared_fs(plan):
             return resume.slurm_requeue_argv(plan, command, k8s_job_name(plan))
-        return ("srun", f"--nodes={len(plan.nodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--",
-                *command)
+        return ("srun", f"--nodes={len(plan.nodes)}", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--", *command)
     if control_plane == "kubernetes":
         return ("bash", "-c", resume.k8s_follow_script(k8s_job_name(plan), k8s_job(plan, command, image)))
     return tuple(command)
@@ -166,17 +173,30 @@ def k8s_job(plan: Plan, command: Sequence[str], image: str) -> dict[str, object]
     ckpt = resume.checkpoint_dir(plan)
     env = [{"name": key, "value": value} for key, value in resume.checkpoint_env(plan).items()]
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {"name": k8s_job_name(plan), "labels": {"app.kubernetes.io/managed-by": "provisioner"}},
-        "spec": {"backoffLimit": resume.K8S_BACKOFF_LIMIT, "ttlSecondsAfterFinished": 3600,
-                 "podFailurePolicy": {"rules": [
-                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
-                 "template": {"spec": {
-                     "restartPolicy": "Never",
-                     "volumes": [{"name": "checkpoints", "hostPath": {"path": ckpt, "type": "DirectoryOrCreate"}}],
-                     "containers": [{"name": "job", "image": image, "command": list(command), "env": env,
-                                     "volumeMounts": [{"name": "checkpoints", "mountPath": ckpt}],
-                                     "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}},
+        "spec": {
+            "backoffLimit": resume.K8S_BACKOFF_LIMIT,
+            "ttlSecondsAfterFinished": 3600,
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "volumes": [{"name": "checkpoints", "hostPath": {"path": ckpt, "type": "DirectoryOrCreate"}}],
+                    "containers": [
+                        {
+                            "name": "job",
+                            "image": image,
+                            "command": list(command),
+                            "env": env,
+                            "volumeMounts": [{"name": "checkpoints", "mountPath": ckpt}],
+                            "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                        }
+                    ],
+                }
+            },
+        },
     }
 
 
@@ -184,8 +204,9 @@ def k8s_job_name(plan: Plan) -> str:
     return JOB_NAME.sub("-", f"burst-{plan.cluster_id}")[:63].strip("-")
 
 
-def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptions | None = None,
-              runtime: Runtime | None = None) -> int:
+def run_burst(
+    plans: Sequence[Plan], command: Sequence[str], options: BurstOptions | None = None, runtime: Runtime | None = None
+) -> int:
     """Bring up, validate, run ``command``, tear down (always). Returns the job's exit status.
 
     Raises BurstStopped (TTL/budget), ValidationFailedError (exit 11), the bring-up's errors,
@@ -203,16 +224,27 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
     if ttl_s is None and first.spec.lifetime.ttl_hours is not None:
         ttl_s = first.spec.lifetime.ttl_hours * 3600
     expires_at = started + dt.timedelta(seconds=DEFAULT_TTL_S if ttl_s is None else ttl_s)
-    watchdog = Watchdog(started, hourly_usd=first.option.hourly_usd, expires_at=expires_at,
-                        max_cost_usd=opts.max_cost_usd if opts.on_budget == "stop" else None,
-                        warn_cost_usd=opts.max_cost_usd if opts.on_budget == "warn" else None)
+    watchdog = Watchdog(
+        started,
+        hourly_usd=first.option.hourly_usd,
+        expires_at=expires_at,
+        max_cost_usd=opts.max_cost_usd if opts.on_budget == "stop" else None,
+        warn_cost_usd=opts.max_cost_usd if opts.on_budget == "warn" else None,
+    )
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
     cluster_id = first.cluster_id
     remote: Remote | None = rt.remote
     try:
-        record = bring_up_first(plans, watched, max_tries=opts.max_tries, expires_at=expires_at,
-                                max_cost_usd=opts.max_cost_usd, on_budget=opts.on_budget,
-                                destroy_on_failure=True, lease=True)
+        record = bring_up_first(
+            plans,
+            watched,
+            max_tries=opts.max_tries,
+            expires_at=expires_at,
+            max_cost_usd=opts.max_cost_usd,
+            on_budget=opts.on_budget,
+            destroy_on_failure=True,
+            lease=True,
+        )
         watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
         nodes = watched.provider(record.provider).get_nodes(cluster_id)
         if remote is None:
@@ -226,8 +258,13 @@ def run_burst(plans: Sequence[Plan], command: Sequence[str], options: BurstOptio
         if opts.max_replacements:
             from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
 
-            healer = Healer(watched, record, remote, same_layout(record.plan, plans),
-                            HealOptions(max_replacements=opts.max_replacements))
+            healer = Healer(
+                watched,
+                record,
+                remote,
+                same_layout(record.plan, plans),
+                HealOptions(max_replacements=opts.max_replacements),
+            )
             watchdog.metered = healer.spent_cents
         return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer)
     finally:
@@ -259,26 +296,32 @@ def _check(rt: Runtime, watchdog: Watchdog) -> None:
         raise BurstStopped(f"burst stopped: {why}; the cluster was torn down")
 
 
-def _validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node],
-              opts: BurstOptions) -> None:
+def _validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node], opts: BurstOptions) -> None:
     from provisioner.validation.cluster import require_healthy, validate_cluster
 
     plan = record.plan
     via = {"slurm": "slurm", "kubernetes": "k8s"}.get(plan.spec.control_plane.value)
     names = tuple(node.name for node in plan.nodes)
-    target = Target(nodes=names, via=via or "ssh", expect_gpus=plan.option.gpus_per_node,
-                    expect_model=plan.option.gpu_model, check_args=opts.validation_args)
+    target = Target(
+        nodes=names,
+        via=via or "ssh",
+        expect_gpus=plan.option.gpus_per_node,
+        expect_model=plan.option.gpu_model,
+        check_args=opts.validation_args,
+    )
     rt.emit("validate", message=f"validating {len(names)} node(s) via {target.via}", cluster=record.cluster_id)
     head = head_target(record, nodes)
     if via is not None:
+
         def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
             return remote.run(head, args, timeout_s=timeout_s)
 
         report = validate_cluster(target, run)
     else:
         report = _validate_each(record, remote, nodes, target)
-    rt.emit("validated", message=f"validation: {report.status.value}", cluster=record.cluster_id,
-            status=report.status.value)
+    rt.emit(
+        "validated", message=f"validation: {report.status.value}", cluster=record.cluster_id, status=report.status.value
+    )
     require_healthy(report)
 
 
@@ -293,19 +336,38 @@ def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node
     for name in target.nodes:
         node = by_name.get(name)
         ssh = ssh_target(node, CLUSTER_USER, name) if node else None
-        result = remote.run(ssh or SshTarget(host="0.0.0.0", node_name=name, user=CLUSTER_USER),
-                            node_check_argv(target), timeout_s=600)
+        result = remote.run(
+            ssh or SshTarget(host="0.0.0.0", node_name=name, user=CLUSTER_USER), node_check_argv(target), timeout_s=600
+        )
         try:
             reports.append(NodeReport.from_json(result.stdout).model_copy(update={"node": name}))
         except ValueError:
-            reports.append(NodeReport(node=name, findings=[Finding(
-                code="node.unreachable", severity=Severity.FAILED, action=Action.DRAIN,
-                message=f"no report from {name} (exit {result.returncode}: {result.brief()})")]))
+            reports.append(
+                NodeReport(
+                    node=name,
+                    findings=[
+                        Finding(
+                            code="node.unreachable",
+                            severity=Severity.FAILED,
+                            action=Action.DRAIN,
+                            message=f"no report from {name} (exit {result.returncode}: {result.brief()})",
+                        )
+                    ],
+                )
+            )
     return ClusterReport(nodes=mark_stragglers(reports))
 
 
-def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node],
-             job: tuple[str, ...], watchdog: Watchdog, opts: BurstOptions, healer: Healer | None = None) -> int:
+def _run_job(
+    rt: Runtime,
+    record: state.ClusterRecord,
+    remote: Remote,
+    nodes: list[Node],
+    job: tuple[str, ...],
+    watchdog: Watchdog,
+    opts: BurstOptions,
+    healer: Healer | None = None,
+) -> int:
     """Stream the job on a worker thread; the main thread keeps the watchdog and signals."""
     head = head_target(record, nodes)
     outcome: dict[str, object] = {}
@@ -322,8 +384,9 @@ def _run_job(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: li
         finally:
             done.set()
 
-    rt.emit("job", message=f"running on {record.plan.head.name}: {' '.join(job)}", cluster=record.cluster_id,
-            argv=list(job))
+    rt.emit(
+        "job", message=f"running on {record.plan.head.name}: {' '.join(job)}", cluster=record.cluster_id, argv=list(job)
+    )
     worker = threading.Thread(target=work, name="burst-job", daemon=True)
     worker.start()
     next_look = rt.clock() + opts.heal_poll_s
@@ -362,8 +425,10 @@ def _teardown_all(rt: Runtime, cluster_id: str) -> None:
             except ProvisionerError as exc:
                 left.append(f"{name}: {exc}")
         if left:
-            raise StackError(f"teardown of {cluster_id} incomplete: {'; '.join(left)}; remove with: "
-                             f"provisioner down {cluster_id} or provisioner gc --yes")
+            raise StackError(
+                f"teardown of {cluster_id} incomplete: {'; '.join(left)}; remove with: "
+                f"provisioner down {cluster_id} or provisioner gc --yes"
+            )
     finally:
         if shield is not None:
             shield.__exit__(None, None, None)

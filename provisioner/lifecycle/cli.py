@@ -39,8 +39,10 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 3600}
 
 ENGINE_HELP = "pulumi (drive the stacks/ program) | direct (call the adapters)."
-BACKEND_HELP = ("Pulumi state backend URL (s3://..., gs://..., https://api.pulumi.com); default: a file backend "
-                "under the state dir.")
+BACKEND_HELP = (
+    "Pulumi state backend URL (s3://..., gs://..., https://api.pulumi.com); default: a file backend "
+    "under the state dir."
+)
 
 
 MAX_DURATION_S = 87_600 * 3600
@@ -132,7 +134,6 @@ def _runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
     return Runtime(emit=emit, interrupts=Interrupts().install() if interrupts else None)
 
 
-
 def enter_lab(cluster_id: str) -> bool:
     """Into the cluster's local lab (``up --local``) when one runs here; see provisioner.local.lab."""
     from provisioner.local.lab import enter
@@ -142,6 +143,7 @@ def enter_lab(cluster_id: str) -> bool:
 
 def add_commands(group: cliargs.Commands) -> None:
     """Add up, down, status, outputs, ssh, burst and costs to the top-level command group."""
+
     def target_file(cmd: Any) -> None:
         cmd.add_argument("target", type=Path, metavar="SPEC_OR_PLAN", help="A spec (YAML) or a saved plan (JSON).")
 
@@ -153,8 +155,15 @@ def add_commands(group: cliargs.Commands) -> None:
             cmd.add_argument("--backend", help=BACKEND_HELP)
         cmd.add_argument("--catalog", type=Path, help="Catalog used when the target is a spec.")
         if json_out:  # status and outputs answer with one document; the others stream their events
-            cliargs.flag(cmd, "--json", "Print the answer as one JSON document on stdout." if document else
-                         "One JSON event per line on stdout.", negatable=False, dest="json_out")
+            cliargs.flag(
+                cmd,
+                "--json",
+                "Print the answer as one JSON document on stdout."
+                if document
+                else "One JSON event per line on stdout.",
+                negatable=False,
+                dest="json_out",
+            )
 
     from provisioner.lifecycle.down_command import down
     from provisioner.lifecycle.look_commands import outputs, ssh, status
@@ -163,27 +172,55 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd = cliargs.command(group, "up", up)
     target_file(cmd)
     cmd.add_argument("--engine", help=ENGINE_HELP + " Default: pulumi when its CLI is on PATH, else direct.")
-    cliargs.flag(cmd, "--wait", "Return only when the control plane lists every node ready (default); "
-                 "--no-wait (pulumi engine): once pulumi up is done.", default=True)
+    cliargs.flag(
+        cmd,
+        "--wait",
+        "Return only when the control plane lists every node ready (default); "
+        "--no-wait (pulumi engine): once pulumi up is done.",
+        default=True,
+    )
     common(cmd, backend=True)
     cmd.add_argument("--ttl", help="Expire after this long (30m, 4h, 2d); default: the spec's.")
-    cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
-                     help="Options tried on capacity errors (either engine; 1-3, default 3).")
+    cmd.add_argument(
+        "--max-tries",
+        type=cliargs.int_range(1, 3),
+        default=3,
+        help="Options tried on capacity errors (either engine; 1-3, default 3).",
+    )
     cmd.add_argument("--max-cost", help="Budget in USD: status warns at 50/80/100 %%.")
-    cmd.add_argument("--on-budget", choices=ON_BUDGET, default="warn",
-                     help="At 100 %% of --max-cost: stop (the budget becomes the expiry) or warn (default).")
-    cliargs.flag(cmd, "--local", "Dry run on this machine (root, Linux, systemd-nspawn): the plan's nodes boot "
-                 "as local containers behind the provider's fake; down removes them.", negatable=False)
+    cmd.add_argument(
+        "--on-budget",
+        choices=ON_BUDGET,
+        default="warn",
+        help="At 100 %% of --max-cost: stop (the budget becomes the expiry) or warn (default).",
+    )
+    cliargs.flag(
+        cmd,
+        "--local",
+        "Dry run on this machine (root, Linux, systemd-nspawn): the plan's nodes boot "
+        "as local containers behind the provider's fake; down removes them.",
+        negatable=False,
+    )
 
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)
-    cmd.add_argument("--engine", help="pulumi | direct (default: how it was brought up, as the local record "
-                     "says; without one, pulumi if a pulumi up kept its plan here, else direct).")
-    cmd.add_argument("--provider", type=cliargs.provider_name,
-                     help="Where the cluster lives when there is no local record (direct); with "
-                     "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.")
-    cliargs.flag(cmd, "--force-unowned", "Also delete the cluster's nodes that carry no owner mark (direct; never "
-                 "another owner's).", negatable=False)
+    cmd.add_argument(
+        "--engine",
+        help="pulumi | direct (default: how it was brought up, as the local record "
+        "says; without one, pulumi if a pulumi up kept its plan here, else direct).",
+    )
+    cmd.add_argument(
+        "--provider",
+        type=cliargs.provider_name,
+        help="Where the cluster lives when there is no local record (direct); with "
+        "pulumi, the provider asked which paid reservations (Capacity Blocks) remain.",
+    )
+    cliargs.flag(
+        cmd,
+        "--force-unowned",
+        "Also delete the cluster's nodes that carry no owner mark (direct; never another owner's).",
+        negatable=False,
+    )
     common(cmd, backend=True)
 
     cmd = cliargs.command(group, "status", status)
@@ -206,15 +243,27 @@ def add_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("command", nargs="*", metavar="COMMAND", help="The job, after --.")
     cmd.add_argument("--ttl", help="Tear down after this long (30m, 4h); default: the spec's.")
     cmd.add_argument("--max-cost", help="Tear down once hourly cost x elapsed reaches this USD.")
-    cmd.add_argument("--on-budget", choices=ON_BUDGET, default="stop",
-                     help="At 100 %% of --max-cost: stop (default: tear down) or warn (the job goes on).")
+    cmd.add_argument(
+        "--on-budget",
+        choices=ON_BUDGET,
+        default="stop",
+        help="At 100 %% of --max-cost: stop (default: tear down) or warn (the job goes on).",
+    )
     cmd.add_argument("--engine", default="direct", help="direct (a burst cluster lives as long as this command).")
     cliargs.flag(cmd, "--skip-validation", "Start the job even if node validation failed.")
-    cmd.add_argument("--max-tries", type=cliargs.int_range(1, 3), default=3,
-                     help="Options tried on capacity errors (1-3, default 3).")
+    cmd.add_argument(
+        "--max-tries",
+        type=cliargs.int_range(1, 3),
+        default=3,
+        help="Options tried on capacity errors (1-3, default 3).",
+    )
     cmd.add_argument("--image", default="ubuntu:24.04", help="Container image of the Kubernetes Job.")
-    cmd.add_argument("--max-replacements", type=cliargs.int_range(0, 100), default=3,
-                     help="Nodes replaced at most while the job runs (drained, preempted, lost; 0: none).")
+    cmd.add_argument(
+        "--max-replacements",
+        type=cliargs.int_range(0, 100),
+        default=3,
+        help="Nodes replaced at most while the job runs (drained, preempted, lost; 0: none).",
+    )
     common(cmd)
 
     from provisioner.lifecycle.costs_report import add_command
@@ -226,5 +275,14 @@ def add_commands(group: cliargs.Commands) -> None:
     add_watch(group, common)
 
 
-__all__ = ["add_commands", "check_engine", "cluster_id_of", "default_engine", "emitter", "enter_lab",
-           "parse_duration", "parse_money", "ranked_plans"]
+__all__ = [
+    "add_commands",
+    "check_engine",
+    "cluster_id_of",
+    "default_engine",
+    "emitter",
+    "enter_lab",
+    "parse_duration",
+    "parse_money",
+    "ranked_plans",
+]

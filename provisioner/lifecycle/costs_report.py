@@ -62,13 +62,18 @@ def group(rows: Sequence[ledger.Row], by: str) -> list[dict[str, Any]]:
 
     out = []
     for key, members in keyed.items():
-        notes = sorted({d for r in members for d in r.differences} | {"unrecorded" for r in members
-                                                                        if not r.recorded})
-        out.append({"key": key, "clusters": len(members),
-                    "planned_usd": usd(_sum([r.planned_cents for r in members])),
-                    "metered_usd": usd(_sum([r.metered_cents for r in members])),
-                    "billed_usd": usd(_sum([r.billed_cents for r in members])),
-                    "status": ",".join(sorted({r.status or "-" for r in members})), "notes": "; ".join(notes)})
+        notes = sorted({d for r in members for d in r.differences} | {"unrecorded" for r in members if not r.recorded})
+        out.append(
+            {
+                "key": key,
+                "clusters": len(members),
+                "planned_usd": usd(_sum([r.planned_cents for r in members])),
+                "metered_usd": usd(_sum([r.metered_cents for r in members])),
+                "billed_usd": usd(_sum([r.billed_cents for r in members])),
+                "status": ",".join(sorted({r.status or "-" for r in members})),
+                "notes": "; ".join(notes),
+            }
+        )
     return out
 
 
@@ -78,8 +83,10 @@ def unrecorded(known: set[str], live: Callable[[], Iterable[tuple[str, str]]]) -
     for provider, cluster in live():
         if cluster not in known:
             seen.setdefault(cluster, provider)
-    return [ledger.Row(cluster, provider=provider, status="at provider", recorded=False)
-            for cluster, provider in sorted(seen.items())]
+    return [
+        ledger.Row(cluster, provider=provider, status="at provider", recorded=False)
+        for cluster, provider in sorted(seen.items())
+    ]
 
 
 def _live_clusters(provider: str | None) -> tuple[list[tuple[str, str]], list[str]]:
@@ -102,16 +109,32 @@ def render(lines: list[dict[str, Any]], fmt: str, by: str) -> str:
         writer.writerows(lines)
         return buffer.getvalue()
     header = (by, "n", "planned", "metered", "billed", "status", "notes")
-    table = [header] + [(str(r["key"]), str(r["clusters"]), *(f"${v}" if v is not None else "-" for v in
-                         (r["planned_usd"], r["metered_usd"], r["billed_usd"])), r["status"], r["notes"])
-                        for r in lines]
+    table = [header] + [
+        (
+            str(r["key"]),
+            str(r["clusters"]),
+            *(f"${v}" if v is not None else "-" for v in (r["planned_usd"], r["metered_usd"], r["billed_usd"])),
+            r["status"],
+            r["notes"],
+        )
+        for r in lines
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-                   for row in table) if lines else "no clusters in the ledger\n"
+    return (
+        "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in table)
+        if lines
+        else "no clusters in the ledger\n"
+    )
 
 
-def costs(since: str | None = None, by: str = "cluster", fmt: str = "table", live: bool = False,
-          provider: str | None = None, now: Callable[[], dt.datetime] | None = None) -> int:
+def costs(
+    since: str | None = None,
+    by: str = "cluster",
+    fmt: str = "table",
+    live: bool = False,
+    provider: str | None = None,
+    now: Callable[[], dt.datetime] | None = None,
+) -> int:
     """What clusters planned, metered and were billed, from the local ledger (with --live: unrecorded ones too)."""
     from provisioner.lifecycle.cli import parse_duration
 
@@ -131,8 +154,11 @@ def costs(since: str | None = None, by: str = "cluster", fmt: str = "table", liv
         print(f"not checked for unrecorded clusters: {problem}", file=sys.stderr)
     if skipped:  # a torn last line (power lost mid-append) or a damaged file: say costs may be missing
         shown = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
-        print(f"note: {ledger.ledger_path()}: skipped {counted(len(skipped), 'unreadable line')} ({shown}); "
-              "the costs above may miss what they held", file=sys.stderr)
+        print(
+            f"note: {ledger.ledger_path()}: skipped {counted(len(skipped), 'unreadable line')} ({shown}); "
+            "the costs above may miss what they held",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -141,8 +167,9 @@ def add_command(group_: cliargs.Commands) -> None:
     cmd.add_argument("--since", help="Only clusters created or noted within this long (7d, 12h).")
     cmd.add_argument("--by", choices=GROUPINGS, default="cluster", help="Sum per cluster (default), provider or owner.")
     cmd.add_argument("--format", "-f", choices=COST_FORMATS, default="table", dest="fmt", help="table, json or csv.")
-    cliargs.flag(cmd, "--live", "Also ask the providers (read-only, as gc does) for clusters the ledger lacks.",
-                 negatable=False)
+    cliargs.flag(
+        cmd, "--live", "Also ask the providers (read-only, as gc does) for clusters the ledger lacks.", negatable=False
+    )
     cmd.add_argument("--provider", type=cliargs.provider_name, help="With --live: only this provider.")
 
 

@@ -19,8 +19,15 @@ if TYPE_CHECKING:
     from provisioner.realize.events import Emit
 
 
-def down(target: str, engine: str | None = None, backend: str | None = None, provider: str | None = None,
-         catalog: Path | None = None, json_out: bool = False, force_unowned: bool = False) -> None:
+def down(
+    target: str,
+    engine: str | None = None,
+    backend: str | None = None,
+    provider: str | None = None,
+    catalog: Path | None = None,
+    json_out: bool = False,
+    force_unowned: bool = False,
+) -> None:
     """Delete every node of the cluster through the provider API (or destroy its stack). Idempotent."""
     from provisioner.lifecycle import state
 
@@ -37,9 +44,11 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
 
         provider = planned.option.provider if planned is not None else last_provider(cluster_id)
         if provider is None:
-            raise UsageError(f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
-                             "its spec or plan file; provisioner gc lists what the tool left anywhere",
-                             option="--provider")
+            raise UsageError(
+                f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
+                "its spec or plan file; provisioner gc lists what the tool left anywhere",
+                option="--provider",
+            )
     emit = cli.emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine
@@ -53,10 +62,16 @@ def down(target: str, engine: str | None = None, backend: str | None = None, pro
             if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
                 emit_settled(emit, listed[0], record, listed[1], runtime.now())
             state.remove_record(cluster_id)
-        emit("down", message=f"cluster {cluster_id} is down (pulumi)" if existed or record is not None
-             else f"nothing left of cluster {cluster_id} (no pulumi stack)", cluster=cluster_id)
-        _reservations_left(cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id),
-                           provider, emit)
+        emit(
+            "down",
+            message=f"cluster {cluster_id} is down (pulumi)"
+            if existed or record is not None
+            else f"nothing left of cluster {cluster_id} (no pulumi stack)",
+            cluster=cluster_id,
+        )
+        _reservations_left(
+            cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id), provider, emit
+        )
         return
     from provisioner.lifecycle.realize import tear_down
 

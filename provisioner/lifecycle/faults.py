@@ -51,8 +51,9 @@ class FaultFinder:
         try:
             nodes = self.rt.provider(record.provider).get_nodes(record.cluster_id)
         except ProviderError as exc:
-            self.rt.emit("warning", message=f"watch: cannot list the nodes ({exc}); next look",
-                         cluster=record.cluster_id)
+            self.rt.emit(
+                "warning", message=f"watch: cannot list the nodes ({exc}); next look", cluster=record.cluster_id
+            )
             return []
         faults: dict[str, Fault] = {}
         running = {n.name: n for n in nodes if n.status is NodeStatus.RUNNING}
@@ -99,8 +100,9 @@ class FaultFinder:
         else:
             result = self.remote.run(head, ("kubectl", "get", "nodes", "-o", "json"), timeout_s=30)
             states = _k8s_states(result.stdout) if result.ok else {}
-        head_fault = self._reachable(record.plan.head.name, result.returncode != SSH_FAILED,
-                                     "the head does not answer over SSH")
+        head_fault = self._reachable(
+            record.plan.head.name, result.returncode != SSH_FAILED, "the head does not answer over SSH"
+        )
         faults = [head_fault] if head_fault else []
         for name, (node_state, reason) in states.items():
             if name not in planned:
@@ -125,8 +127,9 @@ def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
     for item in items:
         name = item.get("metadata", {}).get("name", "")
         reason = item.get("metadata", {}).get("annotations", {}).get(f"{TAINT_KEY}-reason", "")
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in item.get("status", {}).get("conditions", []))
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in item.get("status", {}).get("conditions", [])
+        )
         cordoned = "drain " if item.get("spec", {}).get("unschedulable") else ""
         words = cordoned + ("ready" if ready else "not_responding")
         out[name] = (words, reason)

@@ -188,9 +188,16 @@ def collect_garbage(
     return report
 
 
-def _collect(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
-             at: dt.datetime, records: Sequence[ClusterRecord] | None, owner: str | None,
-             force_unowned: bool = False) -> None:
+def _collect(
+    report: GcReport,
+    found: Mapping[str, Provider],
+    cluster_id: str | None,
+    delete: bool,
+    at: dt.datetime,
+    records: Sequence[ClusterRecord] | None,
+    owner: str | None,
+    force_unowned: bool = False,
+) -> None:
     records = list_records() if records is None else list(records)
     _collect_nodes(report, found, cluster_id, delete, at, records, owner, force_unowned)
     if delete and cluster_id is not None:
@@ -202,7 +209,8 @@ def _forget_named(report: GcReport, cluster_id: str, record: ClusterRecord | Non
     provider listed), forget its record and remove its local key material (secrets, key file,
     known_hosts), as ``down`` does."""
     if any(kept[1] == cluster_id for kept in report.kept) or any(
-            item.cluster_id == cluster_id for item, _ in report.failed):
+        item.cluster_id == cluster_id for item, _ in report.failed
+    ):
         return
     if record is not None and record.provider not in report.checked:
         return
@@ -218,9 +226,16 @@ def _has_local_files(cluster_id: str) -> bool:
     return any(path.exists() for path in (record_path(cluster_id), secrets_path(cluster_id), ssh_dir(cluster_id)))
 
 
-def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: str | None, delete: bool,
-                   at: dt.datetime, records: list[ClusterRecord], owner: str | None,
-                   force_unowned: bool = False) -> None:
+def _collect_nodes(
+    report: GcReport,
+    found: Mapping[str, Provider],
+    cluster_id: str | None,
+    delete: bool,
+    at: dt.datetime,
+    records: list[ClusterRecord],
+    owner: str | None,
+    force_unowned: bool = False,
+) -> None:
     me = owner or owner_id()
     for name, adapter in found.items():
         mine = {r.cluster_id: r for r in records if r.provider == name}
@@ -252,8 +267,9 @@ def _collect_nodes(report: GcReport, found: Mapping[str, Provider], cluster_id: 
                     report.unlisted.setdefault(name, str(exc))
 
 
-def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: str | None,
-           at: dt.datetime) -> list[OwnedNode]:
+def _owned(
+    adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: str | None, at: dt.datetime
+) -> list[OwnedNode]:
     """The tool's live nodes on ``adapter``: all of them where it can list them, plus the
     nodes of expired recorded clusters and of the named cluster (asked one by one)."""
     nodes = list(adapter.list_owned()) if isinstance(adapter, SupportsGc) else []  # billable ones, its say
@@ -262,8 +278,9 @@ def _owned(adapter: Provider, records: Mapping[str, ClusterRecord], cluster_id: 
     if cluster_id is not None:
         ask = {cluster_id}
     for cid in sorted(ask):
-        nodes += [OwnedNode(n) for n in adapter.get_nodes(cid)
-                  if n.id not in seen and n.status != NodeStatus.TERMINATED]
+        nodes += [
+            OwnedNode(n) for n in adapter.get_nodes(cid) if n.id not in seen and n.status != NodeStatus.TERMINATED
+        ]
     return nodes
 
 
@@ -288,15 +305,23 @@ def _parse_stamp(text: str) -> dt.datetime | None:
         return None
 
 
-def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, me: str, at: dt.datetime,
-             force_unowned: bool = False) -> str:
+def _verdict(
+    owned: OwnedNode,
+    record: ClusterRecord | None,
+    named: str | None,
+    me: str,
+    at: dt.datetime,
+    force_unowned: bool = False,
+) -> str:
     """Why the node is collected, or ``keep: why`` when it is not."""
     owner = owned.owner if owned.owner is not None else owned.node.owner
     if owner is None:
         if named is not None and force_unowned:
             return "named with --cluster, --force-unowned (it carries no owner mark)"
-        return (f"keep: carries no owner mark of this tool (collect it with --cluster {owned.node.cluster_id} "
-                "--force-unowned if it is the tool's)")
+        return (
+            f"keep: carries no owner mark of this tool (collect it with --cluster {owned.node.cluster_id} "
+            "--force-unowned if it is the tool's)"
+        )
     if owner != me:
         return f"keep: owned by {owner}"
     if named is not None:
@@ -320,8 +345,15 @@ def _verdict(owned: OwnedNode, record: ClusterRecord | None, named: str | None, 
     return "keep: recorded and not expired"
 
 
-def _delete(adapter: Provider, cluster: str, items: list[Leftover], record: ClusterRecord | None,
-            report: GcReport, me: str, force_unowned: bool) -> None:
+def _delete(
+    adapter: Provider,
+    cluster: str,
+    items: list[Leftover],
+    record: ClusterRecord | None,
+    report: GcReport,
+    me: str,
+    force_unowned: bool,
+) -> None:
     ids = {item.node_id for item in items}
     try:
         with cluster_lease.hold(cluster, "gc"):
@@ -335,8 +367,11 @@ def _delete(adapter: Provider, cluster: str, items: list[Leftover], record: Clus
     report.failed += [(item, kept[item.node_id]) for item in items if item.node_id in kept]
     if record is not None and not kept:
         try:
-            left = [n for n in adapter.get_nodes(cluster)
-                    if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) and n.id not in ids]
+            left = [
+                n
+                for n in adapter.get_nodes(cluster)
+                if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) and n.id not in ids
+            ]
         except ProviderError:
             return  # keep the record: it is how a later gc finds this cluster on a tagless provider
         if not left:

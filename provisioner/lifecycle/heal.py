@@ -65,7 +65,6 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 BILLING = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.FAILED})
 
 
-
 @dataclass(frozen=True)
 class HealOptions:
     max_replacements: int = 3
@@ -102,8 +101,10 @@ class Healer:
     def __post_init__(self) -> None:
         self.finder = FaultFinder(self.rt, self.remote, self.options.unreachable_s)
         if not self.usages:
-            self.usages = [NodeUsage(node_id, name, self.record.created_at, None, source="client")
-                           for name, node_id in self.record.node_ids.items()]
+            self.usages = [
+                NodeUsage(node_id, name, self.record.created_at, None, source="client")
+                for name, node_id in self.record.node_ids.items()
+            ]
 
     @property
     def plan(self) -> Plan:
@@ -136,15 +137,25 @@ class Healer:
                 self.replace(fault)
             except HealLimit as exc:
                 self.refused.add(fault.node)
-                self.rt.emit("replace-refused", message=f"not replacing {fault.node}: {exc}",
-                             cluster=self.record.cluster_id, node=fault.node, reason=fault.reason,
-                             spent_usd=usd_of_cents(self.spent_cents(self.rt.now())))
+                self.rt.emit(
+                    "replace-refused",
+                    message=f"not replacing {fault.node}: {exc}",
+                    cluster=self.record.cluster_id,
+                    node=fault.node,
+                    reason=fault.reason,
+                    spent_usd=usd_of_cents(self.spent_cents(self.rt.now())),
+                )
                 continue
             except (ProviderError, StackError, WaitTimeout, BootstrapError, ReplacementLost) as exc:
                 # Nothing half-bought is left (the replacement cleans up); the next look tries again.
-                self.rt.emit("replace-failed", message=f"replacing {fault.node} failed: {exc}; nothing of it is left",
-                             cluster=self.record.cluster_id, node=fault.node, error=str(exc),
-                             spent_usd=usd_of_cents(self.spent_cents(self.rt.now())))
+                self.rt.emit(
+                    "replace-failed",
+                    message=f"replacing {fault.node} failed: {exc}; nothing of it is left",
+                    cluster=self.record.cluster_id,
+                    node=fault.node,
+                    error=str(exc),
+                    spent_usd=usd_of_cents(self.spent_cents(self.rt.now())),
+                )
                 continue
             done.append(fault.node)
         return done
@@ -160,8 +171,10 @@ class Healer:
             first = Fraction(rule.price_micro * rule.billed_seconds(1), 1_000_000 * 3600)
             spent = self.spent_cents(now)
             if Fraction(spent, 100) + first > Fraction(self.record.max_cost_usd):
-                raise HealLimit(f"cost cap ${self.record.max_cost_usd}: spent ${usd_of_cents(spent)}, a replacement's "
-                                f"first billed period costs ${float(first):.2f}")
+                raise HealLimit(
+                    f"cost cap ${self.record.max_cost_usd}: spent ${usd_of_cents(spent)}, a replacement's "
+                    f"first billed period costs ${float(first):.2f}"
+                )
 
     def replace(self, fault: Fault) -> Node:
         """Delete ``fault.node``'s instance and buy, boot and join its replacement. Blocks."""
@@ -169,9 +182,16 @@ class Healer:
         cluster, name = self.record.cluster_id, fault.node
         started = self.rt.clock()
         self.replacements += 1
-        self.rt.emit("replace", message=f"replacing {name} ({fault.kind}: {fault.reason}); "
-                     f"${_node_hourly(self.plan)}/h per node", cluster=cluster, node=name, kind=fault.kind,
-                     reason=fault.reason, attempt=self.replacements, hourly_usd=_node_hourly(self.plan))
+        self.rt.emit(
+            "replace",
+            message=f"replacing {name} ({fault.kind}: {fault.reason}); ${_node_hourly(self.plan)}/h per node",
+            cluster=cluster,
+            node=name,
+            kind=fault.kind,
+            reason=fault.reason,
+            attempt=self.replacements,
+            hourly_usd=_node_hourly(self.plan),
+        )
         self._requeue_jobs(name)
         self._delete(name)
         while True:
@@ -179,8 +199,13 @@ class Healer:
                 node = self._create(name)  # deletes what it bought on any failure
                 break
             except ReplacementLost as exc:
-                self.rt.emit("replace-lost", message=f"{name}: {exc}; buying another", cluster=cluster, node=name,
-                             reason=str(exc))
+                self.rt.emit(
+                    "replace-lost",
+                    message=f"{name}: {exc}; buying another",
+                    cluster=cluster,
+                    node=name,
+                    reason=str(exc),
+                )
                 self._check_limits(Fault(name, "gone", str(exc)))
                 self.replacements += 1
         try:
@@ -189,9 +214,16 @@ class Healer:
             self._delete(name, why="the replacement did not join")
             raise
         spent = self.spent_cents(self.rt.now())
-        self.rt.emit("replaced", message=f"{name} replaced by {node.id} in {self.rt.clock() - started:.0f} s; "
-                     f"spent so far ${usd_of_cents(spent)}", cluster=cluster, node=name, id=node.id,
-                     seconds=round(self.rt.clock() - started, 1), spent_usd=usd_of_cents(spent))
+        self.rt.emit(
+            "replaced",
+            message=f"{name} replaced by {node.id} in {self.rt.clock() - started:.0f} s; "
+            f"spent so far ${usd_of_cents(spent)}",
+            cluster=cluster,
+            node=name,
+            id=node.id,
+            seconds=round(self.rt.clock() - started, 1),
+            spent_usd=usd_of_cents(spent),
+        )
         return node
 
     def _head(self) -> tuple[Node, ...] | None:
@@ -217,15 +249,30 @@ class Healer:
             jobs = sorted({w for w in listed.stdout.split() if w.isdigit()}) if listed is not None and listed.ok else []
             # DOWN first: Slurm then ends the jobs there at once instead of waiting for a dead slurmd to
             # confirm (a requeued job stays "completing" until then); the replacement's slurmd returns it.
-            self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=DOWN",
-                           "Reason=provisioner: being replaced"))
+            self._on_head(
+                (
+                    "sudo",
+                    "-n",
+                    "scontrol",
+                    "update",
+                    f"NodeName={name}",
+                    "State=DOWN",
+                    "Reason=provisioner: being replaced",
+                )
+            )
             for job in jobs:
                 self._on_head(("sudo", "-n", "scontrol", "requeue", job))
             self.requeued = [*self.requeued, *jobs]
         elif control_plane == "kubernetes":
             # The new machine registers under the same name: the old Node and its k3s password must go.
-            self._on_head(("sh", "-c", f"sudo -n kubectl delete node {name} --wait=false; "
-                                       f"sudo -n kubectl -n kube-system delete secret {name}.node-password.k3s"))
+            self._on_head(
+                (
+                    "sh",
+                    "-c",
+                    f"sudo -n kubectl delete node {name} --wait=false; "
+                    f"sudo -n kubectl -n kube-system delete secret {name}.node-password.k3s",
+                )
+            )
 
     def _delete(self, name: str, why: str = "") -> None:
         """Delete every instance named ``name`` that may still bill (pending, running or failed: a failed
@@ -240,22 +287,40 @@ class Healer:
         deletion = delete_owned(self.provider, cluster, named) if named else Deletion()
         doomed = list(deletion.deleted)
         for node, kept in deletion.kept:
-            self.rt.emit("kept", message=f"not deleted: {node.name} ({node.id}) of {cluster}: {kept}",
-                         cluster=cluster, node=node.name, id=node.id, why=kept)
+            self.rt.emit(
+                "kept",
+                message=f"not deleted: {node.name} ({node.id}) of {cluster}: {kept}",
+                cluster=cluster,
+                node=node.name,
+                id=node.id,
+                why=kept,
+            )
         if doomed:
             gone = {d.id for d in doomed}
-            self.rt.wait(lambda: self.provider.get_nodes(cluster),
-                         lambda nodes: not any(n.id in gone for n in billing(nodes)),
-                         timeout_s=self.rt.timeouts.deleted_s, what=f"{name} of {cluster} to be deleted")
+            self.rt.wait(
+                lambda: self.provider.get_nodes(cluster),
+                lambda nodes: not any(n.id in gone for n in billing(nodes)),
+                timeout_s=self.rt.timeouts.deleted_s,
+                what=f"{name} of {cluster} to be deleted",
+            )
         now = self.rt.now()
         ids = {n.id for n in doomed}
-        self.usages = [NodeUsage(u.node_id, u.name, u.started_at, now, u.stopped_s, u.source)
-                       if u.ended_at is None and (u.node_id in ids or (u.name == name and not doomed)) else u
-                       for u in self.usages]
+        self.usages = [
+            NodeUsage(u.node_id, u.name, u.started_at, now, u.stopped_s, u.source)
+            if u.ended_at is None and (u.node_id in ids or (u.name == name and not doomed))
+            else u
+            for u in self.usages
+        ]
         if doomed:
-            self.rt.emit("deleted", message=f"deleted {name} ({', '.join(sorted(ids))}){': ' + why if why else ''}; "
-                         f"spent so far ${usd_of_cents(self.spent_cents(now))}", cluster=cluster, node=name,
-                         ids=sorted(ids), spent_usd=usd_of_cents(self.spent_cents(now)))
+            self.rt.emit(
+                "deleted",
+                message=f"deleted {name} ({', '.join(sorted(ids))}){': ' + why if why else ''}; "
+                f"spent so far ${usd_of_cents(self.spent_cents(now))}",
+                cluster=cluster,
+                node=name,
+                ids=sorted(ids),
+                spent_usd=usd_of_cents(self.spent_cents(now)),
+            )
 
     def _create(self, name: str) -> Node:
         """Buy ``name`` again: same offer, then the alternates on a CapacityError. Cleans up on any exit.
@@ -270,8 +335,11 @@ class Healer:
         secrets = cluster_secrets(cluster)
         tries = [self.plan, *self.alternates]
         for index, plan in enumerate(tries):
-            spec = next(s for s in node_specs(plan, secrets, render_cluster(plan, secrets), self.record.expires_at)
-                        if s.name == name).model_copy(update={"lease": lease})
+            spec = next(
+                s
+                for s in node_specs(plan, secrets, render_cluster(plan, secrets), self.record.expires_at)
+                if s.name == name
+            ).model_copy(update={"lease": lease})
             try:
                 node = self._create_one(spec, plan)
             except CapacityError as exc:
@@ -279,10 +347,17 @@ class Healer:
                 if index + 1 == len(tries):
                     raise
                 nxt = tries[index + 1].option
-                self.rt.emit("failover", message=f"no capacity for {name} on {plan.option.instance_type} in "
-                             f"{plan.option.region} ({exc}); trying {nxt.instance_type} in {nxt.region} "
-                             f"(${_node_hourly(tries[index + 1])}/h per node)", cluster=cluster, node=name,
-                             error=str(exc), next_instance_type=nxt.instance_type, next_region=nxt.region)
+                self.rt.emit(
+                    "failover",
+                    message=f"no capacity for {name} on {plan.option.instance_type} in "
+                    f"{plan.option.region} ({exc}); trying {nxt.instance_type} in {nxt.region} "
+                    f"(${_node_hourly(tries[index + 1])}/h per node)",
+                    cluster=cluster,
+                    node=name,
+                    error=str(exc),
+                    next_instance_type=nxt.instance_type,
+                    next_region=nxt.region,
+                )
                 continue
             except BaseException:
                 self._delete(name, why="the replacement was interrupted")
@@ -294,9 +369,14 @@ class Healer:
     def _create_one(self, spec: object, plan: Plan) -> Node:
         cluster = self.record.cluster_id
         name = spec.name  # type: ignore[attr-defined]
-        self.rt.emit("create", message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, "
-                     f"${_node_hourly(plan)}/h)", cluster=cluster, node=name, instance_type=plan.option.instance_type,
-                     hourly_usd=_node_hourly(plan))
+        self.rt.emit(
+            "create",
+            message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, ${_node_hourly(plan)}/h)",
+            cluster=cluster,
+            node=name,
+            instance_type=plan.option.instance_type,
+            hourly_usd=_node_hourly(plan),
+        )
         self.rt.touched.add(plan.option.provider)
         for attempt in range(1, self.options.create_attempts + 1):
             try:
@@ -309,27 +389,43 @@ class Healer:
                 adopted = [n for n in live(self.provider.get_nodes(cluster)) if n.name == name]
                 if adopted:  # the purchase went through; its answer did not
                     node = adopted[0]
-                    self.rt.emit("adopt", message=f"{name}: the create's answer was lost ({exc}); adopted {node.id}",
-                                 cluster=cluster, node=name, id=node.id)
+                    self.rt.emit(
+                        "adopt",
+                        message=f"{name}: the create's answer was lost ({exc}); adopted {node.id}",
+                        cluster=cluster,
+                        node=name,
+                        id=node.id,
+                    )
                     break
-                if (isinstance(exc, ProviderAPIError) and status not in RETRYABLE_STATUS and status != 0) \
-                        or attempt == self.options.create_attempts:
+                if (
+                    isinstance(exc, ProviderAPIError) and status not in RETRYABLE_STATUS and status != 0
+                ) or attempt == self.options.create_attempts:
                     raise
                 wait_s = getattr(exc, "retry_after_s", None) or self.options.retry_s * attempt
-                self.rt.emit("retry", message=f"{name}: {exc}; retrying in {wait_s:g} s", cluster=cluster,
-                             node=name, attempt=attempt)
+                self.rt.emit(
+                    "retry",
+                    message=f"{name}: {exc}; retrying in {wait_s:g} s",
+                    cluster=cluster,
+                    node=name,
+                    attempt=attempt,
+                )
                 self.rt.sleep(wait_s)
         wanted = {name}
 
         def running(nodes: list[Node]) -> bool:
             mine = [n for n in nodes if n.name in wanted and n.id == node.id]
             if mine and mine[0].status in (NodeStatus.FAILED, NodeStatus.TERMINATED):
-                raise ReplacementLost(f"replacement {node.id} is {mine[0].provider_state or mine[0].status.value} "
-                                      "before it ran")
+                raise ReplacementLost(
+                    f"replacement {node.id} is {mine[0].provider_state or mine[0].status.value} before it ran"
+                )
             return bool(mine) and mine[0].status is NodeStatus.RUNNING
 
-        nodes = self.rt.wait(lambda: self.provider.get_nodes(cluster), running, timeout_s=self.rt.timeouts.running_s,
-                             what=f"replacement {name} to run")
+        nodes = self.rt.wait(
+            lambda: self.provider.get_nodes(cluster),
+            running,
+            timeout_s=self.rt.timeouts.running_s,
+            what=f"replacement {name} to run",
+        )
         return next(n for n in nodes if n.id == node.id)
 
     def _join(self, name: str, node: Node) -> None:
@@ -348,8 +444,13 @@ class Healer:
         if control_plane == "slurm":
             self._on_head(("sudo", "-n", "scontrol", "update", f"NodeName={name}", "State=RESUME"))
         elif control_plane == "kubernetes":
-            self._on_head(("sh", "-c", f"sudo -n kubectl uncordon {name}; "
-                                       f"sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true"))
+            self._on_head(
+                (
+                    "sh",
+                    "-c",
+                    f"sudo -n kubectl uncordon {name}; sudo -n kubectl taint nodes {name} {TAINT_KEY}- || true",
+                )
+            )
         readiness.wait_ready(self.plan, self.remote, nodes, self.rt)
         # Slurm holds a requeued job back (its begin time moves ~2 min ahead); every node is back now.
         for job in self.requeued:
@@ -360,8 +461,15 @@ class Healer:
 def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:
     """The alternates a replacement may fail over to: same provider, GPU model and GPUs per node."""
     option = plan.option
-    return [p for p in others if p.option != option and p.option.provider == option.provider
-            and p.option.gpu_model == option.gpu_model and p.option.gpus_per_node == option.gpus_per_node
-            and p.option.nodes == option.nodes]
+    return [
+        p
+        for p in others
+        if p.option != option
+        and p.option.provider == option.provider
+        and p.option.gpu_model == option.gpu_model
+        and p.option.gpus_per_node == option.gpus_per_node
+        and p.option.nodes == option.nodes
+    ]
+
 
 __all__ = ["Fault", "HealLimit", "HealOptions", "Healer", "ReplacementLost", "same_layout"]

@@ -45,8 +45,7 @@ class Lease:
     heartbeat_at: str
 
     def line(self) -> str:
-        return (f"{self.what} (pid {self.pid} on {self.host}, since {self.started_at}, "
-                f"heartbeat {self.heartbeat_at})")
+        return f"{self.what} (pid {self.pid} on {self.host}, since {self.started_at}, heartbeat {self.heartbeat_at})"
 
 
 def lock_path(cluster_id: str) -> str:
@@ -115,8 +114,9 @@ def held_mark(cluster_id: str) -> LeaseMark | None:
 
 
 @contextmanager
-def hold(cluster_id: str, what: str, *, now: Callable[[], dt.datetime] | None = None,
-         heartbeat_s: float = HEARTBEAT_S) -> Iterator[LeaseMark]:
+def hold(
+    cluster_id: str, what: str, *, now: Callable[[], dt.datetime] | None = None, heartbeat_s: float = HEARTBEAT_S
+) -> Iterator[LeaseMark]:
     """Hold ``cluster_id`` exclusively for the block; yields the lease mark nodes are tagged with.
 
     Raises ClusterBusyError (naming the holder) when another process holds it. Reentrant.
@@ -136,8 +136,9 @@ def hold(cluster_id: str, what: str, *, now: Callable[[], dt.datetime] | None = 
     held = _acquire(cluster_id, what, clock())
     stop = threading.Event()
     held.stop = stop
-    held.thread = threading.Thread(target=_beat, args=(held, stop, clock, heartbeat_s), daemon=True,
-                                   name=f"lease-{cluster_id}")
+    held.thread = threading.Thread(
+        target=_beat, args=(held, stop, clock, heartbeat_s), daemon=True, name=f"lease-{cluster_id}"
+    )
     with _GUARD:
         _HELD[cluster_id] = held
     held.thread.start()
@@ -169,8 +170,9 @@ def _acquire(cluster_id: str, what: str, now: dt.datetime) -> _Held:
         os.close(fd)
         other = read_lease(cluster_id)
         who = other.line() if other is not None else "another process"
-        raise ClusterBusyError(f"cluster {cluster_id} is held by {who}; wait for it to end "
-                               "(or stop that process) and run this again") from None
+        raise ClusterBusyError(
+            f"cluster {cluster_id} is held by {who}; wait for it to end (or stop that process) and run this again"
+        ) from None
     mark = LeaseMark.here(now)
     stamp = _stamp(mark.started_at)
     lease = Lease(what, mark.pid, host_slug(), stamp, stamp)

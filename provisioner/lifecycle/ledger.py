@@ -85,15 +85,33 @@ def _iso(when: dt.datetime | None) -> str | None:
 def note_record(record: ClusterRecord, owner: str, at: dt.datetime) -> None:
     """A ``cluster`` entry for ``record`` as saved now."""
     plan = getattr(record, "plan", None)  # a record built without validation may lack one
-    planned = {} if plan is None else {
-        "hourly_usd": str(plan.option.hourly_usd), "nodes": len(plan.nodes),
-        "instance_type": plan.option.instance_type, "region": plan.option.region,
-        "planned_cents": planned_cents(plan)}
-    append({"kind": "cluster", "at": _iso(at), "cluster": record.cluster_id, "provider": record.provider,
-            "owner": owner, "engine": getattr(record, "engine", "direct"), "status": record.status,
-            "created_at": _iso(record.created_at), "expires_at": _iso(record.expires_at), **planned,
+    planned = (
+        {}
+        if plan is None
+        else {
+            "hourly_usd": str(plan.option.hourly_usd),
+            "nodes": len(plan.nodes),
+            "instance_type": plan.option.instance_type,
+            "region": plan.option.region,
+            "planned_cents": planned_cents(plan),
+        }
+    )
+    append(
+        {
+            "kind": "cluster",
+            "at": _iso(at),
+            "cluster": record.cluster_id,
+            "provider": record.provider,
+            "owner": owner,
+            "engine": getattr(record, "engine", "direct"),
+            "status": record.status,
+            "created_at": _iso(record.created_at),
+            "expires_at": _iso(record.expires_at),
+            **planned,
             "node_ids": dict(record.node_ids),
-            "max_cost_usd": None if getattr(record, "max_cost_usd", None) is None else str(record.max_cost_usd)})
+            "max_cost_usd": None if getattr(record, "max_cost_usd", None) is None else str(record.max_cost_usd),
+        }
+    )
 
 
 def last_provider(cluster_id: str, path: Path | None = None) -> str | None:
@@ -108,16 +126,35 @@ def note_removed(cluster_id: str, at: dt.datetime) -> None:
 
 
 def note_metered(cluster_id: str, metered: Metered, at: dt.datetime, *, final: bool) -> None:
-    append({"kind": "metered", "at": _iso(at), "cluster": cluster_id, "final": final,
-            "terms_cents": metered.terms, "total_cents": metered.total_cents, "rule": metered.rule,
+    append(
+        {
+            "kind": "metered",
+            "at": _iso(at),
+            "cluster": cluster_id,
+            "final": final,
+            "terms_cents": metered.terms,
+            "total_cents": metered.total_cents,
+            "rule": metered.rule,
             "sources": list(metered.sources),
-            "nodes": [{"id": n.node_id, "name": n.name, "term": n.term, "run_s": n.run_s, "billed_s": n.billed_s}
-                      for n in metered.nodes]})
+            "nodes": [
+                {"id": n.node_id, "name": n.name, "term": n.term, "run_s": n.run_s, "billed_s": n.billed_s}
+                for n in metered.nodes
+            ],
+        }
+    )
 
 
 def note_billed(cluster_id: str, billed_cents: int, source: str, differences: Iterable[str], at: dt.datetime) -> None:
-    append({"kind": "billed", "at": _iso(at), "cluster": cluster_id, "total_cents": billed_cents,
-            "source": source, "differences": list(differences)})
+    append(
+        {
+            "kind": "billed",
+            "at": _iso(at),
+            "cluster": cluster_id,
+            "total_cents": billed_cents,
+            "source": source,
+            "differences": list(differences),
+        }
+    )
 
 
 @dataclass
@@ -141,10 +178,20 @@ class Row:
         def usd(cents: int | None) -> str | None:
             return None if cents is None else str(usd_of_cents(cents))
 
-        return {"cluster": self.cluster, "provider": self.provider, "owner": self.owner, "status": self.status,
-                "created_at": self.created_at, "last_at": self.last_at, "planned_usd": usd(self.planned_cents),
-                "metered_usd": usd(self.metered_cents), "billed_usd": usd(self.billed_cents),
-                "billed_source": self.billed_source, "differences": self.differences, "recorded": self.recorded}
+        return {
+            "cluster": self.cluster,
+            "provider": self.provider,
+            "owner": self.owner,
+            "status": self.status,
+            "created_at": self.created_at,
+            "last_at": self.last_at,
+            "planned_usd": usd(self.planned_cents),
+            "metered_usd": usd(self.metered_cents),
+            "billed_usd": usd(self.billed_cents),
+            "billed_source": self.billed_source,
+            "differences": self.differences,
+            "recorded": self.recorded,
+        }
 
 
 def _cents(value: object) -> int | None:
@@ -176,5 +223,15 @@ def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
     return list(found.values())
 
 
-__all__ = ["Row", "append", "last_provider", "ledger_path", "note_billed", "note_metered", "note_record",
-           "note_removed", "read", "rows"]
+__all__ = [
+    "Row",
+    "append",
+    "last_provider",
+    "ledger_path",
+    "note_billed",
+    "note_metered",
+    "note_record",
+    "note_removed",
+    "read",
+    "rows",
+]

@@ -25,8 +25,11 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         from provisioner.lifecycle import ledger
 
         records = state.list_records()
-        metered = {row.cluster: str(usd_of_cents(row.metered_cents)) for row in ledger.rows(ledger.read())
-                   if row.metered_cents is not None}  # the last status or down
+        metered = {
+            row.cluster: str(usd_of_cents(row.metered_cents))
+            for row in ledger.rows(ledger.read())
+            if row.metered_cents is not None
+        }  # the last status or down
         rows = [{**_summary(record), "metered_usd": metered.get(record.cluster_id)} for record in records]
         if json_out:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
@@ -34,9 +37,13 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         if not rows:
             print("no clusters (brought up from this machine)")
         for row in rows:
-            print(printable(f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
-                            f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
-                            f"  metered ${row['metered_usd'] or '-'} (last status)"))
+            print(
+                printable(
+                    f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
+                    f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
+                    f"  metered ${row['metered_usd'] or '-'} (last status)"
+                )
+            )
         return
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
@@ -45,27 +52,46 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     runtime = cli._runtime(cli.emitter(True), interrupts=False)
     record, nodes = cluster_nodes(cli.cluster_id_of(target, catalog), runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
-    doc = {**_summary(record), "live": [{"name": n.name, "id": n.id, "status": n.status.value,
-                                         "public_ip": n.public_ip, "private_ip": n.private_ip} for n in nodes],
-           "cost": cost.as_json()}
+    doc = {
+        **_summary(record),
+        "live": [
+            {"name": n.name, "id": n.id, "status": n.status.value, "public_ip": n.public_ip, "private_ip": n.private_ip}
+            for n in nodes
+        ],
+        "cost": cost.as_json(),
+    }
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    print(printable(f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), "
-                    f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"))
+    print(
+        printable(
+            f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), "
+            f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"
+        )
+    )
     for line in cost.lines():
         print(printable(f"  {line}"))
     for node in doc["live"]:
-        print(printable(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
-                        f"{node['private_ip'] or '-'}  {node['id']}"))
+        print(
+            printable(
+                f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
+                f"{node['private_ip'] or '-'}  {node['id']}"
+            )
+        )
 
 
 def _summary(record: Any) -> dict[str, Any]:
-    return {"cluster": record.cluster_id, "provider": record.provider, "engine": record.engine,
-            "status": record.status, "nodes": len(record.plan.nodes),
-            "hourly_usd": str(record.plan.option.hourly_usd), "head_address": record.head_address,
-            "expires_at": record.expires_at.isoformat() if record.expires_at else None,
-            "max_cost_usd": str(record.max_cost_usd) if record.max_cost_usd is not None else None}
+    return {
+        "cluster": record.cluster_id,
+        "provider": record.provider,
+        "engine": record.engine,
+        "status": record.status,
+        "nodes": len(record.plan.nodes),
+        "hourly_usd": str(record.plan.option.hourly_usd),
+        "head_address": record.head_address,
+        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
+        "max_cost_usd": str(record.max_cost_usd) if record.max_cost_usd is not None else None,
+    }
 
 
 def outputs(target: str, backend: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
@@ -84,9 +110,12 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
 
         record, nodes = cluster_nodes(cluster_id, cli._runtime(cli.emitter(True), interrupts=False))
         endpoints = {n.name: n.ssh_endpoint() for n in nodes}
-        doc = {**_summary(record), "ssh_command": f"provisioner ssh {cluster_id}",
-               "nodes": {n.name: node_address(n) for n in nodes},
-               "ssh_endpoints": {name: f"{e[0]}:{e[1]}" for name, e in endpoints.items() if e}}
+        doc = {
+            **_summary(record),
+            "ssh_command": f"provisioner ssh {cluster_id}",
+            "nodes": {n.name: node_address(n) for n in nodes},
+            "ssh_endpoints": {name: f"{e[0]}:{e[1]}" for name, e in endpoints.items() if e},
+        }
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         return
@@ -98,22 +127,30 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
 def _value_lines(key: str, value: Any, indent: str = "") -> list[str]:
     """``key: value`` for people: nested mappings and lists as indented lines, never a Python repr."""
     if isinstance(value, dict):
-        return [f"{indent}{key}:" + (" -" if not value else ""), *[
-            line for k, v in value.items() for line in _value_lines(str(k), v, indent + "  ")]]
+        return [
+            f"{indent}{key}:" + (" -" if not value else ""),
+            *[line for k, v in value.items() for line in _value_lines(str(k), v, indent + "  ")],
+        ]
     if isinstance(value, list | tuple):
         lines = [f"{indent}{key}:" + (" -" if not value else "")]
         for item in value:
             if isinstance(item, dict):
-                lines.append(f"{indent}  - " + ", ".join(f"{k}: {'-' if v in (None, '') else v}"
-                                                         for k, v in item.items()))
+                lines.append(
+                    f"{indent}  - " + ", ".join(f"{k}: {'-' if v in (None, '') else v}" for k, v in item.items())
+                )
             else:
                 lines.append(f"{indent}  - {item}")
         return lines
     return [f"{indent}{key}: {'-' if value is None or value == '' else value}"]
 
 
-def ssh(target: str, command: list[str] | None = None, node: str | None = None, print_only: bool = False,
-        catalog: Path | None = None) -> None:
+def ssh(
+    target: str,
+    command: list[str] | None = None,
+    node: str | None = None,
+    print_only: bool = False,
+    catalog: Path | None = None,
+) -> None:
     """Open a shell (or run COMMAND) on the head node as the cluster user, with the cluster key."""
     import os
     import shlex
@@ -132,8 +169,9 @@ def ssh(target: str, command: list[str] | None = None, node: str | None = None, 
     if found is None:
         from provisioner.errors import ProvisionerError
 
-        raise ProvisionerError(f"cluster {cluster_id}: node {name} has no address "
-                               f"(see provisioner status {cluster_id})")
+        raise ProvisionerError(
+            f"cluster {cluster_id}: node {name} has no address (see provisioner status {cluster_id})"
+        )
     remote = default_remote(record.plan, cluster_secrets(cluster_id))
     assert isinstance(remote, SshRemote)
     if not print_only:  # the key the command checks strictly (a no-op once up's SSH pass pinned it)

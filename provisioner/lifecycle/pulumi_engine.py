@@ -46,9 +46,11 @@ if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime
     from provisioner.providers.base import Reservation
 
-INSTALL_HINT = ("the pulumi CLI is not installed (the pulumi engine drives it): install it with "
-                "'curl -fsSL https://get.pulumi.com | sh' (see https://www.pulumi.com/docs/install/), "
-                "or run with --engine direct")
+INSTALL_HINT = (
+    "the pulumi CLI is not installed (the pulumi engine drives it): install it with "
+    "'curl -fsSL https://get.pulumi.com | sh' (see https://www.pulumi.com/docs/install/), "
+    "or run with --engine direct"
+)
 
 RESERVATION_KEY = "provisioner:capacityReservationId"
 """The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
@@ -165,8 +167,10 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
     left = _remaining(stack)
     where = f" --backend {backend}" if backend else ""
     named = "; ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "") if left else "nothing"
-    return StackError(f"pulumi {verb} of {cluster_id} failed: {_last_line(str(exc))}; still in the stack: {named}; "
-                      f"remove with: provisioner down {cluster_id} --engine pulumi{where}")
+    return StackError(
+        f"pulumi {verb} of {cluster_id} failed: {_last_line(str(exc))}; still in the stack: {named}; "
+        f"remove with: provisioner down {cluster_id} --engine pulumi{where}"
+    )
 
 
 class StackCapacityError(CapacityError):
@@ -197,8 +201,14 @@ def capacity_in(text: str, provider: str = "", codes: tuple[str, ...] = ()) -> t
     return (provider, named[-1][:300]) if named else None
 
 
-def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
-       expires_at: dt.datetime | None = None, runtime: Runtime | None = None) -> dict[str, Any]:
+def up(
+    plan: Plan,
+    *,
+    backend: str | None = None,
+    emit: Emit = no_events,
+    expires_at: dt.datetime | None = None,
+    runtime: Runtime | None = None,
+) -> dict[str, Any]:
     """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks.
 
     ``expires_at`` pins the nodes' expiry tag (``provisioner:expiresAt``); None lets the program
@@ -224,8 +234,16 @@ def up(plan: Plan, *, backend: str | None = None, emit: Emit = no_events,
         raise StackError(f"{exc}; {reservation.bought()}") from None  # the block stays paid: say so
 
 
-def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit: Emit,
-        expires_at: dt.datetime | None, reservation: Reservation | None) -> dict[str, Any]:
+def _up(
+    auto: Any,
+    stack: Any,
+    plan: Plan,
+    path: Path,
+    backend: str | None,
+    emit: Emit,
+    expires_at: dt.datetime | None,
+    reservation: Reservation | None,
+) -> dict[str, Any]:
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
     from provisioner.providers.base import expiry_text, owner_id
@@ -248,8 +266,9 @@ def _up(auto: Any, stack: Any, plan: Plan, path: Path, backend: str | None, emit
         raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {_last_line(str(exc))}") from None
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
-        result = stack.up(on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
-                          color="never", show_secrets=False)
+        result = stack.up(
+            on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
+        )
     except auto.errors.CommandError as exc:
         failed = _failed("up", plan.cluster_id, stack, exc, backend)
         name = plan.option.provider
@@ -274,8 +293,9 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events)
         raise
     emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
     try:
-        stack.destroy(on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never",
-                      show_secrets=False)
+        stack.destroy(
+            on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
+        )
         stack.workspace.remove_stack(cluster_id)
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise _failed("destroy", cluster_id, stack, exc, backend) from None
@@ -297,12 +317,23 @@ def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:
 def _last_line(text: str) -> str:
     """The last meaningful line of a CommandError's text (``code:/stdout:/stderr:`` labels dropped)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    lines = [line.removeprefix("stderr:").removeprefix("stdout:").strip() for line in lines
-             if not line.startswith("code:")]
+    lines = [
+        line.removeprefix("stderr:").removeprefix("stdout:").strip() for line in lines if not line.startswith("code:")
+    ]
     lines = [line for line in lines if line]
     return lines[-1][:300] if lines else "no output"
 
 
-__all__ = ["INSTALL_HINT", "RESERVATION_KEY", "StackCapacityError", "backend_url", "capacity_in", "down", "kept_plan",
-           "outputs", "require_pulumi",
-           "stacks_dir", "up"]
+__all__ = [
+    "INSTALL_HINT",
+    "RESERVATION_KEY",
+    "StackCapacityError",
+    "backend_url",
+    "capacity_in",
+    "down",
+    "kept_plan",
+    "outputs",
+    "require_pulumi",
+    "stacks_dir",
+    "up",
+]

@@ -71,12 +71,18 @@ from provisioner.realize.sshpass import ssh_pass, ssh_pass_nodes, switch_paths
 from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 
 
-def node_specs(plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str],
-               expires_at: dt.datetime | None) -> list[NodeSpec]:
+def node_specs(
+    plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str], expires_at: dt.datetime | None
+) -> list[NodeSpec]:
     """One NodeSpec per planned node (``provisioner.realize.nodes.node_specs``, the builder the
     Pulumi stack uses too), with the cluster's public key and each node's host key token. Pure."""
-    return build_node_specs(plan, rendered, ssh_public_key=secrets.ssh_public_key, expires_at=expires_at,
-                            hostkey_tokens=hostkey_tokens(plan, secrets))
+    return build_node_specs(
+        plan,
+        rendered,
+        ssh_public_key=secrets.ssh_public_key,
+        expires_at=expires_at,
+        hostkey_tokens=hostkey_tokens(plan, secrets),
+    )
 
 
 def node_address(node: Node) -> str | None:
@@ -111,9 +117,17 @@ def live(nodes: Sequence[Node]) -> list[Node]:
     return [node for node in nodes if node.status in LIVE]
 
 
-def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datetime | None = None,
-             ttl_s: float | None = None, max_cost_usd: Decimal | None = None,
-             destroy_on_failure: bool = False, lease: bool = False, on_budget: str = "warn") -> state.ClusterRecord:
+def bring_up(
+    plan: Plan,
+    runtime: Runtime | None = None,
+    *,
+    expires_at: dt.datetime | None = None,
+    ttl_s: float | None = None,
+    max_cost_usd: Decimal | None = None,
+    destroy_on_failure: bool = False,
+    lease: bool = False,
+    on_budget: str = "warn",
+) -> state.ClusterRecord:
     """Create, boot and bootstrap ``plan``'s nodes; block until the control plane lists each ready.
 
     Idempotent on the cluster id: a second call adopts the nodes that exist. ``expires_at``
@@ -126,18 +140,38 @@ def bring_up(plan: Plan, runtime: Runtime | None = None, *, expires_at: dt.datet
     """
     rt = runtime or Runtime()
     with cluster_lease.hold(plan.cluster_id, "up") as mark:
-        return _bring_up(plan, rt, mark.token(), expires_at=expires_at, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
-                         destroy_on_failure=destroy_on_failure, lease=lease, on_budget=on_budget)
+        return _bring_up(
+            plan,
+            rt,
+            mark.token(),
+            expires_at=expires_at,
+            ttl_s=ttl_s,
+            max_cost_usd=max_cost_usd,
+            destroy_on_failure=destroy_on_failure,
+            lease=lease,
+            on_budget=on_budget,
+        )
 
 
-def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | None, ttl_s: float | None,
-              max_cost_usd: Decimal | None, destroy_on_failure: bool, lease: bool,
-              on_budget: str) -> state.ClusterRecord:
+def _bring_up(
+    plan: Plan,
+    rt: Runtime,
+    token: str,
+    *,
+    expires_at: dt.datetime | None,
+    ttl_s: float | None,
+    max_cost_usd: Decimal | None,
+    destroy_on_failure: bool,
+    lease: bool,
+    on_budget: str,
+) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     existing = state.load_record(cluster_id)
     if existing is not None and existing.plan.option != plan.option and existing.status != "creating":
-        raise UsageError(f"cluster {cluster_id} already exists on {existing.provider} "
-                               f"({existing.plan.option.instance_type}); run: provisioner down {cluster_id}")
+        raise UsageError(
+            f"cluster {cluster_id} already exists on {existing.provider} "
+            f"({existing.plan.option.instance_type}); run: provisioner down {cluster_id}"
+        )
     secrets = cluster_secrets(cluster_id)
     from provisioner.render import render_cluster
 
@@ -145,18 +179,34 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
     now = rt.now()
     expires_at = budget_expiry(plan, now, expires_at or expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
     record = state.ClusterRecord(
-        cluster_id=cluster_id, provider=plan.option.provider, engine="direct", plan=plan,
-        created_at=existing.created_at if existing else now, expires_at=expires_at,
-        max_cost_usd=max_cost_usd, on_budget=on_budget, status="creating", lease_id=token,
-        lease_pid=os.getpid() if lease else None, lease_host=socket.gethostname() if lease else None)
+        cluster_id=cluster_id,
+        provider=plan.option.provider,
+        engine="direct",
+        plan=plan,
+        created_at=existing.created_at if existing else now,
+        expires_at=expires_at,
+        max_cost_usd=max_cost_usd,
+        on_budget=on_budget,
+        status="creating",
+        lease_id=token,
+        lease_pid=os.getpid() if lease else None,
+        lease_host=socket.gethostname() if lease else None,
+    )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
     refuse_rejected_key(provider, plan.option.provider)  # and a rejected one here
     state.save_record(record)
     option = plan.option
-    rt.emit("create", message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
-            f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id}", cluster=cluster_id,
-            provider=option.provider, region=option.region, instance_type=option.instance_type,
-            nodes=option.nodes, hourly_usd=option.hourly_usd)
+    rt.emit(
+        "create",
+        message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
+        f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id}",
+        cluster=cluster_id,
+        provider=option.provider,
+        region=option.region,
+        instance_type=option.instance_type,
+        nodes=option.nodes,
+        hourly_usd=option.hourly_usd,
+    )
     rt.touched.add(option.provider)
     specs = [spec.model_copy(update={"lease": token}) for spec in node_specs(plan, secrets, rendered, expires_at)]
     try:
@@ -168,8 +218,10 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
         raise
     except Exception as exc:  # a bug or an answer nothing expected: nodes may exist, say so
         state.save_record(record.model_copy(update={"status": "failed"}))
-        raise StackError(f"bringing up {cluster_id} failed unexpectedly ({type(exc).__name__}); nodes may exist "
-                         f"on {record.provider}; remove with: provisioner down {cluster_id} --engine direct") from exc
+        raise StackError(
+            f"bringing up {cluster_id} failed unexpectedly ({type(exc).__name__}); nodes may exist "
+            f"on {record.provider}; remove with: provisioner down {cluster_id} --engine direct"
+        ) from exc
     record = record.model_copy(update={"node_ids": {node.name: node.id for node in created}})
     state.save_record(record)
     try:
@@ -177,8 +229,9 @@ def _bring_up(plan: Plan, rt: Runtime, token: str, *, expires_at: dt.datetime | 
     except ProvisionerError as exc:
         return _failed(rt, provider, record, exc, destroy_on_failure)
     except Exception as exc:  # not a ProvisionerError: still never a stuck record or an unnamed node
-        return _failed(rt, provider, record, StackError(f"unexpected {type(exc).__name__}"), destroy_on_failure,
-                       cause=exc)
+        return _failed(
+            rt, provider, record, StackError(f"unexpected {type(exc).__name__}"), destroy_on_failure, cause=exc
+        )
 
 
 def refuse_rejected_key(provider: Provider, name: str) -> None:
@@ -190,14 +243,16 @@ def refuse_rejected_key(provider: Provider, name: str) -> None:
     try:
         provider.check_credentials()
     except CredentialsError as exc:
-        raise CredentialsError(exc.provider, f"{exc.message}; nothing was bought: {credentials_fix(name)} and "
-                               "run the command again") from None
+        raise CredentialsError(
+            exc.provider, f"{exc.message}; nothing was bought: {credentials_fix(name)} and run the command again"
+        ) from None
     except ProviderError:
         pass
 
 
-def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterRecord,
-                      error: ProviderError | ClusterBusyError) -> None:
+def _clear_failed_try(
+    rt: Runtime, provider: Provider, record: state.ClusterRecord, error: ProviderError | ClusterBusyError
+) -> None:
     """After a failed create: delete what the provider still lists of this call's launches (this
     owner's mark and this call's lease mark: a concurrent create's nodes are never touched), wait,
     forget the record.
@@ -209,20 +264,29 @@ def _clear_failed_try(rt: Runtime, provider: Provider, record: state.ClusterReco
         left = delete_owned(provider, record.cluster_id, lease=record.lease_id).deleted
         if left:
             ids = {node.id for node in left}
-            rt.emit("cleanup", message=f"deleted {len(left)} node(s) left by the failed create",
-                    cluster=record.cluster_id, nodes=[node.name for node in left])
+            rt.emit(
+                "cleanup",
+                message=f"deleted {len(left)} node(s) left by the failed create",
+                cluster=record.cluster_id,
+                nodes=[node.name for node in left],
+            )
             wait_deleted(rt.wait, provider, record.cluster_id, timeout_s=rt.timeouts.deleted_s, ids=ids)
     except ProvisionerError as cleanup:
         state.save_record(record.model_copy(update={"status": "failed"}))
-        rt.emit("error", message=f"cleanup after the failed create failed too ({cleanup}); the record of "
-                f"{record.cluster_id} is kept for provisioner down / gc", cluster=record.cluster_id)
+        rt.emit(
+            "error",
+            message=f"cleanup after the failed create failed too ({cleanup}); the record of "
+            f"{record.cluster_id} is kept for provisioner down / gc",
+            cluster=record.cluster_id,
+        )
         return
     remove_firewall(rt.emit, provider, record.cluster_id)
     state.remove_record(record.cluster_id)  # nothing was bought: the next try starts clean
 
 
-def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRecord,
-            secrets: ClusterSecrets) -> state.ClusterRecord:
+def _finish(
+    rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRecord, secrets: ClusterSecrets
+) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     wanted = {node.name for node in plan.nodes}
     ours = set(record.node_ids.values())  # what create_nodes made or adopted: never a rival's same-named node
@@ -230,9 +294,12 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     nodes = wait_running(rt.wait, provider, cluster_id, wanted, timeout_s=rt.timeouts.running_s, ids=ours)
     by_name = {node.name: node for node in nodes}
     head = by_name[plan.head.name]
-    record = record.model_copy(update={"head_address": node_address(head),
-                                       "node_ids": {name: node.id for name, node in by_name.items()
-                                                    if name in wanted}})
+    record = record.model_copy(
+        update={
+            "head_address": node_address(head),
+            "node_ids": {name: node.id for name, node in by_name.items() if name in wanted},
+        }
+    )
     state.save_record(record)
     _emit_running(rt, plan, by_name)
     refuse_unanswerable(rt, plan, (by_name[node.name] for node in plan.nodes))
@@ -241,8 +308,11 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
     # addresses, nor on Lambda/RunPod its own name: with more than one node, every node gets the
     # bootstrap again over SSH, rendered with the addresses now known (one-off steps are skipped).
     ssh_pass(rt, remote, provider, plan, secrets, by_name)
-    rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
-            f"every node ready", cluster=cluster_id)
+    rt.emit(
+        "wait-ready",
+        message=f"waiting for the {plan.spec.control_plane.value} control plane to list every node ready",
+        cluster=cluster_id,
+    )
     readiness.wait_ready(plan, remote, by_name, rt)
     record = record.model_copy(update={"status": "up"})
     state.save_record(record)
@@ -252,17 +322,28 @@ def _finish(rt: Runtime, provider: Provider, plan: Plan, record: state.ClusterRe
 
 def _emit_running(rt: Runtime, plan: Plan, by_name: Mapping[str, Node]) -> None:
     head = by_name[plan.head.name]
-    rt.emit("running", message=f"every node runs; head {plan.head.name} at {node_address(head)}",
-            cluster=plan.cluster_id, head_address=node_address(head),
-            nodes={node.name: node_address(by_name[node.name]) for node in sorted(plan.nodes, key=lambda n: n.name)})
+    rt.emit(
+        "running",
+        message=f"every node runs; head {plan.head.name} at {node_address(head)}",
+        cluster=plan.cluster_id,
+        head_address=node_address(head),
+        nodes={node.name: node_address(by_name[node.name]) for node in sorted(plan.nodes, key=lambda n: n.name)},
+    )
 
 
 def emit_up(rt: Runtime, plan: Plan, head: Node, expires_at: dt.datetime | None, **extra: object) -> None:
     """The ``up`` event both engines end with (the pulumi engine adds its stack's ``outputs``)."""
     login = ssh_target(head, CLUSTER_USER)
-    rt.emit("up", message=f"cluster {plan.cluster_id} is up: ssh {ssh_text(login) if login else '-'} "
-            f"(provisioner ssh {plan.cluster_id})", cluster=plan.cluster_id, head_address=node_address(head),
-            hourly_usd=plan.option.hourly_usd, expires_at=expires_at.isoformat() if expires_at else None, **extra)
+    rt.emit(
+        "up",
+        message=f"cluster {plan.cluster_id} is up: ssh {ssh_text(login) if login else '-'} "
+        f"(provisioner ssh {plan.cluster_id})",
+        cluster=plan.cluster_id,
+        head_address=node_address(head),
+        hourly_usd=plan.option.hourly_usd,
+        expires_at=expires_at.isoformat() if expires_at else None,
+        **extra,
+    )
 
 
 def refuse_unanswerable(rt: Runtime, plan: Plan, nodes: Iterable[Node]) -> None:
@@ -270,9 +351,11 @@ def refuse_unanswerable(rt: Runtime, plan: Plan, nodes: Iterable[Node]) -> None:
     fake provider's nodes), instead of after the SSH and readiness timeouts (``up``, ``watch``)."""
     silent = unanswerable(nodes) if rt.remote is None else []
     if silent:
-        raise StackError(f"node(s) {', '.join(silent)} of {plan.cluster_id} have documentation (TEST-NET) "
-                         f"addresses where no machine will ever answer SSH: is PROVISIONER_"
-                         f"{plan.option.provider.upper()}_API_URL a fake provider without nodes?")
+        raise StackError(
+            f"node(s) {', '.join(silent)} of {plan.cluster_id} have documentation (TEST-NET) "
+            f"addresses where no machine will ever answer SSH: is PROVISIONER_"
+            f"{plan.option.provider.upper()}_API_URL a fake provider without nodes?"
+        )
 
 
 def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
@@ -291,14 +374,23 @@ def await_stack(plan: Plan, rt: Runtime) -> dict[str, Node]:
     refuse_unanswerable(rt, plan, (by_name[node.name] for node in plan.nodes))
     secrets = cluster_secrets(cluster_id)
     remote = rt.remote or default_remote(plan, secrets)
-    rt.emit("wait-ready", message=f"waiting for the {plan.spec.control_plane.value} control plane to list "
-            f"every node ready", cluster=cluster_id)
+    rt.emit(
+        "wait-ready",
+        message=f"waiting for the {plan.spec.control_plane.value} control plane to list every node ready",
+        cluster=cluster_id,
+    )
     readiness.wait_ready(plan, remote, by_name, rt)
     return by_name
 
 
-def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: ProvisionerError,
-            destroy: bool, cause: BaseException | None = None) -> state.ClusterRecord:
+def _failed(
+    rt: Runtime,
+    provider: Provider,
+    record: state.ClusterRecord,
+    exc: ProvisionerError,
+    destroy: bool,
+    cause: BaseException | None = None,
+) -> state.ClusterRecord:
     if destroy:
         rt.emit("error", message=f"bring-up failed ({exc}); tearing down", cluster=record.cluster_id)
         tear_down(record.cluster_id, rt)
@@ -309,12 +401,15 @@ def _failed(rt: Runtime, provider: Provider, record: state.ClusterRecord, exc: P
         names = ", ".join(f"{node.name} ({node.id})" for node in left) or "none listed"
     except ProvisionerError:  # the listing fails too (the same bad answer): name what the record knows
         names = ", ".join(f"{name} ({node_id})" for name, node_id in sorted(record.node_ids.items())) or "unknown"
-    raise StackError(f"bringing up {record.cluster_id} failed: {exc}; still on {record.provider}: {names}; "
-                     f"remove with: provisioner down {record.cluster_id} --engine direct") from (cause or exc)
+    raise StackError(
+        f"bringing up {record.cluster_id} failed: {exc}; still on {record.provider}: {names}; "
+        f"remove with: provisioner down {record.cluster_id} --engine direct"
+    ) from (cause or exc)
 
 
-def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max_tries: int = 3,
-                   **options: object) -> state.ClusterRecord:
+def bring_up_first(
+    plans: Sequence[Plan], runtime: Runtime | None = None, *, max_tries: int = 3, **options: object
+) -> state.ClusterRecord:
     """``bring_up`` the first plan whose purchase finds capacity, trying at most ``max_tries``
     (``provisioner.realize.failover.first_that_fits``, the loop the pulumi engine runs too).
 
@@ -324,13 +419,18 @@ def bring_up_first(plans: Sequence[Plan], runtime: Runtime | None = None, *, max
     error, or the last try's CapacityError, propagates.
     """
     rt = runtime or Runtime()
-    return first_that_fits(plans, lambda plan: bring_up(plan, rt, **options),  # type: ignore[arg-type]
-                           lambda plan: state.load_record(plan.cluster_id) is None, emit=rt.emit,
-                           max_tries=max_tries)
+    return first_that_fits(
+        plans,
+        lambda plan: bring_up(plan, rt, **options),  # type: ignore[arg-type]
+        lambda plan: state.load_record(plan.cluster_id) is None,
+        emit=rt.emit,
+        max_tries=max_tries,
+    )
 
 
-def tear_down(cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None,
-              force_unowned: bool = False) -> list[str]:
+def tear_down(
+    cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None, force_unowned: bool = False
+) -> list[str]:
     """Delete every node of ``cluster_id`` this owner made through its provider's API and forget the cluster.
 
     The provider comes from the local record, else ``provider``. Holds the cluster's lock
@@ -350,29 +450,44 @@ def _tear_down(cluster_id: str, rt: Runtime, provider: str | None, force_unowned
     record = state.load_record(cluster_id)
     name = record.provider if record is not None else provider
     if name is None:
-        raise UsageError(f"no record of cluster {cluster_id} here; name its provider (--provider) or "
-                         f"run: provisioner gc", option="--provider")
+        raise UsageError(
+            f"no record of cluster {cluster_id} here; name its provider (--provider) or run: provisioner gc",
+            option="--provider",
+        )
     if record is not None:
         state.save_record(record.model_copy(update={"status": "deleting"}))
     adapter = rt.provider(name)
     deletion = delete_owned(adapter, cluster_id, force_unowned=force_unowned)
     left = list(deletion.deleted)
-    rt.emit("teardown", message=f"deleting {len(left)} node(s) of {cluster_id} on {name}", cluster=cluster_id,
-            provider=name, nodes=[node.name for node in left])
+    rt.emit(
+        "teardown",
+        message=f"deleting {len(left)} node(s) of {cluster_id} on {name}",
+        cluster=cluster_id,
+        provider=name,
+        nodes=[node.name for node in left],
+    )
     for node, why in deletion.kept:
-        rt.emit("kept", message=f"not deleted: {node.name} ({node.id}) of {cluster_id} on {name}: {why}",
-                cluster=cluster_id, node=node.name, id=node.id, why=why)
+        rt.emit(
+            "kept",
+            message=f"not deleted: {node.name} ({node.id}) of {cluster_id} on {name}: {why}",
+            cluster=cluster_id,
+            node=node.name,
+            id=node.id,
+            why=why,
+        )
     if left:
-        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s,
-                     ids={node.id for node in left})
+        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s, ids={node.id for node in left})
     if record is not None and left:  # planned vs actual, the ledger, the provider's billing record
         from provisioner.lifecycle.spend import emit_settled
 
         emit_settled(rt.emit, adapter, record, left, rt.now())
     remove_firewall(rt.emit, adapter, cluster_id)
     state.remove_record(cluster_id)
-    said = (f"cluster {cluster_id} is down ({len(left)} node(s) deleted)" if left or record is not None
-            else f"nothing left of cluster {cluster_id} on {name}")
+    said = (
+        f"cluster {cluster_id} is down ({len(left)} node(s) deleted)"
+        if left or record is not None
+        else f"nothing left of cluster {cluster_id} on {name}"
+    )
     rt.emit("down", message=said, cluster=cluster_id, deleted=[node.id for node in left])
     report_left(rt, adapter, cluster_id, name)  # a paid Capacity Block outlives its instances
     return [node.id for node in left]
@@ -387,6 +502,25 @@ def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[stat
     return record, rt.provider(record.provider).get_nodes(cluster_id)
 
 
-__all__ = ["LIVE", "Runtime", "Timeouts", "await_stack", "bring_up", "bring_up_first", "cluster_nodes",
-           "cluster_secrets", "default_remote", "expiry_for", "head_target", "live", "node_address", "node_specs",
-           "refuse_unanswerable", "ssh_pass", "ssh_pass_nodes", "switch_paths", "tear_down", "utc_now"]
+__all__ = [
+    "LIVE",
+    "Runtime",
+    "Timeouts",
+    "await_stack",
+    "bring_up",
+    "bring_up_first",
+    "cluster_nodes",
+    "cluster_secrets",
+    "default_remote",
+    "expiry_for",
+    "head_target",
+    "live",
+    "node_address",
+    "node_specs",
+    "refuse_unanswerable",
+    "ssh_pass",
+    "ssh_pass_nodes",
+    "switch_paths",
+    "tear_down",
+    "utc_now",
+]

@@ -33,9 +33,20 @@ def reservation_specs(plan: Plan, expires_at: dt.datetime | None) -> list[NodeSp
     fields = block_fields(plan)
     if not fields:
         return []
-    return [NodeSpec(name=node.name, instance_type=node.instance_type, region=node.region, zone=node.zone,
-                     offer_id=node.offer_id, gpus=node.gpus, spot=node.spot, expires_at=expires_at, **fields)
-            for node in plan.nodes]
+    return [
+        NodeSpec(
+            name=node.name,
+            instance_type=node.instance_type,
+            region=node.region,
+            zone=node.zone,
+            offer_id=node.offer_id,
+            gpus=node.gpus,
+            spot=node.spot,
+            expires_at=expires_at,
+            **fields,
+        )
+        for node in plan.nodes
+    ]
 
 
 def reserve(plan: Plan, runtime: Runtime, expires_at: dt.datetime | None) -> Reservation | None:
@@ -51,18 +62,30 @@ def reserve(plan: Plan, runtime: Runtime, expires_at: dt.datetime | None) -> Res
     name = plan.option.provider
     adapter = runtime.provider(name)
     if not isinstance(adapter, SupportsReservations):
-        raise PlanError(f"the plan is a reservation bought upfront but the {name} adapter cannot buy one; "
-                        "nothing was bought")
+        raise PlanError(
+            f"the plan is a reservation bought upfront but the {name} adapter cannot buy one; nothing was bought"
+        )
     offer = plan.option.offer
-    runtime.emit("reserve", message=f"reserving {len(specs)} x {plan.option.instance_type} on {name} "
-                 f"{plan.option.region} for {offer.block_hours} h (paid upfront, non-refundable; a block that "
-                 f"starts later is waited for) for cluster {plan.cluster_id}", cluster=plan.cluster_id,
-                 provider=name, hours=offer.block_hours, nodes=len(specs))
+    runtime.emit(
+        "reserve",
+        message=f"reserving {len(specs)} x {plan.option.instance_type} on {name} "
+        f"{plan.option.region} for {offer.block_hours} h (paid upfront, non-refundable; a block that "
+        f"starts later is waited for) for cluster {plan.cluster_id}",
+        cluster=plan.cluster_id,
+        provider=name,
+        hours=offer.block_hours,
+        nodes=len(specs),
+    )
     runtime.touched.add(name)
     with runtime.held():
         reservation = adapter.reserve(plan.cluster_id, specs)
-    runtime.emit("reserved", message=f"launching into reservation {reservation.reservation_id}",
-                 cluster=plan.cluster_id, provider=name, reservation=reservation.reservation_id)
+    runtime.emit(
+        "reserved",
+        message=f"launching into reservation {reservation.reservation_id}",
+        cluster=plan.cluster_id,
+        provider=name,
+        reservation=reservation.reservation_id,
+    )
     return reservation
 
 

@@ -39,8 +39,10 @@ def checkpoint_dir(plan: Plan) -> str:
 
 
 def checkpoint_env(plan: Plan) -> dict[str, str]:
-    return {"PROVISIONER_CHECKPOINT_DIR": checkpoint_dir(plan),
-            "PROVISIONER_CHECKPOINT_SHARED": "1" if shared_fs(plan) else "0"}
+    return {
+        "PROVISIONER_CHECKPOINT_DIR": checkpoint_dir(plan),
+        "PROVISIONER_CHECKPOINT_SHARED": "1" if shared_fs(plan) else "0",
+    }
 
 
 def output_path(plan: Plan, name: str) -> str:
@@ -53,18 +55,31 @@ def slurm_requeue_argv(plan: Plan, command: Sequence[str], name: str) -> tuple[s
     out = output_path(plan, name)
     exports = ",".join(f"{key}={value}" for key, value in checkpoint_env(plan).items())
     inner = shlex.join(("srun", "--kill-on-bad-exit=1", "--", *command))
-    sbatch = shlex.join(("sbatch", "--wait", "--requeue", f"--nodes={len(plan.nodes)}", "--ntasks-per-node=1",
-                         f"--job-name={name}", "--open-mode=append", f"--output={out}",
-                         f"--export=ALL,{exports}", f"--wrap={inner}"))
+    sbatch = shlex.join(
+        (
+            "sbatch",
+            "--wait",
+            "--requeue",
+            f"--nodes={len(plan.nodes)}",
+            "--ntasks-per-node=1",
+            f"--job-name={name}",
+            "--open-mode=append",
+            f"--output={out}",
+            f"--export=ALL,{exports}",
+            f"--wrap={inner}",
+        )
+    )
     q = shlex.quote
-    script = (f"mkdir -p {q(out.rsplit('/', 1)[0])} && : > {q(out)} || exit 1\n"
-              f"{sbatch} >/dev/null &\n"
-              "job=$!\n"
-              f"tail -n +1 -F --pid=$job {q(out)} 2>/dev/null &\n"
-              "follow=$!\n"
-              "wait $job; code=$?\n"
-              "wait $follow\n"
-              "exit $code\n")
+    script = (
+        f"mkdir -p {q(out.rsplit('/', 1)[0])} && : > {q(out)} || exit 1\n"
+        f"{sbatch} >/dev/null &\n"
+        "job=$!\n"
+        f"tail -n +1 -F --pid=$job {q(out)} 2>/dev/null &\n"
+        "follow=$!\n"
+        "wait $job; code=$?\n"
+        "wait $follow\n"
+        "exit $code\n"
+    )
     return ("bash", "-c", script)
 
 
@@ -75,21 +90,30 @@ def k8s_follow_script(name: str, manifest: dict[str, object]) -> str:
     pods = f"kubectl get pods -l job-name={name} --sort-by=.metadata.creationTimestamp -o jsonpath="
     conditions = q('{.status.conditions[?(@.status=="True")].type}')
     exit_code = q("{.items[-1:].status.containerStatuses[0].state.terminated.exitCode}")
-    return (f"printf '%s' {q(json.dumps(manifest, separators=(',', ':')))} | kubectl apply -f - >/dev/null || exit $?\n"
-            "seen=\n"
-            "while :; do\n"
-            f"  pod=$({pods}{q('{.items[-1:].metadata.name}')})\n"
-            '  if [ -n "$pod" ] && [ "$pod" != "$seen" ]; then\n'
-            '    kubectl logs -f "pod/$pod" --pod-running-timeout=15m; seen=$pod\n'
-            "  fi\n"
-            f"  case \"$(kubectl get job {name} -o jsonpath={conditions})\" in\n"
-            "    *Complete* | *Failed*) break ;;\n"
-            "  esac\n"
-            "  sleep 2\n"
-            "done\n"
-            f"code=$({pods}{exit_code})\n"
-            'exit "${code:-1}"\n')
+    return (
+        f"printf '%s' {q(json.dumps(manifest, separators=(',', ':')))} | kubectl apply -f - >/dev/null || exit $?\n"
+        "seen=\n"
+        "while :; do\n"
+        f"  pod=$({pods}{q('{.items[-1:].metadata.name}')})\n"
+        '  if [ -n "$pod" ] && [ "$pod" != "$seen" ]; then\n'
+        '    kubectl logs -f "pod/$pod" --pod-running-timeout=15m; seen=$pod\n'
+        "  fi\n"
+        f'  case "$(kubectl get job {name} -o jsonpath={conditions})" in\n'
+        "    *Complete* | *Failed*) break ;;\n"
+        "  esac\n"
+        "  sleep 2\n"
+        "done\n"
+        f"code=$({pods}{exit_code})\n"
+        'exit "${code:-1}"\n'
+    )
 
 
-__all__ = ["K8S_BACKOFF_LIMIT", "checkpoint_dir", "checkpoint_env", "k8s_follow_script", "output_path",
-           "shared_fs", "slurm_requeue_argv"]
+__all__ = [
+    "K8S_BACKOFF_LIMIT",
+    "checkpoint_dir",
+    "checkpoint_env",
+    "k8s_follow_script",
+    "output_path",
+    "shared_fs",
+    "slurm_requeue_argv",
+]

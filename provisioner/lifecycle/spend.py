@@ -44,8 +44,9 @@ from provisioner.realize.events import Emit
 RECONCILE_TOLERANCE = Fraction(1, 100)
 
 
-def usages_from_nodes(record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None = None
-                      ) -> list[NodeUsage]:
+def usages_from_nodes(
+    record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None = None
+) -> list[NodeUsage]:
     """Billing spans from a listing: the provider's launch/termination times where it reports them, else
     the record's creation time and ``gone_at`` (the client's, when it saw the nodes deleted)."""
     out = []
@@ -54,14 +55,20 @@ def usages_from_nodes(record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.
         end = node.ended_at
         if end is None and (gone_at is not None or node.status in (NodeStatus.TERMINATED, NodeStatus.FAILED)):
             end = gone_at
-        source = "client" if node.launched_at is None else "provider" if end is None or node.ended_at \
+        source = (
+            "client"
+            if node.launched_at is None
+            else "provider"
+            if end is None or node.ended_at
             else "provider launch, client end"
+        )
         out.append(NodeUsage(node.id, node.name, start, end, source=source))
     return out
 
 
-def usages_of(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
-              gone_at: dt.datetime | None = None) -> list[NodeUsage]:
+def usages_of(
+    adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None = None
+) -> list[NodeUsage]:
     """The provider's own spans when it reports them (``SupportsUsage``), else ``usages_from_nodes``."""
     if isinstance(adapter, SupportsUsage):
         ids = {**record.node_ids, **{n.name: n.id for n in nodes}}
@@ -71,9 +78,12 @@ def usages_of(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
         except ProviderError:
             found = []
         if found:
-            return [u if u.ended_at is not None or gone_at is None else
-                    NodeUsage(u.node_id, u.name, u.started_at, gone_at, u.stopped_s, "client")
-                    for u in found]
+            return [
+                u
+                if u.ended_at is not None or gone_at is None
+                else NodeUsage(u.node_id, u.name, u.started_at, gone_at, u.stopped_s, "client")
+                for u in found
+            ]
     return usages_from_nodes(record, nodes, gone_at)
 
 
@@ -93,8 +103,11 @@ class BudgetState:
         spent = f"${usd_of_cents(self.spent_cents)} of ${self.max_cost_usd}"
         if self.level < 100:
             return f"budget: {self.level} % reached ({spent})"
-        action = ("the cluster is stopped at its budget (on-budget stop)" if self.on_budget == "stop"
-                  else "on-budget warn: the cluster keeps running")
+        action = (
+            "the cluster is stopped at its budget (on-budget stop)"
+            if self.on_budget == "stop"
+            else "on-budget warn: the cluster keeps running"
+        )
         return f"budget: 100 % reached ({spent}); {action}"
 
 
@@ -103,12 +116,17 @@ def budget_state(record: ClusterRecord, metered: Metered) -> BudgetState | None:
     For ``watch`` too: call it with each fresh ``cost_so_far``."""
     if record.max_cost_usd is None:
         return None
-    return BudgetState(budget_level(metered.total_cents, record.max_cost_usd), metered.total_cents,
-                       record.max_cost_usd, getattr(record, "on_budget", "warn"))
+    return BudgetState(
+        budget_level(metered.total_cents, record.max_cost_usd),
+        metered.total_cents,
+        record.max_cost_usd,
+        getattr(record, "on_budget", "warn"),
+    )
 
 
-def budget_expiry(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None, max_cost_usd: Decimal | None,
-                  on_budget: str) -> dt.datetime | None:
+def budget_expiry(
+    plan: Plan, now: dt.datetime, expires_at: dt.datetime | None, max_cost_usd: Decimal | None, on_budget: str
+) -> dt.datetime | None:
     """The cluster's expiry under ``--on-budget stop``: the earlier of ``expires_at`` and the moment its
     compute reaches ``max_cost_usd`` by the plan's billing rules (enforced like ``--ttl``: the expiry tag,
     ``gc``, GCE's termination time). Unchanged under ``warn``. Raises PlanError before anything is bought
@@ -117,8 +135,10 @@ def budget_expiry(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None, 
         return expires_at
     deadline = budget_deadline(plan, now, max_cost_usd)
     if deadline is None:
-        raise PlanError(f"--max-cost ${max_cost_usd} does not cover the first billed period of "
-                        f"{plan.option.nodes} x {plan.option.instance_type} ({BillingRule.of_plan(plan).describe()})")
+        raise PlanError(
+            f"--max-cost ${max_cost_usd} does not cover the first billed period of "
+            f"{plan.option.nodes} x {plan.option.instance_type} ({BillingRule.of_plan(plan).describe()})"
+        )
     return deadline if expires_at is None else min(expires_at, deadline)
 
 
@@ -130,17 +150,27 @@ class CostNow:
     budget: BudgetState | None
 
     def as_json(self) -> dict[str, Any]:
-        return {"so_far": self.so_far.as_json(), "projected": self.projected.as_json(),
-                "planned_end": self.planned_end.isoformat(),
-                "budget": None if self.budget is None else {
-                    "level_percent": self.budget.level, "spent_usd": str(usd_of_cents(self.budget.spent_cents)),
-                    "max_cost_usd": str(self.budget.max_cost_usd), "on_budget": self.budget.on_budget,
-                    "message": self.budget.message}}
+        return {
+            "so_far": self.so_far.as_json(),
+            "projected": self.projected.as_json(),
+            "planned_end": self.planned_end.isoformat(),
+            "budget": None
+            if self.budget is None
+            else {
+                "level_percent": self.budget.level,
+                "spent_usd": str(usd_of_cents(self.budget.spent_cents)),
+                "max_cost_usd": str(self.budget.max_cost_usd),
+                "on_budget": self.budget.on_budget,
+                "message": self.budget.message,
+            },
+        }
 
     def lines(self) -> list[str]:
-        out = [f"cost so far ${usd_of_cents(self.so_far.total_cents)} ({self.so_far.rule}; node times from "
-               f"{', '.join(self.so_far.sources) or 'nothing'}); projected ${usd_of_cents(self.projected.total_cents)} "
-               f"by {self.planned_end:%Y-%m-%dT%H:%M:%SZ}"]
+        out = [
+            f"cost so far ${usd_of_cents(self.so_far.total_cents)} ({self.so_far.rule}; node times from "
+            f"{', '.join(self.so_far.sources) or 'nothing'}); projected ${usd_of_cents(self.projected.total_cents)} "
+            f"by {self.planned_end:%Y-%m-%dT%H:%M:%SZ}"
+        ]
         if self.budget is not None and self.budget.message:
             out.append(self.budget.message)
         return out
@@ -170,14 +200,18 @@ def reconcile(metered: Metered, billed: Billed) -> tuple[bool, list[str]]:
     within = abs(diff) <= RECONCILE_TOLERANCE * metered.total_cents if metered.total_cents else diff == 0
     notes = list(billed.differences)
     if not within:
-        notes.append(f"billed ${usd_of_cents(billed.total_cents)} differs from metered "
-                     f"${usd_of_cents(metered.total_cents)} by more than 1 %")
+        notes.append(
+            f"billed ${usd_of_cents(billed.total_cents)} differs from metered "
+            f"${usd_of_cents(metered.total_cents)} by more than 1 %"
+        )
         node_hours = Fraction(sum(b.billed_s for b in metered.nodes), 3600)
         if node_hours:  # the rate charged if the times were right: names a price that changed
             planned = sum((b.usd for b in metered.nodes), Fraction(0)) / node_hours
-            notes.append(f"the bill implies ${_dec(Fraction(billed.total_usd) / node_hours):.4f} per node-hour "
-                         f"over the metered {_dec(node_hours):.2f} node-hours, the plan ${_dec(planned):.4f} "
-                         f"(a price changed since the catalog was read, or the provider's times differ)")
+            notes.append(
+                f"the bill implies ${_dec(Fraction(billed.total_usd) / node_hours):.4f} per node-hour "
+                f"over the metered {_dec(node_hours):.2f} node-hours, the plan ${_dec(planned):.4f} "
+                f"(a price changed since the catalog was read, or the provider's times differ)"
+            )
     return within, notes
 
 
@@ -185,8 +219,9 @@ def _dec(value: Fraction) -> Decimal:
     return Decimal(value.numerator) / Decimal(value.denominator)
 
 
-def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: dt.datetime
-           ) -> tuple[Comparison, dict[str, Any]]:
+def settle(
+    adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: dt.datetime
+) -> tuple[Comparison, dict[str, Any]]:
     """After a teardown: meter the deleted ``nodes`` (as listed before the delete) up to ``at``, compare with
     the plan, ask for the provider's billing record, append all to the ledger. Returns the comparison and
     the report as JSON. A billing API failure is reported in the result, never raised."""
@@ -200,15 +235,20 @@ def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: 
     failure: str | None = None
     if isinstance(adapter, SupportsBilling | SupportsPriceCheck):
         try:
-            billed = adapter.billed(record.cluster_id, {u.name: u.node_id for u in usages} or record.node_ids,
-                                    record.created_at, at) if isinstance(adapter, SupportsBilling) else \
-                adapter.price_check(usages, record.plan.option.offer, record.plan.option.spot)
+            billed = (
+                adapter.billed(
+                    record.cluster_id, {u.name: u.node_id for u in usages} or record.node_ids, record.created_at, at
+                )
+                if isinstance(adapter, SupportsBilling)
+                else adapter.price_check(usages, record.plan.option.offer, record.plan.option.spot)
+            )
         except ProviderError as exc:
             failure = str(exc)
     if billed is not None and "egress" in billed.terms_usd:  # measured by the bill (Vast.ai's bandwidth items)
         egress = Billed(billed.terms_usd["egress"], billed.source).total_cents
-        metered = replace(metered, terms={**metered.terms, "egress": egress},
-                          sources=(*metered.sources, "egress from the bill"))
+        metered = replace(
+            metered, terms={**metered.terms, "egress": egress}, sources=(*metered.sources, "egress from the bill")
+        )
     comparison = compare(record.plan, metered)
     ledger.note_metered(record.cluster_id, metered, at, final=True)
     doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
@@ -217,8 +257,12 @@ def settle(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: 
     if billed is not None:
         within, notes = reconcile(metered, billed)
         ledger.note_billed(record.cluster_id, billed.total_cents, billed.source, notes, at)
-        doc["billed"] = {"total_usd": str(usd_of_cents(billed.total_cents)), "source": billed.source,
-                         "within_1_percent": within, "differences": notes}
+        doc["billed"] = {
+            "total_usd": str(usd_of_cents(billed.total_cents)),
+            "source": billed.source,
+            "within_1_percent": within,
+            "differences": notes,
+        }
     return comparison, doc
 
 
@@ -230,28 +274,31 @@ def report_lines(cluster_id: str, comparison: Comparison, doc: Mapping[str, Any]
         if "error" in billed:
             lines.append(f"billing record: not read ({billed['error']})")
         else:
-            lines.append(f"billed ${billed['total_usd']} ({billed['source']}): "
-                         f"{'within' if billed['within_1_percent'] else 'NOT within'} 1 % of metered")
+            lines.append(
+                f"billed ${billed['total_usd']} ({billed['source']}): "
+                f"{'within' if billed['within_1_percent'] else 'NOT within'} 1 % of metered"
+            )
             lines += [f"difference: {note}" for note in billed["differences"]]
     return lines
 
 
-def before_teardown(provider_for: Callable[[str], Provider], record: ClusterRecord | None
-                    ) -> tuple[Provider, list[Node]] | None:
+def before_teardown(
+    provider_for: Callable[[str], Provider], record: ClusterRecord | None
+) -> tuple[Provider, list[Node]] | None:
     """For an engine that deletes without listing (pulumi destroy): the adapter and the cluster's live nodes,
     read before the delete so ``emit_settled`` can bill them after; None without a record or a listing."""
     if record is None:
         return None
     try:
         adapter = provider_for(record.provider)
-        return adapter, [n for n in adapter.get_nodes(record.cluster_id)
-                         if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)]
+        return adapter, [
+            n for n in adapter.get_nodes(record.cluster_id) if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)
+        ]
     except ProvisionerError:
         return None
 
 
-def emit_settled(emit: Emit, adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
-                 at: dt.datetime) -> None:
+def emit_settled(emit: Emit, adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], at: dt.datetime) -> None:
     """``settle`` and print it as one ``cost`` event (what ``down`` and the end of ``burst`` show). Never
     raises: the nodes are already deleted, and the ledger's failure is reported as an error event."""
     try:
@@ -259,8 +306,7 @@ def emit_settled(emit: Emit, adapter: Provider, record: ClusterRecord, nodes: Se
     except ProvisionerError as exc:
         emit("error", message=f"cost of {record.cluster_id} not recorded: {exc}", cluster=record.cluster_id)
         return
-    emit("cost", message="\n".join(report_lines(record.cluster_id, comparison, doc)), cluster=record.cluster_id,
-         **doc)
+    emit("cost", message="\n".join(report_lines(record.cluster_id, comparison, doc)), cluster=record.cluster_id, **doc)
 
 
 __all__ = [

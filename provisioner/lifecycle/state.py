@@ -53,16 +53,24 @@ class ClusterRecord(BaseModel):
     created_at: dt.datetime
     expires_at: dt.datetime | None = Field(None, description="TTL end (UTC); None when the spec sets none.")
     max_cost_usd: Decimal | None = Field(None, ge=0, allow_inf_nan=False)
-    on_budget: Literal["stop", "warn"] = Field("warn", description="At 100 % of max_cost_usd: stop (the budget "
-                                               "is the cluster's expiry) or warn (status/watch only).")
+    on_budget: Literal["stop", "warn"] = Field(
+        "warn",
+        description="At 100 % of max_cost_usd: stop (the budget is the cluster's expiry) or warn (status/watch only).",
+    )
     node_ids: dict[str, str] = Field(default_factory=dict, description="node name -> provider id")
     head_address: str | None = None
     status: Literal["creating", "up", "failed", "deleting", "interrupted"] = "creating"
-    lease_pid: int | None = Field(None, description="burst: the process this cluster lives only as long as "
-                                  "(on lease_host); once it is gone the cluster counts as expired.")
+    lease_pid: int | None = Field(
+        None,
+        description="burst: the process this cluster lives only as long as "
+        "(on lease_host); once it is gone the cluster counts as expired.",
+    )
     lease_host: str | None = None
-    lease_id: str | None = Field(None, description="The lease mark of the up that wrote this record (the "
-                                 "nodes it launched carry it; providers.ownership.LeaseMark).")
+    lease_id: str | None = Field(
+        None,
+        description="The lease mark of the up that wrote this record (the "
+        "nodes it launched carry it; providers.ownership.LeaseMark).",
+    )
 
     def lease_lost(self) -> bool:
         """Whether the process holding the lease on this host is gone (a SIGKILLed burst).

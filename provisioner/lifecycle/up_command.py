@@ -24,9 +24,19 @@ if TYPE_CHECKING:
     from provisioner.realize.events import Emit
 
 
-def up(target: Path, engine: str | None = None, backend: str | None = None, catalog: Path | None = None,
-       ttl: str | None = None, max_tries: int = 3, json_out: bool = False, max_cost: str | None = None,
-       on_budget: str = "warn", wait: bool = True, local: bool = False) -> None:
+def up(
+    target: Path,
+    engine: str | None = None,
+    backend: str | None = None,
+    catalog: Path | None = None,
+    ttl: str | None = None,
+    max_tries: int = 3,
+    json_out: bool = False,
+    max_cost: str | None = None,
+    on_budget: str = "warn",
+    wait: bool = True,
+    local: bool = False,
+) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready (on either
     engine; --no-wait, pulumi engine only: return once the stack is up). --local: a dry run that
     boots the plan's nodes as containers on this machine behind the provider's fake (direct engine)."""
@@ -51,8 +61,16 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
         plans = cli.ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
-        _pulumi_up(plans, emit, backend=backend, ttl_s=ttl_s, max_cost_usd=max_cost_usd, on_budget=on_budget,
-                   wait=wait, max_tries=max_tries)
+        _pulumi_up(
+            plans,
+            emit,
+            backend=backend,
+            ttl_s=ttl_s,
+            max_cost_usd=max_cost_usd,
+            on_budget=on_budget,
+            wait=wait,
+            max_tries=max_tries,
+        )
         return
     from provisioner.lifecycle.access import require_ssh_sources
     from provisioner.lifecycle.realize import bring_up_first
@@ -71,21 +89,33 @@ def up(target: Path, engine: str | None = None, backend: str | None = None, cata
         plans = lab.local_plans(plans, emit, max_tries)
     runtime = cli._runtime(emit)
     try:
-        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd,
-                       on_budget=on_budget)
+        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd, on_budget=on_budget)
     except KeyboardInterrupt:
         cluster_id = plans[0].cluster_id
         _mark(cluster_id, "interrupted")
-        emit("error", message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
-             f"provisioner down {cluster_id} --engine direct", cluster=cluster_id)
+        emit(
+            "error",
+            message=f"interrupted: cluster {cluster_id} may have nodes; remove them with: "
+            f"provisioner down {cluster_id} --engine direct",
+            cluster=cluster_id,
+        )
         raise
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
 
 
-def _pulumi_up(plans: list[Plan], emit: Emit, *, backend: str | None, ttl_s: float | None,
-               max_cost_usd: Decimal | None, on_budget: str, wait: bool, max_tries: int) -> None:
+def _pulumi_up(
+    plans: list[Plan],
+    emit: Emit,
+    *,
+    backend: str | None,
+    ttl_s: float | None,
+    max_cost_usd: Decimal | None,
+    on_budget: str,
+    wait: bool,
+    max_tries: int,
+) -> None:
     """The pulumi engine's ``up`` over the ranked plans, failing over as the direct engine does
     (``provisioner.realize.failover.first_that_fits``): each try saves its record as ``creating``
     before the stack is touched, runs ``pulumi up`` and, with ``wait``, the direct engine's last
@@ -109,8 +139,12 @@ def _pulumi_up(plans: list[Plan], emit: Emit, *, backend: str | None, ttl_s: flo
         nodes = _await_stack(plan, runtime) if wait else None
         _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
         if nodes is None:
-            emit("up", message=f"cluster {plan.cluster_id} is up (pulumi; not waited for)", cluster=plan.cluster_id,
-                 outputs=outputs)
+            emit(
+                "up",
+                message=f"cluster {plan.cluster_id} is up (pulumi; not waited for)",
+                cluster=plan.cluster_id,
+                outputs=outputs,
+            )
         else:
             emit_up(runtime, plan, nodes[plan.head.name], expires_at, outputs=outputs)
 
@@ -172,14 +206,29 @@ def _await_stack(plan: Plan, runtime: Runtime) -> dict[str, Node]:
         raise StackError(f"{exc}; the stack's nodes remain: provisioner down {plan.cluster_id}") from None
 
 
-def _save_pulumi_record(plan: Plan, now: dt.datetime, expires_at: dt.datetime | None,
-                        max_cost_usd: Decimal | None = None, on_budget: str = "warn", status: str = "up") -> None:
+def _save_pulumi_record(
+    plan: Plan,
+    now: dt.datetime,
+    expires_at: dt.datetime | None,
+    max_cost_usd: Decimal | None = None,
+    on_budget: str = "warn",
+    status: str = "up",
+) -> None:
     from provisioner.lifecycle import state
 
-    state.save_record(state.ClusterRecord(cluster_id=plan.cluster_id, provider=plan.option.provider,
-                                          engine="pulumi", plan=plan, created_at=now, expires_at=expires_at,
-                                          max_cost_usd=max_cost_usd, on_budget=on_budget,
-                                          status=status))  # type: ignore[arg-type]
+    state.save_record(
+        state.ClusterRecord(
+            cluster_id=plan.cluster_id,
+            provider=plan.option.provider,
+            engine="pulumi",
+            plan=plan,
+            created_at=now,
+            expires_at=expires_at,
+            max_cost_usd=max_cost_usd,
+            on_budget=on_budget,
+            status=status,
+        )
+    )  # type: ignore[arg-type]
 
 
 def _mark(cluster_id: str, status: str) -> None:
@@ -194,23 +243,38 @@ def _mark(cluster_id: str, status: str) -> None:
         pass
 
 
-
-def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: str | None = None,
-          engine: str = "direct", skip_validation: bool = False, max_tries: int = 3, image: str = "ubuntu:24.04",
-          catalog: Path | None = None, json_out: bool = False, on_budget: str = "stop",
-          max_replacements: int = 3) -> int:
+def burst(
+    target: Path,
+    command: list[str],
+    ttl: str | None = None,
+    max_cost: str | None = None,
+    engine: str = "direct",
+    skip_validation: bool = False,
+    max_tries: int = 3,
+    image: str = "ubuntu:24.04",
+    catalog: Path | None = None,
+    json_out: bool = False,
+    on_budget: str = "stop",
+    max_replacements: int = 3,
+) -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
     if engine != "direct":
         raise UsageError("burst runs on the direct engine only", option="--engine")
     if not command:
-        raise UsageError("give the job after --, e.g. provisioner burst spec.yaml -- srun -N2 hostname",
-                         option="COMMAND")
+        raise UsageError(
+            "give the job after --, e.g. provisioner burst spec.yaml -- srun -N2 hostname", option="COMMAND"
+        )
     from provisioner.lifecycle.burst import BurstOptions, run_burst
 
-    options = BurstOptions(ttl_s=cli.parse_duration(ttl) if ttl else None,
-                           max_cost_usd=cli.parse_money(max_cost) if max_cost else None, on_budget=on_budget,
-                           skip_validation=skip_validation, max_tries=max_tries, image=image,
-                           max_replacements=max_replacements)
+    options = BurstOptions(
+        ttl_s=cli.parse_duration(ttl) if ttl else None,
+        max_cost_usd=cli.parse_money(max_cost) if max_cost else None,
+        on_budget=on_budget,
+        skip_validation=skip_validation,
+        max_tries=max_tries,
+        image=image,
+        max_replacements=max_replacements,
+    )
     from provisioner.lifecycle.access import require_ssh_sources
 
     plans = cli.ranked_plans(target, catalog, max_tries)
@@ -222,4 +286,3 @@ def burst(target: Path, command: list[str], ttl: str | None = None, max_cost: st
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
     return code
-

@@ -49,24 +49,42 @@ def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callab
         now = healer.rt.now()
         spent = healer.spent_cents(now)
         bad = [name for name in healer.refused]
-        healer.rt.emit("look", message=f"{len(record.plan.nodes)} node(s); replaced {', '.join(replaced) or 'none'}; "
-                       f"{healer.replacements} replacement(s) so far; spent ${usd_of_cents(spent)}",
-                       cluster=record.cluster_id, replaced=replaced, replacements=healer.replacements,
-                       refused=sorted(bad), spent_usd=usd_of_cents(spent))
+        healer.rt.emit(
+            "look",
+            message=f"{len(record.plan.nodes)} node(s); replaced {', '.join(replaced) or 'none'}; "
+            f"{healer.replacements} replacement(s) so far; spent ${usd_of_cents(spent)}",
+            cluster=record.cluster_id,
+            replaced=replaced,
+            replacements=healer.replacements,
+            refused=sorted(bad),
+            spent_usd=usd_of_cents(spent),
+        )
         if record.max_cost_usd is not None:
             reached = budget_level(spent, record.max_cost_usd)
             if reached > level:
                 level = reached
-                healer.rt.emit("budget", message=f"budget: {reached} % of ${record.max_cost_usd} reached "
-                               f"(${usd_of_cents(spent)})", cluster=record.cluster_id, level_percent=reached,
-                               spent_usd=usd_of_cents(spent), max_cost_usd=record.max_cost_usd)
+                healer.rt.emit(
+                    "budget",
+                    message=f"budget: {reached} % of ${record.max_cost_usd} reached (${usd_of_cents(spent)})",
+                    cluster=record.cluster_id,
+                    level_percent=reached,
+                    spent_usd=usd_of_cents(spent),
+                    max_cost_usd=record.max_cost_usd,
+                )
         if once or stop():
             return 1 if bad else 0
         healer.rt.sleep(poll_s)
 
 
-def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m", poll: str = "30s",
-          once: bool = False, catalog: Path | None = None, json_out: bool = False) -> int:
+def watch(
+    target: str,
+    max_replacements: int = 3,
+    unreachable_after: str = "5m",
+    poll: str = "30s",
+    once: bool = False,
+    catalog: Path | None = None,
+    json_out: bool = False,
+) -> int:
     """Watch a running cluster and replace its bad nodes: drained by their health watch, gone or preempted
     at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
     capacity error the next ranked option of the same provider is tried. Every action is reported with
@@ -86,8 +104,10 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         if record is None:
             raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")  # exit 2, as status
         if record.engine != "direct":
-            raise UsageError(f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
-                                   "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)")
+            raise UsageError(
+                f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
+                "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)"
+            )
         # The spans the provider reports (as status and costs meter them), not the record's creation
         # time for every node, which made watch's "spent" larger than status's "cost so far".
         adapter = runtime.provider(record.provider)
@@ -95,13 +115,22 @@ def watch(target: str, max_replacements: int = 3, unreachable_after: str = "5m",
         refuse_unanswerable(runtime, record.plan, live(nodes))  # a fake's nodes: say so, not wait on SSH
         usages = usages_of(adapter, record, nodes)
         remote = runtime.remote or default_remote(record.plan, cluster_secrets(record.cluster_id))
-        healer = Healer(runtime, record, remote,
-                        alternates_for(record.plan, catalog, runtime),
-                        HealOptions(max_replacements=max_replacements,
-                                    unreachable_s=unreachable_s), usages=usages)
-        emit("watch", message=f"watching {record.cluster_id} on {record.provider} ({len(record.plan.nodes)} node(s), "
-             f"${record.plan.option.hourly_usd}/h, at most {max_replacements} replacement(s))",
-             cluster=record.cluster_id, hourly_usd=record.plan.option.hourly_usd, max_replacements=max_replacements)
+        healer = Healer(
+            runtime,
+            record,
+            remote,
+            alternates_for(record.plan, catalog, runtime),
+            HealOptions(max_replacements=max_replacements, unreachable_s=unreachable_s),
+            usages=usages,
+        )
+        emit(
+            "watch",
+            message=f"watching {record.cluster_id} on {record.provider} ({len(record.plan.nodes)} node(s), "
+            f"${record.plan.option.hourly_usd}/h, at most {max_replacements} replacement(s))",
+            cluster=record.cluster_id,
+            hourly_usd=record.plan.option.hourly_usd,
+            max_replacements=max_replacements,
+        )
         return run_watch(healer, poll_s=poll_s, once=once)
     finally:
         if runtime.interrupts is not None:
@@ -122,10 +151,17 @@ def add_watch(group: object, common: Callable[..., None]) -> None:
 
     cmd = cliargs.command(group, "watch", watch)  # type: ignore[arg-type]
     cmd.add_argument("target", metavar="CLUSTER_OR_FILE", help="Cluster id, spec or plan.")
-    cmd.add_argument("--max-replacements", type=cliargs.int_range(0, 100), default=3,
-                     help="Replacements at most (default 3); a node past the limit is reported, not replaced.")
-    cmd.add_argument("--unreachable-after", default="5m",
-                     help="Replace a node the scheduler reports not responding this long (default 5m).")
+    cmd.add_argument(
+        "--max-replacements",
+        type=cliargs.int_range(0, 100),
+        default=3,
+        help="Replacements at most (default 3); a node past the limit is reported, not replaced.",
+    )
+    cmd.add_argument(
+        "--unreachable-after",
+        default="5m",
+        help="Replace a node the scheduler reports not responding this long (default 5m).",
+    )
     cmd.add_argument("--poll", default="30s", help="Time between looks (default 30s).")
     cliargs.flag(cmd, "--once", "One look (and its replacements), then exit.", negatable=False)
     common(cmd)

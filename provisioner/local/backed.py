@@ -73,16 +73,32 @@ class Machines:
 
     def boot_vm(self, instance_id: str, user_data: str, hostname: str) -> Machine:
         address = self.allocate(instance_id)
-        machine = boot(self.image, self.workdir, self.netns, f"i-{instance_id[:12]}", f"{address}/{self.prefix_len}",
-                       user_data, hostname=hostname, nvme_disks=self.nvme_disks)
+        machine = boot(
+            self.image,
+            self.workdir,
+            self.netns,
+            f"i-{instance_id[:12]}",
+            f"{address}/{self.prefix_len}",
+            user_data,
+            hostname=hostname,
+            nvme_disks=self.nvme_disks,
+        )
         with self.lock:
             self.nodes[instance_id] = machine
         return machine
 
     def boot_pod(self, instance_id: str, start_command: str, env: dict[str, str]) -> Machine:
         address = self.allocate(instance_id)
-        machine = boot_pod(self.image, self.workdir, self.netns, f"p-{instance_id[:12]}",
-                           f"{address}/{self.prefix_len}", start_command, env, hostname=instance_id)
+        machine = boot_pod(
+            self.image,
+            self.workdir,
+            self.netns,
+            f"p-{instance_id[:12]}",
+            f"{address}/{self.prefix_len}",
+            start_command,
+            env,
+            hostname=instance_id,
+        )
         with self.lock:
             self.nodes[instance_id] = machine
         return machine
@@ -134,8 +150,9 @@ class BackedLambdaFake(LambdaFake):
             address = self.machines.allocate(instance_id)
             body["private_ip"] = address
             body["hostname"] = hostname or address.replace(".", "-")
-            self.bought[instance_id] = replace(self.bought[instance_id], private_ip=address,
-                                               private_network=self.machines.network)
+            self.bought[instance_id] = replace(
+                self.bought[instance_id], private_ip=address, private_network=self.machines.network
+            )
             self.machines.boot_vm(instance_id, self.bought[instance_id].boot, body["hostname"])
         return response
 
@@ -163,8 +180,10 @@ class BackedRunPodFake(RunPodFake):
         super().__init__(**kwargs)
         self.machines = machines
         # An Instant Cluster's delete removes its member pods at once: their nodes stop with them.
-        self._routes = [replace(route, handler=self._delete_cluster) if route.name == "deleteCluster" else route
-                        for route in self._routes]
+        self._routes = [
+            replace(route, handler=self._delete_cluster) if route.name == "deleteCluster" else route
+            for route in self._routes
+        ]
 
     def _delete_cluster(self, request: Request, cluster_id: str) -> Response:
         members = [pod["id"] for pod in self.cluster_routes.members(cluster_id)]

@@ -25,9 +25,27 @@ from pathlib import Path
 # A provider's GPU image, less the GPU stack: what the rendered bootstrap expects to find (the
 # nodes have no internet, so nothing can be installed at boot).
 IMAGE_PACKAGES = (
-    "systemd", "systemd-sysv", "dbus", "cloud-init", "iproute2", "openssh-server", "sudo", "procps",
-    "curl", "mdadm", "nfs-common", "nfs-kernel-server", "nftables", "munge", "slurmd", "slurmctld",
-    "slurm-client", "slurmdbd", "mariadb-server", "e2fsprogs", "sshfs",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "cloud-init",
+    "iproute2",
+    "openssh-server",
+    "sudo",
+    "procps",
+    "curl",
+    "mdadm",
+    "nfs-common",
+    "nfs-kernel-server",
+    "nftables",
+    "munge",
+    "slurmd",
+    "slurmctld",
+    "slurm-client",
+    "slurmdbd",
+    "mariadb-server",
+    "e2fsprogs",
+    "sshfs",
 )
 GPU_DEVICES = 8
 # On this cgroup-v1 host nspawn mounts a node's cgroup tree read-only, so slurmd cannot make job
@@ -147,12 +165,31 @@ SSHD_DROP_IN = f"AuthorizedKeysFile .ssh/authorized_keys {NFS_KEY}.authorized\n"
 # without that file (no stand-in disks) the service runs as rendered.
 NVME_ENV = "/etc/provisioner-test/nvme.env"
 NVME_DROP_IN = f"[Service]\nEnvironmentFile=-{NVME_ENV}\n"
+
+
 def build_image(cache: Path) -> Path:
     """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
     list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
-    recipe = " ".join((SUITE, *IMAGE_PACKAGES, ADDRESS_UNIT, "hosts", SLURM_COMPAT, SLURM_REAL_DIR,
-                       str(GPU_DEVICES), CLOUD_CFG, LOCALE, NFS_STAND_IN, NFS_KEY_OPTIONS, SSHD_DROP_IN,
-                       NVME_DROP_IN, NFS_SERVER_STAND_IN, NFS_SERVER_UNIT, "nfs-server off"))
+    recipe = " ".join(
+        (
+            SUITE,
+            *IMAGE_PACKAGES,
+            ADDRESS_UNIT,
+            "hosts",
+            SLURM_COMPAT,
+            SLURM_REAL_DIR,
+            str(GPU_DEVICES),
+            CLOUD_CFG,
+            LOCALE,
+            NFS_STAND_IN,
+            NFS_KEY_OPTIONS,
+            SSHD_DROP_IN,
+            NVME_DROP_IN,
+            NFS_SERVER_STAND_IN,
+            NFS_SERVER_UNIT,
+            "nfs-server off",
+        )
+    )
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     root = cache / f"node-{SUITE}-{key}"
     if (root / "etc" / "os-release").exists():
@@ -160,11 +197,19 @@ def build_image(cache: Path) -> Path:
     partial = cache / f".{root.name}.{os.getpid()}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(IMAGE_PACKAGES)}",
-                    SUITE, str(partial)], check=True, timeout=900, capture_output=True)
+    subprocess.run(
+        ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(IMAGE_PACKAGES)}", SUITE, str(partial)],
+        check=True,
+        timeout=900,
+        capture_output=True,
+    )
     (partial / "etc" / "systemd" / "system" / "test-address.service").write_text(ADDRESS_UNIT)
-    subprocess.run(["systemctl", f"--root={partial}", "enable", "test-address.service"], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["systemctl", f"--root={partial}", "enable", "test-address.service"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     (partial / "etc" / "cloud" / "cloud.cfg.d" / "90-ds.cfg").write_text(CLOUD_CFG)
     (partial / "etc" / "default" / "locale").write_text(LOCALE)
     (partial / "etc" / "hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
@@ -201,8 +246,12 @@ def _stand_ins(partial: Path) -> None:
     (partial / "etc" / "systemd" / "system" / "nfs-server.service").write_text(NFS_SERVER_UNIT)
     key = partial / NFS_KEY.lstrip("/")
     key.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "provisioner-test nfs stand-in",
-                    "-f", str(key)], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "provisioner-test nfs stand-in", "-f", str(key)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     public = key.with_name(key.name + ".pub").read_text().strip()
     key.with_name(key.name + ".authorized").write_text(f"{NFS_KEY_OPTIONS} {public}\n")
     (partial / "etc" / "ssh" / "sshd_config.d" / "provisioner-test.conf").write_text(SSHD_DROP_IN)

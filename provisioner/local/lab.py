@@ -59,8 +59,9 @@ def require_host(*, euid: int | None = None, platform: str = sys.platform, which
         missing.append("root")
     missing += [tool for tool in TOOLS if which(tool) is None]
     if missing:
-        raise UsageError(f"a local dry run boots nodes with systemd-nspawn and needs: {', '.join(missing)}",
-                         option="--local")
+        raise UsageError(
+            f"a local dry run boots nodes with systemd-nspawn and needs: {', '.join(missing)}", option="--local"
+        )
 
 
 def local_options(plans: list[Any], max_tries: int) -> list[Any]:
@@ -68,14 +69,21 @@ def local_options(plans: list[Any], max_tries: int) -> list[Any]:
     fake, bought in a way that fake boots (its ``purchases``: instances, pods, RunPod's Instant
     Clusters), at most ``max_tries``. UsageError naming the ranked providers when there is none."""
     fakes = backed_fakes()
-    backed = [plan for plan in plans if plan.option.provider in fakes
-              and plan.option.purchase in fakes[plan.option.provider].purchases]
+    backed = [
+        plan
+        for plan in plans
+        if plan.option.provider in fakes and plan.option.purchase in fakes[plan.option.provider].purchases
+    ]
     if not backed:
         ranked = ", ".join(dict.fromkeys(f"{p.option.provider} ({p.option.purchase.value})" for p in plans))
-        bootable = ", ".join(f"{name} ({'/'.join(sorted(p.value for p in fake.purchases))})"
-                             for name, fake in sorted(fakes.items()))
-        raise UsageError(f"a local dry run boots {bootable} behind that provider's fake; this spec's options are "
-                         f"{ranked}: allow one of {', '.join(sorted(fakes))} in providers.allow", option="--local")
+        bootable = ", ".join(
+            f"{name} ({'/'.join(sorted(p.value for p in fake.purchases))})" for name, fake in sorted(fakes.items())
+        )
+        raise UsageError(
+            f"a local dry run boots {bootable} behind that provider's fake; this spec's options are "
+            f"{ranked}: allow one of {', '.join(sorted(fakes))} in providers.allow",
+            option="--local",
+        )
     provider = backed[0].option.provider
     return [plan for plan in backed if plan.option.provider == provider][:max_tries]
 
@@ -125,9 +133,13 @@ def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
     if emit is not None:
         emit("local", message=f"local: starting the {provider} fake and its nodes (log: {log})", log=str(log))
     with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "provisioner.local.lab", cluster_id, provider],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.local.lab", cluster_id, provider],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         record = lab_for(cluster_id)
@@ -191,13 +203,19 @@ def fit_to_host(plan: Any) -> Any:
     memory than its slurm.conf says. SSH is allowed from the lab's own address (where this
     machine's ``ssh`` comes from), not the spec's ``access.allowed_cidrs``. Everything else
     (nodes, provider, bootstrap, control plane, the rendered files) is the plan's."""
-    kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal:"))
-    offer = plan.option.offer.model_copy(update={"vcpus": os.cpu_count() or 1, "memory_gib": kib // (1024 * 1024),
-                                                 "local_nvme_gib": 0})
+    kib = next(
+        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")
+    )
+    offer = plan.option.offer.model_copy(
+        update={"vcpus": os.cpu_count() or 1, "memory_gib": kib // (1024 * 1024), "local_nvme_gib": 0}
+    )
     access = plan.spec.access.model_copy(update={"allowed_cidrs": [f"{OPERATOR}/32"]})
-    return plan.model_copy(update={"option": plan.option.model_copy(update={"offer": offer}),
-                                   "spec": plan.spec.model_copy(update={"access": access})})
+    return plan.model_copy(
+        update={
+            "option": plan.option.model_copy(update={"offer": offer}),
+            "spec": plan.spec.model_copy(update={"access": access}),
+        }
+    )
 
 
 def image_cache() -> Path:
@@ -230,8 +248,15 @@ def serve_lab(cluster_id: str, provider: str) -> None:
         fake = backed_fakes()[provider](machines, api_key=API_KEY)
         with netns.entered():
             server = serve(fake)
-        record = {"pid": os.getpid(), "netns": netns.name, "url": server.url, "provider": provider,
-                  "cluster": cluster_id, "network": NETWORK, "workdir": str(workdir)}
+        record = {
+            "pid": os.getpid(),
+            "netns": netns.name,
+            "url": server.url,
+            "provider": provider,
+            "cluster": cluster_id,
+            "network": NETWORK,
+            "workdir": str(workdir),
+        }
         path = _record_path(cluster_id)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record), encoding="utf-8")

@@ -29,8 +29,10 @@ from provisioner.local.image import GPU_DEVICES, NVME_ENV
 
 # A container pod's network comes up before its entrypoint, as a container runtime does it.
 # Its environment comes from a file: a pod's user data in one variable can exceed an argument's 128 KiB.
-POD_ENTRY = ("ip link set host0 up && ip addr replace \"$(cat /etc/provisioner-test/address)\" dev host0"
-             " && set -a && . /etc/provisioner-test/env && set +a && exec /bin/bash -c \"$1\"")
+POD_ENTRY = (
+    'ip link set host0 up && ip addr replace "$(cat /etc/provisioner-test/address)" dev host0'
+    ' && set -a && . /etc/provisioner-test/env && set +a && exec /bin/bash -c "$1"'
+)
 # RunPod images' /start.sh (which the adapter's start command hands over to): the account's keys
 # (PUBLIC_KEY) for root, sshd, then wait.
 POD_START = """#!/bin/bash
@@ -54,15 +56,25 @@ class Netns:
 
     def __post_init__(self) -> None:
         subprocess.run(["ip", "netns", "add", self.name], check=True, timeout=30)
-        for cmd in (["ip", "link", "set", "lo", "up"], ["ip", "link", "add", "br0", "type", "bridge"],
-                    ["ip", "link", "set", "br0", "up"],
-                    *(["ip", "addr", "add", addr, "dev", "br0"] for addr in self.addresses)):
+        for cmd in (
+            ["ip", "link", "set", "lo", "up"],
+            ["ip", "link", "add", "br0", "type", "bridge"],
+            ["ip", "link", "set", "br0", "up"],
+            *(["ip", "addr", "add", addr, "dev", "br0"] for addr in self.addresses),
+        ):
             self.run(cmd, check=True)
 
-    def run(self, cmd: list[str], *, check: bool = False, timeout: float = 60,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.name, *cmd], capture_output=True, text=True,
-                              timeout=timeout, check=check, input=input)
+    def run(
+        self, cmd: list[str], *, check: bool = False, timeout: float = 60, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", self.name, *cmd],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+            input=input,
+        )
 
     def delete(self) -> None:
         subprocess.run(["ip", "netns", "delete", self.name], capture_output=True, timeout=30)
@@ -127,8 +139,9 @@ class Machine:
         pid = self.leader()
         if pid is None:
             raise AssertionError(f"{self.name} has no running init; nspawn log:\n{self.log.read_text()[-3000:]}")
-        return subprocess.run(["nsenter", "-t", str(pid), "-a", "--", *cmd], capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            ["nsenter", "-t", str(pid), "-a", "--", *cmd], capture_output=True, text=True, timeout=timeout
+        )
 
     def stop(self) -> None:
         """Power off (SIGRTMIN+4 to its init); after 20 s SIGKILL the init (which ends every process
@@ -171,21 +184,33 @@ def _root(image: Path, workdir: Path, name: str, address: str, hostname: str) ->
     root, upper, work = workdir / name, workdir / f".{name}.upper", workdir / f".{name}.work"
     for folder in (root, upper, work):
         folder.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                    f"lowerdir={image},upperdir={upper},workdir={work}", str(root)], check=True, timeout=30)
+    subprocess.run(
+        ["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={image},upperdir={upper},workdir={work}", str(root)],
+        check=True,
+        timeout=30,
+    )
     (root / "etc" / "provisioner-test").mkdir(exist_ok=True)
     (root / "etc" / "provisioner-test" / "address").write_text(address + "\n")
     (root / "etc" / "hostname").write_text(hostname + "\n")
     return root
 
 
-def _nspawn(image: Path, root: Path, netns: Netns, name: str, hostname: str, tail: list[str],
-            binds: tuple[str, ...] = ()) -> list[str]:
+def _nspawn(
+    image: Path, root: Path, netns: Netns, name: str, hostname: str, tail: list[str], binds: tuple[str, ...] = ()
+) -> list[str]:
     devices = image / "opt" / "provisioner-test" / "gpu"
     return [
         # nsenter, not `ip netns exec`: that remounts /sys and hides the cgroup tree nspawn needs.
-        "nsenter", f"--net=/run/netns/{netns.name}", "systemd-nspawn", "-D", str(root), "--register=no",
-        "--keep-unit", f"--machine={name}", f"--hostname={hostname}", "--network-bridge=br0",
+        "nsenter",
+        f"--net=/run/netns/{netns.name}",
+        "systemd-nspawn",
+        "-D",
+        str(root),
+        "--register=no",
+        "--keep-unit",
+        f"--machine={name}",
+        f"--hostname={hostname}",
+        "--network-bridge=br0",
         "--console=passive",
         *(f"--bind-ro={devices}/nvidia{i}:/dev/nvidia{i}" for i in range(GPU_DEVICES)),
         "--bind=/dev/fuse",  # the NFS stand-in's sshfs (provisioner.local.image)
@@ -197,8 +222,9 @@ def _nspawn(image: Path, root: Path, netns: Netns, name: str, hostname: str, tai
     ]
 
 
-def _start(name: str, root: Path, workdir: Path, command: list[str], *, pod: bool = False,
-           loops: tuple[str, ...] = ()) -> Machine:
+def _start(
+    name: str, root: Path, workdir: Path, command: list[str], *, pod: bool = False, loops: tuple[str, ...] = ()
+) -> Machine:
     log = workdir / f"{name}.nspawn.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -216,8 +242,15 @@ def _disks(workdir: Path, name: str, root: Path, count: int, size_gib: int = 1) 
             backing = workdir / f".{name}.nvme{i}.img"
             with backing.open("wb") as disk:
                 disk.truncate(size_gib << 30)
-            loops.append(subprocess.run(["losetup", "--find", "--show", str(backing)], check=True, text=True,
-                                        capture_output=True, timeout=30).stdout.strip())
+            loops.append(
+                subprocess.run(
+                    ["losetup", "--find", "--show", str(backing)],
+                    check=True,
+                    text=True,
+                    capture_output=True,
+                    timeout=30,
+                ).stdout.strip()
+            )
     except (OSError, subprocess.SubprocessError):
         _detach(loops)
         raise
@@ -235,8 +268,17 @@ def _detach(loops: list[str] | tuple[str, ...]) -> None:
         subprocess.run(["losetup", "--detach", loop], capture_output=True, timeout=30)
 
 
-def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user_data: str,
-         *, hostname: str | None = None, nvme_disks: int = 0) -> Machine:
+def boot(
+    image: Path,
+    workdir: Path,
+    netns: Netns,
+    name: str,
+    address: str,
+    user_data: str,
+    *,
+    hostname: str | None = None,
+    nvme_disks: int = 0,
+) -> Machine:
     """Boot a VM-like node ``name`` (systemd as init) from ``image`` on ``netns``'s bridge with
     ``address`` (CIDR), ``user_data`` as its NoCloud seed, ``hostname`` (default ``name``) as
     the hostname its image gives it and ``nvme_disks`` stand-in NVMe disks (``_disks``). Returns
@@ -252,8 +294,17 @@ def boot(image: Path, workdir: Path, netns: Netns, name: str, address: str, user
     return _start(name, root, workdir, _nspawn(image, root, netns, name, hostname, ["-b"], binds), loops=loops)
 
 
-def boot_pod(image: Path, workdir: Path, netns: Netns, name: str, address: str, start_command: str,
-             env: dict[str, str], *, hostname: str) -> Machine:
+def boot_pod(
+    image: Path,
+    workdir: Path,
+    netns: Netns,
+    name: str,
+    address: str,
+    start_command: str,
+    env: dict[str, str],
+    *,
+    hostname: str,
+) -> Machine:
     """Start a container pod ``name``: no systemd, no cloud-init; ``start_command`` (a shell command
     line, as a pod's ``args``) is its entrypoint under a stub init, with ``env`` as its environment
     and ``/start.sh`` standing in for the RunPod image's. Returns at once."""

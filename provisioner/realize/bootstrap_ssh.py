@@ -129,8 +129,14 @@ class SshBootstrapper:
         host key checked strictly for a node with a boot token (call ``pin`` first), else learnt on
         first use."""
         checking = "yes" if target.node_name in self.hostkey_tokens else "accept-new"
-        return [self.ssh, *self._options(self.known_hosts, checking), "-p", str(target.port),
-                f"{target.user}@{target.host}", command]
+        return [
+            self.ssh,
+            *self._options(self.known_hosts, checking),
+            "-p",
+            str(target.port),
+            f"{target.user}@{target.host}",
+            command,
+        ]
 
     def pin(self, target: SshTarget, *, timeout_s: float = 600, interval_s: float = 5, force: bool = False) -> None:
         """Make sure ``target``'s host key is pinned in the cluster's known_hosts by proof (see
@@ -151,12 +157,15 @@ class SshBootstrapper:
                     raise HostKeyError(
                         f"{target.node_name}: the SSH host key {target.host}:{target.port} presented "
                         f"({presented.type} {presented.fingerprint()}) is not the one the node's boot token "
-                        "vouches for: nothing was sent (something in the path may be posing as the node)")
+                        "vouches for: nothing was sent (something in the path may be posing as the node)"
+                    )
                 hostkeys.write_pin(self.known_hosts, pattern, presented)
                 return
             if result.returncode == hostkeys.EXIT_NO_TOKEN or self._clock() >= deadline:
-                raise BootstrapError(f"{target.node_name}: no proof of its SSH host key from {target.host}:"
-                                     f"{target.port} after {timeout_s:.0f} s ({_last_line(result.stderr)})")
+                raise BootstrapError(
+                    f"{target.node_name}: no proof of its SSH host key from {target.host}:"
+                    f"{target.port} after {timeout_s:.0f} s ({_last_line(result.stderr)})"
+                )
             self._sleep(interval_s)
 
     def _known(self, pattern: str) -> bool:
@@ -167,8 +176,12 @@ class SshBootstrapper:
         if not self.known_hosts.is_file():
             return False
         try:
-            found = subprocess.run(["ssh-keygen", "-F", pattern, "-f", str(self.known_hosts)], capture_output=True,
-                                   timeout=30, stdin=subprocess.DEVNULL)
+            found = subprocess.run(
+                ["ssh-keygen", "-F", pattern, "-f", str(self.known_hosts)],
+                capture_output=True,
+                timeout=30,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return False
         return found.returncode == 0 and bool(found.stdout.strip())
@@ -180,11 +193,22 @@ class SshBootstrapper:
         command = f"{sudo}bash -s -- {' '.join(shlex.quote(path) for path in self.node_paths)}"
         with tempfile.TemporaryDirectory(prefix="provisioner-hostkey-") as folder:
             scratch = Path(folder) / "known_hosts"
-            argv = [self.ssh, *self._options(scratch, "accept-new"), "-p", str(target.port),
-                    f"{target.user}@{target.host}", command]
+            argv = [
+                self.ssh,
+                *self._options(scratch, "accept-new"),
+                "-p",
+                str(target.port),
+                f"{target.user}@{target.host}",
+                command,
+            ]
             try:
-                result = subprocess.run(argv, input=hostkeys.PROOF_SCRIPT, capture_output=True, text=True,
-                                        timeout=self.connect_timeout_s + 60)
+                result = subprocess.run(
+                    argv,
+                    input=hostkeys.PROOF_SCRIPT,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.connect_timeout_s + 60,
+                )
             except subprocess.TimeoutExpired:
                 result = subprocess.CompletedProcess(argv, 124, "", "timed out")
             try:
@@ -193,18 +217,20 @@ class SshBootstrapper:
                 found = []
         return result, (found[0] if len(found) == 1 else None)
 
-    def _ssh(self, target: SshTarget, command: str, timeout_s: float,
-             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def _ssh(
+        self, target: SshTarget, command: str, timeout_s: float, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         self.pin(target, timeout_s=timeout_s)
         argv = self.ssh_argv(target, command)
         try:
             if stdin is None:
-                return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                                      stdin=subprocess.DEVNULL)
+                return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, input=stdin)
         except subprocess.TimeoutExpired:
-            raise BootstrapError(f"{target.node_name}: ssh to {target.host} timed out after {timeout_s:.0f} s; "
-                                 "run the bootstrap again to resume") from None
+            raise BootstrapError(
+                f"{target.node_name}: ssh to {target.host} timed out after {timeout_s:.0f} s; "
+                "run the bootstrap again to resume"
+            ) from None
 
     def wait_until_reachable(self, target: SshTarget, timeout_s: float = 600, interval_s: float = 5) -> None:
         """Block until ``ssh true`` succeeds; BootstrapError with the last error after ``timeout_s``
@@ -216,8 +242,10 @@ class SshBootstrapper:
             if result.returncode == 0:
                 return
             if self._clock() >= deadline:
-                raise BootstrapError(f"{target.node_name}: no SSH on {target.host}:{target.port} after "
-                                     f"{timeout_s:.0f} s ({_last_line(result.stderr)})")
+                raise BootstrapError(
+                    f"{target.node_name}: no SSH on {target.host}:{target.port} after "
+                    f"{timeout_s:.0f} s ({_last_line(result.stderr)})"
+                )
             self._sleep(interval_s)
 
     def run(self, target: SshTarget, script: str, *, timeout_s: float = 3600, check: bool = True) -> BootstrapResult:
@@ -227,18 +255,23 @@ class SshBootstrapper:
         # Copied through ssh's stdin into a file created 0600 (umask 077): never on a command line.
         copied = self._ssh(target, f"umask 077 && cat > {REMOTE_SCRIPT}", self.connect_timeout_s + 120, script)
         if copied.returncode != 0:
-            raise BootstrapError(f"{target.node_name}: cannot copy the bootstrap to {target.host}: "
-                                 f"{_last_line(copied.stderr)}")
+            raise BootstrapError(
+                f"{target.node_name}: cannot copy the bootstrap to {target.host}: {_last_line(copied.stderr)}"
+            )
         sudo = "" if target.user == "root" else "sudo -n "
-        command = (f"chmod 600 {REMOTE_SCRIPT}; {sudo}env PROVISIONER_NODE_NAME={shlex.quote(target.node_name)} "
-                   f"bash {REMOTE_SCRIPT}; rc=$?; rm -f {REMOTE_SCRIPT}; exit $rc")
+        command = (
+            f"chmod 600 {REMOTE_SCRIPT}; {sudo}env PROVISIONER_NODE_NAME={shlex.quote(target.node_name)} "
+            f"bash {REMOTE_SCRIPT}; rc=$?; rm -f {REMOTE_SCRIPT}; exit $rc"
+        )
         result = self._ssh(target, command, timeout_s)
         output = result.stdout + result.stderr
         outcome = BootstrapResult(target.node_name, result.returncode, output, self._clock() - started)
         if check and result.returncode != 0:
             tail = "\n".join(output.rstrip().splitlines()[-15:])
-            raise BootstrapError(f"{target.node_name}: bootstrap on {target.host} exited {result.returncode} "
-                                 f"(run it again to resume):\n{tail}")
+            raise BootstrapError(
+                f"{target.node_name}: bootstrap on {target.host} exited {result.returncode} "
+                f"(run it again to resume):\n{tail}"
+            )
         return outcome
 
 

@@ -40,8 +40,9 @@ def _default(value: object) -> str:
 class JsonLines:
     """Writes each event as one JSON object on its own line (``--json``)."""
 
-    def __init__(self, stream: IO[str] | None = None,
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+    def __init__(
+        self, stream: IO[str] | None = None, clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+    ) -> None:
         self._stream = stream
         self._clock = clock
 
@@ -82,8 +83,14 @@ class RichLines:
             return
         if self._quiet and event not in ("error", "failover", "teardown", "watchdog"):
             return
-        style = {"error": "bold red", "failover": "yellow", "watchdog": "yellow", "ready": "green",
-                 "up": "bold green", "down": "bold"}.get(event, "")
+        style = {
+            "error": "bold red",
+            "failover": "yellow",
+            "watchdog": "yellow",
+            "ready": "green",
+            "up": "bold green",
+            "down": "bold",
+        }.get(event, "")
         self._console.print(f"[{style}]{_escape(message)}[/]" if style else _escape(message))
 
 

@@ -20,8 +20,14 @@ from provisioner.realize.events import Emit
 T = TypeVar("T")
 
 
-def first_that_fits(plans: Sequence[Plan], attempt: Callable[[Plan], T], cleared: Callable[[Plan], bool], *,
-                    emit: Emit, max_tries: int = 3) -> T:
+def first_that_fits(
+    plans: Sequence[Plan],
+    attempt: Callable[[Plan], T],
+    cleared: Callable[[Plan], bool],
+    *,
+    emit: Emit,
+    max_tries: int = 3,
+) -> T:
     """``attempt`` the first plan that finds capacity, at most ``max_tries`` (see the module docstring)."""
     tries = list(plans)[:max_tries]
     if not tries:
@@ -33,10 +39,17 @@ def first_that_fits(plans: Sequence[Plan], attempt: Callable[[Plan], T], cleared
             if number == len(tries) or not cleared(plan):
                 raise
             nxt = tries[number].option
-            emit("failover", message=f"try {number} of {len(tries)}: {exc}; nothing left behind; trying "
-                 f"{nxt.provider} {nxt.instance_type} in {nxt.region}", cluster=plan.cluster_id,
-                 attempt=number, error=str(exc), next_provider=nxt.provider, next_region=nxt.region,
-                 next_instance_type=nxt.instance_type)
+            emit(
+                "failover",
+                message=f"try {number} of {len(tries)}: {exc}; nothing left behind; trying "
+                f"{nxt.provider} {nxt.instance_type} in {nxt.region}",
+                cluster=plan.cluster_id,
+                attempt=number,
+                error=str(exc),
+                next_provider=nxt.provider,
+                next_region=nxt.region,
+                next_instance_type=nxt.instance_type,
+            )
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -105,8 +105,9 @@ def hostkey_token(secrets: ClusterSecrets, cluster_id: str, node_name: str) -> s
     """``node_name``'s boot token (64 hex digits), or None when the secrets hold no SSH key pair."""
     if secrets.ssh_private_key is None:
         return None
-    seed = hashlib.sha256(b"provisioner host key token v1\0" +
-                          secrets.ssh_private_key.get_secret_value().encode("ascii")).digest()
+    seed = hashlib.sha256(
+        b"provisioner host key token v1\0" + secrets.ssh_private_key.get_secret_value().encode("ascii")
+    ).digest()
     return hmac.new(seed, f"{cluster_id}\0{node_name}".encode(), hashlib.sha256).hexdigest()
 
 
@@ -191,5 +192,18 @@ def write_pin(known_hosts: Path, pattern: str, key: PresentedKey) -> None:
     os.replace(tmp, known_hosts)
 
 
-__all__ = ["EXIT_NO_TOKEN", "EXIT_NO_TOKEN_YET", "PROOF_SCRIPT", "PresentedKey", "host_pattern", "hostkey_token",
-           "hostkey_tokens", "parse_proofs", "pinned_key", "proof", "proves", "recorded_keys", "write_pin"]
+__all__ = [
+    "EXIT_NO_TOKEN",
+    "EXIT_NO_TOKEN_YET",
+    "PROOF_SCRIPT",
+    "PresentedKey",
+    "host_pattern",
+    "hostkey_token",
+    "hostkey_tokens",
+    "parse_proofs",
+    "pinned_key",
+    "proof",
+    "proves",
+    "recorded_keys",
+    "write_pin",
+]

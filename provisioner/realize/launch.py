@@ -33,14 +33,17 @@ LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING})
 
 
 class Wait(Protocol):
-    def __call__(self, poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float,
-                 what: str) -> list[Node]: ...
+    def __call__(
+        self, poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float, what: str
+    ) -> list[Node]: ...
 
 
 def waiter(interval_s: float) -> Wait:
     """A ``Wait`` on the wall clock, polling every ``interval_s`` (backing off to 30 s)."""
-    def wait(poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float,
-             what: str) -> list[Node]:
+
+    def wait(
+        poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float, what: str
+    ) -> list[Node]:
         return wait_until(poll, done, timeout_s=timeout_s, interval_s=interval_s, what=what)
 
     return wait
@@ -53,24 +56,39 @@ def _listing(adapter: Provider, cluster_id: str, ids: Collection[str] | None) ->
     return lambda: [node for node in adapter.get_nodes(cluster_id) if node.id in chosen]
 
 
-def wait_running(wait: Wait, adapter: Provider, cluster_id: str, wanted: Collection[str], *,
-                 timeout_s: float, ids: Collection[str] | None = None) -> list[Node]:
+def wait_running(
+    wait: Wait,
+    adapter: Provider,
+    cluster_id: str,
+    wanted: Collection[str],
+    *,
+    timeout_s: float,
+    ids: Collection[str] | None = None,
+) -> list[Node]:
     """The cluster's nodes once every one in ``wanted`` runs. See the module docstring."""
     names = set(wanted)
 
     def running(nodes: list[Node]) -> bool:
-        failed = [f"{n.name} ({n.provider_state or n.status.value})" for n in nodes
-                  if n.name in names and n.status is NodeStatus.FAILED]
+        failed = [
+            f"{n.name} ({n.provider_state or n.status.value})"
+            for n in nodes
+            if n.name in names and n.status is NodeStatus.FAILED
+        ]
         if failed:
             raise StackError(f"node(s) {', '.join(failed)} of {cluster_id} failed to start")
         return names <= {n.name for n in nodes if n.status is NodeStatus.RUNNING}
 
-    return wait(_listing(adapter, cluster_id, ids), running, timeout_s=timeout_s,
-                what=f"the {len(names)} node(s) of {cluster_id} to run")
+    return wait(
+        _listing(adapter, cluster_id, ids),
+        running,
+        timeout_s=timeout_s,
+        what=f"the {len(names)} node(s) of {cluster_id} to run",
+    )
 
 
-_DOCUMENTATION = tuple(ipaddress.ip_network(net) for net in (
-    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+_DOCUMENTATION = tuple(
+    ipaddress.ip_network(net) for net in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
 
 
 def unanswerable(nodes: Iterable[Node]) -> list[str]:
@@ -89,12 +107,16 @@ def unanswerable(nodes: Iterable[Node]) -> list[str]:
     return found
 
 
-def wait_deleted(wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: float,
-                 ids: Collection[str] | None = None) -> list[Node]:
+def wait_deleted(
+    wait: Wait, adapter: Provider, cluster_id: str, *, timeout_s: float, ids: Collection[str] | None = None
+) -> list[Node]:
     """The cluster's listing once none of its nodes is pending or running."""
-    return wait(_listing(adapter, cluster_id, ids),
-                lambda nodes: all(n.status not in LIVE for n in nodes),
-                timeout_s=timeout_s, what=f"the nodes of {cluster_id} to be deleted")
+    return wait(
+        _listing(adapter, cluster_id, ids),
+        lambda nodes: all(n.status not in LIVE for n in nodes),
+        timeout_s=timeout_s,
+        what=f"the nodes of {cluster_id} to be deleted",
+    )
 
 
 __all__ = ["LIVE", "Wait", "unanswerable", "wait_deleted", "wait_running", "waiter"]

@@ -82,20 +82,44 @@ def block_fields(plan: Plan) -> dict[str, Any]:
     return {"capacity_block_hours": offer.block_hours, "capacity_block_usd_per_hour": offer.price_per_hour_usd}
 
 
-def node_spec(node: PlanNode, *, user_data: str | None, ssh_public_key: str | None,
-              expires_at: dt.datetime | None, owner: str | None = None,
-              block: Mapping[str, Any] | None = None) -> NodeSpec:
+def node_spec(
+    node: PlanNode,
+    *,
+    user_data: str | None,
+    ssh_public_key: str | None,
+    expires_at: dt.datetime | None,
+    owner: str | None = None,
+    block: Mapping[str, Any] | None = None,
+) -> NodeSpec:
     """The NodeSpec of one planned node. ``user_data`` is the node's ``boot_text`` (None for an SSH
     bootstrap); ``owner`` None lets the adapter use ``owner_id()``; ``block``: ``block_fields(plan)``."""
     return NodeSpec(
-        name=node.name, role=node.role, bootstrap=node.bootstrap, instance_type=node.instance_type,
-        region=node.region, zone=node.zone, offer_id=node.offer_id, gpus=node.gpus, spot=node.spot,
-        ssh_public_key=ssh_public_key, user_data=user_data, expires_at=expires_at, owner=owner, **(block or {}))
+        name=node.name,
+        role=node.role,
+        bootstrap=node.bootstrap,
+        instance_type=node.instance_type,
+        region=node.region,
+        zone=node.zone,
+        offer_id=node.offer_id,
+        gpus=node.gpus,
+        spot=node.spot,
+        ssh_public_key=ssh_public_key,
+        user_data=user_data,
+        expires_at=expires_at,
+        owner=owner,
+        **(block or {}),
+    )
 
 
-def node_specs(plan: Plan, rendered: Mapping[str, str], *, ssh_public_key: str | None,
-               expires_at: dt.datetime | None, owner: str | None = None,
-               hostkey_tokens: Mapping[str, str] | None = None) -> list[NodeSpec]:
+def node_specs(
+    plan: Plan,
+    rendered: Mapping[str, str],
+    *,
+    ssh_public_key: str | None,
+    expires_at: dt.datetime | None,
+    owner: str | None = None,
+    hostkey_tokens: Mapping[str, str] | None = None,
+) -> list[NodeSpec]:
     """One NodeSpec per planned node, in plan order (head first), with the user data its bootstrap
     method needs from ``rendered`` (path -> text) and its host key token (``hostkey_tokens``, node
     name -> token; ``realize.hostkeys``). KeyError when a needed file is missing."""
@@ -104,11 +128,17 @@ def node_specs(plan: Plan, rendered: Mapping[str, str], *, ssh_public_key: str |
     for node in plan.nodes:
         path = user_data_path(node.bootstrap, node.role)
         text = boot_text(node, rendered[path], tokens.get(node.name)) if path else None
-        specs.append(node_spec(node, user_data=text,
-                               ssh_public_key=ssh_public_key, expires_at=expires_at, owner=owner,
-                               block=block_fields(plan)))
+        specs.append(
+            node_spec(
+                node,
+                user_data=text,
+                ssh_public_key=ssh_public_key,
+                expires_at=expires_at,
+                owner=owner,
+                block=block_fields(plan),
+            )
+        )
     return specs
 
 
-__all__ = ["block_fields", "boot_text", "expiry_for", "login_user", "node_spec", "node_specs",
-           "user_data_path"]
+__all__ = ["block_fields", "boot_text", "expiry_for", "login_user", "node_spec", "node_specs", "user_data_path"]

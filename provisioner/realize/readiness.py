@@ -25,9 +25,13 @@ if TYPE_CHECKING:
     from provisioner.realize.runtime import Runtime
 
 SINFO = ("sinfo", "--noheader", "--Node", "--format=%N|%t")
-KUBECTL_NODES = ("kubectl", "get", "nodes", "-o",
-                 'jsonpath={range .items[*]}{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}'
-                 '{"\\n"}{end}')
+KUBECTL_NODES = (
+    "kubectl",
+    "get",
+    "nodes",
+    "-o",
+    'jsonpath={range .items[*]}{.metadata.name}|{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+)
 _READY_SLURM = frozenset({"idle", "mix", "mixed", "alloc", "allocated", "comp", "completing"})
 
 
@@ -98,15 +102,23 @@ def wait_ready(plan: Plan, remote: Remote, nodes: Mapping[str, Node], runtime: R
         return found
 
     try:
-        return wait_until(poll, lambda found: wanted <= found, timeout_s=runtime.timeouts.ready_s,
-                          interval_s=runtime.timeouts.interval_s, max_interval_s=runtime.timeouts.max_interval_s,
-                          what="the control plane", clock=runtime.clock, sleep=runtime.sleep)
+        return wait_until(
+            poll,
+            lambda found: wanted <= found,
+            timeout_s=runtime.timeouts.ready_s,
+            interval_s=runtime.timeouts.interval_s,
+            max_interval_s=runtime.timeouts.max_interval_s,
+            what="the control plane",
+            clock=runtime.clock,
+            sleep=runtime.sleep,
+        )
     except WaitTimeout:
         found, problem = last[0]
         missing = ", ".join(sorted(wanted - found))
-        raise NotReadyError(f"{plan.cluster_id}: not ready after {runtime.timeouts.ready_s:g} s: {missing}"
-                            + (f" ({problem})" if problem else "")) from None
-
+        raise NotReadyError(
+            f"{plan.cluster_id}: not ready after {runtime.timeouts.ready_s:g} s: {missing}"
+            + (f" ({problem})" if problem else "")
+        ) from None
 
 
 __all__ = ["KUBECTL_NODES", "SINFO", "NotReadyError", "k8s_ready", "ready_nodes", "slurm_ready", "wait_ready"]

@@ -55,8 +55,9 @@ def ssh_text(target: SshTarget) -> str:
 class Remote(Protocol):
     def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult: ...
 
-    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
-               timeout_s: float | None = None) -> int: ...
+    def stream(
+        self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *, timeout_s: float | None = None
+    ) -> int: ...
 
     def bootstrap(self, target: SshTarget, script: str, *, timeout_s: float = 3600) -> None: ...
 
@@ -65,11 +66,24 @@ class SshRemote:
     """``Remote`` over OpenSSH with one cluster's key and known_hosts: host keys pinned by proof for
     the nodes in ``hostkey_tokens`` (node name -> boot token), learnt on first use for others."""
 
-    def __init__(self, key_file: Path, known_hosts: Path, *, ssh: str = "ssh",
-                 extra_options: Sequence[str] = (), connect_timeout_s: int = 10,
-                 hostkey_tokens: Mapping[str, str] | None = None) -> None:
-        self._ssh = SshBootstrapper(key_file, known_hosts, ssh=ssh, extra_options=extra_options,
-                                    connect_timeout_s=connect_timeout_s, hostkey_tokens=hostkey_tokens)
+    def __init__(
+        self,
+        key_file: Path,
+        known_hosts: Path,
+        *,
+        ssh: str = "ssh",
+        extra_options: Sequence[str] = (),
+        connect_timeout_s: int = 10,
+        hostkey_tokens: Mapping[str, str] | None = None,
+    ) -> None:
+        self._ssh = SshBootstrapper(
+            key_file,
+            known_hosts,
+            ssh=ssh,
+            extra_options=extra_options,
+            connect_timeout_s=connect_timeout_s,
+            hostkey_tokens=hostkey_tokens,
+        )
         self._children: set[subprocess.Popen[str]] = set()
 
     def stop(self) -> None:
@@ -82,8 +96,7 @@ class SshRemote:
         """Write the cluster key (0600) and a known_hosts file under ``folder`` and use them, with the
         host key tokens of ``plan``'s nodes (``hostkeys.hostkey_tokens``)."""
         key_file = write_key_file(secrets, folder)
-        return cls(key_file, folder / "known_hosts", hostkey_tokens=hostkey_tokens(plan, secrets),
-                   **options)  # type: ignore[arg-type]
+        return cls(key_file, folder / "known_hosts", hostkey_tokens=hostkey_tokens(plan, secrets), **options)  # type: ignore[arg-type]
 
     def pin(self, target: SshTarget, *, timeout_s: float = 60.0) -> None:
         """Pin ``target``'s host key by proof unless pinned already (``SshBootstrapper.pin``); call
@@ -100,16 +113,18 @@ class SshRemote:
             return CommandResult(255, "", str(exc))
         command = self.argv(target, argv)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                                  stdin=subprocess.DEVNULL, check=False)
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False
+            )
         except subprocess.TimeoutExpired:
             return CommandResult(124, "", f"ssh {target.node_name}: timed out after {timeout_s:g}s")
         except OSError as exc:
             return CommandResult(127, "", f"ssh: {exc.strerror or exc}")
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
-    def stream(self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *,
-               timeout_s: float | None = None) -> int:
+    def stream(
+        self, target: SshTarget, argv: Sequence[str], on_line: Callable[[str], None], *, timeout_s: float | None = None
+    ) -> int:
         try:
             self.pin(target)
         except BootstrapError as exc:
@@ -117,8 +132,14 @@ class SshRemote:
             return 255
         command = self.argv(target, argv)
         try:
-            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL, bufsize=1)
+            child = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                bufsize=1,
+            )
         except OSError as exc:
             on_line(f"ssh: {exc.strerror or exc}")
             return 127

@@ -69,13 +69,21 @@ class Runtime:
     def held(self) -> AbstractContextManager[None]:
         return self.interrupts.deferred() if self.interrupts is not None else nullcontext()
 
-    def wait(self, poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float,
-             what: str) -> list[Node]:
+    def wait(
+        self, poll: Callable[[], list[Node]], done: Callable[[list[Node]], bool], *, timeout_s: float, what: str
+    ) -> list[Node]:
         from provisioner.waiting import wait_until
 
-        return wait_until(poll, done, timeout_s=timeout_s, interval_s=self.timeouts.interval_s,
-                          max_interval_s=self.timeouts.max_interval_s, what=what, clock=self.clock,
-                          sleep=self.sleep)
+        return wait_until(
+            poll,
+            done,
+            timeout_s=timeout_s,
+            interval_s=self.timeouts.interval_s,
+            max_interval_s=self.timeouts.max_interval_s,
+            what=what,
+            clock=self.clock,
+            sleep=self.sleep,
+        )
 
 
 __all__ = ["Runtime", "Timeouts", "utc_now"]

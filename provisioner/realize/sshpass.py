@@ -54,8 +54,9 @@ class SshPass:
     rendered: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-def ssh_pass(rt: Runtime, remote: Remote, provider: Provider, plan: Plan, secrets: ClusterSecrets,
-             by_name: dict[str, Node]) -> SshPass:
+def ssh_pass(
+    rt: Runtime, remote: Remote, provider: Provider, plan: Plan, secrets: ClusterSecrets, by_name: dict[str, Node]
+) -> SshPass:
     """Once every node runs (``by_name``: the provider's nodes by name): ask the provider for its
     switch topology (``switch_paths``), render again with it and the nodes' addresses, and run each
     ``ssh_pass_nodes`` bootstrap over SSH (Slurm topology.conf, Kubernetes rack/block labels).
@@ -78,8 +79,11 @@ def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[
     try:
         found = provider.topology(plan.cluster_id)
     except ProvisionerError as exc:
-        rt.emit("warning", message=f"no switch topology from {plan.option.provider} ({exc}); Slurm gets one "
-                "flat switch", cluster=plan.cluster_id)
+        rt.emit(
+            "warning",
+            message=f"no switch topology from {plan.option.provider} ({exc}); Slurm gets one flat switch",
+            cluster=plan.cluster_id,
+        )
         return None
     names = {node.name for node in plan.nodes}
     if set(found) != names:
@@ -87,27 +91,43 @@ def switch_paths(rt: Runtime, provider: Provider, plan: Plan) -> dict[str, list[
     return found
 
 
-def _ssh_bootstrap(rt: Runtime, remote: Remote, plan: Plan, secrets: ClusterSecrets, by_name: dict[str, Node],
-                   ssh_nodes: Sequence[PlanNode], topology: Mapping[str, Sequence[str]] | None = None,
-                   ) -> Mapping[str, str]:
+def _ssh_bootstrap(
+    rt: Runtime,
+    remote: Remote,
+    plan: Plan,
+    secrets: ClusterSecrets,
+    by_name: dict[str, Node],
+    ssh_nodes: Sequence[PlanNode],
+    topology: Mapping[str, Sequence[str]] | None = None,
+) -> Mapping[str, str]:
     """Render again with the nodes' addresses (now known) and the provider's switch topology, and
     run each role's script over SSH. Returns the rendered files."""
     from provisioner.render import render_cluster
 
     addresses = {name: node.private_ip or node.public_ip or "" for name, node in by_name.items()}
-    rendered = render_cluster(plan, secrets, node_addresses={k: v for k, v in addresses.items() if v},
-                              topology=topology)
+    rendered = render_cluster(
+        plan, secrets, node_addresses={k: v for k, v in addresses.items() if v}, topology=topology
+    )
     user = login_user(plan.option.provider)
     for node in ssh_nodes:  # head first: plan order
         target = ssh_target(by_name[node.name], user, node.name)
         if target is None:
             raise StackError(f"node {node.name} has no address to bootstrap over SSH")
-        rt.emit("bootstrap", message=f"bootstrapping {node.name} over SSH ({ssh_text(target)})",
-                cluster=plan.cluster_id, node=node.name)
+        rt.emit(
+            "bootstrap",
+            message=f"bootstrapping {node.name} over SSH ({ssh_text(target)})",
+            cluster=plan.cluster_id,
+            node=node.name,
+        )
         if node.bootstrap is Bootstrap.SSH:  # no boot data: no token can vouch for its host key
-            rt.emit("warning", message=f"{node.name}: its SSH host key is trusted on first use: "
-                    f"{plan.option.provider} boots it with no data that could carry a proof "
-                    "(docs/security.md, Host keys)", cluster=plan.cluster_id, node=node.name)
+            rt.emit(
+                "warning",
+                message=f"{node.name}: its SSH host key is trusted on first use: "
+                f"{plan.option.provider} boots it with no data that could carry a proof "
+                "(docs/security.md, Host keys)",
+                cluster=plan.cluster_id,
+                node=node.name,
+            )
         else:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
         remote.bootstrap(target, rendered[f"ssh/{node.role}.sh"])  # the one script that holds secrets

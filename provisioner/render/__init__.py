@@ -105,7 +105,8 @@ def render_cluster(
     labels_of = getattr(k8s, "node_labels", None)
     node_labels = (
         {node.name: labels_of(plan, node.index, (topology or {}).get(node.name)) for node in view.nodes}
-        if labels_of is not None else {}
+        if labels_of is not None
+        else {}
     )
     files: dict[str, str] = {}
     slurm_files: dict[str, str] = {}
@@ -115,18 +116,29 @@ def render_cluster(
         files.update({f"launch/{name}": text for name, text in render_launch(view).items()})
     roles = ROLES if view.node_count > 1 else ROLES[:1]
     addresses = _node_addresses(view, node_addresses)
-    firewall = firewall_view(view.allowed_cidrs, private_cidrs=private_cidrs,
-                             kubernetes=view.control_plane == "kubernetes")
+    firewall = firewall_view(
+        view.allowed_cidrs, private_cidrs=private_cidrs, kubernetes=view.control_plane == "kubernetes"
+    )
     k8s_files: dict[str, str] = k8s.render_kubernetes(plan) if k8s is not None else {}  # paths start with k8s/
     manifests = k8s.bootstrap_manifests(k8s_files) if k8s is not None else {}
     boot: dict[str, str] = {}
     full: dict[str, str] = {}
     for role in roles:
+
         def document(with_secrets: bool, boot: bool, role: str = role) -> str:
-            return render_cloudinit(view, role, secrets, slurm_files, node_labels, firewall=firewall,
-                                    node_addresses=addresses, k8s_manifests=manifests,
-                                    label_wait_s=LABEL_WAIT_S if topology else 0, with_secrets=with_secrets,
-                                    hostkey_slot=boot)
+            return render_cloudinit(
+                view,
+                role,
+                secrets,
+                slurm_files,
+                node_labels,
+                firewall=firewall,
+                node_addresses=addresses,
+                k8s_manifests=manifests,
+                label_wait_s=LABEL_WAIT_S if topology else 0,
+                with_secrets=with_secrets,
+                hostkey_slot=boot,
+            )
 
         whole = document(True, boot=False)
         user_data = document(boot_secrets, boot=True)
@@ -241,8 +253,9 @@ def render_to_dir(
     """
     if secrets is None and secrets_file is not None:
         secrets, _ = load_or_create_secrets(secrets_file, generate=lambda: ClusterSecrets.generate())
-    rendered = render_cluster(plan, secrets or ClusterSecrets.generate(), topology=topology,
-                              node_addresses=node_addresses)
+    rendered = render_cluster(
+        plan, secrets or ClusterSecrets.generate(), topology=topology, node_addresses=node_addresses
+    )
     return write_rendered(rendered, out_dir)
 
 

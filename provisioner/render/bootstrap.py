@@ -37,8 +37,18 @@ import yaml
 from provisioner.render.views import ClusterView, render_template
 
 # The cloud-config keys node.yaml.j2 may use; anything else must be taught to the script first.
-KNOWN_KEYS = frozenset({"preserve_hostname", "ssh_authorized_keys", "users", "package_update", "packages",
-                        "write_files", "runcmd", "final_message"})
+KNOWN_KEYS = frozenset(
+    {
+        "preserve_hostname",
+        "ssh_authorized_keys",
+        "users",
+        "package_update",
+        "packages",
+        "write_files",
+        "runcmd",
+        "final_message",
+    }
+)
 STATE_DIR = "/var/lib/provisioner/bootstrap"
 # Checks whose failure is logged, not fatal: later node validation drains such a node.
 _WARN_ONLY = frozenset({"/usr/local/sbin/provisioner-gpu-check"})
@@ -88,8 +98,9 @@ def _file(entry: dict[str, Any]) -> FileView:
     # One line, and a b64 entry's own text: a secret reads the same here as in the user data
     # (leak checks search for it verbatim).
     encoded = str(content) if entry.get("encoding") == "b64" else base64.b64encode(raw).decode("ascii")
-    return FileView(path=_quote(entry["path"]), mode=mode, owner=owner, content_b64=encoded,
-                    deferred=bool(entry.get("defer")))
+    return FileView(
+        path=_quote(entry["path"]), mode=mode, owner=owner, content_b64=encoded, deferred=bool(entry.get("defer"))
+    )
 
 
 def _step(command: list[Any] | str, seen: Counter[str]) -> StepView:
@@ -113,10 +124,15 @@ def _users(doc: dict[str, Any]) -> list[UserView]:
     out = []
     for user in doc.get("users", []):
         if isinstance(user, dict):
-            out.append(UserView(
-                name=_quote(user["name"]), uid=int(user["uid"]), groups=_quote(",".join(user["groups"])),
-                shell=_quote(user["shell"]), sudo=_quote(f"{user['name']} {user['sudo']}"),
-            ))
+            out.append(
+                UserView(
+                    name=_quote(user["name"]),
+                    uid=int(user["uid"]),
+                    groups=_quote(",".join(user["groups"])),
+                    shell=_quote(user["shell"]),
+                    sudo=_quote(f"{user['name']} {user['sudo']}"),
+                )
+            )
     return out
 
 

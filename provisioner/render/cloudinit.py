@@ -78,9 +78,14 @@ def _topology_labels(
     view: ClusterView, node_labels: Mapping[str, Mapping[str, str]]
 ) -> list[tuple[str, list[tuple[str, str]]]]:
     """Each labelled node's ``TOPOLOGY_LABEL_KEYS`` labels, in node order (the head sets them)."""
-    return [(node.name, [(key, node_labels[node.name][key]) for key in TOPOLOGY_LABEL_KEYS
-                         if key in node_labels[node.name]])
-            for node in view.nodes if node.name in node_labels]
+    return [
+        (
+            node.name,
+            [(key, node_labels[node.name][key]) for key in TOPOLOGY_LABEL_KEYS if key in node_labels[node.name]],
+        )
+        for node in view.nodes
+        if node.name in node_labels
+    ]
 
 
 def render_cloudinit(
@@ -140,24 +145,38 @@ def render_cloudinit(
     }
     k3s_install = ""
     if view.control_plane == "kubernetes":
-        scripts["k8s_apply"] = render_template("cloud-init/k8s-apply.sh.j2", c=view, kueue_version=KUEUE_VERSION,
-                                               kueue_manifest_url=KUEUE_MANIFEST_URL,
-                                               topology_keys=TOPOLOGY_LABEL_KEYS, label_wait_s=int(label_wait_s))
-        scripts["k8s_node_labels"] = render_template("cloud-init/k8s-node-labels.sh.j2", c=view,
-                                                     nodes=_topology_labels(view, node_labels or {}))
-        k3s_install = (f"curl -sfL {shlex.quote(K3S_INSTALL_URL)} | INSTALL_K3S_VERSION={shlex.quote(K3S_VERSION)} "
-                       f"INSTALL_K3S_EXEC={'server' if role == 'head' else 'agent'} sh -")
+        scripts["k8s_apply"] = render_template(
+            "cloud-init/k8s-apply.sh.j2",
+            c=view,
+            kueue_version=KUEUE_VERSION,
+            kueue_manifest_url=KUEUE_MANIFEST_URL,
+            topology_keys=TOPOLOGY_LABEL_KEYS,
+            label_wait_s=int(label_wait_s),
+        )
+        scripts["k8s_node_labels"] = render_template(
+            "cloud-init/k8s-node-labels.sh.j2", c=view, nodes=_topology_labels(view, node_labels or {})
+        )
+        k3s_install = (
+            f"curl -sfL {shlex.quote(K3S_INSTALL_URL)} | INSTALL_K3S_VERSION={shlex.quote(K3S_VERSION)} "
+            f"INSTALL_K3S_EXEC={'server' if role == 'head' else 'agent'} sh -"
+        )
     # (unit, script, OnUnitActiveSec, description) of the lifetime timers; see render/teardown.py.
-    timers = [(name, name, "1min", what) for name, what in (
-        ("deadman", f"End this node when the cluster lifetime ({view.ttl_minutes} min) is over"),
-        ("idle", f"End this node after {view.idle_minutes} idle minutes"),
-    ) if name in scripts]
+    timers = [
+        (name, name, "1min", what)
+        for name, what in (
+            ("deadman", f"End this node when the cluster lifetime ({view.ttl_minutes} min) is over"),
+            ("idle", f"End this node after {view.idle_minutes} idle minutes"),
+        )
+        if name in scripts
+    ]
     # Only the values the template may place; nothing else about the secrets reaches jinja.
     secret_values: dict[str, object] = {
         "included": with_secrets,
-        "munge_key_b64": secrets.munge_key_b64.get_secret_value() if with_secrets and view.control_plane == "slurm"
+        "munge_key_b64": secrets.munge_key_b64.get_secret_value()
+        if with_secrets and view.control_plane == "slurm"
         else "",
-        "k3s_token": secrets.k3s_token.get_secret_value() if with_secrets and view.control_plane == "kubernetes"
+        "k3s_token": secrets.k3s_token.get_secret_value()
+        if with_secrets and view.control_plane == "kubernetes"
         else "",
     }
     # The shared filesystem's fstab lines, as shell commands with every path quoted. Idempotent: a
@@ -165,11 +184,12 @@ def render_cloudinit(
     # would mount the bind twice).
     ckpt, mount = view.checkpoint_path, view.shared_mount_path
     bind_line = shlex.quote(f"{ckpt}/.shared {mount} none bind,nofail 0 0")
-    client_line = shlex.quote(f"{view.head.name}:{mount} {mount} nfs4 "
-                              "_netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0")
+    client_line = shlex.quote(
+        f"{view.head.name}:{mount} {mount} nfs4 _netdev,nofail,x-systemd.automount,x-systemd.mount-timeout=600 0 0"
+    )
     nfs = {
         "bind": f"{{ grep -qxF {bind_line} /etc/fstab || echo {bind_line} >> /etc/fstab; }} && "
-                f"{{ mountpoint -q {shlex.quote(mount)} || mount {shlex.quote(mount)}; }}",
+        f"{{ mountpoint -q {shlex.quote(mount)} || mount {shlex.quote(mount)}; }}",
         "client": f"grep -qxF {client_line} /etc/fstab || echo {client_line} >> /etc/fstab",
     }
     # slurmctld starts only once slurmdbd answers (sacctmgr reaches it) and holds the cluster, so its
@@ -179,7 +199,7 @@ def render_cloudinit(
     slurmdbd_ready = (
         "i=0; until out=$(sacctmgr -n -P list cluster format=cluster); do i=$((i+1)); "
         "[ $i -lt 60 ] || exit 1; sleep 1; done; "
-        f"echo \"$out\" | grep -qx {cluster} || sacctmgr -i add cluster {cluster}"
+        f'echo "$out" | grep -qx {cluster} || sacctmgr -i add cluster {cluster}'
     )
     names = [node.name for node in view.nodes if node.role == role]
     common_labels, node_extra_labels = _split_labels(names, node_labels or {})

@@ -95,9 +95,7 @@ def _tcpx(offer: Offer) -> dict[str, str]:
     return {
         "NCCL_GPUDIRECTTCPX_CTRL_DEV": "eth0",
         "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME": _TCPX_NICS,
-        "NCCL_GPUDIRECTTCPX_TX_BINDINGS": (
-            "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"
-        ),
+        "NCCL_GPUDIRECTTCPX_TX_BINDINGS": ("eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"),
         "NCCL_GPUDIRECTTCPX_RX_BINDINGS": (
             "eth1:22-35,126-139;eth2:22-35,126-139;eth3:74-87,178-191;eth4:74-87,178-191"
         ),

@@ -110,8 +110,14 @@ def render_firewall_script(view: ClusterView, firewall: FirewallView, role: str)
     """``provisioner-firewall``: applies the node list (ruleset, NFS exports on the head, /etc/hosts)."""
     export = view.shared_mount_path if view.shared_kind == "nfs" and role == "head" else ""
     return render_template(
-        "cloud-init/firewall.sh.j2", c=view, fw=firewall, rules_path=FIREWALL_PATH, hosts_path=HOSTS_PATH,
-        export_path=export, exports_file=EXPORTS_PATH, nfs_options=NFS_OPTIONS,
+        "cloud-init/firewall.sh.j2",
+        c=view,
+        fw=firewall,
+        rules_path=FIREWALL_PATH,
+        hosts_path=HOSTS_PATH,
+        export_path=export,
+        exports_file=EXPORTS_PATH,
+        nfs_options=NFS_OPTIONS,
     )
 
 

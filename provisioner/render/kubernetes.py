@@ -52,9 +52,7 @@ K3S_VERSION = "v1.33.3+k3s1"
 # The installer from the same tag (not get.k3s.io's moving one); "+" is "%2B" in the URL path.
 K3S_INSTALL_URL = f"https://raw.githubusercontent.com/k3s-io/k3s/{K3S_VERSION.replace('+', '%2B')}/install.sh"
 KUEUE_VERSION = "v0.15.2"
-KUEUE_MANIFEST_URL = (
-    f"https://github.com/kubernetes-sigs/kueue/releases/download/{KUEUE_VERSION}/manifests.yaml"
-)
+KUEUE_MANIFEST_URL = f"https://github.com/kubernetes-sigs/kueue/releases/download/{KUEUE_VERSION}/manifests.yaml"
 # Kueue >= 0.15 serves v1beta2 for every object used here; v1beta1 goes away in 0.17.
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 
@@ -127,8 +125,7 @@ def _check_index(plan: Plan, node_index: int) -> None:
         raise ValueError(f"node index {node_index} out of range for {plan.option.nodes} node(s)")
 
 
-def node_labels(plan: Plan, node_index: int | None = None,
-                switch_path: Sequence[str] | None = None) -> dict[str, str]:
+def node_labels(plan: Plan, node_index: int | None = None, switch_path: Sequence[str] | None = None) -> dict[str, str]:
     """Labels for the nodes of ``plan``, sorted by key; every value a valid label value.
 
     ``switch_path`` (the node's switches, outermost first, from the provider's topology API)
@@ -199,8 +196,9 @@ def pod_resources(plan: Plan) -> PodResources:
         extra[EFA_RESOURCE] = _EFA_INTERFACES.get(plan.option.instance_type, 1)
     elif offer.fabric in _RDMA_FABRICS:
         extra[RDMA_RESOURCE] = 1
-    return PodResources(cpu=cpu, memory_gib=memory, shm_gib=max(1, memory // 2),
-                        gpus=plan.option.gpus_per_node, extra=extra)
+    return PodResources(
+        cpu=cpu, memory_gib=memory, shm_gib=max(1, memory // 2), gpus=plan.option.gpus_per_node, extra=extra
+    )
 
 
 @dataclass(frozen=True)
@@ -259,8 +257,10 @@ def _literal(value: str) -> str:
 def _fabric_quota(plan: Plan, pod: PodResources) -> dict[str, int]:
     # What the cluster's device plugins advertise in all: EFA interfaces, or RDMA shares.
     nodes = plan.option.nodes
-    return {name: nodes * (RDMA_SHARES_PER_NODE if name == RDMA_RESOURCE else count)
-            for name, count in sorted(pod.extra.items())}
+    return {
+        name: nodes * (RDMA_SHARES_PER_NODE if name == RDMA_RESOURCE else count)
+        for name, count in sorted(pod.extra.items())
+    }
 
 
 def kube_view(plan: Plan) -> KubeView:
@@ -307,8 +307,9 @@ def kube_view(plan: Plan) -> KubeView:
         env={name: _literal(value) for name, value in sorted(env.items())},
         lib_dirs=lib_dirs,
         checkpoint_path=safe_path(spec.storage.checkpoint_path, "storage.checkpoint_path"),
-        shared_path=(safe_path(shared.mount_path, "storage.shared.mount_path")
-                     if shared.kind is not SharedFsKind.NONE else None),
+        shared_path=(
+            safe_path(shared.mount_path, "storage.shared.mount_path") if shared.kind is not SharedFsKind.NONE else None
+        ),
         images={
             "nvidia": NVIDIA_DEVICE_PLUGIN_IMAGE,
             "efa": EFA_DEVICE_PLUGIN_IMAGE,
@@ -370,8 +371,11 @@ def render_kubernetes(plan: Plan) -> dict[str, str]:
 
 def bootstrap_manifests(files: dict[str, str]) -> dict[str, str]:
     """File name -> text of the manifests the head applies at boot: ``k8s/*.yaml``, not ``k8s/launch/``."""
-    return {path.removeprefix("k8s/"): text for path, text in sorted(files.items())
-            if path.startswith("k8s/") and "/" not in path.removeprefix("k8s/")}
+    return {
+        path.removeprefix("k8s/"): text
+        for path, text in sorted(files.items())
+        if path.startswith("k8s/") and "/" not in path.removeprefix("k8s/")
+    }
 
 
 __all__ = [

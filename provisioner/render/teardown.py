@@ -62,7 +62,8 @@ def render_teardown_scripts(view: ClusterView) -> dict[str, str]:
     mechanism = teardown_for(view.provider)
     scripts = {
         "teardown": render_template(
-            "cloud-init/teardown.sh.j2", c=view, t=mechanism, runpod_url=RUNPOD_API_URL, vastai_url=VASTAI_API_URL),
+            "cloud-init/teardown.sh.j2", c=view, t=mechanism, runpod_url=RUNPOD_API_URL, vastai_url=VASTAI_API_URL
+        ),
     }
     if view.ttl_minutes:
         scripts["deadman"] = render_template("cloud-init/deadman.sh.j2", c=view)

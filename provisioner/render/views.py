@@ -200,9 +200,7 @@ def gres_type(gpu_model: str) -> str:
     return re.sub(r"[^a-z0-9]", "", canonical_gpu(gpu_model).lower())
 
 
-def build_switches(
-    node_names: Sequence[str], topology: Mapping[str, Sequence[str]] | None
-) -> tuple[SwitchView, ...]:
+def build_switches(node_names: Sequence[str], topology: Mapping[str, Sequence[str]] | None) -> tuple[SwitchView, ...]:
     """Switch tree from node -> switch path (outermost first). Raises PlanError on gaps.
 
     Every node must be mapped, paths must end in a leaf switch, and a switch name must
@@ -252,9 +250,15 @@ def _check_identifiers(plan: Plan) -> None:
     if not isinstance(plan.spec.name, str) or not _CLUSTER_NAME.fullmatch(plan.spec.name):
         raise SpecError("use 2-40 lowercase letters, digits and dashes, starting with a letter", path="name")
     option = plan.option
-    fields = {"option.provider": option.provider, "option.region": option.region, "option.zone": option.zone,
-              "option.instance_type": option.instance_type, "option.gpu_model": option.gpu_model,
-              "option.offer.provider": option.offer.provider, "option.offer.instance_type": option.offer.instance_type}
+    fields = {
+        "option.provider": option.provider,
+        "option.region": option.region,
+        "option.zone": option.zone,
+        "option.instance_type": option.instance_type,
+        "option.gpu_model": option.gpu_model,
+        "option.offer.provider": option.offer.provider,
+        "option.offer.instance_type": option.offer.instance_type,
+    }
     for where, value in fields.items():
         if value is not None and (not isinstance(value, str) or not SAFE_ID.fullmatch(value)):
             raise PlanError(f"plan field {where}: {value!r} is not a plain identifier")
@@ -370,8 +374,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(sh=shell_word, yq=yaml_string, comment=comment_text, word=plain_word, env=env_value,
-                       unit=unit_text)
+    env.filters.update(
+        sh=shell_word, yq=yaml_string, comment=comment_text, word=plain_word, env=env_value, unit=unit_text
+    )
     return env
 
 

@@ -73,9 +73,7 @@ def render_report(
     return render_markdown(view)
 
 
-def render_catalog(
-    offers: Sequence[Offer], fmt: str, as_of: dt.date | str, origin: str, *, width: int = 140
-) -> str:
+def render_catalog(offers: Sequence[Offer], fmt: str, as_of: dt.date | str, origin: str, *, width: int = 140) -> str:
     """List ``offers`` (in the given order) as a ``table`` or ``json``. Raises ValueError otherwise."""
     if fmt == "table":
         from provisioner.report.terminal import render_catalog_table

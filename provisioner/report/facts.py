@@ -148,8 +148,10 @@ def stale_warnings(dates: Sequence[PriceDate]) -> list[str]:
     stale = [f"{d.provider} {d.as_of.isoformat()} ({d.age_days} days)" for d in dates if d.stale]
     if not stale:
         return []
-    return [f"prices older than {STALE_AFTER_DAYS} days: {', '.join(stale)}; "
-            "run `provisioner catalog refresh` before buying"]
+    return [
+        f"prices older than {STALE_AFTER_DAYS} days: {', '.join(stale)}; "
+        "run `provisioner catalog refresh` before buying"
+    ]
 
 
 def access_warnings(spec: ClusterSpec) -> list[str]:
@@ -158,14 +160,17 @@ def access_warnings(spec: ClusterSpec) -> list[str]:
     refuse) or open to every address; none otherwise."""
     cidrs = spec.access.allowed_cidrs
     if not cidrs:
-        return ["SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes; "
-                "up and burst need it (e.g. [203.0.113.7/32], this machine's public address)"]
+        return [
+            "SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes; "
+            "up and burst need it (e.g. [203.0.113.7/32], this machine's public address)"
+        ]
     if any(cidr.strip() in ("0.0.0.0/0", "::/0") for cidr in cidrs):
         return ["SSH: open to every address (access.allowed_cidrs has 0.0.0.0/0 or ::/0)"]
     return []
 
 
 # -- assumptions ----------------------------------------------------------------------------
+
 
 def assumptions(spec: ClusterSpec) -> dict[str, Any]:
     """What the costs assume, read from the spec (the JSON report's ``assumptions`` object)."""
@@ -195,13 +200,17 @@ def assumptions_text(spec: ClusterSpec) -> str:
     else:
         dataset = "no dataset to move"
     mode = {"on_demand": "on-demand", "spot": "spot", "either": "on-demand or spot"}.get(
-        facts["pricing_mode"], facts["pricing_mode"])
-    return (f"{_num(facts['hours'])} h run; {dataset}; results out {_num(facts['results_out_gb'])} GB; "
-            f"pricing {mode}; checkpoint every {_num(facts['checkpoint_interval_minutes'])} min "
-            f"(restart {_num(facts['restart_overhead_minutes'])} min)")
+        facts["pricing_mode"], facts["pricing_mode"]
+    )
+    return (
+        f"{_num(facts['hours'])} h run; {dataset}; results out {_num(facts['results_out_gb'])} GB; "
+        f"pricing {mode}; checkpoint every {_num(facts['checkpoint_interval_minutes'])} min "
+        f"(restart {_num(facts['restart_overhead_minutes'])} min)"
+    )
 
 
 # -- why #1 beat #2 -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -238,8 +247,11 @@ def decision(options: Sequence[Option]) -> Decision | None:
     if term not in COST_PARTS:
         return Decision(term, margin, f"#1 beats {who} by {usd(margin)}, decided by {term}.")
     saved = cost_part(second, term) - cost_part(first, term)
-    against = [(cost_part(first, p) - cost_part(second, p), p) for p in COST_PARTS
-               if cost_part(first, p) > cost_part(second, p)]
+    against = [
+        (cost_part(first, p) - cost_part(second, p), p)
+        for p in COST_PARTS
+        if cost_part(first, p) > cost_part(second, p)
+    ]
     sentence = f"#1 beats {who} by {usd(margin)}, decided by {term}: {usd(saved)} less"
     if against:
         extra, part = max(against)
@@ -248,6 +260,7 @@ def decision(options: Sequence[Option]) -> Decision | None:
 
 
 # -- quotes and rejections ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class QuoteRow:
@@ -267,12 +280,19 @@ def quotes(result: PlanResult) -> list[QuoteRow]:
     rows = []
     for quote in getattr(result, "quotes", None) or []:
         price = getattr(quote, "hourly_usd", None)
-        rows.append(QuoteRow(
-            provider=quote.provider, instance_type=quote.instance_type, region=quote.region,
-            gpu_model=quote.gpu_model, gpus_per_node=quote.gpus_per_node, nodes=quote.nodes,
-            purchase=enum_text(quote.purchase), hourly_usd=money(price),
-            how_to_obtain=getattr(quote, "how_to_obtain", None) or "ask the provider",
-        ))
+        rows.append(
+            QuoteRow(
+                provider=quote.provider,
+                instance_type=quote.instance_type,
+                region=quote.region,
+                gpu_model=quote.gpu_model,
+                gpus_per_node=quote.gpus_per_node,
+                nodes=quote.nodes,
+                purchase=enum_text(quote.purchase),
+                hourly_usd=money(price),
+                how_to_obtain=getattr(quote, "how_to_obtain", None) or "ask the provider",
+            )
+        )
     return rows
 
 
@@ -283,10 +303,17 @@ def unplannable_result(spec: ClusterSpec, catalog_as_of: dt.date, catalog_origin
     ``rejected``) and the quote-only products that fit (``quotes``); built without validation
     because it is only ever rendered, never planned.
     """
-    rejected = [item if isinstance(item, RejectedOffer) else RejectedOffer.of(item)
-                for item in getattr(error, "rejected", None) or []]
-    fields: dict[str, Any] = {"spec": spec, "catalog_as_of": catalog_as_of, "catalog_origin": catalog_origin,
-                              "options": [], "rejected": rejected}
+    rejected = [
+        item if isinstance(item, RejectedOffer) else RejectedOffer.of(item)
+        for item in getattr(error, "rejected", None) or []
+    ]
+    fields: dict[str, Any] = {
+        "spec": spec,
+        "catalog_as_of": catalog_as_of,
+        "catalog_origin": catalog_origin,
+        "options": [],
+        "rejected": rejected,
+    }
     groups = getattr(error, "rejection_groups", None) or getattr(error, "groups", None)
     if groups:
         fields["rejection_groups"] = list(groups)

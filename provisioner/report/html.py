@@ -79,19 +79,27 @@ def build_chart(rows: Sequence[Row]) -> Chart:
             width = max(float(row.amount(part)), 0.0) * scale  # drawing only: geometry may be float
             if width <= 0:
                 continue
-            segments.append(Segment(
-                part=part, x=round(x, 2), width=round(width, 2), amount=usd(row.amount(part)),
-                color=SEGMENT_COLORS[part], labelled=width >= MIN_LABELLED_SEGMENT_W,
-            ))
+            segments.append(
+                Segment(
+                    part=part,
+                    x=round(x, 2),
+                    width=round(width, 2),
+                    amount=usd(row.amount(part)),
+                    color=SEGMENT_COLORS[part],
+                    labelled=width >= MIN_LABELLED_SEGMENT_W,
+                )
+            )
             x += width
-        bars.append(Bar(
-            rank=row.rank,
-            y=LEGEND_H + index * ROW_H,
-            label=_clip(f"#{row.rank} {row.provider} {row.region} {row.instance_type}"),
-            total=usd(row.total),
-            width=round(x - LABEL_W, 2),
-            segments=tuple(segments),
-        ))
+        bars.append(
+            Bar(
+                rank=row.rank,
+                y=LEGEND_H + index * ROW_H,
+                label=_clip(f"#{row.rank} {row.provider} {row.region} {row.instance_type}"),
+                total=usd(row.total),
+                width=round(x - LABEL_W, 2),
+                segments=tuple(segments),
+            )
+        )
     return Chart(
         width=LABEL_W + BAR_AREA_W + TOTAL_W,
         height=LEGEND_H + len(bars) * ROW_H + 6,
@@ -130,33 +138,46 @@ class HtmlRow:
 
 def _row(row: Row) -> HtmlRow:
     return HtmlRow(
-        rank=row.rank, provider=row.provider, region=row.region,
-        regions=", ".join(row.regions) if row.folded else "", zone=row.zone, instance_type=row.instance_type,
-        gpus=row.gpus, nodes=row.nodes, spot="yes" if row.spot else "no", network=row.network,
-        hourly=usd(row.hourly), per_gpu_hour=usd(row.per_gpu_hour), compute=usd(row.compute),
-        storage=usd(row.storage), egress=usd(row.egress), interruption=usd(row.interruption), total=usd(row.total),
+        rank=row.rank,
+        provider=row.provider,
+        region=row.region,
+        regions=", ".join(row.regions) if row.folded else "",
+        zone=row.zone,
+        instance_type=row.instance_type,
+        gpus=row.gpus,
+        nodes=row.nodes,
+        spot="yes" if row.spot else "no",
+        network=row.network,
+        hourly=usd(row.hourly),
+        per_gpu_hour=usd(row.per_gpu_hour),
+        compute=usd(row.compute),
+        storage=usd(row.storage),
+        egress=usd(row.egress),
+        interruption=usd(row.interruption),
+        total=usd(row.total),
     )
 
 
 @functools.cache
 def _template() -> jinja2.Template:
     source = resources.files("provisioner.templates").joinpath(TEMPLATE).read_text(encoding="utf-8")
-    env = jinja2.Environment(
-        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True
-    )
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     return env.from_string(source)
 
 
 def render_html(view: ReportView) -> str:
     """The whole page as one string. Raises nothing for a valid view."""
-    return _template().render(
-        view=view,
-        rows=[_row(row) for row in view.rows],
-        best=[_row(row) for row in view.best],
-        chart=build_chart(view.rows),
-        quotes=[(q, usd(q.hourly_usd)) for q in view.quotes],
-        groups=[(g, examples_text(g)) for g in view.groups],
-    ) + "\n"
+    return (
+        _template().render(
+            view=view,
+            rows=[_row(row) for row in view.rows],
+            best=[_row(row) for row in view.best],
+            chart=build_chart(view.rows),
+            quotes=[(q, usd(q.hourly_usd)) for q in view.quotes],
+            groups=[(g, examples_text(g)) for g in view.groups],
+        )
+        + "\n"
+    )
 
 
 __all__ = ["build_chart", "render_html"]

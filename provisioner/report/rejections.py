@@ -35,7 +35,7 @@ _VARIANT_PREFIXES = ("on-demand: ", "spot: ")
 def _split_variant(reason: str) -> tuple[str, str]:
     for prefix in _VARIANT_PREFIXES:
         if reason.startswith(prefix):
-            return prefix, reason[len(prefix):]
+            return prefix, reason[len(prefix) :]
     return "", reason
 
 
@@ -76,15 +76,32 @@ def rejection_groups(result: PlanResult) -> list[Group]:
     turned down for the same reason on-demand and spot counts once)."""
     given = getattr(result, "rejection_groups", None)
     if given:
-        return [Group(stage=g.stage, stage_name=g.stage_name, field=g.field, reason=g.reason, count=g.count,
-                      examples=tuple(g.examples)[:EXAMPLES_PER_GROUP]) for g in given]
+        return [
+            Group(
+                stage=g.stage,
+                stage_name=g.stage_name,
+                field=g.field,
+                reason=g.reason,
+                count=g.count,
+                examples=tuple(g.examples)[:EXAMPLES_PER_GROUP],
+            )
+            for g in given
+        ]
     members: dict[tuple[int, str, str], list[RejectedOffer]] = {}
     for item in merge_variants(result.rejected):
         stage = int(getattr(item, "stage", 0) or 0)
         members.setdefault((stage, item.field, item.reason), []).append(item)
-    groups = [Group(stage=stage, stage_name=str(getattr(items[0], "stage_name", "") or ""), field=field_path,
-                    reason=reason, count=len(items), examples=tuple(items[:EXAMPLES_PER_GROUP]))
-              for (stage, field_path, reason), items in members.items()]
+    groups = [
+        Group(
+            stage=stage,
+            stage_name=str(getattr(items[0], "stage_name", "") or ""),
+            field=field_path,
+            reason=reason,
+            count=len(items),
+            examples=tuple(items[:EXAMPLES_PER_GROUP]),
+        )
+        for (stage, field_path, reason), items in members.items()
+    ]
     return sorted(groups, key=lambda g: (-g.stage, -g.count, g.reason))
 
 

@@ -68,8 +68,11 @@ def option_record(option: Option, result: PlanResult) -> dict[str, Any]:
         "as_of": facts.option_as_of(option, result).isoformat(),
     }
     record = {name: values[name] for name in OPTION_FIELDS}
-    record["cost"] = {name: _decimal(facts.cost_part(option, name)) for name in (*COST_FIELDS, "boot_usd")
-                      if name in COST_FIELDS or getattr(option.cost, name, None) is not None}
+    record["cost"] = {
+        name: _decimal(facts.cost_part(option, name))
+        for name in (*COST_FIELDS, "boot_usd")
+        if name in COST_FIELDS or getattr(option.cost, name, None) is not None
+    }
     return record
 
 
@@ -95,7 +98,8 @@ def render_json(result: PlanResult, options: Sequence[Option], *, explain: bool,
         "report_version": REPORT_VERSION,
         "spec": result.spec.name,
         "generated_at": meta.generated_at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-        if meta.generated_at else None,
+        if meta.generated_at
+        else None,
         "tool_version": meta.tool_version,
         "as_of": as_of_text(result.catalog_as_of),
         "catalog": result.catalog_origin,
@@ -104,19 +108,39 @@ def render_json(result: PlanResult, options: Sequence[Option], *, explain: bool,
         "assumptions": facts.assumptions(result.spec),
         "feasible_count": facts.feasible_count(result),
         "options": [option_record(option, result) for option in options],
-        "decided_by": None if decision is None else {
-            "term": decision.term, "margin_usd": _decimal(decision.margin_usd), "sentence": decision.sentence,
+        "decided_by": None
+        if decision is None
+        else {
+            "term": decision.term,
+            "margin_usd": _decimal(decision.margin_usd),
+            "sentence": decision.sentence,
         },
-        "quotes": [{
-            "provider": q.provider, "instance_type": q.instance_type, "region": q.region, "gpu_model": q.gpu_model,
-            "gpus_per_node": q.gpus_per_node, "nodes": q.nodes, "purchase": q.purchase,
-            "hourly_usd": _decimal(q.hourly_usd), "how_to_obtain": q.how_to_obtain,
-        } for q in facts.quotes(result)],
+        "quotes": [
+            {
+                "provider": q.provider,
+                "instance_type": q.instance_type,
+                "region": q.region,
+                "gpu_model": q.gpu_model,
+                "gpus_per_node": q.gpus_per_node,
+                "nodes": q.nodes,
+                "purchase": q.purchase,
+                "hourly_usd": _decimal(q.hourly_usd),
+                "how_to_obtain": q.how_to_obtain,
+            }
+            for q in facts.quotes(result)
+        ],
         "rejected_count": rejected_total(result),
-        "rejection_groups": [{
-            "stage": g.stage, "stage_name": g.stage_name, "field": g.field, "reason": g.reason, "count": g.count,
-            "examples": [rejected_record(item) for item in g.examples],
-        } for g in rejection_groups(result)],
+        "rejection_groups": [
+            {
+                "stage": g.stage,
+                "stage_name": g.stage_name,
+                "field": g.field,
+                "reason": g.reason,
+                "count": g.count,
+                "examples": [rejected_record(item) for item in g.examples],
+            }
+            for g in rejection_groups(result)
+        ],
     }
     if explain:
         document["rejected"] = [rejected_record(item) for item in result.rejected]
@@ -141,9 +165,17 @@ def render_csv(result: PlanResult, options: Sequence[Option]) -> str:
         row += [_csv_cell(cost[name]) for name in COST_FIELDS]
         writer.writerow([*row, ""])
     for q in facts.quotes(result):
-        record = {"provider": q.provider, "region": q.region, "instance_type": q.instance_type,
-                  "gpu_model": q.gpu_model, "gpus_per_node": q.gpus_per_node, "nodes": q.nodes, "spot": False,
-                  "hourly_usd": _decimal(q.hourly_usd), "purchase": q.purchase}
+        record = {
+            "provider": q.provider,
+            "region": q.region,
+            "instance_type": q.instance_type,
+            "gpu_model": q.gpu_model,
+            "gpus_per_node": q.gpus_per_node,
+            "nodes": q.nodes,
+            "spot": False,
+            "hourly_usd": _decimal(q.hourly_usd),
+            "purchase": q.purchase,
+        }
         row = [_csv_cell(record.get(name)) for name in OPTION_FIELDS]
         writer.writerow([*row, *("" for _ in COST_FIELDS), q.how_to_obtain or ""])
     return buffer.getvalue()
@@ -171,8 +203,21 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[object]], right: se
 
 
 _RANKED_HEADER = (
-    "#", "Provider", "Region", "Instance type", "GPUs/node", "Nodes", "Spot", "Network", "$/h (cluster)",
-    "$/GPU-h", "Compute", "Storage", "Egress", "Interruption", "Total",
+    "#",
+    "Provider",
+    "Region",
+    "Instance type",
+    "GPUs/node",
+    "Nodes",
+    "Spot",
+    "Network",
+    "$/h (cluster)",
+    "$/GPU-h",
+    "Compute",
+    "Storage",
+    "Egress",
+    "Interruption",
+    "Total",
 )
 _RANKED_RIGHT = {0, 5, 8, 9, 10, 11, 12, 13, 14}
 
@@ -180,8 +225,16 @@ _RANKED_RIGHT = {0, 5, 8, 9, 10, 11, 12, 13, 14}
 def _ranked_row(row: Row) -> list[object]:
     region = f"{row.region}: {', '.join(row.regions)}" if row.folded else row.region
     return [
-        row.rank, row.provider, region, row.instance_type, row.gpus, row.nodes, "yes" if row.spot else "no",
-        row.network, facts.usd(row.hourly), facts.usd(row.per_gpu_hour),
+        row.rank,
+        row.provider,
+        region,
+        row.instance_type,
+        row.gpus,
+        row.nodes,
+        "yes" if row.spot else "no",
+        row.network,
+        facts.usd(row.hourly),
+        facts.usd(row.per_gpu_hour),
         *(facts.usd(row.amount(part)) for part in COST_FIELDS),
     ]
 
@@ -212,11 +265,23 @@ def render_markdown(view: ReportView) -> str:
         lines.append(f"**{_md(view.empty_message)}**")
     if view.quotes:
         lines += ["", f"## Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool", ""]
-        lines += _md_table(("Provider", "Instance type", "Region", "GPUs/node", "Nodes", "Purchase", "$/h",
-                            "How to obtain"),
-                           [[q.provider, q.instance_type, q.region, f"{q.gpu_model} x{q.gpus_per_node}", q.nodes,
-                             q.purchase, facts.usd(q.hourly_usd),
-                             q.how_to_obtain] for q in view.quotes], {4, 6})
+        lines += _md_table(
+            ("Provider", "Instance type", "Region", "GPUs/node", "Nodes", "Purchase", "$/h", "How to obtain"),
+            [
+                [
+                    q.provider,
+                    q.instance_type,
+                    q.region,
+                    f"{q.gpu_model} x{q.gpus_per_node}",
+                    q.nodes,
+                    q.purchase,
+                    facts.usd(q.hourly_usd),
+                    q.how_to_obtain,
+                ]
+                for q in view.quotes
+            ],
+            {4, 6},
+        )
     lines += ["", f"## Rejected offers ({view.rejected_count})", ""]
     if not view.rejected_count:
         lines.append("None.")

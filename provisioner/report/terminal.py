@@ -68,8 +68,13 @@ GAP = 2
 """Characters between two columns: the box's blank separator and one blank of right padding."""
 
 
-def fit_columns(headers: Sequence[str], whole: Sequence[bool], rows: Sequence[Sequence[str]], width: int,
-                droppable: Sequence[str] = ()) -> tuple[list[int], list[int]]:
+def fit_columns(
+    headers: Sequence[str],
+    whole: Sequence[bool],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    droppable: Sequence[str] = (),
+) -> tuple[list[int], list[int]]:
     """(kept column indexes, their widths) for a table that fits ``width`` without cutting a word or a
     ``whole`` cell (rich's own narrowing cuts them: ``privat``/``e``): the ``droppable`` headers go, in
     that order, until every kept column's longest word fits on one line; then the room left is shared
@@ -96,18 +101,30 @@ def fit_columns(headers: Sequence[str], whole: Sequence[bool], rows: Sequence[Se
     return kept, [widths[i] for i in kept]
 
 
-def _table(title: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequence[Text]], width: int,
-           droppable: Sequence[str] = (), caption: str = "") -> Table:
+def _table(
+    title: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[Text]],
+    width: int,
+    droppable: Sequence[str] = (),
+    caption: str = "",
+) -> Table:
     """A table of ``rows`` that fits ``width`` (``fit_columns``); the caption names what was dropped."""
     # One blank between columns (right padding only) keeps 13 columns inside 120 characters.
     table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False,
-        show_edge=False, expand=False,
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+        show_edge=False,
+        expand=False,
     )
     # Numbers and identifiers (copied into specs and consoles) never wrap; prose wraps between words.
     whole = [justify == "right" or name in _IDENTIFIER_COLUMNS for name, justify in columns]
-    kept, widths = fit_columns([name for name, _ in columns], whole,
-                               [[cell.plain for cell in row] for row in rows], width, droppable)
+    kept, widths = fit_columns(
+        [name for name, _ in columns], whole, [[cell.plain for cell in row] for row in rows], width, droppable
+    )
     for index, column_width in zip(kept, widths, strict=True):
         name, justify = columns[index]
         # The widths are fixed, so rich never narrows (cuts) a column; a header wraps between words.
@@ -127,9 +144,18 @@ def _table(title: str, columns: Sequence[tuple[str, str]], rows: Sequence[Sequen
 
 _BREAKDOWN = ("compute", "storage", "egress", "interr.")
 _OPTION_COLUMNS = (
-    ("#", "right"), ("provider", "left"), ("region", "left"), ("instance type", "left"),
-    ("per node", "left"), ("nodes", "right"), ("spot", "left"), ("network", "left"), ("$/h", "right"),
-    ("$/GPU-h", "right"), *((name, "right") for name in _BREAKDOWN), ("total", "right"),
+    ("#", "right"),
+    ("provider", "left"),
+    ("region", "left"),
+    ("instance type", "left"),
+    ("per node", "left"),
+    ("nodes", "right"),
+    ("spot", "left"),
+    ("network", "left"),
+    ("$/h", "right"),
+    ("$/GPU-h", "right"),
+    *((name, "right") for name in _BREAKDOWN),
+    ("total", "right"),
 )
 # Below this width the four breakdown columns are dropped rather than cut off.
 FULL_TABLE_MIN_WIDTH = 140
@@ -150,15 +176,28 @@ def _options_table(title: str, rows: Sequence[Row], hours: float, width: int) ->
     cells = []
     for row in rows:
         line = [
-            str(row.rank), row.provider, row.region, row.instance_type, row.gpus, str(row.nodes),
-            "yes" if row.spot else "no", _NETWORK_SHORT.get(row.network, row.network), _amount(row.hourly),
+            str(row.rank),
+            row.provider,
+            row.region,
+            row.instance_type,
+            row.gpus,
+            str(row.nodes),
+            "yes" if row.spot else "no",
+            _NETWORK_SHORT.get(row.network, row.network),
+            _amount(row.hourly),
             _amount(row.per_gpu_hour),
         ]
         if full:
             line += [_amount(row.compute), _amount(row.storage), _amount(row.egress), _amount(row.interruption)]
         cells.append([*(Text(cell) for cell in line), Text(_amount(row.total), style="bold")])
-    return _table(title, columns, cells, width, ("$/GPU-h", "spot", "per node", "network", "nodes"),
-                  caption=f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}{regions}")
+    return _table(
+        title,
+        columns,
+        cells,
+        width,
+        ("$/GPU-h", "spot", "per node", "network", "nodes"),
+        caption=f"USD: $/h for the whole cluster, costs expected over {hours:g} h{note}{regions}",
+    )
 
 
 def render_table(view: ReportView, *, color: bool, width: int) -> str:
@@ -189,13 +228,35 @@ def render_table(view: ReportView, *, color: bool, width: int) -> str:
 
 
 def _quotes_table(view: ReportView, width: int) -> Table:
-    rows = [[Text(q.provider), Text(q.instance_type), Text(q.region), Text(gpu_label(q.gpu_model, q.gpus_per_node)),
-             Text(str(q.nodes)), Text(q.purchase), Text(_amount(q.hourly_usd)), Text(q.how_to_obtain)]
-            for q in view.quotes]
-    return _table(f"Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool", (
-        ("provider", "left"), ("instance type", "left"), ("region", "left"), ("per node", "left"),
-        ("nodes", "right"), ("purchase", "left"), ("$/h", "right"), ("how to obtain", "left"),
-    ), rows, width, ("per node", "nodes", "purchase"))
+    rows = [
+        [
+            Text(q.provider),
+            Text(q.instance_type),
+            Text(q.region),
+            Text(gpu_label(q.gpu_model, q.gpus_per_node)),
+            Text(str(q.nodes)),
+            Text(q.purchase),
+            Text(_amount(q.hourly_usd)),
+            Text(q.how_to_obtain),
+        ]
+        for q in view.quotes
+    ]
+    return _table(
+        f"Quote only ({len(view.quotes)}): not ranked, cannot be bought by this tool",
+        (
+            ("provider", "left"),
+            ("instance type", "left"),
+            ("region", "left"),
+            ("per node", "left"),
+            ("nodes", "right"),
+            ("purchase", "left"),
+            ("$/h", "right"),
+            ("how to obtain", "left"),
+        ),
+        rows,
+        width,
+        ("per node", "nodes", "purchase"),
+    )
 
 
 def _rejections(view: ReportView, width: int) -> list[RenderableType]:
@@ -203,21 +264,42 @@ def _rejections(view: ReportView, width: int) -> list[RenderableType]:
     if not view.rejected_count:
         return [Text(f"{title}: none")]
     groups = view.groups if view.explain else view.groups[:REASONS_SHOWN]
-    rows = [[Text(str(group.count)), Text(group.stage_label), Text(group.field or "-"), Text(group.reason),
-             Text(examples_text(group))] for group in groups]
-    table = _table(title, (("offers", "right"), ("stage", "left"), ("spec field", "left"), ("reason", "left"),
-                           ("examples", "left")), rows, width, ("stage", "examples"))
+    rows = [
+        [
+            Text(str(group.count)),
+            Text(group.stage_label),
+            Text(group.field or "-"),
+            Text(group.reason),
+            Text(examples_text(group)),
+        ]
+        for group in groups
+    ]
+    table = _table(
+        title,
+        (("offers", "right"), ("stage", "left"), ("spec field", "left"), ("reason", "left"), ("examples", "left")),
+        rows,
+        width,
+        ("stage", "examples"),
+    )
     parts: list[RenderableType] = [table]
     if view.explain and view.rejected:
-        every = _table(f"Every rejected offer ({len(view.rejected)})", (
-            ("provider", "left"), ("region", "left"), ("instance type", "left"), ("reason", "left")),
-            [[Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason)]
-             for item in view.rejected], width)
+        every = _table(
+            f"Every rejected offer ({len(view.rejected)})",
+            (("provider", "left"), ("region", "left"), ("instance type", "left"), ("reason", "left")),
+            [
+                [Text(item.provider), Text(item.region), Text(item.instance_type), Text(item.reason)]
+                for item in view.rejected
+            ],
+            width,
+        )
         parts += [Text(""), every]
     elif not view.explain:
         rest = view.groups[REASONS_SHOWN:]
-        more = f"{counted(len(rest), 'rarer reason')} for {counted(sum(g.count for g in rest), 'more offer')}; " \
-            if rest else ""
+        more = (
+            f"{counted(len(rest), 'rarer reason')} for {counted(sum(g.count for g in rest), 'more offer')}; "
+            if rest
+            else ""
+        )
         parts.append(Text(f"({more}--explain lists every rejected offer)", style="dim"))
     return parts
 
@@ -233,16 +315,39 @@ def _price(value: object) -> Text:
 def render_catalog_table(offers: Sequence[Offer], as_of: dt.date | str, origin: str, *, width: int) -> str:
     """Every offer as one row, in the order given."""
     title = f"{counted(len(offers), 'offer')}; prices as of {as_of_text(as_of)} from {origin}"
-    rows = [[Text(offer.provider), Text(offer.instance_type), Text(offer.region),
-             Text(gpu_label(offer.gpu_model, offer.gpus)), Text(f"{offer.gpu_memory_gib:g} GiB"),
-             Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"), _price(offer.price_per_hour_usd),
-             _price(offer.spot_price_per_hour_usd), Text(f"${offer.egress_usd_per_gb:.3f}"),
-             Text(f"{offer.reliability:.3f}")] for offer in offers]
-    table = _table(title, (
-        ("provider", "left"), ("instance type", "left"), ("region", "left"), ("GPU x count", "left"),
-        ("GPU mem", "right"), ("fabric/Gbps", "left"), ("on-demand $/h", "right"), ("spot $/h", "right"),
-        ("egress $/GB", "right"), ("reliability", "right"),
-    ), rows, width, ("reliability", "egress $/GB", "GPU mem", "fabric/Gbps", "spot $/h"))
+    rows = [
+        [
+            Text(offer.provider),
+            Text(offer.instance_type),
+            Text(offer.region),
+            Text(gpu_label(offer.gpu_model, offer.gpus)),
+            Text(f"{offer.gpu_memory_gib:g} GiB"),
+            Text(f"{offer.fabric.value}/{offer.fabric_gbps:g}"),
+            _price(offer.price_per_hour_usd),
+            _price(offer.spot_price_per_hour_usd),
+            Text(f"${offer.egress_usd_per_gb:.3f}"),
+            Text(f"{offer.reliability:.3f}"),
+        ]
+        for offer in offers
+    ]
+    table = _table(
+        title,
+        (
+            ("provider", "left"),
+            ("instance type", "left"),
+            ("region", "left"),
+            ("GPU x count", "left"),
+            ("GPU mem", "right"),
+            ("fabric/Gbps", "left"),
+            ("on-demand $/h", "right"),
+            ("spot $/h", "right"),
+            ("egress $/GB", "right"),
+            ("reliability", "right"),
+        ),
+        rows,
+        width,
+        ("reliability", "egress $/GB", "GPU mem", "fabric/Gbps", "spot $/h"),
+    )
     return _render([table], width, color=False)
 
 

@@ -89,9 +89,17 @@ class Row:
 
 
 def _fold_key(option: Option) -> tuple[object, ...]:
-    return (option.provider, option.instance_type, option.gpu_model, option.gpus_per_node, option.nodes,
-            option.spot, facts.network(option), facts.hourly(option),
-            *(facts.cost_part(option, part) for part in COST_FIELDS))
+    return (
+        option.provider,
+        option.instance_type,
+        option.gpu_model,
+        option.gpus_per_node,
+        option.nodes,
+        option.spot,
+        facts.network(option),
+        facts.hourly(option),
+        *(facts.cost_part(option, part) for part in COST_FIELDS),
+    )
 
 
 def fold_rows(options: Sequence[Option]) -> list[Row]:
@@ -103,15 +111,26 @@ def fold_rows(options: Sequence[Option]) -> list[Row]:
     for group in rows.values():
         first = group[0]
         regions = tuple(dict.fromkeys(option.region for option in group))
-        folded.append(Row(
-            rank=first.rank, provider=first.provider, regions=regions,
-            zone=(first.zone or "") if len(regions) == 1 else "", instance_type=first.instance_type,
-            gpus=gpu_label(first.gpu_model, first.gpus_per_node), nodes=first.nodes, spot=first.spot,
-            network=facts.network(first), hourly=facts.hourly(first), per_gpu_hour=facts.usd_per_gpu_hour(first),
-            compute=facts.cost_part(first, "compute"), storage=facts.cost_part(first, "storage"),
-            egress=facts.cost_part(first, "egress"), interruption=facts.cost_part(first, "interruption"),
-            total=facts.total(first),
-        ))
+        folded.append(
+            Row(
+                rank=first.rank,
+                provider=first.provider,
+                regions=regions,
+                zone=(first.zone or "") if len(regions) == 1 else "",
+                instance_type=first.instance_type,
+                gpus=gpu_label(first.gpu_model, first.gpus_per_node),
+                nodes=first.nodes,
+                spot=first.spot,
+                network=facts.network(first),
+                hourly=facts.hourly(first),
+                per_gpu_hour=facts.usd_per_gpu_hour(first),
+                compute=facts.cost_part(first, "compute"),
+                storage=facts.cost_part(first, "storage"),
+                egress=facts.cost_part(first, "egress"),
+                interruption=facts.cost_part(first, "interruption"),
+                total=facts.total(first),
+            )
+        )
     return folded
 
 
@@ -230,8 +249,10 @@ def block_words(option: Option) -> str:
     if not offer.block_hours:
         return ""
     start = f" from {offer.block_start}" if offer.block_start else ""
-    return (f"; a reserved block of {offer.block_hours} h{start} ({offer.offer_id or 'offering'}): "
-            f"{usd(option.cost.compute)} paid upfront for the whole block, non-refundable")
+    return (
+        f"; a reserved block of {offer.block_hours} h{start} ({offer.offer_id or 'offering'}): "
+        f"{usd(option.cost.compute)} paid upfront for the whole block, non-refundable"
+    )
 
 
 def no_options_message(result: PlanResult) -> str:

@@ -49,14 +49,16 @@ def on_botocore(session: Any, transport: httpx.BaseTransport) -> None:
 
     def send(request: botocore.awsrequest.AWSPreparedRequest, **_: Any) -> botocore.awsrequest.AWSResponse:
         try:
-            answer = client.request(request.method, request.url, headers=dict(request.headers.items()),
-                                    content=_body(request.body))
+            answer = client.request(
+                request.method, request.url, headers=dict(request.headers.items()), content=_body(request.body)
+            )
         except httpx.TimeoutException as exc:
             raise botocore.exceptions.ReadTimeoutError(endpoint_url=request.url, error=exc) from None
         except httpx.TransportError as exc:
             raise botocore.exceptions.ConnectionClosedError(endpoint_url=request.url, error=exc) from None
-        return botocore.awsrequest.AWSResponse(request.url, answer.status_code, dict(answer.headers),
-                                               _Raw(answer.content))
+        return botocore.awsrequest.AWSResponse(
+            request.url, answer.status_code, dict(answer.headers), _Raw(answer.content)
+        )
 
     session.events.register("before-send", send)
 
@@ -68,12 +70,20 @@ class RequestsAdapter(requests.adapters.BaseAdapter):
         super().__init__()
         self._client = httpx.Client(transport=transport)
 
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
-             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
+    def send(
+        self,
+        request: requests.PreparedRequest,
+        stream: bool = False,
+        timeout: Any = None,
+        verify: Any = True,
+        cert: Any = None,
+        proxies: Any = None,
+    ) -> requests.Response:
         try:
             headers: Any = dict(request.headers)  # str or bytes values, as requests keeps them; httpx takes both
-            answer = self._client.request(str(request.method), str(request.url), headers=headers,
-                                          content=_body(request.body))
+            answer = self._client.request(
+                str(request.method), str(request.url), headers=headers, content=_body(request.body)
+            )
         except httpx.TimeoutException as exc:
             raise requests.exceptions.ReadTimeout(str(exc), request=request) from None
         except httpx.TransportError as exc:
@@ -81,7 +91,8 @@ class RequestsAdapter(requests.adapters.BaseAdapter):
         response = requests.Response()
         response.status_code = answer.status_code
         response.headers = requests.structures.CaseInsensitiveDict(
-            {k: v for k, v in answer.headers.items() if k.lower() != "content-encoding"})  # httpx decoded it
+            {k: v for k, v in answer.headers.items() if k.lower() != "content-encoding"}
+        )  # httpx decoded it
         response._content = answer.content
         response.encoding = requests.utils.get_encoding_from_headers(response.headers)
         response.reason = answer.reason_phrase

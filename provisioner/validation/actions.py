@@ -35,12 +35,17 @@ class DrainPlan:
         if not self.refused:
             return None
         names = ", ".join(c.node for c in self.refused)
-        return (f"refused to drain {names}: it is the last node in service; "
-                "drain it yourself or pass --force")
+        return f"refused to drain {names}: it is the last node in service; drain it yourself or pass --force"
 
 
-def plan_drains(candidates: Sequence[Candidate], all_nodes: Sequence[str], out_of_service: Sequence[str] = (),
-                *, already_drained: Sequence[str] = (), force: bool = False) -> DrainPlan:
+def plan_drains(
+    candidates: Sequence[Candidate],
+    all_nodes: Sequence[str],
+    out_of_service: Sequence[str] = (),
+    *,
+    already_drained: Sequence[str] = (),
+    force: bool = False,
+) -> DrainPlan:
     """Which candidates to drain.
 
     ``out_of_service``: nodes the scheduler will not use now (drained, down, not responding);
@@ -95,9 +100,16 @@ def slurm_out_of_service(states: dict[str, str]) -> list[str]:
 
 def k8s_out_of_service(run: Runner) -> list[str]:
     """Nodes marked unschedulable (cordoned)."""
-    result = run(("kubectl", "get", "nodes", "-o",
-                  "jsonpath={range .items[?(@.spec.unschedulable==true)]}{.metadata.name}{\"\\n\"}{end}"),
-                 timeout_s=30)
+    result = run(
+        (
+            "kubectl",
+            "get",
+            "nodes",
+            "-o",
+            'jsonpath={range .items[?(@.spec.unschedulable==true)]}{.metadata.name}{"\\n"}{end}',
+        ),
+        timeout_s=30,
+    )
     return [line.strip() for line in result.stdout.splitlines() if line.strip()] if result.ok else []
 
 
@@ -118,6 +130,17 @@ def apply_drains(plan: DrainPlan, run: Runner, via: str) -> list[ActionOutcome]:
     return outcomes
 
 
-__all__ = ["TAINT_KEY", "ActionOutcome", "Candidate", "DrainPlan", "apply_drains", "k8s_cordon_commands",
-           "k8s_out_of_service", "plan_drains", "slurm_drain_commands", "slurm_drained", "slurm_node_states",
-           "slurm_out_of_service"]
+__all__ = [
+    "TAINT_KEY",
+    "ActionOutcome",
+    "Candidate",
+    "DrainPlan",
+    "apply_drains",
+    "k8s_cordon_commands",
+    "k8s_out_of_service",
+    "plan_drains",
+    "slurm_drain_commands",
+    "slurm_drained",
+    "slurm_node_states",
+    "slurm_out_of_service",
+]

@@ -39,8 +39,17 @@ class BurnInConfig:
 
     def tiny(self) -> BurnInConfig:
         """CPU-test sizes: seconds become tenths, GiB become KiB."""
-        return BurnInConfig(matmul_n=64, burst_s=0.05, sustained_s=0.2, window_s=0.05, copy_bytes=1 << 16,
-                            pinned_bytes=1 << 14, nccl_bytes=1 << 14, repeats=2, device="cpu")
+        return BurnInConfig(
+            matmul_n=64,
+            burst_s=0.05,
+            sustained_s=0.2,
+            window_s=0.05,
+            copy_bytes=1 << 16,
+            pinned_bytes=1 << 14,
+            nccl_bytes=1 << 14,
+            repeats=2,
+            device="cpu",
+        )
 
 
 def _import_torch() -> Any:
@@ -88,13 +97,24 @@ class _Devices:
         return [begin.elapsed_time(end) / 1000.0 for begin, end in events]
 
 
-def _matmul_windows(devices: _Devices, n: int, duration_s: float, window_s: float,
-                    clock: Callable[[], float], probe: Callable[[], None] | None) -> list[list[float]]:
+def _matmul_windows(
+    devices: _Devices,
+    n: int,
+    duration_s: float,
+    window_s: float,
+    clock: Callable[[], float],
+    probe: Callable[[], None] | None,
+) -> list[list[float]]:
     """TFLOP/s per window per device, windows of about ``window_s`` for ``duration_s``."""
     torch = devices.torch
-    operands = {name: (torch.randn(n, n, device=name, dtype=torch.bfloat16),
-                       torch.randn(n, n, device=name, dtype=torch.bfloat16),
-                       torch.empty(n, n, device=name, dtype=torch.bfloat16)) for name in devices.names}
+    operands = {
+        name: (
+            torch.randn(n, n, device=name, dtype=torch.bfloat16),
+            torch.randn(n, n, device=name, dtype=torch.bfloat16),
+            torch.empty(n, n, device=name, dtype=torch.bfloat16),
+        )
+        for name in devices.names
+    }
 
     def one(name: str) -> None:
         a, b, out = operands[name]
@@ -125,8 +145,10 @@ def _matmul_windows(devices: _Devices, n: int, duration_s: float, window_s: floa
 def _copy_tbps(devices: _Devices, nbytes: int, repeats: int) -> list[float]:
     """Device-to-device copy, counting read + write (as bench.json's hbm_copy_tbps_rw does)."""
     torch = devices.torch
-    buffers = {name: (torch.empty(nbytes, dtype=torch.uint8, device=name),
-                      torch.empty(nbytes, dtype=torch.uint8, device=name)) for name in devices.names}
+    buffers = {
+        name: (torch.empty(nbytes, dtype=torch.uint8, device=name), torch.empty(nbytes, dtype=torch.uint8, device=name))
+        for name in devices.names
+    }
     results = []
     for name in devices.names:
         src, dst = buffers[name]
@@ -223,8 +245,13 @@ def multinode_allreduce_busbw(nbytes: int = 1 << 30, repeats: int = 5, backend: 
         dist.destroy_process_group()
 
 
-def run_burnin(config: BurnInConfig | None = None, *, clock: Callable[[], float] = time.monotonic,
-               probe: Callable[[], None] | None = None, torch_module: Any = None) -> BurnInResult:
+def run_burnin(
+    config: BurnInConfig | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    probe: Callable[[], None] | None = None,
+    torch_module: Any = None,
+) -> BurnInResult:
     """Run the burn-in on every visible GPU (or the CPU). Blocks for about burst_s + sustained_s.
 
     Never raises for a missing torch or CUDA: the result says ``skipped`` and why. ``probe`` is
@@ -245,21 +272,30 @@ def run_burnin(config: BurnInConfig | None = None, *, clock: Callable[[], float]
     nccl = _nccl_busbw(devices, config.nccl_bytes, config.repeats)
     gpus = []
     for i in range(len(devices.names)):
-        gpus.append(GpuMetrics(
-            index=i,
-            matmul_burst_tflops=round(statistics.mean(burst[i]), 2),
-            matmul_sustained_tflops=round(statistics.median(sustained[i]), 2),
-            hbm_copy_tbps=round(copies[i], 4),
-            h2d_gbps=round(pinned[i][0], 2) if pinned else None,
-            d2h_gbps=round(pinned[i][1], 2) if pinned else None,
-        ))
+        gpus.append(
+            GpuMetrics(
+                index=i,
+                matmul_burst_tflops=round(statistics.mean(burst[i]), 2),
+                matmul_sustained_tflops=round(statistics.median(sustained[i]), 2),
+                hbm_copy_tbps=round(copies[i], 4),
+                h2d_gbps=round(pinned[i][0], 2) if pinned else None,
+                d2h_gbps=round(pinned[i][1], 2) if pinned else None,
+            )
+        )
     # The node-wide sustained curve: the slowest GPU's windows (it sets the step time).
     slowest = min(range(len(gpus)), key=lambda i: gpus[i].matmul_sustained_tflops or 0.0)
-    return BurnInResult(gpus=gpus, nccl_busbw_gbps=None if nccl is None else round(nccl, 2),
-                        nccl_gpus=len(devices.names) if nccl is not None else 0,
-                        sustained_windows_tflops=[round(v, 2) for v in sustained[slowest]],
-                        duration_s=round(clock() - started, 2), matmul_n=config.matmul_n, burst_s=config.burst_s,
-                        window_s=config.window_s, copy_bytes=config.copy_bytes, pinned_bytes=config.pinned_bytes)
+    return BurnInResult(
+        gpus=gpus,
+        nccl_busbw_gbps=None if nccl is None else round(nccl, 2),
+        nccl_gpus=len(devices.names) if nccl is not None else 0,
+        sustained_windows_tflops=[round(v, 2) for v in sustained[slowest]],
+        duration_s=round(clock() - started, 2),
+        matmul_n=config.matmul_n,
+        burst_s=config.burst_s,
+        window_s=config.window_s,
+        copy_bytes=config.copy_bytes,
+        pinned_bytes=config.pinned_bytes,
+    )
 
 
 __all__ = ["BurnInConfig", "busbw_gbps", "multinode_allreduce_busbw", "run_burnin"]

@@ -48,15 +48,28 @@ def check_inventory(states: Sequence[GpuState], expect_gpus: int | None, expect_
     findings = []
     count, model = CHECK_RULES["gpu.count"], CHECK_RULES["gpu.model"]
     if expect_gpus is not None and len(states) != expect_gpus:
-        findings.append(Finding(code=count.code, severity=count.severity, action=count.action,
-                                value=len(states), threshold=expect_gpus,
-                                message=f"{len(states)} GPU(s) visible, expected {expect_gpus}"))
+        findings.append(
+            Finding(
+                code=count.code,
+                severity=count.severity,
+                action=count.action,
+                value=len(states),
+                threshold=expect_gpus,
+                message=f"{len(states)} GPU(s) visible, expected {expect_gpus}",
+            )
+        )
     if expect_model:
         for state in states:
             if state.name and not model_matches(state.name, expect_model):
-                findings.append(Finding(code=model.code, severity=model.severity, gpu=state.index,
-                                        action=model.action,
-                                        message=f"GPU {state.index} is {state.name}, expected {expect_model}"))
+                findings.append(
+                    Finding(
+                        code=model.code,
+                        severity=model.severity,
+                        gpu=state.index,
+                        action=model.action,
+                        message=f"GPU {state.index} is {state.name}, expected {expect_model}",
+                    )
+                )
     return findings
 
 
@@ -97,47 +110,105 @@ def _mask(state: GpuState) -> float | None:
 _RULES = (
     CheckRule("gpu.count", Severity.FAILED, Action.REPLACE_NODE, "fewer or more GPUs than expected"),
     CheckRule("gpu.model", Severity.FAILED, Action.REPLACE_NODE, "a GPU of another model than expected"),
-    CheckRule("ecc.disabled", Severity.DEGRADED, Action.FIX_CONFIG, "ECC is disabled",
-              lambda s: s.ecc_enabled is False, lambda s: "ECC is disabled"),
-    CheckRule("ecc.volatile_uncorrectable", Severity.FAILED, Action.DRAIN,
-              "volatile uncorrectable ECC errors since the last reset",
-              lambda s: bool(s.ecc_volatile_uncorrectable),
-              lambda s: f"{s.ecc_volatile_uncorrectable} volatile uncorrectable ECC error(s) since the last reset",
-              lambda s: s.ecc_volatile_uncorrectable),
-    CheckRule("ecc.aggregate_uncorrectable", Severity.WARN, Action.NONE,
-              "uncorrectable ECC errors over the GPU's lifetime (history, not a present fault)",
-              lambda s: bool(s.ecc_aggregate_uncorrectable),
-              lambda s: f"{s.ecc_aggregate_uncorrectable} uncorrectable ECC error(s) over the GPU's lifetime",
-              lambda s: s.ecc_aggregate_uncorrectable),
-    CheckRule("ecc.sram_threshold_exceeded", Severity.FAILED, Action.REPLACE_NODE,
-              "SRAM uncorrectable error threshold exceeded (RMA)",
-              lambda s: bool(s.sram_threshold_exceeded), lambda s: "SRAM uncorrectable error threshold exceeded (RMA)"),
-    CheckRule("remap.failure", Severity.FAILED, Action.REPLACE_NODE, "row remapping failed (no spare rows left)",
-              lambda s: bool(s.remap_failure), lambda s: "row remapping failed (no spare rows left)"),
-    CheckRule("remap.pending", Severity.FAILED, Action.RESET_GPU, "a row remap is pending (takes effect on GPU reset)",
-              lambda s: bool(s.remap_pending), lambda s: "a row remap is pending (takes effect on GPU reset)"),
-    CheckRule("retired_pages.pending", Severity.FAILED, Action.RESET_GPU,
-              "a page retirement is pending (takes effect on GPU reset)",
-              lambda s: bool(s.retired_pages_pending),
-              lambda s: "a page retirement is pending (takes effect on GPU reset)"),
-    CheckRule("persistence.off", Severity.DEGRADED, Action.FIX_CONFIG, "persistence mode is off",
-              lambda s: s.persistence_mode is False,
-              lambda s: "persistence mode is off (nvidia-smi -pm 1, or nvidia-persistenced)"),
-    CheckRule("pcie.gen_below_max", Severity.DEGRADED, Action.DRAIN, "PCIe link generation below the link's maximum",
-              lambda s: _below(s.pcie_gen_current, s.pcie_gen_max),
-              lambda s: f"PCIe link at Gen{s.pcie_gen_current}, the link supports Gen{s.pcie_gen_max}",
-              lambda s: s.pcie_gen_current, lambda s: s.pcie_gen_max),
-    CheckRule("pcie.width_below_max", Severity.DEGRADED, Action.DRAIN, "PCIe link width below the link's maximum",
-              lambda s: _below(s.pcie_width_current, s.pcie_width_max),
-              lambda s: f"PCIe link at x{s.pcie_width_current}, the link supports x{s.pcie_width_max}",
-              lambda s: s.pcie_width_current, lambda s: s.pcie_width_max),
-    *(CheckRule(f"clock_event.{reason}", severity, Action.DRAIN, meaning, _event(reason), None, _mask)
-      for reason, severity, meaning in (
-          ("hw_slowdown", Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
-          ("hw_thermal_slowdown", Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
-          ("hw_power_brake_slowdown", Severity.FAILED, "HW power brake slowdown (external power brake asserted)"),
-          ("sw_thermal_slowdown", Severity.DEGRADED,
-           "SW thermal slowdown (clocks lowered to hold the temperature target)"))),
+    CheckRule(
+        "ecc.disabled",
+        Severity.DEGRADED,
+        Action.FIX_CONFIG,
+        "ECC is disabled",
+        lambda s: s.ecc_enabled is False,
+        lambda s: "ECC is disabled",
+    ),
+    CheckRule(
+        "ecc.volatile_uncorrectable",
+        Severity.FAILED,
+        Action.DRAIN,
+        "volatile uncorrectable ECC errors since the last reset",
+        lambda s: bool(s.ecc_volatile_uncorrectable),
+        lambda s: f"{s.ecc_volatile_uncorrectable} volatile uncorrectable ECC error(s) since the last reset",
+        lambda s: s.ecc_volatile_uncorrectable,
+    ),
+    CheckRule(
+        "ecc.aggregate_uncorrectable",
+        Severity.WARN,
+        Action.NONE,
+        "uncorrectable ECC errors over the GPU's lifetime (history, not a present fault)",
+        lambda s: bool(s.ecc_aggregate_uncorrectable),
+        lambda s: f"{s.ecc_aggregate_uncorrectable} uncorrectable ECC error(s) over the GPU's lifetime",
+        lambda s: s.ecc_aggregate_uncorrectable,
+    ),
+    CheckRule(
+        "ecc.sram_threshold_exceeded",
+        Severity.FAILED,
+        Action.REPLACE_NODE,
+        "SRAM uncorrectable error threshold exceeded (RMA)",
+        lambda s: bool(s.sram_threshold_exceeded),
+        lambda s: "SRAM uncorrectable error threshold exceeded (RMA)",
+    ),
+    CheckRule(
+        "remap.failure",
+        Severity.FAILED,
+        Action.REPLACE_NODE,
+        "row remapping failed (no spare rows left)",
+        lambda s: bool(s.remap_failure),
+        lambda s: "row remapping failed (no spare rows left)",
+    ),
+    CheckRule(
+        "remap.pending",
+        Severity.FAILED,
+        Action.RESET_GPU,
+        "a row remap is pending (takes effect on GPU reset)",
+        lambda s: bool(s.remap_pending),
+        lambda s: "a row remap is pending (takes effect on GPU reset)",
+    ),
+    CheckRule(
+        "retired_pages.pending",
+        Severity.FAILED,
+        Action.RESET_GPU,
+        "a page retirement is pending (takes effect on GPU reset)",
+        lambda s: bool(s.retired_pages_pending),
+        lambda s: "a page retirement is pending (takes effect on GPU reset)",
+    ),
+    CheckRule(
+        "persistence.off",
+        Severity.DEGRADED,
+        Action.FIX_CONFIG,
+        "persistence mode is off",
+        lambda s: s.persistence_mode is False,
+        lambda s: "persistence mode is off (nvidia-smi -pm 1, or nvidia-persistenced)",
+    ),
+    CheckRule(
+        "pcie.gen_below_max",
+        Severity.DEGRADED,
+        Action.DRAIN,
+        "PCIe link generation below the link's maximum",
+        lambda s: _below(s.pcie_gen_current, s.pcie_gen_max),
+        lambda s: f"PCIe link at Gen{s.pcie_gen_current}, the link supports Gen{s.pcie_gen_max}",
+        lambda s: s.pcie_gen_current,
+        lambda s: s.pcie_gen_max,
+    ),
+    CheckRule(
+        "pcie.width_below_max",
+        Severity.DEGRADED,
+        Action.DRAIN,
+        "PCIe link width below the link's maximum",
+        lambda s: _below(s.pcie_width_current, s.pcie_width_max),
+        lambda s: f"PCIe link at x{s.pcie_width_current}, the link supports x{s.pcie_width_max}",
+        lambda s: s.pcie_width_current,
+        lambda s: s.pcie_width_max,
+    ),
+    *(
+        CheckRule(f"clock_event.{reason}", severity, Action.DRAIN, meaning, _event(reason), None, _mask)
+        for reason, severity, meaning in (
+            ("hw_slowdown", Severity.FAILED, "HW slowdown (thermal or external power brake signal)"),
+            ("hw_thermal_slowdown", Severity.FAILED, "HW thermal slowdown (GPU too hot)"),
+            ("hw_power_brake_slowdown", Severity.FAILED, "HW power brake slowdown (external power brake asserted)"),
+            (
+                "sw_thermal_slowdown",
+                Severity.DEGRADED,
+                "SW thermal slowdown (clocks lowered to hold the temperature target)",
+            ),
+        )
+    ),
 )
 CHECK_RULES: dict[str, CheckRule] = {rule.code: rule for rule in _RULES}
 """Every nvidia-smi rule by finding code. SW power cap (0x4), idle, application clocks, sync
@@ -148,9 +219,15 @@ def _finding(rule: CheckRule, state: GpuState, suffix: str = "") -> Finding:
     detail = rule.detail(state) if rule.detail else rule.meaning
     if rule.code.startswith("clock_event."):
         suffix += f" (clock event reasons {state.clock_event_mask:#x})"
-    return Finding(code=rule.code, severity=rule.severity, gpu=state.index, action=rule.action,
-                   value=rule.value(state), threshold=rule.threshold(state),
-                   message=f"GPU {state.index}: {detail}{suffix}")
+    return Finding(
+        code=rule.code,
+        severity=rule.severity,
+        gpu=state.index,
+        action=rule.action,
+        value=rule.value(state),
+        threshold=rule.threshold(state),
+        message=f"GPU {state.index}: {detail}{suffix}",
+    )
 
 
 def evaluate(state: GpuState, *, under_load: bool = False, prefix: str = "") -> list[Finding]:
@@ -181,8 +258,13 @@ def check_clock_events(state: GpuState, *, under_load: bool = False) -> list[Fin
     return [f for f in evaluate(state, under_load=under_load) if f.code.startswith("clock_event.")]
 
 
-def check_gpus(states: Sequence[GpuState], *, expect_gpus: int | None = None, expect_model: str | None = None,
-               under_load: Sequence[GpuState] = ()) -> list[Finding]:
+def check_gpus(
+    states: Sequence[GpuState],
+    *,
+    expect_gpus: int | None = None,
+    expect_model: str | None = None,
+    under_load: Sequence[GpuState] = (),
+) -> list[Finding]:
     """Every nvidia-smi check. ``under_load`` is a reading taken during the sustained burn-in."""
     findings = check_inventory(states, expect_gpus, expect_model)
     for state in states:
@@ -195,5 +277,15 @@ def check_gpus(states: Sequence[GpuState], *, expect_gpus: int | None = None, ex
     return findings
 
 
-__all__ = ["CHECK_RULES", "CheckRule", "canonical_model", "check_clock_events", "check_config", "check_gpus",
-           "check_inventory", "check_memory", "evaluate", "model_matches"]
+__all__ = [
+    "CHECK_RULES",
+    "CheckRule",
+    "canonical_model",
+    "check_clock_events",
+    "check_config",
+    "check_gpus",
+    "check_inventory",
+    "check_memory",
+    "evaluate",
+    "model_matches",
+]

@@ -64,13 +64,21 @@ def _scheduler_runner(names: list[str], via: str, cluster_id: str | None, source
     record = state.load_record(cluster_id) if cluster_id else None
     if record is None:
         what = "Slurm" if via == "slurm" else "Kubernetes (kubectl)"
-        why = (f"its {what} does not list {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}" if known
-               else f"no {what} answers here")
+        why = (
+            f"its {what} does not list {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
+            if known
+            else f"no {what} answers here"
+        )
         cluster = f"cluster {cluster_id}" if cluster_id else "their cluster"
-        again = f"provisioner validate {source}" if source else f"provisioner validate --nodes {','.join(names)} " \
-            f"--via {via}"
-        raise UsageError(f"this machine is not the head of {cluster} ({why}) and has no record of it: run "
-                         f"'{again}' on the head, or here with --via ssh if this machine reaches the nodes")
+        again = (
+            f"provisioner validate {source}"
+            if source
+            else f"provisioner validate --nodes {','.join(names)} --via {via}"
+        )
+        raise UsageError(
+            f"this machine is not the head of {cluster} ({why}) and has no record of it: run "
+            f"'{again}' on the head, or here with --via ssh if this machine reaches the nodes"
+        )
     return _on_head(record.cluster_id)
 
 
@@ -104,18 +112,32 @@ def _on_head(cluster_id: str) -> Runner:
     # A fake provider's head (TEST-NET): one line at once, as up and watch say, not minutes of SSH waits.
     refuse_unanswerable(runtime, record.plan, [node for node in live(nodes) if node.name == head.node_name])
     remote = runtime.remote or default_remote(record.plan, cluster_secrets(cluster_id))
-    print(f"note: this machine is not the head of {cluster_id}: running the checks there ({head.node_name}, "
-          f"{head.host}) over SSH", file=sys.stderr)
+    print(
+        f"note: this machine is not the head of {cluster_id}: running the checks there ({head.node_name}, "
+        f"{head.host}) over SSH",
+        file=sys.stderr,
+    )
 
     def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
         return remote.run(head, args, timeout_s=timeout_s)
+
     return run
 
 
-def node_check(expect_gpus: int | None = None, expect_model: str | None = None, expect_fabric: str | None = None,
-               expect_nvlink: bool | None = None, plan: Path | None = None, dcgm_level: int = 1,
-               burnin: bool = True, sustained_s: float = 60.0, node: str | None = None, json_out: bool = False,
-               output: Path | None = None, allow_unjudged: bool = False) -> int:
+def node_check(
+    expect_gpus: int | None = None,
+    expect_model: str | None = None,
+    expect_fabric: str | None = None,
+    expect_nvlink: bool | None = None,
+    plan: Path | None = None,
+    dcgm_level: int = 1,
+    burnin: bool = True,
+    sustained_s: float = 60.0,
+    node: str | None = None,
+    json_out: bool = False,
+    output: Path | None = None,
+    allow_unjudged: bool = False,
+) -> int:
     """Check this node's GPUs, kernel log, NVLink, fabric and DCGM; burn it in. Exit 0/10/11."""
     from provisioner.validation.burnin import BurnInConfig
     from provisioner.validation.node import CheckOptions, check_node
@@ -127,18 +149,37 @@ def node_check(expect_gpus: int | None = None, expect_model: str | None = None, 
         expect_gpus = per_node if expect_gpus is None else expect_gpus
         expect_model = expect_model or model
         expect_fabric = expect_fabric or fabric
-    options = CheckOptions(node=node, expect_gpus=expect_gpus, expect_model=expect_model, expect_fabric=expect_fabric,
-                           expect_nvlink=expect_nvlink, dcgm_level=dcgm_level or None, burnin=burnin,
-                           allow_unjudged=allow_unjudged, burnin_config=BurnInConfig(sustained_s=sustained_s))
+    options = CheckOptions(
+        node=node,
+        expect_gpus=expect_gpus,
+        expect_model=expect_model,
+        expect_fabric=expect_fabric,
+        expect_nvlink=expect_nvlink,
+        dcgm_level=dcgm_level or None,
+        burnin=burnin,
+        allow_unjudged=allow_unjudged,
+        burnin_config=BurnInConfig(sustained_s=sustained_s),
+    )
     report = check_node(Host.local(), options)
     _write(report.to_json() if json_out else render_node(report), output)
     return report.status.exit_code
 
 
-def validate(source: Path | None = None, nodes: str | None = None, via: str | None = None, drain: bool = True,
-             force: bool = False, burnin: bool = True, sustained_s: float = 60.0, dcgm_level: int = 1,
-             timeout_s: float = 300.0, catalog: Path | None = None, json_out: bool = False,
-             output: Path | None = None, allow_unjudged: bool = False) -> int:
+def validate(
+    source: Path | None = None,
+    nodes: str | None = None,
+    via: str | None = None,
+    drain: bool = True,
+    force: bool = False,
+    burnin: bool = True,
+    sustained_s: float = 60.0,
+    dcgm_level: int = 1,
+    timeout_s: float = 300.0,
+    catalog: Path | None = None,
+    json_out: bool = False,
+    output: Path | None = None,
+    allow_unjudged: bool = False,
+) -> int:
     """Run `node check` on every node (srun, kubectl exec or ssh), find stragglers, drain bad nodes."""
     from provisioner.validation.actions import (
         apply_drains,
@@ -170,8 +211,14 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
         extra.append("--no-burnin")
     if allow_unjudged:
         extra.append("--allow-unjudged")
-    target = Target(nodes=tuple(names), via=via, expect_gpus=per_node, expect_model=model, expect_fabric=fabric,
-                    check_args=tuple(extra))
+    target = Target(
+        nodes=tuple(names),
+        via=via,
+        expect_gpus=per_node,
+        expect_model=model,
+        expect_fabric=fabric,
+        check_args=tuple(extra),
+    )
     run = _scheduler_runner(names, via, cluster_id, source) if via in ("slurm", "k8s") else run_subprocess
     report = validate_cluster(target, run, timeout_s=timeout_s)
     if drain and via in ("slurm", "k8s"):
@@ -183,10 +230,18 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
         plan = plan_cluster_drains(report, out_of_service, already_drained=drained, force=force)
         report = with_actions(report, plan, apply_drains(plan, run, via))
     elif drain and via == "ssh" and report.status.rank > 0:
-        report = report.model_copy(update={"messages": [
-            *report.messages, "no scheduler to drain through over ssh; take the bad nodes out yourself"]})
-    _write(report.to_json() if json_out else render_cluster(report.nodes, report.drained, report.refused,
-                                                            report.messages), output)
+        report = report.model_copy(
+            update={
+                "messages": [
+                    *report.messages,
+                    "no scheduler to drain through over ssh; take the bad nodes out yourself",
+                ]
+            }
+        )
+    _write(
+        report.to_json() if json_out else render_cluster(report.nodes, report.drained, report.refused, report.messages),
+        output,
+    )
     if json_out:
         for message in report.messages:
             print(f"note: {message}", file=sys.stderr)
@@ -195,16 +250,28 @@ def validate(source: Path | None = None, nodes: str | None = None, via: str | No
 
 def _burnin_options(cmd: Any, burnin_help: str) -> None:
     cliargs.flag(cmd, "--burnin", burnin_help, default=True)
-    cmd.add_argument("--sustained-s", type=cliargs.float_range(1, 3600), default=60.0,
-                     help="Sustained burn-in seconds (1-3600, default 60).")
-    cliargs.flag(cmd, "--allow-unjudged", "Accept a GPU model with no reference or datasheet figures "
-                 "(burnin.unjudged becomes info instead of degraded).", negatable=False)
+    cmd.add_argument(
+        "--sustained-s",
+        type=cliargs.float_range(1, 3600),
+        default=60.0,
+        help="Sustained burn-in seconds (1-3600, default 60).",
+    )
+    cliargs.flag(
+        cmd,
+        "--allow-unjudged",
+        "Accept a GPU model with no reference or datasheet figures (burnin.unjudged becomes info instead of degraded).",
+        negatable=False,
+    )
 
 
 def _report_options(cmd: Any) -> None:
     cliargs.flag(cmd, "--json", "Print the report as JSON.", negatable=False, dest="json_out")
-    cmd.add_argument("--output", "-o", type=cliargs.output_file("--output", "report.json"),
-                    help="Write the report here (a file; its folder must exist).")
+    cmd.add_argument(
+        "--output",
+        "-o",
+        type=cliargs.output_file("--output", "report.json"),
+        help="Write the report here (a file; its folder must exist).",
+    )
 
 
 def add_node_commands(group: cliargs.Commands) -> None:
@@ -219,8 +286,12 @@ def add_node_commands(group: cliargs.Commands) -> None:
     cmd.add_argument("--expect-fabric", choices=FABRICS, help="Fabric this node must have.")
     cliargs.flag(cmd, "--expect-nvlink", "Require NVLink (default: on multi-GPU SXM nodes).", default=None)
     cmd.add_argument("--plan", type=Path, help="Read the expectations from this plan (or spec) file.")
-    cmd.add_argument("--dcgm-level", type=cliargs.int_range(0, 4), default=1,
-                     help="dcgmi diag level when dcgmi exists (0: off; default 1).")
+    cmd.add_argument(
+        "--dcgm-level",
+        type=cliargs.int_range(0, 4),
+        default=1,
+        help="dcgmi diag level when dcgmi exists (0: off; default 1).",
+    )
     _burnin_options(cmd, "Run the GPU burn-in.")
     cmd.add_argument("--node", help="Name to report (default: the host name).")
     _report_options(cmd)
@@ -230,8 +301,7 @@ def add_node_commands(group: cliargs.Commands) -> None:
 def add_validate(group: cliargs.Commands) -> None:
     """Add ``validate`` (check every node of a cluster and drain bad ones) to the top-level command group."""
     cmd = cliargs.command(group, "validate", validate)
-    cmd.add_argument("source", nargs="?", type=Path, metavar="SOURCE",
-                     help="The cluster's plan (JSON) or spec (YAML).")
+    cmd.add_argument("source", nargs="?", type=Path, metavar="SOURCE", help="The cluster's plan (JSON) or spec (YAML).")
     cmd.add_argument("--nodes", help="Comma-separated node names (default: from the plan).")
     cmd.add_argument("--via", help="slurm | k8s | ssh (default: the plan's control plane).")
     cliargs.flag(cmd, "--drain", "Drain (Slurm) or cordon and taint (k8s) bad nodes.", default=True)

@@ -86,16 +86,38 @@ def remote_argv(node: str, target: Target, run: Runner) -> tuple[str, ...] | Com
     if target.via == "slurm":
         gres = [f"--gres=gpu:{target.expect_gpus}"] if target.expect_gpus else []
         # --immediate: a node that is down or busy answers within a minute instead of queueing.
-        return ("srun", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--exclusive", "--job-name=node-check",
-                "--immediate=60", *gres, *check)
+        return (
+            "srun",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={node}",
+            "--exclusive",
+            "--job-name=node-check",
+            "--immediate=60",
+            *gres,
+            *check,
+        )
     if target.via == "k8s":
-        found = run(("kubectl", "get", "pods", "--all-namespaces", "-l", K8S_SELECTOR, "--field-selector",
-                     f"spec.nodeName={node}", "-o",
-                     "jsonpath={.items[0].metadata.namespace} {.items[0].metadata.name}"), timeout_s=30)
+        found = run(
+            (
+                "kubectl",
+                "get",
+                "pods",
+                "--all-namespaces",
+                "-l",
+                K8S_SELECTOR,
+                "--field-selector",
+                f"spec.nodeName={node}",
+                "-o",
+                "jsonpath={.items[0].metadata.namespace} {.items[0].metadata.name}",
+            ),
+            timeout_s=30,
+        )
         parts = found.stdout.split()
         if not found.ok or len(parts) != 2:
-            return CommandResult(found.returncode or 1, "", f"no pod labelled {K8S_SELECTOR} on {node}: "
-                                                            f"{found.brief()}")
+            return CommandResult(
+                found.returncode or 1, "", f"no pod labelled {K8S_SELECTOR} on {node}: {found.brief()}"
+            )
         return ("kubectl", "exec", "-n", parts[0], parts[1], "--", *check)
     if target.via == "ssh":
         return ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", node, *check)
@@ -109,9 +131,17 @@ def check_remote(node: str, target: Target, run: Runner, timeout_s: float = 300)
     try:
         report = NodeReport.from_json(result.stdout)
     except ValueError:
-        return NodeReport(node=node, findings=[Finding(
-            code="node.unreachable", severity=Severity.FAILED, action=Action.DRAIN,
-            message=f"no report from {node} via {target.via} (exit {result.returncode}: {result.brief()})")])
+        return NodeReport(
+            node=node,
+            findings=[
+                Finding(
+                    code="node.unreachable",
+                    severity=Severity.FAILED,
+                    action=Action.DRAIN,
+                    message=f"no report from {node} via {target.via} (exit {result.returncode}: {result.brief()})",
+                )
+            ],
+        )
     return report.model_copy(update={"node": node})
 
 
@@ -142,10 +172,16 @@ def mark_stragglers(reports: Sequence[NodeReport]) -> list[NodeReport]:
         for metric, (label, unit) in NODE_METRICS.items():
             values = {node: figures[node][metric] for node in peers if metric in figures[node]}
             for straggler in find_stragglers(values):
-                extra[straggler.name].append(Finding(
-                    code=f"straggler.node.{metric.rsplit('_', 1)[0]}", severity=Severity.DEGRADED,
-                    action=Action.DRAIN, value=round(straggler.value, 3), threshold=round(straggler.median, 3),
-                    message=straggler.describe(label, unit) + " (other nodes)"))
+                extra[straggler.name].append(
+                    Finding(
+                        code=f"straggler.node.{metric.rsplit('_', 1)[0]}",
+                        severity=Severity.DEGRADED,
+                        action=Action.DRAIN,
+                        value=round(straggler.value, 3),
+                        threshold=round(straggler.median, 3),
+                        message=straggler.describe(label, unit) + " (other nodes)",
+                    )
+                )
     return [r.with_findings(extra[r.node]) if extra[r.node] else r for r in reports]
 
 
@@ -176,17 +212,25 @@ def with_actions(report: ClusterReport, plan: DrainPlan, outcomes: Sequence[Acti
     refusal = plan.refusal_message()
     if refusal:
         messages.append(refusal)
-    return report.model_copy(update={
-        "drained": [c.node for c in plan.drain if c.node not in failed],
-        "refused": [c.node for c in plan.refused],
-        "messages": [*report.messages, *messages],
-    })
+    return report.model_copy(
+        update={
+            "drained": [c.node for c in plan.drain if c.node not in failed],
+            "refused": [c.node for c in plan.refused],
+            "messages": [*report.messages, *messages],
+        }
+    )
 
 
-def plan_cluster_drains(report: ClusterReport, out_of_service: Sequence[str], *, already_drained: Sequence[str] = (),
-                        force: bool) -> DrainPlan:
-    return plan_drains(drain_candidates(report.nodes), [n.node for n in report.nodes], out_of_service,
-                       already_drained=already_drained, force=force)
+def plan_cluster_drains(
+    report: ClusterReport, out_of_service: Sequence[str], *, already_drained: Sequence[str] = (), force: bool
+) -> DrainPlan:
+    return plan_drains(
+        drain_candidates(report.nodes),
+        [n.node for n in report.nodes],
+        out_of_service,
+        already_drained=already_drained,
+        force=force,
+    )
 
 
 def require_healthy(report: ClusterReport | NodeReport, *, force: bool = False, allow_degraded: bool = True) -> None:
@@ -205,6 +249,18 @@ def require_healthy(report: ClusterReport | NodeReport, *, force: bool = False, 
     raise ValidationFailedError(f"validation failed on {described}{more}; fix or drain them, or pass --force")
 
 
-__all__ = ["VIAS", "ClusterReport", "Target", "check_remote", "drain_candidates", "mark_stragglers",
-           "node_check_argv", "node_figures", "plan_cluster_drains", "remote_argv", "require_healthy",
-           "validate_cluster", "with_actions"]
+__all__ = [
+    "VIAS",
+    "ClusterReport",
+    "Target",
+    "check_remote",
+    "drain_candidates",
+    "mark_stragglers",
+    "node_check_argv",
+    "node_figures",
+    "plan_cluster_drains",
+    "remote_argv",
+    "require_healthy",
+    "validate_cluster",
+    "with_actions",
+]

@@ -40,44 +40,108 @@ class Datasheet:
     floor_reason: str = ""
 
 
-_HOPPER = "NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 (SXM) / 1,513 (PCIe) / 1,671 (NVL) TFLOPS "\
-          "with sparsity, halved; 3.35 / 2.0 / 3.9 TB/s"
+_HOPPER = (
+    "NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 (SXM) / 1,513 (PCIe) / 1,671 (NVL) TFLOPS "
+    "with sparsity, halved; 3.35 / 2.0 / 3.9 TB/s"
+)
 
-DATASHEETS: dict[str, Datasheet] = {sheet.key: sheet for sheet in (
-    Datasheet("H100-SXM", 989.4, 3.35, _HOPPER),
-    Datasheet("H100-PCIE", 756.0, 2.0, _HOPPER),
-    Datasheet("H100-NVL", 835.5, 3.9, _HOPPER),
-    Datasheet("H200-SXM", 989.4, 4.8, "NVIDIA H200 Tensor Core GPU datasheet (2024): BF16 1,979 TFLOPS with "
-              "sparsity (SXM), halved; 4.8 TB/s"),
-    Datasheet("H200-NVL", 835.5, 4.8, "NVIDIA H200 Tensor Core GPU datasheet (2024): BF16 1,671 TFLOPS with "
-              "sparsity (NVL), halved; 4.8 TB/s"),
-    Datasheet("GH200", 989.4, 4.0, "NVIDIA GH200 Grace Hopper Superchip datasheet (2023): the H100 die at BF16 "
-              "1,979 TFLOPS with sparsity, halved; 96 GB HBM3 at 4 TB/s (the 144 GB HBM3e part: 4.9 TB/s)"),
-    Datasheet("B200", 2250.0, 8.0, "NVIDIA HGX B200 specifications (2024): 8 GPUs, FP16/BF16 36 PFLOPS with "
-              "sparsity, 64 TB/s HBM3e; per GPU, halved: 2,250 TFLOPS dense, 8 TB/s"),
-    Datasheet("A100-SXM-80GB", 312.0, 2.039, "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS "
-              "dense; 80GB SXM 2,039 GB/s"),
-    Datasheet("A100-PCIE-80GB", 312.0, 1.935, "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS "
-              "dense; 80GB PCIe 1,935 GB/s"),
-    Datasheet("A100-40GB", 312.0, 1.555, "NVIDIA A100 Tensor Core GPU datasheet (2020): BF16 312 TFLOPS "
-              "dense; 40GB (SXM and PCIe) 1,555 GB/s"),
-    Datasheet("L40S", 362.05, 0.864, "NVIDIA L40S datasheet (2023): BF16 733 TFLOPS with sparsity (362.05 "
-              "dense); 864 GB/s GDDR6"),
-    Datasheet("L4", 121.0, 0.300, "NVIDIA L4 Tensor Core GPU datasheet (2023): BF16 242 TFLOPS with sparsity, "
-              "halved; 300 GB/s GDDR6", matmul_floor=0.35,
-              floor_reason="72 W board power holds the tensor clocks far below the 2,040 MHz boost under a "
-                           "sustained matmul"),
-    Datasheet("A10", 125.0, 0.600, "NVIDIA A10 Tensor Core GPU datasheet (2021): BF16 250 TFLOPS with "
-              "sparsity, halved; 600 GB/s GDDR6"),
-    Datasheet("A10G", 70.0, 0.600, "AWS publishes no A10G datasheet; Baseten, 'NVIDIA A10 vs A10G for ML model "
-              "inference' (2023): BF16 tensor 70 TFLOPS, 600 GB/s GDDR6 (the A10's memory)"),
-    Datasheet("RTX4090", 165.2, 1.008, "NVIDIA Ada Lovelace architecture whitepaper v1.1, GeForce RTX 4090: BF16 "
-              "tensor with FP32 accumulate 165.2 TFLOPS dense; 1,008 GB/s GDDR6X"),
-    Datasheet("RTX5090", 209.5, 1.792, "NVIDIA RTX Blackwell GPU architecture whitepaper (2025), GeForce RTX 5090: "
-              "FP16/BF16 tensor with FP32 accumulate 209.5 TFLOPS dense; 1,792 GB/s GDDR7"),
-    Datasheet("MI300X", 1307.4, 5.3, "AMD Instinct MI300X data sheet (2023): BF16 1,307.4 TFLOPS dense; "
-              "5.3 TB/s HBM3"),
-)}
+DATASHEETS: dict[str, Datasheet] = {
+    sheet.key: sheet
+    for sheet in (
+        Datasheet("H100-SXM", 989.4, 3.35, _HOPPER),
+        Datasheet("H100-PCIE", 756.0, 2.0, _HOPPER),
+        Datasheet("H100-NVL", 835.5, 3.9, _HOPPER),
+        Datasheet(
+            "H200-SXM",
+            989.4,
+            4.8,
+            "NVIDIA H200 Tensor Core GPU datasheet (2024): BF16 1,979 TFLOPS with sparsity (SXM), halved; 4.8 TB/s",
+        ),
+        Datasheet(
+            "H200-NVL",
+            835.5,
+            4.8,
+            "NVIDIA H200 Tensor Core GPU datasheet (2024): BF16 1,671 TFLOPS with sparsity (NVL), halved; 4.8 TB/s",
+        ),
+        Datasheet(
+            "GH200",
+            989.4,
+            4.0,
+            "NVIDIA GH200 Grace Hopper Superchip datasheet (2023): the H100 die at BF16 "
+            "1,979 TFLOPS with sparsity, halved; 96 GB HBM3 at 4 TB/s (the 144 GB HBM3e part: 4.9 TB/s)",
+        ),
+        Datasheet(
+            "B200",
+            2250.0,
+            8.0,
+            "NVIDIA HGX B200 specifications (2024): 8 GPUs, FP16/BF16 36 PFLOPS with "
+            "sparsity, 64 TB/s HBM3e; per GPU, halved: 2,250 TFLOPS dense, 8 TB/s",
+        ),
+        Datasheet(
+            "A100-SXM-80GB",
+            312.0,
+            2.039,
+            "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS dense; 80GB SXM 2,039 GB/s",
+        ),
+        Datasheet(
+            "A100-PCIE-80GB",
+            312.0,
+            1.935,
+            "NVIDIA A100 Tensor Core GPU datasheet (2021): BF16 312 TFLOPS dense; 80GB PCIe 1,935 GB/s",
+        ),
+        Datasheet(
+            "A100-40GB",
+            312.0,
+            1.555,
+            "NVIDIA A100 Tensor Core GPU datasheet (2020): BF16 312 TFLOPS dense; 40GB (SXM and PCIe) 1,555 GB/s",
+        ),
+        Datasheet(
+            "L40S",
+            362.05,
+            0.864,
+            "NVIDIA L40S datasheet (2023): BF16 733 TFLOPS with sparsity (362.05 dense); 864 GB/s GDDR6",
+        ),
+        Datasheet(
+            "L4",
+            121.0,
+            0.300,
+            "NVIDIA L4 Tensor Core GPU datasheet (2023): BF16 242 TFLOPS with sparsity, halved; 300 GB/s GDDR6",
+            matmul_floor=0.35,
+            floor_reason="72 W board power holds the tensor clocks far below the 2,040 MHz boost under a "
+            "sustained matmul",
+        ),
+        Datasheet(
+            "A10",
+            125.0,
+            0.600,
+            "NVIDIA A10 Tensor Core GPU datasheet (2021): BF16 250 TFLOPS with sparsity, halved; 600 GB/s GDDR6",
+        ),
+        Datasheet(
+            "A10G",
+            70.0,
+            0.600,
+            "AWS publishes no A10G datasheet; Baseten, 'NVIDIA A10 vs A10G for ML model "
+            "inference' (2023): BF16 tensor 70 TFLOPS, 600 GB/s GDDR6 (the A10's memory)",
+        ),
+        Datasheet(
+            "RTX4090",
+            165.2,
+            1.008,
+            "NVIDIA Ada Lovelace architecture whitepaper v1.1, GeForce RTX 4090: BF16 "
+            "tensor with FP32 accumulate 165.2 TFLOPS dense; 1,008 GB/s GDDR6X",
+        ),
+        Datasheet(
+            "RTX5090",
+            209.5,
+            1.792,
+            "NVIDIA RTX Blackwell GPU architecture whitepaper (2025), GeForce RTX 5090: "
+            "FP16/BF16 tensor with FP32 accumulate 209.5 TFLOPS dense; 1,792 GB/s GDDR7",
+        ),
+        Datasheet(
+            "MI300X", 1307.4, 5.3, "AMD Instinct MI300X data sheet (2023): BF16 1,307.4 TFLOPS dense; 5.3 TB/s HBM3"
+        ),
+    )
+}
 
 
 def _words(name: str) -> set[str]:

@@ -59,13 +59,28 @@ def check_nvlink(result: CommandResult, gpu_count: int, expected: bool) -> list[
     for gpu in range(gpu_count):
         active, total = links.get(gpu, (0, 0))
         if active == 0:
-            findings.append(Finding(code="nvlink.missing", severity=Severity.FAILED, gpu=gpu, action=Action.DRAIN,
-                                    message=f"GPU {gpu}: no active NVLink on a multi-GPU SXM node"
-                                            + ("" if result.ok else f" ({result.brief()})")))
+            findings.append(
+                Finding(
+                    code="nvlink.missing",
+                    severity=Severity.FAILED,
+                    gpu=gpu,
+                    action=Action.DRAIN,
+                    message=f"GPU {gpu}: no active NVLink on a multi-GPU SXM node"
+                    + ("" if result.ok else f" ({result.brief()})"),
+                )
+            )
         elif active < total:
-            findings.append(Finding(code="nvlink.inactive_links", severity=Severity.DEGRADED, gpu=gpu,
-                                    action=Action.DRAIN, value=active, threshold=total,
-                                    message=f"GPU {gpu}: {active} of {total} NVLinks active"))
+            findings.append(
+                Finding(
+                    code="nvlink.inactive_links",
+                    severity=Severity.DEGRADED,
+                    gpu=gpu,
+                    action=Action.DRAIN,
+                    value=active,
+                    threshold=total,
+                    message=f"GPU {gpu}: {active} of {total} NVLinks active",
+                )
+            )
     return findings
 
 
@@ -97,19 +112,38 @@ def check_fabric(host: Host, fabric: str | None) -> list[Finding]:
     wanted = {name: states for name, states in devices.items() if _is_efa(host, name) == (fabric == "efa")}
     kind = "EFA" if fabric == "efa" else "InfiniBand/RoCE"
     if not wanted:
-        return [Finding(code="fabric.missing", severity=Severity.FAILED, action=Action.REPLACE_NODE,
-                        message=f"no {kind} device under /sys/class/infiniband (the plan's fabric is {fabric})")]
+        return [
+            Finding(
+                code="fabric.missing",
+                severity=Severity.FAILED,
+                action=Action.REPLACE_NODE,
+                message=f"no {kind} device under /sys/class/infiniband (the plan's fabric is {fabric})",
+            )
+        ]
     down = {name: states for name, states in wanted.items() if "ACTIVE" not in states}
     if len(down) == len(wanted):
-        return [Finding(code="fabric.ports_down", severity=Severity.FAILED, action=Action.DRAIN,
-                        message=f"no {kind} port is ACTIVE ({', '.join(sorted(down))})")]
+        return [
+            Finding(
+                code="fabric.ports_down",
+                severity=Severity.FAILED,
+                action=Action.DRAIN,
+                message=f"no {kind} port is ACTIVE ({', '.join(sorted(down))})",
+            )
+        ]
     if down:
-        return [Finding(code="fabric.ports_down", severity=Severity.DEGRADED, action=Action.DRAIN,
-                        value=len(down), threshold=len(wanted),
-                        message=f"{len(down)} of {len(wanted)} {kind} devices have no ACTIVE port "
-                                f"({', '.join(sorted(down))})")]
-    return [Finding(code="fabric.ok", severity=Severity.INFO,
-                    message=f"{len(wanted)} {kind} device(s) with an ACTIVE port")]
+        return [
+            Finding(
+                code="fabric.ports_down",
+                severity=Severity.DEGRADED,
+                action=Action.DRAIN,
+                value=len(down),
+                threshold=len(wanted),
+                message=f"{len(down)} of {len(wanted)} {kind} devices have no ACTIVE port ({', '.join(sorted(down))})",
+            )
+        ]
+    return [
+        Finding(code="fabric.ok", severity=Severity.INFO, message=f"{len(wanted)} {kind} device(s) with an ACTIVE port")
+    ]
 
 
 def dcgm_args(level: int) -> tuple[str, ...]:
@@ -138,8 +172,13 @@ def check_dcgm(result: CommandResult, level: int) -> list[Finding]:
     try:
         document = json.loads(result.stdout)
     except ValueError:
-        return [Finding(code="dcgm.error", severity=Severity.WARN,
-                        message=f"dcgmi diag -r {level} gave no JSON: {result.brief()}")]
+        return [
+            Finding(
+                code="dcgm.error",
+                severity=Severity.WARN,
+                message=f"dcgmi diag -r {level} gave no JSON: {result.brief()}",
+            )
+        ]
     findings = []
     for name, outcome in _walk_tests(document):
         status = str(outcome.get("status", "")).lower()
@@ -150,17 +189,42 @@ def check_dcgm(result: CommandResult, level: int) -> list[Finding]:
             detail = "; ".join(str(d.get("warning", d)) if isinstance(d, dict) else str(d) for d in detail)
         where = f"GPU {gpu}: " if gpu is not None else ""
         if status == "fail":
-            findings.append(Finding(code=f"dcgm.{name.lower().replace(' ', '_')}", severity=Severity.FAILED, gpu=gpu,
-                                    action=Action.DRAIN,
-                                    message=f"{where}DCGM level {level} test {name!r} failed {detail}".rstrip()))
+            findings.append(
+                Finding(
+                    code=f"dcgm.{name.lower().replace(' ', '_')}",
+                    severity=Severity.FAILED,
+                    gpu=gpu,
+                    action=Action.DRAIN,
+                    message=f"{where}DCGM level {level} test {name!r} failed {detail}".rstrip(),
+                )
+            )
         elif status == "warn":
-            findings.append(Finding(code=f"dcgm.{name.lower().replace(' ', '_')}", severity=Severity.WARN, gpu=gpu,
-                                    message=f"{where}DCGM level {level} test {name!r} warned {detail}".rstrip()))
+            findings.append(
+                Finding(
+                    code=f"dcgm.{name.lower().replace(' ', '_')}",
+                    severity=Severity.WARN,
+                    gpu=gpu,
+                    message=f"{where}DCGM level {level} test {name!r} warned {detail}".rstrip(),
+                )
+            )
     if not findings and not result.ok:
-        findings.append(Finding(code="dcgm.error", severity=Severity.WARN,
-                                message=f"dcgmi diag -r {level} exited {result.returncode}: {result.brief()}"))
+        findings.append(
+            Finding(
+                code="dcgm.error",
+                severity=Severity.WARN,
+                message=f"dcgmi diag -r {level} exited {result.returncode}: {result.brief()}",
+            )
+        )
     return findings
 
 
-__all__ = ["NVLINK_ARGS", "check_dcgm", "check_fabric", "check_nvlink", "dcgm_args", "nvlink_expected",
-           "parse_nvlink_status", "rdma_devices"]
+__all__ = [
+    "NVLINK_ARGS",
+    "check_dcgm",
+    "check_fabric",
+    "check_nvlink",
+    "dcgm_args",
+    "nvlink_expected",
+    "parse_nvlink_status",
+    "rdma_devices",
+]

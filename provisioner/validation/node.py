@@ -57,11 +57,23 @@ class CheckOptions:
 def _read_smi(host: Host) -> tuple[list[GpuState], list[Finding]]:
     xml = host.run(XML_ARGS, timeout_s=60)
     if xml.returncode == 127:
-        return [], [Finding(code="gpu.smi", severity=Severity.FAILED, action=Action.REPLACE_NODE,
-                            message="nvidia-smi is not installed (no NVIDIA driver)")]
+        return [], [
+            Finding(
+                code="gpu.smi",
+                severity=Severity.FAILED,
+                action=Action.REPLACE_NODE,
+                message="nvidia-smi is not installed (no NVIDIA driver)",
+            )
+        ]
     if not xml.ok:
-        return [], [Finding(code="gpu.smi", severity=Severity.FAILED, action=Action.REBOOT,
-                            message=f"nvidia-smi failed: {xml.brief()}")]
+        return [], [
+            Finding(
+                code="gpu.smi",
+                severity=Severity.FAILED,
+                action=Action.REBOOT,
+                message=f"nvidia-smi failed: {xml.brief()}",
+            )
+        ]
     try:
         states = parse_smi_xml(xml.stdout)
     except ParseError as exc:
@@ -78,8 +90,13 @@ def _kernel_log(host: Host) -> tuple[str, list[Finding]]:
         result = host.run(args, timeout_s=30)
         if result.ok:
             return result.stdout, []
-    return "", [Finding(code="xid.unreadable", severity=Severity.WARN,
-                        message="kernel log unreadable (dmesg and journalctl refused); XIDs not checked")]
+    return "", [
+        Finding(
+            code="xid.unreadable",
+            severity=Severity.WARN,
+            message="kernel log unreadable (dmesg and journalctl refused); XIDs not checked",
+        )
+    ]
 
 
 def _sampler(host: Host) -> tuple[Callable[[], None], list[list[GpuState]]]:
@@ -94,8 +111,7 @@ def _sampler(host: Host) -> tuple[Callable[[], None], list[list[GpuState]]]:
     return probe, samples
 
 
-def check_node(host: Host, options: CheckOptions,
-               burnin: Callable[..., BurnInResult] = run_burnin) -> NodeReport:
+def check_node(host: Host, options: CheckOptions, burnin: Callable[..., BurnInResult] = run_burnin) -> NodeReport:
     """Run every check on this node. Blocks (about 70 s with the default burn-in). Never raises
     for what it finds: tool failures become findings in the report."""
     started = host.clock()
@@ -121,8 +137,9 @@ def check_node(host: Host, options: CheckOptions,
     elif not options.burnin:
         result = BurnInResult(skipped="disabled (--no-burnin)")
         findings += judge_burnin(result, None)
-    findings += check_gpus(states, expect_gpus=options.expect_gpus, expect_model=options.expect_model,
-                           under_load=under_load)
+    findings += check_gpus(
+        states, expect_gpus=options.expect_gpus, expect_model=options.expect_model, under_load=under_load
+    )
     return NodeReport(
         node=options.node or socket.gethostname().split(".")[0],
         gpu_model=canonical_model(names[0]) if names and names[0] else None,

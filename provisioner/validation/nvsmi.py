@@ -21,11 +21,28 @@ from dataclasses import dataclass, fields, replace
 from provisioner.errors import ProvisionerError
 
 QUERY_FIELDS = (
-    "index", "uuid", "name", "pci.bus_id", "persistence_mode", "temperature.gpu", "power.draw", "power.limit",
-    "clocks.sm", "clocks.max.sm", "clocks_throttle_reasons.active", "ecc.mode.current",
-    "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
-    "remapped_rows.pending", "remapped_rows.failure", "pcie.link.gen.current", "pcie.link.gen.max",
-    "pcie.link.width.current", "pcie.link.width.max", "utilization.gpu",
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "persistence_mode",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks_throttle_reasons.active",
+    "ecc.mode.current",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "retired_pages.pending",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "utilization.gpu",
 )
 QUERY_ARGS = ("nvidia-smi", f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv")
 XML_ARGS = ("nvidia-smi", "-q", "-x")
@@ -211,34 +228,38 @@ def parse_smi_xml(text: str) -> list[GpuState]:
         volatile_unc = _sum(gpu, tuple(f"ecc_errors/volatile/{name}" for name in _UNCORRECTABLE))
         if volatile_unc is None:  # pre-Hopper drivers: single_bit/double_bit totals
             volatile_unc = _int(_text(gpu, "ecc_errors/volatile/double_bit/total"))
-        states.append(GpuState(
-            index=index,
-            name=_text(gpu, "product_name"),
-            uuid=_text(gpu, "uuid"),
-            bus_id=gpu.get("id"),
-            persistence_mode=_flag(_text(gpu, "persistence_mode")),
-            ecc_enabled=_flag(_text(gpu, "ecc_mode/current_ecc")),
-            ecc_volatile_correctable=_sum(gpu, ("ecc_errors/volatile/sram_correctable",
-                                                "ecc_errors/volatile/dram_correctable")),
-            ecc_volatile_uncorrectable=volatile_unc,
-            ecc_aggregate_uncorrectable=_sum(gpu, tuple(f"ecc_errors/aggregate/{name}" for name in _UNCORRECTABLE)),
-            sram_threshold_exceeded=_flag(_text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")),
-            retired_pages_pending=_flag(_text(gpu, "retired_pages/pending_retirement")),
-            remap_pending=_flag(_text(gpu, "remapped_rows/remapped_row_pending")),
-            remap_failure=_flag(_text(gpu, "remapped_rows/remapped_row_failure")),
-            pcie_gen_current=_int(_text(gpu, f"{link}/pcie_gen/current_link_gen")),
-            pcie_gen_max=_int(_text(gpu, f"{link}/pcie_gen/max_link_gen")),
-            pcie_width_current=_int(_text(gpu, f"{link}/link_widths/current_link_width")),
-            pcie_width_max=_int(_text(gpu, f"{link}/link_widths/max_link_width")),
-            clock_event_mask=_event_mask(gpu),
-            power_draw_w=_number(_text(gpu, "gpu_power_readings/average_power_draw")
-                                 or _text(gpu, "gpu_power_readings/power_draw")),
-            power_limit_w=_number(_text(gpu, "gpu_power_readings/current_power_limit")),
-            sm_clock_mhz=_number(_text(gpu, "clocks/sm_clock")),
-            sm_clock_max_mhz=_number(_text(gpu, "max_clocks/sm_clock")),
-            temperature_c=_number(_text(gpu, "temperature/gpu_temp")),
-            utilization_pct=_number(_text(gpu, "utilization/gpu_util")),
-        ))
+        states.append(
+            GpuState(
+                index=index,
+                name=_text(gpu, "product_name"),
+                uuid=_text(gpu, "uuid"),
+                bus_id=gpu.get("id"),
+                persistence_mode=_flag(_text(gpu, "persistence_mode")),
+                ecc_enabled=_flag(_text(gpu, "ecc_mode/current_ecc")),
+                ecc_volatile_correctable=_sum(
+                    gpu, ("ecc_errors/volatile/sram_correctable", "ecc_errors/volatile/dram_correctable")
+                ),
+                ecc_volatile_uncorrectable=volatile_unc,
+                ecc_aggregate_uncorrectable=_sum(gpu, tuple(f"ecc_errors/aggregate/{name}" for name in _UNCORRECTABLE)),
+                sram_threshold_exceeded=_flag(_text(gpu, "ecc_errors/aggregate/sram_threshold_exceeded")),
+                retired_pages_pending=_flag(_text(gpu, "retired_pages/pending_retirement")),
+                remap_pending=_flag(_text(gpu, "remapped_rows/remapped_row_pending")),
+                remap_failure=_flag(_text(gpu, "remapped_rows/remapped_row_failure")),
+                pcie_gen_current=_int(_text(gpu, f"{link}/pcie_gen/current_link_gen")),
+                pcie_gen_max=_int(_text(gpu, f"{link}/pcie_gen/max_link_gen")),
+                pcie_width_current=_int(_text(gpu, f"{link}/link_widths/current_link_width")),
+                pcie_width_max=_int(_text(gpu, f"{link}/link_widths/max_link_width")),
+                clock_event_mask=_event_mask(gpu),
+                power_draw_w=_number(
+                    _text(gpu, "gpu_power_readings/average_power_draw") or _text(gpu, "gpu_power_readings/power_draw")
+                ),
+                power_limit_w=_number(_text(gpu, "gpu_power_readings/current_power_limit")),
+                sm_clock_mhz=_number(_text(gpu, "clocks/sm_clock")),
+                sm_clock_max_mhz=_number(_text(gpu, "max_clocks/sm_clock")),
+                temperature_c=_number(_text(gpu, "temperature/gpu_temp")),
+                utilization_pct=_number(_text(gpu, "utilization/gpu_util")),
+            )
+        )
     return states
 
 

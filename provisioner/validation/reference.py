@@ -66,13 +66,20 @@ class Method:
         }[metric]
 
     def __str__(self) -> str:
-        return (f"{self.matmul_n}^3 matmul, {self.burst_s:g} s burst, {self.window_s:g} s windows, "
-                f"{_size(self.copy_bytes)} copy, {_size(self.pinned_bytes)} pinned")
+        return (
+            f"{self.matmul_n}^3 matmul, {self.burst_s:g} s burst, {self.window_s:g} s windows, "
+            f"{_size(self.copy_bytes)} copy, {_size(self.pinned_bytes)} pinned"
+        )
 
     def same_for(self, metric: str, other: Method) -> bool:
         """Whether ``other`` measures ``metric`` the way this method does."""
-        fields = {"matmul_burst_tflops": ("matmul_n", "burst_s"), "matmul_sustained_tflops": ("matmul_n", "window_s"),
-                  "hbm_copy_tbps": ("copy_bytes",), "h2d_gbps": ("pinned_bytes",), "d2h_gbps": ("pinned_bytes",)}
+        fields = {
+            "matmul_burst_tflops": ("matmul_n", "burst_s"),
+            "matmul_sustained_tflops": ("matmul_n", "window_s"),
+            "hbm_copy_tbps": ("copy_bytes",),
+            "h2d_gbps": ("pinned_bytes",),
+            "d2h_gbps": ("pinned_bytes",),
+        }
         return all(getattr(self, name) == getattr(other, name) for name in fields[metric])
 
 
@@ -113,24 +120,45 @@ BANDS: dict[str, Band] = {
     "d2h_gbps": Band(0.70, 0.40),
     "nccl_busbw_gbps": Band(0.90, 0.70),
 }
-UNITS = {"matmul_burst_tflops": "TFLOP/s", "matmul_sustained_tflops": "TFLOP/s", "hbm_copy_tbps": "TB/s",
-         "h2d_gbps": "GB/s", "d2h_gbps": "GB/s", "nccl_busbw_gbps": "GB/s"}
-LABELS = {"matmul_burst_tflops": "bf16 matmul burst", "matmul_sustained_tflops": "bf16 matmul sustained",
-          "hbm_copy_tbps": "HBM device copy", "h2d_gbps": "pinned host-to-device", "d2h_gbps": "pinned device-to-host",
-          "nccl_busbw_gbps": "NCCL all-reduce bus bandwidth"}
+UNITS = {
+    "matmul_burst_tflops": "TFLOP/s",
+    "matmul_sustained_tflops": "TFLOP/s",
+    "hbm_copy_tbps": "TB/s",
+    "h2d_gbps": "GB/s",
+    "d2h_gbps": "GB/s",
+    "nccl_busbw_gbps": "GB/s",
+}
+LABELS = {
+    "matmul_burst_tflops": "bf16 matmul burst",
+    "matmul_sustained_tflops": "bf16 matmul sustained",
+    "hbm_copy_tbps": "HBM device copy",
+    "h2d_gbps": "pinned host-to-device",
+    "d2h_gbps": "pinned device-to-host",
+    "nccl_busbw_gbps": "NCCL all-reduce bus bandwidth",
+}
 METRICS = ("matmul_burst_tflops", "matmul_sustained_tflops", "hbm_copy_tbps", "h2d_gbps", "d2h_gbps")
 
 _FIXTURES = "../shared/fixtures/gpu (tests/fixtures/gpu)"
 H100_SXM = Reference(
-    key="H100-SXM", measured_on="NVIDIA H100 80GB HBM3 (SXM, 700 W), driver 580.159.04, torch 2.11",
+    key="H100-SXM",
+    measured_on="NVIDIA H100 80GB HBM3 (SXM, 700 W), driver 580.159.04, torch 2.11",
     source=f"{_FIXTURES}: ramp-from-idle.json, burn-5s-windows.json, bench.json, h100-independent-figures.json",
-    matmul_burst_tflops=681.0, matmul_sustained_tflops=669.9, hbm_copy_tbps=3.02, h2d_gbps=55.2, d2h_gbps=55.2,
+    matmul_burst_tflops=681.0,
+    matmul_sustained_tflops=669.9,
+    hbm_copy_tbps=3.02,
+    h2d_gbps=55.2,
+    d2h_gbps=55.2,
     nccl_busbw_gbps_8gpu=370.0,
 )
 H200_SXM = Reference(
-    key="H200-SXM", measured_on="NVIDIA H200 (SXM, 700 W), driver 580.159.04, torch 2.11",
+    key="H200-SXM",
+    measured_on="NVIDIA H200 (SXM, 700 W), driver 580.159.04, torch 2.11",
     source=f"{_FIXTURES}: h200-141gb/ramp-from-idle.json, h200-141gb/independent-figures.json",
-    matmul_burst_tflops=661.9, matmul_sustained_tflops=659.1, hbm_copy_tbps=4.255, h2d_gbps=55.2, d2h_gbps=54.9,
+    matmul_burst_tflops=661.9,
+    matmul_sustained_tflops=659.1,
+    hbm_copy_tbps=4.255,
+    h2d_gbps=55.2,
+    d2h_gbps=54.9,
 )
 REFERENCES: dict[str, Reference] = {ref.key: ref for ref in (H100_SXM, H200_SXM)}
 
@@ -148,8 +176,11 @@ def datasheet_for(gpu_name: str | None) -> Datasheet | None:
 
 def method_of(result: BurnInResult) -> Method:
     """How a burn-in measured; a report from before the method was recorded used the defaults."""
-    given = {name: getattr(result, name) for name in ("matmul_n", "burst_s", "window_s", "copy_bytes",
-                                                       "pinned_bytes") if getattr(result, name) is not None}
+    given = {
+        name: getattr(result, name)
+        for name in ("matmul_n", "burst_s", "window_s", "copy_bytes", "pinned_bytes")
+        if getattr(result, name) is not None
+    }
     return Method(**given)
 
 
@@ -164,10 +195,16 @@ def _band_verdict(metric: str, value: float, reference: float, gpu: int | None, 
         return None
     severity = Severity.FAILED if ratio < band.failed else Severity.DEGRADED
     floor = band.failed if severity is Severity.FAILED else band.degraded
-    return Finding(code=f"burnin.{metric.rsplit('_', 1)[0]}", severity=severity, gpu=gpu, action=Action.DRAIN,
-                   value=round(value, 3), threshold=round(reference * floor, 3),
-                   message=f"{_where(gpu)}{LABELS[metric]} {value:.1f} {UNITS[metric]} is {ratio:.0%} of the reference "
-                           f"{reference:g} (below {floor:.0%}; {source})")
+    return Finding(
+        code=f"burnin.{metric.rsplit('_', 1)[0]}",
+        severity=severity,
+        gpu=gpu,
+        action=Action.DRAIN,
+        value=round(value, 3),
+        threshold=round(reference * floor, 3),
+        message=f"{_where(gpu)}{LABELS[metric]} {value:.1f} {UNITS[metric]} is {ratio:.0%} of the reference "
+        f"{reference:g} (below {floor:.0%}; {source})",
+    )
 
 
 def _floor_verdict(metric: str, value: float, sheet: Datasheet, gpu: int | None, why: str) -> Finding | None:
@@ -178,33 +215,50 @@ def _floor_verdict(metric: str, value: float, sheet: Datasheet, gpu: int | None,
         return None
     what = "dense bf16 peak" if matmul else "memory bandwidth"
     lowered = f", lowered: {sheet.floor_reason}" if matmul and sheet.floor_reason else ""
-    return Finding(code=f"burnin.{metric.rsplit('_', 1)[0]}", severity=Severity.FAILED, gpu=gpu, action=Action.DRAIN,
-                   value=round(value, 3), threshold=round(peak * fraction, 3),
-                   message=f"{_where(gpu)}{LABELS[metric]} {value:.1f} {UNITS[metric]} is {value / peak:.0%} of the "
-                           f"datasheet {what} {peak:g} {UNITS[metric]}, below the datasheet floor of {fraction:.0%}"
-                           f"{lowered} (a datasheet floor: {why}; {sheet.source})")
+    return Finding(
+        code=f"burnin.{metric.rsplit('_', 1)[0]}",
+        severity=Severity.FAILED,
+        gpu=gpu,
+        action=Action.DRAIN,
+        value=round(value, 3),
+        threshold=round(peak * fraction, 3),
+        message=f"{_where(gpu)}{LABELS[metric]} {value:.1f} {UNITS[metric]} is {value / peak:.0%} of the "
+        f"datasheet {what} {peak:g} {UNITS[metric]}, below the datasheet floor of {fraction:.0%}"
+        f"{lowered} (a datasheet floor: {why}; {sheet.source})",
+    )
 
 
-def _absolute(metric: str, value: float, gpu: int, reference: Reference | None, sheet: Datasheet | None,
-              method: Method) -> Finding | None:
+def _absolute(
+    metric: str, value: float, gpu: int, reference: Reference | None, sheet: Datasheet | None, method: Method
+) -> Finding | None:
     ref_value = getattr(reference, metric) if reference else None
     if reference and ref_value and reference.method.same_for(metric, method):
-        return _band_verdict(metric, value, ref_value, gpu, f"{reference.key} reference, "
-                                                            f"{reference.method.describe(metric)}")
+        return _band_verdict(
+            metric, value, ref_value, gpu, f"{reference.key} reference, {reference.method.describe(metric)}"
+        )
     if sheet and metric in ("matmul_burst_tflops", "matmul_sustained_tflops", "hbm_copy_tbps"):
-        why = (f"measured another way than the {reference.key} reference" if reference and ref_value
-               else f"no measured reference for {sheet.key}")
+        why = (
+            f"measured another way than the {reference.key} reference"
+            if reference and ref_value
+            else f"no measured reference for {sheet.key}"
+        )
         return _floor_verdict(metric, value, sheet, gpu, why)
     return None
 
 
 def _unjudged(result: BurnInResult, gpu_name: str | None, allow_unjudged: bool) -> Finding:
     peers = "; compared with the node's other GPUs only" if len(result.gpus) > 1 else ""
-    how = ("allowed by --allow-unjudged" if allow_unjudged else
-           "add it to provisioner/validation/datasheet.py, or pass --allow-unjudged to accept the node")
-    return Finding(code="burnin.unjudged", severity=Severity.INFO if allow_unjudged else Severity.DEGRADED,
-                   message=f"no reference or datasheet figures for {gpu_name or 'this GPU'}: its burn-in figures "
-                           f"cannot be judged{peers} ({how})")
+    how = (
+        "allowed by --allow-unjudged"
+        if allow_unjudged
+        else "add it to provisioner/validation/datasheet.py, or pass --allow-unjudged to accept the node"
+    )
+    return Finding(
+        code="burnin.unjudged",
+        severity=Severity.INFO if allow_unjudged else Severity.DEGRADED,
+        message=f"no reference or datasheet figures for {gpu_name or 'this GPU'}: its burn-in figures "
+        f"cannot be judged{peers} ({how})",
+    )
 
 
 def judge_burnin(result: BurnInResult, gpu_name: str | None, *, allow_unjudged: bool = False) -> list[Finding]:
@@ -221,10 +275,15 @@ def judge_burnin(result: BurnInResult, gpu_name: str | None, *, allow_unjudged: 
     if reference is None and sheet is None and result.gpus:
         findings.append(_unjudged(result, gpu_name, allow_unjudged))
     if reference and any(not reference.method.same_for(m, method) for m in METRICS):
-        findings.append(Finding(code="burnin.method_differs", severity=Severity.INFO,
-                                message=f"the burn-in did not measure the way the {reference.key} reference was "
-                                        f"measured ({method} vs {reference.method}); those figures are judged "
-                                        "against the datasheet floor instead"))
+        findings.append(
+            Finding(
+                code="burnin.method_differs",
+                severity=Severity.INFO,
+                message=f"the burn-in did not measure the way the {reference.key} reference was "
+                f"measured ({method} vs {reference.method}); those figures are judged "
+                "against the datasheet floor instead",
+            )
+        )
     for metric in METRICS:
         per_gpu = {gpu.index: getattr(gpu, metric) for gpu in result.gpus if getattr(gpu, metric) is not None}
         flagged: set[int] = set()
@@ -236,17 +295,42 @@ def judge_burnin(result: BurnInResult, gpu_name: str | None, *, allow_unjudged: 
         for straggler in find_stragglers({str(i): v for i, v in per_gpu.items()}):
             index = int(straggler.name)
             if index not in flagged:
-                findings.append(Finding(
-                    code=f"straggler.gpu.{metric.rsplit('_', 1)[0]}", severity=Severity.DEGRADED, gpu=index,
-                    action=Action.DRAIN, value=round(straggler.value, 3), threshold=round(straggler.median, 3),
-                    message=f"GPU {index}: " + straggler.describe(LABELS[metric], UNITS[metric])))
+                findings.append(
+                    Finding(
+                        code=f"straggler.gpu.{metric.rsplit('_', 1)[0]}",
+                        severity=Severity.DEGRADED,
+                        gpu=index,
+                        action=Action.DRAIN,
+                        value=round(straggler.value, 3),
+                        threshold=round(straggler.median, 3),
+                        message=f"GPU {index}: " + straggler.describe(LABELS[metric], UNITS[metric]),
+                    )
+                )
     if result.nccl_busbw_gbps is not None and reference and reference.nccl_busbw_gbps_8gpu and result.nccl_gpus == 8:
-        finding = _band_verdict("nccl_busbw_gbps", result.nccl_busbw_gbps, reference.nccl_busbw_gbps_8gpu, None,
-                                "8 x H100 ring all-reduce, GTC25 via ml-engineering")
+        finding = _band_verdict(
+            "nccl_busbw_gbps",
+            result.nccl_busbw_gbps,
+            reference.nccl_busbw_gbps_8gpu,
+            None,
+            "8 x H100 ring all-reduce, GTC25 via ml-engineering",
+        )
         if finding:
             findings.append(finding)
     return findings
 
 
-__all__ = ["BANDS", "CHECK_METHOD", "H100_SXM", "H200_SXM", "METRICS", "REFERENCES", "Band", "Method", "Reference",
-           "datasheet_for", "judge_burnin", "method_of", "reference_for"]
+__all__ = [
+    "BANDS",
+    "CHECK_METHOD",
+    "H100_SXM",
+    "H200_SXM",
+    "METRICS",
+    "REFERENCES",
+    "Band",
+    "Method",
+    "Reference",
+    "datasheet_for",
+    "judge_burnin",
+    "method_of",
+    "reference_for",
+]

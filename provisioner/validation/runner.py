@@ -63,7 +63,8 @@ class FakeRunner:
     """
 
     answers: Mapping[tuple[str, ...], CommandResult | Callable[[Sequence[str]], CommandResult]] = field(
-        default_factory=dict)
+        default_factory=dict
+    )
     calls: list[tuple[str, ...]] = field(default_factory=list)
 
     def __call__(self, args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:

@@ -34,12 +34,15 @@ class Straggler:
     robust_z: float | None  # None when MAD is 0
 
     def describe(self, metric: str, unit: str) -> str:
-        return (f"{metric} {self.value:.1f} {unit} is {self.shortfall:.0%} below the median "
-                f"{self.median:.1f} {unit} of its peers")
+        return (
+            f"{metric} {self.value:.1f} {unit} is {self.shortfall:.0%} below the median "
+            f"{self.median:.1f} {unit} of its peers"
+        )
 
 
-def find_stragglers(values: Mapping[str, float], *, z_threshold: float = Z_THRESHOLD,
-                    min_shortfall: float = MIN_SHORTFALL) -> list[Straggler]:
+def find_stragglers(
+    values: Mapping[str, float], *, z_threshold: float = Z_THRESHOLD, min_shortfall: float = MIN_SHORTFALL
+) -> list[Straggler]:
     """The names whose value is a robust low outlier, slowest first. Pure; never raises on few values."""
     finite = {name: value for name, value in values.items() if value == value}  # drop NaN
     if len(finite) < MIN_PEERS:

@@ -56,6 +56,7 @@ CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
 STATE_FILE = "watch-state.json"
 SPOT_CODE = "spot.interruption"
 
+
 def spot_providers() -> dict[str, InstanceMetadata]:
     """The providers whose spot VMs can hear of a reclaim, and where (each package's ``FACTS.metadata``)."""
     return {name: found.metadata for name, found in facts().items() if found.metadata}
@@ -92,8 +93,9 @@ class WatchState:
     def load(cls, path: Path) -> WatchState:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(**{key: data[key] for key in ("kernel_last_line", "drained", "reported", "spot_noticed")
-                          if key in data})
+            return cls(
+                **{key: data[key] for key in ("kernel_last_line", "drained", "reported", "spot_noticed") if key in data}
+            )
         except (OSError, ValueError, TypeError):
             return cls()
 
@@ -169,8 +171,13 @@ def _drain(host: Host, config: WatchConfig, finding: Finding, *, force: bool) ->
         build = k8s_cordon_commands
     else:
         return False, "no scheduler on this node (control plane none): nothing to drain through", []
-    plan = plan_drains([Candidate(config.node, finding.code, int(finding.severity))], names or [config.node],
-                       out, already_drained=drained, force=force)
+    plan = plan_drains(
+        [Candidate(config.node, finding.code, int(finding.severity))],
+        names or [config.node],
+        out,
+        already_drained=drained,
+        force=force,
+    )
     if plan.refused:
         return False, plan.refusal_message(), []
     done = []
@@ -179,11 +186,17 @@ def _drain(host: Host, config: WatchConfig, finding: Finding, *, force: bool) ->
     return bool(plan.drain) or config.node in drained, None, done
 
 
-def watch_once(host: Host, config: WatchConfig, state: WatchState,
-               now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> Look:
+def watch_once(
+    host: Host, config: WatchConfig, state: WatchState, now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+) -> Look:
     """One look: check, act on new failed findings, write the report. Never raises for what it finds."""
-    options = CheckOptions(node=config.node, expect_gpus=config.expect_gpus, expect_model=config.expect_model,
-                           dcgm_level=None, burnin=False)
+    options = CheckOptions(
+        node=config.node,
+        expect_gpus=config.expect_gpus,
+        expect_model=config.expect_model,
+        dcgm_level=None,
+        burnin=False,
+    )
     report = check_node(since_last_look(host, state), options)
     failed = [f for f in report.findings if f.severity is Severity.FAILED]
     new = tuple(f for f in failed if f.code not in state.reported)
@@ -191,8 +204,7 @@ def watch_once(host: Host, config: WatchConfig, state: WatchState,
     if new and not state.drained:
         drained, refused, commands = _drain(host, config, new[0], force=False)
         state.drained = drained
-        look = replace(look, drained=drained, refused=refused,
-                       commands=tuple((tuple(c), code) for c, code in commands))
+        look = replace(look, drained=drained, refused=refused, commands=tuple((tuple(c), code) for c, code in commands))
     state.reported = sorted({*state.reported, *(f.code for f in failed)})
     write_report(config, look, now())
     return look
@@ -200,8 +212,14 @@ def watch_once(host: Host, config: WatchConfig, state: WatchState,
 
 def write_report(config: WatchConfig, look: Look, when: dt.datetime) -> Path:
     data = json.loads(look.report.to_json())
-    data.update({"checked_at": when.isoformat(), "drained": look.drained, "refused": look.refused,
-                 "new_failed": [f.code for f in look.new_failed]})
+    data.update(
+        {
+            "checked_at": when.isoformat(),
+            "drained": look.drained,
+            "refused": look.refused,
+            "new_failed": [f.code for f in look.new_failed],
+        }
+    )
     path = config.report_dir / f"{config.node}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -251,21 +269,32 @@ def on_spot_notice(host: Host, config: WatchConfig, state: WatchState, notice: s
         for job in sorted({word for word in jobs.stdout.split() if word.isdigit()}) if jobs.ok else []:
             command = ("scancel", "--signal=USR1", job)
             commands.append((command, host.run(command, timeout_s=30).returncode))
-    finding = Finding(code=SPOT_CODE, severity=Severity.FAILED, action=Action.REPLACE_NODE,
-                      message=f"{notice}; checkpoint now")
+    finding = Finding(
+        code=SPOT_CODE, severity=Severity.FAILED, action=Action.REPLACE_NODE, message=f"{notice}; checkpoint now"
+    )
     drained, refused, drains = _drain(host, config, finding, force=True)
     state.drained = state.drained or drained
     state.spot_noticed = True
     state.reported = sorted({*state.reported, SPOT_CODE})
     report = NodeReport(node=config.node, findings=[finding])
     look = Look(report, (finding,), drained, refused, (*commands, *((tuple(c), r) for c, r in drains)))
-    print(f"node watch: {config.node}: {notice}; jobs told to checkpoint; "
-          f"{'drained' if drained else 'not drained: ' + str(refused)}", file=sys.stderr, flush=True)
+    print(
+        f"node watch: {config.node}: {notice}; jobs told to checkpoint; "
+        f"{'drained' if drained else 'not drained: ' + str(refused)}",
+        file=sys.stderr,
+        flush=True,
+    )
     return look
 
 
-def run_watch(host: Host, config: WatchConfig, *, fetch: Fetch = http_fetch, once: bool = False,
-              stop: Callable[[], bool] = lambda: False) -> int:
+def run_watch(
+    host: Host,
+    config: WatchConfig,
+    *,
+    fetch: Fetch = http_fetch,
+    once: bool = False,
+    stop: Callable[[], bool] = lambda: False,
+) -> int:
     """The watch loop (``once``: one look, its exit code). Spot notices are polled between looks."""
     state_path = config.report_dir / STATE_FILE
     state = WatchState.load(state_path)
@@ -284,8 +313,7 @@ def run_watch(host: Host, config: WatchConfig, *, fetch: Fetch = http_fetch, onc
                 if notice:
                     write_report(config, on_spot_notice(host, config, state, notice), dt.datetime.now(dt.UTC))
                     state.save(state_path)
-            host.sleep(min(config.spot_poll_s if config.spot else config.interval_s,
-                           max(deadline - host.clock(), 0.0)))
+            host.sleep(min(config.spot_poll_s if config.spot else config.interval_s, max(deadline - host.clock(), 0.0)))
 
 
 def _say(config: WatchConfig, look: Look) -> None:
@@ -297,6 +325,20 @@ def _say(config: WatchConfig, look: Look) -> None:
         print(f"node watch: {config.node}: drained ({look.new_failed[0].code})", file=sys.stderr, flush=True)
 
 
-__all__ = ["CHECKPOINT_NOW", "REASON_PREFIX", "SPOT_CODE", "Look", "WatchConfig", "WatchState", "code_of_reason",
-           "http_fetch", "on_spot_notice", "reason_for", "run_watch", "since_last_look", "spot_notice",
-           "spot_providers", "watch_once"]
+__all__ = [
+    "CHECKPOINT_NOW",
+    "REASON_PREFIX",
+    "SPOT_CODE",
+    "Look",
+    "WatchConfig",
+    "WatchState",
+    "code_of_reason",
+    "http_fetch",
+    "on_spot_notice",
+    "reason_for",
+    "run_watch",
+    "since_last_look",
+    "spot_notice",
+    "spot_providers",
+    "watch_once",
+]

@@ -41,16 +41,49 @@ CLI = Path(sys.executable).parent / "provisioner"  # the console script pip inst
 # the pods' start command) and a Fluence A10 VM (no user data: the whole bootstrap over SSH; no
 # private network, so one node: the optimizer refuses a multi-node Fluence Slurm cluster).
 OFFERS: dict[str, dict[str, Any]] = {
-    "lambda": {"provider": "lambda", "instance_type": "gpu_1x_a10", "region": "us-east-1", "gpu_model": "A10",
-               "gpus": 1, "gpu_memory_gib": 24, "fabric": "ethernet", "fabric_gbps": 100, "purchase": "instance",
-               "bootstrap": "cloud_init", "network": "private", "min_nodes": 1},
-    "runpod": {"provider": "runpod", "instance_type": "cluster_8x_H100-SXM", "region": "US-KS-2", "gpu_model": "H100",
-               "gpus": 8, "gpu_memory_gib": 80, "fabric": "infiniband", "fabric_gbps": 3200, "purchase": "cluster",
-               "bootstrap": "script", "network": "cluster_fabric", "min_nodes": 2},
-    "fluence": {"provider": "fluence", "instance_type": "a10-24gi-pcie-1gpu-30cpu-186gi-1303gi",
-                "region": "dulles-usa-1", "offer_id": "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2", "gpu_model": "A10",
-                "gpus": 1, "gpu_memory_gib": 24, "fabric": "ethernet", "fabric_gbps": 10, "purchase": "instance",
-                "bootstrap": "ssh", "network": "none", "min_nodes": 1},
+    "lambda": {
+        "provider": "lambda",
+        "instance_type": "gpu_1x_a10",
+        "region": "us-east-1",
+        "gpu_model": "A10",
+        "gpus": 1,
+        "gpu_memory_gib": 24,
+        "fabric": "ethernet",
+        "fabric_gbps": 100,
+        "purchase": "instance",
+        "bootstrap": "cloud_init",
+        "network": "private",
+        "min_nodes": 1,
+    },
+    "runpod": {
+        "provider": "runpod",
+        "instance_type": "cluster_8x_H100-SXM",
+        "region": "US-KS-2",
+        "gpu_model": "H100",
+        "gpus": 8,
+        "gpu_memory_gib": 80,
+        "fabric": "infiniband",
+        "fabric_gbps": 3200,
+        "purchase": "cluster",
+        "bootstrap": "script",
+        "network": "cluster_fabric",
+        "min_nodes": 2,
+    },
+    "fluence": {
+        "provider": "fluence",
+        "instance_type": "a10-24gi-pcie-1gpu-30cpu-186gi-1303gi",
+        "region": "dulles-usa-1",
+        "offer_id": "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
+        "gpu_model": "A10",
+        "gpus": 1,
+        "gpu_memory_gib": 24,
+        "fabric": "ethernet",
+        "fabric_gbps": 10,
+        "purchase": "instance",
+        "bootstrap": "ssh",
+        "network": "none",
+        "min_nodes": 1,
+    },
 }
 FAKES = {"lambda": BackedLambdaFake, "runpod": BackedRunPodFake, "fluence": BackedFluenceFake}
 
@@ -58,24 +91,45 @@ FAKES = {"lambda": BackedLambdaFake, "runpod": BackedRunPodFake, "fluence": Back
 def spec(provider: str, *, nodes: int = 2, accounting: bool = False) -> str:
     offer = OFFERS[provider]
     slurm = "slurm: {accounting: true}\n" if accounting else ""
-    return (f"name: {CLUSTER}\ngpus: {{model: [{offer['gpu_model']}], count: {offer['gpus'] * nodes}}}\n"
-            f"nodes: {{count: {nodes}}}\ncontrol_plane: slurm\n{slurm}providers: {{allow: [{provider}]}}\n"
-            "workload: {hours: 1}\nstorage: {checkpoint_nvme_gib_per_node: 0, shared: {kind: none}}\n"
-            f"access: {{allowed_cidrs: [{OPERATOR}/32]}}\n")
+    return (
+        f"name: {CLUSTER}\ngpus: {{model: [{offer['gpu_model']}], count: {offer['gpus'] * nodes}}}\n"
+        f"nodes: {{count: {nodes}}}\ncontrol_plane: slurm\n{slurm}providers: {{allow: [{provider}]}}\n"
+        "workload: {hours: 1}\nstorage: {checkpoint_nvme_gib_per_node: 0, shared: {kind: none}}\n"
+        f"access: {{allowed_cidrs: [{OPERATOR}/32]}}\n"
+    )
 
 
 def catalog(provider: str, cpus: int, memory_mib: int) -> dict[str, Any]:
     """The provider's offer in OFFERS with this host's CPUs and memory, in a one-offer catalog."""
     offer = {
-        **OFFERS[provider], "vcpus": cpus, "memory_gib": memory_mib // 1024, "local_nvme_gib": 0,
-        "price_per_hour_usd": 0.75, "spot_price_per_hour_usd": None,
-        "billing_increment_s": 60, "billing_minimum_s": 0, "egress_usd_per_gb": 0.0, "ingress_usd_per_gb": 0.0,
-        "disk_usd_per_gib_hour": 0.0, "interruptions_per_node_hour": 0.0002, "spot_interruptions_per_node_hour": None,
-        "interruption_basis": "test", "reliability": 0.995, "max_nodes": 4, "available": True,
+        **OFFERS[provider],
+        "vcpus": cpus,
+        "memory_gib": memory_mib // 1024,
+        "local_nvme_gib": 0,
+        "price_per_hour_usd": 0.75,
+        "spot_price_per_hour_usd": None,
+        "billing_increment_s": 60,
+        "billing_minimum_s": 0,
+        "egress_usd_per_gb": 0.0,
+        "ingress_usd_per_gb": 0.0,
+        "disk_usd_per_gib_hour": 0.0,
+        "interruptions_per_node_hour": 0.0002,
+        "spot_interruptions_per_node_hour": None,
+        "interruption_basis": "test",
+        "reliability": 0.995,
+        "max_nodes": 4,
+        "available": True,
     }
-    facts = {"source": "boot test", "internet_egress_tiers": [], "free_egress_gb": 0, "inter_region_usd_per_gb": 0,
-             "shared_storage_usd_per_gib_month": 0.2, "shared_storage_kind": "NFS", "boot_minutes": 6,
-             "egress_note": "none"}
+    facts = {
+        "source": "boot test",
+        "internet_egress_tiers": [],
+        "free_egress_gb": 0,
+        "inter_region_usd_per_gb": 0,
+        "shared_storage_usd_per_gib_month": 0.2,
+        "shared_storage_kind": "NFS",
+        "boot_minutes": 6,
+        "egress_note": "none",
+    }
     return {"as_of": "2026-11-20", "providers": {provider: facts}, "offers": [offer]}
 
 
@@ -92,8 +146,9 @@ class User:
         return ["ip", "netns", "exec", self.netns.name, str(CLI), *args]
 
     def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(*args), env=self.env, cwd=self.home, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            self.argv(*args), env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout
+        )
 
     @property
     def state(self) -> Path:
@@ -102,8 +157,9 @@ class User:
 
 
 @contextmanager
-def user_lab(provider: str, node_image: Path, host_resources: tuple[int, int], *, nodes: int = 2,
-             accounting: bool = False) -> Iterator[tuple[User, Any, Machines]]:
+def user_lab(
+    provider: str, node_image: Path, host_resources: tuple[int, int], *, nodes: int = 2, accounting: bool = False
+) -> Iterator[tuple[User, Any, Machines]]:
     """A user with ``spec.yaml`` and ``catalog.json`` in their HOME and ``provider``'s node-backed
     fake; on exit every node is stopped, the namespace deleted, and the test fails if any nspawn
     process or container init is left."""
@@ -116,11 +172,20 @@ def user_lab(provider: str, node_image: Path, host_resources: tuple[int, int], *
     fake = FAKES[provider](machines, api_key=API_KEY)
     with netns.entered():
         server = serve(fake)  # listens on the namespace's 127.0.0.1
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-           "XDG_STATE_HOME": str(home / ".local" / "state"), "XDG_CACHE_HOME": str(home / ".cache"),
-           "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local" / "share"),
-           f"PROVISIONER_{provider.upper()}_API_URL": server.url, f"PROVISIONER_{provider.upper()}_API_KEY": API_KEY,
-           "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "True", "GCE_METADATA_HOST": "127.0.0.1"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        f"PROVISIONER_{provider.upper()}_API_URL": server.url,
+        f"PROVISIONER_{provider.upper()}_API_KEY": API_KEY,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "NO_GCE_CHECK": "True",
+        "GCE_METADATA_HOST": "127.0.0.1",
+    }
     (home / "spec.yaml").write_text(spec(provider, nodes=nodes, accounting=accounting))
     (home / "catalog.json").write_text(json.dumps(catalog(provider, *host_resources)))
     try:
@@ -135,7 +200,15 @@ def user_lab(provider: str, node_image: Path, host_resources: tuple[int, int], *
 
 def node_logs(machines: Machines) -> str:
     """The last lines of every node's bootstrap and Slurm logs (for a failure's message)."""
-    return "\n".join(f"--- {m.name}\n" + m.exec("sh", "-c", "tail -n 25 /var/log/cloud-init-output.log "
-                                                     "/var/log/provisioner/bootstrap.log /var/log/slurm/*.log "
-                                                     "2>/dev/null", timeout=30).stdout
-                     for m in machines.nodes.values())
+    return "\n".join(
+        f"--- {m.name}\n"
+        + m.exec(
+            "sh",
+            "-c",
+            "tail -n 25 /var/log/cloud-init-output.log "
+            "/var/log/provisioner/bootstrap.log /var/log/slurm/*.log "
+            "2>/dev/null",
+            timeout=30,
+        ).stdout
+        for m in machines.nodes.values()
+    )

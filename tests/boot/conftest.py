@@ -42,9 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     boot = [n for n, item in enumerate(items) if item.nodeid.startswith("tests/boot/")]
     if not boot:
         return
-    ours = [item for item in items[boot[0]:boot[-1] + 1] if item.nodeid.startswith("tests/boot/")]
-    others = [item for item in items[boot[0]:boot[-1] + 1] if not item.nodeid.startswith("tests/boot/")]
+    ours = [item for item in items[boot[0] : boot[-1] + 1] if item.nodeid.startswith("tests/boot/")]
+    others = [item for item in items[boot[0] : boot[-1] + 1] if not item.nodeid.startswith("tests/boot/")]
     first = [item for item in ours if item.nodeid == FIRST]
     last = [item for item in ours if item.nodeid == LAST]
     middle = [item for item in ours if item.nodeid not in (FIRST, LAST)]
-    items[boot[0]:boot[-1] + 1] = [*first, *middle, *last, *others]
+    items[boot[0] : boot[-1] + 1] = [*first, *middle, *last, *others]

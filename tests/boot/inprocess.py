@@ -38,14 +38,32 @@ class Lab:
 
     def ssh(self, key: Path, host: str, command: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         return self.netns.run(
-            ["ssh", "-i", str(key), "-b", OPERATOR, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-             "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
-             f"ml@{host}", command], timeout=timeout)
+            [
+                "ssh",
+                "-i",
+                str(key),
+                "-b",
+                OPERATOR,
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "ConnectTimeout=5",
+                "-o",
+                "LogLevel=ERROR",
+                f"ml@{host}",
+                command,
+            ],
+            timeout=timeout,
+        )
 
     def ssh_wrapper(self) -> Path:
         """An `ssh` that runs inside the namespace from OPERATOR (for the realize core's SshRemote)."""
         wrapper = self.workdir / "ssh-in-netns"
-        wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {self.netns.name} ssh -b {OPERATOR} \"$@\"\n")
+        wrapper.write_text(f'#!/bin/sh\nexec ip netns exec {self.netns.name} ssh -b {OPERATOR} "$@"\n')
         wrapper.chmod(0o755)
         return wrapper
 
@@ -58,10 +76,17 @@ class Lab:
 
     def node_logs(self) -> str:
         """The last lines of every node's bootstrap and Slurm logs (for a failure's message)."""
-        return "\n".join(f"--- {machine.name}\n" + machine.exec(
-            "sh", "-c", "tail -n 25 /var/log/cloud-init-output.log /var/log/provisioner/bootstrap.log "
-                        "/var/log/slurm/*.log 2>/dev/null", timeout=30).stdout
-            for machine in self.machines.nodes.values())
+        return "\n".join(
+            f"--- {machine.name}\n"
+            + machine.exec(
+                "sh",
+                "-c",
+                "tail -n 25 /var/log/cloud-init-output.log /var/log/provisioner/bootstrap.log "
+                "/var/log/slurm/*.log 2>/dev/null",
+                timeout=30,
+            ).stdout
+            for machine in self.machines.nodes.values()
+        )
 
 
 @pytest.fixture
@@ -79,13 +104,34 @@ def lab(node_image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> It
         assert not left, f"nspawn processes or container inits left running: {left}"
 
 
-def lambda_plan(host_resources: tuple[int, int], *, instance_type: str = "gpu_1x_a10", region: str = "us-east-1",
-                gpu_model: str = "A10", gpu_memory_gib: int = 24) -> Plan:
+def lambda_plan(
+    host_resources: tuple[int, int],
+    *,
+    instance_type: str = "gpu_1x_a10",
+    region: str = "us-east-1",
+    gpu_model: str = "A10",
+    gpu_memory_gib: int = 24,
+) -> Plan:
     """A 2-node Slurm plan of one Lambda offer the size of this host (slurmd drains a node that
     reports fewer CPUs or less memory than slurm.conf says)."""
     cpus, memory_mib = host_resources
-    raw = {"name": "fb", "storage": {"checkpoint_nvme_gib_per_node": 0, "shared": {"kind": "none"}},
-           "access": {"allowed_cidrs": [f"{OPERATOR}/32"]}}
-    return make_plan(raw, nodes=2, vcpus=cpus, memory_gib=memory_mib / 1024, fabric="ethernet", fabric_gbps=100,
-                     local_nvme_gib=0, provider="lambda", instance_type=instance_type, region=region,
-                     gpu_model=gpu_model, gpus=1, gpu_memory_gib=gpu_memory_gib)
+    raw = {
+        "name": "fb",
+        "storage": {"checkpoint_nvme_gib_per_node": 0, "shared": {"kind": "none"}},
+        "access": {"allowed_cidrs": [f"{OPERATOR}/32"]},
+    }
+    return make_plan(
+        raw,
+        nodes=2,
+        vcpus=cpus,
+        memory_gib=memory_mib / 1024,
+        fabric="ethernet",
+        fabric_gbps=100,
+        local_nvme_gib=0,
+        provider="lambda",
+        instance_type=instance_type,
+        region=region,
+        gpu_model=gpu_model,
+        gpus=1,
+        gpu_memory_gib=gpu_memory_gib,
+    )

@@ -53,8 +53,10 @@ CGROUP_LINES = {
     "JobAcctGatherType=jobacct_gather/cgroup": "JobAcctGatherType=jobacct_gather/linux",
 }
 # Connects from a source address of the namespace to port 22: the server's first 4 bytes, or the error.
-PROBE = ("import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],0))\ns.settimeout(3)\n"
-         "try:\n s.connect((sys.argv[2],22)); print(s.recv(4).decode())\nexcept OSError as e: print(type(e).__name__)")
+PROBE = (
+    "import socket,sys\ns=socket.socket()\ns.bind((sys.argv[1],0))\ns.settimeout(3)\n"
+    "try:\n s.connect((sys.argv[2],22)); print(s.recv(4).decode())\nexcept OSError as e: print(type(e).__name__)"
+)
 RUN_HEADER = re.compile(r"^provisioner-bootstrap: \S+ node of ", re.M)  # the first line of each bootstrap run
 
 
@@ -113,8 +115,11 @@ def _down_and_gc(user: User, fake: Any, machines: Machines) -> float:
     down_s = time.monotonic() - started
     assert down.returncode == 0, down.stdout + down.stderr
     assert fake.instance_count() == 0  # nothing left at the provider: no instance or pod, no firewall or cluster
-    assert {"lambda": lambda: fake.firewall.rulesets, "runpod": lambda: fake.cluster_routes.clusters,
-            "fluence": lambda: {}}[fake.provider]() == {}
+    assert {
+        "lambda": lambda: fake.firewall.rulesets,
+        "runpod": lambda: fake.cluster_routes.clusters,
+        "fluence": lambda: {},
+    }[fake.provider]() == {}
     machines.settle()
     assert machines.running() == [] and left_running(machines.stopped) == []
     gc = user.run("gc", timeout=300)
@@ -126,9 +131,9 @@ def _down_and_gc(user: User, fake: Any, machines: Machines) -> float:
 
 def _accounting(user: User) -> None:
     """slurmctld records the srun job in slurmdbd (asynchronously, through its agent queue)."""
+
     def job_in_sacct() -> tuple[bool, str]:
-        out = user.run("ssh", CLUSTER, "--", "sacct", "-n", "-X", "-P", "-o", "JobID,JobName,State,NNodes",
-                       timeout=60)
+        out = user.run("ssh", CLUSTER, "--", "sacct", "-n", "-X", "-P", "-o", "JobID,JobName,State,NNodes", timeout=60)
         return out.stdout.split() == ["1|hostname|COMPLETED|2"], out.stdout + out.stderr
 
     wait_for(job_in_sacct, "sacct to list the srun job", 60)
@@ -162,18 +167,24 @@ def _last_run(machine: Machine) -> str:
     log = machine.exec("cat", "/var/log/provisioner/bootstrap.log").stdout
     starts = [m.start() for m in RUN_HEADER.finditer(log)]
     assert starts, log
-    return log[starts[-1]:]
+    return log[starts[-1] :]
 
 
-def _up_again_reruns_only_what_must(user: User, fake: Any, machines: Machines,
-                                    nodes: dict[str, tuple[str, Machine]]) -> None:
+def _up_again_reruns_only_what_must(
+    user: User, fake: Any, machines: Machines, nodes: dict[str, tuple[str, Machine]]
+) -> None:
     """``up`` on the cluster that is up: nothing bought, and the SSH pass runs again on both nodes
     with every one-off step of the role's bootstrap (``provisioner render``'s ssh/ROLE.sh) skipped."""
     rendered = user.run("render", "spec.yaml", "--catalog", "catalog.json", "--out", "rendered", timeout=120)
     assert rendered.returncode == 0, rendered.stderr
-    one_off = {role: set(re.findall(r"^if begin_step (\S+) 0; then",
-                                    (user.home / "rendered" / "ssh" / f"{role}.sh").read_text(), re.M))
-               for role in ("head", "worker")}
+    one_off = {
+        role: set(
+            re.findall(
+                r"^if begin_step (\S+) 0; then", (user.home / "rendered" / "ssh" / f"{role}.sh").read_text(), re.M
+            )
+        )
+        for role in ("head", "worker")
+    }
     assert len(one_off["head"]) >= 5 and one_off["head"] > one_off["worker"]  # the head's: MariaDB too
     for _, machine in nodes.values():  # the first SSH pass ran each step (cloud-init did not mark them)
         first = _last_run(machine)
@@ -191,7 +202,9 @@ def _up_again_reruns_only_what_must(user: User, fake: Any, machines: Machines,
 
 @pytest.mark.parametrize("provider", ["lambda", "runpod"])
 def test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothing(
-    provider: str, node_image: Path, host_resources: tuple[int, int],
+    provider: str,
+    node_image: Path,
+    host_resources: tuple[int, int],
 ) -> None:
     with user_lab(provider, node_image, host_resources, accounting=provider == "lambda") as (user, fake, machines):
         assert shutil.which("pulumi", path=user.env["PATH"]) is None, "this test is the direct engine's"
@@ -223,15 +236,15 @@ def test_a_fluence_vm_bootstrapped_over_ssh_only_runs_srun(node_image: Path, hos
     print(f"installed CLI, fluence: up {up_s:.0f} s (bootstrap over SSH, Slurm ready), down {down_s:.0f} s")
 
 
-def test_burst_runs_the_job_on_both_nodes_and_leaves_nothing(node_image: Path,
-                                                             host_resources: tuple[int, int]) -> None:
+def test_burst_runs_the_job_on_both_nodes_and_leaves_nothing(node_image: Path, host_resources: tuple[int, int]) -> None:
     """``provisioner burst SPEC -- hostname``: up, the job (its lines streamed), down, in one command;
     exit 0 and no record, node or Instant Cluster left. No GPUs here, so the validation gate is
     skipped (--skip-validation)."""
     with user_lab("runpod", node_image, host_resources) as (user, fake, machines):
         started = time.monotonic()
-        burst = user.run("burst", "spec.yaml", "--catalog", "catalog.json", "--skip-validation", "--json",
-                         "--", "hostname")
+        burst = user.run(
+            "burst", "spec.yaml", "--catalog", "catalog.json", "--skip-validation", "--json", "--", "hostname"
+        )
         burst_s = time.monotonic() - started
         assert burst.returncode == 0, burst.stdout + burst.stderr + node_logs(machines)
         events = [json.loads(line) for line in burst.stdout.splitlines() if line.startswith("{")]
@@ -251,8 +264,13 @@ def test_a_killed_up_is_collected_by_gc_cluster(node_image: Path, host_resources
     once); every neocloud's kill-then-gc, Lambda's included, is tests/test_killed_up.py's (no boot)."""
     provider = "runpod"
     with user_lab(provider, node_image, host_resources) as (user, fake, machines):
-        up = subprocess.Popen(user.argv("up", "spec.yaml", "--catalog", "catalog.json"), env=user.env,
-                              cwd=user.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        up = subprocess.Popen(
+            user.argv("up", "spec.yaml", "--catalog", "catalog.json"),
+            env=user.env,
+            cwd=user.home,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 300
             while fake.instance_count() < 2 and up.poll() is None and time.monotonic() < deadline:

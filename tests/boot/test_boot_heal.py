@@ -58,8 +58,7 @@ export PYTHONPATH=/opt/provisioner-test/python
 [ "$1 $2" = "node watch" ] && set -- "$@" --interval-s 5
 exec python3 -c 'import sys; from provisioner.cli import main; sys.exit(main())' "$@"
 """
-XID79 = ("[ 3812.554131] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, "
-         "GPU has fallen off the bus.\n")
+XID79 = "[ 3812.554131] NVRM: Xid (PCI:0000:00:06): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
 # The toy training loop: the batch script (on the first node, the head) loads the last checkpoint,
 # proves both nodes with srun, takes a step a second and saves a checkpoint every 10 steps.
 TOY = r"""ck=/var/tmp/toy.ckpt; log=/var/tmp/toy.log
@@ -70,8 +69,7 @@ while [ $step -lt 50 ]; do
   if [ $((step % 10)) -eq 0 ]; then echo $step > $ck.tmp && mv $ck.tmp $ck && echo "ckpt $step" >> $log; fi
 done
 echo "done $(date +%s.%N)" >> $log"""
-PACKAGES = ("provisioner", "pydantic", "pydantic_core", "annotated_types", "typing_extensions",
-            "typing_inspection")
+PACKAGES = ("provisioner", "pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection")
 
 
 def _package_dir(workdir: Path) -> Path:
@@ -93,8 +91,11 @@ def _package_dir(workdir: Path) -> Path:
     providers = importlib.util.find_spec("provisioner.providers")
     assert providers is not None and providers.origin is not None
     if not (target / "provisioner" / "providers").exists():
-        shutil.copytree(Path(providers.origin).parent, target / "provisioner" / "providers",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            Path(providers.origin).parent,
+            target / "provisioner" / "providers",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     return target
 
 
@@ -126,13 +127,15 @@ class StandInLambdaFake(BackedLambdaFake):
 
 
 def h100_plan(host_resources: tuple[int, int]) -> Plan:
-    return lambda_plan(host_resources, instance_type="gpu_1x_h100_pcie", region="us-west-3", gpu_model="H100",
-                       gpu_memory_gib=80)
+    return lambda_plan(
+        host_resources, instance_type="gpu_1x_h100_pcie", region="us-west-3", gpu_model="H100", gpu_memory_gib=80
+    )
 
 
 def _instance(fake: BackedLambdaFake, node: str) -> str:
-    return next(iid for iid, body in fake.instances.items()
-                if body["name"] == f"fb-{node}" and iid in fake.machines.nodes)
+    return next(
+        iid for iid, body in fake.instances.items() if body["name"] == f"fb-{node}" and iid in fake.machines.nodes
+    )
 
 
 FAULTS = ("xid", "preempt")  # in this order, on the worker (fb-1)
@@ -151,7 +154,9 @@ def _hit(fake: StandInLambdaFake, fault: str) -> None:
 
 
 def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_each_time(
-        lab: Lab, host_resources: tuple[int, int]) -> None:  # noqa: F811
+    lab: Lab,  # noqa: F811
+    host_resources: tuple[int, int],
+) -> None:
     """One burst, one job, two faults on the worker one after the other (an XID, then a
     preemption), so the cluster is bought and booted once for both heals. The job keeps running
     on the batch node until the heal requeues it (~20 s after an XID, ~7 s after a preemption,
@@ -209,14 +214,20 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
         # At 100x Lambda's published limits (tests.test_lifecycle_support.fast_limits): its
         # 12 s launch spacing would add ~19 s to each replacement here, and its pacing has its
         # own contract tests.
-        adapter = LambdaProvider(API_KEY, base_url=server.url, poll_interval_s=0.5,
-                                 limits=LambdaClient.default_limits.scaled(100.0),
-                                 retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.1))
+        adapter = LambdaProvider(
+            API_KEY,
+            base_url=server.url,
+            poll_interval_s=0.5,
+            limits=LambdaClient.default_limits.scaled(100.0),
+            retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.1),
+        )
         key = lab.key(realize.cluster_secrets(plan.cluster_id))
         runtime = realize.Runtime(
             remote=SshRemote(key, lab.workdir / "known_hosts", ssh=str(lab.ssh_wrapper())),
-            provider_for=lambda name: adapter, emit=emit,
-            timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2))
+            provider_for=lambda name: adapter,
+            emit=emit,
+            timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2),
+        )
         watcher = threading.Thread(target=inject, name="inject-fault", daemon=True)
         watcher.start()
         job = ["sbatch", "--nodes=2", "--output=/var/tmp/toy.out", "--open-mode=append", f"--wrap={TOY}"]
@@ -256,6 +267,8 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
         for when, event, fields in events:  # the timeline, from the fault
             if fault_at - 1 <= when <= resumed_at and event not in ("job-output", "wait-running", "wait-ready"):
                 print(f"  {when - fault_at:+7.1f} s {event}: {fields['message'][:150]}")
-        print(f"heal[{fault}]: fault -> job running again {resumed_at - fault_at:.0f} s; replacement "
-              f"create -> rejoined {replaced[n] - created[n]:.0f} s; steps redone {redone} (checkpoint every 10); "
-              f"resumed from step {resumed_from}")
+        print(
+            f"heal[{fault}]: fault -> job running again {resumed_at - fault_at:.0f} s; replacement "
+            f"create -> rejoined {replaced[n] - created[n]:.0f} s; steps redone {redone} (checkpoint every 10); "
+            f"resumed from step {resumed_from}"
+        )

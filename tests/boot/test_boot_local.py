@@ -78,16 +78,25 @@ class User:
 
     def __init__(self, home: Path, node_image: Path) -> None:
         self.home = home
-        self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8",
-                    "XDG_STATE_HOME": str(home / ".local" / "state"), "XDG_CACHE_HOME": str(home / ".cache"),
-                    "XDG_CONFIG_HOME": str(home / ".config"), "PROVISIONER_BOOT_IMAGE_CACHE": str(node_image.parent),
-                    "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "True", "GCE_METADATA_HOST": "127.0.0.1"}
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "PROVISIONER_BOOT_IMAGE_CACHE": str(node_image.parent),
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "NO_GCE_CHECK": "True",
+            "GCE_METADATA_HOST": "127.0.0.1",
+        }
         self.labs = home / ".local" / "state" / "gpu-provisioner" / "local"
 
     def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         cli = str(Path(sys.executable).parent / "provisioner")
-        return subprocess.run([cli, *args], env=self.env, cwd=self.home, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            [cli, *args], env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout
+        )
 
     def on(self, cluster: str, node: str, *command: str) -> str:
         """``command`` on ``node`` as the cluster user (``provisioner ssh --node``); its stdout."""
@@ -208,8 +217,12 @@ def _running_nodes(workdir: str) -> list[str]:
 
 
 def _journal(root: Path, *match: str) -> str:
-    return subprocess.run(["journalctl", "-D", str(root / "var" / "log" / "journal"), "--no-pager", "-o", "cat",
-                           *match], capture_output=True, text=True, timeout=60).stdout
+    return subprocess.run(
+        ["journalctl", "-D", str(root / "var" / "log" / "journal"), "--no-pager", "-o", "cat", *match],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
 
 
 def _idle_head(cluster: Lifetimes) -> None:
@@ -218,8 +231,15 @@ def _idle_head(cluster: Lifetimes) -> None:
     counted busy) ends at its TTL, 2 minutes after its first boot. (Not the other way round: a
     worker's idle check asks the head's slurmctld, and counts a head that is gone as busy.)"""
     user = cluster.user
-    user.on(CLUSTER, HEAD, "sudo", "sh", "-c", f"printf '{IDLE_GPUS}' > /usr/local/bin/nvidia-smi && "
-            "chmod 755 /usr/local/bin/nvidia-smi && echo $(( $(date +%s) + 3600 )) > /var/lib/provisioner/deadline")
+    user.on(
+        CLUSTER,
+        HEAD,
+        "sudo",
+        "sh",
+        "-c",
+        f"printf '{IDLE_GPUS}' > /usr/local/bin/nvidia-smi && "
+        "chmod 755 /usr/local/bin/nvidia-smi && echo $(( $(date +%s) + 3600 )) > /var/lib/provisioner/deadline",
+    )
     # The idle check once now, as its timer would at its next tick (up to 90 s away: every minute,
     # 30 s accuracy): it finds the head idle and starts the idle clock, so the timer's next run,
     # a minute on, ends the head while the worker's TTL runs out, not one after the other.
@@ -249,10 +269,20 @@ def test_up_local_vms_share_a_path_and_run_the_nvme_setup_with_both_lifetime_tim
     assert user.on(CLUSTER, HEAD, "findmnt", "-rno", "SOURCE", "/shared").strip() == "/dev/nvme0n1[/.shared]"
     # The RAID0 path, by the same installed script over the two other disks: it reaches mdadm with
     # both, which cannot open the array (no md driver: no /proc/mdstat), and stops there.
-    raid = user.run("ssh", CLUSTER, "--", "sudo", "env", "PROVISIONER_NVME_DEVICES=/dev/nvme1n1 /dev/nvme2n1",
-                    "PROVISIONER_MOUNT_POINT=/mnt/raid0", "/usr/local/sbin/provisioner-nvme-raid", timeout=120)
+    raid = user.run(
+        "ssh",
+        CLUSTER,
+        "--",
+        "sudo",
+        "env",
+        "PROVISIONER_NVME_DEVICES=/dev/nvme1n1 /dev/nvme2n1",
+        "PROVISIONER_MOUNT_POINT=/mnt/raid0",
+        "/usr/local/sbin/provisioner-nvme-raid",
+        timeout=120,
+    )
     assert raid.returncode == 1 and "mdadm: unexpected failure opening /dev/md" in raid.stdout + raid.stderr, (
-        raid.stdout + raid.stderr)
+        raid.stdout + raid.stderr
+    )
     assert "No such file" in user.on(CLUSTER, HEAD, "sh", "-c", "cat /proc/mdstat 2>&1 || true")
 
     # The lifetime timers, on both nodes.
@@ -273,8 +303,11 @@ def test_up_local_vms_end_themselves_on_ttl_and_idle(lifetimes: Lifetimes) -> No
     deadline = lifetimes.idle_since + 300
     while _running_nodes(lab["workdir"]) and time.monotonic() < deadline:
         time.sleep(2)
-    reasons = {(root / "etc" / "hostname").read_text().strip(): _journal(root, "-t", "provisioner-teardown")
-               for root in Path(lab["workdir"]).glob("i-*") if root.is_dir()}
+    reasons = {
+        (root / "etc" / "hostname").read_text().strip(): _journal(root, "-t", "provisioner-teardown")
+        for root in Path(lab["workdir"]).glob("i-*")
+        if root.is_dir()
+    }
     assert _running_nodes(lab["workdir"]) == [], f"a node did not end itself within 5 minutes: {reasons}"
     assert "idle limit reached; powering off" in reasons[HEAD], reasons
     assert "ttl limit reached; powering off" in reasons[WORKER], reasons

@@ -40,7 +40,9 @@ pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mar
 
 
 def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_deletes_them(
-    lab: Lab, host_resources: tuple[int, int], tmp_path: Path,  # noqa: F811
+    lab: Lab,  # noqa: F811
+    host_resources: tuple[int, int],
+    tmp_path: Path,
 ) -> None:
     from provisioner.providers.lambda_.provider import LambdaProvider
 
@@ -48,11 +50,21 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     names = sorted(node.name for node in plan.nodes)
     secrets = realize.cluster_secrets(plan.cluster_id)  # the state dir's, as the engine keeps them
     tokens = hostkey_tokens(plan, secrets)  # as stacks.program.build passes them
-    args = cluster_args(plan, render_cluster(plan, secrets), owner=owner_id(), expires_at=None,
-                        ssh_public_key=secrets.ssh_public_key, hostkey_tokens=tokens)
+    args = cluster_args(
+        plan,
+        render_cluster(plan, secrets),
+        owner=owner_id(),
+        expires_at=None,
+        ssh_public_key=secrets.ssh_public_key,
+        hostkey_tokens=tokens,
+    )
     recorder = register(args, plan=plan, secrets=secrets).recorder
-    order = [r for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology") for r in recorder.resources
-             if r.typ == DYNAMIC + kind]
+    order = [
+        r
+        for kind in ("NeocloudFirewall", "NeocloudNodes", "ClusterTopology")
+        for r in recorder.resources
+        if r.typ == DYNAMIC + kind
+    ]
     assert [r.typ for r in order][-2:] == [DYNAMIC + "NeocloudNodes", DYNAMIC + "ClusterTopology"]
 
     fake = BackedLambdaFake(lab.machines, api_key=API_KEY)
@@ -63,7 +75,8 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
         runtime = realize.Runtime(
             remote=remote,
             provider_for=lambda _name: adapter,
-            timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2))
+            timeouts=realize.Timeouts(running_s=120, ready_s=120, deleted_s=120, interval_s=1, max_interval_s=2),
+        )
         env = {"PROVISIONER_LAMBDA_API_URL": server.url, "PROVISIONER_LAMBDA_API_KEY": API_KEY}
         made = []
         with dynamic_provider(tmp_path, env) as engine:

@@ -38,8 +38,7 @@ def fast_retry() -> RetryPolicy:
 
 
 @pytest.fixture(params=harness_names())
-def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer],
-        fast_retry: RetryPolicy) -> Rig:
+def rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer], fast_retry: RetryPolicy) -> Rig:
     """Every provider with a harness: its fake served, ready to build the adapter against."""
     harness = load_harness(request.param)
     return Rig(harness, serve_fake(harness.app), fast_retry)

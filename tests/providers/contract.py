@@ -62,8 +62,7 @@ class Rig:
     def app(self) -> FakeApp:
         return self.harness.app
 
-    def provider(self, api_key: str | None = None, pacing: Pacing | None = None,
-                 in_process: bool = False) -> Provider:
+    def provider(self, api_key: str | None = None, pacing: Pacing | None = None, in_process: bool = False) -> Provider:
         """The adapter on the harness's scaled limits (paced on ``pacing``'s clock when given).
 
         Its timeout is generous: on a loaded machine an ordinary answer can take a second.
@@ -73,8 +72,14 @@ class Rig:
         h = self.harness
         limits = h.scaled_limits if pacing is None else h.scaled_limits.on(pacing)
         transport = FakeTransport(h.app) if in_process else None
-        return h.make_provider(api_key=api_key or h.api_key, base_url=self.server.url, transport=transport,
-                               limits=limits, timeout_s=ANSWER_TIMEOUT_S, retry=self.retry)
+        return h.make_provider(
+            api_key=api_key or h.api_key,
+            base_url=self.server.url,
+            transport=transport,
+            limits=limits,
+            timeout_s=ANSWER_TIMEOUT_S,
+            retry=self.retry,
+        )
 
 
 def cluster() -> str:
@@ -86,20 +91,45 @@ def poll_nodes(provider: Provider, cluster_id: str, done: Callable[[list[Node]],
     """``get_nodes`` until ``done`` holds, on virtual time: the fakes move a node on per poll, never
     per second, so what bounds the wait is the number of polls (about 50), not the wall clock."""
     time = VirtualTime()
-    return wait_until(lambda: provider.get_nodes(cluster_id), done, timeout_s=10, interval_s=0.05,
-                      max_interval_s=0.2, what=what, clock=time.clock, sleep=time.sleep)
+    return wait_until(
+        lambda: provider.get_nodes(cluster_id),
+        done,
+        timeout_s=10,
+        interval_s=0.05,
+        max_interval_s=0.2,
+        what=what,
+        clock=time.clock,
+        sleep=time.sleep,
+    )
 
 
 def wait_running(provider: Provider, cluster_id: str, count: int | None = None) -> list[Node]:
     """The cluster's nodes once (``count`` of them, when given) all run (``poll_nodes``)."""
-    return poll_nodes(provider, cluster_id, lambda nodes: bool(nodes) and (count is None or len(nodes) == count)
-                      and all(n.status == NodeStatus.RUNNING for n in nodes), "nodes running")
+    return poll_nodes(
+        provider,
+        cluster_id,
+        lambda nodes: (
+            bool(nodes)
+            and (count is None or len(nodes) == count)
+            and all(n.status == NodeStatus.RUNNING for n in nodes)
+        ),
+        "nodes running",
+    )
 
 
 def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
-    return poll_nodes(provider, cluster_id, lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes),
-                      "nodes gone")
+    return poll_nodes(
+        provider, cluster_id, lambda nodes: all(n.status == NodeStatus.TERMINATED for n in nodes), "nodes gone"
+    )
 
 
-__all__ = ["Rig", "cluster", "harness_names", "load_harness", "neocloud_names", "poll_nodes", "wait_gone",
-           "wait_running"]
+__all__ = [
+    "Rig",
+    "cluster",
+    "harness_names",
+    "load_harness",
+    "neocloud_names",
+    "poll_nodes",
+    "wait_gone",
+    "wait_running",
+]

@@ -68,8 +68,9 @@ def test_every_page_takes_a_rate_limit_token(fake: RunningServer) -> None:
     # Time stands still except in the limiter's sleeps: with a burst of 1 at 4 requests/s, n
     # HTTP requests cost n - 1 waits of 0.25 s. The fake answers GetProducts two items a page.
     time = VirtualTime()
-    client = AWSClient(boto3.Session(region_name="us-east-1"), endpoint_url=fake.url,
-                       limits=RateLimits(4.0, 1.0).on(time))
+    client = AWSClient(
+        boto3.Session(region_name="us-east-1"), endpoint_url=fake.url, limits=RateLimits(4.0, 1.0).on(time)
+    )
     items = client.get_products([{"Field": "regionCode", "Value": "us-east-1"}])
     pages = len(fake.app.calls)
     assert len(items) == 4 and pages == 2
@@ -79,8 +80,12 @@ def test_every_page_takes_a_rate_limit_token(fake: RunningServer) -> None:
 
 def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> botocore.exceptions.ClientError:
     return botocore.exceptions.ClientError(
-        {"Error": {"Code": code, "Message": f"message of {code}"},
-         "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}}}, "RunInstances")
+        {
+            "Error": {"Code": code, "Message": f"message of {code}"},
+            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}},
+        },
+        "RunInstances",
+    )
 
 
 # ----- moto (server mode) -----------------------------------------------------------------------
@@ -96,9 +101,18 @@ def test_gpu_instance_type_facts_from_moto(moto_url: str) -> None:
 
 def test_create_get_delete_on_moto(moto_url: str) -> None:
     provider = _provider(moto_url, owner="alice")  # a type without EFA: moto has no placement groups (test_aws_efa)
-    specs = [NodeSpec(name=f"n{i}", instance_type="g6e.xlarge", region="us-east-1", image=IMAGE,
-                      bootstrap="cloud_init", user_data="#cloud-config\n{}\n",
-                      tags={EXPIRES_TAG: "2026-11-24T00:00:00Z"}) for i in range(2)]
+    specs = [
+        NodeSpec(
+            name=f"n{i}",
+            instance_type="g6e.xlarge",
+            region="us-east-1",
+            image=IMAGE,
+            bootstrap="cloud_init",
+            user_data="#cloud-config\n{}\n",
+            tags={EXPIRES_TAG: "2026-11-24T00:00:00Z"},
+        )
+        for i in range(2)
+    ]
     created = provider.create_nodes("mc1", specs)
     again = provider.create_nodes("mc1", specs)
     assert sorted(n.id for n in created) == sorted(n.id for n in again) and len(created) == 2
@@ -133,10 +147,16 @@ def test_the_direct_adapter_makes_the_clusters_own_security_group(fake: RunningS
     assert provider.ensure_firewall("fw1", ["203.0.113.7/32", "2001:db8::/48"], "us-east-1") == group_id
     specs = [NodeSpec(name=f"n{i}", instance_type="g6e.xlarge", region="us-east-1", image=IMAGE) for i in range(2)]
     created = provider.create_nodes("fw1", specs)
-    ec2 = boto3.client("ec2", endpoint_url=fake.url, region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE",
-                       aws_secret_access_key=fake.app.api_key or "x")
-    instances = [i for r in ec2.describe_instances(InstanceIds=[n.id for n in created])["Reservations"]
-                 for i in r["Instances"]]
+    ec2 = boto3.client(
+        "ec2",
+        endpoint_url=fake.url,
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key=fake.app.api_key or "x",
+    )
+    instances = [
+        i for r in ec2.describe_instances(InstanceIds=[n.id for n in created])["Reservations"] for i in r["Instances"]
+    ]
     assert [[g["GroupId"] for g in i["SecurityGroups"]] for i in instances] == [[group_id], [group_id]]
     (group,) = ec2.describe_security_groups(GroupIds=[group_id])["SecurityGroups"]
     tags = {t["Key"]: t["Value"] for t in group["Tags"]}
@@ -167,8 +187,9 @@ def test_moto_has_no_pricing_backend(moto_url: str) -> None:
 
 
 # ----- the fake (Pricing, Service Quotas, spot history) -------------------------------------------
-def test_an_efa_type_without_a_known_layout_is_offered_as_ethernet(fake: RunningServer,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_efa_type_without_a_known_layout_is_offered_as_ethernet(
+    fake: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """EC2 says the type has EFA, but the adapter knows no interface layout for it: its nodes would
     launch without EFA, so the offer must not be ranked as an EFA one."""
     from provisioner.providers.aws import efa
@@ -176,7 +197,8 @@ def test_an_efa_type_without_a_known_layout_is_offered_as_ethernet(fake: Running
     monkeypatch.delitem(efa.EFA_INTERFACES, "p5.48xlarge")
     offers = _provider(fake.url).list_offers(OfferQuery(gpu_models=("H100",)))
     assert {o.fabric for o in offers if o.instance_type == "p5.48xlarge" and o.purchase == Purchase.INSTANCE} == {
-        Fabric.ETHERNET}
+        Fabric.ETHERNET
+    }
 
 
 def test_offers_carry_exact_prices_and_efa(fake: RunningServer) -> None:
@@ -215,8 +237,10 @@ def test_quota_refusal_names_the_code_and_the_increase_command(fake: RunningServ
         provider.check_quota("p5.48xlarge", "us-east-1", 3, spot=False)
     text = str(caught.value)
     assert "L-417A185B" in text and "576 vCPUs" in text and "of 384 vCPUs" in text
-    assert ("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-417A185B "
-            "--desired-value 576 --region us-east-1") in text
+    assert (
+        "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-417A185B "
+        "--desired-value 576 --region us-east-1"
+    ) in text
     (spot,) = provider.quota_shortfalls([("p5.48xlarge", "us-east-1", 1, True), ("g6e.xlarge", "us-east-1", 2, True)])
     assert (spot.code, spot.limit_vcpus, spot.needed_vcpus) == ("L-C4BD4855", 0, 192)
 
@@ -244,8 +268,15 @@ def test_capacity_fault_is_capacity_error_and_nothing_is_left(fake: RunningServe
 
 
 def test_spot_node_is_bought_as_spot_with_a_max_price(fake: RunningServer) -> None:
-    spec = NodeSpec(name="s", instance_type="p5.48xlarge", region="us-east-1", image=IMAGE, spot=True,
-                    bid_usd_per_hour=30.0, zone="us-east-1a")
+    spec = NodeSpec(
+        name="s",
+        instance_type="p5.48xlarge",
+        region="us-east-1",
+        image=IMAGE,
+        spot=True,
+        bid_usd_per_hour=30.0,
+        zone="us-east-1a",
+    )
     fake.app.quotas[("us-east-1", "L-C4BD4855")] = 192.0  # type: ignore[attr-defined]  # the default spot P5 is 0
     (node,) = _provider(fake.url).create_nodes("fc2", [spec])
     assert fake.app.bought[node.id].interruptible is True
@@ -259,11 +290,19 @@ def test_no_image_and_none_found_is_a_plan_error_before_buying(fake: RunningServ
 
 
 # ----- mapping and parsing ------------------------------------------------------------------------
-@pytest.mark.parametrize(("code", "status", "kind"), [
-    ("InsufficientInstanceCapacity", 500, CapacityError), ("VcpuLimitExceeded", 400, QuotaError),
-    ("MaxSpotInstanceCountExceeded", 400, QuotaError), ("RequestLimitExceeded", 503, RateLimitError),
-    ("ThrottlingException", 400, RateLimitError), ("AuthFailure", 401, CredentialsError),
-    ("UnrecognizedClientException", 400, CredentialsError), ("InvalidParameterValue", 400, ProviderAPIError)])
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("InsufficientInstanceCapacity", 500, CapacityError),
+        ("VcpuLimitExceeded", 400, QuotaError),
+        ("MaxSpotInstanceCountExceeded", 400, QuotaError),
+        ("RequestLimitExceeded", 503, RateLimitError),
+        ("ThrottlingException", 400, RateLimitError),
+        ("AuthFailure", 401, CredentialsError),
+        ("UnrecognizedClientException", 400, CredentialsError),
+        ("InvalidParameterValue", 400, ProviderAPIError),
+    ],
+)
 def test_botocore_errors_map_into_the_error_tree(code: str, status: int, kind: type[Exception]) -> None:
     error = map_error(_client_error(code, status, {"Retry-After": "2"}))
     assert type(error) is kind and code in str(error) and f"message of {code}" in str(error)
@@ -288,11 +327,22 @@ def test_price_list_item_parses_exactly() -> None:
 def test_operations_match_the_shared_botocore_shapes() -> None:
     """The parameters the adapter sends exist in the shapes gathered in ../shared (botocore 1.43.11)."""
     ec2 = json.loads(need_shared("provider-apis", "aws", "ec2_operation_shapes_botocore.json").read_text())
-    other = json.loads(need_shared("provider-apis", "aws", "service_quotas_and_pricing_shapes_botocore.json")
-                       .read_text())
+    other = json.loads(
+        need_shared("provider-apis", "aws", "service_quotas_and_pricing_shapes_botocore.json").read_text()
+    )
     run = ec2["RunInstances"]["input"]
-    for name in ("ImageId", "InstanceType", "MinCount", "MaxCount", "UserData", "KeyName", "TagSpecifications",
-                 "InstanceMarketOptions", "Placement", "InstanceInitiatedShutdownBehavior"):
+    for name in (
+        "ImageId",
+        "InstanceType",
+        "MinCount",
+        "MaxCount",
+        "UserData",
+        "KeyName",
+        "TagSpecifications",
+        "InstanceMarketOptions",
+        "Placement",
+        "InstanceInitiatedShutdownBehavior",
+    ):
         assert name in run, name
     instance_type = ec2["DescribeInstanceTypes"]["output"]["InstanceTypes"][0]
     assert {"GpuInfo", "NetworkInfo", "InstanceStorageInfo"} <= set(instance_type)
@@ -301,7 +351,14 @@ def test_operations_match_the_shared_botocore_shapes() -> None:
     blocks = ec2["DescribeCapacityBlockOfferings"]
     assert set(blocks["input"]) >= {"InstanceType", "InstanceCount", "CapacityDurationHours"}
     assert set(blocks["output"]["CapacityBlockOfferings"][0]) >= {
-        "CapacityBlockOfferingId", "AvailabilityZone", "InstanceCount", "CapacityBlockDurationHours", "UpfrontFee",
-        "CurrencyCode", "StartDate", "EndDate"}
+        "CapacityBlockOfferingId",
+        "AvailabilityZone",
+        "InstanceCount",
+        "CapacityBlockDurationHours",
+        "UpfrontFee",
+        "CurrencyCode",
+        "StartDate",
+        "EndDate",
+    }
     assert set(ec2["DescribeInstanceTopology"]["input"]) >= {"InstanceIds", "NextToken"}
     assert other["pricing.GetProducts"]["output"]["PriceList"] == ["string"]

@@ -57,14 +57,28 @@ def _provider(url: str, clock: Clock, **kwargs: Any) -> AWSProvider:
     # 100x the published request rate: the wait polls every (fake) minute for two hours, ~12 s at the
     # real 10 requests/s; the limits have their own contract test.
     kwargs.setdefault("limits", LIMITS.scaled(100))
-    return AWSProvider(boto3.Session(region_name="us-east-1"), regions=["us-east-1"], endpoint_url=url,
-                       image_id=IMAGE, poll_interval_s=60.0, now=clock.now, sleep=clock.sleep, **kwargs)
+    return AWSProvider(
+        boto3.Session(region_name="us-east-1"),
+        regions=["us-east-1"],
+        endpoint_url=url,
+        image_id=IMAGE,
+        poll_interval_s=60.0,
+        now=clock.now,
+        sleep=clock.sleep,
+        **kwargs,
+    )
 
 
 def _nodes(n: int = 2, **update: Any) -> list[NodeSpec]:
-    fields: dict[str, Any] = {"instance_type": "p5.48xlarge", "region": "us-east-1", "zone": "us-east-1a", "gpus": 8,
-                              "capacity_block_hours": 72, "capacity_block_usd_per_hour": Decimal("31.464"),
-                              **update}
+    fields: dict[str, Any] = {
+        "instance_type": "p5.48xlarge",
+        "region": "us-east-1",
+        "zone": "us-east-1a",
+        "gpus": 8,
+        "capacity_block_hours": 72,
+        "capacity_block_usd_per_hour": Decimal("31.464"),
+        **update,
+    }
     return [NodeSpec(name=f"n{i}", **fields) for i in range(n)]
 
 
@@ -84,8 +98,11 @@ def test_the_block_is_bought_waited_for_and_the_nodes_launch_into_it(fake: Runni
     # the block starts in 2 h: up waited (on the fake clock) until it was active, then launched
     assert clock.at >= START and clock.slept >= 2 * 3600
     actions = _actions(fake)
-    assert actions.index("DescribeCapacityBlockOfferings") < actions.index("PurchaseCapacityBlock") < actions.index(
-        "RunInstances")
+    assert (
+        actions.index("DescribeCapacityBlockOfferings")
+        < actions.index("PurchaseCapacityBlock")
+        < actions.index("RunInstances")
+    )
     assert actions.count("PurchaseCapacityBlock") == 1
     # a retried create adopts the block and the nodes: nothing more is bought
     again = provider.create_nodes("blk", _nodes())
@@ -127,8 +144,10 @@ def test_a_failure_after_the_purchase_says_what_was_bought(fake: RunningServer, 
     assert not isinstance(caught.value, CapacityError)  # bring_up_first must not buy another option
     (block,) = fake.app.reservations.values()
     message = str(caught.value)
-    assert f"bought before this failure: EC2 Capacity Block {block['id']} (2 x p5.48xlarge in us-east-1a, " \
-           "$4530.816 paid upfront, non-refundable), ends 2026-11-28T11:30:00Z" in message
+    assert (
+        f"bought before this failure: EC2 Capacity Block {block['id']} (2 x p5.48xlarge in us-east-1a, "
+        "$4530.816 paid upfront, non-refundable), ends 2026-11-28T11:30:00Z" in message
+    )
     assert "cannot be cancelled" in message
     assert fake.app.instance_count() == 0  # the launched node was rolled back
 
@@ -141,7 +160,8 @@ def test_a_block_that_fails_to_start_says_what_was_bought(fake: RunningServer, c
 
 
 def test_an_adapter_asked_without_reservations_lists_blocks_with_their_length_and_start(
-        fake: RunningServer, clock: Clock) -> None:
+    fake: RunningServer, clock: Clock
+) -> None:
     from provisioner.providers.base import OfferQuery
 
     provider = _provider(fake.url, clock)
@@ -154,8 +174,11 @@ def test_an_adapter_asked_without_reservations_lists_blocks_with_their_length_an
 
 def test_the_purchase_operations_match_the_shared_botocore_shapes() -> None:
     ec2 = json.loads(need_shared("provider-apis", "aws", "ec2_operation_shapes_botocore.json").read_text())
-    assert set(ec2["PurchaseCapacityBlock"]["input"]) >= {"CapacityBlockOfferingId", "InstancePlatform",
-                                                          "TagSpecifications"}
+    assert set(ec2["PurchaseCapacityBlock"]["input"]) >= {
+        "CapacityBlockOfferingId",
+        "InstancePlatform",
+        "TagSpecifications",
+    }
     assert "capacity-reservation" in ec2["PurchaseCapacityBlock"]["input"]["TagSpecifications"][0]["ResourceType"]
     assert "CapacityReservationId" in ec2["PurchaseCapacityBlock"]["output"]["CapacityReservation"]
     run = ec2["RunInstances"]["input"]
@@ -165,8 +188,9 @@ def test_the_purchase_operations_match_the_shared_botocore_shapes() -> None:
     assert {"State", "StartDate", "EndDate", "ReservationType", "AvailabilityZone"} <= set(described)
 
 
-def test_down_and_gc_tell_the_user_the_block_remains(fake: RunningServer, clock: Clock,
-                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_down_and_gc_tell_the_user_the_block_remains(
+    fake: RunningServer, clock: Clock, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     from provisioner.lifecycle.gc import collect_garbage
     from provisioner.lifecycle.realize import Runtime, Timeouts, tear_down
 
@@ -178,8 +202,12 @@ def test_down_and_gc_tell_the_user_the_block_remains(fake: RunningServer, clock:
     assert "cannot be deleted: EC2 Capacity Block cr-" in report.render()
     assert "remains until 2026-11-28T11:30:00Z: it is already paid and AWS cannot cancel it" in report.render()
     events: list[tuple[str, str]] = []
-    runtime = Runtime(provider_for=lambda name: provider, emit=lambda event, *, message, **_: events.append(
-        (event, message)), timeouts=Timeouts(interval_s=0.01, max_interval_s=0.05), sleep=lambda s: None)
+    runtime = Runtime(
+        provider_for=lambda name: provider,
+        emit=lambda event, *, message, **_: events.append((event, message)),
+        timeouts=Timeouts(interval_s=0.01, max_interval_s=0.05),
+        sleep=lambda s: None,
+    )
     tear_down("blk", runtime, provider="aws")
     notes = [message for event, message in events if event == "reservation"]
     assert len(notes) == 1 and "already paid and AWS cannot cancel it" in notes[0]

@@ -23,8 +23,9 @@ from provisioner.testing.fakes.base import RunningServer, serve
 
 IMAGE = "ami-12c6146b"
 EXPIRES = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
-ROOMY = {("us-east-1", code): 100_000.0 for code in ("L-417A185B", "L-DB2E81BA", "L-C4BD4855", "L-7212CCBC",
-                                                     "L-3819A6DF")}
+ROOMY = {
+    ("us-east-1", code): 100_000.0 for code in ("L-417A185B", "L-DB2E81BA", "L-C4BD4855", "L-7212CCBC", "L-3819A6DF")
+}
 
 
 @pytest.fixture
@@ -36,31 +37,48 @@ def fake() -> Iterator[RunningServer]:
 
 def _provider(url: str) -> AWSProvider:
     session = boto3.Session(aws_access_key_id="AKIATEST", aws_secret_access_key="testing", region_name="us-east-1")
-    return AWSProvider(session, regions=["us-east-1"], endpoint_url=url, owner="alice", poll_interval_s=0.01,
-                       limits=LIMITS.scaled(100))  # 30-40 requests a create: ~3 s at the real 10 requests/s
+    return AWSProvider(
+        session, regions=["us-east-1"], endpoint_url=url, owner="alice", poll_interval_s=0.01, limits=LIMITS.scaled(100)
+    )  # 30-40 requests a create: ~3 s at the real 10 requests/s
 
 
 def _ec2(url: str) -> Any:
-    return boto3.client("ec2", endpoint_url=url, region_name="us-east-1", aws_access_key_id="AKIATEST",
-                        aws_secret_access_key="testing")
+    return boto3.client(
+        "ec2", endpoint_url=url, region_name="us-east-1", aws_access_key_id="AKIATEST", aws_secret_access_key="testing"
+    )
 
 
 def _specs(n: int, instance_type: str = "p5.48xlarge", zone: str | None = "us-east-1b") -> list[NodeSpec]:
-    return [NodeSpec(name=f"n{i}", instance_type=instance_type, region="us-east-1", zone=zone, gpus=8, image=IMAGE,
-                     expires_at=EXPIRES, tags={"team": "ml"}) for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"n{i}",
+            instance_type=instance_type,
+            region="us-east-1",
+            zone=zone,
+            gpus=8,
+            image=IMAGE,
+            expires_at=EXPIRES,
+            tags={"team": "ml"},
+        )
+        for i in range(n)
+    ]
 
 
 def _cluster_groups(url: str, cluster_id: str) -> list[dict[str, Any]]:
-    return list(_ec2(url).describe_security_groups(
-        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}])["SecurityGroups"])
+    return list(
+        _ec2(url).describe_security_groups(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}])[
+            "SecurityGroups"
+        ]
+    )
 
 
 def test_the_layout_is_one_table_shared_with_the_stack() -> None:
     from provisioner.stacks import aws as stack
 
     assert stack.efa_layout is efa_layout and stack.EFA_INTERFACES is EFA_INTERFACES
-    assert [len(efa_layout(t)) for t in ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p4d.24xlarge",
-                                         "p6-b200.48xlarge")] == [32, 32, 16, 4, 8]
+    assert [
+        len(efa_layout(t)) for t in ("p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p4d.24xlarge", "p6-b200.48xlarge")
+    ] == [32, 32, 16, 4, 8]
 
 
 def test_p5_cluster_gets_32_efa_interfaces_in_one_placement_group(fake: RunningServer) -> None:
@@ -116,8 +134,10 @@ def test_teardown_and_gc_remove_the_placement_and_security_groups(fake: RunningS
     assert len(app.placement_groups) == 1 and _cluster_groups(fake.url, "efa3"), "removed while nodes are left"
     gc.delete_nodes("efa3", [n.id for n in nodes[1:]])
     assert app.placement_groups == {} and _cluster_groups(fake.url, "efa3") == []
-    assert _ec2(fake.url).describe_addresses(
-        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["efa3"]}])["Addresses"] == [], "an Elastic IP is left"
+    assert (
+        _ec2(fake.url).describe_addresses(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["efa3"]}])["Addresses"]
+        == []
+    ), "an Elastic IP is left"
     gc.delete_nodes("efa3")  # idempotent: nothing left is success
     _provider(fake.url).delete_nodes("efa3")
     assert app.placement_groups == {}
@@ -137,8 +157,9 @@ def test_the_fake_refuses_deleting_a_group_in_use(fake: RunningServer) -> None:
     with pytest.raises(botocore.exceptions.ClientError, match=r"InvalidPlacementGroup\.InUse"):
         _ec2(fake.url).delete_placement_group(GroupName=group_name("efa5"))
     with pytest.raises(botocore.exceptions.ClientError, match=r"InvalidPlacementGroup\.Unknown"):
-        _ec2(fake.url).run_instances(ImageId=IMAGE, InstanceType="p5.48xlarge", MinCount=1, MaxCount=1,
-                                     Placement={"GroupName": "nope"})
+        _ec2(fake.url).run_instances(
+            ImageId=IMAGE, InstanceType="p5.48xlarge", MinCount=1, MaxCount=1, Placement={"GroupName": "nope"}
+        )
 
 
 def test_one_node_or_a_type_without_efa_gets_no_efa(fake: RunningServer) -> None:

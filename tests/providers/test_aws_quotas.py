@@ -56,10 +56,15 @@ def fake() -> Iterator[RunningServer]:
 @pytest.fixture
 def aws_env(fake: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """What a user sets to point the CLI at a local AWS endpoint (docs/aws-gcp.md)."""
-    for name, value in {"PROVISIONER_AWS_API_URL": fake.url, "PROVISIONER_AWS_REGIONS": "us-east-1",
-                        "AWS_ACCESS_KEY_ID": "AKIAQUOTATEST", "AWS_SECRET_ACCESS_KEY": "quota-secret",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-                        "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}.items():
+    for name, value in {
+        "PROVISIONER_AWS_API_URL": fake.url,
+        "PROVISIONER_AWS_REGIONS": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKIAQUOTATEST",
+        "AWS_SECRET_ACCESS_KEY": "quota-secret",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "PROVISIONER_CACHE_DIR": str(tmp_path / "cache"),
+    }.items():
         monkeypatch.setenv(name, value)
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
         monkeypatch.delenv(name, raising=False)
@@ -68,8 +73,11 @@ def aws_env(fake: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # The CLI's adapter at 100x the published 10 requests/s: refresh pages through the fake's whole
     # price list (~6 s at the real pace); the limits have their own contract test.
     real_get_provider = registry.get_provider
-    monkeypatch.setattr(registry, "get_provider",
-                        lambda name, **kwargs: real_get_provider(name, **{"limits": LIMITS.scaled(100), **kwargs}))
+    monkeypatch.setattr(
+        registry,
+        "get_provider",
+        lambda name, **kwargs: real_get_provider(name, **{"limits": LIMITS.scaled(100), **kwargs}),
+    )
     return tmp_path
 
 
@@ -80,14 +88,18 @@ def _spec_file(where: Path, gpus: int, mode: str = "on_demand") -> str:
 
 
 def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
-        aws_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    aws_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake.app.quotas[("us-east-1", "L-417A185B")] = 400.0  # type: ignore[attr-defined]  # 2 x p5 (192 vCPUs)
     assert main(["catalog", "refresh", "--provider", "aws"]) == 0
     out = capsys.readouterr().out
     assert "aws: " in out and "quotas read" in out
     cache = load_catalog(aws_env / "cache" / CACHE_FILE)
-    live = [o for o in cache.offers if o.provider == "aws" and o.instance_type == "p5.48xlarge"
-            and o.purchase == Purchase.INSTANCE]
+    live = [
+        o
+        for o in cache.offers
+        if o.provider == "aws" and o.instance_type == "p5.48xlarge" and o.purchase == Purchase.INSTANCE
+    ]
     blocks = [o for o in cache.offers if o.provider == "aws" and o.purchase == Purchase.RESERVATION]
     assert blocks and all(o.source == "EC2 DescribeCapacityBlockOfferings (live)" for o in blocks)  # bundled replaced
     assert {(o.zone, o.price_per_hour_usd) for o in live} >= {("us-east-1a", Decimal("55.04"))}
@@ -118,9 +130,12 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
 
 
 def test_create_over_quota_is_refused_before_any_launch(fake: RunningServer) -> None:
-    provider = AWSProvider(boto3.Session(aws_access_key_id="AKIAQUOTATEST", aws_secret_access_key="quota-secret",
-                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url,
-                           limits=LIMITS.scaled(100))
+    provider = AWSProvider(
+        boto3.Session(aws_access_key_id="AKIAQUOTATEST", aws_secret_access_key="quota-secret", region_name="us-east-1"),
+        regions=["us-east-1"],
+        endpoint_url=fake.url,
+        limits=LIMITS.scaled(100),
+    )
     specs = [NodeSpec(name=f"n{i}", instance_type="p5.48xlarge", region="us-east-1", image=IMAGE) for i in range(3)]
     with pytest.raises(QuotaError) as caught:
         provider.create_nodes("q1", specs)
@@ -146,20 +161,41 @@ def _with_quota(available: int, spot: bool = False) -> Catalog:
     offers = [o for o in bundled.offers if o.provider == "aws" and o.instance_type == "p5.48xlarge"]
     types = sorted({o.instance_type for o in offers})
     regions = sorted({o.region for o in offers})
-    quota = [QuotaHeadroom(region=r, code="L-417A185B", name="Running On-Demand P instances", unit="vcpus",
-                           spot=spot, limit=available, available=available, instance_types=types,
-                           how_to_request="aws service-quotas request-service-quota-increase") for r in regions]
+    quota = [
+        QuotaHeadroom(
+            region=r,
+            code="L-417A185B",
+            name="Running On-Demand P instances",
+            unit="vcpus",
+            spot=spot,
+            limit=available,
+            available=available,
+            instance_types=types,
+            how_to_request="aws service-quotas request-service-quota-increase",
+        )
+        for r in regions
+    ]
     info = bundled.providers["aws"].model_copy(update={"quotas": quota})
     return Catalog(as_of=bundled.as_of, origin="test", providers={"aws": info}, offers=offers)
 
 
 def _spec(gpus: int) -> ClusterSpec:
-    return ClusterSpec.model_validate({
-        "name": "quota-stage", "gpus": {"model": ["H100"], "count": gpus}, "nodes": {"gpus_per_node": 8},
-        "providers": {"allow": ["aws"]}, "control_plane": "none", "pricing": {"mode": "on_demand"},
-        "workload": {"hours": 10}, "lifetime": {"ttl_hours": 12},
-        "access": {"ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 x",
-                   "allowed_cidrs": ["203.0.113.0/24"]}})
+    return ClusterSpec.model_validate(
+        {
+            "name": "quota-stage",
+            "gpus": {"model": ["H100"], "count": gpus},
+            "nodes": {"gpus_per_node": 8},
+            "providers": {"allow": ["aws"]},
+            "control_plane": "none",
+            "pricing": {"mode": "on_demand"},
+            "workload": {"hours": 10},
+            "lifetime": {"ttl_hours": 12},
+            "access": {
+                "ssh_public_key": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOnlyForDocsDoNotUse0000000000 x",
+                "allowed_cidrs": ["203.0.113.0/24"],
+            },
+        }
+    )
 
 
 def test_quota_stage_is_pure_arithmetic_on_recorded_headroom() -> None:
@@ -179,7 +215,8 @@ def test_quota_stage_is_pure_arithmetic_on_recorded_headroom() -> None:
 
 
 def test_quotas_that_cannot_be_read_leave_the_offers_and_check_nothing_in_plan(
-        aws_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    aws_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake.app.faults.inject("invalid_key", route="GetServiceQuota", times=None)  # e.g. no servicequotas permission
     assert main(["catalog", "refresh", "--provider", "aws"]) == 0
     out = capsys.readouterr().out

@@ -37,12 +37,16 @@ def _running(provider: AWSProvider, cluster: str, count: int) -> None:
 
 
 def test_topology_from_describe_instance_topology_renders_topology_conf(fake: RunningServer) -> None:
-    provider = AWSProvider(boto3.Session(aws_access_key_id="AKIATOPO", aws_secret_access_key="x",
-                                         region_name="us-east-1"), regions=["us-east-1"], endpoint_url=fake.url,
-                           limits=LIMITS.scaled(100))
+    provider = AWSProvider(
+        boto3.Session(aws_access_key_id="AKIATOPO", aws_secret_access_key="x", region_name="us-east-1"),
+        regions=["us-east-1"],
+        endpoint_url=fake.url,
+        limits=LIMITS.scaled(100),
+    )
     names = [f"llm-pretrain-{i}" for i in range(4)]
-    specs = [NodeSpec(name=n, instance_type="p5.48xlarge", region="us-east-1", zone="us-east-1a", image=IMAGE)
-             for n in names]
+    specs = [
+        NodeSpec(name=n, instance_type="p5.48xlarge", region="us-east-1", zone="us-east-1a", image=IMAGE) for n in names
+    ]
     specs.append(NodeSpec(name="login", instance_type="g6e.xlarge", region="us-east-1", image=IMAGE))
     provider.create_nodes("topo", specs)
     assert provider.topology("topo") == {}  # nothing is running yet: EC2 shows no topology
@@ -59,10 +63,12 @@ def test_topology_from_describe_instance_topology_renders_topology_conf(fake: Ru
     rendered = conf_lines(render_cluster(make_plan(nodes=4), CANARY, topology=found)["slurm/topology.conf"])
     (top,) = spine
     leaf_a, leaf_b = found[names[0]][2], found[names[2]][2]
-    assert rendered == [f"SwitchName={top} Switches={found[names[0]][1]}",
-                        f"SwitchName={found[names[0]][1]} Switches={leaf_a},{leaf_b}",
-                        f"SwitchName={leaf_a} Nodes=llm-pretrain-0,llm-pretrain-1",
-                        f"SwitchName={leaf_b} Nodes=llm-pretrain-2,llm-pretrain-3"]
+    assert rendered == [
+        f"SwitchName={top} Switches={found[names[0]][1]}",
+        f"SwitchName={found[names[0]][1]} Switches={leaf_a},{leaf_b}",
+        f"SwitchName={leaf_a} Nodes=llm-pretrain-0,llm-pretrain-1",
+        f"SwitchName={leaf_b} Nodes=llm-pretrain-2,llm-pretrain-3",
+    ]
 
 
 def test_fake_topology_answers_the_shared_shape() -> None:

@@ -37,8 +37,9 @@ def _launch_limited() -> list[str]:
 
 
 @pytest.fixture(params=_launch_limited())
-def launch_limited_rig(request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer],
-                       fast_retry: RetryPolicy) -> Rig:
+def launch_limited_rig(
+    request: pytest.FixtureRequest, serve_fake: Callable[[FakeApp], RunningServer], fast_retry: RetryPolicy
+) -> Rig:
     harness = load_harness(request.param)
     return Rig(harness, serve_fake(harness.app), fast_retry)
 
@@ -63,8 +64,9 @@ def test_registry_unknown_or_absent_adapter_is_a_key_error() -> None:
 
 
 @pytest.mark.parametrize(("name", "sdk"), [("aws", "boto3"), ("gcp", "requests.adapters")])
-def test_an_adapter_without_its_sdk_is_one_line_naming_the_extra(name: str, sdk: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_adapter_without_its_sdk_is_one_line_naming_the_extra(
+    name: str, sdk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A plain ``pip install .`` has no [cloud] extra: ``up`` on AWS/GCP ended in a ModuleNotFoundError traceback."""
     import sys
 
@@ -77,8 +79,11 @@ def test_an_adapter_without_its_sdk_is_one_line_naming_the_extra(name: str, sdk:
             monkeypatch.setattr(sys.modules[parent], attr, getattr(sys.modules[parent], attr))
         monkeypatch.delitem(sys.modules, loaded)  # imported again, as in a fresh process
     monkeypatch.setitem(sys.modules, sdk, None)  # "not installed"
-    with pytest.raises(ProviderError, match=rf"^{name}: the {name} adapter needs the cloud SDKs, not installed here "
-                       rf"\(no module '{sdk}'\): pip install 'gpu-provisioner\[cloud\]'$"):
+    with pytest.raises(
+        ProviderError,
+        match=rf"^{name}: the {name} adapter needs the cloud SDKs, not installed here "
+        rf"\(no module '{sdk}'\): pip install 'gpu-provisioner\[cloud\]'$",
+    ):
         provider_class(name)
 
 
@@ -220,8 +225,9 @@ def test_delete_ignores_ids_of_another_cluster(rig: Rig) -> None:
     provider.create_nodes(mine, rig.harness.node_specs(1, "m"))
     (other,) = provider.create_nodes(theirs, rig.harness.node_specs(1, "t"))
     provider.delete_nodes(mine, [other.id])
-    assert [(n.id, n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)) for n in provider.get_nodes(theirs)] \
-        == [(other.id, True)], "deleting by id reached into another cluster"
+    assert [(n.id, n.status in (NodeStatus.PENDING, NodeStatus.RUNNING)) for n in provider.get_nodes(theirs)] == [
+        (other.id, True)
+    ], "deleting by id reached into another cluster"
     provider.delete_nodes(mine)
     provider.delete_nodes(theirs)
     wait_gone(provider, mine)
@@ -308,8 +314,12 @@ def test_invalid_key_fault_is_credentials_error(rig: Rig) -> None:
 def test_insufficient_balance_is_quota_error(rig: Rig) -> None:
     h = rig.harness
     probe = f"probe-{uuid.uuid4().hex[:8]}"
-    h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None,
-                        message=f"Insufficient balance to deploy ({probe})")
+    h.app.faults.inject(
+        "insufficient_balance",
+        route=h.balance_fault_route,
+        times=None,
+        message=f"Insufficient balance to deploy ({probe})",
+    )
     with pytest.raises(QuotaError) as caught:
         rig.provider().create_nodes(cluster(), h.node_specs(1, "n"))
     assert probe in str(caught.value), "the provider's own message was dropped"
@@ -319,8 +329,9 @@ def test_insufficient_balance_is_quota_error(rig: Rig) -> None:
 def test_other_api_errors_carry_status_and_message(rig: Rig) -> None:
     h = rig.harness
     probe = f"probe-{uuid.uuid4().hex[:8]}"
-    h.app.faults.inject("http_error", route=h.offers_route, times=None, status=502,
-                        message=f"upstream unavailable {probe}")
+    h.app.faults.inject(
+        "http_error", route=h.offers_route, times=None, status=502, message=f"upstream unavailable {probe}"
+    )
     with pytest.raises(ProviderAPIError) as caught:
         rig.provider().list_offers(h.offer_query)
     assert caught.value.status == 502 and probe in str(caught.value)
@@ -338,8 +349,9 @@ def test_429_with_retry_after_is_retried(rig: Rig) -> None:
 def test_429_forever_is_rate_limit_error(rig: Rig) -> None:
     h = rig.harness
     probe = f"probe-{uuid.uuid4().hex[:8]}"
-    h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.02,
-                        message=f"Too many requests {probe}")
+    h.app.faults.inject(
+        "rate_limit", route=h.offers_route, times=None, retry_after_s=0.02, message=f"Too many requests {probe}"
+    )
     with pytest.raises(RateLimitError) as caught:
         rig.provider().list_offers(h.offer_query)
     assert caught.value.retry_after_s == pytest.approx(0.02)
@@ -368,8 +380,10 @@ def test_canary_key_never_leaks(rig: Rig, caplog: pytest.LogCaptureFixture) -> N
     provider.delete_nodes(cid)
     h.app.faults.inject("rate_limit", route=h.offers_route, times=None, retry_after_s=0.01)
     h.app.faults.inject("insufficient_balance", route=h.balance_fault_route, times=None)
-    for action in (lambda: provider.list_offers(h.offer_query),
-                   lambda: provider.create_nodes(cluster(), h.node_specs(1, "n"))):
+    for action in (
+        lambda: provider.list_offers(h.offer_query),
+        lambda: provider.create_nodes(cluster(), h.node_specs(1, "n")),
+    ):
         with pytest.raises(ProviderError) as caught:
             action()
         texts += [str(caught.value), repr(caught.value), repr(caught.value.__cause__)]

@@ -29,8 +29,15 @@ from provisioner.testing.fakes.base import Bought
 from tests.providers.contract import Rig, cluster, harness_names, wait_running
 
 CAPABILITIES = sorted(Capability)
-NODE_SPEC_CAPABILITIES = {Capability.SPOT, Capability.ON_DEMAND, Capability.MULTI_NODE, Capability.USER_DATA,
-                          Capability.SCRIPT_BOOTSTRAP, Capability.TAGS, Capability.RESERVATION}
+NODE_SPEC_CAPABILITIES = {
+    Capability.SPOT,
+    Capability.ON_DEMAND,
+    Capability.MULTI_NODE,
+    Capability.USER_DATA,
+    Capability.SCRIPT_BOOTSTRAP,
+    Capability.TAGS,
+    Capability.RESERVATION,
+}
 """What a NodeSpec can ask for: an adapter without it must refuse the request before any call."""
 
 
@@ -135,11 +142,21 @@ def prove_cluster_product(rig: Rig) -> None:
     from provisioner.capabilities import Purchase
     from provisioner.catalog import load_bundled_catalog
 
-    offer = next(o for o in load_bundled_catalog().offers
-                 if o.provider == rig.harness.name and o.purchase is Purchase.CLUSTER)
-    specs = [_one(rig).model_copy(update={"name": f"c{i}", "instance_type": offer.instance_type, "gpus": offer.gpus,
-                                          "region": offer.region, "offer_id": offer.offer_id})
-             for i in range(max(offer.min_nodes, 2))]
+    offer = next(
+        o for o in load_bundled_catalog().offers if o.provider == rig.harness.name and o.purchase is Purchase.CLUSTER
+    )
+    specs = [
+        _one(rig).model_copy(
+            update={
+                "name": f"c{i}",
+                "instance_type": offer.instance_type,
+                "gpus": offer.gpus,
+                "region": offer.region,
+                "offer_id": offer.offer_id,
+            }
+        )
+        for i in range(max(offer.min_nodes, 2))
+    ]
     provider, nodes, bought = _create(rig, specs)
     products = {b.cluster_product for b in bought}
     assert len(products) == 1 and None not in products, f"nodes were not bought as one cluster product: {products}"
@@ -227,10 +244,12 @@ def test_registry_reports_what_the_adapter_declares(name: str) -> None:
 
 def test_registry_capabilities_cover_every_provider_without_importing_adapters() -> None:
     """Every registered provider declares what it can create; reading that imports no adapter."""
-    code = ("import sys; from provisioner.providers.registry import REGISTRY, capabilities; c = capabilities(); "
-            "assert list(c) == list(REGISTRY), c; assert all(c.values()), c; "
-            "heavy = [m for m in sys.modules if m.startswith('httpx') or m.endswith('.provider')]; "
-            "assert not heavy, heavy")
+    code = (
+        "import sys; from provisioner.providers.registry import REGISTRY, capabilities; c = capabilities(); "
+        "assert list(c) == list(REGISTRY), c; assert all(c.values()), c; "
+        "heavy = [m for m in sys.modules if m.startswith('httpx') or m.endswith('.provider')]; "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -246,7 +265,11 @@ def test_live_offers_say_how_they_are_bought_like_the_bundled_catalog(rig: Rig) 
         assert offer.purchase in (Purchase.INSTANCE, Purchase.POD), offer.purchase
         assert BOOTSTRAP_CAPABILITY[offer.bootstrap] in declared
         assert (offer.network is Network.PRIVATE) == (Capability.PRIVATE_NETWORK in declared)
-    bundled = {(o.purchase, o.bootstrap, o.network, o.min_nodes) for o in load_bundled_catalog().offers
-               if o.provider == rig.harness.name and o.purchase in (Purchase.INSTANCE, Purchase.POD)
-               and BOOTSTRAP_CAPABILITY[o.bootstrap] in declared}
+    bundled = {
+        (o.purchase, o.bootstrap, o.network, o.min_nodes)
+        for o in load_bundled_catalog().offers
+        if o.provider == rig.harness.name
+        and o.purchase in (Purchase.INSTANCE, Purchase.POD)
+        and BOOTSTRAP_CAPABILITY[o.bootstrap] in declared
+    }
     assert {(o.purchase, o.bootstrap, o.network, o.min_nodes) for o in offers} <= bundled

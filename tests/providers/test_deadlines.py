@@ -51,9 +51,13 @@ def lam(serve_fake: Callable[[FakeApp], RunningServer], held: threading.Event) -
     fake = LambdaFake(api_key=API_KEY)
     fake.sleep = lambda seconds: held.wait(seconds) and None  # a drip byte waits until the test ends
     server = serve_fake(fake)
-    provider = LambdaProvider(API_KEY, base_url=server.url, timeout_s=PER_READ_TIMEOUT_S,
-                              limits=RateLimits(1000.0, 100.0, 1000.0, 100.0),
-                              retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02))
+    provider = LambdaProvider(
+        API_KEY,
+        base_url=server.url,
+        timeout_s=PER_READ_TIMEOUT_S,
+        limits=RateLimits(1000.0, 100.0, 1000.0, 100.0),
+        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02),
+    )
     provider.client.api.deadline_s = DEADLINE_S
     return provider, fake
 
@@ -70,9 +74,17 @@ def lam_on_time(serve_fake: Callable[[FakeApp], RunningServer]) -> tuple[LambdaP
     limits = RateLimits(1000.0, 100.0, 1000.0, 100.0)
     provider = LambdaProvider(API_KEY, base_url=server.url, limits=limits, retry=retry)
     provider.client.api.close()
-    provider.client.api = ApiClient("lambda", server.url, SecretStr(API_KEY), error_mapper=LambdaClient.error_mapper,
-                                    limits=limits, timeout_s=PER_READ_TIMEOUT_S, retry=retry,
-                                    deadline_s=VIRTUAL_DEADLINE_S, clock=time.clock)
+    provider.client.api = ApiClient(
+        "lambda",
+        server.url,
+        SecretStr(API_KEY),
+        error_mapper=LambdaClient.error_mapper,
+        limits=limits,
+        timeout_s=PER_READ_TIMEOUT_S,
+        retry=retry,
+        deadline_s=VIRTUAL_DEADLINE_S,
+        clock=time.clock,
+    )
     return provider, fake
 
 
@@ -106,8 +118,9 @@ def test_dripped_list_ends_at_the_deadline(lam: tuple[LambdaProvider, LambdaFake
     assert outcome.status == 0 and "deadline" in outcome.detail and "GET /api/v1/instances" in outcome.detail
 
 
-def test_dripped_launch_answer_is_adopted_not_bought_twice(lam_on_time: tuple[LambdaProvider, LambdaFake],
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_dripped_launch_answer_is_adopted_not_bought_twice(
+    lam_on_time: tuple[LambdaProvider, LambdaFake], caplog: pytest.LogCaptureFixture
+) -> None:
     # The launch is carried out but its answer comes past the deadline: the deadline ends the
     # call, the re-listing (answered normally) finds the instance and adopts it.
     provider, fake = lam_on_time

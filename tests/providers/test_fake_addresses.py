@@ -18,8 +18,9 @@ import pytest
 
 from tests.providers.contract import Rig, cluster, wait_gone, wait_running
 
-DOCUMENTATION = tuple(ipaddress.ip_network(net) for net in (
-    "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32"))
+DOCUMENTATION = tuple(
+    ipaddress.ip_network(net) for net in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24", "2001:db8::/32")
+)
 _IPV4 = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d{1,3}){3})(?![\d.])")
 
 

@@ -43,8 +43,14 @@ def fake() -> FluenceFake:
 @pytest.fixture
 def provider(fake: FluenceFake, serve_fake: Callable[[FakeApp], RunningServer]) -> FluenceProvider:
     server = serve_fake(fake)
-    return FluenceProvider(API_KEY, base_url=server.url, timeout_s=2.0, poll_interval_s=0.02, limits=LIMITS.scaled(100),
-                           retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.05))
+    return FluenceProvider(
+        API_KEY,
+        base_url=server.url,
+        timeout_s=2.0,
+        poll_interval_s=0.02,
+        limits=LIMITS.scaled(100),
+        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.05),
+    )
 
 
 def cid() -> str:
@@ -52,10 +58,17 @@ def cid() -> str:
 
 
 # ----- name scheme ----------------------------------------------------------------------------
-@pytest.mark.parametrize("cluster_id, node", [
-    ("ct1a2b3c", "n0"), ("prod", "worker-007"), ("My_Cluster-01", "n1"), ("c", "GPU_Worker.0001"),
-    ("a-very-long-cluster-identifier-2026", "an-extremely-long-node-name-that-never-fits"), ("x", "-"),
-])
+@pytest.mark.parametrize(
+    "cluster_id, node",
+    [
+        ("ct1a2b3c", "n0"),
+        ("prod", "worker-007"),
+        ("My_Cluster-01", "n1"),
+        ("c", "GPU_Worker.0001"),
+        ("a-very-long-cluster-identifier-2026", "an-extremely-long-node-name-that-never-fits"),
+        ("x", "-"),
+    ],
+)
 def test_instance_name_fits_fluence_rules_and_round_trips(cluster_id: str, node: str) -> None:
     name = instance_name(cluster_id, node)
     assert VALID.match(name), name
@@ -66,8 +79,9 @@ def test_instance_name_fits_fluence_rules_and_round_trips(cluster_id: str, node:
 
 
 def test_plain_names_stay_readable() -> None:
-    assert instance_name("ct1a2b3c", "n0", "alice").startswith("ct1a2") and instance_name("ct1a2b3c", "n0",
-                                                                                           "alice").endswith("-n0")
+    assert instance_name("ct1a2b3c", "n0", "alice").startswith("ct1a2") and instance_name(
+        "ct1a2b3c", "n0", "alice"
+    ).endswith("-n0")
     assert instance_name("prod", "worker-007", "alice").startswith("prod")
     assert instance_name("prod", "worker-007", "alice").endswith("-worker-007")
 
@@ -98,8 +112,13 @@ def test_cluster_marks_do_not_claim_each_other() -> None:
 
 
 def test_gpu_names_and_memory() -> None:
-    assert [canonical_gpu(m) for m in ("h100", "a100", "rtx4090", "l40s", "rtx-4090")] == \
-        ["H100", "A100", "RTX4090", "L40S", "RTX4090"]
+    assert [canonical_gpu(m) for m in ("h100", "a100", "rtx4090", "l40s", "rtx-4090")] == [
+        "H100",
+        "A100",
+        "RTX4090",
+        "L40S",
+        "RTX4090",
+    ]
     assert vram_gib("141Gi") == 141.0 and vram_gib("80Gi") == 80.0 and vram_gib("n/a") is None
 
 
@@ -112,8 +131,10 @@ def test_offers_carry_three_hour_minimum_and_zero_undocumented_egress(provider: 
     assert all(o.egress_usd_per_gb == 0 and "undocumented" in o.interruption_basis for o in offers)
     assert all(o.spot_price_per_hour_usd is None for o in offers)
     a10 = [o for o in offers if o.gpu_model == "A10"]
-    assert sorted(o.offer_id or "" for o in a10) == ["0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
-                                                     "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49"]
+    assert sorted(o.offer_id or "" for o in a10) == [
+        "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
+        "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49",
+    ]
     assert float(a10[0].price_per_hour_usd or 0) == 0.99 and a10[0].gpu_memory_gib == 24.0 and a10[0].vcpus == 30
     h100 = next(o for o in offers if o.instance_type == INSTANCE_TYPE and o.region == REGION)
     assert (h100.gpus, h100.memory_gib, h100.local_nvme_gib) == (8, 1800.0, 14000.0)
@@ -131,8 +152,13 @@ def test_exhausted_option_disappears(fake: FluenceFake, provider: FluenceProvide
     option = "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49"
     fake.used[option] = 8
     assert option not in {o.offer_id for o in provider.list_offers(OfferQuery())}
-    spec = NodeSpec(name="a", instance_type="a10-24gi-pcie-1gpu-30cpu-186gi-1303gi", region="sanjose-usa-2",
-                    offer_id=option, ssh_public_key=SSH_KEY)
+    spec = NodeSpec(
+        name="a",
+        instance_type="a10-24gi-pcie-1gpu-30cpu-186gi-1303gi",
+        region="sanjose-usa-2",
+        offer_id=option,
+        ssh_public_key=SSH_KEY,
+    )
     with pytest.raises(CapacityError, match="no longer available"):
         provider.create_nodes(cid(), [spec])
     assert fake.launched == 0
@@ -145,8 +171,12 @@ def test_create_sends_documented_deploy_body(fake: FluenceFake, provider: Fluenc
     assert [n.name for n in nodes] == ["n0"]
     assert nodes[0].instance_type == INSTANCE_TYPE and nodes[0].region == REGION
     (body,) = fake.deploy_requests
-    assert body == {"plan_id": "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", "name": instance_name(cluster, "n0"),
-                    "ssh_key": SSH_KEY, "os_image": "Ubuntu Server 22.04"}
+    assert body == {
+        "plan_id": "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30",
+        "name": instance_name(cluster, "n0"),
+        "ssh_key": SSH_KEY,
+        "os_image": "Ubuntu Server 22.04",
+    }
     assert [k["name"] for k in fake.ssh_keys] and fake.ssh_keys[0]["publicKey"] == SSH_KEY
     provider.create_nodes(cid(), node_specs(1))
     assert len(fake.ssh_keys) == 1, "the account key is reused, not registered twice"
@@ -246,16 +276,22 @@ def _response(status: int, body: Any) -> httpx.Response:
     return httpx.Response(status, json=body, request=httpx.Request("POST", "http://127.0.0.1/x"))
 
 
-@pytest.mark.parametrize("status, body, kind", [
-    (400, {"detail": "Insufficient balance to deploy instance"}, QuotaError),
-    (400, {"detail": "Plan no longer available"}, CapacityError),
-    (422, {"error": "Not enough offers found"}, CapacityError),
-    (403, {"detail": "Not authenticated"}, CredentialsError),
-    (401, {"code": "unauthorized", "error": "Auth token invalid or missing"}, CredentialsError),
-    (400, {"code": "insufficient_balance", "error": "Insufficient balance"}, QuotaError),
-    (422, {"detail": [{"type": "value_error", "loc": ["body", "name"], "msg": "bad name", "input": "X"}]},
-     ProviderAPIError),
-])
+@pytest.mark.parametrize(
+    "status, body, kind",
+    [
+        (400, {"detail": "Insufficient balance to deploy instance"}, QuotaError),
+        (400, {"detail": "Plan no longer available"}, CapacityError),
+        (422, {"error": "Not enough offers found"}, CapacityError),
+        (403, {"detail": "Not authenticated"}, CredentialsError),
+        (401, {"code": "unauthorized", "error": "Auth token invalid or missing"}, CredentialsError),
+        (400, {"code": "insufficient_balance", "error": "Insufficient balance"}, QuotaError),
+        (
+            422,
+            {"detail": [{"type": "value_error", "loc": ["body", "name"], "msg": "bad name", "input": "X"}]},
+            ProviderAPIError,
+        ),
+    ],
+)
 def test_error_bodies_map(status: int, body: Any, kind: type) -> None:
     error = map_error("fluence", _response(status, body))
     assert type(error) is kind
@@ -264,8 +300,9 @@ def test_error_bodies_map(status: int, body: Any, kind: type) -> None:
 
 
 def test_validation_422_from_the_fake(fake: FluenceFake, provider: FluenceProvider) -> None:
-    bad = DeployRequest.model_construct(plan_id="6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", name="Bad_Name",
-                                        ssh_key=SSH_KEY, os_image="Ubuntu Server 22.04")
+    bad = DeployRequest.model_construct(
+        plan_id="6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", name="Bad_Name", ssh_key=SSH_KEY, os_image="Ubuntu Server 22.04"
+    )
     with pytest.raises(ProviderAPIError) as caught:
         provider.client.deploy(bad)
     assert caught.value.status == 422 and "body.name" in caught.value.detail
@@ -273,14 +310,20 @@ def test_validation_422_from_the_fake(fake: FluenceFake, provider: FluenceProvid
 
 
 # ----- v2 VM API (cloud-init) -----------------------------------------------------------------
-def test_cpu_node_with_cloud_init_uses_v2(fake: FluenceFake, provider: FluenceProvider,
-                                          caplog: pytest.LogCaptureFixture) -> None:
+def test_cpu_node_with_cloud_init_uses_v2(
+    fake: FluenceFake, provider: FluenceProvider, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     secret = f"MUNGE{uuid.uuid4().hex}"
     cluster = cid()
-    controller = NodeSpec(name="controller", instance_type="cpu-regular-4vcpu-8gb", region="Cloudless",
-                          disk_gib=40, bootstrap="cloud_init",
-                          user_data=f"#cloud-config\nwrite_files: [{{content: {secret}}}]\n")
+    controller = NodeSpec(
+        name="controller",
+        instance_type="cpu-regular-4vcpu-8gb",
+        region="Cloudless",
+        disk_gib=40,
+        bootstrap="cloud_init",
+        user_data=f"#cloud-config\nwrite_files: [{{content: {secret}}}]\n",
+    )
     nodes = provider.create_nodes(cluster, [controller, *node_specs(1)])
     assert sorted(n.name for n in nodes) == ["controller", "n0"]
     (vm,) = fake.vms.values()
@@ -295,8 +338,13 @@ def test_cpu_node_with_cloud_init_uses_v2(fake: FluenceFake, provider: FluencePr
 
 
 def test_unknown_v2_configuration_is_a_plan_error(fake: FluenceFake, provider: FluenceProvider) -> None:
-    spec = NodeSpec(name="c", instance_type="cpu-huge-999vcpu", region="Cloudless",
-                    bootstrap="cloud_init", user_data="#cloud-config\n")
+    spec = NodeSpec(
+        name="c",
+        instance_type="cpu-huge-999vcpu",
+        region="Cloudless",
+        bootstrap="cloud_init",
+        user_data="#cloud-config\n",
+    )
     with pytest.raises(PlanError, match="cpu-regular-4vcpu-8gb"):
         provider.create_nodes(cid(), [spec])
     assert fake.launched == 0
@@ -350,17 +398,26 @@ def test_documented_examples_pass_the_fakes_schemas() -> None:
 
 def test_doc_schemas_reject_wrong_shapes() -> None:
     assert doc_problem("deploy_gpu_vm.request", {"plan_id": "x", "name": "a", "ssh_key": "k"}) is not None
-    assert doc_problem("deploy_gpu_vm.request", {"plan_id": "x", "name": "a", "ssh_key": "k", "os_image": "u",
-                                                 "user_data": "no such field"}) is not None
+    assert (
+        doc_problem(
+            "deploy_gpu_vm.request",
+            {"plan_id": "x", "name": "a", "ssh_key": "k", "os_image": "u", "user_data": "no such field"},
+        )
+        is not None
+    )
     assert doc_problem("list_gpu_instances.response", [{"id": "x", "name": "y"}]) is not None
     assert doc_problem("error.response", {"error": "not the GPU Cloud envelope"}) is not None
 
 
-def test_fake_flags_undocumented_request_fields(fake: FluenceFake,
-                                                serve_fake: Callable[[FakeApp], RunningServer]) -> None:
+def test_fake_flags_undocumented_request_fields(
+    fake: FluenceFake, serve_fake: Callable[[FakeApp], RunningServer]
+) -> None:
     server = serve_fake(fake)
-    reply = httpx.post(f"{server.url}/gpu/instances/vms", headers={"X-API-KEY": API_KEY},
-                       json={"plan_id": "x", "name": "a", "ssh_key": "k", "os_image": "u", "user_data": "x"})
+    reply = httpx.post(
+        f"{server.url}/gpu/instances/vms",
+        headers={"X-API-KEY": API_KEY},
+        json={"plan_id": "x", "name": "a", "ssh_key": "k", "os_image": "u", "user_data": "x"},
+    )
     assert reply.status_code == 599 and "docs-derived schema" in reply.text
     assert server.app.validation_errors
     server.app.validation_errors.clear()  # expected here; the fixture fails on any left over
@@ -387,9 +444,15 @@ def test_deploy_with_lost_answer_and_failed_relist_is_still_rolled_back(fake: Fl
     # n1's deploy happens but its answer is lost, and the re-list that would adopt it fails
     # (3 attempts): create gives up, and the rollback must find n1's instance by name too.
     fake.faults.inject("http_error", route="list_gpu_instances", times=3, after=1, status=502)
-    provider = FluenceProvider(API_KEY, base_url="http://fluence.test", transport=LosesDeployAnswers(fake, {2}),
-                               timeout_s=2.0, poll_interval_s=0.01, limits=LIMITS.scaled(100),
-                               retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.05))
+    provider = FluenceProvider(
+        API_KEY,
+        base_url="http://fluence.test",
+        transport=LosesDeployAnswers(fake, {2}),
+        timeout_s=2.0,
+        poll_interval_s=0.01,
+        limits=LIMITS.scaled(100),
+        retry=RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.05),
+    )
     with pytest.raises(ProviderAPIError, match="rolled back 2 instance") as caught:
         provider.create_nodes(cid(), node_specs(2))
     assert fake.launched == 2 and fake.instance_count() == 0

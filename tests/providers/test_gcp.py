@@ -29,8 +29,9 @@ def fake() -> Iterator[RunningServer]:
 
 
 def _provider(url: str) -> GCPProvider:
-    return GCPProvider("p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=url,
-                       limits=LIMITS.scaled(100))  # the limits have their own tests (below, and the contract's)
+    return GCPProvider(
+        "p", AnonymousCredentials(), zones=["us-central1-a"], endpoint=url, limits=LIMITS.scaled(100)
+    )  # the limits have their own tests (below, and the contract's)
 
 
 def _spec(name: str = "a", **update: object) -> NodeSpec:
@@ -62,13 +63,15 @@ def test_every_page_and_poll_takes_a_rate_limit_token(fake: RunningServer) -> No
     # n HTTP requests cost n - 1 waits of 0.25 s. Spending one token per call (not per page)
     # would make fewer waits than the fake saw requests.
     time = VirtualTime()
-    client = GCPClient("p", AnonymousCredentials(), endpoint=fake.url,
-                       limits=RateLimits(4.0, 1.0, 1000.0, 1.0).on(time))
+    client = GCPClient(
+        "p", AnonymousCredentials(), endpoint=fake.url, limits=RateLimits(4.0, 1.0, 1000.0, 1.0).on(time)
+    )
     skus = client.skus(COMPUTE_SERVICE)
     pages = len(fake.app.calls)
     assert pages >= 3 and len(skus) > 4 * (pages - 1)  # several pages of four SKUs
-    client.insert_instance("us-central1-a", {"name": "a", "machine_type": "zones/us-central1-a/machineTypes/"
-                                             "a3-highgpu-8g"})
+    client.insert_instance(
+        "us-central1-a", {"name": "a", "machine_type": "zones/us-central1-a/machineTypes/a3-highgpu-8g"}
+    )
     list(client.list_instances("labels.x=y"))
     requests = len(fake.app.calls)
     assert requests == pages + 2
@@ -80,8 +83,9 @@ def test_gpu_quota_refusal_names_the_metric(fake: RunningServer) -> None:
     provider.check_quota("a3-highgpu-8g", "us-central1-a", 2, spot=False)  # 16 H100 left
     with pytest.raises(QuotaError, match=r"24 GPUs .* NVIDIA_H100_GPUS \(16 left\).*iam-admin/quotas\?project=p"):
         provider.check_quota("a3-highgpu-8g", "us-central1-a", 3, spot=False)
-    (spot,) = provider.quota_shortfalls([("a3-highgpu-8g", "us-central1-a", 1, True),
-                                         ("g2-standard-4", "us-central1-a", 4, False)])
+    (spot,) = provider.quota_shortfalls(
+        [("a3-highgpu-8g", "us-central1-a", 1, True), ("g2-standard-4", "us-central1-a", 4, False)]
+    )
     assert (spot.metric, spot.available_gpus) == ("PREEMPTIBLE_NVIDIA_H100_GPUS", 0)
 
 
@@ -97,10 +101,18 @@ def test_spot_node_is_spot_and_deleted_on_preemption(fake: RunningServer, monkey
     fake.app.quotas["PREEMPTIBLE_NVIDIA_H100_GPUS"] = (8.0, 0.0)  # type: ignore[attr-defined]
     (node,) = _provider(fake.url).create_nodes("gc2", [_spec(spot=True, tags={"owner": "alice"})])
     body = fake.app.instances[("us-central1-a", node.id)]  # type: ignore[attr-defined]
-    assert body["scheduling"] == {"onHostMaintenance": "TERMINATE", "automaticRestart": False,
-                                  "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
-    assert body["labels"] == {"owner": "alice", "provisioner-cluster": "gc2", "provisioner-node": "a",
-                              "provisioner-owner": "tester"}
+    assert body["scheduling"] == {
+        "onHostMaintenance": "TERMINATE",
+        "automaticRestart": False,
+        "provisioningModel": "SPOT",
+        "instanceTerminationAction": "DELETE",
+    }
+    assert body["labels"] == {
+        "owner": "alice",
+        "provisioner-cluster": "gc2",
+        "provisioner-node": "a",
+        "provisioner-owner": "tester",
+    }
 
 
 def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:
@@ -109,14 +121,17 @@ def test_invalid_label_is_refused_before_buying(fake: RunningServer) -> None:
     assert fake.app.calls == []
 
 
-def test_without_configured_zones_every_zone_of_the_region_is_listed(fake: RunningServer,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_configured_zones_every_zone_of_the_region_is_listed(
+    fake: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("PROVISIONER_GCP_ZONES", raising=False)
     provider = GCPProvider("p", AnonymousCredentials(), endpoint=fake.url)
     assert provider.region_zones(["us-central1"]) == ["us-central1-a", "us-central1-b"]  # the fake's zones
     offers = provider.list_offers(OfferQuery(gpu_models=("H100",), regions=("us-central1",)))
-    assert {(o.instance_type, o.zone) for o in offers} >= {("a3-highgpu-8g", "us-central1-a"),
-                                                           ("a3-highgpu-8g", "us-central1-b")}
+    assert {(o.instance_type, o.zone) for o in offers} >= {
+        ("a3-highgpu-8g", "us-central1-a"),
+        ("a3-highgpu-8g", "us-central1-b"),
+    }
 
 
 def test_expiry_makes_gce_delete_the_vm_itself(fake: RunningServer) -> None:

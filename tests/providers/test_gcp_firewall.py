@@ -38,24 +38,33 @@ def _adapter(fake: RunningServer, owner: str = OWNER) -> Any:
 
 
 def _stored(fake: RunningServer) -> dict[str, dict[str, Any]]:
-    return {name: {k: v for k, v in rule.items() if k not in ("id", "selfLink", "kind", "name")}
-            for name, rule in fake.app.firewall.rules.items()}
+    return {
+        name: {k: v for k, v in rule.items() if k not in ("id", "selfLink", "kind", "name")}
+        for name, rule in fake.app.firewall.rules.items()
+    }
 
 
 def _writes(fake: RunningServer) -> list[tuple[str, str]]:
-    return [(c.method, c.path.rsplit("/", 1)[-1]) for c in fake.app.calls
-            if c.method != "GET" and "firewalls" in c.path]
+    return [
+        (c.method, c.path.rsplit("/", 1)[-1]) for c in fake.app.calls if c.method != "GET" and "firewalls" in c.path
+    ]
 
 
 def test_the_rules_admit_ssh_from_the_allowed_cidrs_and_the_cluster_only(fake: RunningServer) -> None:
     adapter = _adapter(fake)
     assert isinstance(adapter, SupportsFirewall)
-    assert adapter.ensure_firewall("fwc", ["203.0.113.7/32", "198.51.100.0/24", "2001:db8::/48"],
-                                   "us-central1") == "fwc-fw-deny"
+    assert (
+        adapter.ensure_firewall("fwc", ["203.0.113.7/32", "198.51.100.0/24", "2001:db8::/48"], "us-central1")
+        == "fwc-fw-deny"
+    )
     common = {"network": "global/networks/default", "direction": "INGRESS", "targetTags": ["fwc"], "description": MARK}
     assert _stored(fake) == {
-        "fwc-fw-ssh": {**common, "priority": 900, "sourceRanges": ["198.51.100.0/24", "203.0.113.7/32"],
-                       "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}]},
+        "fwc-fw-ssh": {
+            **common,
+            "priority": 900,
+            "sourceRanges": ["198.51.100.0/24", "203.0.113.7/32"],
+            "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}],
+        },
         "fwc-fw-internal": {**common, "priority": 900, "sourceTags": ["fwc"], "allowed": [{"IPProtocol": "all"}]},
         "fwc-fw-deny": {**common, "priority": 910, "sourceRanges": ["0.0.0.0/0"], "denied": [{"IPProtocol": "all"}]},
     }
@@ -91,7 +100,10 @@ def test_remove_deletes_the_deny_rule_last_and_gone_is_success(fake: RunningServ
     adapter.remove_firewall("fwc")
     assert _stored(fake) == {}
     assert [w for w in _writes(fake) if w[0] == "DELETE"] == [
-        ("DELETE", "fwc-fw-ssh"), ("DELETE", "fwc-fw-internal"), ("DELETE", "fwc-fw-deny")]
+        ("DELETE", "fwc-fw-ssh"),
+        ("DELETE", "fwc-fw-internal"),
+        ("DELETE", "fwc-fw-deny"),
+    ]
     adapter.remove_firewall("fwc")
 
 
@@ -123,9 +135,15 @@ BAD = {
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_the_fake_refuses_what_gce_refuses(case: str) -> None:
-    good = {"name": "fwc-fw-ssh", "network": "global/networks/default", "direction": "INGRESS", "priority": 900,
-            "sourceRanges": ["203.0.113.7/32"], "targetTags": ["fwc"],
-            "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}]}
+    good = {
+        "name": "fwc-fw-ssh",
+        "network": "global/networks/default",
+        "direction": "INGRESS",
+        "priority": 900,
+        "sourceRanges": ["203.0.113.7/32"],
+        "targetTags": ["fwc"],
+        "allowed": [{"IPProtocol": "tcp", "ports": ["22"]}],
+    }
     assert firewall_problems(good) == []
     change, expected = BAD[case]
     problems = firewall_problems({**good, **change})
@@ -144,22 +162,32 @@ def test_a_refused_rule_is_a_provider_error_and_logged_as_a_validation_problem(f
 
 
 def test_up_makes_the_rules_before_the_first_instance_and_down_removes_them_with_the_last(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from provisioner.lifecycle.realize import bring_up, tear_down
     from tests.test_engine_matrix import Case, _plan, served
     from tests.test_lifecycle_support import StandInRemote, instant_runtime
 
-    for key, value in {"PROVISIONER_STATE_DIR": str(tmp_path / "state"), "PROVISIONER_OWNER": OWNER,
-                       "PROVISIONER_GCP_IMAGE": harness_gcp.CONTRACT_IMAGE}.items():
+    for key, value in {
+        "PROVISIONER_STATE_DIR": str(tmp_path / "state"),
+        "PROVISIONER_OWNER": OWNER,
+        "PROVISIONER_GCP_IMAGE": harness_gcp.CONTRACT_IMAGE,
+    }.items():
         monkeypatch.setenv(key, value)
     plan = _plan("gcp", Case(2, False, False), tmp_path, control_planes=("slurm",))
-    plan = plan.model_copy(update={"spec": plan.spec.model_copy(update={
-        "access": plan.spec.access.model_copy(update={"allowed_cidrs": ["198.51.100.0/24"]})})})
+    plan = plan.model_copy(
+        update={
+            "spec": plan.spec.model_copy(
+                update={"access": plan.spec.access.model_copy(update={"allowed_cidrs": ["198.51.100.0/24"]})}
+            )
+        }
+    )
     cid = plan.cluster_id
     with served("gcp", monkeypatch) as fake:
         app = fake.harness.app
-        runtime = instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes]),
-                                  provider_for=lambda _name: fake.adapter())
+        runtime = instant_runtime(
+            StandInRemote(nodes=[n.name for n in plan.nodes]), provider_for=lambda _name: fake.adapter()
+        )
         bring_up(plan, runtime)
         writes = [(c.method, c.route) for c in app.calls if c.method != "GET"]
         assert writes[:5] == [("POST", "firewall_insert")] * 3 + [("POST", "insert")] * 2
@@ -170,7 +198,8 @@ def test_up_makes_the_rules_before_the_first_instance_and_down_removes_them_with
 
 
 def test_gc_of_an_unrecorded_cluster_removes_its_instances_and_its_rules(
-        fake: RunningServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake: RunningServer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A killed up leaves instances and rules with no record: ``gc --yes`` removes both; another
     owner's cluster of the same id keeps its rules (and its instances)."""
     import datetime as dt

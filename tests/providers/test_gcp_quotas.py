@@ -50,10 +50,15 @@ def fake() -> Iterator[RunningServer]:
 @pytest.fixture
 def gcp_env(fake: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """What a user sets to point the CLI at a local Compute Engine + Cloud Billing endpoint."""
-    for name, value in {"PROVISIONER_GCP_API_URL": fake.url, "PROVISIONER_GCP_CREDENTIALS": "anonymous",
-                        "PROVISIONER_GCP_PROJECT": "quota-project", "PROVISIONER_GCP_ZONES": "us-central1-a",
-                        "NO_GCE_CHECK": "True", "GCE_METADATA_HOST": "127.0.0.1",
-                        "PROVISIONER_CACHE_DIR": str(tmp_path / "cache")}.items():
+    for name, value in {
+        "PROVISIONER_GCP_API_URL": fake.url,
+        "PROVISIONER_GCP_CREDENTIALS": "anonymous",
+        "PROVISIONER_GCP_PROJECT": "quota-project",
+        "PROVISIONER_GCP_ZONES": "us-central1-a",
+        "NO_GCE_CHECK": "True",
+        "GCE_METADATA_HOST": "127.0.0.1",
+        "PROVISIONER_CACHE_DIR": str(tmp_path / "cache"),
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("PROVISIONER_GCP_BILLING_URL", raising=False)
     return tmp_path
@@ -66,7 +71,8 @@ def _spec_file(where: Path, gpus: int) -> str:
 
 
 def test_refresh_prices_from_skus_records_gpu_quotas_then_plan_names_the_metric(
-        gcp_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    gcp_env: Path, fake: RunningServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["catalog", "refresh", "--provider", "gcp"]) == 0
     assert "gcp: " in capsys.readouterr().out
     cache = load_catalog(gcp_env / "cache" / CACHE_FILE)
@@ -96,8 +102,10 @@ def test_refresh_prices_from_skus_records_gpu_quotas_then_plan_names_the_metric(
 
 def test_create_over_the_gpu_quota_inserts_nothing(fake: RunningServer) -> None:
     provider = GCPProvider("quota-project", AnonymousCredentials(), zones=["us-central1-a"], endpoint=fake.url)
-    specs = [NodeSpec(name=f"n{i}", instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a",
-                      image=IMAGE) for i in range(3)]
+    specs = [
+        NodeSpec(name=f"n{i}", instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a", image=IMAGE)
+        for i in range(3)
+    ]
     with pytest.raises(QuotaError, match=r"24 GPUs of a3-highgpu-8g in us-central1 exceed the quota NVIDIA_H100_GPUS"):
         provider.create_nodes("gq1", specs)
     assert fake.app.launched == 0 and fake.app.instance_count() == 0
@@ -114,20 +122,41 @@ def test_anonymous_credentials_only_for_a_local_endpoint(monkeypatch: pytest.Mon
 
 def test_sku_parsing_is_exact_and_skips_what_it_cannot_price() -> None:
     def sku(text: str, usage: str, units: str, nanos: int, regions: list[str]) -> dict[str, object]:
-        return {"description": text, "category": {"usageType": usage}, "serviceRegions": regions,
-                "pricingInfo": [{"pricingExpression": {"tieredRates": [
-                    {"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos}}]}}]}
+        return {
+            "description": text,
+            "category": {"usageType": usage},
+            "serviceRegions": regions,
+            "pricingInfo": [
+                {
+                    "pricingExpression": {
+                        "tieredRates": [
+                            {
+                                "startUsageAmount": 0,
+                                "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos},
+                            }
+                        ]
+                    }
+                }
+            ],
+        }
 
     assert unit_price(sku("x", "OnDemand", "9", 796500000, [])) == Decimal("9.7965")
     assert resource_of("Spot Preemptible A3 Instance Ram running in Americas") == "ram:A3"
-    assert resource_of("Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs running in Tokyo") == \
-        "gpu:H100 80GB Mega"
+    assert (
+        resource_of("Nvidia H100 80GB Mega GPU attached to Spot Preemptible VMs running in Tokyo")
+        == "gpu:H100 80GB Mega"
+    )
     assert resource_of("Storage PD Capacity") is None
-    prices = sku_prices([sku("Nvidia H100 80GB GPU running in Americas", "OnDemand", "9", 796500000, ["r1"]),
-                         sku("A3 Instance Core running in Americas", "OnDemand", "0", 23920000, ["r1"]),
-                         sku("A3 Instance Ram running in Americas", "OnDemand", "0", 3200000, ["r1"]),
-                         sku("Commitment v1: A3 Cpu", "Commit1Yr", "0", 1, ["r1"])])
-    assert prices.machine_price("a3-highgpu-8g", "nvidia-h100-80gb", 8, 208, Decimal(1872), "r1", False) == \
-        Decimal("89.33776")
+    prices = sku_prices(
+        [
+            sku("Nvidia H100 80GB GPU running in Americas", "OnDemand", "9", 796500000, ["r1"]),
+            sku("A3 Instance Core running in Americas", "OnDemand", "0", 23920000, ["r1"]),
+            sku("A3 Instance Ram running in Americas", "OnDemand", "0", 3200000, ["r1"]),
+            sku("Commitment v1: A3 Cpu", "Commit1Yr", "0", 1, ["r1"]),
+        ]
+    )
+    assert prices.machine_price("a3-highgpu-8g", "nvidia-h100-80gb", 8, 208, Decimal(1872), "r1", False) == Decimal(
+        "89.33776"
+    )
     assert prices.machine_price("a3-highgpu-8g", "nvidia-h100-80gb", 8, 208, Decimal(1872), "r1", True) is None
     assert prices.machine_price("a3-highgpu-8g", "nvidia-h100-80gb", 8, 208, Decimal(1872), "r2", False) is None

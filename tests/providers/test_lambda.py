@@ -39,8 +39,7 @@ def fake() -> LambdaFake:
 
 
 @pytest.fixture
-def lam(fake: LambdaFake, serve_fake: Callable[[LambdaFake], RunningServer],
-        fast_retry: RetryPolicy) -> LambdaProvider:
+def lam(fake: LambdaFake, serve_fake: Callable[[LambdaFake], RunningServer], fast_retry: RetryPolicy) -> LambdaProvider:
     server = serve_fake(fake)
     return LambdaProvider(API_KEY, base_url=server.url, limits=FAST, timeout_s=1.0, retry=fast_retry)
 
@@ -66,17 +65,25 @@ def test_offers_have_lambda_prices_and_canonical_gpus(lam: LambdaProvider) -> No
     assert [(o.instance_type, o.region) for o in only] == [("gpu_8x_a100_80gb_sxm4", "us-east-1")]
 
 
-@pytest.mark.parametrize(("description", "model"), [
-    ("H100 (80 GB SXM5)", "H100"), ("Tesla V100 (16 GB)", "V100"), ("GH200 (96 GB)", "GH200"),
-    ("RTX 6000 (24 GB)", "RTX6000"), ("A6000 (48 GB)", "RTXA6000"), ("B200 (180 GB SXM6)", "B200"),
-])
+@pytest.mark.parametrize(
+    ("description", "model"),
+    [
+        ("H100 (80 GB SXM5)", "H100"),
+        ("Tesla V100 (16 GB)", "V100"),
+        ("GH200 (96 GB)", "GH200"),
+        ("RTX 6000 (24 GB)", "RTX6000"),
+        ("A6000 (48 GB)", "RTXA6000"),
+        ("B200 (180 GB SXM6)", "B200"),
+    ],
+)
 def test_canonical_gpu(description: str, model: str) -> None:
     assert canonical_gpu(description) == model
 
 
 def test_one_batched_launch_with_tags_name_key_and_user_data(lam: LambdaProvider, fake: LambdaFake) -> None:
-    nodes = lam.create_nodes("c1", [spec(f"w{i}", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n")
-                                    for i in range(3)])
+    nodes = lam.create_nodes(
+        "c1", [spec(f"w{i}", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n") for i in range(3)]
+    )
     assert sorted(n.name for n in nodes) == ["w0", "w1", "w2"]
     assert len(fake.launch_requests) == 1
     body = fake.launch_requests[0]
@@ -99,15 +106,14 @@ def test_image_family_or_id(lam: LambdaProvider, fake: LambdaFake) -> None:
     assert fake.launch_requests[1]["image"] == {"id": "ddaedf1b7a0e41ac981711504493b242"}
 
 
-def test_launches_respect_the_launch_limit(fake: LambdaFake, serve_fake: Callable[[LambdaFake], RunningServer],
-                                          fast_retry: RetryPolicy) -> None:
+def test_launches_respect_the_launch_limit(
+    fake: LambdaFake, serve_fake: Callable[[LambdaFake], RunningServer], fast_retry: RetryPolicy
+) -> None:
     # Virtual time moves only in the limiters' sleeps: three launches with a burst of one wait
     # two launch periods (12/60 = 0.2 s at the scaled limit) whatever the threads do.
     time = VirtualTime()
-    lam = LambdaProvider(API_KEY, base_url=serve_fake(fake).url, limits=FAST.on(time), timeout_s=1.0,
-                         retry=fast_retry)
-    types = [("gpu_8x_h100_sxm5", "us-south-2"), ("gpu_4x_h100_sxm5", "us-south-3"),
-             ("gpu_1x_a10", "us-east-1")]
+    lam = LambdaProvider(API_KEY, base_url=serve_fake(fake).url, limits=FAST.on(time), timeout_s=1.0, retry=fast_retry)
+    types = [("gpu_8x_h100_sxm5", "us-south-2"), ("gpu_4x_h100_sxm5", "us-south-3"), ("gpu_1x_a10", "us-east-1")]
     lam.create_nodes("c1", [spec(f"n{i}", t, r) for i, (t, r) in enumerate(types)])
     launcher = lam.client.api.launch_limiter
     assert len(fake.calls_of("launch")) == 3 and launcher is not None and launcher.granted == 3
@@ -205,20 +211,24 @@ def test_env_url_and_key_in_process(fake: LambdaFake, monkeypatch: pytest.Monkey
 
 def _response(status: int, error: dict[str, str] | None, headers: dict[str, str] | None = None) -> httpx.Response:
     body = json.dumps({"error": error}) if error is not None else "<html>bad gateway</html>"
-    return httpx.Response(status, content=body.encode(), headers=headers,
-                          request=httpx.Request("GET", "http://x/api/v1/instances"))
+    return httpx.Response(
+        status, content=body.encode(), headers=headers, request=httpx.Request("GET", "http://x/api/v1/instances")
+    )
 
 
-@pytest.mark.parametrize(("status", "code", "kind"), [
-    (401, "global/invalid-api-key", CredentialsError),
-    (403, "global/account-inactive", QuotaError),
-    (403, "global/invalid-address", QuotaError),
-    (400, "global/quota-exceeded", QuotaError),
-    (400, "instance-operations/launch/insufficient-capacity", CapacityError),
-    (429, "global/rate-limited", RateLimitError),
-    (404, "global/object-does-not-exist", ProviderAPIError),
-    (500, "provider/internal-unavailable", ProviderAPIError),
-])
+@pytest.mark.parametrize(
+    ("status", "code", "kind"),
+    [
+        (401, "global/invalid-api-key", CredentialsError),
+        (403, "global/account-inactive", QuotaError),
+        (403, "global/invalid-address", QuotaError),
+        (400, "global/quota-exceeded", QuotaError),
+        (400, "instance-operations/launch/insufficient-capacity", CapacityError),
+        (429, "global/rate-limited", RateLimitError),
+        (404, "global/object-does-not-exist", ProviderAPIError),
+        (500, "provider/internal-unavailable", ProviderAPIError),
+    ],
+)
 def test_error_mapping(status: int, code: str, kind: type[Exception]) -> None:
     error = map_error("lambda", _response(status, {"code": code, "message": "Said so.", "suggestion": "Do X."}))
     assert type(error) is kind

@@ -31,8 +31,13 @@ def fake() -> Iterator[LambdaFake]:
 
 
 def adapter(app: LambdaFake, transport: httpx.BaseTransport | None = None, key: str = API_KEY) -> LambdaProvider:
-    return LambdaProvider(key, base_url="http://lambda.fake", transport=transport or httpx.WSGITransport(app=app),
-                          limits=UNTHROTTLED, retry=FAST)
+    return LambdaProvider(
+        key,
+        base_url="http://lambda.fake",
+        transport=transport or httpx.WSGITransport(app=app),
+        limits=UNTHROTTLED,
+        retry=FAST,
+    )
 
 
 def spec(name: str, region: str = REGION) -> NodeSpec:

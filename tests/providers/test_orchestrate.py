@@ -118,8 +118,10 @@ def test_lost_answer_with_failing_listing_fails_closed() -> None:
     message = str(caught.value)
     assert "1 of 2 new nodes made" in message and "rolled back 1 instance(s)" in message
     assert "instances may exist in cluster c1" in message and "could not list the cluster" in message
-    assert message.endswith(gc_command("cloud", "c1")) and gc_command("cloud", "c1") == \
-        "provisioner gc --provider cloud --cluster c1 --yes"
+    assert (
+        message.endswith(gc_command("cloud", "c1"))
+        and gc_command("cloud", "c1") == "provisioner gc --provider cloud --cluster c1 --yes"
+    )
     assert list(cloud.instances.values()) == ["n1"]  # the one nobody could see is still there
 
 

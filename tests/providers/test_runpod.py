@@ -42,8 +42,9 @@ def fake() -> Iterator[RunPodFake]:
 
 def adapter(app: FakeApp, **kwargs: object) -> RunPodProvider:
     """The adapter talking to ``app`` in process (no socket)."""
-    return RunPodProvider(KEY, base_url="http://runpod.fake", transport=httpx.WSGITransport(app=app),
-                          retry=FAST, **kwargs)  # type: ignore[arg-type]
+    return RunPodProvider(
+        KEY, base_url="http://runpod.fake", transport=httpx.WSGITransport(app=app), retry=FAST, **kwargs
+    )  # type: ignore[arg-type]
 
 
 def spec(name: str, **overrides: object) -> NodeSpec:
@@ -95,8 +96,13 @@ def test_offer_query_filters(fake: RunPodFake) -> None:
 def test_create_marks_pods_and_passes_user_data_and_ssh(fake: RunPodFake) -> None:
     provider = adapter(fake)
     script = "#!/bin/bash\necho join-the-cluster\n"
-    nodes = provider.create_nodes("c1", [spec("head", ssh_public_key=SSH_KEY, bootstrap="script", user_data=script),
-                                         spec("w0", ssh_public_key=SSH_KEY)])
+    nodes = provider.create_nodes(
+        "c1",
+        [
+            spec("head", ssh_public_key=SSH_KEY, bootstrap="script", user_data=script),
+            spec("w0", ssh_public_key=SSH_KEY),
+        ],
+    )
     assert [n.name for n in nodes] == ["head", "w0"]
     pods = {pod["name"]: pod for pod in fake.pods.values()}
     head = pods["c1-head"]
@@ -114,9 +120,13 @@ def test_create_marks_pods_and_passes_user_data_and_ssh(fake: RunPodFake) -> Non
 
 def test_cloud_config_user_data_is_refused_before_buying(fake: RunPodFake) -> None:
     with pytest.raises(PlanError, match="cloud-config is not executed"):
-        adapter(fake).create_nodes("cc", [
-            spec("a", bootstrap="script", user_data="#!/bin/sh\ntrue\n"),
-            spec("b", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n")])
+        adapter(fake).create_nodes(
+            "cc",
+            [
+                spec("a", bootstrap="script", user_data="#!/bin/sh\ntrue\n"),
+                spec("b", bootstrap="cloud_init", user_data="#cloud-config\nruncmd: [true]\n"),
+            ],
+        )
     assert fake.launched == 0 and fake.calls_of("createPod") == []
 
 
@@ -146,8 +156,7 @@ def test_status_mapping_keeps_raw_state(fake: RunPodFake) -> None:
 def test_spot_pod_uses_graphql_with_bid(fake: RunPodFake) -> None:
     provider = adapter(fake)
     floor = provider.create_nodes("s", [spec("a", instance_type="2x_H100-SXM_SECURE", spot=True)])
-    bid = provider.create_nodes("s", [spec("b", instance_type="2x_H100-SXM_SECURE", spot=True,
-                                           bid_usd_per_hour=5.0)])
+    bid = provider.create_nodes("s", [spec("b", instance_type="2x_H100-SXM_SECURE", spot=True, bid_usd_per_hour=5.0)])
     assert fake.bids[floor[0].id] == pytest.approx(1.75)  # per-GPU floor from gpuTypes
     assert fake.bids[bid[0].id] == pytest.approx(2.5)  # the node's bid split per GPU
     assert len(fake.calls_of("createPod")) == 0
@@ -179,8 +188,14 @@ def test_spot_without_supply_is_capacity_error(fake: RunPodFake) -> None:
 
 
 def test_unknown_gpu_token_is_resolved_from_live_catalog(fake: RunPodFake) -> None:
-    fake.gpus.append({**DEFAULT_GPUS[3], "id": "NVIDIA RTX PRO 6000 Blackwell", "name": "RTX PRO 6000",
-                      "dataCenters": {"US-KS-2": "LOW"}})
+    fake.gpus.append(
+        {
+            **DEFAULT_GPUS[3],
+            "id": "NVIDIA RTX PRO 6000 Blackwell",
+            "name": "RTX PRO 6000",
+            "dataCenters": {"US-KS-2": "LOW"},
+        }
+    )
     offers = adapter(fake).list_offers(OfferQuery(gpu_models=("RTXPRO6000",)))
     assert offers and offers[0].instance_type == "1x_RTX-PRO-6000_SECURE"
     node = adapter(fake).create_nodes("u", [spec("a", instance_type="1x_RTX-PRO-6000_SECURE")])[0]
@@ -260,16 +275,22 @@ def _problem(status: int, detail: str, **extra: object) -> httpx.Response:
     return httpx.Response(status, json={"title": "x", "status": status, "detail": detail, **extra})
 
 
-@pytest.mark.parametrize(("response", "kind", "text"), [
-    (_problem(400, NO_CAPACITY), CapacityError, "no longer any instances"),
-    (_problem(402, "insufficient balance"), QuotaError, "insufficient balance"),
-    (_problem(401, "missing bearer token"), CredentialsError, "missing bearer token"),
-    (_problem(403, "access denied"), CredentialsError, "access denied"),
-    (_problem(429, "rate limit exceeded for the minute window"), RateLimitError, "minute window"),
-    (_problem(422, "Request validation failed.", errors=["$: additional properties 'x' not allowed"]),
-     ProviderAPIError, "additional properties"),
-    (httpx.Response(502, text="<html>Bad gateway</html>"), ProviderAPIError, "Bad gateway"),
-])
+@pytest.mark.parametrize(
+    ("response", "kind", "text"),
+    [
+        (_problem(400, NO_CAPACITY), CapacityError, "no longer any instances"),
+        (_problem(402, "insufficient balance"), QuotaError, "insufficient balance"),
+        (_problem(401, "missing bearer token"), CredentialsError, "missing bearer token"),
+        (_problem(403, "access denied"), CredentialsError, "access denied"),
+        (_problem(429, "rate limit exceeded for the minute window"), RateLimitError, "minute window"),
+        (
+            _problem(422, "Request validation failed.", errors=["$: additional properties 'x' not allowed"]),
+            ProviderAPIError,
+            "additional properties",
+        ),
+        (httpx.Response(502, text="<html>Bad gateway</html>"), ProviderAPIError, "Bad gateway"),
+    ],
+)
 def test_error_mapping(response: httpx.Response, kind: type[Exception], text: str) -> None:
     error = map_error("runpod", response)
     assert type(error) is kind and text in str(error)
@@ -277,8 +298,9 @@ def test_error_mapping(response: httpx.Response, kind: type[Exception], text: st
 
 
 def test_graphql_errors_mapping() -> None:
-    assert isinstance(_graphql_error("runpod", [{"message": NO_CAPACITY,
-                                                "extensions": {"code": "SUPPLY_CONSTRAINT"}}]), CapacityError)
+    assert isinstance(
+        _graphql_error("runpod", [{"message": NO_CAPACITY, "extensions": {"code": "SUPPLY_CONSTRAINT"}}]), CapacityError
+    )
     assert isinstance(_graphql_error("runpod", [{"message": "Insufficient funds to rent"}]), QuotaError)
     other = _graphql_error("runpod", [{"message": "Something odd"}])
     assert isinstance(other, ProviderAPIError) and "Something odd" in str(other)
@@ -293,9 +315,13 @@ def test_user_data_and_key_never_logged(fake: RunPodFake, caplog: pytest.LogCapt
     with pytest.raises(CapacityError) as caught:
         provider.create_nodes("sec", [spec("b", bootstrap="script", user_data=f"#!/bin/sh\necho {secret}\n")])
     encoded = base64.b64encode(secret.encode()).decode()[:8]
-    texts = [r.getMessage() for r in caplog.records] + [repr(nodes), str(caught.value), repr(provider),
-                                                       repr(provider.client),
-                                                       repr(spec("x", bootstrap="script", user_data=secret))]
+    texts = [r.getMessage() for r in caplog.records] + [
+        repr(nodes),
+        str(caught.value),
+        repr(provider),
+        repr(provider.client),
+        repr(spec("x", bootstrap="script", user_data=secret)),
+    ]
     joined = "\n".join(texts)
     assert secret not in joined and KEY not in joined and encoded not in joined
 
@@ -304,8 +330,11 @@ def test_user_data_and_key_never_logged(fake: RunPodFake, caplog: pytest.LogCapt
 def test_fake_enforces_windows_and_reports_ratelimit_headers() -> None:
     need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
     app = RunPodFake(api_key=KEY, enforce_limits=True, windows=(("minute", 3, 60.0), ("hour", 100, 3600.0)))
-    client = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://runpod.fake",
-                          headers={"Authorization": f"Bearer {KEY}"})
+    client = httpx.Client(
+        transport=httpx.WSGITransport(app=app),
+        base_url="http://runpod.fake",
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
     answers = [client.get("/v2/account/ssh-keys") for _ in range(4)]
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
     assert answers[0].headers["RateLimit"] == '"minute";r=2;t=60, "hour";r=99;t=3600'
@@ -318,11 +347,21 @@ def test_fake_enforces_windows_and_reports_ratelimit_headers() -> None:
 
 def test_fake_graphql_rejects_undocumented_fields() -> None:
     app = RunPodFake(api_key=KEY, validate=False)
-    client = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://runpod.fake",
-                          headers={"Authorization": f"Bearer {KEY}"})
+    client = httpx.Client(
+        transport=httpx.WSGITransport(app=app),
+        base_url="http://runpod.fake",
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
     query = "mutation R($input: PodRentInterruptableInput!) { podRentInterruptable(input: $input) { id } }"
-    answer = client.post("/graphql", json={"query": query, "variables": {"input": {
-        "gpuTypeId": "NVIDIA H200", "gpuCount": 1, "bidPerGpu": 2.5, "imageName": "x", "labels": {}}}})
+    answer = client.post(
+        "/graphql",
+        json={
+            "query": query,
+            "variables": {
+                "input": {"gpuTypeId": "NVIDIA H200", "gpuCount": 1, "bidPerGpu": 2.5, "imageName": "x", "labels": {}}
+            },
+        },
+    )
     assert answer.json()["errors"] and app.validation_errors
     assert "labels" in app.validation_errors[0]
     assert app.instance_count() == 0
@@ -330,8 +369,11 @@ def test_fake_graphql_rejects_undocumented_fields() -> None:
 
 def test_fake_runs_as_a_server() -> None:
     need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
-    process = subprocess.Popen([sys.executable, "-m", "provisioner.testing.fakes", "runpod", "--port", "0",
-                                "--api-key", KEY], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "provisioner.testing.fakes", "runpod", "--port", "0", "--api-key", KEY],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

@@ -37,14 +37,26 @@ def fake() -> Iterator[RunPodFake]:
 
 
 def adapter(app: RunPodFake, transport: httpx.BaseTransport | None = None, key: str = KEY) -> RunPodProvider:
-    return RunPodProvider(key, base_url="http://runpod.fake", transport=transport or httpx.WSGITransport(app=app),
-                          retry=FAST, limits=UNTHROTTLED, poll_interval_s=0.001)
+    return RunPodProvider(
+        key,
+        base_url="http://runpod.fake",
+        transport=transport or httpx.WSGITransport(app=app),
+        retry=FAST,
+        limits=UNTHROTTLED,
+        poll_interval_s=0.001,
+    )
 
 
 def node(name: str, **overrides: object) -> NodeSpec:
-    values: dict[str, object] = {"name": name, "instance_type": H100, "region": "US-KS-2", "gpus": 8,
-                                 "ssh_public_key": SSH_KEY, "bootstrap": "script",
-                                 "user_data": "#!/bin/sh\necho boot\n"}
+    values: dict[str, object] = {
+        "name": name,
+        "instance_type": H100,
+        "region": "US-KS-2",
+        "gpus": 8,
+        "ssh_public_key": SSH_KEY,
+        "bootstrap": "script",
+        "user_data": "#!/bin/sh\necho boot\n",
+    }
     values.update(overrides)
     return NodeSpec(**values)  # type: ignore[arg-type]
 
@@ -67,7 +79,10 @@ def test_create_buys_one_cluster_named_by_rank_on_the_overlay(fake: RunPodFake) 
     assert [n.name for n in made] == ["c1-0", "c1-1", "c1-2"]
     (cluster,) = created_clusters(fake)
     assert cluster["name"] == "c1" and cluster["compute"] == {
-        "gpuTypeId": "NVIDIA H100 80GB HBM3", "gpuCountPerPod": 8, "podCount": 3}
+        "gpuTypeId": "NVIDIA H100 80GB HBM3",
+        "gpuCountPerPod": 8,
+        "podCount": 3,
+    }
     assert cluster["dataCenterId"] == "US-KS-2" and cluster["type"] == "TRAINING"
     members = fake.cluster_routes.members(str(cluster["id"]))
     assert {n.id: n.name for n in made} == {pod["id"]: f"c1-{pod['cluster']['rank']}" for pod in members}
@@ -166,8 +181,13 @@ def test_member_pods_are_not_deleted_through_the_pod_endpoint(fake: RunPodFake) 
 def test_each_node_gets_its_own_script_by_rank(fake: RunPodFake) -> None:
     head, worker = "#!/bin/sh\necho head\n", "#!/bin/sh\necho worker\n"
     expires = dt.datetime(2026, 11, 24, 6, tzinfo=dt.UTC)
-    adapter(fake).create_nodes("c9", [node("h", bootstrap="script", user_data=head, expires_at=expires),
-                                      node("w", bootstrap="script", user_data=worker, expires_at=expires)])
+    adapter(fake).create_nodes(
+        "c9",
+        [
+            node("h", bootstrap="script", user_data=head, expires_at=expires),
+            node("w", bootstrap="script", user_data=worker, expires_at=expires),
+        ],
+    )
     (pod, *_) = fake.pods.values()
     env = pod["env"]
     assert env[clusters.NODES_ENV] == "h,w" and env[clusters.EXPIRES_ENV] == "2026-11-24T06:00:00Z"
@@ -179,15 +199,19 @@ def test_each_node_gets_its_own_script_by_rank(fake: RunPodFake) -> None:
     assert clusters.USER_DATA_ENV not in env and "NODE_RANK" in pod["args"]
 
 
-@pytest.mark.parametrize(("nodes", "why"), [
-    ([node("a", spot=True), node("b", spot=True)], "on demand only"),
-    ([node("a")], "2-250 nodes"),
-    ([node("a"), node("b", region="EU-RO-1")], "same type, data center"),
-    ([node("a"), NodeSpec(name="b", instance_type="1x_RTX4090_SECURE", region="US-KS-2")], "mixed"),
-    ([node("a,b"), node("c")], "no comma"),
-])
-def test_what_one_cluster_cannot_be_is_refused_before_any_request(fake: RunPodFake, nodes: list[NodeSpec],
-                                                                  why: str) -> None:
+@pytest.mark.parametrize(
+    ("nodes", "why"),
+    [
+        ([node("a", spot=True), node("b", spot=True)], "on demand only"),
+        ([node("a")], "2-250 nodes"),
+        ([node("a"), node("b", region="EU-RO-1")], "same type, data center"),
+        ([node("a"), NodeSpec(name="b", instance_type="1x_RTX4090_SECURE", region="US-KS-2")], "mixed"),
+        ([node("a,b"), node("c")], "no comma"),
+    ],
+)
+def test_what_one_cluster_cannot_be_is_refused_before_any_request(
+    fake: RunPodFake, nodes: list[NodeSpec], why: str
+) -> None:
     with pytest.raises(PlanError, match=why):
         adapter(fake).create_nodes("r", nodes)
     assert fake.calls == [] and fake.launched == 0
@@ -195,8 +219,13 @@ def test_what_one_cluster_cannot_be_is_refused_before_any_request(fake: RunPodFa
 
 def test_errors_are_mapped(fake: RunPodFake) -> None:
     with pytest.raises(CapacityError, match="no longer any instances"):
-        adapter(fake).create_nodes("e1", [node("a", instance_type="cluster_8x_A100-80GB-SXM", region="CA-MTL-1"),
-                                          node("b", instance_type="cluster_8x_A100-80GB-SXM", region="CA-MTL-1")])
+        adapter(fake).create_nodes(
+            "e1",
+            [
+                node("a", instance_type="cluster_8x_A100-80GB-SXM", region="CA-MTL-1"),
+                node("b", instance_type="cluster_8x_A100-80GB-SXM", region="CA-MTL-1"),
+            ],
+        )
     fake.balance_usd = 10.0
     with pytest.raises(QuotaError, match="insufficient balance"):
         adapter(fake).create_nodes("e2", [node("a"), node("b")])

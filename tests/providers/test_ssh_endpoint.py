@@ -49,13 +49,25 @@ def vast_fake() -> Iterator[VastAIFake]:
 
 
 def rp_adapter(app: RunPodFake) -> RunPodProvider:
-    return RunPodProvider(RP_KEY, base_url="http://runpod.fake", transport=httpx.WSGITransport(app=app),
-                          retry=FAST, limits=UNTHROTTLED, poll_interval_s=0.001)
+    return RunPodProvider(
+        RP_KEY,
+        base_url="http://runpod.fake",
+        transport=httpx.WSGITransport(app=app),
+        retry=FAST,
+        limits=UNTHROTTLED,
+        poll_interval_s=0.001,
+    )
 
 
 def vast_adapter(app: VastAIFake) -> VastAIProvider:
-    return VastAIProvider(VAST_KEY, base_url="http://vast.fake", transport=httpx.WSGITransport(app=app),
-                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    return VastAIProvider(
+        VAST_KEY,
+        base_url="http://vast.fake",
+        transport=httpx.WSGITransport(app=app),
+        limits=VAST_LIMITS.scaled(200),
+        retry=FAST,
+        timeout_s=2.0,
+    )
 
 
 def running(get: object, cluster_id: str) -> list[Node]:
@@ -65,8 +77,10 @@ def running(get: object, cluster_id: str) -> list[Node]:
 # ----- RunPod --------------------------------------------------------------------------------
 def test_runpod_pod_endpoint_is_the_published_22_tcp(runpod: RunPodFake) -> None:
     provider = rp_adapter(runpod)
-    specs = [NodeSpec(name=f"n{i}", instance_type="1x_RTX4090_SECURE", region="US-KS-2", ssh_public_key=SSH_KEY)
-             for i in range(2)]
+    specs = [
+        NodeSpec(name=f"n{i}", instance_type="1x_RTX4090_SECURE", region="US-KS-2", ssh_public_key=SSH_KEY)
+        for i in range(2)
+    ]
     (pending, _) = provider.create_nodes("ep", specs)
     assert pending.status is NodeStatus.PENDING
     assert (pending.ssh_host, pending.ssh_port, pending.ssh_endpoint()) == (None, 22, None)  # nothing published yet
@@ -82,8 +96,18 @@ def test_runpod_pod_endpoint_is_the_published_22_tcp(runpod: RunPodFake) -> None
 
 def test_runpod_instant_cluster_members_carry_their_own_mapping(runpod: RunPodFake) -> None:
     provider = rp_adapter(runpod)
-    specs = [NodeSpec(name=f"c-{i}", instance_type="cluster_8x_H100-SXM", region="US-KS-2", gpus=8,
-                      ssh_public_key=SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho boot\n") for i in range(2)]
+    specs = [
+        NodeSpec(
+            name=f"c-{i}",
+            instance_type="cluster_8x_H100-SXM",
+            region="US-KS-2",
+            gpus=8,
+            ssh_public_key=SSH_KEY,
+            bootstrap="script",
+            user_data="#!/bin/sh\necho boot\n",
+        )
+        for i in range(2)
+    ]
     provider.create_nodes("c", specs)
     members = running(provider, "c")
     assert [n.name for n in members] == ["c-0", "c-1"]
@@ -94,19 +118,30 @@ def test_runpod_instant_cluster_members_carry_their_own_mapping(runpod: RunPodFa
 
 
 def test_runpod_model_prefers_direct_then_runtime_ports_never_the_proxy() -> None:
-    proxy = {"host": "ssh.runpod.io", "port": 22, "username": "abc-64411eb2",
-             "command": "ssh abc-64411eb2@ssh.runpod.io"}
-    only_proxy = Pod.model_validate({"id": "abc", "name": "x", "status": "RUNNING",
-                                     "ssh": {"proxy": proxy, "direct": None}, "runtime": {}})
+    proxy = {
+        "host": "ssh.runpod.io",
+        "port": 22,
+        "username": "abc-64411eb2",
+        "command": "ssh abc-64411eb2@ssh.runpod.io",
+    }
+    only_proxy = Pod.model_validate(
+        {"id": "abc", "name": "x", "status": "RUNNING", "ssh": {"proxy": proxy, "direct": None}, "runtime": {}}
+    )
     assert only_proxy.ssh_endpoint() is None
-    ports = {"ports": [{"private": 8888, "public": 41000, "type": "http", "ip": "203.0.113.9"},
-                       {"private": 22, "public": 41022, "type": "tcp", "ip": "203.0.113.9"}]}
-    from_runtime = Pod.model_validate({"id": "abc", "name": "x", "status": "RUNNING",
-                                       "ssh": {"proxy": proxy, "direct": None}, "runtime": ports})
+    ports = {
+        "ports": [
+            {"private": 8888, "public": 41000, "type": "http", "ip": "203.0.113.9"},
+            {"private": 22, "public": 41022, "type": "tcp", "ip": "203.0.113.9"},
+        ]
+    }
+    from_runtime = Pod.model_validate(
+        {"id": "abc", "name": "x", "status": "RUNNING", "ssh": {"proxy": proxy, "direct": None}, "runtime": ports}
+    )
     assert from_runtime.ssh_endpoint() == ("203.0.113.9", 41022)
     direct = {"host": "203.0.113.10", "port": 34446, "username": "root", "command": "ssh root@203.0.113.10 -p 34446"}
-    both = Pod.model_validate({"id": "abc", "name": "x", "status": "RUNNING",
-                               "ssh": {"proxy": proxy, "direct": direct}, "runtime": ports})
+    both = Pod.model_validate(
+        {"id": "abc", "name": "x", "status": "RUNNING", "ssh": {"proxy": proxy, "direct": direct}, "runtime": ports}
+    )
     assert both.ssh_endpoint() == ("203.0.113.10", 34446)
 
 
@@ -130,8 +165,13 @@ def test_vast_running_instance_is_reached_on_its_direct_port(vast_fake: VastAIFa
 def test_vast_model_reads_docker_port_bindings() -> None:
     base = {"id": 7, "public_ipaddr": "192.0.2.45", "ssh_host": "ssh2281.vast.ai", "ssh_port": 10882}
     assert Instance.model_validate(base).ssh_endpoint() == ("ssh2281.vast.ai", 10882)
-    published = {**base, "ports": {"8888/tcp": [{"HostIp": "0.0.0.0", "HostPort": "8888"}],
-                                   "22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "20000"}]}}
+    published = {
+        **base,
+        "ports": {
+            "8888/tcp": [{"HostIp": "0.0.0.0", "HostPort": "8888"}],
+            "22/tcp": [{"HostIp": "0.0.0.0", "HostPort": "20000"}],
+        },
+    }
     assert Instance.model_validate(published).ssh_endpoint() == ("192.0.2.45", 20000)
     odd = {**base, "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": ""}]}}
     assert Instance.model_validate(odd).ssh_endpoint() == ("ssh2281.vast.ai", 10882)
@@ -140,8 +180,15 @@ def test_vast_model_reads_docker_port_bindings() -> None:
 
 # ----- everyone else ------------------------------------------------------------------------
 def test_a_vm_node_defaults_to_port_22_of_its_address() -> None:
-    node = Node(provider="lambda", id="i-1", name="n0", cluster_id="c", status=NodeStatus.RUNNING,
-                public_ip="198.51.100.7", private_ip="10.0.0.7")
+    node = Node(
+        provider="lambda",
+        id="i-1",
+        name="n0",
+        cluster_id="c",
+        status=NodeStatus.RUNNING,
+        public_ip="198.51.100.7",
+        private_ip="10.0.0.7",
+    )
     assert node.ssh_endpoint() == ("198.51.100.7", 22)
     private_only = node.model_copy(update={"public_ip": None})
     assert private_only.ssh_endpoint() == ("10.0.0.7", 22)

@@ -66,8 +66,9 @@ def rec(fake: VastAIFake) -> Recorder:
 
 @pytest.fixture
 def vast(rec: Recorder) -> VastAIProvider:
-    return VastAIProvider(API_KEY, base_url="http://vast.test", transport=rec, limits=VAST_LIMITS.scaled(200),
-                          retry=FAST, timeout_s=2.0)
+    return VastAIProvider(
+        API_KEY, base_url="http://vast.test", transport=rec, limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0
+    )
 
 
 def specs(n: int, prefix: str = "n", **extra: object) -> list[NodeSpec]:
@@ -89,7 +90,8 @@ def test_offers_carry_vast_prices_and_counts(vast: VastAIProvider, rec: Recorder
     ask = fake.asks[int(first.offer_id or 0)]
     assert float(first.price_per_hour_usd or 0) == ask["dph_total"] and first.reliability == ask["reliability"]
     assert float(first.spot_price_per_hour_usd or 0) == pytest.approx(
-        ask["min_bid"] + ask["dph_total"] - ask["dph_base"])
+        ask["min_bid"] + ask["dph_total"] - ask["dph_base"]
+    )
     assert float(first.disk_usd_per_gib_hour) == pytest.approx(0.15 / 730)
     # The bundled catalog's model (docs/catalog.md): base + (1 - reliability) / 24 h, +0.04 when outbid.
     assert first.interruptions_per_node_hour == pytest.approx(3.79 / 1000 / 24 + (1 - ask["reliability"]) / 24)
@@ -112,14 +114,27 @@ def test_reliability_filter_and_spot_search(vast: VastAIProvider, rec: Recorder)
 
 
 # -- create ---------------------------------------------------------------------------------
-def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, fake: VastAIFake,
-                                           caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rent_body_label_bid_and_user_data(
+    vast: VastAIProvider,
+    rec: Recorder,
+    fake: VastAIFake,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PROVISIONER_OWNER", "tester")
     caplog.set_level(logging.DEBUG)
     secret = "MUNGE-CANARY-7f3a"
-    nodes = vast.create_nodes("c1", specs(2, spot=True, bootstrap="script",
-                                          user_data=f"#!/bin/sh\necho {secret} > /etc/munge.key\n",
-                                          ssh_public_key=SSH_KEY, disk_gib=100))
+    nodes = vast.create_nodes(
+        "c1",
+        specs(
+            2,
+            spot=True,
+            bootstrap="script",
+            user_data=f"#!/bin/sh\necho {secret} > /etc/munge.key\n",
+            ssh_public_key=SSH_KEY,
+            disk_gib=100,
+        ),
+    )
     assert [n.status for n in nodes] == [NodeStatus.PENDING] * 2
     rents = rec.bodies("PUT", "/api/v0/asks/")
     assert sorted(b["label"] for b in rents) == ["c1/n0/owner=tester", "c1/n1/owner=tester"]
@@ -135,37 +150,45 @@ def test_rent_body_label_bid_and_user_data(vast: VastAIProvider, rec: Recorder, 
     assert secret not in repr(specs(1, bootstrap="script", user_data=secret))
 
 
-def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, rec: Recorder,
-                                                          fake: VastAIFake) -> None:
+def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, rec: Recorder, fake: VastAIFake) -> None:
     ids = [str(a) for a, ask in fake.asks.items() if ask["gpu_name"] == "L40S"][-3:]  # not the cheapest
-    nodes = vast.create_nodes("c1", [NodeSpec(name=f"n{i}", instance_type="1x_L40S", region="CA", offer_id=ask_id)
-                                     for i, ask_id in enumerate(ids)])
+    nodes = vast.create_nodes(
+        "c1",
+        [NodeSpec(name=f"n{i}", instance_type="1x_L40S", region="CA", offer_id=ask_id) for i, ask_id in enumerate(ids)],
+    )
     assert len(rec.bodies("POST", "/api/v0/bundles")) == 1
     assert sorted(p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT") == sorted(ids)
     assert len(nodes) == 3
 
 
-def test_stale_and_bundled_offer_ids_are_replaced_by_the_same_shape(vast: VastAIProvider, rec: Recorder,
-                                                                    fake: VastAIFake) -> None:
+def test_stale_and_bundled_offer_ids_are_replaced_by_the_same_shape(
+    vast: VastAIProvider, rec: Recorder, fake: VastAIFake
+) -> None:
     # A planned ask rented by someone else meanwhile, and the bundled catalog's naming
     # ("8x_H100_SXM", ids that never rent): both get an ask of the same shape.
     taken = next(a for a in fake.asks.values() if a["gpu_name"] == "L40S")
     taken["rented"] = True
-    nodes = vast.create_nodes("c1", [
-        NodeSpec(name="a", instance_type="1x_L40S", region="CA", offer_id=str(taken["id"])),
-        NodeSpec(name="b", instance_type="8x_H100_SXM", region="US", offer_id="99"),
-    ])
+    nodes = vast.create_nodes(
+        "c1",
+        [
+            NodeSpec(name="a", instance_type="1x_L40S", region="CA", offer_id=str(taken["id"])),
+            NodeSpec(name="b", instance_type="8x_H100_SXM", region="US", offer_id="99"),
+        ],
+    )
     rented = [int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"]
     assert taken["id"] not in rented and 99 not in rented and len(rented) == 2
     assert sorted((fake.asks[i]["gpu_name"], fake.asks[i]["num_gpus"]) for i in rented) == [
-        ("H100 SXM", 8), ("L40S", 1)]
+        ("H100 SXM", 8),
+        ("L40S", 1),
+    ]
     assert {n.name for n in nodes} == {"a", "b"}
 
 
 def test_shared_offer_id_is_spread_over_other_asks(vast: VastAIProvider, rec: Recorder, fake: VastAIFake) -> None:
     one = next(str(a) for a, ask in fake.asks.items() if ask["gpu_name"] == "H200")
-    nodes = vast.create_nodes("c1", [NodeSpec(name=f"n{i}", instance_type="8xH200", region="CA", offer_id=one)
-                                     for i in range(4)])
+    nodes = vast.create_nodes(
+        "c1", [NodeSpec(name=f"n{i}", instance_type="8xH200", region="CA", offer_id=one) for i in range(4)]
+    )
     rented = [p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT"]
     assert len(set(rented)) == 4 and one in rented
     assert {n.instance_type for n in vast.get_nodes("c1")} == {"8x_H200"} and len(nodes) == 4
@@ -227,17 +250,20 @@ def test_nodes_report_addresses_and_boot(vast: VastAIProvider) -> None:
     assert second.private_ip and second.private_ip.startswith("10.8.") and second.region == "US"
 
 
-@pytest.mark.parametrize(("actual", "intended", "message", "expected"), [
-    (None, "running", None, NodeStatus.PENDING),
-    ("loading", "running", "Pulling image", NodeStatus.PENDING),
-    ("running", "running", "success, running x/ssh", NodeStatus.RUNNING),
-    ("running", "stopped", None, NodeStatus.STOPPING),
-    ("stopped", "running", None, NodeStatus.STOPPING),
-    ("exited", "running", None, NodeStatus.STOPPING),
-    ("created", "running", "OCI runtime create failed: boom", NodeStatus.FAILED),
-    ("offline", "running", None, NodeStatus.FAILED),
-    ("weird-new-state", "running", None, NodeStatus.FAILED),
-])
+@pytest.mark.parametrize(
+    ("actual", "intended", "message", "expected"),
+    [
+        (None, "running", None, NodeStatus.PENDING),
+        ("loading", "running", "Pulling image", NodeStatus.PENDING),
+        ("running", "running", "success, running x/ssh", NodeStatus.RUNNING),
+        ("running", "stopped", None, NodeStatus.STOPPING),
+        ("stopped", "running", None, NodeStatus.STOPPING),
+        ("exited", "running", None, NodeStatus.STOPPING),
+        ("created", "running", "OCI runtime create failed: boom", NodeStatus.FAILED),
+        ("offline", "running", None, NodeStatus.FAILED),
+        ("weird-new-state", "running", None, NodeStatus.FAILED),
+    ],
+)
 def test_node_status_mapping(actual: str | None, intended: str, message: str | None, expected: NodeStatus) -> None:
     instance = Instance(id=1, actual_status=actual, intended_status=intended, status_msg=message)
     assert node_status(instance) == expected
@@ -250,18 +276,39 @@ def _response(status: int, body: object) -> httpx.Response:
     return httpx.Response(status, json=body)
 
 
-@pytest.mark.parametrize(("status", "body", "kind", "text"), [
-    (401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}, CredentialsError, "Invalid user key"),
-    (404, {"error": "auth_error", "msg": "Invalid user key"}, CredentialsError, "rejected"),
-    (404, {"success": False, "error": "invalid_args", "ask_id": 5,
-           "msg": "error 404/3603: no_such_ask Instance type by id 5 is not available."}, CapacityError, "404/3603"),
-    (410, {"success": False, "error": "no_such_ask", "msg": "error 410/3907: gone", "ask_id": 5},
-     CapacityError, "3907"),
-    (429, "API requests too frequent endpoint threshold=4.5", RateLimitError, "threshold=4.5"),
-    (429, {"detail": "API requests too frequent"}, RateLimitError, "too frequent"),
-    (411, {"success": False, "msg": "Insufficient credit"}, QuotaError, "Insufficient credit"),
-    (400, {"success": False, "error": "invalid_price", "msg": "bid too low"}, ProviderAPIError, "bid too low"),
-])
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "text"),
+    [
+        (
+            401,
+            {"success": False, "error": "auth_error", "msg": "Invalid user key"},
+            CredentialsError,
+            "Invalid user key",
+        ),
+        (404, {"error": "auth_error", "msg": "Invalid user key"}, CredentialsError, "rejected"),
+        (
+            404,
+            {
+                "success": False,
+                "error": "invalid_args",
+                "ask_id": 5,
+                "msg": "error 404/3603: no_such_ask Instance type by id 5 is not available.",
+            },
+            CapacityError,
+            "404/3603",
+        ),
+        (
+            410,
+            {"success": False, "error": "no_such_ask", "msg": "error 410/3907: gone", "ask_id": 5},
+            CapacityError,
+            "3907",
+        ),
+        (429, "API requests too frequent endpoint threshold=4.5", RateLimitError, "threshold=4.5"),
+        (429, {"detail": "API requests too frequent"}, RateLimitError, "too frequent"),
+        (411, {"success": False, "msg": "Insufficient credit"}, QuotaError, "Insufficient credit"),
+        (400, {"success": False, "error": "invalid_price", "msg": "bid too low"}, ProviderAPIError, "bid too low"),
+    ],
+)
 def test_error_mapping(status: int, body: object, kind: type, text: str) -> None:
     error = map_error("vastai", _response(status, body))
     assert type(error) is kind and text in str(error) and str(error).startswith("vastai: ")
@@ -287,8 +334,11 @@ def fake_server() -> Iterator[Callable[[], str]]:
     procs: list[subprocess.Popen[str]] = []
 
     def start() -> str:
-        proc = subprocess.Popen([sys.executable, "-m", "provisioner.testing.fakes", "vastai", "--port", "0",
-                                 "--api-key", API_KEY], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "provisioner.testing.fakes", "vastai", "--port", "0", "--api-key", API_KEY],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(proc)
         line = proc.stdout.readline() if proc.stdout else ""
         return line.split(" on ", 1)[1].split(" ", 1)[0]
@@ -359,8 +409,14 @@ def test_lost_answer_on_the_retried_rent_is_adopted(fake: VastAIFake) -> None:
     # instance it never heard of is found by label and adopted, not rented a third time.
     fake.faults.inject("http_error", route="launch", times=1, status=502)
     transport = LosesRentAnswers(fake, lose={3})
-    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=transport,
-                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    vast = VastAIProvider(
+        API_KEY,
+        base_url="http://vast.test",
+        transport=transport,
+        limits=VAST_LIMITS.scaled(200),
+        retry=FAST,
+        timeout_s=2.0,
+    )
     nodes = vast.create_nodes("c1", specs(2))
     assert sorted(n.name for n in nodes) == ["n0", "n1"]
     assert fake.launched == 2 and fake.instance_count() == 2
@@ -402,8 +458,14 @@ def test_lost_answer_after_a_failure_is_still_rolled_back(fake: VastAIFake) -> N
     # n0's rent is refused (no credit) while n1's is in flight; n1's is carried out but
     # unanswered: the rollback finds that instance by label and destroys it.
     fake.faults.inject("insufficient_balance", route="launch", times=1)
-    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=RentsTogether(fake, 2, lose={"n1"}),
-                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    vast = VastAIProvider(
+        API_KEY,
+        base_url="http://vast.test",
+        transport=RentsTogether(fake, 2, lose={"n1"}),
+        limits=VAST_LIMITS.scaled(200),
+        retry=FAST,
+        timeout_s=2.0,
+    )
     with pytest.raises(QuotaError) as caught:  # n0's refusal: the first batch's failure is the one raised
         vast.create_nodes("c1", specs(2))
     assert fake.launched == 1 and fake.instance_count() == 0
@@ -417,20 +479,27 @@ def test_rollback_says_when_it_could_not_look_for_unanswered_rents(fake: VastAIF
     # adapter cannot know whether that instance exists, and must say so instead of
     # claiming a clean rollback.
     fake.faults.inject("http_error", route="list", times=None, after=1, status=500)
-    vast = VastAIProvider(API_KEY, base_url="http://vast.test", transport=LosesRentAnswers(fake, lose={1}),
-                          limits=VAST_LIMITS.scaled(200), retry=FAST, timeout_s=2.0)
+    vast = VastAIProvider(
+        API_KEY,
+        base_url="http://vast.test",
+        transport=LosesRentAnswers(fake, lose={1}),
+        limits=VAST_LIMITS.scaled(200),
+        retry=FAST,
+        timeout_s=2.0,
+    )
     with pytest.raises(ProviderAPIError) as caught:
         vast.create_nodes("c1", specs(1))
     message = str(caught.value)
     assert "could not list the cluster" in message and "n0" in message
     assert fake.instance_count() == 1  # the lost one: named in the error, never claimed deleted
-    assert "instances may exist in cluster c1" in message and "provisioner gc --provider vastai --cluster c1 --yes" \
-        in message
+    assert (
+        "instances may exist in cluster c1" in message
+        and "provisioner gc --provider vastai --cluster c1 --yes" in message
+    )
     assert "rolled back" not in message
 
 
-def test_extra_asks_are_the_cheapest_not_the_best_scored(vast: VastAIProvider, rec: Recorder,
-                                                         fake: VastAIFake) -> None:
+def test_extra_asks_are_the_cheapest_not_the_best_scored(vast: VastAIProvider, rec: Recorder, fake: VastAIFake) -> None:
     # Vast orders a search by score; a pricey ask with a high score must not displace the
     # cheaper asks the plan priced.
     pricey = next(a for a in fake.asks.values() if a["gpu_name"] == "RTX 4090" and a["verified"])

@@ -23,13 +23,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lenient", action="store_true", help="record validation failures, do not fail")
     args = parser.parse_args(argv)
     try:
-        app = make_fake(args.provider, api_key=args.api_key, strict=not args.lenient,
-                        latency_s={"*": args.latency_ms / 1000.0} if args.latency_ms else None)
+        app = make_fake(
+            args.provider,
+            api_key=args.api_key,
+            strict=not args.lenient,
+            latency_s={"*": args.latency_ms / 1000.0} if args.latency_ms else None,
+        )
     except ModuleNotFoundError as exc:  # the AWS/GCP fakes answer with the SDKs' own shapes (botocore, moto)
         if not exc.name or exc.name.split(".")[0] == "provisioner":
             raise
-        print(f"error: the {args.provider} fake needs {exc.name.split('.')[0]}, not installed here: "
-              "pip install 'gpu-provisioner[test]'", file=sys.stderr)
+        print(
+            f"error: the {args.provider} fake needs {exc.name.split('.')[0]}, not installed here: "
+            "pip install 'gpu-provisioner[test]'",
+            file=sys.stderr,
+        )
         return 2
     server = serve(app, args.host, args.port)
     print(f"{args.provider} fake on {server.url} ({app.validation_note})", flush=True)

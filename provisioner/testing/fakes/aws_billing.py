@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 CLUSTER_TAG = "provisioner-cluster"
 METRICS = ("UnblendedCost", "BlendedCost", "AmortizedCost", "NetUnblendedCost", "NetAmortizedCost")
 _LAUNCH = re.compile(rb"(<instanceId>(i-[0-9a-f]+)</instanceId>.*?<launchTime>)([^<]*)(</launchTime>)", re.S)
-_REASON = re.compile(rb"(<instanceId>(i-[0-9a-f]+)</instanceId>.*?<reason>)(User initiated \([^<]*\))(</reason>)",
-                     re.S)
+_REASON = re.compile(rb"(<instanceId>(i-[0-9a-f]+)</instanceId>.*?<reason>)(User initiated \([^<]*\))(</reason>)", re.S)
 
 
 class CostExplorer:
@@ -48,8 +47,15 @@ class CostExplorer:
     def bought_block(self, tags: dict[str, str], fee: Decimal) -> None:
         self.one_off.append((self.fake.clock(), tags.get(CLUSTER_TAG), Decimal(fee)))
 
-    def launched(self, instance_ids: list[str], instance_type: str, region: str, tags: dict[str, str],
-                 spot: bool, block: bool = False) -> None:
+    def launched(
+        self,
+        instance_ids: list[str],
+        instance_type: str,
+        region: str,
+        tags: dict[str, str],
+        spot: bool,
+        block: bool = False,
+    ) -> None:
         """Meter each instance at its price; one launched into a Capacity Block at 0 (the block is prepaid)."""
         on_demand = "0" if block else self.fake.on_demand_prices.get((instance_type, region), "0")
         for instance_id in instance_ids:
@@ -96,19 +102,34 @@ class CostExplorer:
         results = []
         day = first
         while day < last:
-            stop = min(last, (day.replace(day=1) + dt.timedelta(days=32)).replace(day=1)) if monthly \
+            stop = (
+                min(last, (day.replace(day=1) + dt.timedelta(days=32)).replace(day=1))
+                if monthly
                 else day + dt.timedelta(days=1)
+            )
             window = (dt.datetime.combine(day, dt.time(), dt.UTC), dt.datetime.combine(stop, dt.time(), dt.UTC))
             amount = sum((self.fake.meter.billed_usd(s, window=window, minimum_s=0) for s in spans), Decimal(0))
-            amount += sum((fee for when, cluster, fee in self.one_off if window[0] <= when < window[1]
-                           and (clusters is None or cluster in clusters)), Decimal(0))
-            results.append({"TimePeriod": {"Start": day.isoformat(), "End": stop.isoformat()},
-                            "Total": {m: {"Amount": f"{amount:.10f}", "Unit": "USD"} for m in metrics},
-                            "Groups": [], "Estimated": True})
+            amount += sum(
+                (
+                    fee
+                    for when, cluster, fee in self.one_off
+                    if window[0] <= when < window[1] and (clusters is None or cluster in clusters)
+                ),
+                Decimal(0),
+            )
+            results.append(
+                {
+                    "TimePeriod": {"Start": day.isoformat(), "End": stop.isoformat()},
+                    "Total": {m: {"Amount": f"{amount:.10f}", "Unit": "USD"} for m in metrics},
+                    "Groups": [],
+                    "Estimated": True,
+                }
+            )
             day = stop
         self._minimums(spans, results, metrics)
-        return self.fake.json({"ResultsByTime": results, "DimensionValueAttributes": []},
-                              headers={"x-amzn-RequestId": str(uuid.uuid4())})
+        return self.fake.json(
+            {"ResultsByTime": results, "DimensionValueAttributes": []}, headers={"x-amzn-RequestId": str(uuid.uuid4())}
+        )
 
     def _minimums(self, spans: list[Any], results: list[dict[str, Any]], metrics: list[str]) -> None:
         """EC2's 60 s minimum, charged on the day the instance started."""

@@ -77,24 +77,42 @@ from provisioner.testing.fakes.aws_protocol import (
 from provisioner.testing.fakes.base import Bought, FakeApp, _Route
 
 DEFAULT_ON_DEMAND = {
-    ("p5.48xlarge", "us-east-1"): "55.0400000000", ("p4d.24xlarge", "us-east-1"): "21.9576000000",
-    ("p5en.48xlarge", "us-east-1"): "63.2960000000", ("g6e.xlarge", "us-east-1"): "1.8610000000",
+    ("p5.48xlarge", "us-east-1"): "55.0400000000",
+    ("p4d.24xlarge", "us-east-1"): "21.9576000000",
+    ("p5en.48xlarge", "us-east-1"): "63.2960000000",
+    ("g6e.xlarge", "us-east-1"): "1.8610000000",
     ("p5.48xlarge", "us-west-2"): "55.0400000000",
 }
 """USD/hour, Linux, shared tenancy (provider-apis.md 5.1, fixture data, not truth)."""
-DEFAULT_SPOT = {("p5.48xlarge", "us-east-1a"): "27.2010", ("p5.48xlarge", "us-east-1b"): "29.5000",
-                ("p4d.24xlarge", "us-east-1a"): "8.7800", ("g6e.xlarge", "us-east-1a"): "0.7702"}
-DEFAULT_QUOTAS = {("us-east-1", "L-417A185B"): 384.0, ("us-east-1", "L-DB2E81BA"): 64.0,
-                  ("us-east-1", "L-C4BD4855"): 0.0, ("us-east-1", "L-7212CCBC"): 96.0,
-                  ("us-east-1", "L-3819A6DF"): 32.0}
+DEFAULT_SPOT = {
+    ("p5.48xlarge", "us-east-1a"): "27.2010",
+    ("p5.48xlarge", "us-east-1b"): "29.5000",
+    ("p4d.24xlarge", "us-east-1a"): "8.7800",
+    ("g6e.xlarge", "us-east-1a"): "0.7702",
+}
+DEFAULT_QUOTAS = {
+    ("us-east-1", "L-417A185B"): 384.0,
+    ("us-east-1", "L-DB2E81BA"): 64.0,
+    ("us-east-1", "L-C4BD4855"): 0.0,
+    ("us-east-1", "L-7212CCBC"): 96.0,
+    ("us-east-1", "L-3819A6DF"): 32.0,
+}
 
-DEFAULT_BLOCKS = {("p5.48xlarge", "us-east-1a"): "31.464", ("p5.48xlarge", "us-east-1b"): "33.10",
-                  ("p4d.24xlarge", "us-east-1a"): "11.80"}
+DEFAULT_BLOCKS = {
+    ("p5.48xlarge", "us-east-1a"): "31.464",
+    ("p5.48xlarge", "us-east-1b"): "33.10",
+    ("p4d.24xlarge", "us-east-1a"): "11.80",
+}
 """Capacity Blocks for ML on offer: (type, zone) -> USD per instance-hour (fixture data, not truth)."""
 _PLACEMENT_ACTIONS = ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup")
-_KINDS = {"DescribeInstanceTypes": "offers", "DescribeInstances": "list", "RunInstances": "launch",
-          "TerminateInstances": "delete", "ImportKeyPair": "keys", "DescribeKeyPairs": "keys"}
-
+_KINDS = {
+    "DescribeInstanceTypes": "offers",
+    "DescribeInstances": "list",
+    "RunInstances": "launch",
+    "TerminateInstances": "delete",
+    "ImportKeyPair": "keys",
+    "DescribeKeyPairs": "keys",
+}
 
 
 class AWSFake(FakeApp):
@@ -102,12 +120,18 @@ class AWSFake(FakeApp):
 
     provider = "aws"
 
-    def __init__(self, *, api_key: str | None = None, on_demand_prices: dict[tuple[str, str], str] | None = None,
-                 spot_prices: dict[tuple[str, str], str] | None = None,
-                 quotas: dict[tuple[str, str], float] | None = None,
-                 capacity_blocks: dict[tuple[str, str], str] | None = None,
-                 block_start: dt.datetime = dt.datetime(2026, 11, 25, 11, 30, tzinfo=dt.UTC),
-                 now: Callable[[], dt.datetime] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        on_demand_prices: dict[tuple[str, str], str] | None = None,
+        spot_prices: dict[tuple[str, str], str] | None = None,
+        quotas: dict[tuple[str, str], float] | None = None,
+        capacity_blocks: dict[tuple[str, str], str] | None = None,
+        block_start: dt.datetime = dt.datetime(2026, 11, 25, 11, 30, tzinfo=dt.UTC),
+        now: Callable[[], dt.datetime] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(api_key=api_key, **kwargs)
         self.openapi = object()  # validation is on: botocore shapes, see _validate_request/_validate_response
         self.validation_note = "validating against botocore service models"
@@ -159,7 +183,8 @@ class AWSFake(FakeApp):
         target = request.headers.get("X-Amz-Target", "")
         if target:
             service = {"AWSPriceListService": "pricing", "AWSInsightsIndexService": "ce"}.get(
-                target.split(".", 1)[0], "service-quotas")
+                target.split(".", 1)[0], "service-quotas"
+            )
             return service, target.rsplit(".", 1)[-1], self.body(request)
         form = dict(parse_qsl(request.get_data(as_text=True), keep_blank_values=True))
         return "ec2", form.get("Action", ""), form
@@ -167,12 +192,23 @@ class AWSFake(FakeApp):
     def _match(self, request: Request) -> tuple[_Route | None, dict[str, str]]:
         service, action, _ = self._action(request)
         self._local.service = service
-        wanted = action if action in _KINDS or action in ("DescribeSpotPriceHistory", "GetProducts", "GetCostAndUsage",
-                                                           "GetServiceQuota", "DescribeInstanceTopology",
-                                                           "DescribeCapacityBlockOfferings",
-                                                           "PurchaseCapacityBlock",
-                                                           "DescribeCapacityReservations",
-                                                           *_PLACEMENT_ACTIONS) else "ec2"
+        wanted = (
+            action
+            if action in _KINDS
+            or action
+            in (
+                "DescribeSpotPriceHistory",
+                "GetProducts",
+                "GetCostAndUsage",
+                "GetServiceQuota",
+                "DescribeInstanceTopology",
+                "DescribeCapacityBlockOfferings",
+                "PurchaseCapacityBlock",
+                "DescribeCapacityReservations",
+                *_PLACEMENT_ACTIONS,
+            )
+            else "ec2"
+        )
         for route in self._routes:
             if route.name == wanted:
                 return route, {}
@@ -189,18 +225,27 @@ class AWSFake(FakeApp):
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         service = getattr(self._local, "service", "ec2")
         if service == "ec2":
-            default = EC2_ERRORS.get(kind, (status or 500, "ServiceUnavailable" if (status or 500) >= 502
-                                             else "InternalError", "An internal error has occurred"))
+            default = EC2_ERRORS.get(
+                kind,
+                (
+                    status or 500,
+                    "ServiceUnavailable" if (status or 500) >= 502 else "InternalError",
+                    "An internal error has occurred",
+                ),
+            )
             code_status, code, text = default
             return self.ec2_error(status or code_status, code, message or text)
         code_status, code, text = JSON_ERRORS.get(kind, (status or 500, "ServiceException", "internal error"))
-        return self.json({"__type": code, "message": message or text}, status or code_status,
-                         headers={"x-amzn-ErrorType": code})
+        return self.json(
+            {"__type": code, "message": message or text}, status or code_status, headers={"x-amzn-ErrorType": code}
+        )
 
     @staticmethod
     def ec2_error(status: int, code: str, message: str) -> Response:
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code>"
-                f"<Message>{xml_text(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code>'
+            f"<Message>{xml_text(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>"
+        )
         return Response(body, status=status, mimetype="text/xml")
 
     # ----- validation (botocore shapes) -------------------------------------------------------
@@ -277,9 +322,13 @@ class AWSFake(FakeApp):
         if response.status_code != 200:
             return response
         root, ns = parse_xml(response.get_data())
-        tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
-                if k.startswith("TagSpecification.") and k.endswith(".Key")
-                and form.get(k.split(".Tag.")[0] + ".ResourceType") == "instance"}
+        tags = {
+            form[k]: form.get(k[:-3] + "Value", "")
+            for k in form
+            if k.startswith("TagSpecification.")
+            and k.endswith(".Key")
+            and form.get(k.split(".Tag.")[0] + ".ResourceType") == "instance"
+        }
         raw = base64.b64decode(form["UserData"]) if form.get("UserData") else b""
         boot = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")  # cloud-init gunzips
         key = self.key_material.get(form.get("KeyName", ""))
@@ -289,21 +338,36 @@ class AWSFake(FakeApp):
                 instance_id = instance.findtext(f"{ns}instanceId", "")
                 ids.append(instance_id)
                 self.launch_network[instance_id] = {
-                    "placement": dict(sent.get("Placement") or {}), "region": self._region(request),
+                    "placement": dict(sent.get("Placement") or {}),
+                    "region": self._region(request),
                     "interfaces": [dict(nic) for nic in sent.get("NetworkInterfaces") or []],
-                    "metadata_options": dict(sent.get("MetadataOptions") or {})}
-                self.placement[instance_id] = (instance.findtext(f"{ns}instanceType", ""),
-                                               instance.findtext(f"{ns}placement/{ns}availabilityZone", ""))
-                self.record_bought(Bought(
-                    instance_id=instance_id,
-                    interruptible=form.get("InstanceMarketOptions.MarketType") == "spot",
-                    boot=boot, tags=tags, ssh_public_keys=(key,) if key else (),
-                    private_ip=instance.findtext(f"{ns}privateIpAddress"),
-                    private_network=instance.findtext(f"{ns}vpcId")))
+                    "metadata_options": dict(sent.get("MetadataOptions") or {}),
+                }
+                self.placement[instance_id] = (
+                    instance.findtext(f"{ns}instanceType", ""),
+                    instance.findtext(f"{ns}placement/{ns}availabilityZone", ""),
+                )
+                self.record_bought(
+                    Bought(
+                        instance_id=instance_id,
+                        interruptible=form.get("InstanceMarketOptions.MarketType") == "spot",
+                        boot=boot,
+                        tags=tags,
+                        ssh_public_keys=(key,) if key else (),
+                        private_ip=instance.findtext(f"{ns}privateIpAddress"),
+                        private_network=instance.findtext(f"{ns}vpcId"),
+                    )
+                )
         self.record_launch(ids)
         self.live.update(ids)
-        self.costs.launched(ids, form.get("InstanceType", ""), self._region(request), tags,
-                            form.get("InstanceMarketOptions.MarketType") == "spot", block=block is not None)
+        self.costs.launched(
+            ids,
+            form.get("InstanceType", ""),
+            self._region(request),
+            tags,
+            form.get("InstanceMarketOptions.MarketType") == "spot",
+            block=block is not None,
+        )
         if block is not None:
             block["used"].update(ids)
         return response
@@ -352,16 +416,31 @@ def contract_ssh_key() -> str:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    return Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode() + " contract"
+    return (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+        + " contract"
+    )
 
 
 def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type="p5.48xlarge", region="us-east-1", gpus=8,
-                     image=CONTRACT_IMAGE, ssh_public_key=contract_ssh_key(), bootstrap="cloud_init",
-                     user_data="#cloud-config\n{}\n") for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type="p5.48xlarge",
+            region="us-east-1",
+            gpus=8,
+            image=CONTRACT_IMAGE,
+            ssh_public_key=contract_ssh_key(),
+            bootstrap="cloud_init",
+            user_data="#cloud-config\n{}\n",
+        )
+        for i in range(n)
+    ]
 
 
 def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> Any:
@@ -369,8 +448,9 @@ def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **k
 
     from provisioner.providers.aws.provider import AWSProvider
 
-    session = boto3.Session(aws_access_key_id=CONTRACT_ACCESS_KEY_ID, aws_secret_access_key=str(api_key),
-                            region_name="us-east-1")
+    session = boto3.Session(
+        aws_access_key_id=CONTRACT_ACCESS_KEY_ID, aws_secret_access_key=str(api_key), region_name="us-east-1"
+    )
     if transport is not None:
         from provisioner.testing.in_process import on_botocore
 
@@ -386,15 +466,37 @@ def contract_harness() -> Any:
     from provisioner.testing.contract import Harness
 
     app = AWSFake(api_key=CONTRACT_SECRET_KEY, quotas={key: 100_000.0 for key in DEFAULT_QUOTAS})
-    return Harness(name="aws", app=app, make_provider=contract_provider, api_key=CONTRACT_SECRET_KEY,
-                   node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
-                   offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),
-                   launch_route="RunInstances", list_route="DescribeInstances", offers_route="DescribeInstanceTypes",
-                   balance_fault_route="RunInstances", timeout_s=3.0,
-                   env=(("PROVISIONER_AWS_IMAGE_ID", CONTRACT_IMAGE),))
+    return Harness(
+        name="aws",
+        app=app,
+        make_provider=contract_provider,
+        api_key=CONTRACT_SECRET_KEY,
+        node_specs=contract_node_specs,
+        published_limits=LIMITS,
+        scale=20.0,
+        offer_query=OfferQuery(gpu_models=("H100",), regions=("us-east-1",)),
+        launch_route="RunInstances",
+        list_route="DescribeInstances",
+        offers_route="DescribeInstanceTypes",
+        balance_fault_route="RunInstances",
+        timeout_s=3.0,
+        env=(("PROVISIONER_AWS_IMAGE_ID", CONTRACT_IMAGE),),
+    )
 
 
-
-__all__ = ["CONTRACT_ACCESS_KEY_ID", "CONTRACT_IMAGE", "CONTRACT_SECRET_KEY", "DEFAULT_BLOCKS", "DEFAULT_ON_DEMAND",
-           "DEFAULT_QUOTAS", "DEFAULT_SPOT", "TOPOLOGY_FAMILIES", "AWSFake", "contract_harness", "contract_node_specs",
-           "contract_provider", "contract_ssh_key", "price_list_item"]
+__all__ = [
+    "CONTRACT_ACCESS_KEY_ID",
+    "CONTRACT_IMAGE",
+    "CONTRACT_SECRET_KEY",
+    "DEFAULT_BLOCKS",
+    "DEFAULT_ON_DEMAND",
+    "DEFAULT_QUOTAS",
+    "DEFAULT_SPOT",
+    "TOPOLOGY_FAMILIES",
+    "AWSFake",
+    "contract_harness",
+    "contract_node_specs",
+    "contract_provider",
+    "contract_ssh_key",
+    "price_list_item",
+]

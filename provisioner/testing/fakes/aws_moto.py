@@ -51,6 +51,7 @@ class Moto:
     def masked(self, body: bytes) -> bytes:
         """moto's answer with each public address it made up (54.214.x.x: real AWS space) replaced by
         one of TEST-NET-3 / TEST-NET-2, the same one every time: a client never reaches a real host."""
+
         def mask(found: re.Match[bytes]) -> bytes:
             text = found.group(0).decode()
             try:
@@ -64,6 +65,7 @@ class Moto:
                     serial = len(self._masks)
                     self._masks[text] = f"{('203.0.113', '198.51.100')[serial // 250 % 2]}.{serial % 250 + 1}"
                 return self._masks[text].encode()
+
         return _ADDRESS.sub(mask, body)
 
     def unmasked(self, body: bytes) -> bytes:

@@ -42,18 +42,26 @@ class MotoGaps:
         target = form.get("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId", "")
         block = fake.reservations.get(target)
         if block is None:
-            return None, fake.ec2_error(400, "InvalidCapacityReservationId.NotFound",
-                                        f"The capacity reservation '{target}' does not exist")
+            return None, fake.ec2_error(
+                400, "InvalidCapacityReservationId.NotFound", f"The capacity reservation '{target}' does not exist"
+            )
         zone = form.get("Placement.AvailabilityZone", block["zone"])
         if self.block_state(block) != "active":
-            return None, fake.ec2_error(400, "InvalidCapacityReservationState",
-                                        f"The capacity reservation '{target}' is not active")
+            return None, fake.ec2_error(
+                400, "InvalidCapacityReservationState", f"The capacity reservation '{target}' is not active"
+            )
         if form.get("InstanceType") != block["kind"] or zone != block["zone"]:
-            return None, fake.ec2_error(400, "InvalidParameterCombination", "The instance type or zone does not "
-                                        f"match capacity reservation '{target}'")
+            return None, fake.ec2_error(
+                400,
+                "InvalidParameterCombination",
+                f"The instance type or zone does not match capacity reservation '{target}'",
+            )
         if len(block["used"] & fake.live) + wanted > block["count"]:
-            return None, fake.ec2_error(500, "InsufficientInstanceCapacity", "There is no remaining capacity in "
-                                        f"capacity reservation '{target}'")
+            return None, fake.ec2_error(
+                500,
+                "InsufficientInstanceCapacity",
+                f"There is no remaining capacity in capacity reservation '{target}'",
+            )
         return block, None
 
     def block_state(self, block: dict[str, Any]) -> str:
@@ -73,10 +81,13 @@ class MotoGaps:
             f"<spotPrice>{price}</spotPrice><timestamp>2026-11-22T00:00:00.000Z</timestamp>"
             f"<availabilityZone>{zone}</availabilityZone></item>"
             for (t, zone), price in sorted(fake.spot_prices.items())
-            if (not types or t in types) and zone.startswith(region))
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
-                "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>")
+            if (not types or t in types) and zone.startswith(region)
+        )
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><spotPriceHistorySet>{items}</spotPriceHistorySet>"
+            "<nextToken></nextToken></DescribeSpotPriceHistoryResponse>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def placement_group(self, request: Request) -> Response:
@@ -89,39 +100,64 @@ class MotoGaps:
         with fake.lock:
             if action == "CreatePlacementGroup":
                 if key in fake.placement_groups:
-                    return fake.ec2_error(400, "InvalidPlacementGroup.Duplicate",
-                                          f"The Placement Group '{name}' already exists.")
-                tags = {t["Key"]: t.get("Value", "") for spec in params.get("TagSpecifications", [])
-                        if spec.get("ResourceType") == "placement-group" for t in spec.get("Tags", [])}
-                fake.placement_groups[key] = {"id": f"pg-{uuid.uuid4().hex[:17]}", "name": name,
-                                              "strategy": params.get("Strategy", "cluster"), "tags": tags}
+                    return fake.ec2_error(
+                        400, "InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists."
+                    )
+                tags = {
+                    t["Key"]: t.get("Value", "")
+                    for spec in params.get("TagSpecifications", [])
+                    if spec.get("ResourceType") == "placement-group"
+                    for t in spec.get("Tags", [])
+                }
+                fake.placement_groups[key] = {
+                    "id": f"pg-{uuid.uuid4().hex[:17]}",
+                    "name": name,
+                    "strategy": params.get("Strategy", "cluster"),
+                    "tags": tags,
+                }
                 found = [fake.placement_groups[key]]
             elif action == "DeletePlacementGroup":
                 if key not in fake.placement_groups:
-                    return fake.ec2_error(400, "InvalidPlacementGroup.Unknown",
-                                          f"The Placement Group '{name}' is unknown.")
-                if any(i in fake.live and n["region"] == region and n["placement"].get("GroupName") == name
-                       for i, n in fake.launch_network.items()):
-                    return fake.ec2_error(400, "InvalidPlacementGroup.InUse",
-                                          f"The placement group '{name}' is in use and may not be deleted.")
+                    return fake.ec2_error(
+                        400, "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown."
+                    )
+                if any(
+                    i in fake.live and n["region"] == region and n["placement"].get("GroupName") == name
+                    for i, n in fake.launch_network.items()
+                ):
+                    return fake.ec2_error(
+                        400,
+                        "InvalidPlacementGroup.InUse",
+                        f"The placement group '{name}' is in use and may not be deleted.",
+                    )
                 del fake.placement_groups[key]
                 found = []
             else:
                 names, ids = set(params.get("GroupNames", [])), set(params.get("GroupIds", []))
                 missing = sorted(names - {n for r, n in fake.placement_groups if r == region})
                 if missing:
-                    return fake.ec2_error(400, "InvalidPlacementGroup.Unknown",
-                                          f"The Placement Group '{missing[0]}' is unknown.")
-                found = [g for (r, _), g in sorted(fake.placement_groups.items()) if r == region
-                         and (not names or g["name"] in names) and (not ids or g["id"] in ids)
-                         and all(group_field(g, f["Name"]) in f.get("Values", []) for f in params.get("Filters", []))]
+                    return fake.ec2_error(
+                        400, "InvalidPlacementGroup.Unknown", f"The Placement Group '{missing[0]}' is unknown."
+                    )
+                found = [
+                    g
+                    for (r, _), g in sorted(fake.placement_groups.items())
+                    if r == region
+                    and (not names or g["name"] in names)
+                    and (not ids or g["id"] in ids)
+                    and all(group_field(g, f["Name"]) in f.get("Values", []) for f in params.get("Filters", []))
+                ]
         fields = [placement_group_xml(g, region) for g in found]
-        inner = {"CreatePlacementGroup": "".join(f"<placementGroup>{f}</placementGroup>" for f in fields),
-                 "DescribePlacementGroups": f"<placementGroupSet>{''.join(f'<item>{f}</item>' for f in fields)}"
-                                            "</placementGroupSet>",
-                 "DeletePlacementGroup": "<return>true</return>"}[action]
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><{action}Response xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>")
+        inner = {
+            "CreatePlacementGroup": "".join(f"<placementGroup>{f}</placementGroup>" for f in fields),
+            "DescribePlacementGroups": f"<placementGroupSet>{''.join(f'<item>{f}</item>' for f in fields)}"
+            "</placementGroupSet>",
+            "DeletePlacementGroup": "<return>true</return>",
+        }[action]
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><{action}Response xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId>{inner}</{action}Response>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def instance_topology(self, request: Request) -> Response:
@@ -139,15 +175,22 @@ class MotoGaps:
                 continue
             n = order.index(instance_id)
             spine = hashlib.sha1(zone.encode()).hexdigest()[:9]
-            nodes = fake.network_nodes.get(instance_id) or [f"nn-{spine}{0:08x}", f"nn-{spine}{1 + n // 4:08x}",
-                                                            f"nn-{spine}{0x1000 + n // 2:08x}"]
+            nodes = fake.network_nodes.get(instance_id) or [
+                f"nn-{spine}{0:08x}",
+                f"nn-{spine}{1 + n // 4:08x}",
+                f"nn-{spine}{0x1000 + n // 2:08x}",
+            ]
             layers = "".join(f"<item>{node}</item>" for node in nodes)
-            items.append(f"<item><instanceId>{instance_id}</instanceId><instanceType>{kind}</instanceType>"
-                         f"<networkNodeSet>{layers}</networkNodeSet><availabilityZone>{zone}</availabilityZone>"
-                         f"<zoneId>use1-az{1 + ord(zone[-1:] or 'a') - ord('a')}</zoneId></item>")
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeInstanceTopologyResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
-                "</DescribeInstanceTopologyResponse>")
+            items.append(
+                f"<item><instanceId>{instance_id}</instanceId><instanceType>{kind}</instanceType>"
+                f"<networkNodeSet>{layers}</networkNodeSet><availabilityZone>{zone}</availabilityZone>"
+                f"<zoneId>use1-az{1 + ord(zone[-1:] or 'a') - ord('a')}</zoneId></item>"
+            )
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><DescribeInstanceTopologyResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><instanceSet>{''.join(items)}</instanceSet>"
+            "</DescribeInstanceTopologyResponse>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def capacity_block_offerings(self, request: Request) -> Response:
@@ -166,16 +209,27 @@ class MotoGaps:
             f"<endDate>{end:%Y-%m-%dT%H:%M:%S.000Z}</endDate><capacityBlockDurationHours>{hours}"
             f"</capacityBlockDurationHours><upfrontFee>{Decimal(rate) * count * hours}</upfrontFee>"
             f"<currencyCode>USD</currencyCode><tenancy>default</tenancy></item>"
-            for (t, zone), rate in sorted(fake.capacity_blocks.items()) if t == kind and zone.startswith(region))
+            for (t, zone), rate in sorted(fake.capacity_blocks.items())
+            if t == kind and zone.startswith(region)
+        )
         for (t, zone), rate in sorted(fake.capacity_blocks.items()):
             if t == kind and zone.startswith(region):
                 offering = f"cb-{hashlib.sha1(f'{kind}{zone}{count}{hours}'.encode()).hexdigest()[:17]}"
-                fake.offerings[offering] = {"kind": kind, "zone": zone, "region": region, "count": count,
-                                            "hours": hours, "start": start, "end": end,
-                                            "fee": Decimal(rate) * count * hours}
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityBlockOfferingsResponse "
-                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityBlockOfferingSet>{items}"
-                "</capacityBlockOfferingSet></DescribeCapacityBlockOfferingsResponse>")
+                fake.offerings[offering] = {
+                    "kind": kind,
+                    "zone": zone,
+                    "region": region,
+                    "count": count,
+                    "hours": hours,
+                    "start": start,
+                    "end": end,
+                    "fee": Decimal(rate) * count * hours,
+                }
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><DescribeCapacityBlockOfferingsResponse '
+            f'xmlns="{EC2_NS}"><requestId>{uuid.uuid4()}</requestId><capacityBlockOfferingSet>{items}'
+            "</capacityBlockOfferingSet></DescribeCapacityBlockOfferingsResponse>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def purchase_capacity_block(self, request: Request) -> Response:
@@ -185,19 +239,32 @@ class MotoGaps:
         _, _, form = fake._action(request)
         offering = fake.offerings.get(form.get("CapacityBlockOfferingId", ""))
         if offering is None or offering["region"] != fake._region(request):
-            return fake.ec2_error(400, "InvalidCapacityBlockOfferingId.NotFound", "The Capacity Block offering "
-                                  f"'{form.get('CapacityBlockOfferingId', '')}' does not exist")
-        tags = {form[k]: form.get(k[:-3] + "Value", "") for k in form
-                if k.startswith("TagSpecification.") and k.endswith(".Key")}
+            return fake.ec2_error(
+                400,
+                "InvalidCapacityBlockOfferingId.NotFound",
+                f"The Capacity Block offering '{form.get('CapacityBlockOfferingId', '')}' does not exist",
+            )
+        tags = {
+            form[k]: form.get(k[:-3] + "Value", "")
+            for k in form
+            if k.startswith("TagSpecification.") and k.endswith(".Key")
+        }
         reservation_id = f"cr-{uuid.uuid4().hex[:17]}"
         with fake.lock:
-            fake.reservations[reservation_id] = {**offering, "id": reservation_id, "tags": tags, "used": set(),
-                                                 "block_id": f"cb-{uuid.uuid4().hex[:17]}"}
+            fake.reservations[reservation_id] = {
+                **offering,
+                "id": reservation_id,
+                "tags": tags,
+                "used": set(),
+                "block_id": f"cb-{uuid.uuid4().hex[:17]}",
+            }
         fake.costs.bought_block(tags, offering["fee"])
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><PurchaseCapacityBlockResponse xmlns=\"{EC2_NS}\">"
-                f"<requestId>{uuid.uuid4()}</requestId><capacityReservation>"
-                f"{self.reservation_xml(fake.reservations[reservation_id])}</capacityReservation>"
-                "</PurchaseCapacityBlockResponse>")
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><PurchaseCapacityBlockResponse xmlns="{EC2_NS}">'
+            f"<requestId>{uuid.uuid4()}</requestId><capacityReservation>"
+            f"{self.reservation_xml(fake.reservations[reservation_id])}</capacityReservation>"
+            "</PurchaseCapacityBlockResponse>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def capacity_reservations(self, request: Request) -> Response:
@@ -214,32 +281,41 @@ class MotoGaps:
         region = fake._region(request)
         items = []
         for block in list(fake.reservations.values()):
-            fields = {"state": self.block_state(block), "capacity-reservation-id": block["id"],
-                      **{f"tag:{k}": v for k, v in block["tags"].items()}}
+            fields = {
+                "state": self.block_state(block),
+                "capacity-reservation-id": block["id"],
+                **{f"tag:{k}": v for k, v in block["tags"].items()},
+            }
             if block["region"] != region or (ids and block["id"] not in ids):
                 continue
             if all(fields.get(name) in values for name, values in filters.items()):
                 items.append(f"<item>{self.reservation_xml(block)}</item>")
-        body = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeCapacityReservationsResponse "
-                f"xmlns=\"{EC2_NS}\"><requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{''.join(items)}"
-                "</capacityReservationSet></DescribeCapacityReservationsResponse>")
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?><DescribeCapacityReservationsResponse '
+            f'xmlns="{EC2_NS}"><requestId>{uuid.uuid4()}</requestId><capacityReservationSet>{"".join(items)}'
+            "</capacityReservationSet></DescribeCapacityReservationsResponse>"
+        )
         return Response(body, status=200, mimetype="text/xml")
 
     def reservation_xml(self, block: dict[str, Any]) -> str:
         fake = self.fake
         used = len(block["used"] & fake.live)
-        tags = "".join(f"<item><key>{xml_text(k)}</key><value>{xml_text(v)}</value></item>"
-                       for k, v in sorted(block["tags"].items()))
-        return (f"<capacityReservationId>{block['id']}</capacityReservationId><ownerId>123456789012</ownerId>"
-                f"<instanceType>{block['kind']}</instanceType><instancePlatform>Linux/UNIX</instancePlatform>"
-                f"<availabilityZone>{block['zone']}</availabilityZone><tenancy>default</tenancy>"
-                f"<totalInstanceCount>{block['count']}</totalInstanceCount>"
-                f"<availableInstanceCount>{block['count'] - used}</availableInstanceCount>"
-                f"<state>{self.block_state(block)}</state>"
-                f"<startDate>{block['start']:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
-                f"<endDate>{block['end']:%Y-%m-%dT%H:%M:%S.000Z}</endDate><endDateType>limited</endDateType>"
-                f"<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>capacity-block"
-                f"</reservationType><capacityBlockId>{block['block_id']}</capacityBlockId><tagSet>{tags}</tagSet>")
+        tags = "".join(
+            f"<item><key>{xml_text(k)}</key><value>{xml_text(v)}</value></item>"
+            for k, v in sorted(block["tags"].items())
+        )
+        return (
+            f"<capacityReservationId>{block['id']}</capacityReservationId><ownerId>123456789012</ownerId>"
+            f"<instanceType>{block['kind']}</instanceType><instancePlatform>Linux/UNIX</instancePlatform>"
+            f"<availabilityZone>{block['zone']}</availabilityZone><tenancy>default</tenancy>"
+            f"<totalInstanceCount>{block['count']}</totalInstanceCount>"
+            f"<availableInstanceCount>{block['count'] - used}</availableInstanceCount>"
+            f"<state>{self.block_state(block)}</state>"
+            f"<startDate>{block['start']:%Y-%m-%dT%H:%M:%S.000Z}</startDate>"
+            f"<endDate>{block['end']:%Y-%m-%dT%H:%M:%S.000Z}</endDate><endDateType>limited</endDateType>"
+            f"<instanceMatchCriteria>targeted</instanceMatchCriteria><reservationType>capacity-block"
+            f"</reservationType><capacityBlockId>{block['block_id']}</capacityBlockId><tagSet>{tags}</tagSet>"
+        )
 
     def get_products(self, request: Request) -> Response:
         fake = self.fake
@@ -247,11 +323,14 @@ class MotoGaps:
         if body.get("ServiceCode") != "AmazonEC2":
             return fake.error_reply("not_found")
         terms = {f["Field"]: f["Value"] for f in body.get("Filters", []) if f.get("Type") == "TERM_MATCH"}
-        items = [price_list_item(t, r, Decimal(p)) for (t, r), p in sorted(fake.on_demand_prices.items())
-                 if terms.get("instanceType", t) == t and terms.get("regionCode", r) == r]
+        items = [
+            price_list_item(t, r, Decimal(p))
+            for (t, r), p in sorted(fake.on_demand_prices.items())
+            if terms.get("instanceType", t) == t and terms.get("regionCode", r) == r
+        ]
         start = int(body.get("NextToken") or 0)
         size = min(int(body.get("MaxResults") or PRICING_PAGE), PRICING_PAGE)
-        answer: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": items[start:start + size]}
+        answer: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": items[start : start + size]}
         if start + size < len(items):
             answer["NextToken"] = str(start + size)
         return fake.json(answer, headers={"x-amzn-RequestId": str(uuid.uuid4())})
@@ -262,27 +341,63 @@ class MotoGaps:
         region, code = fake._region(request), str(body.get("QuotaCode", ""))
         if body.get("ServiceCode") != "ec2" or (region, code) not in fake.quotas:
             return fake.error_reply("not_found", message=f"quota {code} not found in {region}")
-        return fake.json({"Quota": {
-            "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)", "QuotaCode": code,
-            "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:ec2/{code}", "QuotaName": code,
-            "Value": fake.quotas[(region, code)], "Unit": "None", "Adjustable": True, "GlobalQuota": False}})
+        return fake.json(
+            {
+                "Quota": {
+                    "ServiceCode": "ec2",
+                    "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                    "QuotaCode": code,
+                    "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:ec2/{code}",
+                    "QuotaName": code,
+                    "Value": fake.quotas[(region, code)],
+                    "Unit": "None",
+                    "Adjustable": True,
+                    "GlobalQuota": False,
+                }
+            }
+        )
 
 
 def price_list_item(instance_type: str, region: str, usd_per_hour: Decimal) -> str:
     """One Pricing API ``PriceList`` entry (a JSON string) for a Linux on-demand price."""
     sku = hashlib.sha1(f"{instance_type}{region}".encode()).hexdigest()[:16].upper()
     term = f"{sku}.JRTCKXETXF"
-    return json.dumps({
-        "product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
-            "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
-            "preInstalledSw": "NA", "capacitystatus": "Used", "marketoption": "OnDemand"}},
-        "serviceCode": "AmazonEC2",
-        "terms": {"OnDemand": {term: {"offerTermCode": "JRTCKXETXF", "sku": sku,
-                                      "effectiveDate": dt.date(2026, 11, 1).isoformat(),
-                                      "priceDimensions": {f"{term}.6YS6EN2CT7": {
-                                          "unit": "Hrs", "pricePerUnit": {"USD": f"{usd_per_hour:.10f}"},
-                                          "description": f"${usd_per_hour} per On Demand Linux {instance_type}"}}}}},
-        "version": "20261101000000", "publicationDate": "2026-11-01T00:00:00Z"})
+    return json.dumps(
+        {
+            "product": {
+                "productFamily": "Compute Instance",
+                "sku": sku,
+                "attributes": {
+                    "instanceType": instance_type,
+                    "regionCode": region,
+                    "operatingSystem": "Linux",
+                    "tenancy": "Shared",
+                    "preInstalledSw": "NA",
+                    "capacitystatus": "Used",
+                    "marketoption": "OnDemand",
+                },
+            },
+            "serviceCode": "AmazonEC2",
+            "terms": {
+                "OnDemand": {
+                    term: {
+                        "offerTermCode": "JRTCKXETXF",
+                        "sku": sku,
+                        "effectiveDate": dt.date(2026, 11, 1).isoformat(),
+                        "priceDimensions": {
+                            f"{term}.6YS6EN2CT7": {
+                                "unit": "Hrs",
+                                "pricePerUnit": {"USD": f"{usd_per_hour:.10f}"},
+                                "description": f"${usd_per_hour} per On Demand Linux {instance_type}",
+                            }
+                        },
+                    }
+                }
+            },
+            "version": "20261101000000",
+            "publicationDate": "2026-11-01T00:00:00Z",
+        }
+    )
 
 
 def parse_xml(body: bytes) -> tuple[ET.Element, str]:
@@ -296,19 +411,23 @@ def parse_xml(body: bytes) -> tuple[ET.Element, str]:
 
 def placement_group_xml(group: dict[str, Any], region: str) -> str:
     """The fields of one ``PlacementGroup`` in EC2's XML."""
-    tags = "".join(f"<item><key>{xml_text(k)}</key><value>{xml_text(v)}</value></item>"
-                   for k, v in sorted(group["tags"].items()))
-    return (f"<groupName>{xml_text(group['name'])}</groupName><state>available</state><strategy>{group['strategy']}"
-            f"</strategy><groupId>{group['id']}</groupId><tagSet>{tags}</tagSet>"
-            f"<groupArn>arn:aws:ec2:{region}:123456789012:placement-group/{xml_text(group['name'])}</groupArn>")
+    tags = "".join(
+        f"<item><key>{xml_text(k)}</key><value>{xml_text(v)}</value></item>" for k, v in sorted(group["tags"].items())
+    )
+    return (
+        f"<groupName>{xml_text(group['name'])}</groupName><state>available</state><strategy>{group['strategy']}"
+        f"</strategy><groupId>{group['id']}</groupId><tagSet>{tags}</tagSet>"
+        f"<groupArn>arn:aws:ec2:{region}:123456789012:placement-group/{xml_text(group['name'])}</groupArn>"
+    )
 
 
 def group_field(group: dict[str, Any], name: str) -> str | None:
     """A placement group's value for a DescribePlacementGroups filter name."""
     if name.startswith("tag:"):
         return group["tags"].get(name[4:])
-    return {"group-name": group["name"], "strategy": group["strategy"], "state": "available",
-            "group-arn": None}.get(name)
+    return {"group-name": group["name"], "strategy": group["strategy"], "state": "available", "group-arn": None}.get(
+        name
+    )
 
 
 def xml_text(text: str) -> str:

@@ -14,21 +14,29 @@ from werkzeug.wrappers import Request
 
 from provisioner.testing.fakes import aws_shapes
 
-EC2_ERRORS = {"invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
-              "insufficient_balance": (400, "VcpuLimitExceeded", "You have requested more vCPU capacity than your "
-                                       "current vCPU limit allows"),
-              "capacity": (500, "InsufficientInstanceCapacity", "We currently do not have sufficient capacity in "
-                           "the Availability Zone you requested"),
-              "not_found": (400, "InvalidInstanceID.NotFound", "The instance ID does not exist"),
-              "rate_limit": (429, "RequestLimitExceeded", "Request limit exceeded."),
-              "bad_request": (400, "InvalidParameterValue", "Invalid parameter")}
-JSON_ERRORS = {"invalid_key": (400, "UnrecognizedClientException", "The security token included in the request is "
-                               "invalid."),
-               "insufficient_balance": (400, "ServiceQuotaExceededException", "quota exceeded"),
-               "not_found": (400, "NoSuchResourceException", "The request failed because the specified service "
-                             "does not exist."),
-               "rate_limit": (429, "ThrottlingException", "Rate exceeded"),
-               "bad_request": (400, "ValidationException", "Invalid parameter")}
+EC2_ERRORS = {
+    "invalid_key": (401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
+    "insufficient_balance": (
+        400,
+        "VcpuLimitExceeded",
+        "You have requested more vCPU capacity than your current vCPU limit allows",
+    ),
+    "capacity": (
+        500,
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient capacity in the Availability Zone you requested",
+    ),
+    "not_found": (400, "InvalidInstanceID.NotFound", "The instance ID does not exist"),
+    "rate_limit": (429, "RequestLimitExceeded", "Request limit exceeded."),
+    "bad_request": (400, "InvalidParameterValue", "Invalid parameter"),
+}
+JSON_ERRORS = {
+    "invalid_key": (400, "UnrecognizedClientException", "The security token included in the request is invalid."),
+    "insufficient_balance": (400, "ServiceQuotaExceededException", "quota exceeded"),
+    "not_found": (400, "NoSuchResourceException", "The request failed because the specified service does not exist."),
+    "rate_limit": (429, "ThrottlingException", "Rate exceeded"),
+    "bad_request": (400, "ValidationException", "Invalid parameter"),
+}
 
 
 def moto_app() -> Callable[..., Iterable[bytes]]:
@@ -72,12 +80,15 @@ def sigv4_ok(request: Request, secret: str) -> bool:
         signed = parts["SignedHeaders"].split(";")
     except ValueError:
         return False
-    query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
-                     for k, v in sorted(parse_qsl(request.query_string.decode(), keep_blank_values=True)))
+    query = "&".join(
+        f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+        for k, v in sorted(parse_qsl(request.query_string.decode(), keep_blank_values=True))
+    )
     headers = "".join(f"{h}:{' '.join(request.headers.get(h, '').split())}\n" for h in signed)
     payload = request.headers.get("X-Amz-Content-SHA256") or hashlib.sha256(request.get_data()).hexdigest()
-    canonical = "\n".join([request.method, quote(request.path, safe="/-_.~"), query, headers, ";".join(signed),
-                           payload])
+    canonical = "\n".join(
+        [request.method, quote(request.path, safe="/-_.~"), query, headers, ";".join(signed), payload]
+    )
     stamp = request.headers.get("X-Amz-Date", "")
     scope = f"{date}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])

@@ -98,9 +98,15 @@ class FakeApp(abc.ABC):
     provider = "fake"
     spec_file: str | None = None
 
-    def __init__(self, *, api_key: str | None = None, strict: bool = True,
-                 latency_s: dict[str, float] | None = None, validate: bool = True,
-                 boot_polls: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        strict: bool = True,
+        latency_s: dict[str, float] | None = None,
+        validate: bool = True,
+        boot_polls: int = 1,
+    ) -> None:
         self.api_key = api_key
         self.strict = strict
         self.latency_s = dict(latency_s or {})
@@ -133,16 +139,35 @@ class FakeApp(abc.ABC):
                 log.warning("fake %s runs unvalidated: %s not found", self.provider, path)
 
     # ----- for subclasses -------------------------------------------------------------------
-    def route(self, method: str, template: str, handler: Handler, *, kind: str = "other",
-              name: str | None = None, validate: bool = True, reason: str = "") -> None:
+    def route(
+        self,
+        method: str,
+        template: str,
+        handler: Handler,
+        *,
+        kind: str = "other",
+        name: str | None = None,
+        validate: bool = True,
+        reason: str = "",
+    ) -> None:
         """Register a handler. ``validate=False`` needs a ``reason`` (the endpoint is not in the spec)."""
         if kind not in ROUTE_KINDS:
             raise ValueError(f"unknown route kind {kind!r}")
         if not validate and not reason:
             raise ValueError("a route with validate=False must say why (reason=...)")
         regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
-        self._routes.append(_Route(method.upper(), template, re.compile(f"^{regex}$"), handler, kind,
-                                   name or f"{method.upper()} {template}", validate, reason))
+        self._routes.append(
+            _Route(
+                method.upper(),
+                template,
+                re.compile(f"^{regex}$"),
+                handler,
+                kind,
+                name or f"{method.upper()} {template}",
+                validate,
+                reason,
+            )
+        )
 
     @staticmethod
     def json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -159,8 +184,14 @@ class FakeApp(abc.ABC):
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         """A provider-shaped error. Kinds: invalid_key, insufficient_balance, capacity, not_found,
         rate_limit, http_error, bad_request. Subclasses override with their real bodies."""
-        default = {"invalid_key": 401, "insufficient_balance": 402, "capacity": 409, "not_found": 404,
-                   "rate_limit": 429, "bad_request": 400}.get(kind, 500)
+        default = {
+            "invalid_key": 401,
+            "insufficient_balance": 402,
+            "capacity": 409,
+            "not_found": 404,
+            "rate_limit": 429,
+            "bad_request": 400,
+        }.get(kind, 500)
         return self.json({"error": message or kind}, status or default)
 
     def auth_ok(self, request: Request) -> bool:
@@ -321,15 +352,16 @@ class FakeApp(abc.ABC):
             if problem and self.strict:
                 response = self.json({"fake_validation_error": problem}, VALIDATION_STATUS)
         with self.lock:
-            self.calls.append(Call(time.monotonic(), request.method, request.path, response.status_code,
-                                   name, kind))
-            self.exchanges.append(Exchange(request.method, request.path, response.status_code,
-                                           request.get_data(), response.get_data()))
+            self.calls.append(Call(time.monotonic(), request.method, request.path, response.status_code, name, kind))
+            self.exchanges.append(
+                Exchange(request.method, request.path, response.status_code, request.get_data(), response.get_data())
+            )
         drip = self.faults.take(("drip",), name, kind) if route is not None else None
         if drip is None:
             return response
-        return dripped(response, int(drip.params.get("chunk_bytes", 1)), float(drip.params.get("interval_s", 0.1)),
-                       self.sleep)
+        return dripped(
+            response, int(drip.params.get("chunk_bytes", 1)), float(drip.params.get("interval_s", 0.1)), self.sleep
+        )
 
     def _lose(self, request: Request, name: str, fault: Fault) -> None:
         with self.lock:
@@ -347,8 +379,7 @@ class FakeApp(abc.ABC):
             response.headers["Retry-After"] = str(params.get("retry_after_s", 1))
             return response
         if fault.kind == "http_error":
-            return self.error_reply("http_error", status=int(params.get("status", 500)),
-                                    message=params.get("message"))
+            return self.error_reply("http_error", status=int(params.get("status", 500)), message=params.get("message"))
         return self.error_reply(fault.kind, message=params.get("message"))
 
     # ----- OpenAPI validation (``fakes.openapi``) --------------------------------------------------

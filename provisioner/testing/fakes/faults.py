@@ -23,10 +23,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULT_KINDS = frozenset({
-    "http_error", "rate_limit", "invalid_key", "insufficient_balance", "timeout",
-    "capacity_after", "slow_boot", "lose_answer", "drip",
-})
+FAULT_KINDS = frozenset(
+    {
+        "http_error",
+        "rate_limit",
+        "invalid_key",
+        "insufficient_balance",
+        "timeout",
+        "capacity_after",
+        "slow_boot",
+        "lose_answer",
+        "drip",
+    }
+)
 
 
 @dataclass
@@ -55,8 +64,9 @@ class Faults:
         self._lock = lock
         self.active: list[Fault] = []
 
-    def inject(self, kind: str, *, route: str | None = None, times: int | None = 1, after: int = 0,
-               **params: Any) -> Fault:
+    def inject(
+        self, kind: str, *, route: str | None = None, times: int | None = 1, after: int = 0, **params: Any
+    ) -> Fault:
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {sorted(FAULT_KINDS)}")
         fault = Fault(kind, route, times, after, dict(params))

@@ -60,23 +60,128 @@ _NAME = re.compile(r"^[a-z0-9-]{1,25}$")
 # in line with the bundled catalog.
 _UBUNTU = ["Ubuntu Server 22.04", "Ubuntu Server 24.04"]
 _OPTIONS: list[tuple[str, str, str, int, str, str, str, int, int, int, float, bool, list[str]]] = [
-    ("a10", "24Gi", "pcie", 1, "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49", "sanjose-usa-2", "sesterce", 30, 186, 1303,
-     0.99, False, ["ubuntu22.04_cuda12.4_shade_os"]),
-    ("a10", "24Gi", "pcie", 1, "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2", "dulles-usa-1", "sesterce", 30, 186, 1303,
-     0.99, False, ["ubuntu22.04_cuda12.4_shade_os"]),
-    ("a100", "80Gi", "pcie", 1, "d8312018-c50c-4278-89db-69e40013414d", "us-central-3", "massed-compute", 14, 93,
-     582, 1.07, False, ["Ubuntu Server 22.04"]),
-    ("h100", "80Gi", "sxm", 8, "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30", "dulles-usa-1", "sesterce", 192, 1800, 14000,
-     16.72, True, _UBUNTU),
-    ("h100", "80Gi", "sxm", 8, "b2e4d6f8-1a3c-4e5f-8a7b-9c0d1e2f3a4b", "helsinki-fin-1", "nebius", 192, 1800, 14000,
-     17.36, True, _UBUNTU),
-    ("h200", "141Gi", "sxm", 8, "c7a9e1b3-5d2f-4a6c-8e0b-1f3d5a7c9e2b", "dulles-usa-1", "sesterce", 128, 1024, 7000,
-     23.2, True, _UBUNTU),
-    ("l40s", "48Gi", "pcie", 1, "e1f2a3b4-c5d6-4e7f-8091-a2b3c4d5e6f7", "sanjose-usa-2", "sesterce", 16, 120, 500,
-     0.89, False, _UBUNTU),
-    ("rtx4090", "24Gi", "pcie", 1, "f0e1d2c3-b4a5-4968-8776-655443322110", "helsinki-fin-1", "datacrunch", 16, 64,
-     500, 0.45, False, _UBUNTU),
+    (
+        "a10",
+        "24Gi",
+        "pcie",
+        1,
+        "3f6cd2d1-19ac-49fb-95a5-9088bb2dcb49",
+        "sanjose-usa-2",
+        "sesterce",
+        30,
+        186,
+        1303,
+        0.99,
+        False,
+        ["ubuntu22.04_cuda12.4_shade_os"],
+    ),
+    (
+        "a10",
+        "24Gi",
+        "pcie",
+        1,
+        "0e311c31-1e31-4fc7-b27d-4b73f3f27bc2",
+        "dulles-usa-1",
+        "sesterce",
+        30,
+        186,
+        1303,
+        0.99,
+        False,
+        ["ubuntu22.04_cuda12.4_shade_os"],
+    ),
+    (
+        "a100",
+        "80Gi",
+        "pcie",
+        1,
+        "d8312018-c50c-4278-89db-69e40013414d",
+        "us-central-3",
+        "massed-compute",
+        14,
+        93,
+        582,
+        1.07,
+        False,
+        ["Ubuntu Server 22.04"],
+    ),
+    (
+        "h100",
+        "80Gi",
+        "sxm",
+        8,
+        "6a0c1f4e-8d52-4b7a-9e31-2c5d7f9a1b30",
+        "dulles-usa-1",
+        "sesterce",
+        192,
+        1800,
+        14000,
+        16.72,
+        True,
+        _UBUNTU,
+    ),
+    (
+        "h100",
+        "80Gi",
+        "sxm",
+        8,
+        "b2e4d6f8-1a3c-4e5f-8a7b-9c0d1e2f3a4b",
+        "helsinki-fin-1",
+        "nebius",
+        192,
+        1800,
+        14000,
+        17.36,
+        True,
+        _UBUNTU,
+    ),
+    (
+        "h200",
+        "141Gi",
+        "sxm",
+        8,
+        "c7a9e1b3-5d2f-4a6c-8e0b-1f3d5a7c9e2b",
+        "dulles-usa-1",
+        "sesterce",
+        128,
+        1024,
+        7000,
+        23.2,
+        True,
+        _UBUNTU,
+    ),
+    (
+        "l40s",
+        "48Gi",
+        "pcie",
+        1,
+        "e1f2a3b4-c5d6-4e7f-8091-a2b3c4d5e6f7",
+        "sanjose-usa-2",
+        "sesterce",
+        16,
+        120,
+        500,
+        0.89,
+        False,
+        _UBUNTU,
+    ),
+    (
+        "rtx4090",
+        "24Gi",
+        "pcie",
+        1,
+        "f0e1d2c3-b4a5-4968-8776-655443322110",
+        "helsinki-fin-1",
+        "datacrunch",
+        16,
+        64,
+        500,
+        0.45,
+        False,
+        _UBUNTU,
+    ),
 ]
+
 
 @dataclass(frozen=True)
 class _Option:
@@ -117,14 +222,36 @@ class FluenceFake(FakeApp):
         self._ips = itertools.count(10)
         why = "GPU Cloud endpoint, not in the OpenAPI file: checked against DOC_SCHEMAS from docs_examples.json"
         self.route("GET", "/gpu/plans/vms", self.plans, kind="offers", name="gpu_vm_plans", validate=False, reason=why)
-        self.route("GET", "/gpu/instances/vms", self.list_instances, kind="list", name="list_gpu_instances",
-                   validate=False, reason=why)
-        self.route("GET", "/gpu/instances/vms/{id}", self.get_instance, kind="get", name="get_gpu_instance",
-                   validate=False, reason=why)
-        self.route("POST", "/gpu/instances/vms", self.deploy, kind="launch", name="deploy_gpu_vm", validate=False,
-                   reason=why)
-        self.route("DELETE", "/gpu/instances/vms/{id}", self.terminate, kind="delete", name="terminate_gpu_vm",
-                   validate=False, reason=why)
+        self.route(
+            "GET",
+            "/gpu/instances/vms",
+            self.list_instances,
+            kind="list",
+            name="list_gpu_instances",
+            validate=False,
+            reason=why,
+        )
+        self.route(
+            "GET",
+            "/gpu/instances/vms/{id}",
+            self.get_instance,
+            kind="get",
+            name="get_gpu_instance",
+            validate=False,
+            reason=why,
+        )
+        self.route(
+            "POST", "/gpu/instances/vms", self.deploy, kind="launch", name="deploy_gpu_vm", validate=False, reason=why
+        )
+        self.route(
+            "DELETE",
+            "/gpu/instances/vms/{id}",
+            self.terminate,
+            kind="delete",
+            name="terminate_gpu_vm",
+            validate=False,
+            reason=why,
+        )
         self.route("GET", "/ssh_keys", self.list_keys, kind="keys", name="list_ssh_keys", validate=False, reason=why)
         self.route("POST", "/ssh_keys", self.add_key, kind="keys", name="add_ssh_key", validate=False, reason=why)
         self.v2 = VmRoutes(self)  # fakes.fluence_vms
@@ -157,8 +284,9 @@ class FluenceFake(FakeApp):
 
     def instance_count(self) -> int:
         with self.lock:
-            return (sum(1 for i in self.instances.values() if i["status"] in LIVE)
-                    + sum(1 for vm in self.vms.values() if vm["status"] in V2_LIVE))
+            return sum(1 for i in self.instances.values() if i["status"] in LIVE) + sum(
+                1 for vm in self.vms.values() if vm["status"] in V2_LIVE
+            )
 
     def reset(self) -> None:
         with self.lock:
@@ -191,8 +319,9 @@ class FluenceFake(FakeApp):
                 message = self._doc_failure("request", request, problem)
                 if self.strict:
                     with self.lock:
-                        self.calls.append(Call(time.monotonic(), request.method, request.path, VALIDATION_STATUS,
-                                               name, route.kind))
+                        self.calls.append(
+                            Call(time.monotonic(), request.method, request.path, VALIDATION_STATUS, name, route.kind)
+                        )
                     return self.json({"fake_validation_error": message}, VALIDATION_STATUS)
         response = super()._dispatch(request)
         if route is None or route.validate or response.status_code == VALIDATION_STATUS:
@@ -225,31 +354,48 @@ class FluenceFake(FakeApp):
         groups: dict[tuple[str, str, str], dict[int, list[_Option]]] = {}
         for option in self.options:
             if self._available(option):
-                groups.setdefault((option.model, option.vram, option.interface), {}).setdefault(
-                    option.gpus, []).append(option)
+                groups.setdefault((option.model, option.vram, option.interface), {}).setdefault(option.gpus, []).append(
+                    option
+                )
         data = []
         for (model, vram, interface), levels in groups.items():
             by_number: list[dict[str, Any]] = []
             for gpus, options in sorted(levels.items()):
-                by_number.append({
-                    "gpu_count": gpus, "minimum_price": min(o.price for o in options),
-                    "options_available_total": len(options),
-                    "providers_available_total": len({o.provider for o in options}),
-                    "data_center_available_total": len({o.location for o in options}),
-                    "locations": sorted({o.location for o in options}),
-                    "providers": sorted({o.provider for o in options}),
-                    "options": [self._option_body(o) for o in options]})
-            data.append({"gpu_model": {"vendor": "nvidia", "model": model, "vram": vram, "interface": interface},
-                         "minimum_price": min(level["minimum_price"] for level in by_number),
-                         "availability_by_number": by_number})
+                by_number.append(
+                    {
+                        "gpu_count": gpus,
+                        "minimum_price": min(o.price for o in options),
+                        "options_available_total": len(options),
+                        "providers_available_total": len({o.provider for o in options}),
+                        "data_center_available_total": len({o.location for o in options}),
+                        "locations": sorted({o.location for o in options}),
+                        "providers": sorted({o.provider for o in options}),
+                        "options": [self._option_body(o) for o in options],
+                    }
+                )
+            data.append(
+                {
+                    "gpu_model": {"vendor": "nvidia", "model": model, "vram": vram, "interface": interface},
+                    "minimum_price": min(level["minimum_price"] for level in by_number),
+                    "availability_by_number": by_number,
+                }
+            )
         return self.json({"data": data})
 
     @staticmethod
     def _option_body(o: _Option) -> dict[str, Any]:
-        return {"id": o.id, "location": o.location, "provider": o.provider, "vcpu": {"count": o.vcpu},
-                "memory": {"count": o.memory, "units": "Gi"}, "storage": {"count": o.storage, "units": "Gi"},
-                "deployment_type": "VM", "pricing": {"hour": o.price, "upfront_hours": 3, "currency": "USDC"},
-                "nvlink": o.nvlink, "os_options": list(o.os_options)}
+        return {
+            "id": o.id,
+            "location": o.location,
+            "provider": o.provider,
+            "vcpu": {"count": o.vcpu},
+            "memory": {"count": o.memory, "units": "Gi"},
+            "storage": {"count": o.storage, "units": "Gi"},
+            "deployment_type": "VM",
+            "pricing": {"hour": o.price, "upfront_hours": 3, "currency": "USDC"},
+            "nvlink": o.nvlink,
+            "os_options": list(o.os_options),
+        }
 
     def _advance(self, body: dict[str, Any]) -> None:
         if body["status"] == "INITIALIZED" and self.booted(body["id"]):
@@ -274,12 +420,19 @@ class FluenceFake(FakeApp):
         self._advance(body)
         active = body["status"] == "ACTIVE"
         detail = {k: v for k, v in self._summary(body).items() if k != "domain"}
-        detail |= {"availability": "vm", "os_image": body["os_image"], "ssh_key": body["ssh_key"],
-                   "ssh_connection": f"ssh ubuntu@{body['domain']}" if active else None,
-                   "billing": {"hourly_usage": body["price"] if active else 0, "total_spendings": body["price"],
-                               "reserved_amount": body["price"] * 2 if active else 0,
-                               "next_billing_period": None},
-                   "network": {"domain": body["domain"], "forwarded_ports": [], "uri": None} if active else None}
+        detail |= {
+            "availability": "vm",
+            "os_image": body["os_image"],
+            "ssh_key": body["ssh_key"],
+            "ssh_connection": f"ssh ubuntu@{body['domain']}" if active else None,
+            "billing": {
+                "hourly_usage": body["price"] if active else 0,
+                "total_spendings": body["price"],
+                "reserved_amount": body["price"] * 2 if active else 0,
+                "next_billing_period": None,
+            },
+            "network": {"domain": body["domain"], "forwarded_ports": [], "uri": None} if active else None,
+        }
         return self.json(detail)
 
     def deploy(self, request: Request) -> Response:
@@ -287,30 +440,63 @@ class FluenceFake(FakeApp):
         self.deploy_requests.append(req)
         name = req.get("name", "")
         if not _NAME.match(name):
-            return self.json({"detail": [{"type": "string_pattern_mismatch", "loc": ["body", "name"],
-                                          "msg": "String should match pattern '^[a-z0-9-]{1,25}$'", "input": name,
-                                          "ctx": {"error": {}}}]}, 422)
+            return self.json(
+                {
+                    "detail": [
+                        {
+                            "type": "string_pattern_mismatch",
+                            "loc": ["body", "name"],
+                            "msg": "String should match pattern '^[a-z0-9-]{1,25}$'",
+                            "input": name,
+                            "ctx": {"error": {}},
+                        }
+                    ]
+                },
+                422,
+            )
         option = next((o for o in self.options if o.id == req.get("plan_id")), None)
         if option is None or not self._available(option):
             return self.error_reply("capacity")
         if req.get("os_image") not in option.os_options:
-            return self.error_reply("bad_request", message=(
-                f"Provided OS image {req.get('os_image')} is not supported for the selected offer. "
-                f"Available OS images: {', '.join(option.os_options)}"))
+            return self.error_reply(
+                "bad_request",
+                message=(
+                    f"Provided OS image {req.get('os_image')} is not supported for the selected offer. "
+                    f"Available OS images: {', '.join(option.os_options)}"
+                ),
+            )
         granted, _ = self.faults.grant_capacity(1, "deploy_gpu_vm")
         if granted == 0:
             return self.error_reply("capacity")
         instance_id = str(uuid.uuid4())
         self.used[option.id] = self.used.get(option.id, 0) + 1
         self.instances[instance_id] = {
-            "id": instance_id, "name": name, "status": "INITIALIZED", "domain": None, "location": option.location,
-            "resources": {"supply": {"vcpu": {"count": option.vcpu}, "memory": {"count": option.memory, "units": "Gi"},
-                                     "storage": {"count": option.storage, "units": "Gi"}, "gpu_count": option.gpus},
-                          "gpu_model": {"vendor": "nvidia", "model": option.model, "vram": option.vram,
-                                        "interface": option.interface}},
-            "created_at": now_text(self.clock()), "updated_at": now_text(self.clock()), "os_image": req["os_image"],
+            "id": instance_id,
+            "name": name,
+            "status": "INITIALIZED",
+            "domain": None,
+            "location": option.location,
+            "resources": {
+                "supply": {
+                    "vcpu": {"count": option.vcpu},
+                    "memory": {"count": option.memory, "units": "Gi"},
+                    "storage": {"count": option.storage, "units": "Gi"},
+                    "gpu_count": option.gpus,
+                },
+                "gpu_model": {
+                    "vendor": "nvidia",
+                    "model": option.model,
+                    "vram": option.vram,
+                    "interface": option.interface,
+                },
+            },
+            "created_at": now_text(self.clock()),
+            "updated_at": now_text(self.clock()),
+            "os_image": req["os_image"],
             "ssh_key": req.get("ssh_key", ""),
-            "price": option.price, "option": option.id}
+            "price": option.price,
+            "option": option.id,
+        }
         self.meter.start(instance_id, str(option.price), name=name)
         # The GPU deploy takes no user data and no start command: nothing runs at boot but sshd.
         self.record_bought(Bought(instance_id, ssh_public_keys=(req.get("ssh_key", ""),)))
@@ -345,11 +531,18 @@ class FluenceFake(FakeApp):
         existing = [k for k in self.ssh_keys if k["fingerprint"] == fingerprint]
         if existing:
             return self.json(copy.deepcopy(existing))
-        key = {"name": req.get("name", ""), "fingerprint": fingerprint, "algorithm": parts[0],
-               "comment": " ".join(parts[2:]), "publicKey": public_key, "active": True,
-               "createdAt": "+00" + now_text()}
+        key = {
+            "name": req.get("name", ""),
+            "fingerprint": fingerprint,
+            "algorithm": parts[0],
+            "comment": " ".join(parts[2:]),
+            "publicKey": public_key,
+            "active": True,
+            "createdAt": "+00" + now_text(),
+        }
         self.ssh_keys.append(key)
         return self.json([copy.deepcopy(key)], 201)
+
 
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
 CONTRACT_API_KEY = "fluence-test-key"
@@ -362,8 +555,16 @@ def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     """No user_data: GPU Cloud VMs take none (the adapter refuses it)."""
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type=CONTRACT_INSTANCE_TYPE, region=CONTRACT_REGION, gpus=8,
-                     ssh_public_key=CONTRACT_SSH_KEY) for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type=CONTRACT_INSTANCE_TYPE,
+            region=CONTRACT_REGION,
+            gpus=8,
+            ssh_public_key=CONTRACT_SSH_KEY,
+        )
+        for i in range(n)
+    ]
 
 
 def _contract_provider(**kwargs: Any) -> Any:
@@ -378,12 +579,31 @@ def contract_harness() -> Any:
     from provisioner.providers.fluence.client import LIMITS
     from provisioner.testing.contract import Harness
 
-    return Harness(name="fluence", app=FluenceFake(api_key=CONTRACT_API_KEY), make_provider=_contract_provider,
-                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
-                   launch_route="deploy_gpu_vm", list_route="list_gpu_instances", offers_route="gpu_vm_plans",
-                   balance_fault_route="deploy_gpu_vm", needs=(("fluence", FluenceFake.spec_file or ""),))
+    return Harness(
+        name="fluence",
+        app=FluenceFake(api_key=CONTRACT_API_KEY),
+        make_provider=_contract_provider,
+        api_key=CONTRACT_API_KEY,
+        node_specs=contract_node_specs,
+        published_limits=LIMITS,
+        scale=20.0,
+        launch_route="deploy_gpu_vm",
+        list_route="list_gpu_instances",
+        offers_route="gpu_vm_plans",
+        balance_fault_route="deploy_gpu_vm",
+        needs=(("fluence", FluenceFake.spec_file or ""),),
+    )
 
 
-
-__all__ = ["CONTRACT_API_KEY", "CONTRACT_INSTANCE_TYPE", "CONTRACT_REGION", "CONTRACT_SSH_KEY", "DOC_SCHEMAS",
-           "OPTION_CAPACITY", "FluenceFake", "contract_harness", "contract_node_specs", "doc_problem"]
+__all__ = [
+    "CONTRACT_API_KEY",
+    "CONTRACT_INSTANCE_TYPE",
+    "CONTRACT_REGION",
+    "CONTRACT_SSH_KEY",
+    "DOC_SCHEMAS",
+    "OPTION_CAPACITY",
+    "FluenceFake",
+    "contract_harness",
+    "contract_node_specs",
+    "doc_problem",
+]

@@ -38,8 +38,9 @@ class ChargeRoutes:
     def __init__(self, fake: FluenceFake, user_id: str) -> None:
         self.fake = fake
         self.user_id = user_id
-        fake.route("GET", "/v1/billing/charges/aggregated", self._aggregated, kind="other",
-                   name="get_aggregated_charges")
+        fake.route(
+            "GET", "/v1/billing/charges/aggregated", self._aggregated, kind="other", name="get_aggregated_charges"
+        )
         fake.route("GET", "/v2/billing/get_history", self._history, kind="other", name="get_top_up_history_v2")
 
     def _aggregated(self, request: Request) -> Response:
@@ -57,14 +58,33 @@ class ChargeRoutes:
             if wanted not in (None, vm_id) or (span.end or now) < low or span.start >= high:
                 continue
             hours = periods(span, now)
-            rows.append({"userId": self.user_id, "resourceId": vm_id, "resourceName": span.name,
-                         "resourceType": "VM", "clusterId": None, "quantity": "1",
-                         "totalUsageHours": str(hours), "totalCost": str(span.usd_per_hour * hours)})
+            rows.append(
+                {
+                    "userId": self.user_id,
+                    "resourceId": vm_id,
+                    "resourceName": span.name,
+                    "resourceType": "VM",
+                    "clusterId": None,
+                    "quantity": "1",
+                    "totalUsageHours": str(hours),
+                    "totalCost": str(span.usd_per_hour * hours),
+                }
+            )
         return self.fake.json(rows)
 
     def _history(self, request: Request) -> Response:
-        return self.fake.json({"items": [], "pagination": {"currentPage": 0, "perPage": 20, "totalRecords": 0,
-                                                      "filteredRecords": 0, "totalPages": 0}})
+        return self.fake.json(
+            {
+                "items": [],
+                "pagination": {
+                    "currentPage": 0,
+                    "perPage": 20,
+                    "totalRecords": 0,
+                    "filteredRecords": 0,
+                    "totalPages": 0,
+                },
+            }
+        )
 
 
 __all__ = ["ChargeRoutes", "periods"]

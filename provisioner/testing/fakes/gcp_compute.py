@@ -40,10 +40,19 @@ MACHINE_TYPES = {
     "n2-standard-8": (8, 32 * 1024, "", 0, 0),
 }
 """name -> (vCPUs, memory MiB, bundled accelerator, count, local SSD partitions); provider-apis.md 6.1."""
-ACCELERATORS = {"nvidia-h100-80gb": "NVIDIA H100 80GB", "nvidia-h100-mega-80gb": "NVIDIA H100 80GB MEGA",
-                "nvidia-a100-80gb": "NVIDIA A100 80GB", "nvidia-l4": "NVIDIA L4", "nvidia-tesla-t4": "NVIDIA T4"}
-DEFAULT_QUOTAS = {"NVIDIA_H100_GPUS": (16.0, 0.0), "PREEMPTIBLE_NVIDIA_H100_GPUS": (0.0, 0.0),
-                  "NVIDIA_L4_GPUS": (8.0, 4.0), "CPUS": (2400.0, 0.0)}
+ACCELERATORS = {
+    "nvidia-h100-80gb": "NVIDIA H100 80GB",
+    "nvidia-h100-mega-80gb": "NVIDIA H100 80GB MEGA",
+    "nvidia-a100-80gb": "NVIDIA A100 80GB",
+    "nvidia-l4": "NVIDIA L4",
+    "nvidia-tesla-t4": "NVIDIA T4",
+}
+DEFAULT_QUOTAS = {
+    "NVIDIA_H100_GPUS": (16.0, 0.0),
+    "PREEMPTIBLE_NVIDIA_H100_GPUS": (0.0, 0.0),
+    "NVIDIA_L4_GPUS": (8.0, 4.0),
+    "CPUS": (2400.0, 0.0),
+}
 SKUS = {
     ("Nvidia H100 80GB GPU running in Americas", "GPU", "OnDemand"): "9.7965",
     ("Nvidia H100 80GB GPU attached to Spot Preemptible VMs running in Americas", "GPU", "Preemptible"): "2.9385",
@@ -59,9 +68,15 @@ SKUS = {
 """Cloud Billing Catalog SKUs of Compute Engine in ``sku_regions``: (description, resource group,
 usage type) -> USD per unit-hour (fixture data, not truth; A3 Mega and A2 are left unpriced)."""
 SKUS_PAGE = 4
-_RESPONSE_TYPES = {"machineTypes": "MachineTypeList", "acceleratorTypes": "AcceleratorTypeList", "region": "Region",
-                   "aggregated": "InstanceAggregatedList", "instance": "Instance", "operation": "Operation",
-                   "firewall": "Firewall"}
+_RESPONSE_TYPES = {
+    "machineTypes": "MachineTypeList",
+    "acceleratorTypes": "AcceleratorTypeList",
+    "region": "Region",
+    "aggregated": "InstanceAggregatedList",
+    "instance": "Instance",
+    "operation": "Operation",
+    "firewall": "Firewall",
+}
 _FILTER = re.compile(r'labels\.([\w-]+)\s*=\s*"?([\w-]+)"?')
 
 
@@ -70,11 +85,17 @@ class GCPFake(FakeApp):
 
     provider = "gcp"
 
-    def __init__(self, *, api_key: str | None = None, zones: tuple[str, ...] = ("us-central1-a", "us-central1-b"),
-                 quotas: dict[str, tuple[float, float]] | None = None,
-                 skus: dict[tuple[str, str, str], str] | None = None,
-                 sku_regions: tuple[str, ...] = ("us-central1", "us-east4"),
-                 hosts: dict[str, tuple[str, str, str, str]] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        zones: tuple[str, ...] = ("us-central1-a", "us-central1-b"),
+        quotas: dict[str, tuple[float, float]] | None = None,
+        skus: dict[tuple[str, str, str], str] | None = None,
+        sku_regions: tuple[str, ...] = ("us-central1", "us-east4"),
+        hosts: dict[str, tuple[str, str, str, str]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(api_key=api_key, **kwargs)
         self.skus = dict(SKUS if skus is None else skus)
         self.sku_regions = sku_regions
@@ -83,15 +104,17 @@ class GCPFake(FakeApp):
         self.openapi = object()  # validation on: the client library's message types (see _validate_*)
         fields = spec_root() / "gcp" / "compute_v1_and_billing_fields.json"
         self.fields: dict[str, Any] = json.loads(fields.read_text()) if fields.exists() else {}
-        self.validation_note = "validating with compute_v1 message types" + ("" if self.fields else
-                                                                              " (shared enums absent)")
+        self.validation_note = "validating with compute_v1 message types" + (
+            "" if self.fields else " (shared enums absent)"
+        )
         self.zones = zones
         self.quotas = dict(DEFAULT_QUOTAS if quotas is None else quotas)
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self._ips = itertools.count(2)
         self._deleting: set[tuple[str, str]] = set()
-        self.route("GET", f"{BASE}/zones/{{zone}}/machineTypes", self._machine_types, kind="offers",
-                   name="machineTypes")
+        self.route(
+            "GET", f"{BASE}/zones/{{zone}}/machineTypes", self._machine_types, kind="offers", name="machineTypes"
+        )
         self.route("GET", f"{BASE}/zones/{{zone}}/acceleratorTypes", self._accelerator_types, name="acceleratorTypes")
         self.route("GET", f"{BASE}/regions/{{region}}", self._region, name="region")
         self.route("POST", f"{BASE}/zones/{{zone}}/instances", self._insert, kind="launch", name="insert")
@@ -106,16 +129,24 @@ class GCPFake(FakeApp):
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         code, reason, text = {
             "invalid_key": (401, "authError", "Request had invalid authentication credentials."),
-            "insufficient_balance": (403, "quotaExceeded", "Quota 'NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region "
-                                     "us-central1."),
+            "insufficient_balance": (
+                403,
+                "quotaExceeded",
+                "Quota 'NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region us-central1.",
+            ),
             "not_found": (404, "notFound", "The resource was not found"),
             "rate_limit": (429, "rateLimitExceeded", "Rate Limit Exceeded"),
             "bad_request": (400, "invalid", "Invalid value"),
             "conflict": (409, "alreadyExists", "The resource already exists"),
         }.get(kind, (status or 500, "backendError", "Internal error"))
         code = status or code
-        body = {"error": {"code": code, "message": message or text,
-                          "errors": [{"message": message or text, "domain": "global", "reason": reason}]}}
+        body = {
+            "error": {
+                "code": code,
+                "message": message or text,
+                "errors": [{"message": message or text, "domain": "global", "reason": reason}],
+            }
+        }
         return self.json(body, code)
 
     # ----- validation -----------------------------------------------------------------------------
@@ -138,12 +169,17 @@ class GCPFake(FakeApp):
         if not self.fields:
             return []
         scheduling = body.get("scheduling", {})
-        checks = [("Scheduling.ProvisioningModel", scheduling.get("provisioningModel")),
-                  ("Scheduling.InstanceTerminationAction", scheduling.get("instanceTerminationAction")),
-                  ("Scheduling.OnHostMaintenance", scheduling.get("onHostMaintenance"))]
+        checks = [
+            ("Scheduling.ProvisioningModel", scheduling.get("provisioningModel")),
+            ("Scheduling.InstanceTerminationAction", scheduling.get("instanceTerminationAction")),
+            ("Scheduling.OnHostMaintenance", scheduling.get("onHostMaintenance")),
+        ]
         checks += [("NetworkInterface.NicType", nic.get("nicType")) for nic in body.get("networkInterfaces", [])]
-        return [f"{field}={value!r} not in {self.fields[field]}" for field, value in checks
-                if value is not None and value not in self.fields.get(field, [value])]
+        return [
+            f"{field}={value!r} not in {self.fields[field]}"
+            for field, value in checks
+            if value is not None and value not in self.fields.get(field, [value])
+        ]
 
     def _validate_response(self, request: Request, response: Response, injected: bool) -> str | None:
         if response.status_code >= 300:
@@ -173,26 +209,45 @@ class GCPFake(FakeApp):
     def _machine_types(self, request: Request, project: str, zone: str) -> Response:
         items = []
         for name, (cpus, memory_mb, accelerator, count, ssds) in MACHINE_TYPES.items():
-            item: dict[str, Any] = {"kind": "compute#machineType", "name": name, "guestCpus": cpus,
-                                    "memoryMb": memory_mb, "zone": zone, "id": str(abs(hash(name)) % 10**12)}
+            item: dict[str, Any] = {
+                "kind": "compute#machineType",
+                "name": name,
+                "guestCpus": cpus,
+                "memoryMb": memory_mb,
+                "zone": zone,
+                "id": str(abs(hash(name)) % 10**12),
+            }
             if accelerator:
                 item["accelerators"] = [{"guestAcceleratorType": accelerator, "guestAcceleratorCount": count}]
             if ssds:
                 item["bundledLocalSsds"] = {"partitionCount": ssds, "defaultInterface": "NVME"}
             items.append(item)
-        return self.json({"kind": "compute#machineTypeList", "id": f"projects/{project}/zones/{zone}/machineTypes",
-                          "items": items})
+        return self.json(
+            {"kind": "compute#machineTypeList", "id": f"projects/{project}/zones/{zone}/machineTypes", "items": items}
+        )
 
     def _accelerator_types(self, request: Request, project: str, zone: str) -> Response:
-        items = [{"kind": "compute#acceleratorType", "name": name, "description": text, "zone": zone,
-                  "maximumCardsPerInstance": 8} for name, text in ACCELERATORS.items()]
+        items = [
+            {
+                "kind": "compute#acceleratorType",
+                "name": name,
+                "description": text,
+                "zone": zone,
+                "maximumCardsPerInstance": 8,
+            }
+            for name, text in ACCELERATORS.items()
+        ]
         return self.json({"kind": "compute#acceleratorTypeList", "items": items})
 
     def _region(self, request: Request, project: str, region: str) -> Response:
-        zones = [f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{z}"
-                 for z in self.zones if z.startswith(region)]
-        quotas = [{"metric": metric, "limit": limit, "usage": usage}
-                  for metric, (limit, usage) in sorted(self.quotas.items())]
+        zones = [
+            f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{z}"
+            for z in self.zones
+            if z.startswith(region)
+        ]
+        quotas = [
+            {"metric": metric, "limit": limit, "usage": usage} for metric, (limit, usage) in sorted(self.quotas.items())
+        ]
         return self.json({"kind": "compute#region", "name": region, "status": "UP", "zones": zones, "quotas": quotas})
 
     def _skus(self, request: Request, service: str) -> Response:
@@ -204,51 +259,99 @@ class GCPFake(FakeApp):
         for n, ((text, group, usage), price) in enumerate(sorted(self.skus.items())):
             units, _, frac = price.partition(".")
             sku_id = f"{n:04X}-{n * 7 % 65536:04X}-{n * 13 % 65536:04X}"
-            items.append({
-                "name": f"services/{service}/skus/{sku_id}", "skuId": sku_id, "description": text,
-                "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
-                             "resourceGroup": group, "usageType": usage},
-                "serviceRegions": list(self.sku_regions), "serviceProviderName": "Google",
-                "pricingInfo": [{"effectiveTime": "2026-11-01T00:00:00Z", "summary": "", "currencyConversionRate": 1,
-                                 "pricingExpression": {
-                                     "usageUnit": "GiBy.h" if group == "RAM" else "h", "displayQuantity": 1,
-                                     "usageUnitDescription": "gibibyte hour" if group == "RAM" else "hour",
-                                     "baseUnit": "By.s" if group == "RAM" else "s", "baseUnitConversionFactor": 3600,
-                                     "baseUnitDescription": "byte second" if group == "RAM" else "second",
-                                     "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
-                                         "currencyCode": "USD", "units": units or "0",
-                                         "nanos": int((frac + "000000000")[:9])}}]}}],
-                "geoTaxonomy": {"type": "MULTI_REGIONAL", "regions": list(self.sku_regions)}})
+            items.append(
+                {
+                    "name": f"services/{service}/skus/{sku_id}",
+                    "skuId": sku_id,
+                    "description": text,
+                    "category": {
+                        "serviceDisplayName": "Compute Engine",
+                        "resourceFamily": "Compute",
+                        "resourceGroup": group,
+                        "usageType": usage,
+                    },
+                    "serviceRegions": list(self.sku_regions),
+                    "serviceProviderName": "Google",
+                    "pricingInfo": [
+                        {
+                            "effectiveTime": "2026-11-01T00:00:00Z",
+                            "summary": "",
+                            "currencyConversionRate": 1,
+                            "pricingExpression": {
+                                "usageUnit": "GiBy.h" if group == "RAM" else "h",
+                                "displayQuantity": 1,
+                                "usageUnitDescription": "gibibyte hour" if group == "RAM" else "hour",
+                                "baseUnit": "By.s" if group == "RAM" else "s",
+                                "baseUnitConversionFactor": 3600,
+                                "baseUnitDescription": "byte second" if group == "RAM" else "second",
+                                "tieredRates": [
+                                    {
+                                        "startUsageAmount": 0,
+                                        "unitPrice": {
+                                            "currencyCode": "USD",
+                                            "units": units or "0",
+                                            "nanos": int((frac + "000000000")[:9]),
+                                        },
+                                    }
+                                ],
+                            },
+                        }
+                    ],
+                    "geoTaxonomy": {"type": "MULTI_REGIONAL", "regions": list(self.sku_regions)},
+                }
+            )
         start = int(request.args.get("pageToken") or 0)
         size = min(int(request.args.get("pageSize") or SKUS_PAGE), SKUS_PAGE)
-        body: dict[str, Any] = {"skus": items[start:start + size]}
+        body: dict[str, Any] = {"skus": items[start : start + size]}
         if start + size < len(items):
             body["nextPageToken"] = str(start + size)
         return self.json(body)
 
     # ----- instances ------------------------------------------------------------------------------
-    def _operation_body(self, project: str, zone: str, target: str, kind: str,
-                        error: tuple[int, str, str] | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"kind": "compute#operation", "name": f"operation-{uuid.uuid4().hex[:12]}",
-                                "operationType": kind, "status": "DONE", "progress": 100, "zone": zone,
-                                "targetLink": f"projects/{project}/zones/{zone}/instances/{target}"}
+    def _operation_body(
+        self, project: str, zone: str, target: str, kind: str, error: tuple[int, str, str] | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "compute#operation",
+            "name": f"operation-{uuid.uuid4().hex[:12]}",
+            "operationType": kind,
+            "status": "DONE",
+            "progress": 100,
+            "zone": zone,
+            "targetLink": f"projects/{project}/zones/{zone}/instances/{target}",
+        }
         if error:
             status, code, message = error
-            body.update(httpErrorStatusCode=status, httpErrorMessage="SERVICE UNAVAILABLE",
-                        error={"errors": [{"code": code, "message": message}]})
+            body.update(
+                httpErrorStatusCode=status,
+                httpErrorMessage="SERVICE UNAVAILABLE",
+                error={"errors": [{"code": code, "message": message}]},
+            )
         return body
 
     def _insert(self, request: Request, project: str, zone: str) -> Response:
         body = self.body(request)
         name = str(body.get("name", ""))
         if (zone, name) in self.instances:
-            return self.error_reply("conflict", message=f"The resource 'projects/{project}/zones/{zone}/instances/"
-                                    f"{name}' already exists")
+            return self.error_reply(
+                "conflict", message=f"The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"
+            )
         granted, _ = self.faults.grant_capacity(1, "insert")
         if granted < 1:
-            return self.json(self._operation_body(project, zone, name, "insert", (
-                503, "ZONE_RESOURCE_POOL_EXHAUSTED", f"The zone 'projects/{project}/zones/{zone}' does not have "
-                "enough resources available to fulfill the request.")))
+            return self.json(
+                self._operation_body(
+                    project,
+                    zone,
+                    name,
+                    "insert",
+                    (
+                        503,
+                        "ZONE_RESOURCE_POOL_EXHAUSTED",
+                        f"The zone 'projects/{project}/zones/{zone}' does not have "
+                        "enough resources available to fulfill the request.",
+                    ),
+                )
+            )
         ip = f"10.128.0.{next(self._ips)}"
         nics = body.get("networkInterfaces") or [{}]
         for nic in nics:
@@ -256,18 +359,30 @@ class GCPFake(FakeApp):
             nic["network"] = f"https://www.googleapis.com/compute/v1/projects/{project}/global/networks/default"
             for access in nic.get("accessConfigs", []):
                 access["natIP"] = f"203.0.113.{ip.rsplit('.', 1)[1]}"  # TEST-NET-3
-        instance = {**body, "kind": "compute#instance", "id": str(uuid.uuid4().int % 10**18), "status": "PROVISIONING",
-                    "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
-                    "networkInterfaces": nics,
-                    "creationTimestamp": self.clock().astimezone(dt.UTC).isoformat(timespec="milliseconds")}
+        instance = {
+            **body,
+            "kind": "compute#instance",
+            "id": str(uuid.uuid4().int % 10**18),
+            "status": "PROVISIONING",
+            "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
+            "networkInterfaces": nics,
+            "creationTimestamp": self.clock().astimezone(dt.UTC).isoformat(timespec="milliseconds"),
+        }
         self.instances[(zone, name)] = instance
         items = {i["key"]: i.get("value", "") for i in body.get("metadata", {}).get("items", [])}
         keys = tuple(line.split(":", 1)[1] for line in items.get("ssh-keys", "").splitlines() if ":" in line)
         self.record_launch([name])
-        self.record_bought(Bought(
-            instance_id=name, interruptible=body.get("scheduling", {}).get("provisioningModel") == "SPOT",
-            boot=items.get("user-data", ""), tags=dict(body.get("labels", {})), ssh_public_keys=keys,
-            private_ip=ip, private_network="default"))
+        self.record_bought(
+            Bought(
+                instance_id=name,
+                interruptible=body.get("scheduling", {}).get("provisioningModel") == "SPOT",
+                boot=items.get("user-data", ""),
+                tags=dict(body.get("labels", {})),
+                ssh_public_keys=keys,
+                private_ip=ip,
+                private_network="default",
+            )
+        )
         return self.json(self._operation_body(project, zone, name, "insert"))
 
     def _shown(self, key: tuple[str, str]) -> dict[str, Any] | None:
@@ -287,7 +402,8 @@ class GCPFake(FakeApp):
             cluster, block, subblock, host = self.hosts.get(key[1]) or _host_of(key[1])
             instance["resourceStatus"] = {
                 "physicalHost": f"/{cluster}/{block}/{host}",
-                "physicalHostTopology": {"cluster": cluster, "block": block, "subblock": subblock, "host": host}}
+                "physicalHostTopology": {"cluster": cluster, "block": block, "subblock": subblock, "host": host},
+            }
         return instance
 
     def _aggregated(self, request: Request, project: str) -> Response:
@@ -300,21 +416,24 @@ class GCPFake(FakeApp):
             shown = self._shown(key)
             if shown is not None:
                 items.setdefault(f"zones/{key[0]}", {"instances": []})["instances"].append(shown)
-        return self.json({"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances",
-                          "items": items})
+        return self.json(
+            {"kind": "compute#instanceAggregatedList", "id": f"projects/{project}/aggregated/instances", "items": items}
+        )
 
     def _get(self, request: Request, project: str, zone: str, name: str) -> Response:
         shown = self._shown((zone, name))
         if shown is None:
-            return self.error_reply("not_found", message=f"The resource 'projects/{project}/zones/{zone}/instances/"
-                                    f"{name}' was not found")
+            return self.error_reply(
+                "not_found", message=f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"
+            )
         return self.json(shown)
 
     def _delete(self, request: Request, project: str, zone: str, name: str) -> Response:
         instance = self.instances.get((zone, name))
         if instance is None or (zone, name) in self._deleting:
-            return self.error_reply("not_found", message=f"The resource 'projects/{project}/zones/{zone}/instances/"
-                                    f"{name}' was not found")
+            return self.error_reply(
+                "not_found", message=f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"
+            )
         instance["status"] = "STOPPING"
         self._deleting.add((zone, name))
         return self.json(self._operation_body(project, zone, name, "delete"))
@@ -351,9 +470,20 @@ CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMateria
 def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type="a3-highgpu-8g", region="us-central1", zone="us-central1-a",
-                     gpus=8, image=CONTRACT_IMAGE, ssh_public_key=CONTRACT_SSH_KEY,
-                     bootstrap="cloud_init", user_data="#cloud-config\n{}\n") for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type="a3-highgpu-8g",
+            region="us-central1",
+            zone="us-central1-a",
+            gpus=8,
+            image=CONTRACT_IMAGE,
+            ssh_public_key=CONTRACT_SSH_KEY,
+            bootstrap="cloud_init",
+            user_data="#cloud-config\n{}\n",
+        )
+        for i in range(n)
+    ]
 
 
 def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **kwargs: Any) -> Any:
@@ -362,8 +492,14 @@ def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **k
     from provisioner.providers.gcp.provider import GCPProvider
     from provisioner.testing.in_process import RequestsAdapter
 
-    return GCPProvider(CONTRACT_PROJECT, Credentials(token=str(api_key)), zones=["us-central1-a"], endpoint=base_url,
-                       http_adapter=RequestsAdapter(transport) if transport is not None else None, **kwargs)
+    return GCPProvider(
+        CONTRACT_PROJECT,
+        Credentials(token=str(api_key)),
+        zones=["us-central1-a"],
+        endpoint=base_url,
+        http_adapter=RequestsAdapter(transport) if transport is not None else None,
+        **kwargs,
+    )
 
 
 def contract_harness() -> Any:
@@ -372,16 +508,43 @@ def contract_harness() -> Any:
     from provisioner.providers.gcp.client import LIMITS
     from provisioner.testing.contract import Harness
 
-    app = GCPFake(api_key=CONTRACT_TOKEN, quotas={**DEFAULT_QUOTAS, "NVIDIA_H100_GPUS": (100_000.0, 0.0),
-                                                  "PREEMPTIBLE_NVIDIA_H100_GPUS": (100_000.0, 0.0)})
-    return Harness(name="gcp", app=app, make_provider=contract_provider, api_key=CONTRACT_TOKEN,
-                   node_specs=contract_node_specs, published_limits=LIMITS, scale=20.0,
-                   offer_query=OfferQuery(gpu_models=("H100",), regions=("us-central1",)),
-                   launch_route="insert", list_route="aggregated", offers_route="machineTypes",
-                   balance_fault_route="insert", needs=(("gcp", "compute_v1_and_billing_fields.json"),),
-                   env=(("PROVISIONER_GCP_IMAGE", CONTRACT_IMAGE),))
+    app = GCPFake(
+        api_key=CONTRACT_TOKEN,
+        quotas={
+            **DEFAULT_QUOTAS,
+            "NVIDIA_H100_GPUS": (100_000.0, 0.0),
+            "PREEMPTIBLE_NVIDIA_H100_GPUS": (100_000.0, 0.0),
+        },
+    )
+    return Harness(
+        name="gcp",
+        app=app,
+        make_provider=contract_provider,
+        api_key=CONTRACT_TOKEN,
+        node_specs=contract_node_specs,
+        published_limits=LIMITS,
+        scale=20.0,
+        offer_query=OfferQuery(gpu_models=("H100",), regions=("us-central1",)),
+        launch_route="insert",
+        list_route="aggregated",
+        offers_route="machineTypes",
+        balance_fault_route="insert",
+        needs=(("gcp", "compute_v1_and_billing_fields.json"),),
+        env=(("PROVISIONER_GCP_IMAGE", CONTRACT_IMAGE),),
+    )
 
 
-
-__all__ = ["ACCELERATORS", "CONTRACT_IMAGE", "CONTRACT_PROJECT", "CONTRACT_SSH_KEY", "CONTRACT_TOKEN", "DEFAULT_QUOTAS",
-           "MACHINE_TYPES", "SKUS", "GCPFake", "contract_harness", "contract_node_specs", "contract_provider"]
+__all__ = [
+    "ACCELERATORS",
+    "CONTRACT_IMAGE",
+    "CONTRACT_PROJECT",
+    "CONTRACT_SSH_KEY",
+    "CONTRACT_TOKEN",
+    "DEFAULT_QUOTAS",
+    "MACHINE_TYPES",
+    "SKUS",
+    "GCPFake",
+    "contract_harness",
+    "contract_node_specs",
+    "contract_provider",
+]

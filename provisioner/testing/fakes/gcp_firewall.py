@@ -57,8 +57,11 @@ def firewall_problems(body: dict[str, Any]) -> list[str]:
             problems.append(f"source range {cidr!r} is not a network")
     if body.get("direction", "INGRESS") == "INGRESS" and not (body.get("sourceRanges") or body.get("sourceTags")):
         problems.append("an ingress rule needs sourceRanges or sourceTags")
-    problems += [f"tag {tag!r} is not RFC 1035" for tag in [*body.get("targetTags", []), *body.get("sourceTags", [])]
-                 if not _RFC1035.match(str(tag))]
+    problems += [
+        f"tag {tag!r} is not RFC 1035"
+        for tag in [*body.get("targetTags", []), *body.get("sourceTags", [])]
+        if not _RFC1035.match(str(tag))
+    ]
     return problems
 
 
@@ -74,35 +77,49 @@ class FirewallRoutes:
         fake.route("GET", f"{base}/global/operations/{{op}}", self._operation, name="global_operation")
 
     def _op(self, project: str, target: str, kind: str) -> dict[str, Any]:
-        return {"kind": "compute#operation", "name": f"operation-{uuid.uuid4().hex[:12]}", "operationType": kind,
-                "status": "DONE", "progress": 100, "targetLink": f"projects/{project}/global/firewalls/{target}"}
+        return {
+            "kind": "compute#operation",
+            "name": f"operation-{uuid.uuid4().hex[:12]}",
+            "operationType": kind,
+            "status": "DONE",
+            "progress": 100,
+            "targetLink": f"projects/{project}/global/firewalls/{target}",
+        }
 
     def _insert(self, request: Request, project: str) -> Response:
         body = self.fake.body(request)
         problems = firewall_problems(body)
         if problems:
-            return self.fake.error_reply("bad_request", message="Invalid value for field 'resource': " +
-                                         "; ".join(problems))
+            return self.fake.error_reply(
+                "bad_request", message="Invalid value for field 'resource': " + "; ".join(problems)
+            )
         name = str(body["name"])
         if name in self.rules:
-            return self.fake.error_reply("conflict", message=f"The resource 'projects/{project}/global/firewalls/"
-                                         f"{name}' already exists")
-        self.rules[name] = {**body, "kind": "compute#firewall", "id": str(uuid.uuid4().int % 10**18),
-                            "direction": body.get("direction", "INGRESS"), "priority": body.get("priority", 1000),
-                            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/firewalls/"
-                                        f"{name}"}
+            return self.fake.error_reply(
+                "conflict", message=f"The resource 'projects/{project}/global/firewalls/{name}' already exists"
+            )
+        self.rules[name] = {
+            **body,
+            "kind": "compute#firewall",
+            "id": str(uuid.uuid4().int % 10**18),
+            "direction": body.get("direction", "INGRESS"),
+            "priority": body.get("priority", 1000),
+            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/firewalls/{name}",
+        }
         return self.fake.json(self._op(project, name, "insert"))
 
     def _get(self, request: Request, project: str, name: str) -> Response:
         if name not in self.rules:
-            return self.fake.error_reply("not_found", message=f"The resource 'projects/{project}/global/firewalls/"
-                                         f"{name}' was not found")
+            return self.fake.error_reply(
+                "not_found", message=f"The resource 'projects/{project}/global/firewalls/{name}' was not found"
+            )
         return self.fake.json(self.rules[name])
 
     def _delete(self, request: Request, project: str, name: str) -> Response:
         if self.rules.pop(name, None) is None:
-            return self.fake.error_reply("not_found", message=f"The resource 'projects/{project}/global/firewalls/"
-                                         f"{name}' was not found")
+            return self.fake.error_reply(
+                "not_found", message=f"The resource 'projects/{project}/global/firewalls/{name}' was not found"
+            )
         return self.fake.json(self._op(project, name, "delete"))
 
     def _operation(self, request: Request, project: str, op: str) -> Response:

@@ -40,10 +40,18 @@ MAX_QUANTITY = 32
 LIVE = ("booting", "active", "unhealthy")
 
 _REGIONS = {
-    "us-east-1": "Virginia, USA", "us-west-1": "California, USA", "us-west-2": "Arizona, USA",
-    "us-west-3": "Utah, USA", "us-south-2": "North Texas, USA", "us-south-3": "Central Texas, USA",
-    "us-midwest-1": "Illinois, USA", "europe-central-1": "Germany", "asia-south-1": "India",
-    "australia-east-1": "Australia", "me-west-1": "Israel", "asia-northeast-1": "Tokyo, Japan",
+    "us-east-1": "Virginia, USA",
+    "us-west-1": "California, USA",
+    "us-west-2": "Arizona, USA",
+    "us-west-3": "Utah, USA",
+    "us-south-2": "North Texas, USA",
+    "us-south-3": "Central Texas, USA",
+    "us-midwest-1": "Illinois, USA",
+    "europe-central-1": "Germany",
+    "asia-south-1": "India",
+    "australia-east-1": "Australia",
+    "me-west-1": "Israel",
+    "asia-northeast-1": "Tokyo, Japan",
     "asia-northeast-2": "Seoul, South Korea",
 }
 
@@ -63,20 +71,36 @@ _TYPES: dict[str, tuple[str, int, int, int, int, int, tuple[str, ...]]] = {
 }
 
 _ERRORS: dict[str, tuple[int, str, str, str | None]] = {
-    "invalid_key": (401, "global/invalid-api-key", "API key was invalid, expired, or deleted.",
-                    "Check your API key or create a new one, then try again."),
-    "insufficient_balance": (403, "global/account-inactive", "Your account is inactive.",
-                             "Make sure you have verified your email address and have a valid payment "
-                             "method. Contact Support if problems continue."),
-    "capacity": (400, "instance-operations/launch/insufficient-capacity",
-                 "Not enough capacity to fulfill launch request.", None),
+    "invalid_key": (
+        401,
+        "global/invalid-api-key",
+        "API key was invalid, expired, or deleted.",
+        "Check your API key or create a new one, then try again.",
+    ),
+    "insufficient_balance": (
+        403,
+        "global/account-inactive",
+        "Your account is inactive.",
+        "Make sure you have verified your email address and have a valid payment "
+        "method. Contact Support if problems continue.",
+    ),
+    "capacity": (
+        400,
+        "instance-operations/launch/insufficient-capacity",
+        "Not enough capacity to fulfill launch request.",
+        None,
+    ),
     "quota": (400, "global/quota-exceeded", "Quota exceeded.", "Contact Support to increase your quota."),
     "not_found": (404, "global/not-found", "The requested resource was not found.", None),
     "instance_not_found": (404, "global/object-does-not-exist", "Specified instance does not exist.", None),
     "bad_request": (400, "global/invalid-parameters", "Invalid request data.", None),
     "rate_limit": (429, "global/rate-limited", "Too many requests.", "Slow down and try again."),
-    "http_error": (500, "global/internal-error", "An internal server error occurred.",
-                   "Try again later. Contact Support if the problem persists."),
+    "http_error": (
+        500,
+        "global/internal-error",
+        "An internal server error occurred.",
+        "Try again later. Contact Support if the problem persists.",
+    ),
 }
 
 _BY_STATUS = {400: "bad_request", 401: "invalid_key", 403: "insufficient_balance", 404: "instance_not_found"}
@@ -85,9 +109,13 @@ _BY_STATUS = {400: "bad_request", 401: "invalid_key", 403: "insufficient_balance
 def _type_body(name: str) -> dict[str, Any]:
     gpu, gpus, cents, vcpus, memory, storage, _ = _TYPES[name]
     prefix = f"{gpus}x " if gpus else ""
-    return {"name": name, "description": f"{prefix}{gpu}" if gpus else "4x CPU General (16 GiB)",
-            "gpu_description": gpu, "price_cents_per_hour": cents,
-            "specs": {"vcpus": vcpus, "memory_gib": memory, "storage_gib": storage, "gpus": gpus}}
+    return {
+        "name": name,
+        "description": f"{prefix}{gpu}" if gpus else "4x CPU General (16 GiB)",
+        "gpu_description": gpu,
+        "price_cents_per_hour": cents,
+        "specs": {"vcpus": vcpus, "memory_gib": memory, "storage_gib": storage, "gpus": gpus},
+    }
 
 
 class LambdaFake(FakeApp):
@@ -108,8 +136,7 @@ class LambdaFake(FakeApp):
         self.route("GET", "/api/v1/instances/{id}", self.get_instance, kind="get", name="get_instance")
         self.route("POST", "/api/v1/instances/{id}", self.rename_instance, kind="other", name="rename")
         self.route("POST", "/api/v1/instance-operations/launch", self.launch, kind="launch", name="launch")
-        self.route("POST", "/api/v1/instance-operations/terminate", self.terminate, kind="delete",
-                   name="terminate")
+        self.route("POST", "/api/v1/instance-operations/terminate", self.terminate, kind="delete", name="terminate")
         self.route("GET", "/api/v1/ssh-keys", self.list_keys, kind="keys", name="list_ssh_keys")
         self.route("POST", "/api/v1/ssh-keys", self.add_key, kind="keys", name="add_ssh_key")
         self.route("DELETE", "/api/v1/ssh-keys/{id}", self.delete_key, kind="keys", name="delete_ssh_key")
@@ -149,9 +176,12 @@ class LambdaFake(FakeApp):
     # ----- handlers -------------------------------------------------------------------------
     def list_types(self, request: Request) -> Response:
         data = {
-            name: {"instance_type": _type_body(name),
-                   "regions_with_capacity_available": [
-                       {"name": r, "description": _REGIONS[r]} for r in sorted(self.capacity[name])]}
+            name: {
+                "instance_type": _type_body(name),
+                "regions_with_capacity_available": [
+                    {"name": r, "description": _REGIONS[r]} for r in sorted(self.capacity[name])
+                ],
+            }
             for name in _TYPES
         }
         return self.json({"data": data})
@@ -203,13 +233,27 @@ class LambdaFake(FakeApp):
             return self.error_reply("bad_request", message="Exactly one SSH key must be specified.")
         known_keys = {key["name"] for key in self.ssh_keys.values()}
         if keys[0] not in known_keys:
-            return self.json({"error": {"code": "global/object-does-not-exist",
-                                        "message": f"SSH key {keys[0]!r} does not exist.",
-                                        "suggestion": "Add the SSH key first."}}, 404)
+            return self.json(
+                {
+                    "error": {
+                        "code": "global/object-does-not-exist",
+                        "message": f"SSH key {keys[0]!r} does not exist.",
+                        "suggestion": "Add the SSH key first.",
+                    }
+                },
+                404,
+            )
         if type_name not in _TYPES or region not in _REGIONS:
-            return self.json({"error": {"code": "global/object-does-not-exist",
-                                        "message": "Instance type or region does not exist.",
-                                        "suggestion": "List instance types to see what is offered."}}, 404)
+            return self.json(
+                {
+                    "error": {
+                        "code": "global/object-does-not-exist",
+                        "message": "Instance type or region does not exist.",
+                        "suggestion": "List instance types to see what is offered.",
+                    }
+                },
+                404,
+            )
         refused = self.firewall.check_launch(req.get("firewall_rulesets"), region)
         if refused:
             return self.error_reply("bad_request", message=refused)
@@ -222,11 +266,17 @@ class LambdaFake(FakeApp):
         keys_by_name = {key["name"]: key["public_key"] for key in self.ssh_keys.values()}
         for instance_id in ids:
             body = self.instances[instance_id] = self._new_instance(instance_id, req, type_name, region)
-            self.record_bought(Bought(
-                instance_id, interruptible=False, boot=req.get("user_data") or "",
-                tags={tag["key"]: tag["value"] for tag in body["tags"]},
-                ssh_public_keys=tuple(keys_by_name[name] for name in keys),
-                private_ip=body["private_ip"], private_network=f"lambda-private-{region}"))
+            self.record_bought(
+                Bought(
+                    instance_id,
+                    interruptible=False,
+                    boot=req.get("user_data") or "",
+                    tags={tag["key"]: tag["value"] for tag in body["tags"]},
+                    ssh_public_keys=tuple(keys_by_name[name] for name in keys),
+                    private_ip=body["private_ip"],
+                    private_network=f"lambda-private-{region}",
+                )
+            )
             self.audit.note(instance_id, "launched", instance_type=type_name, region=region)
         self.record_launch(ids)
         return self.json({"data": {"instance_ids": ids}})
@@ -254,8 +304,11 @@ class LambdaFake(FakeApp):
         name, public_key = req.get("name"), req.get("public_key")
         if any(key["name"] == name for key in self.ssh_keys.values()):
             return self.error_reply("bad_request", message=f"SSH key {name!r} already exists.")
-        key = {"id": uuid.uuid4().hex, "name": name,
-               "public_key": public_key or "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFAKEFAKEFAKE generated"}
+        key = {
+            "id": uuid.uuid4().hex,
+            "name": name,
+            "public_key": public_key or "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFAKEFAKEFAKE generated",
+        }
         self.ssh_keys[key["id"]] = key
         if public_key:
             return self.json({"data": dict(key)})
@@ -304,9 +357,18 @@ CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractSuiteKeyMateria
 def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type="gpu_8x_h100_sxm5", region="us-south-2", gpus=8,
-                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="cloud_init", user_data="#cloud-config\n{}\n")
-            for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type="gpu_8x_h100_sxm5",
+            region="us-south-2",
+            gpus=8,
+            ssh_public_key=CONTRACT_SSH_KEY,
+            bootstrap="cloud_init",
+            user_data="#cloud-config\n{}\n",
+        )
+        for i in range(n)
+    ]
 
 
 def contract_harness() -> Any:
@@ -315,12 +377,27 @@ def contract_harness() -> Any:
     from provisioner.providers.lambda_.provider import LambdaProvider
     from provisioner.testing.contract import Harness
 
-    return Harness(name="lambda", app=LambdaFake(api_key=CONTRACT_API_KEY), make_provider=LambdaProvider,
-                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=LIMITS, scale=60.0,
-                   launch_route="launch", list_route="list_instances", offers_route="instance_types",
-                   balance_fault_route="launch", needs=(("lambda", LambdaFake.spec_file or ""),))
+    return Harness(
+        name="lambda",
+        app=LambdaFake(api_key=CONTRACT_API_KEY),
+        make_provider=LambdaProvider,
+        api_key=CONTRACT_API_KEY,
+        node_specs=contract_node_specs,
+        published_limits=LIMITS,
+        scale=60.0,
+        launch_route="launch",
+        list_route="list_instances",
+        offers_route="instance_types",
+        balance_fault_route="launch",
+        needs=(("lambda", LambdaFake.spec_file or ""),),
+    )
 
 
-
-__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "MAX_QUANTITY", "LambdaFake", "contract_harness",
-           "contract_node_specs"]
+__all__ = [
+    "CONTRACT_API_KEY",
+    "CONTRACT_SSH_KEY",
+    "MAX_QUANTITY",
+    "LambdaFake",
+    "contract_harness",
+    "contract_node_specs",
+]

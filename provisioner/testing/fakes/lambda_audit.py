@@ -41,12 +41,24 @@ class AuditRoutes:
 
     def note(self, instance_id: str, action: str, **details: str) -> None:
         when = self.fake.clock()
-        self.events.append((when, {
-            "service_name": "cloud", "resource_name": "instance", "action": action, "catalog_version": "2025-09-06",
-            "event_id": uuid.uuid4().hex, "event_time": stamp(when, micros=True), "actor_lrn": None,
-            "resource_lrns": [f"lrn:cloud:instance:{instance_id}"], "resource_owner_lrn": ACCOUNT,
-            "request_api_key_lrn": None,
-            "additional_details": {"instance_lrn": f"lrn:cloud:instance:{instance_id}", **details}}))
+        self.events.append(
+            (
+                when,
+                {
+                    "service_name": "cloud",
+                    "resource_name": "instance",
+                    "action": action,
+                    "catalog_version": "2025-09-06",
+                    "event_id": uuid.uuid4().hex,
+                    "event_time": stamp(when, micros=True),
+                    "actor_lrn": None,
+                    "resource_lrns": [f"lrn:cloud:instance:{instance_id}"],
+                    "resource_owner_lrn": ACCOUNT,
+                    "request_api_key_lrn": None,
+                    "additional_details": {"instance_lrn": f"lrn:cloud:instance:{instance_id}", **details},
+                },
+            )
+        )
 
     def _list(self, request: Request) -> Response:
         try:
@@ -54,9 +66,10 @@ class AuditRoutes:
             offset = int(request.args.get("page_token") or 0)
         except ValueError:
             return self.fake.error_reply("bad_request", message="start/end must be ISO 8601")
-        chosen = [body for when, body in self.events
-                  if (start is None or when >= start) and (end is None or when <= end)]
-        page = chosen[offset:offset + PAGE]
+        chosen = [
+            body for when, body in self.events if (start is None or when >= start) and (end is None or when <= end)
+        ]
+        page = chosen[offset : offset + PAGE]
         more = offset + PAGE < len(chosen)
         return self.fake.json({"data": page, "page_token": str(offset + PAGE) if more else None})
 

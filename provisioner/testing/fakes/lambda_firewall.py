@@ -28,12 +28,16 @@ from werkzeug.wrappers import Request, Response
 if TYPE_CHECKING:
     from provisioner.testing.fakes.lambda_ import LambdaFake
 
-_NOT_FOUND = {"code": "global/object-does-not-exist",
-              "message": "Firewall ruleset does not exist or you do not have permission to access it.",
-              "suggestion": "Check your firewall ruleset ID and try again."}
-_IN_USE = {"code": "firewall-rulesets/firewall-ruleset-in-use",
-           "message": "Firewall ruleset is in use by one or more instances.",
-           "suggestion": "Terminate all instances that are using the ruleset before deleting it."}
+_NOT_FOUND = {
+    "code": "global/object-does-not-exist",
+    "message": "Firewall ruleset does not exist or you do not have permission to access it.",
+    "suggestion": "Check your firewall ruleset ID and try again.",
+}
+_IN_USE = {
+    "code": "firewall-rulesets/firewall-ruleset-in-use",
+    "message": "Firewall ruleset is in use by one or more instances.",
+    "suggestion": "Terminate all instances that are using the ruleset before deleting it.",
+}
 
 
 class FirewallRoutes:
@@ -47,15 +51,19 @@ class FirewallRoutes:
         fake.route("GET", "/api/v1/firewall-rulesets", self._list, kind="other", name="list_firewall_rulesets")
         fake.route("POST", "/api/v1/firewall-rulesets", self._create, kind="other", name="create_firewall_ruleset")
         fake.route("GET", "/api/v1/firewall-rulesets/{id}", self._get, kind="other", name="get_firewall_ruleset")
-        fake.route("PATCH", "/api/v1/firewall-rulesets/{id}", self._patch, kind="other",
-                   name="update_firewall_ruleset")
-        fake.route("DELETE", "/api/v1/firewall-rulesets/{id}", self._delete, kind="other",
-                   name="delete_firewall_ruleset")
+        fake.route("PATCH", "/api/v1/firewall-rulesets/{id}", self._patch, kind="other", name="update_firewall_ruleset")
+        fake.route(
+            "DELETE", "/api/v1/firewall-rulesets/{id}", self._delete, kind="other", name="delete_firewall_ruleset"
+        )
 
     def users(self, ruleset_id: str) -> list[str]:
         """Ids of live instances launched with the ruleset."""
-        return sorted(iid for iid, body in self.fake.instances.items() if body["status"] in self.live
-                      and any(entry["id"] == ruleset_id for entry in body.get("firewall_rulesets", [])))
+        return sorted(
+            iid
+            for iid, body in self.fake.instances.items()
+            if body["status"] in self.live
+            and any(entry["id"] == ruleset_id for entry in body.get("firewall_rulesets", []))
+        )
 
     def check_launch(self, entries: Any, region: str) -> str | None:
         """Why a launch's ``firewall_rulesets`` cannot be attached in ``region`` (None: they can)."""
@@ -79,8 +87,9 @@ class FirewallRoutes:
             if network.version != 4:
                 return f"source_network {network} is not an IPv4 network"
             ports = rule.get("port_range")
-            if rule.get("protocol") != "icmp" and not (isinstance(ports, list) and len(ports) == 2
-                                                       and ports[0] <= ports[1]):
+            if rule.get("protocol") != "icmp" and not (
+                isinstance(ports, list) and len(ports) == 2 and ports[0] <= ports[1]
+            ):
                 return "port_range [min, max] is required for tcp, udp and all"
         return None
 
@@ -99,10 +108,13 @@ class FirewallRoutes:
         why = self._bad_rules(body.get("rules"))
         if why:
             return self._invalid(why)
-        ruleset = {"id": uuid.uuid4().hex, "name": body["name"],
-                   "region": {"name": region, "description": self.regions[region]},
-                   "rules": copy.deepcopy(body["rules"]),
-                   "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        ruleset = {
+            "id": uuid.uuid4().hex,
+            "name": body["name"],
+            "region": {"name": region, "description": self.regions[region]},
+            "rules": copy.deepcopy(body["rules"]),
+            "created": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
         self.rulesets[ruleset["id"]] = ruleset
         return self.fake.json({"data": self._shown(ruleset)})
 

@@ -46,8 +46,9 @@ class Meter:
         self._lock = threading.Lock()
         self.spans: dict[str, Span] = {}
 
-    def start(self, instance_id: str, usd_per_hour: Decimal | float | str, *, cluster: str | None = None,
-              name: str = "") -> Span:
+    def start(
+        self, instance_id: str, usd_per_hour: Decimal | float | str, *, cluster: str | None = None, name: str = ""
+    ) -> Span:
         span = Span(instance_id, Decimal(str(usd_per_hour)), self._clock()(), cluster=cluster, name=name)
         with self._lock:
             self.spans[instance_id] = span
@@ -63,8 +64,14 @@ class Meter:
         with self._lock:
             self.spans.clear()
 
-    def billed_usd(self, span: Span, *, increment_s: int = 1, minimum_s: int = 0,
-                   window: tuple[dt.datetime, dt.datetime] | None = None) -> Decimal:
+    def billed_usd(
+        self,
+        span: Span,
+        *,
+        increment_s: int = 1,
+        minimum_s: int = 0,
+        window: tuple[dt.datetime, dt.datetime] | None = None,
+    ) -> Decimal:
         """The span (clipped to ``window``) billed in whole ``increment_s`` steps, at least ``minimum_s``."""
         start, end = span.start, span.end or self._clock()()
         if window is not None:

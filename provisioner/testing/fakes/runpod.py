@@ -48,25 +48,62 @@ from provisioner.testing.fakes.runpod_graphql import NO_CAPACITY, GraphqlRoutes
 WINDOWS = (("minute", 60, 60.0), ("hour", 3000, 3600.0), ("day", 50000, 86400.0))
 
 DEFAULT_GPUS: list[dict[str, Any]] = [
-    {"id": "NVIDIA H100 80GB HBM3", "name": "H100 SXM", "pool": "HOPPER_80", "memory": 80,
-     "secure": True, "community": True, "price": {"secure": 2.99, "community": 2.69},
-     "maxCount": {"secure": 8, "community": 8}, "spot": {"secure": 1.75, "community": 1.49},
-     "dataCenters": {"US-KS-2": "HIGH", "EU-RO-1": "LOW"}},
-    {"id": "NVIDIA H200", "name": "H200 SXM", "pool": "HOPPER_141", "memory": 141,
-     "secure": True, "community": False, "price": {"secure": 3.99, "community": 0.0},
-     "maxCount": {"secure": 8, "community": 0}, "spot": {"secure": 2.29, "community": None},
-     "dataCenters": {"US-TX-3": "MEDIUM"}},
-    {"id": "NVIDIA A100-SXM4-80GB", "name": "A100 SXM", "pool": "AMPERE_80", "memory": 80,
-     "secure": True, "community": True, "price": {"secure": 1.89, "community": 1.39},
-     "maxCount": {"secure": 8, "community": 8}, "spot": {"secure": 1.19, "community": 0.89},
-     "dataCenters": {"US-TX-3": "HIGH", "CA-MTL-1": "NONE"}},
-    {"id": "NVIDIA GeForce RTX 4090", "name": "RTX 4090", "pool": "ADA_24", "memory": 24,
-     "secure": True, "community": True, "price": {"secure": 0.69, "community": 0.34, "serverless": 1.1},
-     "maxCount": {"secure": 8, "community": 4}, "spot": {"secure": 0.44, "community": 0.2},
-     "dataCenters": {"US-KS-2": "HIGH", "EU-RO-1": "MEDIUM"}},
+    {
+        "id": "NVIDIA H100 80GB HBM3",
+        "name": "H100 SXM",
+        "pool": "HOPPER_80",
+        "memory": 80,
+        "secure": True,
+        "community": True,
+        "price": {"secure": 2.99, "community": 2.69},
+        "maxCount": {"secure": 8, "community": 8},
+        "spot": {"secure": 1.75, "community": 1.49},
+        "dataCenters": {"US-KS-2": "HIGH", "EU-RO-1": "LOW"},
+    },
+    {
+        "id": "NVIDIA H200",
+        "name": "H200 SXM",
+        "pool": "HOPPER_141",
+        "memory": 141,
+        "secure": True,
+        "community": False,
+        "price": {"secure": 3.99, "community": 0.0},
+        "maxCount": {"secure": 8, "community": 0},
+        "spot": {"secure": 2.29, "community": None},
+        "dataCenters": {"US-TX-3": "MEDIUM"},
+    },
+    {
+        "id": "NVIDIA A100-SXM4-80GB",
+        "name": "A100 SXM",
+        "pool": "AMPERE_80",
+        "memory": 80,
+        "secure": True,
+        "community": True,
+        "price": {"secure": 1.89, "community": 1.39},
+        "maxCount": {"secure": 8, "community": 8},
+        "spot": {"secure": 1.19, "community": 0.89},
+        "dataCenters": {"US-TX-3": "HIGH", "CA-MTL-1": "NONE"},
+    },
+    {
+        "id": "NVIDIA GeForce RTX 4090",
+        "name": "RTX 4090",
+        "pool": "ADA_24",
+        "memory": 24,
+        "secure": True,
+        "community": True,
+        "price": {"secure": 0.69, "community": 0.34, "serverless": 1.1},
+        "maxCount": {"secure": 8, "community": 4},
+        "spot": {"secure": 0.44, "community": 0.2},
+        "dataCenters": {"US-KS-2": "HIGH", "EU-RO-1": "MEDIUM"},
+    },
 ]
-DATA_CENTER_NAMES = {"US-KS-2": "US Kansas 2", "US-TX-3": "US Texas 3", "EU-RO-1": "Europe Romania 1",
-                     "CA-MTL-1": "Canada Montreal 1"}
+DATA_CENTER_NAMES = {
+    "US-KS-2": "US Kansas 2",
+    "US-TX-3": "US Texas 3",
+    "EU-RO-1": "Europe Romania 1",
+    "CA-MTL-1": "Canada Montreal 1",
+}
+
 
 @functools.lru_cache(maxsize=1)
 def _load_spec(path: str) -> Any:
@@ -81,8 +118,10 @@ def _load_spec(path: str) -> Any:
     with open(path, encoding="utf-8") as handle:
         document = json.load(handle)
     document["servers"] = [{"url": "/"}]
-    config = Config(spec_validator_cls=None, extra_media_type_deserializers={
-        "application/problem+json": media_type_deserializers["application/json"]})
+    config = Config(
+        spec_validator_cls=None,
+        extra_media_type_deserializers={"application/problem+json": media_type_deserializers["application/json"]},
+    )
     return OpenAPI.from_dict(document, config=config)
 
 
@@ -96,9 +135,16 @@ class RunPodFake(FakeApp):
     provider = "runpod"
     spec_file = "openapi-rest-v2.json"
 
-    def __init__(self, *, gpus: list[dict[str, Any]] | None = None, balance_usd: float | None = None,
-                 limit_scale: float = 1.0, enforce_limits: bool = False,
-                 windows: tuple[tuple[str, int, float], ...] = WINDOWS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        gpus: list[dict[str, Any]] | None = None,
+        balance_usd: float | None = None,
+        limit_scale: float = 1.0,
+        enforce_limits: bool = False,
+        windows: tuple[tuple[str, int, float], ...] = WINDOWS,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if self.openapi is not None:
             self.openapi = _load_spec(str(spec_root() / self.provider / self.spec_file))
@@ -140,8 +186,11 @@ class RunPodFake(FakeApp):
 
     def state(self) -> dict[str, Any]:
         with self.lock:
-            return {**super().state(), "pods": copy.deepcopy(list(self.pods.values())),
-                    "clusters": copy.deepcopy(list(self.cluster_routes.clusters.values()))}
+            return {
+                **super().state(),
+                "pods": copy.deepcopy(list(self.pods.values())),
+                "clusters": copy.deepcopy(list(self.cluster_routes.clusters.values())),
+            }
 
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         defaults = {
@@ -157,8 +206,11 @@ class RunPodFake(FakeApp):
         return self.problem(code, message or detail)
 
     def problem(self, status: int, detail: str, errors: list[str] | None = None) -> Response:
-        body: dict[str, Any] = {"title": HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_
-                                else "Error", "status": status, "detail": detail}
+        body: dict[str, Any] = {
+            "title": HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error",
+            "status": status,
+            "detail": detail,
+        }
         if errors:
             body["errors"] = errors
         response = Response(json.dumps(body), status=status, mimetype="application/problem+json")
@@ -171,8 +223,9 @@ class RunPodFake(FakeApp):
                 response = self.problem(429, "rate limit exceeded for the minute window")
                 response.headers["Retry-After"] = str(max(1, math.ceil(wait)))
                 with self.lock:
-                    self.calls.append(Call(time.monotonic(), request.method, request.path, 429,
-                                           "rate-limited", "other"))
+                    self.calls.append(
+                        Call(time.monotonic(), request.method, request.path, 429, "rate-limited", "other")
+                    )
                 return response
         return super()._dispatch(request)
 
@@ -186,8 +239,7 @@ class RunPodFake(FakeApp):
             except ValueError:
                 seconds = None
             if seconds is not None:
-                checked = Response(response.get_data(), status=response.status_code,
-                                   headers=dict(response.headers))
+                checked = Response(response.get_data(), status=response.status_code, headers=dict(response.headers))
                 checked.headers["Retry-After"] = str(seconds)
                 return super()._validate_response(request, checked, injected)
         return super()._validate_response(request, response, injected)
@@ -236,12 +288,16 @@ class RunPodFake(FakeApp):
             clouds = [c for c in ("secure", "community") if gpu[c] and (not cloud or c == cloud.lower())]
             if not clouds or all(gpu["maxCount"][c] < count for c in clouds):
                 continue
-            item = {key: copy.deepcopy(gpu[key]) for key in
-                    ("id", "name", "pool", "memory", "secure", "community", "price", "maxCount")}
+            item = {
+                key: copy.deepcopy(gpu[key])
+                for key in ("id", "name", "pool", "memory", "secure", "community", "price", "maxCount")
+            }
             item["manufacturer"] = "AMD" if gpu["id"].startswith("AMD") else "NVIDIA"
             if "AVAILABILITY" in include:
-                centers = [{"id": dc, "name": DATA_CENTER_NAMES.get(dc, dc), "availability": level}
-                           for dc, level in gpu["dataCenters"].items()]
+                centers = [
+                    {"id": dc, "name": DATA_CENTER_NAMES.get(dc, dc), "availability": level}
+                    for dc, level in gpu["dataCenters"].items()
+                ]
                 levels = [c["availability"] for c in centers]
                 item["availability"] = max(levels, key=["NONE", "LOW", "MEDIUM", "HIGH"].index, default="NONE")
                 if any(level != "NONE" for level in levels):
@@ -255,11 +311,19 @@ class RunPodFake(FakeApp):
         if pod["status"] == "PROVISIONING" and self.booted(pod["id"]):
             ip = f"192.0.2.{int(pod['id'], 36) % 250 + 1}"  # TEST-NET-1: never a real host
             port = 30000 + int(pod["id"], 36) % 30000
-            pod.update(status="RUNNING", actions=["stop", "restart", "terminate"], startedAt=stamp(self.clock()),
-                       runtime={"uptime": 0, "ports": [{"private": 22, "public": port, "type": "tcp", "ip": ip}]})
+            pod.update(
+                status="RUNNING",
+                actions=["stop", "restart", "terminate"],
+                startedAt=stamp(self.clock()),
+                runtime={"uptime": 0, "ports": [{"private": 22, "public": port, "type": "tcp", "ip": ip}]},
+            )
             if "22/tcp" in pod["ports"]:
-                pod["ssh"]["direct"] = {"host": ip, "port": port, "username": "root",
-                                        "command": f"ssh root@{ip} -p {port}"}
+                pod["ssh"]["direct"] = {
+                    "host": ip,
+                    "port": port,
+                    "username": "root",
+                    "command": f"ssh root@{ip} -p {port}",
+                }
         return copy.deepcopy(pod)
 
     def _list(self, request: Request) -> Response:
@@ -286,8 +350,7 @@ class RunPodFake(FakeApp):
         key = cloud.lower()
         if not gpu[key] or count > gpu["maxCount"][key]:
             return self.problem(400, f"{gpu_id} x{count} is not offered on {cloud} cloud"), ""
-        stocked = [dc for dc, level in gpu["dataCenters"].items()
-                   if level != "NONE" and (not centers or dc in centers)]
+        stocked = [dc for dc, level in gpu["dataCenters"].items() if level != "NONE" and (not centers or dc in centers)]
         if not stocked:
             return self.error_reply("capacity"), ""
         hourly = gpu["price"][key] * count
@@ -298,21 +361,57 @@ class RunPodFake(FakeApp):
             return self.error_reply("capacity"), ""
         return None, stocked[0]
 
-    def _new_pod(self, *, name: str, image: str, gpu_id: str, count: int, cloud: str, center: str,
-                 disk: int, env: dict[str, str], ports: list[str], args: str, start_ssh: bool = False,
-                 interruptible: bool = False, global_networking: bool = False,
-                 cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _new_pod(
+        self,
+        *,
+        name: str,
+        image: str,
+        gpu_id: str,
+        count: int,
+        cloud: str,
+        center: str,
+        disk: int,
+        env: dict[str, str],
+        ports: list[str],
+        args: str,
+        start_ssh: bool = False,
+        interruptible: bool = False,
+        global_networking: bool = False,
+        cluster: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         pod_id = _pod_id()
         gpu = next(g for g in self.gpus if g["id"] == gpu_id)
         pod = {
-            "id": pod_id, "name": name, "image": image, "args": args, "disk": disk, "ports": ports,
-            "env": env, "registry": None, "status": "PROVISIONING", "actions": ["start", "terminate"],
-            "mounts": {}, "gpu": {"id": gpu_id, "count": count}, "cloud": cloud, "dataCenterId": center,
+            "id": pod_id,
+            "name": name,
+            "image": image,
+            "args": args,
+            "disk": disk,
+            "ports": ports,
+            "env": env,
+            "registry": None,
+            "status": "PROVISIONING",
+            "actions": ["start", "terminate"],
+            "mounts": {},
+            "gpu": {"id": gpu_id, "count": count},
+            "cloud": cloud,
+            "dataCenterId": center,
             "cudaVersion": "12.8",
-            "ssh": {"proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod_id}-64411eb2",
-                              "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io"}, "direct": None},
-            "template": None, "cost": round(gpu["price"][cloud.lower()] * count, 4), "locked": False,
-            "globalNetworking": {"enabled": global_networking}, "runtime": {}, "createdAt": stamp(self.clock()),
+            "ssh": {
+                "proxy": {
+                    "host": "ssh.runpod.io",
+                    "port": 22,
+                    "username": f"{pod_id}-64411eb2",
+                    "command": f"ssh {pod_id}-64411eb2@ssh.runpod.io",
+                },
+                "direct": None,
+            },
+            "template": None,
+            "cost": round(gpu["price"][cloud.lower()] * count, 4),
+            "locked": False,
+            "globalNetworking": {"enabled": global_networking},
+            "runtime": {},
+            "createdAt": stamp(self.clock()),
             "startedAt": None,
         }
         if cluster is not None:
@@ -320,12 +419,19 @@ class RunPodFake(FakeApp):
         self.pods[pod_id] = pod
         self.meter.start(pod_id, str(pod["cost"]), cluster=cluster["id"] if cluster else None, name=name)
         # A pod runs its start command (args) with its environment; startSsh injects the account keys.
-        self.record_bought(Bought(pod_id, interruptible=interruptible, boot="\n".join([args, *env.values()]),
-                                  ssh_public_keys=tuple(self.ssh_keys) if start_ssh else (),
-                                  private_ip=cluster["ip"] if cluster else None,
-                                  private_network=(f"runpod-cluster-{cluster['id']}" if cluster
-                                                   else "runpod-global" if global_networking else None),
-                                  cluster_product=cluster["id"] if cluster else None))
+        self.record_bought(
+            Bought(
+                pod_id,
+                interruptible=interruptible,
+                boot="\n".join([args, *env.values()]),
+                ssh_public_keys=tuple(self.ssh_keys) if start_ssh else (),
+                private_ip=cluster["ip"] if cluster else None,
+                private_network=(
+                    f"runpod-cluster-{cluster['id']}" if cluster else "runpod-global" if global_networking else None
+                ),
+                cluster_product=cluster["id"] if cluster else None,
+            )
+        )
         self.record_launch([pod_id])
         return pod
 
@@ -338,11 +444,20 @@ class RunPodFake(FakeApp):
         refusal, center = self._place(gpu["id"], gpu.get("count", 1), cloud, body.get("dataCenterIds") or [])
         if refusal is not None:
             return refusal
-        pod = self._new_pod(name=body["name"], image=body["image"], gpu_id=gpu["id"],
-                            count=gpu.get("count", 1), cloud=cloud, center=center, disk=body.get("disk", 50),
-                            env=dict(body.get("env") or {}), ports=list(body.get("ports") or []),
-                            args=body.get("args", ""), start_ssh=bool(body.get("startSsh")),
-                            global_networking=bool(body.get("globalNetworking")))
+        pod = self._new_pod(
+            name=body["name"],
+            image=body["image"],
+            gpu_id=gpu["id"],
+            count=gpu.get("count", 1),
+            cloud=cloud,
+            center=center,
+            disk=body.get("disk", 50),
+            env=dict(body.get("env") or {}),
+            ports=list(body.get("ports") or []),
+            args=body.get("args", ""),
+            start_ssh=bool(body.get("startSsh")),
+            global_networking=bool(body.get("globalNetworking")),
+        )
         return self.ok(copy.deepcopy(pod), 201)
 
     # ----- account -------------------------------------------------------------------------
@@ -353,6 +468,7 @@ class RunPodFake(FakeApp):
         self.ssh_keys = list(self.body(request).get("keys", []))
         return self.ok({"keys": list(self.ssh_keys)})
 
+
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
 CONTRACT_API_KEY = "rp-harness-key"
 CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhGiKkkrfQB9SKoO8dSIQQZ harness"
@@ -361,9 +477,17 @@ CONTRACT_SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILXGDN/SclOozk1xsDztpmhG
 def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX4090_SECURE", region="US-KS-2",
-                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho hello\n")
-            for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type="1x_RTX4090_SECURE",
+            region="US-KS-2",
+            ssh_public_key=CONTRACT_SSH_KEY,
+            bootstrap="script",
+            user_data="#!/bin/sh\necho hello\n",
+        )
+        for i in range(n)
+    ]
 
 
 def contract_harness() -> Any:
@@ -373,13 +497,25 @@ def contract_harness() -> Any:
     from provisioner.providers.runpod.provider import RunPodProvider
     from provisioner.testing.contract import Harness
 
-    return Harness(name="runpod", app=RunPodFake(api_key=CONTRACT_API_KEY, limit_scale=20.0, enforce_limits=True),
-                   make_provider=lambda **kwargs: RunPodProvider(poll_interval_s=0.05, **kwargs),
-                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=RATE_LIMITS, scale=20.0,
-                   offer_query=OfferQuery(gpu_models=("RTX4090", "H100")),
-                   needs=(("runpod", RunPodFake.spec_file or ""),))
+    return Harness(
+        name="runpod",
+        app=RunPodFake(api_key=CONTRACT_API_KEY, limit_scale=20.0, enforce_limits=True),
+        make_provider=lambda **kwargs: RunPodProvider(poll_interval_s=0.05, **kwargs),
+        api_key=CONTRACT_API_KEY,
+        node_specs=contract_node_specs,
+        published_limits=RATE_LIMITS,
+        scale=20.0,
+        offer_query=OfferQuery(gpu_models=("RTX4090", "H100")),
+        needs=(("runpod", RunPodFake.spec_file or ""),),
+    )
 
 
-
-__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "DEFAULT_GPUS", "NO_CAPACITY", "RunPodFake", "contract_harness",
-           "contract_node_specs"]
+__all__ = [
+    "CONTRACT_API_KEY",
+    "CONTRACT_SSH_KEY",
+    "DEFAULT_GPUS",
+    "NO_CAPACITY",
+    "RunPodFake",
+    "contract_harness",
+    "contract_node_specs",
+]

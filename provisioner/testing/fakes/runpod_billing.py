@@ -60,8 +60,9 @@ class BillingRoutes:
             return self.fake.problem(400, "startTime/endTime must be RFC 3339")
         return _snap(start, size, up=False), _snap(end, size, up=True), size_name, size
 
-    def _answer(self, request: Request, key: str, group: Callable[[Span], str | None], zeros: tuple[str, ...],
-                count_name: str) -> Response:
+    def _answer(
+        self, request: Request, key: str, group: Callable[[Span], str | None], zeros: tuple[str, ...], count_name: str
+    ) -> Response:
         """Records per (group, bucket) of the spans ``group`` names (None: not this route's), and the metadata."""
         window = self._window(request)
         if isinstance(window, Response):
@@ -80,22 +81,43 @@ class BillingRoutes:
                 window_ = (bucket, bucket + size)
                 if any((s.end or end) > bucket and s.start < bucket + size for s in spans):
                     amount = _double(sum((self.fake.meter.billed_usd(s, window=window_) for s in spans), Decimal(0)))
-                    records.append({"startTime": stamp(bucket), "endTime": stamp(bucket + size), key: name,
-                                    "totalAmount": amount, "gpuAmount": amount, **dict.fromkeys(zeros, 0)})
+                    records.append(
+                        {
+                            "startTime": stamp(bucket),
+                            "endTime": stamp(bucket + size),
+                            key: name,
+                            "totalAmount": amount,
+                            "gpuAmount": amount,
+                            **dict.fromkeys(zeros, 0),
+                        }
+                    )
                 bucket += size
         total = _double(sum((Decimal(str(r["totalAmount"])) for r in records), Decimal(0)))
-        return self.fake.ok({"records": records, "metadata": {
-            "query": {"startTime": stamp(start), "endTime": stamp(end), "bucketSize": size_name, key: wanted},
-            "recordCount": len(records), count_name: len(grouped),
-            "totals": {"totalAmount": total, "gpuAmount": total, **dict.fromkeys(zeros, 0)}}})
+        return self.fake.ok(
+            {
+                "records": records,
+                "metadata": {
+                    "query": {"startTime": stamp(start), "endTime": stamp(end), "bucketSize": size_name, key: wanted},
+                    "recordCount": len(records),
+                    count_name: len(grouped),
+                    "totals": {"totalAmount": total, "gpuAmount": total, **dict.fromkeys(zeros, 0)},
+                },
+            }
+        )
 
     def _pods(self, request: Request) -> Response:
-        return self._answer(request, "podId", lambda s: s.instance_id if s.cluster is None else None,
-                            ("cpuAmount", "diskAmount"), "uniquePodCount")
+        return self._answer(
+            request,
+            "podId",
+            lambda s: s.instance_id if s.cluster is None else None,
+            ("cpuAmount", "diskAmount"),
+            "uniquePodCount",
+        )
 
     def _clusters(self, request: Request) -> Response:
-        return self._answer(request, "clusterId", lambda s: s.cluster, ("diskAmount", "networkingAmount"),
-                            "uniqueClusterCount")
+        return self._answer(
+            request, "clusterId", lambda s: s.cluster, ("diskAmount", "networkingAmount"), "uniqueClusterCount"
+        )
 
 
 __all__ = ["BillingRoutes"]

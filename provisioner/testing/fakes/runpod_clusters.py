@@ -115,18 +115,30 @@ class ClusterRoutes:
         cluster_id = _cluster_id()
         self._vxlan += 1
         cluster = {
-            "id": cluster_id, "name": body["name"], "type": body["type"],
+            "id": cluster_id,
+            "name": body["name"],
+            "type": body["type"],
             "compute": {"gpuTypeId": gpu_id, "gpuCountPerPod": per_pod, "podCount": pod_count},
-            "dataCenterId": stocked[0], "createdAt": stamp(fake.clock()),
+            "dataCenterId": stocked[0],
+            "createdAt": stamp(fake.clock()),
             "network": {"cidr": OVERLAY_CIDR, "vxlanId": self._vxlan, "vxlanPort": VXLAN_PORT},
         }
         self.clusters[cluster_id] = cluster
         for rank in range(pod_count):
-            fake._new_pod(name=f"{body['name']}-{rank}", image=body.get("image", "runpod/base"), gpu_id=gpu_id,
-                          count=per_pod, cloud="SECURE", center=stocked[0], disk=body.get("disk", 50),
-                          env=dict(body.get("env") or {}), ports=list(body.get("ports") or []),
-                          args=body.get("args", ""), start_ssh=bool(body.get("startSsh")),
-                          cluster={"id": cluster_id, "rank": rank, "ip": f"10.65.0.{rank + 2}"})
+            fake._new_pod(
+                name=f"{body['name']}-{rank}",
+                image=body.get("image", "runpod/base"),
+                gpu_id=gpu_id,
+                count=per_pod,
+                cloud="SECURE",
+                center=stocked[0],
+                disk=body.get("disk", 50),
+                env=dict(body.get("env") or {}),
+                ports=list(body.get("ports") or []),
+                args=body.get("args", ""),
+                start_ssh=bool(body.get("startSsh")),
+                cluster={"id": cluster_id, "rank": rank, "ip": f"10.65.0.{rank + 2}"},
+            )
         return fake.ok(self._shown(cluster), 201)
 
 

@@ -18,15 +18,36 @@ if TYPE_CHECKING:
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 
 # podRentInterruptable input fields as documented (runpod-python / dstack usage).
-RENT_FIELDS = frozenset({
-    "name", "imageName", "gpuTypeId", "cloudType", "gpuCount", "volumeInGb", "containerDiskInGb",
-    "minVcpuCount", "minMemoryInGb", "dataCenterId", "countryCode", "startSsh", "supportPublicIp",
-    "ports", "dockerArgs", "volumeMountPath", "env", "networkVolumeId", "minCudaVersion",
-    "allowedCudaVersions", "templateId", "bidPerGpu",
-})
+RENT_FIELDS = frozenset(
+    {
+        "name",
+        "imageName",
+        "gpuTypeId",
+        "cloudType",
+        "gpuCount",
+        "volumeInGb",
+        "containerDiskInGb",
+        "minVcpuCount",
+        "minMemoryInGb",
+        "dataCenterId",
+        "countryCode",
+        "startSsh",
+        "supportPublicIp",
+        "ports",
+        "dockerArgs",
+        "volumeMountPath",
+        "env",
+        "networkVolumeId",
+        "minCudaVersion",
+        "allowedCudaVersions",
+        "templateId",
+        "bidPerGpu",
+    }
+)
 RENT_REQUIRED = frozenset({"gpuTypeId", "gpuCount", "bidPerGpu", "imageName"})
-GPU_TYPE_FIELDS = frozenset({"id", "displayName", "memoryInGb", "securePrice", "communityPrice",
-                             "secureSpotPrice", "communitySpotPrice"})
+GPU_TYPE_FIELDS = frozenset(
+    {"id", "displayName", "memoryInGb", "securePrice", "communityPrice", "secureSpotPrice", "communitySpotPrice"}
+)
 
 
 class GraphqlRoutes:
@@ -34,8 +55,15 @@ class GraphqlRoutes:
 
     def __init__(self, fake: RunPodFake) -> None:
         self.fake = fake
-        fake.route("POST", "/graphql", self.graphql, kind="other", name="graphql", validate=False,
-                   reason="GraphQL is not in the OpenAPI spec; checked against the documented shapes")
+        fake.route(
+            "POST",
+            "/graphql",
+            self.graphql,
+            kind="other",
+            name="graphql",
+            validate=False,
+            reason="GraphQL is not in the OpenAPI spec; checked against the documented shapes",
+        )
 
     def graphql(self, request: Request) -> Response:
         fake = self.fake
@@ -58,14 +86,19 @@ class GraphqlRoutes:
         message = f"runpod request POST /graphql: documented shape violated: {why}"
         with fake.lock:
             fake.validation_errors.append(message)
-        return fake.json({"errors": [{"message": why, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]},
-                         400)
+        return fake.json({"errors": [{"message": why, "extensions": {"code": "GRAPHQL_VALIDATION_FAILED"}}]}, 400)
 
     @staticmethod
     def gpu_type(gpu: dict[str, Any], fields: set[str]) -> dict[str, Any]:
-        values = {"id": gpu["id"], "displayName": gpu["name"], "memoryInGb": gpu["memory"],
-                  "securePrice": gpu["price"]["secure"], "communityPrice": gpu["price"]["community"],
-                  "secureSpotPrice": gpu["spot"]["secure"], "communitySpotPrice": gpu["spot"]["community"]}
+        values = {
+            "id": gpu["id"],
+            "displayName": gpu["name"],
+            "memoryInGb": gpu["memory"],
+            "securePrice": gpu["price"]["secure"],
+            "communityPrice": gpu["price"]["community"],
+            "secureSpotPrice": gpu["spot"]["secure"],
+            "communitySpotPrice": gpu["spot"]["community"],
+        }
         return {key: values[key] for key in sorted(fields)}
 
     def rent(self, request: Request, spec: dict[str, Any]) -> Response:
@@ -74,8 +107,9 @@ class GraphqlRoutes:
         missing = RENT_REQUIRED - set(spec)
         env = spec.get("env", [])
         if unknown or missing:
-            return self.invalid(request, f"podRentInterruptable input: unknown {sorted(unknown)}, "
-                                                  f"missing {sorted(missing)}")
+            return self.invalid(
+                request, f"podRentInterruptable input: unknown {sorted(unknown)}, missing {sorted(missing)}"
+            )
         if not isinstance(env, list) or not all(isinstance(e, dict) and set(e) == {"key", "value"} for e in env):
             return self.invalid(request, "env must be a list of {key, value}")
         if spec.get("cloudType", "ALL") not in ("ALL", "SECURE", "COMMUNITY"):
@@ -88,15 +122,27 @@ class GraphqlRoutes:
             if refusal.status_code == 401:
                 return refusal
             code = "SUPPLY_CONSTRAINT" if detail == NO_CAPACITY else "BAD_REQUEST"
-            return fake.json({"errors": [{"message": detail, "path": ["podRentInterruptable"],
-                                          "extensions": {"code": code}}], "data": None})
+            return fake.json(
+                {
+                    "errors": [{"message": detail, "path": ["podRentInterruptable"], "extensions": {"code": code}}],
+                    "data": None,
+                }
+            )
         ports = [p for p in str(spec.get("ports", "")).split(",") if p]
-        pod = fake._new_pod(name=spec.get("name", ""), image=spec["imageName"], gpu_id=spec["gpuTypeId"],
-                            count=int(spec["gpuCount"]), cloud=cloud, center=center,
-                            disk=int(spec.get("containerDiskInGb", 50)),
-                            env={e["key"]: e["value"] for e in env}, ports=ports,
-                            args=spec.get("dockerArgs", ""), start_ssh=bool(spec.get("startSsh")),
-                            interruptible=True)
+        pod = fake._new_pod(
+            name=spec.get("name", ""),
+            image=spec["imageName"],
+            gpu_id=spec["gpuTypeId"],
+            count=int(spec["gpuCount"]),
+            cloud=cloud,
+            center=center,
+            disk=int(spec.get("containerDiskInGb", 50)),
+            env={e["key"]: e["value"] for e in env},
+            ports=ports,
+            args=spec.get("dockerArgs", ""),
+            start_ssh=bool(spec.get("startSsh")),
+            interruptible=True,
+        )
         fake.bids[pod["id"]] = float(spec["bidPerGpu"])
         return fake.json({"data": {"podRentInterruptable": {"id": pod["id"], "name": pod["name"]}}})
 

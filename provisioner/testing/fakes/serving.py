@@ -73,8 +73,9 @@ def serve(app: FakeApp, host: str = "127.0.0.1", port: int = 0, *, access_log: b
                 super().log_request(code, size)
 
     server = make_server(host, port, app, threaded=True, request_handler=_Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name=f"fake-{app.provider}", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fake-{app.provider}", daemon=True
+    )
     thread.start()
     return RunningServer(f"http://{host}:{server.server_port}", app, server, thread)
 
@@ -87,7 +88,7 @@ def dripped(response: Response, chunk_bytes: int, interval_s: float, sleep: Call
     def chunks() -> Iterable[bytes]:
         for start in range(0, len(body), step):
             sleep(interval_s)
-            yield body[start:start + step]
+            yield body[start : start + step]
 
     headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
     headers.append(("Content-Length", str(len(body))))

@@ -76,16 +76,22 @@ def _passes(field: str, have: Any, condition: Any) -> bool:
         if op in ("gt", "gte", "lt", "lte"):
             if have is None:
                 return False
-            if (op == "gt" and not have > want) or (op == "gte" and not have >= want) or \
-                    (op == "lt" and not have < want) or (op == "lte" and not have <= want):
+            if (
+                (op == "gt" and not have > want)
+                or (op == "gte" and not have >= want)
+                or (op == "lt" and not have < want)
+                or (op == "lte" and not have <= want)
+            ):
                 return False
     return True
 
 
 def _sort_key(field: str) -> Callable[[dict[str, Any]], tuple[bool, Any]]:
     """Sort by ``field``, asks without it last (for ascending order)."""
+
     def key(ask: dict[str, Any]) -> tuple[bool, Any]:
         return ask.get(field) is None, ask.get(field) or 0
+
     return key
 
 
@@ -96,47 +102,131 @@ def build_market(seed_id: int = 4_100_000) -> dict[int, dict[str, Any]]:
     for row_no, (gpu, n, ram, cpus, cpu_ram, disk, dph, bid, geo, count) in enumerate(MARKET):
         for k in range(count):
             ask_id = next(ids)
-            asks[ask_id] = _ask(ask_id, row_no * 100 + k, gpu, n, ram, cpus, cpu_ram, disk,
-                                round(dph * (1 + 0.01 * (k % 5)), 4), bid, geo,
-                                reliability=round(0.999 - 0.004 * (k % 7), 4))
+            asks[ask_id] = _ask(
+                ask_id,
+                row_no * 100 + k,
+                gpu,
+                n,
+                ram,
+                cpus,
+                cpu_ram,
+                disk,
+                round(dph * (1 + 0.01 * (k % 5)), 4),
+                bid,
+                geo,
+                reliability=round(0.999 - 0.004 * (k % 7), 4),
+            )
     hidden = _ask(next(ids), 990, "RTX 4090", 1, 24564, 16, 64312, 250, 0.19, 0.10, "Texas, US", 0.61)
     hidden["verification"], hidden["verified"] = "unverified", False
     asks[hidden["id"]] = hidden
     return asks
 
 
-def _ask(ask_id: int, machine: int, gpu: str, n: int, ram: int, cpus: int, cpu_ram: int, disk: int,
-         dph: float, bid: float, geo: str, reliability: float) -> dict[str, Any]:
+def _ask(
+    ask_id: int,
+    machine: int,
+    gpu: str,
+    n: int,
+    ram: int,
+    cpus: int,
+    cpu_ram: int,
+    disk: int,
+    dph: float,
+    bid: float,
+    geo: str,
+    reliability: float,
+) -> dict[str, Any]:
     storage_cost = 0.15  # $/GB-month
     storage_hour = round(storage_cost * 20 / 730, 6)  # the 20 GB the price assumes, per hour
     return {
-        "id": ask_id, "ask_contract_id": ask_id, "bundle_id": ask_id + 500_000_000, "bundled_results": None,
-        "machine_id": 30_000 + machine, "host_id": 7_000 + machine % 13, "hostname": None,
-        "gpu_name": gpu, "num_gpus": n, "gpu_ram": ram, "gpu_total_ram": ram * n, "gpu_frac": 1.0,
-        "gpu_arch": "nvidia", "compute_cap": 900 if gpu.startswith("H") else 890, "cuda_max_good": 12.8,
-        "driver_version": "570.124.06", "gpu_ids": [machine * 10 + i for i in range(n)], "gpu_lanes": 16,
-        "gpu_mem_bw": 3350.0 if gpu.startswith("H") else 1008.0, "gpu_max_power": 700, "gpu_max_temp": 87,
-        "gpu_display_active": False, "bw_nvlink": 450.0 if n >= 4 else 0.0,
-        "cpu_arch": "amd64", "cpu_cores": cpus * 2, "cpu_cores_effective": float(cpus), "cpu_ghz": 3.1,
-        "cpu_name": "AMD EPYC 9454 48-Core Processor", "cpu_ram": cpu_ram, "has_avx": 1,
-        "disk_space": float(disk), "disk_bw": 4200.0, "disk_name": "NVMe SSD",
-        "dph_base": round(dph - storage_hour, 6), "dph_total": dph, "min_bid": bid, "is_bid": False,
-        "storage_cost": storage_cost, "storage_total_cost": storage_hour, "vram_costperhour": 0.00002,
-        "inet_up": 2000.0, "inet_down": 4000.0, "inet_up_cost": 0.004, "inet_down_cost": 0.002,
-        "internet_up_cost_per_tb": 4.0, "internet_down_cost_per_tb": 2.0,
-        "reliability": reliability, "reliability2": reliability, "reliability_mult": 0.99,
-        "expected_reliability": reliability, "score": round(200.0 * reliability / dph, 3),
-        "dlperf": 100.0 * n, "dlperf_per_dphtotal": round(100.0 * n / dph, 3), "total_flops": 82.6 * n,
+        "id": ask_id,
+        "ask_contract_id": ask_id,
+        "bundle_id": ask_id + 500_000_000,
+        "bundled_results": None,
+        "machine_id": 30_000 + machine,
+        "host_id": 7_000 + machine % 13,
+        "hostname": None,
+        "gpu_name": gpu,
+        "num_gpus": n,
+        "gpu_ram": ram,
+        "gpu_total_ram": ram * n,
+        "gpu_frac": 1.0,
+        "gpu_arch": "nvidia",
+        "compute_cap": 900 if gpu.startswith("H") else 890,
+        "cuda_max_good": 12.8,
+        "driver_version": "570.124.06",
+        "gpu_ids": [machine * 10 + i for i in range(n)],
+        "gpu_lanes": 16,
+        "gpu_mem_bw": 3350.0 if gpu.startswith("H") else 1008.0,
+        "gpu_max_power": 700,
+        "gpu_max_temp": 87,
+        "gpu_display_active": False,
+        "bw_nvlink": 450.0 if n >= 4 else 0.0,
+        "cpu_arch": "amd64",
+        "cpu_cores": cpus * 2,
+        "cpu_cores_effective": float(cpus),
+        "cpu_ghz": 3.1,
+        "cpu_name": "AMD EPYC 9454 48-Core Processor",
+        "cpu_ram": cpu_ram,
+        "has_avx": 1,
+        "disk_space": float(disk),
+        "disk_bw": 4200.0,
+        "disk_name": "NVMe SSD",
+        "dph_base": round(dph - storage_hour, 6),
+        "dph_total": dph,
+        "min_bid": bid,
+        "is_bid": False,
+        "storage_cost": storage_cost,
+        "storage_total_cost": storage_hour,
+        "vram_costperhour": 0.00002,
+        "inet_up": 2000.0,
+        "inet_down": 4000.0,
+        "inet_up_cost": 0.004,
+        "inet_down_cost": 0.002,
+        "internet_up_cost_per_tb": 4.0,
+        "internet_down_cost_per_tb": 2.0,
+        "reliability": reliability,
+        "reliability2": reliability,
+        "reliability_mult": 0.99,
+        "expected_reliability": reliability,
+        "score": round(200.0 * reliability / dph, 3),
+        "dlperf": 100.0 * n,
+        "dlperf_per_dphtotal": round(100.0 * n / dph, 3),
+        "total_flops": 82.6 * n,
         "flops_per_dphtotal": round(82.6 * n / dph, 3),
-        "geolocation": geo, "geolocode": 1000 + machine, "public_ipaddr": f"198.51.100.{machine % 250 + 1}",
-        "static_ip": True, "verification": "verified", "verified": True, "vericode": 1, "external": False,
-        "datacenter": True, "hosting_type": 1, "rentable": True, "rented": False,
-        "duration": 2_592_000.0, "start_date": 1_893_450_000.0, "end_date": 1_896_042_000,
-        "direct_port_count": 100, "mobo_name": "H13SSL-N", "os_version": "22.04", "pci_gen": 5,
-        "pcie_bw": 52.0, "logo": "/static/logos/vastai_small2.png", "webpage": None, "vms_enabled": False,
-        "is_vm_deverified": False, "resource_type": "gpu", "cluster_id": None,
-        "credit_discount_max": 0.4, "discount_rate": 0.0, "discounted_dph_total": dph,
-        "rn": 1, "dph_total_adj": dph, "time_remaining": "", "time_remaining_isbid": "",
+        "geolocation": geo,
+        "geolocode": 1000 + machine,
+        "public_ipaddr": f"198.51.100.{machine % 250 + 1}",
+        "static_ip": True,
+        "verification": "verified",
+        "verified": True,
+        "vericode": 1,
+        "external": False,
+        "datacenter": True,
+        "hosting_type": 1,
+        "rentable": True,
+        "rented": False,
+        "duration": 2_592_000.0,
+        "start_date": 1_893_450_000.0,
+        "end_date": 1_896_042_000,
+        "direct_port_count": 100,
+        "mobo_name": "H13SSL-N",
+        "os_version": "22.04",
+        "pci_gen": 5,
+        "pcie_bw": 52.0,
+        "logo": "/static/logos/vastai_small2.png",
+        "webpage": None,
+        "vms_enabled": False,
+        "is_vm_deverified": False,
+        "resource_type": "gpu",
+        "cluster_id": None,
+        "credit_discount_max": 0.4,
+        "discount_rate": 0.0,
+        "discounted_dph_total": dph,
+        "rn": 1,
+        "dph_total_adj": dph,
+        "time_remaining": "",
+        "time_remaining_isbid": "",
     }
 
 
@@ -173,8 +263,10 @@ class VastAIFake(FakeApp):
         path = getattr(self._local, "path", "")
         if kind == "invalid_key":
             # The offer search documents its bad-key answer as a 404.
-            return self.json({"success": False, "error": "auth_error", "msg": message or "Invalid user key"},
-                             404 if path.startswith("/api/v0/bundles") else 401)
+            return self.json(
+                {"success": False, "error": "auth_error", "msg": message or "Invalid user key"},
+                404 if path.startswith("/api/v0/bundles") else 401,
+            )
         if kind == "rate_limit":
             text = message or "API requests too frequent endpoint threshold=2.0"
             if path.startswith("/api/v0/instances/") and not path.startswith("/api/v0/instances/bid"):
@@ -185,10 +277,12 @@ class VastAIFake(FakeApp):
         if kind == "not_found":
             return self.json({"success": False, "error": "not_found", "msg": message or "Not found"}, status or 404)
         if kind == "bad_request":
-            return self.json({"success": False, "error": "invalid_args", "msg": message or "Invalid args"},
-                             status or 400)
-        return self.json({"success": False, "error": "server_error", "msg": message or "Internal Server Error"},
-                         status or 500)
+            return self.json(
+                {"success": False, "error": "invalid_args", "msg": message or "Invalid args"}, status or 400
+            )
+        return self.json(
+            {"success": False, "error": "server_error", "msg": message or "Internal Server Error"}, status or 500
+        )
 
     def instance_count(self) -> int:
         with self.lock:
@@ -214,8 +308,11 @@ class VastAIFake(FakeApp):
             return self.json({"error": "invalid_request", "msg": "Invalid json body"}, 400)
         filters: dict[str, Any] = {"verified": {"eq": True}, "rentable": {"eq": True}, "rented": {"eq": False}}
         filters.update({k: v for k, v in query.items() if k not in ("order", "limit", "type", "allocated_storage")})
-        found = [ask for ask in self.asks.values()
-                 if all(field not in ask or _passes(field, ask[field], cond) for field, cond in filters.items())]
+        found = [
+            ask
+            for ask in self.asks.values()
+            if all(field not in ask or _passes(field, ask[field], cond) for field, cond in filters.items())
+        ]
         for field, direction in reversed(query.get("order") or [["score", "desc"]]):
             found.sort(key=_sort_key(field), reverse=str(direction).lower().startswith("d"))
         limit = int(query.get("limit") or 64)
@@ -230,8 +327,15 @@ class VastAIFake(FakeApp):
             return self._no_such_ask(int(ask_id) if ask_id.isdigit() else 0)
         price = body.get("price")
         if price is not None and price < ask["min_bid"]:
-            return self.json({"success": False, "error": "invalid_price", "ask_id": ask["id"],
-                              "msg": f"error 400/3471: bid {price} is below the minimum {ask['min_bid']}"}, 400)
+            return self.json(
+                {
+                    "success": False,
+                    "error": "invalid_price",
+                    "ask_id": ask["id"],
+                    "msg": f"error 400/3471: bid {price} is below the minimum {ask['min_bid']}",
+                },
+                400,
+            )
         granted, _ = self.faults.grant_capacity(1)
         if granted < 1:
             return self._no_such_ask(ask["id"])
@@ -239,58 +343,135 @@ class VastAIFake(FakeApp):
         instance_id = next(self._ids)
         self.instances[instance_id] = instance = self._instance(instance_id, ask, body)
         self.meter.start(str(instance_id), str(instance["dph_total"]), name=str(body.get("label") or ""))
-        self.charges.rates[str(instance_id)] = (Decimal(str(ask["dph_base"])),
-                                                Decimal(str(instance["storage_total_cost"])))
+        self.charges.rates[str(instance_id)] = (
+            Decimal(str(ask["dph_base"])),
+            Decimal(str(instance["storage_total_cost"])),
+        )
         # Separate hosts: local_ipaddrs is the host's own LAN, not a network shared with other rentals.
         ssh = "ssh" in str(body.get("runtype", "ssh"))
-        self.record_bought(Bought(str(instance_id), interruptible=body.get("price") is not None,
-                                  boot="\n".join(str(body.get(k) or "") for k in ("onstart", "env", "args")),
-                                  ssh_public_keys=tuple(k["public_key"] for k in self.ssh_keys) if ssh else ()))
+        self.record_bought(
+            Bought(
+                str(instance_id),
+                interruptible=body.get("price") is not None,
+                boot="\n".join(str(body.get(k) or "") for k in ("onstart", "env", "args")),
+                ssh_public_keys=tuple(k["public_key"] for k in self.ssh_keys) if ssh else (),
+            )
+        )
         self.record_launch([str(instance_id)])
-        return self.json({"success": True, "new_contract": instance_id,
-                          "instance_api_key": base64.b16encode(instance_id.to_bytes(8, "big")).decode().lower()})
+        return self.json(
+            {
+                "success": True,
+                "new_contract": instance_id,
+                "instance_api_key": base64.b16encode(instance_id.to_bytes(8, "big")).decode().lower(),
+            }
+        )
 
     @staticmethod
     def _no_such_ask(ask_id: int) -> Response:
-        return FakeApp.json({"success": False, "error": "invalid_args", "ask_id": ask_id,
-                             "msg": f"error 404/3603: no_such_ask Instance type by id {ask_id} is not available."},
-                            404)
+        return FakeApp.json(
+            {
+                "success": False,
+                "error": "invalid_args",
+                "ask_id": ask_id,
+                "msg": f"error 404/3603: no_such_ask Instance type by id {ask_id} is not available.",
+            },
+            404,
+        )
 
     def _instance(self, instance_id: int, ask: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         disk = float(body.get("disk") or 8.0)
         dph = round(ask["dph_base"] + ask["storage_cost"] * disk / 730, 6)
         octet = instance_id % 250 + 1
         return {
-            "id": instance_id, "ask_id": ask["id"], "bundle_id": ask["bundle_id"], "machine_id": ask["machine_id"],
-            "host_id": ask["host_id"], "actual_status": None, "intended_status": body.get("target_state", "running"),
-            "cur_state": "running", "next_state": "running", "status_msg": None,
-            "label": body.get("label"), "template_id": None, "template_hash_id": None, "template_name": None,
+            "id": instance_id,
+            "ask_id": ask["id"],
+            "bundle_id": ask["bundle_id"],
+            "machine_id": ask["machine_id"],
+            "host_id": ask["host_id"],
+            "actual_status": None,
+            "intended_status": body.get("target_state", "running"),
+            "cur_state": "running",
+            "next_state": "running",
+            "status_msg": None,
+            "label": body.get("label"),
+            "template_id": None,
+            "template_hash_id": None,
+            "template_name": None,
             "image_uuid": body.get("image", "vastai/base-image:@vastai-automatic-tag"),
-            "image_args": list(body.get("args") or []), "image_runtype": body.get("runtype", "ssh"),
-            "extra_env": [], "onstart": body.get("onstart") or "", "jupyter_token": f"{instance_id:064x}",
-            "public_ipaddr": ask["public_ipaddr"], "local_ipaddrs": f"10.8.{octet}.2 172.17.0.1",
-            "ssh_host": f"ssh{instance_id % 9 + 1}.vast.ai", "ssh_idx": str(instance_id % 9 + 1),
-            "ssh_port": 20000 + instance_id % 10000, "machine_dir_ssh_port": 30000 + instance_id % 10000,
-            "direct_port_start": 40000, "direct_port_end": 40099, "direct_port_count": 100,
-            "gpu_name": ask["gpu_name"], "num_gpus": ask["num_gpus"], "gpu_ram": ask["gpu_ram"],
-            "gpu_totalram": ask["gpu_total_ram"], "gpu_frac": 1.0, "gpu_arch": "nvidia", "gpu_lanes": 16,
-            "gpu_mem_bw": ask["gpu_mem_bw"], "gpu_util": None, "gpu_temp": None, "bw_nvlink": ask["bw_nvlink"],
-            "cpu_arch": "amd64", "cpu_cores": ask["cpu_cores"], "cpu_cores_effective": ask["cpu_cores_effective"],
-            "cpu_name": ask["cpu_name"], "cpu_ram": ask["cpu_ram"], "cpu_util": 0.0,
-            "disk_space": disk, "disk_bw": ask["disk_bw"], "disk_name": ask["disk_name"],
-            "disk_usage": 0.0, "disk_util": 0.0, "mem_limit": None, "mem_usage": None, "vmem_usage": None,
-            "dph_base": ask["dph_base"], "dph_total": dph, "min_bid": ask["min_bid"],
-            "is_bid": body.get("price") is not None, "storage_cost": ask["storage_cost"],
+            "image_args": list(body.get("args") or []),
+            "image_runtype": body.get("runtype", "ssh"),
+            "extra_env": [],
+            "onstart": body.get("onstart") or "",
+            "jupyter_token": f"{instance_id:064x}",
+            "public_ipaddr": ask["public_ipaddr"],
+            "local_ipaddrs": f"10.8.{octet}.2 172.17.0.1",
+            "ssh_host": f"ssh{instance_id % 9 + 1}.vast.ai",
+            "ssh_idx": str(instance_id % 9 + 1),
+            "ssh_port": 20000 + instance_id % 10000,
+            "machine_dir_ssh_port": 30000 + instance_id % 10000,
+            "direct_port_start": 40000,
+            "direct_port_end": 40099,
+            "direct_port_count": 100,
+            "gpu_name": ask["gpu_name"],
+            "num_gpus": ask["num_gpus"],
+            "gpu_ram": ask["gpu_ram"],
+            "gpu_totalram": ask["gpu_total_ram"],
+            "gpu_frac": 1.0,
+            "gpu_arch": "nvidia",
+            "gpu_lanes": 16,
+            "gpu_mem_bw": ask["gpu_mem_bw"],
+            "gpu_util": None,
+            "gpu_temp": None,
+            "bw_nvlink": ask["bw_nvlink"],
+            "cpu_arch": "amd64",
+            "cpu_cores": ask["cpu_cores"],
+            "cpu_cores_effective": ask["cpu_cores_effective"],
+            "cpu_name": ask["cpu_name"],
+            "cpu_ram": ask["cpu_ram"],
+            "cpu_util": 0.0,
+            "disk_space": disk,
+            "disk_bw": ask["disk_bw"],
+            "disk_name": ask["disk_name"],
+            "disk_usage": 0.0,
+            "disk_util": 0.0,
+            "mem_limit": None,
+            "mem_usage": None,
+            "vmem_usage": None,
+            "dph_base": ask["dph_base"],
+            "dph_total": dph,
+            "min_bid": ask["min_bid"],
+            "is_bid": body.get("price") is not None,
+            "storage_cost": ask["storage_cost"],
             "storage_total_cost": round(ask["storage_cost"] * disk / 730, 6),
-            "vram_costperhour": ask["vram_costperhour"], "credit_balance": None, "credit_discount": None,
-            "credit_discount_max": 0.4, "reliability2": ask["reliability2"], "geolocation": ask["geolocation"],
-            "country_code": _country(ask["geolocation"]), "verification": "verified", "rentable": True,
-            "external": False, "static_ip": True, "start_date": self.clock().timestamp(), "end_date": ask["end_date"],
-            "duration": ask["duration"], "client_run_time": 0.0, "host_run_time": 0.0, "uptime_mins": None,
-            "pci_gen": float(ask["pci_gen"]), "pcie_bw": ask["pcie_bw"], "mobo_name": ask["mobo_name"],
-            "os_version": ask["os_version"], "dlperf": ask["dlperf"], "dlperf_per_dphtotal": ask["dlperf_per_dphtotal"],
-            "flops_per_dphtotal": ask["flops_per_dphtotal"], "total_flops": ask["total_flops"],
-            "score": ask["score"], "time_remaining": "", "time_remaining_isbid": "", "webpage": None,
+            "vram_costperhour": ask["vram_costperhour"],
+            "credit_balance": None,
+            "credit_discount": None,
+            "credit_discount_max": 0.4,
+            "reliability2": ask["reliability2"],
+            "geolocation": ask["geolocation"],
+            "country_code": _country(ask["geolocation"]),
+            "verification": "verified",
+            "rentable": True,
+            "external": False,
+            "static_ip": True,
+            "start_date": self.clock().timestamp(),
+            "end_date": ask["end_date"],
+            "duration": ask["duration"],
+            "client_run_time": 0.0,
+            "host_run_time": 0.0,
+            "uptime_mins": None,
+            "pci_gen": float(ask["pci_gen"]),
+            "pcie_bw": ask["pcie_bw"],
+            "mobo_name": ask["mobo_name"],
+            "os_version": ask["os_version"],
+            "dlperf": ask["dlperf"],
+            "dlperf_per_dphtotal": ask["dlperf_per_dphtotal"],
+            "flops_per_dphtotal": ask["flops_per_dphtotal"],
+            "total_flops": ask["total_flops"],
+            "score": ask["score"],
+            "time_remaining": "",
+            "time_remaining_isbid": "",
+            "webpage": None,
         }
 
     def _shown(self, instance: dict[str, Any]) -> dict[str, Any]:
@@ -311,8 +492,11 @@ class VastAIFake(FakeApp):
     def _list(self, request: Request) -> Response:
         try:
             limit = int(request.args.get("limit", PAGE_LIMIT))
-            after = int(base64.urlsafe_b64decode(request.args["after_token"]).decode()) \
-                if request.args.get("after_token") else 0
+            after = (
+                int(base64.urlsafe_b64decode(request.args["after_token"]).decode())
+                if request.args.get("after_token")
+                else 0
+            )
         except ValueError:
             return self.json({"error": "invalid_token", "msg": "invalid after_token"}, 400)
         limit = PAGE_LIMIT if limit > PAGE_LIMIT else (5 if limit <= 0 else limit)
@@ -323,9 +507,16 @@ class VastAIFake(FakeApp):
         labels: dict[str, int] = {}
         for inst in self.instances.values():
             labels[inst.get("label") or ""] = labels.get(inst.get("label") or "", 0) + 1
-        return self.json({"success": True, "instances_found": len(page), "total_instances": len(self.instances),
-                          "label_counts": labels, "next_token": token,
-                          "instances": [self._shown(inst) for inst in page]})
+        return self.json(
+            {
+                "success": True,
+                "instances_found": len(page),
+                "total_instances": len(self.instances),
+                "label_counts": labels,
+                "next_token": token,
+                "instances": [self._shown(inst) for inst in page],
+            }
+        )
 
     def _show(self, request: Request, instance_id: str) -> Response:
         instance = self.instances.get(int(instance_id)) if instance_id.isdigit() else None
@@ -347,21 +538,44 @@ class VastAIFake(FakeApp):
 
     # -- account --------------------------------------------------------------------------
     def _keys(self, request: Request) -> Response:
-        return self.json([{"id": k["id"], "user_id": k["user_id"], "key": k["public_key"],
-                           "created_at": k["created_at"], "deleted_at": None} for k in self.ssh_keys])
+        return self.json(
+            [
+                {
+                    "id": k["id"],
+                    "user_id": k["user_id"],
+                    "key": k["public_key"],
+                    "created_at": k["created_at"],
+                    "deleted_at": None,
+                }
+                for k in self.ssh_keys
+            ]
+        )
 
     def _add_key(self, request: Request) -> Response:
         text = str(self.body(request).get("ssh_key") or "").strip()
         if not text:
             return self.json({"success": False, "error": "no_ssh_key", "msg": "No ssh key provided"}, 400)
-        key = {"id": 900 + len(self.ssh_keys), "user_id": 4242, "public_key": text,
-               "created_at": "2026-11-22T12:00:00Z", "deleted_at": None}
+        key = {
+            "id": 900 + len(self.ssh_keys),
+            "user_id": 4242,
+            "public_key": text,
+            "created_at": "2026-11-22T12:00:00Z",
+            "deleted_at": None,
+        }
         self.ssh_keys.append(key)
         return self.json({"success": True, "key": key})
 
     def _user(self, request: Request) -> Response:
-        return self.json({"id": 4242, "key_id": 77, "email": "renter@example.com", "balance": self.balance_usd,
-                          "ssh_key": self.ssh_keys[0]["public_key"] if self.ssh_keys else "", "sid": "fake-session"})
+        return self.json(
+            {
+                "id": 4242,
+                "key_id": 77,
+                "email": "renter@example.com",
+                "balance": self.balance_usd,
+                "ssh_key": self.ssh_keys[0]["public_key"] if self.ssh_keys else "",
+                "sid": "fake-session",
+            }
+        )
 
 
 # ----- the contract suite's view of this fake (provisioner.testing.contract) ---------------------------------------
@@ -373,9 +587,19 @@ def contract_node_specs(n: int, prefix: str = "n") -> list[Any]:
     """n single-4090 nodes in the US, as a plan would give them (no per-node ask ids)."""
     from provisioner.providers.base import NodeSpec
 
-    return [NodeSpec(name=f"{prefix}{i}", instance_type="1x_RTX_4090", region="US", gpus=1, disk_gib=40,
-                     ssh_public_key=CONTRACT_SSH_KEY, bootstrap="script", user_data="#!/bin/sh\necho ready\n")
-            for i in range(n)]
+    return [
+        NodeSpec(
+            name=f"{prefix}{i}",
+            instance_type="1x_RTX_4090",
+            region="US",
+            gpus=1,
+            disk_gib=40,
+            ssh_public_key=CONTRACT_SSH_KEY,
+            bootstrap="script",
+            user_data="#!/bin/sh\necho ready\n",
+        )
+        for i in range(n)
+    ]
 
 
 def contract_harness() -> Any:
@@ -384,11 +608,24 @@ def contract_harness() -> Any:
     from provisioner.providers.vastai.provider import VastAIProvider
     from provisioner.testing.contract import Harness
 
-    return Harness(name="vastai", app=VastAIFake(api_key=CONTRACT_API_KEY), make_provider=VastAIProvider,
-                   api_key=CONTRACT_API_KEY, node_specs=contract_node_specs, published_limits=VAST_LIMITS, scale=20.0,
-                   offer_query=OfferQuery(gpu_models=("RTX4090",), regions=("US",), min_reliability=0.95))
+    return Harness(
+        name="vastai",
+        app=VastAIFake(api_key=CONTRACT_API_KEY),
+        make_provider=VastAIProvider,
+        api_key=CONTRACT_API_KEY,
+        node_specs=contract_node_specs,
+        published_limits=VAST_LIMITS,
+        scale=20.0,
+        offer_query=OfferQuery(gpu_models=("RTX4090",), regions=("US",), min_reliability=0.95),
+    )
 
 
-
-__all__ = ["CONTRACT_API_KEY", "CONTRACT_SSH_KEY", "MARKET", "VastAIFake", "build_market", "contract_harness",
-           "contract_node_specs"]
+__all__ = [
+    "CONTRACT_API_KEY",
+    "CONTRACT_SSH_KEY",
+    "MARKET",
+    "VastAIFake",
+    "build_market",
+    "contract_harness",
+    "contract_node_specs",
+]

@@ -40,8 +40,9 @@ class ChargeRoutes:
             filters = json.loads(request.args.get("select_filters", ""))
             low, high = int(filters["day"]["gte"]), int(filters["day"]["lte"])
         except (ValueError, KeyError, TypeError):
-            return self.fake.json({"success": False, "error": "invalid_args",
-                                   "msg": "select_filters needs a day range"}, 400)
+            return self.fake.json(
+                {"success": False, "error": "invalid_args", "msg": "select_filters needs a day range"}, 400
+            )
         limit = int(request.args.get("limit", "100"))
         offset = int(request.args.get("after_token") or 0)
         rows = []
@@ -53,18 +54,42 @@ class ChargeRoutes:
             items = []
             for kind, rate in (("gpu", compute), ("disk", storage)):
                 amount = self.fake.meter.billed_usd(span) * rate / span.usd_per_hour if span.usd_per_hour else 0
-                items.append({"start": _unix(span.start), "end": _unix(end), "type": kind, "source": None,
-                              "description": f"at ${rate}/hour", "amount": float(round(Decimal(amount), 6)),
-                              "metadata": {}, "items": []})
+                items.append(
+                    {
+                        "start": _unix(span.start),
+                        "end": _unix(end),
+                        "type": kind,
+                        "source": None,
+                        "description": f"at ${rate}/hour",
+                        "amount": float(round(Decimal(amount), 6)),
+                        "metadata": {},
+                        "items": [],
+                    }
+                )
             total = self.fake.meter.billed_usd(span)
-            rows.append({"start": _unix(span.start), "end": _unix(end), "type": "instance",
-                         "source": f"instance-{instance_id}", "description": f"Instance {instance_id} Charges",
-                         "amount": float(total.quantize(Decimal("0.001"))), "metadata": {"label": span.name},
-                         "items": items})
-        page = rows[offset:offset + limit]
+            rows.append(
+                {
+                    "start": _unix(span.start),
+                    "end": _unix(end),
+                    "type": "instance",
+                    "source": f"instance-{instance_id}",
+                    "description": f"Instance {instance_id} Charges",
+                    "amount": float(total.quantize(Decimal("0.001"))),
+                    "metadata": {"label": span.name},
+                    "items": items,
+                }
+            )
+        page = rows[offset : offset + limit]
         more = offset + limit < len(rows)
-        return self.fake.json({"success": True, "count": len(page), "total": len(rows),
-                               "next_token": str(offset + limit) if more else None, "results": page})
+        return self.fake.json(
+            {
+                "success": True,
+                "count": len(page),
+                "total": len(rows),
+                "next_token": str(offset + limit) if more else None,
+                "results": page,
+            }
+        )
 
     def _invoices(self, request: Request) -> Response:
         """Payments (top-ups, transfers, payouts): the fake takes none, so none are listed."""
