@@ -3,6 +3,9 @@
 - ``require_ssh_sources``: ``up``/``burst`` refuse a spec without ``access.allowed_cidrs`` (the node
   firewall and the provider's firewall then admit SSH from nowhere outside the cluster, and these
   commands reach the nodes over SSH).
+- ``say_exposure``: one warning per fact a user must know before buying: SSH open to every address
+  (any split of 0.0.0.0/0 or ::/0), and each provider among the tries that cannot apply
+  ``allowed_cidrs`` at all (provisioner.exposure.UNFILTERED: RunPod, Vast.ai).
 - ``ensure_firewall`` / ``remove_firewall``: the provider's own firewall for the cluster where the
   adapter has one (``SupportsFirewall``: Lambda's rulesets, AWS's cluster security group, GCP's
   cluster firewall rules), made
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from provisioner.errors import ProvisionerError, SpecError
@@ -44,6 +48,17 @@ def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
     )
 
 
+def say_exposure(plans: Sequence[Plan], emit: Emit) -> None:
+    """Emit a ``warning`` event for each line of provisioner.exposure.exposure_lines over the providers
+    ``plans`` may buy from (in try order), before anything is bought."""
+    from provisioner.exposure import exposure_lines
+
+    if not plans:
+        return
+    for line in exposure_lines(plans[0].spec.access.allowed_cidrs, [plan.option.provider for plan in plans]):
+        emit("warning", message=f"warning: {line}")
+
+
 def ensure_firewall(provider: Provider, plan: Plan) -> None:
     """The provider's own firewall for the cluster (Lambda rulesets, the AWS cluster security group, the
     GCP cluster rules:
@@ -70,4 +85,4 @@ def remove_firewall(emit: Emit, provider: Provider, cluster_id: str) -> None:
         )
 
 
-__all__ = ["ensure_firewall", "remove_firewall", "require_ssh_sources"]
+__all__ = ["ensure_firewall", "remove_firewall", "require_ssh_sources", "say_exposure"]

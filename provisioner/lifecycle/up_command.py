@@ -55,12 +55,13 @@ def up(
     emit = cli.emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
-        from provisioner.lifecycle.access import require_ssh_sources
+        from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
         plans = cli.ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
+        say_exposure(plans, emit)
         _pulumi_up(
             plans,
             emit,
@@ -72,7 +73,7 @@ def up(
             max_tries=max_tries,
         )
         return
-    from provisioner.lifecycle.access import require_ssh_sources
+    from provisioner.lifecycle.access import require_ssh_sources, say_exposure
     from provisioner.lifecycle.realize import bring_up_first
 
     if local:  # SSH comes from the lab's own address (provisioner.local.lab.fit_to_host)
@@ -85,6 +86,8 @@ def up(
         plans = cli.ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
+    if not local:  # a local dry run's nodes are this machine's containers, reached from its lab only
+        say_exposure(plans, emit)
     if local:
         plans = lab.local_plans(plans, emit, max_tries)
     runtime = cli._runtime(emit)
@@ -275,11 +278,13 @@ def burst(
         image=image,
         max_replacements=max_replacements,
     )
-    from provisioner.lifecycle.access import require_ssh_sources
+    from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
     plans = cli.ranked_plans(target, catalog, max_tries)
     require_ssh_sources(plans[0], target)
-    runtime = cli._runtime(cli.emitter(json_out))
+    emit = cli.emitter(json_out)
+    say_exposure(plans, emit)
+    runtime = cli._runtime(emit)
     try:
         code = run_burst(plans, command, options, runtime)
     finally:

@@ -81,11 +81,12 @@ class RichLines:
             sys.stdout.write(str(fields.get("line", "")) + "\n")
             sys.stdout.flush()
             return
-        if self._quiet and event not in ("error", "failover", "teardown", "watchdog"):
+        if self._quiet and event not in ("error", "failover", "teardown", "watchdog", "warning"):
             return
         style = {
             "error": "bold red",
             "failover": "yellow",
+            "warning": "yellow",
             "watchdog": "yellow",
             "ready": "green",
             "up": "bold green",

@@ -154,19 +154,21 @@ def stale_warnings(dates: Sequence[PriceDate]) -> list[str]:
     ]
 
 
-def access_warnings(spec: ClusterSpec) -> list[str]:
+def access_warnings(spec: ClusterSpec, providers: Sequence[str] = ()) -> list[str]:
     """What the spec opens to the Internet: SSH (tcp/22) from ``access.allowed_cidrs`` only, the one
     port a node answers from outside its cluster. One line when it is closed (up and burst then
-    refuse) or open to every address; none otherwise."""
+    refuse) or open to every address (provisioner.exposure.open_to_all: any split of 0.0.0.0/0 or
+    ::/0 counts), and one per provider of ``providers`` (the ranked rows) that cannot apply it."""
+    from provisioner.exposure import exposure_lines, unfiltered_lines
+
     cidrs = spec.access.allowed_cidrs
     if not cidrs:
         return [
             "SSH: access.allowed_cidrs is not set, so nothing outside the cluster reaches the nodes; "
-            "up and burst need it (e.g. [203.0.113.7/32], this machine's public address)"
+            "up and burst need it (e.g. [203.0.113.7/32], this machine's public address)",
+            *unfiltered_lines(providers),
         ]
-    if any(cidr.strip() in ("0.0.0.0/0", "::/0") for cidr in cidrs):
-        return ["SSH: open to every address (access.allowed_cidrs has 0.0.0.0/0 or ::/0)"]
-    return []
+    return exposure_lines(cidrs, providers)
 
 
 # -- assumptions ----------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def build_view(result: PlanResult, top: int | None, *, explain: bool, meta: Repo
         catalog=catalog_summary(result),
         generated=generated_text(meta),
         price_dates=tuple(dates),
-        warnings=(*facts.stale_warnings(dates), *facts.access_warnings(result.spec)),
+        warnings=(*facts.stale_warnings(dates), *facts.access_warnings(result.spec, [o.provider for o in ranked])),
         winner=winner_summary(winner) if winner else None,
         why=decision.sentence if decision else None,
         empty_message=no_options_message(result),
