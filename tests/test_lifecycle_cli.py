@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,14 @@ def test_status_outputs_down_of_a_direct_cluster(
         printed = capsys.readouterr().out
         assert f"ml@{doc['head_address']}" in printed and printed.rstrip().endswith("sinfo")
         assert "PRIVATE KEY" not in printed
+        # COMMAND as ssh reads it: the words joined by spaces, one line for the node's shell
+        for words, line in (
+            (["sinfo -N"], "sinfo -N"),
+            (["sinfo", "-N", "-l"], "sinfo -N -l"),
+            (["a b", "c"], "a b c"),
+        ):
+            assert main(["ssh", "lc-lambda", "--print", "--", *words]) == 0
+            assert shlex.split(capsys.readouterr().out)[-1] == line, words
 
         # down of a direct cluster uses the direct engine (from its record); --json: one event per line
         assert main(["down", "lc-lambda", "--json"]) == 0
@@ -306,6 +315,7 @@ def test_a_missing_record_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         assert main(command) == 2, command
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "no record of cluster nosuch" in err, command
+        assert "Invalid value" not in err, err  # no option was given to blame (down said --provider)
 
 
 @pytest.mark.parametrize("name", ["../../escape", "a" * 300, "Ünï", "UPPER"])

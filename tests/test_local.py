@@ -28,9 +28,12 @@ def test_up_local_as_a_user_is_one_line_and_exit_2() -> None:
         (folder / "spec.yaml").write_text(SPEC)
         (folder / "spec.yaml").chmod(0o644)
         cli = [str(Path(sys.executable).parent / "provisioner"), "up", "spec.yaml", "--local"]
-        if os.geteuid() == 0:  # as a user would run it: nobody, with no privileges
+        if os.geteuid() == 0:  # as a user would run it: nobody, with no privileges but one
             need_tool("setpriv")  # util-linux
-            cli = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cli]
+            # CAP_DAC_READ_SEARCH lets nobody read the interpreter and this clone wherever they are (a
+            # clone under a 0700 home is no one else's to read); it grants no write and is not root.
+            reads = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+            cli = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *reads, *cli]
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(folder),

@@ -383,4 +383,11 @@ def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
             and "is PROVISIONER_LAMBDA_API_URL a fake provider without nodes?" in err
         )
         assert not (fake_cluster / "calls.log").exists()  # no ssh, no srun, no drain
+        # the cluster's name does as its plan does (watch, ssh and down take either): its record's plan
+        code, out, err = run_cli(["validate", "lc-lambda", "--no-burnin", "--timeout-s", "1"], capsys)
+        assert (code, out) == (5, ""), err
+        assert err.splitlines()[-1].startswith("error: node(s) lc-lambda-0 (198.51.100."), err
         assert main(["down", "lc-lambda"]) == 0
+    capsys.readouterr()
+    code, out, err = run_cli(["validate", "lc-lambda", "--no-burnin"], capsys)
+    assert (code, out, err) == (2, "", "error: no record of cluster lc-lambda here (see provisioner status)\n")

@@ -46,9 +46,8 @@ def down(
         if provider is None:
             raise UsageError(
                 f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
-                "its spec or plan file; provisioner gc lists what the tool left anywhere",
-                option="--provider",
-            )
+                "its spec or plan file; provisioner gc lists what the tool left anywhere"
+            )  # no option to blame: --provider was not given (the message says it is one way out)
     emit = cli.emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine

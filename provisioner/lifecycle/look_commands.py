@@ -151,7 +151,9 @@ def ssh(
     print_only: bool = False,
     catalog: Path | None = None,
 ) -> None:
-    """Open a shell (or run COMMAND) on the head node as the cluster user, with the cluster key."""
+    """Open a shell (or run COMMAND) on the head node as the cluster user, with the cluster key.
+
+    COMMAND is read as ssh reads it: its words joined by spaces, then run by the node's shell."""
     import os
     import shlex
 
@@ -176,7 +178,7 @@ def ssh(
     assert isinstance(remote, SshRemote)
     if not print_only:  # the key the command checks strictly (a no-op once up's SSH pass pinned it)
         remote.pin(found)
-    argv = remote.argv(found, command or [])
+    argv = remote.shell_argv(found, command or [])  # words joined as ssh joins them
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:

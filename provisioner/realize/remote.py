@@ -106,6 +106,11 @@ class SshRemote:
     def argv(self, target: SshTarget, argv: Sequence[str]) -> list[str]:
         return self._ssh.ssh_argv(target, shlex.join(argv))
 
+    def shell_argv(self, target: SshTarget, words: Sequence[str]) -> list[str]:
+        """The ``ssh`` argv for a command line as a person gives it to ssh: ``words`` joined by spaces
+        and read by the remote shell (``'sinfo -N'`` runs sinfo with -N), where ``argv`` quotes each."""
+        return self._ssh.ssh_argv(target, " ".join(words))
+
     def run(self, target: SshTarget, argv: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
         try:
             self.pin(target, timeout_s=timeout_s)

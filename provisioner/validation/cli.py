@@ -33,11 +33,10 @@ def _write(text: str, output: Path | None) -> None:
     print(f"wrote {output}", file=sys.stderr)
 
 
-def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str, str]:
-    """(node names, GPUs per node, GPU model, fabric or None, via, cluster id) from a plan or spec file."""
-    from provisioner.workflow import plan_from_source
-
-    plan = plan_from_source(path, catalog_path=catalog)
+def _plan_expectations(source: str | Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str, str]:
+    """(node names, GPUs per node, GPU model, fabric or None, via, cluster id) from a plan or spec file,
+    or from the local record of the cluster ``source`` names (as ``watch``, ``ssh`` and ``down`` take)."""
+    plan = _plan_of(str(source), catalog)
     option = plan.option
     names = [f"{plan.spec.name}-{i}" for i in range(option.nodes)]
     fabric = str(option.offer.fabric.value) if option.nodes > 1 else None
@@ -47,7 +46,23 @@ def _plan_expectations(path: Path, catalog: Path | None) -> tuple[list[str], int
     return names, option.gpus_per_node, option.gpu_model, fabric, via, plan.cluster_id
 
 
-def _scheduler_runner(names: list[str], via: str, cluster_id: str | None, source: Path | None) -> Runner:
+def _plan_of(source: str, catalog: Path | None) -> Any:
+    """The plan of a plan (JSON) or spec (YAML) file, else of the cluster named ``source`` brought up
+    from here. UsageError (exit 2) for a name with no record; a missing file keeps the spec's error."""
+    from provisioner.workflow import plan_from_source
+
+    path = Path(source)
+    if path.suffix.lower() in (".json", ".yaml", ".yml") or path.is_file() or "/" in source:
+        return plan_from_source(path, catalog_path=catalog)
+    from provisioner.lifecycle import state
+
+    record = state.load_record(cliargs.cluster_name(source, option="CLUSTER_OR_FILE", file_too=True))
+    if record is None:
+        raise UsageError(f"no record of cluster {source} here (see provisioner status)")
+    return record.plan
+
+
+def _scheduler_runner(names: list[str], via: str, cluster_id: str | None, source: str | None) -> Runner:
     """Where ``srun``/``scontrol`` (or ``kubectl``) reach the cluster's scheduler: here when this machine's
     lists every node (the head, or a login node of that cluster); else on the cluster's head over SSH
     with the cluster key, when this machine brought the cluster up (its local record, as ``provisioner
@@ -166,7 +181,7 @@ def node_check(
 
 
 def validate(
-    source: Path | None = None,
+    source: str | None = None,
     nodes: str | None = None,
     via: str | None = None,
     drain: bool = True,
@@ -201,7 +216,7 @@ def validate(
     if nodes is not None:
         names = [name.strip() for name in nodes.split(",") if name.strip()]
     if not names:
-        raise UsageError("give a plan or spec, or --nodes a,b,c", option="SOURCE")
+        raise UsageError("give a cluster, its plan or spec, or --nodes a,b,c", option="CLUSTER_OR_FILE")
     if via is None:
         raise UsageError(f"must be one of {', '.join(VIAS)} when there is no plan", option="--via")
     if via not in VIAS:
@@ -301,7 +316,12 @@ def add_node_commands(group: cliargs.Commands) -> None:
 def add_validate(group: cliargs.Commands) -> None:
     """Add ``validate`` (check every node of a cluster and drain bad ones) to the top-level command group."""
     cmd = cliargs.command(group, "validate", validate)
-    cmd.add_argument("source", nargs="?", type=Path, metavar="SOURCE", help="The cluster's plan (JSON) or spec (YAML).")
+    cmd.add_argument(
+        "source",
+        nargs="?",
+        metavar="CLUSTER_OR_FILE",
+        help="A cluster brought up from here, its plan (JSON) or spec (YAML).",
+    )
     cmd.add_argument("--nodes", help="Comma-separated node names (default: from the plan).")
     cmd.add_argument("--via", help="slurm | k8s | ssh (default: the plan's control plane).")
     cliargs.flag(cmd, "--drain", "Drain (Slurm) or cordon and taint (k8s) bad nodes.", default=True)

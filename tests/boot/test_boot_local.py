@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -100,7 +101,7 @@ class User:
 
     def on(self, cluster: str, node: str, *command: str) -> str:
         """``command`` on ``node`` as the cluster user (``provisioner ssh --node``); its stdout."""
-        done = self.run("ssh", cluster, "--node", node, "--", *command, timeout=180)
+        done = self.run("ssh", cluster, "--node", node, "--", shlex.join(command), timeout=180)  # read as ssh reads it
         assert done.returncode == 0, f"{node}: {command}: {done.stdout}{done.stderr}"
         return done.stdout
 
