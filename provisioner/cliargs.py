@@ -45,8 +45,35 @@ class Parser(argparse.ArgumentParser):
         blames the top parser: ``provisioner costs nope`` said see 'provisioner --help')."""
         found, extras = self.parse_known_args(args, namespace)
         if extras:
-            raise UsageError(f"unrecognized arguments: {' '.join(extras)}", where=chosen(self, found).prog)
+            parser = chosen(self, found)
+            hint = _option_hint(extras, parser)
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}{hint}", where=parser.prog)
         return found
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a value against its choices (a command name, ``--format``), with the
+        choice it most likely misspells (``plna``: did you mean 'plan'?)."""
+        if action.choices is None or value in action.choices:
+            return
+        from provisioner.suggest import did_you_mean
+
+        hint = did_you_mean(str(value), [str(choice) for choice in action.choices])
+        listed = ", ".join(repr(choice) for choice in action.choices)
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r}{'; ' + hint if hint else ' '}(choose from {listed})"
+        )
+
+
+def _option_hint(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """``; did you mean '--format'?`` for the first unknown option that misspells one of ``parser``'s."""
+    from provisioner.suggest import did_you_mean
+
+    for word in extras:
+        if word.startswith("--"):
+            hint = did_you_mean(word.split("=", 1)[0], [o for o in parser._option_string_actions if o.startswith("--")])
+            if hint:
+                return "; " + hint.rstrip()
+    return ""
 
 
 class Commands:
@@ -126,7 +153,9 @@ def provider_name(text: str) -> str:
 
     if text in REGISTRY:
         return text
-    hint = f"did you mean {text.lower()!r}? " if text.lower() in REGISTRY else ""
+    from provisioner.suggest import did_you_mean
+
+    hint = did_you_mean(text, REGISTRY)
     raise argparse.ArgumentTypeError(f"unknown provider {text!r}; {hint}known: {', '.join(REGISTRY)}")
 
 

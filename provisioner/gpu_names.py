@@ -77,7 +77,9 @@ def gpu_model_problem(name: str) -> str | None:
         )
     if base in _KNOWN_GPUS:
         return f"unknown GPU model {name!r}; use {_KNOWN_GPUS[base]}"
-    return f"unknown GPU model {name!r}; known: {', '.join(GPU_MODELS)}"
+    from provisioner.suggest import did_you_mean
+
+    return f"unknown GPU model {name!r}; {did_you_mean(name, GPU_MODELS)}known: {', '.join(GPU_MODELS)}"
 
 
 __all__ = ["GPU_MODELS", "canonical_gpu", "gpu_model_problem"]

@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 
 from provisioner.gpu_names import GPU_MODELS, canonical_gpu, gpu_model_problem
 from provisioner.providers.registry import REGISTRY, facts
+from provisioner.suggest import did_you_mean
 from provisioner.termtext import counted
 
 PROVIDER_NAMES = tuple(REGISTRY)
@@ -170,7 +171,8 @@ class ProvidersSpec(_Model):
     def _known(cls, names: list[str]) -> list[str]:
         for name in names:
             if name not in PROVIDER_NAMES:
-                raise ValueError(f"unknown provider {name!r}; known: {', '.join(PROVIDER_NAMES)}")
+                hint = did_you_mean(name, PROVIDER_NAMES)
+                raise ValueError(f"unknown provider {name!r}; {hint}known: {', '.join(PROVIDER_NAMES)}")
         return names
 
 

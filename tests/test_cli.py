@@ -168,6 +168,14 @@ BAD_SPECS = {
         "model.yaml:3:10: gpus.model: unknown GPU model 'A100-80GB': memory is its own field; "
         "use A100 with min_memory_gib: 80",
     ),
+    "gpu-typo.yaml": (
+        "name: demo\ngpus:\n  model: H1OO\n  count: 8\n",
+        "gpu-typo.yaml:3:10: gpus.model: unknown GPU model 'H1OO'; did you mean 'H100'? known: B300,",
+    ),
+    "provider-typo.yaml": (
+        "name: demo\ngpus:\n  count: 8\nproviders:\n  allow: [aws, lamda]\n",
+        "provider-typo.yaml:5:10: providers.allow: unknown provider 'lamda'; did you mean 'lambda'? known: aws,",
+    ),
 }
 NO_FIT_SPECS = {
     "ib.yaml": (
@@ -323,7 +331,32 @@ USAGE_ERRORS = {
         ["render", "missing-plan.json", "--out", "out"],
         "error: missing-plan.json: cannot read plan: No such file or directory",
     ),
-    "unknown gpu": (["catalog", "--gpu", "H1OO"], "error: Invalid value for --gpu: unknown GPU model 'H1OO'; known:"),
+    "unknown gpu": (["catalog", "--gpu", "Z9"], "error: Invalid value for --gpu: unknown GPU model 'Z9'; known: B300,"),
+    # "did you mean", by one rule (provisioner/suggest.py): commands, options, choices, providers, GPUs
+    "misspelt command": (
+        ["plna", "x.yaml"],
+        "error: argument COMMAND: invalid choice: 'plna'; did you mean 'plan'? (choose",
+    ),
+    "misspelt subcommand": (
+        ["node", "chek"],
+        "error: argument COMMAND: invalid choice: 'chek'; did you mean 'check'? (",
+    ),
+    "misspelt option": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "--fromat", "json"],
+        "error: unrecognized arguments: --fromat json; did you mean '--format'? (see 'provisioner plan --help')",
+    ),
+    "misspelt choice": (
+        ["plan", "examples/pretrain-h100-slurm.yaml", "-f", "jsno"],
+        "error: argument --format/-f: invalid choice: 'jsno'; did you mean 'json'? (choose from 'table', 'json',",
+    ),
+    "misspelt provider": (
+        ["catalog", "--provider", "lamda"],
+        "error: argument --provider: unknown provider 'lamda'; did you mean 'lambda'? known: aws, gcp, lambda,",
+    ),
+    "misspelt gpu": (
+        ["catalog", "--gpu", "H1OO"],
+        "error: Invalid value for --gpu: unknown GPU model 'H1OO'; did you mean 'H100'? known:",
+    ),
     "gpu with memory": (
         ["catalog", "--gpu", "A100-80GB"],
         "error: Invalid value for --gpu: unknown GPU model "
