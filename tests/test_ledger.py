@@ -109,20 +109,24 @@ def test_since_and_grouping_sum_exact_cents() -> None:
     assert by_provider == [
         {
             "key": "runpod",
+            "cluster": "c1,c2",
             "clusters": 2,
             "planned_usd": "0.30",
             "metered_usd": "0.07",
             "billed_usd": "0.07",
             "status": "-",
+            "local": False,
             "notes": "",
         },
         {
             "key": "aws",
+            "cluster": "c3",
             "clusters": 1,
             "planned_usd": "0.01",
             "metered_usd": "0.02",
             "billed_usd": "0.03",
             "status": "-",
+            "local": False,
             "notes": "EC2 bills 60 s at least",
         },
     ]
@@ -155,21 +159,27 @@ def test_costs_command_formats(capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["rows"] == [
         {
             "key": "aws",
+            "cluster": "llm-pretrain",
             "clusters": 1,
             "planned_usd": "1.00",
             "metered_usd": "0.87",
             "billed_usd": "0.88",
             "status": "up",
+            "local": False,
             "notes": "",
         }
     ]
-    assert main(["costs", "-f", "csv"]) == 0
+    assert main(["costs", "-f", "csv", "--by", "cluster"]) == 0
     (line,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert (line["key"], line["metered_usd"], line["billed_usd"]) == ("llm-pretrain", "0.87", "0.88")
-    assert main(["costs"]) == 0
+    assert main(["costs", "--by", "cluster"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["cluster", "n", "planned", "metered", "billed", "status", "notes"]
     assert table[1].split() == ["llm-pretrain", "1", "$1.00", "$0.87", "$0.88", "up"]
+    assert main(["costs"]) == 0  # each run: this record was written before runs had ids
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["run", "cluster", "n", "planned", "metered", "billed", "status", "notes"]
+    assert table[1].split() == ["n/a", "llm-pretrain", "1", "$1.00", "$0.87", "$0.88", "up"]
     assert main(["costs", "--since", "soon"]) == 2
     assert "--since" in capsys.readouterr().err
 

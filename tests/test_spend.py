@@ -286,7 +286,7 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(
         assert report.records_removed == [record.cluster_id] and state.load_record(record.cluster_id) is None
         assert main(["costs", "-f", "json"]) == 0
         rows = json.loads(capsys.readouterr().out)["rows"]
-        assert [(r["key"], r["status"]) for r in rows] == [(record.cluster_id, "removed")]
+        assert [(r["key"], r["cluster"], r["status"]) for r in rows] == [(record.run_id, record.cluster_id, "removed")]
         assert rows[0]["planned_usd"] == str(plan.option.cost.total)
 
         from provisioner.testing.fakes.lambda_ import contract_node_specs as node_specs
@@ -294,9 +294,9 @@ def test_cli_status_costs_live_and_a_killed_clients_cluster_after_gc(
         provider.create_nodes("stray", node_specs(1, "s"))  # bought elsewhere: no ledger entry here
         assert main(["costs", "--live", "--provider", "lambda", "-f", "json"]) == 0
         rows = json.loads(capsys.readouterr().out)["rows"]
-        assert [(r["key"], r["status"], r["notes"]) for r in rows] == [
-            (record.cluster_id, "removed", ""),
-            ("stray", "at provider", "unrecorded"),
+        assert [(r["key"], r["cluster"], r["status"], r["notes"]) for r in rows] == [
+            (record.run_id, record.cluster_id, "removed", ""),
+            ("n/a", "stray", "at provider", "unrecorded"),
         ]
 
 

@@ -1,7 +1,9 @@
 """``provisioner costs``: what clusters planned, metered and were billed, from the ledger.
 
 Reads the local append-only ledger (provisioner.lifecycle.ledger); ``--since`` keeps clusters
-created (or last noted) within that long; ``--by`` sums per provider, cluster or owner; ``-f``
+created (or last noted) within that long; ``--by`` shows each run (a bring-up: the default) or sums
+per cluster name, provider or owner; dry runs (``up --local``) are never summed with spending and
+are listed apart, after it; ``-f``
 prints a table, JSON or CSV. With ``--live`` it also asks every provider with credentials (as
 ``gc`` does, read-only) for the tool's clusters there and lists the ones the ledger has no entry
 for as ``unrecorded``: bought from another machine, or before the ledger existed.
@@ -23,9 +25,10 @@ from provisioner.lifecycle import ledger
 from provisioner.money import usd_of_cents
 from provisioner.termtext import counted
 
-GROUPINGS = ("cluster", "provider", "owner")
+GROUPINGS = ("run", "cluster", "provider", "owner")
 COST_FORMATS = ("table", "json", "csv")
-COLUMNS = ("key", "clusters", "planned_usd", "metered_usd", "billed_usd", "status", "notes")
+COLUMNS = ("key", "cluster", "clusters", "planned_usd", "metered_usd", "billed_usd", "status", "local", "notes")
+"""``clusters``: how many runs (bring-ups) the line sums; ``cluster``: their cluster names."""
 
 
 def _when(text: str | None) -> dt.datetime | None:
@@ -51,26 +54,37 @@ def _sum(values: Sequence[int | None]) -> int | None:
     return sum(known) if known else None
 
 
+def _key(row: ledger.Row, by: str, index: int) -> tuple[bool, str]:
+    """(dry run, key) of ``row`` under ``by``: a dry run never shares a line with spending, and each
+    run is its own line (one written before runs had ids too: ``index`` keeps them apart)."""
+    if by == "run":
+        return row.local, row.run or f"n/a#{index}"
+    return row.local, str(getattr(row, by)) or "-"
+
+
 def group(rows: Sequence[ledger.Row], by: str) -> list[dict[str, Any]]:
-    """One line per ``by`` key: the sums of each amount (None where no cluster has one), in first-seen order."""
-    keyed: dict[str, list[ledger.Row]] = {}
-    for row in rows:
-        keyed.setdefault(str(getattr(row, by)) or "-", []).append(row)
+    """One line per ``by`` key: the sums of each amount (None where no run has one), in first-seen
+    order, spending first, then dry runs (``local``)."""
+    keyed: dict[tuple[bool, str], list[ledger.Row]] = {}
+    for index, row in enumerate(rows):
+        keyed.setdefault(_key(row, by, index), []).append(row)
 
     def usd(cents: int | None) -> str | None:
         return None if cents is None else str(usd_of_cents(cents))
 
     out = []
-    for key, members in keyed.items():
+    for (local, key), members in sorted(keyed.items(), key=lambda item: item[0][0]):  # stable: first-seen order kept
         notes = sorted({d for r in members for d in r.differences} | {"unrecorded" for r in members if not r.recorded})
         out.append(
             {
-                "key": key,
+                "key": key.partition("#")[0] if by == "run" else key,
+                "cluster": ",".join(dict.fromkeys(r.cluster for r in members)),
                 "clusters": len(members),
                 "planned_usd": usd(_sum([r.planned_cents for r in members])),
                 "metered_usd": usd(_sum([r.metered_cents for r in members])),
                 "billed_usd": usd(_sum([r.billed_cents for r in members])),
                 "status": ",".join(sorted({r.status or "-" for r in members})),
+                "local": local,
                 "notes": "; ".join(notes),
             }
         )
@@ -108,28 +122,43 @@ def render(lines: list[dict[str, Any]], fmt: str, by: str) -> str:
         writer.writeheader()
         writer.writerows(lines)
         return buffer.getvalue()
-    header = (by, "n", "planned", "metered", "billed", "status", "notes")
-    table = [header] + [
-        (
-            str(r["key"]),
-            str(r["clusters"]),
-            *(f"${v}" if v is not None else "-" for v in (r["planned_usd"], r["metered_usd"], r["billed_usd"])),
-            r["status"],
-            r["notes"],
-        )
-        for r in lines
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    if not lines:
+        return "no clusters in the ledger\n"
+    header = ("run", "cluster", *HEADER) if by == "run" else (by, *HEADER)
+    cells = [header] + [(*_first(r, by), *_cells(r)) for r in lines]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+
+    def text(row: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+
+    spending = [text(row) for row, line in zip(cells[1:], lines, strict=True) if not line["local"]]
+    dry = [text(row) for row, line in zip(cells[1:], lines, strict=True) if line["local"]]
+    out = [text(header), *spending]
+    if dry:  # what a dry run would have cost is no spending: apart, and said so
+        out += ["dry runs (up --local: nothing was bought, amounts are what the plan would cost):\n", *dry]
+    return "".join(out)
+
+
+HEADER = ("n", "planned", "metered", "billed", "status", "notes")
+
+
+def _first(line: dict[str, Any], by: str) -> tuple[str, ...]:
+    return (str(line["key"]), line["cluster"]) if by == "run" else (str(line["key"]),)
+
+
+def _cells(line: dict[str, Any]) -> tuple[str, ...]:
+    money = (line["planned_usd"], line["metered_usd"], line["billed_usd"])
     return (
-        "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in table)
-        if lines
-        else "no clusters in the ledger\n"
+        str(line["clusters"]),
+        *(f"${v}" if v is not None else "-" for v in money),
+        line["status"],
+        line["notes"],
     )
 
 
 def costs(
     since: str | None = None,
-    by: str = "cluster",
+    by: str = "run",
     fmt: str = "table",
     live: bool = False,
     provider: str | None = None,
@@ -165,7 +194,12 @@ def costs(
 def add_command(group_: cliargs.Commands) -> None:
     cmd = cliargs.command(group_, "costs", costs)
     cmd.add_argument("--since", help="Only clusters created or noted within this long (7d, 12h).")
-    cmd.add_argument("--by", choices=GROUPINGS, default="cluster", help="Sum per cluster (default), provider or owner.")
+    cmd.add_argument(
+        "--by",
+        choices=GROUPINGS,
+        default="run",
+        help="Each run, a bring-up (default), or sums per cluster name, provider or owner.",
+    )
     cmd.add_argument("--format", "-f", choices=COST_FORMATS, default="table", dest="fmt", help="table, json or csv.")
     cliargs.flag(
         cmd, "--live", "Also ask the providers (read-only, as gc does) for clusters the ledger lacks.", negatable=False

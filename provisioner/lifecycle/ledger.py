@@ -12,6 +12,12 @@ mid-write) is skipped by the reader, and the next append starts on a fresh line.
 - ``metered``: cents per term from the provider's node times (provisioner.metering);
 - ``billed``: the provider's own billing record for the cluster, with what differs from the catalog.
 
+Every entry names the cluster (its name) and, since runs have ids, the run (``run``: the bring-up's
+id, provisioner.lifecycle.state.new_run_id); a dry run's entries say ``local: true``. ``rows`` keys
+by run, so a name used again is a new row. Entries written before runs had ids are read too: such
+an entry belongs to the name's latest run, and a ``cluster`` entry after that run's ``removed``
+begins another (``rows``).
+
 Never a secret: ids, names, amounts and provider words only.
 """
 
@@ -101,6 +107,7 @@ def note_record(record: ClusterRecord, owner: str, at: dt.datetime) -> None:
             "kind": "cluster",
             "at": _iso(at),
             "cluster": record.cluster_id,
+            **_run(getattr(record, "run_id", None), getattr(record, "local", False)),
             "provider": record.provider,
             "owner": owner,
             "engine": getattr(record, "engine", "direct"),
@@ -114,23 +121,45 @@ def note_record(record: ClusterRecord, owner: str, at: dt.datetime) -> None:
     )
 
 
+def _run(run: str | None, local: bool = False) -> dict[str, Any]:
+    """The run fields of an entry: its run id when known, ``local`` for a dry run's."""
+    return {**({"run": run} if run else {}), **({"local": True} if local else {})}
+
+
+def last_cluster_entry(cluster_id: str, path: Path | None = None) -> dict[str, Any] | None:
+    """The newest ``cluster`` entry of ``cluster_id`` (None when the ledger has none): what this machine
+    last knew of a cluster of that name after ``down`` forgot its record."""
+    found = [e for e in read(path) if e.get("kind") == "cluster" and e["cluster"] == cluster_id]
+    return found[-1] if found else None
+
+
 def last_provider(cluster_id: str, path: Path | None = None) -> str | None:
     """The provider of the newest ``cluster`` entry of ``cluster_id`` (None when the ledger has none):
     where a cluster brought up from here lived after ``down`` forgot its record."""
-    found = [e.get("provider") for e in read(path) if e.get("kind") == "cluster" and e["cluster"] == cluster_id]
-    return found[-1] if found and isinstance(found[-1], str) else None
+    entry = last_cluster_entry(cluster_id, path)
+    provider = entry.get("provider") if entry is not None else None
+    return provider if isinstance(provider, str) else None
 
 
-def note_removed(cluster_id: str, at: dt.datetime) -> None:
-    append({"kind": "removed", "at": _iso(at), "cluster": cluster_id})
+def last_was_local(cluster_id: str, path: Path | None = None) -> bool:
+    """Whether the newest bring-up of ``cluster_id`` from here was a dry run (``up --local``)."""
+    entry = last_cluster_entry(cluster_id, path)
+    return entry is not None and entry.get("local") is True
 
 
-def note_metered(cluster_id: str, metered: Metered, at: dt.datetime, *, final: bool) -> None:
+def note_removed(cluster_id: str, at: dt.datetime, *, run: str | None = None, local: bool = False) -> None:
+    append({"kind": "removed", "at": _iso(at), "cluster": cluster_id, **_run(run, local)})
+
+
+def note_metered(
+    cluster_id: str, metered: Metered, at: dt.datetime, *, final: bool, run: str | None = None, local: bool = False
+) -> None:
     append(
         {
             "kind": "metered",
             "at": _iso(at),
             "cluster": cluster_id,
+            **_run(run, local),
             "final": final,
             "terms_cents": metered.terms,
             "total_cents": metered.total_cents,
@@ -144,12 +173,21 @@ def note_metered(cluster_id: str, metered: Metered, at: dt.datetime, *, final: b
     )
 
 
-def note_billed(cluster_id: str, billed_cents: int, source: str, differences: Iterable[str], at: dt.datetime) -> None:
+def note_billed(
+    cluster_id: str,
+    billed_cents: int,
+    source: str,
+    differences: Iterable[str],
+    at: dt.datetime,
+    *,
+    run: str | None = None,
+) -> None:
     append(
         {
             "kind": "billed",
             "at": _iso(at),
             "cluster": cluster_id,
+            **_run(run),
             "total_cents": billed_cents,
             "source": source,
             "differences": list(differences),
@@ -159,9 +197,12 @@ def note_billed(cluster_id: str, billed_cents: int, source: str, differences: It
 
 @dataclass
 class Row:
-    """One cluster as the ledger knows it: the latest of each kind of entry."""
+    """One bring-up (run) of a cluster as the ledger knows it: the latest of each kind of entry.
+    ``cluster`` is the name; ``run`` the run's id (None: written before runs had ids)."""
 
     cluster: str
+    run: str | None = None
+    local: bool = False
     provider: str = ""
     owner: str = ""
     status: str = ""
@@ -180,6 +221,8 @@ class Row:
 
         return {
             "cluster": self.cluster,
+            "run": self.run,
+            "local": self.local,
             "provider": self.provider,
             "owner": self.owner,
             "status": self.status,
@@ -199,11 +242,33 @@ def _cents(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _row_of(entry: Mapping[str, Any], found: dict[tuple[str, str | int], Row], latest: dict[str, Row]) -> Row:
+    """The row ``entry`` belongs to: its run's; for an entry without a run id (written before runs had
+    ids), the name's latest row, or a new one when there is none or a ``cluster`` entry follows the
+    latest row's ``removed`` (a bring-up again under the name)."""
+    name = entry["cluster"]
+    run = entry.get("run")
+    if isinstance(run, str) and run:
+        row = found.get((name, run))
+        if row is None:
+            row = found[(name, run)] = Row(name, run=run)
+    else:
+        row_or_none = latest.get(name)
+        if row_or_none is None or (entry.get("kind") == "cluster" and row_or_none.status == "removed"):
+            row_or_none = found[(name, len(found))] = Row(name)
+        row = row_or_none
+    latest[name] = row
+    if entry.get("local") is True:
+        row.local = True
+    return row
+
+
 def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
-    """One row per cluster, in the order each first appears. Values of the wrong type are skipped."""
-    found: dict[str, Row] = {}
+    """One row per run of a cluster, in the order each first appears. Values of the wrong type are skipped."""
+    found: dict[tuple[str, str | int], Row] = {}
+    latest: dict[str, Row] = {}
     for entry in entries:
-        row = found.setdefault(entry["cluster"], Row(entry["cluster"]))
+        row = _row_of(entry, found, latest)
         kind, at = entry.get("kind"), entry.get("at")
         row.last_at = at if isinstance(at, str) else row.last_at
         if kind == "cluster":
@@ -226,7 +291,9 @@ def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
 __all__ = [
     "Row",
     "append",
+    "last_cluster_entry",
     "last_provider",
+    "last_was_local",
     "ledger_path",
     "note_billed",
     "note_metered",

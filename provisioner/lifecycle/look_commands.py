@@ -25,12 +25,13 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         from provisioner.lifecycle import ledger
 
         records = state.list_records()
-        metered = {
-            row.cluster: str(usd_of_cents(row.metered_cents))
-            for row in ledger.rows(ledger.read())
-            if row.metered_cents is not None
-        }  # the last status or down
-        rows = [{**_summary(record), "metered_usd": metered.get(record.cluster_id)} for record in records]
+        metered: dict[tuple[str, str | None], int | None] = {}
+        for entry in ledger.rows(ledger.read()):  # the last status or down of each run (a run's own only)
+            metered[(entry.cluster, entry.run)] = entry.metered_cents
+        rows: list[dict[str, Any]] = []
+        for record in records:
+            cents = metered.get((record.cluster_id, record.run_id))
+            rows.append({**_summary(record), "metered_usd": None if cents is None else str(usd_of_cents(cents))})
         if json_out:
             sys.stdout.write(json.dumps(rows, indent=2) + "\n")
             return
@@ -39,7 +40,8 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         for row in rows:
             print(
                 printable(
-                    f"{row['cluster']}  {row['provider']}  {row['engine']}  {row['status']}  "
+                    f"{row['cluster']}  run {row['run'] or 'n/a'}{'  local' if row['local'] else ''}  "
+                    f"{row['provider']}  {row['engine']}  {row['status']}  "
                     f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
                     f"  metered ${row['metered_usd'] or '-'} (last status)"
                 )
@@ -65,7 +67,8 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         return
     print(
         printable(
-            f"{doc['cluster']}: {doc['status']} on {doc['provider']} ({doc['engine']}), "
+            f"{doc['cluster']} (run {doc['run'] or 'n/a'}{', local dry run' if doc['local'] else ''}): "
+            f"{doc['status']} on {doc['provider']} ({doc['engine']}), "
             f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"
         )
     )
@@ -83,6 +86,8 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
 def _summary(record: Any) -> dict[str, Any]:
     return {
         "cluster": record.cluster_id,
+        "run": record.run_id,
+        "local": record.local,
         "provider": record.provider,
         "engine": record.engine,
         "status": record.status,

@@ -127,10 +127,13 @@ def bring_up(
     destroy_on_failure: bool = False,
     lease: bool = False,
     on_budget: str = "warn",
+    local: bool = False,
 ) -> state.ClusterRecord:
     """Create, boot and bootstrap ``plan``'s nodes; block until the control plane lists each ready.
 
-    Idempotent on the cluster id: a second call adopts the nodes that exist. ``expires_at``
+    Idempotent on the cluster id: a second call adopts the nodes that exist (and keeps the record's
+    run id; a new bring-up gets a new one, ``state.new_run_id``). ``local``: a dry run's (``up
+    --local``), marked so in the record and the ledger. ``expires_at``
     defaults to now + ``ttl_s`` or the spec's TTL. Raises the adapter's ProviderError when the
     purchase fails (nothing left), ProvisionerError (StackError naming what remains) after it,
     and lets KeyboardInterrupt through (the record stays, so ``down`` and ``gc`` find the nodes).
@@ -150,6 +153,7 @@ def bring_up(
             destroy_on_failure=destroy_on_failure,
             lease=lease,
             on_budget=on_budget,
+            local=local,
         )
 
 
@@ -164,6 +168,7 @@ def _bring_up(
     destroy_on_failure: bool,
     lease: bool,
     on_budget: str,
+    local: bool = False,
 ) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     existing = state.load_record(cluster_id)
@@ -191,6 +196,8 @@ def _bring_up(
         lease_id=token,
         lease_pid=os.getpid() if lease else None,
         lease_host=socket.gethostname() if lease else None,
+        run_id=existing.run_id if existing is not None else state.new_run_id(now),
+        local=local or (existing is not None and existing.local),
     )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
     refuse_rejected_key(provider, plan.option.provider)  # and a rejected one here
@@ -199,8 +206,11 @@ def _bring_up(
     rt.emit(
         "create",
         message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
-        f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id}",
+        f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id} (run {record.run})"
+        + (" as a local dry run" if record.local else ""),
         cluster=cluster_id,
+        run=record.run_id,
+        local=record.local,
         provider=option.provider,
         region=option.region,
         instance_type=option.instance_type,

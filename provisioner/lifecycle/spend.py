@@ -66,10 +66,35 @@ def usages_from_nodes(
     return out
 
 
+RUN_CLOCK_MARGIN = dt.timedelta(seconds=60)
+"""How far a node's launch time (the provider's clock) may precede its run's record (this machine's)."""
+
+
+def of_run(record: ClusterRecord, nodes: Sequence[Node]) -> list[Node]:
+    """The listed nodes that are this run's money: the ones its record names, and any other launched
+    since the run began (a replacement). A node of an earlier bring-up under the same name (a
+    terminated instance AWS or Fluence still lists) is not: it ended, or was launched, before."""
+    ours = set(record.node_ids.values())
+    since = record.created_at - RUN_CLOCK_MARGIN
+    kept = []
+    for node in nodes:
+        if node.id not in ours:
+            if node.ended_at is not None and node.ended_at <= record.created_at:
+                continue
+            if node.launched_at is not None and node.launched_at < since:
+                continue
+            if node.launched_at is None and node.status not in (NodeStatus.PENDING, NodeStatus.RUNNING):
+                continue
+        kept.append(node)
+    return kept
+
+
 def usages_of(
     adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None = None
 ) -> list[NodeUsage]:
-    """The provider's own spans when it reports them (``SupportsUsage``), else ``usages_from_nodes``."""
+    """The provider's own spans when it reports them (``SupportsUsage``), else ``usages_from_nodes``;
+    of this run's nodes only (``of_run``)."""
+    nodes = of_run(record, nodes)
     if isinstance(adapter, SupportsUsage):
         ids = {**record.node_ids, **{n.name: n.id for n in nodes}}
         try:
@@ -190,7 +215,7 @@ def status_cost(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node],
     status only reads)."""
     cost = cost_so_far(adapter, record, nodes, now)
     with contextlib.suppress(ProvisionerError):
-        ledger.note_metered(record.cluster_id, cost.so_far, now, final=False)
+        ledger.note_metered(record.cluster_id, cost.so_far, now, final=False, run=record.run_id, local=record.local)
     return cost
 
 
@@ -250,13 +275,13 @@ def settle(
             metered, terms={**metered.terms, "egress": egress}, sources=(*metered.sources, "egress from the bill")
         )
     comparison = compare(record.plan, metered)
-    ledger.note_metered(record.cluster_id, metered, at, final=True)
+    ledger.note_metered(record.cluster_id, metered, at, final=True, run=record.run_id, local=record.local)
     doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
     if failure is not None:
         doc["billed"] = {"error": failure}
     if billed is not None:
         within, notes = reconcile(metered, billed)
-        ledger.note_billed(record.cluster_id, billed.total_cents, billed.source, notes, at)
+        ledger.note_billed(record.cluster_id, billed.total_cents, billed.source, notes, at, run=record.run_id)
         doc["billed"] = {
             "total_usd": str(usd_of_cents(billed.total_cents)),
             "source": billed.source,
@@ -318,6 +343,7 @@ __all__ = [
     "budget_state",
     "cost_so_far",
     "emit_settled",
+    "of_run",
     "reconcile",
     "report_lines",
     "settle",

@@ -1,5 +1,10 @@
 """Local records of the clusters this machine brought up: what `status`, `down`, `burst` and `gc` read.
 
+Each bring-up (``up``, ``burst``) gets its own ``run_id`` beside the cluster's name (``new_run_id``):
+the ledger, the nodes' run mark, ``status`` and ``costs`` are per run, so a name used again never
+merges or carries over money. A record written before runs had ids has ``run_id`` None. ``local``
+marks a dry run's record (``up --local``): nothing of it may ever reach a real provider.
+
 One JSON file per cluster under ``state_dir()/clusters/<cluster_id>.json`` (written atomically,
 mode 0600 because it names where the cluster lives), and the cluster's secrets beside it as
 ``<cluster_id>.secrets.json`` (provisioner.secrets, 0600). A record never holds a secret.
@@ -15,19 +20,27 @@ import contextlib
 import datetime as dt
 import json
 import os
+import secrets
 import shutil
 import socket
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from provisioner.errors import ProvisionerError
 from provisioner.offer import SafeId
 from provisioner.plan import Plan
 
 RECORD_VERSION: Literal[1] = 1
+RunId = Annotated[str, StringConstraints(pattern=r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")]
+"""``<UTC date>-<time>-<6 hex>``: sortable, and a valid tag value, GCP label and Vast.ai label part."""
+
+
+def new_run_id(now: dt.datetime) -> str:
+    """A fresh id for one bring-up of a cluster (24 random bits beside the second it began)."""
+    return f"{now.astimezone(dt.UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
 def state_dir() -> Path:
@@ -71,6 +84,17 @@ class ClusterRecord(BaseModel):
         description="The lease mark of the up that wrote this record (the "
         "nodes it launched carry it; providers.ownership.LeaseMark).",
     )
+    run_id: RunId | None = Field(
+        None,
+        description="This bring-up's id (new_run_id): what the ledger, costs and status key its "
+        "money by. None: a record written before runs had ids.",
+    )
+    local: bool = Field(False, description="A dry run on this machine (up --local): never a real provider's.")
+
+    @property
+    def run(self) -> str:
+        """The run id, or ``n/a`` for a record written before runs had ids."""
+        return self.run_id or "n/a"
 
     def lease_lost(self) -> bool:
         """Whether the process holding the lease on this host is gone (a SIGKILLed burst).
@@ -168,9 +192,18 @@ def remove_record(cluster_id: str) -> None:
     if record_path(cluster_id).exists():
         from provisioner.lifecycle import ledger
 
+        try:  # the run the entry closes; an unreadable record closes the name's latest run
+            record = load_record(cluster_id)
+        except ProvisionerError:
+            record = None
         # forgetting must not fail once the nodes are gone; the entry says only when
         with contextlib.suppress(ProvisionerError):
-            ledger.note_removed(cluster_id, dt.datetime.now(dt.UTC))
+            ledger.note_removed(
+                cluster_id,
+                dt.datetime.now(dt.UTC),
+                run=record.run_id if record is not None else None,
+                local=record is not None and record.local,
+            )
     record_path(cluster_id).unlink(missing_ok=True)
     secrets_path(cluster_id).unlink(missing_ok=True)
     shutil.rmtree(ssh_dir(cluster_id), ignore_errors=True)
@@ -181,6 +214,7 @@ __all__ = [
     "clusters_dir",
     "list_records",
     "load_record",
+    "new_run_id",
     "record_path",
     "remove_record",
     "save_record",

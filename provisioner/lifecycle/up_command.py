@@ -128,19 +128,21 @@ def _pulumi_up(
     from provisioner.lifecycle.lease import hold
     from provisioner.lifecycle.realize import emit_up, expiry_for, utc_now
     from provisioner.lifecycle.spend import budget_expiry
+    from provisioner.lifecycle.state import new_run_id
     from provisioner.realize.failover import first_that_fits
 
     runtime = cli._runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
     cluster_id = plans[0].cluster_id
+    run_id = _run_id_of(cluster_id) or new_run_id(utc_now())  # one run across the tries
 
     def attempt(plan: Plan) -> None:
         now = utc_now()
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
         _refuse_rejected_key(plan, runtime)  # before the record and the stack, as on the direct engine
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating")
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating", run_id=run_id)
         outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
         nodes = _await_stack(plan, runtime) if wait else None
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget)
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id)
         if nodes is None:
             emit(
                 "up",
@@ -216,6 +218,7 @@ def _save_pulumi_record(
     max_cost_usd: Decimal | None = None,
     on_budget: str = "warn",
     status: str = "up",
+    run_id: str = "",
 ) -> None:
     from provisioner.lifecycle import state
 
@@ -230,8 +233,21 @@ def _save_pulumi_record(
             max_cost_usd=max_cost_usd,
             on_budget=on_budget,
             status=status,
+            run_id=run_id or state.new_run_id(now),
         )
     )  # type: ignore[arg-type]
+
+
+def _run_id_of(cluster_id: str) -> str | None:
+    """The run id of the cluster's record when one is kept (an ``up`` again goes on with that run);
+    None: a new run."""
+    from provisioner.lifecycle import state
+
+    try:
+        record = state.load_record(cluster_id)
+    except ProvisionerError:
+        return None
+    return record.run_id if record is not None else None
 
 
 def _mark(cluster_id: str, status: str) -> None:
