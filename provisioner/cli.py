@@ -343,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(argv)
     except ProvisionerError as exc:
         print(error_line(exc), file=sys.stderr)
+        if _json_answer(sys.argv[1:] if argv is None else argv):
+            _error_event(exc)
         return exc.exit_code
     except SystemExit as exc:  # --help (argparse prints it and exits 0)
         return exc.code if isinstance(exc.code, int) else 0
@@ -354,8 +356,27 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # A file we were told to read or write is unusable (permissions, full disk, ...).
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
+        failure = ProvisionerError(f"{where}{_one_line(exc.strerror or exc)}")  # exit 1
+        print(error_line(failure), file=sys.stderr)
+        if _json_answer(sys.argv[1:] if argv is None else argv):
+            _error_event(failure)
         return 1
+
+
+def _json_answer(words: list[str]) -> bool:
+    """Whether this command line asked a lifecycle command for JSON (``up ... --json``): its reader
+    parses stdout, so an error must reach it there too, as an event."""
+    head, _ = cliargs.split_trailing(list(words))
+    return bool(head) and head[0] in LIFECYCLE_COMMANDS and "--json" in head
+
+
+def _error_event(exc: ProvisionerError) -> None:
+    """The error as the last JSON line on stdout: ``{"event": "error", "time", "message", "exit_code"}``
+    (the one line still goes to stderr for a person)."""
+    from provisioner.realize.events import JsonLines
+
+    message = error_line(exc).removeprefix("error: ")
+    JsonLines()("error", message=message, exit_code=exc.exit_code, error=type(exc).__name__)
 
 
 def error_line(exc: ProvisionerError) -> str:

@@ -327,6 +327,11 @@ USAGE_ERRORS = {
         ["plan", "examples/pretrain-h100-slurm.yaml", "--top", "0"],
         "error: argument --top: 0 is below the minimum 1 (see 'provisioner plan --help')",
     ),
+    # A missing input file is bad input (exit 2, the README's table), not a failed read or write (1).
+    "missing spec": (
+        ["plan", "missing-spec.yaml"],
+        "missing-spec.yaml:1:1: cannot read spec: No such file or directory",
+    ),
     "missing plan": (
         ["render", "missing-plan.json", "--out", "out"],
         "error: missing-plan.json: cannot read plan: No such file or directory",

@@ -304,6 +304,39 @@ def test_status_outputs_down_of_a_direct_cluster(
         assert main(["down", "lc-lambda", "--engine", "direct", "--provider", "lambda"]) == 0  # idempotent
 
 
+@pytest.mark.parametrize(
+    ("command", "code", "error", "message"),
+    [
+        (
+            ["up", "nosuch.yaml", "--json"],
+            2,
+            "SpecError",
+            "nosuch.yaml:1:1: cannot read spec: No such file or directory",
+        ),
+        (["down", "nosuch", "--json"], 2, "UsageError", "no record of cluster nosuch here: name its provider"),
+        (["watch", "nosuch", "--once", "--json"], 2, "UsageError", "no record of cluster nosuch here (see provisioner"),
+        (
+            ["up", "x.yaml", "--json", "--bogus"],
+            2,
+            "UsageError",
+            "unrecognized arguments: --bogus (see 'provisioner up",
+        ),
+        (["burst", "nosuch.yaml", "--json", "--", "hostname"], 2, "SpecError", "nosuch.yaml:1:1: cannot read spec"),
+    ],
+)
+def test_with_json_an_error_is_an_event_on_stdout(
+    command: list[str], code: int, error: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reader of --json parses stdout: the error was plain text on stderr only. Now also the last JSON
+    line, as every other event is (the person still gets the one line on stderr)."""
+    assert main(command) == code
+    out, err = capsys.readouterr()
+    (event,) = [json.loads(line) for line in out.splitlines()]
+    assert (event["event"], event["exit_code"], event["error"]) == ("error", code, error)
+    assert event["message"].startswith(message) and err.count("\n") == 1, (event, err)
+    assert message in err and set(event) == {"event", "time", "message", "exit_code", "error"}
+
+
 def test_a_missing_record_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     for command in (
         ["down", "nosuch", "--engine", "direct"],
