@@ -317,3 +317,28 @@ def test_configured_reads_key_variables_and_sdk_credential_places_without_a_requ
     (gcloud / "application_default_credentials.json").write_text("{}")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(gcloud))
     assert configured("vastai") is None and configured("aws") is None and configured("gcp") is None
+
+
+def test_gc_escapes_what_a_provider_names(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # An instance name carrying OSC/CSI sequences (retitle the window, clear the screen) reaches gc's
+    # report as text: every control character is shown as an escape, none reaches the terminal.
+    harness = load_harness("lambda")
+    real_get_provider = registry.get_provider
+    monkeypatch.setattr(
+        registry,
+        "get_provider",
+        lambda name, **kw: real_get_provider(name, **{"limits": UNLIMITED, "retry": FAST, **kw}),
+    )
+    with serve(harness.app) as server:
+        for var in NEOCLOUD_KEYS:
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", server.url)
+        monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", harness.api_key)
+        provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=UNLIMITED, retry=FAST)
+        (node,) = provider.create_nodes("hostile", harness.node_specs(1, "n"))
+        body = harness.app.instances[node.id]  # type: ignore[attr-defined]
+        body["name"] = "hostile-n0\x1b]0;owned\x07\x1b[2J\u202e"
+        assert main(["gc", "--provider", "lambda", "--cluster", "hostile"]) == 0
+        out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\u202e" in out

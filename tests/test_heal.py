@@ -435,3 +435,29 @@ def test_watch_cli_refuses_a_pulumi_cluster_and_an_unknown_one(
     assert main(["watch", plan.cluster_id, "--once"]) == 2
     err = capsys.readouterr().err
     assert "--engine pulumi" in err and len(err.strip().splitlines()) == 1
+
+
+def test_another_owners_instance_under_the_node_name_is_never_deleted(cluster: Cluster) -> None:
+    # A colleague's instance on the same account carries the cluster's tag and the node's name but
+    # their owner mark: replacing the node deletes only this owner's instance and says what it kept.
+    import copy
+
+    from provisioner.providers.base import LEASE_TAG, OWNER_TAG
+
+    old = cluster.id_of("lc-lambda-1")
+    theirs = copy.deepcopy(cluster.app.instances[old])  # type: ignore[attr-defined]
+    theirs["id"] = "0123456789abcdef0123456789abcdef"
+    theirs["tags"] = [
+        {"key": t["key"], "value": "bob-laptop" if t["key"] == OWNER_TAG else t["value"]}
+        for t in theirs["tags"]
+        if t["key"] != LEASE_TAG
+    ]
+    cluster.app.instances[theirs["id"]] = theirs  # type: ignore[attr-defined]
+    cluster.app.set_status(old, "unhealthy")  # type: ignore[attr-defined]
+    assert cluster.healer.step() == []  # the replacement is refused: the name is taken by bob's instance
+    assert cluster.app.instances[theirs["id"]]["status"] == "active"  # type: ignore[attr-defined]
+    assert old not in [iid for _, iid in cluster.live()]  # this owner's failed host was deleted
+    kept = [e for e in cluster.events if e["event"] == "kept"]
+    assert {(e["id"], e["why"]) for e in kept} == {(theirs["id"], "owned by bob-laptop")}
+    (failed,) = [e for e in cluster.events if e["event"] == "replace-failed"]
+    assert "owned by bob-laptop: choose another cluster name" in failed["message"]

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +199,31 @@ def test_a_hand_edited_ledger_is_read_not_fatal(capsys: pytest.CaptureFixture[st
     out, err = capsys.readouterr()
     assert "$0.05" in out  # what could be read is summed, and the lines that could not are said (never silent)
     assert err == (f"note: {path}: skipped 2 unreadable lines (2, 5); the costs above may miss what they held\n")
+
+
+def test_an_entry_is_on_disk_before_append_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ledger is the record of money spent: an entry must survive a power cut right after append
+    # returns, so the file is fsynced (or fdatasynced) after its last write.
+    events: list[tuple[str, int]] = []
+    real = {name: getattr(os, name) for name in ("write", "fsync", "fdatasync")}
+
+    def spy(name: str) -> Any:
+        def call(fd: int, *args: Any) -> Any:
+            events.append((name, os.fstat(fd).st_ino))
+            return real[name](fd, *args)
+
+        return call
+
+    for name in real:
+        monkeypatch.setattr(os, name, spy(name))
+    ledger.append({"kind": "removed", "cluster": "a", "at": NOW.isoformat()})
+    ledger.append({"kind": "removed", "cluster": "b", "at": NOW.isoformat()})
+    for name, function in real.items():
+        monkeypatch.setattr(os, name, function)
+    inode = os.stat(ledger.ledger_path()).st_ino
+    mine = [kind for kind, ino in events if ino == inode]
+    assert [e["cluster"] for e in ledger.read()] == ["a", "b"]
+    assert mine and mine[-1] in ("fsync", "fdatasync"), mine
+    writes = [i for i, kind in enumerate(mine) if kind == "write"]
+    syncs = [i for i, kind in enumerate(mine) if kind != "write"]
+    assert len(syncs) >= 2 and all(any(s > w for s in syncs) for w in writes)

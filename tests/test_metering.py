@@ -165,3 +165,21 @@ def test_rule_describes_itself() -> None:
         BillingRule(price_micro=1, increment_s=3600, minimum_s=10800).describe() == "per started hour, at least 10800 s"
     )
     assert BillingRule(price_micro=1, block_hours=24).describe() == "Capacity Block: 24 h per node paid upfront"
+
+
+def test_a_half_cent_is_rounded_from_the_exact_amount() -> None:
+    # $0.35/h for 1,800 s is $0.175: 17.5 cents exactly, half to even -> 18. In binary float
+    # 0.35 * 1800 / 3600 is 0.17499999999999998..., which rounds to 17.
+    plan = make_plan({"storage": {"checkpoint_nvme_gib_per_node": 0}}, nodes=1, price_per_hour_usd=0.35)
+    metered = meter(plan, [usage("llm-pretrain-0", 0, 1800)], at(99999))
+    assert metered.terms == {"compute": 18, "storage": 0, "egress": None, "interruption": 0}
+    assert metered.nodes[0].usd * 1000 == 175  # the node's amount is exact, not only its rounding
+
+
+def test_budget_levels_are_exact_where_float_is_not() -> None:
+    # $1.10 cap: 55, 88 and 110 cents are exactly 50, 80 and 100 % (1.1 * 50 is 55.00000000000001 in float);
+    # $2.49 and $0.07 at 100 %, $0.14 at 50 %.
+    assert [budget_level(c, Decimal("1.10")) for c in (54, 55, 87, 88, 109, 110)] == [0, 50, 50, 80, 80, 100]
+    assert [budget_level(c, Decimal("2.49")) for c in (248, 249)] == [80, 100]
+    assert [budget_level(c, Decimal("0.07")) for c in (6, 7)] == [80, 100]
+    assert [budget_level(c, Decimal("0.14")) for c in (6, 7)] == [0, 50]

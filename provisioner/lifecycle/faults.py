@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from provisioner.errors import ProviderError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import Runtime, head_target, live
-from provisioner.providers.base import Node, NodeStatus
+from provisioner.providers.base import Node, NodeStatus, owner_id
 from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.watch import code_of_reason
@@ -55,6 +55,8 @@ class FaultFinder:
                 "warning", message=f"watch: cannot list the nodes ({exc}); next look", cluster=record.cluster_id
             )
             return []
+        me = owner_id()  # another owner's instance under a node's name is not that node (nor is an unmarked one)
+        nodes = [n for n in nodes if n.owner == me]
         faults: dict[str, Fault] = {}
         running = {n.name: n for n in nodes if n.status is NodeStatus.RUNNING}
         pending = {n.name for n in live(nodes)}

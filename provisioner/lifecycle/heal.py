@@ -31,6 +31,7 @@ from fractions import Fraction
 
 from provisioner.errors import (
     CapacityError,
+    ClusterBusyError,
     ProviderAPIError,
     ProviderError,
     ProvisionerError,
@@ -146,8 +147,9 @@ class Healer:
                     spent_usd=usd_of_cents(self.spent_cents(self.rt.now())),
                 )
                 continue
-            except (ProviderError, StackError, WaitTimeout, BootstrapError, ReplacementLost) as exc:
-                # Nothing half-bought is left (the replacement cleans up); the next look tries again.
+            except (ProviderError, StackError, WaitTimeout, BootstrapError, ReplacementLost, ClusterBusyError) as exc:
+                # Nothing half-bought is left (the replacement cleans up; a create refused for another
+                # owner's instance under the name bought nothing); the next look tries again.
                 self.rt.emit(
                     "replace-failed",
                     message=f"replacing {fault.node} failed: {exc}; nothing of it is left",
