@@ -37,9 +37,9 @@ def open_to_all(cidrs: Iterable[str]) -> bool:
             v4.append(network)
         else:
             v6.append(network)
-    return any(
-        whole in list(ipaddress.collapse_addresses(nets)) for whole, nets in ((_WHOLE[0], v4), (_WHOLE[1], v6)) if nets
-    )
+    whole_v4 = bool(v4) and _WHOLE[0] in list(ipaddress.collapse_addresses(v4))
+    whole_v6 = bool(v6) and _WHOLE[1] in list(ipaddress.collapse_addresses(v6))
+    return whole_v4 or whole_v6
 
 
 def unfiltered_lines(providers: Iterable[str]) -> list[str]:
