@@ -17,19 +17,18 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from provisioner.catalog_model import Catalog, TableCatalog
 from provisioner.errors import CatalogError
-from provisioner.offer import Catalog, Offer, ProviderInfo
+from provisioner.offer import Offer, ProviderInfo
 
 if TYPE_CHECKING:
-    from provisioner.columns import OfferTable
+    pass
 
 BUNDLED = "bundled"
 COLUMNAR_SUFFIX = ".npz"
@@ -184,24 +183,6 @@ def _where(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
-
-
-@dataclass(frozen=True, eq=False)
-class TableCatalog:
-    """A catalog held as columns (a columnar file): what ``resolve_plan`` reads, without an
-    ``Offer`` model per offer. ``offers`` builds the models on demand (listings, refresh)."""
-
-    as_of: dt.date
-    origin: str
-    providers: Mapping[str, ProviderInfo]
-    table: OfferTable
-
-    def offer_table(self) -> OfferTable:
-        return self.table
-
-    @property
-    def offers(self) -> list[Offer]:
-        return [self.table.offer(i) for i in range(len(self.table))]
 
 
 def save_columnar(catalog: Catalog | TableCatalog, path: Path) -> None:

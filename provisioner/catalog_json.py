@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import msgspec
 
+from provisioner.catalog_model import TableCatalog
 from provisioner.collector import collector_paused
 from provisioner.columns import ENUMS
 from provisioner.errors import CatalogError
 from provisioner.offer_columns import Columns
 
 if TYPE_CHECKING:
-    from provisioner.catalog import TableCatalog
     from provisioner.columns import OfferTable
 
     Fabric: TypeAlias = str
@@ -124,7 +124,6 @@ def decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
 def _decode_table_catalog(data: bytes | mmap.mmap, origin: str) -> TableCatalog:
     from pydantic import ValidationError
 
-    from provisioner.catalog import TableCatalog
     from provisioner.columns import problems
     from provisioner.offer import ProviderInfo
 

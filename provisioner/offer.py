@@ -1,4 +1,4 @@
-"""What a provider sells: offers, per-provider pricing facts, and a catalog of both.
+"""What a provider sells: offers and per-provider pricing facts (provisioner.catalog_model holds them as a catalog).
 
 An ``Offer`` is one rentable node shape in one region (or one marketplace ask).
 Providers' ``list_offers`` return them; the bundled catalog and the refreshed
@@ -10,16 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.money import PRICE_PLACES
 from provisioner.spec import Fabric, empty_list
-
-if TYPE_CHECKING:
-    from provisioner.columns import OfferTable
 
 SAFE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}$"
 SAFE_ID = re.compile(SAFE_ID_PATTERN)
@@ -199,32 +196,11 @@ class ProviderInfo(BaseModel):
     )
 
 
-class Catalog(BaseModel):
-    """Offers plus provider facts, dated. ``origin`` says which file it came from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    as_of: dt.date
-    origin: str = "bundled"
-    providers: dict[SafeId, ProviderInfo]
-    offers: list[Offer]
-    _table: Any = PrivateAttr(default=None)
-
-    def offer_table(self) -> OfferTable:
-        """The offers as columns (built once, on first use; imports numpy)."""
-        if self._table is None:
-            from provisioner.columns import OfferTable
-
-            self._table = OfferTable.from_offers(self.offers)
-        return cast("OfferTable", self._table)
-
-
 __all__ = [
     "MAX_BLOCK_HOURS",
     "MAX_PRICE_PER_HOUR_USD",
     "SAFE_ID",
     "SAFE_ID_PATTERN",
-    "Catalog",
     "EgressTier",
     "Offer",
     "Price",

@@ -33,8 +33,9 @@ from pathlib import Path
 
 from provisioner.capabilities import Purchase
 from provisioner.catalog import dump_catalog, load_bundled_catalog
+from provisioner.catalog_model import Catalog
 from provisioner.errors import CatalogError, ProviderError
-from provisioner.offer import Catalog, Offer, ProviderInfo, QuotaHeadroom
+from provisioner.offer import Offer, ProviderInfo, QuotaHeadroom
 from provisioner.providers import registry
 from provisioner.termtext import counted
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog

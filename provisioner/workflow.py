@@ -13,10 +13,10 @@ from typing import overload
 
 from provisioner.capabilities import Capability
 from provisioner.catalog import TableCatalog, load_bundled_catalog, load_catalog
+from provisioner.catalog_model import Catalog
 from provisioner.errors import CatalogError, NoFeasibleOfferError, SpecError
 from provisioner.gpu_names import canonical_gpu
 from provisioner.loader import load_spec, locate, spec_marks
-from provisioner.offer import Catalog
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
 from provisioner.report.facts import ReportMeta
 from provisioner.spec import ClusterSpec

@@ -162,4 +162,132 @@ def external(module: str) -> set[str]:
     return {name.split(".")[0] for name in edges(module).every if not name.startswith("provisioner")}
 
 
-__all__ = ["Edges", "chain", "edges", "external", "modules", "reach"]
+# ----- cycles: what importing a module and calling into it runs, statement by statement -----------
+# A node is a module run whole ("m", its functions may be called) or a package whose ``__init__`` runs
+# only its module level ("p@init": reached as a parent, or for a name bound at its module level).
+# Lazy loads by name (``import_module`` on a string: the registry, a package's ``__getattr__``
+# reached only through names it binds lazily) are not edges of this graph: they run when asked for
+# one provider or one name, which is what makes them lazy.
+INIT = "@init"
+
+
+def _is_package(name: str) -> bool:
+    return name in modules() and modules()[name].name == "__init__.py"
+
+
+@functools.cache
+def _bound_at_module_level(package: str) -> frozenset[str]:
+    """Names a package's ``__init__`` binds by import or assignment at module level (data, not code)."""
+    tree = ast.parse(modules()[package].read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return frozenset(names)
+
+
+def _parents(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:i]) + INIT for i in range(1, len(parts)) if _is_package(".".join(parts[:i]))}
+
+
+def _statement_loads(node: ast.AST, package: str) -> set[str]:
+    if isinstance(node, ast.Import):
+        out: set[str] = set()
+        for alias in node.names:
+            if alias.name in modules():
+                out |= {alias.name} | _parents(alias.name)
+        return out
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*anchor, base] if base else anchor)
+    if base not in modules():
+        return set()
+    out = _parents(base)
+    if not _is_package(base):
+        return out | {base}
+    out.add(base + INIT)
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        if sub in modules():
+            out |= {sub}
+        elif alias.name not in _bound_at_module_level(base):
+            out.add(base)  # a function or class of the package, or a name its __getattr__ loads
+    return out
+
+
+@functools.cache
+def loads(node: str) -> frozenset[str]:
+    """The nodes running ``node`` may run next (see INIT above); TYPE_CHECKING imports excluded."""
+    module, _, part = node.partition("@")
+    tree = ast.parse(modules()[module].read_text(encoding="utf-8"))
+    package = module if modules()[module].name == "__init__.py" else module.rpartition(".")[0]
+    hidden = {
+        id(n)
+        for sub in ast.walk(tree)
+        if isinstance(sub, ast.If) and _is_type_checking(sub)
+        for body in sub.body
+        for n in ast.walk(body)
+    }
+    found: set[str] = set()
+
+    def visit(item: ast.AST, top: bool) -> None:
+        if id(item) in hidden or (part and not top):
+            return
+        found.update(_statement_loads(item, package))
+        inner = top and not isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        for child in ast.iter_child_nodes(item):
+            visit(child, inner)
+
+    visit(tree, True)
+    # A module's own parent packages have always started running before it (Python runs each
+    # ``__init__`` on the way down): naming them again loads nothing new.
+    found -= _parents(module) | {module + INIT}
+    found.discard(node)
+    return frozenset(found)
+
+
+def cycles() -> list[list[str]]:
+    """The strongly connected components of more than one node of the ``loads`` graph (Tarjan)."""
+    nodes = sorted(set(modules()) | {p + INIT for p in modules() if _is_package(p)})
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in loads(v):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in nodes:
+        if v not in index:
+            connect(v)
+    return found
+
+
+__all__ = ["Edges", "chain", "cycles", "edges", "external", "loads", "modules", "reach"]

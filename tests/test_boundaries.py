@@ -23,6 +23,7 @@ PURE = {
     "provisioner.loader",
     "provisioner.catalog",
     "provisioner.catalog_json",
+    "provisioner.catalog_model",
     "provisioner.offer_columns",
     "provisioner.written_numbers",
     "provisioner.offer_checks",
@@ -182,9 +183,9 @@ def test_the_graph_follows_function_imports_import_module_and_parents_but_not_ty
     assert "provisioner.providers.aws.provider" in import_graph.reach(REGISTRY)
     stopped = import_graph.reach("provisioner.spec", stop=frozenset({REGISTRY}))
     assert REGISTRY in stopped and "provisioner.providers.aws.provider" not in stopped
-    # A function-level import counts (lifecycle.cli imports its engines inside functions).
-    assert "provisioner.lifecycle.realize" in import_graph.edges("provisioner.lifecycle.cli").every
-    assert "provisioner.lifecycle.realize" not in import_graph.edges("provisioner.lifecycle.cli").eager
+    # A function-level import counts (lifecycle.cli imports its command modules inside functions).
+    assert "provisioner.lifecycle.up_command" in import_graph.edges("provisioner.lifecycle.cli").every
+    assert "provisioner.lifecycle.up_command" not in import_graph.edges("provisioner.lifecycle.cli").eager
     # Under TYPE_CHECKING: never run, not an edge (registry names providers.base only for typing).
     assert "provisioner.providers.base" not in import_graph.edges(REGISTRY).every
     # The stacks and the realize core are in the graph (their folders are mapped by setup.py).
@@ -208,3 +209,64 @@ def test_every_source_folder_is_an_installed_package() -> None:
             ):
                 continue
             assert source.parent in found, f"{source.parent.relative_to(ROOT)}: no __init__.py, not installed"
+
+
+# ----- cycles and layers over what running a module loads (tests/import_graph.py: loads) -------------
+COMMANDS = {
+    # the command layer: argparse registration and the command bodies; they may import any layer
+    "provisioner.cli",
+    "provisioner.lifecycle.cli",
+    "provisioner.lifecycle.command_support",
+    "provisioner.lifecycle.up_command",
+    "provisioner.lifecycle.down_command",
+    "provisioner.lifecycle.look_commands",
+    "provisioner.lifecycle.costs_report",
+    "provisioner.lifecycle.watch",
+    "provisioner.validation.cli",
+    "provisioner.validation.watch_cli",
+}
+ORDER = ("core", "providers", "refresh", "testing", "validation", "realize", "local", "stacks", "lifecycle", "commands")
+"""Bottom to top (docs/dev/architecture.md): a module may load its own layer and the ones below."""
+CORE_DATA = {"provisioner.providers", "provisioner.providers.registry", "provisioner.providers.descriptor"}
+
+
+def layer_of(node: str) -> str:
+    module = node.partition("@")[0]
+    if module in COMMANDS:
+        return "commands"
+    if module in CORE_DATA or module == "provisioner":
+        return "core"
+    if module == "provisioner.refresh":
+        return "refresh"
+    part = module.split(".")[1]
+    return part if part in ORDER else "core"
+
+
+def test_no_runtime_import_cycles() -> None:
+    assert import_graph.cycles() == []
+
+
+def test_no_module_loads_a_higher_layer() -> None:
+    up = sorted(
+        f"{source} ({layer_of(source)}) -> {target} ({layer_of(target)})"
+        for source in import_graph.modules()
+        for target in import_graph.loads(source)
+        if ORDER.index(layer_of(target)) > ORDER.index(layer_of(source))
+    )
+    assert up == []
+
+
+def test_cycles_and_layers_see_function_level_imports_and_packages() -> None:
+    # The checks above can fail: a function-level import back up is an edge, and two modules that
+    # load each other are a cycle; a name a package binds at module level runs only its __init__.
+    assert "provisioner.lifecycle.up_command" in import_graph.loads("provisioner.lifecycle.cli")
+    assert "provisioner.lifecycle.command_support" in import_graph.loads("provisioner.validation.cli")
+    assert layer_of("provisioner.validation.cli") == "commands" and layer_of("provisioner.validation.node") == (
+        "validation"
+    )
+    assert "provisioner.catalog_model" in import_graph.loads("provisioner.catalog_json")
+    assert "provisioner.catalog_json" not in import_graph.loads("provisioner.catalog_model")
+    # a parent package runs its module level only; a module's own parents are never an edge
+    assert "provisioner.providers@init" in import_graph.loads("provisioner.lifecycle.burst")
+    assert "provisioner.providers" not in import_graph.loads("provisioner.lifecycle.burst")
+    assert "provisioner.providers.aws@init" not in import_graph.loads("provisioner.providers.aws.client")

@@ -16,7 +16,8 @@ import pytest
 from provisioner.providers.registry import REGISTRY
 
 from provisioner.catalog import BUNDLED, dump_catalog, load_bundled_catalog, parse_catalog
-from provisioner.offer import Catalog, EgressTier, Offer
+from provisioner.catalog_model import Catalog
+from provisioner.offer import EgressTier, Offer
 from provisioner.spec import Fabric
 
 PROVIDERS = {"aws", "gcp", "lambda", "runpod", "vastai", "fluence"}

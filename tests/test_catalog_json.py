@@ -113,7 +113,7 @@ def test_a_large_refreshed_cache_is_still_read_as_models(tmp_path: Path, monkeyp
     # catalog refresh merges into the cache's Offer models: a cache over 1 MiB must not come back as
     # columns (nor be set aside for the bundled snapshot with a warning).
     from provisioner.catalog import BUNDLED_FILE
-    from provisioner.offer import Catalog
+    from provisioner.catalog_model import Catalog
     from provisioner.workflow import CACHE_FILE, choose_catalog
 
     monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path))

@@ -24,7 +24,7 @@ import pytest
 from provisioner.providers.registry import facts
 
 from provisioner.cli import main
-from provisioner.lifecycle import cli as lifecycle_cli
+from provisioner.lifecycle import command_support
 from provisioner.lifecycle.pulumi_engine import capacity_in
 from tests.conftest import ROOT, need_shared
 from tests.test_lifecycle_cli import FAKE_PULUMI
@@ -102,7 +102,7 @@ def _up(
     spec.write_text(SPEC, encoding="utf-8")
     plans = plans_for(SPEC, folder)
     remote = StandInRemote(nodes=[n.name for n in plans[0].nodes])
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     if engine == "pulumi":
         _stand_in_pulumi(folder, monkeypatch)
     with served_fake("lambda", monkeypatch) as (app, _server):

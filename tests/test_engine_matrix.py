@@ -49,10 +49,10 @@ from pulumi.runtime.proto import provider_pb2
 
 from provisioner.capabilities import Capability
 from provisioner.catalog import load_bundled_catalog
+from provisioner.catalog_model import Catalog
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.loader import load_spec
-from provisioner.offer import Catalog
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
 from provisioner.realize.hostkeys import hostkey_tokens

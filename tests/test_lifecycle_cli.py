@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from provisioner.cli import main
-from provisioner.lifecycle import cli as lifecycle_cli
-from provisioner.lifecycle import state
-from provisioner.lifecycle.cli import default_engine, parse_duration, parse_money
+from provisioner.lifecycle import command_support, state
+from provisioner.lifecycle.command_support import default_engine, parse_duration, parse_money
 from provisioner.lifecycle.realize import bring_up
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
@@ -79,7 +78,7 @@ def test_up_without_the_pulumi_cli_uses_the_direct_engine_and_says_so(
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     remote = StandInRemote(nodes=[n.name for n in plan.nodes])
     # The CLI's runtime with SSH played by a stand-in and a clock that does not wait; all else as users run it.
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     with served_fake("lambda", monkeypatch) as (app, _server):
         assert main(["up", str(_spec(tmp_path)), "--json"]) == 0
         events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -223,8 +222,8 @@ def test_watch_spends_what_status_meters(
     remote = StandInRemote(nodes=[n.name for n in plan.nodes])
     looked_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=90)  # both commands look at the same moment
     monkeypatch.setattr(
-        lifecycle_cli,
-        "_runtime",
+        command_support,
+        "runtime",
         lambda emit, interrupts=True: instant_runtime(remote, emit=emit, now=lambda: looked_at),
     )
     with served_fake("lambda", monkeypatch):
@@ -406,7 +405,7 @@ def test_an_interrupted_up_leaves_a_record_that_says_so(tmp_path: Path, monkeypa
             raise KeyboardInterrupt  # Ctrl-C while up waits for the control plane
 
     remote = Interrupted(nodes=["lc-lambda-0", "lc-lambda-1"])
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     with served_fake("lambda", monkeypatch) as (app, _server):
         assert main(["up", str(_spec(tmp_path))]) == 130
         record = state.load_record("lc-lambda")
@@ -482,7 +481,7 @@ def test_pulumi_up_then_down(
 
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     remote = StandInRemote(nodes=[n.name for n in plan.nodes])
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     with served_fake("lambda", monkeypatch) as (_app, _server):
         # What the stand-in pulumi's up stands for: the stack's NeocloudNodes bought the plan's nodes.
         secrets = ClusterSecrets.generate("lc-lambda")
@@ -539,7 +538,7 @@ def test_up_on_a_fake_without_nodes_says_at_once_that_nothing_will_answer(
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     # The CLI's own runtime (real SSH: no stand-in remote) on a clock that only moves when slept on: the
     # refusal must come before any SSH wait, or this test would sleep out the SSH timeouts.
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
     with served_fake("lambda", monkeypatch) as (app, _server):
         assert main(["up", str(_spec(tmp_path))]) == 5
         err = capsys.readouterr().err.strip().splitlines()[-1]

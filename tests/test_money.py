@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
+from provisioner.catalog_model import Catalog
 from provisioner.cost_terms import _cents_of, _per_key
 from provisioner.money import (
     floor_units,
@@ -25,7 +26,7 @@ from provisioner.money import (
     usd_of_micro,
     usd_of_pico,
 )
-from provisioner.offer import MAX_PRICE_PER_HOUR_USD, Catalog, Offer, ProviderInfo
+from provisioner.offer import MAX_PRICE_PER_HOUR_USD, Offer, ProviderInfo
 from provisioner.optimizer import resolve_plan
 from provisioner.spec import MAX_COUNT, MAX_HOURS, ClusterSpec
 

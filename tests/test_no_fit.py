@@ -14,10 +14,10 @@ import jsonschema
 import pytest
 
 from provisioner.capabilities import Capability
+from provisioner.catalog_model import Catalog
 from provisioner.cli import main
 from provisioner.costs import Stage
 from provisioner.errors import NoFeasibleOfferError
-from provisioner.offer import Catalog
 from provisioner.spec import PROVIDER_NAMES
 from tests.test_optimizer import ALL, make_catalog, make_offer, make_spec, plan
 

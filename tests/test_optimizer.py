@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from provisioner.capabilities import Capability
+from provisioner.catalog_model import Catalog
 from provisioner.costs import Stage, tiered_usd
 from provisioner.errors import CatalogError, NoFeasibleOfferError
-from provisioner.offer import Catalog, EgressTier, Offer, ProviderInfo
+from provisioner.offer import EgressTier, Offer, ProviderInfo
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import PlanResult, decided_by
 from provisioner.spec import PROVIDER_NAMES, ClusterSpec

@@ -550,7 +550,8 @@ def _resolved_plans() -> list[tuple[str, Plan]]:
     fixed offers above (the bundled snapshot alone may not cover every example)."""
     optimizer = pytest.importorskip("provisioner.optimizer")
     from provisioner.catalog import load_bundled_catalog
-    from provisioner.offer import Catalog, ProviderInfo
+    from provisioner.catalog_model import Catalog
+    from provisioner.offer import ProviderInfo
 
     bundled = load_bundled_catalog()
     offers = [offer for offer, _nodes in EXAMPLE_OFFERS.values()]

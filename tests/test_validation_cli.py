@@ -330,8 +330,7 @@ def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_
     """This machine's record of the cluster: the checks and drains run on the head over SSH, as burst's do."""
     import datetime as dt
 
-    from provisioner.lifecycle import cli as lifecycle_cli
-    from provisioner.lifecycle import state
+    from provisioner.lifecycle import command_support, state
     from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
 
     plan = plans_for(LAMBDA_SPEC, fake_cluster)[0]
@@ -349,7 +348,7 @@ def test_validate_through_slurm_from_the_machine_that_brought_it_up_runs_on_the_
         )
     )
     remote = StandInRemote(nodes=[node.name for node in plan.nodes], healthy=True)
-    monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
     with served_fake("lambda", monkeypatch):
         code, _, err = run_cli(["validate", str(saved), "--no-burnin", "--json"], capsys)
     assert "note: this machine is not the head of lc-lambda: running the checks there (lc-lambda-0, " in err
@@ -365,7 +364,7 @@ def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
 ) -> None:
     """This machine's record of a cluster on a fake provider (TEST-NET head, as up and watch refuse): the
     SSH to the head waited minutes on an address no machine answers; now one line, exit 5, no ssh run."""
-    from provisioner.lifecycle import cli as lifecycle_cli
+    from provisioner.lifecycle import command_support
     from provisioner.lifecycle.realize import bring_up
     from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
 
@@ -375,7 +374,7 @@ def test_validate_off_the_head_of_a_fakes_cluster_says_so_at_once(
     with served_fake("lambda", monkeypatch):
         bring_up(plan, instant_runtime(StandInRemote(nodes=[n.name for n in plan.nodes])))
         capsys.readouterr()
-        monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
+        monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
         code, out, err = run_cli(["validate", str(saved), "--no-burnin", "--timeout-s", "1"], capsys)
         assert (code, out) == (5, ""), err
         assert (

@@ -271,8 +271,6 @@ def _gpu_id(adapter: RunPodProvider, spec: NodeSpec) -> tuple[str, int]:
 
 def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], first: NodeSpec) -> dict[str, Any]:
     """The ``CreateClusterRequest``: one container configuration for every member."""
-    from provisioner.providers.runpod.provider import DEFAULT_IMAGE
-
     gpu_id, per_pod = _gpu_id(adapter, first)
     env = {
         CLUSTER_ENV: cluster_id,
@@ -297,7 +295,7 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
         "name": cluster_id,
         "type": CLUSTER_TYPE,
         "compute": {"gpuTypeId": gpu_id, "gpuCountPerPod": per_pod, "podCount": len(nodes)},
-        "image": first.image or DEFAULT_IMAGE,
+        "image": first.image or naming.DEFAULT_IMAGE,
         "disk": first.disk_gib,
         "env": env,
         "ports": ["22/tcp"],

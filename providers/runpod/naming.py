@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+# The image a node runs when the spec names none (pods and Instant Clusters alike).
+DEFAULT_IMAGE = "runpod/pytorch:1.0.2-cu1281-torch280-ubuntu2404"
+
 # RunPod gpu id -> (canonical model, instance-type token)
 KNOWN_GPUS: dict[str, tuple[str, str]] = {
     "NVIDIA H100 80GB HBM3": ("H100", "H100-SXM"),
@@ -70,6 +73,7 @@ def derived_token_matches(token: str, display_name: str) -> bool:
 
 
 __all__ = [
+    "DEFAULT_IMAGE",
     "KNOWN_GPUS",
     "derived_token_matches",
     "gpu_id_for_token",

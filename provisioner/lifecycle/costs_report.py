@@ -165,7 +165,7 @@ def costs(
     now: Callable[[], dt.datetime] | None = None,
 ) -> int:
     """What clusters planned, metered and were billed, from the local ledger (with --live: unrecorded ones too)."""
-    from provisioner.lifecycle.cli import parse_duration
+    from provisioner.lifecycle.command_support import parse_duration
 
     if by not in GROUPINGS:
         raise UsageError(f"must be one of {', '.join(GROUPINGS)}", option="--by")

@@ -1,4 +1,4 @@
-"""``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/cli.py).
+"""``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/command_support.py).
 
 The engine is the one the local record names (else pulumi when a pulumi ``up`` kept its plan
 here, else direct); without a record the direct engine takes the provider from ``--provider``, the
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provisioner.errors import UsageError
-from provisioner.lifecycle import cli
+from provisioner.lifecycle import command_support
 
 if TYPE_CHECKING:
     from provisioner.plan import Plan
@@ -31,11 +31,11 @@ def down(
     """Delete every node of the cluster through the provider API (or destroy its stack). Idempotent."""
     from provisioner.lifecycle import state
 
-    cluster_id = cli.cluster_id_of(target, catalog)
-    lab = cli.enter_lab(cluster_id)
+    cluster_id = command_support.cluster_id_of(target, catalog)
+    lab = command_support.enter_lab(cluster_id)
     record = state.load_record(cluster_id)
     chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
-    cli.check_engine(chosen)
+    command_support.check_engine(chosen)
     if chosen == "direct" and record is None and provider is None:
         # No record (an earlier down forgot it): the spec or plan file says where the cluster lives,
         # else the ledger, which outlives the record, for a cluster brought up from here.
@@ -48,13 +48,13 @@ def down(
                 f"no record of cluster {cluster_id} here: name its provider (--provider P) or give "
                 "its spec or plan file; provisioner gc lists what the tool left anywhere"
             )  # no option to blame: --provider was not given (the message says it is one way out)
-    emit = cli.emitter(json_out)
+    emit = command_support.emitter(json_out)
     if chosen == "pulumi":
         from provisioner.lifecycle import pulumi_engine
         from provisioner.lifecycle.lease import hold
         from provisioner.lifecycle.spend import before_teardown, emit_settled
 
-        runtime = cli._runtime(emit, interrupts=False)
+        runtime = command_support.runtime(emit, interrupts=False)
         with hold(cluster_id, "down"):
             listed = before_teardown(runtime.provider, record)
             existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
@@ -74,7 +74,7 @@ def down(
         return
     from provisioner.lifecycle.realize import tear_down
 
-    runtime = cli._runtime(emit, interrupts=False)
+    runtime = command_support.runtime(emit, interrupts=False)
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
     if lab:
@@ -87,7 +87,7 @@ def down(
 def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
     """The plan a spec or plan file TARGET names (a spec planned as ``up`` would); None for a cluster id."""
     path = Path(target)
-    return cli.ranked_plans(path, catalog, 1)[0] if path.is_file() else None
+    return command_support.ranked_plans(path, catalog, 1)[0] if path.is_file() else None
 
 
 def _unrecorded_engine(cluster_id: str) -> str:
@@ -104,7 +104,7 @@ def _reservations_left(cluster_id: str, plan: Plan | None, provider: str | None,
 
     name = provider or (plan.option.provider if plan is not None and plan.option.offer.block_hours else None)
     if name is not None:
-        runtime = cli._runtime(emit, interrupts=False)
+        runtime = command_support.runtime(emit, interrupts=False)
         report_left(runtime, runtime.provider(name), cluster_id, name)
 
 

@@ -29,12 +29,15 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from provisioner.dirs import state_dir
 from provisioner.errors import ProvisionerError
-from provisioner.lifecycle.state import ClusterRecord, state_dir
 from provisioner.metering import Metered, planned_cents
 from provisioner.money import usd_of_cents
+
+if TYPE_CHECKING:
+    from provisioner.lifecycle.state import ClusterRecord
 
 LEDGER_VERSION = 1
 

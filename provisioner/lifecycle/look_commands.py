@@ -1,4 +1,4 @@
-"""``provisioner status``, ``outputs`` and ``ssh``: look at a cluster (registered by lifecycle/cli.py).
+"""``provisioner status``, ``outputs`` and ``ssh``: look at a cluster (registered by lifecycle/command_support.py).
 
 ``status`` lists the local records (or one cluster with what its provider lists now and its cost),
 ``outputs`` prints the cluster's outputs as plain values (never Python reprs), ``ssh`` opens a
@@ -12,9 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from provisioner.lifecycle import cli
+from provisioner.lifecycle import command_support
 from provisioner.money import usd_of_cents
 from provisioner.termtext import printable
+
+
+def _look_runtime() -> Any:
+    """The runtime status, outputs and ssh look through: no progress lines, no Ctrl-C handler."""
+    return command_support.runtime(command_support.emitter(True), interrupts=False)
 
 
 def status(target: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
@@ -50,9 +55,9 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
 
-    cli.enter_lab(cli.cluster_id_of(target, catalog))
-    runtime = cli._runtime(cli.emitter(True), interrupts=False)
-    record, nodes = cluster_nodes(cli.cluster_id_of(target, catalog), runtime)
+    command_support.enter_lab(command_support.cluster_id_of(target, catalog))
+    runtime = _look_runtime()
+    record, nodes = cluster_nodes(command_support.cluster_id_of(target, catalog), runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
     doc = {
         **_summary(record),
@@ -103,8 +108,8 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
     """The cluster's outputs: head address, SSH command, nodes, hourly cost, expiry."""
     from provisioner.lifecycle import state
 
-    cluster_id = cli.cluster_id_of(target, catalog)
-    cli.enter_lab(cluster_id)
+    cluster_id = command_support.cluster_id_of(target, catalog)
+    command_support.enter_lab(cluster_id)
     record = state.load_record(cluster_id)
     if (record is not None and record.engine == "pulumi") or (record is None and backend):
         from provisioner.lifecycle import pulumi_engine
@@ -113,7 +118,7 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
     else:
         from provisioner.lifecycle.realize import cluster_nodes, node_address
 
-        record, nodes = cluster_nodes(cluster_id, cli._runtime(cli.emitter(True), interrupts=False))
+        record, nodes = cluster_nodes(cluster_id, _look_runtime())
         endpoints = {n.name: n.ssh_endpoint() for n in nodes}
         doc = {
             **_summary(record),
@@ -166,9 +171,9 @@ def ssh(
     from provisioner.realize.bootstrap_ssh import SshTarget
     from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
 
-    cluster_id = cli.cluster_id_of(target, catalog)
-    cli.enter_lab(cluster_id)
-    record, nodes = cluster_nodes(cluster_id, cli._runtime(cli.emitter(True), interrupts=False))
+    cluster_id = command_support.cluster_id_of(target, catalog)
+    command_support.enter_lab(cluster_id)
+    record, nodes = cluster_nodes(cluster_id, _look_runtime())
     name = node or record.plan.head.name
     found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
     if found is None and name == record.plan.head.name and record.head_address:  # no longer listed

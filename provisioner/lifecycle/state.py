@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from provisioner.dirs import state_dir
 from provisioner.errors import ProvisionerError
 from provisioner.offer import SafeId
 from provisioner.plan import Plan
@@ -41,16 +42,6 @@ RunId = Annotated[str, StringConstraints(pattern=r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6
 def new_run_id(now: dt.datetime) -> str:
     """A fresh id for one bring-up of a cluster (24 random bits beside the second it began)."""
     return f"{now.astimezone(dt.UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
-
-
-def state_dir() -> Path:
-    """``$PROVISIONER_STATE_DIR``, else the platform's user state dir for gpu-provisioner."""
-    override = os.environ.get("PROVISIONER_STATE_DIR")
-    if override:
-        return Path(override)
-    import platformdirs
-
-    return Path(platformdirs.user_state_dir("gpu-provisioner"))
 
 
 class ClusterRecord(BaseModel):

@@ -1,4 +1,4 @@
-"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/cli.py).
+"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/command_support.py).
 
 ``up`` on the pulumi engine drives the stacks/ program through the Automation API, keeps a local
 record (saved as ``creating`` before the stack is touched) and, unless ``--no-wait``, runs the
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provisioner.errors import ProvisionerError, StackError, UsageError
-from provisioner.lifecycle import cli
+from provisioner.lifecycle import command_support
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime
@@ -46,19 +46,19 @@ def up(
             raise UsageError("a local dry run runs the direct engine", option="--engine")
         engine, why = "direct", "--local"
     if engine is None:
-        engine, why = cli.default_engine()
-    cli.check_engine(engine)
+        engine, why = command_support.default_engine()
+    command_support.check_engine(engine)
     if not wait and engine != "pulumi":
         raise UsageError("the direct engine always waits for the control plane", option="--no-wait")
-    ttl_s = cli.parse_duration(ttl) if ttl else None
-    max_cost_usd = cli.parse_money(max_cost) if max_cost else None
-    emit = cli.emitter(json_out)
+    ttl_s = command_support.parse_duration(ttl) if ttl else None
+    max_cost_usd = command_support.parse_money(max_cost) if max_cost else None
+    emit = command_support.emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
         from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        plans = cli.ranked_plans(target, catalog, max_tries)
+        plans = command_support.ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
         say_exposure(plans, emit)
@@ -80,17 +80,17 @@ def up(
         from provisioner.local import lab
 
         lab.require_host()
-        plans = cli.ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
         lab.local_options(plans, max_tries)  # refused here, before the first progress line
     else:
-        plans = cli.ranked_plans(target, catalog, max_tries)
+        plans = command_support.ranked_plans(target, catalog, max_tries)
         require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     if not local:  # a local dry run's nodes are this machine's containers, reached from its lab only
         say_exposure(plans, emit)
     if local:
         plans = lab.local_plans(plans, emit, max_tries)
-    runtime = cli._runtime(emit)
+    runtime = command_support.runtime(emit)
     try:
         bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd, on_budget=on_budget)
     except KeyboardInterrupt:
@@ -131,7 +131,7 @@ def _pulumi_up(
     from provisioner.lifecycle.state import new_run_id
     from provisioner.realize.failover import first_that_fits
 
-    runtime = cli._runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
+    runtime = command_support.runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
     cluster_id = plans[0].cluster_id
     run_id = _run_id_of(cluster_id) or new_run_id(utc_now())  # one run across the tries
 
@@ -286,8 +286,8 @@ def burst(
     from provisioner.lifecycle.burst import BurstOptions, run_burst
 
     options = BurstOptions(
-        ttl_s=cli.parse_duration(ttl) if ttl else None,
-        max_cost_usd=cli.parse_money(max_cost) if max_cost else None,
+        ttl_s=command_support.parse_duration(ttl) if ttl else None,
+        max_cost_usd=command_support.parse_money(max_cost) if max_cost else None,
         on_budget=on_budget,
         skip_validation=skip_validation,
         max_tries=max_tries,
@@ -296,11 +296,11 @@ def burst(
     )
     from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
-    plans = cli.ranked_plans(target, catalog, max_tries)
+    plans = command_support.ranked_plans(target, catalog, max_tries)
     require_ssh_sources(plans[0], target)
-    emit = cli.emitter(json_out)
+    emit = command_support.emitter(json_out)
     say_exposure(plans, emit)
-    runtime = cli._runtime(emit)
+    runtime = command_support.runtime(emit)
     try:
         code = run_burst(plans, command, options, runtime)
     finally:

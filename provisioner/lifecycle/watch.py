@@ -89,15 +89,15 @@ def watch(
     at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
     capacity error the next ranked option of the same provider is tried. Every action is reported with
     its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
-    from provisioner.lifecycle import state
-    from provisioner.lifecycle.cli import _runtime, cluster_id_of, emitter
+    from provisioner.lifecycle import command_support, state
+    from provisioner.lifecycle.command_support import cluster_id_of, emitter
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote, live, refuse_unanswerable
     from provisioner.lifecycle.spend import usages_of
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
     emit = emitter(json_out)
-    runtime = _runtime(emit)
+    runtime = command_support.runtime(emit)
     try:
         cluster_id = cluster_id_of(target, catalog)
         record = state.load_record(cluster_id)
@@ -138,7 +138,7 @@ def watch(
 
 
 def _duration(text: str, option: str) -> float:
-    from provisioner.lifecycle.cli import parse_duration
+    from provisioner.lifecycle.command_support import parse_duration
 
     try:
         return parse_duration(text)

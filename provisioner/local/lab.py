@@ -89,7 +89,7 @@ def local_options(plans: list[Any], max_tries: int) -> list[Any]:
 
 
 def _labs() -> Path:
-    from provisioner.lifecycle.state import state_dir
+    from provisioner.dirs import state_dir
 
     return state_dir() / "local"
 

@@ -1,6 +1,6 @@
 """The ``provisioner node check`` and ``provisioner validate`` commands.
 
-Registered by provisioner/cli.py. Both exit 0 healthy, 10 degraded, 11 failed; a usage
+Registered by provisioner/command_support.py. Both exit 0 healthy, 10 degraded, 11 failed; a usage
 mistake exits 2 with one line, like every other command.
 """
 
@@ -110,7 +110,7 @@ def _listed_nodes(via: str) -> set[str]:
 
 def _on_head(cluster_id: str) -> Runner:
     """A Runner that runs each command on the cluster's head over SSH (the cluster key, pinned host keys)."""
-    from provisioner.lifecycle import cli as lifecycle_cli
+    from provisioner.lifecycle import command_support
     from provisioner.lifecycle.realize import (
         cluster_nodes,
         cluster_secrets,
@@ -121,7 +121,7 @@ def _on_head(cluster_id: str) -> Runner:
     )
     from provisioner.realize.events import no_events
 
-    runtime = lifecycle_cli._runtime(no_events, interrupts=False)
+    runtime = command_support.runtime(no_events, interrupts=False)
     record, nodes = cluster_nodes(cluster_id, runtime)
     head = head_target(record, nodes)
     # A fake provider's head (TEST-NET): one line at once, as up and watch say, not minutes of SSH waits.

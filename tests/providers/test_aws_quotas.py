@@ -20,10 +20,11 @@ from provisioner.providers.registry import capabilities
 
 from provisioner.capabilities import Purchase
 from provisioner.catalog import load_bundled_catalog, load_catalog
+from provisioner.catalog_model import Catalog
 from provisioner.cli import main
 from provisioner.costs import Stage
 from provisioner.errors import NoFeasibleOfferError, QuotaError
-from provisioner.offer import Catalog, QuotaHeadroom
+from provisioner.offer import QuotaHeadroom
 from provisioner.optimizer import resolve_plan
 from provisioner.spec import ClusterSpec
 from provisioner.testing.fakes.aws_ec2 import AWSFake
