@@ -223,7 +223,7 @@ def variant_checks(s: VariantSetup, alive: np.ndarray, k: int, spot: bool) -> Ch
     late[blocked] = Stage.ADAPTER
     failures[blocked] += 1
     late[~sold] = Stage.PRICING_MODE
-    late_sub[~sold] = k
+    late_sub[~sold] = int(spot)  # the sub-code says which way it is not sold (not the variant index)
     failures[~sold] += 1
     return Checked(
         late=late,

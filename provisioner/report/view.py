@@ -196,7 +196,7 @@ def build_view(result: PlanResult, top: int | None, *, explain: bool, meta: Repo
         quotes=tuple(facts.quotes(result)),
         groups=tuple(rejection_groups(result)),
         rejected_count=rejected_total(result),
-        rejected=tuple(sorted_rejections(merge_variants(result.rejected))) if explain else (),
+        rejected=tuple(sorted_rejections(_not_ranked(merge_variants(result.rejected), result))) if explain else (),
         explain=explain,
         hours=result.spec.workload.hours,
     )
@@ -265,6 +265,14 @@ def examples_text(group: Group) -> str:
     more = group.count - len(group.examples)
     text = ", ".join(names)
     return f"{text} (+{more} more)" if more > 0 else text
+
+
+def _not_ranked(rejected: Sequence[RejectedOffer], result: PlanResult) -> list[RejectedOffer]:
+    """The rejections of offers no ranked option is bought from: under ``pricing.mode: either`` an offer
+    ranked on-demand may be rejected spot (or the other way), and the reader saw it listed as both
+    ranked and rejected. The JSON report keeps every (offer, variant) rejection."""
+    ranked = {(o.provider, o.instance_type, o.region) for o in result.options}
+    return [r for r in rejected if (r.provider, r.instance_type, r.region) not in ranked]
 
 
 def sorted_rejections(rejected: Sequence[RejectedOffer]) -> list[RejectedOffer]:
