@@ -145,7 +145,7 @@ def test_docs_table_equals_the_code_table() -> None:
             {"CONTAINER_ID": "4242", "CONTAINER_API_KEY": VAST_KEY},
             [
                 "curl -sS -o /dev/null -w %{http_code} --max-time 30 --retry 3 --retry-delay 5 -X DELETE -K - "
-                "https://console.vast.ai/api/v0/instances/4242"
+                "https://console.vast.ai/api/v0/instances/4242/"
             ],
         ),
         ("aws", {}, ["systemctl poweroff"]),

@@ -191,7 +191,7 @@ def test_vastai_metered_from_start_date_and_reconciled_with_its_charges(
     assert cost.so_far.sources == ("provider",)  # the contract's start_date
     (settled,) = [e for e in events if e["event"] == "cost"]
     billed = settled["billed"]
-    assert billed["source"] == "vastai GET /api/v0/charges" and billed["within_1_percent"] is True, billed
+    assert billed["source"] == "vastai GET /api/v0/charges/" and billed["within_1_percent"] is True, billed
     assert "Vast.ai rounds each contract's amount to $0.001" in billed["differences"]
     assert settled["planned_vs_actual"]["terms"]["egress"]["actual_usd"] == "0.00"  # Vast bills bandwidth: measured
     assert "egress from the bill" in settled["metered"]["sources"]
@@ -439,8 +439,8 @@ def test_fake_billing_routes_answer_in_the_providers_shapes() -> None:
         transport=FakeTransport(vast), base_url="http://vast.test", headers={"Authorization": "Bearer k"}
     ) as client:
         day = json.dumps({"day": {"gte": 1795651200, "lte": 1795737599}})  # 2026-11-26, UTC
-        charges = client.get("/api/v0/charges", params={"select_filters": day}).json()
-        invoices = client.get("/api/v1/invoices", params={"select_filters": json.dumps({"when": {"gte": 0}})}).json()
+        charges = client.get("/api/v0/charges/", params={"select_filters": day}).json()
+        invoices = client.get("/api/v1/invoices/", params={"select_filters": json.dumps({"when": {"gte": 0}})}).json()
     assert vast.validation_errors == []
     # started 02:00:01, now 04:00: 7199 s at $0.38/h = $0.759894... -> 0.76 (Vast rounds to 3 decimals)
     assert [(c["source"], c["amount"]) for c in charges["results"]] == [("instance-31000000", 0.76)]

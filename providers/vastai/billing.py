@@ -1,4 +1,4 @@
-"""Vast.ai's billing record for a cluster's instances: ``GET /api/v0/charges``, the contracts of its ids.
+"""Vast.ai's billing record for a cluster's instances: ``GET /api/v0/charges/``, the contracts of its ids.
 
 Vast bills GPU time per second and storage while the instance exists (stopped too), at rates the
 host sets, and bandwidth per byte at the host's ``inet_up_cost``/``inet_down_cost``; each
@@ -15,7 +15,7 @@ from decimal import Decimal
 from provisioner.providers.billing import Billed, usd
 from provisioner.providers.vastai.client import VastClient
 
-SOURCE = "vastai GET /api/v0/charges"
+SOURCE = "vastai GET /api/v0/charges/"
 TERMS = {"gpu": "compute", "disk": "storage", "bwu": "egress", "bwd": "egress"}
 DIFFERENCES = (
     "Vast.ai rounds each contract's amount to $0.001",

@@ -1,7 +1,10 @@
 """Vast.ai REST client: one method per endpoint, errors mapped in one place.
 
-Paths follow the official OpenAPI document (``console.vast.ai``, no trailing slash).
-Auth is ``Authorization: Bearer <key>``; the key lives only in the ApiClient.
+Paths, methods and bodies are what the official client ``vastai`` 1.9.1 sends (its
+``vastai/api/*.py``), which is what the live API is known to serve: every path with a
+trailing slash except ``/api/v0/users/current``. The OpenAPI file spells them without the
+slash; no known client calls those (docs/providers.md, the facts table). Auth is
+``Authorization: Bearer <key>`` as the client sends it; the key lives only in the ApiClient.
 
 Rate limits. Vast publishes one number: offer search is limited to 10 requests per
 minute per IP. Other endpoints have undisclosed per-endpoint minimum intervals whose
@@ -41,7 +44,10 @@ OFFICIAL_URL = "https://console.vast.ai"
 SEARCH_PER_MINUTE = 10.0
 VAST_LIMITS = RateLimits(requests_per_s=2.0, burst=4.0, launches_per_s=1.0, launch_burst=2.0)
 _SEARCH_SHARE = (SEARCH_PER_MINUTE / 60.0) / VAST_LIMITS.requests_per_s
-INSTANCES_PAGE_LIMIT = 25  # the most GET /api/v1/instances returns per page
+INSTANCES_PAGE_LIMIT = 25  # the most GET /api/v1/instances/ returns per page
+# The official client never asks for more than 100 charges a page (billing.show_invoices_v1), though
+# the spec says the server allows 500: a larger page is not known to work on the live API.
+CHARGES_PAGE_LIMIT = 100
 
 
 def _body(response: httpx.Response) -> dict[str, Any]:
@@ -106,30 +112,35 @@ class VastClient(EndpointClient):
 
     # -- offers ---------------------------------------------------------------------------
     def search_offers(self, query: Mapping[str, Any]) -> list[BundleOffer]:
-        """``POST /api/v0/bundles``: asks matching the filter object ``query``."""
+        """``POST /api/v0/bundles/``: asks matching the filter object ``query``."""
 
         self.search_limiter.acquire()
-        data = self.api.request("POST", "/api/v0/bundles", json=dict(query))
+        data = self.api.request("POST", "/api/v0/bundles/", json=dict(query))
         return list(self._parse(BundlesResponse, data, "offer search").offers)
 
     # -- instances ------------------------------------------------------------------------
     def create_instance(self, ask_id: int, body: Mapping[str, Any]) -> LaunchResponse:
-        """``PUT /api/v0/asks/{id}``: rent one ask. Returns LaunchResponse (``new_contract``).
+        """``PUT /api/v0/asks/{id}/``: rent one ask. Returns LaunchResponse (``new_contract``).
 
         Sent once: a PUT would be retried by the shared client, but renting is not
         idempotent, so 5xx/timeouts surface and the adapter reconciles by listing.
         """
 
-        data = self._send_once("PUT", f"/api/v0/asks/{int(ask_id)}", dict(body))
+        data = self._send_once("PUT", f"/api/v0/asks/{int(ask_id)}/", dict(body))
         return self._parse(LaunchResponse, data, "create instance")
 
     def list_instances_page(self, after_token: str | None = None) -> InstancesPage:
-        """``GET /api/v1/instances``: one keyset page (at most 25 rows)."""
+        """``GET /api/v1/instances/``: one keyset page (at most 25 rows), asked as the official
+        client's ``show_instances`` asks (every query value JSON-encoded, the token as is)."""
 
-        params: dict[str, Any] = {"limit": INSTANCES_PAGE_LIMIT, "order_by": json.dumps([{"col": "id", "dir": "asc"}])}
+        params: dict[str, Any] = {
+            "select_filters": "{}",
+            "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
+            "limit": INSTANCES_PAGE_LIMIT,
+        }
         if after_token:
             params["after_token"] = after_token
-        data = self.api.request("GET", "/api/v1/instances", params=params)
+        data = self.api.request("GET", "/api/v1/instances/", params=params)
         return self._parse(InstancesPage, data, "instance list")
 
     def iter_instances(self) -> Iterator[Instance]:
@@ -143,9 +154,10 @@ class VastClient(EndpointClient):
                 return
 
     def destroy_instance(self, instance_id: int) -> bool:
-        """``DELETE /api/v0/instances/{id}``. False when it was already gone (404)."""
+        """``DELETE /api/v0/instances/{id}/`` with the official client's empty JSON body. False when it
+        was already gone (404)."""
         try:
-            self.api.request("DELETE", f"/api/v0/instances/{int(instance_id)}")
+            self.api.request("DELETE", f"/api/v0/instances/{int(instance_id)}/", json={})
         except ProviderAPIError as exc:
             if exc.status == 404:
                 return False
@@ -154,10 +166,10 @@ class VastClient(EndpointClient):
 
     # -- account --------------------------------------------------------------------------
     def list_ssh_keys(self) -> list[SshKey]:
-        """``GET /api/v0/ssh``: the account's keys (404 means none)."""
+        """``GET /api/v0/ssh/``: the account's keys (404 means none)."""
 
         try:
-            data = self.api.request("GET", "/api/v0/ssh")
+            data = self.api.request("GET", "/api/v0/ssh/")
         except ProviderAPIError as exc:
             if exc.status == 404:
                 return []
@@ -166,32 +178,36 @@ class VastClient(EndpointClient):
         return [self._parse(SshKey, row, "ssh key") for row in rows]
 
     def create_ssh_key(self, public_key: str) -> SshKey:
-        """``POST /api/v0/ssh``: add an account key (Vast copies it to new instances)."""
+        """``POST /api/v0/ssh/``: add an account key (Vast copies it to new instances)."""
 
-        data = self.api.request("POST", "/api/v0/ssh", json={"ssh_key": public_key})
+        data = self.api.request("POST", "/api/v0/ssh/", json={"ssh_key": public_key})
         created: SshKeyCreated = self._parse(SshKeyCreated, data, "ssh key")
         return created.key
 
     def iter_charges(self, start_unix: int, end_unix: int) -> Iterator[Charge]:
-        """``GET /api/v0/charges``: every instance contract's charges in the day range, page by page."""
+        """``GET /api/v0/charges/``: every instance contract's charges in the day range, page by page,
+        asked as the official client's ``show invoices-v1 --charges -c instance`` asks."""
         token: str | None = None
         while True:
             params: dict[str, Any] = {
                 "select_filters": json.dumps(
                     {"day": {"gte": start_unix, "lte": end_unix}, "type": {"in": ["instance"]}}
                 ),
-                "limit": 500,
+                "latest_first": "false",
+                "limit": CHARGES_PAGE_LIMIT,
+                "format": "table",
             }
             if token:
                 params["after_token"] = token
-            page = self._parse(ChargesPage, self.api.request("GET", "/api/v0/charges", params=params), "charges")
+            page = self._parse(ChargesPage, self.api.request("GET", "/api/v0/charges/", params=params), "charges")
             yield from page.results
             token = page.next_token
             if not token or not page.results:
                 return
 
     def current_user(self) -> CurrentUser:
-        """``GET /api/v0/users/current``: validates the key; carries the balance."""
+        """``GET /api/v0/users/current`` (no trailing slash, as the official client): validates the
+        key; carries the balance."""
 
         return self._parse(CurrentUser, self.api.request("GET", "/api/v0/users/current"), "user")
 
@@ -208,4 +224,4 @@ class VastClient(EndpointClient):
                 attempt += 1
 
 
-__all__ = ["OFFICIAL_URL", "PROVIDER", "SEARCH_PER_MINUTE", "VAST_LIMITS", "VastClient", "map_error"]
+__all__ = ["CHARGES_PAGE_LIMIT", "OFFICIAL_URL", "PROVIDER", "SEARCH_PER_MINUTE", "VAST_LIMITS", "VastClient", "map_error"]

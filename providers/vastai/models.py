@@ -25,7 +25,7 @@ class _Payload(BaseModel):
 
 
 class BundleOffer(_Payload):
-    """One ask from ``POST /api/v0/bundles``; ``id`` is what ``PUT /api/v0/asks/{id}`` rents."""
+    """One ask from ``POST /api/v0/bundles/``; ``id`` is what ``PUT /api/v0/asks/{id}/`` rents."""
 
     id: int
     machine_id: int | None = None
@@ -57,7 +57,7 @@ class BundlesResponse(_Payload):
 
 
 class LaunchResponse(_Payload):
-    """``PUT /api/v0/asks/{id}``. The response's ``instance_api_key`` is deliberately not modelled."""
+    """``PUT /api/v0/asks/{id}/``. The response's ``instance_api_key`` is deliberately not modelled."""
 
     success: bool = True
     new_contract: int
@@ -71,7 +71,7 @@ class PortBinding(_Payload):
 
 
 class Instance(_Payload):
-    """One row of ``GET /api/v1/instances`` (or the object of ``GET /api/v0/instances/{id}``)."""
+    """One row of ``GET /api/v1/instances/`` (or the object of ``GET /api/v0/instances/{id}/``)."""
 
     id: int
     label: str | None = None
@@ -132,7 +132,7 @@ class ChargeItem(_Payload):
 
 
 class Charge(_Payload):
-    """One contract of ``GET /api/v0/charges``: its span (unix seconds) and amount (3 decimals)."""
+    """One contract of ``GET /api/v0/charges/``: its span (unix seconds) and amount (3 decimals)."""
 
     start: int | None = None
     end: int | None = None

@@ -1,7 +1,7 @@
 """Vast.ai asks -> ``provisioner.offer.Offer``, and the search filters that find them.
 
 Pure functions: no network. Vast is a marketplace of single hosts, so one ask is one
-Offer (``offer_id`` is the ask id that ``PUT /api/v0/asks/{id}`` rents) and
+Offer (``offer_id`` is the ask id that ``PUT /api/v0/asks/{id}/`` rents) and
 ``max_nodes`` says how many asks of the same shape in the same country were found,
 i.e. how many nodes a cluster of that shape could have right now.
 
@@ -115,7 +115,10 @@ def search_body(
     min_reliability: float = 0.0,
     limit: int = SEARCH_LIMIT,
 ) -> dict[str, Any]:
-    """The JSON filter object for ``POST /api/v0/bundles`` (ordered by score, best first)."""
+    """The JSON filter object for ``POST /api/v0/bundles/`` (ordered by score, best first), in the
+    official client's form: its default filters, ``type`` "on-demand" or "bid", ``order`` a list
+    of [field, direction] pairs. Numbers are sent as JSON numbers (the spec's form; the client
+    sends the strings a user typed, which the server also takes)."""
     body: dict[str, Any] = dict(DEFAULT_FILTERS)
     if gpu_names:
         body["gpu_name"] = {"in": list(gpu_names)}
@@ -127,9 +130,10 @@ def search_body(
         body["geolocation"] = {"in": list(regions)}
     if min_reliability > 0:
         body["reliability"] = {"gte": min_reliability}
-    # Two sort keys: the spec (wrongly, at the outer level) demands exactly two entries.
+    # As the client's ``--order score-,dph_total``: the cheaper of two asks of equal score first.
     body["order"] = [["score", "desc"], ["dph_total", "asc"]]
-    body["type"] = "bid" if spot else "ondemand"
+    # "on-demand" is what the client sends (the spec's enum says "ondemand"; its example, on-demand).
+    body["type"] = "bid" if spot else "on-demand"
     body["limit"] = limit
     return body
 

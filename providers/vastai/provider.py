@@ -252,14 +252,16 @@ class VastAIProvider(RestAdapter[VastClient]):
         ]
 
     def _rent_body(self, cluster_id: str, spec: NodeSpec, bid: float | None) -> dict[str, Any]:
-        env = f"-e PROVISIONER_CLUSTER={shlex.quote(cluster_id)} -e PROVISIONER_NODE={shlex.quote(spec.name)}"
+        # The official client's create body (vastai/api/instances.py build_create_instance_payload):
+        # ``client_id`` "me" and ``env`` an object of variables (it turns "-e K=V" into {"K": "V"}).
         body: dict[str, Any] = {
+            "client_id": "me",
             "image": spec.image or DEFAULT_IMAGE,
             "label": cluster_label(cluster_id, spec.name, spec.owner or owner_id(), spec.lease),
             "disk": float(max(1, round(spec.disk_gib * 1.073741824))),  # Vast sizes disks in GB
             "runtype": "ssh",
             "target_state": "running",
-            "env": env,
+            "env": {"PROVISIONER_CLUSTER": cluster_id, "PROVISIONER_NODE": spec.name},
         }
         if spec.user_data:
             body["onstart"] = onstart_script(spec.user_data, script=spec.bootstrap is Bootstrap.SCRIPT)

@@ -96,11 +96,11 @@ def test_offers_carry_vast_prices_and_counts(vast: VastAIProvider, rec: Recorder
     # The bundled catalog's model (docs/catalog.md): base + (1 - reliability) / 24 h, +0.04 when outbid.
     assert first.interruptions_per_node_hour == pytest.approx(3.79 / 1000 / 24 + (1 - ask["reliability"]) / 24)
     assert first.spot_interruptions_per_node_hour == pytest.approx(first.interruptions_per_node_hour + 0.04)
-    body = rec.bodies("POST", "/api/v0/bundles")[0]
+    body = rec.bodies("POST", "/api/v0/bundles/")[0]
     assert body["verified"] == {"eq": True} and body["external"] == {"eq": False}
     assert body["rentable"] == {"eq": True} and body["rented"] == {"eq": False}
     assert body["gpu_name"] == {"in": ["RTX 4090"]} and body["geolocation"] == {"in": ["US"]}
-    assert body["order"][0] == ["score", "desc"] and body["type"] == "ondemand"
+    assert body["order"][0] == ["score", "desc"] and body["type"] == "on-demand"
 
 
 def test_reliability_filter_and_spot_search(vast: VastAIProvider, rec: Recorder) -> None:
@@ -108,7 +108,7 @@ def test_reliability_filter_and_spot_search(vast: VastAIProvider, rec: Recorder)
     assert strict and all(o.reliability >= 0.998 for o in strict)
     assert {o.gpu_model for o in strict} == {"H100"}
     assert {o.instance_type for o in strict} == {"8x_H100_SXM", "1x_H100_PCIE"}
-    body = rec.bodies("POST", "/api/v0/bundles")[0]
+    body = rec.bodies("POST", "/api/v0/bundles/")[0]
     assert body["reliability"] == {"gte": 0.998} and body["type"] == "bid"
     assert body["gpu_name"] == {"in": ["H100 SXM", "H100 PCIE", "H100 NVL"]}
 
@@ -142,7 +142,7 @@ def test_rent_body_label_bid_and_user_data(
     assert all(b["disk"] == 107.0 for b in rents)  # 100 GiB in Vast's GB
     payload = rents[0]["onstart"].split("echo ", 1)[1].split(" |", 1)[0]
     assert secret in base64.b64decode(payload).decode()
-    assert rec.bodies("POST", "/api/v0/bundles")[0]["type"] == "bid"
+    assert rec.bodies("POST", "/api/v0/bundles/")[0]["type"] == "bid"
     assert len(fake.ssh_keys) == 1
     vast.create_nodes("c2", specs(1, ssh_public_key=SSH_KEY + "\n"))
     assert len(fake.ssh_keys) == 1, "the same key was registered twice"
@@ -156,8 +156,8 @@ def test_distinct_offer_ids_are_rented_when_still_listed(vast: VastAIProvider, r
         "c1",
         [NodeSpec(name=f"n{i}", instance_type="1x_L40S", region="CA", offer_id=ask_id) for i, ask_id in enumerate(ids)],
     )
-    assert len(rec.bodies("POST", "/api/v0/bundles")) == 1
-    assert sorted(p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT") == sorted(ids)
+    assert len(rec.bodies("POST", "/api/v0/bundles/")) == 1
+    assert sorted(p.rstrip("/").rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT") == sorted(ids)
     assert len(nodes) == 3
 
 
@@ -189,7 +189,7 @@ def test_shared_offer_id_is_spread_over_other_asks(vast: VastAIProvider, rec: Re
     nodes = vast.create_nodes(
         "c1", [NodeSpec(name=f"n{i}", instance_type="8xH200", region="CA", offer_id=one) for i in range(4)]
     )
-    rented = [p.rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT"]
+    rented = [p.rstrip("/").rsplit("/", 1)[1] for m, p, _ in rec.sent if m == "PUT"]
     assert len(set(rented)) == 4 and one in rented
     assert {n.instance_type for n in vast.get_nodes("c1")} == {"8x_H200"} and len(nodes) == 4
 

@@ -61,7 +61,14 @@ from werkzeug.wrappers import Request, Response
 from provisioner.testing.fakes.control import control_reply
 from provisioner.testing.fakes.faults import FAULT_KINDS, Fault, Faults
 from provisioner.testing.fakes.metering import Clock, Meter, wall_clock
-from provisioner.testing.fakes.openapi import error_detail, load_openapi, request_error, response_error, spec_root
+from provisioner.testing.fakes.openapi import (
+    SpecPatch,
+    error_detail,
+    load_openapi,
+    request_error,
+    response_error,
+    spec_root,
+)
 from provisioner.testing.fakes.records import Bought, Call, Exchange
 from provisioner.testing.fakes.serving import AnswerLost, FakeTransport, RunningServer, dripped, serve
 
@@ -97,6 +104,8 @@ class FakeApp(abc.ABC):
 
     provider = "fake"
     spec_file: str | None = None
+    spec_patch: SpecPatch | None = None
+    """Where the real server accepts or answers more than ``spec_file`` says (``fakes.openapi``)."""
 
     def __init__(
         self,
@@ -132,7 +141,7 @@ class FakeApp(abc.ABC):
         if validate and self.spec_file:
             path = spec_root() / self.provider / self.spec_file
             if path.exists():
-                self.openapi = load_openapi(str(path))
+                self.openapi = load_openapi(str(path), type(self).spec_patch)
                 self.validation_note = f"validating against {path.name}"
             else:
                 self.validation_note = f"UNVALIDATED: {path} not found"

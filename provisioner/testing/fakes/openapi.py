@@ -1,5 +1,9 @@
 """Where the providers' OpenAPI files are, how a fake reads one (parsed once per process) and
-checks a request or response against it (openapi-core, imported on first use)."""
+checks a request or response against it (openapi-core, imported on first use).
+
+A fake whose provider's real server accepts more than its spec file says passes a ``patch``: a
+function that edits the parsed document in memory (the file in ../shared is never changed). Each
+patch lives next to its fake and names its evidence (e.g. ``fakes.vastai_spec``)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,11 @@ import copy
 import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+SpecPatch = Callable[[dict[str, Any]], None]
 
 
 def spec_root() -> Path:
@@ -20,8 +27,9 @@ def spec_root() -> Path:
 
 
 @functools.lru_cache(maxsize=16)
-def load_openapi(path: str) -> Any:
-    """Parse one OpenAPI file (JSON or YAML) once per process, with ``servers`` set to ``/``."""
+def load_openapi(path: str, patch: SpecPatch | None = None) -> Any:
+    """Parse one OpenAPI file (JSON or YAML) once per process and patch, with ``servers`` set to ``/``
+    and ``patch`` (if any) applied to a copy of the document."""
     from openapi_core import Config, OpenAPI
 
     text = Path(path).read_text(encoding="utf-8")
@@ -34,6 +42,8 @@ def load_openapi(path: str) -> Any:
         document = json.loads(text)
     document = copy.deepcopy(document)
     document["servers"] = [{"url": "/"}]
+    if patch is not None:
+        patch(document)
     # The shared specs were checked once when gathered; re-checking 300 KB per process is slow.
     return OpenAPI.from_dict(document, config=Config(spec_validator_cls=None))
 
@@ -76,4 +86,4 @@ def error_detail(exc: Exception) -> str:
     return detail
 
 
-__all__ = ["error_detail", "load_openapi", "request_error", "response_error", "spec_root"]
+__all__ = ["SpecPatch", "error_detail", "load_openapi", "request_error", "response_error", "spec_root"]

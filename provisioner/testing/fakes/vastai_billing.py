@@ -1,4 +1,4 @@
-"""Vast.ai charges in the Vast.ai fake: ``GET /api/v0/charges`` (``show charges``) and ``GET /api/v1/invoices``.
+"""Vast.ai charges in the Vast.ai fake: ``GET /api/v0/charges/`` (``show charges``) and ``GET /api/v1/invoices/``.
 
 Shapes follow ``openapi.yaml``; ``VastAIFake`` validates each request and answer against it. One
 result per instance contract the fake's clock saw (``app.meter``) overlapping the ``day`` range of
@@ -6,7 +6,8 @@ result per instance contract the fake's clock saw (``app.meter``) overlapping th
 ``gpu`` and ``disk`` items billed per second at the instance's ``dph_base`` and storage rate (Vast's
 documented rule: storage is billed while the instance exists), and the contract's ``amount``
 rounded to 3 decimals, as the spec says Vast rounds it. Bandwidth (``bwu``/``bwd``) is zero: the
-fake moves no data. Keyset pages of ``limit`` (default 100), ``next_token`` the next offset.
+fake moves no data. Keyset pages of ``limit`` (default 100), ``next_token`` the next offset; oldest
+first when ``latest_first=false`` (what the official client sends), else newest first.
 ``/api/v1/invoices`` lists payments, not usage: always empty here (nothing is paid to the fake).
 """
 
@@ -32,8 +33,8 @@ class ChargeRoutes:
         self.fake = fake
         self.rates: dict[str, tuple[Decimal, Decimal]] = {}
         """instance id -> (compute $/h, storage $/h), as rented."""
-        fake.route("GET", "/api/v0/charges", self._charges, kind="other", name="charges")
-        fake.route("GET", "/api/v1/invoices", self._invoices, kind="other", name="invoices")
+        fake.route("GET", "/api/v0/charges/", self._charges, kind="other", name="charges")
+        fake.route("GET", "/api/v1/invoices/", self._invoices, kind="other", name="invoices")
 
     def _charges(self, request: Request) -> Response:
         try:
@@ -79,6 +80,8 @@ class ChargeRoutes:
                     "items": items,
                 }
             )
+        if request.args.get("latest_first", "true").lower() != "false":  # the spec's default: newest first
+            rows.reverse()
         page = rows[offset : offset + limit]
         more = offset + limit < len(rows)
         return self.fake.json(
