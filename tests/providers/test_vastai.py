@@ -175,7 +175,7 @@ def test_stale_and_bundled_offer_ids_are_replaced_by_the_same_shape(
             NodeSpec(name="b", instance_type="8x_H100_SXM", region="US", offer_id="99"),
         ],
     )
-    rented = [int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"]
+    rented = [int(p.rstrip("/").rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"]
     assert taken["id"] not in rented and 99 not in rented and len(rented) == 2
     assert sorted((fake.asks[i]["gpu_name"], fake.asks[i]["num_gpus"]) for i in rented) == [
         ("H100 SXM", 8),
@@ -505,6 +505,6 @@ def test_extra_asks_are_the_cheapest_not_the_best_scored(vast: VastAIProvider, r
     pricey = next(a for a in fake.asks.values() if a["gpu_name"] == "RTX 4090" and a["verified"])
     pricey.update(score=1e6, dph_total=0.99, dph_base=0.98)
     vast.create_nodes("c1", specs(3))
-    rented = {int(p.rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"}
+    rented = {int(p.rstrip("/").rsplit("/", 1)[1]) for m, p, _ in rec.sent if m == "PUT"}
     assert pricey["id"] not in rented and len(rented) == 3
     assert max(fake.asks[i]["dph_total"] for i in rented) == 0.38
