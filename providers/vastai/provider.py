@@ -259,8 +259,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             "image": spec.image or DEFAULT_IMAGE,
             "label": cluster_label(cluster_id, spec.name, spec.owner or owner_id(), spec.lease),
             "disk": float(max(1, round(spec.disk_gib * 1.073741824))),  # Vast sizes disks in GB
-            "runtype": "ssh",
-            "target_state": "running",
+            "runtype": "ssh",  # the CLI's default runtype (the SDK leaves it to the server, which picks ssh)
             "env": {"PROVISIONER_CLUSTER": cluster_id, "PROVISIONER_NODE": spec.name},
         }
         if spec.user_data:

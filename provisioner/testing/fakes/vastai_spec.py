@@ -23,6 +23,10 @@ CLIENT_PATHS: dict[str, str] = {
     "/api/v1/invoices": "/api/v1/invoices/",  # billing.show_invoices_v1
 }
 
+# Runtypes the client builds from its ssh/jupyter/direct flags (instances.resolve_runtype): space-joined,
+# and "direc" where the spec's enum says "direct" (dstack sends "ssh_direc" too).
+CLIENT_RUNTYPES = ("ssh_proxy", "ssh_direc ssh_proxy", "jupyter_proxy ssh_proxy", "jupyter_direc ssh_direc ssh_proxy")
+
 # Fields of the create-instance body the client sends as JSON null when unset
 # (instances.build_create_instance_payload writes every key, set or not).
 NULLABLE_CREATE_FIELDS = ("image", "price", "label", "onstart", "image_login", "jupyter_dir", "template_hash_id", "user")
@@ -57,6 +61,12 @@ DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
         "string in docker flag form",
         'an object ({"K": "V", "-p 22:22": "1"}), always',
         "vastai/api/instances.py build_create_instance_payload, vastai.utils.parse_env",
+    ),
+    (
+        "PUT asks/{id}: `runtype`",
+        "enum ssh, jupyter, args, ssh_proxy, ssh_direct, jupyter_proxy, jupyter_direct",
+        "also " + ", ".join(f'"{r}"' for r in CLIENT_RUNTYPES[1:]) + " (its ssh/jupyter/direct flags)",
+        "vastai/api/instances.py resolve_runtype",
     ),
     (
         "PUT asks/{id}: unset fields",
@@ -105,6 +115,8 @@ def patch_spec(document: dict[str, Any]) -> None:
 
     create = _body_schema(paths["/api/v0/asks/{id}/"]["put"])["properties"]
     create["env"]["type"] = ["string", "object"]
+    runtypes = create["runtype"]["enum"]
+    runtypes.extend(r for r in CLIENT_RUNTYPES if r not in runtypes)
     for field in NULLABLE_CREATE_FIELDS:
         _nullable(create[field])
 
@@ -115,4 +127,4 @@ def patch_spec(document: dict[str, Any]) -> None:
     instance["extra_env"] = listed_instance["extra_env"]
 
 
-__all__ = ["CLIENT_PATHS", "DIFFERENCES", "NULLABLE_CREATE_FIELDS", "patch_spec"]
+__all__ = ["CLIENT_PATHS", "CLIENT_RUNTYPES", "DIFFERENCES", "NULLABLE_CREATE_FIELDS", "patch_spec"]
