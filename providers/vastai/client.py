@@ -224,4 +224,12 @@ class VastClient(EndpointClient):
                 attempt += 1
 
 
-__all__ = ["CHARGES_PAGE_LIMIT", "OFFICIAL_URL", "PROVIDER", "SEARCH_PER_MINUTE", "VAST_LIMITS", "VastClient", "map_error"]
+__all__ = [
+    "CHARGES_PAGE_LIMIT",
+    "OFFICIAL_URL",
+    "PROVIDER",
+    "SEARCH_PER_MINUTE",
+    "VAST_LIMITS",
+    "VastClient",
+    "map_error",
+]

@@ -161,7 +161,11 @@ class VastAIFake(FakeApp):
                 str(instance_id),
                 interruptible=body.get("price") is not None,
                 boot="\n".join(
-                    [str(body.get("onstart") or ""), *(f"{k}={v}" for k, v in instance["extra_env"]), str(body.get("args") or "")]
+                    [
+                        str(body.get("onstart") or ""),
+                        *(f"{k}={v}" for k, v in instance["extra_env"]),
+                        str(body.get("args") or ""),
+                    ]
                 ),
                 ssh_public_keys=tuple(k["public_key"] for k in self.ssh_keys) if ssh else (),
             )

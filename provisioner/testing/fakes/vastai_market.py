@@ -14,7 +14,6 @@ import shlex
 from collections.abc import Callable, Iterable
 from typing import Any
 
-
 NOT_FILTERS = frozenset({"order", "limit", "type", "allocated_storage", "disable_bundling"})
 
 
@@ -253,7 +252,7 @@ def env_pairs(env: Any) -> list[list[str]]:
         return [[str(k), str(v)] for k, v in env.items()]
     words = shlex.split(env) if isinstance(env, str) else []
     pairs = []
-    for flag, value in zip(words, words[1:], strict=False):
+    for flag, value in itertools.pairwise(words):
         if flag == "-e" and "=" in value:
             pairs.append(value.split("=", 1))
         elif flag == "-p":

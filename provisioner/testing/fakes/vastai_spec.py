@@ -29,7 +29,16 @@ CLIENT_RUNTYPES = ("ssh_proxy", "ssh_direc ssh_proxy", "jupyter_proxy ssh_proxy"
 
 # Fields of the create-instance body the client sends as JSON null when unset
 # (instances.build_create_instance_payload writes every key, set or not).
-NULLABLE_CREATE_FIELDS = ("image", "price", "label", "onstart", "image_login", "jupyter_dir", "template_hash_id", "user")
+NULLABLE_CREATE_FIELDS = (
+    "image",
+    "price",
+    "label",
+    "onstart",
+    "image_login",
+    "jupyter_dir",
+    "template_hash_id",
+    "user",
+)
 
 DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
     (
