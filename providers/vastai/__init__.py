@@ -43,7 +43,7 @@ FACTS = ProviderFacts(
         "vastai",
         "vastai-delete",
         True,
-        ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID with the "
+        ttl="node timer deletes its own instance: DELETE /api/v0/instances/$CONTAINER_ID/ with the "
         "instance's CONTAINER_API_KEY Vast.ai injects",
         idle="node idle check deletes its own instance the same way",
         client_dies="nothing is lost when the API accepted the delete; otherwise `provisioner gc --yes`",

@@ -14,7 +14,7 @@ Node side (rendered here, run on every node):
   provider's API with the credential the platform injects into the container and that is
   scoped to it: RunPod's pod-scoped ``RUNPOD_API_KEY`` + ``RUNPOD_POD_ID``
   (``DELETE /v2/pods/{id}``), Vast.ai's ``CONTAINER_API_KEY`` + ``CONTAINER_ID``
-  (``DELETE /api/v0/instances/{id}``). The user's account key is never placed on a node.
+  (``DELETE /api/v0/instances/{id}/``). The user's account key is never placed on a node.
   The credential goes to curl on stdin (``-K -``), never in argv or a log. When the API
   refuses, the node powers off anyway (no GPU keeps working) and the client's watchdog and
   ``provisioner gc`` remain what deletes it.
