@@ -44,6 +44,7 @@ PURE = {
     "provisioner.metering",
     "provisioner.termtext",
     "provisioner.collector",
+    "provisioner.exposure",
     "provisioner.suggest",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.

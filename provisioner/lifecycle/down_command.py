@@ -1,4 +1,4 @@
-"""``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/command_support.py).
+"""``provisioner down``: delete every node of a cluster, or destroy its stack (registered by lifecycle/cli.py).
 
 The engine is the one the local record names (else pulumi when a pulumi ``up`` kept its plan
 here, else direct); without a record the direct engine takes the provider from ``--provider``, the

@@ -1,4 +1,4 @@
-"""``provisioner status``, ``outputs`` and ``ssh``: look at a cluster (registered by lifecycle/command_support.py).
+"""``provisioner status``, ``outputs`` and ``ssh``: look at a cluster (registered by lifecycle/cli.py).
 
 ``status`` lists the local records (or one cluster with what its provider lists now and its cost),
 ``outputs`` prints the cluster's outputs as plain values (never Python reprs), ``ssh`` opens a

@@ -1,4 +1,4 @@
-"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/command_support.py).
+"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/cli.py).
 
 ``up`` on the pulumi engine drives the stacks/ program through the Automation API, keeps a local
 record (saved as ``creating`` before the stack is touched) and, unless ``--no-wait``, runs the

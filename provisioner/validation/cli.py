@@ -1,6 +1,6 @@
 """The ``provisioner node check`` and ``provisioner validate`` commands.
 
-Registered by provisioner/command_support.py. Both exit 0 healthy, 10 degraded, 11 failed; a usage
+Registered by provisioner/cli.py. Both exit 0 healthy, 10 degraded, 11 failed; a usage
 mistake exits 2 with one line, like every other command.
 """
 
