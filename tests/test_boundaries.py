@@ -9,6 +9,7 @@ Checked on the source with ``ast`` (every import statement, function-level ones 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,18 @@ def test_cycles_and_layers_see_function_level_imports_and_packages() -> None:
     assert "provisioner.providers@init" in import_graph.loads("provisioner.lifecycle.burst")
     assert "provisioner.providers" not in import_graph.loads("provisioner.lifecycle.burst")
     assert "provisioner.providers.aws@init" not in import_graph.loads("provisioner.providers.aws.client")
+
+
+ARCHITECTURE = ROOT / "docs" / "dev" / "architecture.md"
+
+
+def test_the_architecture_page_names_only_files_that_exist_and_the_layers_in_order() -> None:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:provisioner|providers|stacks|tests)/[\w/]*?\.py)`", text))
+    folders = set(re.findall(r"`((?:provisioner|providers|stacks)/[\w/]*/)`", text))
+    assert len(named) > 40 and len(folders) > 5  # the page is read, not skipped
+    assert sorted(p for p in named | folders if not (ROOT / p).exists()) == []
+    rows = re.findall(r"^\| (\w+) \|", text, flags=re.MULTILINE)
+    assert tuple(r for r in rows if r != "layer") == ORDER
+    commands = {f"provisioner/{m.removeprefix('provisioner.').replace('.', '/')}.py" for m in COMMANDS}
+    assert commands <= named, sorted(commands - named)
