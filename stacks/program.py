@@ -38,7 +38,7 @@ from provisioner.plan import Plan, load_plan
 from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.nodes import expiry_for, user_data_path
 from provisioner.render import render_cluster
-from provisioner.secrets import ClusterSecrets, load_or_create_secrets, secrets_path_for
+from provisioner.secrets import SECRETS_FILE_VERSION, ClusterSecrets, load_or_create_secrets, secrets_path_for
 
 PRIVATE_CIDRS = {name: list(found.private_cidrs) for name, found in facts().items() if found.private_cidrs}
 """The cluster's own address space per provider (the stacks' VPCs), for the node firewall."""
@@ -73,6 +73,15 @@ def _file(rendered: pulumi.Output[Any], path: str) -> pulumi.Output[str]:
     return rendered.apply(lambda files: str(files[path]))
 
 
+def secrets_from_config(raw: Any) -> ClusterSecrets:
+    """The secret config ``secrets``: the secrets file's JSON as the docs pipe it in (its ``version``
+    field, which must be the file format's, is dropped) or the bare fields. StackError (no value)."""
+    data = dict(raw) if isinstance(raw, Mapping) else None
+    if data is None or data.pop("version", SECRETS_FILE_VERSION) != SECRETS_FILE_VERSION:
+        raise StackError(f"provisioner:secrets: not a cluster secrets file (version {SECRETS_FILE_VERSION})")
+    return ClusterSecrets.model_validate(data)
+
+
 def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any, Any]:
     """(rendered path -> text or Output[text], the login key to install, the ClusterSecrets or an
     Output of them) for ``plan``. The host key tokens come from the secrets (``hostkey_tokens``).
@@ -85,7 +94,7 @@ def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple
     # provider, never in user data, a pod's env or onstart (docs/security.md).
     blob = config.get_secret_object("secrets")
     if blob is not None:
-        secrets = blob.apply(lambda raw: ClusterSecrets.model_validate(raw))
+        secrets = blob.apply(secrets_from_config)
         rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private))
         files = {path: _file(rendered, path) for path in _needed_paths(plan)}
         key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))

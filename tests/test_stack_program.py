@@ -23,7 +23,7 @@ from pulumi.runtime.config import set_all_config
 
 from provisioner.errors import StackError
 from provisioner.plan import save_plan
-from provisioner.secrets import ClusterSecrets, load_secrets
+from provisioner.secrets import ClusterSecrets, load_secrets, save_secrets
 from provisioner.workflow import plan_from_source
 from tests.test_stack_cluster import Recorder, example, is_secret, plan_on
 
@@ -127,6 +127,20 @@ def test_secrets_passed_as_secret_config_are_used_and_not_written(tmp_path: Path
     (key,) = recorder.of("aws:ec2/keyPair:KeyPair")
     assert key.inputs["publicKey"] == given.ssh_public_key  # unsecreted: a public key
     assert given.munge_key_b64.get_secret_value() not in json.dumps(outputs)
+
+
+def test_the_secrets_file_piped_into_secret_config_is_used(tmp_path: Path) -> None:
+    # docs/stacks.md: `pulumi config set --secret provisioner:secrets < plan.secrets.json`, the file
+    # as save_secrets writes it, its "version" field included (the real engine found it refused:
+    # tests/test_pulumi_real_handrun.py).
+    plan = plan_on(example("pretrain-h100-slurm.yaml"), "aws")
+    path = tmp_path / "plan.json"
+    save_plan(plan, path)
+    kept = tmp_path / "kept.secrets.json"
+    given = ClusterSecrets.generate("piped")
+    save_secrets(kept, given)
+    recorder, _ = _run({"plan": str(path), "secrets": kept.read_text()}, secret_keys=("secrets",))
+    assert _step_secrets(recorder)["k3s_token"] == given.k3s_token.get_secret_value()
 
 
 @pytest.mark.parametrize(
