@@ -2,4 +2,5 @@
 adapter makes (issue 26). The tests live in tests/providers/official/, one module per provider;
 a provider joins with one import line here."""
 
+from tests.providers.official.runpod import *  # noqa: F403
 from tests.providers.official.vastai import *  # noqa: F403

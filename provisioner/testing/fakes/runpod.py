@@ -1,10 +1,11 @@
-"""A stateful fake of RunPod's REST v2 API (plus the two GraphQL operations the adapter uses).
+"""A stateful fake of RunPod's REST v2 API and of its GraphQL API (the operations clients send).
 
 Shapes follow ``shared/provider-apis/runpod/openapi-rest-v2.json`` and its verbatim
 examples; every v2 request and response is validated against that spec by ``FakeApp``.
-GraphQL (handlers in ``runpod_graphql``) is not in the spec, so ``POST /graphql`` checks its
-input against the documented operation shapes (``podRentInterruptable`` input fields, ``gpuTypes``
-price fields) and records violations in ``validation_errors`` like any other validation failure.
+GraphQL (``runpod_graphql``, schema in ``runpod_schema``) is not in the spec: graphql-core
+executes it against the schema subset the official SDK, dstack and this project use, and records
+a refused request in ``validation_errors`` like any other validation failure. Both APIs read and
+write one store: a pod bought over GraphQL is listed by ``GET /v2/pods`` and the other way round.
 
 Behaviour worth knowing:
 
@@ -167,7 +168,7 @@ class RunPodFake(FakeApp):
         BillingRoutes(self)
         self.route("GET", "/v2/account/ssh-keys", self._get_keys, kind="keys", name="getSshKeys")
         self.route("PUT", "/v2/account/ssh-keys", self._put_keys, kind="keys", name="updateSshKeys")
-        GraphqlRoutes(self)  # fakes.runpod_graphql: gpuTypes, podRentInterruptable
+        GraphqlRoutes(self)  # fakes.runpod_graphql: POST /graphql
 
     # ----- framework hooks -----------------------------------------------------------------
     def instance_count(self) -> int:
@@ -334,12 +335,21 @@ class RunPodFake(FakeApp):
         pod = self.pods.get(pod_id)
         return self.ok(self._visible(pod)) if pod else self.error_reply("not_found")
 
-    def _delete(self, request: Request, pod_id: str) -> Response:
+    def remove_pod(self, pod_id: str) -> str | None:
+        """Delete a standalone pod at once; why not (gone, a cluster member) or None when done."""
         if "cluster" in self.pods.get(pod_id, {}):
-            return self.problem(409, "pod belongs to a cluster: delete the cluster via DELETE /v2/clusters/{id}")
+            return "pod belongs to a cluster: delete the cluster via DELETE /v2/clusters/{id}"
         if self.pods.pop(pod_id, None) is None:
-            return self.error_reply("not_found")
+            return "pod not found"
         self.meter.stop(pod_id)
+        return None
+
+    def _delete(self, request: Request, pod_id: str) -> Response:
+        refused = self.remove_pod(pod_id)
+        if refused == "pod not found":
+            return self.error_reply("not_found")
+        if refused:
+            return self.problem(409, refused)
         return self._with_limit_headers(Response(status=204))
 
     def _place(self, gpu_id: str, count: int, cloud: str, centers: list[str]) -> tuple[Response | None, str]:
