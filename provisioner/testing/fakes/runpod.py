@@ -135,6 +135,7 @@ class RunPodFake(FakeApp):
 
     provider = "runpod"
     spec_file = "openapi-rest-v2.json"
+    data_center_names = DATA_CENTER_NAMES
 
     def __init__(
         self,

@@ -102,14 +102,10 @@ class Root:
         return [runpod_views.gpu_type(g) for g in gpus]
 
     def dataCenters(self, _info: Any) -> list[dict[str, Any]]:
-        from provisioner.testing.fakes.runpod import DATA_CENTER_NAMES
-
-        return [{"id": dc, "name": name, "listed": True} for dc, name in DATA_CENTER_NAMES.items()]
+        return [{"id": dc, "name": name, "listed": True} for dc, name in self.fake.data_center_names.items()]
 
     def countryCodes(self, _info: Any) -> list[str]:
-        from provisioner.testing.fakes.runpod import DATA_CENTER_NAMES
-
-        return sorted({dc.split("-", 1)[0] for dc in DATA_CENTER_NAMES})
+        return sorted({dc.split("-", 1)[0] for dc in self.fake.data_center_names})
 
     def myself(self, _info: Any) -> dict[str, Any]:
         fake = self.fake
