@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from provisioner.capabilities import Capability
 from provisioner.costs import Stage
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from provisioner.columns import OfferTable
     from provisioner.offer_table import PricedColumn, Ranking
-    from provisioner.variant_checks import VariantSetup
+    from provisioner.relaxation import Relaxation
 
 EXAMPLES_PER_GROUP = 3
 DEFAULT_KEEP = 50
@@ -76,7 +76,10 @@ def resolve_plan(
     groups = rejection_groups(spec, table, ranking)
     rejected = every_rejection(spec, table, ranking) if explain else []
     if not len(ranking.order):
-        first = blamed_group(spec, table, ranking, groups)
+        from provisioner.relaxation import relaxations
+
+        found_relaxed = relaxations(spec, table, ranking)
+        first = blamed_group(spec, table, ranking, groups, found_relaxed)
         example = first.examples[0] if first and first.examples else None
         where = f" ({example.provider} {example.instance_type} {example.region}; " if example else " ("
         count = sum(g.count for g in groups)
@@ -85,12 +88,13 @@ def resolve_plan(
         if found and first is None:
             why = "only quote-only products fit"
         error = NoFeasibleOfferError(
-            f"no offer fits: {why}{where}{count} rejected){quoted_note(found)}",
+            f"no offer fits: {why}{where}{count} rejected){quoted_note(found)}{relaxed_note(found_relaxed)}",
             rejected=[_as_rejection(r) for r in rejected],
         )
         error.rejection_groups = groups  # type: ignore[attr-defined]
         error.blamed = first  # type: ignore[attr-defined]
         error.quotes = found  # type: ignore[attr-defined]
+        error.relaxations = found_relaxed  # type: ignore[attr-defined]
         raise error
     options = [option(rank, table, ranking, int(c), provider_as_of) for rank, c in enumerate(ranking.order, 1)]
     return PlanResult(
@@ -179,45 +183,30 @@ def quoted_note(found: list[Quote]) -> str:
 
 
 def blamed_group(
-    spec: ClusterSpec, table: OfferTable, ranking: Ranking, groups: list[RejectionGroup]
+    spec: ClusterSpec,
+    table: OfferTable,
+    ranking: Ranking,
+    groups: list[RejectionGroup],
+    found: list[Relaxation] | None = None,
 ) -> RejectionGroup | None:
-    """The rejection group a no-fit blames (docs/cost-model.md, "When nothing fits"): the spec
-    field that alone keeps out the most buyable candidates, i.e. candidates (not quote-only) that
-    fail exactly one of the 20 checks, every check evaluated on its own; a tie goes to the field
-    of the higher stage; with no such candidate, the furthest stage's group. Returns that
-    field's furthest group."""
-    import numpy as np
-
-    from provisioner.variant_checks import variant_checks
+    """The rejection group a no-fit blames (docs/cost-model.md, "When nothing fits"): that of the
+    first field ``relaxation.relaxations`` names (the one that alone admits the most buyable
+    candidates, the spec's scope last; ``found`` when computed already); with none, the furthest
+    stage's group."""
+    from provisioner.relaxation import relaxations
 
     if not groups:
         return None
-    n, setup = ranking.n, cast("VariantSetup", ranking.extra["setup"])
-    quote_only = cast("np.ndarray", ranking.extra["quote_only"])
-    offer_failures = cast("np.ndarray", ranking.extra["offer_failures"])
-    late_failures = cast("np.ndarray", ranking.extra["late_failures"])
-    keys: list[np.ndarray] = []
-    # Offers failing one offer check: the variant checks decide whether that check alone keeps them out.
-    first = ranking.stage[:n]
-    lone = np.flatnonzero((first > 0) & (first < Stage.PRICING_MODE) & (offer_failures == 1) & ~quote_only)
-    for k, spot in enumerate(ranking.spots):
-        if len(lone):
-            fits = lone[variant_checks(setup, lone, k, spot).failures == 0]
-            keys.append(ranking.stage[fits].astype(np.int64) * 65_536 + ranking.sub[fits])
-    # Offers passing every offer check that fail exactly one variant check.
-    one_late = np.flatnonzero((late_failures == 1) & ~np.tile(quote_only, len(ranking.spots)))
-    keys.append(ranking.stage[one_late].astype(np.int64) * 65_536 + ranking.sub[one_late])
-    found, counts = np.unique(np.concatenate(keys), return_counts=True)
-    if not len(found):
-        return groups[0]
-    score: dict[str, tuple[int, int]] = {}
-    for key, count in zip(found.tolist(), counts.tolist(), strict=True):
-        stage, sub = divmod(key, 65_536)
-        field, _ = rejection_reason(Stage(stage), sub, spec, table, ranking, None)
-        had, deepest = score.get(field, (0, 0))
-        score[field] = (had + count, max(deepest, stage))
-    field = max(score, key=lambda f: score[f])
-    return next(g for g in groups if g.field == field)
+    found = relaxations(spec, table, ranking) if found is None else found
+    field = found[0].field if found else groups[0].field
+    return next((g for g in groups if g.field == field), groups[0])
+
+
+def relaxed_note(found: list[Relaxation]) -> str:
+    """What a no-fit message adds for the fields that alone let an option fit ('' when none does)."""
+    if not found:
+        return ""
+    return "; one field alone lets an option fit: " + ", ".join(item.text for item in found)
 
 
 def _variant_stage(stage: int) -> bool:
@@ -321,4 +310,13 @@ def _as_rejection(item: RejectedOffer) -> Rejection:
     )
 
 
-__all__ = ["DEFAULT_KEEP", "OfferSource", "blamed_group", "option", "quoted_note", "rejection_groups", "resolve_plan"]
+__all__ = [
+    "DEFAULT_KEEP",
+    "OfferSource",
+    "blamed_group",
+    "option",
+    "quoted_note",
+    "rejection_groups",
+    "relaxed_note",
+    "resolve_plan",
+]

@@ -98,7 +98,7 @@ def _warn_dataset_region(spec: ClusterSpec, catalog: Catalog | TableCatalog, spe
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
-    from provisioner.optimizer import quoted_note
+    from provisioner.optimizer import quoted_note, relaxed_note
 
     groups = getattr(exc, "rejection_groups", None) or []
     group = getattr(exc, "blamed", None) or (groups[0] if groups else None)  # optimizer.blamed_group
@@ -114,6 +114,7 @@ def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
     message = (
         f"no offer fits: {blamed.reason} ({blamed.provider} {blamed.instance_type}; "
         f"{count} rejected, see --explain){quoted_note(getattr(exc, 'quotes', None) or [])}"
+        f"{relaxed_note(getattr(exc, 'relaxations', None) or [])}"
     )
     error = SpecError(message, path=field, file=str(spec_path), line=line, column=column)
     error.exit_code = NoFeasibleOfferError.exit_code  # located like a spec error; the spec is valid: exit 3

@@ -47,6 +47,7 @@ PURE = {
     "provisioner.collector",
     "provisioner.exposure",
     "provisioner.suggest",
+    "provisioner.relaxation",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
-from provisioner.offer import Catalog, Offer
+from provisioner.catalog_model import Catalog
+from provisioner.offer import Offer
 from tests.test_optimizer import make_catalog, make_offer
 
 D = Decimal
@@ -36,14 +37,26 @@ SPOT_ONLY = {"price_per_hour_usd": None, "spot_price_per_hour_usd": D("4")}
 
 
 @pytest.mark.parametrize(
-    ("mode", "sold", "reason"),
+    ("mode", "sold", "reason", "relaxed"),
     [
-        ("spot", ON_DEMAND_ONLY, "spot: not sold spot (pricing.mode spot)"),
-        ("on_demand", SPOT_ONLY, "on-demand: not sold on-demand (pricing.mode on_demand)"),
+        # bought on-demand it fits: 1 node x $10/h x 2 h
+        (
+            "spot",
+            ON_DEMAND_ONLY,
+            "spot: not sold spot (pricing.mode spot)",
+            "pricing.mode (lambda only on-demand, $20.00",
+        ),
+        # Lambda's adapter buys nothing spot: no field alone lets it fit
+        ("on_demand", SPOT_ONLY, "on-demand: not sold on-demand (pricing.mode on_demand)", None),
     ],
 )
 def test_a_product_not_sold_the_way_asked_says_which_way(
-    mode: str, sold: dict[str, object], reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mode: str,
+    sold: dict[str, object],
+    reason: str,
+    relaxed: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Stage 15's sub-code was the variant's index, read as the spot flag: a spot-only spec on an
     on-demand product said "not sold on-demand". Pinned both ways, in the three places it shows."""
@@ -56,7 +69,8 @@ def test_a_product_not_sold_the_way_asked_says_which_way(
     out, err = capsys.readouterr()
     # the exit-3 line
     line = f"{path}:3:11: pricing.mode: no offer fits: {reason} (lambda only; 1 rejected, see --explain)"
-    assert err.splitlines()[0] == line
+    suffix = f"; one field alone lets an option fit: {relaxed} expected)" if relaxed else ""
+    assert err.splitlines()[0] == line + suffix
     doc = json.loads(out)
     # the one rejection and its group
     assert [r["reason"] for r in doc["rejected"]] == [reason]
@@ -93,3 +107,51 @@ def test_explain_never_lists_a_ranked_offer_among_the_rejected(
         "neither on-demand",
         "neither spot",
     ]
+
+
+def _lambda(name: str, hourly: str, **fields: object) -> Offer:
+    return make_offer(instance_type=name, price_per_hour_usd=D(hourly), spot_price_per_hour_usd=None, **fields)
+
+
+def _aws_spot(name: str, hourly: str) -> Offer:
+    return make_offer(
+        instance_type=name,
+        price_per_hour_usd=D("99"),
+        spot_price_per_hour_usd=D(hourly),
+        spot_interruptions_per_node_hour=0.0,
+        **AWS,
+    )
+
+
+LAMBDA_SPOT = (
+    "name: demo\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda]}\n"
+    "pricing: {mode: spot, max_hourly_usd: 11}\nworkload: {hours: 2}\n"
+)
+
+
+def test_a_no_fit_names_every_field_that_alone_lets_an_option_fit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lambda sells nothing spot. Relaxing pricing.mode alone admits l10 on-demand (1 node x $10/h x
+    2 h = $20.00; l30 would then be over the $11/h budget); relaxing providers.allow alone admits two
+    AWS spot offers, the cheapest a4 (1 x $4 x 2 = $8.00); a20 fails the scope and the budget, so no
+    one field admits it. The scope is blamed last though it admits more: pricing.mode is the blocker
+    (it blamed providers.allow)."""
+    offers = [
+        _lambda("l10", "10"),
+        _lambda("l30", "30"),
+        _lambda("a100", "1", gpu_model="A100"),  # model and mode: no single field
+        _aws_spot("a5", "5"),
+        _aws_spot("a4", "4"),
+        _aws_spot("a20", "20"),
+    ]
+    path = tmp_path / "spec.yaml"
+    path.write_text(LAMBDA_SPOT)
+    assert main(["plan", str(path), "--catalog", str(_catalog(tmp_path, offers))]) == 3
+    out, err = capsys.readouterr()
+    assert out == "", out
+    assert err == (
+        f"{path}:4:11: pricing.mode: no offer fits: spot: not sold spot (pricing.mode spot) (lambda l10; 6 rejected, "
+        "see --explain); one field alone lets an option fit: pricing.mode (lambda l10 on-demand, $20.00 expected), "
+        "providers.allow (aws a4 spot, $8.00 expected)\n"
+    )
