@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
 from provisioner.catalog_model import Catalog
+from provisioner.cli import main
 from provisioner.offer import Offer
 from tests.test_optimizer import make_catalog, make_offer
 
