@@ -210,7 +210,10 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
             close_adapter(adapter)
         if not nodes:
             return pulumi.dynamic.ReadResult(None, {})
-        return pulumi.dynamic.ReadResult(id_, {**props, **_outputs(props, nodes)})
+        outs = {**props, **_outputs(props, nodes)}
+        if "user_data" not in props:  # the engine reads with the recorded outputs: only the hash
+            outs["user_data_sha256"] = props.get("user_data_sha256", "")
+        return pulumi.dynamic.ReadResult(id_, outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         adapter = self._adapter(props["provider"])

@@ -120,6 +120,21 @@ def test_create_read_delete_round_trip(rig: Rig) -> None:
     _no_secrets(rig, dill.dumps(rig.provider, recurse=True).decode("latin-1"))
 
 
+def test_a_refresh_changes_nothing_and_the_next_up_replaces_nothing(runpod: Rig) -> None:
+    # The engine's refresh calls read with the recorded outputs (no user_data, only its hash) and
+    # records what read returns; the next `up` diffs the program's inputs against that. The real
+    # engine (tests/test_pulumi_real_handrun.py) found read recording the hash of no user data, so
+    # `pulumi refresh` showed an update and the next `up` replaced every node.
+    props = runpod.props(1)
+    created = runpod.provider.create(props)
+    outs = dict(created.outs or {})
+    read = runpod.provider.read(created.id, outs)
+    assert read.outs == outs
+    after = runpod.provider.diff(created.id, dict(read.outs or {}), props)
+    assert not after.changes and not after.replaces
+    runpod.provider.delete(created.id, outs)
+
+
 # ----- RunPod in depth ---------------------------------------------------------------------------
 def test_update_adds_and_removes_nodes(runpod: Rig) -> None:
     props = runpod.props(2)
