@@ -234,7 +234,7 @@ def test_watch_spends_what_status_meters(
         (look,) = [e for e in map(json.loads, capsys.readouterr().out.splitlines()) if e["event"] == "look"]
         assert main(["status", "lc-lambda", "--json"]) == 0
         so_far = json.loads(capsys.readouterr().out)["cost"]["so_far"]
-        assert so_far["sources"] == ["lambda audit-events"]
+        assert so_far["sources"] == ["lambda audit-events, 1.10.0 shape"]
         # two nodes, each billed 2 or 3 whole minutes at $12.36/h: not an extra hour each
         assert Decimal(look["spent_usd"]) == Decimal(so_far["total_usd"]) <= Decimal("1.24")
         assert main(["down", "lc-lambda"]) == 0

@@ -91,7 +91,8 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
         minutes = -(-run_s // 60)  # Lambda bills per started minute
         expected = (price * 2 * minutes * 60 / 3600).quantize(Decimal("0.01"))
         assert Decimal(cost.so_far.total_cents) / 100 == expected
-        assert cost.so_far.sources == ("lambda audit-events",)  # the listing has no launch time; the log has
+        # the listing has no launch time; the log has
+        assert cost.so_far.sources == ("lambda audit-events, 1.10.0 shape",)
         assert cost.projected.total_cents >= cost.so_far.total_cents
         assert cost.budget is not None and cost.budget.level == 50  # 12.36 of 20.03
         secrets = json.loads(state.secrets_path(record.cluster_id).read_text())
@@ -105,7 +106,7 @@ def test_lambda_status_mid_run_and_planned_vs_actual_at_down(tmp_path: Path, mon
     assert values and all(value not in written for value in values)
     (settled,) = [e for e in events if e["event"] == "cost"]
     assert "planned vs actual" in settled["message"] and "compute" in settled["message"]
-    assert settled["metered"]["sources"] == ["lambda audit-events"]  # the terminate events end the spans
+    assert settled["metered"]["sources"] == ["lambda audit-events, 1.10.0 shape"]  # the terminate events end the spans
     terms = settled["planned_vs_actual"]["terms"]
     assert terms["compute"]["planned_usd"] == str(plan.option.cost.compute)
     assert terms["egress"]["actual_usd"] is None
@@ -326,7 +327,7 @@ def test_burst_end_prints_planned_vs_actual_and_on_budget_warn_lets_the_job_fini
     warned = [e["message"].split(" reached")[0] for e in events if e["event"] == "budget"]
     assert warned == ["budget: 100 %"]  # the first look was already past the cap: one line, not three
     (settled,) = [e for e in events if e["event"] == "cost"]
-    assert settled["metered"]["sources"] == ["lambda audit-events"]
+    assert settled["metered"]["sources"] == ["lambda audit-events, 1.10.0 shape"]
     assert Decimal(settled["planned_vs_actual"]["actual_usd"]) > Decimal("0.01")
 
 

@@ -148,9 +148,14 @@ class LambdaClient(EndpointClient):
         result: list[Instance] = self._parse(_INSTANCES, (data or {}).get("terminated_instances", []), "terminate")
         return result
 
-    def audit_events(self, start: str | None = None) -> list[AuditEvent]:
-        """GET /audit-events from ``start`` (ISO 8601) on, every page."""
+    def audit_events(self, start: str | None = None) -> tuple[list[AuditEvent], frozenset[str]]:
+        """GET /audit-events from ``start`` (ISO 8601) on, every page; with the shapes the pages had.
+
+        Lambda's specs disagree on the page: 1.10.0 answers ``{"data": [...], "page_token"}``,
+        1.8.3 ``{"data": {"events": [...], "page_token"}}``. Both are read; the caller says which
+        it saw (``"1.10.0"``/``"1.8.3"``), since which one the live API sends is not known here."""
         events: list[AuditEvent] = []
+        shapes: set[str] = set()
         token: str | None = None
         while True:
             params = {key: value for key, value in (("start", start), ("page_token", token)) if value}
@@ -159,10 +164,11 @@ class LambdaClient(EndpointClient):
                 self.api.request("GET", "/api/v1/audit-events", params=params or None),
                 "audit-events",
             )
-            events += page.data
-            token = page.page_token
-            if not token or not page.data:
-                return events
+            events += page.events
+            shapes.add(page.shape)
+            token = page.next_token
+            if not token or not page.events:
+                return events, frozenset(shapes)
 
     def list_ssh_keys(self) -> list[SSHKey]:
         result: list[SSHKey] = self._parse(_KEYS, self._data("GET", "/ssh-keys"), "ssh-keys")

@@ -69,9 +69,32 @@ class AuditEvent(_Payload):
     resource_lrns: list[str] = []
 
 
-class AuditPage(_Payload):
-    data: list[AuditEvent]
+class AuditEventsPage(_Payload):
+    """Lambda OpenAPI 1.8.3's page: ``{"data": {"events": [...], "page_token": ...}}``."""
+
+    events: list[AuditEvent]
     page_token: str | None = None
+
+
+class AuditPage(_Payload):
+    """An answer of ``GET /api/v1/audit-events`` in either published shape: 1.10.0 puts the
+    events in ``data`` and the token beside it, 1.8.3 puts both inside ``data``."""
+
+    data: list[AuditEvent] | AuditEventsPage
+    page_token: str | None = None
+
+    @property
+    def shape(self) -> str:
+        """The spec version whose shape this answer has: ``1.10.0`` or ``1.8.3``."""
+        return "1.10.0" if isinstance(self.data, list) else "1.8.3"
+
+    @property
+    def events(self) -> list[AuditEvent]:
+        return self.data if isinstance(self.data, list) else self.data.events
+
+    @property
+    def next_token(self) -> str | None:
+        return self.page_token if isinstance(self.data, list) else self.data.page_token
 
 
 class SSHKey(_Payload):

@@ -19,12 +19,17 @@ Choices where the spec is silent, each an assumption about the real service:
   ``global/internal-error``); the spec documents neither status for these paths.
 - Firewall rulesets (``/api/v1/firewall-rulesets``, handlers in ``lambda_firewall``): a launch
   may attach rulesets of its region; the instance lists them in ``firewall_rulesets``.
+- Authentication: ``Bearer <key>``, and HTTP Basic as Lambda's docs and spec describe it,
+  ``Basic base64("<key>:")`` (curl's ``-u KEY:``) or ``Basic <key>``.
+- Audit events in either published page shape (``lambda_audit``: ``app.audit.shape``).
 - ``insufficient_balance`` is 403 ``global/account-inactive`` (Lambda's answer to an account
   without a valid payment method), the closest the API has to "no funds".
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import itertools
 import uuid
@@ -144,6 +149,27 @@ class LambdaFake(FakeApp):
         self.audit = AuditRoutes(self)
 
     # ----- framework hooks ------------------------------------------------------------------
+    def auth_ok(self, request: Request) -> bool:
+        """Bearer, or Basic with the key as user name and no password (or the bare key)."""
+        if self.api_key is None or super().auth_ok(request):
+            return True
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        if value == self.api_key:
+            return True
+        try:
+            decoded = base64.b64decode(value, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        return decoded == f"{self.api_key}:"
+
+    def _validate_response(self, request: Request, response: Response, injected: bool) -> str | None:
+        if request.path == "/api/v1/audit-events" and response.status_code == 200 and self.audit.shape == "1.8.3":
+            why = self.audit.check_1_8_3(response)
+            return None if why is None else self._record("response", request, ValueError(why))
+        return super()._validate_response(request, response, injected)
+
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
         if kind == "http_error" and status in _BY_STATUS:
             kind = _BY_STATUS[status]  # a documented status gets the body the spec gives it
