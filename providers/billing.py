@@ -49,9 +49,37 @@ def rfc3339(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+MAX_BILL_USD = Decimal(10**8)
+"""Largest amount believed from a billing answer (a thousand 8-GPU nodes for a year is about $10^8)."""
+
+
+class BillAmountError(ValueError):
+    """A billing answer's amount that is no amount of money: not a number, not finite, or absurd."""
+
+
 def usd(value: object) -> Decimal:
-    """An amount from a provider's JSON (a number or a decimal string) as the decimal it was written as."""
-    return Decimal(str(value))
+    """An amount from a provider's JSON (a number or a decimal string) as the decimal it was written as.
+    BillAmountError for anything else, a non-finite value, or one beyond +-``MAX_BILL_USD``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise BillAmountError(f"an amount of type {type(value).__name__}")
+    try:
+        amount = Decimal(str(value).strip())
+    except ArithmeticError:
+        raise BillAmountError(f"an amount that is not a number ({str(value)[:40]!r})") from None
+    if not amount.is_finite() or abs(amount) > MAX_BILL_USD:
+        raise BillAmountError(f"an amount out of range ({str(value)[:40]})")
+    return amount
+
+
+def checked(billed: Billed) -> Billed:
+    """``billed`` when its total and terms are finite, not negative and below ``MAX_BILL_USD``; else
+    BillAmountError saying which (a negative total is a credit or a provider's error, never a cost)."""
+    for what, amount in (("total", billed.total_usd), *billed.terms_usd.items()):
+        if not isinstance(amount, Decimal) or not amount.is_finite() or abs(amount) > MAX_BILL_USD:
+            raise BillAmountError(f"{billed.source}: {what} out of range ({str(amount)[:40]})")
+        if amount < 0:
+            raise BillAmountError(f"{billed.source}: a negative {what} (${amount}) is no cost; not recorded")
+    return billed
 
 
 @runtime_checkable
@@ -76,4 +104,15 @@ class SupportsPriceCheck(Protocol):
         Billing Catalog SKUs x the instances' times), where it publishes prices but no per-resource bill."""
 
 
-__all__ = ["Billed", "SupportsBilling", "SupportsPriceCheck", "SupportsUsage", "provider_time", "rfc3339", "usd"]
+__all__ = [
+    "MAX_BILL_USD",
+    "BillAmountError",
+    "Billed",
+    "SupportsBilling",
+    "SupportsPriceCheck",
+    "SupportsUsage",
+    "checked",
+    "provider_time",
+    "rfc3339",
+    "usd",
+]

@@ -12,7 +12,9 @@ adapter reconciles by listing what exists (that is what makes create idempotent)
 
 Provider answers are untrusted: a body is streamed and the request fails with
 ProviderAPIError once it passes ``max_body_bytes`` (16 MiB by default), so a hostile or
-broken endpoint cannot make the client buffer gigabytes.
+broken endpoint cannot make the client buffer gigabytes; it is decoded only through
+providers.answers (bounded depth, finite numbers), so a hostile body is one line naming the
+endpoint.
 
 Every call has an overall deadline (``deadline_s``, default five times ``timeout_s``, counted
 from when the first attempt may go out under our own rate limits): the attempts, their
@@ -27,10 +29,7 @@ adapters treat it like any lost answer (providers.orchestrate).
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import email.utils
 import logging
-import math
 import random
 import threading
 import time
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from provisioner.providers.answers import bounded_error_body, decoded, error_detail, parse_retry_after
 from provisioner.providers.deadlines import DEADLINE as _DEADLINE
 from provisioner.providers.deadlines import bound_by_deadlines
 from provisioner.providers.redact import Redactor, sensitive_strings
@@ -159,27 +159,6 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay_s, self.base_delay_s * 2**attempt))
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date); None when absent or unreadable.
-
-    A malformed header (``soon``, ``nan``, a broken date) is the provider's quirk, not a reason
-    to fail the call: it reads as "no hint" and the normal backoff applies.
-    """
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if parsed.tzinfo is None:  # RFC 9110 dates are GMT; "-0000" parses naive
-            parsed = parsed.replace(tzinfo=datetime.UTC)
-        seconds = parsed.timestamp() - time.time()
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
-
-
 class ApiClient:
     """An httpx client bound to one provider. Never logs or repr()s the API key."""
 
@@ -294,14 +273,7 @@ class ApiClient:
                 kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "failed"
                 raise ProviderAPIError(self.provider, 0, f"{method} {path} {kind}: {type(exc).__name__}") from None
             if response.status_code < 400:
-                if not expect_json or not response.content:
-                    return None
-                try:
-                    return response.json()
-                except ValueError:
-                    raise ProviderAPIError(
-                        self.provider, response.status_code, f"{method} {path}: response is not JSON"
-                    ) from None
+                return decoded(self.provider, method, path, response) if expect_json else None
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
             retryable = response.status_code == 429 or (idempotent and response.status_code >= 500)
             wait = self.retry.delay(attempt, retry_after)
@@ -309,7 +281,7 @@ class ApiClient:
                 self._back_off(wait, f"HTTP {response.status_code} on {method} {path}")
                 attempt += 1
                 continue
-            error = self._error_mapper(self.provider, self._scrubbed(response, json))
+            error = self._mapped(method, path, self._scrubbed(bounded_error_body(response), json))
             if isinstance(error, RateLimitError) and error.retry_after_s is None:
                 error.retry_after_s = retry_after
             raise error
@@ -348,6 +320,15 @@ class ApiClient:
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
         ]
         return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=request)
+
+    def _mapped(self, method: str, path: str, response: httpx.Response) -> ProviderError:
+        """The provider's error for a failed answer; one naming the endpoint when its mapper cannot read it."""
+        try:
+            return self._error_mapper(self.provider, response)
+        except Exception as exc:  # a mapper meeting a body shape it never saw: still one line
+            return ProviderAPIError(
+                self.provider, response.status_code, f"{method} {path}: unreadable error answer ({type(exc).__name__})"
+            )
 
     def _past_deadline(self, method: str, path: str) -> ProviderAPIError:
         return ProviderAPIError(
@@ -390,22 +371,6 @@ class ApiClient:
     def _back_off(self, delay: float, why: str) -> None:
         log.info("%s: retrying in %.2fs after %s", self.provider, delay, why)
         self.retry.sleep(delay)
-
-
-def error_detail(response: httpx.Response) -> str:
-    """Best-effort one-line message from an error body (JSON ``error``/``message``/``detail``)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return " ".join(response.text.split())[:300] or response.reason_phrase
-    if isinstance(body, dict):
-        for key in ("error", "message", "detail", "msg"):
-            value = body.get(key)
-            if isinstance(value, dict):
-                value = value.get("message") or value.get("code")
-            if value:
-                return " ".join(str(value).split())[:300]
-    return " ".join(str(body).split())[:300]
 
 
 __all__ = [

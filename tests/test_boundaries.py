@@ -48,6 +48,7 @@ PURE = {
     "provisioner.exposure",
     "provisioner.suggest",
     "provisioner.relaxation",
+    "provisioner.untrusted",
 }
 # What the pure core may read from outside itself: the provider list (pure data) and templates.
 ALLOWED = {

@@ -31,8 +31,8 @@ COLUMNS = ("key", "cluster", "clusters", "planned_usd", "metered_usd", "billed_u
 """``clusters``: how many runs (bring-ups) the line sums; ``cluster``: their cluster names."""
 
 
-def _when(text: str | None) -> dt.datetime | None:
-    if not text:
+def _when(text: object) -> dt.datetime | None:
+    if not text or not isinstance(text, str):  # a hand-edited ledger line may hold a number here
         return None
     try:
         parsed = dt.datetime.fromisoformat(text)

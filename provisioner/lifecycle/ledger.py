@@ -24,17 +24,20 @@ Never a secret: ids, names, amounts and provider words only.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from provisioner.dirs import state_dir
 from provisioner.errors import ProvisionerError
 from provisioner.metering import Metered, planned_cents
 from provisioner.money import usd_of_cents
+from provisioner.untrusted import UntrustedJSONError, loads_bounded
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.state import ClusterRecord
@@ -64,27 +67,56 @@ def append(entry: Mapping[str, Any], path: Path | None = None) -> None:
         raise ProvisionerError(f"cannot append to the ledger {path}: {exc.strerror}") from None
 
 
+MAX_LINE_BYTES = 1024 * 1024
+"""Longest ledger line read (a real entry is under 4 KB; a 100-node metered entry about 20 KB). A longer
+line is skipped as unreadable without being held in memory."""
+
+
 def read(path: Path | None = None, skipped: list[int] | None = None) -> list[dict[str, Any]]:
-    """Every whole entry, oldest first. Unreadable lines are skipped; their numbers (from 1) are
-    added to ``skipped`` when given, so the reader can say costs may be missing."""
+    """Every whole entry, oldest first. Unreadable lines (not bounded JSON, longer than ``MAX_LINE_BYTES``,
+    not an entry) are skipped; their numbers (from 1) are added to ``skipped`` when given, so the reader can
+    say costs may be missing. The file is opened without following a symbolic link: ProvisionerError for
+    a link, or anything but a regular file, where the ledger belongs."""
     path = path or ledger_path()
     try:
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise ProvisionerError(f"cannot read the ledger {path}: {exc.strerror}") from None
-    entries = []
-    for number, line in enumerate(raw.splitlines(), 1):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            entry = None
-        if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
-            entries.append(entry)
-        elif line.strip() and skipped is not None:
-            skipped.append(number)
+        why = (
+            "a symbolic link; refused (the ledger is read only as a regular file)"
+            if exc.errno == errno.ELOOP
+            else exc.strerror
+        )
+        raise ProvisionerError(f"cannot read the ledger {path}: {why}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ProvisionerError(f"cannot read the ledger {path}: not a regular file")
+        entries = []
+        for number, line in enumerate(_lines(handle), 1):
+            try:
+                entry = loads_bounded(line) if line is not None else None
+            except UntrustedJSONError:
+                entry = None
+            if isinstance(entry, dict) and isinstance(entry.get("cluster"), str):
+                entries.append(entry)
+            elif (line is None or line.strip()) and skipped is not None:
+                skipped.append(number)
     return entries
+
+
+def _lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines without their ends; None for a line over ``MAX_LINE_BYTES`` (read past, never kept)."""
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+            continue
+        yield line.rstrip(b"\r\n")
 
 
 def _iso(when: dt.datetime | None) -> str | None:
@@ -276,7 +308,8 @@ def rows(entries: Iterable[Mapping[str, Any]]) -> list[Row]:
         row.last_at = at if isinstance(at, str) else row.last_at
         if kind == "cluster":
             row.provider, row.owner = str(entry.get("provider", "")), str(entry.get("owner", ""))
-            row.status, row.created_at = str(entry.get("status", "")), entry.get("created_at")
+            created = entry.get("created_at")
+            row.status, row.created_at = str(entry.get("status", "")), created if isinstance(created, str) else None
             planned = entry.get("planned_cents")
             if isinstance(planned, dict) and all(_cents(v) is not None for v in planned.values()):
                 row.planned_cents = sum(planned.values())

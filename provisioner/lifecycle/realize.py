@@ -36,6 +36,7 @@ as a ``reservation`` event: what remains, that it is already paid, and its end.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import socket
@@ -233,8 +234,8 @@ def _bring_up(
             f"on {record.provider}; remove with: provisioner down {cluster_id} --engine direct"
         ) from exc
     record = record.model_copy(update={"node_ids": {node.name: node.id for node in created}})
-    state.save_record(record)
-    try:
+    try:  # bought: from here on every failure (the ledger's too) names the nodes and the down command
+        state.save_record(record)
         return _finish(rt, provider, plan, record, secrets)
     except ProvisionerError as exc:
         return _failed(rt, provider, record, exc, destroy_on_failure)
@@ -405,7 +406,8 @@ def _failed(
         rt.emit("error", message=f"bring-up failed ({exc}); tearing down", cluster=record.cluster_id)
         tear_down(record.cluster_id, rt)
         raise exc from cause
-    state.save_record(record.model_copy(update={"status": "failed"}))
+    with contextlib.suppress(ProvisionerError):  # a record or ledger that cannot be written: still name the nodes
+        state.save_record(record.model_copy(update={"status": "failed"}))
     try:
         left = live(provider.get_nodes(record.cluster_id))
         names = ", ".join(f"{node.name} ({node.id})" for node in left) or "none listed"

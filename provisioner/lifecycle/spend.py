@@ -38,7 +38,7 @@ from provisioner.metering import (
 from provisioner.money import usd_of_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
-from provisioner.providers.billing import Billed, SupportsBilling, SupportsPriceCheck, SupportsUsage
+from provisioner.providers.billing import Billed, SupportsBilling, SupportsPriceCheck, SupportsUsage, checked
 from provisioner.realize.events import Emit
 
 RECONCILE_TOLERANCE = Fraction(1, 100)
@@ -89,11 +89,60 @@ def of_run(record: ClusterRecord, nodes: Sequence[Node]) -> list[Node]:
     return kept
 
 
+CLOCK_SKEW = dt.timedelta(hours=1)
+"""How far a provider's clock may disagree with this machine's before its node times are not believed."""
+
+
+def believable(
+    record: ClusterRecord, usages: Sequence[NodeUsage], now: dt.datetime
+) -> tuple[list[NodeUsage], list[str]]:
+    """``usages`` with every provider time outside [record created - ``CLOCK_SKEW``, ``now`` + ``CLOCK_SKEW``]
+    replaced (a start by the record's creation, an end by none: still billed up to the metering's end),
+    and a note for each replacement. A year-1 launch would bill millennia, a year-9999 one nothing."""
+    low, high = record.created_at - CLOCK_SKEW, now + CLOCK_SKEW
+    out, notes = [], []
+    for usage in usages:
+        start, end = usage.started_at, usage.ended_at
+        if not low <= start <= high:
+            notes.append(
+                f"{usage.name} ({usage.node_id}): launch time {start:%Y-%m-%dT%H:%M:%SZ} from {usage.source} is "
+                f"outside the cluster's life; metered from the record's creation instead"
+            )
+            start = record.created_at
+        if end is not None and not start <= end <= high:
+            notes.append(
+                f"{usage.name} ({usage.node_id}): end time {end:%Y-%m-%dT%H:%M:%SZ} from {usage.source} is "
+                f"outside the cluster's life; metered as still running"
+            )
+            end = None
+        changed = (start, end) != (usage.started_at, usage.ended_at)
+        out.append(replace(usage, started_at=start, ended_at=end, source="client") if changed else usage)
+    return out, notes
+
+
 def usages_of(
-    adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None = None
+    adapter: Provider,
+    record: ClusterRecord,
+    nodes: Sequence[Node],
+    gone_at: dt.datetime | None = None,
+    *,
+    now: dt.datetime | None = None,
+    notes: list[str] | None = None,
 ) -> list[NodeUsage]:
-    """The provider's own spans when it reports them (``SupportsUsage``), else ``usages_from_nodes``;
-    of this run's nodes only (``of_run``)."""
+    """The provider's own spans when it reports them (``SupportsUsage``), else ``usages_from_nodes``; times
+    outside the cluster's life replaced (``believable``, by ``now``, default ``gone_at`` or the clock) and
+    said in ``notes`` when given."""
+    found, said = believable(
+        record, _reported(adapter, record, nodes, gone_at), now or gone_at or dt.datetime.now(dt.UTC)
+    )
+    if notes is not None:
+        notes += said
+    return found
+
+
+def _reported(
+    adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], gone_at: dt.datetime | None
+) -> list[NodeUsage]:
     nodes = of_run(record, nodes)
     if isinstance(adapter, SupportsUsage):
         ids = {**record.node_ids, **{n.name: n.id for n in nodes}}
@@ -173,12 +222,15 @@ class CostNow:
     projected: Metered
     planned_end: dt.datetime
     budget: BudgetState | None
+    notes: tuple[str, ...] = ()
+    """Provider times not believed (``believable``)."""
 
     def as_json(self) -> dict[str, Any]:
         return {
             "so_far": self.so_far.as_json(),
             "projected": self.projected.as_json(),
             "planned_end": self.planned_end.isoformat(),
+            **({"notes": list(self.notes)} if self.notes else {}),
             "budget": None
             if self.budget is None
             else {
@@ -198,16 +250,17 @@ class CostNow:
         ]
         if self.budget is not None and self.budget.message:
             out.append(self.budget.message)
-        return out
+        return out + [f"note: {note}" for note in self.notes]
 
 
 def cost_so_far(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], now: dt.datetime) -> CostNow:
     """What the cluster has cost up to ``now`` and will cost by its planned end (expiry, else planned hours)."""
-    usages = usages_of(adapter, record, nodes)
+    notes: list[str] = []
+    usages = usages_of(adapter, record, nodes, now=now, notes=notes)
     so_far = meter(record.plan, usages, now)
     end = span_end(record.plan, record.created_at, record.expires_at)
     projected = meter(record.plan, usages, max(now, end))
-    return CostNow(so_far, projected, end, budget_state(record, so_far))
+    return CostNow(so_far, projected, end, budget_state(record, so_far), tuple(notes))
 
 
 def status_cost(adapter: Provider, record: ClusterRecord, nodes: Sequence[Node], now: dt.datetime) -> CostNow:
@@ -254,7 +307,8 @@ def settle(
         ended = {n.id: n for n in adapter.get_nodes(record.cluster_id) if n.ended_at is not None}
     except ProviderError:
         ended = {}
-    usages = usages_of(adapter, record, [ended.get(n.id, n) for n in nodes], gone_at=at)
+    notes: list[str] = []
+    usages = usages_of(adapter, record, [ended.get(n.id, n) for n in nodes], gone_at=at, notes=notes)
     metered = meter(record.plan, usages, at)
     billed: Billed | None = None
     failure: str | None = None
@@ -267,8 +321,11 @@ def settle(
                 if isinstance(adapter, SupportsBilling)
                 else adapter.price_check(usages, record.plan.option.offer, record.plan.option.spot)
             )
+            billed = checked(billed)
         except ProviderError as exc:
             failure = str(exc)
+        except (ValueError, ArithmeticError) as exc:  # an answer with no amount of money in it
+            billed, failure = None, f"{record.provider}: billing answer refused: {exc}"
     if billed is not None and "egress" in billed.terms_usd:  # measured by the bill (Vast.ai's bandwidth items)
         egress = Billed(billed.terms_usd["egress"], billed.source).total_cents
         metered = replace(
@@ -277,6 +334,8 @@ def settle(
     comparison = compare(record.plan, metered)
     ledger.note_metered(record.cluster_id, metered, at, final=True, run=record.run_id, local=record.local)
     doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
+    if notes:
+        doc["notes"] = notes
     if failure is not None:
         doc["billed"] = {"error": failure}
     if billed is not None:
@@ -294,6 +353,7 @@ def settle(
 def report_lines(cluster_id: str, comparison: Comparison, doc: Mapping[str, Any]) -> list[str]:
     """``settle``'s answer for a terminal: the planned-vs-actual table, then the billing record."""
     lines = [f"cost of {cluster_id}, planned vs actual:", *comparison.render()]
+    lines += [f"note: {note}" for note in doc.get("notes", ())]
     billed = doc.get("billed")
     if isinstance(billed, Mapping):
         if "error" in billed:
@@ -331,14 +391,23 @@ def emit_settled(emit: Emit, adapter: Provider, record: ClusterRecord, nodes: Se
     except ProvisionerError as exc:
         emit("error", message=f"cost of {record.cluster_id} not recorded: {exc}", cluster=record.cluster_id)
         return
+    except (ValueError, ArithmeticError, TypeError) as exc:  # the nodes are gone: down must still finish
+        emit(
+            "error",
+            message=f"cost of {record.cluster_id} not recorded: unreadable answer ({type(exc).__name__})",
+            cluster=record.cluster_id,
+        )
+        return
     emit("cost", message="\n".join(report_lines(record.cluster_id, comparison, doc)), cluster=record.cluster_id, **doc)
 
 
 __all__ = [
+    "CLOCK_SKEW",
     "RECONCILE_TOLERANCE",
     "BudgetState",
     "CostNow",
     "before_teardown",
+    "believable",
     "budget_expiry",
     "budget_state",
     "cost_so_far",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import secrets
 import shutil
@@ -29,6 +28,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from provisioner.capped import link_refused, read_capped
 from provisioner.dirs import state_dir
 from provisioner.errors import ProvisionerError
 from provisioner.offer import SafeId
@@ -37,6 +37,8 @@ from provisioner.plan import Plan
 RECORD_VERSION: Literal[1] = 1
 RunId = Annotated[str, StringConstraints(pattern=r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")]
 """``<UTC date>-<time>-<6 hex>``: sortable, and a valid tag value, GCP label and Vast.ai label part."""
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""Largest record read (a 1,000-node plan's record is under 1 MiB): a bigger file is refused unread."""
 
 
 def new_run_id(now: dt.datetime) -> str:
@@ -148,17 +150,23 @@ def load_record(cluster_id: str) -> ClusterRecord | None:
     """The record of ``cluster_id``, None when there is none. ProvisionerError when unreadable."""
     path = record_path(cluster_id)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_RECORD_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ProvisionerError(f"cannot read cluster record {path}: {exc.strerror}") from None
+        raise ProvisionerError(f"cannot read cluster record {path}: {_why(exc)}") from None
     try:
         return ClusterRecord.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "file"
         raise ProvisionerError(f"{path}: not a valid cluster record: {where}: {first['msg']}") from None
+
+
+def _why(exc: OSError) -> str:
+    return (
+        "a symbolic link; refused (records are read only as regular files)" if link_refused(exc) else str(exc.strerror)
+    )
 
 
 def list_records() -> list[ClusterRecord]:
@@ -171,8 +179,8 @@ def list_records() -> list[ClusterRecord]:
         if path.name.endswith(".secrets.json"):
             continue
         try:
-            records.append(ClusterRecord.model_validate_json(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, json.JSONDecodeError):
+            records.append(ClusterRecord.model_validate_json(read_capped(path, MAX_RECORD_BYTES)))
+        except (OSError, ValueError):
             continue
     return records
 

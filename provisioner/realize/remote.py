@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from provisioner.capped import TIMED_OUT, run_capped
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
 from provisioner.realize.bootstrap_ssh import BootstrapError, SshBootstrapper, SshTarget, write_key_file
@@ -117,14 +118,12 @@ class SshRemote:
         except BootstrapError as exc:
             return CommandResult(255, "", str(exc))
         command = self.argv(target, argv)
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return CommandResult(124, "", f"ssh {target.node_name}: timed out after {timeout_s:g}s")
+        try:  # a scheduler command's output is capped: a flooding node costs no memory (provisioner.capped)
+            done = run_capped(command, timeout_s=timeout_s)
         except OSError as exc:
             return CommandResult(127, "", f"ssh: {exc.strerror or exc}")
+        if done.returncode == TIMED_OUT:
+            return CommandResult(124, done.stdout, f"ssh {target.node_name}: timed out after {timeout_s:g}s")
         return CommandResult(done.returncode, done.stdout, done.stderr)
 
     def stream(

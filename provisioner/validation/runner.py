@@ -8,17 +8,19 @@ Checks never call ``subprocess`` or ``time`` themselves; they get a ``Host``. Pr
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from provisioner.capped import run_capped
+
 
 @dataclass(frozen=True)
 class CommandResult:
-    """``returncode`` 127 means the program does not exist; 124 that it timed out."""
+    """``returncode`` 127 means the program does not exist; 124 that it timed out; 125 that it printed
+    more than the cap and was stopped (provisioner.capped)."""
 
     returncode: int
     stdout: str = ""
@@ -42,14 +44,13 @@ class Runner(Protocol):
 
 
 def run_subprocess(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
-    """Run without a shell; never raises for a missing program, a failure or a timeout."""
+    """Run without a shell; never raises for a missing program, a failure or a timeout. At most
+    ``capped.MAX_OUTPUT_BYTES`` of each stream is kept: a program printing more is killed there
+    (returncode 125, a stderr line saying so), so a flooding tool never grows memory."""
     if shutil.which(args[0]) is None:
         return CommandResult(127, "", f"{args[0]}: command not found")
     try:
-        done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return CommandResult(124, out, f"{args[0]}: timed out after {timeout_s:g}s")
+        done = run_capped(args, timeout_s=timeout_s)
     except OSError as exc:
         return CommandResult(126, "", f"{args[0]}: {exc.strerror or exc}")
     return CommandResult(done.returncode, done.stdout, done.stderr)
