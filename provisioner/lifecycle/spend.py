@@ -105,19 +105,23 @@ def believable(
         start, end = usage.started_at, usage.ended_at
         if not low <= start <= high:
             notes.append(
-                f"{usage.name} ({usage.node_id}): launch time {start:%Y-%m-%dT%H:%M:%SZ} from {usage.source} is "
+                f"{usage.name} ({usage.node_id}): launch time {_stamp(start)} from {usage.source} is "
                 f"outside the cluster's life; metered from the record's creation instead"
             )
             start = record.created_at
         if end is not None and not start <= end <= high:
             notes.append(
-                f"{usage.name} ({usage.node_id}): end time {end:%Y-%m-%dT%H:%M:%SZ} from {usage.source} is "
+                f"{usage.name} ({usage.node_id}): end time {_stamp(end)} from {usage.source} is "
                 f"outside the cluster's life; metered as still running"
             )
             end = None
         changed = (start, end) != (usage.started_at, usage.ended_at)
         out.append(replace(usage, started_at=start, ended_at=end, source="client") if changed else usage)
     return out, notes
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.isoformat(timespec="seconds")  # strftime writes year 1 as "1"
 
 
 def usages_of(
