@@ -274,7 +274,7 @@ def test_a_huge_ledger_line_is_skipped_unread_and_a_number_for_a_date_does_not_c
     skipped: list[int] = []
     assert [e["cluster"] for e in ledger.read(skipped=skipped)] == ["c1", "c2"]
     assert skipped == [2, 4]
-    assert main(["costs", "--since", "3650d", "-f", "json"]) == 0
+    assert main(["costs", "--since", "3650d", "--by", "cluster", "-f", "json"]) == 0
     out, err = capsys.readouterr()
     assert [row["key"] for row in json.loads(out)["rows"]] == ["c1"]  # c2 has no date to keep it by
     assert "skipped 2 unreadable lines (2, 4)" in err
