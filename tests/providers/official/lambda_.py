@@ -293,3 +293,39 @@ def test_lambda_adapter_requests_are_the_generated_clients(lambda_generated: Any
     sent = {(call.method, re.sub(r"/[0-9a-f]{32}(?=/|$)", "/ID", call.path)) for call in app.calls}
     assert {"POST /api/v1/instance-operations/launch", "GET /api/v1/audit-events"} <= {" ".join(s) for s in sent}
     assert sent <= served, f"the adapter calls what the generated 1.8.3 client has no operation for: {sent - served}"
+
+
+# ----- the fake's own answers pass its own checks ----------------------------------------------------
+LAMBDA_REFUSED = (
+    ("GET", "/api/v1/instances/0123456789abcdef0123456789abcdef", None),
+    ("POST", "/api/v1/instances/0123456789abcdef0123456789abcdef", {"name": "x"}),
+    ("POST", "/api/v1/instance-operations/terminate", {"instance_ids": ["0123456789abcdef0123456789abcdef"]}),
+    ("POST", "/api/v1/instance-operations/launch", {**LAUNCH, "ssh_key_names": ["missing"]}),
+    ("POST", "/api/v1/instance-operations/launch", {**LAUNCH, "ssh_key_names": []}),
+    ("POST", "/api/v1/ssh-keys", {"name": "twice", "public_key": PUBLIC_KEY}),
+    ("DELETE", "/api/v1/ssh-keys/0123456789abcdef0123456789abcdef", None),
+    ("PATCH", "/api/v1/firewall-rulesets/0123456789abcdef0123456789abcdef", {"rules": []}),
+    ("DELETE", "/api/v1/firewall-rulesets/0123456789abcdef0123456789abcdef", None),
+    ("GET", "/api/v1/instance-types", None),
+    ("GET", "/api/v1/audit-events", None),
+)
+
+
+@pytest.mark.parametrize("shape", ["1.10.0", "1.8.3"])
+def test_lambda_fake_refusals_pass_its_own_response_checks(shape: str) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    app = LambdaFake(api_key=KEY)
+    app.audit.shape = shape
+    statuses = []
+    for header in (f"Bearer {KEY}", "Bearer not-the-key"):
+        with httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://lambda.fake") as client:
+            client.post(
+                "/api/v1/ssh-keys",
+                json={"name": "twice", "public_key": PUBLIC_KEY},
+                headers={"Authorization": f"Bearer {KEY}"},
+            )
+            for method, path, body in LAMBDA_REFUSED:
+                statuses.append(client.request(method, path, json=body, headers={"Authorization": header}).status_code)
+    assert statuses[: len(LAMBDA_REFUSED)] == [404, 404, 404, 404, 400, 400, 400, 404, 404, 200, 200]
+    assert statuses[len(LAMBDA_REFUSED) :] == [401] * len(LAMBDA_REFUSED)
+    assert app.validation_errors == []

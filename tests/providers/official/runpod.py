@@ -21,6 +21,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from graphql import FieldNode, parse, validate, visit
 from graphql.language import Visitor
@@ -231,3 +232,47 @@ def test_runpod_ssh_keys_agree_between_sdk_and_adapter(runpod_sdk: Any, runpod_f
     client.put_ssh_keys([KEY_B])
     assert runpod_sdk.get_user()["pubKey"] == KEY_B
     assert runpod_sdk.get_user()["networkVolumes"] == []
+
+
+# ----- the fake's own answers pass its own checks ----------------------------------------------------
+RUNPOD_REFUSED = (
+    ("GET", "/v2/pods/nopod0000000000", None),
+    ("DELETE", "/v2/pods/nopod0000000000", None),
+    ("POST", "/v2/pods", {"name": "x", "image": "runpod/base", "gpu": {"id": "NVIDIA B300", "count": 1}}),
+    (
+        "POST",
+        "/v2/pods",
+        {"name": "x", "image": "i", "gpu": {"id": "NVIDIA A100-SXM4-80GB", "count": 1}, "dataCenterIds": ["CA-MTL-1"]},
+    ),
+    ("GET", "/v2/clusters/nocluster000", None),
+    ("DELETE", "/v2/clusters/nocluster000", None),
+    ("GET", "/v2/billing/pods?bucketSize=day", None),
+    ("POST", "/graphql", {"query": 'mutation { podTerminate(input: {podId: "nopod0000000000"}) }'}),
+    ("POST", "/graphql", {"query": '{ pod(input: {podId: "nopod0000000000"}) { id } }'}),
+)
+
+
+def test_runpod_fake_refusals_pass_its_own_checks() -> None:
+    need_shared("provider-apis", "runpod", "openapi-rest-v2.json")
+    app = RunPodFake(api_key=KEY)
+    answers = []
+    for header in (f"Bearer {KEY}", "Bearer not-the-key"):
+        with httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://runpod.fake") as client:
+            for method, path, body in RUNPOD_REFUSED:
+                answers.append(client.request(method, path, json=body, headers={"Authorization": header}))
+    ok, wrong_key = answers[: len(RUNPOD_REFUSED)], answers[len(RUNPOD_REFUSED) :]
+    assert [a.status_code for a in ok] == [404, 404, 400, 400, 404, 404, 200, 200, 200]
+    assert ok[7].json() == {
+        "data": {"podTerminate": None},
+        "errors": [
+            {
+                "message": "pod not found",
+                "locations": [{"line": 1, "column": 12}],
+                "path": ["podTerminate"],
+                "extensions": {"code": "BAD_REQUEST"},
+            }
+        ],
+    }
+    assert ok[8].json() == {"data": {"pod": None}}
+    assert [a.status_code for a in wrong_key] == [401] * len(RUNPOD_REFUSED)
+    assert app.validation_errors == []
