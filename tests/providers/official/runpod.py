@@ -190,6 +190,17 @@ def test_runpod_adapter_pod_is_seen_and_deleted_by_the_sdk(runpod_sdk: Any, runp
     assert app.instance_count() == 0
 
 
+def test_runpod_node_teardown_document_deletes_a_pod(runpod_sdk: Any, runpod_fake: Any) -> None:
+    """The GraphQL fallback of templates/cloud-init/teardown.sh.j2 (its text as
+    tests/test_bootstrap_teardown.py pins it, the SDK's ``podTerminate`` form) deletes the pod."""
+    from runpod.api.graphql import run_graphql_query
+
+    app, url = runpod_fake
+    pod = runpod_client(url).create_pod({"name": "self", "image": "i", "gpu": {"id": "NVIDIA H200", "count": 1}})
+    answer = run_graphql_query(f'mutation {{ podTerminate(input: {{podId: "{pod.id}"}}) }}')
+    assert answer == {"data": {"podTerminate": None}} and app.instance_count() == 0
+
+
 def test_runpod_sdk_sees_the_no_capacity_refusal(runpod_sdk: Any, runpod_fake: Any) -> None:
     from runpod.error import QueryError
 
