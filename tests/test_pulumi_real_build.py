@@ -185,3 +185,13 @@ def test_a_program_error_fails_the_update(engine: PulumiEngine) -> None:
     done = run("up", "--yes", "--skip-preview", cwd=project, check=False)
     assert done.returncode != 0
     assert "Program failed with an unhandled exception" in done.stdout and "ValueError: boom" in done.stdout
+
+
+@pytest.mark.parametrize(("required", "outcome"), [("1", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_a_missing_cli_fails_under_require_system_tools_else_skips(
+    required: str, outcome: type[BaseException], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PROVISIONER_PULUMI_BIN", str(tmp_path))  # a folder without the CLI
+    monkeypatch.setenv("REQUIRE_SYSTEM_TOOLS", required)
+    with pytest.raises(outcome, match=r"needs the Pulumi CLI built by \.ci/build-pulumi"):
+        pulumi_engine(tmp_path)

@@ -13,8 +13,8 @@ the fake's own offers, as ``provisioner catalog refresh`` would write it.
 
 One node without a control plane: a plan the SSH pass does not serve (``ssh_pass_nodes``), since the
 pass would SSH to the fakes' documentation addresses. Fluence bootstraps every node over SSH, so
-its hand-run stops at the SSH pass: the test pins that ``up`` fails naming it, and that ``destroy``
-still leaves no instance.
+its hand-run stops at the SSH pass: the test pins that ``up`` fails there naming the node (the
+nodes bought), and that ``destroy`` still leaves no instance.
 
 The canary (issue 25 item 3): after ``up``, ``pulumi stack export``, every file of the backend and
 the stack's config file hold none of the fake's API key, the SSH private key, the munge key or the
@@ -215,6 +215,9 @@ def test_the_documented_hand_run_builds_and_destroys(handrun: HandRun) -> None:
     _assert_nothing_in_the_clear(run, _secrets_kept(run))
     # A second look changes nothing: the engine's diff of every resource is empty.
     run.pulumi("preview", "--expect-no-changes")
+    # The engine reads every resource back through its provider (the dynamic provider's read): the
+    # fake's answer matches what the state holds.
+    run.pulumi("refresh", "--yes", "--expect-no-changes")
     run.pulumi("destroy", "--yes")
     assert run.harness.instances() == 0  # type: ignore[attr-defined]
     state = json.loads(run.pulumi("stack", "export").stdout)  # type: ignore[attr-defined]
@@ -259,5 +262,8 @@ def test_fluence_hand_run_stops_at_the_ssh_pass_and_destroys_clean(handrun: Hand
     run.pulumi("config", "set", "provisioner:spec", "../examples/hand-fluence.yaml")
     done = run.pulumi("up", "--yes", check=False)
     assert done.returncode != 0  # type: ignore[attr-defined]
+    # The nodes were bought; the SSH pass (ClusterTopology) refuses the fake's TEST-NET address.
+    assert "ClusterTopology hand-flue: node(s) hand-flue-0" in done.stdout  # type: ignore[attr-defined]
+    assert run.harness.instances() == 1  # type: ignore[attr-defined]
     run.pulumi("destroy", "--yes", "--skip-preview")
     assert run.harness.instances() == 0  # type: ignore[attr-defined]
