@@ -46,6 +46,9 @@ class Launcher(ABC):
     rival_wait_s = 15.0
     """How long a create that won a race waits for the loser's instances to go before yielding itself."""
     rival_poll_s = 0.5
+    carries_lease = True
+    """Whether launched instances show the lease mark back (False: Fluence, whose names have no room);
+    without it two racing creates are told apart by instance ids (providers.rivals)."""
 
     def __init__(self, provider: str, cluster_id: str) -> None:
         self.provider = provider

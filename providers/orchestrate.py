@@ -36,17 +36,15 @@ Blocking: for the launch/list/terminate calls only, never for boot. Thread-safe 
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from provisioner.providers.base import Node, NodeSpec, NodeStatus
 from provisioner.providers.launcher import Launcher, Member
-from provisioner.providers.ownership import LeaseMark, foreign_lease
+from provisioner.providers.rivals import check_holders, rival
 
 from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
 
@@ -131,7 +129,7 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
         raise ValueError(f"node names must be unique within a cluster: {names}")
     launcher.lease = launcher.lease or next((spec.lease for spec in nodes if spec.lease), None)
     listed = launcher.members()
-    _check_holders(launcher, listed)
+    check_holders(launcher, listed)
     present = {m.name: m.id for m in listed if m.name is not None}
     missing = [spec for spec in nodes if spec.name not in present]
     if not missing:
@@ -146,7 +144,7 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
     except ProviderError as exc:
         launcher.abort()
         raise _rolled_back(launcher, call, missing, exc, tried) from None
-    winner = _rival(launcher, call)
+    winner = rival(launcher, set(call.made.values()) | call.known, list(call.made.values()))
     if winner is not None:
         made = list(call.made.values())
         left = launcher.terminate(made)
@@ -161,69 +159,6 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
             f"{winner} at the same time, which started first; {note}"
         )
     return {name: present.get(name) or call.made[name] for name in names}
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
-    """Refuse (ClusterBusyError, nothing bought) when the cluster has an instance that is not
-    this owner's, or that another live create is launching."""
-    where = f"cluster {launcher.cluster_id} on {launcher.provider}"
-    for member in listed:
-        label = f"instance {member.id}{f' ({member.name})' if member.name else ''}"
-        if member.owner is None:
-            raise ClusterBusyError(
-                f"{where}: {label} carries the cluster's mark but no owner mark of this tool; "
-                "it is not adopted: choose another cluster name, or delete it with: "
-                f"provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} "
-                "--force-unowned --yes"
-            )
-        if member.owner != launcher.owner:
-            raise ClusterBusyError(f"{where} already has {label} owned by {member.owner}: choose another cluster name")
-        other = foreign_lease(member.lease, launcher.lease, _now())
-        if other is not None:
-            raise ClusterBusyError(
-                f"{where} is being created by {other.describe()} ({label}); wait for it "
-                "to end or choose another cluster name"
-            )
-
-
-def _rival(launcher: Launcher, call: _Call) -> str | None:
-    """After every launch: who wins the cluster when another create's instances appeared meanwhile,
-    or None when this call does. The create whose lease started first wins, but only once the
-    other yields: it waits (up to ``rival_wait_s``) for the other's instances to go; if they stay
-    (the other listed before this call's instances showed and went on), this call yields instead,
-    so two creates never both go on. A failed listing is no evidence of a rival."""
-    mine = LeaseMark.parse(launcher.lease)
-    if mine is None:
-        return None
-    ours = set(call.made.values()) | call.known
-    deadline = time.monotonic() + launcher.rival_wait_s
-    while True:
-        try:
-            members = launcher.members()
-        except ProviderError:
-            return None
-        rivals: list[LeaseMark | None] = []
-        for member in members:
-            if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
-                continue
-            other = LeaseMark.parse(member.lease)
-            if other is None or (not other.ours() and other.live(_now())):
-                rivals.append(other)
-        if not rivals:
-            return None
-        marks = [other for other in rivals if other is not None]
-        if len(marks) < len(rivals):
-            return "a create whose instances carry no lease mark of this tool"
-        first = min(marks, key=lambda other: (other.started_at, other.token()))
-        if (first.started_at, first.token()) < (mine.started_at, mine.token()):
-            return first.describe()
-        if time.monotonic() >= deadline:
-            return f"{first.describe()} (it started later but did not yield within {launcher.rival_wait_s:g}s)"
-        time.sleep(launcher.rival_poll_s)
 
 
 def _run(launcher: Launcher, call: _Call, batches: list[list[NodeSpec]]) -> str:

@@ -8,9 +8,11 @@ cluster tag or a matching label) only when the caller passes ``force_unowned`` (
 ``--cluster NAME --force-unowned``). Orchestrate's rollback is the one other delete: it
 terminates only ids its own call launched (or whose lease mark is its own).
 
-A **lease mark** (``LeaseMark``) names the ``up`` that launched a node: host, pid and start,
-as one token ``<host>-<pid>-<YYYYmmddTHHMMSSz>`` (lowercase, at most 58 characters: a valid
-tag value and GCP label). Where the provider shows it back (Lambda/AWS tags, GCP labels, RunPod
+A **lease mark** (``LeaseMark``) names the ``up`` that launched a node: host, pid, start and
+the state dir it keeps its record in (``place``: 6 hex digits of a hash of the dir's path), as
+one token ``<host>-<pid>-<YYYYmmddTHHMMSSz>-<place>`` (lowercase, at most 63 characters: a valid
+tag value, GCP label and Vast label part; marks written before the place existed parse with
+``place`` None). Where the provider shows it back (Lambda/AWS tags, GCP labels, RunPod
 env, the Vast label) another machine sharing the account sees who is building a cluster. A
 lease is **live** while its start is less than ``LEASE_MAX_S`` ago, and, when it was taken on
 this host, while its process exists. The local lease (lifecycle.lease) adds the heartbeat and
@@ -20,6 +22,7 @@ the lock; this one is what a provider can carry (tags are fixed at launch on mos
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
 import socket
@@ -32,8 +35,8 @@ LEASE_MAX_S = 2 * 3600
 """How long a lease mark counts as held without other evidence: longer than any ``up`` (its
 waits are 15 + 20 minutes by default), short enough that a dead one frees its cluster."""
 _LEASE = re.compile(
-    r"^(?P<host>[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?)-(?P<pid>[1-9][0-9]{0,9})-"
-    r"(?P<start>[0-9]{8}t[0-9]{6}z)$"
+    r"^(?P<host>[a-z0-9](?:[a-z0-9-]{0,28}[a-z0-9])?)-(?P<pid>[1-9][0-9]{0,6})-"
+    r"(?P<start>[0-9]{8}t[0-9]{6}z)(?:-(?P<place>[0-9a-f]{6}))?$"
 )
 _HOST_SAFE = re.compile(r"[^a-z0-9]+")
 LIVE = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.FAILED})
@@ -46,20 +49,30 @@ def host_slug(host: str | None = None) -> str:
     return _HOST_SAFE.sub("-", raw).strip("-")[:30].strip("-") or "host"
 
 
+def place_slug(state_dir: str | os.PathLike[str]) -> str:
+    """The lease's ``place`` for a state dir: 6 hex digits of SHA-256 of its absolute, resolved path
+    (two state dirs on one host tell their leases apart; the path itself is not shown)."""
+    resolved = os.path.realpath(os.fspath(state_dir))
+    return hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:6]
+
+
 @dataclass(frozen=True)
 class LeaseMark:
-    """Who is creating a cluster: ``host`` (a host_slug), ``pid``, ``started_at`` (UTC, whole seconds)."""
+    """Who is creating a cluster: ``host`` (a host_slug), ``pid``, ``started_at`` (UTC, whole seconds)
+    and ``place`` (``place_slug`` of its state dir; None in marks written before it existed)."""
 
     host: str
     pid: int
     started_at: dt.datetime
+    place: str | None = None
 
     @classmethod
-    def here(cls, now: dt.datetime, pid: int | None = None) -> LeaseMark:
-        return cls(host_slug(), pid or os.getpid(), now.astimezone(dt.UTC).replace(microsecond=0))
+    def here(cls, now: dt.datetime, pid: int | None = None, place: str | None = None) -> LeaseMark:
+        return cls(host_slug(), pid or os.getpid(), now.astimezone(dt.UTC).replace(microsecond=0), place)
 
     def token(self) -> str:
-        return f"{self.host}-{self.pid}-{self.started_at.astimezone(dt.UTC):%Y%m%dt%H%M%Sz}"
+        base = f"{self.host}-{self.pid}-{self.started_at.astimezone(dt.UTC):%Y%m%dt%H%M%Sz}"
+        return f"{base}-{self.place}" if self.place else base
 
     @classmethod
     def parse(cls, text: str | None) -> LeaseMark | None:
@@ -71,7 +84,7 @@ class LeaseMark:
             start = dt.datetime.strptime(found["start"], "%Y%m%dt%H%M%Sz").replace(tzinfo=dt.UTC)
         except ValueError:
             return None
-        return cls(found["host"], int(found["pid"]), start)
+        return cls(found["host"], int(found["pid"]), start, found["place"])
 
     def live(self, now: dt.datetime) -> bool:
         """Held: started less than LEASE_MAX_S ago and, taken on this host, its process exists."""
@@ -82,6 +95,10 @@ class LeaseMark:
     def ours(self) -> bool:
         """Taken by this very process (an ``up`` that went on to ``burst`` or ``watch``): never a rival."""
         return self.host == host_slug() and self.pid == os.getpid()
+
+    def here_and_gone(self, place: str) -> bool:
+        """Provably abandoned: taken on this host from the state dir ``place`` by a process that is gone."""
+        return self.host == host_slug() and self.place == place and not pid_alive(self.pid)
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host} since {self.started_at:%Y-%m-%dT%H:%M:%SZ}"
@@ -176,5 +193,6 @@ __all__ = [
     "foreign_lease",
     "host_slug",
     "pid_alive",
+    "place_slug",
     "refusal",
 ]

@@ -8,6 +8,7 @@ built in memory (gc takes them as an argument) except where the state dir is the
 from __future__ import annotations
 
 import datetime as dt
+import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import pytest
 from provisioner.providers import registry
 from provisioner.providers.base import Provider
 from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 
 from provisioner.cli import main
 from provisioner.lifecycle import state
@@ -56,6 +58,16 @@ def rig_for(name: str) -> Rig:
     return Rig(harness, provider)
 
 
+DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
+
+
+def gone_here(specs: list[Any], pid: int = DEAD_PID, place: str | None = None) -> list[Any]:
+    """``specs`` launched under the lease of an ``up`` from this host and state dir whose process is
+    gone (``place``: another state dir's instead): what gc may collect without a record."""
+    mark = LeaseMark(host_slug(), pid, NOW, place or place_slug(state.state_dir()))
+    return [spec.model_copy(update={"lease": mark.token()}) for spec in specs]
+
+
 def record(cluster_id: str, provider: str, expires_at: dt.datetime | None = None) -> ClusterRecord:
     """A record without a plan (gc reads only the cluster, provider and expiry)."""
     return ClusterRecord.model_construct(
@@ -78,15 +90,19 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 @pytest.mark.parametrize("name", ["lambda", "runpod", "vastai"])
 def test_unrecorded_nodes_are_listed_then_deleted(name: str) -> None:
     rig = rig_for(name)
-    rig.provider.create_nodes("orphan", rig.harness.node_specs(2, "n"))
-    rig.provider.create_nodes("alive", rig.harness.node_specs(1, "a"))
+    rig.provider.create_nodes("orphan", gone_here(rig.harness.node_specs(2, "n")))
+    rig.provider.create_nodes("alive", gone_here(rig.harness.node_specs(1, "a")))
     records = [record("alive", name, NOW + dt.timedelta(hours=1))]
     adapters = {name: rig.provider}
 
     listed = collect_garbage(adapters=adapters, records=records, now=lambda: NOW)
+    gone = (
+        f"no local record, and its up (pid {DEAD_PID} on {host_slug()} since 2026-11-24T12:00:00Z, "
+        "this state dir) is gone"
+    )
     assert sorted((x.cluster_id, x.name, x.why) for x in listed.leftovers) == [
-        ("orphan", "n0", "no local record"),
-        ("orphan", "n1", "no local record"),
+        ("orphan", "n0", gone),
+        ("orphan", "n1", gone),
     ]
     assert listed.deleted == [] and rig.harness.instances() == 3 and listed.exit_code == 0
     assert (name, "alive", "recorded and not expired") in listed.kept
@@ -176,7 +192,7 @@ def test_another_owners_nodes_are_kept(name: str, monkeypatch: pytest.MonkeyPatc
 
 def test_a_node_that_cannot_be_deleted_is_named_and_exits_nonzero() -> None:
     rig = rig_for("runpod")
-    (node,) = rig.provider.create_nodes("stuck", rig.harness.node_specs(1, "n"))
+    (node,) = rig.provider.create_nodes("stuck", gone_here(rig.harness.node_specs(1, "n")))
     rig.fake.faults.inject("http_error", route="deletePod", times=None, status=500)
     report = collect_garbage(adapters={"runpod": rig.provider}, records=[], delete=True, now=lambda: NOW)
     assert report.exit_code == 4 and [(x.node_id, x.cluster_id) for x, _ in report.failed] == [(node.id, "stuck")]
@@ -243,7 +259,7 @@ def test_cli_lists_then_deletes_on_a_served_fake(
         monkeypatch.setenv("PROVISIONER_LAMBDA_API_URL", server.url)
         monkeypatch.setenv("PROVISIONER_LAMBDA_API_KEY", harness.api_key)
         provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, limits=UNLIMITED, retry=FAST)
-        provider.create_nodes("lost1", harness.node_specs(1, "n"))
+        provider.create_nodes("lost1", gone_here(harness.node_specs(1, "n")))
         assert main(["gc", "--provider", "lambda"]) == 0
         out = capsys.readouterr().out
         assert "would delete lambda lost1 n0" in out and "--yes" in out and harness.instances() == 1
@@ -260,10 +276,10 @@ def test_a_stopped_gcp_vm_still_bills_and_is_collected() -> None:
     harness = load_harness("gcp")
     with serve(harness.app) as server:
         provider = harness.make_provider(api_key=harness.api_key, base_url=server.url, retry=FAST)
-        (node,) = provider.create_nodes("stopped", harness.node_specs(1, "n"))
+        (node,) = provider.create_nodes("stopped", gone_here(harness.node_specs(1, "n")))
         harness.app.instances[("us-central1-a", node.id)]["status"] = "TERMINATED"  # type: ignore[attr-defined]
         report = collect_garbage(adapters={"gcp": provider}, records=[], delete=True, now=lambda: NOW)
-        assert [(x.name, x.why) for x in report.deleted] == [("n0", "no local record")]
+        assert [(x.name, x.why.split(",")[0]) for x in report.deleted] == [("n0", "no local record")]
         polls = [provider.get_nodes("stopped") for _ in range(3)]
         assert polls[-1] == [], "the stopped VM (and its disks) was left"
         assert harness.app.validation_errors == []
@@ -342,3 +358,76 @@ def test_gc_escapes_what_a_provider_names(monkeypatch: pytest.MonkeyPatch, capsy
         out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "\\x1b]0;owned\\x07\\x1b[2J\\u202e" in out
+
+
+@pytest.mark.parametrize("name", ["lambda", "runpod", "vastai"])
+def test_without_a_record_only_the_provably_abandoned_is_collected(name: str) -> None:
+    # gc --yes with no local record: a node is deleted only when its lease names this host and this
+    # state dir and that process is gone. Another machine's cluster (its lease however old: days),
+    # another state dir's on this host (its up exited), a live up here and a node with no lease mark
+    # are kept, each with the command that removes it when it is indeed abandoned.
+    rig = rig_for(name)
+    days_ago = NOW - dt.timedelta(days=3)
+    other_machine = LeaseMark("build-box-7", 4242, days_ago, "a1b2c3").token()
+    rig.provider.create_nodes(
+        "theirs", [s.model_copy(update={"lease": other_machine}) for s in rig.harness.node_specs(1, "t")]
+    )
+    rig.provider.create_nodes("sibling", gone_here(rig.harness.node_specs(1, "s"), place="0badc0"))
+    rig.provider.create_nodes("building", gone_here(rig.harness.node_specs(1, "b"), pid=os.getppid()))
+    rig.provider.create_nodes("nomark", rig.harness.node_specs(1, "m"))
+    rig.provider.create_nodes("dead", gone_here(rig.harness.node_specs(1, "d")))
+    later = NOW + dt.timedelta(days=30)  # leases' age never turns a keep into a delete
+    report = collect_garbage(adapters={name: rig.provider}, records=[], delete=True, now=lambda: later)
+    assert [(x.cluster_id, x.name) for x in report.deleted] == [("dead", "d0")] and report.exit_code == 0
+    kept = {cluster: why for _, cluster, why in report.kept}
+    assert sorted(kept) == ["building", "nomark", "sibling", "theirs"]
+    assert kept["theirs"] == (
+        "no local record; its lease (pid 4242 on build-box-7 since 2026-11-21T12:00:00Z) names another machine, "
+        "which may hold its record and be using it; remove it with: provisioner gc --cluster theirs --yes"
+    )
+    assert kept["sibling"].startswith("no record in this state dir; its lease (pid ")
+    assert "another state dir on this host" in kept["sibling"]
+    assert kept["building"].startswith(f"being created by pid {os.getppid()} on {host_slug()}")
+    assert kept["nomark"].startswith("no local record and no lease mark of this tool")
+    assert rig.harness.instances() == 4
+    named = collect_garbage(
+        adapters={name: rig.provider}, records=[], cluster_id="theirs", delete=True, now=lambda: NOW
+    )
+    assert [x.why for x in named.deleted] == ["named with --cluster"] and rig.harness.instances() == 3
+
+
+def test_a_second_state_dir_keeps_its_cluster_after_its_up_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two state dirs on one host, one owner: A's up brought a cluster up and exited (its pid is gone,
+    # its record is in A's dir). gc --yes from B has no record of it and must not delete it; gc
+    # from A keeps it as recorded; with A's record deleted by hand, gc from A collects it.
+    rig = rig_for("runpod")
+    dir_a, dir_b = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(dir_a))
+    rig.provider.create_nodes("train", gone_here(rig.harness.node_specs(2, "n")))
+    in_a = record("train", "runpod", NOW + dt.timedelta(hours=1))  # A's record (B's dir has none)
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(dir_b))
+    from_b = collect_garbage(adapters={"runpod": rig.provider}, delete=True, now=lambda: NOW)
+    assert from_b.deleted == [] and rig.harness.instances() == 2
+    assert [c for _, c, _ in from_b.kept] == ["train", "train"]
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(dir_a))
+    from_a = collect_garbage(adapters={"runpod": rig.provider}, records=[in_a], delete=True, now=lambda: NOW)
+    assert from_a.deleted == [] and ("runpod", "train", "recorded and not expired") in from_a.kept
+    forgotten = collect_garbage(adapters={"runpod": rig.provider}, records=[], delete=True, now=lambda: NOW)
+    assert sorted(x.name for x in forgotten.deleted) == ["n0", "n1"] and rig.harness.instances() == 0
+
+
+def test_the_lease_mark_names_its_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from provisioner.lifecycle.lease import hold
+
+    marks = []
+    for folder in ("a", "b"):
+        monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / folder))
+        with hold("c1", "up") as mark:
+            marks.append(mark)
+    assert [m.place for m in marks] == [place_slug(tmp_path / "a"), place_slug(tmp_path / "b")]
+    assert marks[0].place != marks[1].place and all(len(m.token()) <= 63 for m in marks)
+    assert LeaseMark.parse(marks[0].token()) == marks[0]
+    longest = LeaseMark("h" * 30, 4194304, NOW, "abcdef")  # the longest host slug and pid
+    assert len(longest.token()) <= 63 and LeaseMark.parse(longest.token()) == longest

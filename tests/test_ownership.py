@@ -226,6 +226,75 @@ def test_the_earlier_create_yields_when_the_later_one_does_not() -> None:
     assert cloud.terminated == ["i0"] and "rival0" in cloud.instances
 
 
+class Unleased(Marked):
+    """A provider whose instances show no lease mark back (Fluence): a rival is any instance that
+    appeared during the call, same owner or not."""
+
+    carries_lease = False
+
+
+def test_without_lease_marks_the_create_without_the_smallest_id_yields() -> None:
+    cloud = Unleased()  # the other create's instances carry this very owner and no lease: Fluence
+    cloud.appear = {"a0": ("n0", "tester", None), "a1": ("n1", "tester", None)}
+    with pytest.raises(ClusterBusyError, match="another create of this cluster with the same owner"):
+        create(cloud, leased(2, NOW_MARK))
+    assert sorted(cloud.terminated) == ["i0", "i1"] and sorted(cloud.instances) == ["a0", "a1"]
+
+
+def test_without_lease_marks_the_smallest_id_waits_for_the_other_then_goes_on() -> None:
+    cloud = Unleased()
+    cloud.rival_poll_s = 0.0
+    cloud.appear = {"z0": ("n0", "tester", None)}
+    cloud.vanish_after = 2  # the other yields after two more listings
+    assert create(cloud, leased(1, NOW_MARK)) == {"n0": "i0"} and cloud.terminated == []
+    stays = Unleased()
+    stays.rival_wait_s = 0.0
+    stays.appear = {"z0": ("n0", "tester", None)}
+    with pytest.raises(ClusterBusyError, match="did not yield"):
+        create(stays, leased(1, NOW_MARK))
+    assert stays.terminated == ["i0"] and sorted(stays.instances) == ["z0"]
+
+
+def test_two_ups_of_one_owner_on_the_fluence_fake_leave_one_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both list the cluster empty before either launches (two machines, one owner id): before, each
+    # bought its 2 nodes and went on (4 nodes for 2). Now the one that sees the other's instances
+    # after launching yields (terminating exactly its own), so 2 remain.
+    from provisioner.providers.fluence import provider as fluence
+    from provisioner.providers.launcher import Launcher
+
+    from provisioner.testing.fakes.base import FakeTransport
+    from tests.test_gc import FAST, UNLIMITED
+
+    first = rig_for("fluence")
+    h = first.harness
+    other = h.make_provider(
+        api_key=h.api_key,
+        base_url="http://fluence.test",
+        transport=FakeTransport(h.app),
+        limits=UNLIMITED,
+        timeout_s=5.0,
+        retry=FAST,
+    )
+    monkeypatch.setattr(Launcher, "rival_wait_s", 0.05)
+    monkeypatch.setattr(Launcher, "rival_poll_s", 0.0)
+    real_launch = fluence._Launcher.launch
+    raced: list[dict[str, str]] = []
+
+    def launch(self: fluence._Launcher, batch: Sequence[NodeSpec]) -> list[str]:
+        if not raced:  # the other up runs its whole create between this one's listing and launch
+            raced.append({})
+            raced[0] = {n.name: n.id for n in other.create_nodes("race", first.harness.node_specs(2, "n"))}
+        return real_launch(self, batch)
+
+    monkeypatch.setattr(fluence._Launcher, "launch", launch)
+    with pytest.raises(ClusterBusyError, match="another create of this cluster with the same owner"):
+        first.provider.create_nodes("race", first.harness.node_specs(2, "n"))
+    assert first.harness.instances() == 2
+    assert sorted(n.id for n in first.provider.get_nodes("race") if n.status != NodeStatus.TERMINATED) == sorted(
+        raced[0].values()
+    )
+
+
 # ----- the local lock ---------------------------------------------------------------------------
 HOLDER = r"""
 import sys, time

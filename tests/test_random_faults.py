@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,12 +32,18 @@ from provisioner.lifecycle.state import ClusterRecord
 from provisioner.testing.fakes.base import FakeApp, FakeTransport
 from tests.providers.contract import load_harness, neocloud_names
 from tests.providers.harness import Harness
+from tests.test_gc import gone_here
 
 ROUNDS = 50
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
 FAST = RetryPolicy(attempts=3, base_delay_s=0.0, max_delay_s=0.0, sleep=lambda _: None)
 UNLIMITED = RateLimits(1e6, 1e6, 1e6, 1e6)
 LIVE = (NodeStatus.PENDING, NodeStatus.RUNNING)
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))  # gc's locks and lease place
 
 
 @dataclass
@@ -128,7 +135,8 @@ def test_random_fault_creates_leave_nothing_behind(name: str) -> None:
         before = rig.fake.launched
         context = f"round {round_no} ({nodes} nodes, faults {faults})"
         try:
-            made = rig.provider.create_nodes(cluster_id, rig.harness.node_specs(nodes, "n"))
+            # launched under the lease of an up from this state dir that is gone: gc's proof without a record
+            made = rig.provider.create_nodes(cluster_id, gone_here(rig.harness.node_specs(nodes, "n")))
         except ProviderError as exc:
             message, made = str(exc), None
         rig.fake.faults.clear()

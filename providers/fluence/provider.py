@@ -375,6 +375,8 @@ class FluenceProvider(RestAdapter[FluenceClient]):
 class _Launcher(Launcher):
     """One ``create_nodes`` call: one deploy per node (GPU VMs, then v2 CPU VMs), resolved first."""
 
+    carries_lease = False  # a name has no room for it: a racing create of the same owner is told by ids
+
     def __init__(
         self, provider: FluenceProvider, cluster_id: str, nodes: Sequence[NodeSpec], names: dict[str, str]
     ) -> None:

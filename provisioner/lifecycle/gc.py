@@ -3,8 +3,11 @@
 What is collected (the provider is the source of truth; providers.base says how a node is
 known to be the tool's on each provider):
 
-- a node whose cluster has **no local record** (provisioner.lifecycle.state) on this machine
-  for that provider: a client killed mid-create, a record deleted by hand;
+- a node whose cluster has **no local record** (provisioner.lifecycle.state) in this state dir
+  only when it is provably abandoned (``unrecorded``): its lease mark names this host and this
+  state dir and its process is gone (a record deleted by hand, an ``up`` killed before it saved
+  one). Without a record and without such proof a node is kept, whatever its lease's age: another
+  machine, or another state dir on this one, may hold its record and be using it;
 - a node whose **expiry has passed**, by its EXPIRES_TAG where the provider has tags, else by
   its cluster's record (``expires_at``), or whose record's lease process (a ``burst`` killed
   with SIGKILL) is gone (``ClusterRecord.lease_lost``);
@@ -17,10 +20,10 @@ known to be the tool's on each provider):
 Never collected (providers.ownership): a node whose owner mark names another owner (a colleague
 on the same account has records on another machine); a node with no owner mark of this tool
 (a user's own instance with a matching tag or label), unless named with ``cluster_id`` and
-``force_unowned``; a node with no local record whose lease mark is live (another machine's
-``up`` of the same owner still creating it); nodes of a cluster whose lock another live process
-holds. On Fluence, whose names carry no cluster id, only clusters with a record here or named
-are looked at (the name's mark is a hash of cluster and owner).
+``force_unowned``; nodes of a cluster whose lock another live process holds; a node with no
+local record that is not provably abandoned (above). On Fluence, whose names carry no cluster
+id, only clusters with a record here or named are looked at (the name's mark is a hash of
+cluster and owner).
 
 Providers: every registered adapter whose credentials are configured (an API key variable for
 the neoclouds; a credentials file or variable for AWS and GCP, never a metadata server); the
@@ -48,13 +51,11 @@ from dataclasses import dataclass, field
 
 from provisioner.errors import ClusterBusyError, ProviderError, ProvisionerError
 from provisioner.lifecycle import lease as cluster_lease
-from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record
+from provisioner.lifecycle.gc_verdict import STALE_S, abandoned, unrecorded, verdict
+from provisioner.lifecycle.state import ClusterRecord, list_records, remove_record, state_dir
 from provisioner.providers import registry, settings
 from provisioner.providers.base import NodeStatus, OwnedNode, Provider, SupportsGc, SupportsReservations, owner_id
-from provisioner.providers.ownership import delete_owned, foreign_lease
-
-STALE_S = 8 * cluster_lease.HEARTBEAT_S
-"""A lock holder whose heartbeat is older than this counts as dead (a stopped or hung ``up``)."""
+from provisioner.providers.ownership import delete_owned, place_slug
 
 Clock = Callable[[], dt.datetime]
 
@@ -237,6 +238,7 @@ def _collect_nodes(
     force_unowned: bool = False,
 ) -> None:
     me = owner or owner_id()
+    here = place_slug(state_dir())
     for name, adapter in found.items():
         mine = {r.cluster_id: r for r in records if r.provider == name}
         try:
@@ -250,7 +252,7 @@ def _collect_nodes(
             node = owned.node
             if cluster_id is not None and node.cluster_id != cluster_id:
                 continue
-            why = _verdict(owned, mine.get(node.cluster_id), cluster_id, me, at, force_unowned)
+            why = verdict(owned, mine.get(node.cluster_id), cluster_id, me, at, force_unowned, here)
             if why.startswith("keep:"):
                 report.kept.append((name, node.cluster_id, why.removeprefix("keep: ")))
                 continue
@@ -282,67 +284,6 @@ def _owned(
             OwnedNode(n) for n in adapter.get_nodes(cid) if n.id not in seen and n.status != NodeStatus.TERMINATED
         ]
     return nodes
-
-
-def abandoned(record: ClusterRecord, at: dt.datetime) -> str | None:
-    """Why ``record`` was left in ``creating`` by an ``up`` that is gone (None: it was not, or its
-    ``up`` still holds the cluster's lock with a fresh heartbeat)."""
-    if record.status != "creating":
-        return None
-    held = cluster_lease.holder(record.cluster_id)
-    if held is None:
-        return "its up died while creating (no process holds the cluster's lock)"
-    beat = _parse_stamp(held.heartbeat_at)
-    if beat is not None and (at - beat).total_seconds() > STALE_S:
-        return f"its up's lease expired (last heartbeat {held.heartbeat_at} from pid {held.pid} on {held.host})"
-    return None
-
-
-def _parse_stamp(text: str) -> dt.datetime | None:
-    try:
-        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None
-
-
-def _verdict(
-    owned: OwnedNode,
-    record: ClusterRecord | None,
-    named: str | None,
-    me: str,
-    at: dt.datetime,
-    force_unowned: bool = False,
-) -> str:
-    """Why the node is collected, or ``keep: why`` when it is not."""
-    owner = owned.owner if owned.owner is not None else owned.node.owner
-    if owner is None:
-        if named is not None and force_unowned:
-            return "named with --cluster, --force-unowned (it carries no owner mark)"
-        return (
-            f"keep: carries no owner mark of this tool (collect it with --cluster {owned.node.cluster_id} "
-            "--force-unowned if it is the tool's)"
-        )
-    if owner != me:
-        return f"keep: owned by {owner}"
-    if named is not None:
-        return "named with --cluster"
-    if owned.expires_at is not None and at >= owned.expires_at:
-        return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
-    if record is None:
-        other = foreign_lease(owned.node.lease, None, at)
-        if other is not None:
-            return f"keep: being created by {other.describe()} (no local record here)"
-        return "no local record"
-    if record.lease_lost():
-        return f"its burst process (pid {record.lease_pid}) is gone"
-    if record.expired(at) and record.expires_at is not None:
-        return f"expired at {record.expires_at.astimezone(dt.UTC):%Y-%m-%dT%H:%M:%SZ} (local record)"
-    dead = abandoned(record, at)
-    if dead is not None:
-        return dead
-    if record.status == "creating":
-        return "keep: its up is still creating it (it holds the cluster's lock)"
-    return "keep: recorded and not expired"
 
 
 def _delete(
@@ -379,4 +320,4 @@ def _delete(
             report.records_removed.append(cluster)
 
 
-__all__ = ["STALE_S", "GcReport", "Leftover", "abandoned", "collect_garbage", "configured", "utc_now"]
+__all__ = ["STALE_S", "GcReport", "Leftover", "abandoned", "collect_garbage", "configured", "unrecorded", "utc_now"]

@@ -10,7 +10,8 @@ is free was left by a dead ``up``, and ``gc`` collects its nodes whatever the TT
 
 Reentrant within one process (``burst`` holds the cluster across ``bring_up`` and ``tear_down``).
 The lease written here is local to this machine; what another machine sees is the lease mark on
-the nodes (providers.ownership.LeaseMark, the same pid, host and start).
+the nodes (providers.ownership.LeaseMark, the same pid, host and start, and the place: a hash of
+this state dir's path, so another state dir on this host tells its own leases from this one's).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from provisioner.errors import ClusterBusyError, ProvisionerError
-from provisioner.lifecycle.state import clusters_dir
-from provisioner.providers.ownership import LeaseMark, host_slug
+from provisioner.lifecycle.state import clusters_dir, state_dir
+from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 
 HEARTBEAT_S = 15.0
 """How often the holder rewrites its heartbeat."""
@@ -173,7 +174,7 @@ def _acquire(cluster_id: str, what: str, now: dt.datetime) -> _Held:
         raise ClusterBusyError(
             f"cluster {cluster_id} is held by {who}; wait for it to end (or stop that process) and run this again"
         ) from None
-    mark = LeaseMark.here(now)
+    mark = LeaseMark.here(now, place=place_slug(state_dir()))
     stamp = _stamp(mark.started_at)
     lease = Lease(what, mark.pid, host_slug(), stamp, stamp)
     _write(fd, lease)

@@ -210,7 +210,9 @@ def test_gc_of_an_unrecorded_cluster_removes_its_instances_and_its_rules(
     monkeypatch.setenv("PROVISIONER_OWNER", OWNER)
     adapter = _adapter(fake)
     adapter.ensure_firewall("fwc", ["203.0.113.7/32"], "us-central1")
-    adapter.create_nodes("fwc", harness_gcp.contract_node_specs(2))
+    from tests.test_gc import gone_here
+
+    adapter.create_nodes("fwc", gone_here(harness_gcp.contract_node_specs(2)))  # its up is gone
     other = _adapter(fake, owner="someone-else")
     other.ensure_firewall("fwo", ["203.0.113.7/32"], "us-central1")
     other.create_nodes("fwo", harness_gcp.contract_node_specs(1, "o"))
