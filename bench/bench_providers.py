@@ -44,10 +44,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from provisioner.errors import ProvisionerError  # noqa: E402
 from provisioner.providers.base import NodeStatus  # noqa: E402
 from provisioner.providers.http import RetryPolicy  # noqa: E402
-
-from provisioner.errors import ProvisionerError  # noqa: E402
 from provisioner.testing.fakes.base import serve  # noqa: E402
 from provisioner.waiting import wait_until  # noqa: E402
 

@@ -23,14 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import httpx
-from provisioner.providers import settings
-from provisioner.providers.base import Bootstrap, Capability, NodeSpec
-from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
-from provisioner.providers.screening import OfferScreen
 from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 
 from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 from provisioner.offer import Offer
+from provisioner.providers import settings
+from provisioner.providers.base import Bootstrap, Capability, NodeSpec
+from provisioner.providers.http import ApiClient, ErrorMapper, RateLimits, RetryPolicy
+from provisioner.providers.screening import OfferScreen
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

@@ -49,11 +49,11 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, ClassVar, Literal, Protocol, runtime_checkable
 
-from provisioner.providers.addresses import host_text, ip_text
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from provisioner.capabilities import Bootstrap, Capability
 from provisioner.offer import Offer
+from provisioner.providers.addresses import host_text, ip_text
 
 CLUSTER_TAG = "provisioner-cluster"
 """Tag/label key (or name prefix where a provider has no tags) marking a cluster's nodes."""

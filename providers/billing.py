@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Protocol, runtime_checkable
 
-from provisioner.providers.base import parse_expiry
-
 from provisioner.metering import NodeUsage
 from provisioner.offer import Offer
+from provisioner.providers.base import parse_expiry
 
 
 @dataclass(frozen=True)

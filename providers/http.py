@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from pydantic import SecretStr
+
+from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 from provisioner.providers.answers import bounded_error_body, decoded, error_detail, parse_retry_after
 from provisioner.providers.deadlines import DEADLINE as _DEADLINE
 from provisioner.providers.deadlines import bound_by_deadlines
 from provisioner.providers.redact import Redactor, sensitive_strings
-from pydantic import SecretStr
-
-from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
 
 log = logging.getLogger("provisioner.http")
 

@@ -42,11 +42,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.providers.base import Node, NodeSpec, NodeStatus
 from provisioner.providers.launcher import Launcher, Member
 from provisioner.providers.rivals import check_holders, rival
-
-from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
 
 log = logging.getLogger("provisioner.providers.orchestrate")
 

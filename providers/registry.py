@@ -16,9 +16,8 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import ProviderFacts
-
 from provisioner.capabilities import Capability
+from provisioner.providers.descriptor import ProviderFacts
 
 if TYPE_CHECKING:
     from provisioner.providers.base import Provider

@@ -16,10 +16,9 @@ import datetime as dt
 import time
 from collections.abc import Sequence
 
+from provisioner.errors import ClusterBusyError, ProviderError
 from provisioner.providers.launcher import Launcher, Member
 from provisioner.providers.ownership import LeaseMark, foreign_lease
-
-from provisioner.errors import ClusterBusyError, ProviderError
 
 
 def _now() -> dt.datetime:

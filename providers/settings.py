@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from provisioner.providers.registry import facts
 from pydantic import SecretStr
 
 from provisioner.errors import CredentialsError, UsageError
+from provisioner.providers.registry import facts
 
 NATIVE_KEY_VARS = {name: found.key_vars[0] for name, found in facts().items() if found.key_vars}
 """Provider -> its own API key variable (from each package's ``FACTS``)."""

@@ -38,6 +38,7 @@ import math
 
 import pulumi
 import pulumi_aws as aws
+
 from provisioner.providers.aws.efa import EFA_INTERFACES, Interface, efa_layout
 from provisioner.providers.aws.provider import METADATA_OPTIONS
 from provisioner.providers.base import NODE_TAG, ROLE_TAG

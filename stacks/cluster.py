@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pulumi
-from provisioner.stacks.built import Built, BuiltNode
-from provisioner.stacks.model import ClusterArgs
 
 from provisioner.errors import StackError
 from provisioner.plan import Plan
 from provisioner.realize.nodes import node_spec
 from provisioner.secrets import ClusterSecrets
+from provisioner.stacks.built import Built, BuiltNode
+from provisioner.stacks.model import ClusterArgs
 
 TYPE_TOKEN = "provisioner:index:GpuCluster"
 
@@ -174,9 +174,8 @@ class GpuCluster(pulumi.ComponentResource):
     ) -> pulumi.Output[Any]:
         """The ``ClusterTopology`` step (the SSH pass) after the nodes, where one applies; its ``topology``
         output. Every provider: the munge key and the k3s token reach the nodes only through it."""
-        from provisioner.stacks.topology import ClusterTopology, secret_fields
-
         from provisioner.realize.sshpass import ssh_pass_nodes
+        from provisioner.stacks.topology import ClusterTopology, secret_fields
 
         ids = {node.name: node.id for node in built.nodes if node.id is not None}
         if plan is None or secrets is None or not ssh_pass_nodes(plan) or len(ids) != len(built.nodes):

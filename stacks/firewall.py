@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
+
 from provisioner.providers.registry import get_provider, provider_class
 from provisioner.stacks.model import ClusterArgs
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
+
 from provisioner.providers.base import NODE_TAG, ROLE_TAG
 from provisioner.stacks.built import Built, BuiltNode
 from provisioner.stacks.model import ClusterArgs, with_shared_fs_target

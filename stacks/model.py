@@ -29,12 +29,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from provisioner.providers import base as _base
-from provisioner.providers.registry import facts
-
 from provisioner.capabilities import Bootstrap
 from provisioner.errors import PlanError
 from provisioner.plan import Plan, PlanNode
+from provisioner.providers import base as _base
+from provisioner.providers.registry import facts
 from provisioner.realize.nodes import boot_text, expiry_for, login_user, user_data_path
 from provisioner.spec import SharedFsKind
 

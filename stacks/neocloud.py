@@ -43,12 +43,12 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
-from provisioner.providers.ownership import delete_owned
-from provisioner.providers.registry import facts, get_provider
 from pydantic import ValidationError
 
 from provisioner.errors import StackError
+from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider
+from provisioner.providers.ownership import delete_owned
+from provisioner.providers.registry import facts, get_provider
 from provisioner.realize.launch import wait_deleted, wait_running, waiter
 from provisioner.waiting import WaitTimeout
 

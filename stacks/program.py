@@ -28,17 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from provisioner.providers.base import owner_id
-from provisioner.providers.registry import facts
-from provisioner.stacks.cluster import GpuCluster
-from provisioner.stacks.model import cluster_args
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan, load_plan
+from provisioner.providers.base import owner_id
+from provisioner.providers.registry import facts
 from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.nodes import expiry_for, user_data_path
 from provisioner.render import render_cluster
 from provisioner.secrets import SECRETS_FILE_VERSION, ClusterSecrets, load_or_create_secrets, secrets_path_for
+from provisioner.stacks.cluster import GpuCluster
+from provisioner.stacks.model import cluster_args
 
 PRIVATE_CIDRS = {name: list(found.private_cidrs) for name, found in facts().items() if found.private_cidrs}
 """The cluster's own address space per provider (the stacks' VPCs), for the node firewall."""

@@ -52,14 +52,14 @@ from typing import Any
 
 import pulumi
 import pulumi.dynamic
-from provisioner.providers.base import Node, NodeStatus, Provider
-from provisioner.providers.registry import facts
-from provisioner.stacks.neocloud import close_adapter
 from pydantic import ValidationError
 
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan
+from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.providers.registry import facts
 from provisioner.secrets import ClusterSecrets
+from provisioner.stacks.neocloud import close_adapter
 from provisioner.waiting import WaitTimeout
 
 DEFAULT_READY_TIMEOUT_S = 900.0

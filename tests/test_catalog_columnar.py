@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from provisioner.providers.registry import capabilities
 
 from provisioner.catalog import TableCatalog, load_bundled_catalog, load_catalog, load_columnar, save_columnar
 from provisioner.errors import CatalogError, PlanError
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import load_plan
+from provisioner.providers.registry import capabilities
 from tests.conftest import EXAMPLES
 
 HOSTILE = [

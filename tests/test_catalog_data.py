@@ -13,11 +13,11 @@ import math
 from collections import Counter
 
 import pytest
-from provisioner.providers.registry import REGISTRY
 
 from provisioner.catalog import BUNDLED, dump_catalog, load_bundled_catalog, parse_catalog
 from provisioner.catalog_model import Catalog
 from provisioner.offer import EgressTier, Offer
+from provisioner.providers.registry import REGISTRY
 from provisioner.spec import Fabric
 
 PROVIDERS = {"aws", "gcp", "lambda", "runpod", "vastai", "fluence"}

@@ -569,9 +569,8 @@ def _internet_out(info: dict, gb: float) -> float:
 def _buyable(spec: ClusterSpec, o: dict, nodes: int) -> bool:
     """docs/cost-model.md stages min nodes, private network and adapter (on-demand part; spot is checked
     per variant below), and quote-only products are never ranked."""
-    from provisioner.providers.registry import capabilities
-
     from provisioner.capabilities import BOOTSTRAP_CAPABILITY, Bootstrap, Capability
+    from provisioner.providers.registry import capabilities
 
     caps = capabilities().get(o["provider"], frozenset())
     network, purchase = o.get("network", "private"), o.get("purchase", "instance")
@@ -641,9 +640,8 @@ def _documented_model(spec: ClusterSpec, raw: dict) -> dict[tuple[str, str, str,
             egress += w.results_out_gb * o.get("egress_usd_per_gb", 0)
         for spot in {"on_demand": [False], "spot": [True], "either": [False, True]}[spec.pricing.mode.value]:
             price = o.get("spot_price_per_hour_usd") if spot else o.get("price_per_hour_usd")
-            from provisioner.providers.registry import capabilities
-
             from provisioner.capabilities import Capability
+            from provisioner.providers.registry import capabilities
 
             sold_as = Capability.SPOT if spot else Capability.ON_DEMAND
             if sold_as not in capabilities().get(o["provider"], frozenset()):

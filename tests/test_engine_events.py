@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.registry import facts
 
 from provisioner.cli import main
 from provisioner.lifecycle import command_support
 from provisioner.lifecycle.pulumi_engine import capacity_in
+from provisioner.providers.registry import facts
 from tests.conftest import ROOT, need_shared
 from tests.test_lifecycle_cli import FAKE_PULUMI
 from tests.test_lifecycle_support import StandInRemote, instant_runtime, plans_for, served_fake

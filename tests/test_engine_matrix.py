@@ -36,13 +36,6 @@ import dill
 import pulumi
 import pytest
 from google.protobuf import json_format, struct_pb2
-from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
-from provisioner.providers.http import RetryPolicy
-from provisioner.providers.ownership import LeaseMark
-from provisioner.providers.registry import REGISTRY, capabilities, facts
-from provisioner.stacks import program
-from provisioner.stacks.model import cluster_args
-from provisioner.stacks.topology import ClusterTopologyProvider
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.config import set_all_config
 from pulumi.runtime.proto import provider_pb2
@@ -55,9 +48,16 @@ from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
+from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.ownership import LeaseMark
+from provisioner.providers.registry import REGISTRY, capabilities, facts
 from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.sshpass import ssh_pass_nodes
 from provisioner.secrets import load_or_create_secrets, save_secrets
+from provisioner.stacks import program
+from provisioner.stacks.model import cluster_args
+from provisioner.stacks.topology import ClusterTopologyProvider
 from provisioner.testing.fakes.base import Bought, Call, serve
 from provisioner.workflow import adapter_capabilities
 from tests.file_remote import FileRemote, pushed

@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 import pytest
-from provisioner.providers import registry
-from provisioner.providers.base import SupportsFirewall
 
 from provisioner.cli import main
 from provisioner.exposure import UNFILTERED, open_to_all
+from provisioner.providers import registry
+from provisioner.providers.base import SupportsFirewall
 from provisioner.report.facts import access_warnings
 from tests.test_lifecycle_support import RUNPOD_SPEC, plans_for
 

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers import registry
-from provisioner.providers.base import Provider
-from provisioner.providers.http import RateLimits, RetryPolicy
-from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 
 from provisioner.cli import main
 from provisioner.lifecycle import state
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
+from provisioner.providers import registry
+from provisioner.providers.base import Provider
+from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 from provisioner.testing.fakes.base import FakeApp, FakeTransport, serve
 from tests.providers.contract import load_harness, neocloud_names
 from tests.providers.harness import Harness

@@ -6,10 +6,10 @@ import logging
 
 import httpx
 import pytest
-from provisioner.providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy, error_detail, parse_retry_after
 from pydantic import SecretStr
 
 from provisioner.errors import ProviderAPIError, ProviderError, RateLimitError
+from provisioner.providers.http import ApiClient, RateLimiter, RateLimits, RetryPolicy, error_detail, parse_retry_after
 
 KEY = "sk-http-canary-5f1e"
 

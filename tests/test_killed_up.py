@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 import pytest
-from provisioner.providers.ownership import LeaseMark
 
 from provisioner.cli import main
 from provisioner.lifecycle import state
 from provisioner.plan import Plan, save_plan
+from provisioner.providers.ownership import LeaseMark
 from provisioner.testing.fakes.base import FakeApp
 from tests.conftest import ROOT, need_shared
 from tests.providers.contract import load_harness

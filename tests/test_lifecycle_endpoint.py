@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.base import Node, NodeStatus
 
 from provisioner.cli import main
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, head_target, tear_down
+from provisioner.providers.base import Node, NodeStatus
 from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.realize.readiness import NotReadyError, wait_ready
 from provisioner.realize.remote import SshRemote, ssh_target, ssh_text

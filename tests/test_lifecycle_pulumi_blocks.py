@@ -16,12 +16,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-from provisioner.providers.aws.provider import AWSProvider
 
 from provisioner.cli import main
 from provisioner.lifecycle import pulumi_engine, state
 from provisioner.lifecycle.realize import Runtime
 from provisioner.plan import Plan, save_plan
+from provisioner.providers.aws.provider import AWSProvider
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
 from tests.providers.test_aws_blocks import START, Clock

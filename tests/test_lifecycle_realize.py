@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.base import CLUSTER_TAG, EXPIRES_TAG, OWNER_TAG, NodeStatus
 
 from provisioner.errors import CapacityError, ProviderError, StackError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import bring_up, bring_up_first, cluster_nodes, tear_down
+from provisioner.providers.base import CLUSTER_TAG, EXPIRES_TAG, OWNER_TAG, NodeStatus
 from provisioner.realize.readiness import NotReadyError, k8s_ready, slurm_ready
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import (

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.base import Provider
 
 from provisioner.lifecycle.realize import Runtime, Timeouts
 from provisioner.plan import Plan
+from provisioner.providers.base import Provider
 from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.testing.fakes import make_fake, serve
 from provisioner.testing.fakes.base import FakeApp, RunningServer

@@ -7,9 +7,8 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from provisioner.providers.base import Node, NodeStatus
-
 from provisioner.errors import ProviderAPIError
+from provisioner.providers.base import Node, NodeStatus
 from provisioner.realize.sshpass import _ssh_bootstrap, switch_paths
 from tests.test_lifecycle_support import LAMBDA_SPEC, instant_runtime, plans_for
 

@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from provisioner.providers.base import Node, NodeSpec, NodeStatus
-from provisioner.providers.orchestrate import Member, create
-from provisioner.providers.ownership import LEASE_MAX_S, LeaseMark, delete_owned, host_slug
-from provisioner.providers.vastai.provider import cluster_label, parse_label
 
 from provisioner.errors import ClusterBusyError
 from provisioner.lifecycle import lease
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
+from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.orchestrate import Member, create
+from provisioner.providers.ownership import LEASE_MAX_S, LeaseMark, delete_owned, host_slug
+from provisioner.providers.vastai.provider import cluster_label, parse_label
 from tests.conftest import ROOT
 from tests.providers.test_orchestrate import Cloud, specs
 from tests.test_gc import NOW, rig_for
@@ -261,7 +261,6 @@ def test_two_ups_of_one_owner_on_the_fluence_fake_leave_one_set(monkeypatch: pyt
     # after launching yields (terminating exactly its own), so 2 remain.
     from provisioner.providers.fluence import provider as fluence
     from provisioner.providers.launcher import Launcher
-
     from provisioner.testing.fakes.base import FakeTransport
     from tests.test_gc import FAST, UNLIMITED
 

@@ -11,13 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from provisioner.providers.registry import capabilities
 
 from provisioner.catalog import load_bundled_catalog
 from provisioner.errors import PlanError
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan, load_plan, save_plan
+from provisioner.providers.registry import capabilities
 from tests.conftest import EXAMPLES, assert_golden_file
 
 GOLDEN = Path(__file__).parent / "golden" / "plans"

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from provisioner.providers.descriptor import ProviderDocs, ProviderFacts
-from provisioner.providers.registry import REGISTRY, capabilities, facts
 
 from provisioner.capabilities import Capability
+from provisioner.providers.descriptor import ProviderDocs, ProviderFacts
+from provisioner.providers.registry import REGISTRY, capabilities, facts
 from tests import import_graph
 from tests.conftest import UPDATE_GOLDEN
 

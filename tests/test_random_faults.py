@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.base import NodeStatus, Provider
-from provisioner.providers.http import RateLimits, RetryPolicy
 
 from provisioner.errors import ProviderError
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.state import ClusterRecord
+from provisioner.providers.base import NodeStatus, Provider
+from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.testing.fakes.base import FakeApp, FakeTransport
 from tests.providers.contract import load_harness, neocloud_names
 from tests.providers.harness import Harness

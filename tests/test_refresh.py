@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from provisioner.providers.base import OfferQuery
-from provisioner.providers.registry import REGISTRY, get_provider
 
 from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
+from provisioner.providers.base import OfferQuery
+from provisioner.providers.registry import REGISTRY, get_provider
 from provisioner.refresh import LISTED_PURCHASES, LIVE_PROVIDERS
 from provisioner.testing.fakes import make_fake, serve
 from tests.conftest import need_shared

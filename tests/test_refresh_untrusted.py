@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.screening import offer_problem, safe_id
 from pydantic import ValidationError
 
 from provisioner.catalog import load_bundled_catalog, load_catalog
 from provisioner.cli import main
 from provisioner.offer import Offer
+from provisioner.providers.screening import offer_problem, safe_id
 from provisioner.refresh import Fetched, refresh_catalog, write_atomically
 from provisioner.workflow import CACHE_FILE, cache_dir, choose_catalog
 

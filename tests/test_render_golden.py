@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from provisioner.providers.registry import capabilities
 
 from provisioner.catalog import load_bundled_catalog
 from provisioner.cli import main
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
+from provisioner.providers.registry import capabilities
 from provisioner.render import RenderedCluster, render_cluster
 from provisioner.secrets import SPEC_SECRETS_NAME, load_secrets
 from tests.conftest import EXAMPLES, assert_golden_tree, need_tool

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.base import NodeSpec
-from provisioner.providers.http import RateLimits, RetryPolicy
-from provisioner.providers.registry import facts
 
 from provisioner.cli import FORMATS, main
 from provisioner.errors import ProviderError, ProvisionerError
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.http import RateLimits, RetryPolicy
+from provisioner.providers.registry import facts
 from provisioner.refresh import LIVE_PROVIDERS
 from provisioner.secrets import ClusterSecrets
 from provisioner.testing.fakes import make_fake, serve
@@ -504,6 +504,7 @@ def test_cli_errors_show_no_key(tmp_path: Path, env_keys: str, capsys: pytest.Ca
 def test_stack_failures_show_no_key_or_user_data(rig: Rig, fault: str, caplog: pytest.LogCaptureFixture) -> None:
     import dill
     import pulumi.dynamic.dynamic as pulumi_dynamic
+
     from provisioner.stacks.neocloud import NeocloudNodesProvider
 
     caplog.set_level(logging.DEBUG)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers.redact import base64_forms
 
 from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
+from provisioner.providers.redact import base64_forms
 from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.secrets import ClusterSecrets
 from tests.conftest import need_shared

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from provisioner.providers.registry import REGISTRY
 
 from provisioner.errors import SpecError
 from provisioner.loader import load_spec, parse_spec
+from provisioner.providers.registry import REGISTRY
 from provisioner.spec import ClusterSpec, Fabric, PricingMode
 from tests.conftest import EXAMPLES
 

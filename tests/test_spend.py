@@ -499,7 +499,6 @@ def test_aws_capacity_block_is_metered_and_billed_as_its_upfront_fee(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from provisioner.providers.registry import get_provider
-
     from provisioner.testing.fakes.aws_ec2 import AWSFake
     from provisioner.testing.fakes.base import serve
     from tests.test_lifecycle_pulumi_blocks import BLOCK_PLAN

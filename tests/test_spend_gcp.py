@@ -6,10 +6,9 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
-from provisioner.providers.billing import SupportsPriceCheck
-
 from provisioner.metering import NodeUsage
 from provisioner.offer import Offer
+from provisioner.providers.billing import SupportsPriceCheck
 from provisioner.testing.fakes.base import serve
 from provisioner.testing.fakes.gcp_compute import contract_harness as make_harness
 from provisioner.testing.fakes.gcp_compute import contract_node_specs as node_specs

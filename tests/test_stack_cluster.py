@@ -25,9 +25,6 @@ from typing import Any
 
 import pulumi
 import pytest
-from provisioner.stacks.cluster import GpuCluster
-from provisioner.stacks.firewall import has_firewall
-from provisioner.stacks.model import ClusterArgs, cluster_args
 
 from provisioner.errors import NoFeasibleOfferError
 from provisioner.loader import load_spec
@@ -36,6 +33,9 @@ from provisioner.plan import Plan
 from provisioner.render import render_cluster
 from provisioner.secrets import ClusterSecrets
 from provisioner.spec import ClusterSpec
+from provisioner.stacks.cluster import GpuCluster
+from provisioner.stacks.firewall import has_firewall
+from provisioner.stacks.model import ClusterArgs, cluster_args
 from provisioner.workflow import adapter_capabilities, choose_catalog
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker for a secret value on the wire

@@ -4,10 +4,10 @@ AWS type, the GCP NIC layouts across extra VPCs, flex-start, image override."""
 from __future__ import annotations
 
 import pytest
-from provisioner.stacks.model import parse_expiry
 
 from provisioner.errors import PlanError
 from provisioner.spec import ClusterSpec
+from provisioner.stacks.model import parse_expiry
 from tests.test_stack_cluster import Realized, _secrets, args_for, example, plan_on, realize
 
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import dill
 import pytest
-from provisioner.stacks.firewall import NeocloudFirewallProvider, has_firewall
 from pulumi.dynamic.dynamic import serialize_provider
 
 from provisioner.errors import ProviderError
+from provisioner.stacks.firewall import NeocloudFirewallProvider, has_firewall
 from tests.test_stack_neocloud import Rig, _rig
 
 

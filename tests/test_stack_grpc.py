@@ -21,11 +21,11 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
-from provisioner.stacks.neocloud import NeocloudNodesProvider, normalize_props
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import rpc
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
+from provisioner.stacks.neocloud import NeocloudNodesProvider, normalize_props
 from tests.test_stack_neocloud import USER_DATA, Rig, _rig
 
 URN = "urn:pulumi:test::gpu-cluster::pulumi-python:dynamic/provisioner:NeocloudNodes::c-nodes"

@@ -20,10 +20,10 @@ import dill
 import pulumi
 import pulumi.dynamic.dynamic as pulumi_dynamic
 import pytest
-from provisioner.providers.http import RetryPolicy
-from provisioner.stacks.neocloud import NEOCLOUDS, NeocloudNodes, NeocloudNodesProvider
 
 from provisioner.errors import CapacityError, ProvisionerError, StackError
+from provisioner.providers.http import RetryPolicy
+from provisioner.stacks.neocloud import NEOCLOUDS, NeocloudNodes, NeocloudNodesProvider
 from provisioner.testing.fakes.base import RunningServer, serve
 from tests.providers.contract import harness_names, load_harness
 from tests.providers.harness import Harness

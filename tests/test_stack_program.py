@@ -18,12 +18,12 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from provisioner.stacks import program
 from pulumi.runtime.config import set_all_config
 
 from provisioner.errors import StackError
 from provisioner.plan import save_plan
 from provisioner.secrets import ClusterSecrets, load_secrets, save_secrets
+from provisioner.stacks import program
 from provisioner.workflow import plan_from_source
 from tests.test_stack_cluster import Recorder, example, is_secret, plan_on
 

@@ -30,18 +30,18 @@ from typing import Any
 import boto3
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from provisioner.providers.aws.provider import AWSProvider
-from provisioner.providers.base import Node, NodeSpec, NodeStatus
-from provisioner.providers.gcp.provider import GCPProvider
-from provisioner.stacks.topology import ClusterTopologyProvider, secret_fields
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from provisioner.errors import StackError
 from provisioner.plan import Plan
+from provisioner.providers.aws.provider import AWSProvider
+from provisioner.providers.base import Node, NodeSpec, NodeStatus
+from provisioner.providers.gcp.provider import GCPProvider
 from provisioner.realize.sshpass import BOOT_BOOTSTRAP_DONE
 from provisioner.render.kubernetes import TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL
 from provisioner.secrets import ClusterSecrets
+from provisioner.stacks.topology import ClusterTopologyProvider, secret_fields
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import GCPFake

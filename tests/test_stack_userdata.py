@@ -13,9 +13,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from provisioner.stacks.aws import USER_DATA_MAX_BYTES, compressed_user_data
 from provisioner.stacks.model import with_shared_fs_target
-
 from tests.conftest import need_tool
 from tests.test_stack_cluster import _secrets, args_for, example, plan_on
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import InstanceMetadata, ProviderDocs, ProviderFacts, SdkCredentials, Teardown
-
 from provisioner.capabilities import Capability
+from provisioner.providers.descriptor import InstanceMetadata, ProviderDocs, ProviderFacts, SdkCredentials, Teardown
 
 CAPABILITIES: frozenset[Capability] = frozenset(
     {

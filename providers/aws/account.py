@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from provisioner.providers.aws.client import AWSClient, is_not_found
-from provisioner.providers.aws.models import GpuInstanceType
-from provisioner.providers.aws.quotas import QUOTA_NAMES, QuotaShortfall, how_to_request, quota_code
-
 from provisioner.capabilities import Purchase
 from provisioner.errors import ProviderAPIError
 from provisioner.offer import Offer, QuotaHeadroom
+from provisioner.providers.aws.client import AWSClient, is_not_found
+from provisioner.providers.aws.models import GpuInstanceType
+from provisioner.providers.aws.quotas import QUOTA_NAMES, QuotaShortfall, how_to_request, quota_code
 
 TypeLookup = Callable[[str, list[str] | None], list[GpuInstanceType]]
 

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from provisioner.errors import CapacityError, PlanError, ProviderError, ProvisionerError
 from provisioner.providers.aws.client import AWSClient, by_cluster
 from provisioner.providers.base import CLUSTER_TAG, EXPIRES_TAG, OWNER_TAG, NodeSpec, expiry_text
 from provisioner.providers.orchestrate import unclear
-
-from provisioner.errors import CapacityError, PlanError, ProviderError, ProvisionerError
 from provisioner.waiting import wait_until
 
 HOLDING = ("payment-pending", "pending", "assessing", "scheduled", "delayed", "active")

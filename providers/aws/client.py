@@ -28,9 +28,6 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import botocore.parsers
-from provisioner.providers.aws import FACTS
-from provisioner.providers.base import CLUSTER_TAG
-from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
     CapacityError,
@@ -40,6 +37,9 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.aws import FACTS
+from provisioner.providers.base import CLUSTER_TAG
+from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 PROVIDER = "aws"
 LIMITS = RateLimits(requests_per_s=10.0, burst=5.0, launches_per_s=2.0, launch_burst=1.0)

@@ -3,10 +3,9 @@ Amazon-owned GPU image of its region (looked up once per region)."""
 
 from __future__ import annotations
 
+from provisioner.errors import PlanError
 from provisioner.providers.aws.client import AWSClient
 from provisioner.providers.base import NodeSpec
-
-from provisioner.errors import PlanError
 
 DEFAULT_IMAGE_NAME = "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *"
 """Amazon-owned GPU image looked up when a node names none (dstack uses the same family)."""

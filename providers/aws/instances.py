@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from provisioner.errors import ProviderAPIError
 from provisioner.providers.addresses import ip_or_none
 from provisioner.providers.aws import billing
 from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
@@ -25,8 +26,6 @@ from provisioner.providers.base import (
     OwnedNode,
     parse_expiry,
 )
-
-from provisioner.errors import ProviderAPIError
 
 STATUS = {
     "pending": NodeStatus.PENDING,

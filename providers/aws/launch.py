@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from provisioner.errors import PlanError, ProviderError
 from provisioner.providers.aws import instances
 from provisioner.providers.aws.efa import has_efa
 from provisioner.providers.aws.models import tag_map
@@ -24,8 +25,6 @@ from provisioner.providers.base import (
     owner_id,
 )
 from provisioner.providers.orchestrate import Launcher, Member
-
-from provisioner.errors import PlanError, ProviderError
 
 if TYPE_CHECKING:
     from provisioner.providers.aws.provider import AWSProvider

@@ -12,15 +12,14 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.errors import ProviderAPIError
+from provisioner.offer import Offer
 from provisioner.providers.aws.capacity_blocks import PROBE_COUNT, PROBE_HOURS, block_offer
 from provisioner.providers.aws.client import AWSClient
 from provisioner.providers.aws.efa import has_efa
 from provisioner.providers.aws.models import GpuInstanceType, on_demand_price
 from provisioner.providers.base import OfferQuery
-
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import ProviderAPIError
-from provisioner.offer import Offer
 from provisioner.spec import Fabric
 
 log = logging.getLogger("provisioner.providers.aws")

@@ -31,11 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from provisioner.errors import PlanError, ProviderAPIError
 from provisioner.providers.aws.client import AWSClient, by_cluster, is_not_found
 from provisioner.providers.aws.efa import efa_layout, has_efa
 from provisioner.providers.base import CLUSTER_TAG, NodeSpec
-
-from provisioner.errors import PlanError, ProviderAPIError
 
 log = logging.getLogger("provisioner.providers.aws")
 

@@ -55,6 +55,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from provisioner.capabilities import Purchase
+from provisioner.errors import PlanError, ProviderError, QuotaError
+from provisioner.offer import Offer, QuotaHeadroom
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.aws import CAPABILITIES, billing, instances
@@ -97,10 +100,6 @@ from provisioner.providers.billing import Billed
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.orchestrate import answer, create
 from provisioner.providers.screening import OfferScreen
-
-from provisioner.capabilities import Purchase
-from provisioner.errors import PlanError, ProviderError, QuotaError
-from provisioner.offer import Offer, QuotaHeadroom
 
 log = logging.getLogger("provisioner.providers.aws")
 

@@ -15,6 +15,10 @@ one deploy per 2 s), not a documented number.
 from __future__ import annotations
 
 import httpx
+from pydantic import TypeAdapter
+
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 from provisioner.providers.adapter import EndpointClient, is_not_found
 from provisioner.providers.fluence.models import (
     ChargeEntry,
@@ -30,10 +34,6 @@ from provisioner.providers.fluence.models import (
     VmPage,
 )
 from provisioner.providers.http import RateLimits, error_detail
-from pydantic import TypeAdapter
-
-from provisioner import errors
-from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 DEFAULT_URL = "https://api.fluence.dev"
 LIMITS = RateLimits(requests_per_s=2.0, burst=2.0, launches_per_s=0.5, launch_burst=1.0)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from provisioner.errors import PlanError, ProviderAPIError
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, owner_id
 from provisioner.providers.fluence.client import PROVIDER, FluenceClient, is_not_found
 from provisioner.providers.fluence.models import BootDisk, CloudInit, CreateVmRequest, UserVm
 from provisioner.providers.fluence.naming import node_of
-
-from provisioner.errors import PlanError, ProviderAPIError
 
 STATUS = {
     "new": NodeStatus.PENDING,

@@ -8,9 +8,10 @@ Responses ignore fields we do not use; requests forbid unknown fields.
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from provisioner.providers.addresses import HostText
 from provisioner.providers.fluence.naming import to_gib
-from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Payload(BaseModel):

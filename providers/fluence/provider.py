@@ -36,15 +36,6 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
-from provisioner.providers.adapter import RestAdapter, require_capabilities
-from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode, owner_id
-from provisioner.providers.billing import Billed, provider_time
-from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, billing, cpu_vms
-from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
-from provisioner.providers.fluence.models import CreateVmRequest, DeployRequest, Instance, PlanGroup, PlanOption
-from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
-from provisioner.providers.orchestrate import Launcher, Member, answer, create
-
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import (
     CapacityError,
@@ -53,6 +44,14 @@ from provisioner.errors import (
     ProvisionerError,
 )
 from provisioner.offer import Offer
+from provisioner.providers.adapter import RestAdapter, require_capabilities
+from provisioner.providers.base import Capability, Node, NodeSpec, NodeStatus, OfferQuery, OwnedNode, owner_id
+from provisioner.providers.billing import Billed, provider_time
+from provisioner.providers.fluence import CAPABILITIES, CPU_VM_CAPABILITIES, billing, cpu_vms
+from provisioner.providers.fluence.client import FluenceClient, is_not_active, is_not_found
+from provisioner.providers.fluence.models import CreateVmRequest, DeployRequest, Instance, PlanGroup, PlanOption
+from provisioner.providers.fluence.naming import canonical_gpu, instance_name, node_of, shape_name, vram_gib
+from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.waiting import wait_until
 
 log = logging.getLogger("provisioner.providers.fluence")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from provisioner.offer import Offer, QuotaHeadroom
 from provisioner.providers.gcp.client import GCPClient
 from provisioner.providers.gcp.models import GpuMachineType, zone_region
 from provisioner.providers.gcp.quotas import GpuQuotaShortfall, how_to_request, quota_metric
-
-from provisioner.offer import Offer, QuotaHeadroom
 
 
 class AccountQuotas:

@@ -28,8 +28,6 @@ import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.cloud import billing_v1, compute_v1
-from provisioner.providers.gcp import FACTS
-from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 from provisioner.errors import (
     CapacityError,
@@ -39,6 +37,8 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.gcp import FACTS
+from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy, parse_retry_after
 
 PROVIDER = "gcp"
 LIMITS = RateLimits(requests_per_s=10.0, burst=5.0, launches_per_s=2.0, launch_burst=1.0)

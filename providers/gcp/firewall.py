@@ -24,9 +24,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from provisioner.providers.gcp.client import GCPClient, is_not_found
-
 from provisioner.errors import ClusterBusyError, ProviderAPIError
+from provisioner.providers.gcp.client import GCPClient, is_not_found
 
 NETWORK = "global/networks/default"
 ALLOW_PRIORITY = 900

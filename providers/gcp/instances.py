@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 from provisioner.providers.addresses import ip_or_none
 from provisioner.providers.base import (
     CLUSTER_TAG,
@@ -33,8 +34,6 @@ from provisioner.providers.gcp import firewall
 from provisioner.providers.gcp.client import is_not_found
 from provisioner.providers.gcp.models import leaf, zone_region
 from provisioner.providers.orchestrate import Launcher, Member
-
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 
 if TYPE_CHECKING:
     from provisioner.providers.gcp.provider import GCPProvider

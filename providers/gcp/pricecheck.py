@@ -15,12 +15,11 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from provisioner.providers.billing import Billed
-from provisioner.providers.gcp.models import zone_region
-
 from provisioner.errors import ProviderAPIError
 from provisioner.metering import NodeUsage, run_seconds
 from provisioner.offer import Offer
+from provisioner.providers.billing import Billed
+from provisioner.providers.gcp.models import zone_region
 
 if TYPE_CHECKING:
     from provisioner.providers.gcp.provider import GCPProvider

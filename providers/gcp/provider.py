@@ -41,6 +41,10 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
+from provisioner.metering import NodeUsage
+from provisioner.offer import Offer, QuotaHeadroom
 from provisioner.providers import settings
 from provisioner.providers.adapter import require_capabilities
 from provisioner.providers.base import (
@@ -76,11 +80,6 @@ from provisioner.providers.gcp.quotas import QUOTA_METRICS, GpuQuotaShortfall
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.orchestrate import answer, create
 from provisioner.providers.screening import OfferScreen
-
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError, QuotaError
-from provisioner.metering import NodeUsage
-from provisioner.offer import Offer, QuotaHeadroom
 
 log = logging.getLogger(__name__)
 DEFAULT_REGIONS = ("us-central1",)

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from provisioner.providers.descriptor import GC, WATCHDOG, ProviderDocs, ProviderFacts, Teardown
-
 from provisioner.capabilities import Capability
+from provisioner.providers.descriptor import GC, WATCHDOG, ProviderDocs, ProviderFacts, Teardown
 
 CAPABILITIES: frozenset[Capability] = frozenset(
     {

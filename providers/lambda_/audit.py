@@ -14,10 +14,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 
+from provisioner.metering import NodeUsage
 from provisioner.providers.billing import provider_time, rfc3339
 from provisioner.providers.lambda_.client import LambdaClient
-
-from provisioner.metering import NodeUsage
 
 LAUNCHED = frozenset({"launched", "created", "launch"})
 TERMINATED = frozenset({"terminated", "deleted", "terminate"})

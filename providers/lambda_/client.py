@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from pydantic import TypeAdapter
+
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 from provisioner.providers.adapter import EndpointClient, is_not_found
 from provisioner.providers.http import RateLimits, error_detail
 from provisioner.providers.lambda_.models import (
@@ -23,10 +27,6 @@ from provisioner.providers.lambda_.models import (
     LaunchRequest,
     SSHKey,
 )
-from pydantic import TypeAdapter
-
-from provisioner import errors
-from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 DEFAULT_URL = "https://cloud.lambda.ai"
 LIMITS = RateLimits(requests_per_s=1.0, burst=1.0, launches_per_s=1 / 12, launch_burst=1.0)

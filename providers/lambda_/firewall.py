@@ -28,10 +28,9 @@ import ipaddress
 import logging
 from collections.abc import Sequence
 
+from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 from provisioner.providers.lambda_.client import LambdaClient
 from provisioner.providers.lambda_.models import FirewallRule, FirewallRuleset, FirewallRulesetEntry
-
-from provisioner.errors import PlanError, ProviderAPIError, ProviderError
 
 log = logging.getLogger("provisioner.providers.lambda")
 

@@ -10,13 +10,12 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from provisioner.errors import ProviderError
 from provisioner.providers.base import CLUSTER_TAG, LEASE_TAG, OWNER_TAG, NodeSpec, tool_tags
 from provisioner.providers.lambda_ import firewall
 from provisioner.providers.lambda_.client import LambdaClient
 from provisioner.providers.lambda_.models import FirewallRulesetEntry, ImageSpec, Instance, LaunchRequest, Tag
 from provisioner.providers.orchestrate import Launcher, Member
-
-from provisioner.errors import ProviderError
 
 if TYPE_CHECKING:
     from provisioner.providers.lambda_.provider import LambdaProvider

@@ -7,8 +7,9 @@ and dumped without ``None`` fields.
 
 from __future__ import annotations
 
-from provisioner.providers.addresses import IpText
 from pydantic import BaseModel, ConfigDict, Field
+
+from provisioner.providers.addresses import IpText
 
 
 class _Payload(BaseModel):

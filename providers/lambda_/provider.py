@@ -35,6 +35,10 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.errors import ProviderAPIError, ProviderError
+from provisioner.metering import NodeUsage
+from provisioner.offer import Offer
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import (
     CLUSTER_TAG,
@@ -57,11 +61,6 @@ from provisioner.providers.lambda_.models import (
     InstanceTypesItem,
 )
 from provisioner.providers.orchestrate import answer, create
-
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.errors import ProviderAPIError, ProviderError
-from provisioner.metering import NodeUsage
-from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.lambda")
 

@@ -18,6 +18,10 @@ import json
 from typing import Any
 
 import httpx
+from pydantic import ValidationError
+
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 from provisioner.providers.adapter import EndpointClient
 from provisioner.providers.http import RateLimits, error_detail
 from provisioner.providers.runpod.models import (
@@ -32,10 +36,6 @@ from provisioner.providers.runpod.models import (
     SpotPrice,
     SshKeys,
 )
-from pydantic import ValidationError
-
-from provisioner import errors
-from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 NAME = "runpod"
 DEFAULT_BASE_URL = "https://api.runpod.io"

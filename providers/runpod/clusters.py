@@ -41,13 +41,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError
 from provisioner.providers.base import Bootstrap, Node, NodeSpec, expiry_text, owner_id
 from provisioner.providers.orchestrate import with_note
 from provisioner.providers.runpod import naming
 from provisioner.providers.runpod.client import NAME
 from provisioner.providers.runpod.models import Cluster, Pod
-
-from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError
 from provisioner.waiting import WaitTimeout, wait_until
 
 if TYPE_CHECKING:

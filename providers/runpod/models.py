@@ -7,8 +7,9 @@ Field names follow the API (camelCase) through aliases.
 
 from __future__ import annotations
 
-from provisioner.providers.addresses import HostText, IpText
 from pydantic import BaseModel, ConfigDict, Field
+
+from provisioner.providers.addresses import HostText, IpText
 
 
 class _Model(BaseModel):

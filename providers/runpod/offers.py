@@ -7,14 +7,13 @@ import statistics
 from functools import cache
 from typing import Any
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.catalog import load_bundled_catalog
+from provisioner.offer import Offer
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.runpod import naming
 from provisioner.providers.runpod.client import NAME
 from provisioner.providers.runpod.models import GpuType
-
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.catalog import load_bundled_catalog
-from provisioner.offer import Offer
 
 RELIABILITY = {"SECURE": 0.99, "COMMUNITY": 0.98}
 # When the bundled catalog has no RunPod row for a model: RunPod's own placement floors

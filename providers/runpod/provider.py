@@ -31,6 +31,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
+from provisioner.capabilities import Bootstrap
+from provisioner.errors import CapacityError, ProviderAPIError, ProviderError
+from provisioner.offer import Offer
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import (
     Capability,
@@ -49,10 +52,6 @@ from provisioner.providers.runpod import CAPABILITIES, billing, clusters, naming
 from provisioner.providers.runpod.client import NAME, RunPodClient
 from provisioner.providers.runpod.models import GpuType, Pod
 from provisioner.providers.runpod.offers import gpu_offers
-
-from provisioner.capabilities import Bootstrap
-from provisioner.errors import CapacityError, ProviderAPIError, ProviderError
-from provisioner.offer import Offer
 
 log = logging.getLogger("provisioner.providers.runpod")
 

@@ -20,6 +20,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
+from pydantic import SecretStr
+
+from provisioner import errors
+from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 from provisioner.providers.adapter import EndpointClient
 from provisioner.providers.http import RateLimiter, RateLimits, RetryPolicy
 from provisioner.providers.vastai.models import (
@@ -34,10 +38,6 @@ from provisioner.providers.vastai.models import (
     SshKey,
     SshKeyCreated,
 )
-from pydantic import SecretStr
-
-from provisioner import errors
-from provisioner.errors import CapacityError, CredentialsError, ProviderAPIError, QuotaError, RateLimitError
 
 PROVIDER = "vastai"
 OFFICIAL_URL = "https://console.vast.ai"

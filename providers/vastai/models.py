@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from provisioner.providers.addresses import HostText, IpText, ip_or_none
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from provisioner.providers.addresses import HostText, IpText, ip_or_none
 
 
 def _addresses(value: object) -> str | None:

@@ -28,12 +28,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from provisioner.capabilities import Bootstrap, Network, Purchase
+from provisioner.offer import Offer
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.screening import safe_id
 from provisioner.providers.vastai.models import BundleOffer
-
-from provisioner.capabilities import Bootstrap, Network, Purchase
-from provisioner.offer import Offer
 from provisioner.spec import canonical_gpu
 
 PROVIDER = "vastai"

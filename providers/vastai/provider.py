@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
+from provisioner.errors import CapacityError, ProviderError
+from provisioner.offer import Offer
 from provisioner.providers.adapter import RestAdapter, require_capabilities
 from provisioner.providers.base import (
     Bootstrap,
@@ -40,9 +42,6 @@ from provisioner.providers.vastai import CAPABILITIES, billing
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
 from provisioner.providers.vastai.models import BundleOffer, Instance
-
-from provisioner.errors import CapacityError, ProviderError
-from provisioner.offer import Offer
 from provisioner.termtext import counted
 
 log = logging.getLogger("provisioner.providers.vastai")

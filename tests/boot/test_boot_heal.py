@@ -161,11 +161,10 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
     preemption), so the cluster is bought and booted once for both heals. The job keeps running
     on the batch node until the heal requeues it (~20 s after an XID, ~7 s after a preemption,
     measured), so 50 steps leave it unfinished when each requeue comes."""
+    from provisioner.lifecycle.burst import BurstOptions, run_burst
     from provisioner.providers.http import RetryPolicy
     from provisioner.providers.lambda_.client import LambdaClient
     from provisioner.providers.lambda_.provider import LambdaProvider
-
-    from provisioner.lifecycle.burst import BurstOptions, run_burst
 
     plan = h100_plan(host_resources)
     fake = StandInLambdaFake(lab.machines, _package_dir(lab.workdir), api_key=API_KEY)

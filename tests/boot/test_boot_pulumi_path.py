@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 import pytest
-from provisioner.providers.base import owner_id
-from provisioner.stacks.model import cluster_args
 from pulumi.runtime.proto import provider_pb2
 
 from provisioner.lifecycle import realize
+from provisioner.providers.base import owner_id
 from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.remote import SshRemote
 from provisioner.render import render_cluster
+from provisioner.stacks.model import cluster_args
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake
 from tests.boot.hostkeys import assert_pinned

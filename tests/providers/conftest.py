@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from provisioner.providers.http import RetryPolicy
 
+from provisioner.providers.http import RetryPolicy
 from provisioner.testing.fakes.base import FakeApp, RunningServer, serve
 from tests.providers.contract import Rig, harness_names, load_harness
 

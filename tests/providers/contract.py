@@ -16,7 +16,6 @@ from typing import Any
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.http import Pacing, RetryPolicy
 from provisioner.providers.registry import REGISTRY, facts
-
 from provisioner.testing.fakes.base import FakeApp, FakeTransport, RunningServer
 from provisioner.waiting import wait_until
 from tests.conftest import need_shared

@@ -7,7 +7,6 @@ import threading
 from typing import Any
 
 from provisioner.providers.http import RateLimiter
-
 from provisioner.testing.contract import Harness
 
 

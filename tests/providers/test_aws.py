@@ -12,12 +12,6 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
-from provisioner.providers.aws import quotas
-from provisioner.providers.aws.client import LIMITS, AWSClient, by_cluster, map_error
-from provisioner.providers.aws.models import on_demand_price
-from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
-from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.http import RateLimits, RetryPolicy
 
 from provisioner.capabilities import Purchase
 from provisioner.errors import (
@@ -28,6 +22,12 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.aws import quotas
+from provisioner.providers.aws.client import LIMITS, AWSClient, by_cluster, map_error
+from provisioner.providers.aws.models import on_demand_price
+from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, AWSProvider
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.spec import Fabric
 from provisioner.testing.fakes.aws_ec2 import AWSFake, price_list_item
 from provisioner.testing.fakes.base import RunningServer, serve

@@ -13,11 +13,11 @@ from typing import Any
 
 import boto3
 import pytest
+
+from provisioner.errors import CapacityError, PlanError, ProviderError
 from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import CLUSTER_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec, SupportsReservations
-
-from provisioner.errors import CapacityError, PlanError, ProviderError
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
 from tests.conftest import need_shared

@@ -11,13 +11,13 @@ from typing import Any
 import boto3
 import botocore.exceptions
 import pytest
+
+from provisioner.errors import PlanError
 from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.efa import EFA_INTERFACES, efa_layout
 from provisioner.providers.aws.network import group_name
 from provisioner.providers.aws.provider import CLUSTER_TAG, EXPIRES_TAG, NODE_TAG, OWNER_TAG, AWSProvider
 from provisioner.providers.base import NodeSpec
-
-from provisioner.errors import PlanError
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
 

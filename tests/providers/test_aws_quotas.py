@@ -12,11 +12,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from provisioner.providers import registry
-from provisioner.providers.aws.client import LIMITS
-from provisioner.providers.aws.provider import AWSProvider
-from provisioner.providers.base import NodeSpec
-from provisioner.providers.registry import capabilities
 
 from provisioner.capabilities import Purchase
 from provisioner.catalog import load_bundled_catalog, load_catalog
@@ -26,6 +21,11 @@ from provisioner.costs import Stage
 from provisioner.errors import NoFeasibleOfferError, QuotaError
 from provisioner.offer import QuotaHeadroom
 from provisioner.optimizer import resolve_plan
+from provisioner.providers import registry
+from provisioner.providers.aws.client import LIMITS
+from provisioner.providers.aws.provider import AWSProvider
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.registry import capabilities
 from provisioner.spec import ClusterSpec
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve

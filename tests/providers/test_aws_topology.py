@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+
 from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec, NodeStatus
-
 from provisioner.render import render_cluster
 from provisioner.testing.fakes.aws_ec2 import DEFAULT_QUOTAS, AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve

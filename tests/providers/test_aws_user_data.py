@@ -6,9 +6,9 @@ import gzip
 import os
 
 import pytest
-from provisioner.providers.aws.provider import EC2_USER_DATA_MAX_BYTES, ec2_user_data
 
 from provisioner.errors import PlanError
+from provisioner.providers.aws.provider import EC2_USER_DATA_MAX_BYTES, ec2_user_data
 
 
 def test_small_user_data_goes_as_written() -> None:

@@ -13,9 +13,6 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from provisioner.providers.base import Capability, NodeStatus
-from provisioner.providers.http import RetryPolicy
-from provisioner.providers.registry import REGISTRY, provider_class
 
 from provisioner.errors import (
     CapacityError,
@@ -26,6 +23,9 @@ from provisioner.errors import (
     RateLimitError,
 )
 from provisioner.offer import Offer
+from provisioner.providers.base import Capability, NodeStatus
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.registry import REGISTRY, provider_class
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from tests.providers.contract import Rig, cluster, harness_names, load_harness, wait_gone, wait_running
 from tests.providers.harness import VirtualTime, limiters

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, Provider
-from provisioner.providers.registry import capabilities, provider_class
 
 from provisioner.errors import PlanError
+from provisioner.providers.base import Bootstrap, Capability, Node, NodeSpec, Provider
+from provisioner.providers.registry import capabilities, provider_class
 from provisioner.testing.fakes.base import Bought
 from tests.providers.contract import Rig, cluster, harness_names, wait_running
 

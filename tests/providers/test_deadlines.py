@@ -17,12 +17,12 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from provisioner.providers.http import ApiClient, RateLimits, RetryPolicy
-from provisioner.providers.lambda_.client import LambdaClient
-from provisioner.providers.lambda_.provider import LambdaProvider
 from pydantic import SecretStr
 
 from provisioner.errors import ProviderAPIError, ProviderError
+from provisioner.providers.http import ApiClient, RateLimits, RetryPolicy
+from provisioner.providers.lambda_.client import LambdaClient
+from provisioner.providers.lambda_.provider import LambdaProvider
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.lambda_ import LambdaFake

@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
+
+from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
 from provisioner.providers.fluence.client import LIMITS, is_not_found, map_error
 from provisioner.providers.fluence.models import DeployRequest
 from provisioner.providers.fluence.naming import MAX_NAME, canonical_gpu, cluster_mark, instance_name, node_of, vram_gib
 from provisioner.providers.fluence.provider import FluenceProvider
 from provisioner.providers.http import RetryPolicy
-
-from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.fluence import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.fluence import CONTRACT_INSTANCE_TYPE as INSTANCE_TYPE

@@ -8,12 +8,12 @@ from decimal import Decimal
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
+
+from provisioner.errors import CapacityError, PlanError, QuotaError
 from provisioner.providers.base import NodeSpec, OfferQuery
 from provisioner.providers.gcp.client import LIMITS, GCPClient
 from provisioner.providers.gcp.provider import COMPUTE_SERVICE, GCPProvider
 from provisioner.providers.http import RateLimits
-
-from provisioner.errors import CapacityError, PlanError, QuotaError
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import GCPFake
 from tests.providers.harness import VirtualTime

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from provisioner.providers.base import SupportsFirewall
 
 from provisioner.errors import ClusterBusyError
+from provisioner.providers.base import SupportsFirewall
 from provisioner.testing.fakes import gcp_compute as harness_gcp
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_firewall import firewall_problems

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
-from provisioner.providers.base import NodeSpec
-from provisioner.providers.gcp.billing import resource_of, sku_prices, unit_price
-from provisioner.providers.gcp.provider import GCPProvider
 
 from provisioner.catalog import load_catalog
 from provisioner.cli import main
 from provisioner.errors import PlanError, QuotaError
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.gcp.billing import resource_of, sku_prices, unit_price
+from provisioner.providers.gcp.provider import GCPProvider
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import DEFAULT_QUOTAS, GCPFake
 from provisioner.workflow import CACHE_FILE

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 from google.auth.credentials import AnonymousCredentials
+
 from provisioner.providers.base import NodeSpec, NodeStatus
 from provisioner.providers.gcp.client import LIMITS
 from provisioner.providers.gcp.provider import GCPProvider
-
 from provisioner.render import render_cluster
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import GCPFake

@@ -9,10 +9,6 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from provisioner.providers.base import CLUSTER_TAG, OWNER_TAG, NodeSpec, NodeStatus, OfferQuery, owner_id
-from provisioner.providers.http import RetryPolicy
-from provisioner.providers.lambda_.client import LIMITS, map_error
-from provisioner.providers.lambda_.provider import PLACEHOLDER, LambdaProvider, canonical_gpu, key_name
 
 from provisioner.errors import (
     CapacityError,
@@ -22,6 +18,10 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.base import CLUSTER_TAG, OWNER_TAG, NodeSpec, NodeStatus, OfferQuery, owner_id
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.lambda_.client import LIMITS, map_error
+from provisioner.providers.lambda_.provider import PLACEHOLDER, LambdaProvider, canonical_gpu, key_name
 from provisioner.testing.fakes.base import RunningServer
 from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.lambda_ import CONTRACT_SSH_KEY as SSH_KEY

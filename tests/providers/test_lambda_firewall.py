@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
+from provisioner.errors import CredentialsError, PlanError, ProviderAPIError
 from provisioner.providers.base import NodeSpec, SupportsFirewall
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.lambda_ import firewall
 from provisioner.providers.lambda_.provider import LambdaProvider
-
-from provisioner.errors import CredentialsError, PlanError, ProviderAPIError
 from provisioner.testing.fakes.lambda_ import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.lambda_ import CONTRACT_SSH_KEY as SSH_KEY
 from provisioner.testing.fakes.lambda_ import LambdaFake

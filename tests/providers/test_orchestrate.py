@@ -11,10 +11,10 @@ import itertools
 from collections.abc import Sequence
 
 import pytest
-from provisioner.providers.base import NodeSpec
-from provisioner.providers.orchestrate import Launcher, Member, create, gc_command
 
 from provisioner.errors import CapacityError, ProviderAPIError, ProviderError, QuotaError
+from provisioner.providers.base import NodeSpec
+from provisioner.providers.orchestrate import Launcher, Member, create, gc_command
 
 LOST = ProviderAPIError("cloud", 0, "POST /launch timed out: ReadTimeout")
 

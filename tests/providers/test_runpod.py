@@ -10,10 +10,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.http import RetryPolicy
-from provisioner.providers.runpod.client import RATE_LIMITS, _graphql_error, map_error
-from provisioner.providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 
 from provisioner.errors import (
     CapacityError,
@@ -23,6 +19,10 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.runpod.client import RATE_LIMITS, _graphql_error, map_error
+from provisioner.providers.runpod.provider import CLUSTER_ENV, USER_DATA_ENV, RunPodProvider
 from provisioner.testing.fakes.base import FakeApp
 from provisioner.testing.fakes.runpod import DEFAULT_GPUS, NO_CAPACITY, RunPodFake
 from tests.conftest import need_shared

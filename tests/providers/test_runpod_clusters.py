@@ -8,15 +8,15 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
+from provisioner.capabilities import Purchase
+from provisioner.catalog import load_bundled_catalog
+from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.providers.base import NodeSpec, owner_id
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.runpod import clusters
 from provisioner.providers.runpod import provider as pods
 from provisioner.providers.runpod.provider import RunPodProvider
-
-from provisioner.capabilities import Purchase
-from provisioner.catalog import load_bundled_catalog
-from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
 from provisioner.testing.fakes.runpod import RunPodFake
 from tests.conftest import need_shared
 from tests.providers.contract import wait_running

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+
 from provisioner.providers.base import Node, NodeSpec, NodeStatus
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.runpod.models import Pod
@@ -19,7 +20,6 @@ from provisioner.providers.runpod.provider import RunPodProvider
 from provisioner.providers.vastai.client import VAST_LIMITS
 from provisioner.providers.vastai.models import Instance
 from provisioner.providers.vastai.provider import VastAIProvider
-
 from provisioner.testing.fakes.runpod import RunPodFake
 from provisioner.testing.fakes.vastai import VastAIFake
 from tests.conftest import need_shared

@@ -13,11 +13,6 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
-from provisioner.providers.http import RetryPolicy
-from provisioner.providers.vastai.client import VAST_LIMITS, map_error
-from provisioner.providers.vastai.models import Instance
-from provisioner.providers.vastai.provider import VastAIProvider, cluster_label, node_status, onstart_script
 
 from provisioner.errors import (
     CapacityError,
@@ -26,6 +21,11 @@ from provisioner.errors import (
     QuotaError,
     RateLimitError,
 )
+from provisioner.providers.base import NodeSpec, NodeStatus, OfferQuery
+from provisioner.providers.http import RetryPolicy
+from provisioner.providers.vastai.client import VAST_LIMITS, map_error
+from provisioner.providers.vastai.models import Instance
+from provisioner.providers.vastai.provider import VastAIProvider, cluster_label, node_status, onstart_script
 from provisioner.testing.fakes.base import RunningServer
 from provisioner.testing.fakes.vastai import CONTRACT_API_KEY as API_KEY
 from provisioner.testing.fakes.vastai import CONTRACT_SSH_KEY as SSH_KEY

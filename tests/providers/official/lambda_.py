@@ -25,12 +25,12 @@ from typing import Any
 
 import httpx
 import pytest
+from werkzeug.wrappers import Response
+
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.http import RateLimits
 from provisioner.providers.lambda_.models import FirewallRule
 from provisioner.providers.lambda_.provider import LambdaProvider
-from werkzeug.wrappers import Response
-
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.lambda_ import LambdaFake, contract_node_specs
 from tests.conftest import need_shared

@@ -25,12 +25,12 @@ import httpx
 import pytest
 from graphql import FieldNode, parse, validate, visit
 from graphql.language import Visitor
+from pydantic import SecretStr
+
 from provisioner.providers.base import OfferQuery
 from provisioner.providers.runpod import client as rp_client
 from provisioner.providers.runpod.client import RunPodClient
 from provisioner.providers.runpod.provider import RunPodProvider
-from pydantic import SecretStr
-
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.runpod import NO_CAPACITY, RunPodFake
 from provisioner.testing.fakes.runpod_schema import schema

@@ -18,11 +18,11 @@ from typing import Any
 
 import httpx
 import pytest
+
 from provisioner.providers.base import NodeSpec, OfferQuery
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.vastai.client import VAST_LIMITS
 from provisioner.providers.vastai.provider import VastAIProvider
-
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.vastai import VastAIFake
 from tests.conftest import need_shared
