@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import need_tool
 from tests.pulumi_real import BUILD_SCRIPT, PLUGINS, PulumiEngine, pulumi_engine
 
 MODULE = BUILD_SCRIPT.parent / "pulumi" / "cli"
@@ -57,6 +58,22 @@ def test_without_go_the_script_says_so_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith(f"build-pulumi: cannot build the Pulumi CLI {_pinned()}: no 'go' on PATH")
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("pulumi"))
+
+
+def test_without_the_module_proxy_the_script_says_so_in_one_line(tmp_path: Path) -> None:
+    need_tool("go")
+    env = {
+        **os.environ,
+        "PROVISIONER_PULUMI_CACHE": str(tmp_path / "cache"),
+        "GOPROXY": "off",  # what an unreachable proxy leaves: no module can be fetched
+        "GOMODCACHE": str(tmp_path / "mod"),
+    }
+    done = subprocess.run([str(BUILD_SCRIPT)], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 3 and done.stdout == ""
+    *_, last = done.stderr.splitlines()
+    assert last.startswith(f"build-pulumi: cannot build the Pulumi CLI {_pinned()}: go build failed (is the Go")
+    assert "GOPROXY=off" in last
+    assert not list((tmp_path / "cache").rglob("pulumi"))  # nothing half-built left as the CLI
 
 
 def test_check_builds_nothing_and_fails_when_not_built(tmp_path: Path) -> None:

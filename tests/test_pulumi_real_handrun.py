@@ -265,5 +265,7 @@ def test_fluence_hand_run_stops_at_the_ssh_pass_and_destroys_clean(handrun: Hand
     # The nodes were bought; the SSH pass (ClusterTopology) refuses the fake's TEST-NET address.
     assert "ClusterTopology hand-flue: node(s) hand-flue-0" in done.stdout  # type: ignore[attr-defined]
     assert run.harness.instances() == 1  # type: ignore[attr-defined]
+    # The failed step's inputs held every cluster secret (a Pulumi secret): none left in the clear.
+    _assert_nothing_in_the_clear(run, _secrets_kept(run))
     run.pulumi("destroy", "--yes", "--skip-preview")
     assert run.harness.instances() == 0  # type: ignore[attr-defined]
