@@ -89,6 +89,19 @@ def selected(document: str, under: str) -> set[str]:
     return names
 
 
+def top_fields(document: str, under: str) -> set[str]:
+    """The field names selected directly under the first field ``under`` of a GraphQL document."""
+    found: list[set[str]] = []
+
+    class Find(Visitor):
+        def enter_field(self, node: FieldNode, *_: Any) -> None:
+            if node.name.value == under and not found and node.selection_set:
+                found.append({f.name.value for f in node.selection_set.selections if isinstance(f, FieldNode)})
+
+    visit(parse(document), Find())
+    return found[0]
+
+
 # ----- offers --------------------------------------------------------------------------------------
 def test_runpod_sdk_get_gpu_honours_the_id_and_answers_every_field(runpod_sdk: Any) -> None:
     from runpod.api.queries.gpus import generate_gpu_query
@@ -101,7 +114,7 @@ def test_runpod_sdk_get_gpu_honours_the_id_and_answers_every_field(runpod_sdk: A
         ("NVIDIA GeForce RTX 4090", 24),
     ]
     h200 = runpod_sdk.get_gpu("NVIDIA H200")  # the fake once answered H100 here
-    assert set(h200) == selected(generate_gpu_query("x"), "gpuTypes") - {"minimumBidPrice", "uninterruptablePrice"}
+    assert set(h200) == top_fields(generate_gpu_query("x"), "gpuTypes")
     assert (h200["id"], h200["displayName"], h200["securePrice"], h200["secureSpotPrice"]) == (
         "NVIDIA H200",
         "H200 SXM",
@@ -167,10 +180,14 @@ def test_runpod_sdk_pod_lifecycle_is_seen_by_the_adapter(runpod_sdk: Any, runpod
     assert app.pods[pod_id]["ports"] == ["22/tcp", "8888/http"]
     assert app.pods[pod_id]["args"] == "sleep infinity" and app.pods[pod_id]["cost"] == 7.98
 
+    from runpod.api.queries.pods import QUERY_POD, generate_pod_query
+
     listed = runpod_sdk.get_pods()
+    assert set(listed[0]) == top_fields(QUERY_POD, "pods")  # every field the SDK asks for, answered
     assert [(p["id"], p["gpuCount"], p["costPerHr"], p["podType"]) for p in listed] == [(pod_id, 2, 7.98, "RESERVED")]
     assert listed[0]["machine"] == {"gpuDisplayName": "H200 SXM"}
     shown = runpod_sdk.get_pod(pod_id)
+    assert set(shown) == top_fields(generate_pod_query(pod_id), "pod")
     assert shown["desiredStatus"] == "RUNNING" and shown["ports"] == "22/tcp,8888/http"
     assert [p["privatePort"] for p in shown["runtime"]["ports"]] == [22]
 
