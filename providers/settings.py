@@ -55,6 +55,14 @@ def credentials_fix(name: str) -> str:
 def api_url(name: str, default: str) -> str:
     """``PROVISIONER_<NAME>_API_URL`` when set, else ``default``. UsageError (exit 2, naming the
     variable) for a value that is not an http(s) URL: a typo is not a provider failure."""
+    from provisioner.providers import seal
+
+    try:
+        sealed_url = seal.check(name)  # a local dry run's lab, whatever the environment says
+    except seal.SealedError as exc:
+        raise UsageError(str(exc)) from None
+    if sealed_url is not None:
+        return sealed_url
     variable = f"{_prefix(name)}_API_URL"
     value = os.environ.get(variable) or default
     if value != default:
@@ -62,6 +70,25 @@ def api_url(name: str, default: str) -> str:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise UsageError(f"{value[:80]!r} is not an http(s) URL like http://127.0.0.1:8701", option=variable)
     return value
+
+
+def plain_fake(name: str) -> str | None:
+    """The URL ``PROVISIONER_<NAME>_API_URL`` points at when it is this tool's fake provider whose
+    instances never boot (its ``GET /_fake/about`` says so); None otherwise: not set, not a fake,
+    a node-backed fake, or no answer. One unauthenticated GET, only when the variable is set."""
+    override = os.environ.get(f"{_prefix(name)}_API_URL")
+    if not override:
+        return None
+    import httpx
+
+    try:
+        answer = httpx.get(override.rstrip("/") + "/_fake/about", timeout=5.0)
+        about = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if isinstance(about, dict) and about.get("fake") is True and about.get("boots_nodes") is False:
+        return override
+    return None
 
 
 def api_key(name: str, explicit: str | SecretStr | None = None, *, required: bool = True) -> SecretStr | None:

@@ -176,6 +176,11 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
         raise UsageError("needs --cluster NAME: it is never applied to a whole account", option="--force-unowned")
     if cluster is not None:
         cliargs.cluster_name(cluster)
+        from provisioner.lifecycle.local_gc import local_gc
+
+        done = local_gc(cluster, yes)  # a dry run: through its lab, or nothing to ask at all
+        if done is not None:
+            return done
     try:
         report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes, force_unowned=force_unowned)
     except ValueError as exc:
@@ -339,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     its exit code (a located ``FILE:LINE:COL: path: message`` for spec problems).
     """
     _lean_start()
+    from provisioner.providers.seal import unseal
+
+    unseal()  # each run decides anew whether it acts on a local dry run
     try:
         return _dispatch(argv)
     except ProvisionerError as exc:

@@ -178,6 +178,7 @@ def test_a_bring_up_that_failed_after_buying_is_torn_down_once(tmp_path: Path, m
     plans = plans_for(LAMBDA_SPEC, tmp_path)
     events: list[dict[str, Any]] = []
     with served_fake("lambda", monkeypatch) as (app, _server):
+        app.boots_nodes = True  # as the local lab's fake says: up buys, then finds TEST-NET nodes
         with pytest.raises(StackError, match="documentation"):
             run_burst(plans, ["srun", "hostname"], BurstOptions(), instant_runtime(None, events))
         assert app.launched == 2 and app.instance_count() == 0

@@ -540,6 +540,7 @@ def test_up_on_a_fake_without_nodes_says_at_once_that_nothing_will_answer(
     # refusal must come before any SSH wait, or this test would sleep out the SSH timeouts.
     monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(None, emit=emit))
     with served_fake("lambda", monkeypatch) as (app, _server):
+        app.boots_nodes = True  # past up's question to the fake (tests/test_local_sealed.py): the backstop after buying
         assert main(["up", str(_spec(tmp_path))]) == 5
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert "lc-lambda-0 (198.51.100." in err and "no machine will ever answer SSH" in err

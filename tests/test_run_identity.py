@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from provisioner.cli import main
-from provisioner.lifecycle import cli as lifecycle_cli
-from provisioner.lifecycle import ledger, state
+from provisioner.lifecycle import command_support, ledger, state
 from provisioner.lifecycle.realize import bring_up, tear_down
 from tests.conftest import need_shared
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
@@ -56,7 +55,7 @@ def test_three_bring_ups_of_one_name_are_three_runs_in_costs_and_status_carries_
     with served_fake("lambda", monkeypatch) as (app, _server):
         runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]))
         app.clock = runtime.now
-        monkeypatch.setattr(lifecycle_cli, "_runtime", lambda emit, interrupts=True: runtime)  # the CLI's clock too
+        monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: runtime)  # the CLI's clock too
         for run_s in RUN_S:
             record = bring_up(plan, runtime)
             assert record.run_id is not None and record.run_id not in [run for run, _ in runs]

@@ -125,7 +125,38 @@ def runtime(emit: Emit, *, interrupts: bool = True) -> Runtime:
 
 
 def enter_lab(cluster_id: str) -> bool:
-    """Into the cluster's local lab (``up --local``) when one runs here; see provisioner.local.lab."""
+    """Into the cluster's local lab (``up --local``) when one runs here; see provisioner.local.lab.
+    A local cluster whose lab is gone seals this process to nothing (providers.seal): what follows
+    never asks a real provider about a dry run. Returns whether a lab was entered."""
     from provisioner.local.lab import enter
 
-    return enter(cluster_id)
+    if enter(cluster_id):
+        return True
+    if is_local(cluster_id):
+        from provisioner.providers.seal import seal_to
+
+        seal_to(cluster_id)
+    return False
+
+
+def is_local(cluster_id: str) -> bool:
+    """Whether ``cluster_id`` is a local dry run: its record says so, else (no record: an earlier
+    ``down`` forgot it) the ledger's last bring-up of the name from here. An unreadable record is not."""
+    from provisioner.errors import ProvisionerError
+    from provisioner.lifecycle import ledger, state
+
+    try:
+        record = state.load_record(cluster_id)
+        return record.local if record is not None else ledger.last_was_local(cluster_id)
+    except ProvisionerError:
+        return False
+
+
+def require_lab(cluster_id: str, entered: bool) -> None:
+    """UsageError (one line) when ``cluster_id`` is a local dry run whose lab is not running here:
+    its nodes were this machine's containers and are gone with it."""
+    if not entered and is_local(cluster_id):
+        raise UsageError(
+            f"cluster {cluster_id} is a local dry run and its lab is not running here (its nodes went "
+            f"with it): provisioner down {cluster_id} forgets it; provisioner up SPEC --local starts another"
+        )

@@ -34,6 +34,9 @@ def down(
     cluster_id = command_support.cluster_id_of(target, catalog)
     lab = command_support.enter_lab(cluster_id)
     record = state.load_record(cluster_id)
+    if not lab and command_support.is_local(cluster_id):  # a dry run whose lab is gone: nothing of it exists anywhere
+        _forget_local(cluster_id, record, command_support.emitter(json_out))
+        return
     chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
     command_support.check_engine(chosen)
     if chosen == "direct" and record is None and provider is None:
@@ -82,6 +85,19 @@ def down(
 
         stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
         emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
+
+
+def _forget_local(cluster_id: str, record: object, emit: Emit) -> None:
+    """``down`` of a local dry run whose lab is not running (stopped by an earlier ``down``, or killed):
+    its nodes were this machine's containers, so nothing is asked of any provider; the record goes."""
+    from provisioner.lifecycle import state
+
+    if record is not None:
+        state.remove_record(cluster_id)
+        said = f"cluster {cluster_id} (local dry run) is down: its lab is not running, so none of its nodes exist"
+    else:
+        said = f"nothing left of cluster {cluster_id} (a local dry run; its lab is stopped)"
+    emit("down", message=said, cluster=cluster_id, local=True, deleted=[])
 
 
 def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:

@@ -200,6 +200,7 @@ def _collect(
     force_unowned: bool = False,
 ) -> None:
     records = list_records() if records is None else list(records)
+    records = [r for r in records if not r.local]  # a dry run's nodes are its lab's, never a provider's
     _collect_nodes(report, found, cluster_id, delete, at, records, owner, force_unowned)
     if delete and cluster_id is not None:
         _forget_named(report, cluster_id, {r.cluster_id: r for r in records}.get(cluster_id))

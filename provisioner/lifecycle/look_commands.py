@@ -55,9 +55,12 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
     from provisioner.lifecycle.realize import cluster_nodes
     from provisioner.lifecycle.spend import status_cost
 
-    command_support.enter_lab(command_support.cluster_id_of(target, catalog))
+    cluster_id = command_support.cluster_id_of(target, catalog)
+    if not command_support.enter_lab(cluster_id) and command_support.is_local(cluster_id):
+        _gone_local_status(cluster_id, json_out)
+        return
     runtime = _look_runtime()
-    record, nodes = cluster_nodes(command_support.cluster_id_of(target, catalog), runtime)
+    record, nodes = cluster_nodes(cluster_id, runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
     doc = {
         **_summary(record),
@@ -88,6 +91,28 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         )
 
 
+def _gone_local_status(cluster_id: str, json_out: bool) -> None:
+    """``status`` of a local dry run whose lab is not running: its record, and that nothing of it
+    exists (its nodes were this machine's containers); no provider is asked."""
+    from provisioner.lifecycle import state
+
+    record = state.load_record(cluster_id)
+    if record is None:
+        from provisioner.errors import UsageError
+
+        raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")
+    doc = {**_summary(record), "live": [], "cost": None, "lab": "not running"}
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    print(
+        printable(
+            f"{cluster_id} (run {record.run}, local dry run): {record.status}; its lab is not running here, "
+            f"so none of its nodes exist (provisioner down {cluster_id} forgets it)"
+        )
+    )
+
+
 def _summary(record: Any) -> dict[str, Any]:
     return {
         "cluster": record.cluster_id,
@@ -109,7 +134,7 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
     from provisioner.lifecycle import state
 
     cluster_id = command_support.cluster_id_of(target, catalog)
-    command_support.enter_lab(cluster_id)
+    command_support.require_lab(cluster_id, command_support.enter_lab(cluster_id))
     record = state.load_record(cluster_id)
     if (record is not None and record.engine == "pulumi") or (record is None and backend):
         from provisioner.lifecycle import pulumi_engine
@@ -172,7 +197,7 @@ def ssh(
     from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
 
     cluster_id = command_support.cluster_id_of(target, catalog)
-    command_support.enter_lab(cluster_id)
+    command_support.require_lab(cluster_id, command_support.enter_lab(cluster_id))
     record, nodes = cluster_nodes(cluster_id, _look_runtime())
     name = node or record.plan.head.name
     found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)

@@ -202,6 +202,8 @@ def _bring_up(
     )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
     refuse_rejected_key(provider, plan.option.provider)  # and a rejected one here
+    if rt.remote is None and not record.local:  # real SSH would wait on a plain fake's unanswerable nodes
+        refuse_plain_fake(plan.option.provider)
     state.save_record(record)
     option = plan.option
     rt.emit(
@@ -242,6 +244,20 @@ def _bring_up(
     except Exception as exc:  # not a ProvisionerError: still never a stuck record or an unnamed node
         return _failed(
             rt, provider, record, StackError(f"unexpected {type(exc).__name__}"), destroy_on_failure, cause=exc
+        )
+
+
+def refuse_plain_fake(name: str) -> None:
+    """UsageError before anything is bought when ``name``'s URL is this tool's fake provider, whose nodes
+    are documentation addresses that never boot: an ``up`` there would buy, then wait on SSH for nothing.
+    ``up --local`` boots the same plan's nodes on this machine behind a fake whose nodes do boot."""
+    from provisioner.providers.settings import plain_fake
+
+    url = plain_fake(name)
+    if url is not None:
+        raise UsageError(
+            f"PROVISIONER_{name.upper()}_API_URL ({url}) is the tool's fake {name} provider, whose nodes "
+            "never boot: nothing was bought; for a dry run that boots the nodes here: provisioner up SPEC --local"
         )
 
 

@@ -316,7 +316,9 @@ def settle(
     metered = meter(record.plan, usages, at)
     billed: Billed | None = None
     failure: str | None = None
-    if isinstance(adapter, SupportsBilling | SupportsPriceCheck):
+    if record.local:  # a dry run's fake bills nothing real: no reconciliation to report
+        failure = None
+    elif isinstance(adapter, SupportsBilling | SupportsPriceCheck):
         try:
             billed = (
                 adapter.billed(
@@ -340,6 +342,8 @@ def settle(
     doc: dict[str, Any] = {"metered": metered.as_json(), "planned_vs_actual": comparison.as_json()}
     if notes:
         doc["notes"] = notes
+    if record.local:
+        doc["local"] = True
     if failure is not None:
         doc["billed"] = {"error": failure}
     if billed is not None:
@@ -358,6 +362,8 @@ def report_lines(cluster_id: str, comparison: Comparison, doc: Mapping[str, Any]
     """``settle``'s answer for a terminal: the planned-vs-actual table, then the billing record."""
     lines = [f"cost of {cluster_id}, planned vs actual:", *comparison.render()]
     lines += [f"note: {note}" for note in doc.get("notes", ())]
+    if doc.get("local"):
+        lines.append("local dry run: nothing was bought or billed; actual is what these node times would cost")
     billed = doc.get("billed")
     if isinstance(billed, Mapping):
         if "error" in billed:

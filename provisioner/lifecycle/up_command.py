@@ -92,7 +92,15 @@ def up(
         plans = lab.local_plans(plans, emit, max_tries)
     runtime = command_support.runtime(emit)
     try:
-        bring_up_first(plans, runtime, max_tries=max_tries, ttl_s=ttl_s, max_cost_usd=max_cost_usd, on_budget=on_budget)
+        bring_up_first(
+            plans,
+            runtime,
+            max_tries=max_tries,
+            ttl_s=ttl_s,
+            max_cost_usd=max_cost_usd,
+            on_budget=on_budget,
+            local=local,
+        )
     except KeyboardInterrupt:
         cluster_id = plans[0].cluster_id
         _mark(cluster_id, "interrupted")

@@ -90,7 +90,7 @@ def watch(
     capacity error the next ranked option of the same provider is tried. Every action is reported with
     its cost. Runs until Ctrl-C (--once: one look; exit 1 when a node could not be replaced)."""
     from provisioner.lifecycle import command_support, state
-    from provisioner.lifecycle.command_support import cluster_id_of, emitter
+    from provisioner.lifecycle.command_support import cluster_id_of, emitter, enter_lab, require_lab
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote, live, refuse_unanswerable
     from provisioner.lifecycle.spend import usages_of
@@ -100,6 +100,7 @@ def watch(
     runtime = command_support.runtime(emit)
     try:
         cluster_id = cluster_id_of(target, catalog)
+        require_lab(cluster_id, enter_lab(cluster_id))  # a dry run is watched through its lab only
         record = state.load_record(cluster_id)
         if record is None:
             raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")  # exit 2, as status

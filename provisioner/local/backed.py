@@ -136,6 +136,7 @@ class BackedLambdaFake(LambdaFake):
     """``LambdaFake`` whose instances are VMs booted by ``machines`` (see the module docstring)."""
 
     purchases = frozenset({Purchase.INSTANCE})  # what it boots (provisioner.local.lab picks by it)
+    boots_nodes = True
 
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -175,6 +176,7 @@ class BackedRunPodFake(RunPodFake):
     """``RunPodFake`` whose pods are container nodes started by ``machines``."""
 
     purchases = frozenset({Purchase.POD, Purchase.CLUSTER})  # plain pods and Instant Clusters' members
+    boots_nodes = True
 
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -231,6 +233,7 @@ class BackedFluenceFake(FluenceFake):
     """``FluenceFake`` whose GPU VMs are nodes booted by ``machines`` with no bootstrap at boot."""
 
     purchases = frozenset({Purchase.INSTANCE})
+    boots_nodes = True
 
     def __init__(self, machines: Machines, **kwargs: Any) -> None:
         super().__init__(**kwargs)

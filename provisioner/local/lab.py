@@ -154,7 +154,8 @@ def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
 
 def enter(cluster_id: str) -> bool:
     """Put this process (its main thread, so every thread and ``ssh`` it starts later) into the
-    cluster's lab and point the provider's variables at the lab's fake. False when none runs."""
+    cluster's lab, point the provider's variables at the lab's fake and seal the process to it
+    (providers.seal: no other provider is asked). False when none runs."""
     record = lab_for(cluster_id)
     if record is None:
         return False
@@ -164,9 +165,12 @@ def enter(cluster_id: str) -> bool:
         join_netns(f"/run/netns/{record['netns']}")
     except OSError as exc:
         raise StackError(f"cannot enter the local lab of {cluster_id} ({exc.strerror})") from None
+    from provisioner.providers.seal import seal_to
+
     prefix = f"PROVISIONER_{record['provider'].upper()}"
     os.environ[f"{prefix}_API_URL"] = record["url"]
     os.environ[f"{prefix}_API_KEY"] = API_KEY
+    seal_to(cluster_id, record["provider"], record["url"])  # and no other provider, whatever is set
     return True
 
 

@@ -121,6 +121,7 @@ def _on_head(cluster_id: str) -> Runner:
     )
     from provisioner.realize.events import no_events
 
+    command_support.require_lab(cluster_id, command_support.enter_lab(cluster_id))  # a dry run: its lab only
     runtime = command_support.runtime(no_events, interrupts=False)
     record, nodes = cluster_nodes(cluster_id, runtime)
     head = head_target(record, nodes)

@@ -106,6 +106,9 @@ class FakeApp(abc.ABC):
     spec_file: str | None = None
     spec_patch: SpecPatch | None = None
     """Where the real server accepts or answers more than ``spec_file`` says (``fakes.openapi``)."""
+    boots_nodes = False
+    """Whether its instances are machines that boot (provisioner.local.backed); a plain fake's are
+    documentation addresses no machine answers at, so ``up`` refuses it before buying."""
 
     def __init__(
         self,

@@ -1,5 +1,6 @@
 """A fake's out-of-process control routes (never validated, never logged as API calls):
-``GET /_fake/state``, ``POST /_fake/reset`` and ``POST /_fake/faults`` (a JSON body of
+``GET /_fake/about`` (that it is a fake, and whether its instances boot: ``up`` refuses a plain
+fake before buying), ``GET /_fake/state``, ``POST /_fake/reset`` and ``POST /_fake/faults`` (a JSON body of
 ``Faults.inject``'s arguments, ``kind`` included)."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 
 def control_reply(app: FakeApp, request: Request) -> Response:
     """The answer of ``app`` to a request under ``/_fake/``; 404 for a path it does not know."""
+    if request.method == "GET" and request.path == "/_fake/about":  # what `up` asks before it buys
+        return app.json({"fake": True, "provider": app.provider, "boots_nodes": app.boots_nodes})
     if request.method == "GET" and request.path == "/_fake/state":
         return app.json(app.state())
     if request.method == "POST" and request.path == "/_fake/reset":
