@@ -176,7 +176,7 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
         raise UsageError("needs --cluster NAME: it is never applied to a whole account", option="--force-unowned")
     if cluster is not None:
         cliargs.cluster_name(cluster)
-        from provisioner.lifecycle.local_gc import local_gc
+        from provisioner.lifecycle.command_support import local_gc
 
         done = local_gc(cluster, yes)  # a dry run: through its lab, or nothing to ask at all
         if done is not None:

@@ -11,6 +11,7 @@ Booting real nodes: tests/boot/test_boot_local.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -98,6 +99,8 @@ class InProcessLab:
         monkeypatch.setattr(registry, "get_provider", fast_limits(registry.get_provider))
         monkeypatch.setattr(nodes, "join_netns", lambda where: None)  # no namespace in process
         monkeypatch.setattr(lab, "require_host", lambda: None)  # no systemd-nspawn needed: nothing boots
+        for variable in ("PROVISIONER_LAMBDA_API_URL", "PROVISIONER_LAMBDA_API_KEY"):  # lab.enter sets them
+            monkeypatch.setenv(variable, os.environ.get(variable, ""))  # restored after the test
         self.app = make_fake("lambda", api_key=lab.API_KEY)
         self.app.boots_nodes = True
         self.server = serve(self.app)

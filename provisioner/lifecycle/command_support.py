@@ -160,3 +160,32 @@ def require_lab(cluster_id: str, entered: bool) -> None:
             f"cluster {cluster_id} is a local dry run and its lab is not running here (its nodes went "
             f"with it): provisioner down {cluster_id} forgets it; provisioner up SPEC --local starts another"
         )
+
+
+def local_gc(cluster_id: str, delete: bool) -> int | None:
+    """The exit code of ``gc --cluster cluster_id`` when it is a local dry run (None: it is not), never
+    asking a real provider: while its lab runs, gc looks through the lab's fake only (the process is
+    sealed to it, providers.seal); once the lab is gone nothing of the cluster exists (its nodes were
+    this machine's containers), so gc says so and, with ``delete``, forgets the record."""
+    from provisioner.lifecycle import state
+    from provisioner.termtext import printable
+
+    if not is_local(cluster_id):
+        return None
+    if enter_lab(cluster_id):
+        from provisioner.lifecycle.gc import collect_garbage
+        from provisioner.providers.seal import sealed
+
+        seal = sealed()
+        report = collect_garbage(provider=seal.provider if seal else None, cluster_id=cluster_id, delete=delete)
+        print(printable(report.render(), keep_newlines=True))
+        return report.exit_code
+    record = state.load_record(cluster_id)
+    said = f"cluster {cluster_id} is a local dry run whose lab is not running: nothing of it exists at any provider"
+    if record is not None and delete:
+        state.remove_record(cluster_id)
+        said += "; its record is forgotten"
+    elif record is not None:
+        said += f"; provisioner gc --cluster {cluster_id} --yes forgets its record"
+    print(printable(said))
+    return 0
