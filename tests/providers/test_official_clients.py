@@ -5,3 +5,5 @@ a provider joins with one import line here."""
 from tests.providers.official.lambda_ import *  # noqa: F403
 from tests.providers.official.runpod import *  # noqa: F403
 from tests.providers.official.vastai import *  # noqa: F403
+from tests.providers.official.aws import *  # noqa: F403
+from tests.providers.official.gcp import *  # noqa: F403
