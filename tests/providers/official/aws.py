@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from provisioner.testing.fakes.base import FakeApp, RunningServer
+from tests.conftest import ROOT
 from tests.providers.official.support import need_client
 
 # (service, operation) the adapter calls in a cluster's life: offers, credentials, create,
@@ -76,4 +77,14 @@ def test_boto3_answers_every_call_the_aws_adapter_makes(
     assert made == AWS_OPERATIONS, (sorted(made - AWS_OPERATIONS), sorted(AWS_OPERATIONS - made))
 
 
-__all__ = ["AWS_OPERATIONS", "test_boto3_answers_every_call_the_aws_adapter_makes"]
+def test_docs_name_every_aws_operation() -> None:
+    text = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    aws = text[text.index("## AWS") : text.index("## GCP")]
+    assert [op for op in sorted(AWS_OPERATIONS) if f"{op[0]} {op[1]}" not in aws and op[1] not in aws] == []
+
+
+__all__ = [
+    "AWS_OPERATIONS",
+    "test_boto3_answers_every_call_the_aws_adapter_makes",
+    "test_docs_name_every_aws_operation",
+]

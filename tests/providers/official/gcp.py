@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from provisioner.testing.fakes.base import FakeApp, RunningServer
+from tests.conftest import ROOT
 from tests.providers.official.support import need_client
 
 # Routes of the GCP fake the adapter calls in a cluster's life: offers (machine and accelerator
@@ -50,4 +51,28 @@ def test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes(
     assert made == GCP_ROUTES, (sorted(made - GCP_ROUTES), sorted(GCP_ROUTES - made))
 
 
-__all__ = ["GCP_ROUTES", "test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes"]
+# The fake's route names as docs/providers.md spells their paths.
+GCP_DOC_PATHS = {
+    "machineTypes": "/machineTypes`",
+    "acceleratorTypes": "/acceleratorTypes`",
+    "region": "/regions/{region}`",
+    "skus": "/skus`",
+    "insert": "POST .../zones/{zone}/instances`",
+    "aggregated": "/aggregated/instances`",
+    "delete": "DELETE .../zones/{zone}/instances/{name}`",
+    "firewall": "GET .../global/firewalls/{name}`",
+}
+
+
+def test_docs_name_every_gcp_route() -> None:
+    text = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    gcp = text[text.index("## GCP") : text.index("## RunPod")]
+    assert set(GCP_DOC_PATHS) == GCP_ROUTES
+    assert [route for route, path in sorted(GCP_DOC_PATHS.items()) if path not in gcp] == []
+
+
+__all__ = [
+    "GCP_ROUTES",
+    "test_docs_name_every_gcp_route",
+    "test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes",
+]

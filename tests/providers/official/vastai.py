@@ -25,7 +25,7 @@ from provisioner.providers.vastai.client import VAST_LIMITS
 from provisioner.providers.vastai.provider import VastAIProvider
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.vastai import VastAIFake
-from tests.conftest import need_shared
+from tests.conftest import ROOT, need_shared
 from tests.providers.official.support import need_client
 
 VASTAI_VERSION = "1.9.1"
@@ -216,6 +216,16 @@ def test_the_adapter_calls_only_what_the_official_client_calls(
     assert all(set(s) >= {"verified", "external", "rentable", "rented", "order", "type"} for s in our_searches)
 
 
+def test_docs_name_every_path_and_spec_difference() -> None:
+    from provisioner.testing.fakes.vastai_spec import CLIENT_PATHS, DIFFERENCES
+
+    text = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    vast = text[text.index("## Vast.ai") : text.index("## AWS")]
+    assert [p for p in [*CLIENT_PATHS.values(), "/api/v0/users/current"] if p not in vast] == []
+    table = vast[vast.index("**Where the spec file") : vast.index("**The slash-less paths.**")]
+    assert len(DIFFERENCES) == table.count("\n| ") - 2  # its rows, less the header and the rule
+
+
 @pytest.mark.parametrize(
     ("method", "path"),
     [
@@ -238,6 +248,7 @@ def test_the_fake_does_not_serve_the_slashless_paths(method: str, path: str) -> 
 
 
 __all__ = [
+    "test_docs_name_every_path_and_spec_difference",
     "test_the_adapter_calls_only_what_the_official_client_calls",
     "test_the_fake_does_not_serve_the_slashless_paths",
     "test_vastai_client_bids_below_and_at_the_minimum",
