@@ -1,4 +1,4 @@
-"""Witness: RunPod's official SDK ``runpod`` 1.12.0 against the RunPod fake on 127.0.0.1, and the
+"""Witness: RunPod's official SDK ``runpod`` 1.11.0 against the RunPod fake on 127.0.0.1, and the
 adapter's requests compared with the SDK's.
 
 The SDK speaks GraphQL only (``runpod/api/ctl_commands.py``: ``get_gpus``, ``get_gpu``,
@@ -37,7 +37,7 @@ from provisioner.testing.fakes.runpod_schema import schema
 from tests.conftest import need_shared
 from tests.providers.official.support import need_client
 
-RUNPOD_VERSION = "1.12.0"
+RUNPOD_VERSION = "1.11.0"
 KEY = "rp-witness-key-0123456789"
 KEY_A = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIWitnessKeyA0000000000000000000000000000 a@test"
 KEY_B = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIWitnessKeyB0000000000000000000000000000 b@test"
