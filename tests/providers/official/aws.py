@@ -45,9 +45,9 @@ def test_boto3_answers_every_call_the_aws_adapter_makes(
 ) -> None:
     need_client("boto3")
     import boto3
+
     from provisioner.providers.aws.client import LIMITS
     from provisioner.providers.aws.provider import AWSProvider
-
     from provisioner.testing.fakes.aws_ec2 import CONTRACT_ACCESS_KEY_ID, CONTRACT_SECRET_KEY, contract_harness
 
     harness = contract_harness()

@@ -27,9 +27,9 @@ def test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes(
 ) -> None:
     need_client("google-cloud-compute")
     from google.auth.credentials import AnonymousCredentials
+
     from provisioner.providers.gcp.client import LIMITS
     from provisioner.providers.gcp.provider import GCPProvider
-
     from provisioner.testing.fakes.gcp_compute import CONTRACT_PROJECT, GCPFake, contract_harness
 
     harness = contract_harness()
