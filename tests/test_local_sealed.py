@@ -92,9 +92,8 @@ class InProcessLab:
     nodes (it says) boot, and a process of ours (``sleep``, reaped here once the lab is stopped)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from provisioner.providers import registry
-
         from provisioner.local import nodes
+        from provisioner.providers import registry
 
         monkeypatch.setattr(registry, "get_provider", fast_limits(registry.get_provider))
         monkeypatch.setattr(nodes, "join_netns", lambda where: None)  # no namespace in process
@@ -232,9 +231,8 @@ def test_up_against_a_plain_fake_refuses_before_buying(
 def test_the_seal_refuses_every_other_provider_and_pins_the_labs_url(
     trap: list[str], twin: InProcessLab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from provisioner.providers import registry, seal
-
     from provisioner.errors import UsageError
+    from provisioner.providers import registry, seal
 
     twin.start()
     try:
@@ -251,3 +249,57 @@ def test_the_seal_refuses_every_other_provider_and_pins_the_labs_url(
     finally:
         seal.unseal()
     assert trap == []
+
+
+def test_burst_local_runs_the_job_on_the_labs_nodes_and_leaves_nothing(
+    trap: list[str], twin: InProcessLab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twin.start()
+    code, out, err = _run(
+        capsys, "burst", str(tmp_path / "spec.yaml"), "--local", "--skip-validation", "--", "hostname"
+    )
+    assert code == 0, err
+    assert "hello from the job" in out + err  # the stand-in's job output, streamed
+    assert twin.app.launched == 2 and twin.app.instance_count() == 0  # bought at the lab's fake, all deleted
+    assert twin.proc is not None and twin.proc.poll() is not None  # the lab is stopped with the job
+    (row,) = ledger.rows(ledger.read())
+    assert (row.cluster, row.local, row.status) == (CLUSTER, True, "removed") and row.run is not None
+    assert state.load_record(CLUSTER) is None and trap == []
+
+
+def test_ssh_from_is_the_one_flag_a_spec_without_allowed_cidrs_needs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    closed = tmp_path / "closed.yaml"
+    closed.write_text(LAMBDA_SPEC.replace("access: {allowed_cidrs: [198.51.100.0/24]}\n", ""))
+    assert "allowed_cidrs" not in closed.read_text()
+    code, _out, err = _run(capsys, "up", str(closed), "--engine", "direct")  # the secure default: refused
+    assert code == 2 and "access.allowed_cidrs: not set" in err and "--ssh-from 203.0.113.7/32" in err, err
+    code, _out, err = _run(capsys, "up", str(closed), "--engine", "direct", "--ssh-from", "not-a-cidr")
+    assert code == 2 and "--ssh-from" in err and "'not-a-cidr' is not an address or CIDR" in err, err
+    remote = StandInRemote(nodes=["lc-lambda-0", "lc-lambda-1"], healthy=True)
+    monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: instant_runtime(remote, emit=emit))
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        app.boots_nodes = True  # as the lab's fake: up's question to it lets the purchase through
+        argv = ("burst", str(closed), "--ssh-from", "192.0.2.7", "--skip-validation", "--", "hostname")
+        code, _out, err = _run(capsys, *argv)
+        assert code == 0, err
+        sent = [e.texts()[0] for e in app.exchanges if e.method == "POST" and "firewall-rulesets" in e.path]
+        assert sent and all('"192.0.2.7/32"' in body for body in sent), sent  # the provider's firewall admits it
+        assert app.instance_count() == 0
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_every_example_has_options_a_local_dry_run_boots(example: Path, tmp_path: Path) -> None:
+    from tests.test_lifecycle_support import plans_for
+
+    ranked = plans_for(example.read_text(), tmp_path, count=lab.LOCAL_RANKED)
+    chosen = lab.local_options(ranked, 3)
+    fakes = lab.backed_fakes()
+    assert chosen and all(p.option.purchase in fakes[p.option.provider].purchases for p in chosen)
+    fitted = lab.fit_to_host(chosen[0])
+    assert fitted.spec.access.allowed_cidrs == [f"{lab.OPERATOR}/32"]  # SSH from the lab only, whatever the spec

@@ -40,7 +40,7 @@ def require_ssh_sources(plan: Plan, source: Path | None = None) -> None:
     raise SpecError(
         "not set: up reaches the nodes over SSH from this machine, and nothing outside the cluster may "
         "connect until you allow it; set it to this machine's public address, e.g. [203.0.113.7/32] "
-        "(0.0.0.0/0 opens SSH to every address)",
+        "or pass --ssh-from 203.0.113.7/32 (0.0.0.0/0 opens SSH to every address)",
         path="access.allowed_cidrs",
         file=file,
         line=line,

@@ -87,6 +87,8 @@ class BurstOptions:
     max_replacements: int = 3
     """Nodes the heal loop (lifecycle/heal.py) may replace while the job runs (0: none)."""
     heal_poll_s: float = 30.0
+    local: bool = False
+    """A dry run on the lab's nodes (``burst --local``): its record and ledger entries say so."""
 
 
 class Watchdog:
@@ -244,6 +246,7 @@ def run_burst(
             on_budget=opts.on_budget,
             destroy_on_failure=True,
             lease=True,
+            local=opts.local,
         )
         watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
         nodes = watched.provider(record.provider).get_nodes(cluster_id)

@@ -24,6 +24,17 @@ from provisioner import cliargs
 from provisioner.lifecycle.command_support import BACKEND_HELP, ENGINE_HELP, ON_BUDGET
 
 
+def ssh_from(cmd: Any) -> None:
+    cmd.add_argument(
+        "--ssh-from",
+        action="append",
+        metavar="CIDR",
+        help="Admit SSH from this address block for this bring-up (e.g. your address, 203.0.113.7/32; "
+        "repeatable), instead of the spec's access.allowed_cidrs; without either, nothing outside the "
+        "cluster may connect and up refuses.",
+    )
+
+
 def add_commands(group: cliargs.Commands) -> None:
     """Add up, down, status, outputs, ssh, burst and costs to the top-level command group."""
 
@@ -84,6 +95,7 @@ def add_commands(group: cliargs.Commands) -> None:
         "as local containers behind the provider's fake; down removes them.",
         negatable=False,
     )
+    ssh_from(cmd)
 
     cmd = cliargs.command(group, "down", down)
     cluster(cmd)
@@ -147,6 +159,14 @@ def add_commands(group: cliargs.Commands) -> None:
         default=3,
         help="Nodes replaced at most while the job runs (drained, preempted, lost; 0: none).",
     )
+    cliargs.flag(
+        cmd,
+        "--local",
+        "Dry run on this machine (root, Linux, systemd-nspawn): the job runs on the plan's nodes "
+        "booted as local containers behind the provider's fake; all of it is removed at the end.",
+        negatable=False,
+    )
+    ssh_from(cmd)
     common(cmd)
 
     from provisioner.lifecycle.costs_report import add_command

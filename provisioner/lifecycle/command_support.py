@@ -189,3 +189,23 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
         said += f"; provisioner gc --cluster {cluster_id} --yes forgets its record"
     print(printable(said))
     return 0
+
+
+def with_ssh_sources(plans: list[Plan], cidrs: list[str] | None) -> list[Plan]:
+    """``plans`` admitting SSH from ``cidrs`` (``--ssh-from``) instead of the spec's
+    ``access.allowed_cidrs``; unchanged without. UsageError for a block that is not an address or CIDR."""
+    if not cidrs:
+        return plans
+    import ipaddress
+
+    blocks = []
+    for text in cidrs:
+        try:
+            blocks.append(str(ipaddress.ip_network(text.strip(), strict=False)))
+        except ValueError:
+            raise UsageError(f"{text!r} is not an address or CIDR like 203.0.113.7/32", option="--ssh-from") from None
+    out = []
+    for plan in plans:
+        access = plan.spec.access.model_copy(update={"allowed_cidrs": blocks})
+        out.append(plan.model_copy(update={"spec": plan.spec.model_copy(update={"access": access})}))
+    return out

@@ -36,6 +36,7 @@ def up(
     on_budget: str = "warn",
     wait: bool = True,
     local: bool = False,
+    ssh_from: list[str] | None = None,
 ) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready (on either
     engine; --no-wait, pulumi engine only: return once the stack is up). --local: a dry run that
@@ -58,7 +59,7 @@ def up(
         from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        plans = command_support.ranked_plans(target, catalog, max_tries)
+        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
         require_ssh_sources(plans[0], target)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
         say_exposure(plans, emit)
@@ -83,7 +84,7 @@ def up(
         plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
         lab.local_options(plans, max_tries)  # refused here, before the first progress line
     else:
-        plans = command_support.ranked_plans(target, catalog, max_tries)
+        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
         require_ssh_sources(plans[0], target)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     if not local:  # a local dry run's nodes are this machine's containers, reached from its lab only
@@ -283,8 +284,11 @@ def burst(
     json_out: bool = False,
     on_budget: str = "stop",
     max_replacements: int = 3,
+    local: bool = False,
+    ssh_from: list[str] | None = None,
 ) -> int:
-    """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status."""
+    """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status.
+    --local: on the plan's nodes booted on this machine behind the provider's fake (as ``up --local``)."""
     if engine != "direct":
         raise UsageError("burst runs on the direct engine only", option="--engine")
     if not command:
@@ -301,17 +305,28 @@ def burst(
         max_tries=max_tries,
         image=image,
         max_replacements=max_replacements,
+        local=local,
     )
     from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
-    plans = command_support.ranked_plans(target, catalog, max_tries)
-    require_ssh_sources(plans[0], target)
     emit = command_support.emitter(json_out)
-    say_exposure(plans, emit)
+    if local:  # the job runs on the lab's nodes; SSH comes from the lab's own address (lab.fit_to_host)
+        from provisioner.local import lab
+
+        lab.require_host()
+        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        lab.local_options(plans, max_tries)  # refused here, before the lab starts
+        plans = lab.local_plans(plans, emit, max_tries)
+    else:
+        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
+        require_ssh_sources(plans[0], target)
+        say_exposure(plans, emit)
     runtime = command_support.runtime(emit)
     try:
         code = run_burst(plans, command, options, runtime)
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
+        if local:
+            lab.stop(plans[0].cluster_id)  # the job's nodes are gone; its namespace and fake go too
     return code
