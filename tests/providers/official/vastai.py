@@ -1,16 +1,20 @@
-"""Witness: Vast.ai's official client ``vastai`` 1.9.1 (its SDK, ``vastai.VastAI``) against the
+"""Witness: Vast.ai's official client ``vastai`` 1.9.1 (its SDK, ``vastai.VastAI``, and its CLI) against the
 Vast.ai fake on 127.0.0.1, for every call the adapter makes; and the adapter's own requests
 compared with the client's (same method and path, a body of the client's shape).
 
-The client is pointed at the fake with ``server_url`` and an explicit key; HOME and
-XDG_CONFIG_HOME are a temporary folder so it can read no key file of this machine.
+The client is pointed at the fake with ``server_url`` (the CLI: ``--url``) and an explicit key; HOME
+and XDG_CONFIG_HOME are a temporary folder so it can read no key file of this machine, and the
+CLI's update check is off (``--raw``, VASTAI_NO_UPDATE_CHECK) with its manifest URL on the fake.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -155,6 +159,38 @@ def test_vastai_client_ssh_keys_user_and_charges(vast_sdk: Any, vast_fake: tuple
     assert (invoices["results"], invoices["next_token"]) == ([], None)
 
 
+def test_vastai_cli_searches_rents_lists_and_destroys(vast_fake: tuple[VastAIFake, str], tmp_path: Path) -> None:
+    need_client("vastai", VASTAI_VERSION)
+    app, url = vast_fake
+    cli = Path(sys.executable).with_name("vastai")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VAST")}
+    # No update check (it is off with --raw already), and were it on, its manifest URL is the fake's.
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), VASTAI_NO_UPDATE_CHECK="1")
+    env["VASTAI_MANIFEST_URL"] = f"{url}/cli/manifest.json"
+
+    def run(*args: str) -> Any:
+        done = subprocess.run(
+            [str(cli), "--url", url, "--api-key", KEY, "--retry", "1", *args, "--raw"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout) if done.stdout.strip() else None  # destroy prints nothing with --raw
+
+    if not cli.exists():
+        pytest.skip(f"the vastai CLI is not beside {sys.executable}")
+    offers = run("search", "offers", "num_gpus=1 gpu_name=RTX_4090 reliability>0.99", "--limit", "3")
+    assert len(offers) == 3 and {o["gpu_name"] for o in offers} == {"RTX 4090"}
+    made = run("create", "instance", str(offers[0]["id"]), "--image", "vastai/base-image:x", "--env", "-e A=B")
+    body = sent(app, "PUT", f"/api/v0/asks/{offers[0]['id']}/")[0]
+    assert (body["runtype"], body["env"], body["disk"]) == ("ssh", {"A": "B"}, 10.0)  # the CLI's defaults
+    run("destroy", "instance", str(made["new_contract"]), "--yes")
+    assert sent(app, "DELETE", f"/api/v0/instances/{made['new_contract']}/") == [{}] and app.instance_count() == 0
+
+
 # -- the adapter asks what the client asks -------------------------------------------------------------
 _ID = re.compile(r"/\d+(?=/)")
 
@@ -251,6 +287,7 @@ __all__ = [
     "test_docs_name_every_path_and_spec_difference",
     "test_the_adapter_calls_only_what_the_official_client_calls",
     "test_the_fake_does_not_serve_the_slashless_paths",
+    "test_vastai_cli_searches_rents_lists_and_destroys",
     "test_vastai_client_bids_below_and_at_the_minimum",
     "test_vastai_client_rents_lists_shows_and_destroys",
     "test_vastai_client_searches_offers_with_string_numbers",
