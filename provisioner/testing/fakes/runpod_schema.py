@@ -1,7 +1,7 @@
 """The part of RunPod's GraphQL schema the RunPod fake serves, as SDL for graphql-core.
 
 RunPod publishes its schema only as a browsable page (graphql-spec.runpod.io), not as a file, so
-this subset is written from what the clients send: the official ``runpod`` 1.12.0 SDK
+this subset is written from what the clients send: the official ``runpod`` 1.11.0 SDK
 (``runpod/api/queries`` and ``mutations``: ``gpuTypes``, ``gpuTypes(input: {id})`` with
 ``lowestPrice``, ``myself { pods pubKey }``, ``pod(input: {podId})``, ``podFindAndDeployOnDemand``,
 ``podTerminate``, ``updateUserSettings``), dstack and gpuhunt (``podRentInterruptable``,

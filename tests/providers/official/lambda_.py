@@ -33,7 +33,7 @@ from provisioner.providers.lambda_.models import FirewallRule
 from provisioner.providers.lambda_.provider import LambdaProvider
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.lambda_ import LambdaFake, contract_node_specs
-from tests.conftest import need_shared
+from tests.conftest import ROOT, need_shared
 from tests.providers.official.support import need_client
 
 GENERATED_VERSION = "2.4.1"
@@ -329,3 +329,13 @@ def test_lambda_fake_refusals_pass_its_own_response_checks(shape: str) -> None:
     assert statuses[: len(LAMBDA_REFUSED)] == [404, 404, 404, 404, 400, 400, 400, 404, 404, 200, 200]
     assert statuses[len(LAMBDA_REFUSED) :] == [401] * len(LAMBDA_REFUSED)
     assert app.validation_errors == []
+
+
+def test_lambda_docs_name_every_generated_call_and_both_shapes() -> None:
+    text = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    section = text[text.index("## Lambda") : text.index("## Fluence")]
+    paths = {url.replace("ID", "{id}") for _, url in map(generated_request, GENERATED_OPERATIONS)}
+    assert sorted(p for p in paths if p not in section) == []
+    assert [n for n in GENERATED_OPERATIONS if n not in section and not n.startswith("firewalls.")] == []
+    assert f"`lambda-ai-cloud-api-client` {GENERATED_VERSION}" in section
+    assert "lambda audit-events, 1.10.0 shape" in section and "lambda audit-events, 1.8.3 shape" in section

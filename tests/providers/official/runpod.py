@@ -34,7 +34,7 @@ from provisioner.providers.runpod.provider import RunPodProvider
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.runpod import NO_CAPACITY, RunPodFake
 from provisioner.testing.fakes.runpod_schema import schema
-from tests.conftest import need_shared
+from tests.conftest import ROOT, need_shared
 from tests.providers.official.support import need_client
 
 RUNPOD_VERSION = "1.11.0"
@@ -304,3 +304,15 @@ def test_runpod_fake_refusals_pass_its_own_checks() -> None:
     assert ok[8].json() == {"data": {"pod": None}}
     assert [a.status_code for a in wrong_key] == [401] * len(RUNPOD_REFUSED)
     assert app.validation_errors == []
+
+
+def test_runpod_docs_name_every_witnessed_call() -> None:
+    text = (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
+    section = text[text.index("## RunPod") : text.index("## Lambda")]
+    named = (
+        *("gpuTypes", "lowestPrice", "podFindAndDeployOnDemand", "podRentInterruptable", "podTerminate"),
+        *("updateUserSettings", "myself { pods", "pod(input: {podId})", f"`runpod` {RUNPOD_VERSION}"),
+        *("GET /v2/catalog/gpus", "POST /v2/pods", "GET /v2/pods", "DELETE /v2/pods/{id}", "/v2/account/ssh-keys"),
+        *("GET /v2/billing/pods", "/v2/clusters", "SpotPrices"),
+    )
+    assert [name for name in named if name not in section] == []
