@@ -5,11 +5,12 @@ v2 errors are RFC 9457 problem+json (``{"title","status","detail","errors"?}``);
 errors arrive as HTTP 200 with an ``errors`` array and are mapped by ``_graphql_error``.
 The API key is only ever placed in the Authorization header by ``ApiClient``.
 
-The official SDK (``runpod`` 1.11.0; 1.12.0 has the same API modules) speaks GraphQL only, with
-arguments written inline. We use REST v2 where it exists (an OpenAPI file the fake checks against, HTTP statuses, clusters and
-billing) and GraphQL variables in our one mutation (the SDK interpolates values unescaped, and
-our boot script travels in env); the spot-price query asks a subset of the SDK's ``gpuTypes``
-fields. docs/providers.md has the evidence; tests/providers/official/runpod.py the witness.
+The official SDK (``runpod`` 1.11.0; 1.12.0 has the same API modules) speaks GraphQL only,
+with arguments written inline. We use REST v2 where it exists (an OpenAPI file the fake checks
+against, HTTP statuses, clusters and billing) and GraphQL variables in our one mutation (the SDK
+interpolates values unescaped, and our boot script travels in env); the spot-price query asks a
+subset of the SDK's ``gpuTypes`` fields. docs/providers.md has the evidence;
+tests/providers/official/runpod.py the witness.
 """
 
 from __future__ import annotations
