@@ -34,7 +34,17 @@ from decimal import Decimal
 from fractions import Fraction
 
 from provisioner.cost_terms import billed_span
-from provisioner.money import MICRO, NANO, ceil_int, round_cents, spec_decimal, to_micro, to_nano, usd_of_cents
+from provisioner.money import (
+    MICRO,
+    NANO,
+    ceil_int,
+    cents_text,
+    round_cents,
+    spec_decimal,
+    to_micro,
+    to_nano,
+    usd_of_cents,
+)
 from provisioner.plan import COST_TERMS, Plan
 
 _US_PER_S = 1_000_000
@@ -202,16 +212,15 @@ class Comparison:
     def render(self) -> list[str]:
         out = [f"{'term':<13}{'planned':>12}{'actual':>12}{'difference':>12}"]
         for line in self.lines:
-            actual = "n/m" if line.actual_cents is None else f"${usd_of_cents(line.actual_cents)}"
+            actual = "n/m" if line.actual_cents is None else cents_text(line.actual_cents)
             diff = line.difference_cents
             out.append(
-                f"{line.term:<13}{'$' + str(usd_of_cents(line.planned_cents)):>12}{actual:>12}"
+                f"{line.term:<13}{cents_text(line.planned_cents):>12}{actual:>12}"
                 f"{'-' if diff is None else _signed(diff):>12}"
             )
         diff = self.actual_cents - self.planned_cents
         out.append(
-            f"{'total':<13}{'$' + str(usd_of_cents(self.planned_cents)):>12}"
-            f"{'$' + str(usd_of_cents(self.actual_cents)):>12}{_signed(diff):>12}"
+            f"{'total':<13}{cents_text(self.planned_cents):>12}{cents_text(self.actual_cents):>12}{_signed(diff):>12}"
         )
         out += [f"note: {note}" for note in self.notes]
         return out
@@ -236,7 +245,7 @@ class Comparison:
 
 
 def _signed(cents: int) -> str:
-    return f"{'+' if cents >= 0 else '-'}${usd_of_cents(abs(cents))}"
+    return f"{'+' if cents >= 0 else '-'}{cents_text(abs(cents))}"
 
 
 def compare(plan: Plan, metered: Metered) -> Comparison:

@@ -86,6 +86,23 @@ def usd_of_micro(micro: int) -> Decimal:
     return value.quantize(CENT) if value == value.quantize(CENT) else value.normalize()
 
 
+def usd_text(amount: Decimal | int | str | None) -> str:
+    """Money as every human output writes it: ``$8,134.38`` (thousands separators, at least cents,
+    a further decimal kept, ``$4.355``, never exponent form), ``-$1.00`` below zero, ``n/a`` when
+    unknown. JSON and CSV keep the plain decimal text."""
+    if amount is None:
+        return "n/a"
+    value = Decimal(amount)
+    shown = value.quantize(CENT) if value == value.quantize(CENT) else value.normalize()
+    text = f"${abs(shown):,f}"
+    return f"-{text}" if shown < 0 else text
+
+
+def cents_text(cents: int | None) -> str:
+    """``usd_text`` of whole cents (``n/a`` for None)."""
+    return "n/a" if cents is None else usd_text(usd_of_cents(cents))
+
+
 def floor_units(usd: Decimal, per_usd: int) -> int:
     """The largest whole number of units (``per_usd`` to the dollar) within ``usd``.
 
@@ -103,6 +120,7 @@ __all__ = [
     "PICO_PER_MICRO",
     "PRICE_PLACES",
     "ceil_int",
+    "cents_text",
     "floor_units",
     "half_even",
     "round_cents",
@@ -113,4 +131,5 @@ __all__ = [
     "usd_of_cents",
     "usd_of_micro",
     "usd_of_pico",
+    "usd_text",
 ]

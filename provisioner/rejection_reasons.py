@@ -139,9 +139,9 @@ def rejection_reason(
 def usd_text(amount: Decimal | None) -> str:
     """``$1,234.56``, exact: every decimal kept past the cents (``$4.355``), never rounded away, and
     never in exponent form (a budget of 0.000000001 is ``$0.000000001``, not ``$1E-9``)."""
-    value = Decimal(amount or 0)
-    shown = value.quantize(Decimal("0.01")) if value == value.quantize(Decimal("0.01")) else value.normalize()
-    return f"${shown:,f}"
+    from provisioner.money import usd_text as text
+
+    return text(Decimal(amount or 0))
 
 
 def adapter_reason(sub: int, table: OfferTable) -> tuple[str, str]:

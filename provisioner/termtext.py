@@ -9,6 +9,7 @@ when ``keep_newlines``). Pure.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 # C0 controls, DEL, C1 controls, and the bidi embedding/override/isolate characters (U+202A-U+202E,
@@ -34,4 +35,15 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
     return pattern.sub(_escaped, str(text))
 
 
-__all__ = ["counted", "printable"]
+def when_text(when: dt.datetime | str | None, missing: str = "n/a") -> str:
+    """A moment as every human output writes it: UTC, to the second (``2026-11-28 19:04:52 UTC``),
+    never with microseconds; ``missing`` when unknown. ISO text (a record's field) is read first."""
+    if when is None or when == "":
+        return missing
+    moment = dt.datetime.fromisoformat(when) if isinstance(when, str) else when
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if moment.tzinfo is not None else "")
+
+
+__all__ = ["counted", "printable", "when_text"]

@@ -212,7 +212,9 @@ def test_watchdog_deletes_the_instances_through_the_api(
             release.set()
         assert caught.value.exit_code == 124
         # --ttl 4h beats the spec's 2 h; the fake clock starts at 2026-11-24T00:00Z
-        assert ("TTL reached at 2026-11-24T04:00:00" if limit == "ttl" else "cost cap $100") in str(caught.value)
+        assert ("TTL reached at 2026-11-24 04:00:00 UTC;" if limit == "ttl" else "cost cap $100.00") in str(
+            caught.value
+        )
         deletes = app.calls_of("delete")
         assert deletes and app.instance_count() == 0 and state.load_record("lc-lambda") is None
     fired = [e for e in events if e["event"] == "watchdog"]

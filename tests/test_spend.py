@@ -62,10 +62,10 @@ def test_budget_warnings_at_50_80_100() -> None:
         return Metered(terms={"compute": cents, "storage": 0, "egress": None, "interruption": 0})
 
     assert budget_state(record, spent(14)).message is None  # type: ignore[union-attr]
-    assert budget_state(record, spent(15)).message == "budget: 50 % reached ($0.15 of $0.3)"  # type: ignore[union-attr]
+    assert budget_state(record, spent(15)).message == "budget: 50 % reached ($0.15 of $0.30)"  # type: ignore[union-attr]
     assert budget_state(record, spent(24)).level == 80  # type: ignore[union-attr]
     assert budget_state(record, spent(30)).message == (  # type: ignore[union-attr]
-        "budget: 100 % reached ($0.30 of $0.3); the cluster is stopped at its budget (on-budget stop)"
+        "budget: 100 % reached ($0.30 of $0.30); the cluster is stopped at its budget (on-budget stop)"
     )
     assert budget_state(record.model_copy(update={"max_cost_usd": None}), spent(30)) is None
 

@@ -49,9 +49,11 @@ from provisioner.lifecycle.realize import (
     live,
     tear_down,
 )
+from provisioner.money import cents_text, round_cents, usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
 from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
+from provisioner.termtext import when_text
 from provisioner.validation.cluster import ClusterReport, Target
 from provisioner.validation.runner import CommandResult
 
@@ -123,7 +125,8 @@ class Watchdog:
             return None
         self.warned = level
         return (
-            f"budget: {level} % reached (about ${spent:.2f} of ${self.warn_cost_usd}); on-budget warn: the job goes on"
+            f"budget: {level} % reached (about {cents_text(round_cents(spent))} of {usd_text(self.warn_cost_usd)}); "
+            "on-budget warn: the job goes on"
         )
 
     def spent_usd(self, now: dt.datetime) -> Decimal:
@@ -136,14 +139,14 @@ class Watchdog:
 
     def reason(self, now: dt.datetime) -> str | None:
         if self.expires_at is not None and now >= self.expires_at:
-            return f"TTL reached at {self.expires_at.isoformat()}"
+            return f"TTL reached at {when_text(self.expires_at)}"
         if self.max_cost_usd is not None:
             elapsed = now - self.started_at
             micros = elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds
             if self.hourly_usd * micros >= self.max_cost_usd * 3_600_000_000:
-                return f"cost cap ${self.max_cost_usd} reached (${self.hourly_usd}/h)"
+                return f"cost cap {usd_text(self.max_cost_usd)} reached ({usd_text(self.hourly_usd)}/h)"
             if self.metered is not None and self.metered(now) >= self.max_cost_usd * 100:
-                return f"cost cap ${self.max_cost_usd} reached (replacements included)"
+                return f"cost cap {usd_text(self.max_cost_usd)} reached (replacements included)"
         return None
 
 
@@ -295,7 +298,12 @@ def _check(rt: Runtime, watchdog: Watchdog) -> None:
     why = watchdog.reason(rt.now())
     if why:
         spent = watchdog.spent_usd(rt.now())
-        rt.emit("watchdog", message=f"stopping: {why}; spent about ${spent:.2f}", reason=why, spent_usd=spent)
+        rt.emit(
+            "watchdog",
+            message=f"stopping: {why}; spent about {cents_text(round_cents(spent))}",
+            reason=why,
+            spent_usd=spent,
+        )
         raise BurstStopped(f"burst stopped: {why}; the cluster was torn down")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from provisioner import cliargs
 from provisioner.errors import UsageError
 from provisioner.lifecycle import ledger
-from provisioner.money import usd_of_cents
+from provisioner.money import usd_of_cents, usd_text
 from provisioner.termtext import counted
 
 GROUPINGS = ("run", "cluster", "provider", "owner")
@@ -150,7 +150,7 @@ def _cells(line: dict[str, Any]) -> tuple[str, ...]:
     money = (line["planned_usd"], line["metered_usd"], line["billed_usd"])
     return (
         str(line["clusters"]),
-        *(f"${v}" if v is not None else "-" for v in money),
+        *(usd_text(v) for v in money),
         line["status"],
         line["notes"],
     )

@@ -51,13 +51,14 @@ from provisioner.lifecycle.realize import (
     ssh_pass,
 )
 from provisioner.metering import BillingRule, NodeUsage, meter
-from provisioner.money import usd_of_cents
+from provisioner.money import cents_text, round_cents, usd_of_cents, usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.ownership import Deletion, delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import BootstrapError
 from provisioner.realize.remote import Remote
+from provisioner.termtext import when_text
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.runner import CommandResult
 from provisioner.waiting import WaitTimeout
@@ -167,15 +168,15 @@ class Healer:
         if self.replacements >= self.options.max_replacements:
             raise HealLimit(f"--max-replacements {self.options.max_replacements} reached ({fault.reason})")
         if self.record.expires_at is not None and now >= self.record.expires_at:
-            raise HealLimit(f"the cluster's TTL ended at {self.record.expires_at.isoformat()}")
+            raise HealLimit(f"the cluster's TTL ended at {when_text(self.record.expires_at)}")
         if self.record.max_cost_usd is not None:
             rule = BillingRule.of_plan(self.plan)
             first = Fraction(rule.price_micro * rule.billed_seconds(1), 1_000_000 * 3600)
             spent = self.spent_cents(now)
             if Fraction(spent, 100) + first > Fraction(self.record.max_cost_usd):
                 raise HealLimit(
-                    f"cost cap ${self.record.max_cost_usd}: spent ${usd_of_cents(spent)}, a replacement's "
-                    f"first billed period costs ${float(first):.2f}"
+                    f"cost cap {usd_text(self.record.max_cost_usd)}: spent {cents_text(spent)}, a replacement's "
+                    f"first billed period costs {cents_text(round_cents(first))}"
                 )
 
     def replace(self, fault: Fault) -> Node:
@@ -186,7 +187,7 @@ class Healer:
         self.replacements += 1
         self.rt.emit(
             "replace",
-            message=f"replacing {name} ({fault.kind}: {fault.reason}); ${_node_hourly(self.plan)}/h per node",
+            message=f"replacing {name} ({fault.kind}: {fault.reason}); {usd_text(_node_hourly(self.plan))}/h per node",
             cluster=cluster,
             node=name,
             kind=fault.kind,
@@ -219,7 +220,7 @@ class Healer:
         self.rt.emit(
             "replaced",
             message=f"{name} replaced by {node.id} in {self.rt.clock() - started:.0f} s; "
-            f"spent so far ${usd_of_cents(spent)}",
+            f"spent so far {cents_text(spent)}",
             cluster=cluster,
             node=name,
             id=node.id,
@@ -317,7 +318,7 @@ class Healer:
             self.rt.emit(
                 "deleted",
                 message=f"deleted {name} ({', '.join(sorted(ids))}){': ' + why if why else ''}; "
-                f"spent so far ${usd_of_cents(self.spent_cents(now))}",
+                f"spent so far {cents_text(self.spent_cents(now))}",
                 cluster=cluster,
                 node=name,
                 ids=sorted(ids),
@@ -353,7 +354,7 @@ class Healer:
                     "failover",
                     message=f"no capacity for {name} on {plan.option.instance_type} in "
                     f"{plan.option.region} ({exc}); trying {nxt.instance_type} in {nxt.region} "
-                    f"(${_node_hourly(tries[index + 1])}/h per node)",
+                    f"({usd_text(_node_hourly(tries[index + 1]))}/h per node)",
                     cluster=cluster,
                     node=name,
                     error=str(exc),
@@ -373,7 +374,8 @@ class Healer:
         name = spec.name  # type: ignore[attr-defined]
         self.rt.emit(
             "create",
-            message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, ${_node_hourly(plan)}/h)",
+            message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, "
+            f"{usd_text(_node_hourly(plan))}/h)",
             cluster=cluster,
             node=name,
             instance_type=plan.option.instance_type,

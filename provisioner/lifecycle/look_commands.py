@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.lifecycle import command_support
-from provisioner.money import usd_of_cents
-from provisioner.termtext import printable
+from provisioner.money import usd_of_cents, usd_text
+from provisioner.termtext import printable, when_text
 
 
 def _look_runtime() -> Any:
@@ -47,8 +47,9 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
                 printable(
                     f"{row['cluster']}  run {row['run'] or 'n/a'}{'  local' if row['local'] else ''}  "
                     f"{row['provider']}  {row['engine']}  {row['status']}  "
-                    f"{row['nodes']} node(s)  ${row['hourly_usd']}/h  expires {row['expires_at'] or 'never'}"
-                    f"  metered ${row['metered_usd'] or '-'} (last status)"
+                    f"{row['nodes']} node(s)  {usd_text(row['hourly_usd'])}/h  "
+                    f"expires {when_text(row['expires_at'], 'never')}  "
+                    f"metered {usd_text(row['metered_usd'])} (last status)"
                 )
             )
         return
@@ -77,7 +78,7 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         printable(
             f"{doc['cluster']} (run {doc['run'] or 'n/a'}{', local dry run' if doc['local'] else ''}): "
             f"{doc['status']} on {doc['provider']} ({doc['engine']}), "
-            f"${doc['hourly_usd']}/h, expires {doc['expires_at'] or 'never'}"
+            f"{usd_text(doc['hourly_usd'])}/h, expires {when_text(doc['expires_at'], 'never')}"
         )
     )
     for line in cost.lines():

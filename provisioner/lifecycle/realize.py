@@ -56,6 +56,7 @@ from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
+from provisioner.money import usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeSpec, Provider
 from provisioner.providers.ownership import delete_owned
@@ -209,7 +210,7 @@ def _bring_up(
     rt.emit(
         "create",
         message=f"creating {option.nodes} x {option.instance_type} on {option.provider} "
-        f"{option.region} (${option.hourly_usd}/h) for cluster {cluster_id} (run {record.run})"
+        f"{option.region} ({usd_text(option.hourly_usd)}/h) for cluster {cluster_id} (run {record.run})"
         + (" as a local dry run" if record.local else ""),
         cluster=cluster_id,
         run=record.run_id,

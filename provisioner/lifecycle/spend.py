@@ -35,11 +35,12 @@ from provisioner.metering import (
     meter,
     span_end,
 )
-from provisioner.money import usd_of_cents
+from provisioner.money import cents_text, usd_of_cents, usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus, Provider
 from provisioner.providers.billing import Billed, SupportsBilling, SupportsPriceCheck, SupportsUsage, checked
 from provisioner.realize.events import Emit
+from provisioner.termtext import when_text
 
 RECONCILE_TOLERANCE = Fraction(1, 100)
 
@@ -178,7 +179,7 @@ class BudgetState:
     def message(self) -> str | None:
         if not self.level:
             return None
-        spent = f"${usd_of_cents(self.spent_cents)} of ${self.max_cost_usd}"
+        spent = f"{cents_text(self.spent_cents)} of {usd_text(self.max_cost_usd)}"
         if self.level < 100:
             return f"budget: {self.level} % reached ({spent})"
         action = (
@@ -214,7 +215,7 @@ def budget_expiry(
     deadline = budget_deadline(plan, now, max_cost_usd)
     if deadline is None:
         raise PlanError(
-            f"--max-cost ${max_cost_usd} does not cover the first billed period of "
+            f"--max-cost {usd_text(max_cost_usd)} does not cover the first billed period of "
             f"{plan.option.nodes} x {plan.option.instance_type} ({BillingRule.of_plan(plan).describe()})"
         )
     return deadline if expires_at is None else min(expires_at, deadline)
@@ -248,9 +249,9 @@ class CostNow:
 
     def lines(self) -> list[str]:
         out = [
-            f"cost so far ${usd_of_cents(self.so_far.total_cents)} ({self.so_far.rule}; node times from "
-            f"{', '.join(self.so_far.sources) or 'nothing'}); projected ${usd_of_cents(self.projected.total_cents)} "
-            f"by {self.planned_end:%Y-%m-%dT%H:%M:%SZ}"
+            f"cost so far {cents_text(self.so_far.total_cents)} ({self.so_far.rule}; node times from "
+            f"{', '.join(self.so_far.sources) or 'nothing'}); projected {cents_text(self.projected.total_cents)} "
+            f"by {when_text(self.planned_end)}"
         ]
         if self.budget is not None and self.budget.message:
             out.append(self.budget.message)
@@ -283,8 +284,8 @@ def reconcile(metered: Metered, billed: Billed) -> tuple[bool, list[str]]:
     notes = list(billed.differences)
     if not within:
         notes.append(
-            f"billed ${usd_of_cents(billed.total_cents)} differs from metered "
-            f"${usd_of_cents(metered.total_cents)} by more than 1 %"
+            f"billed {cents_text(billed.total_cents)} differs from metered "
+            f"{cents_text(metered.total_cents)} by more than 1 %"
         )
         node_hours = Fraction(sum(b.billed_s for b in metered.nodes), 3600)
         if node_hours:  # the rate charged if the times were right: names a price that changed
@@ -370,7 +371,7 @@ def report_lines(cluster_id: str, comparison: Comparison, doc: Mapping[str, Any]
             lines.append(f"billing record: not read ({billed['error']})")
         else:
             lines.append(
-                f"billed ${billed['total_usd']} ({billed['source']}): "
+                f"billed {usd_text(billed['total_usd'])} ({billed['source']}): "
                 f"{'within' if billed['within_1_percent'] else 'NOT within'} 1 % of metered"
             )
             lines += [f"difference: {note}" for note in billed["differences"]]

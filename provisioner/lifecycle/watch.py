@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from provisioner.errors import UsageError
+from provisioner.money import cents_text, usd_of_cents, usd_text
 
 if TYPE_CHECKING:  # imported on use: registering the command costs nothing at start-up
     from provisioner.lifecycle.heal import Healer
@@ -40,7 +41,6 @@ def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callab
     """Look, replace, report; sleep ``poll_s`` (``healer.rt.sleep``); again until ``stop()`` or ``once``.
     Returns 0 when the last look found every node in service, else 1."""
     from provisioner.metering import budget_level
-    from provisioner.money import usd_of_cents
 
     record = healer.record
     level = 0
@@ -52,7 +52,7 @@ def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callab
         healer.rt.emit(
             "look",
             message=f"{len(record.plan.nodes)} node(s); replaced {', '.join(replaced) or 'none'}; "
-            f"{healer.replacements} replacement(s) so far; spent ${usd_of_cents(spent)}",
+            f"{healer.replacements} replacement(s) so far; spent {cents_text(spent)}",
             cluster=record.cluster_id,
             replaced=replaced,
             replacements=healer.replacements,
@@ -65,7 +65,7 @@ def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callab
                 level = reached
                 healer.rt.emit(
                     "budget",
-                    message=f"budget: {reached} % of ${record.max_cost_usd} reached (${usd_of_cents(spent)})",
+                    message=f"budget: {reached} % of {usd_text(record.max_cost_usd)} reached ({cents_text(spent)})",
                     cluster=record.cluster_id,
                     level_percent=reached,
                     spent_usd=usd_of_cents(spent),
@@ -127,7 +127,7 @@ def watch(
         emit(
             "watch",
             message=f"watching {record.cluster_id} on {record.provider} ({len(record.plan.nodes)} node(s), "
-            f"${record.plan.option.hourly_usd}/h, at most {max_replacements} replacement(s))",
+            f"{usd_text(record.plan.option.hourly_usd)}/h, at most {max_replacements} replacement(s))",
             cluster=record.cluster_id,
             hourly_usd=record.plan.option.hourly_usd,
             max_replacements=max_replacements,
