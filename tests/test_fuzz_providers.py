@@ -20,11 +20,11 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+from provisioner.errors import ProvisionerError
 from provisioner.providers.base import Provider
 from provisioner.providers.billing import SupportsBilling, SupportsUsage
 from provisioner.providers.http import RetryPolicy
-
-from provisioner.errors import ProvisionerError
 from provisioner.testing.fakes.base import FakeTransport
 from tests.fuzzing import FUZZ, hostile_bodies, spoiled
 from tests.providers.contract import load_harness

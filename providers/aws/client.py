@@ -28,6 +28,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import botocore.parsers
+from botocore.parsers import ResponseParserError
 
 from provisioner.errors import (
     CapacityError,
@@ -226,6 +227,10 @@ class AWSClient:
                 self.launch_limiter.acquire()
             try:
                 return method(**params)
+            except (ResponseParserError, RecursionError, ValueError) as exc:  # an answer botocore cannot read
+                raise ProviderAPIError(
+                    PROVIDER, 0, f"{operation} in {region}: answer refused: unreadable ({type(exc).__name__})"
+                ) from None
             except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as exc:
                 error = map_error(exc)
                 retryable = isinstance(error, RateLimitError) or (

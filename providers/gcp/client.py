@@ -28,6 +28,7 @@ import requests.exceptions
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.cloud import billing_v1, compute_v1
+from google.protobuf import json_format
 
 from provisioner.errors import (
     CapacityError,
@@ -228,6 +229,10 @@ class GCPClient:
                 self.launch_limiter.acquire()
             try:
                 return consume(getattr(self._client(kind), method)(retry=None, timeout=self.timeout_s, **params))
+            except (json_format.ParseError, RecursionError, ValueError) as exc:  # an answer the client cannot read
+                raise ProviderAPIError(
+                    PROVIDER, 0, f"{kind}.{method}: answer refused: unreadable ({type(exc).__name__})"
+                ) from None
             except Exception as exc:
                 if not _mapped(exc):
                     raise
