@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from provisioner.render.teardown import TEARDOWN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,3 +33,37 @@ def test_readme_commands_table_names_every_command() -> None:
     documented = set(re.findall(r"`provisioner ([a-z]+)", _section("Commands")))
     documented |= set(re.findall(r"/ `([a-z]+) ", _section("Commands")))
     assert names <= documented, sorted(names - documented)
+
+
+def test_readme_sample_is_the_real_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's sample, each part between its "..." lines, is what the command prints today at
+    150 columns on the bundled catalog (it had lost the warnings every fresh install prints). The
+    report's clock is set to when the sample was made; nothing else is masked."""
+    import datetime as dt
+
+    from provisioner import __version__, workflow
+    from provisioner.cli import main
+    from provisioner.report import ReportMeta
+
+    block = _section("Sample output").split("```\n")[1]
+    command, *shown = block.rstrip("\n").splitlines()
+    assert command.startswith("$ provisioner plan examples/h200-dataset-aws.yaml --top 4")
+    made = dt.datetime(2026, 11, 28, 19, 51, tzinfo=dt.UTC)
+    monkeypatch.setattr(workflow, "report_meta", lambda: ReportMeta(generated_at=made, tool_version=__version__))
+    monkeypatch.setenv("COLUMNS", "150")
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "no-cache"))  # the bundled catalog
+    monkeypatch.chdir(ROOT)
+    assert main(["plan", "examples/h200-dataset-aws.yaml", "--top", "4"]) == 0
+    real = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    parts = "\n".join(shown).split("\n...")
+    assert len(parts) >= 2 and "warning: SSH: access.allowed_cidrs is not set" in parts[0]
+    at = 0
+    for part in parts:
+        lines = part.strip("\n").splitlines()
+        if not lines:
+            continue
+        found = next((i for i in range(at, len(real)) if real[i : i + len(lines)] == lines), None)
+        assert found is not None, f"not in the real output (in order):\n{part}\n--- real:\n" + "\n".join(real)
+        at = found + len(lines)

@@ -155,3 +155,21 @@ def test_a_no_fit_names_every_field_that_alone_lets_an_option_fit(
         "see --explain); one field alone lets an option fit: pricing.mode (lambda l10 on-demand, $20.00 expected), "
         "providers.allow (aws a4 spot, $8.00 expected)\n"
     )
+
+
+def test_markdown_keeps_each_warning_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two warnings (stale prices, no allowed_cidrs) were two "> " lines, which Markdown reads as one
+    paragraph: the renderer ran them together. Each is its own quote now (read by markdown-it)."""
+    from markdown_it import MarkdownIt
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "h200-dataset-aws.yaml"
+    assert main(["plan", str(example), "-f", "markdown", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    tokens = MarkdownIt().parse(out)
+    quoted, depth = [], 0
+    for token in tokens:
+        depth += {"blockquote_open": 1, "blockquote_close": -1}.get(token.type, 0)
+        if depth and token.type == "inline":
+            quoted.append(token.content)
+    assert len(quoted) >= 2 and all(text.count("Warning:") == 1 for text in quoted), quoted
+    assert any("access.allowed_cidrs is not set" in text for text in quoted)

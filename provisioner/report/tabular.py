@@ -250,8 +250,8 @@ def render_markdown(view: ReportView) -> str:
         f"**Price dates:** {_md(view.price_dates_text or 'none ranked')}; {_md(view.generated)}.",
         "",
     ]
-    lines += [f"> **Warning:** {_md(warning)}" for warning in view.warnings]
-    lines += [""] if view.warnings else []
+    # One quote each, a blank line between: consecutive "> " lines are one paragraph in Markdown.
+    lines += [line for warning in view.warnings for line in (f"> **Warning:** {_md(warning)}", "")]
     if view.rows:
         lines += [f"**Cheapest:** {_md(view.winner)}", ""]
         if view.why:
