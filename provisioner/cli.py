@@ -15,7 +15,7 @@ from pathlib import Path
 from provisioner import __version__, cliargs
 from provisioner.collector import collector_paused
 from provisioner.errors import ProvisionerError, SpecError, UsageError
-from provisioner.termtext import printable
+from provisioner.termtext import install_log_printer, printable, say
 
 DESCRIPTION = "Plan, price and provision GPU clusters across AWS, GCP, Lambda, RunPod, Vast.ai and Fluence."
 
@@ -28,13 +28,13 @@ COMMAND_NAMES = ("plan", "schema", "render", "catalog", "validate", "gc", "node"
 def _echo(text: str, output: Path | None) -> None:
     if output is None:
         text = printable(text, keep_newlines=True)  # provider and catalog text never drives the terminal
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        say(text if text.endswith("\n") else text + "\n", end="")
     else:
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror or exc}", option="--output") from None
-        print(f"wrote {output}", file=sys.stderr)
+        say(f"wrote {output}", err=True)
 
 
 def plan(
@@ -79,7 +79,7 @@ def _plan(
         except ProvisionerError as exc:
             if len(specs) == 1 and not _explained(exc):
                 raise
-            print(error_line(exc), file=sys.stderr)
+            say(error_line(exc), err=True)
             worst = max(worst, exc.exit_code)
             if _explained(exc):
                 reports.append(str(exc.report))  # type: ignore[attr-defined]
@@ -88,7 +88,7 @@ def _plan(
     if reports:
         _echo(_join_reports(reports, format, several=len(specs) > 1), output)
     if save_plan and not worst:
-        print(f"saved plan to {save_plan}", file=sys.stderr)
+        say(f"saved plan to {save_plan}", err=True)
     return worst
 
 
@@ -121,7 +121,7 @@ def schema() -> None:
     document = ClusterSpec.model_json_schema()
     document["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     document["title"] = "provisioner cluster spec"
-    print(json.dumps(document, indent=2))
+    say(json.dumps(document, indent=2))
 
 
 def render(source: Path, out: Path, catalog: Path | None = None, topology: Path | None = None) -> None:
@@ -138,8 +138,8 @@ def render(source: Path, out: Path, catalog: Path | None = None, topology: Path 
         plan, out, secrets_file=secrets_file, topology=load_topology(topology) if topology else None
     )
     for path in written:
-        print(printable(path))
-    print(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", file=sys.stderr)
+        say(printable(path))
+    say(f"cluster secrets: {secrets_file} (0600; rendering again reuses them)", err=True)
 
 
 def catalog_list(
@@ -163,7 +163,7 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
     from provisioner.refresh import refresh_catalog
 
     result = refresh_catalog(provider or None)
-    print(printable(result.summary, keep_newlines=True))
+    say(result.summary)
     result.raise_for_failures()
 
 
@@ -185,7 +185,7 @@ def gc(provider: str | None = None, cluster: str | None = None, yes: bool = Fals
         report = collect_garbage(provider=provider, cluster_id=cluster, delete=yes, force_unowned=force_unowned)
     except ValueError as exc:
         raise UsageError(str(exc), option="--provider") from None
-    print(printable(report.render(), keep_newlines=True))
+    say(report.render())
     return report.exit_code
 
 
@@ -347,17 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     from provisioner.providers.seal import unseal
 
     unseal()  # each run decides anew whether it acts on a local dry run
+    install_log_printer()  # a warning logged with a provider's words is escaped as well
     try:
         return _dispatch(argv)
     except ProvisionerError as exc:
-        print(error_line(exc), file=sys.stderr)
+        say(error_line(exc), err=True)
         if _json_answer(sys.argv[1:] if argv is None else argv):
             _error_event(exc)
         return exc.exit_code
     except SystemExit as exc:  # --help (argparse prints it and exits 0)
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        print("aborted", file=sys.stderr)
+        say("aborted", err=True)
         return 130
     except BrokenPipeError:
         return 0
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         # A file we were told to read or write is unusable (permissions, full disk, ...).
         where = f"{exc.filename}: " if exc.filename else ""
         failure = ProvisionerError(f"{where}{_one_line(exc.strerror or exc)}")  # exit 1
-        print(error_line(failure), file=sys.stderr)
+        say(error_line(failure), err=True)
         if _json_answer(sys.argv[1:] if argv is None else argv):
             _error_event(failure)
         return 1

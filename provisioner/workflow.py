@@ -20,6 +20,7 @@ from provisioner.loader import load_spec, locate, spec_marks
 from provisioner.plan import Plan, PlanResult, load_plan, save_plan
 from provisioner.report.facts import ReportMeta
 from provisioner.spec import ClusterSpec
+from provisioner.termtext import say
 
 CACHE_FILE = "catalog.json"
 
@@ -86,7 +87,6 @@ def resolve(
 
 def _warn_dataset_region(spec: ClusterSpec, catalog: Catalog | TableCatalog, spec_path: Path) -> None:
     """One located warning line on stderr for a dataset region the catalog does not know (a typo)."""
-    import sys
 
     from provisioner.cost_terms import dataset_region_warning
 
@@ -94,7 +94,7 @@ def _warn_dataset_region(spec: ClusterSpec, catalog: Catalog | TableCatalog, spe
     if found is not None:
         field, message = found
         line, column = locate(field, spec_marks(spec_path.read_text(encoding="utf-8"), str(spec_path)))
-        sys.stderr.write(f"warning: {SpecError(message, path=field, file=str(spec_path), line=line, column=column)}\n")
+        say(f"warning: {SpecError(message, path=field, file=str(spec_path), line=line, column=column)}", err=True)
 
 
 def _located(exc: NoFeasibleOfferError, spec_path: Path) -> SpecError:
@@ -131,7 +131,6 @@ def plan_report(
     save_plan_to: Path | None,
 ) -> str:
     """Render the comparison for each spec (a JSON list for several specs in JSON format)."""
-    import sys
 
     from provisioner.report import render_report
     from provisioner.report.facts import unplannable_result
@@ -140,7 +139,7 @@ def plan_report(
     warnings: list[str] = []
     catalog = choose_catalog(catalog_path, warnings)
     for line in warnings:
-        sys.stderr.write(line + "\n")
+        say(line, err=True)
     results = []
     for path in spec_paths:
         spec = load_spec(path)

@@ -15,7 +15,6 @@ import csv
 import datetime as dt
 import io
 import json
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -23,7 +22,7 @@ from provisioner import cliargs
 from provisioner.errors import UsageError
 from provisioner.lifecycle import ledger
 from provisioner.money import usd_of_cents, usd_text
-from provisioner.termtext import counted
+from provisioner.termtext import counted, say
 
 GROUPINGS = ("run", "cluster", "provider", "owner")
 COST_FORMATS = ("table", "json", "csv")
@@ -178,15 +177,15 @@ def costs(
     if live:
         pairs, problems = _live_clusters(provider)
         rows += unrecorded({e["cluster"] for e in entries}, lambda: pairs)
-    sys.stdout.write(render(group(rows, by), fmt, by))
+    say(render(group(rows, by), fmt, by), end="")
     for problem in problems:
-        print(f"not checked for unrecorded clusters: {problem}", file=sys.stderr)
+        say(f"not checked for unrecorded clusters: {problem}", err=True)
     if skipped:  # a torn last line (power lost mid-append) or a damaged file: say costs may be missing
         shown = ", ".join(map(str, skipped[:5])) + (", ..." if len(skipped) > 5 else "")
-        print(
+        say(
             f"note: {ledger.ledger_path()}: skipped {counted(len(skipped), 'unreadable line')} ({shown}); "
             "the costs above may miss what they held",
-            file=sys.stderr,
+            err=True,
         )
     return 0
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from provisioner.lifecycle import command_support
 from provisioner.money import usd_of_cents, usd_text
-from provisioner.termtext import printable, when_text
+from provisioner.termtext import printable, say, when_text
 
 
 def _look_runtime() -> Any:
@@ -38,12 +38,12 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
             cents = metered.get((record.cluster_id, record.run_id))
             rows.append({**_summary(record), "metered_usd": None if cents is None else str(usd_of_cents(cents))})
         if json_out:
-            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            say(json.dumps(rows, indent=2))
             return
         if not rows:
-            print("no clusters (brought up from this machine)")
+            say("no clusters (brought up from this machine)")
         for row in rows:
-            print(
+            say(
                 printable(
                     f"{row['cluster']}  run {row['run'] or 'n/a'}{'  local' if row['local'] else ''}  "
                     f"{row['provider']}  {row['engine']}  {row['status']}  "
@@ -72,9 +72,9 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         "cost": cost.as_json(),
     }
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        say(json.dumps(doc, indent=2))
         return
-    print(
+    say(
         printable(
             f"{doc['cluster']} (run {doc['run'] or 'n/a'}{', local dry run' if doc['local'] else ''}): "
             f"{doc['status']} on {doc['provider']} ({doc['engine']}), "
@@ -82,9 +82,9 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         )
     )
     for line in cost.lines():
-        print(printable(f"  {line}"))
+        say(printable(f"  {line}"))
     for node in doc["live"]:
-        print(
+        say(
             printable(
                 f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
                 f"{node['private_ip'] or '-'}  {node['id']}"
@@ -153,11 +153,11 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
             "ssh_endpoints": {name: f"{e[0]}:{e[1]}" for name, e in endpoints.items() if e},
         }
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        say(json.dumps(doc, indent=2, default=str))
         return
     for key, value in doc.items():
         for line in _value_lines(key, value):
-            print(printable(line))
+            say(printable(line))
 
 
 def _value_lines(key: str, value: Any, indent: str = "") -> list[str]:
@@ -218,7 +218,7 @@ def ssh(
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:
-        print(printable(shlex.join(argv)))
+        say(printable(shlex.join(argv)))
         return
     sys.stdout.flush()
     os.execvp(argv[0], argv)

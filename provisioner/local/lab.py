@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from provisioner.errors import StackError, UsageError
+from provisioner.termtext import say
 
 API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
 NETWORK = "10.80.0.0/24"
@@ -265,7 +266,7 @@ def serve_lab(cluster_id: str, provider: str) -> None:
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record), encoding="utf-8")
         partial.replace(path)
-        print(f"lab {cluster_id}: {provider} fake at {server.url} in netns {netns.name}", flush=True)
+        say(f"lab {cluster_id}: {provider} fake at {server.url} in netns {netns.name}", flush=True)
         while not stopping.wait(1.0):
             pass
     finally:
@@ -275,7 +276,7 @@ def serve_lab(cluster_id: str, provider: str) -> None:
         netns.delete()
         shutil.rmtree(workdir, ignore_errors=True)
         _record_path(cluster_id).unlink(missing_ok=True)
-        print(f"lab {cluster_id}: stopped; left running: {left or 'nothing'}", flush=True)
+        say(f"lab {cluster_id}: stopped; left running: {left or 'nothing'}", flush=True)
 
 
 if __name__ == "__main__":

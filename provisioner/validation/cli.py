@@ -6,13 +6,13 @@ mistake exits 2 with one line, like every other command.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
 from provisioner.errors import UsageError
+from provisioner.termtext import say
 
 if TYPE_CHECKING:
     from provisioner.validation.runner import CommandResult, Runner
@@ -22,15 +22,13 @@ FABRICS = ("infiniband", "roce", "efa", "ethernet")
 
 def _write(text: str, output: Path | None) -> None:
     if output is None:
-        from provisioner.termtext import printable
-
-        sys.stdout.write(printable(text, keep_newlines=True))  # what nodes report never drives the terminal
+        say(text, end="")  # what nodes report never drives the terminal
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:  # the folder was checked as the command line was read (cliargs.output_file)
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}", option="--output") from None
-    print(f"wrote {output}", file=sys.stderr)
+    say(f"wrote {output}", err=True)
 
 
 def _plan_expectations(source: str | Path, catalog: Path | None) -> tuple[list[str], int, str, str | None, str, str]:
@@ -128,10 +126,10 @@ def _on_head(cluster_id: str) -> Runner:
     # A fake provider's head (TEST-NET): one line at once, as up and watch say, not minutes of SSH waits.
     refuse_unanswerable(runtime, record.plan, [node for node in live(nodes) if node.name == head.node_name])
     remote = runtime.remote or default_remote(record.plan, cluster_secrets(cluster_id))
-    print(
+    say(
         f"note: this machine is not the head of {cluster_id}: running the checks there ({head.node_name}, "
         f"{head.host}) over SSH",
-        file=sys.stderr,
+        err=True,
     )
 
     def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
@@ -260,7 +258,7 @@ def validate(
     )
     if json_out:
         for message in report.messages:
-            print(f"note: {message}", file=sys.stderr)
+            say(f"note: {message}", err=True)
     return report.status.exit_code
 
 

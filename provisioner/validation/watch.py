@@ -29,13 +29,13 @@ import contextlib
 import datetime as dt
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from provisioner.providers.descriptor import InstanceMetadata
 from provisioner.providers.registry import facts
+from provisioner.termtext import say
 from provisioner.validation.actions import (
     Candidate,
     k8s_cordon_commands,
@@ -278,10 +278,10 @@ def on_spot_notice(host: Host, config: WatchConfig, state: WatchState, notice: s
     state.reported = sorted({*state.reported, SPOT_CODE})
     report = NodeReport(node=config.node, findings=[finding])
     look = Look(report, (finding,), drained, refused, (*commands, *((tuple(c), r) for c, r in drains)))
-    print(
+    say(
         f"node watch: {config.node}: {notice}; jobs told to checkpoint; "
         f"{'drained' if drained else 'not drained: ' + str(refused)}",
-        file=sys.stderr,
+        err=True,
         flush=True,
     )
     return look
@@ -318,11 +318,11 @@ def run_watch(
 
 def _say(config: WatchConfig, look: Look) -> None:
     for finding in look.new_failed:
-        print(f"node watch: {config.node}: FAILED {finding.code}: {finding.message}", file=sys.stderr, flush=True)
+        say(f"node watch: {config.node}: FAILED {finding.code}: {finding.message}", err=True, flush=True)
     if look.refused:
-        print(f"node watch: {config.node}: NOT drained: {look.refused}", file=sys.stderr, flush=True)
+        say(f"node watch: {config.node}: NOT drained: {look.refused}", err=True, flush=True)
     elif look.drained and look.commands:
-        print(f"node watch: {config.node}: drained ({look.new_failed[0].code})", file=sys.stderr, flush=True)
+        say(f"node watch: {config.node}: drained ({look.new_failed[0].code})", err=True, flush=True)
 
 
 __all__ = [
