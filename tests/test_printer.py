@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from provisioner.providers import registry
-from provisioner.providers.base import CLUSTER_TAG, Provider
 
 from provisioner.cli import main
 from provisioner.lifecycle import ledger, state
 from provisioner.lifecycle.costs_report import COST_FORMATS, GROUPINGS
+from provisioner.providers import registry
+from provisioner.providers.base import CLUSTER_TAG, Provider
 from provisioner.termtext import install_log_printer, say
 from provisioner.testing.fakes.base import serve
 from tests.conftest import ROOT

@@ -168,7 +168,7 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
     sealed to it, providers.seal); once the lab is gone nothing of the cluster exists (its nodes were
     this machine's containers), so gc says so and, with ``delete``, forgets the record."""
     from provisioner.lifecycle import state
-    from provisioner.termtext import printable
+    from provisioner.termtext import printable, say
 
     if not is_local(cluster_id):
         return None
@@ -178,7 +178,7 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
 
         seal = sealed()
         report = collect_garbage(provider=seal.provider if seal else None, cluster_id=cluster_id, delete=delete)
-        print(printable(report.render(), keep_newlines=True))
+        say(report.render())
         return report.exit_code
     record = state.load_record(cluster_id)
     said = f"cluster {cluster_id} is a local dry run whose lab is not running: nothing of it exists at any provider"
@@ -187,7 +187,7 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
         said += "; its record is forgotten"
     elif record is not None:
         said += f"; provisioner gc --cluster {cluster_id} --yes forgets its record"
-    print(printable(said))
+    say(printable(said))
     return 0
 
 

@@ -104,9 +104,9 @@ def _gone_local_status(cluster_id: str, json_out: bool) -> None:
         raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")
     doc = {**_summary(record), "live": [], "cost": None, "lab": "not running"}
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        say(json.dumps(doc, indent=2))
         return
-    print(
+    say(
         printable(
             f"{cluster_id} (run {record.run}, local dry run): {record.status}; its lab is not running here, "
             f"so none of its nodes exist (provisioner down {cluster_id} forgets it)"
