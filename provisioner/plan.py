@@ -20,6 +20,7 @@ from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, PlanFileError, Rejection
 from provisioner.offer import Offer, SafeId
 from provisioner.spec import ClusterSpec, empty_list
+from provisioner.untrusted import loads_bounded
 
 PLAN_VERSION = 2
 """2: money is exact decimal text; options say how they are bought, booted and networked."""
@@ -320,7 +321,7 @@ def load_plan(path: Path) -> Plan:
 def _looks_like_a_spec(path: Path) -> bool:
     """A JSON document with a spec's required keys and no plan ``kind`` (JSON is YAML: ``plan`` reads it)."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = loads_bounded(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(document, dict) and "kind" not in document and {"name", "gpus"} <= document.keys()

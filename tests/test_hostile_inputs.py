@@ -324,3 +324,31 @@ def test_a_ledger_append_failing_after_the_purchase_names_the_nodes_and_the_down
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="O_NOFOLLOW and the process checks are Linux behaviour")
+
+
+# ----- item 1: every other reader of JSON nobody here wrote --------------------------------------
+DEEP = "[" * 200_000
+
+
+def test_every_local_json_reader_takes_a_deep_document(tmp_path: Path) -> None:
+    """Node reports over srun, dcgmi's output, the watch's state file, a cluster's lock file, kubectl's
+    answer and a spec-or-plan file: before, each gave a RecursionError (none caught it)."""
+    from provisioner.lifecycle import lease
+    from provisioner.lifecycle.faults import _k8s_states
+    from provisioner.plan import _looks_like_a_spec
+    from provisioner.validation.fabric import check_dcgm
+    from provisioner.validation.model import NodeReport
+    from provisioner.validation.runner import CommandResult
+    from provisioner.validation.watch import WatchState
+
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP, encoding="utf-8")
+    with pytest.raises(ValueError, match="nested more than 64 levels deep"):
+        NodeReport.from_json(DEEP)
+    assert [f.code for f in check_dcgm(CommandResult(0, DEEP), 1)] == ["dcgm.error"]
+    assert WatchState.load(deep) == WatchState()
+    assert _k8s_states(DEEP) == {}
+    assert _looks_like_a_spec(deep) is False
+    state.clusters_dir().mkdir(parents=True)
+    Path(lease.lock_path("c1")).write_text(DEEP, encoding="utf-8")
+    assert lease.read_lease("c1") is None

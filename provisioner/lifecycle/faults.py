@@ -15,7 +15,6 @@ A listing that fails finds nothing (a warning event; the next look tries again).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from provisioner.errors import ProviderError
@@ -23,6 +22,7 @@ from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import Runtime, head_target, live
 from provisioner.providers.base import Node, NodeStatus, owner_id
 from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
+from provisioner.untrusted import loads_bounded
 from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.watch import code_of_reason
 
@@ -122,7 +122,7 @@ class FaultFinder:
 def _k8s_states(text: str) -> dict[str, tuple[str, str]]:
     """Node name -> (state words, the watch's reason annotation) from ``kubectl get nodes -o json``."""
     try:
-        items = json.loads(text).get("items", [])
+        items = loads_bounded(text).get("items", [])
     except (ValueError, AttributeError):
         return {}
     out = {}

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from provisioner.errors import ClusterBusyError, ProvisionerError
 from provisioner.lifecycle.state import clusters_dir, state_dir
 from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
+from provisioner.untrusted import loads_bounded
 
 HEARTBEAT_S = 15.0
 """How often the holder rewrites its heartbeat."""
@@ -81,7 +82,7 @@ def read_lease(cluster_id: str) -> Lease | None:
     """The lease last written for ``cluster_id`` (by a live holder or a dead one); None if none."""
     try:
         with open(lock_path(cluster_id), encoding="utf-8") as handle:
-            data = json.loads(handle.read() or "null")
+            data = loads_bounded(handle.read() or "null")
         return Lease(**data) if isinstance(data, dict) else None
     except (OSError, ValueError, TypeError):
         return None

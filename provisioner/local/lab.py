@@ -32,6 +32,7 @@ from typing import Any
 
 from provisioner.errors import StackError, UsageError
 from provisioner.termtext import say
+from provisioner.untrusted import loads_bounded
 
 API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
 NETWORK = "10.80.0.0/24"
@@ -113,7 +114,7 @@ def lab_for(cluster_id: str) -> dict[str, Any] | None:
     """The running lab of ``cluster_id``, else None (a record whose process is gone is dropped)."""
     path = _record_path(cluster_id)
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = loads_bounded(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not _alive(int(record["pid"])):

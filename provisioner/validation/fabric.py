@@ -12,11 +12,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
+from provisioner.untrusted import loads_bounded
 from provisioner.validation.model import Action, Finding, Severity
 from provisioner.validation.runner import CommandResult, Host
 
@@ -170,7 +170,7 @@ def check_dcgm(result: CommandResult, level: int) -> list[Finding]:
     if result.returncode == 127:
         return [Finding(code="dcgm.skipped", severity=Severity.INFO, message="dcgmi is not installed; DCGM skipped")]
     try:
-        document = json.loads(result.stdout)
+        document = loads_bounded(result.stdout)
     except ValueError:
         return [
             Finding(

@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from provisioner.untrusted import loads_bounded
+
 EXIT_HEALTHY = 0
 EXIT_DEGRADED = 10
 EXIT_FAILED = 11
@@ -173,7 +175,7 @@ class NodeReport(BaseModel):
 
     @classmethod
     def from_json(cls, text: str) -> NodeReport:
-        data = json.loads(text)
+        data = loads_bounded(text)  # a node's answer: bounded (provisioner.untrusted)
         if isinstance(data, dict):
             data.pop("status", None)
         return cls.model_validate(data)

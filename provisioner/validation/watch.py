@@ -36,6 +36,7 @@ from pathlib import Path
 from provisioner.providers.descriptor import InstanceMetadata
 from provisioner.providers.registry import facts
 from provisioner.termtext import say
+from provisioner.untrusted import loads_bounded
 from provisioner.validation.actions import (
     Candidate,
     k8s_cordon_commands,
@@ -92,7 +93,7 @@ class WatchState:
     @classmethod
     def load(cls, path: Path) -> WatchState:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_bounded(path.read_text(encoding="utf-8"))
             return cls(
                 **{key: data[key] for key in ("kernel_last_line", "drained", "reported", "spot_noticed") if key in data}
             )
@@ -251,7 +252,7 @@ def spot_notice(provider: str, fetch: Fetch, base_url: str | None = None) -> str
         if status != 200:
             return None
         with contextlib.suppress(ValueError, AttributeError):
-            action = json.loads(body)
+            action = loads_bounded(body)
             return f"AWS spot {action.get('action', 'interruption')} at {action.get('time', '?')}"
         return "AWS spot interruption notice"
     status, body = fetch("GET", f"{base}/computeMetadata/v1/instance/preempted", {"Metadata-Flavor": "Google"})
