@@ -84,3 +84,39 @@ def test_html_report_renders_in_chromium(tmp_path: Path, artifacts_dir: Path) ->
     assert errors == []
     assert foreign == []
     assert (artifacts_dir / "report.png").stat().st_size > 10_000
+
+
+def test_the_ranked_table_fits_a_1280_px_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, artifacts_dir: Path
+) -> None:
+    """The H200 example's report (15 columns, regions folded, --explain) in a 1280 px window: the
+    last two columns were cut off (headers kept on one line pushed the table past the page). Every
+    table now fits its box, so nothing scrolls or is cut."""
+    need_tool("chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from provisioner.workflow import plan_report
+
+    monkeypatch.setenv("PROVISIONER_CACHE_DIR", str(tmp_path / "no-cache"))  # the bundled catalog
+    example = Path(__file__).resolve().parents[1] / "examples" / "h200-dataset-aws.yaml"
+    html = plan_report([example], catalog_path=None, fmt="html", top=10, explain=True, save_plan_to=None)
+    page_path = tmp_path / "h200.html"
+    page_path.write_text(html, encoding="utf-8")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(page_path.as_uri(), wait_until="load")
+            page_width = page.evaluate("() => document.documentElement.scrollWidth")
+            boxes = page.evaluate(
+                """() => Array.from(document.querySelectorAll('table')).map(t => [
+                    t.className, t.getBoundingClientRect().right, t.parentElement.getBoundingClientRect().right,
+                    t.querySelectorAll('thead th').length])"""
+            )
+            page.screenshot(path=str(artifacts_dir / "report-1280.png"), full_page=True)
+        finally:
+            browser.close()
+    assert page_width <= 1280, page_width
+    ranked = boxes[0]
+    assert ranked[3] == 15, boxes  # every column of the ranked table is drawn
+    for name, right, box_right, _ in boxes:
+        assert right <= box_right + 0.5, (name, right, box_right)  # within its box: nothing cut, no scroll
