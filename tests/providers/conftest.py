@@ -15,6 +15,10 @@ from provisioner.providers.http import RetryPolicy
 from provisioner.testing.fakes.base import FakeApp, RunningServer, serve
 from tests.providers.contract import Rig, harness_names, load_harness
 
+# The witness modules are not named test_*.py (test_official_clients.py imports them), so pytest
+# would not rewrite their asserts: a failure would say only "AssertionError".
+pytest.register_assert_rewrite("tests.providers.official")
+
 
 @pytest.fixture
 def serve_fake() -> Iterator[Callable[[FakeApp], RunningServer]]:
