@@ -72,10 +72,10 @@ def api_url(name: str, default: str) -> str:
     return value
 
 
-def plain_fake(name: str) -> str | None:
-    """The URL ``PROVISIONER_<NAME>_API_URL`` points at when it is this tool's fake provider whose
-    instances never boot (its ``GET /_fake/about`` says so); None otherwise: not set, not a fake,
-    a node-backed fake, or no answer. One unauthenticated GET, only when the variable is set."""
+def fake_about(name: str) -> tuple[str, bool] | None:
+    """``(url, boots_nodes)`` when ``PROVISIONER_<NAME>_API_URL`` points at this tool's fake provider
+    (its ``GET /_fake/about`` says so, and whether its instances boot); None otherwise: not set, not a
+    fake, or no answer. One unauthenticated GET, only when the variable is set."""
     override = os.environ.get(f"{_prefix(name)}_API_URL")
     if not override:
         return None
@@ -86,9 +86,15 @@ def plain_fake(name: str) -> str | None:
         about = answer.json() if answer.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
-    if isinstance(about, dict) and about.get("fake") is True and about.get("boots_nodes") is False:
-        return override
+    if isinstance(about, dict) and about.get("fake") is True:
+        return override, about.get("boots_nodes") is True
     return None
+
+
+def plain_fake(name: str) -> str | None:
+    """The fake's URL when ``name`` points at this tool's fake whose instances never boot (``fake_about``)."""
+    found = fake_about(name)
+    return found[0] if found is not None and not found[1] else None
 
 
 def api_key(name: str, explicit: str | SecretStr | None = None, *, required: bool = True) -> SecretStr | None:

@@ -13,7 +13,10 @@ The result is merged per provider into the catalog in use (the cache, else the b
 - provider answers are untrusted: offers with unsafe identifiers or absurd numbers are
   dropped (counted in ``RefreshResult.dropped``), never raised, never written;
 - the cache is written atomically (temporary file + ``os.replace``); a cache that cannot be
-  read (truncated, hand-edited) is replaced from the bundled catalog, with a warning.
+  read (truncated, hand-edited) is replaced from the bundled catalog, with a warning;
+- prices from the tool's own fake providers (a ``PROVISIONER_<NAME>_API_URL`` whose
+  ``/_fake/about`` answers) never enter that cache: such a refresh writes ``FAKE_CACHE_FILE``
+  beside it, which ``plan --catalog`` reads.
 
 The cache keeps the provider facts (egress tiers, storage prices) of the catalog it
 refreshes, since offer APIs do not publish them.
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from provisioner.capabilities import Purchase
-from provisioner.catalog import dump_catalog, load_bundled_catalog
+from provisioner.catalog import dump_catalog, load_bundled_catalog, load_catalog
 from provisioner.catalog_model import Catalog
 from provisioner.errors import CatalogError, ProviderError
 from provisioner.offer import Offer, ProviderInfo, QuotaHeadroom
@@ -138,7 +141,17 @@ class RefreshResult:
             )
 
 
-def _base_catalog(result: RefreshResult) -> Catalog:
+def _base_catalog(result: RefreshResult, *, fake: bool = False) -> Catalog:
+    """What a refresh merges into: the cache in use (for fake prices: the fake cache, else the
+    bundled catalog, never the real cache)."""
+    if fake:
+        path = cache_dir() / FAKE_CACHE_FILE
+        try:
+            found = load_catalog(path, models=True) if path.is_file() else None
+        except CatalogError as exc:
+            result.warnings.append(f"warning: {exc}; starting again from the bundled catalog")
+            found = None
+        return found if isinstance(found, Catalog) else load_bundled_catalog()
     try:
         return choose_catalog(None)
     except CatalogError as exc:
@@ -218,6 +231,18 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+FAKE_CACHE_FILE = "fake-catalog.json"
+"""Where a refresh that asked one of the tool's fake providers writes, in ``cache_dir()``: never the
+cache ``plan`` reads on its own."""
+
+
+def _fakes(names: Sequence[str]) -> list[str]:
+    """The providers among ``names`` whose URL is the tool's fake."""
+    from provisioner.providers.settings import fake_about
+
+    return [name for name in names if fake_about(name) is not None]
+
+
 def refresh_catalog(
     providers: Sequence[str] | None = None,
     *,
@@ -245,7 +270,8 @@ def refresh_catalog(
             "credentials)",
         )
     result = RefreshResult()
-    base = _base_catalog(result)
+    faked = _fakes(names)
+    base = _base_catalog(result, fake=bool(faked))
     fetcher = fetch or fetch_offers
 
     def ask(name: str) -> Fetched | ProviderError:
@@ -280,17 +306,23 @@ def refresh_catalog(
         result.lines.append(f"{name}: {offers}{quota_note}{_dropped_text(answer.dropped)}")
     result.refreshed = list(fresh)
     if fresh:
-        path = cache_dir() / CACHE_FILE
+        path = cache_dir() / (FAKE_CACHE_FILE if faked else CACHE_FILE)
         stamp = today or (clock() if clock else dt.datetime.now(dt.UTC).date())
         merged = merge_refreshed(base, fresh, stamp, str(path), quotas)
         write_atomically(path, dump_catalog(merged))
         result.cache = path
         result.lines.append(f"wrote {path} ({counted(len(merged.offers), 'offer')}, {', '.join(fresh)} as of {stamp})")
+        if faked:
+            result.lines.append(
+                f"fake prices ({', '.join(faked)} at the tool's fake): not the cache plan reads; "
+                f"plan on them with: provisioner plan SPEC --catalog {path}"
+            )
     return result
 
 
 __all__ = [
     "CLOUD_PROVIDERS",
+    "FAKE_CACHE_FILE",
     "LIVE_PROVIDERS",
     "Fetched",
     "RefreshResult",

@@ -81,7 +81,10 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
         "name: fresh\ngpus: {model: H100, count: 8}\nproviders: {allow: [lambda, runpod, vastai]}\n"
         "pricing: {mode: either}\n"
     )
-    assert main(["plan", str(spec), "--format", "json", "--top", "100"]) == 0
+    assert cache.name == "fake-catalog.json" and not (cache.parent / "catalog.json").exists()  # never the real cache
+    assert main(["plan", str(spec), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["catalog"] == "bundled"  # plan alone never reads fake prices
+    assert main(["plan", str(spec), "--format", "json", "--top", "100", "--catalog", str(cache)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["catalog"] == str(cache)
     fresh_prices: dict[tuple[str, str, str, bool], set[float]] = {}
@@ -95,7 +98,7 @@ def test_refresh_then_plan_uses_the_fresh_prices(fakes, capsys: pytest.CaptureFi
         per_node = float(option["hourly_usd"]) / option["nodes"]
         assert any(abs(per_node - price) < 1e-3 for price in fresh_prices[key]), (key, per_node)
 
-    assert main(["plan", str(spec)]) == 0
+    assert main(["plan", str(spec), "--catalog", str(cache)]) == 0
     assert f"from {cache}" in capsys.readouterr().out
 
 
@@ -147,3 +150,23 @@ def test_refresh_of_an_unsupported_provider_is_one_line(capsys: pytest.CaptureFi
     assert err.strip().startswith(prefix) and "\n" not in err.strip()
     named = err.strip().removeprefix(prefix).split(" (see ")[0].split(", ")
     assert {"lambda", "runpod", "vastai", "fluence", "aws", "gcp"} <= set(named) == set(REGISTRY)
+
+
+def test_fake_prices_never_enter_the_real_cache(fakes, capsys: pytest.CaptureFixture[str]) -> None:
+    """A refresh that asked the tool's fakes (their /_fake/about answers) writes fake-catalog.json beside
+    the cache and says how to plan on it; the cache plan reads on its own is left byte for byte."""
+    import os
+
+    from provisioner.catalog import dump_catalog
+
+    real = Path(os.environ["PROVISIONER_CACHE_DIR"]) / "catalog.json"
+    real.parent.mkdir(parents=True, exist_ok=True)
+    real.write_text(dump_catalog(load_bundled_catalog()))
+    before = real.read_bytes()
+    assert main(["catalog", "refresh", "--provider", "lambda"]) == 0
+    out = capsys.readouterr().out
+    fake = real.with_name("fake-catalog.json")
+    assert real.read_bytes() == before and fake.is_file()
+    assert f"plan on them with: provisioner plan SPEC --catalog {fake}" in out
+    listed = [o for o in load_catalog(fake).offers if o.purchase in LISTED_PURCHASES]
+    assert _prices(listed, "lambda") == _prices(get_provider("lambda").list_offers(OfferQuery()), "lambda")

@@ -174,7 +174,7 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 def cache_text() -> str:
-    path = Path(os.environ["PROVISIONER_CACHE_DIR"]) / "catalog.json"
+    path = Path(os.environ["PROVISIONER_CACHE_DIR"]) / "fake-catalog.json"  # the fakes' prices: never catalog.json
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 

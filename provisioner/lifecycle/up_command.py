@@ -288,7 +288,7 @@ def burst(
     ssh_from: list[str] | None = None,
 ) -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status.
-    --local: on the plan's nodes booted on this machine behind the provider's fake (as ``up --local``)."""
+    --local: on the plan's nodes booted on this machine behind the provider's fake, as up --local."""
     if engine != "direct":
         raise UsageError("burst runs on the direct engine only", option="--engine")
     if not command:
