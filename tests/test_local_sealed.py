@@ -110,7 +110,7 @@ class InProcessLab:
         threading.Thread(target=self.proc.wait, daemon=True).start()  # reaped the moment it is stopped
         path = lab._record_path(CLUSTER)
         path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"pid": self.proc.pid, "netns": "none", "url": self.server.url, "provider": "lambda"}
+        record = {"pid": self.proc.pid, "netns": "pvl-twin", "url": self.server.url, "provider": "lambda"}
         path.write_text(json.dumps({**record, "cluster": CLUSTER, "network": lab.NETWORK, "workdir": "/nonexistent"}))
 
     def kill(self) -> None:
@@ -168,8 +168,8 @@ def test_the_newcomer_journey_on_the_local_twin_never_reaches_a_real_provider(
     assert code == 0 and json.loads(out)["local"] is True
     assert _run(capsys, "watch", CLUSTER, "--once")[0] == 0
     assert _run(capsys, "validate", CLUSTER, "--no-burnin")[0] in (0, 10, 11)  # the stand-in's answers
-    code, out, _ = _run(capsys, "ssh", CLUSTER, "--print")
-    assert code == 0 and out.startswith("ssh ")
+    code, out, _ = _run(capsys, "ssh", CLUSTER, "--print")  # runs from the host: into the lab's namespace
+    assert code == 0 and out.startswith("ip netns exec pvl-twin ssh ") and " ml@" in out, out
     code, out, _ = _run(capsys, "gc", "--cluster", CLUSTER)
     assert code == 0, out
 
@@ -303,3 +303,31 @@ def test_every_example_has_options_a_local_dry_run_boots(example: Path, tmp_path
     assert chosen and all(p.option.purchase in fakes[p.option.provider].purchases for p in chosen)
     fitted = lab.fit_to_host(chosen[0])
     assert fitted.spec.access.allowed_cidrs == [f"{lab.OPERATOR}/32"]  # SSH from the lab only, whatever the spec
+
+
+def test_the_lab_relays_its_steps_and_the_image_build_says_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import provisioner.local.image as image
+
+    log = tmp_path / "lab.log"
+    log.write_bytes(b"lab x: node image: building\nlab x: half a li")
+    offset, lines = lab.relay(log, 0)
+    assert lines == ["lab x: node image: building"] and offset == len(b"lab x: node image: building\n")
+    with log.open("ab") as handle:
+        handle.write(b"ne\n\n" + b"y" * 300 + b"\n")
+    offset, lines = lab.relay(log, offset)
+    assert lines == ["lab x: half a line", "y" * 200] and offset == log.stat().st_size
+    assert lab.relay(log, offset) == (offset, [])
+
+    def no_mmdebstrap(argv: list[str], **_: Any) -> None:
+        raise subprocess.CalledProcessError(1, argv)
+
+    monkeypatch.setattr(image.subprocess, "run", no_mmdebstrap)
+    said: list[str] = []
+    with pytest.raises(subprocess.CalledProcessError):
+        image.build_image(tmp_path / "images", say=said.append)
+    count = len(image.IMAGE_PACKAGES)
+    assert said == [
+        f"node image: building Debian {image.SUITE} with {count} packages (mmdebstrap; minutes the first time)"
+    ]  # said before the minutes-long step, so up --local shows it at once

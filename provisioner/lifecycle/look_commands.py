@@ -92,6 +92,18 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         )
 
 
+def _lab_prefix(cluster_id: str, in_lab: bool) -> list[str]:
+    """What runs a printed ``ssh`` from the host into a local dry run's lab: its nodes' addresses
+    are on a bridge inside the lab's network namespace, which this process entered and a shell
+    has not (``ip netns exec``; root, as ``up --local`` is). Empty for any other cluster."""
+    if not in_lab:
+        return []
+    from provisioner.local.lab import lab_for
+
+    found = lab_for(cluster_id)
+    return ["ip", "netns", "exec", str(found["netns"])] if found is not None else []
+
+
 def _gone_local_status(cluster_id: str, json_out: bool) -> None:
     """``status`` of a local dry run whose lab is not running: its record, and that nothing of it
     exists (its nodes were this machine's containers); no provider is asked."""
@@ -198,7 +210,8 @@ def ssh(
     from provisioner.realize.remote import CLUSTER_USER, SshRemote, ssh_target
 
     cluster_id = command_support.cluster_id_of(target, catalog)
-    command_support.require_lab(cluster_id, command_support.enter_lab(cluster_id))
+    in_lab = command_support.enter_lab(cluster_id)
+    command_support.require_lab(cluster_id, in_lab)
     record, nodes = cluster_nodes(cluster_id, _look_runtime())
     name = node or record.plan.head.name
     found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
@@ -218,7 +231,7 @@ def ssh(
     if not command:
         argv = argv[:-1]  # no remote command: a login shell
     if print_only:
-        say(printable(shlex.join(argv)))
+        say(printable(shlex.join([*_lab_prefix(cluster_id, in_lab), *argv])))
         return
     sys.stdout.flush()
     os.execvp(argv[0], argv)

@@ -20,6 +20,7 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 # A provider's GPU image, less the GPU stack: what the rendered bootstrap expects to find (the
@@ -167,9 +168,11 @@ NVME_ENV = "/etc/provisioner-test/nvme.env"
 NVME_DROP_IN = f"[Service]\nEnvironmentFile=-{NVME_ENV}\n"
 
 
-def build_image(cache: Path) -> Path:
-    """The node image's root folder under ``cache`` (built once, ~30 s; reused while the package
-    list is the same). Blocking; raises CalledProcessError when mmdebstrap fails."""
+def build_image(cache: Path, say: Callable[[str], None] | None = None) -> Path:
+    """The node image's root folder under ``cache`` (built once, minutes; reused while the package
+    list is the same). ``say`` gets one line per step (the lab's log, which ``up --local`` relays).
+    Blocking; raises CalledProcessError when mmdebstrap fails."""
+    tell = say or (lambda line: None)
     recipe = " ".join(
         (
             SUITE,
@@ -193,7 +196,10 @@ def build_image(cache: Path) -> Path:
     key = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     root = cache / f"node-{SUITE}-{key}"
     if (root / "etc" / "os-release").exists():
+        tell(f"node image: {root} (built before)")
         return root
+    count = len(IMAGE_PACKAGES)
+    tell(f"node image: building Debian {SUITE} with {count} packages (mmdebstrap; minutes the first time)")
     partial = cache / f".{root.name}.{os.getpid()}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
@@ -203,6 +209,7 @@ def build_image(cache: Path) -> Path:
         timeout=900,
         capture_output=True,
     )
+    tell("node image: packages installed; configuring the image")
     (partial / "etc" / "systemd" / "system" / "test-address.service").write_text(ADDRESS_UNIT)
     subprocess.run(
         ["systemctl", f"--root={partial}", "enable", "test-address.service"],
@@ -229,6 +236,7 @@ def build_image(cache: Path) -> Path:
         os.mknod(devices / f"nvidia{i}", stat.S_IFCHR | 0o666, os.makedev(195, i))
     _stand_ins(partial)
     partial.rename(root)
+    tell(f"node image: ready at {root}")
     return root
 
 

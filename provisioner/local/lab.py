@@ -142,8 +142,18 @@ def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    deadline = time.monotonic() + START_TIMEOUT_S
+    began = time.monotonic()
+    deadline, offset, said = began + START_TIMEOUT_S, log.stat().st_size, began
     while time.monotonic() < deadline:
+        if emit is not None:  # the lab's steps (the first run builds the node image: minutes), as they come
+            offset, lines = relay(log, offset)
+            for line in lines:
+                emit("local", message=f"local: {line}")
+            if lines:
+                said = time.monotonic()
+            elif time.monotonic() - said >= PROGRESS_S:
+                said = time.monotonic()
+                emit("local", message=f"local: still starting ({said - began:.0f} s; log: {log})")
         record = lab_for(cluster_id)
         if record is not None and record["pid"] == proc.pid:
             return record
@@ -152,6 +162,24 @@ def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
         time.sleep(0.5)
     proc.terminate()
     raise StackError(f"the local lab of {cluster_id} was not ready after {START_TIMEOUT_S:.0f} s: see {log}")
+
+
+PROGRESS_S = 30.0
+"""How long ``start`` stays silent before it says it is still waiting."""
+
+
+def relay(log: Path, offset: int) -> tuple[int, list[str]]:
+    """The whole lines ``log`` gained past ``offset`` (stripped, non-empty, each at most 200
+    characters) and the offset after them; a partial last line waits for its end."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except OSError:
+        return offset, []
+    whole = data[: data.rfind(b"\n") + 1]
+    lines = [line.decode("utf-8", "replace").strip()[:200] for line in whole.splitlines()]
+    return offset + len(whole), [line for line in lines if line]
 
 
 def enter(cluster_id: str) -> bool:
@@ -245,7 +273,7 @@ def serve_lab(cluster_id: str, provider: str) -> None:
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    image = build_image(image_cache())
+    image = build_image(image_cache(), say=lambda line: print(f"lab {cluster_id}: {line}", flush=True))
     workdir = Path(tempfile.mkdtemp(prefix=f"provisioner-local-{cluster_id}-", dir="/var/tmp"))
     netns = Netns(f"pvl{os.getpid()}", (f"{OPERATOR}/24",))
     machines = Machines(image, workdir, netns, network=NETWORK, nvme_disks=NVME_DISKS)
