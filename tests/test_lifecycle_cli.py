@@ -549,3 +549,55 @@ def test_up_on_a_fake_without_nodes_says_at_once_that_nothing_will_answer(
         record = state.load_record("lc-lambda")
         assert record is not None and record.status == "failed" and app.instance_count() == 2
         assert main(["down", "lc-lambda"]) == 0 and app.instance_count() == 0
+
+
+def test_up_of_a_live_unchanged_cluster_has_nothing_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second up of a cluster that is up as planned said 'creating ...' and ran the bootstrap again
+    over SSH; now it says there is nothing to do, and buys, bootstraps and asks nothing of the nodes."""
+    from provisioner.lifecycle.realize import tear_down
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    names = [n.name for n in plan.nodes]
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        first = bring_up(plan, instant_runtime(StandInRemote(nodes=names)))
+        count = app.instance_count()
+        again, events = StandInRemote(nodes=names), []  # type: ignore[var-annotated]
+        record = bring_up(plan, instant_runtime(again, events))
+        assert [(e["event"], e["message"]) for e in events] == [
+            ("up", "cluster lc-lambda is up as planned: nothing to do")
+        ]
+        assert (again.bootstrapped, again.calls, app.instance_count()) == ([], [], count)
+        assert (record.run_id, record.status) == (first.run_id, "up")
+        tear_down("lc-lambda", instant_runtime(StandInRemote()))
+
+
+def test_a_dead_creating_record_is_shown_dead_and_listed_by_gc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An up killed before it bought anything leaves its record 'creating' with nothing at the provider:
+    status showed it as if the up were at work, gc said nothing of it. Now status says dead and why,
+    gc lists it, and gc --yes forgets it."""
+    import datetime as dt
+
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
+    at = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.UTC)
+    state.save_record(state.ClusterRecord(cluster_id="lc-lambda", provider="lambda", plan=plan, created_at=at))
+    assert main(["status"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "  lambda  direct  dead  2 node(s)" in line, line
+    assert line.endswith("(its up died while creating (no process holds the cluster's lock); provisioner gc lists it)")
+    assert main(["status", "--json"]) == 0
+    assert [row["status"] for row in json.loads(capsys.readouterr().out)] == ["dead"]
+    with served_fake("lambda", monkeypatch):
+        assert main(["gc", "--provider", "lambda"]) == 0
+        out = capsys.readouterr().out
+        assert (
+            "dead record lc-lambda (lambda): its up died while creating (no process holds the cluster's lock); "
+            "nothing of it at the provider" in out
+        ), out
+        assert state.load_record("lc-lambda") is not None  # listing forgets nothing
+        assert main(["gc", "--provider", "lambda", "--yes"]) == 0
+        assert "forgot dead record lc-lambda (lambda)" in capsys.readouterr().out
+    assert state.load_record("lc-lambda") is None

@@ -91,6 +91,8 @@ class GcReport:
     unlisted: dict[str, str] = field(default_factory=dict)  # provider -> why listing failed
     checked: list[str] = field(default_factory=list)
     records_removed: list[str] = field(default_factory=list)
+    dead_records: list[str] = field(default_factory=list)
+    """Records an ``up`` left in ``creating`` when it died, with nothing of them at their provider."""
     reservations: list[str] = field(default_factory=list)
     """Reservations gc cannot delete (a paid EC2 Capacity Block): what remains, paid, until when."""
 
@@ -106,6 +108,9 @@ class GcReport:
         kept = sorted(set(self.kept))
         out += [f"kept {provider} {cluster}: {why}" for provider, cluster, why in kept]
         unknown = sorted({*self.skipped, *self.unlisted})
+        out += [f"{'forgot dead record' if self.delete else 'dead record'} {line}" for line in self.dead_records]
+        if self.dead_records and not self.delete:
+            out.append(f"{len(self.dead_records)} dead record(s); run again with --yes to forget them")
         if not self.leftovers and not self.checked:
             out.append("nothing checked: no provider could be listed, so what the tool left there is unknown")
         elif not self.leftovers and unknown:
@@ -202,8 +207,27 @@ def _collect(
     records = list_records() if records is None else list(records)
     records = [r for r in records if not r.local]  # a dry run's nodes are its lab's, never a provider's
     _collect_nodes(report, found, cluster_id, delete, at, records, owner, force_unowned)
+    _dead_records(report, records, cluster_id, delete, at)
     if delete and cluster_id is not None:
         _forget_named(report, cluster_id, {r.cluster_id: r for r in records}.get(cluster_id))
+
+
+def _dead_records(
+    report: GcReport, records: list[ClusterRecord], cluster_id: str | None, delete: bool, at: dt.datetime
+) -> None:
+    """Records left ``creating`` by a dead ``up`` (killed before it bought anything) whose provider was
+    listed and shows nothing of them: listed (gc said nothing of them), forgotten with ``delete``."""
+    touched = {item.cluster_id for item in report.leftovers} | {kept[1] for kept in report.kept}
+    for record in records:
+        why = abandoned(record, at)
+        if why is None or record.provider not in report.checked or record.cluster_id in touched:
+            continue
+        if cluster_id is not None and record.cluster_id != cluster_id:
+            continue
+        report.dead_records.append(f"{record.cluster_id} ({record.provider}): {why}; nothing of it at the provider")
+        if delete:
+            remove_record(record.cluster_id)
+            report.records_removed.append(record.cluster_id)
 
 
 def _forget_named(report: GcReport, cluster_id: str, record: ClusterRecord | None) -> None:

@@ -50,6 +50,7 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
                     f"{row['nodes']} node(s)  {usd_text(row['hourly_usd'])}/h  "
                     f"expires {when_text(row['expires_at'], 'never')}  "
                     f"metered {usd_text(row['metered_usd'])} (last status)"
+                    + (f"  ({row['dead_why']})" if row.get("dead_why") else "")
                 )
             )
         return
@@ -126,6 +127,18 @@ def _gone_local_status(cluster_id: str, json_out: bool) -> None:
     )
 
 
+def _liveness(record: Any) -> dict[str, Any]:
+    """``status``: the record's, except a ``creating`` whose ``up`` is gone (killed before it bought,
+    or mid-create), which is ``dead`` with the reason (it was shown as if the up were still at work);
+    ``provisioner gc`` lists it and its nodes."""
+    import datetime as dt
+
+    from provisioner.lifecycle.gc_verdict import abandoned
+
+    why = abandoned(record, dt.datetime.now(dt.UTC)) if record.status == "creating" else None
+    return {"status": "dead", "dead_why": f"{why}; provisioner gc lists it"} if why else {"status": record.status}
+
+
 def _summary(record: Any) -> dict[str, Any]:
     return {
         "cluster": record.cluster_id,
@@ -133,7 +146,7 @@ def _summary(record: Any) -> dict[str, Any]:
         "local": record.local,
         "provider": record.provider,
         "engine": record.engine,
-        "status": record.status,
+        **_liveness(record),
         "nodes": len(record.plan.nodes),
         "hourly_usd": str(record.plan.option.hourly_usd),
         "head_address": record.head_address,

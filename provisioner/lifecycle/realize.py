@@ -56,6 +56,7 @@ from provisioner.lifecycle import state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
+from provisioner.lifecycle.unchanged import nothing_to_do
 from provisioner.money import usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeSpec, Provider
@@ -203,6 +204,10 @@ def _bring_up(
     )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists
     refuse_rejected_key(provider, plan.option.provider)  # and a rejected one here
+    if nothing_to_do(plan, existing, provider):  # up again, unchanged: no "creating", no second bootstrap
+        assert existing is not None
+        rt.emit("up", message=f"cluster {cluster_id} is up as planned: nothing to do", cluster=cluster_id)
+        return existing
     if rt.remote is None and not record.local:  # real SSH would wait on a plain fake's unanswerable nodes
         refuse_plain_fake(plan.option.provider)
     state.save_record(record)
