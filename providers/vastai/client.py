@@ -5,6 +5,8 @@ Paths, methods and bodies are what the official client ``vastai`` 1.9.1 sends (i
 trailing slash except ``/api/v0/users/current``. The OpenAPI file spells them without the
 slash; no known client calls those (docs/providers.md, the facts table). Auth is
 ``Authorization: Bearer <key>`` as the client sends it; the key lives only in the ApiClient.
+Deliberately ours: ``User-Agent: gpu-provisioner`` and ``Accept: application/json`` (the client
+sends ``vastai-sdk/<version>`` and ``*/*``): we name ourselves; neither header selects anything.
 
 Rate limits. Vast publishes one number: offer search is limited to 10 requests per
 minute per IP. Other endpoints have undisclosed per-endpoint minimum intervals whose

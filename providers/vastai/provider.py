@@ -253,6 +253,8 @@ class VastAIProvider(RestAdapter[VastClient]):
     def _rent_body(self, cluster_id: str, spec: NodeSpec, bid: float | None) -> dict[str, Any]:
         # The official client's create body (vastai/api/instances.py build_create_instance_payload):
         # ``client_id`` "me" and ``env`` an object of variables (it turns "-e K=V" into {"K": "V"}).
+        # The fields it sends as null or false (extra, image_login, python_utf8, ...) are left out:
+        # the server's defaults, and the spec requires only ``image``.
         body: dict[str, Any] = {
             "client_id": "me",
             "image": spec.image or DEFAULT_IMAGE,
