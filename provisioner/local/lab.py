@@ -273,7 +273,7 @@ def serve_lab(cluster_id: str, provider: str) -> None:
 
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    image = build_image(image_cache(), say=lambda line: print(f"lab {cluster_id}: {line}", flush=True))
+    image = build_image(image_cache(), say=lambda line: say(f"lab {cluster_id}: {line}", flush=True))
     workdir = Path(tempfile.mkdtemp(prefix=f"provisioner-local-{cluster_id}-", dir="/var/tmp"))
     netns = Netns(f"pvl{os.getpid()}", (f"{OPERATOR}/24",))
     machines = Machines(image, workdir, netns, network=NETWORK, nvme_disks=NVME_DISKS)
