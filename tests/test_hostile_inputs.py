@@ -47,10 +47,6 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (b"[" * 200_000, "nested more than 64 levels deep"),
         (b"[" * 65 + b"]" * 65, "nested more than 64 levels deep"),  # under the C decoder's own limit
-        (b'{"a": NaN}', "a non-finite number (NaN)"),
-        (b'{"a": -Infinity}', "a non-finite number (-Infinity)"),
-        (b'{"a": 1e999}', "a number out of range (it overflows a float)"),
-        (b'{"a": ' + b"9" * 31 + b"}", "an integer of more than 30 digits"),
         (b'{"a": "\xff"}', "not UTF-8 text"),
         (b'{"a": [1, 2', "not JSON"),
     ],
@@ -62,6 +58,14 @@ def test_a_bad_answer_is_one_line_naming_the_endpoint(body: bytes, said: str) ->
     message = str(caught.value)
     assert message.startswith("demo: HTTP 200: GET /v1/things: answer refused: ") and said in message
     assert "\n" not in message
+
+
+def test_a_number_that_is_none_is_read_as_absent() -> None:
+    """NaN, Infinity, a float that overflows, 31 digits: None, so the model reading the field refuses that
+    item alone (one offer row dropped and counted: tests/test_refresh_untrusted.py), never computes with it."""
+    body = b'{"a": NaN, "b": -Infinity, "c": 1e999, "d": ' + b"9" * 31 + b', "e": ' + b"9" * 30 + b', "f": 0.1}'
+    answer = client(lambda request: httpx.Response(200, content=body)).request("GET", "/v1/things")
+    assert answer == {"a": None, "b": None, "c": None, "d": None, "e": int("9" * 30), "f": 0.1}
 
 
 def test_the_deepest_accepted_answer_is_read() -> None:
@@ -145,10 +149,11 @@ def _runpod_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str, ca
 @pytest.mark.parametrize(
     ("token", "why"),
     [
-        ("Infinity", "a non-finite number (Infinity)"),
-        ("NaN", "a non-finite number (NaN)"),
+        ("Infinity", "unexpected"),  # decoded as None: RunPod's model wants a number there
+        ("NaN", "unexpected"),
+        ("1e999", "unexpected"),
         ("1e300", "an amount out of range (1e+300)"),
-        ('"Infinity"', "the type of"),  # RunPod's model wants a number: a string is refused there
+        ('"Infinity"', "an amount out of range (inf)"),  # pydantic reads the string as a float: usd() refuses it
         ("-2001.00", "a negative total ($-2001.0) is no cost; not recorded"),  # RunPod sends doubles
         ("100000001", "an amount out of range (100000001"),
     ],
@@ -159,7 +164,7 @@ def test_down_finishes_when_the_bill_is_no_amount_of_money(
     code, _out, err = _runpod_down(tmp_path, monkeypatch, token, capsys)
     assert code == 0 and "Traceback" not in err
     said = [line for line in err.splitlines() if line.startswith("billing record: not read (")]
-    assert len(said) == 1 and (why in said[0] or why == "the type of"), err
+    assert len(said) == 1 and why in said[0], err
     assert "runpod" in said[0]
     cid = plan_for("runpod", tmp_path).cluster_id
     assert not [e for e in ledger.read() if e["cluster"] == cid and e.get("kind") == "billed"]
