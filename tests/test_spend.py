@@ -465,6 +465,7 @@ def test_a_killed_up_leaves_its_cluster_in_the_ledger_after_gc(tmp_path: Path, m
     plan = plans_for(LAMBDA_SPEC, tmp_path)[0]
     save_plan(plan, tmp_path / "plan.json")
     with served_fake("lambda", monkeypatch) as (app, _server):
+        app.boots_nodes = True  # past up's question to the fake (it refuses a plain one before buying)
         child = subprocess.Popen(
             [
                 sys.executable,
