@@ -14,10 +14,21 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    field_validator,
+    model_serializer,
+)
 
 from provisioner.gpu_names import GPU_MODELS, canonical_gpu, gpu_model_problem
 from provisioner.providers.registry import REGISTRY, facts
+from provisioner.spec_checkpoint import CheckpointSpec
 from provisioner.suggest import did_you_mean
 from provisioner.termtext import counted
 
@@ -314,6 +325,7 @@ class ClusterSpec(_Model):
     nodes: NodesSpec = Field(default_factory=NodesSpec)
     interconnect: InterconnectSpec = Field(default_factory=InterconnectSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     control_plane: ControlPlane = ControlPlane.NONE
     slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Options for control_plane: slurm.")
     kubernetes: KubernetesSpec = Field(
@@ -332,6 +344,14 @@ class ClusterSpec(_Model):
         if not re.fullmatch(NAME_PATTERN, value):
             raise ValueError("use 2-40 lowercase letters, digits and dashes, starting with a letter")
         return value
+
+    @model_serializer(mode="wrap")
+    def _without_unset_checkpoint(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A spec without checkpoint.remote serializes as before the key existed (plan.json unchanged).
+        data = handler(self)
+        if isinstance(data, dict) and self.checkpoint.remote is None:
+            data.pop("checkpoint", None)
+        return data
 
     def allowed_providers(self) -> list[str]:
         allow = self.providers.allow or list(PROVIDER_NAMES)
@@ -372,6 +392,7 @@ __all__ = [
     "GPU_MODELS",
     "PROVIDER_NAMES",
     "AccessSpec",
+    "CheckpointSpec",
     "ClusterSpec",
     "ControlPlane",
     "DatasetSpec",

@@ -125,6 +125,36 @@ def test_single_model_string_becomes_list() -> None:
             "s.yaml:4:23: workload.dataset.location: expected PROVIDER:REGION (aws:us-east-1), s3://bucket, "
             "gs://bucket, internet, local or none",
         ),
+        # checkpoint.remote: a scheme rclone knows and a bucket; an endpoint only for s3 (issue 30 item 1)
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: ftp://b/x\n",
+            "s.yaml:4:11: checkpoint.remote: 'ftp://b/x': expected s3://BUCKET/PREFIX or gs://BUCKET/PREFIX",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: s3:///ckpt\n",
+            "s.yaml:4:11: checkpoint.remote: 's3:///ckpt': the bucket name is missing",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: gs://Bad_Bucket/x\n",
+            "s.yaml:4:11: checkpoint.remote: 'Bad_Bucket' is not a bucket name "
+            "(3-63 lowercase letters, digits, '.', '-', '_')",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: 's3://b-1/a;b'\n",
+            "s.yaml:4:11: checkpoint.remote: '/a;b': use a prefix of letters, digits, '.', '_', '=', '-' parts",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: s3://b-1/../x\n",
+            "s.yaml:4:11: checkpoint.remote: '/../x': use a prefix of letters, digits, '.', '_', '=', '-' parts",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: gs://bkt/x\n  endpoint_url: http://127.0.0.1:9\n",
+            "s.yaml:4:3: checkpoint: endpoint_url is for an S3-compatible store: set remote: s3://BUCKET/PREFIX",
+        ),
+        (
+            "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: s3://bkt/x\n  endpoint_url: 'http://a;b'\n",
+            "s.yaml:5:17: checkpoint.endpoint_url: 'http://a;b': expected http(s)://HOST[:PORT][/PATH]",
+        ),
     ],
 )
 def test_bad_specs_give_one_located_line(text: str, expected: str) -> None:
@@ -133,6 +163,17 @@ def test_bad_specs_give_one_located_line(text: str, expected: str) -> None:
     assert str(info.value) == expected
     assert "\n" not in str(info.value)
     assert info.value.exit_code == 2
+
+
+def test_checkpoint_remote_round_trips() -> None:
+    spec = parse_spec(
+        "name: demo\ngpus: {count: 2}\ncheckpoint:\n  remote: s3://ckpt-7/run/a=1/\n  endpoint_url: http://127.0.0.1:9000\n",
+        "s.yaml",
+    )
+    assert spec.checkpoint.remote == "s3://ckpt-7/run/a=1"
+    assert spec.checkpoint.endpoint_url == "http://127.0.0.1:9000"
+    assert spec.checkpoint.parts() == ("s3", "ckpt-7", "run/a=1")
+    assert parse_spec("name: demo\ngpus: {count: 2}\n", "s.yaml").checkpoint.remote is None
 
 
 def test_unreadable_file(tmp_path) -> None:
