@@ -21,7 +21,7 @@ def _left(timeout: float | None, error: type[Exception]) -> float | None:
     at = getattr(DEADLINE, "at", None)
     if at is None:
         return timeout
-    left = at - time.monotonic()
+    left: float = at - time.monotonic()
     if left <= 0:
         raise error("the call's deadline has passed")
     return left if timeout is None else min(timeout, left)

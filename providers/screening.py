@@ -27,16 +27,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from provisioner.offer import SAFE_ID as CORE_SAFE_ID
 from provisioner.offer import Offer
 
 T = TypeVar("T")
 
-try:  # the core's one rule, when it has landed
-    from provisioner.offer import SAFE_ID as _CORE_SAFE_ID  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the core's version
-    _CORE_SAFE_ID = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,127}$"
-SAFE_ID: re.Pattern[str] = _CORE_SAFE_ID if isinstance(_CORE_SAFE_ID, re.Pattern) else re.compile(_CORE_SAFE_ID)
-"""Identifiers: a letter or digit, then up to 127 of ``A-Za-z0-9._:/+@-``; no spaces, no control characters."""
+SAFE_ID: re.Pattern[str] = CORE_SAFE_ID
+"""Identifiers: the core's one rule (``provisioner.offer.SAFE_ID``): a letter or digit, then up to 127
+of ``A-Za-z0-9._:/+@-``; no spaces, no control characters."""
 
 MAX_OFFERS_PER_PROVIDER = 100_000
 MAX_PRICE_PER_HOUR_USD = 10_000

@@ -254,7 +254,9 @@ MAX_SHARED = 1000
 MAX_REBUILDS = 8
 
 
-def _seen_rows(seen: dict[str, dict[str | None, int]], rates: dict[str, dict[str, int]]) -> msgspec.json.Decoder | None:
+def _seen_rows(
+    seen: dict[str, dict[str | None, int]], rates: dict[str, dict[str, int]]
+) -> msgspec.json.Decoder[Any] | None:
     """A decoder of rows whose SHARED fields take only the values in ``seen``, each decoded to the very
     str object ``seen`` holds: nothing allocated, its hash known, its lookup an identity check. So do
     the rates, where some were written as JSON strings: only the strings in ``rates`` (a rate written

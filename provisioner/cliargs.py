@@ -40,7 +40,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]  # raises instead of exiting
         raise UsageError(message, where=self.prog)
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """argparse's, with words no option takes pointed at the chosen command's help (argparse
         blames the top parser: ``provisioner costs nope`` said see 'provisioner --help')."""
         found, extras = self.parse_known_args(args, namespace)

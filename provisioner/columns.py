@@ -219,7 +219,8 @@ def unsafe_ids(dictionary: np.ndarray) -> np.ndarray:
     # a NUL inside a value (not trailing padding) is a control character
     holes = (filled[:, 1:] & ~filled[:, :-1]).any(axis=1) if m.shape[1] > 1 else np.zeros(len(m), dtype=bool)
     rest_ok = (_ID_REST[m] | ~filled).all(axis=1)
-    return ~(_ID_FIRST[m[:, 0]] & rest_ok & (length >= 1) & (length <= 128) & ~holes)
+    bad: np.ndarray = ~(_ID_FIRST[m[:, 0]] & rest_ok & (length >= 1) & (length <= 128) & ~holes)
+    return bad
 
 
 def _all_safe(m: np.ndarray) -> bool:

@@ -59,7 +59,8 @@ def _cents_of(x: np.ndarray, amount: np.ndarray, unit: int) -> np.ndarray:
     den = unit * 10_000
     fq, fr = np.divmod(xr * q * unit + x * r, den)
     cents = xc * q + fq
-    return cents + ((2 * fr > den) | ((2 * fr == den) & (cents % 2 == 1)))
+    rounded: np.ndarray = cents + ((2 * fr > den) | ((2 * fr == den) & (cents % 2 == 1)))
+    return rounded
 
 
 def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray:
@@ -92,7 +93,10 @@ def billed_span(run_s: Any, increment_s: Any, minimum_s: Any) -> Any:
 def billed_seconds(p: Pricing) -> np.ndarray:
     """Run time counted in whole seconds (rounded up), then up to the billing increment, at least the minimum."""
     run_s = ceil_int(p.hours * 3600)
-    return billed_span(run_s, p.table["billing_increment_s"][p.rows], p.table["billing_minimum_s"][p.rows])
+    billed: np.ndarray = billed_span(
+        run_s, p.table["billing_increment_s"][p.rows], p.table["billing_minimum_s"][p.rows]
+    )
+    return billed
 
 
 def boot_exact(infos: list[ProviderInfo]) -> list[Fraction]:
@@ -218,7 +222,8 @@ def interruption_term(p: Pricing) -> np.ndarray:
     lost_h = (w.checkpoint_interval_minutes / 2 + w.restart_overhead_minutes) / 60.0
     expected = p.rate * p.nodes * w.hours
     loss = expected * lost_h * (p.hourly_micro / 1e6) * 100.0
-    return np.rint(np.minimum(loss, CENT_CAP)).astype(np.int64)
+    cents: np.ndarray = np.rint(np.minimum(loss, CENT_CAP)).astype(np.int64)
+    return cents
 
 
 def dataset_region_warning(spec: ClusterSpec, table: OfferTable) -> tuple[str, str] | None:

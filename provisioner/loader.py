@@ -152,12 +152,14 @@ class _SpecLoader(yaml.SafeLoader):
             self._refuse(f"the document nests more than {MAX_DEPTH} levels deep")
         self._path.append(step)
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            node = super().compose_node(parent, index)
+            assert node is not None  # composing at an event that starts a node always yields one
+            return node
         finally:
             self._path.pop()
 
     def _refuse(self, message: str) -> None:
-        mark = self.peek_event().start_mark
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
         raise SpecError(
             message,
             path=_dotted(tuple(p for p in self._path if p != "")),

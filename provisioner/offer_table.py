@@ -59,7 +59,8 @@ class PricedColumn:
         self.values = values
 
     def __getitem__(self, c: int | np.integer | np.ndarray) -> np.ndarray:
-        return self.values[self.slot[c]]
+        found: np.ndarray = self.values[self.slot[c]]
+        return found
 
     def __len__(self) -> int:
         return len(self.slot)

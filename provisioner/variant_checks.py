@@ -252,7 +252,8 @@ def buyable_blocks(spec: ClusterSpec, table: OfferTable, capabilities: Capabilit
             dtype=bool,
         )
         found &= has[table["provider"]] if len(has) else False
-    return found
+    out: np.ndarray = found
+    return out
 
 
 __all__ = [

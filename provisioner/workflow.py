@@ -240,4 +240,5 @@ def load_topology(path: Path) -> dict[str, list[str]]:
     )
     if not valid:
         raise SpecError("a topology maps each node name to a non-empty list of switch names", file=str(path))
-    return data
+    topology: dict[str, list[str]] = data
+    return topology

@@ -73,7 +73,8 @@ def written_units(
         plain |= nulls
     for i in np.flatnonzero(~plain).tolist():
         units[i] = _exotic(joined[starts[i] : ends[i]].strip(b'"'), places, origin, f"offers[{base + i}].{name}")
-    return units
+    written: np.ndarray = units
+    return written
 
 
 _POWERS = 10 ** np.arange(13, dtype=np.int64)

@@ -215,9 +215,9 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
         else None,
         # The direct adapter's METADATA_OPTIONS: IMDSv2 only, hop limit 1 (no token for a container or pod).
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-            http_endpoint=METADATA_OPTIONS["HttpEndpoint"],
-            http_tokens=METADATA_OPTIONS["HttpTokens"],
-            http_put_response_hop_limit=METADATA_OPTIONS["HttpPutResponseHopLimit"],
+            http_endpoint=str(METADATA_OPTIONS["HttpEndpoint"]),
+            http_tokens=str(METADATA_OPTIONS["HttpTokens"]),
+            http_put_response_hop_limit=int(METADATA_OPTIONS["HttpPutResponseHopLimit"]),
         ),
         block_device_mappings=[
             aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

@@ -200,9 +200,8 @@ class AWSClient:
             found = self._clients.get((service, region))
             if found is None:
                 try:
-                    found = self.session.client(
-                        service, region_name=region, endpoint_url=self.endpoint_url, config=self._config
-                    )
+                    make: Any = self.session.client  # boto3-stubs types it per literal service name
+                    found = make(service, region_name=region, endpoint_url=self.endpoint_url, config=self._config)
                 except botocore.exceptions.BotoCoreError as exc:
                     raise map_error(exc) from exc
                 self._clients[(service, region)] = found

@@ -59,7 +59,11 @@ def ec2_user_data(text: str) -> str | bytes:
     return packed
 
 
-METADATA_OPTIONS = {"HttpEndpoint": "enabled", "HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+METADATA_OPTIONS: dict[str, str | int] = {
+    "HttpEndpoint": "enabled",
+    "HttpTokens": "required",
+    "HttpPutResponseHopLimit": 1,
+}
 """Every instance: IMDSv2 only (a session token, so no SSRF can GET user data or credentials) and a
 hop limit of 1 (a container or pod, one hop further, gets no token). The stack sets the same
 (``stacks/aws.py``); the node firewall also drops non-root traffic to the address."""

@@ -101,7 +101,7 @@ def instance_offers(
                 fabric=Fabric.EFA if kind.efa_supported and has_efa(kind.instance_type) else Fabric.ETHERNET,
                 fabric_gbps=kind.network_gbps,
                 price_per_hour_usd=price,
-                spot_price_per_hour_usd=spot_price,  # type: ignore[arg-type]
+                spot_price_per_hour_usd=spot_price,
                 billing_increment_s=BILLING_INCREMENT_S,
                 billing_minimum_s=BILLING_MINIMUM_S,
                 egress_usd_per_gb=template.egress_usd_per_gb if template else 0,

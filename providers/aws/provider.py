@@ -338,7 +338,7 @@ class AWSProvider:
                 placement=not in_block,
             )
 
-    def _create(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> list[str]:
+    def _create(self, cluster_id: str, nodes: Sequence[NodeSpec]) -> dict[str, str]:
         """``orchestrate.create``; after a failure (the instances rolled back) the cluster's EFA groups
         are released too, best effort."""
         try:

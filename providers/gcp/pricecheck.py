@@ -48,7 +48,7 @@ def price_check(adapter: GCPProvider, usages: Sequence[NodeUsage], offer: Offer,
     for usage in usages:
         if usage.ended_at is not None:
             total += hourly * max(run_seconds(usage.started_at, usage.ended_at), MINIMUM_S) / 3600
-    notes = DIFFERENCES
+    notes: tuple[str, ...] = DIFFERENCES
     planned = offer.spot_price_per_hour_usd if spot else offer.price_per_hour_usd
     if planned is not None and planned != hourly:
         notes += (f"the SKUs price {offer.instance_type} at ${hourly}/h today; the plan priced ${planned}/h",)

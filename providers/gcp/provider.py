@@ -120,7 +120,7 @@ class GCPProvider:
                 )
             from google.auth.credentials import AnonymousCredentials
 
-            credentials = AnonymousCredentials()
+            credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
         if credentials is None:
             import google.auth
             import google.auth.exceptions

@@ -122,7 +122,7 @@ class Pod(_Model):
         for port in self.runtime.ports if self.runtime else []:
             if port.private == 22 and port.ip:
                 return port.ip
-        if self.ssh and self.ssh.direct:
+        if self.ssh and self.ssh.direct and self.ssh.direct.host:
             return self.ssh.direct.host
         return None
 
@@ -131,7 +131,7 @@ class Pod(_Model):
         public side of 22/tcp in ``runtime.ports``. None until the pod runs with 22/tcp published.
         ``ssh.proxy`` is never used: it carries an interactive shell only (no command, no stdin) and
         logs in with a routing token, not a user."""
-        if self.ssh and self.ssh.direct:
+        if self.ssh and self.ssh.direct and self.ssh.direct.host:
             return self.ssh.direct.host, self.ssh.direct.port
         for port in self.runtime.ports if self.runtime else []:
             if port.private == 22 and port.type == "tcp" and port.ip and port.public:

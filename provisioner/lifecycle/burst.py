@@ -409,7 +409,7 @@ def _run_job(
         done.wait(0.05)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
-    code = int(outcome.get("code", 1))  # type: ignore[call-overload]
+    code: int = int(outcome.get("code", 1))  # type: ignore[call-overload]
     rt.emit("job-done", message=f"job exited {code}", cluster=record.cluster_id, exit_code=code)
     return code
 

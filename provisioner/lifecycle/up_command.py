@@ -244,7 +244,7 @@ def _save_pulumi_record(
             status=status,
             run_id=run_id or state.new_run_id(now),
         )
-    )  # type: ignore[arg-type]
+    )
 
 
 def _run_id_of(cluster_id: str) -> str | None:

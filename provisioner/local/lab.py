@@ -120,7 +120,8 @@ def lab_for(cluster_id: str) -> dict[str, Any] | None:
     if not _alive(int(record["pid"])):
         path.unlink(missing_ok=True)
         return None
-    return record
+    found: dict[str, Any] = record
+    return found
 
 
 def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:

@@ -57,7 +57,10 @@ def on_botocore(session: Any, transport: httpx.BaseTransport) -> None:
         except httpx.TransportError as exc:
             raise botocore.exceptions.ConnectionClosedError(endpoint_url=request.url, error=exc) from None
         return botocore.awsrequest.AWSResponse(
-            request.url, answer.status_code, dict(answer.headers), _Raw(answer.content)
+            request.url,
+            answer.status_code,
+            dict(answer.headers),  # type: ignore[arg-type]  # AWSResponse wraps any mapping (HeadersDict)
+            _Raw(answer.content),
         )
 
     session.events.register("before-send", send)

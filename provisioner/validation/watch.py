@@ -158,7 +158,13 @@ def code_of_reason(reason: str) -> str | None:
     return None
 
 
-def _drain(host: Host, config: WatchConfig, finding: Finding, *, force: bool) -> tuple[bool, str | None, list]:
+Ran = list[tuple[tuple[str, ...], int]]
+"""Commands run, each with its exit status."""
+
+
+def _drain(
+    host: Host, config: WatchConfig, finding: Finding, *, force: bool
+) -> tuple[bool, str | None, list[tuple[tuple[str, ...], int]]]:
     """Drain this node unless it is the last in service (and not ``force``). (drained, refusal, commands)."""
     run: Runner = host.run
     if config.via == "slurm":
@@ -181,7 +187,7 @@ def _drain(host: Host, config: WatchConfig, finding: Finding, *, force: bool) ->
     )
     if plan.refused:
         return False, plan.refusal_message(), []
-    done = []
+    done: Ran = []
     for command in build(config.node, reason_for(finding)) if plan.drain else []:
         done.append((command, run(command, timeout_s=30).returncode))
     return bool(plan.drain) or config.node in drained, None, done

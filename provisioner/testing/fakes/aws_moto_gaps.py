@@ -424,7 +424,8 @@ def placement_group_xml(group: dict[str, Any], region: str) -> str:
 def group_field(group: dict[str, Any], name: str) -> str | None:
     """A placement group's value for a DescribePlacementGroups filter name."""
     if name.startswith("tag:"):
-        return group["tags"].get(name[4:])
+        tag: str | None = group["tags"].get(name[4:])
+        return tag
     return {"group-name": group["name"], "strategy": group["strategy"], "state": "available", "group-arn": None}.get(
         name
     )

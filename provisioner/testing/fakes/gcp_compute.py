@@ -494,7 +494,7 @@ def contract_provider(*, api_key: str, base_url: str, transport: Any = None, **k
 
     return GCPProvider(
         CONTRACT_PROJECT,
-        Credentials(token=str(api_key)),
+        Credentials(token=str(api_key)),  # type: ignore[no-untyped-call]
         zones=["us-central1-a"],
         endpoint=base_url,
         http_adapter=RequestsAdapter(transport) if transport is not None else None,

@@ -49,9 +49,9 @@ def _number(have: Any, want: Any) -> Any:
 
 def _same(field: str, have: Any, want: Any) -> bool:
     if field == "geolocation" and isinstance(have, str):
-        return country(have) == want or have == want
+        return bool(country(have) == want or have == want)
     if field == "gpu_name" and isinstance(want, str):
-        return have == want.replace("_", " ")
+        return bool(have == want.replace("_", " "))
     return bool(have == _number(have, want))
 
 
