@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "provisioner"
 PURE = {
     "provisioner.spec",
+    "provisioner.spec_checkpoint",
     "provisioner.gpu_names",
     "provisioner.loader",
     "provisioner.catalog",
