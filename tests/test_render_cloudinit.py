@@ -34,6 +34,19 @@ TOKEN = CANARY.k3s_token.get_secret_value()
 VARIANTS = {
     "aws-efa-slurm-nfs": make_plan(nodes=3),
     "aws-slurm-managed-dbd": make_plan({"storage": {"shared": {"kind": "managed", "size_gib": 1200}}}, nodes=2),
+    # checkpoint.remote (issue 30): a shared folder copied by the head to an S3-compatible store; and
+    # per-node folders (no shared filesystem) each copied to its own subfolder of a GCS bucket.
+    "aws-slurm-nfs-ckpt-s3": make_plan(
+        {"checkpoint": {"remote": "s3://ckpt-bucket/runs/llm", "endpoint_url": "http://127.0.0.1:9000"}}, nodes=2
+    ),
+    "gcp-none-ckpt-gs": make_plan(
+        {"control_plane": "none", "storage": {}, "checkpoint": {"remote": "gs://ckpt-bucket/runs"}},
+        nodes=2,
+        provider="gcp",
+        instance_type="a3-highgpu-8g",
+        region="us-central1",
+        fabric="ethernet",
+    ),
     "gcp-tcpxo-k8s-managed": make_plan(
         {"control_plane": "kubernetes", "storage": {"shared": {"kind": "managed", "size_gib": 1024}}},
         nodes=3,

@@ -11,7 +11,8 @@
 * Kubernetes: a Job with ``backoffLimit`` retries; a pod lost with its node is replaced by the
   Job controller. The script follows each new pod's log and exits with the last pod's status.
 * Every job sees ``PROVISIONER_CHECKPOINT_DIR`` (the shared mount, else the node's checkpoint
-  path) and ``PROVISIONER_CHECKPOINT_SHARED`` (1 when every node sees the same directory).
+  path) and ``PROVISIONER_CHECKPOINT_SHARED`` (1 when every node sees the same directory); with a
+  ``checkpoint.remote`` in the spec, ``PROVISIONER_CHECKPOINT_REMOTE`` (its s3:// or gs:// URL).
 
 Pure: argv and manifests from a Plan.
 """
@@ -39,10 +40,13 @@ def checkpoint_dir(plan: Plan) -> str:
 
 
 def checkpoint_env(plan: Plan) -> dict[str, str]:
-    return {
+    env = {
         "PROVISIONER_CHECKPOINT_DIR": checkpoint_dir(plan),
         "PROVISIONER_CHECKPOINT_SHARED": "1" if shared_fs(plan) else "0",
     }
+    if plan.spec.checkpoint.remote:  # the object store the nodes copy the folder to (render/checkpoint_sync.py)
+        env["PROVISIONER_CHECKPOINT_REMOTE"] = plan.spec.checkpoint.remote
+    return env
 
 
 def output_path(plan: Plan, name: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from provisioner.render.checkpoint_sync import ENV_FILE, SYNC_PATH, checkpoint_sync
 from provisioner.render.firewall import (
     FIREWALL_PATH,
     FirewallView,
@@ -202,6 +203,7 @@ def render_cloudinit(
         f'echo "$out" | grep -qx {cluster} || sacctmgr -i add cluster {cluster}'
     )
     names = [node.name for node in view.nodes if node.role == role]
+    checkpoint = checkpoint_sync(view, role)
     common_labels, node_extra_labels = _split_labels(names, node_labels or {})
     authorized_keys = [key for key in (view.ssh_public_key, secrets.ssh_public_key) if key]
     hosts = [(address, name) for name, address in (node_addresses or {}).items()]
@@ -214,11 +216,14 @@ def render_cloudinit(
         node_extra_labels=node_extra_labels,
         c=view,
         role=role,
-        packages=_packages(view, role),
+        packages=_packages(view, role) + (["rclone"] if checkpoint else []),
         scripts=scripts,
         secrets=secret_values,
         slurm_files=sorted((slurm_files or {}).items()),
         timers=timers,
+        checkpoint=checkpoint,
+        checkpoint_env_file=ENV_FILE,
+        checkpoint_sync_path=SYNC_PATH,
         k3s_install=k3s_install,
         k8s_manifests=sorted((k8s_manifests or {}).items()),
         nfs=nfs,

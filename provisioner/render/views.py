@@ -89,6 +89,8 @@ class ClusterView:
     allowed_cidrs: tuple[str, ...] = ()
     idle_minutes: int | None = None
     spot: bool = False
+    checkpoint_remote: str | None = None  # spec checkpoint.remote (render/checkpoint_sync.py)
+    checkpoint_endpoint: str | None = None
     k3s_disable: tuple[str, ...] = ("traefik", "servicelb")
     """k3s's packaged components left out (they listen on 80/443 and NodePorts); empty with kubernetes.ingress."""
 
@@ -317,6 +319,8 @@ def cluster_view(
         idle_minutes=None if idle is None else max(1, math.ceil(idle)),
         spot=option.spot,
         k3s_disable=() if spec.kubernetes.ingress else ("traefik", "servicelb"),
+        checkpoint_remote=spec.checkpoint.remote,
+        checkpoint_endpoint=spec.checkpoint.endpoint_url,
     )
 
 

@@ -1,0 +1,99 @@
+"""Copying the checkpoint folder to the spec's ``checkpoint.remote`` (docs/healing.md).
+
+The tool is rclone (Debian/Ubuntu package ``rclone``): one binary that speaks S3, S3-compatible
+stores and Google Cloud Storage, with the node's own credentials (``env_auth``: the instance
+profile or the VM's service account; no key is rendered). The store is an rclone remote named
+``ckpt`` defined only by ``RCLONE_CONFIG_CKPT_*`` variables in ``ENV_FILE``. ``rclone copy`` never
+deletes in the store: a node whose folder was wiped does not erase the copies.
+
+Where it goes: with a shared filesystem every node sees the same folder, so only the head copies
+it on the timer, to ``BUCKET/PREFIX``; without one each node copies its own folder to
+``BUCKET/PREFIX/NODE_NAME``. On a spot reclaim notice (the node watch writes ``CHECKPOINT_NOW``,
+validation/watch.py) the node copies at once and again a minute later, once the jobs told to
+checkpoint have written theirs. Pure: text from a ClusterView.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from provisioner.render.views import ClusterView
+from provisioner.spec_checkpoint import CheckpointSpec
+from provisioner.validation.watch import CHECKPOINT_NOW
+
+ENV_FILE = "/etc/provisioner/checkpoint-remote.env"
+SYNC_PATH = "/usr/local/sbin/provisioner-checkpoint-sync"
+SYNC_EVERY = "5min"
+RECLAIM_SETTLE_S = 60
+"""Seconds between the two copies after a reclaim notice (AWS gives 2 minutes, GCP 30 s)."""
+RCLONE_FLAGS = ("--transfers", "8", "--retries", "3", "--low-level-retries", "5")
+
+
+@dataclass(frozen=True)
+class CheckpointSync:
+    remote: str  # the spec's URL: PROVISIONER_CHECKPOINT_REMOTE
+    env: tuple[tuple[str, str], ...]  # ENV_FILE's lines
+    script: str
+    timer: bool  # this role copies on the timer (every node, or the head only with a shared folder)
+    every: str = SYNC_EVERY
+    reclaim_trigger: str = CHECKPOINT_NOW
+    settle_s: int = RECLAIM_SETTLE_S
+
+
+def rclone_env(remote: str, endpoint_url: str | None) -> dict[str, str]:
+    """``RCLONE_CONFIG_CKPT_*``: the remote ``ckpt`` for ``remote`` (s3:// or gs://)."""
+    scheme = remote.split("://", 1)[0]
+    if scheme == "gs":
+        return {
+            "RCLONE_CONFIG_CKPT_TYPE": "google cloud storage",
+            "RCLONE_CONFIG_CKPT_ENV_AUTH": "true",
+            "RCLONE_CONFIG_CKPT_BUCKET_POLICY_ONLY": "true",
+        }
+    env = {"RCLONE_CONFIG_CKPT_TYPE": "s3", "RCLONE_CONFIG_CKPT_ENV_AUTH": "true"}
+    if endpoint_url:
+        env |= {"RCLONE_CONFIG_CKPT_PROVIDER": "Other", "RCLONE_CONFIG_CKPT_ENDPOINT": endpoint_url}
+    else:
+        env["RCLONE_CONFIG_CKPT_PROVIDER"] = "AWS"
+    return env
+
+
+def rclone_target(remote: str) -> str:
+    """``ckpt:BUCKET[/PREFIX]`` for an s3:// or gs:// URL."""
+    return "ckpt:" + remote.split("://", 1)[1].strip("/")
+
+
+def sync_script(source: str, remote: str, *, per_node: bool) -> str:
+    """The copy, as a bash script; ``PROVISIONER_ROOT`` and ``PROVISIONER_CHECKPOINT_ENV`` let tests run it."""
+    q = shlex.quote
+    target = q(rclone_target(remote)) + ('/"$NODE_NAME"' if per_node else "")
+    return (
+        "#!/bin/bash\n"
+        f"# Copy {source} to {remote} with rclone (docs/healing.md); never deletes in the store.\n"
+        "set -eu\n"
+        "ROOT=${PROVISIONER_ROOT:-}\n"
+        + ('. "$ROOT/etc/provisioner/identity.env"\n' if per_node else "")
+        + f'set -a; . "${{PROVISIONER_CHECKPOINT_ENV:-$ROOT{ENV_FILE}}}"; set +a\n'
+        f'src="$ROOT"{q(source)}\n'
+        '[ -d "$src" ] || exit 0\n'
+        f'exec rclone copy {" ".join(RCLONE_FLAGS)} "$src" {target}\n'
+    )
+
+
+def checkpoint_sync(view: ClusterView, role: str) -> CheckpointSync | None:
+    """What ``role``'s nodes install for the spec's checkpoint.remote, or None without one."""
+    if view.checkpoint_remote is None:
+        return None
+    spec = CheckpointSpec(remote=view.checkpoint_remote, endpoint_url=view.checkpoint_endpoint)  # checked again
+    assert spec.remote is not None
+    shared = view.shared_kind != "none"
+    source = view.shared_mount_path if shared else view.checkpoint_path
+    return CheckpointSync(
+        remote=spec.remote,
+        env=tuple(rclone_env(spec.remote, spec.endpoint_url).items()),
+        script=sync_script(source, spec.remote, per_node=not shared),
+        timer=role == "head" or not shared,
+    )
+
+
+__all__ = ["ENV_FILE", "RCLONE_FLAGS", "SYNC_PATH", "CheckpointSync", "checkpoint_sync", "rclone_env", "rclone_target"]
