@@ -121,6 +121,13 @@ def test_node_local_folders_land_in_one_subfolder_per_node(moto_url: str, tmp_pa
     assert _objects(moto_url, "runs/local/") == {f"runs/local/{plan.nodes[1].name}/rank1.pt": b"rank-1"}
 
 
+def test_the_reclaim_trigger_is_the_file_the_node_watch_writes() -> None:
+    from provisioner.render import checkpoint_sync
+    from provisioner.validation import watch
+
+    assert checkpoint_sync.CHECKPOINT_NOW == watch.CHECKPOINT_NOW == str(watch.WatchConfig(node="n").checkpoint_file)
+
+
 def test_who_copies_on_the_timer_and_what_jobs_see() -> None:
     shared = _plan("http://127.0.0.1:9000", "p", shared=True)
     local = _plan("http://127.0.0.1:9000", "p", shared=False)

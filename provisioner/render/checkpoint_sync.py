@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from provisioner.render.views import ClusterView
 from provisioner.spec_checkpoint import CheckpointSpec
-from provisioner.validation.watch import CHECKPOINT_NOW
 
+CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
+"""The file the node watch writes on a reclaim notice (validation/watch.py's CHECKPOINT_NOW; a test
+holds them equal: the pure renderer does not import the node watch)."""
 ENV_FILE = "/etc/provisioner/checkpoint-remote.env"
 SYNC_PATH = "/usr/local/sbin/provisioner-checkpoint-sync"
 SYNC_EVERY = "5min"
