@@ -25,6 +25,9 @@ _SAFE_ENV = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
+    # An AWS client built without an endpoint (gc or costs --live asking every provider with
+    # credentials) goes to a closed port here, never to amazonaws.com: boto3 reads this variable.
+    "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
     "NO_GCE_CHECK": "True",
     "GCE_METADATA_HOST": "127.0.0.1",
     "GCE_METADATA_IP": "127.0.0.1",

@@ -44,3 +44,12 @@ def test_the_scan_finds_what_it_should() -> None:
     text = 'a = os.environ.get("PROVISIONER_STATE_DIR")\nb = os.environ["PULUMI_CONFIG_PASSPHRASE"]\n'
     assert set(READ.findall(text)) == {"PROVISIONER_STATE_DIR", "PULUMI_CONFIG_PASSPHRASE"}
     assert {"PROVISIONER_STATE_DIR", "PROVISIONER_OWNER", "PULUMI_CONFIG_PASSPHRASE"} <= _read_by_code()
+
+
+def test_an_aws_client_without_an_endpoint_stays_on_this_machine() -> None:
+    """gc and costs --live ask every provider with credentials; the dummy AWS keys count as some, so
+    an AWS client built without a fake's endpoint must not reach amazonaws.com from a test."""
+    import boto3
+
+    client = boto3.session.Session().client("ec2", region_name="us-east-1")
+    assert client.meta.endpoint_url == "http://127.0.0.1:9"
