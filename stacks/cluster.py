@@ -32,7 +32,6 @@ import pulumi
 
 from provisioner.errors import StackError
 from provisioner.plan import Plan
-from provisioner.realize.nodes import node_spec
 from provisioner.secrets import ClusterSecrets
 from provisioner.stacks.built import Built, BuiltNode
 from provisioner.stacks.model import ClusterArgs
@@ -41,17 +40,17 @@ TYPE_TOKEN = "provisioner:index:GpuCluster"
 
 
 def _neocloud_nodes(args: ClusterArgs) -> list[dict[str, Any]]:
-    """Each node as the direct engine's NodeSpec (``realize.nodes.node_spec``: role, bootstrap, owner,
-    expiry as typed fields; the adapter writes its own tags, env or name), minus the user data (a
-    secret beside them) and with the login key, which may be an Output here."""
+    """Each node's final NodeSpec (``args.specs``: the realize input's, ``realize.inputs``, as the direct
+    engine creates it: role, bootstrap, owner, expiry, lease, reservation fields) as plain fields,
+    minus the user data (a secret beside them) and with the login key, which may be an Output here."""
     nodes = []
-    for node in args.nodes:
-        spec = node_spec(node, user_data=None, ssh_public_key=None, expires_at=args.expires_at, owner=args.owner)
+    for spec in args.specs:
         item: dict[str, Any] = spec.model_dump(
             mode="json", exclude={"user_data", "ssh_public_key"}, exclude_none=True, exclude_defaults=True
         )
+        # Always spelled out, as every stack so far recorded them (diff compares them: no replacement).
         item.update(
-            name=node.name, instance_type=node.instance_type, region=node.region, gpus=node.gpus, spot=node.spot
+            name=spec.name, instance_type=spec.instance_type, region=spec.region, gpus=spec.gpus, spot=spec.spot
         )
         if args.ssh_public_key is not None:
             item["ssh_public_key"] = args.ssh_public_key

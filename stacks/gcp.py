@@ -265,11 +265,13 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             scheduling=_scheduling(args),
             resource_policies=policy_link,
             metadata=node_metadata,
-            labels={**labels, NODE_TAG: node.name, ROLE_TAG: node.role},
+            labels={**labels, NODE_TAG: node.name, ROLE_TAG: node.role, **args.lease_tags()},
             tags=[cid],
             allow_stopping_for_update=False,
             description=desc,
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(ignore_changes=[args.lease_path("labels")])
+            ),
         )
         interface = instance.network_interfaces.apply(lambda n: n[0])
         built.append(

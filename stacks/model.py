@@ -1,6 +1,6 @@
 """The typed arguments of a ``GpuCluster``, built from a Plan and its rendered bootstrap.
 
-``cluster_args(plan, rendered, owner=..., expires_at=...)`` is pure: no Pulumi call, no
+``cluster_args(plan, realized, run)`` is pure: no Pulumi call, no
 clock, no environment. Node names and roles come from ``Plan.nodes`` only; the user data a
 node boots with is picked by its role and the plan's bootstrap method:
 
@@ -33,8 +33,10 @@ from provisioner.capabilities import Bootstrap
 from provisioner.errors import PlanError
 from provisioner.plan import Plan, PlanNode
 from provisioner.providers import base as _base
+from provisioner.providers.base import NodeSpec
 from provisioner.providers.registry import facts
-from provisioner.realize.nodes import boot_text, expiry_for, login_user, user_data_path
+from provisioner.realize.inputs import RunFacts, bare_specs
+from provisioner.realize.nodes import expiry_for, login_user, user_data_path
 from provisioner.spec import SharedFsKind
 
 CLUSTER_TAG, OWNER_TAG, EXPIRES_TAG = _base.CLUSTER_TAG, _base.OWNER_TAG, _base.EXPIRES_TAG
@@ -78,6 +80,10 @@ class ClusterArgs:
     """The EC2 Capacity Block (capacity reservation id) a Capacity Block plan's nodes launch into."""
     user_data: Mapping[str, Any] = field(default_factory=dict, repr=False)
     """Node name -> bootstrap text (a str or Output[str]; secret). Absent for SSH-bootstrapped nodes."""
+    specs: tuple[NodeSpec, ...] = ()
+    """Every node's final NodeSpec less boot data and key (``realize.inputs.bare_specs``)."""
+    lease: str | None = None
+    """The lease mark of the ``up`` that creates the nodes (``providers.ownership.LeaseMark``), or None."""
 
     @property
     def head(self) -> PlanNode:
@@ -97,6 +103,16 @@ class ClusterArgs:
         if self.expires_at is not None:
             tags[EXPIRES_TAG] = self.expires_text
         return {**tags, **extra}
+
+    def lease_tags(self) -> dict[str, str]:
+        """The lease mark as a node's tag or label (the direct engine's adapters write the same), or {}."""
+        return {} if self.lease is None else {_base.LEASE_TAG: self.lease}
+
+    @staticmethod
+    def lease_path(prop: str) -> str:
+        """The property path of the lease tag in ``prop`` (``tags``, ``labels``), for ``ignore_changes``:
+        the mark names the ``up`` that created the node, so a later ``up`` leaves it as it is."""
+        return f'{prop}["{_base.LEASE_TAG}"]'
 
     def description(self) -> str:
         """The same facts as text, for GCP resources that take no labels (networks, firewalls, policies)."""
@@ -161,48 +177,44 @@ def with_shared_fs_target(user_data: str, target: str) -> str:
     return message.as_string()
 
 
-def _boot(node: Any, text: Any, tokens: Any) -> Any:
-    """``boot_text`` of ``node`` with its token, where ``text`` and ``tokens`` may each be Outputs."""
-    if hasattr(tokens, "apply"):
-        return tokens.apply(lambda found, n=node, t=text: _boot(n, t, found))
-    token = (tokens or {}).get(node.name)
-    if hasattr(text, "apply"):
-        return text.apply(lambda t, n=node: boot_text(n, t, token))
-    return boot_text(node, text, token)
+def _field(realized: Any, name: str, field_name: str) -> Any:
+    """Node ``name``'s ``field_name`` in ``realized`` (a RealizeInput, or an Output of one)."""
+    if hasattr(realized, "apply"):
+        return realized.apply(lambda found: getattr(found.spec(name), field_name))
+    return getattr(realized.spec(name), field_name)
 
 
 def cluster_args(
     plan: Plan,
-    rendered: Mapping[str, Any],
+    realized: Any,
+    run: RunFacts,
     *,
-    owner: str,
-    expires_at: dt.datetime | None,
-    ssh_public_key: Any = None,
     image: str | None = None,
     flex_start: bool = False,
     capacity_reservation_id: str | None = None,
-    hostkey_tokens: Any = None,
 ) -> ClusterArgs:
     """The component's arguments for ``plan``. Pure.
 
-    ``rendered`` maps rendered paths to text (or to Outputs of text when the secrets arrive
-    as secret stack config). Raises PlanError when a file a node needs is missing (a render
-    of another plan) or flex-start is asked off GCP, and when a Capacity Block plan has no
+    ``realized`` is the realize input (``realize.inputs.realize_input(plan, secrets, run)``, what the
+    direct engine builds from too), or an Output of it when the secrets arrive as secret stack
+    config: each node's boot data and the login key come from its specs, the node list
+    (``ClusterArgs.specs``) from ``realize.inputs.bare_specs(plan, run)``, the same specs less those.
+    Raises PlanError when flex-start is asked off GCP, and when a Capacity Block plan has no
     ``capacity_reservation_id`` (the stack never buys a block: it is bought first, through the AWS
-    adapter or ``aws ec2 purchase-capacity-block``) or another plan has one. ``hostkey_tokens``
-    (node name -> host key token, ``realize.hostkeys.hostkey_tokens``, or an Output of that mapping)
-    fills each node's token slot, as the direct engine does.
+    adapter or ``aws ec2 purchase-capacity-block``) or another plan has one.
     """
     option = plan.option
-    user_data: dict[str, str] = {}
-    for node in plan.nodes:
-        path = user_data_path(node.bootstrap, node.role)
-        if path is None:
-            continue
-        if path not in rendered:
-            raise PlanError(f"the rendered bootstrap has no {path} for node {node.name}")
-        text = rendered[path]  # a str, or an Output of one when the secrets came as secret config
-        user_data[node.name] = _boot(node, text, hostkey_tokens)
+    user_data = {
+        node.name: _field(realized, node.name, "user_data")
+        for node in plan.nodes
+        if user_data_path(node.bootstrap, node.role) is not None
+    }
+    key = _field(realized, plan.head.name, "ssh_public_key")
+    if hasattr(key, "apply"):
+        import pulumi
+
+        key = pulumi.Output.unsecret(key)  # a public key: the Output is secret only for its source
+    owner, expires_at = run.owner, run.expires_at
     if flex_start and not facts()[option.provider].flex_start:
         offered = ", ".join(name for name, found in facts().items() if found.flex_start)
         raise PlanError(f"flex-start provisioning is offered on {offered} only; this plan is on {option.provider}")
@@ -227,7 +239,7 @@ def cluster_args(
         bootstrap=option.bootstrap,
         nodes=plan.nodes,
         allowed_cidrs=tuple(plan.spec.access.allowed_cidrs),
-        ssh_public_key=ssh_public_key or plan.spec.access.ssh_public_key,
+        ssh_public_key=key,
         owner=owner,
         expires_at=expires_at,
         ttl_seconds=None if ttl is None else math.ceil(ttl * 3600),
@@ -240,6 +252,8 @@ def cluster_args(
         flex_start=flex_start,
         capacity_reservation_id=capacity_reservation_id,
         user_data=user_data,
+        specs=tuple(bare_specs(plan, run)),
+        lease=run.lease,
     )
 
 

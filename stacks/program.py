@@ -12,7 +12,13 @@ Stack config (namespace ``provisioner``):
 - ``owner`` (default: ``providers.base.owner_id()``, as the adapters and ``gc`` use),
   ``expiresAt`` (ISO UTC; default: now + the spec's TTL, recomputed on every ``up`` unless
   pinned), ``image`` (overrides the GPU image), ``flexStart`` (GCP flex-start provisioning),
-  ``capacityReservationId`` (the EC2 Capacity Block a Capacity Block plan launches into, bought first).
+  ``capacityReservationId`` (the EC2 Capacity Block a Capacity Block plan launches into, bought first),
+  ``lease`` (the lease mark of the ``provisioner up`` running the stack, written on each node as the
+  direct engine writes it; unset by hand).
+
+The nodes are built from ``realize.inputs.realize_input``, the function the direct engine's ``up``
+builds them from: the same boot data, host key tokens, owner, expiry, lease, reservation fields and
+private address space for the same plan, secrets and facts.
 
 Stack outputs: ``cluster_id``, ``provider``, ``head_address``, ``ssh_command``, ``nodes``,
 ``hourly_usd``, ``expires_at``, ``shared_fs``, ``topology`` (the switch topology the
@@ -33,15 +39,15 @@ from provisioner.errors import ProvisionerError, StackError
 from provisioner.plan import Plan, load_plan
 from provisioner.providers.base import owner_id
 from provisioner.providers.registry import facts
-from provisioner.realize.hostkeys import hostkey_tokens
-from provisioner.realize.nodes import expiry_for, user_data_path
-from provisioner.render import render_cluster
+from provisioner.realize.inputs import RunFacts, private_cidrs, realize_input
+from provisioner.realize.nodes import expiry_for
 from provisioner.secrets import SECRETS_FILE_VERSION, ClusterSecrets, load_or_create_secrets, secrets_path_for
 from provisioner.stacks.cluster import GpuCluster
-from provisioner.stacks.model import cluster_args
+from provisioner.stacks.model import ClusterArgs, cluster_args
 
-PRIVATE_CIDRS = {name: list(found.private_cidrs) for name, found in facts().items() if found.private_cidrs}
-"""The cluster's own address space per provider (the stacks' VPCs), for the node firewall."""
+PRIVATE_CIDRS = {name: cidrs for name in facts() if (cidrs := private_cidrs(name))}
+"""The cluster's own address space per provider (the stacks' VPCs), for the node firewall
+(``realize.inputs.private_cidrs``: the direct engine renders with the same)."""
 
 
 def plan_from_config(config: pulumi.Config) -> tuple[Plan, Path]:
@@ -65,14 +71,6 @@ def _secrets_file(config: pulumi.Config, source: Path) -> Path:
     return secrets_path_for(source, Path(".provisioner") / pulumi.get_stack())
 
 
-def _needed_paths(plan: Plan) -> list[str]:
-    return sorted({p for node in plan.nodes if (p := user_data_path(node.bootstrap, node.role)) is not None})
-
-
-def _file(rendered: pulumi.Output[Any], path: str) -> pulumi.Output[str]:
-    return rendered.apply(lambda files: str(files[path]))
-
-
 def secrets_from_config(raw: Any) -> ClusterSecrets:
     """The secret config ``secrets``: the secrets file's JSON as the docs pipe it in (its ``version``
     field, which must be the file format's, is dropped) or the bare fields. StackError (no value)."""
@@ -82,57 +80,61 @@ def secrets_from_config(raw: Any) -> ClusterSecrets:
     return ClusterSecrets.model_validate(data)
 
 
-def rendered_bootstrap(plan: Plan, config: pulumi.Config, source: Path) -> tuple[Mapping[str, Any], Any, Any]:
-    """(rendered path -> text or Output[text], the login key to install, the ClusterSecrets or an
-    Output of them) for ``plan``. The host key tokens come from the secrets (``hostkey_tokens``).
-
-    With secret config ``secrets`` the render happens inside an Output (its values stay
-    secret); otherwise the kept secrets file is read (or created) and rendered now.
-    """
-    private = PRIVATE_CIDRS.get(plan.option.provider)
-    # The munge key / k3s token reach the nodes over the ClusterTopology step's SSH pass on every
-    # provider, never in user data, a pod's env or onstart (docs/security.md).
+def cluster_secrets_of(plan: Plan, config: pulumi.Config, source: Path) -> Any:
+    """The cluster secrets for ``plan``: an Output of them from secret config ``secrets`` (their
+    values stay secret), else the kept secrets file, read (or created) now."""
     blob = config.get_secret_object("secrets")
     if blob is not None:
-        secrets = blob.apply(secrets_from_config)
-        rendered = secrets.apply(lambda s: render_cluster(plan, s, private_cidrs=private))
-        files = {path: _file(rendered, path) for path in _needed_paths(plan)}
-        key = pulumi.Output.unsecret(secrets.apply(lambda s: s.ssh_public_key or plan.spec.access.ssh_public_key))
-        return files, key, secrets
+        return blob.apply(secrets_from_config)
     kept, _ = load_or_create_secrets(_secrets_file(config, source))
-    return (
-        render_cluster(plan, kept, private_cidrs=private),
-        kept.ssh_public_key or plan.spec.access.ssh_public_key,
-        kept,
+    return kept
+
+
+def realized_input(plan: Plan, secrets: Any, run: RunFacts) -> Any:
+    """``realize.inputs.realize_input`` (the direct engine's too) for ``plan``, ``secrets`` and ``run``;
+    an Output of it when ``secrets`` is one. The munge key / k3s token reach the nodes over the
+    ClusterTopology step's SSH pass on every provider, never in user data, a pod's env or onstart
+    (docs/security.md)."""
+    if hasattr(secrets, "apply"):
+        return secrets.apply(lambda found: realize_input(plan, found, run))
+    return realize_input(plan, secrets, run)
+
+
+def run_facts(plan: Plan, config: pulumi.Config, now: Callable[[], dt.datetime]) -> RunFacts:
+    """This run's facts from the stack config: ``owner``, ``expiresAt`` (else now + the spec's TTL)
+    and ``lease`` (the lease mark of the ``provisioner up`` that runs the stack; none by hand)."""
+    pinned = config.get("expiresAt")
+    try:
+        expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
+    except ValueError:
+        raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
+    return RunFacts(owner=config.get("owner") or owner_id(), expires_at=expires, lease=config.get("lease") or None)
+
+
+def build_args(
+    config: pulumi.Config, now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
+) -> tuple[Plan, ClusterArgs, Any]:
+    """(the plan, the component's arguments, the secrets or an Output of them) for the stack's config:
+    the realize input both engines build from. Raises ProvisionerError."""
+    plan, source = plan_from_config(config)
+    secrets = cluster_secrets_of(plan, config, source)
+    run = run_facts(plan, config, now)
+    args = cluster_args(
+        plan,
+        realized_input(plan, secrets, run),
+        run,
+        image=config.get("image"),
+        flex_start=config.get_bool("flexStart") or False,
+        capacity_reservation_id=config.get("capacityReservationId"),
     )
+    return plan, args, secrets
 
 
 def build(
     config: pulumi.Config | None = None, *, now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)
 ) -> GpuCluster:
     """Register the cluster for the current stack and export its outputs. Raises ProvisionerError."""
-    config = config or pulumi.Config("provisioner")
-    plan, source = plan_from_config(config)
-    files, key, secrets = rendered_bootstrap(plan, config, source)
-    pinned = config.get("expiresAt")
-    try:
-        expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
-    except ValueError:
-        raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
-    tokens = (
-        secrets.apply(lambda s: hostkey_tokens(plan, s)) if hasattr(secrets, "apply") else hostkey_tokens(plan, secrets)
-    )
-    args = cluster_args(
-        plan,
-        files,
-        owner=config.get("owner") or owner_id(),
-        expires_at=expires,
-        ssh_public_key=key,
-        image=config.get("image"),
-        flex_start=config.get_bool("flexStart") or False,
-        capacity_reservation_id=config.get("capacityReservationId"),
-        hostkey_tokens=tokens,
-    )
+    plan, args, secrets = build_args(config or pulumi.Config("provisioner"), now)
     cluster = GpuCluster(plan.cluster_id, args, plan=plan, secrets=secrets)
     pulumi.export("cluster_id", plan.cluster_id)
     pulumi.export("provider", plan.option.provider)
@@ -149,4 +151,4 @@ def main() -> None:
         raise pulumi.RunError(str(exc)) from None
 
 
-__all__ = ["PRIVATE_CIDRS", "build", "main", "plan_from_config", "rendered_bootstrap"]
+__all__ = ["PRIVATE_CIDRS", "build", "build_args", "main", "plan_from_config", "run_facts"]

@@ -26,6 +26,7 @@ import base64
 import contextlib
 import datetime as dt
 import functools
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,20 +44,18 @@ from pulumi.runtime.proto import provider_pb2
 from provisioner.capabilities import Capability
 from provisioner.catalog import load_bundled_catalog
 from provisioner.catalog_model import Catalog
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
-from provisioner.plan import Plan
-from provisioner.providers.base import LEASE_TAG, NodeStatus, owner_id
+from provisioner.plan import Plan, save_plan
+from provisioner.providers.base import LEASE_TAG, NodeStatus, expiry_text, owner_id
 from provisioner.providers.http import RetryPolicy
-from provisioner.providers.ownership import LeaseMark
 from provisioner.providers.registry import REGISTRY, capabilities, facts
-from provisioner.realize.hostkeys import hostkey_tokens
 from provisioner.realize.sshpass import ssh_pass_nodes
 from provisioner.secrets import load_or_create_secrets, save_secrets
 from provisioner.stacks import program
-from provisioner.stacks.model import cluster_args
 from provisioner.stacks.topology import ClusterTopologyProvider
 from provisioner.testing.fakes.base import Bought, Call, serve
 from provisioner.workflow import adapter_capabilities
@@ -77,6 +76,8 @@ OWNER = "matrix-owner"
 EXPIRES = dt.datetime(2026, 11, 24, 6, 0, tzinfo=dt.UTC)
 READS = frozenset({"list", "get", "offers"})
 DYNAMIC = "pulumi-python:dynamic/provisioner:"
+LEASE = "<lease>"
+"""A leg's lease mark in what the fakes received (the two legs' ``up``s hold different leases)."""
 
 
 @dataclass(frozen=True)
@@ -176,23 +177,70 @@ class Fake:
             if c.kind not in READS and c.method != "GET" and _ours(c)
         ]
 
-    def sold(self) -> list[tuple[Any, ...]]:
-        return sorted(_sold(b) for b in self.harness.app.bought.values())
+    def sold(self, lease: str) -> list[tuple[Any, ...]]:
+        return sorted(_sold(b, lease) for b in self.harness.app.bought.values())
+
+    def creates(self, lease: str) -> list[tuple[str, str, Any]]:
+        """Every create request the fake received (method, path, body as parsed JSON), in order, with
+        this leg's lease mark spelled ``<lease>``: each engine's own mark, which must be there."""
+        answered = [c for c in self.harness.app.calls if c.kind != "lost"]
+        assert len(answered) == len(self.harness.app.exchanges)
+        out, issued = [], set()
+        for call, exchange in zip(answered, self.harness.app.exchanges, strict=True):
+            if call.kind == "launch" and _ours(call):
+                text = exchange.request_body.decode().replace(lease, LEASE)
+                for made in sorted(issued, key=len, reverse=True):  # e.g. the firewall ruleset's id
+                    text = text.replace(f'"{made}"', '"<issued id>"')
+                out.append((call.method, call.route, json.loads(text) if text else None))
+            issued |= _ids(_json(exchange.response_body))
+        return out
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+def _ids(value: Any) -> set[str]:
+    """The ids a fake issued in one answer (``id`` fields, at any depth): each fake makes its own."""
+    if isinstance(value, dict):
+        own = {str(value["id"])} if isinstance(value.get("id"), str) and len(value["id"]) >= 8 else set()
+        return own.union(*(_ids(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_ids(v) for v in value))
+    return set()
 
 
 def _ours(call: Call) -> bool:
     return not call.path.startswith("/_fake")
 
 
-def _sold(bought: Bought) -> tuple[Any, ...]:
-    """What one instance was sold with, less the one intended difference: the direct engine's lease
-    mark (the ``provisioner-lease`` tag, RunPod's ``PROVISIONER_LEASE`` value); the Pulumi engine's
-    lease is the backend's stack lock (docs/security.md)."""
-    tags = {k: v for k, v in bought.tags.items() if k not in ("Name", LEASE_TAG)}
-    boot = "\n".join(
-        line for line in bought.boot.replace(bought.instance_id, "<id>").split("\n") if LeaseMark.parse(line) is None
-    )
+def _sold(bought: Bought, lease: str) -> tuple[Any, ...]:
+    """What one instance was sold with, its id and this leg's lease mark (each engine writes its own
+    ``up``'s: the ``provisioner-lease`` tag, RunPod's ``PROVISIONER_LEASE`` value) spelled out."""
+    tags = {k: v.replace(lease, LEASE) for k, v in bought.tags.items() if k != "Name"}
+    boot = bought.boot.replace(bought.instance_id, "<id>").replace(lease, LEASE)
     return (bought.interruptible, boot, sorted(tags.items()), bought.ssh_public_keys, bought.cluster_product)
+
+
+def differing(left: Any, right: Any, at: str = "") -> list[str]:
+    """The paths (``a.b[0].c``) where two parsed JSON bodies differ: a field one sets and the other
+    does not, or different values. Empty when they are equal."""
+    if isinstance(left, dict) and isinstance(right, dict):
+        return [p for k in sorted(set(left) | set(right)) for p in differing(left.get(k), right.get(k), f"{at}.{k}")]
+    if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
+        return [p for i, (a, b) in enumerate(zip(left, right, strict=True)) for p in differing(a, b, f"{at}[{i}]")]
+    return [] if left == right else [f"{at or '.'}: {left!r} != {right!r}"[:300]]
+
+
+def test_differing_names_each_field_one_body_sets_and_the_other_does_not() -> None:
+    direct = {"name": "a", "tags": [{"key": "provisioner-lease", "value": LEASE}], "env": {"X": "1"}}
+    other = {"name": "a", "tags": [{"key": "provisioner-lease", "value": "h-1-x"}], "env": {}}
+    assert differing(direct, direct) == []
+    assert differing(direct, other) == [".env.X: '1' != None", f".tags[0].value: '{LEASE}' != 'h-1-x'"]
+    assert differing({"a": [1]}, {"a": [1, 2]}) == [".a: [1] != [1, 2]"]
 
 
 @contextlib.contextmanager
@@ -216,37 +264,43 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ----- the two legs --------------------------------------------------------------------------------
-def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> None:
+def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> str:
+    """The direct engine's up, read and down; returns the up's lease mark (its record's)."""
     remote = StandInRemote(nodes=[node.name for node in plan.nodes])
     runtime = instant_runtime(remote, provider_for=lambda _name: fake.adapter())
     record = bring_up(plan, runtime, expires_at=expires)
     assert record.status == "up" and sorted(record.node_ids) == [n.name for n in plan.nodes]
+    assert record.lease_id is not None
     _, nodes = cluster_nodes(plan.cluster_id, runtime)
     assert {n.name for n in nodes if n.status is NodeStatus.RUNNING} == {n.name for n in plan.nodes}
     assert fake.harness.instances() == len(plan.nodes)
     tear_down(plan.cluster_id, runtime)
     assert fake.harness.instances() == 0
+    return record.lease_id
 
 
-def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any, folder: Path) -> Any:
-    """``GpuCluster`` under mocks, rendered as the program renders (``stacks.program.rendered_bootstrap``,
-    with the secrets file ``provisioner up`` passes): what its boot files carry is the program's choice."""
+def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any, folder: Path, lease: str) -> Any:
+    """``GpuCluster`` under mocks, built by the program's own ``build_args`` from the config ``provisioner
+    up`` writes (``lifecycle.pulumi_engine``: the plan file, the secrets file, owner, a pinned expiry and
+    the running up's lease mark): what its nodes carry is the program's choice."""
     kept_file = folder / "cluster.secrets.json"  # down removed the state dir's copy
     save_secrets(kept_file, secrets)
-    set_all_config({"provisioner:secretsFile": str(kept_file)}, [])
+    plan_file = folder / "cluster.plan.json"
+    save_plan(plan, plan_file)
+    config = {
+        "provisioner:plan": str(plan_file),
+        "provisioner:secretsFile": str(kept_file),
+        "provisioner:owner": owner_id(),
+        "provisioner:lease": lease,
+    }
+    if expires is not None:
+        config["provisioner:expiresAt"] = expiry_text(expires)
+    set_all_config(config, [])
     try:
-        rendered, _key, kept = program.rendered_bootstrap(plan, pulumi.Config("provisioner"), Path("unused"))
+        built, args, kept = program.build_args(pulumi.Config("provisioner"))
     finally:
         set_all_config({}, [])
-    assert kept == secrets
-    args = cluster_args(
-        plan,
-        rendered,
-        owner=owner_id(),
-        expires_at=expires,
-        ssh_public_key=secrets.ssh_public_key,
-        hostkey_tokens=hostkey_tokens(plan, kept),
-    )  # as stacks.program.build passes them
+    assert built == plan and kept == secrets
     options = {
         "limits": fake.harness.scaled_limits,
         "poll_interval_s": 0.02,
@@ -359,16 +413,23 @@ def test_both_engines_send_the_same_requests(
     assert (plan.spec.lifetime.ttl_hours is not None) is case.expires
     secrets, _ = load_or_create_secrets(state.secrets_path(plan.cluster_id))  # what both legs render with
     with served(provider, monkeypatch) as direct:
-        _direct(direct, plan, expires)
-        direct_writes, direct_sold = direct.writes(), direct.sold()
+        direct_lease = _direct(direct, plan, expires)
+        direct_writes, direct_sold = direct.writes(), direct.sold(direct_lease)
+        direct_creates = direct.creates(direct_lease) if provider in NEOCLOUDS else []  # JSON APIs
     assert len(direct_sold) == case.nodes and {s[0] for s in direct_sold} == {case.spot}
-    with served(provider, monkeypatch) as other:
-        recorder = _registered(other, plan, expires, secrets, tmp_path)
+    with served(provider, monkeypatch) as other, cluster_lease.hold(plan.cluster_id, "up") as mark:
+        lease = mark.token()  # what lifecycle.pulumi_engine passes the program (provisioner:lease)
+        recorder = _registered(other, plan, expires, secrets, tmp_path, lease)
         if provider in NEOCLOUDS:
             pushed_to = _pulumi_neocloud(other, recorder, plan, tmp_path)
             _secrets_only_over_ssh(other, plan, secrets, pushed_to)
+            creates = other.creates(lease)
+            # Each node's create request, field by field: one engine setting a field the other does not fails.
+            assert [c[:2] for c in creates] == [c[:2] for c in direct_creates]
+            for (method, route, body), (_, _, expected) in zip(creates, direct_creates, strict=True):
+                assert differing(expected, body) == [], f"{provider} {method} {route}: the engines' creates differ"
             assert other.writes() == direct_writes
-            assert other.sold() == direct_sold
+            assert other.sold(lease) == direct_sold
             return
     # AWS/GCP: the program's instances under the mock runtime match what the direct engine bought.
     instances = _instances(recorder, provider)
@@ -383,8 +444,9 @@ def test_both_engines_send_the_same_requests(
         spot = [bool((i.get("scheduling") or {}).get("provisioningModel") == "SPOT") for i in instances]
         tags = [i["labels"] for i in instances]
     assert sorted(spot) == sorted(expected_spot)
-    sold_tags = [dict(s[2]) for s in direct_sold]
-    keys = ("provisioner-cluster", "provisioner-owner", "provisioner-expires", "provisioner-role")
-    assert sorted(tuple(t.get(k) for k in keys) for t in tags) == sorted(
-        tuple(t.get(k) for k in keys) for t in sold_tags
-    )
+    # Every tool tag the direct engine's adapter wrote (cluster, owner, expiry, node, role, lease), each
+    # engine's own lease spelled <lease>; GCP labels carry the expiry in their own form.
+    sold_tags = [{k: v for k, v in s[2] if k.startswith("provisioner-")} for s in direct_sold]
+    made = [{k: str(v).replace(lease, LEASE) for k, v in t.items() if k.startswith("provisioner-")} for t in tags]
+    assert sorted(sorted(t.items()) for t in made) == sorted(sorted(t.items()) for t in sold_tags)
+    assert all(t.get(LEASE_TAG) == LEASE for t in made)

@@ -30,7 +30,10 @@ from provisioner.errors import NoFeasibleOfferError
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan
+from provisioner.realize.hostkeys import hostkey_tokens
+from provisioner.realize.inputs import RunFacts, realize_input
 from provisioner.render import render_cluster
+from provisioner.render.cloudinit import HOSTKEY_TOKEN_SLOT
 from provisioner.secrets import ClusterSecrets
 from provisioner.spec import ClusterSpec
 from provisioner.stacks.cluster import GpuCluster
@@ -175,8 +178,8 @@ def example(name: str) -> ClusterSpec:
 
 
 def args_for(plan: Plan, secrets: ClusterSecrets, **extra: Any) -> ClusterArgs:
-    rendered = render_cluster(plan, secrets, private_cidrs=PRIVATE_CIDRS.get(plan.option.provider))
-    return cluster_args(plan, rendered, owner=OWNER, expires_at=EXPIRES, ssh_public_key=secrets.ssh_public_key, **extra)
+    run = RunFacts(owner=OWNER, expires_at=EXPIRES)  # as stacks.program.build_args passes them
+    return cluster_args(plan, realize_input(plan, secrets, run), run, **extra)
 
 
 def plain_json(inputs: dict[str, Any]) -> str:
@@ -255,16 +258,26 @@ def _check_common(plan: Plan, done: Realized) -> None:
 
 def _user_data_by_node(plan: Plan, rendered_key: str) -> dict[str, str]:
     rendered = render_cluster(plan, _secrets(), private_cidrs=PRIVATE_CIDRS.get(plan.option.provider))
+    tokens = hostkey_tokens(plan, _secrets())  # the program fills each node's slot, as the direct engine
     out = {}
     for node in plan.nodes:
         path = {"cloud_init": f"cloud-init/{node.role}.yaml", "script": f"bootstrap/{node.role}.sh"}.get(
             node.bootstrap.value
         )
         if path:  # an entrypoint script learns its node's name from one export after the shebang
-            first, _, rest = rendered[path].partition("\n")
+            text = _with_token(rendered[path], tokens[node.name], node.bootstrap.value == "script")
+            first, _, rest = text.partition("\n")
             export = f'export PROVISIONER_NODE_NAME="${{PROVISIONER_NODE_NAME:-{node.name}}}"\n'
-            out[node.name] = f"{first}\n{export}{rest}" if node.bootstrap.value == "script" else rendered[path]
+            out[node.name] = f"{first}\n{export}{rest}" if node.bootstrap.value == "script" else text
     return out
+
+
+def _with_token(text: str, token: str, script: bool) -> str:
+    """``text`` with its host key token slot filled (a script carries its files in base64, one a line)."""
+    if not script:
+        return text.replace(HOSTKEY_TOKEN_SLOT, token)
+    slot, filled = (base64.b64encode(v.encode()).decode() for v in (HOSTKEY_TOKEN_SLOT, token))
+    return text.replace(f"\n{slot}\n", f"\n{filled}\n")
 
 
 def booted(user_data: str) -> str:

@@ -47,16 +47,16 @@ from provisioner.lifecycle.realize import (
     head_target,
     live,
     node_address,
-    node_specs,
     ssh_pass,
 )
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import cents_text, round_cents, usd_of_cents, usd_text
 from provisioner.plan import Plan
-from provisioner.providers.base import Node, NodeStatus, Provider
+from provisioner.providers.base import Node, NodeStatus, Provider, owner_id
 from provisioner.providers.ownership import Deletion, delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import BootstrapError
+from provisioner.realize.inputs import RunFacts, realize_input
 from provisioner.realize.remote import Remote
 from provisioner.termtext import when_text
 from provisioner.validation.actions import TAINT_KEY
@@ -332,17 +332,12 @@ class Healer:
             return self._create_held(name, mark.token())
 
     def _create_held(self, name: str, lease: str) -> Node:
-        from provisioner.render import render_cluster
-
         cluster = self.record.cluster_id
         secrets = cluster_secrets(cluster)
         tries = [self.plan, *self.alternates]
+        run = RunFacts(owner_id(), self.record.expires_at, lease=lease)
         for index, plan in enumerate(tries):
-            spec = next(
-                s
-                for s in node_specs(plan, secrets, render_cluster(plan, secrets), self.record.expires_at)
-                if s.name == name
-            ).model_copy(update={"lease": lease})
+            spec = realize_input(plan, secrets, run).spec(name)  # what up built the node from
             try:
                 node = self._create_one(spec, plan)
             except CapacityError as exc:

@@ -9,6 +9,9 @@ One stack per cluster (stack name = cluster id) of the project in the installed
   to the pulumi CLI as command-line arguments, which every local user can read in ``ps``. The
   program renders from the file and keeps the user data as Pulumi secrets; output is run with
   ``show_secrets=False``.
+- ``provisioner:lease``: the lease mark of the ``up`` holding the cluster (``lifecycle.lease``), which
+  the program writes on each node as the direct engine does (``realize.inputs.RunFacts``); removed
+  when none is held.
 - ``provisioner:capacityReservationId``: for a Capacity Block plan, the block the stack's launch
   template targets. The stack never buys one: ``up`` adopts the cluster's block or buys it first
   through the AWS adapter, exactly as the direct engine does (``reservations.reserve``: offerings,
@@ -52,6 +55,8 @@ INSTALL_HINT = (
     "or run with --engine direct"
 )
 
+LEASE_KEY = "provisioner:lease"
+"""The stack config carrying the running ``up``'s lease mark (``providers.ownership.LeaseMark``)."""
 RESERVATION_KEY = "provisioner:capacityReservationId"
 """The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
 
@@ -256,7 +261,14 @@ def _up(
     }
     if expires_at is not None:
         config["provisioner:expiresAt"] = auto.ConfigValue(value=expiry_text(expires_at))
+    from provisioner.lifecycle.lease import held_mark
+
+    mark = held_mark(plan.cluster_id)  # the up's lease mark, on each node as the direct engine writes it
     try:
+        if mark is not None:
+            config[LEASE_KEY] = auto.ConfigValue(value=mark.token())
+        else:
+            stack.remove_config(LEASE_KEY)
         if reservation is not None:
             config[RESERVATION_KEY] = auto.ConfigValue(value=reservation.reservation_id)
         else:  # a stack once of a block plan must not keep targeting its block

@@ -3,9 +3,11 @@
 ``bring_up(plan, runtime=Runtime())`` blocks until the control plane reports every node ready:
 
 1. cluster secrets from the state dir (``state.secrets_path``; created once, reused after);
-2. the bootstrap rendered per role; one ``NodeSpec`` per ``plan.nodes`` entry with the user
+2. the realize input (``realize.inputs.realize_input``, what the Pulumi program builds from too):
+   the bootstrap rendered per role and one ``NodeSpec`` per ``plan.nodes`` entry with the user
    data its bootstrap method needs (cloud-init document, entrypoint script, or none for SSH),
-   the cluster's public key, and the expiry (the adapter adds cluster/owner/expiry tags);
+   the cluster's public key, owner, expiry and this call's lease mark (the adapter writes them
+   as cluster/owner/expiry/lease tags);
 3. a record saved with status ``creating`` *before* the purchase, then the node ids;
 4. ``create_nodes`` (idempotent on node names, so running ``up`` again adopts what exists),
    then waiting until every node runs, the SSH bootstrap where the plan says ``ssh``, and
@@ -59,12 +61,13 @@ from provisioner.lifecycle.spend import budget_expiry
 from provisioner.lifecycle.unchanged import nothing_to_do
 from provisioner.money import usd_text
 from provisioner.plan import Plan
-from provisioner.providers.base import Node, NodeSpec, Provider
+from provisioner.providers.base import Node, NodeSpec, Provider, owner_id
 from provisioner.providers.ownership import delete_owned
 from provisioner.realize import readiness
 from provisioner.realize.bootstrap_ssh import SshTarget
 from provisioner.realize.failover import first_that_fits
 from provisioner.realize.hostkeys import hostkey_tokens
+from provisioner.realize.inputs import RunFacts, realize_input
 from provisioner.realize.launch import LIVE, unanswerable, wait_deleted, wait_running
 from provisioner.realize.nodes import expiry_for
 from provisioner.realize.nodes import node_specs as build_node_specs
@@ -77,8 +80,9 @@ from provisioner.secrets import ClusterSecrets, load_or_create_secrets
 def node_specs(
     plan: Plan, secrets: ClusterSecrets, rendered: Mapping[str, str], expires_at: dt.datetime | None
 ) -> list[NodeSpec]:
-    """One NodeSpec per planned node (``provisioner.realize.nodes.node_specs``, the builder the
-    Pulumi stack uses too), with the cluster's public key and each node's host key token. Pure."""
+    """One NodeSpec per planned node from already rendered files (``realize.nodes.node_specs``), with
+    the cluster's public key and each node's host key token. Pure. ``up`` and ``heal`` build theirs
+    with ``realize.inputs.realize_input``, which renders too."""
     return build_node_specs(
         plan,
         rendered,
@@ -181,11 +185,10 @@ def _bring_up(
             f"({existing.plan.option.instance_type}); run: provisioner down {cluster_id}"
         )
     secrets = cluster_secrets(cluster_id)
-    from provisioner.render import render_cluster
-
-    rendered = render_cluster(plan, secrets)
     now = rt.now()
     expires_at = budget_expiry(plan, now, expires_at or expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+    # The one realize input (the Pulumi program builds its nodes from the same function).
+    specs = list(realize_input(plan, secrets, RunFacts(owner_id(), expires_at, lease=token)).specs)
     record = state.ClusterRecord(
         cluster_id=cluster_id,
         provider=plan.option.provider,
@@ -227,7 +230,6 @@ def _bring_up(
         hourly_usd=option.hourly_usd,
     )
     rt.touched.add(option.provider)
-    specs = [spec.model_copy(update={"lease": token}) for spec in node_specs(plan, secrets, rendered, expires_at)]
     try:
         with rt.held():
             ensure_firewall(provider, plan)

@@ -19,7 +19,8 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from provisioner.errors import PlanError
-from provisioner.providers.base import NodeSpec, Provider, Reservation, SupportsReservations
+from provisioner.providers.base import NodeSpec, Provider, Reservation, SupportsReservations, owner_id
+from provisioner.realize.inputs import RunFacts, bare_specs
 from provisioner.realize.nodes import block_fields
 
 if TYPE_CHECKING:
@@ -28,25 +29,12 @@ if TYPE_CHECKING:
 
 
 def reservation_specs(plan: Plan, expires_at: dt.datetime | None) -> list[NodeSpec]:
-    """The nodes of a Capacity Block plan as the purchase needs them (no user data, no key: the
-    block is bought for the type, zone, count and length). Empty for other plans. Pure."""
-    fields = block_fields(plan)
-    if not fields:
+    """The nodes of a Capacity Block plan as the purchase needs them: the realize input's specs less
+    boot data and key (``realize.inputs.bare_specs``; the block is bought for the type, zone, count
+    and length). Empty for other plans. Pure."""
+    if not block_fields(plan):
         return []
-    return [
-        NodeSpec(
-            name=node.name,
-            instance_type=node.instance_type,
-            region=node.region,
-            zone=node.zone,
-            offer_id=node.offer_id,
-            gpus=node.gpus,
-            spot=node.spot,
-            expires_at=expires_at,
-            **fields,
-        )
-        for node in plan.nodes
-    ]
+    return bare_specs(plan, RunFacts(owner_id(), expires_at))
 
 
 def reserve(plan: Plan, runtime: Runtime, expires_at: dt.datetime | None) -> Reservation | None:

@@ -1,9 +1,10 @@
 """The one PlanNode -> NodeSpec builder both engines use, and the facts it rests on. Pure.
 
-``node_specs(plan, rendered, ...)`` is what the direct engine hands ``create_nodes`` and what
-the Pulumi stack's ``NeocloudNodes`` resource sends through the same adapter, so both engines
-buy the same nodes with the same requests (tests/test_engine_matrix.py compares the fakes'
-logs). Every NodeSpec carries the node's role and bootstrap method as typed fields: an adapter
+``node_specs(plan, rendered, ...)`` builds the specs ``realize.inputs.realize_input`` gives
+both engines: what the direct engine hands ``create_nodes`` and what the Pulumi stack's
+``NeocloudNodes`` resource sends through the same adapter, so both engines buy the same nodes
+with the same requests (tests/test_engine_matrix.py compares the create requests field by
+field). Every NodeSpec carries the node's role and bootstrap method as typed fields: an adapter
 never guesses them from the user data's first bytes.
 
 - ``expiry_for(plan, now, ttl_s)``: now + the TTL (whole seconds, rounded up), or None;
@@ -90,9 +91,11 @@ def node_spec(
     expires_at: dt.datetime | None,
     owner: str | None = None,
     block: Mapping[str, Any] | None = None,
+    lease: str | None = None,
 ) -> NodeSpec:
     """The NodeSpec of one planned node. ``user_data`` is the node's ``boot_text`` (None for an SSH
-    bootstrap); ``owner`` None lets the adapter use ``owner_id()``; ``block``: ``block_fields(plan)``."""
+    bootstrap); ``owner`` None lets the adapter use ``owner_id()``; ``block``: ``block_fields(plan)``;
+    ``lease``: the create's lease mark (``providers.ownership.LeaseMark.token()``)."""
     return NodeSpec(
         name=node.name,
         role=node.role,
@@ -107,6 +110,7 @@ def node_spec(
         user_data=user_data,
         expires_at=expires_at,
         owner=owner,
+        lease=lease,
         **(block or {}),
     )
 
@@ -119,10 +123,12 @@ def node_specs(
     expires_at: dt.datetime | None,
     owner: str | None = None,
     hostkey_tokens: Mapping[str, str] | None = None,
+    lease: str | None = None,
 ) -> list[NodeSpec]:
     """One NodeSpec per planned node, in plan order (head first), with the user data its bootstrap
     method needs from ``rendered`` (path -> text) and its host key token (``hostkey_tokens``, node
-    name -> token; ``realize.hostkeys``). KeyError when a needed file is missing."""
+    name -> token; ``realize.hostkeys``). KeyError when a needed file is missing. The engines build
+    their specs through ``realize.inputs.realize_input``, which renders and calls this."""
     specs = []
     tokens = hostkey_tokens or {}
     for node in plan.nodes:
@@ -136,6 +142,7 @@ def node_specs(
                 expires_at=expires_at,
                 owner=owner,
                 block=block_fields(plan),
+                lease=lease,
             )
         )
     return specs

@@ -24,8 +24,8 @@ from pulumi.runtime.proto import provider_pb2
 from provisioner.lifecycle import realize
 from provisioner.providers.base import owner_id
 from provisioner.realize.hostkeys import hostkey_tokens
+from provisioner.realize.inputs import RunFacts, realize_input
 from provisioner.realize.remote import SshRemote
-from provisioner.render import render_cluster
 from provisioner.stacks.model import cluster_args
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake
@@ -49,15 +49,9 @@ def test_the_pulumi_engines_dynamic_provider_boots_nodes_that_run_srun_and_delet
     plan = lambda_plan(host_resources)
     names = sorted(node.name for node in plan.nodes)
     secrets = realize.cluster_secrets(plan.cluster_id)  # the state dir's, as the engine keeps them
-    tokens = hostkey_tokens(plan, secrets)  # as stacks.program.build passes them
-    args = cluster_args(
-        plan,
-        render_cluster(plan, secrets),
-        owner=owner_id(),
-        expires_at=None,
-        ssh_public_key=secrets.ssh_public_key,
-        hostkey_tokens=tokens,
-    )
+    tokens = hostkey_tokens(plan, secrets)  # what the boot data carries: the pinned host keys
+    run = RunFacts(owner=owner_id(), expires_at=None)  # as stacks.program.build_args passes them
+    args = cluster_args(plan, realize_input(plan, secrets, run), run)
     recorder = register(args, plan=plan, secrets=secrets).recorder
     order = [
         r
