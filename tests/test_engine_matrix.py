@@ -181,8 +181,8 @@ class Fake:
         return sorted(_sold(b, lease) for b in self.harness.app.bought.values())
 
     def creates(self, lease: str) -> list[tuple[str, str, Any]]:
-        """Every create request the fake received (method, path, body as parsed JSON), in order, with
-        this leg's lease mark spelled ``<lease>``: each engine's own mark, which must be there."""
+        """Every create request the fake received (method, route, body as parsed JSON), with this
+        leg's lease mark spelled ``<lease>``: each engine's own mark, which must be there."""
         answered = [c for c in self.harness.app.calls if c.kind != "lost"]
         assert len(answered) == len(self.harness.app.exchanges)
         out, issued = [], set()
@@ -193,7 +193,8 @@ class Fake:
                     text = text.replace(f'"{made}"', '"<issued id>"')
                 out.append((call.method, call.route, json.loads(text) if text else None))
             issued |= _ids(_json(exchange.response_body))
-        return out
+        # An adapter may create a cluster's nodes concurrently (Vast.ai): in the order of their bodies.
+        return sorted(out, key=lambda c: (c[0], c[1], json.dumps(c[2], sort_keys=True)))
 
 
 def _json(body: bytes) -> Any:
