@@ -19,9 +19,9 @@ Operations and what they guarantee:
   the nodes are deleted and a ``StackError`` is raised, so nothing bills outside state.
 - ``diff``: replacement when the provider, cluster id, any node's instance type or region
   (or spot flag, image, disk) changes, or the user data changes (it only runs at boot);
-  adding or removing whole nodes is an in-place update.
+  adding or removing whole nodes, or a node a refresh found gone, is an in-place update.
 - ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
-- ``read``: the live nodes; an empty cluster reads as gone.
+- ``read``: the live nodes (the user data's digest kept); an empty cluster reads as gone.
 - ``delete``: ``delete_owned`` (this owner's nodes of the cluster), then waits until none of them is pending or running
   (``realize.launch.wait_deleted``, as the direct engine's ``down``).
 
@@ -183,9 +183,10 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
                 break
         if olds.get("user_data_sha256", "") != _sha256(news.get("user_data")):
             replaces.append("user_data")
-        changed = bool(replaces) or [n["name"] for n in olds.get("nodes") or []] != [
-            n["name"] for n in news.get("nodes") or []
-        ]
+        wanted = [n["name"] for n in news.get("nodes") or []]
+        # A node gone at the provider (a refresh read the set without it) is bought again in place.
+        lost = olds.get("node_names") is not None and not set(wanted) <= set(olds["node_names"])
+        changed = bool(replaces) or lost or [n["name"] for n in olds.get("nodes") or []] != wanted
         return pulumi.dynamic.DiffResult(changes=changed, replaces=replaces, delete_before_replace=True)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> pulumi.dynamic.UpdateResult:
@@ -194,8 +195,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         try:
             keep = {node["name"] for node in news.get("nodes") or []}
             gone = [node.id for node in adapter.get_nodes(news["cluster_id"]) if node.name not in keep]
-            if gone:  # replaced nodes: only this owner's (providers.ownership)
-                delete_owned(adapter, news["cluster_id"], gone)
+            if gone:  # replaced nodes: only the stack owner's (providers.ownership)
+                delete_owned(adapter, news["cluster_id"], gone, owner=stack_owner(news))
             nodes = self._realize(adapter, news, rollback=False)
         finally:
             close_adapter(adapter)
@@ -219,7 +220,10 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         adapter = self._adapter(props["provider"])
         cluster_id = props["cluster_id"]
         try:
-            ids = {node.id for node in delete_owned(adapter, cluster_id).deleted}  # never another owner's
+            # The stack's owner (its nodes' typed field), not this machine's: a teammate may destroy a
+            # stack on a shared backend; never another owner's node.
+            owner = stack_owner(props)
+            ids = {node.id for node in delete_owned(adapter, cluster_id, owner=owner).deleted}
             wait_deleted(
                 waiter(_interval(adapter)),
                 adapter,
@@ -255,6 +259,11 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
                 delete_owned(adapter, cluster_id)
                 note = "; its nodes were deleted"
             raise StackError(f"{props['provider']} cluster {cluster_id}: {exc}{note}") from None
+
+
+def stack_owner(props: Mapping[str, Any]) -> str | None:
+    """The owner the stack's nodes were created for (their ``owner`` field); None: ``owner_id()``."""
+    return next((str(n["owner"]) for n in props.get("nodes") or [] if isinstance(n, Mapping) and n.get("owner")), None)
 
 
 def _interval(adapter: Provider) -> float:

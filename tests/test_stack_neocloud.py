@@ -149,6 +149,25 @@ def test_update_adds_and_removes_nodes(runpod: Rig) -> None:
     runpod.provider.delete("x", updated)
 
 
+def test_a_node_gone_at_the_provider_is_read_then_bought_again_in_place(runpod: Rig) -> None:
+    """What ``pulumi refresh`` then ``pulumi up`` do after a node was deleted in the provider's console:
+    the read keeps the user data's digest (without it the next up replaced every node) and the diff
+    asks for an in-place update, which buys only the lost node (issue 25 item 2, real engine)."""
+    props = runpod.props(2)
+    outs = runpod.provider.create(props).outs or {}
+    adapter = runpod.provider._adapter("runpod")
+    adapter.delete_nodes(props["cluster_id"], [outs["node_ids"][1]])
+    read = runpod.provider.read("x", outs).outs or {}
+    assert read["node_names"] == ["n0"] and read["user_data_sha256"] == outs["user_data_sha256"] != ""
+    diff = runpod.provider.diff("x", read, props)
+    assert diff.changes is True and diff.replaces == []
+    assert runpod.provider.diff("x", outs, props).changes is False  # nothing lost: no change
+    updated = runpod.provider.update("x", read, props).outs or {}
+    assert updated["node_names"] == ["n0", "n1"] and updated["node_ids"][0] == outs["node_ids"][0]
+    assert updated["node_ids"][1] != outs["node_ids"][1] and runpod.harness.instances() == 2
+    runpod.provider.delete("x", updated)
+
+
 @pytest.mark.parametrize(
     ("change", "replaces"),
     [

@@ -120,7 +120,7 @@ def add_commands(group: cliargs.Commands) -> None:
 
     cmd = cliargs.command(group, "status", status)
     cluster(cmd, "?")
-    common(cmd, document=True)
+    common(cmd, backend=True, document=True)
 
     cmd = cliargs.command(group, "outputs", outputs)
     cluster(cmd)

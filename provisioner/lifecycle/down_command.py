@@ -37,7 +37,9 @@ def down(
     if not lab and command_support.is_local(cluster_id):  # a dry run whose lab is gone: nothing of it exists anywhere
         _forget_local(cluster_id, record, command_support.emitter(json_out))
         return
-    chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id))
+    chosen = engine or (record.engine if record is not None else _unrecorded_engine(cluster_id, backend))
+    if backend is None and record is not None:
+        backend = record.backend  # where up kept the stack
     command_support.check_engine(chosen)
     if chosen == "direct" and record is None and provider is None:
         # No record (an earlier down forgot it): the spec or plan file says where the cluster lives,
@@ -60,7 +62,9 @@ def down(
         runtime = command_support.runtime(emit, interrupts=False)
         with hold(cluster_id, "down"):
             listed = before_teardown(runtime.provider, record)
-            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit)
+            kept = record.plan if record is not None else pulumi_engine.kept_plan(cluster_id)
+            named = provider or (kept.option.provider if kept is not None else None)
+            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit, provider=named)
             if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
                 emit_settled(emit, listed[0], record, listed[1], runtime.now())
             state.remove_record(cluster_id)
@@ -106,11 +110,12 @@ def _plan_of_file(target: str, catalog: Path | None) -> Plan | None:
     return command_support.ranked_plans(path, catalog, 1)[0] if path.is_file() else None
 
 
-def _unrecorded_engine(cluster_id: str) -> str:
-    """A cluster without a local record: pulumi when a pulumi ``up`` kept its plan here, else direct."""
+def _unrecorded_engine(cluster_id: str, backend: str | None = None) -> str:
+    """A cluster without a local record: pulumi when a backend is named (another machine's stack) or a
+    pulumi ``up`` kept its plan here, else direct."""
     from provisioner.lifecycle import pulumi_engine
 
-    return "pulumi" if pulumi_engine.plan_path(cluster_id).is_file() else "direct"
+    return "pulumi" if backend or pulumi_engine.plan_path(cluster_id).is_file() else "direct"
 
 
 def _reservations_left(cluster_id: str, plan: Plan | None, provider: str | None, emit: Emit) -> None:

@@ -341,8 +341,20 @@ def _delete(
         except ProviderError:
             return  # keep the record: it is how a later gc finds this cluster on a tagless provider
         if not left:
+            if record.engine == "pulumi":
+                _remove_stack(record, report)
             remove_record(cluster)
             report.records_removed.append(cluster)
+
+
+def _remove_stack(record: ClusterRecord, report: GcReport) -> None:
+    """A pulumi cluster gc emptied: its stack goes too (a killed up's pending operations and lock with it)."""
+    from provisioner.lifecycle import pulumi_engine
+
+    try:
+        pulumi_engine.down(record.cluster_id, backend=record.backend)
+    except ProvisionerError as exc:
+        report.unlisted.setdefault("pulumi", str(exc))
 
 
 __all__ = ["STALE_S", "GcReport", "Leftover", "abandoned", "collect_garbage", "configured", "unrecorded", "utc_now"]

@@ -22,8 +22,11 @@ def _look_runtime() -> Any:
     return command_support.runtime(command_support.emitter(True), interrupts=False)
 
 
-def status(target: str | None = None, catalog: Path | None = None, json_out: bool = False) -> None:
-    """The clusters brought up from here, or one cluster with what its provider lists now."""
+def status(
+    target: str | None = None, catalog: Path | None = None, json_out: bool = False, backend: str | None = None
+) -> None:
+    """The clusters brought up from here, or one cluster with what its provider lists now (with
+    ``--backend`` and no record here: the stack another machine brought up, from its outputs)."""
     from provisioner.lifecycle import state
 
     if target is None:
@@ -62,16 +65,12 @@ def status(target: str | None = None, catalog: Path | None = None, json_out: boo
         _gone_local_status(cluster_id, json_out)
         return
     runtime = _look_runtime()
+    if backend and state.load_record(cluster_id) is None:
+        _stack_status(cluster_id, backend, runtime, json_out)
+        return
     record, nodes = cluster_nodes(cluster_id, runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
-    doc = {
-        **_summary(record),
-        "live": [
-            {"name": n.name, "id": n.id, "status": n.status.value, "public_ip": n.public_ip, "private_ip": n.private_ip}
-            for n in nodes
-        ],
-        "cost": cost.as_json(),
-    }
+    doc = {**_summary(record), "live": _live(nodes), "cost": cost.as_json()}
     if json_out:
         say(json.dumps(doc, indent=2))
         return
@@ -137,6 +136,40 @@ def _liveness(record: Any) -> dict[str, Any]:
 
     why = abandoned(record, dt.datetime.now(dt.UTC)) if record.status == "creating" else None
     return {"status": "dead", "dead_why": f"{why}; provisioner gc lists it"} if why else {"status": record.status}
+
+
+def _live(nodes: Any) -> list[dict[str, Any]]:
+    return [
+        {"name": n.name, "id": n.id, "status": n.status.value, "public_ip": n.public_ip, "private_ip": n.private_ip}
+        for n in nodes
+    ]
+
+
+def _stack_status(cluster_id: str, backend: str, runtime: Any, json_out: bool) -> None:
+    """``status`` of a stack with no record here (a teammate's ``up`` on a shared backend): its
+    outputs say the provider and the plan's nodes; the provider says what runs now."""
+    from provisioner.lifecycle import pulumi_engine
+
+    outs = pulumi_engine.outputs(cluster_id, backend=backend)
+    provider = str(outs.get("provider", ""))
+    live = _live(runtime.provider(provider).get_nodes(cluster_id))
+    doc: dict[str, Any] = {
+        "cluster": cluster_id,
+        "provider": provider,
+        "engine": "pulumi",
+        "status": "up",
+        "nodes": len(outs.get("nodes") or []),
+        "hourly_usd": outs.get("hourly_usd"),
+        "expires_at": outs.get("expires_at") or None,
+        "backend": backend,
+        "live": live,
+    }
+    if json_out:
+        say(json.dumps(doc, indent=2))
+        return
+    say(printable(f"{cluster_id}: stack in {backend} on {provider} (pulumi), ${doc['hourly_usd']}/h"))
+    for node in live:
+        say(printable(f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  {node['id']}"))
 
 
 def _summary(record: Any) -> dict[str, Any]:

@@ -31,17 +31,21 @@ resources left in the stack and the command that removes them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
-import re
 import secrets as _secrets
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from provisioner.errors import CapacityError, ProvisionerError, StackError
+from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import state
+from provisioner.lifecycle.stack_capacity import StackCapacityError, capacity_in
+from provisioner.lifecycle.stack_faults import clear_pending, owners, sweep, unlocked
+from provisioner.lifecycle.stack_lock import WORK_VAR
 from provisioner.plan import Plan, save_plan
 from provisioner.realize.events import Emit, no_events
 
@@ -87,12 +91,6 @@ def _automation() -> Any:
     return automation
 
 
-def stacks_dir() -> Path:
-    import provisioner.stacks as stacks
-
-    return Path(stacks.__file__).resolve().parent
-
-
 def backend_url(backend: str | None) -> str:
     if backend:
         return backend
@@ -136,16 +134,66 @@ def kept_plan(cluster_id: str) -> Plan | None:
         return None
 
 
+PROJECT = "provisioner"
+"""The Pulumi project of every stack (``stacks/Pulumi.yaml``'s name: the config namespace)."""
+
+
+def _program() -> None:
+    """The inline program ``up`` runs in this process: ``stacks/``'s own (``provisioner.stacks.program``)."""
+    from provisioner.stacks.program import main
+
+    main()
+
+
+def _no_program() -> None:
+    """What ``down`` and ``outputs`` hand the engine: they read or destroy the state, never run a program."""
+
+
+def program_dir() -> Path:
+    """The installed ``stacks/`` folder: the work dir's ``Pulumi.yaml`` names it as ``main``, so a
+    hand-run ``pulumi preview``/``refresh`` in the work dir runs the program ``up`` ran inline."""
+    import provisioner.stacks as stacks
+
+    return Path(stacks.__file__).resolve().parent
+
+
+def work_dir() -> Path:
+    """The workspace the Automation API keeps ``Pulumi.yaml`` and each stack's config file in (0700)."""
+    folder = state.state_dir() / "pulumi" / "work"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def runtime_options(prefix: str = sys.prefix, base_prefix: str = sys.base_prefix) -> dict[str, str]:
+    """The project's python runtime options: ``virtualenv`` naming the environment this process runs in
+    when it is one, so the dynamic-provider plugin the engine starts (``pulumi-resource-pulumi-python``)
+    runs this interpreter, the one ``provisioner`` is installed in, not the first ``python3`` on PATH."""
+    return {"virtualenv": prefix} if prefix != base_prefix else {}
+
+
 def _stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
     auto = _automation()
-    env = {"PULUMI_BACKEND_URL": backend_url(backend), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    # PULUMI_PYTHON_CMD: the interpreter a language host or dynamic-provider plugin runs when the
+    # project names no virtualenv (this one, where provisioner and its program are installed).
+    env = {
+        "PULUMI_BACKEND_URL": backend_url(backend),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_PYTHON_CMD": sys.executable,
+        WORK_VAR: str(work_dir()),
+    }
     if not (backend or "").startswith("https://"):
         env["PULUMI_CONFIG_PASSPHRASE"] = _passphrase()
-    opts = auto.LocalWorkspaceOptions(work_dir=str(stacks_dir()), env_vars=env)
+    settings = auto.ProjectSettings(
+        name=PROJECT,
+        runtime=auto.ProjectRuntimeInfo(name="python", options=runtime_options() or None),
+        main=str(program_dir()),
+    )
+    opts = auto.LocalWorkspaceOptions(work_dir=str(work_dir()), env_vars=env, project_settings=settings)
+    program = _program if create else _no_program
     try:
         if create:
-            return auto.create_or_select_stack(cluster_id, work_dir=str(stacks_dir()), opts=opts)
-        return auto.select_stack(cluster_id, work_dir=str(stacks_dir()), opts=opts)
+            return auto.create_or_select_stack(cluster_id, PROJECT, program, opts=opts)
+        return auto.select_stack(cluster_id, PROJECT, program, opts=opts)
     except auto.errors.StackNotFoundError:
         raise StackError(f"no pulumi stack {cluster_id} in {env['PULUMI_BACKEND_URL']}") from None
     except (auto.errors.CommandError, ValueError, OSError) as exc:
@@ -178,34 +226,6 @@ def _failed(verb: str, cluster_id: str, stack: Any, exc: Exception, backend: str
     )
 
 
-class StackCapacityError(CapacityError):
-    """``pulumi up`` failed because a provider had no capacity: the adapter's CapacityError inside the
-    program (the dynamic provider's gRPC error carries its traceback, whose last line pulumi prints),
-    with the same provider and message the direct engine sees, or an official resource's capacity
-    code (``FACTS.capacity_codes``), so both engines fail over alike
-    (``provisioner.realize.failover``). ``left`` is the StackError naming what the stack still holds
-    and how to remove it, raised instead when no option is left."""
-
-    def __init__(self, provider: str, message: str, left: StackError) -> None:
-        super().__init__(provider, message)
-        self.left = left
-
-
-_CAPACITY_LINE = re.compile(r"provisioner\.errors\.CapacityError: ([a-z0-9_]+): (.+)$")
-
-
-def capacity_in(text: str, provider: str = "", codes: tuple[str, ...] = ()) -> tuple[str, str] | None:
-    """(provider, message) of the last ``provisioner.errors.CapacityError`` a traceback in ``text`` shows
-    (the adapter's, inside a dynamic resource); else, when ``text`` names one of ``codes`` (the
-    provider's ``FACTS.capacity_codes``: pulumi-aws/gcp's own errors), ``provider`` and that code with
-    the line naming it. None otherwise."""
-    found = [m for line in text.splitlines() if (m := _CAPACITY_LINE.search(line.strip()))]
-    if found:
-        return found[-1].group(1), found[-1].group(2).strip()
-    named = [line.strip() for line in text.splitlines() if any(code in line for code in codes)]
-    return (provider, named[-1][:300]) if named else None
-
-
 def up(
     plan: Plan,
     *,
@@ -232,7 +252,7 @@ def up(
     save_plan(plan, path)  # before a block is bought: what down reads when no record was kept
     reservation = reserve(plan, runtime or Runtime(emit=emit), expires_at)
     try:
-        return _up(auto, stack, plan, path, backend, emit, expires_at, reservation)
+        return _up(auto, stack, plan, path, backend, emit, expires_at, reservation, runtime)
     except ProvisionerError as exc:
         if reservation is None:
             raise
@@ -248,6 +268,7 @@ def _up(
     emit: Emit,
     expires_at: dt.datetime | None,
     reservation: Reservation | None,
+    runtime: Runtime | None = None,
 ) -> dict[str, Any]:
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
@@ -257,7 +278,8 @@ def _up(
     config = {
         "provisioner:plan": auto.ConfigValue(value=str(path)),
         "provisioner:secretsFile": auto.ConfigValue(value=str(state.secrets_path(plan.cluster_id))),
-        "provisioner:owner": auto.ConfigValue(value=owner_id()),
+        # A stack keeps the owner its nodes were made for: a teammate's up must not replace them all.
+        "provisioner:owner": auto.ConfigValue(value=(owners(stack) or [owner_id()])[0]),
     }
     if expires_at is not None:
         config["provisioner:expiresAt"] = auto.ConfigValue(value=expiry_text(expires_at))
@@ -278,10 +300,27 @@ def _up(
         raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {_last_line(str(exc))}") from None
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
-        result = stack.up(
-            on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
-        )
+        clear_pending(auto, stack, plan.cluster_id, backend, emit)
+        # Ctrl-C reaches pulumi too (the terminal's process group): it cancels, records what it did and
+        # releases the lock; this process holds the signal until then (realize.interrupts).
+        with runtime.held() if runtime is not None else contextlib.nullcontext():
+            result = unlocked(
+                auto,
+                stack,
+                plan.cluster_id,
+                backend,
+                lambda: stack.up(
+                    on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
+                    color="never",
+                    show_secrets=False,
+                ),
+            )
     except auto.errors.CommandError as exc:
+        interrupts = runtime.interrupts if runtime is not None else None
+        if interrupts is not None and interrupts.pending:  # pulumi cancelled on Ctrl-C
+            from provisioner.realize.interrupts import Interrupted
+
+            raise Interrupted(interrupts.received[-1]) from None
         failed = _failed("up", plan.cluster_id, stack, exc, backend)
         name = plan.option.provider
         capacity = capacity_in(str(exc), name, facts()[name].capacity_codes)
@@ -293,24 +332,43 @@ def _up(
     return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
 
 
-def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events) -> bool:
-    """Destroy the cluster's stack and remove it. Blocks; a missing stack is already down (False)."""
+def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events, provider: str | None = None) -> bool:
+    """Destroy the cluster's stack and remove it, then (``provider`` given) delete through the adapter any
+    node of the cluster still there: one a killed engine made but never recorded (``stack_faults.sweep``).
+    Blocks; a missing stack is already down (False), its nodes swept all the same."""
     auto = _automation()
 
     try:
         stack = _stack(cluster_id, backend, create=False)
     except StackError as exc:
-        if "no pulumi stack" in str(exc):
-            return False
-        raise
+        if "no pulumi stack" not in str(exc):
+            raise
+        if provider is not None:
+            sweep(provider, cluster_id, emit)
+        return False
+    if provider is None:  # another machine's stack: its outputs name the provider
+        with contextlib.suppress(auto.errors.CommandError, ValueError, OSError, KeyError):
+            provider = str(stack.outputs()["provider"].value)
+    made_for = owners(stack)  # before the destroy forgets them
     emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
     try:
-        stack.destroy(
-            on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
+        if clear_pending(auto, stack, cluster_id, backend, emit) and provider is not None:
+            # a dropped create's nodes first: they hold what the destroy removes next (Lambda's firewall)
+            sweep(provider, cluster_id, emit, made_for)
+        unlocked(
+            auto,
+            stack,
+            cluster_id,
+            backend,
+            lambda: stack.destroy(
+                on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
+            ),
         )
         stack.workspace.remove_stack(cluster_id)
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise _failed("destroy", cluster_id, stack, exc, backend) from None
+    if provider is not None:
+        sweep(provider, cluster_id, emit, made_for)
     return True
 
 
@@ -345,7 +403,9 @@ __all__ = [
     "down",
     "kept_plan",
     "outputs",
+    "program_dir",
     "require_pulumi",
-    "stacks_dir",
+    "runtime_options",
     "up",
+    "work_dir",
 ]

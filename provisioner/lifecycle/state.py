@@ -55,6 +55,7 @@ class ClusterRecord(BaseModel):
     cluster_id: SafeId
     provider: SafeId
     engine: Literal["direct", "pulumi"] = "direct"
+    backend: str | None = Field(None, description="pulumi: the state backend URL given to up (None: the local one).")
     plan: Plan
     created_at: dt.datetime
     expires_at: dt.datetime | None = Field(None, description="TTL end (UTC); None when the spec sets none.")

@@ -148,10 +148,12 @@ def _pulumi_up(
         now = utc_now()
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
         _refuse_rejected_key(plan, runtime)  # before the record and the stack, as on the direct engine
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, status="creating", run_id=run_id)
+        _save_pulumi_record(
+            plan, now, expires_at, max_cost_usd, on_budget, status="creating", run_id=run_id, backend=backend
+        )
         outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
         nodes = _await_stack(plan, runtime) if wait else None
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id)
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id, backend=backend)
         if nodes is None:
             emit(
                 "up",
@@ -176,10 +178,22 @@ def _pulumi_up(
                 first_that_fits(plans, attempt, cleared, emit=emit, max_tries=max_tries)
             except KeyboardInterrupt:
                 _mark(cluster_id, "interrupted")
+                where = f" --backend {backend}" if backend else ""
+                emit(
+                    "error",
+                    message=f"interrupted: pulumi cancelled the update of {cluster_id}, which may have nodes; "
+                    f"remove them with: provisioner down {cluster_id}{where}",
+                    cluster=cluster_id,
+                )
                 raise
-            except pulumi_engine.StackCapacityError as exc:  # no option left: say what the stack holds
+            except pulumi_engine.StackCapacityError as exc:  # no option left
+                if cleared(plans[0]):  # as the direct engine: nothing of the failed create is left
+                    from provisioner.lifecycle import state
+
+                    state.remove_record(cluster_id)
+                    raise
                 _mark(cluster_id, "failed")
-                raise exc.left from None
+                raise exc.left from None  # say what the stack still holds
             except ProvisionerError:
                 _mark(cluster_id, "failed")
                 raise
@@ -228,6 +242,7 @@ def _save_pulumi_record(
     on_budget: str = "warn",
     status: str = "up",
     run_id: str = "",
+    backend: str | None = None,
 ) -> None:
     from provisioner.lifecycle import state
 
@@ -236,6 +251,7 @@ def _save_pulumi_record(
             cluster_id=plan.cluster_id,
             provider=plan.option.provider,
             engine="pulumi",
+            backend=backend,
             plan=plan,
             created_at=now,
             expires_at=expires_at,

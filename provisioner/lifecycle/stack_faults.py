@@ -1,0 +1,128 @@
+"""What the pulumi engine does about a previous engine that was killed (issue 25 item 4).
+
+- ``unlocked``: an update after stopping the dynamic-provider servers a killed engine of this
+  state dir left running (``stack_lock.stop_orphans``), and, when the backend refuses it for a
+  lock a dead engine of this host left, after removing that lock (``pulumi cancel``); any other
+  lock is one line naming it (``stack_lock.StackLock.refusal``).
+- ``clear_pending``: before ``up``, a stack holding a killed engine's pending operations is
+  refreshed with its pending creates dropped. A dropped create's nodes are not lost: the
+  neoclouds' ``NeocloudNodes`` create is idempotent on node names and adopts them.
+- ``sweep``: after ``down`` destroyed the stack, the adapter deletes any node of the cluster
+  still there that this owner made (``providers.ownership.delete_owned``): one a killed engine
+  created but never recorded. Waits until they are gone; a provider that cannot be asked is a
+  warning naming ``provisioner gc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from provisioner.errors import ProvisionerError, StackError
+from provisioner.realize.events import Emit
+
+
+def unlocked(auto: Any, stack: Any, cluster_id: str, backend: str | None, run: Callable[[], Any]) -> Any:
+    """``run()`` (an update of ``stack``) as the module docstring says. StackError for a live lock."""
+    from provisioner.lifecycle.pulumi_engine import backend_url, work_dir
+    from provisioner.lifecycle.stack_lock import lock_in, stop_orphans
+
+    stop_orphans(work_dir())
+    try:
+        return run()
+    except auto.errors.CommandError as exc:
+        lock = lock_in(str(exc))
+        if lock is None:
+            raise
+        if not lock.stale():
+            raise StackError(lock.refusal(cluster_id, backend_url(backend))) from None
+    stack.cancel()
+    return run()
+
+
+def pending(stack: Any) -> list[str]:
+    """``kind name`` of each pending operation the stack's state holds (a killed engine's)."""
+    deployment = stack.export_stack().deployment or {}
+    out = []
+    for operation in deployment.get("pending_operations") or []:
+        urn = str((operation.get("resource") or {}).get("urn", ""))
+        out.append(f"{operation.get('type', '?')} {urn.rsplit('::', 1)[-1]}")
+    return out
+
+
+def clear_pending(auto: Any, stack: Any, cluster_id: str, backend: str | None, emit: Emit) -> list[str]:
+    """Refresh ``stack`` dropping its pending creates, when it holds pending operations (a warning says
+    so). Returns them ([]: none)."""
+    found: list[str] = unlocked(auto, stack, cluster_id, backend, lambda: pending(stack))
+    if not found:
+        return found
+    emit(
+        "warning",
+        message=f"stack {cluster_id} holds pending operations of an engine that was stopped: {', '.join(found)}; "
+        "refreshing it and dropping the pending creates (their nodes are adopted by name)",
+        cluster=cluster_id,
+    )
+    unlocked(
+        auto,
+        stack,
+        cluster_id,
+        backend,
+        lambda: stack.refresh(
+            clear_pending_creates=True,
+            on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
+            color="never",
+        ),
+    )
+    return found
+
+
+def owners(stack: Any) -> list[str]:
+    """The owners the stack's neocloud nodes are created for (their ``owner`` input), pending creates
+    included: whom ``sweep`` deletes for when a teammate destroys the stack. [] when unreadable."""
+    try:
+        deployment = stack.export_stack().deployment or {}
+    except Exception:  # best effort: sweep then deletes for this machine's owner
+        return []
+    found: set[str] = set()
+    entries = [
+        *(deployment.get("resources") or []),
+        *[(op.get("resource") or {}) for op in deployment.get("pending_operations") or []],
+    ]
+    for entry in entries:
+        nodes = (entry.get("inputs") or {}).get("nodes")
+        for node in nodes if isinstance(nodes, list) else []:
+            if isinstance(node, dict) and isinstance(node.get("owner"), str):
+                found.add(node["owner"])
+    return sorted(found)
+
+
+def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None = None) -> None:
+    """Delete (and wait out) every node of ``cluster_id`` that ``owners`` (default: this machine's
+    ``owner_id()``) still have at ``provider``."""
+    from provisioner.lifecycle.realize import Runtime
+    from provisioner.providers.ownership import delete_owned
+    from provisioner.realize.launch import wait_deleted
+
+    runtime = Runtime(emit=emit)
+    try:
+        adapter = runtime.provider(provider)
+        whose: list[str | None] = [*owners] if owners else [None]
+        deleted = {n.id for owner in whose for n in delete_owned(adapter, cluster_id, owner=owner).deleted}
+    except ProvisionerError as exc:  # the stack is gone; say how to look again rather than fail
+        emit(
+            "warning",
+            message=f"could not check {provider} for nodes of {cluster_id} the stack did not hold ({exc}); "
+            f"look again with: provisioner gc --provider {provider}",
+            cluster=cluster_id,
+        )
+        return
+    if deleted:
+        emit(
+            "warning",
+            message=f"deleted {len(deleted)} node(s) of {cluster_id} the stack did not hold (a stopped engine's)",
+            cluster=cluster_id,
+        )
+        wait_deleted(runtime.wait, adapter, cluster_id, timeout_s=runtime.timeouts.deleted_s, ids=deleted)
+
+
+__all__ = ["clear_pending", "owners", "pending", "sweep", "unlocked"]
