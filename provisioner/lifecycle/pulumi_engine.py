@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.stack_capacity import StackCapacityError, capacity_in
-from provisioner.lifecycle.stack_faults import clear_pending, owners, sweep, unlocked
+from provisioner.lifecycle.stack_faults import Where, clear_pending, owners, sweep, unlocked
 from provisioner.lifecycle.stack_lock import WORK_VAR
 from provisioner.plan import Plan, save_plan
 from provisioner.realize.events import Emit, no_events
@@ -300,15 +300,14 @@ def _up(
         raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {_last_line(str(exc))}") from None
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
     try:
-        clear_pending(auto, stack, plan.cluster_id, backend, emit)
+        clear_pending(auto, stack, _where(plan.cluster_id, backend), emit)
         # Ctrl-C reaches pulumi too (the terminal's process group): it cancels, records what it did and
         # releases the lock; this process holds the signal until then (realize.interrupts).
         with runtime.held() if runtime is not None else contextlib.nullcontext():
             result = unlocked(
                 auto,
                 stack,
-                plan.cluster_id,
-                backend,
+                _where(plan.cluster_id, backend),
                 lambda: stack.up(
                     on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
                     color="never",
@@ -352,14 +351,13 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events,
     made_for = owners(stack)  # before the destroy forgets them
     emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
     try:
-        if clear_pending(auto, stack, cluster_id, backend, emit) and provider is not None:
+        if clear_pending(auto, stack, _where(cluster_id, backend), emit) and provider is not None:
             # a dropped create's nodes first: they hold what the destroy removes next (Lambda's firewall)
             sweep(provider, cluster_id, emit, made_for)
         unlocked(
             auto,
             stack,
-            cluster_id,
-            backend,
+            _where(cluster_id, backend),
             lambda: stack.destroy(
                 on_output=lambda line: emit("pulumi-output", message=line.rstrip()), color="never", show_secrets=False
             ),
@@ -382,6 +380,10 @@ def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise StackError(f"pulumi cannot read the outputs of {cluster_id}: {_last_line(str(exc))}") from None
     return {key: ("[secret]" if value.secret else value.value) for key, value in found.items()}
+
+
+def _where(cluster_id: str, backend: str | None) -> Where:
+    return Where(cluster_id, backend_url(backend), work_dir())
 
 
 def _last_line(text: str) -> str:

@@ -16,18 +16,27 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from provisioner.errors import ProvisionerError, StackError
+from provisioner.lifecycle.stack_lock import lock_in, stop_orphans
 from provisioner.realize.events import Emit
 
 
-def unlocked(auto: Any, stack: Any, cluster_id: str, backend: str | None, run: Callable[[], Any]) -> Any:
-    """``run()`` (an update of ``stack``) as the module docstring says. StackError for a live lock."""
-    from provisioner.lifecycle.pulumi_engine import backend_url, work_dir
-    from provisioner.lifecycle.stack_lock import lock_in, stop_orphans
+@dataclass(frozen=True)
+class Where:
+    """The stack an update is about: its cluster, its backend's URL and this state dir's workspace."""
 
-    stop_orphans(work_dir())
+    cluster_id: str
+    backend_url: str
+    work_dir: Path
+
+
+def unlocked(auto: Any, stack: Any, where: Where, run: Callable[[], Any]) -> Any:
+    """``run()`` (an update of ``stack``) as the module docstring says. StackError for a live lock."""
+    stop_orphans(where.work_dir)
     try:
         return run()
     except auto.errors.CommandError as exc:
@@ -35,7 +44,7 @@ def unlocked(auto: Any, stack: Any, cluster_id: str, backend: str | None, run: C
         if lock is None:
             raise
         if not lock.stale():
-            raise StackError(lock.refusal(cluster_id, backend_url(backend))) from None
+            raise StackError(lock.refusal(where.cluster_id, where.backend_url)) from None
     stack.cancel()
     return run()
 
@@ -50,28 +59,27 @@ def pending(stack: Any) -> list[str]:
     return out
 
 
-def clear_pending(auto: Any, stack: Any, cluster_id: str, backend: str | None, emit: Emit) -> list[str]:
+def clear_pending(auto: Any, stack: Any, where: Where, emit: Emit) -> list[str]:
     """Refresh ``stack`` dropping its pending creates, when it holds pending operations (a warning says
-    so). Returns them ([]: none)."""
-    found: list[str] = unlocked(auto, stack, cluster_id, backend, lambda: pending(stack))
+    so, once the refresh was let through: a live engine's are refused with its lock). Returns them."""
+    found: list[str] = unlocked(auto, stack, where, lambda: pending(stack))
     if not found:
         return found
-    emit(
-        "warning",
-        message=f"stack {cluster_id} holds pending operations of an engine that was stopped: {', '.join(found)}; "
-        "refreshing it and dropping the pending creates (their nodes are adopted by name)",
-        cluster=cluster_id,
-    )
     unlocked(
         auto,
         stack,
-        cluster_id,
-        backend,
+        where,
         lambda: stack.refresh(
             clear_pending_creates=True,
             on_output=lambda line: emit("pulumi-output", message=line.rstrip()),
             color="never",
         ),
+    )
+    emit(
+        "warning",
+        message=f"stack {where.cluster_id} held pending operations of an engine that was stopped: "
+        f"{', '.join(found)}; refreshed, the pending creates dropped (their nodes are adopted by name)",
+        cluster=where.cluster_id,
     )
     return found
 
@@ -125,4 +133,4 @@ def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None =
         wait_deleted(runtime.wait, adapter, cluster_id, timeout_s=runtime.timeouts.deleted_s, ids=deleted)
 
 
-__all__ = ["clear_pending", "owners", "pending", "sweep", "unlocked"]
+__all__ = ["Where", "clear_pending", "owners", "pending", "sweep", "unlocked"]
