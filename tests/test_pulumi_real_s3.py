@@ -60,6 +60,11 @@ def objects(url: str) -> list[str]:
     return sorted(o["Key"] for o in listed.get("Contents") or [])
 
 
+def stack_left(url: str) -> list[str]:
+    """The stack's state and locks in the bucket (pulumi keeps its backups after ``stack rm``)."""
+    return [k for k in objects(url) if k == ".pulumi/stacks/provisioner/lc-lambda.json" or "/locks/" in k]
+
+
 def test_two_machines_share_one_stack_in_s3(
     engine: Path, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -112,7 +117,7 @@ def test_two_machines_share_one_stack_in_s3(
             down = bob.cli("down", "lc-lambda")
             assert down.code == 0, down.err[-3000:]
             assert app.instance_count() == 0
-            assert not [key for key in objects(bucket) if "/lc-lambda" in key and "history" not in key], objects(bucket)
+            assert not stack_left(bucket), objects(bucket)
 
             # 3. alice's machine dies mid-create; bob cleans up
             app.latency_s = {"launch": 900.0}  # her second launch never ends: she dies first
@@ -129,7 +134,7 @@ def test_two_machines_share_one_stack_in_s3(
             cleaned = bob.cli("down", "lc-lambda")
             assert cleaned.code == 0, cleaned.err[-3000:]
             assert app.instance_count() == 0
-            assert not [key for key in objects(bucket) if "/lc-lambda" in key and "history" not in key], objects(bucket)
+            assert not stack_left(bucket), objects(bucket)
     finally:
         for machine in made:
             crash(machine)
