@@ -103,6 +103,9 @@ class ProviderFacts:
     """Where its SDK finds credentials, when it takes no API key (``key_vars`` empty)."""
     storage_scheme: str | None = None
     """The URL scheme of its object store (``s3``, ``gs``): a dataset there leaves from this provider."""
+    unfiltered_ssh: str | None = None
+    """Why ``access.allowed_cidrs`` cannot be applied there (no provider firewall the tool can set,
+    and a container node has no firewall of its own), as ``plan``/``up`` say it; None: it can."""
     nccl_ifname: str | None = None
     """The data-plane interface its multi-node images document for NCCL's socket traffic
     (``render.fabric``); None: every interface but loopback and docker."""

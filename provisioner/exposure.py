@@ -16,11 +16,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-UNFILTERED: dict[str, str] = {
-    "runpod": "a pod's sshd is published on a mapped public port to every address",
-    "vastai": "an instance's sshd is published on a mapped public port to every address",
-}
-"""Provider -> why ``access.allowed_cidrs`` cannot be applied there."""
+from provisioner.providers.registry import facts
+
+
+UNFILTERED: dict[str, str] = {name: found.unfiltered_ssh for name, found in facts().items() if found.unfiltered_ssh}
+"""Provider -> why ``access.allowed_cidrs`` cannot be applied there (each provider's
+``FACTS.unfiltered_ssh``, providers/descriptor.py)."""
 
 _WHOLE = (ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0"))
 

@@ -37,6 +37,7 @@ FACTS = ProviderFacts(
     "runpod",
     fake="provisioner.testing.fakes.runpod:RunPodFake",
     key_vars=("RUNPOD_API_KEY",),
+    unfiltered_ssh="a pod's sshd is published on a mapped public port to every address",
     login_user="root",
     docs=ProviderDocs(
         offers="Secure and Community pods: H100 (SXM, PCIe), H200, B200, A100 80 GB (SXM, PCIe), L40S, RTX 4090, with"

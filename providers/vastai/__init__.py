@@ -30,6 +30,7 @@ FACTS = ProviderFacts(
     "vastai",
     fake="provisioner.testing.fakes.vastai:VastAIFake",
     key_vars=("VAST_API_KEY",),
+    unfiltered_ssh="an instance's sshd is published on a mapped public port to every address",
     login_user="root",
     docs=ProviderDocs(
         offers="Representative marketplace asks: H100, H200, B200, A100, RTX 4090, L40S, A10, each with an "

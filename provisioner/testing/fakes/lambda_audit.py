@@ -119,7 +119,7 @@ class AuditRoutes:
 
     def check_1_8_3(self, response: Response) -> str | None:
         """Why a 1.8.3-shaped answer breaks ``PAGE_1_8_3``; None when it holds."""
-        validator = _validator_1_8_3(str(spec_root() / "lambda" / (self.fake.spec_file or "")))
+        validator = _validator_1_8_3(str(spec_root() / self.fake.provider / (self.fake.spec_file or "")))
         problems = [error.message for error in validator.iter_errors(json.loads(response.get_data()))]
         return "; ".join(problems)[:500] or None
 
