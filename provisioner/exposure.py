@@ -18,7 +18,6 @@ from collections.abc import Iterable, Sequence
 
 from provisioner.providers.registry import facts
 
-
 UNFILTERED: dict[str, str] = {name: found.unfiltered_ssh for name, found in facts().items() if found.unfiltered_ssh}
 """Provider -> why ``access.allowed_cidrs`` cannot be applied there (each provider's
 ``FACTS.unfiltered_ssh``, providers/descriptor.py)."""
