@@ -26,10 +26,10 @@ from provisioner.providers.aws.client import LIMITS
 from provisioner.providers.aws.provider import AWSProvider
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.registry import capabilities
+from provisioner.refresh import FAKE_CACHE_FILE
 from provisioner.spec import ClusterSpec
 from provisioner.testing.fakes.aws_ec2 import AWSFake
 from provisioner.testing.fakes.base import RunningServer, serve
-from provisioner.workflow import CACHE_FILE
 
 IMAGE = "ami-12c6146b"
 SPEC = """
@@ -95,7 +95,7 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
     assert main(["catalog", "refresh", "--provider", "aws"]) == 0
     out = capsys.readouterr().out
     assert "aws: " in out and "quotas read" in out
-    cache = load_catalog(aws_env / "cache" / CACHE_FILE)
+    cache = load_catalog(aws_env / "cache" / FAKE_CACHE_FILE)  # a refresh against a fake never writes the real cache
     live = [
         o
         for o in cache.offers
@@ -111,19 +111,28 @@ def test_refresh_records_prices_and_quota_headroom_then_plan_names_the_quota(
     assert quotas[("L-C4BD4855", True)].available == 0  # the fake's spot P5 quota
 
     # 16 GPUs = 2 nodes x 192 vCPUs fit in 400; 24 GPUs = 3 nodes do not.
-    assert main(["plan", _spec_file(aws_env, 16), "--format", "json"]) == 0
+    assert (
+        main(
+            ["plan", _spec_file(aws_env, 16), "--catalog", str(aws_env / "cache" / FAKE_CACHE_FILE), "--format", "json"]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     best = report["options"][0]
     assert (best["provider"], best["instance_type"], best["nodes"]) == ("aws", "p5.48xlarge", 2)
     quotes = [q for q in report["quotes"] if q["provider"] == "aws"]  # Capacity Blocks: listed, never ranked
     assert quotes and all(q["purchase"] == "reservation" and "Capacity Block" in q["how_to_obtain"] for q in quotes)
-    code = main(["plan", _spec_file(aws_env, 24), "--format", "json"])
+    code = main(
+        ["plan", _spec_file(aws_env, 24), "--catalog", str(aws_env / "cache" / FAKE_CACHE_FILE), "--format", "json"]
+    )
     captured = capsys.readouterr()
     assert code == 3, captured
-    # The blamed field is the one that alone keeps out the most options (docs/cost-model.md, "When
-    # nothing fits"): the other providers' 8 x H100 offers outnumber the quota-bound p5 ones, so the
-    # line blames providers.allow; the report (printed: Capacity Blocks are quotes) names the quota.
-    assert "providers.allow: no offer fits" in captured.err and "quote-only products fit" in captured.err
+    # The provider fields are blamed last (docs/cost-model.md, "When nothing fits"): the line blames
+    # gpus.count with the quota and how to raise it, names the quote-only products, and lists every
+    # single field whose relaxation alone lets an option fit (providers.allow among them).
+    line = captured.err
+    assert "gpus.count: no offer fits: on-demand: 3 x p5.48xlarge need 576 vcpus, over the quota L-417A185B" in line
+    assert "quote-only products fit" in line and "providers.allow (runpod 8x_H100-SXM_SECURE on-demand" in line
     [quota] = [g for g in json.loads(captured.out)["rejection_groups"] if g["stage"] == 19]
     assert quota["field"] == "gpus.count" and "L-417A185B" in quota["reason"]
     assert "request-service-quota-increase" in quota["reason"] and "400 vcpus left of 400" in quota["reason"]
@@ -222,6 +231,6 @@ def test_quotas_that_cannot_be_read_leave_the_offers_and_check_nothing_in_plan(
     assert main(["catalog", "refresh", "--provider", "aws"]) == 0
     out = capsys.readouterr().out
     assert "quotas not read (" in out and "UnrecognizedClientException" in out
-    cache = load_catalog(aws_env / "cache" / CACHE_FILE)
+    cache = load_catalog(aws_env / "cache" / FAKE_CACHE_FILE)  # a refresh against a fake never writes the real cache
     assert cache.providers["aws"].quotas is None
     assert any(o.provider == "aws" and o.price_per_hour_usd == Decimal("55.04") for o in cache.offers)

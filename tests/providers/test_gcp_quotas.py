@@ -19,9 +19,9 @@ from provisioner.errors import PlanError, QuotaError
 from provisioner.providers.base import NodeSpec
 from provisioner.providers.gcp.billing import resource_of, sku_prices, unit_price
 from provisioner.providers.gcp.provider import GCPProvider
+from provisioner.refresh import FAKE_CACHE_FILE
 from provisioner.testing.fakes.base import RunningServer, serve
 from provisioner.testing.fakes.gcp_compute import DEFAULT_QUOTAS, GCPFake
-from provisioner.workflow import CACHE_FILE
 
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 SPEC = """
@@ -75,7 +75,7 @@ def test_refresh_prices_from_skus_records_gpu_quotas_then_plan_names_the_metric(
 ) -> None:
     assert main(["catalog", "refresh", "--provider", "gcp"]) == 0
     assert "gcp: " in capsys.readouterr().out
-    cache = load_catalog(gcp_env / "cache" / CACHE_FILE)
+    cache = load_catalog(gcp_env / "cache" / FAKE_CACHE_FILE)  # a refresh against a fake never writes the real cache
     live = {o.instance_type: o for o in cache.offers if o.provider == "gcp" and o.region == "us-central1"}
     assert live["a3-highgpu-8g"].price_per_hour_usd == Decimal("89.33776")
     assert live["a3-highgpu-8g"].zone == "us-central1-a"
@@ -85,15 +85,34 @@ def test_refresh_prices_from_skus_records_gpu_quotas_then_plan_names_the_metric(
     assert quotas[("PREEMPTIBLE_NVIDIA_H100_GPUS", "us-central1")].available == 0
     assert "iam-admin/quotas?project=quota-project" in h100.how_to_request
 
-    assert main(["plan", _spec_file(gcp_env, 16), "--format", "json"]) == 0
+    assert (
+        main(
+            ["plan", _spec_file(gcp_env, 16), "--catalog", str(gcp_env / "cache" / FAKE_CACHE_FILE), "--format", "json"]
+        )
+        == 0
+    )
     best = json.loads(capsys.readouterr().out, parse_float=Decimal)["options"][0]
     assert (best["provider"], best["instance_type"], best["nodes"]) == ("gcp", "a3-highgpu-8g", 2)
     assert Decimal(best["hourly_usd"]) == Decimal("178.67552")
-    assert main(["plan", _spec_file(gcp_env, 24), "--format", "json", "--explain"]) == 3
+    assert (
+        main(
+            [
+                "plan",
+                _spec_file(gcp_env, 24),
+                "--catalog",
+                str(gcp_env / "cache" / FAKE_CACHE_FILE),
+                "--format",
+                "json",
+                "--explain",
+            ]
+        )
+        == 3
+    )
     captured = capsys.readouterr()
-    # The line blames the field that alone keeps out the most options (docs/cost-model.md, "When
-    # nothing fits": here the other providers' H100 offers, providers.allow); the report names the quota.
-    assert "providers.allow: no offer fits" in captured.err
+    # The provider fields are blamed last (docs/cost-model.md, "When nothing fits"): the line blames
+    # gpus.count and lists providers.allow among the single fields whose relaxation lets an option fit.
+    assert "gpus.count: no offer fits: on-demand" in captured.err
+    assert "providers.allow (runpod 8x_H100-SXM_SECURE on-demand" in captured.err
     groups = json.loads(captured.out)["rejection_groups"]
     [quota] = [g for g in groups if g["stage"] == 19 and " quota NVIDIA_H100_GPUS " in g["reason"]]
     example = quota["examples"][0]["reason"]
