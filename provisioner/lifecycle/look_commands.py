@@ -26,7 +26,7 @@ def status(
     target: str | None = None, catalog: Path | None = None, json_out: bool = False, backend: str | None = None
 ) -> None:
     """The clusters brought up from here, or one cluster with what its provider lists now (with
-    ``--backend`` and no record here: the stack another machine brought up, from its outputs)."""
+    --backend and no record here: the stack another machine brought up, from its outputs)."""
     from provisioner.lifecycle import state
 
     if target is None:
