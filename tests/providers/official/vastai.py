@@ -29,7 +29,7 @@ from provisioner.providers.vastai.client import VAST_LIMITS
 from provisioner.providers.vastai.provider import VastAIProvider
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.testing.fakes.vastai import VastAIFake
-from tests.conftest import ROOT, need_shared
+from tests.conftest import ROOT, need_shared, skip_or_fail
 from tests.providers.official.support import need_client
 
 VASTAI_VERSION = "1.9.1"
@@ -181,7 +181,7 @@ def test_vastai_cli_searches_rents_lists_and_destroys(vast_fake: tuple[VastAIFak
         return json.loads(done.stdout) if done.stdout.strip() else None  # destroy prints nothing with --raw
 
     if not cli.exists():
-        pytest.skip(f"the vastai CLI is not beside {sys.executable}")
+        skip_or_fail(f"the vastai CLI is not beside {sys.executable} (pip install -e '.[test]')")
     offers = run("search", "offers", "num_gpus=1 gpu_name=RTX_4090 reliability>0.99", "--limit", "3")
     assert len(offers) == 3 and {o["gpu_name"] for o in offers} == {"RTX 4090"}
     made = run("create", "instance", str(offers[0]["id"]), "--image", "vastai/base-image:x", "--env", "-e A=B")
