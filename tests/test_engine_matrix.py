@@ -192,8 +192,10 @@ class Fake:
                 for made in sorted(issued, key=len, reverse=True):  # e.g. the firewall ruleset's id
                     text = text.replace(f'"{made}"', '"<issued id>"')
                 out.append((call.method, call.route, json.loads(text) if text else None))
-            if call.method != "GET":  # made by this call; a listing's ids (RunPod's GPU type ids) are not issued
-                issued |= _ids(_json(exchange.response_body))
+            if call.method != "GET":  # made by this call; a listing's ids (RunPod's GPU type ids) are not issued,
+                # nor an id the request itself named (RunPod's create answers echo the GPU type id it was sent)
+                sent = exchange.request_body.decode(errors="replace")
+                issued |= {made for made in _ids(_json(exchange.response_body)) if made not in sent}
         # An adapter may create a cluster's nodes concurrently (Vast.ai): in the order of their bodies.
         return sorted(out, key=lambda c: (c[0], c[1], json.dumps(c[2], sort_keys=True)))
 
