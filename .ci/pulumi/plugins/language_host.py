@@ -59,10 +59,17 @@ BAIL_EXIT_CODE = 32
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """Run in the program's child before exec: end it when the host ends (Linux), never orphan it."""
+def _die_with_parent(host_pid: int) -> None:
+    """Run first in the program's child: end it when the host ends (Linux), never orphan it.
+
+    The child asks for this itself. Asking in a ``preexec_fn`` made ``subprocess`` fork() the host,
+    a process with gRPC's threads running, and run Python (``dlopen``) in the copy before exec: the
+    copy crashed now and then (exit -11, once -6) with gRPC's "skipping fork() handlers" line. Without
+    ``preexec_fn`` the host starts its child by vfork/posix_spawn, which runs no fork handlers."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != host_pid:  # the host ended before the request above took effect
+        sys.exit(1)
 
 
 def _program_path(request: Any) -> str:
@@ -123,6 +130,7 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
             "program": _program_path(request),
             "pwd": request.pwd or None,
             "args": list(request.args),
+            "host_pid": os.getpid(),
         }
         env = dict(os.environ)
         env.pop("GRPC_ENABLE_FORK_SUPPORT")
@@ -135,7 +143,6 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
             [sys.executable, "-u", os.path.abspath(__file__), "--run", json.dumps(settings)],
             env=env,
             cwd=request.pwd or None,
-            preexec_fn=_die_with_parent,
             check=False,
         )
         if child.returncode == 0:
@@ -162,6 +169,7 @@ def serve(engine_address: str) -> None:
 
 def run_program(settings: dict[str, Any]) -> int:
     """The child: configure the SDK for this run and execute the program as ``__main__``."""
+    _die_with_parent(int(settings["host_pid"]))
     pulumi.runtime.set_all_config(pulumi.runtime.get_config_env(), pulumi.runtime.get_config_secret_keys_env())
     pulumi.runtime.configure(
         pulumi.runtime.Settings(
