@@ -82,7 +82,9 @@ def _up(user: User, fake: Any, machines: Machines, nodes: list[str]) -> float:
     status = user.run("status", CLUSTER, timeout=120)
     assert status.returncode == 0, status.stderr
     assert all(name in status.stdout for name in nodes), status.stdout
-    assert status.stdout.startswith(f"{CLUSTER}: up on {fake.provider} (direct)"), status.stdout
+    # The first line names the cluster, the run (state.new_run_id: date-time-hex), provider and engine.
+    headline = rf"{CLUSTER} \(run \d{{8}}-\d{{6}}-[0-9a-f]{{6}}\): up on {fake.provider} \(direct\), "
+    assert re.match(headline, status.stdout), status.stdout
     return up_s
 
 
@@ -173,8 +175,10 @@ def _last_run(machine: Machine) -> str:
 def _up_again_reruns_only_what_must(
     user: User, fake: Any, machines: Machines, nodes: dict[str, tuple[str, Machine]]
 ) -> None:
-    """``up`` on the cluster that is up: nothing bought, and the SSH pass runs again on both nodes
-    with every one-off step of the role's bootstrap (``provisioner render``'s ssh/ROLE.sh) skipped."""
+    """``up`` on the cluster that is up as planned says there is nothing to do and bootstraps
+    nothing; ``up`` after one killed before it marked the cluster up (its record still ``creating``)
+    buys nothing, and the SSH pass runs again on both nodes with every one-off step of the role's
+    bootstrap (``provisioner render``'s ssh/ROLE.sh) skipped."""
     rendered = user.run("render", "spec.yaml", "--catalog", "catalog.json", "--out", "rendered", timeout=120)
     assert rendered.returncode == 0, rendered.stderr
     one_off = {
@@ -190,6 +194,21 @@ def _up_again_reruns_only_what_must(
         first = _last_run(machine)
         assert "done earlier" not in first and "FAILED" not in first, first
     bought = sorted(machines.running())
+    runs = {
+        name: len(RUN_HEADER.findall(m.exec("cat", "/var/log/provisioner/bootstrap.log").stdout))
+        for name, (_, m) in nodes.items()
+    }
+    unchanged = user.run("up", "spec.yaml", "--catalog", "catalog.json")
+    assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
+    assert f"cluster {CLUSTER} is up as planned: nothing to do" in unchanged.stderr, unchanged.stderr
+    for name, (_, machine) in nodes.items():  # no second bootstrap
+        log = machine.exec("cat", "/var/log/provisioner/bootstrap.log").stdout
+        assert len(RUN_HEADER.findall(log)) == runs[name], log
+    # As an up killed after its SSH pass leaves it: the record still says creating.
+    record_path = user.state / "clusters" / f"{CLUSTER}.json"
+    record = json.loads(record_path.read_text())
+    record["status"] = "creating"
+    record_path.write_text(json.dumps(record))
     again = user.run("up", "spec.yaml", "--catalog", "catalog.json")
     assert again.returncode == 0, again.stdout + again.stderr + node_logs(machines)
     assert fake.instance_count() == 2 and sorted(machines.running()) == bought

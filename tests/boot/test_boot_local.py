@@ -276,7 +276,7 @@ def test_up_local_vms_share_a_path_and_run_the_nvme_setup_with_both_lifetime_tim
         "--",
         "sudo",
         "env",
-        "PROVISIONER_NVME_DEVICES=/dev/nvme1n1 /dev/nvme2n1",
+        "PROVISIONER_NVME_DEVICES='/dev/nvme1n1 /dev/nvme2n1'",  # ssh joins words for the node's shell
         "PROVISIONER_MOUNT_POINT=/mnt/raid0",
         "/usr/local/sbin/provisioner-nvme-raid",
         timeout=120,
