@@ -84,7 +84,8 @@ def _image(args: ClusterArgs, opts: pulumi.InvokeOptions) -> pulumi.Input[str]:
         ],
         opts=opts,
     )
-    return ami.id
+    ami_id: pulumi.Output[str] = ami.id  # pulumi_aws is read as Any by mypy (pyproject: follow_imports skip)
+    return ami_id
 
 
 def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]:
