@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.capped import MAX_OUTPUT_BYTES, OVER_CAP, TIMED_OUT, run_capped
 from provisioner.errors import ProvisionerError
 from provisioner.realize import hostkeys
 from provisioner.render.cloudinit import HOSTKEY_TOKEN_PATH
@@ -176,13 +177,8 @@ class SshBootstrapper:
         if not self.known_hosts.is_file():
             return False
         try:
-            found = subprocess.run(
-                ["ssh-keygen", "-F", pattern, "-f", str(self.known_hosts)],
-                capture_output=True,
-                timeout=30,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired):
+            found = run_capped(["ssh-keygen", "-F", pattern, "-f", str(self.known_hosts)], timeout_s=30)
+        except OSError:
             return False
         return found.returncode == 0 and bool(found.stdout.strip())
 
@@ -201,16 +197,8 @@ class SshBootstrapper:
                 f"{target.user}@{target.host}",
                 command,
             ]
-            try:
-                result = subprocess.run(
-                    argv,
-                    input=hostkeys.PROOF_SCRIPT,
-                    capture_output=True,
-                    text=True,
-                    timeout=self.connect_timeout_s + 60,
-                )
-            except subprocess.TimeoutExpired:
-                result = subprocess.CompletedProcess(argv, 124, "", "timed out")
+            done = run_capped(argv, timeout_s=self.connect_timeout_s + 60, stdin=hostkeys.PROOF_SCRIPT.encode())
+            result = subprocess.CompletedProcess(argv, done.returncode, done.stdout, done.stderr)
             try:
                 found = hostkeys.recorded_keys(scratch.read_text(encoding="ascii"))
             except (FileNotFoundError, UnicodeDecodeError):
@@ -222,15 +210,19 @@ class SshBootstrapper:
     ) -> subprocess.CompletedProcess[str]:
         self.pin(target, timeout_s=timeout_s)
         argv = self.ssh_argv(target, command)
-        try:
-            if stdin is None:
-                return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, input=stdin)
-        except subprocess.TimeoutExpired:
+        # Output is capped (provisioner.capped): a node printing without end is stopped, not kept.
+        done = run_capped(argv, timeout_s=timeout_s, stdin=None if stdin is None else stdin.encode())
+        if done.returncode == TIMED_OUT:
             raise BootstrapError(
                 f"{target.node_name}: ssh to {target.host} timed out after {timeout_s:.0f} s; "
                 "run the bootstrap again to resume"
-            ) from None
+            )
+        if done.returncode == OVER_CAP:
+            raise BootstrapError(
+                f"{target.node_name}: ssh to {target.host} printed more than {MAX_OUTPUT_BYTES // 1024} KiB; "
+                "stopped (run the bootstrap again to resume)"
+            )
+        return subprocess.CompletedProcess(argv, done.returncode, done.stdout, done.stderr)
 
     def wait_until_reachable(self, target: SshTarget, timeout_s: float = 600, interval_s: float = 5) -> None:
         """Block until ``ssh true`` succeeds; BootstrapError with the last error after ``timeout_s``

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from provisioner.capped import TIMED_OUT, run_capped
+from provisioner.capped import MAX_LINE_BYTES, TIMED_OUT, capped_lines, run_capped
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
 from provisioner.realize.bootstrap_ssh import BootstrapError, SshBootstrapper, SshTarget, write_key_file
@@ -85,7 +85,7 @@ class SshRemote:
             connect_timeout_s=connect_timeout_s,
             hostkey_tokens=hostkey_tokens,
         )
-        self._children: set[subprocess.Popen[str]] = set()
+        self._children: set[subprocess.Popen[bytes]] = set()
 
     def stop(self) -> None:
         """Kill every ``stream`` still running (burst calls this before tearing the nodes down)."""
@@ -137,12 +137,7 @@ class SshRemote:
         command = self.argv(target, argv)
         try:
             child = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                stdin=subprocess.DEVNULL,
-                bufsize=1,
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         except OSError as exc:
             on_line(f"ssh: {exc.strerror or exc}")
@@ -151,8 +146,15 @@ class SshRemote:
         with child:  # closes the pipe however this ends
             try:
                 assert child.stdout is not None
-                for line in child.stdout:
-                    on_line(line.rstrip("\n"))
+                # A job's log may be endless, but each line is cut at MAX_LINE_BYTES (provisioner.capped):
+                # a remote printing without newlines costs no memory.
+                for line, dropped in capped_lines(child.stdout):
+                    on_line(line)
+                    if dropped:
+                        on_line(
+                            f"ssh {target.node_name}: a line over {MAX_LINE_BYTES // 1024} KiB was cut "
+                            f"({dropped} bytes dropped)"
+                        )
                 return child.wait(timeout=timeout_s)
             except BaseException:
                 child.kill()
