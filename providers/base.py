@@ -67,6 +67,9 @@ ROLE_TAG = "provisioner-role"
 """Tag/label key naming the node's role (``head``/``worker``) where the provider has tags."""
 LEASE_TAG = "provisioner-lease"
 """Tag/label key: the lease of the ``up`` that launched the node (providers.ownership.LeaseMark)."""
+RENEWED_TAG = "provisioner-renewed"
+"""Tag/label key: when the lease's holder last renewed it (``expiry_label`` form); absent once the
+holder released it or where marks cannot be updated (providers.ownership, lifecycle.lease_renewal)."""
 _OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -259,6 +262,11 @@ class Node(BaseModel):
         description="The lease mark of the create that launched it (LEASE_TAG); "
         "None where there is none or the provider cannot carry one (Fluence).",
     )
+    renewed_at: dt.datetime | None = Field(
+        None,
+        description="When the lease's holder last renewed it (RENEWED_TAG, the Vast label's renewed= "
+        "part); None: not renewed (released, or a provider whose marks cannot change).",
+    )
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
         """``(host, port)`` to SSH to: ``ssh_host`` else the public, else the private address, with
@@ -302,6 +310,16 @@ class SupportsGc(Protocol):
     def list_owned(self) -> list[OwnedNode]:
         """Every live node of every cluster the tool made on this account (by tag, env or name).
         Read-only. Terminated nodes are left out."""
+
+
+@runtime_checkable
+class SupportsLeaseRenewal(Protocol):
+    """Providers whose marks can change after launch (AWS tags, GCP labels, the Vast.ai label)."""
+
+    def renew_lease(self, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+        """Mark the nodes of ``cluster_id`` that carry ``lease`` and ``owner`` as renewed ``at``
+        (RENEWED_TAG), or with ``at`` None remove that mark (released). Returns how many nodes were
+        marked. Idempotent; touches no other node; raises the adapter's ProviderError."""
 
 
 @runtime_checkable
@@ -361,6 +379,7 @@ __all__ = [
     "LEASE_TAG",
     "NODE_TAG",
     "OWNER_TAG",
+    "RENEWED_TAG",
     "ROLE_TAG",
     "Bootstrap",
     "Capability",
@@ -373,6 +392,7 @@ __all__ = [
     "Reservation",
     "SupportsFirewall",
     "SupportsGc",
+    "SupportsLeaseRenewal",
     "SupportsReservations",
     "SupportsSshKeys",
     "SupportsTopology",

@@ -5,6 +5,7 @@ so the adopt, rollback and fail-closed rules live once, in ``orchestrate``.
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ class Member:
     """One live instance of the cluster as its provider lists it.
 
     ``name`` is the node name (None: bought but not named yet, adoptable by type and region);
-    ``owner``/``lease`` the owner and lease marks it carries (None: none).
+    ``owner``/``lease`` the owner and lease marks it carries (None: none), ``renewed_at`` when its
+    lease was last renewed (None: not renewed).
     """
 
     id: str
@@ -26,10 +28,11 @@ class Member:
     region: str = ""
     owner: str | None = None
     lease: str | None = None
+    renewed_at: dt.datetime | None = None
 
     @classmethod
     def of(cls, node: Node, name: str | None = None) -> Member:
-        return cls(node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease)
+        return cls(node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease, node.renewed_at)
 
 
 class Launcher(ABC):

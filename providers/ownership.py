@@ -14,9 +14,10 @@ one token ``<host>-<pid>-<YYYYmmddTHHMMSSz>-<place>`` (lowercase, at most 63 cha
 tag value, GCP label and Vast label part; marks written before the place existed parse with
 ``place`` None). Where the provider shows it back (Lambda/AWS tags, GCP labels, RunPod
 env, the Vast label) another machine sharing the account sees who is building a cluster. A
-lease is **live** while its start is less than ``LEASE_MAX_S`` ago, and, when it was taken on
+lease is **live** while its last renewal (``RENEWED_TAG``, where the provider lets marks change:
+AWS, GCP, Vast.ai; else its start) is less than ``LEASE_MAX_S`` ago, and, when it was taken on
 this host, while its process exists. The local lease (lifecycle.lease) adds the heartbeat and
-the lock; this one is what a provider can carry (tags are fixed at launch on most providers).
+the lock; lifecycle.lease_renewal renews this one while its holder runs.
 """
 
 from __future__ import annotations
@@ -86,11 +87,16 @@ class LeaseMark:
             return None
         return cls(found["host"], int(found["pid"]), start, found["place"])
 
-    def live(self, now: dt.datetime) -> bool:
-        """Held: started less than LEASE_MAX_S ago and, taken on this host, its process exists."""
-        if now >= self.started_at + dt.timedelta(seconds=LEASE_MAX_S):
+    def live(self, now: dt.datetime, renewed_at: dt.datetime | None = None) -> bool:
+        """Held: renewed (``renewed_at``, else started) less than LEASE_MAX_S ago and, taken on this
+        host, its process exists."""
+        if now >= self.last_renewed(renewed_at) + dt.timedelta(seconds=LEASE_MAX_S):
             return False
         return self.host != host_slug() or pid_alive(self.pid)
+
+    def last_renewed(self, renewed_at: dt.datetime | None) -> dt.datetime:
+        """When its holder last showed it was alive: the renewal, or the start when never renewed."""
+        return max(self.started_at, renewed_at) if renewed_at is not None else self.started_at
 
     def ours(self) -> bool:
         """Taken by this very process (an ``up`` that went on to ``burst`` or ``watch``): never a rival."""
@@ -115,13 +121,15 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def foreign_lease(lease: str | None, mine: str | None, now: dt.datetime) -> LeaseMark | None:
-    """The live lease mark ``lease`` when it is not ``mine`` nor this process's; None when it is
-    ours, dead or absent."""
+def foreign_lease(
+    lease: str | None, mine: str | None, now: dt.datetime, renewed_at: dt.datetime | None = None
+) -> LeaseMark | None:
+    """The live lease mark ``lease`` (judged by its last renewal ``renewed_at``) when it is not
+    ``mine`` nor this process's; None when it is ours, dead or absent."""
     if not lease or lease == mine:
         return None
     mark = LeaseMark.parse(lease)
-    return mark if mark is not None and not mark.ours() and mark.live(now) else None
+    return mark if mark is not None and not mark.ours() and mark.live(now, renewed_at) else None
 
 
 def refusal(node: Node, owner: str, *, force_unowned: bool = False) -> str | None:

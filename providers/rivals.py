@@ -40,7 +40,7 @@ def check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
             )
         if member.owner != launcher.owner:
             raise ClusterBusyError(f"{where} already has {label} owned by {member.owner}: choose another cluster name")
-        other = foreign_lease(member.lease, launcher.lease, _now())
+        other = foreign_lease(member.lease, launcher.lease, _now(), member.renewed_at)
         if other is not None:
             raise ClusterBusyError(
                 f"{where} is being created by {other.describe()} ({label}); wait for it "
@@ -71,7 +71,7 @@ def rival(launcher: Launcher, ours: set[str], made: Sequence[str]) -> str | None
             if member.id in ours or (member.owner == launcher.owner and member.lease in (None, launcher.lease)):
                 continue
             other = LeaseMark.parse(member.lease)
-            if other is None or (not other.ours() and other.live(_now())):
+            if other is None or (not other.ours() and other.live(_now(), member.renewed_at)):
                 rivals.append(other)
         if not rivals:
             return None

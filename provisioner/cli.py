@@ -170,7 +170,8 @@ def catalog_refresh(provider: list[str] | None = None) -> None:
 def gc(provider: str | None = None, cluster: str | None = None, yes: bool = False, force_unowned: bool = False) -> int:
     """List (or with --yes delete) your nodes the tool made that are provably abandoned: expiry passed,
     up died while creating them, or no local record and a lease of this machine and state dir whose
-    process is gone (name others with --cluster). Other owners' nodes are never deleted."""
+    process is gone, or a lease last renewed over 2 h ago (name others with --cluster). Other owners'
+    nodes are never deleted."""
     from provisioner.lifecycle.gc import collect_garbage
 
     if force_unowned and cluster is None:

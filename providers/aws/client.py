@@ -298,6 +298,15 @@ class AWSClient:
         changes: list[dict[str, Any]] = answer.get("TerminatingInstances", [])
         return changes
 
+    def create_tags(self, region: str, resource_ids: list[str], tags: Mapping[str, str]) -> None:
+        """CreateTags: set (add or overwrite) ``tags`` on ``resource_ids``. Idempotent."""
+        pairs = [{"Key": key, "Value": value} for key, value in tags.items()]
+        self._call("ec2", region, "create_tags", {"Resources": resource_ids, "Tags": pairs})
+
+    def delete_tags(self, region: str, resource_ids: list[str], keys: list[str]) -> None:
+        """DeleteTags: remove the tags named ``keys`` from ``resource_ids``. Idempotent."""
+        self._call("ec2", region, "delete_tags", {"Resources": resource_ids, "Tags": [{"Key": k} for k in keys]})
+
     def describe_key_pairs(self, region: str, names: list[str]) -> list[dict[str, Any]]:
         answer = self._call("ec2", region, "describe_key_pairs", {"Filters": [{"Name": "key-name", "Values": names}]})
         pairs: list[dict[str, Any]] = answer.get("KeyPairs", [])

@@ -7,6 +7,7 @@ terminated -> terminated. Terminating a gone instance is success.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,9 +22,11 @@ from provisioner.providers.base import (
     LEASE_TAG,
     NODE_TAG,
     OWNER_TAG,
+    RENEWED_TAG,
     Node,
     NodeStatus,
     OwnedNode,
+    expiry_label,
     parse_expiry,
 )
 
@@ -86,7 +89,23 @@ def to_node(provider: str, cluster_id: str, region: str, instance: dict[str, Any
         ended_at=billing.ended_at(instance),
         owner=tags.get(OWNER_TAG),
         lease=tags.get(LEASE_TAG),
+        renewed_at=parse_expiry(tags.get(RENEWED_TAG)),
     )
+
+
+def renew(client: AWSClient, nodes: Sequence[Node], lease: str, owner: str, at: dt.datetime | None) -> int:
+    """Tag the live ``nodes`` carrying ``lease`` and ``owner`` with RENEWED_TAG ``at`` (CreateTags,
+    one call per region), or remove that tag (DeleteTags) when ``at`` is None. How many were tagged."""
+    by_region: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.lease == lease and node.owner == owner and node.status != NodeStatus.TERMINATED:
+            by_region.setdefault(node.region, []).append(node.id)
+    for region, ids in sorted(by_region.items()):
+        if at is None:
+            client.delete_tags(region, ids, [RENEWED_TAG])
+        else:
+            client.create_tags(region, ids, {RENEWED_TAG: expiry_label(at)})
+    return sum(len(ids) for ids in by_region.values())
 
 
 def owned(client: AWSClient, provider: str, regions: Sequence[str]) -> list[OwnedNode]:
@@ -122,4 +141,4 @@ def topology(client: AWSClient, cluster_id: str, regions: Sequence[str]) -> dict
     return found
 
 
-__all__ = ["LIVE", "STATUS", "members", "owned", "terminate", "to_node", "topology"]
+__all__ = ["LIVE", "STATUS", "members", "owned", "renew", "terminate", "to_node", "topology"]

@@ -386,6 +386,10 @@ class AWSProvider:
             for i in self._members(cluster_id, region)
         ]
 
+    def renew_lease(self, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+        """``SupportsLeaseRenewal``: the RENEWED_TAG of the cluster's instances under ``lease`` (instances.renew)."""
+        return instances.renew(self.client, self.get_nodes(cluster_id), lease, owner, at)
+
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
         """{node name: [network node, ...]} (outermost first) of the cluster's running instances
         from DescribeInstanceTopology: what ``provisioner.render``'s ``topology=`` turns into Slurm's

@@ -20,7 +20,7 @@ adapter re-reads it after a lost answer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import requests.adapters
@@ -294,6 +294,21 @@ class GCPClient:
         for scope, scoped in pages:
             for instance in scoped.instances:
                 yield scope.rsplit("/", 1)[-1], instance
+
+    def set_labels(self, zone: str, name: str, labels: Mapping[str, str], fingerprint: str) -> None:
+        """instances.setLabels: replace the instance's labels, given the ``labelFingerprint`` it was
+        read with (a stale one: ProviderAPIError 412, nothing changed); waits for its operation."""
+        request = compute_v1.InstancesSetLabelsRequest(labels=dict(labels), label_fingerprint=fingerprint)
+        self._call(
+            "InstancesClient",
+            "set_labels",
+            idempotent=False,  # a retry after a lost answer meets a changed fingerprint: the caller reads again
+            consume=lambda op: op.result(timeout=self.timeout_s),
+            project=self.project,
+            zone=zone,
+            instance=name,
+            instances_set_labels_request_resource=request,
+        )
 
     def delete_instance(self, zone: str, name: str) -> None:
         """instances.delete (deleting twice buys nothing, so it is retried like a read)."""

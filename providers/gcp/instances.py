@@ -22,12 +22,14 @@ from provisioner.providers.base import (
     LEASE_TAG,
     NODE_TAG,
     OWNER_TAG,
+    RENEWED_TAG,
     ROLE_TAG,
     Node,
     NodeSpec,
     NodeStatus,
     expiry_label,
     owner_id,
+    parse_expiry,
 )
 from provisioner.providers.billing import provider_time
 from provisioner.providers.gcp import firewall
@@ -137,7 +139,33 @@ def node_of(cluster_id: str, zone: str, instance: Any) -> Node:
         launched_at=provider_time(instance.creation_timestamp or None),
         owner=instance.labels.get(OWNER_TAG),
         lease=instance.labels.get(LEASE_TAG),
+        renewed_at=parse_expiry(instance.labels.get(RENEWED_TAG)),
     )
+
+
+def renew(provider: GCPProvider, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+    """Set (``at``) or remove (None) the RENEWED_TAG label of the cluster's instances carrying
+    ``lease`` and ``owner``: instances.setLabels with the fingerprint the listing showed; one whose
+    labels changed meanwhile (412) is read again and set once more. How many were labelled."""
+    count = 0
+    for zone, instance in provider._members(cluster_id):
+        labels = dict(instance.labels)
+        if labels.get(LEASE_TAG) != lease or labels.get(OWNER_TAG) != owner or instance.status in GONE:
+            continue
+        for attempt in range(2):
+            labels.pop(RENEWED_TAG, None)
+            if at is not None:
+                labels[RENEWED_TAG] = expiry_label(at)
+            try:
+                provider.client.set_labels(zone, instance.name, labels, instance.label_fingerprint)
+                break
+            except ProviderAPIError as exc:
+                if exc.status != 412 or attempt:
+                    raise
+                instance = provider.client.get_instance(zone, instance.name)
+                labels = dict(instance.labels)
+        count += 1
+    return count
 
 
 class InstanceLauncher(Launcher):

@@ -35,6 +35,7 @@ How the contract maps onto Compute Engine:
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Iterable, Sequence
@@ -65,7 +66,7 @@ from provisioner.providers.gcp import CAPABILITIES, firewall, pricecheck
 from provisioner.providers.gcp.account import AccountQuotas
 from provisioner.providers.gcp.billing import COMPUTE_SERVICE, SkuPrices, sku_prices
 from provisioner.providers.gcp.client import GCPClient, is_not_found
-from provisioner.providers.gcp.instances import GONE, SETTLING, InstanceLauncher, instance_body, node_of
+from provisioner.providers.gcp.instances import GONE, SETTLING, InstanceLauncher, instance_body, node_of, renew
 from provisioner.providers.gcp.models import (
     GPU_MODELS,
     GpuMachineType,
@@ -322,6 +323,10 @@ class GCPProvider:
     def get_nodes(self, cluster_id: str) -> list[Node]:
         """Every instance labelled with the cluster, in any zone of the project."""
         return [node_of(cluster_id, zone, i) for zone, i in self._members(cluster_id)]
+
+    def renew_lease(self, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+        """``SupportsLeaseRenewal``: the RENEWED_TAG label of the cluster's instances (instances.renew)."""
+        return renew(self, cluster_id, lease, owner, at)
 
     def topology(self, cluster_id: str) -> dict[str, list[str]]:
         """{node name: [cluster, block, subblock switch]} of the cluster's running instances (see

@@ -166,6 +166,11 @@ class VastClient(EndpointClient):
             raise
         return True
 
+    def set_label(self, instance_id: int, label: str) -> None:
+        """``PUT /api/v0/instances/{id}/`` with ``{"label": ...}`` (the official client's ``label
+        instance``): replaces the instance's label. Idempotent, so the shared client may retry it."""
+        self.api.request("PUT", f"/api/v0/instances/{int(instance_id)}/", json={"label": label})
+
     # -- account --------------------------------------------------------------------------
     def list_ssh_keys(self) -> list[SshKey]:
         """``GET /api/v0/ssh/``: the account's keys (404 means none)."""

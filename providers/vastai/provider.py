@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
-import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from provisioner.providers.base import (
     NodeStatus,
     OfferQuery,
     OwnedNode,
+    expiry_label,
     owner_id,
 )
 from provisioner.providers.billing import Billed
@@ -41,6 +41,7 @@ from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.vastai import CAPABILITIES, billing
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
+from provisioner.providers.vastai.labels import cluster_label, label_renewed, parse_label
 from provisioner.providers.vastai.models import BundleOffer, Instance
 from provisioner.termtext import counted
 
@@ -52,32 +53,6 @@ MAX_WORKERS = 16
 USER_DATA_PATH = "/var/lib/provisioner/user-data"
 _PENDING = {None, "", "created", "loading", "scheduling", "rebooting", "unknown"}
 _STOPPED = {"stopped", "exited", "frozen"}
-
-
-_PART = r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}"
-_LABEL = re.compile(
-    rf"^(?P<cluster>{_PART})/(?P<node>{_PART})"
-    r"(?:/owner=(?P<owner>[a-z0-9_-]{1,63})(?:/lease=(?P<lease>[a-z0-9-]{1,63}))?)?$"
-)
-
-
-def cluster_label(cluster_id: str, name: str, owner: str | None = None, lease: str | None = None) -> str:
-    """``<cluster>/<node>`` then ``/owner=<owner>`` and ``/lease=<lease>`` when given."""
-    label = f"{cluster_id}/{name}"
-    if owner:
-        label += f"/owner={owner}"
-        if lease:
-            label += f"/lease={lease}"
-    return label
-
-
-def parse_label(label: str | None) -> tuple[str, str, str | None, str | None] | None:
-    """(cluster, node, owner, lease) of a label ``cluster_label`` wrote; None for any other label.
-    A bare ``<cluster>/<node>`` parses with owner and lease None: it carries no owner mark."""
-    found = _LABEL.match(label or "")
-    if not found:
-        return None
-    return found["cluster"], found["node"], found["owner"], found["lease"]
 
 
 def node_status(instance: Instance) -> NodeStatus:
@@ -174,6 +149,20 @@ class VastAIProvider(RestAdapter[VastClient]):
         return answer(
             PROVIDER, cluster_id, nodes, ids, lambda: [self._node(cluster_id, inst) for inst in launcher.listed]
         )
+
+    def renew_lease(self, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+        """``SupportsLeaseRenewal``: rewrite the label of each instance of ``cluster_id`` with this
+        ``owner`` and ``lease`` with ``/renewed=<at>`` (without it when ``at`` is None), one
+        ``PUT /api/v0/instances/{id}/`` each (a label set is idempotent)."""
+        count = 0
+        for instance in self._cluster_instances(cluster_id):
+            parsed = parse_label(instance.label)
+            if parsed is None or parsed[2] != owner or parsed[3] != lease:
+                continue
+            stamp = expiry_label(at) if at is not None else None
+            self.client.set_label(instance.id, cluster_label(cluster_id, parsed[1], owner, lease, stamp))
+            count += 1
+        return count
 
     def list_owned(self) -> list[OwnedNode]:
         """Every instance whose label parses (``parse_label``), with the owner it names (None when
@@ -336,6 +325,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             launched_at=dt.datetime.fromtimestamp(instance.start_date, dt.UTC) if instance.start_date else None,
             owner=parsed[2] if parsed else None,
             lease=parsed[3] if parsed else None,
+            renewed_at=label_renewed(instance.label),
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
@@ -395,4 +385,4 @@ class _Launcher(Launcher):
         return f"{spec.instance_type} in {spec.region or 'any region'} (ask {ask})"
 
 
-__all__ = ["VastAIProvider", "cluster_label", "node_status", "onstart_script", "parse_label"]
+__all__ = ["VastAIProvider", "cluster_label", "label_renewed", "node_status", "onstart_script", "parse_label"]

@@ -39,6 +39,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from provisioner.errors import ProvisionerError, StackError
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import resume, state
 from provisioner.lifecycle.realize import (
     Runtime,
@@ -239,45 +240,48 @@ def run_burst(
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
     cluster_id = first.cluster_id
     remote: Remote | None = rt.remote
-    try:
-        record = bring_up_first(
-            plans,
-            watched,
-            max_tries=opts.max_tries,
-            expires_at=expires_at,
-            max_cost_usd=opts.max_cost_usd,
-            on_budget=opts.on_budget,
-            destroy_on_failure=True,
-            lease=True,
-            local=opts.local,
-        )
-        watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
-        nodes = watched.provider(record.provider).get_nodes(cluster_id)
-        if remote is None:
-            remote = default_remote(record.plan, cluster_secrets(cluster_id))
-        if opts.skip_validation:
-            rt.emit("validate", message="node validation skipped (--skip-validation)", cluster=cluster_id)
-        else:
-            _validate(watched, record, remote, nodes, opts)
-        job = job_argv(record.plan, command, opts.image)
-        healer = None
-        if opts.max_replacements:
-            from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
-
-            healer = Healer(
+    # Held across the job (reentrant for bring-up and teardown): the lease on its nodes is renewed
+    # until the teardown (lifecycle.lease_renewal), so another machine's gc never takes a running burst.
+    with cluster_lease.hold(cluster_id, "burst"):
+        try:
+            record = bring_up_first(
+                plans,
                 watched,
-                record,
-                remote,
-                same_layout(record.plan, plans),
-                HealOptions(max_replacements=opts.max_replacements),
+                max_tries=opts.max_tries,
+                expires_at=expires_at,
+                max_cost_usd=opts.max_cost_usd,
+                on_budget=opts.on_budget,
+                destroy_on_failure=True,
+                lease=True,
+                local=opts.local,
             )
-            watchdog.metered = healer.spent_cents
-        return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer)
-    finally:
-        stop = getattr(remote, "stop", None)
-        if stop is not None:
-            stop()  # a job still streaming: end the local ssh before the nodes go
-        _teardown_all(rt, plans[0].cluster_id)
+            watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
+            nodes = watched.provider(record.provider).get_nodes(cluster_id)
+            if remote is None:
+                remote = default_remote(record.plan, cluster_secrets(cluster_id))
+            if opts.skip_validation:
+                rt.emit("validate", message="node validation skipped (--skip-validation)", cluster=cluster_id)
+            else:
+                _validate(watched, record, remote, nodes, opts)
+            job = job_argv(record.plan, command, opts.image)
+            healer = None
+            if opts.max_replacements:
+                from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
+
+                healer = Healer(
+                    watched,
+                    record,
+                    remote,
+                    same_layout(record.plan, plans),
+                    HealOptions(max_replacements=opts.max_replacements),
+                )
+                watchdog.metered = healer.spent_cents
+            return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer)
+        finally:
+            stop = getattr(remote, "stop", None)
+            if stop is not None:
+                stop()  # a job still streaming: end the local ssh before the nodes go
+            _teardown_all(rt, plans[0].cluster_id)
 
 
 def _watched_sleep(rt: Runtime, watchdog: Watchdog) -> Callable[[float], None]:

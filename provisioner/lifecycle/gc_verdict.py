@@ -2,8 +2,12 @@
 (``keep: why``). Pure but for the process and lock probes of the lease rules.
 
 The rule without a local record (``unrecorded``): a node is collected only when provably
-abandoned (its expiry passed, its lease mark names this host and this state dir and that process
-is gone, or the user named its cluster); everything else is kept, however old its lease.
+abandoned: its expiry passed, its lease mark names this host and this state dir and that process
+is gone, its lease is renewed (lifecycle.lease_renewal) and its last renewal is over
+``LEASE_MAX_S`` old (its holder stopped renewing without releasing it: it died), or the user named
+its cluster. Everything else is kept, however old its lease's start: a lease without a renewal
+mark was released by an ``up`` that finished (its record holds the cluster) or carried by a
+provider whose marks cannot change.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import datetime as dt
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle.state import ClusterRecord
 from provisioner.providers.base import OwnedNode
-from provisioner.providers.ownership import LeaseMark, host_slug
+from provisioner.providers.ownership import LEASE_MAX_S, LeaseMark, host_slug
 
 STALE_S = 8 * cluster_lease.HEARTBEAT_S
 """A lock holder whose heartbeat is older than this counts as dead (a stopped or hung ``up``)."""
@@ -40,11 +44,14 @@ def _parse_stamp(text: str) -> dt.datetime | None:
         return None
 
 
-def unrecorded(lease: str | None, cluster_id: str, place: str, at: dt.datetime) -> str:
+def unrecorded(
+    lease: str | None, cluster_id: str, place: str, at: dt.datetime, renewed_at: dt.datetime | None = None
+) -> str:
     """The verdict on a node of this owner with no local record and no passed expiry: collected only
     when provably abandoned, i.e. its lease mark names this host and this state dir (``place``) and
-    that process is gone; otherwise kept (``keep: why``) however old the lease, since another
-    machine or state dir may have a record of it and be using it."""
+    that process is gone, or its lease's last renewal (``renewed_at``) is over ``LEASE_MAX_S``
+    old; otherwise kept (``keep: why``) however old the lease's start, since another machine or
+    state dir may have a record of it and be using it."""
     named = f"remove it with: provisioner gc --cluster {cluster_id} --yes"
     mark = LeaseMark.parse(lease)
     if mark is None:
@@ -55,6 +62,8 @@ def unrecorded(lease: str | None, cluster_id: str, place: str, at: dt.datetime) 
         if mark.ours():
             return "keep: this process is creating it"
         return f"keep: being created by {mark.describe()} (this state dir)"
+    if renewed_at is not None:
+        return _by_renewal(mark, renewed_at, at, named)
     if mark.host == host_slug():
         return (
             f"keep: no record in this state dir; its lease ({mark.describe()}) was taken from another state "
@@ -63,6 +72,18 @@ def unrecorded(lease: str | None, cluster_id: str, place: str, at: dt.datetime) 
     return (
         f"keep: no local record; its lease ({mark.describe()}) names another machine, which may hold its "
         f"record and be using it; {named}"
+    )
+
+
+def _by_renewal(mark: LeaseMark, renewed_at: dt.datetime, at: dt.datetime, named: str) -> str:
+    """A renewed lease of another machine or state dir: held while its last renewal (never its
+    start) is younger than LEASE_MAX_S; past that its holder is gone without releasing it."""
+    renewed = f"{mark.last_renewed(renewed_at):%Y-%m-%dT%H:%M:%SZ}"
+    if mark.live(at, renewed_at) or mark.ours():
+        return f"keep: no local record; its lease ({mark.describe()}) was renewed at {renewed}: its holder is alive"
+    return (
+        f"no local record; its lease ({mark.describe()}) was last renewed at {renewed}, over "
+        f"{LEASE_MAX_S // 3600} h before: its holder is gone"
     )
 
 
@@ -91,7 +112,7 @@ def verdict(
     if owned.expires_at is not None and at >= owned.expires_at:
         return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
     if record is None:
-        return unrecorded(owned.node.lease, owned.node.cluster_id, place, at)
+        return unrecorded(owned.node.lease, owned.node.cluster_id, place, at, owned.node.renewed_at)
     if record.lease_lost():
         return f"its burst process (pid {record.lease_pid}) is gone"
     if record.expired(at) and record.expires_at is not None:

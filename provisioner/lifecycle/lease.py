@@ -11,7 +11,8 @@ is free was left by a dead ``up``, and ``gc`` collects its nodes whatever the TT
 Reentrant within one process (``burst`` holds the cluster across ``bring_up`` and ``tear_down``).
 The lease written here is local to this machine; what another machine sees is the lease mark on
 the nodes (providers.ownership.LeaseMark, the same pid, host and start, and the place: a hash of
-this state dir's path, so another state dir on this host tells its own leases from this one's).
+this state dir's path, so another state dir on this host tells its own leases from this one's),
+renewed on the nodes by what the holder hangs on its heartbeat (``on_beat``; lifecycle.lease_renewal).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from provisioner.errors import ClusterBusyError, ProvisionerError
 from provisioner.lifecycle.state import clusters_dir, state_dir
@@ -62,6 +63,7 @@ class _Held:
     depth: int = 1
     stop: threading.Event | None = None
     thread: threading.Thread | None = None
+    renewers: list[Callable[[dt.datetime], None]] = field(default_factory=list)
 
 
 _HELD: dict[str, _Held] = {}
@@ -113,6 +115,44 @@ def held_mark(cluster_id: str) -> LeaseMark | None:
     with _GUARD:
         held = _HELD.get(cluster_id)
         return held.mark if held is not None else None
+
+
+def on_beat(cluster_id: str, renew: Callable[[dt.datetime], None]) -> bool:
+    """Call ``renew(now)`` at every heartbeat of this process's hold on ``cluster_id`` until the
+    outermost hold ends (False, and nothing registered, when this process does not hold it).
+    ``renew`` must not raise; it decides itself how often to act."""
+    with _GUARD:
+        held = _HELD.get(cluster_id)
+        if held is None:
+            return False
+        held.renewers.append(renew)
+        return True
+
+
+def beats(cluster_id: str) -> list[Callable[[dt.datetime], None]]:
+    """What ``on_beat`` registered on this process's hold of ``cluster_id`` (empty: none, or not held)."""
+    with _GUARD:
+        held = _HELD.get(cluster_id)
+        return list(held.renewers) if held is not None else []
+
+
+def drop_beat(cluster_id: str, renew: Callable[[dt.datetime], None]) -> None:
+    """Stop calling ``renew`` (registered with ``on_beat``) at the heartbeats of ``cluster_id``."""
+    with _GUARD:
+        held = _HELD.get(cluster_id)
+        if held is not None and renew in held.renewers:
+            held.renewers.remove(renew)
+
+
+def beat_now(cluster_id: str, now: dt.datetime) -> bool:
+    """One heartbeat of this process's hold on ``cluster_id`` at ``now``, as its thread makes every
+    ``heartbeat_s`` (tests drive the schedule with it on their own clock). False when not held."""
+    with _GUARD:
+        held = _HELD.get(cluster_id)
+    if held is None:
+        return False
+    _beat_once(held, now)
+    return True
 
 
 @contextmanager
@@ -184,12 +224,32 @@ def _acquire(cluster_id: str, what: str, now: dt.datetime) -> _Held:
 
 def _beat(held: _Held, stop: threading.Event, clock: Callable[[], dt.datetime], every_s: float) -> None:
     while not stop.wait(every_s):
-        lease = Lease(held.lease.what, held.lease.pid, held.lease.host, held.lease.started_at, _stamp(clock()))
-        try:
-            _write(held.fd, lease)
-        except OSError:
-            continue  # a full disk must not kill the up; the lock itself still proves life
+        _beat_once(held, clock())
+
+
+def _beat_once(held: _Held, now: dt.datetime) -> None:
+    lease = Lease(held.lease.what, held.lease.pid, held.lease.host, held.lease.started_at, _stamp(now))
+    try:
+        _write(held.fd, lease)
         held.lease = lease
+    except OSError:
+        pass  # a full disk must not kill the up; the lock itself still proves life
+    with _GUARD:
+        renewers = list(held.renewers)
+    for renew in renewers:
+        renew(now)
 
 
-__all__ = ["HEARTBEAT_S", "Lease", "held_mark", "hold", "holder", "lock_path", "read_lease"]
+__all__ = [
+    "HEARTBEAT_S",
+    "Lease",
+    "beat_now",
+    "beats",
+    "drop_beat",
+    "held_mark",
+    "hold",
+    "holder",
+    "lock_path",
+    "on_beat",
+    "read_lease",
+]

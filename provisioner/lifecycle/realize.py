@@ -54,7 +54,7 @@ from provisioner.errors import (
     UsageError,
 )
 from provisioner.lifecycle import lease as cluster_lease
-from provisioner.lifecycle import state
+from provisioner.lifecycle import lease_renewal, state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
 from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
@@ -150,7 +150,7 @@ def bring_up(
     """
     rt = runtime or Runtime()
     with cluster_lease.hold(plan.cluster_id, "up") as mark:
-        return _bring_up(
+        record = _bring_up(
             plan,
             rt,
             mark.token(),
@@ -162,6 +162,9 @@ def bring_up(
             on_budget=on_budget,
             local=local,
         )
+        if not lease:  # up is done: its record holds the cluster now (a burst renews until its teardown)
+            lease_renewal.release(plan.cluster_id)
+        return record
 
 
 def _bring_up(
@@ -234,6 +237,7 @@ def _bring_up(
         with rt.held():
             ensure_firewall(provider, plan)
             created = provider.create_nodes(cluster_id, specs)
+        lease_renewal.start(provider, cluster_id, token, owner_id(), rt.now())  # renewed while this holds it
     except (ProviderError, ClusterBusyError) as exc:
         _clear_failed_try(rt, provider, record, exc)
         raise

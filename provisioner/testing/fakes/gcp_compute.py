@@ -2,7 +2,8 @@
 client talks to it with ``client_options={"api_endpoint": "http://127.0.0.1:PORT"}``).
 
 Serves machineTypes.list, acceleratorTypes.list, regions.get (zones and GPU quotas),
-instances.insert/get/aggregatedList/delete, zoneOperations.get, and firewalls.insert/get/delete
+instances.insert/get/aggregatedList/delete, instances.setLabels (``gcp_labels``: the label
+fingerprint checked), zoneOperations.get, and firewalls.insert/get/delete
 with globalOperations.get (``gcp_firewall``, validated the same way plus GCE's own rules). Inserts answer a DONE
 operation; a capacity refusal is a DONE operation carrying ``ZONE_RESOURCE_POOL_EXHAUSTED``
 as GCE reports it. Instances go PROVISIONING -> RUNNING after ``boot_polls`` polls, and
@@ -30,6 +31,7 @@ from werkzeug.wrappers import Request, Response
 
 from provisioner.testing.fakes.base import Bought, FakeApp, spec_root
 from provisioner.testing.fakes.gcp_firewall import FirewallRoutes, firewall_problems
+from provisioner.testing.fakes.gcp_labels import LabelRoutes, label_fingerprint
 
 BASE = "/compute/v1/projects/{project}"
 MACHINE_TYPES = {
@@ -124,6 +126,7 @@ class GCPFake(FakeApp):
         self.route("GET", f"{BASE}/zones/{{zone}}/operations/{{op}}", self._operation, name="operation")
         self.route("GET", "/v1/services/{service}/skus", self._skus, kind="offers", name="skus")
         self.firewall = FirewallRoutes(self, BASE)
+        self.labels = LabelRoutes(self, BASE)
 
     # ----- errors ---------------------------------------------------------------------------------
     def error_reply(self, kind: str, *, status: int | None = None, message: str | None = None) -> Response:
@@ -158,10 +161,16 @@ class GCPFake(FakeApp):
         body = request.get_data(as_text=True)
         route, _ = self._match(request)
         firewall = route is not None and route.name == "firewall_insert"
+        labels = route is not None and route.name == "setLabels"
+        kind = (
+            compute_v1.Firewall if firewall else compute_v1.InstancesSetLabelsRequest if labels else compute_v1.Instance
+        )
         try:
-            (compute_v1.Firewall if firewall else compute_v1.Instance).from_json(body, ignore_unknown_fields=False)
+            kind.from_json(body, ignore_unknown_fields=False)
         except Exception as exc:
             return self._problem("request", request, f"{type(exc).__name__}: {exc}")
+        if labels:
+            return None
         problems = (firewall_problems if firewall else self._enum_problems)(json.loads(body))
         return self._problem("request", request, "; ".join(problems)) if problems else None
 
@@ -390,6 +399,7 @@ class GCPFake(FakeApp):
         instance = self.instances.get(key)
         if instance is None:
             return None
+        instance["labelFingerprint"] = label_fingerprint(instance.get("labels") or {})
         if key in self._deleting:
             if instance["status"] == "STOPPING":
                 instance["status"] = "TERMINATED"

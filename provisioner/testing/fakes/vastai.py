@@ -14,7 +14,8 @@ them is unknown): a request there gets the fake's spec check failure, so a test 
   ``no_such_ask``, as a marketplace does when someone else was faster; a bid below the
   ask's ``min_bid`` answers 400 ``invalid_price``.
 - ``GET /api/v1/instances/`` (keyset pages of 25, ``after_token``), ``GET /api/v0/instances/{id}/``,
-  ``DELETE /api/v0/instances/{id}/`` (404 ``not_found`` when gone; the ask is listed again).
+  ``DELETE /api/v0/instances/{id}/`` (404 ``not_found`` when gone; the ask is listed again),
+  ``PUT /api/v0/instances/{id}/`` (``manageInstance``: a new ``label``, or ``state``).
 - ``GET/POST /api/v0/ssh/`` (account keys) and ``GET /api/v0/users/current`` (balance).
 - ``GET /api/v0/charges/`` and ``GET /api/v1/invoices/`` (``fakes.vastai_billing``).
 
@@ -62,6 +63,7 @@ class VastAIFake(FakeApp):
         self.route("GET", "/api/v1/instances/", self._list, kind="list", name="list")
         self.route("GET", "/api/v0/instances/{instance_id}/", self._show, kind="get", name="get")
         self.route("DELETE", "/api/v0/instances/{instance_id}/", self._destroy, kind="delete", name="delete")
+        self.route("PUT", "/api/v0/instances/{instance_id}/", self._manage, kind="other", name="manage")
         self.route("GET", "/api/v0/ssh/", self._keys, kind="keys", name="keys")
         self.route("POST", "/api/v0/ssh/", self._add_key, kind="keys", name="add_key")
         self.route("GET", "/api/v0/users/current", self._user, kind="other", name="user")
@@ -250,6 +252,20 @@ class VastAIFake(FakeApp):
         if ask is not None:
             ask["rented"] = False
         return self.json({"success": True, "msg": "Instance destroyed successfully"})
+
+    def _manage(self, request: Request, instance_id: str) -> Response:
+        """``manageInstance``: a ``label`` replaces the instance's label, a ``state`` stops or starts it."""
+        body = self.body(request)
+        instance = self.instances.get(int(instance_id)) if instance_id.isdigit() else None
+        if instance is None:
+            return self.json({"success": False, "error": "not_found", "msg": "Instance not found"}, 404)
+        if not isinstance(body, dict) or not ({"label", "state"} & set(body)):
+            return self.json({"success": False, "error": "invalid_args", "msg": "Nothing to change"}, 400)
+        if "label" in body:
+            instance["label"] = body["label"]
+        if "state" in body:
+            instance["intended_status"] = body["state"]
+        return self.json({"success": True})
 
     # -- account --------------------------------------------------------------------------
     def _keys(self, request: Request) -> Response:

@@ -1,0 +1,95 @@
+"""Renewing a cluster's lease on its nodes while a process holds it, where the provider lets marks change.
+
+What another machine knows of a cluster it has no record of is what the nodes carry
+(providers.ownership). On AWS (tags), GCP (labels) and Vast.ai (the label) the holder of a
+cluster's lock (lifecycle.lease: ``up``, ``burst``) writes ``RENEWED_TAG`` on its nodes right
+after the launch and again every ``RENEW_S`` of its heartbeat, on the hold's clock; ``gc`` on
+another machine judges the lease by that last renewal (lifecycle.gc_verdict): fresh, the holder is
+alive; older than ``LEASE_MAX_S``, it died without releasing the lease, and the nodes are
+abandoned. An ``up`` that finishes releases the lease (removes the mark): its record now holds the
+cluster, and another machine keeps it however old. A ``burst`` keeps renewing until its teardown.
+Lambda, RunPod and Fluence cannot change a node's marks: nothing is renewed there, and their leases
+are judged as before (kept when from another machine).
+
+A renewal that fails (the provider refuses or cannot be reached) is logged and tried again at the
+next heartbeat; it never stops the holder. Blocking calls run on the heartbeat thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from provisioner.errors import ProviderError
+from provisioner.lifecycle import lease as cluster_lease
+from provisioner.providers.base import Provider, SupportsLeaseRenewal
+
+RENEW_S = 10 * 60
+"""How often a holder renews its lease on the nodes: a twelfth of LEASE_MAX_S (2 h), so a dozen
+renewals in a row can fail before another machine counts the holder gone."""
+
+log = logging.getLogger("provisioner.lease")
+
+
+@dataclass(eq=False)
+class Renewal:
+    """The renewal of one lease on one cluster's nodes; called with the heartbeat's ``now``."""
+
+    adapter: SupportsLeaseRenewal
+    provider: str
+    cluster_id: str
+    lease: str
+    owner: str
+    every_s: float = RENEW_S
+    last: dt.datetime | None = None
+    """When the nodes were last marked renewed (None: not yet)."""
+
+    def __call__(self, now: dt.datetime) -> None:
+        if self.last is None or (now - self.last).total_seconds() >= self.every_s:
+            self.renew(now)
+
+    def renew(self, now: dt.datetime) -> None:
+        """Mark the nodes renewed at ``now``; a failure is logged and retried at the next heartbeat."""
+        try:
+            self.adapter.renew_lease(self.cluster_id, self.lease, self.owner, now)
+        except ProviderError as exc:
+            log.warning("%s: could not renew the lease of cluster %s: %s", self.provider, self.cluster_id, exc)
+            return
+        except Exception as exc:  # the heartbeat thread must go on whatever one renewal hit
+            log.warning("%s: renewing the lease of %s failed: %s", self.provider, self.cluster_id, type(exc).__name__)
+            return
+        self.last = now
+
+    def release(self) -> None:
+        """Remove the renewal mark: the lease's work is done and a record holds the cluster."""
+        try:
+            self.adapter.renew_lease(self.cluster_id, self.lease, self.owner, None)
+        except ProviderError as exc:
+            log.warning("%s: could not release the lease of cluster %s: %s", self.provider, self.cluster_id, exc)
+
+
+def start(adapter: Provider, cluster_id: str, lease: str, owner: str, now: dt.datetime) -> Renewal | None:
+    """Renew ``lease`` on ``cluster_id``'s nodes now, then at every ``RENEW_S`` of this process's
+    hold on the cluster (``lease.on_beat``) until the hold ends. None where the provider cannot
+    change marks, or this process does not hold the cluster."""
+    if not isinstance(adapter, SupportsLeaseRenewal):
+        return None
+    renewal = Renewal(adapter, adapter.name, cluster_id, lease, owner)
+    if not cluster_lease.on_beat(cluster_id, renewal):
+        return None
+    renewal(now)
+    return renewal
+
+
+def release(cluster_id: str) -> int:
+    """End every renewal of this process's hold on ``cluster_id`` and remove its mark from the nodes
+    (an ``up`` that finished: its record holds the cluster now). How many were released."""
+    done = [renew for renew in cluster_lease.beats(cluster_id) if isinstance(renew, Renewal)]
+    for renewal in done:
+        cluster_lease.drop_beat(cluster_id, renewal)
+        renewal.release()
+    return len(done)
+
+
+__all__ = ["RENEW_S", "Renewal", "release", "start"]
