@@ -36,6 +36,8 @@ AWS_OPERATIONS = {
     ("ec2", "RunInstances"),
     ("ec2", "DescribeInstances"),
     ("ec2", "TerminateInstances"),
+    ("ec2", "CreateTags"),
+    ("ec2", "DeleteTags"),
     ("ce", "GetCostAndUsage"),
 }
 
@@ -48,6 +50,7 @@ def test_boto3_answers_every_call_the_aws_adapter_makes(
 
     from provisioner.providers.aws.client import LIMITS
     from provisioner.providers.aws.provider import AWSProvider
+    from provisioner.providers.base import owner_id
     from provisioner.testing.fakes.aws_ec2 import CONTRACT_ACCESS_KEY_ID, CONTRACT_SECRET_KEY, contract_harness
 
     harness = contract_harness()
@@ -66,7 +69,10 @@ def test_boto3_answers_every_call_the_aws_adapter_makes(
     aws = AWSProvider(session, regions=["us-east-1"], endpoint_url=url, limits=LIMITS.scaled(100), timeout_s=10.0)
     offers = aws.list_offers(harness.offer_query)
     aws.check_credentials()
-    nodes = aws.create_nodes("c1", harness.node_specs(1))
+    lease = "witness-4242-20261126t100000z"
+    nodes = aws.create_nodes("c1", [s.model_copy(update={"lease": lease}) for s in harness.node_specs(1)])
+    assert aws.renew_lease("c1", lease, owner_id(), dt.datetime.now(dt.UTC)) == 1  # renewed, then released
+    assert aws.renew_lease("c1", lease, owner_id(), None) == 1
     assert [n.name for n in aws.get_nodes("c1")] == ["n0"]
     aws.delete_nodes("c1")
     now = dt.datetime.now(dt.UTC)

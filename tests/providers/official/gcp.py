@@ -9,6 +9,7 @@ points GCE_METADATA_HOST at loopback) and pins the REST routes the fake answered
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 from provisioner.testing.fakes.base import FakeApp, RunningServer
@@ -18,8 +19,18 @@ from tests.providers.official.support import need_client
 # Routes of the GCP fake the adapter calls in a cluster's life: offers (machine and accelerator
 # types, the region's quotas, the SKUs), create (insert; its operation is done at once here),
 # list (aggregated), delete, and the cluster's firewall rules looked up at delete (none were made
-# for a cluster without exposure). docs/providers.md lists the same.
-GCP_ROUTES = {"machineTypes", "acceleratorTypes", "region", "skus", "insert", "aggregated", "delete", "firewall"}
+# for a cluster without exposure), and the lease renewal (setLabels). docs/providers.md lists the same.
+GCP_ROUTES = {
+    "machineTypes",
+    "acceleratorTypes",
+    "region",
+    "skus",
+    "insert",
+    "aggregated",
+    "delete",
+    "firewall",
+    "setLabels",
+}
 
 
 def test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes(
@@ -28,6 +39,7 @@ def test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes(
     need_client("google-cloud-compute")
     from google.auth.credentials import AnonymousCredentials
 
+    from provisioner.providers.base import owner_id
     from provisioner.providers.gcp.client import LIMITS
     from provisioner.providers.gcp.provider import GCPProvider
     from provisioner.testing.fakes.gcp_compute import CONTRACT_PROJECT, GCPFake, contract_harness
@@ -40,7 +52,10 @@ def test_google_cloud_compute_answers_every_call_the_gcp_adapter_makes(
     )
     offers = gcp.list_offers(harness.offer_query)
     gcp.check_credentials()
-    gcp.create_nodes("c1", harness.node_specs(1))
+    lease = "witness-4242-20261126t100000z"
+    gcp.create_nodes("c1", [s.model_copy(update={"lease": lease}) for s in harness.node_specs(1)])
+    assert gcp.renew_lease("c1", lease, owner_id(), dt.datetime.now(dt.UTC)) == 1  # renewed, then released
+    assert gcp.renew_lease("c1", lease, owner_id(), None) == 1
     assert [n.name for n in gcp.get_nodes("c1")] == ["n0"]
     gcp.delete_nodes("c1")
     assert {o.instance_type for o in offers} >= {"a3-highgpu-8g"}
@@ -61,6 +76,7 @@ GCP_DOC_PATHS = {
     "aggregated": "/aggregated/instances`",
     "delete": "DELETE .../zones/{zone}/instances/{name}`",
     "firewall": "GET .../global/firewalls/{name}`",
+    "setLabels": "POST .../zones/{zone}/instances/{name}/setLabels`",
 }
 
 

@@ -36,6 +36,7 @@ VASTAI_VERSION = "1.9.1"
 KEY = "vast-witness-key-0123456789"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIWitnessKeyForTheVastFake witness@test"
 T0 = dt.datetime(2026, 11, 26, 10, 0, tzinfo=dt.UTC)
+LEASE = "witness-4242-20261126t100000z"
 
 
 class Clock:
@@ -210,6 +211,7 @@ def _client_session(sdk: Any) -> None:
     instance_id = made["new_contract"]
     sdk.show_instances()
     sdk.show_instance(id=instance_id)
+    sdk.label_instance(id=instance_id, label="c1/n0/owner=o/lease=h-1-20261126t100000z/renewed=20261126t101000z")
     sdk.destroy_instance(id=instance_id)
     sdk.create_ssh_key(ssh_key=PUBLIC_KEY)
     sdk.show_ssh_keys()
@@ -225,9 +227,17 @@ def _adapter_session(url: str) -> None:
     vast.list_offers(OfferQuery(gpu_models=("RTX4090",), regions=("US",)))
     vast.ensure_ssh_key("witness", PUBLIC_KEY)
     spec = NodeSpec(
-        name="n0", instance_type="1x_RTX_4090", region="US", bootstrap="script", user_data="#!/bin/sh\necho ready\n"
+        name="n0",
+        instance_type="1x_RTX_4090",
+        region="US",
+        bootstrap="script",
+        user_data="#!/bin/sh\necho ready\n",
+        owner="o",
+        lease=LEASE,
     )
     nodes = vast.create_nodes("c1", [spec])
+    assert vast.renew_lease("c1", LEASE, "o", T0) == 1  # the lease renewal's label update (and its release)
+    assert vast.renew_lease("c1", LEASE, "o", None) == 1
     vast.get_nodes("c1")
     vast.billed("c1", {"n0": nodes[0].id}, T0, T0 + dt.timedelta(hours=1))
     vast.delete_nodes("c1")
@@ -247,6 +257,13 @@ def test_the_adapter_calls_only_what_the_official_client_calls(
     shared = [k for k in our_body if client_body[k] is not None]
     assert {k: _json_type(our_body[k]) for k in shared} == {k: _json_type(client_body[k]) for k in shared}
     assert our_body["env"] == {"PROVISIONER_CLUSTER": "c1", "PROVISIONER_NODE": "n0"}
+    labels = (
+        [b for b in sent(official, "PUT", "/api/v0/instances/")],
+        [b for b in sent(ours, "PUT", "/api/v0/instances/")],
+    )
+    assert [set(b) for b in labels[0]] == [{"label"}] and [set(b) for b in labels[1]] == [{"label"}, {"label"}]
+    assert labels[1][0]["label"] == f"c1/n0/owner=o/lease={LEASE}/renewed=20261126t100000z"
+    assert labels[1][1]["label"] == f"c1/n0/owner=o/lease={LEASE}"
     (client_search,), our_searches = sent(official, "POST", "/api/v0/bundles/"), sent(ours, "POST", "/api/v0/bundles/")
     assert {s["type"] for s in our_searches} == {client_search["type"]} == {"on-demand"}
     assert all(set(s) >= {"verified", "external", "rentable", "rented", "order", "type"} for s in our_searches)
