@@ -11,6 +11,7 @@ driven here by ``lease.beat_now`` on a fake clock: no sleeps.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,43 @@ def test_the_holder_renews_on_its_heartbeat_schedule_and_releases(monkeypatch: p
         cluster_lease.beat_now("c1", START + dt.timedelta(hours=1))
         assert renewed() is None  # released: no more renewals
     assert not cluster_lease.beat_now("c1", START)  # the hold is over
+
+
+class _Blocking:
+    """Renewals wait on ``go`` before they land (a slow provider); the release does not."""
+
+    name = "vastai"
+
+    def __init__(self) -> None:
+        self.entered, self.go = threading.Event(), threading.Event()
+        self.landed: list[dt.datetime | None] = []
+
+    def renew_lease(self, cluster_id: str, lease: str, owner: str, at: dt.datetime | None) -> int:
+        if at is not None:
+            self.entered.set()
+            assert self.go.wait(30)
+        self.landed.append(at)
+        return 1
+
+
+def test_a_renewal_in_flight_never_lands_after_the_release() -> None:
+    # The heartbeat thread is renewing when up finishes: the release waits for it, so the nodes end
+    # without a renewal mark (one landing after the release would go stale and let another
+    # machine's gc take a cluster in use). Without the lock the release lands first: [None, START].
+    adapter = _Blocking()
+    renewal = lease_renewal.Renewal(adapter, "vastai", "c1", "h-1-20261124t090000z", "tester")
+    beat = threading.Thread(target=renewal, args=(START,))
+    beat.start()
+    assert adapter.entered.wait(30)
+    release = threading.Thread(target=renewal.release)
+    release.start()
+    release.join(1)  # blocked behind the renewal with the fix; done at once without it
+    adapter.go.set()
+    beat.join(30)
+    release.join(30)
+    assert adapter.landed == [START, None]
+    renewal(START + dt.timedelta(hours=1))
+    assert adapter.landed == [START, None]  # released: no renewal after it
 
 
 class _Recording:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 
 from provisioner.errors import ProviderError
 from provisioner.lifecycle import lease as cluster_lease
@@ -44,13 +45,23 @@ class Renewal:
     every_s: float = RENEW_S
     last: dt.datetime | None = None
     """When the nodes were last marked renewed (None: not yet)."""
+    released: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Renewals (heartbeat thread) and the release (the holder) one at a time: a renewal in flight
+    when the up finishes must not land after the release and leave a mark that goes stale."""
 
     def __call__(self, now: dt.datetime) -> None:
         if self.last is None or (now - self.last).total_seconds() >= self.every_s:
             self.renew(now)
 
     def renew(self, now: dt.datetime) -> None:
-        """Mark the nodes renewed at ``now``; a failure is logged and retried at the next heartbeat."""
+        """Mark the nodes renewed at ``now``; a failure is logged and retried at the next heartbeat.
+        Nothing once released."""
+        with self._lock:
+            if not self.released:
+                self._renew(now)
+
+    def _renew(self, now: dt.datetime) -> None:
         try:
             self.adapter.renew_lease(self.cluster_id, self.lease, self.owner, now)
         except ProviderError as exc:
@@ -62,11 +73,14 @@ class Renewal:
         self.last = now
 
     def release(self) -> None:
-        """Remove the renewal mark: the lease's work is done and a record holds the cluster."""
-        try:
-            self.adapter.renew_lease(self.cluster_id, self.lease, self.owner, None)
-        except ProviderError as exc:
-            log.warning("%s: could not release the lease of cluster %s: %s", self.provider, self.cluster_id, exc)
+        """Remove the renewal mark (after any renewal in flight): the lease's work is done and a
+        record holds the cluster. No renewal follows."""
+        with self._lock:
+            self.released = True
+            try:
+                self.adapter.renew_lease(self.cluster_id, self.lease, self.owner, None)
+            except ProviderError as exc:
+                log.warning("%s: could not release the lease of cluster %s: %s", self.provider, self.cluster_id, exc)
 
 
 def start(adapter: Provider, cluster_id: str, lease: str, owner: str, now: dt.datetime) -> Renewal | None:
