@@ -226,6 +226,46 @@ def interruption_term(p: Pricing) -> np.ndarray:
     return cents
 
 
+def move_term(p: Pricing) -> np.ndarray:
+    """A move's price, 0 unless the spec is a move's re-plan (``checkpoint.restore``, set by
+    lifecycle/recover.py): the checkpoint (``checkpoint.size_gb``) downloaded from its store, plus the
+    work lost since its last copy (``restore.lost_minutes``) redone at the candidate's hourly price.
+    Each part rounded once (docs/cost-model.md, "Move").
+
+    The download leaves the store's provider (s3:// AWS, gs:// GCP) at its internet egress tiers for a
+    candidate of another provider, at its inter-region rate for one of its own (the bucket's region is
+    not known, so the move is not assumed free), at ``checkpoint.egress_usd_per_gb`` when that is set
+    (0 for an ``endpoint_url`` store without it); plus the candidate's ingress."""
+    checkpoint = p.spec.checkpoint
+    restore = checkpoint.restore
+    if restore is None:
+        return np.zeros(len(p.rows), dtype=np.int64)
+    size_gb = Fraction(spec_decimal(checkpoint.size_gb))
+    store = checkpoint.store_provider()
+    info = p.provider_infos.get(store) if store is not None else None
+    providers = p.table.dictionary("provider")
+    if checkpoint.egress_usd_per_gb is not None:
+        leave = size_gb * Fraction(spec_decimal(checkpoint.egress_usd_per_gb))
+    elif info is not None:
+        leave = tiered_usd(info.internet_egress_tiers, checkpoint.size_gb, info.free_egress_gb)
+    else:
+        leave = Fraction(0)
+
+    def download(provider: int, ingress_nano: int) -> int:
+        out = leave
+        if checkpoint.egress_usd_per_gb is None and info is not None and providers[provider] == store:
+            out = size_gb * Fraction(info.inter_region_usd_per_gb)
+        return round_cents(out + size_gb * Fraction(ingress_nano, NANO))
+
+    moved = _per_key([p.table["provider"][p.rows], p.table["ingress_nano"][p.rows]], download)
+    lost_s = Fraction(spec_decimal(restore.lost_minutes)) * 60
+    whole = np.full(len(p.rows), int(lost_s), dtype=np.int64)
+    fraction = np.full(len(p.rows), lost_s.denominator != 1, dtype=bool)
+    redo = hourly_times(p, whole, lambda _i: lost_s, fraction)
+    total: np.ndarray = np.minimum(moved + redo, CENT_CAP)
+    return total
+
+
 def dataset_region_warning(spec: ClusterSpec, table: OfferTable) -> tuple[str, str] | None:
     """(field, message) when the dataset's region is not one the catalog sells in for its provider (a typo such
     as ``aws:us-eats-1`` would price the move as from another region), naming the field and the
@@ -258,6 +298,7 @@ TERMS: dict[str, Callable[[Pricing], np.ndarray]] = {
     "storage": storage_term,
     "egress": egress_term,
     "interruption": interruption_term,
+    "move": move_term,
 }
 """The cost terms, in CostBreakdown order; the total is their sum."""
 
@@ -272,4 +313,5 @@ __all__ = [
     "boot_exact",
     "dataset_region_warning",
     "hourly_times",
+    "move_term",
 ]

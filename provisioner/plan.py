@@ -14,7 +14,15 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from provisioner.capabilities import Bootstrap, Network, Purchase
 from provisioner.errors import PlanError, PlanFileError, Rejection
@@ -31,7 +39,7 @@ Money = Annotated[Decimal, Field(ge=0, le=Decimal("1e16"), allow_inf_nan=False)]
 
 
 class CostBreakdown(BaseModel):
-    """Expected USD for the whole run, each term a whole number of cents. ``total`` is the sum of the four.
+    """Expected USD for the whole run, each term a whole number of cents. ``total`` is the sum of the terms.
 
     ``compute`` includes the paid boot/bootstrap time (``boot_usd`` says how much of it).
     Rounding rules: docs/cost-model.md, "Rounding".
@@ -45,6 +53,18 @@ class CostBreakdown(BaseModel):
     interruption: Money
     total: Money
     boot_usd: Money = Field(Decimal(0), description="Part of compute paid while nodes boot and bootstrap.")
+    move: Money = Field(
+        Decimal(0),
+        description="A move's re-plan only (lifecycle/recover.py): the checkpoint's download and the work lost.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_move(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # 0 outside a move: left out, so every plan.json written before moves existed reads and writes the same.
+        data = handler(self)
+        if isinstance(data, dict) and not self.move:
+            data.pop("move", None)
+        return data
 
 
 class Option(BaseModel):

@@ -148,3 +148,45 @@ def test_who_copies_on_the_timer_and_what_jobs_see() -> None:
     assert (
         "rclone" not in yaml.safe_load(render_cluster(make_plan(nodes=2), CANARY)["cloud-init/worker.yaml"])["packages"]
     )
+
+
+@pytest.mark.parametrize("from_node", [None, "old-1"])
+def test_a_moved_run_restores_what_was_copied(moto_url: str, tmp_path: Path, from_node: str | None) -> None:
+    """issue 30 item 2: the restore a move runs on the new cluster (render.checkpoint_sync.restore_script),
+    for real against moto: the store's copy (the shared folder's, or the old node's own) lands in the
+    new checkpoint folder; what the new folder already holds stays."""
+    from provisioner.render.checkpoint_sync import restore_script
+
+    need_tool("rclone")
+    s3 = _s3(moto_url)
+    if BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=BUCKET)
+    prefix = f"runs/moved-{from_node or 'shared'}"
+    under = f"{prefix}/{from_node}" if from_node else prefix
+    s3.put_object(Bucket=BUCKET, Key=f"{under}/step-300/model.pt", Body=b"weights-300")
+    s3.put_object(Bucket=BUCKET, Key=f"{under}/latest", Body=b"step-300\n")
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/other-node/latest", Body=b"not mine\n")
+    plan = _plan(moto_url, prefix, shared=from_node is None)
+    env_file = tmp_path / "etc/provisioner/checkpoint-remote.env"
+    env_file.parent.mkdir(parents=True)
+    env_file.write_text(_files(plan, "head")["/etc/provisioner/checkpoint-remote.env"])
+    dest = tmp_path / "ckpt"
+    (dest / "notes.txt").parent.mkdir(parents=True)
+    (dest / "notes.txt").write_text("kept\n")
+    remote = plan.spec.checkpoint.remote
+    assert remote is not None
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "RCLONE_CONFIG": str(tmp_path / "no-rclone.conf"),
+        "PROVISIONER_ROOT": str(tmp_path),
+        **KEYS,
+    }
+    script = restore_script("/ckpt", remote, from_node=from_node)
+    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    got = {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    expected = {"step-300/model.pt": b"weights-300", "latest": b"step-300\n", "notes.txt": b"kept\n"}
+    if from_node is None:  # the shared folder's copy is the whole prefix, every node's subfolder included
+        expected["other-node/latest"] = b"not mine\n"
+    assert got == expected

@@ -30,6 +30,7 @@ after the expiry on any machine (by the tag).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 import threading
@@ -38,9 +39,10 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from provisioner.errors import ProvisionerError, StackError
+from provisioner.errors import ProvisionerError, StackError, UsageError
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import resume, state
+from provisioner.lifecycle.burst_validate import validate as _validate
 from provisioner.lifecycle.realize import (
     Runtime,
     bring_up_first,
@@ -50,27 +52,21 @@ from provisioner.lifecycle.realize import (
     live,
     tear_down,
 )
-from provisioner.money import cents_text, round_cents, usd_text
+from provisioner.lifecycle.watchdog import BurstStopped, Watchdog
+from provisioner.money import cents_text, round_cents
 from provisioner.plan import Plan
 from provisioner.providers.base import Node
-from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
-from provisioner.termtext import when_text
-from provisioner.validation.cluster import ClusterReport, Target
-from provisioner.validation.runner import CommandResult
+from provisioner.realize.remote import Remote
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.heal import Healer
+    from provisioner.lifecycle.recover import Mover
+    from provisioner.spec import ClusterSpec
 
 JOB_NAME = re.compile(r"[^a-z0-9-]+")
 SLURM_LAUNCHERS = ("srun", "salloc")
 DEFAULT_TTL_S = 24 * 3600
 """A burst always has an expiry: ``--ttl``, else the spec's ``lifetime.ttl_hours``, else 24 h."""
-
-
-class BurstStopped(ProvisionerError):
-    """The watchdog ended the burst (TTL or budget); the cluster was torn down."""
-
-    exit_code = 124
 
 
 @dataclass(frozen=True)
@@ -92,63 +88,12 @@ class BurstOptions:
     heal_poll_s: float = 30.0
     local: bool = False
     """A dry run on the lab's nodes (``burst --local``): its record and ledger entries say so."""
-
-
-class Watchdog:
-    """TTL and cost cap on an injectable clock. ``reason(now)`` says why to stop, or None."""
-
-    def __init__(
-        self,
-        started_at: dt.datetime,
-        *,
-        hourly_usd: Decimal,
-        expires_at: dt.datetime | None,
-        max_cost_usd: Decimal | None,
-        warn_cost_usd: Decimal | None = None,
-    ) -> None:
-        self.started_at = started_at
-        self.hourly_usd = hourly_usd
-        self.expires_at = expires_at
-        self.max_cost_usd = max_cost_usd
-        self.warn_cost_usd = warn_cost_usd
-        """``--on-budget warn``: the budget warned about at 50/80/100 %, never stopped at."""
-        self.warned = 0
-        self.metered: Callable[[dt.datetime], int] | None = None
-        """Cents metered over every instance (replacements included, heal.py); the cap counts the larger."""
-
-    def warning(self, now: dt.datetime) -> str | None:
-        """The budget line once per level reached (50, 80, 100 % of ``warn_cost_usd``), else None."""
-        if self.warn_cost_usd is None:
-            return None
-        spent = self.spent_usd(now)
-        level = max((lvl for lvl in (50, 80, 100) if spent * 100 >= self.warn_cost_usd * lvl), default=0)
-        if level <= self.warned:
-            return None
-        self.warned = level
-        return (
-            f"budget: {level} % reached (about {cents_text(round_cents(spent))} of {usd_text(self.warn_cost_usd)}); "
-            "on-budget warn: the job goes on"
-        )
-
-    def spent_usd(self, now: dt.datetime) -> Decimal:
-        """Exact cost so far: hourly x elapsed seconds / 3600 (microseconds counted), or what was
-        metered over every instance when that is more (a replacement's minimum billed period)."""
-        elapsed = now - self.started_at
-        micros = Decimal(elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds)
-        hourly = self.hourly_usd * micros / Decimal(3_600_000_000)
-        return max(hourly, Decimal(self.metered(now)) / 100) if self.metered is not None else hourly
-
-    def reason(self, now: dt.datetime) -> str | None:
-        if self.expires_at is not None and now >= self.expires_at:
-            return f"TTL reached at {when_text(self.expires_at)}"
-        if self.max_cost_usd is not None:
-            elapsed = now - self.started_at
-            micros = elapsed.days * 86_400_000_000 + elapsed.seconds * 1_000_000 + elapsed.microseconds
-            if self.hourly_usd * micros >= self.max_cost_usd * 3_600_000_000:
-                return f"cost cap {usd_text(self.max_cost_usd)} reached ({usd_text(self.hourly_usd)}/h)"
-            if self.metered is not None and self.metered(now) >= self.max_cost_usd * 100:
-                return f"cost cap {usd_text(self.max_cost_usd)} reached (replacements included)"
-        return None
+    recover: str = "same"
+    """``same``: heal in place only; ``anywhere``: move the run when that fails (lifecycle/recover.py)."""
+    max_moves: int | None = None
+    """Moves at most with ``recover="anywhere"``; None: the spec's ``checkpoint.max_moves``."""
+    planner: Callable[[ClusterSpec], Sequence[Plan]] | None = None
+    """Ranked plans for a move's re-planned spec; None: the bundled catalog (``workflow.resolve``)."""
 
 
 def job_argv(plan: Plan, command: Sequence[str], image: str) -> tuple[str, ...]:
@@ -226,6 +171,12 @@ def run_burst(
     job = job_argv(plans[0], command, opts.image)  # refuse a bad COMMAND before buying anything
     started = rt.now()
     first = plans[0]
+    if opts.recover == "anywhere" and not first.spec.checkpoint.remote:
+        raise UsageError(
+            "--recover anywhere restores the job's checkpoint from checkpoint.remote: set it in the spec "
+            "(docs/healing.md); nothing was bought",
+            option="--recover",
+        )
     ttl_s = opts.ttl_s
     if ttl_s is None and first.spec.lifetime.ttl_hours is not None:
         ttl_s = first.spec.lifetime.ttl_hours * 3600
@@ -240,9 +191,11 @@ def run_burst(
     watched = replace(rt, sleep=_watched_sleep(rt, watchdog))
     cluster_id = first.cluster_id
     remote: Remote | None = rt.remote
+    clusters = [cluster_id]
     # Held across the job (reentrant for bring-up and teardown): the lease on its nodes is renewed
-    # until the teardown (lifecycle.lease_renewal), so another machine's gc never takes a running burst.
-    with cluster_lease.hold(cluster_id, "burst"):
+    # until the teardown (lifecycle.lease_renewal), so another machine's gc never takes a running burst;
+    # a moved run's new clusters are held the same way (``holds``) from their bring-up on.
+    with cluster_lease.hold(cluster_id, "burst"), contextlib.ExitStack() as holds:
         try:
             record = bring_up_first(
                 plans,
@@ -276,12 +229,20 @@ def run_burst(
                     HealOptions(max_replacements=opts.max_replacements),
                 )
                 watchdog.metered = healer.spent_cents
-            return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer)
+            mover = None
+            if opts.recover == "anywhere" and healer is not None:
+                from provisioner.lifecycle.burst_recover import burst_mover
+
+                mover = burst_mover(watched, record, remote, watchdog, opts, started, expires_at)
+                mover.hold_cluster = lambda new_id: holds.enter_context(cluster_lease.hold(new_id, "burst"))
+                clusters = mover.run.clusters
+            relaunch = _Relaunch(command, opts, remote, mover)
+            return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer, relaunch)
         finally:
             stop = getattr(remote, "stop", None)
             if stop is not None:
                 stop()  # a job still streaming: end the local ssh before the nodes go
-            _teardown_all(rt, plans[0].cluster_id)
+            _teardown_run(rt, clusters)
 
 
 def _watched_sleep(rt: Runtime, watchdog: Watchdog) -> Callable[[float], None]:
@@ -311,68 +272,6 @@ def _check(rt: Runtime, watchdog: Watchdog) -> None:
         raise BurstStopped(f"burst stopped: {why}; the cluster was torn down")
 
 
-def _validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: list[Node], opts: BurstOptions) -> None:
-    from provisioner.validation.cluster import require_healthy, validate_cluster
-
-    plan = record.plan
-    via = {"slurm": "slurm", "kubernetes": "k8s"}.get(plan.spec.control_plane.value)
-    names = tuple(node.name for node in plan.nodes)
-    target = Target(
-        nodes=names,
-        via=via or "ssh",
-        expect_gpus=plan.option.gpus_per_node,
-        expect_model=plan.option.gpu_model,
-        check_args=opts.validation_args,
-    )
-    rt.emit("validate", message=f"validating {len(names)} node(s) via {target.via}", cluster=record.cluster_id)
-    head = head_target(record, nodes)
-    if via is not None:
-
-        def run(args: Sequence[str], *, timeout_s: float = 60.0) -> CommandResult:
-            return remote.run(head, args, timeout_s=timeout_s)
-
-        report = validate_cluster(target, run)
-    else:
-        report = _validate_each(record, remote, nodes, target)
-    rt.emit(
-        "validated", message=f"validation: {report.status.value}", cluster=record.cluster_id, status=report.status.value
-    )
-    require_healthy(report)
-
-
-def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node], target: Target) -> ClusterReport:
-    """No control plane: the node check runs on each node directly over SSH."""
-    from provisioner.realize.bootstrap_ssh import SshTarget
-    from provisioner.validation.cluster import mark_stragglers, node_check_argv
-    from provisioner.validation.model import Action, Finding, NodeReport, Severity
-
-    by_name = {node.name: node for node in nodes}
-    reports = []
-    for name in target.nodes:
-        node = by_name.get(name)
-        ssh = ssh_target(node, CLUSTER_USER, name) if node else None
-        result = remote.run(
-            ssh or SshTarget(host="0.0.0.0", node_name=name, user=CLUSTER_USER), node_check_argv(target), timeout_s=600
-        )
-        try:
-            reports.append(NodeReport.from_json(result.stdout).model_copy(update={"node": name}))
-        except ValueError:
-            reports.append(
-                NodeReport(
-                    node=name,
-                    findings=[
-                        Finding(
-                            code="node.unreachable",
-                            severity=Severity.FAILED,
-                            action=Action.DRAIN,
-                            message=f"no report from {name} (exit {result.returncode}: {result.brief()})",
-                        )
-                    ],
-                )
-            )
-    return ClusterReport(nodes=mark_stragglers(reports))
-
-
 def _run_job(
     rt: Runtime,
     record: state.ClusterRecord,
@@ -382,8 +281,43 @@ def _run_job(
     watchdog: Watchdog,
     opts: BurstOptions,
     healer: Healer | None = None,
+    relaunch: _Relaunch | None = None,
 ) -> int:
-    """Stream the job on a worker thread; the main thread keeps the watchdog and signals."""
+    """Stream the job on a worker thread; the main thread keeps the watchdog and signals. With a mover
+    (``--recover anywhere``) a move starts the job again on the new cluster (its checkpoint restored)."""
+    while True:
+        outcome = _run_job_once(rt, record, remote, nodes, job, opts, healer, relaunch)
+        if not isinstance(outcome, tuple):
+            return outcome
+        assert relaunch is not None
+        healer = outcome[0]
+        record = healer.record
+        nodes = rt.provider(record.provider).get_nodes(record.cluster_id)
+        if not opts.skip_validation:
+            _validate(rt, record, remote, nodes, opts)
+        job = job_argv(record.plan, relaunch.command, opts.image)
+
+
+@dataclass
+class _Relaunch:
+    command: Sequence[str]
+    opts: BurstOptions
+    remote: Remote
+    mover: Mover | None
+
+
+def _run_job_once(
+    rt: Runtime,
+    record: state.ClusterRecord,
+    remote: Remote,
+    nodes: list[Node],
+    job: tuple[str, ...],
+    opts: BurstOptions,
+    healer: Healer | None,
+    relaunch: _Relaunch | None,
+) -> int | tuple[Healer]:
+    """One launch of the job; its exit status, or ``(new_healer,)`` when the run moved (start it again)."""
+    mover = relaunch.mover if relaunch is not None else None
     head = head_target(record, nodes)
     outcome: dict[str, object] = {}
     done = threading.Event()
@@ -408,14 +342,35 @@ def _run_job(
     while not done.wait(0):
         rt.sleep(opts.poll_s)  # watched: raises on TTL, budget or a signal
         if healer is not None and rt.clock() >= next_look:
-            healer.step()  # replaces drained, preempted or lost nodes under their names (job requeued)
+            if mover is not None:
+                moved = mover.step(healer)  # heals in place, or moves the run (raises when it cannot)
+                if moved is not healer:
+                    return (moved,)
+            else:
+                healer.step()  # replaces drained, preempted or lost nodes under their names (job requeued)
             next_look = rt.clock() + opts.heal_poll_s
         done.wait(0.05)
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     code: int = int(outcome.get("code", 1))  # type: ignore[call-overload]
+    if code != 0 and mover is not None and healer is not None:
+        moved = mover.step(healer)  # the job failed with its cluster (srun without requeue): move, run again
+        if moved is not healer:
+            return (moved,)
     rt.emit("job-done", message=f"job exited {code}", cluster=record.cluster_id, exit_code=code)
     return code
+
+
+def _teardown_run(rt: Runtime, clusters: Sequence[str]) -> None:
+    """``_teardown_all`` for every cluster of the run (a moved run has several), the latest first."""
+    failed: list[StackError] = []
+    for cluster_id in reversed(list(clusters)):
+        try:
+            _teardown_all(rt, cluster_id)
+        except StackError as exc:
+            failed.append(exc)
+    if failed:
+        raise failed[0]
 
 
 def _teardown_all(rt: Runtime, cluster_id: str) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from fractions import Fraction
 
 from provisioner.errors import (
@@ -34,13 +33,21 @@ from provisioner.errors import (
     ClusterBusyError,
     ProviderAPIError,
     ProviderError,
-    ProvisionerError,
     RateLimitError,
     StackError,
 )
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.faults import Fault, FaultFinder
+from provisioner.lifecycle.heal_rules import (
+    BILLING,
+    RETRYABLE_STATUS,
+    HealLimit,
+    HealOptions,
+    ReplacementLost,
+    node_hourly,
+    same_layout,
+)
 from provisioner.lifecycle.realize import (
     Runtime,
     cluster_secrets,
@@ -63,29 +70,6 @@ from provisioner.validation.actions import TAINT_KEY
 from provisioner.validation.runner import CommandResult
 from provisioner.waiting import WaitTimeout
 
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-BILLING = frozenset({NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.FAILED})
-
-
-@dataclass(frozen=True)
-class HealOptions:
-    max_replacements: int = 3
-    unreachable_s: float = 300.0
-    create_attempts: int = 4
-    retry_s: float = 10.0
-
-
-class HealLimit(ProvisionerError):
-    """A replacement was refused (limit, TTL, budget); the event says which and what it would cost."""
-
-
-class ReplacementLost(ProvisionerError):
-    """The replacement itself failed or was reclaimed while it booted (a second fault)."""
-
-
-def _node_hourly(plan: Plan) -> Decimal:
-    return plan.option.hourly_usd / plan.option.nodes
-
 
 @dataclass
 class Healer:
@@ -99,6 +83,8 @@ class Healer:
     finder: FaultFinder = field(init=False)
     refused: set[str] = field(default_factory=set)
     requeued: list[str] = field(default_factory=list)
+    no_capacity: dict[str, str] = field(default_factory=dict)
+    """Nodes the last ``step`` could not buy anywhere it may fail over to, and why (lifecycle/recover.py moves)."""
 
     def __post_init__(self) -> None:
         self.finder = FaultFinder(self.rt, self.remote, self.options.unreachable_s)
@@ -128,11 +114,12 @@ class Healer:
 
     # --- replacing -------------------------------------------------------------------------------
 
-    def step(self) -> list[str]:
-        """Look once, replace what is bad. Returns the names replaced. Raises what a replacement
-        raises after its cleanup (HealLimit is reported, not raised)."""
-        done = []
-        for fault in self.find_faults():
+    def step(self, faults: Sequence[Fault] | None = None) -> list[str]:
+        """Look once (or take ``faults``), replace what is bad. Returns the names replaced. Raises what a
+        replacement raises after its cleanup (HealLimit is reported, not raised)."""
+        done: list[str] = []
+        self.no_capacity = {}
+        for fault in self.find_faults() if faults is None else faults:
             if fault.node in self.refused:
                 continue
             try:
@@ -151,6 +138,8 @@ class Healer:
             except (ProviderError, StackError, WaitTimeout, BootstrapError, ReplacementLost, ClusterBusyError) as exc:
                 # Nothing half-bought is left (the replacement cleans up; a create refused for another
                 # owner's instance under the name bought nothing); the next look tries again.
+                if isinstance(exc, CapacityError):
+                    self.no_capacity[fault.node] = str(exc)
                 self.rt.emit(
                     "replace-failed",
                     message=f"replacing {fault.node} failed: {exc}; nothing of it is left",
@@ -187,13 +176,13 @@ class Healer:
         self.replacements += 1
         self.rt.emit(
             "replace",
-            message=f"replacing {name} ({fault.kind}: {fault.reason}); {usd_text(_node_hourly(self.plan))}/h per node",
+            message=f"replacing {name} ({fault.kind}: {fault.reason}); {usd_text(node_hourly(self.plan))}/h per node",
             cluster=cluster,
             node=name,
             kind=fault.kind,
             reason=fault.reason,
             attempt=self.replacements,
-            hourly_usd=_node_hourly(self.plan),
+            hourly_usd=node_hourly(self.plan),
         )
         self._requeue_jobs(name)
         self._delete(name)
@@ -349,7 +338,7 @@ class Healer:
                     "failover",
                     message=f"no capacity for {name} on {plan.option.instance_type} in "
                     f"{plan.option.region} ({exc}); trying {nxt.instance_type} in {nxt.region} "
-                    f"({usd_text(_node_hourly(tries[index + 1]))}/h per node)",
+                    f"({usd_text(node_hourly(tries[index + 1]))}/h per node)",
                     cluster=cluster,
                     node=name,
                     error=str(exc),
@@ -370,11 +359,11 @@ class Healer:
         self.rt.emit(
             "create",
             message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, "
-            f"{usd_text(_node_hourly(plan))}/h)",
+            f"{usd_text(node_hourly(plan))}/h)",
             cluster=cluster,
             node=name,
             instance_type=plan.option.instance_type,
-            hourly_usd=_node_hourly(plan),
+            hourly_usd=node_hourly(plan),
         )
         self.rt.touched.add(plan.option.provider)
         for attempt in range(1, self.options.create_attempts + 1):
@@ -455,20 +444,6 @@ class Healer:
         for job in self.requeued:
             self._on_head(("sudo", "-n", "scontrol", "update", f"JobId={job}", "StartTime=now"))
         self.requeued = []
-
-
-def same_layout(plan: Plan, others: Sequence[Plan]) -> list[Plan]:
-    """The alternates a replacement may fail over to: same provider, GPU model and GPUs per node."""
-    option = plan.option
-    return [
-        p
-        for p in others
-        if p.option != option
-        and p.option.provider == option.provider
-        and p.option.gpu_model == option.gpu_model
-        and p.option.gpus_per_node == option.gpus_per_node
-        and p.option.nodes == option.nodes
-    ]
 
 
 __all__ = ["Fault", "HealLimit", "HealOptions", "Healer", "ReplacementLost", "same_layout"]

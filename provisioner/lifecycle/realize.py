@@ -135,11 +135,13 @@ def bring_up(
     lease: bool = False,
     on_budget: str = "warn",
     local: bool = False,
+    run_id: str | None = None,
 ) -> state.ClusterRecord:
     """Create, boot and bootstrap ``plan``'s nodes; block until the control plane lists each ready.
 
     Idempotent on the cluster id: a second call adopts the nodes that exist (and keeps the record's
-    run id; a new bring-up gets a new one, ``state.new_run_id``). ``local``: a dry run's (``up
+    run id; a new bring-up gets ``run_id``, else a new one, ``state.new_run_id``: a run moved to
+    another cluster keeps its id, lifecycle/recover.py). ``local``: a dry run's (``up
     --local``), marked so in the record and the ledger. ``expires_at``
     defaults to now + ``ttl_s`` or the spec's TTL. Raises the adapter's ProviderError when the
     purchase fails (nothing left), ProvisionerError (StackError naming what remains) after it,
@@ -161,6 +163,7 @@ def bring_up(
             lease=lease,
             on_budget=on_budget,
             local=local,
+            run_id=run_id,
         )
         if not lease:  # up is done: its record holds the cluster now (a burst renews until its teardown)
             lease_renewal.release(plan.cluster_id)
@@ -179,6 +182,7 @@ def _bring_up(
     lease: bool,
     on_budget: str,
     local: bool = False,
+    run_id: str | None = None,
 ) -> state.ClusterRecord:
     cluster_id = plan.cluster_id
     existing = state.load_record(cluster_id)
@@ -205,7 +209,7 @@ def _bring_up(
         lease_id=token,
         lease_pid=os.getpid() if lease else None,
         lease_host=socket.gethostname() if lease else None,
-        run_id=existing.run_id if existing is not None else state.new_run_id(now),
+        run_id=existing.run_id if existing is not None else run_id or state.new_run_id(now),
         local=local or (existing is not None and existing.local),
     )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists

@@ -9,6 +9,7 @@ cluster up, runs the job and tears it down (``lifecycle.burst``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from decimal import Decimal
 from pathlib import Path
@@ -302,6 +303,8 @@ def burst(
     max_replacements: int = 3,
     local: bool = False,
     ssh_from: list[str] | None = None,
+    recover: str = "same",
+    max_moves: int | None = None,
 ) -> int:
     """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status.
     --local: on the plan's nodes booted on this machine behind the provider's fake, as up --local."""
@@ -322,7 +325,15 @@ def burst(
         image=image,
         max_replacements=max_replacements,
         local=local,
+        recover=recover,
+        max_moves=max_moves,
     )
+    if recover == "anywhere" and local:
+        raise UsageError("--recover anywhere re-plans on real providers' offers; not with --local", option="--recover")
+    if recover == "anywhere" and catalog is not None:
+        from provisioner.lifecycle.burst_recover import catalog_planner
+
+        options = dataclasses.replace(options, planner=catalog_planner(catalog))
     from provisioner.lifecycle.access import require_ssh_sources, say_exposure
 
     emit = command_support.emitter(json_out)

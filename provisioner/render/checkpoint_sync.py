@@ -82,6 +82,23 @@ def sync_script(source: str, remote: str, *, per_node: bool) -> str:
     )
 
 
+def restore_script(dest: str, remote: str, *, from_node: str | None = None) -> str:
+    """The other way (a moved run, lifecycle/recover.py): the store's copy into ``dest`` on a new cluster,
+    from ``BUCKET/PREFIX/FROM_NODE`` when the old cluster copied one folder per node. Run as root on the
+    node (``bash -c``); ``PROVISIONER_ROOT`` and ``PROVISIONER_CHECKPOINT_ENV`` let tests run it.
+    ``rclone copy`` skips what is already there with the same size and time."""
+    q = shlex.quote
+    source = q(rclone_target(remote) + (f"/{from_node}" if from_node else ""))
+    return (
+        "set -eu\n"
+        "ROOT=${PROVISIONER_ROOT:-}\n"
+        f'set -a; . "${{PROVISIONER_CHECKPOINT_ENV:-$ROOT{ENV_FILE}}}"; set +a\n'
+        f'dest="$ROOT"{q(dest)}\n'
+        'mkdir -p "$dest"\n'
+        f'exec rclone copy {" ".join(RCLONE_FLAGS)} {source} "$dest"\n'
+    )
+
+
 def checkpoint_sync(view: ClusterView, role: str) -> CheckpointSync | None:
     """What ``role``'s nodes install for the spec's checkpoint.remote, or None without one."""
     if view.checkpoint_remote is None:
@@ -98,4 +115,13 @@ def checkpoint_sync(view: ClusterView, role: str) -> CheckpointSync | None:
     )
 
 
-__all__ = ["ENV_FILE", "RCLONE_FLAGS", "SYNC_PATH", "CheckpointSync", "checkpoint_sync", "rclone_env", "rclone_target"]
+__all__ = [
+    "ENV_FILE",
+    "RCLONE_FLAGS",
+    "SYNC_PATH",
+    "CheckpointSync",
+    "checkpoint_sync",
+    "rclone_env",
+    "rclone_target",
+    "restore_script",
+]
