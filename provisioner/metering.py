@@ -179,8 +179,11 @@ def meter(plan: Plan, usages: Iterable[NodeUsage], until: dt.datetime, rule: Bil
 
 
 def planned_cents(plan: Plan) -> dict[str, int]:
-    """The plan's expected cents per cost term."""
-    return {term: int(getattr(plan.option.cost, term) * 100) for term in COST_TERMS}
+    """The plan's expected cents per cost term (``move`` too in a moved run's re-plan, lifecycle/recover.py)."""
+    cents = {term: int(getattr(plan.option.cost, term) * 100) for term in COST_TERMS}
+    if plan.option.cost.move:
+        cents["move"] = int(plan.option.cost.move * 100)
+    return cents
 
 
 @dataclass(frozen=True)
@@ -251,8 +254,12 @@ def _signed(cents: int) -> str:
 def compare(plan: Plan, metered: Metered) -> Comparison:
     """Planned vs metered per cost term, with what was not measured named."""
     planned = planned_cents(plan)
-    lines = tuple(TermLine(term, planned[term], metered.terms.get(term)) for term in COST_TERMS)
+    lines = tuple(
+        TermLine(term, planned[term], metered.terms.get(term)) for term in (*COST_TERMS, "move") if term in planned
+    )
     notes = []
+    if "move" in planned:
+        notes.append("move: the checkpoint's download and the work redone are not measured (planned amount shown)")
     if metered.terms.get("egress") is None:
         notes.append("egress is not measured from instance times (planned amount shown, not in the actual total)")
     notes.append("interruption: planned is the expected reclaim cost; actual is what replacement instances cost")

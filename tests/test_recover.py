@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from provisioner.lifecycle import ledger, state
+from provisioner.lifecycle import costs_report, ledger, state
 from provisioner.lifecycle.burst import BurstStopped
 from provisioner.lifecycle.burst_recover import catalog_planner
 from provisioner.lifecycle.heal import Healer, HealOptions, same_layout
 from provisioner.lifecycle.realize import Runtime, bring_up
 from provisioner.lifecycle.recover import MoveOptions, Mover, MoveRefused, RunSpan, moved_id
+from provisioner.metering import compare, meter
 from provisioner.plan import Plan
 from provisioner.spec import ClusterSpec
 from provisioner.testing.fakes.base import FakeApp
@@ -162,6 +163,15 @@ def test_capacity_gone_at_a_after_a_reclaim_moves_the_run_to_b(make_run: Callabl
         "lambda",
         "runpod",
     )
+    # `costs` (by run, its default) sums the run's clusters on one line: both plans, the old and the re-plan.
+    (line,) = costs_report.group(list(rows.values()), "run")
+    assert (line["key"], line["cluster"], line["clusters"]) == (run.mover.run.run_id, "mv,mv-m1", 2)
+    first_total = run.healer.plan.option.cost.total
+    assert Decimal(line["planned_usd"]) == first_total + new.plan.option.cost.total
+    assert new.plan.option.cost.move == Decimal("16.97")  # the re-plan's total includes the move it made
+    # Planned vs actual of the new cluster names the move: planned, not measured.
+    lines = {line.term: line for line in compare(new.plan, meter(new.plan, new.usages, run.rt.now())).lines}
+    assert (lines["move"].planned_cents, lines["move"].actual_cents) == (1697, None)
     # No shared filesystem: each old node copied its own folder, which goes to the new node of its rank
     # (rclone copy from the store, never a sync that would delete).
     restores = {name: argv[-1] for name, argv in run.remote.calls if argv[:3] == ("sudo", "-n", "bash")}
