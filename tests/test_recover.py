@@ -266,3 +266,19 @@ def test_moves_stop_at_the_runs_ttl(make_run: Callable[..., Run]) -> None:
     with pytest.raises(MoveRefused, match="TTL"):
         run.mover.step(run.healer)
     assert run.kinds() == ["move-refused"] and run.live() == {"lambda": 1, "runpod": 0}
+
+
+def test_watch_moves_a_cluster_it_cannot_heal_and_goes_on_with_the_new_one(make_run: Callable[..., Run]) -> None:
+    from provisioner.lifecycle.watch import run_watch
+
+    run = make_run()
+    run.rt.sleep(600)
+    no_lambda_capacity(run)
+    run.lam.set_status(run.lambda_ids()[1], "preempted")  # type: ignore[attr-defined]
+    assert run_watch(run.healer, poll_s=30, once=True, mover=run.mover) == 0
+    assert run.live() == {"lambda": 0, "runpod": 2}
+    look = [e for e in run.events if e["event"] == "look"][-1]
+    assert look["cluster"] == "mv-m1"  # the look after the move reports the new cluster
+    # and the run's spend: the old cluster's 10 min at the plan's $63.84/h ($10.64) is in it
+    left = next(e for e in run.events if e["event"] == "move-left")
+    assert left["run_spent_usd"] == Decimal("10.64") and look["spent_usd"] >= Decimal("10.64")

@@ -121,6 +121,8 @@ class Mover:
     local: bool = False
     on_moved: Callable[[Healer], None] | None = None
     """Told of each new cluster's Healer as soon as it runs (burst's watchdog meters it)."""
+    replaced: list[str] = field(default_factory=list)
+    """The nodes the last ``step`` replaced in place."""
 
     @property
     def max_moves(self) -> int:
@@ -133,12 +135,13 @@ class Mover:
     def step(self, healer: Healer) -> Healer:
         """One look; heal in place, or move. Returns the Healer of the run's cluster after the look (a new
         one after a move). Raises MoveRefused (after a ``move-refused``/``move-failed`` event)."""
+        self.replaced = []
         faults = healer.find_faults()
         head = healer.plan.head.name
         lost = lost_head(faults, head)
         if lost is not None:
             return self.move(healer, f"the head {head} is lost ({lost.kind}: {lost.reason})", exclude=())
-        healer.step(faults)
+        self.replaced = healer.step(faults)
         if healer.no_capacity:
             node, why = next(iter(healer.no_capacity.items()))
             tried = [healer.plan, *healer.alternates]

@@ -17,8 +17,12 @@ from provisioner.money import cents_text, usd_of_cents, usd_text
 
 if TYPE_CHECKING:  # imported on use: registering the command costs nothing at start-up
     from provisioner.lifecycle.heal import Healer
+    from provisioner.lifecycle.heal_rules import HealOptions
     from provisioner.lifecycle.realize import Runtime
+    from provisioner.lifecycle.recover import Mover
+    from provisioner.lifecycle.state import ClusterRecord
     from provisioner.plan import Plan
+    from provisioner.realize.remote import Remote
 
 
 def alternates_for(plan: Plan, catalog: Path | None, rt: Runtime) -> list[Plan]:
@@ -37,17 +41,30 @@ def alternates_for(plan: Plan, catalog: Path | None, rt: Runtime) -> list[Plan]:
     return same_layout(plan, plans)[:2]
 
 
-def run_watch(healer: Healer, *, poll_s: float, once: bool = False, stop: Callable[[], bool] = lambda: False) -> int:
+def run_watch(
+    healer: Healer,
+    *,
+    poll_s: float,
+    once: bool = False,
+    stop: Callable[[], bool] = lambda: False,
+    mover: Mover | None = None,
+) -> int:
     """Look, replace, report; sleep ``poll_s`` (``healer.rt.sleep``); again until ``stop()`` or ``once``.
+    With a ``mover`` (``--recover anywhere``) a cluster that cannot be healed in place is moved and the
+    watch goes on with the new one (lifecycle/recover.py; raises MoveRefused when it cannot move).
     Returns 0 when the last look found every node in service, else 1."""
     from provisioner.metering import budget_level
 
     record = healer.record
     level = 0
     while True:
-        replaced = healer.step()
+        if mover is not None:
+            healer = mover.step(healer)
+            replaced, record = mover.replaced, healer.record
+        else:
+            replaced = healer.step()
         now = healer.rt.now()
-        spent = healer.spent_cents(now)
+        spent = healer.spent_cents(now) + (mover.run.closed_cents if mover is not None else 0)
         bad = [name for name in healer.refused]
         healer.rt.emit(
             "look",
@@ -84,6 +101,8 @@ def watch(
     once: bool = False,
     catalog: Path | None = None,
     json_out: bool = False,
+    recover: str = "same",
+    max_moves: int | None = None,
 ) -> int:
     """Watch a running cluster and replace its bad nodes: drained by their health watch, gone or preempted
     at the provider, or unreachable. Each replacement keeps the node's name, offer and expiry; on a
@@ -132,10 +151,39 @@ def watch(
             hourly_usd=record.plan.option.hourly_usd,
             max_replacements=max_replacements,
         )
-        return run_watch(healer, poll_s=poll_s, once=once)
+        mover = _mover(runtime, record, remote, catalog, max_moves, healer.options) if recover == "anywhere" else None
+        return run_watch(healer, poll_s=poll_s, once=once, mover=mover)
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
+
+
+def _mover(
+    rt: Runtime,
+    record: ClusterRecord,
+    remote: Remote,
+    catalog: Path | None,
+    max_moves: int | None,
+    options: HealOptions,
+) -> Mover:
+    """``--recover anywhere``: the Mover for a watched cluster (the run's limits from its record)."""
+    from provisioner.lifecycle.burst_recover import catalog_planner
+    from provisioner.lifecycle.recover import MoveOptions, Mover, RunSpan
+
+    if not record.plan.spec.checkpoint.remote:
+        raise UsageError(
+            f"cluster {record.cluster_id} has no checkpoint.remote to restore from after a move", option="--recover"
+        )
+    run = RunSpan(record.run_id or "", record.created_at, record.expires_at, record.max_cost_usd, [record.cluster_id])
+    return Mover(
+        rt,
+        record.plan.spec,
+        run,
+        remote,
+        catalog_planner(catalog),
+        MoveOptions(max_moves=max_moves),
+        options,
+    )
 
 
 def _duration(text: str, option: str) -> float:
@@ -165,6 +213,19 @@ def add_watch(group: object, common: Callable[..., None]) -> None:
     )
     cmd.add_argument("--poll", default="30s", help="Time between looks (default 30s).")
     cliargs.flag(cmd, "--once", "One look (and its replacements), then exit.", negatable=False)
+    cmd.add_argument(
+        "--recover",
+        choices=("same", "anywhere"),
+        default="same",
+        help="anywhere: when a lost node cannot be bought again or the head is lost, move the cluster to the "
+        "next-best option anywhere and restore its checkpoint.remote there (docs/healing.md).",
+    )
+    cmd.add_argument(
+        "--max-moves",
+        type=cliargs.int_range(0, 100),
+        default=None,
+        help="Moves at most with --recover anywhere (default: the spec's checkpoint.max_moves, 2).",
+    )
     common(cmd)
 
 
