@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from provisioner.errors import UsageError
+from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import state
 from provisioner.lifecycle.burst import BurstOptions, BurstStopped, run_burst
 from provisioner.lifecycle.burst_recover import catalog_planner
@@ -26,6 +27,9 @@ from tests.test_recover import SPEC, sold
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+
+
+HELD: list[object] = []
 
 
 def lambda_first(tmp_path: Path, spec: str = SPEC) -> list[Plan]:
@@ -56,8 +60,10 @@ def burst_that_loses_lambda(
                 )
                 lam.set_status(victim, "preempted")  # type: ignore[attr-defined]
                 gone.wait(60)  # requeued by Slurm, pending; the old cluster's stream ends with its head
-            elif hang_after_move:
-                stopped.wait(60)
+            else:
+                HELD.append(cluster_lease.holder("mv-m1"))  # the new cluster's lease, renewed while the job runs
+                if hang_after_move:
+                    stopped.wait(60)
 
         stopped = threading.Event()
         remote = SchedulerRemote(nodes=["mv-0", "mv-1"], healthy=True, on_job=job)
@@ -102,6 +108,7 @@ def test_the_job_runs_again_on_the_new_cluster_and_everything_ends(
     assert [e["cluster"] for e in jobs] == ["mv", "mv-m1"]  # the same job, started again after the move
     assert kinds.index("move") < kinds.index("moved") < len(kinds) - 1 - kinds[::-1].index("job")
     assert kinds.count("job-done") == 1
+    assert HELD and getattr(HELD[-1], "what", None) == "burst"
     assert state.load_record("mv") is None and state.load_record("mv-m1") is None
     creates = [e for e in events if e["event"] == "create" and "run" in e]
     assert len({e["run"] for e in creates}) == 1 and [e["cluster"] for e in creates] == ["mv", "mv-m1"]

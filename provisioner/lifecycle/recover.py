@@ -121,6 +121,8 @@ class Mover:
     local: bool = False
     on_moved: Callable[[Healer], None] | None = None
     """Told of each new cluster's Healer as soon as it runs (burst's watchdog meters it)."""
+    hold_cluster: Callable[[str], object] | None = None
+    """Takes the new cluster's lock and lease before its bring-up (burst: held, renewed, to the run's end)."""
     replaced: list[str] = field(default_factory=list)
     """The nodes the last ``step`` replaced in place."""
 
