@@ -33,6 +33,9 @@ How a node is known to be the tool's (what ``provisioner gc`` reads back):
 - Every node also carries its owner mark and the lease mark of the create that launched it
   (``LEASE_TAG``; RunPod ``PROVISIONER_LEASE``; Vast ``lease=``; Fluence none) back on
   ``Node.owner``/``Node.lease``: providers.ownership decides from them what a delete may take.
+- And the run id of the bring-up that bought it (``RUN_TAG``; RunPod ``PROVISIONER_RUN``; Vast
+  ``run=``; Fluence none: its record's node ids tell its runs apart) back on ``Node.run``: a
+  node of the same cluster name but another run is never counted or shown as this run's.
 - Adapters that can list every node of the tool at once implement ``SupportsGc``.
 """
 
@@ -70,6 +73,9 @@ LEASE_TAG = "provisioner-lease"
 RENEWED_TAG = "provisioner-renewed"
 """Tag/label key: when the lease's holder last renewed it (``expiry_label`` form); absent once the
 holder released it or where marks cannot be updated (providers.ownership, lifecycle.lease_renewal)."""
+RUN_TAG = "provisioner-run"
+"""Tag/label key: the run id of the bring-up that bought the node (lifecycle.state.new_run_id,
+``20261128-215721-a1b2c3``: already a valid tag value, GCP label value and Vast.ai label part)."""
 _OWNER_SAFE = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -116,9 +122,10 @@ def tool_tags(
     owner: str | None = None,
     role: str | None = None,
     lease: str | None = None,
+    run: str | None = None,
 ) -> dict[str, str]:
-    """The tags every node of ``cluster_id`` carries where the provider has tags (the role's and the
-    create's lease mark when known)."""
+    """The tags every node of ``cluster_id`` carries where the provider has tags (the role's, the
+    create's lease mark and the bring-up's run id when known)."""
     tags = {CLUSTER_TAG: cluster_id, OWNER_TAG: owner or owner_id()}
     if expires_at is not None:
         tags[EXPIRES_TAG] = expiry_text(expires_at)
@@ -126,6 +133,8 @@ def tool_tags(
         tags[ROLE_TAG] = role
     if lease:
         tags[LEASE_TAG] = lease
+    if run:
+        tags[RUN_TAG] = run
     return tags
 
 
@@ -202,6 +211,11 @@ class NodeSpec(BaseModel):
         description="The lease token of the create that launches the node (LeaseMark.token()), "
         "written where the provider shows it back (LEASE_TAG, RunPod env, Vast label).",
     )
+    run: str | None = Field(
+        None,
+        description="The run id of the bring-up that buys the node (lifecycle.state.new_run_id), "
+        "written where the provider shows it back (RUN_TAG, RunPod env, Vast label); None: no run.",
+    )
 
     @model_validator(mode="after")
     def _user_data_matches_bootstrap(self) -> NodeSpec:
@@ -266,6 +280,11 @@ class Node(BaseModel):
         None,
         description="When the lease's holder last renewed it (RENEWED_TAG, the Vast label's renewed= "
         "part); None: not renewed (released, or a provider whose marks cannot change).",
+    )
+    run: str | None = Field(
+        None,
+        description="The run id of the bring-up that bought it (RUN_TAG, RunPod env, the Vast "
+        "label); None where it carries none (bought before runs had marks, or on Fluence).",
     )
 
     def ssh_endpoint(self) -> tuple[str, int] | None:
@@ -381,6 +400,7 @@ __all__ = [
     "OWNER_TAG",
     "RENEWED_TAG",
     "ROLE_TAG",
+    "RUN_TAG",
     "Bootstrap",
     "Capability",
     "Node",

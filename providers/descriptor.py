@@ -126,6 +126,9 @@ class ProviderFacts:
     capacity_codes: tuple[str, ...] = ()
     """Its API's error codes that mean "no capacity" (its SDK adapter maps them to CapacityError; the
     pulumi engine finds them in pulumi-aws/pulumi-gcp's error text and fails over as on CapacityError)."""
+    run_mark: str | None = None
+    """Where its nodes carry the run id of the bring-up that bought them (``providers.base.RUN_TAG``;
+    docs/security.md); None: nowhere (Fluence: a name has no room), the record's node ids tell runs apart."""
     docs: ProviderDocs | None = None
     """Its docs rows' prose (every provider declares one: tests/test_provider_lists.py)."""
 

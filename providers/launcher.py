@@ -18,8 +18,8 @@ class Member:
     """One live instance of the cluster as its provider lists it.
 
     ``name`` is the node name (None: bought but not named yet, adoptable by type and region);
-    ``owner``/``lease`` the owner and lease marks it carries (None: none), ``renewed_at`` when its
-    lease was last renewed (None: not renewed).
+    ``owner``/``lease``/``run`` the owner, lease and run marks it carries (None: none), ``renewed_at``
+    when its lease was last renewed (None: not renewed).
     """
 
     id: str
@@ -29,10 +29,14 @@ class Member:
     owner: str | None = None
     lease: str | None = None
     renewed_at: dt.datetime | None = None
+    run: str | None = None
 
     @classmethod
     def of(cls, node: Node, name: str | None = None) -> Member:
-        return cls(node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease, node.renewed_at)
+        return cls(
+            node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease, node.renewed_at, node.run
+        )
+
 
 
 class Launcher(ABC):
@@ -60,6 +64,8 @@ class Launcher(ABC):
         """The owner mark this call's instances carry (an adapter with its own owner sets it)."""
         self.lease: str | None = None
         """This call's lease mark (from the NodeSpecs; None: the caller holds no lease)."""
+        self.run: str | None = None
+        """The run id this call's nodes are bought for (from the NodeSpecs; None: no run mark)."""
 
     def mine(self, member: Member) -> bool:
         """Whether ``member`` carries this call's owner mark and, where it has one, its lease mark."""

@@ -1,7 +1,8 @@
 """Two creates of one cluster at once (two machines, one account): who may go on.
 
 ``check_holders`` refuses a create (ClusterBusyError, nothing bought) when the cluster already
-has an instance of another owner, an unmarked one, or one another live create is launching.
+has an instance of another owner, an unmarked one, one another live create is launching, or one
+an earlier run of the same name left (its run mark is not this call's).
 ``rival`` decides, once every launch is done, between this create and any other whose instances
 appeared meanwhile: by lease marks (the one that started first wins) where the provider carries
 them, and on a provider that cannot (``Launcher.carries_lease`` False: Fluence, whose names have
@@ -45,6 +46,11 @@ def check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
             raise ClusterBusyError(
                 f"{where} is being created by {other.describe()} ({label}); wait for it "
                 "to end or choose another cluster name"
+            )
+        if member.run and launcher.run and member.run != launcher.run:  # never adopted into this run's money
+            raise ClusterBusyError(
+                f"{where} still has {label} of an earlier run ({member.run}); it is not adopted: remove it "
+                f"with: provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} --yes"
             )
 
 

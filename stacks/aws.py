@@ -264,7 +264,14 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             ),
             instance_initiated_shutdown_behavior="terminate",
             user_data_base64=user_data[node.name].apply(compressed_user_data) if node.name in user_data else None,
-            tags={**tags, NODE_TAG: node.name, "Name": node.name, ROLE_TAG: node.role, **args.lease_tags()},
+            tags={
+                **tags,
+                NODE_TAG: node.name,
+                "Name": node.name,
+                ROLE_TAG: node.role,
+                **args.lease_tags(),
+                **args.run_tags(),
+            },
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[routes, igw], ignore_changes=[args.lease_path("tags")])
             ),

@@ -265,7 +265,7 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             scheduling=_scheduling(args),
             resource_policies=policy_link,
             metadata=node_metadata,
-            labels={**labels, NODE_TAG: node.name, ROLE_TAG: node.role, **args.lease_tags()},
+            labels={**labels, NODE_TAG: node.name, ROLE_TAG: node.role, **args.lease_tags(), **args.run_tags()},
             tags=[cid],
             allow_stopping_for_update=False,
             description=desc,

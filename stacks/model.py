@@ -84,6 +84,8 @@ class ClusterArgs:
     """Every node's final NodeSpec less boot data and key (``realize.inputs.bare_specs``)."""
     lease: str | None = None
     """The lease mark of the ``up`` that creates the nodes (``providers.ownership.LeaseMark``), or None."""
+    run: str | None = None
+    """The run id of the bring-up the nodes are bought for (``lifecycle.state.new_run_id``), or None."""
 
     @property
     def head(self) -> PlanNode:
@@ -107,6 +109,10 @@ class ClusterArgs:
     def lease_tags(self) -> dict[str, str]:
         """The lease mark as a node's tag or label (the direct engine's adapters write the same), or {}."""
         return {} if self.lease is None else {_base.LEASE_TAG: self.lease}
+
+    def run_tags(self) -> dict[str, str]:
+        """The run id as a node's tag or label (the direct engine's adapters write the same), or {}."""
+        return {} if self.run is None else {_base.RUN_TAG: self.run}
 
     @staticmethod
     def lease_path(prop: str) -> str:
@@ -254,6 +260,7 @@ def cluster_args(
         user_data=user_data,
         specs=tuple(bare_specs(plan, run)),
         lease=run.lease,
+        run=run.run,
     )
 
 

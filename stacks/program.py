@@ -14,10 +14,11 @@ Stack config (namespace ``provisioner``):
   pinned), ``image`` (overrides the GPU image), ``flexStart`` (GCP flex-start provisioning),
   ``capacityReservationId`` (the EC2 Capacity Block a Capacity Block plan launches into, bought first),
   ``lease`` (the lease mark of the ``provisioner up`` running the stack, written on each node as the
-  direct engine writes it; unset by hand).
+  direct engine writes it; unset by hand), ``run`` (the run id of that bring-up, each node's
+  ``provisioner-run`` mark; unset by hand).
 
 The nodes are built from ``realize.inputs.realize_input``, the function the direct engine's ``up``
-builds them from: the same boot data, host key tokens, owner, expiry, lease, reservation fields and
+builds them from: the same boot data, host key tokens, owner, expiry, lease, run mark, reservation fields and
 private address space for the same plan, secrets and facts.
 
 Stack outputs: ``cluster_id``, ``provider``, ``head_address``, ``ssh_command``, ``nodes``,
@@ -102,13 +103,19 @@ def realized_input(plan: Plan, secrets: Any, run: RunFacts) -> Any:
 
 def run_facts(plan: Plan, config: pulumi.Config, now: Callable[[], dt.datetime]) -> RunFacts:
     """This run's facts from the stack config: ``owner``, ``expiresAt`` (else now + the spec's TTL)
-    and ``lease`` (the lease mark of the ``provisioner up`` that runs the stack; none by hand)."""
+    ``lease`` (the lease mark of the ``provisioner up`` that runs the stack; none by hand) and ``run``
+    (the run id of that bring-up, each node's run mark; none by hand)."""
     pinned = config.get("expiresAt")
     try:
         expires = dt.datetime.fromisoformat(pinned.replace("Z", "+00:00")) if pinned else expiry_for(plan, now())
     except ValueError:
         raise StackError(f"provisioner:expiresAt {pinned!r} is not an ISO 8601 time") from None
-    return RunFacts(owner=config.get("owner") or owner_id(), expires_at=expires, lease=config.get("lease") or None)
+    return RunFacts(
+        owner=config.get("owner") or owner_id(),
+        expires_at=expires,
+        lease=config.get("lease") or None,
+        run=config.get("run") or None,
+    )
 
 
 def build_args(

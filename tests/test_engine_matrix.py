@@ -50,7 +50,7 @@ from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.loader import load_spec
 from provisioner.optimizer import resolve_plan
 from provisioner.plan import Plan, save_plan
-from provisioner.providers.base import LEASE_TAG, NodeStatus, expiry_text, owner_id
+from provisioner.providers.base import LEASE_TAG, RUN_TAG, NodeStatus, expiry_text, owner_id
 from provisioner.providers.http import RetryPolicy
 from provisioner.providers.registry import REGISTRY, capabilities, facts
 from provisioner.realize.sshpass import ssh_pass_nodes
@@ -271,25 +271,30 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ----- the two legs --------------------------------------------------------------------------------
-def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> str:
-    """The direct engine's up, read and down; returns the up's lease mark (its record's)."""
+def _direct(fake: Fake, plan: Plan, expires: dt.datetime | None) -> tuple[str, str]:
+    """The direct engine's up, read and down; returns the up's lease mark and run id (its record's)."""
     remote = StandInRemote(nodes=[node.name for node in plan.nodes])
     runtime = instant_runtime(remote, provider_for=lambda _name: fake.adapter())
     record = bring_up(plan, runtime, expires_at=expires)
     assert record.status == "up" and sorted(record.node_ids) == [n.name for n in plan.nodes]
-    assert record.lease_id is not None
+    assert record.lease_id is not None and record.run_id is not None
     _, nodes = cluster_nodes(plan.cluster_id, runtime)
     assert {n.name for n in nodes if n.status is NodeStatus.RUNNING} == {n.name for n in plan.nodes}
+    # Every node reads back with its run mark, whatever the provider holds it in (Fluence: nothing).
+    carries = facts()[plan.option.provider].run_mark is not None
+    assert {n.run for n in nodes} == ({record.run_id} if carries else {None})
     assert fake.harness.instances() == len(plan.nodes)
     tear_down(plan.cluster_id, runtime)
     assert fake.harness.instances() == 0
-    return record.lease_id
+    return record.lease_id, record.run_id
 
 
-def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any, folder: Path, lease: str) -> Any:
+def _registered(
+    fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: Any, folder: Path, lease: str, run: str
+) -> Any:
     """``GpuCluster`` under mocks, built by the program's own ``build_args`` from the config ``provisioner
-    up`` writes (``lifecycle.pulumi_engine``: the plan file, the secrets file, owner, a pinned expiry and
-    the running up's lease mark): what its nodes carry is the program's choice."""
+    up`` writes (``lifecycle.pulumi_engine``: the plan file, the secrets file, owner, a pinned expiry,
+    the running up's lease mark and its run id): what its nodes carry is the program's choice."""
     kept_file = folder / "cluster.secrets.json"  # down removed the state dir's copy
     save_secrets(kept_file, secrets)
     plan_file = folder / "cluster.plan.json"
@@ -299,6 +304,7 @@ def _registered(fake: Fake, plan: Plan, expires: dt.datetime | None, secrets: An
         "provisioner:secretsFile": str(kept_file),
         "provisioner:owner": owner_id(),
         "provisioner:lease": lease,
+        "provisioner:run": run,
     }
     if expires is not None:
         config["provisioner:expiresAt"] = expiry_text(expires)
@@ -420,13 +426,13 @@ def test_both_engines_send_the_same_requests(
     assert (plan.spec.lifetime.ttl_hours is not None) is case.expires
     secrets, _ = load_or_create_secrets(state.secrets_path(plan.cluster_id))  # what both legs render with
     with served(provider, monkeypatch) as direct:
-        direct_lease = _direct(direct, plan, expires)
+        direct_lease, run = _direct(direct, plan, expires)  # the pulumi leg is given the same run
         direct_writes, direct_sold = direct.writes(), direct.sold(direct_lease)
         direct_creates = direct.creates(direct_lease) if provider in NEOCLOUDS else []  # JSON APIs
     assert len(direct_sold) == case.nodes and {s[0] for s in direct_sold} == {case.spot}
     with served(provider, monkeypatch) as other, cluster_lease.hold(plan.cluster_id, "up") as mark:
         lease = mark.token()  # what lifecycle.pulumi_engine passes the program (provisioner:lease)
-        recorder = _registered(other, plan, expires, secrets, tmp_path, lease)
+        recorder = _registered(other, plan, expires, secrets, tmp_path, lease, run)
         if provider in NEOCLOUDS:
             pushed_to = _pulumi_neocloud(other, recorder, plan, tmp_path)
             _secrets_only_over_ssh(other, plan, secrets, pushed_to)
@@ -457,3 +463,4 @@ def test_both_engines_send_the_same_requests(
     made = [{k: str(v).replace(lease, LEASE) for k, v in t.items() if k.startswith("provisioner-")} for t in tags]
     assert sorted(sorted(t.items()) for t in made) == sorted(sorted(t.items()) for t in sold_tags)
     assert all(t.get(LEASE_TAG) == LEASE for t in made)
+    assert all(t.get(RUN_TAG) == run for t in made)  # both engines mark each node with the run

@@ -52,6 +52,7 @@ FACTS = ProviderFacts(
         "InsufficientReservedInstanceCapacity",
         "InsufficientCapacityOnHost",
     ),
+    run_mark="`provisioner-run` tag",
     docs=ProviderDocs(
         offers="p4d/p4de (A100 40/80 GB), p5 (H100), p5e and p5en (H200), p6-b200 (B200), g5 xlarge/12xlarge/48xlarge"
         " (A10G), g6e xlarge/12xlarge/48xlarge (L40S). On-demand and spot.",

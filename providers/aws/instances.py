@@ -23,6 +23,7 @@ from provisioner.providers.base import (
     NODE_TAG,
     OWNER_TAG,
     RENEWED_TAG,
+    RUN_TAG,
     Node,
     NodeStatus,
     OwnedNode,
@@ -90,6 +91,7 @@ def to_node(provider: str, cluster_id: str, region: str, instance: dict[str, Any
         owner=tags.get(OWNER_TAG),
         lease=tags.get(LEASE_TAG),
         renewed_at=parse_expiry(tags.get(RENEWED_TAG)),
+        run=tags.get(RUN_TAG),
     )
 
 

@@ -20,6 +20,7 @@ from provisioner.providers.base import (
     LEASE_TAG,
     NODE_TAG,
     ROLE_TAG,
+    RUN_TAG,
     NodeSpec,
     expiry_text,
     owner_id,
@@ -82,6 +83,8 @@ def node_tags(adapter: AWSProvider, cluster_id: str, spec: NodeSpec, *, node: bo
         tags[EXPIRES_TAG] = expiry_text(spec.expires_at)
     if spec.lease:
         tags[LEASE_TAG] = spec.lease
+    if spec.run:
+        tags[RUN_TAG] = spec.run
     return tags
 
 
@@ -161,6 +164,7 @@ class RunLauncher(Launcher):
                         region,
                         tags.get(OWNER_TAG),
                         tags.get(LEASE_TAG),
+                        run=tags.get(RUN_TAG),
                     )
                 )
         return found

@@ -39,6 +39,7 @@ FACTS = ProviderFacts(
     refresh="cloud",
     stack="pulumi_gcp",
     capacity_codes=("ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"),
+    run_mark="`provisioner-run` label",
     docs=ProviderDocs(
         offers="a2-highgpu-1g/-8g, a2-ultragpu-8g (A100), a3-highgpu-8g and a3-megagpu-8g (H100), a3-ultragpu-8g "
         "(H200), a4-highgpu-8g (B200), g2-standard-4 to -96 (L4). On-demand and spot. Priced per zone.",

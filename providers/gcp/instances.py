@@ -24,6 +24,7 @@ from provisioner.providers.base import (
     OWNER_TAG,
     RENEWED_TAG,
     ROLE_TAG,
+    RUN_TAG,
     Node,
     NodeSpec,
     NodeStatus,
@@ -78,6 +79,8 @@ def instance_body(cluster_id: str, spec: NodeSpec, *, image: str | None, owner: 
         labels[EXPIRES_TAG] = expiry_label(spec.expires_at)  # labels take no ':' or capitals
     if spec.lease:
         labels[LEASE_TAG] = spec.lease
+    if spec.run:
+        labels[RUN_TAG] = spec.run  # a run id is label-safe as it is (lowercase digits, '-', hex)
     bad = [f"{k}={v}" for k, v in labels.items() if not _LABEL.match(k) or not _LABEL_VALUE.match(v)]
     if bad or not _NAME.match(name):
         raise PlanError(
@@ -140,6 +143,7 @@ def node_of(cluster_id: str, zone: str, instance: Any) -> Node:
         owner=instance.labels.get(OWNER_TAG),
         lease=instance.labels.get(LEASE_TAG),
         renewed_at=parse_expiry(instance.labels.get(RENEWED_TAG)),
+        run=instance.labels.get(RUN_TAG),
     )
 
 
@@ -192,6 +196,7 @@ class InstanceLauncher(Launcher):
                         zone_region(zone),
                         instance.labels.get(OWNER_TAG),
                         instance.labels.get(LEASE_TAG),
+                        run=instance.labels.get(RUN_TAG),
                     )
                 )
         return found

@@ -34,6 +34,7 @@ FACTS = ProviderFacts(
     "lambda",
     fake="provisioner.testing.fakes.lambda_:LambdaFake",
     key_vars=("LAMBDA_API_KEY",),
+    run_mark="`provisioner-run` tag",
     docs=ProviderDocs(
         offers="1x/2x/4x/8x H100 SXM, A100 40 GB (1x, 8x), 8x A100 80 GB, GH200, 1x/2x/8x B200; 1-Click Cluster H100 "
         "and B200 with InfiniBand. On-demand only.",

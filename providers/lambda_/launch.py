@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from provisioner.errors import ProviderError
-from provisioner.providers.base import CLUSTER_TAG, LEASE_TAG, OWNER_TAG, NodeSpec, tool_tags
+from provisioner.providers.base import CLUSTER_TAG, LEASE_TAG, OWNER_TAG, RUN_TAG, NodeSpec, tool_tags
 from provisioner.providers.lambda_ import firewall
 from provisioner.providers.lambda_.client import LambdaClient
 from provisioner.providers.lambda_.models import FirewallRulesetEntry, ImageSpec, Instance, LaunchRequest, Tag
@@ -91,6 +91,7 @@ class BatchLauncher(Launcher):
                 i.region.name if i.region else "",
                 i.tag(OWNER_TAG),
                 i.tag(LEASE_TAG),
+                run=i.tag(RUN_TAG),
             )
             for i in self.adapter._members(self.cluster_id)
             if i.status not in GONE
@@ -130,7 +131,7 @@ class BatchLauncher(Launcher):
         if spec.image:
             image = ImageSpec(id=spec.image) if IMAGE_ID.match(spec.image) else ImageSpec(family=spec.image)
         tags = {
-            **tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease),
+            **tool_tags(self.cluster_id, spec.expires_at, spec.owner, spec.role, spec.lease, spec.run),
             **{k: v for k, v in spec.tags.items() if k != CLUSTER_TAG},
         }
         request = LaunchRequest(

@@ -45,6 +45,7 @@ from provisioner.providers.base import (
     EXPIRES_TAG,
     LEASE_TAG,
     OWNER_TAG,
+    RUN_TAG,
     Capability,
     Node,
     NodeSpec,
@@ -323,6 +324,7 @@ class LambdaProvider(RestAdapter[LambdaClient]):
             provider_state=instance.status,
             owner=instance.tag(OWNER_TAG),
             lease=instance.tag(LEASE_TAG),
+            run=instance.tag(RUN_TAG),
         )
 
 

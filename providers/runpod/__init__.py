@@ -39,6 +39,7 @@ FACTS = ProviderFacts(
     key_vars=("RUNPOD_API_KEY",),
     unfiltered_ssh="a pod's sshd is published on a mapped public port to every address",
     login_user="root",
+    run_mark="`PROVISIONER_RUN` env (pods; Instant Clusters: every member)",
     docs=ProviderDocs(
         offers="Secure and Community pods: H100 (SXM, PCIe), H200, B200, A100 80 GB (SXM, PCIe), L40S, RTX 4090, with"
         " spot (interruptible) prices; Instant Clusters of 8x H100/H200/B200/A100.",

@@ -62,6 +62,7 @@ USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
 OWNER_ENV = "PROVISIONER_OWNER"
 EXPIRES_ENV = "PROVISIONER_EXPIRES"
 LEASE_ENV = "PROVISIONER_LEASE"
+RUN_ENV = "PROVISIONER_RUN"
 CLUSTER_TYPE = "TRAINING"
 """RunPod's generic distributed-training cluster: no managed Slurm/Ray, our bootstrap runs."""
 MIN_PODS, MAX_PODS = 2, 250
@@ -281,6 +282,8 @@ def _body(adapter: RunPodProvider, cluster_id: str, nodes: Sequence[NodeSpec], f
         env[EXPIRES_ENV] = expiry_text(first.expires_at)
     if first.lease:
         env[LEASE_ENV] = first.lease
+    if first.run:
+        env[RUN_ENV] = first.run
     scripts = [spec.user_data or "" for spec in nodes]
     if len(set(scripts)) == 1 and scripts[0]:
         env[USER_DATA_ENV] = base64.b64encode(scripts[0].encode()).decode()

@@ -61,6 +61,7 @@ INSTANCE_TYPE_ENV = "PROVISIONER_INSTANCE_TYPE"
 OWNER_ENV = "PROVISIONER_OWNER"
 EXPIRES_ENV = "PROVISIONER_EXPIRES"
 LEASE_ENV = "PROVISIONER_LEASE"
+RUN_ENV = "PROVISIONER_RUN"
 USER_DATA_ENV = "PROVISIONER_USER_DATA_B64"
 DEFAULT_IMAGE = naming.DEFAULT_IMAGE
 
@@ -160,6 +161,7 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             launched_at=provider_time(pod.created_at),
             owner=pod.env.get(OWNER_ENV),
             lease=pod.env.get(LEASE_ENV),
+            run=pod.env.get(RUN_ENV),
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
@@ -245,6 +247,8 @@ class RunPodProvider(RestAdapter[RunPodClient]):
             env[EXPIRES_ENV] = expiry_text(spec.expires_at)
         if spec.lease:
             env[LEASE_ENV] = spec.lease
+        if spec.run:
+            env[RUN_ENV] = spec.run
         args = ""
         if spec.user_data:
             env[USER_DATA_ENV] = base64.b64encode(spec.user_data.encode()).decode()

@@ -32,6 +32,7 @@ FACTS = ProviderFacts(
     key_vars=("VAST_API_KEY",),
     unfiltered_ssh="an instance's sshd is published on a mapped public port to every address",
     login_user="root",
+    run_mark="the label's `run=` part",
     docs=ProviderDocs(
         offers="Representative marketplace asks: H100, H200, B200, A100, RTX 4090, L40S, A10, each with an "
         "`offer_id`, host `reliability` from 0.60 to 0.997, per-GB egress and ingress, and an interruptible "

@@ -1,5 +1,6 @@
 """The Vast.ai instance label, the only mark an instance carries: ``<cluster>/<node>`` then
-``/owner=<owner>``, ``/lease=<lease mark>`` and ``/renewed=<stamp>`` (providers.ownership). Read
+``/owner=<owner>``, ``/lease=<lease mark>``, ``/renewed=<stamp>`` (providers.ownership) and
+``/run=<run id>`` (the bring-up that bought it, providers.base.RUN_TAG). Read
 strictly: a label this module did not write parses as None, so a user's instance is never claimed.
 """
 
@@ -14,15 +15,21 @@ _PART = r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}"
 _LABEL = re.compile(
     rf"^(?P<cluster>{_PART})/(?P<node>{_PART})"
     r"(?:/owner=(?P<owner>[a-z0-9_-]{1,63})(?:/lease=(?P<lease>[a-z0-9-]{1,63})"
-    r"(?:/renewed=(?P<renewed>[0-9]{8}t[0-9]{6}z))?)?)?$"
+    r"(?:/renewed=(?P<renewed>[0-9]{8}t[0-9]{6}z))?)?"
+    r"(?:/run=(?P<run>[0-9]{8}-[0-9]{6}-[0-9a-f]{6}))?)?$"
 )
 
 
 def cluster_label(
-    cluster_id: str, name: str, owner: str | None = None, lease: str | None = None, renewed: str | None = None
+    cluster_id: str,
+    name: str,
+    owner: str | None = None,
+    lease: str | None = None,
+    renewed: str | None = None,
+    run: str | None = None,
 ) -> str:
-    """``<cluster>/<node>`` then ``/owner=<owner>``, ``/lease=<lease>`` and ``/renewed=<stamp>``
-    (``expiry_label`` form: when the lease was last renewed) when given."""
+    """``<cluster>/<node>`` then ``/owner=<owner>``, ``/lease=<lease>``, ``/renewed=<stamp>``
+    (``expiry_label`` form: when the lease was last renewed) and ``/run=<run id>`` when given."""
     label = f"{cluster_id}/{name}"
     if owner:
         label += f"/owner={owner}"
@@ -30,7 +37,15 @@ def cluster_label(
             label += f"/lease={lease}"
             if renewed:
                 label += f"/renewed={renewed}"
+        if run:
+            label += f"/run={run}"
     return label
+
+
+def label_run(label: str | None) -> str | None:
+    """The run id a label ``cluster_label`` wrote carries (None: none, or not such a label)."""
+    found = _LABEL.match(label or "")
+    return found["run"] if found else None
 
 
 def label_renewed(label: str | None) -> dt.datetime | None:
@@ -48,4 +63,4 @@ def parse_label(label: str | None) -> tuple[str, str, str | None, str | None] | 
     return found["cluster"], found["node"], found["owner"], found["lease"]
 
 
-__all__ = ["cluster_label", "label_renewed", "parse_label"]
+__all__ = ["cluster_label", "label_renewed", "label_run", "parse_label"]

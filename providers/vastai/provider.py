@@ -1,8 +1,8 @@
 """The Vast.ai adapter: marketplace asks in, labelled single-host instances out.
 
 Vast has no tags: every instance this adapter rents carries the label
-``<cluster_id>/<node name>/owner=<owner>/lease=<lease mark>``, which is how ``get_nodes``
-finds a cluster and whose it is (``parse_label`` reads it strictly: cluster and node names
+``<cluster_id>/<node name>/owner=<owner>/lease=<lease mark>/renewed=<stamp>/run=<run id>``
+(providers.vastai.labels), which is how ``get_nodes`` finds a cluster and whose it is (``parse_label`` reads it strictly: cluster and node names
 never contain ``/``, so one cluster's nodes are never mistaken for another's; a label without
 the ``owner=`` part, ``research/notebook`` say, parses as an instance with no owner mark,
 which is never deleted without ``--force-unowned``). Vast rents
@@ -41,7 +41,7 @@ from provisioner.providers.orchestrate import Launcher, Member, answer, create
 from provisioner.providers.vastai import CAPABILITIES, billing
 from provisioner.providers.vastai import offers as vast_offers
 from provisioner.providers.vastai.client import PROVIDER, VastClient
-from provisioner.providers.vastai.labels import cluster_label, label_renewed, parse_label
+from provisioner.providers.vastai.labels import cluster_label, label_renewed, label_run, parse_label
 from provisioner.providers.vastai.models import BundleOffer, Instance
 from provisioner.termtext import counted
 
@@ -160,7 +160,8 @@ class VastAIProvider(RestAdapter[VastClient]):
             if parsed is None or parsed[2] != owner or parsed[3] != lease:
                 continue
             stamp = expiry_label(at) if at is not None else None
-            self.client.set_label(instance.id, cluster_label(cluster_id, parsed[1], owner, lease, stamp))
+            run = label_run(instance.label)  # the run mark stays as the create wrote it
+            self.client.set_label(instance.id, cluster_label(cluster_id, parsed[1], owner, lease, stamp, run))
             count += 1
         return count
 
@@ -247,7 +248,7 @@ class VastAIProvider(RestAdapter[VastClient]):
         body: dict[str, Any] = {
             "client_id": "me",
             "image": spec.image or DEFAULT_IMAGE,
-            "label": cluster_label(cluster_id, spec.name, spec.owner or owner_id(), spec.lease),
+            "label": cluster_label(cluster_id, spec.name, spec.owner or owner_id(), spec.lease, run=spec.run),
             "disk": float(max(1, round(spec.disk_gib * 1.073741824))),  # Vast sizes disks in GB
             "runtype": "ssh",  # the CLI's default runtype (the SDK leaves it to the server, which picks ssh)
             "env": {"PROVISIONER_CLUSTER": cluster_id, "PROVISIONER_NODE": spec.name},
@@ -326,6 +327,7 @@ class VastAIProvider(RestAdapter[VastClient]):
             owner=parsed[2] if parsed else None,
             lease=parsed[3] if parsed else None,
             renewed_at=label_renewed(instance.label),
+            run=label_run(instance.label),
         )
 
     def billed(self, cluster_id: str, node_ids: Mapping[str, str], start: dt.datetime, end: dt.datetime) -> Billed:
@@ -385,4 +387,4 @@ class _Launcher(Launcher):
         return f"{spec.instance_type} in {spec.region or 'any region'} (ask {ask})"
 
 
-__all__ = ["VastAIProvider", "cluster_label", "label_renewed", "node_status", "onstart_script", "parse_label"]
+__all__ = ["VastAIProvider", "cluster_label", "label_renewed", "label_run", "node_status", "onstart_script", "parse_label"]

@@ -324,7 +324,7 @@ class Healer:
         cluster = self.record.cluster_id
         secrets = cluster_secrets(cluster)
         tries = [self.plan, *self.alternates]
-        run = RunFacts(owner_id(), self.record.expires_at, lease=lease)
+        run = RunFacts(owner_id(), self.record.expires_at, lease=lease, run=self.record.run_id)
         for index, plan in enumerate(tries):
             spec = realize_input(plan, secrets, run).spec(name)  # what up built the node from
             try:

@@ -12,6 +12,8 @@ One stack per cluster (stack name = cluster id) of the project in the installed
 - ``provisioner:lease``: the lease mark of the ``up`` holding the cluster (``lifecycle.lease``), which
   the program writes on each node as the direct engine does (``realize.inputs.RunFacts``); removed
   when none is held.
+- ``provisioner:run``: the bring-up's run id (``run_id``, else the record's), each node's run mark
+  as the direct engine writes it; removed when there is none.
 - ``provisioner:capacityReservationId``: for a Capacity Block plan, the block the stack's launch
   template targets. The stack never buys one: ``up`` adopts the cluster's block or buys it first
   through the AWS adapter, exactly as the direct engine does (``reservations.reserve``: offerings,
@@ -61,6 +63,8 @@ INSTALL_HINT = (
 
 LEASE_KEY = "provisioner:lease"
 """The stack config carrying the running ``up``'s lease mark (``providers.ownership.LeaseMark``)."""
+RUN_KEY = "provisioner:run"
+"""The stack config carrying the bring-up's run id (``lifecycle.state.new_run_id``)."""
 RESERVATION_KEY = "provisioner:capacityReservationId"
 """The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
 
@@ -233,11 +237,13 @@ def up(
     emit: Emit = no_events,
     expires_at: dt.datetime | None = None,
     runtime: Runtime | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Create or update the cluster's stack and return its outputs (secret ones masked). Blocks.
 
     ``expires_at`` pins the nodes' expiry tag (``provisioner:expiresAt``); None lets the program
-    use now + the spec's TTL. ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads).
+    use now + the spec's TTL. ``run_id`` is the nodes' run mark (None: the record's run id).
+    ``provisioner:owner`` is this machine's ``owner_id()`` (what gc reads).
     A Capacity Block plan's block is adopted or bought first (blocking until it starts) through
     ``runtime``'s adapter (default: the registry's); see the module docstring."""
     auto = _automation()
@@ -252,11 +258,17 @@ def up(
     save_plan(plan, path)  # before a block is bought: what down reads when no record was kept
     reservation = reserve(plan, runtime or Runtime(emit=emit), expires_at)
     try:
-        return _up(auto, stack, plan, path, backend, emit, expires_at, reservation, runtime)
+        return _up(auto, stack, plan, path, backend, emit, expires_at, reservation, runtime, run_id)
     except ProvisionerError as exc:
         if reservation is None:
             raise
         raise StackError(f"{exc}; {reservation.bought()}") from None  # the block stays paid: say so
+
+
+def _record_run(cluster_id: str) -> str | None:
+    """The run id of the cluster's record here (None: no record, or one written before runs had ids)."""
+    record = state.load_record(cluster_id)
+    return record.run_id if record is not None else None
 
 
 def _up(
@@ -269,6 +281,7 @@ def _up(
     expires_at: dt.datetime | None,
     reservation: Reservation | None,
     runtime: Runtime | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
@@ -291,6 +304,11 @@ def _up(
             config[LEASE_KEY] = auto.ConfigValue(value=mark.token())
         else:
             stack.remove_config(LEASE_KEY)
+        run = run_id or _record_run(plan.cluster_id)
+        if run is not None:
+            config[RUN_KEY] = auto.ConfigValue(value=run)
+        else:
+            stack.remove_config(RUN_KEY)
         if reservation is not None:
             config[RESERVATION_KEY] = auto.ConfigValue(value=reservation.reservation_id)
         else:  # a stack once of a block plan must not keep targeting its block

@@ -194,8 +194,9 @@ def _bring_up(
     secrets = cluster_secrets(cluster_id)
     now = rt.now()
     expires_at = budget_expiry(plan, now, expires_at or expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
+    run_id = existing.run_id if existing is not None else run_id or state.new_run_id(now)  # a moved run keeps its id
     # The one realize input (the Pulumi program builds its nodes from the same function).
-    specs = list(realize_input(plan, secrets, RunFacts(owner_id(), expires_at, lease=token)).specs)
+    specs = list(realize_input(plan, secrets, RunFacts(owner_id(), expires_at, lease=token, run=run_id)).specs)
     record = state.ClusterRecord(
         cluster_id=cluster_id,
         provider=plan.option.provider,
@@ -209,7 +210,7 @@ def _bring_up(
         lease_id=token,
         lease_pid=os.getpid() if lease else None,
         lease_host=socket.gethostname() if lease else None,
-        run_id=existing.run_id if existing is not None else run_id or state.new_run_id(now),
+        run_id=run_id,
         local=local or (existing is not None and existing.local),
     )
     provider = rt.provider(plan.option.provider)  # a missing API key fails here, before any record exists

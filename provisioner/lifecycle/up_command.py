@@ -152,7 +152,9 @@ def _pulumi_up(
         _save_pulumi_record(
             plan, now, expires_at, max_cost_usd, on_budget, status="creating", run_id=run_id, backend=backend
         )
-        outputs = pulumi_engine.up(plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime)
+        outputs = pulumi_engine.up(
+            plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime, run_id=run_id
+        )
         nodes = _await_stack(plan, runtime) if wait else None
         _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id, backend=backend)
         if nodes is None:

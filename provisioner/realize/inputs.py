@@ -4,12 +4,12 @@ engines build the cluster from. Pure (no network, no clock, no environment).
 ``realize_input(plan, secrets, run)`` renders the cluster's files (with the provider's private
 address space for the node firewall, ``private_cidrs``) and builds one final ``NodeSpec`` per
 planned node: role, bootstrap method, boot data with the node's host key token, the login key,
-owner, expiry, the create's lease mark and the reservation fields of a Capacity Block plan. The
+owner, expiry, the create's lease mark, the run mark and the reservation fields of a Capacity Block plan. The
 direct engine's ``up``, ``heal`` and the Pulumi program consume it; the Pulumi program hands the
 specs to its ``NeocloudNodes`` resource, which creates exactly them (tests/test_engine_matrix.py
 compares each create request both engines send, field by field, per provider).
 
-- ``RunFacts``: what one run adds to the plan (owner, expiry, lease mark);
+- ``RunFacts``: what one run adds to the plan (owner, expiry, lease mark, run id);
 - ``bare_specs(plan, run)``: the specs without boot data or key (what a reservation is bought
   for, and the node list the Pulumi program registers before the secrets are known);
 - ``login_key(plan, secrets)``: the key the provider installs (the cluster's, else the spec's);
@@ -32,12 +32,14 @@ from provisioner.secrets import ClusterSecrets
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What one run adds to a plan: who launches (``owner``, OWNER_TAG), when the cluster expires
-    and the lease mark of the create (``providers.ownership.LeaseMark.token()``; None: no mark)."""
+    """What one run adds to a plan: who launches (``owner``, OWNER_TAG), when the cluster expires,
+    the lease mark of the create (``providers.ownership.LeaseMark.token()``; None: no mark) and the
+    bring-up's run id (``lifecycle.state.new_run_id``, RUN_TAG; None: no run mark)."""
 
     owner: str
     expires_at: dt.datetime | None = None
     lease: str | None = None
+    run: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def bare_specs(plan: Plan, run: RunFacts) -> list[NodeSpec]:
             owner=run.owner,
             block=block_fields(plan),
             lease=run.lease,
+            run=run.run,
         )
         for node in plan.nodes
     ]
@@ -95,6 +98,7 @@ def realize_input(plan: Plan, secrets: ClusterSecrets, run: RunFacts) -> Realize
         owner=run.owner,
         hostkey_tokens=hostkey_tokens(plan, secrets),
         lease=run.lease,
+        run=run.run,
     )
     return RealizeInput(files=files, specs=tuple(specs))
 

@@ -92,10 +92,12 @@ def node_spec(
     owner: str | None = None,
     block: Mapping[str, Any] | None = None,
     lease: str | None = None,
+    run: str | None = None,
 ) -> NodeSpec:
     """The NodeSpec of one planned node. ``user_data`` is the node's ``boot_text`` (None for an SSH
     bootstrap); ``owner`` None lets the adapter use ``owner_id()``; ``block``: ``block_fields(plan)``;
-    ``lease``: the create's lease mark (``providers.ownership.LeaseMark.token()``)."""
+    ``lease``: the create's lease mark (``providers.ownership.LeaseMark.token()``); ``run``: the
+    bring-up's run id (``lifecycle.state.new_run_id``), the node's run mark."""
     return NodeSpec(
         name=node.name,
         role=node.role,
@@ -111,6 +113,7 @@ def node_spec(
         expires_at=expires_at,
         owner=owner,
         lease=lease,
+        run=run,
         **(block or {}),
     )
 
@@ -124,6 +127,7 @@ def node_specs(
     owner: str | None = None,
     hostkey_tokens: Mapping[str, str] | None = None,
     lease: str | None = None,
+    run: str | None = None,
 ) -> list[NodeSpec]:
     """One NodeSpec per planned node, in plan order (head first), with the user data its bootstrap
     method needs from ``rendered`` (path -> text) and its host key token (``hostkey_tokens``, node
@@ -143,6 +147,7 @@ def node_specs(
                 owner=owner,
                 block=block_fields(plan),
                 lease=lease,
+                run=run,
             )
         )
     return specs
