@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from provisioner.errors import CapacityError, PlanError, ProviderAPIError, ProviderError
+from provisioner.errors import CapacityError, ClusterBusyError, PlanError, ProviderAPIError, ProviderError
 from provisioner.providers.base import Bootstrap, Node, NodeSpec, expiry_text, owner_id
 from provisioner.providers.orchestrate import with_note
 from provisioner.providers.runpod import naming
@@ -119,7 +119,7 @@ def create(
                 f"did not list its {existing.compute.pod_count} member pods within "
                 f"{MEMBERS_TIMEOUT_S:g}s; nothing was bought",
             ) from None
-        return _adopted(adapter, cluster_id, existing, members, names)
+        return _adopted(adapter, cluster_id, existing, members, names, first.run)
     for key in dict.fromkeys(spec.ssh_public_key for spec in nodes if spec.ssh_public_key):
         adapter.ensure_ssh_key(cluster_id, key)
     body = _body(adapter, cluster_id, nodes, first)
@@ -241,9 +241,15 @@ def _find(adapter: RunPodProvider, cluster_id: str) -> Cluster | None:
 
 
 def _adopted(
-    adapter: RunPodProvider, cluster_id: str, cluster: Cluster, members: list[Pod], names: list[str]
+    adapter: RunPodProvider, cluster_id: str, cluster: Cluster, members: list[Pod], names: list[str], run: str | None
 ) -> list[Node]:
     found = {node.name: node for node in (member_node(adapter, cluster_id, pod) for pod in members)}
+    earlier = sorted({node.run for node in found.values() if node.run and run and node.run != run})
+    if earlier:  # an earlier run of the name left it: never adopted into this run (providers.rivals)
+        raise ClusterBusyError(
+            f"{NAME}: Instant Cluster {cluster.id} named {cluster_id} is of an earlier run ({', '.join(earlier)}); "
+            f"it is not adopted: remove it with: provisioner gc --provider {NAME} --cluster {cluster_id} --yes"
+        )
     missing = [name for name in names if name not in found]
     if missing:
         raise PlanError(

@@ -8,6 +8,8 @@ is gone, its lease is renewed (lifecycle.lease_renewal) and its last renewal is 
 its cluster. Everything else is kept, however old its lease's start: a lease without a renewal
 mark was released by an ``up`` that finished (its record holds the cluster) or carried by a
 provider whose marks cannot change.
+A node whose run mark is not its cluster's record's run (an earlier bring-up of the name left it)
+has no record of its run here: the same rule.
 """
 
 from __future__ import annotations
@@ -113,6 +115,9 @@ def verdict(
         return f"expired at {owned.expires_at:%Y-%m-%dT%H:%M:%SZ}"
     if record is None:
         return unrecorded(owned.node.lease, owned.node.cluster_id, place, at, owned.node.renewed_at)
+    if owned.node.run and record.run_id and owned.node.run != record.run_id:  # the record is another run's
+        why = unrecorded(owned.node.lease, owned.node.cluster_id, place, at, owned.node.renewed_at)
+        return f"{why} (the node is of run {owned.node.run}; the record here is of run {record.run_id})"
     if record.lease_lost():
         return f"its burst process (pid {record.lease_pid}) is gone"
     if record.expired(at) and record.expires_at is not None:

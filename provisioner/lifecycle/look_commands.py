@@ -58,7 +58,7 @@ def status(
             )
         return
     from provisioner.lifecycle.realize import cluster_nodes
-    from provisioner.lifecycle.spend import status_cost
+    from provisioner.lifecycle.spend import of_run, status_cost
 
     cluster_id = command_support.cluster_id_of(target, catalog)
     if not command_support.enter_lab(cluster_id) and command_support.is_local(cluster_id):
@@ -70,7 +70,8 @@ def status(
         return
     record, nodes = cluster_nodes(cluster_id, runtime)
     cost = status_cost(runtime.provider(record.provider), record, nodes, runtime.now())
-    doc = {**_summary(record), "live": _live(nodes), "cost": cost.as_json()}
+    mine = of_run(record, nodes)  # a node of another run of this name is listed apart, never as this run's
+    doc = {**_summary(record), "live": _live(mine), "other_runs": _others(nodes, mine), "cost": cost.as_json()}
     if json_out:
         say(json.dumps(doc, indent=2))
         return
@@ -88,6 +89,13 @@ def status(
             printable(
                 f"  {node['name']}  {node['status']}  {node['public_ip'] or '-'}  "
                 f"{node['private_ip'] or '-'}  {node['id']}"
+            )
+        )
+    for node in doc["other_runs"]:
+        say(
+            printable(
+                f"  not this run's: {node['name']}  {node['status']}  {node['id']}  (run {node['run'] or 'n/a'}; "
+                f"provisioner gc lists it)"
             )
         )
 
@@ -143,6 +151,14 @@ def _live(nodes: Any) -> list[dict[str, Any]]:
         {"name": n.name, "id": n.id, "status": n.status.value, "public_ip": n.public_ip, "private_ip": n.private_ip}
         for n in nodes
     ]
+
+
+def _others(nodes: Any, mine: Any) -> list[dict[str, Any]]:
+    """The listed nodes of the cluster's name that are not this run's and may still bill, with their run."""
+    from provisioner.providers.ownership import LIVE
+
+    ids = {n.id for n in mine}
+    return [{**_live([n])[0], "run": n.run} for n in nodes if n.id not in ids and n.status in LIVE]
 
 
 def _stack_status(cluster_id: str, backend: str, runtime: Any, json_out: bool) -> None:

@@ -72,13 +72,19 @@ RUN_CLOCK_MARGIN = dt.timedelta(seconds=60)
 
 
 def of_run(record: ClusterRecord, nodes: Sequence[Node]) -> list[Node]:
-    """The listed nodes that are this run's money: the ones its record names, and any other launched
-    since the run began (a replacement). A node of an earlier bring-up under the same name (a
-    terminated instance AWS or Fluence still lists) is not: it ended, or was launched, before."""
+    """The listed nodes that are this run's money and this run's to show. A node carrying a run mark
+    (``Node.run``) is this run's exactly when the mark is the record's run id, whatever its times (an
+    earlier or another bring-up of the same name, still alive, is not). A node without one (bought
+    before runs were marked, or on Fluence) is when the record names it or it was launched since the
+    run began (a replacement); not when it ended, or was launched, before."""
     ours = set(record.node_ids.values())
     since = record.created_at - RUN_CLOCK_MARGIN
     kept = []
     for node in nodes:
+        if node.run is not None and record.run_id is not None:
+            if node.run == record.run_id:
+                kept.append(node)
+            continue
         if node.id not in ours:
             if node.ended_at is not None and node.ended_at <= record.created_at:
                 continue

@@ -16,6 +16,7 @@ import pytest
 
 from provisioner.errors import (
     CapacityError,
+    ClusterBusyError,
     CredentialsError,
     ProviderAPIError,
     ProviderError,
@@ -25,7 +26,7 @@ from provisioner.errors import (
 from provisioner.offer import Offer
 from provisioner.providers.base import Capability, NodeStatus
 from provisioner.providers.http import RetryPolicy
-from provisioner.providers.registry import REGISTRY, provider_class
+from provisioner.providers.registry import REGISTRY, facts, provider_class
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from tests.providers.contract import Rig, cluster, harness_names, load_harness, wait_gone, wait_running
 from tests.providers.harness import VirtualTime, limiters
@@ -117,6 +118,30 @@ def test_round_trip(rig: Rig) -> None:
     assert rig.harness.launches() == 2
     provider.delete_nodes(cid, [n.id for n in created])  # already gone: still success
     provider.delete_nodes(cid)
+    assert rig.harness.instances() == 0
+
+
+RUN_A, RUN_B = "20261128-101500-0a1b2c", "20261128-221500-3d4e5f"
+
+
+def test_run_mark_round_trips_and_another_runs_node_is_never_adopted(rig: Rig) -> None:
+    """Each node carries the run id it was bought for where the provider can hold one (``FACTS.run_mark``;
+    the fake validates the request that writes it and echoes it in its listing); a create for another
+    run of the same cluster refuses the node that run left instead of adopting it (nothing bought)."""
+    provider, cid = rig.provider(), cluster()
+    specs = [spec.model_copy(update={"run": RUN_A}) for spec in rig.harness.node_specs(2, "n")]
+    provider.create_nodes(cid, specs)
+    carries = facts()[rig.harness.name].run_mark is not None
+    assert [n.run for n in provider.get_nodes(cid)] == [RUN_A if carries else None] * 2
+    again = [spec.model_copy(update={"run": RUN_B}) for spec in specs]
+    if carries:
+        with pytest.raises(ClusterBusyError, match=f"earlier run \\({RUN_A}\\).*gc --provider"):
+            provider.create_nodes(cid, again)
+    else:  # no mark to tell the runs apart by: the same names are the same nodes (the record tells runs apart)
+        provider.create_nodes(cid, again)
+    assert rig.harness.launches() == 2
+    provider.delete_nodes(cid)
+    wait_gone(provider, cid)
     assert rig.harness.instances() == 0
 
 

@@ -11,7 +11,14 @@ import pytest
 
 from provisioner.capabilities import Purchase
 from provisioner.catalog import load_bundled_catalog
-from provisioner.errors import CapacityError, CredentialsError, PlanError, ProviderAPIError, QuotaError
+from provisioner.errors import (
+    CapacityError,
+    ClusterBusyError,
+    CredentialsError,
+    PlanError,
+    ProviderAPIError,
+    QuotaError,
+)
 from provisioner.providers.base import NodeSpec, owner_id
 from provisioner.providers.http import RateLimits, RetryPolicy
 from provisioner.providers.runpod import clusters
@@ -104,6 +111,23 @@ def test_a_retried_create_finds_the_cluster_and_buys_nothing(fake: RunPodFake) -
     with pytest.raises(PlanError, match="cannot grow"):
         provider.create_nodes("c2", [node("a"), node("b"), node("c")])
     assert fake.launched == 2
+
+
+def test_an_instant_cluster_of_an_earlier_run_is_refused_not_adopted(fake: RunPodFake) -> None:
+    """Every member carries the run mark (PROVISIONER_RUN, echoed by the fake's listing); a create for
+    another run of the same name refuses the cluster the earlier run left (nothing bought)."""
+    provider = adapter(fake)
+    first = provider.create_nodes(
+        "c2r", [node("a", run="20261128-101500-0a1b2c"), node("b", run="20261128-101500-0a1b2c")]
+    )
+    assert {n.run for n in provider.get_nodes("c2r")} == {"20261128-101500-0a1b2c"}
+    again = provider.create_nodes(
+        "c2r", [node("a", run="20261128-101500-0a1b2c"), node("b", run="20261128-101500-0a1b2c")]
+    )
+    assert [n.id for n in again] == [n.id for n in first]  # the same run's retry adopts
+    with pytest.raises(ClusterBusyError, match=r"earlier run \(20261128-101500-0a1b2c\).*gc --provider runpod"):
+        provider.create_nodes("c2r", [node("a", run="20261128-221500-3d4e5f"), node("b", run="20261128-221500-3d4e5f")])
+    assert len(created_clusters(fake)) == 1 and fake.launched == 2
 
 
 class _AnswerLost(httpx.BaseTransport):
