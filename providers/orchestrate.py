@@ -18,9 +18,9 @@ it to ``create``. Everything below is decided here, once:
   in one more listing, is terminated; then the error is raised, the same class as the cause,
   naming what was tried and how many of the new nodes were made.
 - **Only what is ours.** Before anything is bought, an instance of the cluster that carries
-  another owner's mark, no owner mark, another live lease mark (providers.ownership) or another
-  run's mark (an earlier bring-up of the same name left it) refuses the call (ClusterBusyError):
-  it is never adopted. Once every batch launched, the cluster is
+  another owner's mark, no owner mark or another live lease mark (providers.ownership) refuses
+  the call (ClusterBusyError): it is never adopted. Nor is one of another run (an earlier bring-up
+  of the name left it) that this call would adopt: its name, or unnamed. Once every batch launched, the cluster is
   listed once more; when another create's instances appeared meanwhile (two machines, one
   account), the lease that started first wins once the other's instances are gone (the other
   call terminates exactly the ids it launched and raises ClusterBusyError); a winner whose rival
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from provisioner.errors import CapacityError, ClusterBusyError, ProviderAPIError, ProviderError, RateLimitError
 from provisioner.providers.base import Node, NodeSpec, NodeStatus
 from provisioner.providers.launcher import Launcher, Member
-from provisioner.providers.rivals import check_holders, rival
+from provisioner.providers.rivals import check_holders, check_runs, rival
 
 log = logging.getLogger("provisioner.providers.orchestrate")
 
@@ -131,6 +131,7 @@ def create(launcher: Launcher, nodes: Sequence[NodeSpec]) -> dict[str, str]:
     launcher.run = launcher.run or next((spec.run for spec in nodes if spec.run), None)
     listed = launcher.members()
     check_holders(launcher, listed)
+    check_runs(launcher, listed, names)
     present = {m.name: m.id for m in listed if m.name is not None}
     missing = [spec for spec in nodes if spec.name not in present]
     if not missing:

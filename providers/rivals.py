@@ -1,8 +1,8 @@
 """Two creates of one cluster at once (two machines, one account): who may go on.
 
 ``check_holders`` refuses a create (ClusterBusyError, nothing bought) when the cluster already
-has an instance of another owner, an unmarked one, one another live create is launching, or one
-an earlier run of the same name left (its run mark is not this call's).
+has an instance of another owner, an unmarked one, or one another live create is launching;
+``check_runs`` when an instance it would adopt was left by an earlier run of the same name.
 ``rival`` decides, once every launch is done, between this create and any other whose instances
 appeared meanwhile: by lease marks (the one that started first wins) where the provider carries
 them, and on a provider that cannot (``Launcher.carries_lease`` False: Fluence, whose names have
@@ -47,10 +47,20 @@ def check_holders(launcher: Launcher, listed: Sequence[Member]) -> None:
                 f"{where} is being created by {other.describe()} ({label}); wait for it "
                 "to end or choose another cluster name"
             )
-        if member.run and launcher.run and member.run != launcher.run:  # never adopted into this run's money
+
+
+def check_runs(launcher: Launcher, listed: Sequence[Member], names: Sequence[str]) -> None:
+    """Refuse (ClusterBusyError, nothing bought) when an instance this call would adopt (one of ``names``,
+    or an unnamed one) carries another run's mark: an earlier bring-up of the name left it, with that
+    run's boot data and keys. One under a name this call does not make is left be (it is not this run's:
+    status and costs leave it out by its mark, gc collects it)."""
+    for member in listed:
+        if member.run and launcher.run and member.run != launcher.run and (member.name is None or member.name in names):
             raise ClusterBusyError(
-                f"{where} still has {label} of an earlier run ({member.run}); it is not adopted: remove it "
-                f"with: provisioner gc --provider {launcher.provider} --cluster {launcher.cluster_id} --yes"
+                f"cluster {launcher.cluster_id} on {launcher.provider} still has instance {member.id}"
+                f"{f' ({member.name})' if member.name else ''} of an earlier run ({member.run}); it is not "
+                f"adopted: remove it with: provisioner gc --provider {launcher.provider} "
+                f"--cluster {launcher.cluster_id} --yes"
             )
 
 

@@ -90,26 +90,34 @@ def group(rows: Sequence[ledger.Row], by: str) -> list[dict[str, Any]]:
     return out
 
 
-def unrecorded(known: set[str], live: Callable[[], Iterable[tuple[str, str]]]) -> list[ledger.Row]:
-    """Clusters ``live()`` finds at a provider ((provider, cluster) pairs) that the ledger does not know."""
-    seen: dict[str, str] = {}
-    for provider, cluster in live():
-        if cluster not in known:
-            seen.setdefault(cluster, provider)
+def unrecorded(
+    known: set[str], live: Callable[[], Iterable[tuple[str, ...]]], runs: set[tuple[str, str]] | None = None
+) -> list[ledger.Row]:
+    """What ``live()`` finds at a provider ((provider, cluster) or (provider, cluster, run mark)) that the
+    ledger does not know: a cluster name it has no entry of, or, given ``runs`` (the ledger's (cluster,
+    run) pairs), a run of a known name it has none of (an earlier bring-up's node still alive)."""
+    seen: dict[tuple[str, str], str] = {}
+    for found in live():
+        provider, cluster, run = found[0], found[1], (found[2] if len(found) > 2 else None)
+        if cluster not in known or (run is not None and runs is not None and (cluster, run) not in runs):
+            seen.setdefault((cluster, run or ""), provider)
     return [
-        ledger.Row(cluster, provider=provider, status="at provider", recorded=False)
-        for cluster, provider in sorted(seen.items())
+        ledger.Row(cluster, run=run or None, provider=provider, status="at provider", recorded=False)
+        for (cluster, run), provider in sorted(seen.items())
     ]
 
 
-def _live_clusters(provider: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+def _live_clusters(provider: str | None) -> tuple[list[tuple[str, ...]], list[str]]:
     from provisioner.lifecycle.gc import collect_garbage
 
     report = collect_garbage(provider=provider, delete=False)
-    pairs = [(item.provider, item.cluster_id) for item in report.leftovers]
-    pairs += [(name, cluster) for name, cluster, _why in report.kept]
+    found: list[tuple[str, ...]] = [
+        (item.provider, item.cluster_id, item.run) if item.run else (item.provider, item.cluster_id)
+        for item in report.leftovers
+    ]
+    found += [(name, cluster) for name, cluster, _why in report.kept]
     problems = [f"{name}: {why}" for name, why in {**report.skipped, **report.unlisted}.items()]
-    return pairs, problems
+    return found, problems
 
 
 def render(lines: list[dict[str, Any]], fmt: str, by: str) -> str:
@@ -175,8 +183,9 @@ def costs(
     rows = select(ledger.rows(entries), since_s, at)
     problems: list[str] = []
     if live:
-        pairs, problems = _live_clusters(provider)
-        rows += unrecorded({e["cluster"] for e in entries}, lambda: pairs)
+        found, problems = _live_clusters(provider)
+        runs = {(str(e["cluster"]), str(e["run"])) for e in entries if e.get("run")}
+        rows += unrecorded({e["cluster"] for e in entries}, lambda: found, runs)
     say(render(group(rows, by), fmt, by), end="")
     for problem in problems:
         say(f"not checked for unrecorded clusters: {problem}", err=True)

@@ -73,6 +73,8 @@ class Leftover:
     node_id: str
     name: str
     why: str
+    run: str | None = None
+    """The run mark the node carries (None: none)."""
 
     def line(self) -> str:
         return f"{self.provider} {self.cluster_id} {self.name} ({self.node_id}): {self.why}"
@@ -281,7 +283,9 @@ def _collect_nodes(
             if why.startswith("keep:"):
                 report.kept.append((name, node.cluster_id, why.removeprefix("keep: ")))
                 continue
-            picked.setdefault(node.cluster_id, []).append(Leftover(name, node.cluster_id, node.id, node.name, why))
+            picked.setdefault(node.cluster_id, []).append(
+                Leftover(name, node.cluster_id, node.id, node.name, why, node.run)
+            )
         for cluster, items in sorted(picked.items()):
             report.leftovers += items
             if delete:

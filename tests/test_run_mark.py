@@ -1,0 +1,107 @@
+"""The run mark in use (issue 27 item 1): a node of the same cluster name but another run, still alive at
+the provider, is not this run's. ``status`` lists it apart, never as this run's node; this run's money
+(``status``'s so far, ``down``'s final metering in the ledger) leaves it out; ``gc`` collects it as a
+node whose run has no record here; ``costs --live`` lists its run as unrecorded.
+
+Two runs of one name on the Lambda fake (whose listing gives no launch time, so only the mark tells the
+runs apart): run B is brought up; a node run A bought under the same name (``worker-9``: run A's plan was
+bigger; its record is gone, its ``up`` exited) is still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.lifecycle import command_support, ledger
+from provisioner.lifecycle.gc import collect_garbage
+from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
+from provisioner.lifecycle.state import state_dir
+from provisioner.providers.base import owner_id
+from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
+from provisioner.realize.inputs import RunFacts, realize_input
+from tests.conftest import need_shared
+from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+
+SPEC = LAMBDA_SPEC.replace("lc-lambda", "two-runs")
+RUN_A = "20261123-090000-0a1b2c"
+GONE_PID = 9_999_999
+"""Above any pid_max: the pid of run A's ``up``, which exited."""
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    return tmp_path / "state"
+
+
+def _billed_cents(app: Any, node_ids: set[str], price: Decimal) -> int:
+    """What Lambda bills ``node_ids`` by the fake's own audit log: each launch .. terminate span rounded
+    up to whole minutes, at ``price`` per hour, rounded once to cents."""
+    spans: dict[str, list[Any]] = {}
+    for when, event in app.audit.events:
+        node_id = event["resource_lrns"][0].rpartition(":")[2]
+        if node_id in node_ids:
+            spans.setdefault(node_id, []).append(when)
+    assert set(spans) == node_ids and all(len(times) == 2 for times in spans.values()), spans
+    seconds = sum(math.ceil((end - start).total_seconds() / 60) * 60 for start, end in spans.values())
+    return int((price * seconds / 3600 * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+
+def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
+    plan = plans_for(SPEC, tmp_path)[0]
+    price = plan.option.offer.price_per_hour_usd
+    assert price is not None
+    with served_fake("lambda", monkeypatch) as (app, _server):
+        runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]))
+        app.clock = runtime.now
+        monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: runtime)
+        record = bring_up(plan, runtime)  # run B
+        assert record.run_id is not None and record.run_id != RUN_A
+        ours = set(record.node_ids.values())
+
+        # Run A's node, as its up launched it: its run mark, its lease (this host, this state dir, gone).
+        adapter = runtime.provider("lambda")
+        lease = LeaseMark(host_slug(), GONE_PID, runtime.now().replace(microsecond=0), place_slug(state_dir()))
+        facts = RunFacts(owner_id(), None, lease=lease.token(), run=RUN_A)
+        spec = realize_input(plan, cluster_secrets(plan.cluster_id), facts).specs[-1]
+        (old,) = adapter.create_nodes(plan.cluster_id, [spec.model_copy(update={"name": "worker-9"})])
+        runtime.sleep(1801)  # both bill meanwhile
+
+        assert main(["status", plan.cluster_id, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert sorted(node["id"] for node in doc["live"]) == sorted(ours)
+        assert [(n["name"], n["id"], n["run"]) for n in doc["other_runs"]] == [("worker-9", old.id, RUN_A)]
+        assert {node["id"] for node in doc["cost"]["so_far"]["nodes"]} == ours
+        assert main(["status", plan.cluster_id]) == 0
+        shown = capsys.readouterr().out
+        assert f"  not this run's: worker-9  running  {old.id}  (run {RUN_A}; provisioner gc lists it)" in shown
+
+        report = collect_garbage(adapters={"lambda": adapter}, now=runtime.now)
+        assert [(item.node_id, item.run) for item in report.leftovers] == [(old.id, RUN_A)]
+        (why,) = [item.why for item in report.leftovers]
+        assert why == (
+            f"no local record, and its up ({lease.describe()}, this state dir) is gone "
+            f"(the node is of run {RUN_A}; the record here is of run {record.run_id})"
+        )
+
+        assert main(["costs", "--live", "-f", "json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        assert sorted((row["key"], row["cluster"], row["notes"]) for row in rows) == [
+            (RUN_A, plan.cluster_id, "unrecorded"),
+            (record.run_id, plan.cluster_id, ""),
+        ]
+
+        tear_down(plan.cluster_id, runtime)  # down by name takes run A's node too; run B pays for its own
+    (row,) = [r for r in ledger.rows(ledger.read()) if r.run == record.run_id]
+    assert row.metered_cents == _billed_cents(app, ours, price)
