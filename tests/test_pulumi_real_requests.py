@@ -6,7 +6,8 @@ tests/test_engine_matrix.py), then by the Pulumi engine's ``up`` (``lifecycle.pu
 Automation API driving the CLI ``.ci/build-pulumi`` built, the program run by the language host, the
 node created by ``NeocloudNodes`` in the dynamic-provider plugin's process), holding the cluster as
 ``provisioner up`` does. The fake's create request must be the direct engine's field by field, each
-engine's lease mark included (spelled ``<lease>``); ``pulumi_engine.down`` leaves no instance.
+engine's lease mark included (spelled ``<lease>``) and the run mark (``provisioner up`` passes its run
+id: the same here); ``pulumi_engine.down`` leaves no instance.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ def test_the_real_engine_sends_the_direct_engines_create_request(
     plan = _plan("lambda", Case(1, False, True), tmp_path, control_planes=("none",))
     secrets, _ = load_or_create_secrets(state.secrets_path(plan.cluster_id))
     with served("lambda", monkeypatch) as direct:
-        direct_lease = _direct(direct, plan, EXPIRES)
+        direct_lease, run = _direct(direct, plan, EXPIRES)
         expected = direct.creates(direct_lease)
-    assert len(expected) == 1 and LEASE in str(expected)
+    assert len(expected) == 1 and LEASE in str(expected) and run in str(expected)
     save_secrets(state.secrets_path(plan.cluster_id), secrets)  # down forgot them: both engines use the same
     with served("lambda", monkeypatch) as other, cluster_lease.hold(plan.cluster_id, "up") as mark:
-        pulumi_engine.up(plan, backend=engine.backend_url, expires_at=EXPIRES)
+        pulumi_engine.up(plan, backend=engine.backend_url, expires_at=EXPIRES, run_id=run)
         assert other.harness.instances() == 1
         creates = other.creates(mark.token())
         assert pulumi_engine.down(plan.cluster_id, backend=engine.backend_url)
