@@ -34,9 +34,15 @@ class Member:
     @classmethod
     def of(cls, node: Node, name: str | None = None) -> Member:
         return cls(
-            node.id, name or node.name, node.instance_type, node.region, node.owner, node.lease, node.renewed_at, node.run
+            node.id,
+            name or node.name,
+            node.instance_type,
+            node.region,
+            node.owner,
+            node.lease,
+            node.renewed_at,
+            node.run,
         )
-
 
 
 class Launcher(ABC):

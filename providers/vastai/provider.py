@@ -2,11 +2,12 @@
 
 Vast has no tags: every instance this adapter rents carries the label
 ``<cluster_id>/<node name>/owner=<owner>/lease=<lease mark>/renewed=<stamp>/run=<run id>``
-(providers.vastai.labels), which is how ``get_nodes`` finds a cluster and whose it is (``parse_label`` reads it strictly: cluster and node names
-never contain ``/``, so one cluster's nodes are never mistaken for another's; a label without
-the ``owner=`` part, ``research/notebook`` say, parses as an instance with no owner mark,
-which is never deleted without ``--force-unowned``). Vast rents
-one host per ask, so an n-node cluster is n asks of the same shape in one country.
+(providers.vastai.labels), which is how ``get_nodes`` finds a cluster and whose it is
+(``parse_label`` reads it strictly: cluster and node names never contain ``/``, so one cluster's
+nodes are never mistaken for another's; a label without the ``owner=`` part,
+``research/notebook`` say, parses as an instance with no owner mark, which is never deleted
+without ``--force-unowned``). Vast rents one host per ask, so an n-node cluster is n asks of the
+same shape in one country.
 
 ``create_nodes`` is idempotent on (cluster_id, node name), all-or-nothing, and issues the
 rent calls concurrently (bounded by the client's rate limits); see its docstring.
@@ -387,4 +388,12 @@ class _Launcher(Launcher):
         return f"{spec.instance_type} in {spec.region or 'any region'} (ask {ask})"
 
 
-__all__ = ["VastAIProvider", "cluster_label", "label_renewed", "label_run", "node_status", "onstart_script", "parse_label"]
+__all__ = [
+    "VastAIProvider",
+    "cluster_label",
+    "label_renewed",
+    "label_run",
+    "node_status",
+    "onstart_script",
+    "parse_label",
+]
