@@ -10,6 +10,7 @@ bigger; its record is gone, its ``up`` exited) is still alive.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -23,14 +24,16 @@ from provisioner.lifecycle import command_support, ledger
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
 from provisioner.lifecycle.state import state_dir
-from provisioner.providers.base import owner_id
+from provisioner.providers.base import SupportsLeaseRenewal, owner_id
 from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 from provisioner.realize.inputs import RunFacts, realize_input
 from tests.conftest import need_shared
+from tests.test_gc import rig_for
 from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
 
 SPEC = LAMBDA_SPEC.replace("lc-lambda", "two-runs")
 RUN_A = "20261123-090000-0a1b2c"
+START = dt.datetime(2026, 11, 24, 9, 0, tzinfo=dt.UTC)
 GONE_PID = 9_999_999
 """Above any pid_max: the pid of run A's ``up``, which exited."""
 
@@ -105,3 +108,20 @@ def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
         tear_down(plan.cluster_id, runtime)  # down by name takes run A's node too; run B pays for its own
     (row,) = [r for r in ledger.rows(ledger.read()) if r.run == record.run_id]
     assert row.metered_cents == _billed_cents(app, ours, price)
+
+
+@pytest.mark.parametrize("name", ["aws", "gcp", "vastai"])
+def test_a_lease_renewal_keeps_the_run_mark_the_create_wrote(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A renewal rewrites the node's marks where they can change (the Vast label whole); the run stays.
+    rig = rig_for(name)
+    for key, value in rig.harness.env:
+        monkeypatch.setenv(key, value)
+    token = LeaseMark("build-box-7", 4242, START, "a1b2c3").token()
+    (spec,) = rig.harness.node_specs(1, "c")
+    rig.provider.create_nodes("c1", [spec.model_copy(update={"lease": token, "run": RUN_A})])
+    assert isinstance(rig.provider, SupportsLeaseRenewal)
+    assert rig.provider.renew_lease("c1", token, "tester", START + dt.timedelta(minutes=10)) == 1
+    (node,) = rig.provider.get_nodes("c1")
+    assert (node.run, node.lease, node.renewed_at) == (RUN_A, token, START + dt.timedelta(minutes=10))
+    if name == "vastai":
+        assert rig.fake.state()["labels"] == [f"c1/c0/owner=tester/lease={token}/renewed=20261124t091000z/run={RUN_A}"]
