@@ -83,12 +83,23 @@ def test_the_options_a_lab_boots_are_the_best_provider_with_a_node_backed_fake(t
     assert chosen[0] is next(p for p in ranked if p.option.provider == "lambda")
 
 
-def test_local_runs_the_direct_engine_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_on_the_pulumi_engine_is_refused_in_one_line_before_any_lab(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # up --local --engine pulumi boots on the real engine (tests/boot/test_boot_pulumi_local.py); what
+    # it cannot do is said first: a team backend (the dry run's stack stays in this machine's state
+    # dir), a pulumi CLI that is not installed.
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
-    assert main(["up", str(spec), "--local", "--engine", "pulumi"]) == 2
+    monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
+    assert main(["up", str(spec), "--local", "--engine", "pulumi", "--backend", "s3://team-state"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "a local dry run runs the direct engine" in err
+    assert err.count("\n") == 1 and "--backend" in err and "a local dry run keeps its stack" in err, err
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pulumi
+    assert main(["up", str(spec), "--local", "--engine", "pulumi"]) == 5
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the pulumi CLI is not installed" in err, err
+    assert not (tmp_path / "state" / "local").exists()  # no lab was started
 
 
 def test_a_local_plan_is_the_plan_sized_to_this_machine(tmp_path: Path) -> None:

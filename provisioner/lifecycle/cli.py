@@ -92,7 +92,8 @@ def add_commands(group: cliargs.Commands) -> None:
         cmd,
         "--local",
         "Dry run on this machine (root, Linux, systemd-nspawn): the plan's nodes boot "
-        "as local containers behind the provider's fake; down removes them.",
+        "as local containers behind the provider's fake (direct engine unless --engine pulumi); "
+        "down removes them.",
         negatable=False,
     )
     ssh_from(cmd)

@@ -78,6 +78,8 @@ def down(
         _reservations_left(
             cluster_id, record.plan if record is not None else pulumi_engine.kept_plan(cluster_id), provider, emit
         )
+        if lab:
+            _stop_lab(cluster_id, emit)
         return
     from provisioner.lifecycle.realize import tear_down
 
@@ -85,17 +87,24 @@ def down(
     with _shielded():
         tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
     if lab:
-        from provisioner.local.lab import stop
+        _stop_lab(cluster_id, emit)
 
-        stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
-        emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
+
+def _stop_lab(cluster_id: str, emit: Emit) -> None:
+    from provisioner.local.lab import stop
+
+    stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
+    emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
 
 
 def _forget_local(cluster_id: str, record: object, emit: Emit) -> None:
     """``down`` of a local dry run whose lab is not running (stopped by an earlier ``down``, or killed):
     its nodes were this machine's containers, so nothing is asked of any provider; the record goes."""
-    from provisioner.lifecycle import state
+    from provisioner.lifecycle import pulumi_engine, state
 
+    if pulumi_engine.plan_path(cluster_id).is_file():  # a pulumi dry run's stack: its nodes went with the lab
+        pulumi_engine.forget(cluster_id)
+        pulumi_engine.plan_path(cluster_id).unlink(missing_ok=True)
     if record is not None:
         state.remove_record(cluster_id)
         said = f"cluster {cluster_id} (local dry run) is down: its lab is not running, so none of its nodes exist"

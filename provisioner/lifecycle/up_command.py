@@ -41,12 +41,13 @@ def up(
 ) -> None:
     """Buy and boot the cluster; block until its control plane lists every node ready (on either
     engine; --no-wait, pulumi engine only: return once the stack is up). --local: a dry run that
-    boots the plan's nodes as containers on this machine behind the provider's fake (direct engine)."""
+    boots the plan's nodes as containers on this machine behind the provider's fake (the direct
+    engine unless --engine pulumi names the other)."""
     why = "--engine " + engine if engine else ""
     if local:
-        if engine not in (None, "direct"):
-            raise UsageError("a local dry run runs the direct engine", option="--engine")
-        engine, why = "direct", "--local"
+        engine, why = engine or "direct", "--local" + (f" --engine {engine}" if engine else "")
+        if backend is not None:
+            raise UsageError("a local dry run keeps its stack in this machine's state dir", option="--backend")
     if engine is None:
         engine, why = command_support.default_engine()
     command_support.check_engine(engine)
@@ -57,13 +58,15 @@ def up(
     emit = command_support.emitter(json_out)
     if engine == "pulumi":
         from provisioner.lifecycle import pulumi_engine
-        from provisioner.lifecycle.access import require_ssh_sources, say_exposure
+        from provisioner.lifecycle.access import say_exposure
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
-        require_ssh_sources(plans[0], target)
+        plans = _ranked(target, catalog, max_tries, ssh_from, local)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
-        say_exposure(plans, emit)
+        if local:
+            plans = _local_pulumi_plans(plans, emit, max_tries)
+        else:
+            say_exposure(plans, emit)
         _pulumi_up(
             plans,
             emit,
@@ -73,25 +76,20 @@ def up(
             on_budget=on_budget,
             wait=wait,
             max_tries=max_tries,
+            local=local,
         )
         return
-    from provisioner.lifecycle.access import require_ssh_sources, say_exposure
+    from provisioner.lifecycle.access import say_exposure
     from provisioner.lifecycle.realize import bring_up_first
 
-    if local:  # SSH comes from the lab's own address (provisioner.local.lab.fit_to_host)
+    plans = _ranked(target, catalog, max_tries, ssh_from, local)
+    emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
+    if local:  # a local dry run's nodes are this machine's containers, reached from its lab only
         from provisioner.local import lab
 
-        lab.require_host()
-        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
-        lab.local_options(plans, max_tries)  # refused here, before the first progress line
-    else:
-        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
-        require_ssh_sources(plans[0], target)
-    emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
-    if not local:  # a local dry run's nodes are this machine's containers, reached from its lab only
-        say_exposure(plans, emit)
-    if local:
         plans = lab.local_plans(plans, emit, max_tries)
+    else:
+        say_exposure(plans, emit)
     runtime = command_support.runtime(emit)
     try:
         bring_up_first(
@@ -118,6 +116,36 @@ def up(
             runtime.interrupts.restore()
 
 
+def _ranked(target: Path, catalog: Path | None, max_tries: int, ssh_from: list[str] | None, local: bool) -> list[Plan]:
+    """The ranked plans ``up`` tries, its input judged (one-line errors, nothing started). A local dry
+    run: the options its lab can boot (SSH comes from the lab's own address, lab.fit_to_host)."""
+    if local:
+        from provisioner.local import lab
+
+        lab.require_host()
+        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        lab.local_options(plans, max_tries)  # refused here, before the first progress line
+        return plans
+    from provisioner.lifecycle.access import require_ssh_sources
+
+    plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
+    require_ssh_sources(plans[0], target)
+    return plans
+
+
+def _local_pulumi_plans(plans: list[Plan], emit: Emit, max_tries: int) -> list[Plan]:
+    """``lab.local_plans`` for the pulumi engine. A lab that was not running had none of the cluster's
+    nodes: a stack kept from an earlier lab (killed, or this machine restarted) is forgotten first, or
+    pulumi would take its recorded nodes for live ones and make none."""
+    from provisioner.lifecycle import pulumi_engine
+    from provisioner.local import lab
+
+    cluster_id = plans[0].cluster_id
+    if lab.lab_for(cluster_id) is None and pulumi_engine.forget(cluster_id):
+        emit("local", message=f"local: forgot the stack of {cluster_id}'s earlier lab (its nodes went with it)")
+    return lab.local_plans(plans, emit, max_tries)
+
+
 def _pulumi_up(
     plans: list[Plan],
     emit: Emit,
@@ -128,6 +156,7 @@ def _pulumi_up(
     on_budget: str,
     wait: bool,
     max_tries: int,
+    local: bool = False,
 ) -> None:
     """The pulumi engine's ``up`` over the ranked plans, failing over as the direct engine does
     (``provisioner.realize.failover.first_that_fits``): each try saves its record as ``creating``
@@ -150,13 +179,21 @@ def _pulumi_up(
         expires_at = budget_expiry(plan, now, expiry_for(plan, now, ttl_s), max_cost_usd, on_budget)
         _refuse_rejected_key(plan, runtime)  # before the record and the stack, as on the direct engine
         _save_pulumi_record(
-            plan, now, expires_at, max_cost_usd, on_budget, status="creating", run_id=run_id, backend=backend
+            plan,
+            now,
+            expires_at,
+            max_cost_usd,
+            on_budget,
+            status="creating",
+            run_id=run_id,
+            backend=backend,
+            local=local,
         )
         outputs = pulumi_engine.up(
             plan, backend=backend, emit=emit, expires_at=expires_at, runtime=runtime, run_id=run_id
         )
         nodes = _await_stack(plan, runtime) if wait else None
-        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id, backend=backend)
+        _save_pulumi_record(plan, now, expires_at, max_cost_usd, on_budget, run_id=run_id, backend=backend, local=local)
         if nodes is None:
             emit(
                 "up",
@@ -246,6 +283,7 @@ def _save_pulumi_record(
     status: str = "up",
     run_id: str = "",
     backend: str | None = None,
+    local: bool = False,
 ) -> None:
     from provisioner.lifecycle import state
 
@@ -262,6 +300,7 @@ def _save_pulumi_record(
             on_budget=on_budget,
             status=status,
             run_id=run_id or state.new_run_id(now),
+            local=local,
         )
     )
 
