@@ -7,8 +7,9 @@ stack's SSH pass (``ClusterTopology``) run against systemd-nspawn nodes behind a
   through the lab, ``srun`` runs (munge works), the node's munge key is the cluster's while its boot
   data never held it (it came over the stack's SSH pass), ``pulumi stack export`` and every file of
   the backend and workspace hold no cluster secret in the clear, raw or base64, while the stack holds
-  them as Pulumi secrets (ciphertext; ``--show-secrets`` decrypts them); ``down`` destroys the
-  stack, removes it and stops the lab.
+  them as Pulumi secrets (ciphertext; ``--show-secrets`` decrypts them). The lab is then killed (its
+  node goes, the stack still records it): ``up`` again forgets that stack and buys the node in a new
+  lab; ``down`` destroys the stack, removes it and stops the lab.
 - docs/stacks.md's hand-run (``pulumi login``, ``stack init dev``, ``config set provisioner:spec``,
   ``up``) on Fluence, whose VMs take no user data: the whole bootstrap comes over the SSH pass, so the
   hand-run works only where the machine running ``pulumi up`` reaches the node. Here the commands
@@ -23,7 +24,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -144,6 +147,19 @@ def test_up_local_on_the_pulumi_engine_pushes_the_secrets_over_ssh_and_keeps_the
         (step,) = [r for r in json.loads(exported)["deployment"]["resources"] if r["type"].endswith(":ClusterTopology")]
         assert set(step["inputs"]["secrets"]) == {"4dabf18193072939515e22adb298388d", "ciphertext"}, step["inputs"]
         assert secrets["munge_key_b64"] in pulumi("stack", "export", "--show-secrets")  # decrypts with the passphrase
+
+        # The lab dies (killed, or this machine restarted): its node goes with it, the stack still
+        # records it. The next up forgets that stack, starts a new lab and buys the node again.
+        os.kill(lab["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while Path(f"/proc/{lab['pid']}").exists() and time.monotonic() < deadline:
+            time.sleep(1)
+        again = user.run("up", "spec.yaml", "--local", "--engine", "pulumi")
+        assert again.returncode == 0, again.stdout + again.stderr + user.lab_log(CLUSTER)[-3000:]
+        assert f"local: forgot the stack of {CLUSTER}'s earlier lab" in again.stderr, again.stderr
+        assert user.lab(CLUSTER)["pid"] != lab["pid"] and f"NeocloudNodes {CLUSTER}-nodes created" in again.stderr
+        srun = user.run("ssh", CLUSTER, "--", "srun", "-N1", "--immediate=60", "hostname", timeout=180)
+        assert (srun.returncode, srun.stdout) == (0, f"{CLUSTER}-0\n"), srun.stdout + srun.stderr
 
         down_s = user.down(CLUSTER)  # the lab's record, process, namespace and nodes' folder are gone
         assert not (state / "clusters" / f"{CLUSTER}.json").exists()  # the cluster's record
