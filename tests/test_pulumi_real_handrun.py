@@ -13,8 +13,10 @@ the fake's own offers, as ``provisioner catalog refresh`` would write it.
 
 One node without a control plane: a plan the SSH pass does not serve (``ssh_pass_nodes``), since the
 pass would SSH to the fakes' documentation addresses. Fluence bootstraps every node over SSH, so
-its hand-run stops at the SSH pass: the test pins that ``up`` fails there naming the node (the
-nodes bought), and that ``destroy`` still leaves no instance.
+its hand-run against this plain fake stops at the SSH pass (no machine answers on a documentation
+address): the test pins that ``up`` fails there naming the node (the nodes bought), and that
+``destroy`` still leaves no instance. Where the machine running ``pulumi up`` reaches the node,
+Fluence's hand-run works: tests/boot/test_boot_pulumi_local.py runs it on a booted VM.
 
 The canary (issue 25 item 3): after ``up``, ``pulumi stack export``, every file of the backend and
 the stack's config file hold none of the fake's API key, the SSH private key, the munge key or the
