@@ -21,7 +21,9 @@ A name belongs to a cluster of an owner when its text before the first ``-`` equ
 ``C`` exactly (strict: recomputed, never guessed from the name); the node part is what
 follows. Two different node names that map to the same ``N`` (astronomically unlikely with the
 hash) are refused before anything launches. There is no room for a lease mark: on Fluence the
-lease is the local lock's only (docs/security.md says which API fields were checked for one).
+lease is the local lock's only (docs/security.md says which API fields were checked for one). Nor
+for a run mark (``FACTS.run_mark`` None): a run's Fluence nodes are told from an earlier run's of
+the same name by the record's node ids and launch times (lifecycle.spend.of_run).
 """
 
 from __future__ import annotations
