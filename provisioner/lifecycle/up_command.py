@@ -64,7 +64,9 @@ def up(
         plans = _ranked(target, catalog, max_tries, ssh_from, local)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
         if local:
-            plans = _local_pulumi_plans(plans, emit, max_tries)
+            from provisioner.lifecycle.pulumi_local import local_plans
+
+            plans = local_plans(plans, emit, max_tries)
         else:
             say_exposure(plans, emit)
         _pulumi_up(
@@ -131,23 +133,6 @@ def _ranked(target: Path, catalog: Path | None, max_tries: int, ssh_from: list[s
     plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
     require_ssh_sources(plans[0], target)
     return plans
-
-
-def _local_pulumi_plans(plans: list[Plan], emit: Emit, max_tries: int) -> list[Plan]:
-    """``lab.local_plans`` for the pulumi engine. A lab that was not running has none of the cluster's
-    nodes: a stack kept from an earlier lab (killed, or this machine restarted) is forgotten first, or
-    pulumi would take its recorded nodes for live ones and make none; so are the host keys pinned for
-    them, which the new nodes' (proven by the stack's SSH pass, in its own known_hosts) would not match
-    at the same addresses."""
-    from provisioner.lifecycle import pulumi_engine, state
-    from provisioner.local import lab
-
-    cluster_id = plans[0].cluster_id
-    if lab.lab_for(cluster_id) is None:
-        (state.ssh_dir(cluster_id) / "known_hosts").unlink(missing_ok=True)
-        if pulumi_engine.forget(cluster_id):
-            emit("local", message=f"local: forgot the stack of {cluster_id}'s earlier lab (its nodes went with it)")
-    return lab.local_plans(plans, emit, max_tries)
 
 
 def _pulumi_up(
