@@ -169,6 +169,10 @@ class StackError(ProvisionerError):
     exit_code = 5
 
 
+class StackLockedError(StackError):
+    """Another machine's pulumi update holds the stack's lock: this one changed nothing."""
+
+
 class ClusterBusyError(ProvisionerError):
     """Another process (here: the cluster's lock; elsewhere: a live lease mark on its nodes) is
     creating or deleting the cluster. Nothing was bought or deleted by the refused command."""

@@ -97,6 +97,8 @@ def test_two_machines_share_one_stack_in_s3(
             line = refused.err.strip().splitlines()[-1]  # after up's progress lines: the error, one line
             assert refused.code == 5 and line.startswith("error: stack lc-lambda is locked by "), refused.err
             assert "held pending operations" not in refused.err  # alice's engine is alive: nothing to clear
+            # bob's refused up made nothing and keeps no record of its own (its run id would hide alice's nodes)
+            assert not (bob.state / "clusters" / "lc-lambda.json").exists()
             assert "wait for it to end" in line and "pulumi cancel --yes --stack lc-lambda" in line, line
             assert bucket in line, line  # where to cancel: the team's backend
             app.latency_s = {}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provisioner.errors import ProvisionerError, StackError
+from provisioner.errors import ProvisionerError, StackLockedError
 from provisioner.lifecycle.stack_lock import lock_in, stop_orphans
 from provisioner.realize.events import Emit
 
@@ -44,7 +44,7 @@ def unlocked(auto: Any, stack: Any, where: Where, run: Callable[[], Any]) -> Any
         if lock is None:
             raise
         if not lock.stale():
-            raise StackError(lock.refusal(where.cluster_id, where.backend_url)) from None
+            raise StackLockedError(lock.refusal(where.cluster_id, where.backend_url)) from None
     stack.cancel()
     return run()
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from provisioner.errors import ProvisionerError, StackError, UsageError
+from provisioner.errors import ProvisionerError, StackError, StackLockedError, UsageError
 from provisioner.lifecycle import command_support
 
 if TYPE_CHECKING:
@@ -161,7 +161,8 @@ def _pulumi_up(
 
     runtime = command_support.runtime(emit)  # a Capacity Block plan's purchase holds Ctrl-C, as on the direct engine
     cluster_id = plans[0].cluster_id
-    run_id = _run_id_of(cluster_id) or new_run_id(utc_now())  # one run across the tries
+    known = _run_id_of(cluster_id)
+    run_id = known or new_run_id(utc_now())  # one run across the tries
 
     def attempt(plan: Plan) -> None:
         now = utc_now()
@@ -223,6 +224,14 @@ def _pulumi_up(
                     raise
                 _mark(cluster_id, "failed")
                 raise exc.left from None  # say what the stack still holds
+            except StackLockedError:
+                if known is None:  # a teammate's update holds the stack: this up made nothing, keeps no
+                    from provisioner.lifecycle import state  # record (its run id would hide their nodes)
+
+                    state.remove_record(cluster_id)
+                else:
+                    _mark(cluster_id, "failed")
+                raise
             except ProvisionerError:
                 _mark(cluster_id, "failed")
                 raise
