@@ -237,6 +237,18 @@ def flag(
     parser.add_argument(name, action=action, default=default, help=help, **extra)
 
 
+def recover_options(cmd: argparse.ArgumentParser, anywhere: str) -> None:
+    """``--recover same|anywhere`` and ``--max-moves`` (burst and watch); ``anywhere`` says what a
+    move does for this command."""
+    cmd.add_argument("--recover", choices=("same", "anywhere"), default="same", help=anywhere)
+    cmd.add_argument(
+        "--max-moves",
+        type=int_range(0, 100),
+        default=None,
+        help="Moves at most with --recover anywhere (default: the spec's checkpoint.max_moves, 2).",
+    )
+
+
 def subcommand_names(parser: argparse.ArgumentParser) -> list[str]:
     """The names of ``parser``'s subcommands, in the order they were added."""
     return list(subparsers(parser))

@@ -49,8 +49,7 @@ def validate(rt: Runtime, record: state.ClusterRecord, remote: Remote, nodes: li
 def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node], target: Target) -> ClusterReport:
     """No control plane: the node check runs on each node directly over SSH."""
     from provisioner.realize.bootstrap_ssh import SshTarget
-    from provisioner.validation.cluster import mark_stragglers, node_check_argv
-    from provisioner.validation.model import Action, Finding, NodeReport, Severity
+    from provisioner.validation.cluster import mark_stragglers, node_check_argv, report_of
 
     by_name = {node.name: node for node in nodes}
     reports = []
@@ -60,22 +59,7 @@ def _validate_each(record: state.ClusterRecord, remote: Remote, nodes: list[Node
         result = remote.run(
             ssh or SshTarget(host="0.0.0.0", node_name=name, user=CLUSTER_USER), node_check_argv(target), timeout_s=600
         )
-        try:
-            reports.append(NodeReport.from_json(result.stdout).model_copy(update={"node": name}))
-        except ValueError:
-            reports.append(
-                NodeReport(
-                    node=name,
-                    findings=[
-                        Finding(
-                            code="node.unreachable",
-                            severity=Severity.FAILED,
-                            action=Action.DRAIN,
-                            message=f"no report from {name} (exit {result.returncode}: {result.brief()})",
-                        )
-                    ],
-                )
-            )
+        reports.append(report_of(name, result))
     return ClusterReport(nodes=mark_stragglers(reports))
 
 

@@ -160,19 +160,11 @@ def add_commands(group: cliargs.Commands) -> None:
         default=3,
         help="Nodes replaced at most while the job runs (drained, preempted, lost; 0: none).",
     )
-    cmd.add_argument(
-        "--recover",
-        choices=("same", "anywhere"),
-        default="same",
-        help="same: replace lost nodes in place only (default); anywhere: when that fails (no capacity, or "
+    cliargs.recover_options(
+        cmd,
+        "same: replace lost nodes in place only (default); anywhere: when that fails (no capacity, or "
         "the head is lost) move the run to the next-best option anywhere and resume it from "
         "checkpoint.remote (docs/healing.md).",
-    )
-    cmd.add_argument(
-        "--max-moves",
-        type=cliargs.int_range(0, 100),
-        default=None,
-        help="Moves at most with --recover anywhere (default: the spec's checkpoint.max_moves, 2).",
     )
     cliargs.flag(
         cmd,

@@ -213,18 +213,10 @@ def add_watch(group: object, common: Callable[..., None]) -> None:
     )
     cmd.add_argument("--poll", default="30s", help="Time between looks (default 30s).")
     cliargs.flag(cmd, "--once", "One look (and its replacements), then exit.", negatable=False)
-    cmd.add_argument(
-        "--recover",
-        choices=("same", "anywhere"),
-        default="same",
-        help="anywhere: when a lost node cannot be bought again or the head is lost, move the cluster to the "
+    cliargs.recover_options(
+        cmd,
+        "anywhere: when a lost node cannot be bought again or the head is lost, move the cluster to the "
         "next-best option anywhere and restore its checkpoint.remote there (docs/healing.md).",
-    )
-    cmd.add_argument(
-        "--max-moves",
-        type=cliargs.int_range(0, 100),
-        default=None,
-        help="Moves at most with --recover anywhere (default: the spec's checkpoint.max_moves, 2).",
     )
     common(cmd)
 

@@ -128,6 +128,12 @@ def check_remote(node: str, target: Target, run: Runner, timeout_s: float = 300)
     """One node's report; failed as ``node.unreachable`` when it gave no parseable report."""
     argv = remote_argv(node, target, run)
     result = argv if isinstance(argv, CommandResult) else run(argv, timeout_s=timeout_s)
+    return report_of(node, result, f" via {target.via}")
+
+
+def report_of(node: str, result: CommandResult, via: str = "") -> NodeReport:
+    """The node check's report in ``result``, named ``node``; failed as ``node.unreachable`` (drain)
+    when it holds no parseable report."""
     try:
         report = NodeReport.from_json(result.stdout)
     except ValueError:
@@ -138,7 +144,7 @@ def check_remote(node: str, target: Target, run: Runner, timeout_s: float = 300)
                     code="node.unreachable",
                     severity=Severity.FAILED,
                     action=Action.DRAIN,
-                    message=f"no report from {node} via {target.via} (exit {result.returncode}: {result.brief()})",
+                    message=f"no report from {node}{via} (exit {result.returncode}: {result.brief()})",
                 )
             ],
         )
