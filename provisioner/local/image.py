@@ -47,6 +47,7 @@ IMAGE_PACKAGES = (
     "mariadb-server",
     "e2fsprogs",
     "sshfs",
+    "rclone",  # what the bootstrap installs for a checkpoint.remote (render/checkpoint_sync.py)
 )
 GPU_DEVICES = 8
 # On this cgroup-v1 host nspawn mounts a node's cgroup tree read-only, so slurmd cannot make job

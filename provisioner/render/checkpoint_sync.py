@@ -25,6 +25,9 @@ CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
 """The file the node watch writes on a reclaim notice (validation/watch.py's CHECKPOINT_NOW; a test
 holds them equal: the pure renderer does not import the node watch)."""
 ENV_FILE = "/etc/provisioner/checkpoint-remote.env"
+CREDENTIALS_FILE = "/etc/provisioner/checkpoint-credentials.env"
+"""The store's credentials where a node has none of its own (a neocloud's node and an s3:// store):
+``NAME=VALUE`` lines, root-only, delivered over SSH, never in user data. Sourced when present."""
 SYNC_PATH = "/usr/local/sbin/provisioner-checkpoint-sync"
 SYNC_EVERY = "5min"
 RECLAIM_SETTLE_S = 60
@@ -65,6 +68,15 @@ def rclone_target(remote: str) -> str:
     return "ckpt:" + remote.split("://", 1)[1].strip("/")
 
 
+def _load_env() -> str:
+    """The script lines that export the store's rclone remote and, when the node has it, its credentials."""
+    return (
+        f'set -a; . "${{PROVISIONER_CHECKPOINT_ENV:-$ROOT{ENV_FILE}}}"\n'
+        f'[ ! -f "$ROOT{CREDENTIALS_FILE}" ] || . "$ROOT{CREDENTIALS_FILE}"\n'
+        "set +a\n"
+    )
+
+
 def sync_script(source: str, remote: str, *, per_node: bool) -> str:
     """The copy, as a bash script; ``PROVISIONER_ROOT`` and ``PROVISIONER_CHECKPOINT_ENV`` let tests run it."""
     q = shlex.quote
@@ -75,8 +87,8 @@ def sync_script(source: str, remote: str, *, per_node: bool) -> str:
         "set -eu\n"
         "ROOT=${PROVISIONER_ROOT:-}\n"
         + ('. "$ROOT/etc/provisioner/identity.env"\n' if per_node else "")
-        + f'set -a; . "${{PROVISIONER_CHECKPOINT_ENV:-$ROOT{ENV_FILE}}}"; set +a\n'
-        f'src="$ROOT"{q(source)}\n'
+        + _load_env()
+        + f'src="$ROOT"{q(source)}\n'
         '[ -d "$src" ] || exit 0\n'
         f'exec rclone copy {" ".join(RCLONE_FLAGS)} "$src" {target}\n'
     )
@@ -91,9 +103,7 @@ def restore_script(dest: str, remote: str, *, from_node: str | None = None) -> s
     source = q(rclone_target(remote) + (f"/{from_node}" if from_node else ""))
     return (
         "set -eu\n"
-        "ROOT=${PROVISIONER_ROOT:-}\n"
-        f'set -a; . "${{PROVISIONER_CHECKPOINT_ENV:-$ROOT{ENV_FILE}}}"; set +a\n'
-        f'dest="$ROOT"{q(dest)}\n'
+        "ROOT=${PROVISIONER_ROOT:-}\n" + _load_env() + f'dest="$ROOT"{q(dest)}\n'
         'mkdir -p "$dest"\n'
         f'exec rclone copy {" ".join(RCLONE_FLAGS)} {source} "$dest"\n'
     )
@@ -116,6 +126,7 @@ def checkpoint_sync(view: ClusterView, role: str) -> CheckpointSync | None:
 
 
 __all__ = [
+    "CREDENTIALS_FILE",
     "ENV_FILE",
     "RCLONE_FLAGS",
     "SYNC_PATH",
