@@ -73,3 +73,21 @@ def test_for_cluster_writes_a_0600_key(tmp_path: Path) -> None:
     key = Path(argv[argv.index("-i") + 1])
     assert key.stat().st_mode & 0o777 == 0o600 and argv[-2:] == ["ml@203.0.113.5", "sinfo"]
     assert "PRIVATE KEY" not in " ".join(argv)
+
+
+def test_for_other_cluster_keeps_the_ssh_and_switches_key_known_hosts_and_tokens(tmp_path: Path) -> None:
+    """A moved run's next cluster (lifecycle/recover.py): the same ssh program and options, that cluster's
+    key (0600, its own folder), known_hosts and host key tokens."""
+    from provisioner.realize.hostkeys import hostkey_tokens
+
+    first, second = ClusterSecrets.generate(), ClusterSecrets.generate()
+    plan = runpod_plan(tmp_path)
+    ssh = SshRemote(tmp_path / "first-key", tmp_path / "first-known", ssh="/opt/ssh-in-netns", extra_options=("-4",))
+    other = ssh.for_other_cluster(plan, second, tmp_path / "second")
+    argv = other.argv(SshTarget(host="203.0.113.5", node_name=plan.nodes[0].name, user="ml"), ["true"])
+    key = Path(argv[argv.index("-i") + 1])
+    assert argv[0] == "/opt/ssh-in-netns" and "-4" in argv and key.parent == tmp_path / "second"
+    assert key.read_text() == second.ssh_private_key.get_secret_value()  # type: ignore[union-attr]
+    assert key.stat().st_mode & 0o777 == 0o600 and first.ssh_private_key != second.ssh_private_key
+    assert f"UserKnownHostsFile={tmp_path / 'second' / 'known_hosts'}" in argv
+    assert other._ssh.hostkey_tokens == hostkey_tokens(plan, second) != {}

@@ -195,6 +195,7 @@ def run_burst(
     # Held across the job (reentrant for bring-up and teardown): the lease on its nodes is renewed
     # until the teardown (lifecycle.lease_renewal), so another machine's gc never takes a running burst;
     # a moved run's new clusters are held the same way (``holds``) from their bring-up on.
+    mover: Mover | None = None
     with cluster_lease.hold(cluster_id, "burst"), contextlib.ExitStack() as holds:
         try:
             record = bring_up_first(
@@ -229,7 +230,6 @@ def run_burst(
                     HealOptions(max_replacements=opts.max_replacements),
                 )
                 watchdog.metered = healer.spent_cents
-            mover = None
             if opts.recover == "anywhere" and healer is not None:
                 from provisioner.lifecycle.burst_recover import burst_mover
 
@@ -239,9 +239,10 @@ def run_burst(
             relaunch = _Relaunch(command, opts, remote, mover)
             return _run_job(watched, record, remote, nodes, job, watchdog, opts, healer, relaunch)
         finally:
-            stop = getattr(remote, "stop", None)
-            if stop is not None:
-                stop()  # a job still streaming: end the local ssh before the nodes go
+            for used in (remote, mover.remote if mover is not None else None):  # a moved run's too
+                stop = getattr(used, "stop", None)
+                if stop is not None:
+                    stop()  # a job still streaming: end the local ssh before the nodes go
             _teardown_run(rt, clusters)
 
 
@@ -291,7 +292,7 @@ def _run_job(
             return outcome
         assert relaunch is not None
         healer = outcome[0]
-        record = healer.record
+        record, remote = healer.record, healer.remote  # the new cluster's own key (recover.Mover)
         nodes = rt.provider(record.provider).get_nodes(record.cluster_id)
         if not opts.skip_validation:
             _validate(rt, record, remote, nodes, opts)

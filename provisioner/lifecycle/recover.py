@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from provisioner.errors import ProvisionerError
@@ -34,12 +34,12 @@ from provisioner.lifecycle import resume, state
 from provisioner.lifecycle.faults import Fault
 from provisioner.lifecycle.heal import Healer
 from provisioner.lifecycle.heal_rules import HealOptions
-from provisioner.lifecycle.realize import Runtime, bring_up, head_target, live, tear_down
+from provisioner.lifecycle.realize import Runtime, bring_up, cluster_secrets, head_target, live, tear_down
 from provisioner.lifecycle.watchdog import BurstStopped
 from provisioner.money import cents_text, usd_of_cents, usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeStatus
-from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
+from provisioner.realize.remote import CLUSTER_USER, Remote, other_cluster, ssh_target
 from provisioner.render.checkpoint_sync import restore_script
 from provisioner.spec import ClusterSpec
 from provisioner.spec_checkpoint import RestoreSpec
@@ -227,7 +227,8 @@ class Mover:
         )
         self._leave(healer)
         record = self._bring_up(healer, ranked[: self.options.max_tries])
-        new = Healer(self.rt, record, self.remote, [p for p in ranked if p is not record.plan], self.heal_options)
+        rt = replace(self.rt, remote=self.remote) if self.rt.remote is not None else self.rt
+        new = Healer(rt, record, self.remote, [p for p in ranked if p is not record.plan], self.heal_options)
         if self.on_moved is not None:
             self.on_moved(new)
         self._restore(record, old.plan)
@@ -273,10 +274,13 @@ class Mover:
         for plan in plans:
             if plan.cluster_id not in self.run.clusters:
                 self.run.clusters.append(plan.cluster_id)
+            # The new cluster has its own key: reach its nodes with it (its SSH pass, the restore, the job).
+            remote = other_cluster(self.remote, plan, cluster_secrets(plan.cluster_id), state.ssh_dir(plan.cluster_id))
+            rt = replace(self.rt, remote=remote) if self.rt.remote is not None else self.rt
             try:
-                return bring_up(
+                record = bring_up(
                     plan,
-                    self.rt,
+                    rt,
                     expires_at=self.run.expires_at,
                     max_cost_usd=left,
                     on_budget="stop" if left is not None else "warn",
@@ -285,6 +289,8 @@ class Mover:
                     local=self.local,
                     run_id=self.run.run_id,
                 )
+                self.remote = remote
+                return record
             except BurstStopped:
                 raise  # the run's TTL or cap: bring_up tore its cluster down; the caller ends the run
             except ProvisionerError as exc:  # capacity, or a second fault while it booted: nothing left

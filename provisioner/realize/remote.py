@@ -87,6 +87,21 @@ class SshRemote:
         )
         self._children: set[subprocess.Popen[bytes]] = set()
 
+    def for_other_cluster(self, plan: Plan, secrets: ClusterSecrets, folder: Path) -> SshRemote:
+        """This remote (its ``ssh``, options and timeouts) for another cluster: that cluster's key and
+        host key tokens, its known_hosts under ``folder``. A moved run's next cluster has its own key
+        (``other_cluster``)."""
+        ssh = self._ssh
+        key_file = write_key_file(secrets, folder)
+        return SshRemote(
+            key_file,
+            folder / "known_hosts",
+            ssh=ssh.ssh,
+            extra_options=ssh.extra_options,
+            connect_timeout_s=ssh.connect_timeout_s,
+            hostkey_tokens=hostkey_tokens(plan, secrets),
+        )
+
     def stop(self) -> None:
         """Kill every ``stream`` still running (burst calls this before tearing the nodes down)."""
         for child in list(self._children):
@@ -169,4 +184,14 @@ class SshRemote:
         self._ssh.run(target, script, timeout_s=timeout_s)
 
 
-__all__ = ["CLUSTER_USER", "Remote", "SshRemote", "login_user", "ssh_target", "ssh_text"]
+def other_cluster(remote: Remote, plan: Plan, secrets: ClusterSecrets, folder: Path) -> Remote:
+    """``remote`` for ``plan``'s cluster, whose nodes accept only that cluster's key: an ``SshRemote``
+    rekeyed (``for_other_cluster``); a stand-in without that method answers for every cluster."""
+    rekey = getattr(remote, "for_other_cluster", None)
+    if rekey is None:
+        return remote
+    found: Remote = rekey(plan, secrets, folder)
+    return found
+
+
+__all__ = ["CLUSTER_USER", "Remote", "SshRemote", "login_user", "other_cluster", "ssh_target", "ssh_text"]
