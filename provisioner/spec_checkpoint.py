@@ -3,6 +3,12 @@
 ``remote`` is ``s3://BUCKET[/PREFIX]`` or ``gs://BUCKET[/PREFIX]``; ``endpoint_url`` names an
 S3-compatible service (MinIO, R2, Ceph) for an ``s3://`` remote. Both reach boot scripts and
 systemd unit files (render/checkpoint_sync.py), so they are held to a narrow alphabet here.
+
+``credentials_env`` / ``credentials_file`` name the store's credentials for nodes that have none of
+their own (a neocloud's): variables of the environment ``up``/``burst``/``watch`` run in, or a
+service-account key file on that machine. Only the names and the path are in the spec (and so in
+plan.json); the values are read at bring-up and reach the nodes over the SSH pass only
+(realize/store_credentials.py, docs/security.md).
 """
 
 from __future__ import annotations
@@ -26,6 +32,19 @@ PREFIX = re.compile(r"(/[A-Za-z0-9._=-]+)*/?")
 Quantity = Annotated[float, Field(ge=0, le=1e9, strict=True, allow_inf_nan=False)]
 """A YAML number (read exactly by ``money.spec_decimal`` where it is priced)."""
 ENDPOINT = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]*)*")
+VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+"""An environment variable's name, as a spec may give it (letters, digits, '_')."""
+ROLES = {
+    "s3": ("access_key_id", "secret_access_key", "session_token"),
+    "gs": ("service_account_credentials",),
+}
+"""What a store's credentials are made of: rclone's option names for its s3 / google cloud storage
+backend (``rclone help backend s3``), set on the nodes as ``RCLONE_CONFIG_CKPT_<OPTION>``."""
+REQUIRED = {"s3": ("access_key_id", "secret_access_key"), "gs": ("service_account_credentials",)}
+AWS_NAMES = {"AWS_ACCESS_KEY_ID": "access_key_id", "AWS_SECRET_ACCESS_KEY": "secret_access_key"}
+AWS_NAMES["AWS_SESSION_TOKEN"] = "session_token"
+"""The list form of ``credentials_env``: the AWS SDKs' own variable names, each for its rclone option."""
+FILE_ROLE = "service_account_credentials"
 
 
 class RestoreSpec(BaseModel):
@@ -50,6 +69,17 @@ class CheckpointSpec(BaseModel):
         None, description="An S3-compatible service's URL (https://minio.example:9000) for an s3:// remote."
     )
 
+    credentials_env: list[str] | dict[str, str] | None = Field(
+        None,
+        description="The store's keys for nodes with no credentials of their own: names of variables of "
+        "the environment up/burst/watch run in, [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY(, AWS_SESSION_TOKEN)] "
+        "or {access_key_id: VAR, secret_access_key: VAR, session_token: VAR} (s3:// only). Values go over SSH only.",
+    )
+    credentials_file: str | None = Field(
+        None,
+        description="A gs:// store's service-account key (JSON) on the machine running up/burst/watch; "
+        "its contents go to the nodes over SSH only.",
+    )
     size_gb: Quantity = Field(
         0,
         description="The checkpoint's size: what a move to another provider downloads (priced as egress).",
@@ -69,7 +99,14 @@ class CheckpointSpec(BaseModel):
         # Keys left at their defaults stay out of plan.json (a plan written before they existed is unchanged).
         data = handler(self)
         if isinstance(data, dict):
-            for key, default in (("size_gb", 0), ("egress_usd_per_gb", None), ("max_moves", 2), ("restore", None)):
+            for key, default in (
+                ("size_gb", 0),
+                ("egress_usd_per_gb", None),
+                ("max_moves", 2),
+                ("restore", None),
+                ("credentials_env", None),
+                ("credentials_file", None),
+            ):
                 if key in data and (data[key] == default if default is not None else data[key] is None):
                     data.pop(key)
         return data
@@ -99,6 +136,65 @@ class CheckpointSpec(BaseModel):
             raise ValueError(f"{value!r}: expected http(s)://HOST[:PORT][/PATH]")
         return value
 
+    @field_validator("credentials_env")
+    @classmethod
+    def _credentials_env(cls, value: list[str] | dict[str, str] | None) -> list[str] | dict[str, str] | None:
+        if value is None:
+            return None
+        names = list(value.values()) if isinstance(value, dict) else value
+        for name in names:
+            if not VARIABLE.fullmatch(name):
+                raise ValueError(f"{name[:100]!r} is not a variable name (letters, digits, '_')")
+        if isinstance(value, list):
+            unknown = [name for name in value if name not in AWS_NAMES]
+            if unknown:
+                raise ValueError(
+                    f"{unknown[0]!r}: the list form names {', '.join(AWS_NAMES)}; "
+                    "map other names by role: {access_key_id: VAR, secret_access_key: VAR}"
+                )
+            if len(set(value)) != len(value):
+                raise ValueError("a variable is named twice")
+        elif not value:
+            raise ValueError("name at least one variable")
+        return value
+
+    @field_validator("credentials_file")
+    @classmethod
+    def _credentials_file(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or len(value) > 4096 or not value.isprintable()):
+            raise ValueError("expected the path of a service-account key file (JSON)")
+        return value
+
+    @model_validator(mode="after")
+    def _credentials_fit(self) -> CheckpointSpec:
+        if self.credentials_env is None and self.credentials_file is None:
+            return self
+        if self.remote is None:
+            raise ValueError("credentials_env and credentials_file need a remote: set remote: s3://... or gs://...")
+        scheme = self.parts()[0]
+        if self.credentials_file is not None and scheme != "gs":
+            raise ValueError(
+                "credentials_file is a gs:// store's service-account key; an s3:// store uses credentials_env"
+            )
+        if isinstance(self.credentials_env, list) and scheme != "s3":
+            raise ValueError("credentials_env's list form names AWS variables: for gs:// use credentials_file")
+        if isinstance(self.credentials_env, dict):
+            unknown = sorted(set(self.credentials_env) - set(ROLES[scheme]))
+            if unknown:
+                raise ValueError(
+                    f"credentials_env: {unknown[0]!r} is not {'an' if scheme == 's3' else 'a'} {scheme}:// credential "
+                    f"(one of {', '.join(ROLES[scheme])})"
+                )
+        if self.credentials_file is not None and FILE_ROLE in (self.credentials_env or {}):
+            raise ValueError(f"credentials_env names {FILE_ROLE} and credentials_file gives it too: keep one")
+        roles = {role for role, _kind, _source in self.credential_sources()}
+        missing = [role for role in REQUIRED[scheme] if role not in roles]
+        if missing:
+            where = "credentials_file" if scheme == "gs" else "credentials_env"
+            article = "an" if scheme == "s3" else "a"
+            raise ValueError(f"{where}: {article} {scheme}:// store needs {' and '.join(missing)}")
+        return self
+
     @model_validator(mode="after")
     def _endpoint_needs_s3(self) -> CheckpointSpec:
         if self.endpoint_url is not None and not (self.remote or "").startswith("s3://"):
@@ -113,6 +209,18 @@ class CheckpointSpec(BaseModel):
         if self.remote is None or self.endpoint_url is not None:
             return None
         return "aws" if self.remote.startswith("s3://") else "gcp"
+
+    def credential_sources(self) -> tuple[tuple[str, str, str], ...]:
+        """``(rclone option, "env" | "file", variable name or path)`` for each credential the spec names,
+        in a fixed order; () when it names none. The values are read by realize/store_credentials.py."""
+        found: dict[str, tuple[str, str]] = {}
+        given = self.credentials_env
+        pairs = [(AWS_NAMES[name], name) for name in given] if isinstance(given, list) else list((given or {}).items())
+        for role, name in pairs:
+            found[role] = ("env", name)
+        if self.credentials_file is not None:
+            found[FILE_ROLE] = ("file", self.credentials_file)
+        return tuple((role, *found[role]) for role in (*ROLES["s3"], *ROLES["gs"]) if role in found)
 
     def parts(self) -> tuple[str, str, str]:
         """``(scheme, bucket, prefix)``: prefix without slashes at its ends, maybe empty."""

@@ -30,6 +30,10 @@ Operations:
 - ``read``: what the state holds (no call); ``delete``: nothing to undo: the nodes and their
   files go with their own resources.
 
+The checkpoint store's credentials a spec names (``checkpoint.credentials_env``) are read by the
+SSH pass from this process's environment (the Pulumi CLI's, inherited from ``up``), never from the
+step's inputs: Pulumi's state holds only their names (realize/store_credentials.py).
+
 The machine running ``pulumi up`` needs SSH (tcp/22) to the nodes: ``access.allowed_cidrs``.
 The cluster secrets enter as a Pulumi secret and are never in the outputs; the SSH key is
 written 0600 into a temporary folder for one operation and removed after it. Outputs:

@@ -119,19 +119,23 @@ def up(
 
 
 def _ranked(target: Path, catalog: Path | None, max_tries: int, ssh_from: list[str] | None, local: bool) -> list[Plan]:
-    """The ranked plans ``up`` tries, its input judged (one-line errors, nothing started). A local dry
-    run: the options its lab can boot (SSH comes from the lab's own address, lab.fit_to_host)."""
+    """The ranked plans ``up`` and ``burst`` try, their input judged (one-line errors, nothing started):
+    a local dry run's are the options its lab can boot (SSH comes from the lab's own address,
+    lab.fit_to_host). The checkpoint store's credentials the spec names must be set now."""
+    from provisioner.realize.store_credentials import require_store_credentials
+
     if local:
         from provisioner.local import lab
 
         lab.require_host()
         plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
         lab.local_options(plans, max_tries)  # refused here, before the first progress line
-        return plans
-    from provisioner.lifecycle.access import require_ssh_sources
+    else:
+        from provisioner.lifecycle.access import require_ssh_sources
 
-    plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
-    require_ssh_sources(plans[0], target)
+        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
+        require_ssh_sources(plans[0], target)
+    require_store_credentials(plans[0].spec.checkpoint)  # read again by the SSH pass, sent only over SSH
     return plans
 
 
@@ -373,19 +377,15 @@ def burst(
         from provisioner.lifecycle.burst_recover import catalog_planner
 
         options = dataclasses.replace(options, planner=catalog_planner(catalog))
-    from provisioner.lifecycle.access import require_ssh_sources, say_exposure
+    from provisioner.lifecycle.access import say_exposure
 
     emit = command_support.emitter(json_out)
+    plans = _ranked(target, catalog, max_tries, ssh_from, local)  # a local one refused before the lab starts
     if local:  # the job runs on the lab's nodes; SSH comes from the lab's own address (lab.fit_to_host)
         from provisioner.local import lab
 
-        lab.require_host()
-        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
-        lab.local_options(plans, max_tries)  # refused here, before the lab starts
         plans = lab.local_plans(plans, emit, max_tries)
     else:
-        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
-        require_ssh_sources(plans[0], target)
         say_exposure(plans, emit)
     runtime = command_support.runtime(emit)
     try:

@@ -113,6 +113,7 @@ def watch(
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote, live, refuse_unanswerable
     from provisioner.lifecycle.spend import usages_of
+    from provisioner.realize.store_credentials import require_store_credentials
 
     unreachable_s, poll_s = _duration(unreachable_after, "--unreachable-after"), _duration(poll, "--poll")
     emit = emitter(json_out)
@@ -128,6 +129,7 @@ def watch(
                 f"cluster {record.cluster_id} was brought up with --engine {record.engine}: its "
                 "stack owns its nodes, so watch would fight it; replace nodes there (pulumi up)"
             )
+        require_store_credentials(record.plan.spec.checkpoint, runtime.environ)  # a replacement gets them over SSH
         # The spans the provider reports (as status and costs meter them), not the record's creation
         # time for every node, which made watch's "spent" larger than status's "cost so far".
         adapter = runtime.provider(record.provider)

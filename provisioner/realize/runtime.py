@@ -9,8 +9,9 @@ dynamic resources and the tests share one set of functions (``realize.sshpass``,
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -46,7 +47,8 @@ class Runtime:
     ``remote``: commands on nodes (default: OpenSSH with the cluster key, see ``remote``);
     ``provider_for``: adapter by name (default: the registry, configured from the environment);
     ``now`` (UTC datetimes for records and expiry), ``clock``/``sleep`` (polling);
-    ``interrupts``: held during the purchase so Ctrl-C never lands mid-launch.
+    ``interrupts``: held during the purchase so Ctrl-C never lands mid-launch; ``environ``: where
+    the SSH pass reads the checkpoint store's credentials (realize/store_credentials.py).
     """
 
     remote: Remote | None = None
@@ -57,6 +59,7 @@ class Runtime:
     sleep: Callable[[float], None] = time.sleep
     timeouts: Timeouts = field(default_factory=Timeouts)
     interrupts: Interrupts | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
     touched: set[str] = field(default_factory=set)
     """Providers a purchase was attempted on (what a cleanup must look at)."""
     _providers: dict[str, Provider] = field(default_factory=dict, repr=False)

@@ -20,6 +20,7 @@ from provisioner.plan import Plan, PlanNode
 from provisioner.providers.base import Node, Provider, SupportsTopology
 from provisioner.realize.remote import Remote, login_user, ssh_target, ssh_text
 from provisioner.realize.runtime import Runtime
+from provisioner.realize.store_credentials import credentials_script, read_store_credentials
 from provisioner.secrets import ClusterSecrets
 
 BOOT_BOOTSTRAP_DONE = """#!/bin/bash
@@ -38,9 +39,12 @@ fi
 
 def ssh_pass_nodes(plan: Plan) -> list[PlanNode]:
     """The nodes the SSH pass bootstraps once every node runs, head first: every node of a
-    multi-node plan or of a control plane with secrets (the munge key, the k3s token travel only
-    over SSH, never in user data), else the ones bootstrapped over SSH only. Pure."""
-    secrets = plan.spec.control_plane.value in ("slurm", "kubernetes")
+    multi-node plan, of a control plane with secrets or of a spec naming the checkpoint store's
+    credentials (the munge key, the k3s token, the store's keys travel only over SSH, never in user
+    data), else the ones bootstrapped over SSH only. Pure."""
+    secrets = plan.spec.control_plane.value in ("slurm", "kubernetes") or bool(
+        plan.spec.checkpoint.credential_sources()
+    )
     return [node for node in plan.nodes if node.bootstrap is Bootstrap.SSH or len(plan.nodes) > 1 or secrets]
 
 
@@ -101,8 +105,18 @@ def _ssh_bootstrap(
     topology: Mapping[str, Sequence[str]] | None = None,
 ) -> Mapping[str, str]:
     """Render again with the nodes' addresses (now known) and the provider's switch topology, and
-    run each role's script over SSH. Returns the rendered files."""
+    run each role's script over SSH, after writing the checkpoint store's credentials (when the spec
+    names them; read from ``rt.environ`` before any node is reached). Returns the rendered files."""
     from provisioner.render import render_cluster
+
+    store = read_store_credentials(plan.spec.checkpoint, rt.environ)
+    if store is not None:
+        rt.emit(
+            "bootstrap",
+            message=f"the checkpoint store's credentials ({', '.join(store.sources)}) go to "
+            f"{len(ssh_nodes)} node(s) over SSH only",
+            cluster=plan.cluster_id,
+        )
 
     addresses = {name: node.private_ip or node.public_ip or "" for name, node in by_name.items()}
     rendered = render_cluster(
@@ -130,6 +144,8 @@ def _ssh_bootstrap(
             )
         else:
             remote.bootstrap(target, BOOT_BOOTSTRAP_DONE)
+        if store is not None:  # before the bootstrap: its sync timer finds them on its first run
+            remote.bootstrap(target, credentials_script(store))
         remote.bootstrap(target, rendered[f"ssh/{node.role}.sh"])  # the one script that holds secrets
     return rendered
 
