@@ -7,6 +7,11 @@ so the only credentials rclone can find are those in the file the SSH pass write
 secret it is refused (403), with the issued key it lands.
 
 moto runs in its own process: its authentication switch is a process-wide setting.
+
+gs:// the same way: the rendered sync against a Cloud Storage JSON API on 127.0.0.1, the key file the
+spec names delivered as ``RCLONE_CONFIG_CKPT_SERVICE_ACCOUNT_CREDENTIALS``; its ``token_uri`` is a
+token endpoint here that grants a token only for an assertion signed by that key (the emulator itself
+checks no token), with the metadata server a closed port: without the file the copy fails.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -29,7 +38,8 @@ from provisioner.loader import parse_spec
 from provisioner.realize.store_credentials import credentials_script, read_store_credentials
 from provisioner.render.checkpoint_sync import CREDENTIALS_FILE, ENV_FILE, SYNC_PATH
 from tests.conftest import need_tool
-from tests.test_checkpoint_sync import BUCKET, _files, _plan
+from tests.test_checkpoint_sync import BUCKET, _files, _gcs_objects, _plan, gcs_url  # noqa: F401  (a fixture)
+from tests.test_render_slurm import make_plan
 
 FREE_ACTIONS = 4
 """Requests moto serves unsigned before it checks keys: the user, its access key, its policy, the bucket."""
@@ -149,3 +159,131 @@ def test_an_unissued_key_is_refused(store: Store) -> None:
     with pytest.raises(ClientError, match="InvalidAccessKeyId"):
         store.client("AKIANOTISSUED0000000", "x").list_objects_v2(Bucket=BUCKET)
     assert store.client(store.key_id, store.secret).list_objects_v2(Bucket=BUCKET)["Name"] == BUCKET
+
+
+# ----- gs:// with a service-account key: a token endpoint on 127.0.0.1 that checks the key's signature -----
+@dataclass
+class TokenEndpoint:
+    """The OAuth token endpoint a service-account key names (``token_uri``): it answers a JWT-bearer
+    grant only when the assertion is signed by ``key`` and keeps each verified assertion's claims."""
+
+    url: str
+    key: Any
+    granted: list[dict[str, Any]]
+
+
+@pytest.fixture
+def token_endpoint() -> Iterator[TokenEndpoint]:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    granted: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            claims = _verified(key, form.get("assertion", [""])[0])
+            if claims is None:
+                self.send_response(400)
+                self.end_headers()
+                return
+            granted.append(claims)
+            body = json.dumps({"access_token": "token-1", "expires_in": 3600, "token_type": "Bearer"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield TokenEndpoint(f"http://127.0.0.1:{server.server_port}/token", key, granted)
+    server.shutdown()
+    server.server_close()
+
+
+def _verified(key: Any, assertion: str) -> dict[str, Any] | None:
+    import base64
+
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    def raw(part: str) -> bytes:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+    try:
+        head, payload, signature = assertion.split(".")
+        key.public_key().verify(raw(signature), f"{head}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256())
+    except (ValueError, InvalidSignature):
+        return None
+    claims: dict[str, Any] = json.loads(raw(payload))
+    return claims
+
+
+@pytest.mark.parametrize("delivered", [False, True])
+def test_a_gs_store_is_reached_with_the_delivered_service_account_key(
+    gcs_url: str,  # noqa: F811  (the fixture)
+    token_endpoint: TokenEndpoint,
+    tmp_path: Path,
+    delivered: bool,
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    need_tool("rclone")
+    email = "ckpt-writer@p.iam.gserviceaccount.com"
+    pem = token_endpoint.key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    key_file = tmp_path / "here/sa.json"
+    key_file.parent.mkdir()
+    key_file.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "p",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": email,
+                "client_id": "1",
+                "token_uri": token_endpoint.url,
+            }
+        )
+    )
+    prefix = f"runs/gs-{delivered}"
+    plan = make_plan({"checkpoint": {"remote": f"gs://{BUCKET}/{prefix}", "credentials_file": str(key_file)}}, nodes=2)
+    root = tmp_path / "node"
+    files = _files(plan, "head")
+    env_file = root / ENV_FILE.lstrip("/")
+    env_file.parent.mkdir(parents=True)
+    env_file.write_text(files[ENV_FILE] + f"RCLONE_CONFIG_CKPT_ENDPOINT={gcs_url}/storage/v1/\n")  # the emulator
+    script = root / SYNC_PATH.lstrip("/")
+    script.parent.mkdir(parents=True)
+    script.write_text(files[SYNC_PATH])
+    (root / "shared").mkdir()
+    (root / "shared/model.pt").write_bytes(b"weights-gs")
+    if delivered:
+        found = read_store_credentials(plan.spec.checkpoint, {})
+        assert found is not None
+        env = {"PATH": os.environ["PATH"], "PROVISIONER_ROOT": str(root)}
+        assert subprocess.run(["bash", "-c", credentials_script(found)], env=env, check=False).returncode == 0
+    env = {  # the metadata server is a closed port: no credentials but the delivered key
+        "PATH": os.environ["PATH"],
+        "HOME": str(root),
+        "RCLONE_CONFIG": str(root / "no-rclone.conf"),
+        "PROVISIONER_ROOT": str(root),
+        "GCE_METADATA_HOST": "127.0.0.1:9",
+        "NO_GCE_CHECK": "True",
+    }
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    if delivered:
+        assert result.returncode == 0, result.stderr
+        assert _gcs_objects(gcs_url, f"{prefix}/") == {f"{prefix}/model.pt": b"weights-gs"}
+        assert token_endpoint.granted and {claims["iss"] for claims in token_endpoint.granted} == {email}
+    else:
+        assert result.returncode != 0
+        assert _gcs_objects(gcs_url, f"{prefix}/") == {} and token_endpoint.granted == []
