@@ -41,8 +41,11 @@ ROLES = {
 """What a store's credentials are made of: rclone's option names for its s3 / google cloud storage
 backend (``rclone help backend s3``), set on the nodes as ``RCLONE_CONFIG_CKPT_<OPTION>``."""
 REQUIRED = {"s3": ("access_key_id", "secret_access_key"), "gs": ("service_account_credentials",)}
-AWS_NAMES = {"AWS_ACCESS_KEY_ID": "access_key_id", "AWS_SECRET_ACCESS_KEY": "secret_access_key"}
-AWS_NAMES["AWS_SESSION_TOKEN"] = "session_token"
+AWS_NAMES = {
+    "AWS_ACCESS_KEY_ID": "access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "secret_access_key",
+    "AWS_SESSION_TOKEN": "session_token",
+}
 """The list form of ``credentials_env``: the AWS SDKs' own variable names, each for its rclone option."""
 FILE_ROLE = "service_account_credentials"
 
