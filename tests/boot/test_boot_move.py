@@ -9,11 +9,12 @@ cluster is torn down, a RunPod Instant Cluster (two pods, the other fake, same m
 up, the checkpoint is restored from the bucket and the job starts again there from the copied step,
 and completes. burst exits 0 with nothing left at either fake or running.
 
-The copy to the store is the one the sync timer makes every 5 minutes; the test starts that unit
-once the checkpoint of step 10 is written rather than waiting for the timer. The nodes' store
-credentials are in /etc/provisioner/checkpoint-credentials.env (render/checkpoint_sync.py), put
-there as a node image that carries them would. The figures (fault -> job running again, the new
-cluster's bring-up, the restore) are printed for docs/benchmarks.md. Run as root.
+The copy to the store is the one a spot reclaim notice starts (the rendered path unit, on the file the
+node watch writes): the test writes that file on the head once step 10's checkpoint is written (the
+timer's copy comes every 5 minutes, after this test is over). The nodes have no credentials of their
+own: the spec names the store's keys (``checkpoint.credentials_env``), read from burst's environment
+and written on each node of both clusters by the SSH pass. The figures (fault -> job running again,
+the new cluster's bring-up, the restore) are printed for docs/benchmarks.md. Run as root.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import yaml
 
 from provisioner.lifecycle import realize
 from provisioner.realize.remote import SshRemote
-from provisioner.render.checkpoint_sync import CREDENTIALS_FILE
+from provisioner.render.checkpoint_sync import CHECKPOINT_NOW
 from provisioner.spec import ClusterSpec
 from provisioner.testing.fakes.base import serve
 from tests.boot.backed import BackedLambdaFake, BackedRunPodFake
@@ -44,7 +45,8 @@ from tests.conftest import need_tool
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 BUCKET = "ckpt-move"
-STORE_KEYS = {"AWS_ACCESS_KEY_ID": "move-test-key", "AWS_SECRET_ACCESS_KEY": "move-test-secret"}
+STORE_KEYS = {"MOVE_STORE_KEY": "move-test-key", "MOVE_STORE_SECRET": "move-test-secret"}
+"""The store's keys in the environment burst runs in (``checkpoint.credentials_env`` names them)."""
 LAMBDA_TYPE = "gpu_8x_h100_sxm5"
 # The toy training loop (the batch script, on the head): it starts from the checkpoint in its folder
 # (restored there after a move), proves both nodes with srun, takes a step a second and writes a
@@ -152,6 +154,7 @@ checkpoint:
   endpoint_url: {store_url}
   size_gb: 3
   egress_usd_per_gb: 0.07
+  credentials_env: {{access_key_id: MOVE_STORE_KEY, secret_access_key: MOVE_STORE_SECRET}}
 """
         )
     )
@@ -181,7 +184,7 @@ def _s3(url: str):  # type: ignore[no-untyped-def]
 
 def _keys() -> dict[str, str]:
     keys = STORE_KEYS
-    return {"aws_access_key_id": keys["AWS_ACCESS_KEY_ID"], "aws_secret_access_key": keys["AWS_SECRET_ACCESS_KEY"]}
+    return {"aws_access_key_id": keys["MOVE_STORE_KEY"], "aws_secret_access_key": keys["MOVE_STORE_SECRET"]}
 
 
 def _stored(lab: Lab, url: str) -> dict[str, bytes]:  # noqa: F811
@@ -201,23 +204,11 @@ def test_a_run_whose_provider_has_no_capacity_moves_to_the_other_provider_and_re
     need_tool("rclone")
     from provisioner.lifecycle.burst import BurstOptions, run_burst
     from provisioner.lifecycle.burst_recover import catalog_planner
-    from provisioner.local import nodes as local_nodes
     from provisioner.providers.http import RetryPolicy
     from provisioner.providers.lambda_.client import LambdaClient
     from provisioner.providers.lambda_.provider import LambdaProvider
     from provisioner.providers.runpod.provider import RunPodProvider
 
-    made_root = local_nodes._root
-
-    def root_with_store_keys(*args: Any) -> Path:  # as an image that carries the store's keys
-        root = made_root(*args)
-        path = root / CREDENTIALS_FILE.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{k}={v}\n" for k, v in STORE_KEYS.items()))
-        path.chmod(0o600)
-        return root
-
-    monkeypatch.setattr(local_nodes, "_root", root_with_store_keys)
     monkeypatch.chdir(tmp_path)
     catalog = tmp_path / "catalog.json"
     catalog.write_text(json.dumps(_catalog(*host_resources)))
@@ -256,19 +247,23 @@ def test_a_run_whose_provider_has_no_capacity_moves_to_the_other_provider_and_re
         )
 
     def inject() -> None:
-        """Once step 10's checkpoint is written: the sync unit copies it to the store (as its timer
-        would); 3 steps later Lambda's capacity goes and the worker is reclaimed."""
+        """Once step 10's checkpoint is written: a reclaim notice on the head (its copy lands in the
+        store); 3 steps later Lambda's capacity goes and the worker is reclaimed."""
         try:
             while not finished.is_set() and seen["fault"] is None:
                 text = head_log(lambda_fake)
                 seen["logs"]["mv-0"] = text or seen["logs"].get("mv-0", "")
                 steps = [int(s) for s in re.findall(r"^step (\d+) ", text, re.M)]
                 if seen["copied"] is None and "ckpt 10" in text:
-                    sync = ("systemctl", "start", "provisioner-checkpoint-sync.service")
-                    copy = seen["heads"]["lambda"].exec(*sync, timeout=120)
-                    assert copy.returncode == 0, (copy.stdout, copy.stderr)
-                    seen["copied"] = (time.time(), _stored(lab, store))
-                    seen["copied_step"] = int(open_ckpt(seen["copied"][1]))
+                    # What the node watch writes on a spot reclaim notice: the path unit copies at once.
+                    notice = f"mkdir -p {CHECKPOINT_NOW.rsplit('/', 1)[0]} && date > {CHECKPOINT_NOW}"
+                    seen["heads"]["lambda"].exec("sh", "-c", notice, timeout=30)
+                    deadline = time.monotonic() + 90
+                    while "toy/mv-0/toy.ckpt" not in (objects := _stored(lab, store)):
+                        assert time.monotonic() < deadline, f"no copy in the store 90 s after the notice: {objects}"
+                        time.sleep(0.5)
+                    seen["copied"] = (time.time(), objects)
+                    seen["copied_step"] = int(open_ckpt(objects))
                 elif seen["copied"] is not None and steps and steps[-1] >= seen["copied_step"] + 3:
                     lambda_fake.capacity[LAMBDA_TYPE] = set()  # no more 8x H100 at Lambda, anywhere
                     worker = lambda_instance("mv-1")
@@ -301,6 +296,7 @@ def test_a_run_whose_provider_has_no_capacity_moves_to_the_other_provider_and_re
             provider_for=lambda name: adapters[name],
             emit=emit,
             timeouts=realize.Timeouts(running_s=180, ready_s=180, deleted_s=120, interval_s=1, max_interval_s=2),
+            environ=STORE_KEYS,
         )
         watcher = threading.Thread(target=inject, name="inject-fault", daemon=True)
         watcher.start()
@@ -337,6 +333,7 @@ def test_a_run_whose_provider_has_no_capacity_moves_to_the_other_provider_and_re
     # The job ran again on the new cluster, from the store's checkpoint, to the end.
     starts = re.findall(r"^start (\d+) ([\d.]+) (.*)$", new, re.M)
     assert len(starts) == 1 and starts[0][0] == str(copied_step), new
+    assert open_ckpt(_stored(lab, store)) == str(copied_step)  # what the store held is what was restored
     assert sorted(starts[0][2].split()) == ["mv-m1-0", "mv-m1-1"], new
     assert re.search(r"^done ", new, re.M), new
     assert re.findall(r"^start (\d+) ", old, re.M)[0] == "0", old
