@@ -223,6 +223,7 @@ COMMANDS = {
     "provisioner.lifecycle.cli",
     "provisioner.lifecycle.command_support",
     "provisioner.lifecycle.up_command",
+    "provisioner.lifecycle.burst_command",
     "provisioner.lifecycle.down_command",
     "provisioner.lifecycle.look_commands",
     "provisioner.lifecycle.costs_report",

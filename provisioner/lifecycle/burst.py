@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from provisioner.errors import ProvisionerError, StackError, UsageError
+from provisioner.errors import ProvisionerError, StackError
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import resume, state
 from provisioner.lifecycle.burst_validate import validate as _validate
@@ -171,12 +171,10 @@ def run_burst(
     job = job_argv(plans[0], command, opts.image)  # refuse a bad COMMAND before buying anything
     started = rt.now()
     first = plans[0]
-    if opts.recover == "anywhere" and not first.spec.checkpoint.remote:
-        raise UsageError(
-            "--recover anywhere restores the job's checkpoint from checkpoint.remote: set it in the spec "
-            "(docs/healing.md); nothing was bought",
-            option="--recover",
-        )
+    if opts.recover == "anywhere":
+        from provisioner.lifecycle.burst_recover import require_remote_checkpoint
+
+        require_remote_checkpoint(first)
     ttl_s = opts.ttl_s
     if ttl_s is None and first.spec.lifetime.ttl_hours is not None:
         ttl_s = first.spec.lifetime.ttl_hours * 3600

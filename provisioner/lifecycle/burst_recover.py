@@ -3,7 +3,7 @@
 The run's limits are the burst's: its expiry and ``--max-cost`` span every cluster it moves through
 (the watchdog is told of each move: ``Watchdog.moved``; its metered total is the run's). The re-plan
 is the spec's own (the plan the burst started from, with its SSH sources), over the bundled or given
-catalog, unless the options carry a ``planner``.
+catalog, unless the options carry a ``planner`` (``local_planner`` for ``burst --local``: the lab's fakes only).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from provisioner.errors import UsageError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.heal import Healer
 from provisioner.lifecycle.heal_rules import HealOptions
@@ -30,15 +31,54 @@ if TYPE_CHECKING:
 REPLAN_KEEP = 20
 
 
-def catalog_planner(catalog: Path | None = None) -> Callable[[ClusterSpec], Sequence[Plan]]:
+def catalog_planner(catalog: Path | None = None, keep: int = REPLAN_KEEP) -> Callable[[ClusterSpec], Sequence[Plan]]:
     """Ranked plans for a spec over ``catalog`` (None: the bundled one), as ``plan`` ranks them."""
     from provisioner.workflow import choose_catalog, resolve
 
     def plans(spec: ClusterSpec) -> Sequence[Plan]:
-        result = resolve(spec, choose_catalog(catalog), Path(f"{spec.name}.plan"), keep=REPLAN_KEEP)
+        result = resolve(spec, choose_catalog(catalog), Path(f"{spec.name}.plan"), keep=keep)
         return [result.to_plan(option.rank) for option in result.options]
 
     return plans
+
+
+def local_planner(
+    lab_cluster: str, served: Sequence[str], catalog: Path | None = None
+) -> Callable[[ClusterSpec], Sequence[Plan]]:
+    """A move's planner for ``burst --local --recover anywhere``: the re-planned spec ranked as
+    ``burst --local`` ranks (``lab.LOCAL_RANKED`` options of ``catalog``), kept to the providers the
+    run's lab serves (``served``) and the purchases their fakes boot, each fitted to this machine
+    (``lab.fit_to_host``). The new cluster is adopted into the lab started for ``lab_cluster``, so
+    ``status``/``ssh``/``down`` of it find that lab. PlanError when no option is left."""
+    from provisioner.errors import PlanError
+    from provisioner.local import lab, labrecord
+
+    ranked = catalog_planner(catalog, keep=lab.LOCAL_RANKED)
+    fakes = {name: fake for name, fake in lab.backed_fakes().items() if name in served}
+
+    def plans(spec: ClusterSpec) -> Sequence[Plan]:
+        bootable = [
+            plan
+            for plan in ranked(spec)
+            if plan.option.provider in fakes and plan.option.purchase in fakes[plan.option.provider].purchases
+        ]
+        if not bootable:
+            raise PlanError(f"none of {spec.name}'s options boots behind the lab's {', '.join(sorted(fakes))} fakes")
+        labrecord.adopt(spec.name, lab_cluster)
+        return [lab.fit_to_host(plan) for plan in bootable]
+
+    return plans
+
+
+def require_remote_checkpoint(plan: Plan) -> None:
+    """UsageError (one line) unless the plan's spec names ``checkpoint.remote``: a move restores the
+    job's checkpoint from it."""
+    if not plan.spec.checkpoint.remote:
+        raise UsageError(
+            "--recover anywhere restores the job's checkpoint from checkpoint.remote: set it in the spec "
+            "(docs/healing.md); nothing was bought",
+            option="--recover",
+        )
 
 
 def burst_mover(
@@ -77,4 +117,4 @@ def burst_mover(
     return mover
 
 
-__all__ = ["burst_mover", "catalog_planner"]
+__all__ = ["burst_mover", "catalog_planner", "local_planner", "require_remote_checkpoint"]

@@ -10,7 +10,7 @@ event per line on stdout instead. Errors are one line and the error tree's exit 
 (5: a stack failure, naming what remains and the command that removes it); ``burst`` exits
 with the job's status (124 when its TTL or cost cap stopped it, 130 on Ctrl-C).
 
-The commands live in up_command (up, burst), down_command (down) and look_commands (status,
+The commands live in up_command (up), burst_command (burst), down_command (down) and look_commands (status,
 outputs, ssh); what they share (option parsing, the engine choice, planning a target, the
 runtime) is the public module command_support; this module only registers them.
 """
@@ -59,9 +59,10 @@ def add_commands(group: cliargs.Commands) -> None:
                 dest="json_out",
             )
 
+    from provisioner.lifecycle.burst_command import burst
     from provisioner.lifecycle.down_command import down
     from provisioner.lifecycle.look_commands import outputs, ssh, status
-    from provisioner.lifecycle.up_command import burst, up
+    from provisioner.lifecycle.up_command import up
 
     cmd = cliargs.command(group, "up", up)
     target_file(cmd)

@@ -177,7 +177,13 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
         from provisioner.providers.seal import sealed
 
         seal = sealed()
-        report = collect_garbage(provider=seal.provider if seal else None, cluster_id=cluster_id, delete=delete)
+        if seal is not None and seal.provider is None and seal.providers:  # a run's lab: each fake it serves
+            from provisioner.providers import registry
+
+            adapters = {name: registry.get_provider(name) for name in seal.providers}
+            report = collect_garbage(adapters=adapters, cluster_id=cluster_id, delete=delete)
+        else:
+            report = collect_garbage(provider=seal.provider if seal else None, cluster_id=cluster_id, delete=delete)
         say(report.render())
         return report.exit_code
     record = state.load_record(cluster_id)
@@ -189,6 +195,29 @@ def local_gc(cluster_id: str, delete: bool) -> int | None:
         said += f"; provisioner gc --cluster {cluster_id} --yes forgets its record"
     say(printable(said))
     return 0
+
+
+def plans_to_try(
+    target: Path, catalog: Path | None, max_tries: int, ssh_from: list[str] | None, local: bool
+) -> list[Plan]:
+    """The ranked plans ``up`` and ``burst`` try, their input judged (one-line errors, nothing started):
+    a local dry run's are the options its lab can boot (SSH comes from the lab's own address,
+    lab.fit_to_host). The checkpoint store's credentials the spec names must be set now."""
+    from provisioner.realize.store_credentials import require_store_credentials
+
+    if local:
+        from provisioner.local import lab
+
+        lab.require_host()
+        plans = ranked_plans(target, catalog, lab.LOCAL_RANKED)
+        lab.local_options(plans, max_tries)  # refused here, before the first progress line
+    else:
+        from provisioner.lifecycle.access import require_ssh_sources
+
+        plans = with_ssh_sources(ranked_plans(target, catalog, max_tries), ssh_from)
+        require_ssh_sources(plans[0], target)
+    require_store_credentials(plans[0].spec.checkpoint)  # read again by the SSH pass, sent only over SSH
+    return plans
 
 
 def with_ssh_sources(plans: list[Plan], cidrs: list[str] | None) -> list[Plan]:

@@ -91,9 +91,14 @@ def down(
 
 
 def _stop_lab(cluster_id: str, emit: Emit) -> None:
-    from provisioner.local.lab import stop
+    """Nothing of the cluster is left at its fake: the lab's nodes and namespace go, unless the lab
+    serves another cluster of the run that is still up (``burst --local --recover anywhere``)."""
+    from provisioner.lifecycle import state
+    from provisioner.local.lab import release
 
-    stop(cluster_id)  # nothing of the cluster is left at its fake: the lab's nodes and namespace go
+    if not release(cluster_id, lambda other: state.load_record(other) is not None):
+        emit("local", message=f"local: the lab of {cluster_id} keeps running for the run's other cluster(s)")
+        return
     emit("local", message=f"local: the lab of {cluster_id} is stopped", cluster=cluster_id)
 
 

@@ -1,15 +1,14 @@
-"""``provisioner up`` and ``provisioner burst``: plan, buy and boot (registered by lifecycle/cli.py).
+"""``provisioner up``: plan, buy and boot (registered by lifecycle/cli.py).
 
 ``up`` on the pulumi engine drives the stacks/ program through the Automation API, keeps a local
 record (saved as ``creating`` before the stack is touched) and, unless ``--no-wait``, runs the
 direct engine's last steps on the stack's nodes; on the direct engine it calls
-``lifecycle.realize.bring_up_first`` over the spec's ranked options. ``burst`` brings a job
-cluster up, runs the job and tears it down (``lifecycle.burst``).
+``lifecycle.realize.bring_up_first`` over the spec's ranked options. ``burst`` lives in
+lifecycle/burst_command.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from decimal import Decimal
 from pathlib import Path
@@ -61,7 +60,7 @@ def up(
         from provisioner.lifecycle.access import say_exposure
 
         pulumi_engine.require_pulumi()  # before planning: one line when the CLI is absent
-        plans = _ranked(target, catalog, max_tries, ssh_from, local)
+        plans = command_support.plans_to_try(target, catalog, max_tries, ssh_from, local)
         emit("engine", message=f"engine: pulumi ({why})", engine="pulumi")  # after the input is judged
         if local:
             from provisioner.lifecycle.pulumi_local import local_plans
@@ -84,7 +83,7 @@ def up(
     from provisioner.lifecycle.access import say_exposure
     from provisioner.lifecycle.realize import bring_up_first
 
-    plans = _ranked(target, catalog, max_tries, ssh_from, local)
+    plans = command_support.plans_to_try(target, catalog, max_tries, ssh_from, local)
     emit("engine", message=f"engine: direct ({why})", engine="direct")  # a mistake stays a one-line error
     if local:  # a local dry run's nodes are this machine's containers, reached from its lab only
         from provisioner.local import lab
@@ -116,27 +115,6 @@ def up(
     finally:
         if runtime.interrupts is not None:
             runtime.interrupts.restore()
-
-
-def _ranked(target: Path, catalog: Path | None, max_tries: int, ssh_from: list[str] | None, local: bool) -> list[Plan]:
-    """The ranked plans ``up`` and ``burst`` try, their input judged (one-line errors, nothing started):
-    a local dry run's are the options its lab can boot (SSH comes from the lab's own address,
-    lab.fit_to_host). The checkpoint store's credentials the spec names must be set now."""
-    from provisioner.realize.store_credentials import require_store_credentials
-
-    if local:
-        from provisioner.local import lab
-
-        lab.require_host()
-        plans = command_support.ranked_plans(target, catalog, lab.LOCAL_RANKED)
-        lab.local_options(plans, max_tries)  # refused here, before the first progress line
-    else:
-        from provisioner.lifecycle.access import require_ssh_sources
-
-        plans = command_support.with_ssh_sources(command_support.ranked_plans(target, catalog, max_tries), ssh_from)
-        require_ssh_sources(plans[0], target)
-    require_store_credentials(plans[0].spec.checkpoint)  # read again by the SSH pass, sent only over SSH
-    return plans
 
 
 def _pulumi_up(
@@ -329,70 +307,3 @@ def _mark(cluster_id: str, status: str) -> None:
             state.save_record(record.model_copy(update={"status": status}))
     except (ProvisionerError, OSError):
         pass
-
-
-def burst(
-    target: Path,
-    command: list[str],
-    ttl: str | None = None,
-    max_cost: str | None = None,
-    engine: str = "direct",
-    skip_validation: bool = False,
-    max_tries: int = 3,
-    image: str = "ubuntu:24.04",
-    catalog: Path | None = None,
-    json_out: bool = False,
-    on_budget: str = "stop",
-    max_replacements: int = 3,
-    local: bool = False,
-    ssh_from: list[str] | None = None,
-    recover: str = "same",
-    max_moves: int | None = None,
-) -> int:
-    """Plan, bring up, validate, run COMMAND, stream its output, tear down. Exits with the job's status.
-    --local: on the plan's nodes booted on this machine behind the provider's fake, as up --local."""
-    if engine != "direct":
-        raise UsageError("burst runs on the direct engine only", option="--engine")
-    if not command:
-        raise UsageError(
-            "give the job after --, e.g. provisioner burst spec.yaml -- srun -N2 hostname", option="COMMAND"
-        )
-    from provisioner.lifecycle.burst import BurstOptions, run_burst
-
-    options = BurstOptions(
-        ttl_s=command_support.parse_duration(ttl) if ttl else None,
-        max_cost_usd=command_support.parse_money(max_cost) if max_cost else None,
-        on_budget=on_budget,
-        skip_validation=skip_validation,
-        max_tries=max_tries,
-        image=image,
-        max_replacements=max_replacements,
-        local=local,
-        recover=recover,
-        max_moves=max_moves,
-    )
-    if recover == "anywhere" and local:
-        raise UsageError("--recover anywhere re-plans on real providers' offers; not with --local", option="--recover")
-    if recover == "anywhere" and catalog is not None:
-        from provisioner.lifecycle.burst_recover import catalog_planner
-
-        options = dataclasses.replace(options, planner=catalog_planner(catalog))
-    from provisioner.lifecycle.access import say_exposure
-
-    emit = command_support.emitter(json_out)
-    plans = _ranked(target, catalog, max_tries, ssh_from, local)  # a local one refused before the lab starts
-    if local:  # the job runs on the lab's nodes; SSH comes from the lab's own address (lab.fit_to_host)
-        from provisioner.local import lab
-
-        plans = lab.local_plans(plans, emit, max_tries)
-    else:
-        say_exposure(plans, emit)
-    runtime = command_support.runtime(emit)
-    try:
-        code = run_burst(plans, command, options, runtime)
-    finally:
-        if runtime.interrupts is not None:
-            runtime.interrupts.restore()
-        if local:
-            lab.stop(plans[0].cluster_id)  # the job's nodes are gone; its namespace and fake go too
-    return code

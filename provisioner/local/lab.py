@@ -3,23 +3,23 @@
 A *lab* is one background process (``python -m provisioner.local.lab``) that owns, for one
 cluster: a network namespace with a bridge, the node image (built once, cached), the chosen
 provider's fake (the project's fake with node-backed hooks, ``provisioner.local.backed``)
-listening on the namespace's 127.0.0.1, and the systemd-nspawn nodes that fake launches.
+listening on the namespace's 127.0.0.1, and the systemd-nspawn nodes that fake launches. For
+``burst --local --recover anywhere`` it serves every node-backed fake at once (each on its own
+port, their nodes on the one bridge), so a move can land on another provider's fake.
 
 The CLI that uses a lab (``up --local``, then ``status``, ``ssh``, ``outputs``, ``down`` of that
 cluster) enters its namespace (setns(2) on the main thread, before any thread or ``ssh`` starts)
-and points ``PROVISIONER_<P>_API_URL``/``_API_KEY`` at the fake; from there the engine runs as
-it does against the provider. ``down`` stops the lab (SIGTERM to its pid) once the cluster is
-gone: the lab stops every node by pid, the server, and deletes the namespace.
+and points ``PROVISIONER_<P>_API_URL``/``_API_KEY`` of each provider it serves at its fake; from
+there the engine runs as it does against the provider. ``down`` stops the lab (SIGTERM to its pid)
+once nothing it serves is left: the lab stops every node by pid, the servers, and deletes the namespace.
 
-Where the lab is recorded: ``<state dir>/local/<cluster>.json`` (pid, namespace, URL, the folder of
-its nodes' roots and logs); its log
-beside it. Blocking calls say so; every failure is a ``UsageError`` (``--local``) or a
+Where the lab is recorded (and how a moved cluster finds it): provisioner.local.labrecord; its log
+beside its record. Blocking calls say so; every failure is a ``UsageError`` (``--local``) or a
 ``StackError`` naming the log.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -27,12 +27,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from provisioner.errors import StackError, UsageError
+from provisioner.local import labrecord
+from provisioner.local.labrecord import fakes_of
 from provisioner.termtext import say
-from provisioner.untrusted import loads_bounded
 
 API_KEY = "local-dry-run"  # what the lab's fake accepts; no provider ever sees it
 NETWORK = "10.80.0.0/24"
@@ -90,54 +92,40 @@ def local_options(plans: list[Any], max_tries: int) -> list[Any]:
     return [plan for plan in backed if plan.option.provider == provider][:max_tries]
 
 
-def _labs() -> Path:
-    from provisioner.dirs import state_dir
-
-    return state_dir() / "local"
-
-
-def _record_path(cluster_id: str) -> Path:
-    return _labs() / f"{cluster_id}.json"
+_record_path = labrecord.record_path
+_alive = labrecord.alive
+lab_for = labrecord.lab_for
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _said(providers: list[str]) -> str:
+    if len(providers) == 1:
+        return f"the {providers[0]} fake and its nodes"
+    return f"the {', '.join(providers[:-1])} and {providers[-1]} fakes and their nodes"
 
 
-def lab_for(cluster_id: str) -> dict[str, Any] | None:
-    """The running lab of ``cluster_id``, else None (a record whose process is gone is dropped)."""
-    path = _record_path(cluster_id)
-    try:
-        record = loads_bounded(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not _alive(int(record["pid"])):
-        path.unlink(missing_ok=True)
-        return None
-    found: dict[str, Any] = record
-    return found
-
-
-def start(cluster_id: str, provider: str, emit: Any = None) -> dict[str, Any]:
-    """The cluster's lab, started unless it runs. Blocks until its fake answers (the first run
-    builds the node image: minutes); raises StackError naming the log when it cannot start."""
+def start(cluster_id: str, provider: str | list[str], emit: Any = None) -> dict[str, Any]:
+    """The cluster's lab serving ``provider``'s fake (or each of a list's), started unless it runs.
+    Blocks until its fakes answer (the first run builds the node image: minutes); raises StackError
+    naming the log when it cannot start, UsageError when the running lab lacks one of them."""
+    providers = [provider] if isinstance(provider, str) else sorted(provider)
     running = lab_for(cluster_id)
     if running is not None:
+        lacking = [name for name in providers if name not in fakes_of(running)]
+        if lacking:
+            raise UsageError(
+                f"the local lab of {cluster_id} runs without a fake for {', '.join(lacking)}: "
+                f"provisioner down {cluster_id} stops it, then run this again",
+                option="--local",
+            )
         return running
-    folder = _labs()
+    folder = labrecord.labs_dir()
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / f"{cluster_id}.log"
     if emit is not None:
-        emit("local", message=f"local: starting the {provider} fake and its nodes (log: {log})", log=str(log))
+        emit("local", message=f"local: starting {_said(providers)} (log: {log})", log=str(log))
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "provisioner.local.lab", cluster_id, provider],
+            [sys.executable, "-m", "provisioner.local.lab", cluster_id, ",".join(providers)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -185,7 +173,7 @@ def relay(log: Path, offset: int) -> tuple[int, list[str]]:
 
 def enter(cluster_id: str) -> bool:
     """Put this process (its main thread, so every thread and ``ssh`` it starts later) into the
-    cluster's lab, point the provider's variables at the lab's fake and seal the process to it
+    cluster's lab, point each served provider's variables at its fake and seal the process to them
     (providers.seal: no other provider is asked). False when none runs."""
     record = lab_for(cluster_id)
     if record is None:
@@ -198,19 +186,38 @@ def enter(cluster_id: str) -> bool:
         raise StackError(f"cannot enter the local lab of {cluster_id} ({exc.strerror})") from None
     from provisioner.providers.seal import seal_to
 
-    prefix = f"PROVISIONER_{record['provider'].upper()}"
-    os.environ[f"{prefix}_API_URL"] = record["url"]
-    os.environ[f"{prefix}_API_KEY"] = API_KEY
-    seal_to(cluster_id, record["provider"], record["url"])  # and no other provider, whatever is set
+    fakes = fakes_of(record)
+    for provider, url in fakes.items():
+        prefix = f"PROVISIONER_{provider.upper()}"
+        os.environ[f"{prefix}_API_URL"] = url
+        os.environ[f"{prefix}_API_KEY"] = API_KEY
+    seal_to(cluster_id, fakes)  # and no other provider, whatever is set
+    return True
+
+
+def release(cluster_id: str, in_use: Callable[[str], bool]) -> bool:
+    """``down`` of ``cluster_id``: stop its lab (``stop``) unless another cluster the lab serves is
+    ``in_use`` (a run's other cluster still up); then only ``cluster_id``'s alias is dropped. False
+    when the lab keeps running, True when it stopped or none ran. Blocking."""
+    record = lab_for(cluster_id)
+    if record is None:
+        return True
+    owner = str(record["cluster"])
+    if any(other != cluster_id and in_use(other) for other in labrecord.served(owner)):
+        if cluster_id != owner:
+            _record_path(cluster_id).unlink(missing_ok=True)
+        return False
+    stop(owner)
     return True
 
 
 def stop(cluster_id: str, timeout_s: float = 120) -> bool:
-    """Stop the cluster's lab (SIGTERM to its pid; it stops its nodes and deletes its namespace)
-    and wait for it. Blocking; False when none ran."""
+    """Stop the lab serving ``cluster_id`` (SIGTERM to its pid; it stops its nodes and deletes its
+    namespace) and wait for it; its record and every alias go. Blocking; False when none ran."""
     record = lab_for(cluster_id)
     if record is None:
         return False
+    cluster_id = str(record["cluster"])
     pid = int(record["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
@@ -218,16 +225,18 @@ def stop(cluster_id: str, timeout_s: float = 120) -> bool:
         time.sleep(0.2)
     if _alive(pid):
         raise StackError(f"the local lab of {cluster_id} (pid {pid}) did not stop in {timeout_s:.0f} s")
-    _record_path(cluster_id).unlink(missing_ok=True)
+    labrecord.forget(cluster_id)
     return True
 
 
-def local_plans(plans: list[Any], emit: Any, max_tries: int = 3) -> list[Any]:
+def local_plans(plans: list[Any], emit: Any, max_tries: int = 3, every: bool = False) -> list[Any]:
     """``up --local``: the options a lab can boot (``local_options``), fitted to this machine, with
-    the cluster's lab started and this process inside it. Blocking (see ``start``)."""
+    the cluster's lab started and this process inside it. ``every``: the lab serves every
+    node-backed fake (``burst --local --recover anywhere``), not only the chosen option's. Blocking
+    (see ``start``)."""
     fitted = [fit_to_host(plan) for plan in local_options(plans, max_tries)]
     cluster_id = fitted[0].cluster_id
-    start(cluster_id, fitted[0].option.provider, emit)
+    start(cluster_id, sorted(backed_fakes()) if every else fitted[0].option.provider, emit)
     enter(cluster_id)
     return fitted
 
@@ -262,9 +271,10 @@ def image_cache() -> Path:
     return Path(platformdirs.user_cache_dir("gpu-provisioner")) / "node-image"
 
 
-def serve_lab(cluster_id: str, provider: str) -> None:
-    """The lab process: build or reuse the image, make the namespace, serve the fake inside it,
-    record itself, and wait for SIGTERM; then stop every node, the server and the namespace."""
+def serve_lab(cluster_id: str, providers: list[str]) -> None:
+    """The lab process: build or reuse the image, make the namespace, serve each provider's fake
+    inside it (one pool of nodes, each fake its own port), record itself, and wait for SIGTERM; then
+    stop every node, the servers and the namespace."""
     import tempfile
 
     from provisioner.local.backed import Machines
@@ -278,29 +288,31 @@ def serve_lab(cluster_id: str, provider: str) -> None:
     workdir = Path(tempfile.mkdtemp(prefix=f"provisioner-local-{cluster_id}-", dir="/var/tmp"))
     netns = Netns(f"pvl{os.getpid()}", (f"{OPERATOR}/24",))
     machines = Machines(image, workdir, netns, network=NETWORK, nvme_disks=NVME_DISKS)
-    server = None
+    servers: dict[str, Any] = {}
     try:
-        fake = backed_fakes()[provider](machines, api_key=API_KEY)
-        with netns.entered():
-            server = serve(fake)
+        for provider in providers:
+            fake = backed_fakes()[provider](machines, api_key=API_KEY)
+            with netns.entered():
+                servers[provider] = serve(fake)
+        fakes = {provider: server.url for provider, server in servers.items()}
+        first = providers[0]
         record = {
             "pid": os.getpid(),
             "netns": netns.name,
-            "url": server.url,
-            "provider": provider,
+            "url": fakes[first],
+            "provider": first,
+            "fakes": fakes,
             "cluster": cluster_id,
             "network": NETWORK,
             "workdir": str(workdir),
         }
-        path = _record_path(cluster_id)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record), encoding="utf-8")
-        partial.replace(path)
-        say(f"lab {cluster_id}: {provider} fake at {server.url} in netns {netns.name}", flush=True)
+        labrecord.write(cluster_id, record)
+        for provider, url in fakes.items():
+            say(f"lab {cluster_id}: {provider} fake at {url} in netns {netns.name}", flush=True)
         while not stopping.wait(1.0):
             pass
     finally:
-        if server is not None:
+        for server in servers.values():
             server.stop()
         left = machines.close()
         netns.delete()
@@ -310,4 +322,4 @@ def serve_lab(cluster_id: str, provider: str) -> None:
 
 
 if __name__ == "__main__":
-    serve_lab(sys.argv[1], sys.argv[2])
+    serve_lab(sys.argv[1], sys.argv[2].split(","))
