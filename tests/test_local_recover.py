@@ -229,7 +229,7 @@ def test_burst_local_recover_anywhere_moves_the_run_to_another_fake_in_the_same_
     runs = [0]
     gone = threading.Event()
     seen: list[str] = []
-    found: list[tuple[list[str], bool]] = []
+    found: list[tuple[list[str], bool, bool]] = []
 
     def job() -> None:
         runs[0] += 1
@@ -253,7 +253,10 @@ def test_burst_local_recover_anywhere_moves_the_run_to_another_fake_in_the_same_
             if event == "moved":  # the new cluster: planned for the lab (fitted to this host) and found in it
                 record = state.load_record(fields["cluster"])
                 assert record is not None and record.local
-                found.append((record.plan.spec.access.allowed_cidrs, lab.lab_for(fields["cluster"]) is not None))
+                fitted = record.plan.option.offer.vcpus == os.cpu_count()
+                found.append(
+                    (record.plan.spec.access.allowed_cidrs, fitted, lab.lab_for(fields["cluster"]) is not None)
+                )
 
         return instant_runtime(remote, emit=on_event)
 
@@ -271,7 +274,7 @@ def test_burst_local_recover_anywhere_moves_the_run_to_another_fake_in_the_same_
     assert (move["cluster"], move["to_cluster"], move["provider"]) == ("mv", "mv-m1", "runpod")
     assert (moved["cluster"], moved["provider"]) == ("mv-m1", "runpod")
     assert [e["cluster"] for e in events if e["event"] == "job"] == ["mv", "mv-m1"]
-    assert found == [([f"{lab.OPERATOR}/32"], True)]
+    assert found == [([f"{lab.OPERATOR}/32"], True, True)]
     assert starts == [sorted(SERVED)]  # the lab serves every node-backed fake, not only the first option's
     assert lam.launched == 2 and rp.instance_count() == 0 and lam.instance_count() == 0  # type: ignore[attr-defined]
     assert not run_lab.running() and list(labrecord.labs_dir().glob("*.json")) == []  # lab and alias gone
