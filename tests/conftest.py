@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,17 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     # xdist's workers run with COLUMNS=80; the tables are checked at the width a run without a
     # terminal gets (no COLUMNS: provisioner.workflow's fallback), with or without `-n`.
     monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _unsealed() -> Iterator[None]:
+    # A command acting on a local dry run seals the process to its lab (providers/seal.py) and the seal
+    # outlives the command (the CLI lifts it at the next run's start): a test that ran one must not
+    # leave the next test in its worker unable to build any adapter.
+    yield
+    from provisioner.providers.seal import unseal
+
+    unseal()
 
 
 # The README's command runs the suite on pytest-xdist workers (`-n auto`). Tests that share

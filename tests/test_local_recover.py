@@ -307,3 +307,34 @@ def test_a_running_lab_without_a_fake_the_run_needs_is_refused_in_one_line(run_l
         match="the local lab of mv runs without a fake for fluence, runpod: provisioner down mv stops it, then run",
     ):
         lab.start(CLUSTER, ["lambda", "runpod", "fluence"])
+
+
+def test_status_gc_and_down_of_a_moved_cluster_go_through_the_runs_lab_only(
+    trap: list[str],  # noqa: F811
+    run_lab: RunLab,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import datetime as dt
+
+    run_lab.start()
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    moved = replan_spec(load_spec(tmp_path / "spec.yaml"), "mv-m1", 3.5, 15.0, "lambda")
+    plan = local_planner(CLUSTER, list(SERVED))(moved)[0]
+    now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+    state.save_record(
+        state.ClusterRecord(
+            cluster_id="mv-m1", provider=plan.option.provider, engine="direct", plan=plan, created_at=now, local=True
+        )
+    )
+    code, out, _ = _run(capsys, "status", "mv-m1", "--json")
+    assert code == 0 and json.loads(out)["local"] is True
+    code, out, _ = _run(capsys, "gc", "--cluster", "mv-m1")
+    assert code == 0 and out.splitlines()[0] == "checked: fluence, lambda, runpod", out  # the lab's fakes, no other
+    assert all(app.exchanges for app in run_lab.apps.values())
+    code, out, err = _run(capsys, "down", "mv-m1")
+    assert code == 0 and "local: the lab of mv-m1 is stopped" in out + err, out + err
+    assert (
+        not run_lab.running() and list(labrecord.labs_dir().glob("*.json")) == []
+    )  # mv has no record: the run is over
+    assert trap == []

@@ -171,7 +171,8 @@ def add_commands(group: cliargs.Commands) -> None:
         cmd,
         "--local",
         "Dry run on this machine (root, Linux, systemd-nspawn): the job runs on the plan's nodes "
-        "booted as local containers behind the provider's fake; all of it is removed at the end.",
+        "booted as local containers behind the provider's fake (with --recover anywhere: behind every "
+        "node-backed fake, so a move can be rehearsed); all of it is removed at the end.",
         negatable=False,
     )
     ssh_from(cmd)
