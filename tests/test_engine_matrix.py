@@ -77,7 +77,8 @@ EXPIRES = dt.datetime(2026, 11, 24, 6, 0, tzinfo=dt.UTC)
 READS = frozenset({"list", "get", "offers"})
 RENEWALS = frozenset({"manage"})
 """The Vast.ai label updates of the direct engine's lease renewal (lifecycle.lease_renewal: renewed after
-the purchase, released when up is done); the Pulumi engine does not renew (docs/security.md)."""
+the purchase, released when up is done); the Pulumi leg here runs the program, not ``pulumi_engine.up``,
+whose renewal tests/test_pulumi_real_lease.py covers."""
 DYNAMIC = "pulumi-python:dynamic/provisioner:"
 LEASE = "<lease>"
 """A leg's lease mark in what the fakes received (the two legs' ``up``s hold different leases)."""

@@ -8,11 +8,12 @@ A replacement (``replace``): the jobs on the node are requeued (Slurm), the old 
 and waited for (the bill stops; a k8s Node and its k3s password secret go too, so the new machine
 can register under the name), then the node's ``NodeSpec`` is created again through the adapter:
 same offer, same name, same expiry (the TTL covers replacements); a CapacityError moves to the next
-ranked option of the same provider and GPU layout (``alternates``), as ``bring_up_first`` does. A
-rate limit, a 5xx or a lost answer is retried, re-listing first: create is idempotent on the node
-name, so a purchase whose answer was lost is adopted, never bought twice. Then it waits for the node
-to run, runs the SSH pass (every node learns the new address), waits for the control plane and
-resumes the node (``scontrol update State=RESUME`` / uncordon).
+ranked option of the same provider and GPU layout (``alternates``), as ``bring_up_first`` does. The
+purchase (lifecycle/heal_buy.py) retries a rate limit, a 5xx or a lost answer and adopts what a lost
+answer bought, never buying twice; the node carries the lease of the hold it was bought under, renewed
+like ``up``'s (lifecycle.lease_renewal). Then it waits for the node to run, runs the SSH pass (every
+node learns the new address), waits for the control plane and resumes the node (``scontrol update
+State=RESUME`` / uncordon).
 
 Limits: ``max_replacements``; a replacement is refused once the TTL has passed or when the cluster's
 spend so far plus the replacement's first billed period would exceed ``max_cost_usd`` (the spend is
@@ -28,34 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from provisioner.errors import (
-    CapacityError,
-    ClusterBusyError,
-    ProviderAPIError,
-    ProviderError,
-    RateLimitError,
-    StackError,
-)
+from provisioner.errors import CapacityError, ClusterBusyError, ProviderError, StackError
 from provisioner.lifecycle import lease as cluster_lease
-from provisioner.lifecycle import state
+from provisioner.lifecycle import lease_renewal, state
 from provisioner.lifecycle.faults import Fault, FaultFinder
-from provisioner.lifecycle.heal_rules import (
-    BILLING,
-    RETRYABLE_STATUS,
-    HealLimit,
-    HealOptions,
-    ReplacementLost,
-    node_hourly,
-    same_layout,
-)
-from provisioner.lifecycle.realize import (
-    Runtime,
-    cluster_secrets,
-    head_target,
-    live,
-    node_address,
-    ssh_pass,
-)
+from provisioner.lifecycle.heal_buy import buy_replacement
+from provisioner.lifecycle.heal_rules import BILLING, HealLimit, HealOptions, ReplacementLost, node_hourly, same_layout
+from provisioner.lifecycle.realize import Runtime, cluster_secrets, head_target, node_address, ssh_pass
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import cents_text, round_cents, usd_of_cents, usd_text
 from provisioner.plan import Plan
@@ -316,9 +296,16 @@ class Healer:
 
     def _create(self, name: str) -> Node:
         """Buy ``name`` again: same offer, then the alternates on a CapacityError. Cleans up on any exit.
-        Holds the cluster's lock and a lease while it buys, as ``up`` does (lifecycle.lease)."""
-        with cluster_lease.hold(self.record.cluster_id, "replace") as mark:
-            return self._create_held(name, mark.token())
+        Holds the cluster's lock and a lease while it buys, as ``up`` does (lifecycle.lease): inside a
+        burst, the burst's (its renewal covers the new node); else (``watch``) its own, renewed while
+        held and released once the node runs (lifecycle.lease_renewal)."""
+        cluster = self.record.cluster_id
+        outermost = cluster_lease.held_mark(cluster) is None
+        with cluster_lease.hold(cluster, "replace", now=self.rt.now) as mark:
+            node = self._create_held(name, mark.token())
+            if outermost:  # bought: the record is to hold it, as up's release says
+                lease_renewal.release(cluster)
+            return node
 
     def _create_held(self, name: str, lease: str) -> Node:
         cluster = self.record.cluster_id
@@ -328,7 +315,7 @@ class Healer:
         for index, plan in enumerate(tries):
             spec = realize_input(plan, secrets, run).spec(name)  # what up built the node from
             try:
-                node = self._create_one(spec, plan)
+                node = buy_replacement(self.rt, self.provider, spec, plan, self.options)
             except CapacityError as exc:
                 self._delete(name, why="capacity error")
                 if index + 1 == len(tries):
@@ -352,69 +339,6 @@ class Healer:
             self.usages.append(NodeUsage(node.id, name, self.rt.now(), None, source="client"))
             return node
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _create_one(self, spec: object, plan: Plan) -> Node:
-        cluster = self.record.cluster_id
-        name = spec.name  # type: ignore[attr-defined]
-        self.rt.emit(
-            "create",
-            message=f"creating {name} ({plan.option.instance_type}, {plan.option.region}, "
-            f"{usd_text(node_hourly(plan))}/h)",
-            cluster=cluster,
-            node=name,
-            instance_type=plan.option.instance_type,
-            hourly_usd=node_hourly(plan),
-        )
-        self.rt.touched.add(plan.option.provider)
-        for attempt in range(1, self.options.create_attempts + 1):
-            try:
-                with self.rt.held():
-                    created = self.provider.create_nodes(cluster, [spec])  # type: ignore[list-item]
-                node = next(n for n in created if n.name == name)
-                break
-            except (RateLimitError, ProviderAPIError) as exc:
-                status = getattr(exc, "status", 429)
-                adopted = [n for n in live(self.provider.get_nodes(cluster)) if n.name == name]
-                if adopted:  # the purchase went through; its answer did not
-                    node = adopted[0]
-                    self.rt.emit(
-                        "adopt",
-                        message=f"{name}: the create's answer was lost ({exc}); adopted {node.id}",
-                        cluster=cluster,
-                        node=name,
-                        id=node.id,
-                    )
-                    break
-                if (
-                    isinstance(exc, ProviderAPIError) and status not in RETRYABLE_STATUS and status != 0
-                ) or attempt == self.options.create_attempts:
-                    raise
-                wait_s = getattr(exc, "retry_after_s", None) or self.options.retry_s * attempt
-                self.rt.emit(
-                    "retry",
-                    message=f"{name}: {exc}; retrying in {wait_s:g} s",
-                    cluster=cluster,
-                    node=name,
-                    attempt=attempt,
-                )
-                self.rt.sleep(wait_s)
-        wanted = {name}
-
-        def running(nodes: list[Node]) -> bool:
-            mine = [n for n in nodes if n.name in wanted and n.id == node.id]
-            if mine and mine[0].status in (NodeStatus.FAILED, NodeStatus.TERMINATED):
-                raise ReplacementLost(
-                    f"replacement {node.id} is {mine[0].provider_state or mine[0].status.value} before it ran"
-                )
-            return bool(mine) and mine[0].status is NodeStatus.RUNNING
-
-        nodes = self.rt.wait(
-            lambda: self.provider.get_nodes(cluster),
-            running,
-            timeout_s=self.rt.timeouts.running_s,
-            what=f"replacement {name} to run",
-        )
-        return next(n for n in nodes if n.id == node.id)
 
     def _join(self, name: str, node: Node) -> None:
         cluster = self.record.cluster_id

@@ -11,7 +11,10 @@ One stack per cluster (stack name = cluster id) of the project in the installed
   ``show_secrets=False``.
 - ``provisioner:lease``: the lease mark of the ``up`` holding the cluster (``lifecycle.lease``), which
   the program writes on each node as the direct engine does (``realize.inputs.RunFacts``); removed
-  when none is held.
+  when none is held. While ``pulumi up`` runs, the holder renews that lease on the nodes through the
+  provider's adapter where marks can change (``lifecycle.lease_renewal``: every 10 min of the hold's
+  heartbeat, each renewal listing the cluster, so nodes the stack creates meanwhile are covered) and
+  releases it when the update succeeded; a failed one stops renewing, as the direct engine's.
 - ``provisioner:run``: the bring-up's run id (``run_id``, else the record's), each node's run mark
   as the direct engine writes it; removed when there is none.
 - ``provisioner:capacityReservationId``: for a Capacity Block plan, the block the stack's launch
@@ -29,11 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import ProvisionerError, StackError
-from provisioner.lifecycle import state
+from provisioner.lifecycle import lease_renewal, state
 from provisioner.lifecycle.pulumi_workspace import (
     INSTALL_HINT,
     automation,
@@ -63,6 +67,8 @@ RUN_KEY = "provisioner:run"
 """The stack config carrying the bring-up's run id (``lifecycle.state.new_run_id``)."""
 RESERVATION_KEY = "provisioner:capacityReservationId"
 """The stack config naming the EC2 Capacity Block a Capacity Block plan launches into."""
+
+log = logging.getLogger("provisioner.lease")
 
 
 def _remaining(stack: Any) -> list[str]:
@@ -147,7 +153,6 @@ def _up(
     # The Automation API passes config values on pulumi's command line, where any local user can
     # read them (ps): secrets travel as the path of their 0600 file, never as values.
     from provisioner.providers.base import expiry_text, owner_id
-    from provisioner.providers.registry import facts
 
     config = {
         "provisioner:plan": auto.ConfigValue(value=str(path)),
@@ -178,6 +183,39 @@ def _up(
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {last_line(str(exc))}") from None
     emit("pulumi", message=f"pulumi up {plan.cluster_id} ({backend_url(backend)})", cluster=plan.cluster_id)
+    renewal = None if mark is None else _renewal(plan, mark.token(), config["provisioner:owner"].value, runtime, emit)
+    try:
+        result = _stack_up(auto, stack, plan, backend, emit, runtime)
+    except BaseException:
+        if renewal is not None:  # its nodes are left to the stack and the record; their lease ages
+            lease_renewal.stop(plan.cluster_id, renewal)
+        raise
+    if renewal is not None:  # done: the record holds the cluster now, as after the direct engine's up
+        lease_renewal.release(plan.cluster_id)
+    return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
+
+
+def _renewal(plan: Plan, lease: str, owner: str, runtime: Runtime | None, emit: Emit) -> lease_renewal.Renewal | None:
+    """The renewal of ``lease`` on the stack's nodes while this process holds the cluster, through the
+    adapter of the plan's provider (None: marks cannot change there, or no adapter can be built here:
+    the nodes keep an unrenewed lease, which another machine keeps)."""
+    from provisioner.lifecycle.realize import Runtime
+
+    rt = runtime or Runtime(emit=emit)
+    try:
+        adapter = rt.provider(plan.option.provider)
+    except ProvisionerError as exc:
+        log.warning("%s: the lease of %s is not renewed: %s", plan.option.provider, plan.cluster_id, exc)
+        return None
+    # Not at once: the stack has not made its nodes yet (the first renewal lists them, 10 min in).
+    return lease_renewal.start(adapter, plan.cluster_id, lease, owner, rt.now(), at_once=False)
+
+
+def _stack_up(auto: Any, stack: Any, plan: Plan, backend: str | None, emit: Emit, runtime: Runtime | None) -> Any:
+    """``pulumi up`` of ``stack`` (pending operations cleared first); its result. StackError (or
+    StackCapacityError, Interrupted) when it fails."""
+    from provisioner.providers.registry import facts
+
     try:
         clear_pending(auto, stack, _where(plan.cluster_id, backend), emit)
         # Ctrl-C reaches pulumi too (the terminal's process group): it cancels, records what it did and
@@ -207,7 +245,7 @@ def _up(
         raise failed from None
     except (ValueError, OSError) as exc:  # an answer the Automation API could not read
         raise _failed("up", plan.cluster_id, stack, exc, backend) from None
-    return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
+    return result
 
 
 def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events, provider: str | None = None) -> bool:

@@ -8,7 +8,8 @@ it. Requests are dispatched by action (EC2 ``Action=`` form field, or the JSON p
   app in process (moto 5.2.5, ``EC2_ENABLE_INSTANCE_TYPE_VALIDATION`` on), so their
   semantics are moto's. On top the fake adds what the contract suite needs: faults,
   capacity limits (``InsufficientInstanceCapacity``), slow boots (a running instance is shown
-  ``pending`` until polled enough), the call log and the ``Bought`` record of each launch.
+  ``pending`` until polled enough), the call log and the ``Bought`` record of each launch;
+  a terminated instance's Elastic IP is disassociated, as EC2 does (moto keeps it associated).
   The handlers of what moto lacks (below) are in ``aws_moto_gaps``:
 - ``DescribeCapacityBlockOfferings`` (moto has none) from ``capacity_blocks``;
   ``PurchaseCapacityBlock`` buys one of the offerings it answered and ``DescribeCapacityReservations``
@@ -299,6 +300,7 @@ class AWSFake(FakeApp):
             ids = {v for k, v in form.items() if k.startswith("InstanceId.")}
             self.live -= ids
             self.costs.terminated(ids)
+            self.moto.disassociate_addresses(self._region(request), ids)
         if action == "DescribeInstances" and response.status_code == 200:
             response = self._with_boot_states(response)
             response.set_data(self.costs.with_fake_times(response.get_data()))

@@ -74,6 +74,18 @@ class Moto:
             back = {masked.encode(): real.encode() for real, masked in self._masks.items()}
         return _ADDRESS.sub(lambda found: back.get(found.group(0), found.group(0)), body) if back else body
 
+    def disassociate_addresses(self, region: str, instance_ids: set[str]) -> None:
+        """Disassociate the Elastic IPs of terminated ``instance_ids``: EC2 does on termination (the
+        address stays allocated, free for another instance); moto 5.2.5 keeps it on the dead one."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.ec2.models import ec2_backends
+
+        backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+        for eip in list(backend.addresses):
+            instance = eip.instance or (eip.eni.instance if eip.eni is not None else None)
+            if instance is not None and instance.id in instance_ids:
+                backend.disassociate_address(address=eip.public_ip)
+
     def static_call(self, request: Request, region: str, form: dict[str, str]) -> Response:
         """moto's answer to a ``STATIC`` action, from ``_STATIC_ANSWERS`` when it was asked before."""
         key = (region, tuple(sorted(form.items())))
