@@ -6,14 +6,23 @@ one provider for ``up --local``, every node-backed fake for ``burst --local --re
 ``seal_to(cluster)`` (no lab runs: nothing may be asked) is called before any adapter is built;
 from then on ``check(name)`` (``settings.api_url``, which every adapter reads its endpoint through)
 refuses every provider the lab does not serve, and a served provider's base URL is its fake's.
-``unseal()`` lifts it (each CLI run starts unsealed). A plain module of state: no imports, so every
-layer can ask it.
+``unseal()`` lifts it (each CLI run starts unsealed). A plain module of state (standard library
+imports only), so every layer can ask it.
+
+The seal is also in this process's environment (``PROVISIONER_SEAL``, JSON), so the processes it
+starts are sealed the same way: the Pulumi engine's language host, program and dynamic providers
+(``up --local --engine pulumi``). A value that cannot be read seals to nothing.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+SEAL_ENV = "PROVISIONER_SEAL"
+"""The seal as the processes this one starts inherit it."""
 
 
 @dataclass(frozen=True)
@@ -36,16 +45,38 @@ _SEAL: list[Seal] = []
 
 
 def seal_to(cluster: str, urls: Mapping[str, str] | None = None) -> None:
-    """Seal this process to ``cluster``'s lab (each provider's fake at its URL), or to nothing."""
+    """Seal this process, and every process it starts from now on, to ``cluster``'s lab (each
+    provider's fake at its URL), or to nothing."""
     _SEAL[:] = [Seal(cluster, dict(urls or {}))]
+    os.environ[SEAL_ENV] = json.dumps({"cluster": cluster, "urls": dict(urls or {})})
 
 
 def unseal() -> None:
     _SEAL.clear()
+    os.environ.pop(SEAL_ENV, None)
 
 
 def sealed() -> Seal | None:
-    return _SEAL[0] if _SEAL else None
+    if _SEAL:
+        return _SEAL[0]
+    inherited = os.environ.get(SEAL_ENV)
+    return None if inherited is None else _inherited(inherited)
+
+
+def _inherited(text: str) -> Seal:
+    """The seal a parent process passed down; one that cannot be read allows nothing."""
+    try:
+        data = json.loads(text)
+        urls = data["urls"]
+        if (
+            isinstance(data["cluster"], str)
+            and isinstance(urls, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in urls.items())
+        ):
+            return Seal(data["cluster"], urls)
+    except (ValueError, KeyError, TypeError):
+        pass
+    return Seal("(unreadable " + SEAL_ENV + ")", {})
 
 
 class SealedError(Exception):
@@ -71,4 +102,4 @@ def check(name: str) -> str | None:
     raise SealedError(f"cluster {seal.cluster} is a local dry run: no real provider is asked ({where})")
 
 
-__all__ = ["Seal", "SealedError", "check", "seal_to", "sealed", "unseal"]
+__all__ = ["SEAL_ENV", "Seal", "SealedError", "check", "seal_to", "sealed", "unseal"]
