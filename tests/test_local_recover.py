@@ -338,3 +338,24 @@ def test_status_gc_and_down_of_a_moved_cluster_go_through_the_runs_lab_only(
         not run_lab.running() and list(labrecord.labs_dir().glob("*.json")) == []
     )  # mv has no record: the run is over
     assert trap == []
+
+
+def test_a_backed_lambda_fake_reclaims_an_instance_through_its_control_route(tmp_path: Path) -> None:
+    from werkzeug.test import Client
+
+    from provisioner.local.backed import BackedLambdaFake, Machines
+
+    class NoBoot(Machines):
+        def stop(self, instance_id: str) -> None:
+            self.stopped_ids.append(instance_id)
+
+    machines = NoBoot(tmp_path, tmp_path, None)  # type: ignore[arg-type]
+    machines.stopped_ids = []  # type: ignore[attr-defined]
+    app = BackedLambdaFake(machines, api_key=lab.API_KEY)
+    app.instances["i-0123"] = {"id": "i-0123", "status": "active", "name": "mv-mv-1"}  # type: ignore[attr-defined]
+    client = Client(app)
+    answer = client.post("/_fake/reclaim", json={"instance_id": "i-0123"})
+    assert (answer.status_code, answer.json) == (200, {"ok": True, "instance_id": "i-0123"})
+    assert app.instances["i-0123"]["status"] == "preempted" and machines.stopped_ids == ["i-0123"]  # type: ignore[attr-defined]
+    assert client.post("/_fake/reclaim", json={"instance_id": "i-nope"}).status_code == 404
+    assert client.get("/_fake/about").json["boots_nodes"] is True  # every other control route as before

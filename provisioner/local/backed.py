@@ -10,6 +10,7 @@ and faults are unchanged, except that the instance's addresses are its node's:
 - ``BackedLambdaFake``: a VM booting the launch's ``user_data`` from a NoCloud seed, with the
   hostname the launch asked for (Lambda's ``hostname`` field) or, as Lambda names its VMs,
   the address with dashes. ``ip`` and ``private_ip`` both report the node's bridge address.
+  ``POST /_fake/reclaim {"instance_id": ID}`` reclaims one out of process (a test of a lab's move).
 - ``BackedRunPodFake``: a container pod running the pod's start command (``args``) with its
   environment, hostname the pod id, as RunPod does. SSH (port 22) reports the bridge address.
   An Instant Cluster's member pods are such nodes too; a member's cluster address (RunPod's
@@ -170,6 +171,22 @@ class BackedLambdaFake(LambdaFake):
             for instance_id in self.body(request).get("instance_ids") or []:
                 self.machines.stop(instance_id)
         return response
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        if request.method == "POST" and request.path == "/_fake/reclaim":  # a test's reclaim, out of process
+            return self._reclaim(request)(environ, start_response)
+        return super().__call__(environ, start_response)
+
+    def _reclaim(self, request: Request) -> Response:
+        """``POST /_fake/reclaim {"instance_id": ID}``: Lambda reclaims the instance (status ``preempted``,
+        as ``set_status``) and its node powers off, as a reclaimed VM does. 404 for an unknown id."""
+        instance_id = str(self.body(request).get("instance_id", ""))
+        if instance_id not in self.instances:
+            return self.json({"error": f"no instance {instance_id!r}"}, 404)
+        self.set_status(instance_id, "preempted")
+        self.machines.stop(instance_id)
+        return self.json({"ok": True, "instance_id": instance_id})
 
 
 class BackedRunPodFake(RunPodFake):
