@@ -46,8 +46,16 @@ checkpoint:
   endpoint_url: {STORE}
   size_gb: 3
   egress_usd_per_gb: 0.07
-  credentials_env: [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY]
+  credentials_env: {{access_key_id: MOVE_STORE_KEY, secret_access_key: MOVE_STORE_SECRET}}
 """
+
+
+LIST = (
+    "import boto3\n"
+    f"s3 = boto3.client('s3', endpoint_url='{STORE}', region_name='us-east-1', aws_access_key_id='k', "
+    "aws_secret_access_key='s')\n"
+    f"for o in s3.list_objects_v2(Bucket='{BUCKET}').get('Contents', []): print(o['Key'], o['Size'])\n"
+)
 
 
 def _in_lab(netns: str, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -120,6 +128,8 @@ def test_burst_local_moves_the_run_to_the_other_fake_and_resumes_from_the_store(
                     "ssh", "mv", "--", "sudo", "-n", "systemctl", "start", "provisioner-checkpoint-sync.service"
                 )
                 assert sync.returncode == 0, sync.stdout + sync.stderr
+                listed = _in_lab(netns, sys.executable, "-c", LIST, timeout=120)
+                assert "toy/mv-0/toy.ckpt 3" in listed.stdout.splitlines(), listed.stdout + listed.stderr  # "10\n"
                 seen["copied"] = 10
             elif "copied" in seen and steps and steps[-1] >= 13:
                 status = user.run("status", "mv", "--json", timeout=120)
