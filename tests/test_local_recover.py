@@ -359,3 +359,17 @@ def test_a_backed_lambda_fake_reclaims_an_instance_through_its_control_route(tmp
     assert app.instances["i-0123"]["status"] == "preempted" and machines.stopped_ids == ["i-0123"]  # type: ignore[attr-defined]
     assert client.post("/_fake/reclaim", json={"instance_id": "i-nope"}).status_code == 404
     assert client.get("/_fake/about").json["boots_nodes"] is True  # every other control route as before
+
+
+def test_a_lab_this_process_started_is_reaped_when_stopped() -> None:
+    # burst --local starts its lab and stops it: the exited lab stays this process's zombie, which
+    # signal 0 still finds; stop reaps it instead of waiting out its timeout ("did not stop", exit 5).
+    proc = subprocess.Popen(["sleep", "600"])  # no reaper: as lab.start leaves its child
+    try:
+        labrecord.write(CLUSTER, {"pid": proc.pid, "netns": "pvl-x", "cluster": CLUSTER, "fakes": {"lambda": "x"}})
+        assert lab.stop(CLUSTER, timeout_s=5) is True
+        assert not Path(f"/proc/{proc.pid}").exists() and lab.lab_for(CLUSTER) is None
+    finally:
+        if Path(f"/proc/{proc.pid}").exists():
+            proc.kill()
+        proc.poll()  # reaped by stop: Popen learns it (ECHILD) and does not warn of a running child

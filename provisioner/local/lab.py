@@ -221,12 +221,23 @@ def stop(cluster_id: str, timeout_s: float = 120) -> bool:
     pid = int(record["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while not _ended(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
+    if not _ended(pid):
         raise StackError(f"the local lab of {cluster_id} (pid {pid}) did not stop in {timeout_s:.0f} s")
     labrecord.forget(cluster_id)
     return True
+
+
+def _ended(pid: int) -> bool:
+    """Whether the lab process ``pid`` has exited: reaped here when it is this process's child (``burst
+    --local`` started it and stops it: an exited child stays a zombie that signal 0 still finds)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:  # not our child: another command started it
+        pass
+    return not _alive(pid)
 
 
 def local_plans(plans: list[Any], emit: Any, max_tries: int = 3, every: bool = False) -> list[Any]:
