@@ -373,3 +373,36 @@ def test_a_lab_this_process_started_is_reaped_when_stopped() -> None:
         if Path(f"/proc/{proc.pid}").exists():
             proc.kill()
         proc.poll()  # reaped by stop: Popen learns it (ECHILD) and does not warn of a running child
+
+
+def test_watch_moves_a_local_cluster_within_its_lab_only(run_lab: RunLab, tmp_path: Path) -> None:
+    """``watch CLUSTER --recover anywhere`` on a local dry run: the move is planned over the fakes its
+    lab serves, fitted to this machine, and the new cluster is local too (was: the whole catalog)."""
+    from provisioner.lifecycle.heal_rules import HealOptions
+    from provisioner.lifecycle.realize import bring_up
+    from provisioner.lifecycle.watch import _mover
+
+    run_lab.start()
+    assert lab.enter(CLUSTER)
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    catalog = sold_catalog(tmp_path / "catalog.json")
+    first = next(
+        p for p in catalog_planner(catalog)(load_spec(tmp_path / "spec.yaml")) if p.option.provider == "lambda"
+    )
+    remote = SchedulerRemote(nodes=[n.name for n in first.nodes], healthy=True)
+    rt = instant_runtime(remote)
+    record = bring_up(lab.fit_to_host(first), rt, local=True)
+    mover = _mover(rt, record, remote, catalog, None, HealOptions())
+    assert mover.local
+    moved = replan_spec(record.plan.spec, "mv-m1", 3.0, 15.0, "lambda")
+    planned = list(mover.planner(moved))
+    assert {p.option.provider for p in planned} == {"lambda", "runpod"}  # what the lab serves and the spec allows
+    assert all(
+        p.option.offer.vcpus == os.cpu_count() and p.spec.access.allowed_cidrs == [f"{lab.OPERATOR}/32"]
+        for p in planned
+    )
+    assert json.loads(labrecord.record_path("mv-m1").read_text()) == {"lab": CLUSTER}
+
+    run_lab.close()  # its lab stopped: nothing to move to
+    with pytest.raises(UsageError, match="is a local dry run whose lab is not running"):
+        _mover(rt, record, remote, catalog, None, HealOptions())

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported on use: registering the command costs nothing at s
     from provisioner.lifecycle.state import ClusterRecord
     from provisioner.plan import Plan
     from provisioner.realize.remote import Remote
+    from provisioner.spec import ClusterSpec
 
 
 def alternates_for(plan: Plan, catalog: Path | None, rt: Runtime) -> list[Plan]:
@@ -182,10 +183,26 @@ def _mover(
         record.plan.spec,
         run,
         remote,
-        catalog_planner(catalog),
+        _local_planner(record, catalog) if record.local else catalog_planner(catalog),
         MoveOptions(max_moves=max_moves),
         options,
+        local=record.local,
     )
+
+
+def _local_planner(record: ClusterRecord, catalog: Path | None) -> Callable[[ClusterSpec], Sequence[Plan]]:
+    """A local cluster moves within its lab: the options of the fakes that lab serves, fitted to this
+    machine (as ``burst --local --recover anywhere`` plans them). UsageError when its lab is not running."""
+    from provisioner.lifecycle.burst_recover import local_planner
+    from provisioner.local import labrecord
+
+    running = labrecord.lab_for(record.cluster_id)
+    if running is None:
+        raise UsageError(
+            f"cluster {record.cluster_id} is a local dry run whose lab is not running: nothing to move it to",
+            option="--recover",
+        )
+    return local_planner(str(running["cluster"]), sorted(labrecord.fakes_of(running)), catalog)
 
 
 def _duration(text: str, option: str) -> float:
