@@ -233,9 +233,10 @@ def move_term(p: Pricing) -> np.ndarray:
     Each part rounded once (docs/cost-model.md, "Move").
 
     The download leaves the store's provider (s3:// AWS, gs:// GCP) at its internet egress tiers for a
-    candidate of another provider, at its inter-region rate for one of its own (the bucket's region is
-    not known, so the move is not assumed free), at ``checkpoint.egress_usd_per_gb`` when that is set
-    (0 for an ``endpoint_url`` store without it); plus the candidate's ingress."""
+    candidate of another provider; for one of its own, free in the bucket's region
+    (``checkpoint.region``), at its inter-region rate elsewhere and when the region is not given (then
+    staying is not assumed free); at ``checkpoint.egress_usd_per_gb`` whenever that is set (0 for an
+    ``endpoint_url`` store without it); plus the candidate's ingress."""
     checkpoint = p.spec.checkpoint
     restore = checkpoint.restore
     if restore is None:
@@ -251,13 +252,16 @@ def move_term(p: Pricing) -> np.ndarray:
     else:
         leave = Fraction(0)
 
-    def download(provider: int, ingress_nano: int) -> int:
+    def download(provider: int, in_bucket_region: int, ingress_nano: int) -> int:
         out = leave
         if checkpoint.egress_usd_per_gb is None and info is not None and providers[provider] == store:
-            out = size_gb * Fraction(info.inter_region_usd_per_gb)
+            out = Fraction(0) if in_bucket_region else size_gb * Fraction(info.inter_region_usd_per_gb)
         return round_cents(out + size_gb * Fraction(ingress_nano, NANO))
 
-    moved = _per_key([p.table["provider"][p.rows], p.table["ingress_nano"][p.rows]], download)
+    # Whether the row sits in the bucket's region, not which region (few keys, as egress_term).
+    wanted = None if checkpoint.region is None else checkpoint.region.encode()
+    in_region = (p.table.names["region"] == wanted)[p.table["region"][p.rows]].astype(np.int64)
+    moved = _per_key([p.table["provider"][p.rows], in_region, p.table["ingress_nano"][p.rows]], download)
     lost_s = Fraction(spec_decimal(restore.lost_minutes)) * 60
     whole = np.full(len(p.rows), int(lost_s), dtype=np.int64)
     fraction = np.full(len(p.rows), lost_s.denominator != 1, dtype=bool)

@@ -1,8 +1,10 @@
 """``checkpoint:`` in a spec: an object store outside the cluster that the checkpoints are copied to.
 
 ``remote`` is ``s3://BUCKET[/PREFIX]`` or ``gs://BUCKET[/PREFIX]``; ``endpoint_url`` names an
-S3-compatible service (MinIO, R2, Ceph) for an ``s3://`` remote. Both reach boot scripts and
-systemd unit files (render/checkpoint_sync.py), so they are held to a narrow alphabet here.
+S3-compatible service (MinIO, R2, Ceph) for an ``s3://`` remote; ``region`` is the bucket's region
+(what a move's download is priced by, cost_terms.move_term; rclone's region for an ``s3://`` store).
+They reach boot scripts and systemd unit files (render/checkpoint_sync.py), so they are held to a
+narrow alphabet here.
 
 ``credentials_env`` / ``credentials_file`` name the store's credentials for nodes that have none of
 their own (a neocloud's): variables of the environment ``up``/``burst``/``watch`` run in, or a
@@ -32,6 +34,8 @@ PREFIX = re.compile(r"(/[A-Za-z0-9._=-]+)*/?")
 Quantity = Annotated[float, Field(ge=0, le=1e9, strict=True, allow_inf_nan=False)]
 """A YAML number (read exactly by ``money.spec_decimal`` where it is priced)."""
 ENDPOINT = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~-]*)*")
+REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+"""A bucket's region as the providers spell them (us-east-1, us-central1, europe-west4)."""
 VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 """An environment variable's name, as a spec may give it (letters, digits, '_')."""
 ROLES = {
@@ -71,6 +75,11 @@ class CheckpointSpec(BaseModel):
     endpoint_url: str | None = Field(
         None, description="An S3-compatible service's URL (https://minio.example:9000) for an s3:// remote."
     )
+    region: str | None = Field(
+        None,
+        description="The bucket's region (us-east-1, us-central1): a move to a cluster of the store's provider "
+        "in it downloads for free, from another of its regions at the inter-region rate (unset: that rate).",
+    )
 
     credentials_env: list[str] | dict[str, str] | None = Field(
         None,
@@ -104,6 +113,7 @@ class CheckpointSpec(BaseModel):
         if isinstance(data, dict):
             for key, default in (
                 ("size_gb", 0),
+                ("region", None),
                 ("egress_usd_per_gb", None),
                 ("max_moves", 2),
                 ("restore", None),
@@ -137,6 +147,15 @@ class CheckpointSpec(BaseModel):
     def _endpoint(cls, value: str | None) -> str | None:
         if value is not None and not ENDPOINT.fullmatch(value):
             raise ValueError(f"{value!r}: expected http(s)://HOST[:PORT][/PATH]")
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        if value is not None and not REGION.fullmatch(value):
+            raise ValueError(
+                f"{value[:100]!r}: expected a region name such as us-east-1 (lowercase letters, digits, '-')"
+            )
         return value
 
     @field_validator("credentials_env")
@@ -204,6 +223,8 @@ class CheckpointSpec(BaseModel):
             raise ValueError("endpoint_url is for an S3-compatible store: set remote: s3://BUCKET/PREFIX")
         if self.restore is not None and self.remote is None:
             raise ValueError("restore needs a remote to restore from")
+        if self.region is not None and self.remote is None:
+            raise ValueError("region is the bucket's: set remote: s3://BUCKET/PREFIX or gs://BUCKET/PREFIX")
         return self
 
     def store_provider(self) -> str | None:

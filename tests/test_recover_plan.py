@@ -111,3 +111,67 @@ def test_a_restore_without_a_remote_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match="checkpoint"):
         plans_for(SPEC.format(checkpoint="restore: {lost_minutes: 1}"), tmp_path)
+
+
+# The bucket's region (checkpoint.region): 1234.25 GB leaving a store. Same provider and region: free;
+# same provider, another region or no region given: $0.02/GB, 24.685 -> $24.68 (half-even; binary float
+# makes it 24.685000000000002 -> $24.69); another provider: S3's 1134.25 GB past the free 100 at $0.09 =
+# $102.0825 -> $102.08, GCS's first 1024 GB at $0.12 + 210.25 at $0.11 = $146.0075 -> $146.01. An explicit
+# egress_usd_per_gb wins everywhere: 1234.25 x $0.01 = $12.3425 -> $12.34. No lost work: the download alone.
+S3 = "remote: s3://ckpt-bucket/run, size_gb: 1234.25, restore: {lost_minutes: 0}"
+GS = "remote: gs://ckpt-bucket/run, size_gb: 1234.25, restore: {lost_minutes: 0}"
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "home", "in_region", "elsewhere", "others"),
+    [
+        (S3 + ", region: us-east-1", "aws:us-east-1", "0", "24.68", {"runpod": "102.08", "gcp": "102.08"}),
+        (S3 + ", region: us-west-2", "aws:us-west-2", "0", "24.68", {"runpod": "102.08", "gcp": "102.08"}),
+        (S3, None, None, "24.68", {"runpod": "102.08", "gcp": "102.08"}),  # no region: the cautious rate
+        (GS + ", region: us-central1", "gcp:us-central1", "0", "24.68", {"runpod": "146.01", "aws": "146.01"}),
+        (GS, None, None, "24.68", {"runpod": "146.01", "aws": "146.01"}),
+        (
+            S3 + ", region: us-east-1, egress_usd_per_gb: 0.01",
+            "aws:us-east-1",
+            "12.34",
+            "12.34",
+            {"runpod": "12.34", "gcp": "12.34"},
+        ),
+    ],
+)
+def test_the_buckets_region_prices_a_move_within_its_provider(
+    checkpoint: str,
+    home: str | None,
+    in_region: str | None,
+    elsewhere: str,
+    others: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    store = "aws" if checkpoint.startswith("remote: s3") else "gcp"
+    plans = plans_for(SPEC.format(checkpoint=checkpoint), tmp_path, count=200)
+    seen: dict[str, Decimal] = {}
+    for plan in plans:  # every row: its move is fixed by its provider and whether it is in the bucket's region
+        where = f"{plan.option.provider}:{plan.option.region}"
+        if plan.option.provider != store:
+            expected = others[plan.option.provider]
+        else:
+            expected = in_region if where == home else elsewhere
+        assert (where, plan.option.cost.move) == (where, Decimal(str(expected)))
+        seen[where] = plan.option.cost.move
+    assert home is None or home in seen  # the bucket's region sells the GPU: its rows were priced
+    assert sum(1 for where in seen if where.startswith(store) and where != home) >= 2  # and other regions
+
+
+def test_a_checkpoint_region_is_checked_and_kept_out_of_plan_json_when_unset(tmp_path: Path) -> None:
+    from provisioner.errors import SpecError
+
+    for bad in ("US East", "us_east_1", "-us-east-1", "us-east-1; rm -rf /", "x" * 64):
+        with pytest.raises(SpecError, match=r"checkpoint\.region"):
+            plans_for(SPEC.format(checkpoint=f"remote: s3://b-1/r, region: {json.dumps(bad)}"), tmp_path)
+    with pytest.raises(SpecError, match="region is the bucket's"):
+        plans_for(SPEC.format(checkpoint="region: us-east-1"), tmp_path)
+    unset = plans_for(SPEC.format(checkpoint="remote: s3://b-1/r"), tmp_path)[0]
+    assert "region" not in json.loads(unset.model_dump_json())["spec"]["checkpoint"]
+    kept = plans_for(SPEC.format(checkpoint="remote: s3://b-1/r, region: eu-north-1"), tmp_path)[0]
+    assert json.loads(kept.model_dump_json())["spec"]["checkpoint"]["region"] == "eu-north-1"
+    assert Plan.model_validate_json(kept.model_dump_json()).spec.checkpoint.region == "eu-north-1"

@@ -37,10 +37,22 @@ VARIANTS = {
     # checkpoint.remote (issue 30): a shared folder copied by the head to an S3-compatible store; and
     # per-node folders (no shared filesystem) each copied to its own subfolder of a GCS bucket.
     "aws-slurm-nfs-ckpt-s3": make_plan(
-        {"checkpoint": {"remote": "s3://ckpt-bucket/runs/llm", "endpoint_url": "http://127.0.0.1:9000"}}, nodes=2
+        {
+            "checkpoint": {
+                "remote": "s3://ckpt-bucket/runs/llm",
+                "endpoint_url": "http://127.0.0.1:9000",
+                "region": "eu-north-1",  # rclone's region (RCLONE_CONFIG_CKPT_REGION)
+            }
+        },
+        nodes=2,
     ),
     "gcp-none-ckpt-gs": make_plan(
-        {"control_plane": "none", "storage": {}, "checkpoint": {"remote": "gs://ckpt-bucket/runs"}},
+        # a gs:// bucket's region prices a move but is not rclone's to know: nothing rendered for it
+        {
+            "control_plane": "none",
+            "storage": {},
+            "checkpoint": {"remote": "gs://ckpt-bucket/runs", "region": "us-central1"},
+        },
         nodes=2,
         provider="gcp",
         instance_type="a3-highgpu-8g",

@@ -19,7 +19,6 @@ import shlex
 from dataclasses import dataclass
 
 from provisioner.render.views import ClusterView
-from provisioner.spec_checkpoint import CheckpointSpec
 
 CHECKPOINT_NOW = "/run/provisioner/checkpoint-now"
 """The file the node watch writes on a reclaim notice (validation/watch.py's CHECKPOINT_NOW; a test
@@ -46,8 +45,10 @@ class CheckpointSync:
     settle_s: int = RECLAIM_SETTLE_S
 
 
-def rclone_env(remote: str, endpoint_url: str | None) -> dict[str, str]:
-    """``RCLONE_CONFIG_CKPT_*``: the remote ``ckpt`` for ``remote`` (s3:// or gs://)."""
+def rclone_env(remote: str, endpoint_url: str | None, region: str | None = None) -> dict[str, str]:
+    """``RCLONE_CONFIG_CKPT_*``: the remote ``ckpt`` for ``remote`` (s3:// or gs://). An s3:// store's
+    ``region`` is rclone's (its default, us-east-1, signs for the wrong region elsewhere); a gs:// bucket
+    is reached by name from anywhere (rclone's ``location`` only places a bucket it creates)."""
     scheme = remote.split("://", 1)[0]
     if scheme == "gs":
         return {
@@ -60,6 +61,8 @@ def rclone_env(remote: str, endpoint_url: str | None) -> dict[str, str]:
         env |= {"RCLONE_CONFIG_CKPT_PROVIDER": "Other", "RCLONE_CONFIG_CKPT_ENDPOINT": endpoint_url}
     else:
         env["RCLONE_CONFIG_CKPT_PROVIDER"] = "AWS"
+    if region:
+        env["RCLONE_CONFIG_CKPT_REGION"] = region
     return env
 
 
@@ -111,15 +114,14 @@ def restore_script(dest: str, remote: str, *, from_node: str | None = None) -> s
 
 def checkpoint_sync(view: ClusterView, role: str) -> CheckpointSync | None:
     """What ``role``'s nodes install for the spec's checkpoint.remote, or None without one."""
-    if view.checkpoint_remote is None:
+    spec = view.checkpoint
+    if spec.remote is None:
         return None
-    spec = CheckpointSpec(remote=view.checkpoint_remote, endpoint_url=view.checkpoint_endpoint)  # checked again
-    assert spec.remote is not None
     shared = view.shared_kind != "none"
     source = view.shared_mount_path if shared else view.checkpoint_path
     return CheckpointSync(
         remote=spec.remote,
-        env=tuple(rclone_env(spec.remote, spec.endpoint_url).items()),
+        env=tuple(rclone_env(spec.remote, spec.endpoint_url, spec.region).items()),
         script=sync_script(source, spec.remote, per_node=not shared),
         timer=role == "head" or not shared,
     )

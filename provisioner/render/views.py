@@ -22,7 +22,7 @@ import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -35,6 +35,7 @@ from provisioner.plan import Plan
 from provisioner.providers.registry import facts
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.spec import ControlPlane, SharedFsKind, check_safe_path
+from provisioner.spec_checkpoint import CheckpointSpec
 
 # GPUs whose 8-way SXM boards use NVSwitch and therefore need nvidia-fabricmanager.
 _NVSWITCH_GPUS = frozenset({"A100", "H100", "H200", "H800", "A800", "B200"})
@@ -89,8 +90,7 @@ class ClusterView:
     allowed_cidrs: tuple[str, ...] = ()
     idle_minutes: int | None = None
     spot: bool = False
-    checkpoint_remote: str | None = None  # spec checkpoint.remote (render/checkpoint_sync.py)
-    checkpoint_endpoint: str | None = None
+    checkpoint: CheckpointSpec = field(default_factory=CheckpointSpec)  # its store (render/checkpoint_sync.py)
     k3s_disable: tuple[str, ...] = ("traefik", "servicelb")
     """k3s's packaged components left out (they listen on 80/443 and NodePorts); empty with kubernetes.ingress."""
 
@@ -319,8 +319,7 @@ def cluster_view(
         idle_minutes=None if idle is None else max(1, math.ceil(idle)),
         spot=option.spot,
         k3s_disable=() if spec.kubernetes.ingress else ("traefik", "servicelb"),
-        checkpoint_remote=spec.checkpoint.remote,
-        checkpoint_endpoint=spec.checkpoint.endpoint_url,
+        checkpoint=spec.checkpoint,
     )
 
 
