@@ -27,7 +27,7 @@ import hashlib
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from provisioner.providers.base import Node, NodeStatus, Provider, owner_id
@@ -152,6 +152,8 @@ class Deletion:
 
     deleted: tuple[Node, ...] = ()
     kept: tuple[tuple[Node, str], ...] = ()
+    others: tuple[Node, ...] = ()
+    """This owner's nodes of the cluster that ``select`` left out (another run's): neither deleted nor kept."""
 
 
 def delete_owned(
@@ -162,19 +164,23 @@ def delete_owned(
     owner: str | None = None,
     lease: str | None = None,
     force_unowned: bool = False,
+    select: Callable[[Node], bool] | None = None,
 ) -> Deletion:
     """Delete the live nodes of ``cluster_id`` that ``owner`` (default ``owner_id()``) owns.
 
     ``node_ids`` narrows to those ids (in any status; without them, only the LIVE ones are
     looked at), ``lease`` to nodes carrying that lease mark (a failed
-    create's cleanup: only what this call launched). Nodes of other owners are kept, unmarked
-    ones too unless ``force_unowned``; both are returned in ``kept`` with the reason. Lists once,
+    create's cleanup: only what this call launched), ``select`` to the nodes it accepts (``down``:
+    this run's; the owner's nodes it leaves out are returned in ``others``, never deleted). Nodes of
+    other owners are kept, unmarked ones too unless ``force_unowned``; both are returned in ``kept``
+    with the reason. Lists once,
     then one ``delete_nodes`` call with explicit ids; never waits. Raises what the adapter raises.
     """
     me = owner or owner_id()
     wanted = None if node_ids is None else set(node_ids)
     deleted: list[Node] = []
     kept: list[tuple[Node, str]] = []
+    others: list[Node] = []
     for node in adapter.get_nodes(cluster_id):
         if wanted is not None and node.id not in wanted:
             continue  # named ids, in any status: the caller chose them (a stopped GCE VM's disks still bill)
@@ -183,13 +189,15 @@ def delete_owned(
         if lease is not None and node.lease != lease:
             continue
         why = refusal(node, me, force_unowned=force_unowned)
-        if why is None:
-            deleted.append(node)
-        else:
+        if why is not None:
             kept.append((node, why))
+        elif select is not None and not select(node):
+            others.append(node)
+        else:
+            deleted.append(node)
     if deleted:
         adapter.delete_nodes(cluster_id, [node.id for node in deleted])
-    return Deletion(tuple(deleted), tuple(kept))
+    return Deletion(tuple(deleted), tuple(kept), tuple(others))
 
 
 __all__ = [

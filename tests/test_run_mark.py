@@ -10,9 +10,12 @@ bigger; its record is gone, its ``up`` exited) is still alive.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 from typing import Any
@@ -23,13 +26,20 @@ from provisioner.cli import main
 from provisioner.lifecycle import command_support, ledger
 from provisioner.lifecycle.gc import collect_garbage
 from provisioner.lifecycle.realize import bring_up, cluster_secrets, tear_down
-from provisioner.lifecycle.state import state_dir
+from provisioner.lifecycle.state import remove_record, state_dir
 from provisioner.providers.base import SupportsLeaseRenewal, owner_id
 from provisioner.providers.ownership import LeaseMark, host_slug, place_slug
 from provisioner.realize.inputs import RunFacts, realize_input
 from tests.conftest import need_shared
 from tests.test_gc import rig_for
-from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, plans_for, served_fake
+from tests.test_lifecycle_support import (
+    FLUENCE_SPEC,
+    LAMBDA_SPEC,
+    StandInRemote,
+    instant_runtime,
+    plans_for,
+    served_fake,
+)
 
 SPEC = LAMBDA_SPEC.replace("lc-lambda", "two-runs")
 RUN_A = "20261123-090000-0a1b2c"
@@ -58,20 +68,38 @@ def _billed_cents(app: Any, node_ids: set[str], price: Decimal) -> int:
     return int((price * seconds / 3600 * 100).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
-def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@dataclass
+class TwoRuns:
+    """Run B brought up on the Lambda fake, with run A's ``worker-9`` alive beside it."""
+
+    app: Any
+    runtime: Any
+    adapter: Any
+    plan: Any
+    record: Any
+    old: Any
+    lease: LeaseMark
+    events: list[dict[str, Any]]
+
+    @property
+    def ours(self) -> set[str]:
+        return set(self.record.node_ids.values())
+
+    def alive(self) -> set[str]:
+        return {n.id for n in self.adapter.get_nodes(self.plan.cluster_id) if n.status.value in ("pending", "running")}
+
+
+@contextlib.contextmanager
+def two_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[TwoRuns]:
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(SPEC, tmp_path)[0]
-    price = plan.option.offer.price_per_hour_usd
-    assert price is not None
+    events: list[dict[str, Any]] = []
     with served_fake("lambda", monkeypatch) as (app, _server):
-        runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]))
+        runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]), events)
         app.clock = runtime.now
         monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: runtime)
         record = bring_up(plan, runtime)  # run B
         assert record.run_id is not None and record.run_id != RUN_A
-        ours = set(record.node_ids.values())
 
         # Run A's node, as its up launched it: its run mark, its lease (this host, this state dir, gone).
         adapter = runtime.provider("lambda")
@@ -80,7 +108,17 @@ def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
         spec = realize_input(plan, cluster_secrets(plan.cluster_id), facts).specs[-1]
         (old,) = adapter.create_nodes(plan.cluster_id, [spec.model_copy(update={"name": "worker-9"})])
         runtime.sleep(1801)  # both bill meanwhile
+        events.clear()
+        yield TwoRuns(app, runtime, adapter, plan, record, old, lease, events)
 
+
+def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with two_runs(tmp_path, monkeypatch) as runs:
+        plan, record, old, ours = runs.plan, runs.record, runs.old, runs.ours
+        price = plan.option.offer.price_per_hour_usd
+        assert price is not None
         assert main(["status", plan.cluster_id, "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert sorted(node["id"] for node in doc["live"]) == sorted(ours)
@@ -90,11 +128,11 @@ def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
         shown = capsys.readouterr().out
         assert f"  not this run's: worker-9  running  {old.id}  (run {RUN_A}; provisioner gc lists it)" in shown
 
-        report = collect_garbage(adapters={"lambda": adapter}, now=runtime.now)
+        report = collect_garbage(adapters={"lambda": runs.adapter}, now=runs.runtime.now)
         assert [(item.node_id, item.run) for item in report.leftovers] == [(old.id, RUN_A)]
         (why,) = [item.why for item in report.leftovers]
         assert why == (
-            f"no local record, and its up ({lease.describe()}, this state dir) is gone "
+            f"no local record, and its up ({runs.lease.describe()}, this state dir) is gone "
             f"(the node is of run {RUN_A}; the record here is of run {record.run_id})"
         )
 
@@ -105,9 +143,56 @@ def test_an_earlier_runs_node_alive_under_the_same_name_is_not_this_runs(
             (record.run_id, plan.cluster_id, ""),
         ]
 
-        tear_down(plan.cluster_id, runtime)  # down by name takes run A's node too; run B pays for its own
-    (row,) = [r for r in ledger.rows(ledger.read()) if r.run == record.run_id]
-    assert row.metered_cents == _billed_cents(app, ours, price)
+        tear_down(plan.cluster_id, runs.runtime)  # run B's nodes go, and run B pays for its own only
+        (row,) = [r for r in ledger.rows(ledger.read()) if r.run == record.run_id]
+        assert row.metered_cents == _billed_cents(runs.app, ours, price)
+
+
+def test_down_deletes_this_runs_nodes_and_names_another_runs_with_the_gc_that_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with two_runs(tmp_path, monkeypatch) as runs:
+        cid, old = runs.plan.cluster_id, runs.old
+        assert runs.alive() == {*runs.ours, old.id}
+        assert main(["down", cid]) == 0
+        assert runs.alive() == {old.id}  # run A's node is not this run's to delete
+        (teardown,) = [e for e in runs.events if e["event"] == "teardown"]
+        assert (teardown["message"], teardown["runs"]) == (
+            f"deleting 2 node(s) of {cid} on lambda",
+            [runs.record.run_id],
+        )
+        (other,) = [e for e in runs.events if e["event"] == "other-runs"]
+        command = f"provisioner gc --provider lambda --cluster {cid} --yes"
+        assert other["message"] == (
+            f"not deleted: 1 node(s) of {cid} on lambda of another run: worker-9 ({old.id}, run {RUN_A}); "
+            f"remove with: {command}"
+        )
+        assert (other["nodes"], other["command"]) == ([{"name": "worker-9", "id": old.id, "run": RUN_A}], command)
+        assert [e["message"] for e in runs.events if e["event"] == "down"] == [
+            f"cluster {cid} is down (2 node(s) deleted)"
+        ]
+
+        assert main(command.split()[1:]) == 0  # the printed command does remove it
+        assert runs.alive() == set()
+
+
+def test_down_with_no_record_deletes_every_run_of_the_name_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rescue after a lost record: no run is known here, so every node of the name this owner has goes.
+    with two_runs(tmp_path, monkeypatch) as runs:
+        cid = runs.plan.cluster_id
+        remove_record(cid)
+        assert main(["down", cid, "--provider", "lambda"]) == 0
+        assert runs.alive() == set()
+        (teardown,) = [e for e in runs.events if e["event"] == "teardown"]
+        both = sorted([RUN_A, runs.record.run_id])
+        assert teardown["message"] == (
+            f"deleting 3 node(s) of {cid} on lambda: no record here, so every node of the name you own is "
+            f"deleted, whatever its run (run {', '.join(both)})"
+        )
+        assert teardown["runs"] == both
+        assert [e for e in runs.events if e["event"] == "other-runs"] == []
 
 
 @pytest.mark.parametrize("name", ["aws", "gcp", "vastai"])
@@ -125,3 +210,32 @@ def test_a_lease_renewal_keeps_the_run_mark_the_create_wrote(name: str, monkeypa
     assert (node.run, node.lease, node.renewed_at) == (RUN_A, token, START + dt.timedelta(minutes=10))
     if name == "vastai":
         assert rig.fake.state()["labels"] == [f"c1/c0/owner=tester/lease={token}/renewed=20261124t091000z/run={RUN_A}"]
+
+
+def test_down_on_fluence_tells_the_runs_apart_by_the_records_ids_and_launch_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fluence has no room for a run mark: a VM an earlier run left under the name (launched an hour before
+    # this run's record, not named by it) is not this run's to delete.
+    need_shared("provider-apis", "fluence")
+    plan = next(p for p in plans_for(FLUENCE_SPEC, tmp_path, count=10) if p.option.region == "dulles-usa-1")
+    cid = plan.cluster_id
+    events: list[dict[str, Any]] = []
+    with served_fake("fluence", monkeypatch) as (app, _server):
+        runtime = instant_runtime(StandInRemote(nodes=[node.name for node in plan.nodes]), events)
+        app.clock = runtime.now
+        monkeypatch.setattr(command_support, "runtime", lambda emit, interrupts=True: runtime)
+        adapter = runtime.provider("fluence")
+        spec = realize_input(plan, cluster_secrets(cid), RunFacts(owner_id(), None)).specs[0]
+        (old,) = adapter.create_nodes(cid, [spec.model_copy(update={"name": "lc-fluence-9"})])
+        runtime.sleep(3600)
+        record = bring_up(plan, runtime)
+        assert old.id not in record.node_ids.values() and old.run is None
+        assert main(["down", cid]) == 0
+        alive = {n.id for n in adapter.get_nodes(cid) if n.status.value in ("pending", "running")}
+        assert alive == {old.id}
+        (other,) = [e for e in events if e["event"] == "other-runs"]
+        assert other["message"] == (
+            f"not deleted: 1 node(s) of {cid} on fluence of another run: lc-fluence-9 ({old.id}, run n/a); "
+            f"remove with: provisioner gc --provider fluence --cluster {cid} --yes"
+        )

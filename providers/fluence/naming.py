@@ -23,7 +23,7 @@ follows. Two different node names that map to the same ``N`` (astronomically unl
 hash) are refused before anything launches. There is no room for a lease mark: on Fluence the
 lease is the local lock's only (docs/security.md says which API fields were checked for one). Nor
 for a run mark (``FACTS.run_mark`` None): a run's Fluence nodes are told from an earlier run's of
-the same name by the record's node ids and launch times (lifecycle.spend.of_run).
+the same name by the record's node ids and launch times (lifecycle.runs.of_run).
 """
 
 from __future__ import annotations

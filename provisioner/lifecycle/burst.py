@@ -52,6 +52,7 @@ from provisioner.lifecycle.realize import (
     live,
     tear_down,
 )
+from provisioner.lifecycle.runs import healed_by_run, of_run
 from provisioner.lifecycle.watchdog import BurstStopped, Watchdog
 from provisioner.money import cents_text, round_cents
 from provisioner.plan import Plan
@@ -208,7 +209,7 @@ def run_burst(
                 local=opts.local,
             )
             watchdog.hourly_usd = record.plan.option.hourly_usd  # the option that found capacity
-            nodes = watched.provider(record.provider).get_nodes(cluster_id)
+            nodes = healed_by_run(record, watched.provider(record.provider).get_nodes(cluster_id))  # this run's
             if remote is None:
                 remote = default_remote(record.plan, cluster_secrets(cluster_id))
             if opts.skip_validation:
@@ -291,7 +292,7 @@ def _run_job(
         assert relaunch is not None
         healer = outcome[0]
         record, remote = healer.record, healer.remote  # the new cluster's own key (recover.Mover)
-        nodes = rt.provider(record.provider).get_nodes(record.cluster_id)
+        nodes = healed_by_run(record, rt.provider(record.provider).get_nodes(record.cluster_id))
         if not opts.skip_validation:
             _validate(rt, record, remote, nodes, opts)
         job = job_argv(record.plan, relaunch.command, opts.image)
@@ -373,7 +374,7 @@ def _teardown_run(rt: Runtime, clusters: Sequence[str]) -> None:
 
 
 def _teardown_all(rt: Runtime, cluster_id: str) -> None:
-    """Delete every node of the cluster on each provider a purchase was tried on; never interrupted."""
+    """Delete the run's nodes of the cluster on each provider a purchase was tried on; never interrupted."""
     shield = rt.interrupts.shielded() if rt.interrupts is not None else None
     if shield is not None:
         shield.__enter__()
@@ -390,6 +391,8 @@ def _teardown_all(rt: Runtime, cluster_id: str) -> None:
                 if (record is not None and name == record.provider) or live(rt.provider(name).get_nodes(cluster_id)):
                     tear_down(cluster_id, rt, provider=name)
                 remaining = live(rt.provider(name).get_nodes(cluster_id))
+                if record is not None:  # another run's node of the name is not this run's to delete (down names it)
+                    remaining = of_run(record, remaining)
                 left += [f"{node.name} ({node.id}) on {name}" for node in remaining]
             except ProvisionerError as exc:
                 left.append(f"{name}: {exc}")

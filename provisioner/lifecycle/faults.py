@@ -10,7 +10,10 @@ A node is at fault when
 * it has not answered for ``unreachable_s`` in a row: the scheduler reports it not responding,
   the head does not answer over SSH, or (no scheduler) the node does not answer an SSH ``true``.
 
-A listing that fails finds nothing (a warning event; the next look tries again).
+Only this run's nodes are looked at (lifecycle.runs.healed_by_run: the record's run mark; unmarked,
+the record's ids and the replacements the heal bought): an instance another run of the name left
+under a node's name is not that node. A listing that fails finds nothing (a warning event; the next
+look tries again).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from provisioner.errors import ProviderError
 from provisioner.lifecycle import state
 from provisioner.lifecycle.realize import Runtime, head_target, live
+from provisioner.lifecycle.runs import healed_by_run
 from provisioner.providers.base import Node, NodeStatus, owner_id
 from provisioner.realize.remote import CLUSTER_USER, Remote, ssh_target
 from provisioner.untrusted import loads_bounded
@@ -45,6 +49,8 @@ class FaultFinder:
     remote: Remote
     unreachable_s: float = 300.0
     unreachable_since: dict[str, float] = field(default_factory=dict)
+    bought: set[str] = field(default_factory=set)
+    """Ids of the replacements the heal bought (shared with its Healer): this run's though unmarked."""
 
     def find(self, record: state.ClusterRecord) -> list[Fault]:
         """One look at the provider and the scheduler. A listing that fails finds nothing (next look)."""
@@ -55,8 +61,8 @@ class FaultFinder:
                 "warning", message=f"watch: cannot list the nodes ({exc}); next look", cluster=record.cluster_id
             )
             return []
-        me = owner_id()  # another owner's instance under a node's name is not that node (nor is an unmarked one)
-        nodes = [n for n in nodes if n.owner == me]
+        me = owner_id()  # another owner's instance under a node's name is not that node (nor is an unmarked one),
+        nodes = [n for n in healed_by_run(record, nodes, self.bought) if n.owner == me]  # nor another run's
         faults: dict[str, Fault] = {}
         running = {n.name: n for n in nodes if n.status is NodeStatus.RUNNING}
         pending = {n.name for n in live(nodes)}

@@ -36,6 +36,7 @@ from provisioner.lifecycle.faults import Fault, FaultFinder
 from provisioner.lifecycle.heal_buy import buy_replacement
 from provisioner.lifecycle.heal_rules import BILLING, HealLimit, HealOptions, ReplacementLost, node_hourly, same_layout
 from provisioner.lifecycle.realize import Runtime, cluster_secrets, head_target, node_address, ssh_pass
+from provisioner.lifecycle.runs import healed_by_run, name_taken
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import cents_text, round_cents, usd_of_cents, usd_text
 from provisioner.plan import Plan
@@ -65,9 +66,11 @@ class Healer:
     requeued: list[str] = field(default_factory=list)
     no_capacity: dict[str, str] = field(default_factory=dict)
     """Nodes the last ``step`` could not buy anywhere it may fail over to, and why (lifecycle/recover.py moves)."""
+    bought: set[str] = field(default_factory=set)
+    """Ids of the replacements this heal bought: this run's even where the provider has no run mark."""
 
     def __post_init__(self) -> None:
-        self.finder = FaultFinder(self.rt, self.remote, self.options.unreachable_s)
+        self.finder = FaultFinder(self.rt, self.remote, self.options.unreachable_s, bought=self.bought)
         if not self.usages:
             self.usages = [
                 NodeUsage(node_id, name, self.record.created_at, None, source="client")
@@ -81,6 +84,11 @@ class Healer:
     @property
     def provider(self) -> Provider:
         return self.rt.provider(self.record.provider)
+
+    def listed(self) -> list[Node]:
+        """The cluster's nodes the provider lists now that are this run's (lifecycle.runs.healed_by_run):
+        an instance another run of the name left is never healed, replaced, metered or reached."""
+        return healed_by_run(self.record, self.provider.get_nodes(self.record.cluster_id), self.bought)
 
     def spent_cents(self, now: dt.datetime) -> int:
         """Every instance's billed span by the plan's rules (replaced ones under ``interruption``)."""
@@ -200,7 +208,7 @@ class Healer:
 
     def _head(self) -> tuple[Node, ...] | None:
         try:
-            nodes = self.provider.get_nodes(self.record.cluster_id)
+            nodes = self.listed()
         except ProviderError:
             return None
         return tuple(n for n in nodes if n.status is NodeStatus.RUNNING)
@@ -254,7 +262,7 @@ class Healer:
         def billing(nodes: Sequence[Node]) -> list[Node]:
             return [n for n in nodes if n.name == name and n.status in BILLING]
 
-        named = [n.id for n in billing(self.provider.get_nodes(cluster))]
+        named = [n.id for n in billing(self.listed())]
         # Only this owner's instances of the name (providers.ownership): never another owner's or an unmarked one.
         deletion = delete_owned(self.provider, cluster, named) if named else Deletion()
         doomed = list(deletion.deleted)
@@ -270,7 +278,7 @@ class Healer:
         if doomed:
             gone = {d.id for d in doomed}
             self.rt.wait(
-                lambda: self.provider.get_nodes(cluster),
+                self.listed,
                 lambda nodes: not any(n.id in gone for n in billing(nodes)),
                 timeout_s=self.rt.timeouts.deleted_s,
                 what=f"{name} of {cluster} to be deleted",
@@ -312,10 +320,13 @@ class Healer:
         secrets = cluster_secrets(cluster)
         tries = [self.plan, *self.alternates]
         run = RunFacts(owner_id(), self.record.expires_at, lease=lease, run=self.record.run_id)
+        taken = name_taken(self.record, self.provider.get_nodes(cluster), name, self.bought)
+        if taken is not None:  # never adopted as the replacement, never deleted: another run's
+            raise ClusterBusyError(taken)
         for index, plan in enumerate(tries):
             spec = realize_input(plan, secrets, run).spec(name)  # what up built the node from
             try:
-                node = buy_replacement(self.rt, self.provider, spec, plan, self.options)
+                node = buy_replacement(self.rt, self.provider, spec, plan, self.options, self.bought)
             except CapacityError as exc:
                 self._delete(name, why="capacity error")
                 if index + 1 == len(tries):
@@ -342,7 +353,7 @@ class Healer:
 
     def _join(self, name: str, node: Node) -> None:
         cluster = self.record.cluster_id
-        nodes = {n.name: n for n in self.provider.get_nodes(cluster) if n.status is NodeStatus.RUNNING}
+        nodes = {n.name: n for n in self.listed() if n.status is NodeStatus.RUNNING}
         ids = {**self.record.node_ids, name: node.id}
         update: dict[str, object] = {"node_ids": ids}
         if name == self.plan.head.name:

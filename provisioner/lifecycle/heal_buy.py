@@ -2,7 +2,8 @@
 its lease renewed, and the wait until it runs.
 
 A rate limit, a 5xx or a lost answer is retried, re-listing first: create is idempotent on the node
-name, so a purchase whose answer was lost is adopted, never bought twice. Right after the purchase
+name, so a purchase whose answer was lost is adopted (this run's instance of the name only, never
+another run's: lifecycle.runs), never bought twice. Right after the purchase
 the node's lease is marked renewed (lifecycle.lease_renewal.cover): by a burst's running renewal,
 or by one the replacement's own hold starts (``watch``). A replacement that fails or is reclaimed
 before it runs raises ReplacementLost; cleaning up is the caller's.
@@ -10,17 +11,23 @@ before it runs raises ReplacementLost; cleaning up is the caller's.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from provisioner.errors import ProviderAPIError, RateLimitError
 from provisioner.lifecycle import lease_renewal
 from provisioner.lifecycle.heal_rules import RETRYABLE_STATUS, HealOptions, ReplacementLost, node_hourly
 from provisioner.lifecycle.realize import Runtime, live
+from provisioner.lifecycle.runs import RUN_CLOCK_MARGIN
 from provisioner.money import usd_text
 from provisioner.plan import Plan
 from provisioner.providers.base import Node, NodeSpec, NodeStatus, Provider, owner_id
 
 
-def buy_replacement(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan, options: HealOptions) -> Node:
-    """Create ``spec`` on ``plan``'s option, renew its lease, wait until it runs; the running node.
+def buy_replacement(
+    rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan, options: HealOptions, bought: set[str] | None = None
+) -> Node:
+    """Create ``spec`` on ``plan``'s option, renew its lease, wait until it runs; the running node. Its id
+    goes into ``bought`` as soon as it is known (the heal's own nodes, where no run mark says so).
     Raises what the create raises once its retries are spent, ReplacementLost, WaitTimeout."""
     cluster, name = plan.cluster_id, spec.name
     rt.emit(
@@ -33,6 +40,8 @@ def buy_replacement(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan,
     )
     rt.touched.add(plan.option.provider)
     node = _created(rt, provider, spec, plan, options)
+    if bought is not None:
+        bought.add(node.id)
     if spec.lease:
         lease_renewal.cover(provider, cluster, spec.lease, owner_id(), rt.now())
     return _running(rt, provider, cluster, name, node.id)
@@ -40,6 +49,7 @@ def buy_replacement(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan,
 
 def _created(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan, options: HealOptions) -> Node:
     cluster, name = plan.cluster_id, spec.name
+    since = rt.now() - RUN_CLOCK_MARGIN
     for attempt in range(1, options.create_attempts + 1):
         try:
             with rt.held():
@@ -47,7 +57,7 @@ def _created(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan, option
             return next(n for n in created if n.name == name)
         except (RateLimitError, ProviderAPIError) as exc:
             status = getattr(exc, "status", 429)
-            adopted = [n for n in live(provider.get_nodes(cluster)) if n.name == name]
+            adopted = [n for n in live(provider.get_nodes(cluster)) if n.name == name and _of_spec(n, spec, since)]
             if adopted:  # the purchase went through; its answer did not
                 rt.emit(
                     "adopt",
@@ -67,6 +77,17 @@ def _created(rt: Runtime, provider: Provider, spec: NodeSpec, plan: Plan, option
             )
             rt.sleep(wait_s)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _of_spec(node: Node, spec: NodeSpec, since: dt.datetime) -> bool:
+    """Whether a listed instance of the name may be the purchase whose answer was lost: it carries the
+    spec's run mark; without one (a provider with no room for it), it was launched since the create began.
+    Never another run's instance (an earlier bring-up of the name left it alive)."""
+    if node.run is not None and spec.run is not None:
+        return node.run == spec.run
+    if node.run is None and spec.run is not None:
+        return node.launched_at is not None and node.launched_at >= since
+    return True
 
 
 def _running(rt: Runtime, provider: Provider, cluster: str, name: str, node_id: str) -> Node:

@@ -28,12 +28,8 @@ forgets the record) and the error propagates, so
 down when ``destroy_on_failure`` (burst does), else marks the record ``failed`` and raises
 StackError naming the nodes left and ``provisioner down <id>``.
 
-``tear_down(cluster_id)`` holds the cluster too, deletes every node of the cluster that carries
-this owner's mark through the provider API (providers.ownership.delete_owned: other owners'
-nodes are never deleted, unmarked ones only with ``force_unowned``), waits until none is
-pending or running and forgets the record, secrets and key copy. Idempotent.
-A reservation bought for the cluster that cannot be cancelled (an EC2 Capacity Block) is reported
-as a ``reservation`` event: what remains, that it is already paid, and its end.
+``tear_down(cluster_id)`` (lifecycle/teardown.py) deletes this run's nodes of the cluster,
+owner-checked, and forgets it. Idempotent.
 """
 
 from __future__ import annotations
@@ -56,8 +52,8 @@ from provisioner.errors import (
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import lease_renewal, state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
-from provisioner.lifecycle.reservations import report_left
 from provisioner.lifecycle.spend import budget_expiry
+from provisioner.lifecycle.teardown import tear_down
 from provisioner.lifecycle.unchanged import nothing_to_do
 from provisioner.money import usd_text
 from provisioner.plan import Plan
@@ -471,71 +467,6 @@ def bring_up_first(
         emit=rt.emit,
         max_tries=max_tries,
     )
-
-
-def tear_down(
-    cluster_id: str, runtime: Runtime | None = None, *, provider: str | None = None, force_unowned: bool = False
-) -> list[str]:
-    """Delete every node of ``cluster_id`` this owner made through its provider's API and forget the cluster.
-
-    The provider comes from the local record, else ``provider``. Holds the cluster's lock
-    (ClusterBusyError while another ``up``/``down``/``gc`` holds it). Only nodes carrying this
-    owner's mark are deleted (providers.ownership.delete_owned); another owner's are kept, and
-    unmarked ones unless ``force_unowned``; each kept node is reported (``kept`` event). Blocks
-    until none of the deleted nodes is pending or running. Idempotent: an already-gone cluster
-    returns []. Returns the deleted ids. Raises ProvisionerError when neither a record nor
-    ``provider`` names where the cluster lives.
-    """
-    rt = runtime or Runtime()
-    with cluster_lease.hold(cluster_id, "down"):
-        return _tear_down(cluster_id, rt, provider, force_unowned)
-
-
-def _tear_down(cluster_id: str, rt: Runtime, provider: str | None, force_unowned: bool) -> list[str]:
-    record = state.load_record(cluster_id)
-    name = record.provider if record is not None else provider
-    if name is None:
-        raise UsageError(
-            f"no record of cluster {cluster_id} here; name its provider (--provider) or run: provisioner gc",
-            option="--provider",
-        )
-    if record is not None:
-        state.save_record(record.model_copy(update={"status": "deleting"}))
-    adapter = rt.provider(name)
-    deletion = delete_owned(adapter, cluster_id, force_unowned=force_unowned)
-    left = list(deletion.deleted)
-    rt.emit(
-        "teardown",
-        message=f"deleting {len(left)} node(s) of {cluster_id} on {name}",
-        cluster=cluster_id,
-        provider=name,
-        nodes=[node.name for node in left],
-    )
-    for node, why in deletion.kept:
-        rt.emit(
-            "kept",
-            message=f"not deleted: {node.name} ({node.id}) of {cluster_id} on {name}: {why}",
-            cluster=cluster_id,
-            node=node.name,
-            id=node.id,
-            why=why,
-        )
-    if left:
-        wait_deleted(rt.wait, adapter, cluster_id, timeout_s=rt.timeouts.deleted_s, ids={node.id for node in left})
-    if record is not None and left:  # planned vs actual, the ledger, the provider's billing record
-        from provisioner.lifecycle.spend import emit_settled
-
-        emit_settled(rt.emit, adapter, record, left, rt.now())
-    remove_firewall(rt.emit, adapter, cluster_id)
-    state.remove_record(cluster_id)
-    said = (
-        f"cluster {cluster_id} is down ({len(left)} node(s) deleted)"
-        if left or record is not None
-        else f"nothing left of cluster {cluster_id} on {name}"
-    )
-    rt.emit("down", message=said, cluster=cluster_id, deleted=[node.id for node in left])
-    report_left(rt, adapter, cluster_id, name)  # a paid Capacity Block outlives its instances
-    return [node.id for node in left]
 
 
 def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[state.ClusterRecord, list[Node]]:

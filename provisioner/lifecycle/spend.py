@@ -23,6 +23,7 @@ from typing import Any
 
 from provisioner.errors import PlanError, ProviderError, ProvisionerError
 from provisioner.lifecycle import ledger
+from provisioner.lifecycle.runs import of_run
 from provisioner.lifecycle.state import ClusterRecord
 from provisioner.metering import (
     BillingRule,
@@ -65,35 +66,6 @@ def usages_from_nodes(
         )
         out.append(NodeUsage(node.id, node.name, start, end, source=source))
     return out
-
-
-RUN_CLOCK_MARGIN = dt.timedelta(seconds=60)
-"""How far a node's launch time (the provider's clock) may precede its run's record (this machine's)."""
-
-
-def of_run(record: ClusterRecord, nodes: Sequence[Node]) -> list[Node]:
-    """The listed nodes that are this run's money and this run's to show. A node carrying a run mark
-    (``Node.run``) is this run's exactly when the mark is the record's run id, whatever its times (an
-    earlier or another bring-up of the same name, still alive, is not). A node without one (bought
-    before runs were marked, or on Fluence) is when the record names it or it was launched since the
-    run began (a replacement); not when it ended, or was launched, before."""
-    ours = set(record.node_ids.values())
-    since = record.created_at - RUN_CLOCK_MARGIN
-    kept = []
-    for node in nodes:
-        if node.run is not None and record.run_id is not None:
-            if node.run == record.run_id:
-                kept.append(node)
-            continue
-        if node.id not in ours:
-            if node.ended_at is not None and node.ended_at <= record.created_at:
-                continue
-            if node.launched_at is not None and node.launched_at < since:
-                continue
-            if node.launched_at is None and node.status not in (NodeStatus.PENDING, NodeStatus.RUNNING):
-                continue
-        kept.append(node)
-    return kept
 
 
 CLOCK_SKEW = dt.timedelta(hours=1)

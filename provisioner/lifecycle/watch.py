@@ -113,6 +113,7 @@ def watch(
     from provisioner.lifecycle.command_support import cluster_id_of, emitter, enter_lab, require_lab
     from provisioner.lifecycle.heal import Healer, HealOptions
     from provisioner.lifecycle.realize import cluster_secrets, default_remote, live, refuse_unanswerable
+    from provisioner.lifecycle.runs import healed_by_run
     from provisioner.lifecycle.spend import usages_of
     from provisioner.realize.store_credentials import require_store_credentials
 
@@ -134,7 +135,7 @@ def watch(
         # The spans the provider reports (as status and costs meter them), not the record's creation
         # time for every node, which made watch's "spent" larger than status's "cost so far".
         adapter = runtime.provider(record.provider)
-        nodes = adapter.get_nodes(record.cluster_id)
+        nodes = healed_by_run(record, adapter.get_nodes(record.cluster_id))  # never another run's of the name
         refuse_unanswerable(runtime, record.plan, live(nodes))  # a fake's nodes: say so, not wait on SSH
         usages = usages_of(adapter, record, nodes)
         remote = runtime.remote or default_remote(record.plan, cluster_secrets(record.cluster_id))
