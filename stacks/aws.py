@@ -273,7 +273,7 @@ def build_aws(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
                 **args.run_tags(),
             },
             opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=[routes, igw], ignore_changes=[args.lease_path("tags")])
+                child, pulumi.ResourceOptions(depends_on=[routes, igw], ignore_changes=args.kept_marks("tags"))
             ),
         )
         address = aws.ec2.Eip(

@@ -115,10 +115,14 @@ class ClusterArgs:
         return {} if self.run is None else {_base.RUN_TAG: self.run}
 
     @staticmethod
-    def lease_path(prop: str) -> str:
-        """The property path of the lease tag in ``prop`` (``tags``, ``labels``), for ``ignore_changes``:
-        the mark names the ``up`` that created the node, so a later ``up`` leaves it as it is."""
-        return f'{prop}["{_base.LEASE_TAG}"]'
+    def kept_marks(prop: str) -> list[str]:
+        """The property paths in ``prop`` (``tags``, ``labels``) of the marks a later ``up`` of the stack
+        leaves as they are (``ignore_changes``): the lease and the run mark name the ``up`` and the run
+        that bought the instance (another machine's ``up`` of the stack has another run id: the instance
+        keeps its buyer's, as a neocloud node does), and the lease renewal mark is written outside Pulumi
+        (lifecycle.lease_renewal), so a refreshed state would otherwise plan to remove it. A change of a
+        tag or label updates an instance in place, never replaces it; ignoring these, none is planned."""
+        return [f'{prop}["{key}"]' for key in (_base.LEASE_TAG, _base.RUN_TAG, _base.RENEWED_TAG)]
 
     def description(self) -> str:
         """The same facts as text, for GCP resources that take no labels (networks, firewalls, policies)."""
