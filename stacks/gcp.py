@@ -269,9 +269,7 @@ def build_gcp(parent: pulumi.Resource, args: ClusterArgs, user_data: dict[str, p
             tags=[cid],
             allow_stopping_for_update=False,
             description=desc,
-            opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(ignore_changes=args.kept_marks("labels"))
-            ),
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=args.kept_marks("labels"))),
         )
         interface = instance.network_interfaces.apply(lambda n: n[0])
         built.append(

@@ -20,9 +20,9 @@ Operations and what they guarantee:
 - ``diff``: replacement when the provider, cluster id, any node's instance type or region
   (or spot flag, image, disk) changes, or the user data changes (it only runs at boot);
   adding or removing whole nodes, or a node a refresh found gone, is an in-place update.
-- ``update``: creates the missing nodes, deletes the ones no longer listed, waits.
-- ``read``: the live nodes (the user data's digest kept); an empty cluster reads as gone.
-- ``delete``: ``delete_owned`` (this owner's nodes of the cluster), then waits until none of them is pending or running
+- ``update``: creates the missing nodes, deletes the stack's ones no longer listed, waits.
+- ``read``: the stack's live nodes (the user data's digest kept); an empty cluster reads as gone.
+- ``delete``: ``delete_owned`` (this owner's nodes of the stack), then waits until none of them is pending or running
   (``realize.launch.wait_deleted``, as the direct engine's ``down``).
 
 ``user_data`` (one text for every node, or a mapping node name -> text, e.g. a head's and
@@ -194,7 +194,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         adapter = self._adapter(news["provider"])
         try:
             keep = {node["name"] for node in news.get("nodes") or []}
-            gone = [node.id for node in adapter.get_nodes(news["cluster_id"]) if node.name not in keep]
+            listed = stack_nodes(olds, adapter.get_nodes(news["cluster_id"]))  # never another run's of the name
+            gone = [node.id for node in listed if node.name not in keep]
             if gone:  # replaced nodes: only the stack owner's (providers.ownership)
                 delete_owned(adapter, news["cluster_id"], gone, owner=stack_owner(news))
             nodes = self._realize(adapter, news, rollback=False)
@@ -206,7 +207,8 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         props = normalize_props(props)
         adapter = self._adapter(props["provider"])
         try:
-            nodes = [n for n in adapter.get_nodes(props["cluster_id"]) if n.status != NodeStatus.TERMINATED]
+            listed = stack_nodes(props, adapter.get_nodes(props["cluster_id"]))
+            nodes = [n for n in listed if n.status != NodeStatus.TERMINATED]
         finally:
             close_adapter(adapter)
         if not nodes:
@@ -223,7 +225,9 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
             # The stack's owner (its nodes' typed field), not this machine's: a teammate may destroy a
             # stack on a shared backend; never another owner's node.
             owner = stack_owner(props)
-            ids = {node.id for node in delete_owned(adapter, cluster_id, owner=owner).deleted}
+            theirs = {n.id for n in stack_nodes(props, adapter.get_nodes(cluster_id))}  # not another run's
+            deletion = delete_owned(adapter, cluster_id, owner=owner, select=lambda node: node.id in theirs)
+            ids = {node.id for node in deletion.deleted}
             wait_deleted(
                 waiter(_interval(adapter)),
                 adapter,
@@ -243,7 +247,7 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
         cluster_id = props["cluster_id"]
         specs = _specs(props)
         wanted = {spec.name for spec in specs}
-        adapter.create_nodes(cluster_id, specs)
+        made = {node.id for node in adapter.create_nodes(cluster_id, specs)}  # bought or adopted: this run's
         try:
             nodes = wait_running(
                 waiter(_interval(adapter)),
@@ -251,14 +255,25 @@ class NeocloudNodesProvider(pulumi.dynamic.ResourceProvider):
                 cluster_id,
                 wanted,
                 timeout_s=float(props.get("ready_timeout_s") or DEFAULT_READY_TIMEOUT_S),
+                ids=made,
             )
             return [node for node in nodes if node.name in wanted]
         except (WaitTimeout, StackError) as exc:
             note = ""
             if rollback:
-                delete_owned(adapter, cluster_id)
+                delete_owned(adapter, cluster_id, sorted(made))
                 note = "; its nodes were deleted"
             raise StackError(f"{props['provider']} cluster {cluster_id}: {exc}{note}") from None
+
+
+def stack_nodes(props: Mapping[str, Any], nodes: Sequence[Node]) -> list[Node]:
+    """The listed nodes that are the stack's: the ids it recorded, or its nodes' run mark (another run of
+    the cluster's name may have left nodes alive under it); all of them when it recorded neither."""
+    ids = set(props.get("node_ids") or [])
+    runs = {str(n["run"]) for n in props.get("nodes") or [] if isinstance(n, Mapping) and n.get("run")}
+    if not ids and not runs:
+        return list(nodes)
+    return [node for node in nodes if node.id in ids or (node.run is not None and node.run in runs)]
 
 
 def stack_owner(props: Mapping[str, Any]) -> str | None:
@@ -323,4 +338,4 @@ class NeocloudNodes(pulumi.dynamic.Resource, module="provisioner", name="Neoclou
         )
 
 
-__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "close_adapter", "normalize_props"]
+__all__ = ["NEOCLOUDS", "NeocloudNodes", "NeocloudNodesProvider", "close_adapter", "normalize_props", "stack_nodes"]

@@ -294,3 +294,28 @@ def test_delete_accepts_failed_instances_that_stay_listed(fluence: Rig) -> None:
     assert fluence.harness.instances() == 0
     statuses = {i: body["status"] for i, body in fluence.harness.app.instances.items()}  # type: ignore[attr-defined]
     assert statuses[failed_id] == "FAILED" and statuses[outs["node_ids"][1]] == "ENDED"
+
+
+def test_another_runs_node_of_the_name_is_never_updated_away_or_deleted(rig: Rig) -> None:
+    # An earlier bring-up of the cluster's name left a node alive (run A); the stack (run B) replaces
+    # one of its own nodes, then is destroyed: run A's node is not the stack's to delete (issue 27).
+    name = rig.harness.name
+    props = rig.props(2)
+    for node in props["nodes"]:
+        node["run"] = "20261129-010203-0f0e0d"
+    if name == "fluence":  # a GPU VM takes no user data
+        props["user_data"] = None
+    cid = props["cluster_id"]
+    adapter = rig.provider._adapter(name)
+    (spec,) = rig.harness.node_specs(1, "n")
+    (theirs,) = adapter.create_nodes(cid, [spec.model_copy(update={"name": "n7", "run": "20261123-090000-0a1b2c"})])
+    outs = rig.provider.create(props).outs or {}
+    assert theirs.id not in outs["node_ids"] and rig.harness.instances() == 3
+    news = {**props, "nodes": [props["nodes"][0]]}
+    updated = rig.provider.update("x", outs, news).outs or {}
+    assert updated["node_ids"] == outs["node_ids"][:1]
+    live = lambda: {n.id for n in adapter.get_nodes(cid) if n.status.value in ("pending", "running")}  # noqa: E731
+    assert live() == {outs["node_ids"][0], theirs.id}  # the stack's n1 went, run A's n7 stays
+    rig.provider.delete("x", updated)
+    assert live() == {theirs.id}
+    adapter.delete_nodes(cid, [theirs.id])

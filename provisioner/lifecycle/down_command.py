@@ -15,7 +15,11 @@ from provisioner.errors import UsageError
 from provisioner.lifecycle import command_support
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from provisioner.lifecycle.state import ClusterRecord
     from provisioner.plan import Plan
+    from provisioner.providers.base import Node
     from provisioner.realize.events import Emit
 
 
@@ -64,7 +68,8 @@ def down(
             listed = before_teardown(runtime.provider, record)
             kept = record.plan if record is not None else pulumi_engine.kept_plan(cluster_id)
             named = provider or (kept.option.provider if kept is not None else None)
-            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit, provider=named)
+            mine = None if record is None else _of_record(record)
+            existed = pulumi_engine.down(cluster_id, backend=backend, emit=emit, provider=named, mine=mine)
             if record is not None and listed is not None and listed[1]:  # planned vs actual, ledger, billing
                 emit_settled(emit, listed[0], record, listed[1], runtime.now())
             state.remove_record(cluster_id)
@@ -88,6 +93,13 @@ def down(
         tear_down(cluster_id, runtime, provider=provider, force_unowned=force_unowned)
     if lab:
         _stop_lab(cluster_id, emit)
+
+
+def _of_record(record: ClusterRecord) -> Callable[[Node], bool]:
+    """Whether a listed node is the record's run's (lifecycle.runs.of_run): what ``down`` may delete."""
+    from provisioner.lifecycle.runs import of_run
+
+    return lambda node: bool(of_run(record, [node]))
 
 
 def _stop_lab(cluster_id: str, emit: Emit) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,13 +54,13 @@ from provisioner.lifecycle.pulumi_workspace import (
     work_dir,
 )
 from provisioner.lifecycle.stack_capacity import StackCapacityError, capacity_in
-from provisioner.lifecycle.stack_faults import Where, clear_pending, owners, sweep, unlocked
+from provisioner.lifecycle.stack_faults import Where, clear_pending, owners, stack_runs, sweep, unlocked
 from provisioner.plan import Plan, save_plan
 from provisioner.realize.events import Emit, no_events
 
 if TYPE_CHECKING:
     from provisioner.lifecycle.realize import Runtime
-    from provisioner.providers.base import Reservation
+    from provisioner.providers.base import Node, Reservation
 
 LEASE_KEY = "provisioner:lease"
 """The stack config carrying the running ``up``'s lease mark (``providers.ownership.LeaseMark``)."""
@@ -248,10 +249,19 @@ def _stack_up(auto: Any, stack: Any, plan: Plan, backend: str | None, emit: Emit
     return result
 
 
-def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events, provider: str | None = None) -> bool:
+def down(
+    cluster_id: str,
+    *,
+    backend: str | None = None,
+    emit: Emit = no_events,
+    provider: str | None = None,
+    mine: Callable[[Node], bool] | None = None,
+) -> bool:
     """Destroy the cluster's stack and remove it, then (``provider`` given) delete through the adapter any
-    node of the cluster still there: one a killed engine made but never recorded (``stack_faults.sweep``).
-    Blocks; a missing stack is already down (False), its nodes swept all the same."""
+    node of the cluster still there of the stack's run (its nodes' run mark, or ``mine``: the record's
+    run): one a killed engine made but never recorded (``stack_faults.sweep``); another run's node of
+    the name is named, not deleted. Blocks; a missing stack is already down (False), its nodes swept all
+    the same (every node of the name without ``mine``: no run is known)."""
     auto = automation()
 
     try:
@@ -260,17 +270,18 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events,
         if "no pulumi stack" not in str(exc):
             raise
         if provider is not None:
-            sweep(provider, cluster_id, emit)
+            sweep(provider, cluster_id, emit, select=mine)
         return False
     if provider is None:  # another machine's stack: its outputs name the provider
         with contextlib.suppress(auto.errors.CommandError, ValueError, OSError, KeyError):
             provider = str(stack.outputs()["provider"].value)
     made_for = owners(stack)  # before the destroy forgets them
+    select = _of_stack(stack_runs(stack), mine)
     emit("pulumi", message=f"pulumi destroy {cluster_id}", cluster=cluster_id)
     try:
         if clear_pending(auto, stack, _where(cluster_id, backend), emit) and provider is not None:
             # a dropped create's nodes first: they hold what the destroy removes next (Lambda's firewall)
-            sweep(provider, cluster_id, emit, made_for)
+            sweep(provider, cluster_id, emit, made_for, select)
         unlocked(
             auto,
             stack,
@@ -283,8 +294,22 @@ def down(cluster_id: str, *, backend: str | None = None, emit: Emit = no_events,
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise _failed("destroy", cluster_id, stack, exc, backend) from None
     if provider is not None:
-        sweep(provider, cluster_id, emit, made_for)
+        sweep(provider, cluster_id, emit, made_for, select)
     return True
+
+
+def _of_stack(runs: set[str], mine: Callable[[Node], bool] | None) -> Callable[[Node], bool] | None:
+    """What a sweep may delete: a node of the stack's ``runs``, else one ``mine`` (the record's run)
+    accepts; without a record, an unmarked node (nothing tells its run) or any when no run is known."""
+    if not runs and mine is None:
+        return None
+
+    def select(node: Node) -> bool:
+        if node.run is not None and node.run in runs:
+            return True
+        return mine(node) if mine is not None else node.run is None
+
+    return select
 
 
 def outputs(cluster_id: str, *, backend: str | None = None) -> dict[str, Any]:

@@ -8,8 +8,9 @@
   refreshed with its pending creates dropped. A dropped create's nodes are not lost: the
   neoclouds' ``NeocloudNodes`` create is idempotent on node names and adopts them.
 - ``sweep``: after ``down`` destroyed the stack, the adapter deletes any node of the cluster
-  still there that this owner made (``providers.ownership.delete_owned``): one a killed engine
-  created but never recorded. Waits until they are gone; a provider that cannot be asked is a
+  still there that this owner made (``providers.ownership.delete_owned``) for the stack's run
+  (``stack_runs``, the record's): one a killed engine created but never recorded; another run's
+  node of the name is named, not deleted. Waits until they are gone; a provider that cannot be asked is a
   warning naming ``provisioner gc``.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from provisioner.errors import ProvisionerError, StackLockedError
 from provisioner.lifecycle.stack_lock import lock_in, stop_orphans
+from provisioner.providers.base import Node
 from provisioner.realize.events import Emit
 
 
@@ -87,16 +89,8 @@ def clear_pending(auto: Any, stack: Any, where: Where, emit: Emit) -> list[str]:
 def owners(stack: Any) -> list[str]:
     """The owners the stack's neocloud nodes are created for (their ``owner`` input), pending creates
     included: whom ``sweep`` deletes for when a teammate destroys the stack. [] when unreadable."""
-    try:
-        deployment = stack.export_stack().deployment or {}
-    except Exception:  # best effort: sweep then deletes for this machine's owner
-        return []
     found: set[str] = set()
-    entries = [
-        *(deployment.get("resources") or []),
-        *[(op.get("resource") or {}) for op in deployment.get("pending_operations") or []],
-    ]
-    for entry in entries:
+    for entry in _entries(stack):  # unreadable: [] (sweep then deletes for this machine's owner)
         nodes = (entry.get("inputs") or {}).get("nodes")
         for node in nodes if isinstance(nodes, list) else []:
             if isinstance(node, dict) and isinstance(node.get("owner"), str):
@@ -104,10 +98,47 @@ def owners(stack: Any) -> list[str]:
     return sorted(found)
 
 
-def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None = None) -> None:
+def stack_runs(stack: Any) -> set[str]:
+    """The run ids the stack's nodes were bought for: the neocloud nodes' ``run`` input, the AWS/GCP
+    instances' run tag or label. Empty when unreadable or run by hand (no run)."""
+    from provisioner.providers.base import RUN_TAG
+
+    found: set[str] = set()
+    for entry in _entries(stack):
+        inputs = entry.get("inputs") or {}
+        nodes = inputs.get("nodes")
+        marks = [n.get("run") for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+        marks += [
+            (inputs.get(prop) or {}).get(RUN_TAG) for prop in ("tags", "labels") if isinstance(inputs.get(prop), dict)
+        ]
+        found.update(mark for mark in marks if isinstance(mark, str) and mark)
+    return found
+
+
+def _entries(stack: Any) -> list[dict[str, Any]]:
+    """The state's resources and pending operations' resources ([] when unreadable)."""
+    try:
+        deployment = stack.export_stack().deployment or {}
+    except Exception:  # best effort: the callers fall back to what they know without it
+        return []
+    return [
+        *(deployment.get("resources") or []),
+        *[(op.get("resource") or {}) for op in deployment.get("pending_operations") or []],
+    ]
+
+
+def sweep(
+    provider: str,
+    cluster_id: str,
+    emit: Emit,
+    owners: list[str] | None = None,
+    select: Callable[[Node], bool] | None = None,
+) -> None:
     """Delete (and wait out) every node of ``cluster_id`` that ``owners`` (default: this machine's
-    ``owner_id()``) still have at ``provider``."""
+    ``owner_id()``) still have at ``provider`` and ``select`` accepts (the stack's run: another run's
+    node of the name is named in one ``other-runs`` line with the gc that removes it, not deleted)."""
     from provisioner.lifecycle.realize import Runtime
+    from provisioner.lifecycle.runs import other_runs_line
     from provisioner.providers.ownership import delete_owned
     from provisioner.realize.launch import wait_deleted
 
@@ -115,7 +146,9 @@ def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None =
     try:
         adapter = runtime.provider(provider)
         whose: list[str | None] = [*owners] if owners else [None]
-        deleted = {n.id for owner in whose for n in delete_owned(adapter, cluster_id, owner=owner).deleted}
+        done = [delete_owned(adapter, cluster_id, owner=owner, select=select) for owner in whose]
+        deleted = {n.id for deletion in done for n in deletion.deleted}
+        others = {n.id: n for deletion in done for n in deletion.others}
     except ProvisionerError as exc:  # the stack is gone; say how to look again rather than fail
         emit(
             "warning",
@@ -124,6 +157,13 @@ def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None =
             cluster=cluster_id,
         )
         return
+    if others:
+        emit(
+            "other-runs",
+            message=other_runs_line(cluster_id, provider, list(others.values())),
+            cluster=cluster_id,
+            nodes=[{"name": n.name, "id": n.id, "run": n.run} for n in others.values()],
+        )
     if deleted:
         emit(
             "warning",
@@ -133,4 +173,4 @@ def sweep(provider: str, cluster_id: str, emit: Emit, owners: list[str] | None =
         wait_deleted(runtime.wait, adapter, cluster_id, timeout_s=runtime.timeouts.deleted_s, ids=deleted)
 
 
-__all__ = ["Where", "clear_pending", "owners", "pending", "sweep", "unlocked"]
+__all__ = ["Where", "clear_pending", "owners", "pending", "stack_runs", "sweep", "unlocked"]
