@@ -239,3 +239,26 @@ def test_down_on_fluence_tells_the_runs_apart_by_the_records_ids_and_launch_time
             f"not deleted: 1 node(s) of {cid} on fluence of another run: lc-fluence-9 ({old.id}, run n/a); "
             f"remove with: provisioner gc --provider fluence --cluster {cid} --yes"
         )
+
+
+def test_outputs_and_ssh_reach_this_runs_head_not_another_runs_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An instance of run A under the head's own name (listed after this run's): outputs and ssh name
+    # this run's head, never the other run's address.
+    import copy
+
+    from provisioner.providers.base import RUN_TAG
+
+    with two_runs(tmp_path, monkeypatch) as runs:
+        head = runs.plan.head.name
+        ours = runs.app.instances[runs.record.node_ids[head]]
+        twin = copy.deepcopy(ours)
+        twin.update(id="0123456789abcdef0123456789abcdef", ip="198.51.100.250", private_ip="10.9.9.9")
+        twin["tags"] = [{**t, "value": RUN_A} if t["key"] == RUN_TAG else t for t in twin["tags"]]
+        runs.app.instances[twin["id"]] = twin
+        assert main(["outputs", runs.plan.cluster_id, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["nodes"][head] == ours["ip"]
+        assert main(["ssh", runs.plan.cluster_id, "--print"]) == 0
+        printed = capsys.readouterr().out
+        assert ours["ip"] in printed and "198.51.100.250" not in printed

@@ -218,7 +218,7 @@ def outputs(target: str, backend: str | None = None, catalog: Path | None = None
     else:
         from provisioner.lifecycle.realize import cluster_nodes, node_address
 
-        record, nodes = cluster_nodes(cluster_id, _look_runtime())
+        record, nodes = cluster_nodes(cluster_id, _look_runtime(), this_run=True)
         endpoints = {n.name: n.ssh_endpoint() for n in nodes}
         doc = {
             **_summary(record),
@@ -274,7 +274,7 @@ def ssh(
     cluster_id = command_support.cluster_id_of(target, catalog)
     in_lab = command_support.enter_lab(cluster_id)
     command_support.require_lab(cluster_id, in_lab)
-    record, nodes = cluster_nodes(cluster_id, _look_runtime())
+    record, nodes = cluster_nodes(cluster_id, _look_runtime(), this_run=True)
     name = node or record.plan.head.name
     found = next((t for n in nodes if n.name == name and (t := ssh_target(n, CLUSTER_USER))), None)
     if found is None and name == record.plan.head.name and record.head_address:  # no longer listed

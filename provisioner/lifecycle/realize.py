@@ -52,6 +52,7 @@ from provisioner.errors import (
 from provisioner.lifecycle import lease as cluster_lease
 from provisioner.lifecycle import lease_renewal, state
 from provisioner.lifecycle.access import ensure_firewall, remove_firewall
+from provisioner.lifecycle.runs import of_run
 from provisioner.lifecycle.spend import budget_expiry
 from provisioner.lifecycle.teardown import tear_down
 from provisioner.lifecycle.unchanged import nothing_to_do
@@ -469,13 +470,18 @@ def bring_up_first(
     )
 
 
-def cluster_nodes(cluster_id: str, runtime: Runtime | None = None) -> tuple[state.ClusterRecord, list[Node]]:
-    """The local record and what the provider lists now. ProvisionerError without a record."""
+def cluster_nodes(
+    cluster_id: str, runtime: Runtime | None = None, *, this_run: bool = False
+) -> tuple[state.ClusterRecord, list[Node]]:
+    """The local record and what the provider lists now (``this_run``: only this run's nodes, as ``status``
+    counts them, lifecycle.runs.of_run: what ``ssh``/``outputs``/``validate`` may take for a node; a
+    pulumi record names no node ids). ProvisionerError without a record."""
     rt = runtime or Runtime()
     record = state.load_record(cluster_id)
     if record is None:
         raise UsageError(f"no record of cluster {cluster_id} here (see provisioner status)")
-    return record, rt.provider(record.provider).get_nodes(cluster_id)
+    nodes = rt.provider(record.provider).get_nodes(cluster_id)
+    return record, of_run(record, nodes) if this_run else nodes
 
 
 __all__ = [

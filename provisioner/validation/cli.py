@@ -121,7 +121,7 @@ def _on_head(cluster_id: str) -> Runner:
 
     command_support.require_lab(cluster_id, command_support.enter_lab(cluster_id))  # a dry run: its lab only
     runtime = command_support.runtime(no_events, interrupts=False)
-    record, nodes = cluster_nodes(cluster_id, runtime)
+    record, nodes = cluster_nodes(cluster_id, runtime, this_run=True)  # never another run's head
     head = head_target(record, nodes)
     # A fake provider's head (TEST-NET): one line at once, as up and watch say, not minutes of SSH waits.
     refuse_unanswerable(runtime, record.plan, [node for node in live(nodes) if node.name == head.node_name])
