@@ -1,8 +1,10 @@
 """``provisioner burst SPEC --local --recover anywhere`` as a user runs it (the installed CLI, root, a
 HOME of its own): the lab serves every node-backed fake; the toy training loop of
-tests/boot/test_boot_move.py runs as a Slurm job on two Lambda-fake VMs and checkpoints to moto's S3
+tests/boot/toy_move.py runs as a Slurm job on two Lambda-fake VMs and checkpoints to moto's S3
 server, started by the test inside the lab's network namespace on the namespace's own address (the
-spec names it: the namespace is new, so the port is free). Once step 10's copy is in the bucket, the
+spec names it: the namespace is new, so the port is free). Once step 10 is written the head gets a spot
+reclaim notice (the file its node watch writes; the rendered path unit copies to the bucket at once).
+Once step 10's copy is in the bucket, the
 test withdraws Lambda's capacity (``POST /_fake/faults`` capacity_after 0) and reclaims the worker
 (``POST /_fake/reclaim``), both through the fake's control routes from outside the CLI; the CLI moves the
 run to a RunPod Instant Cluster in the same lab, restores the checkpoint and runs the job again from
@@ -20,14 +22,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from provisioner.local.lab import NETWORK, OPERATOR
+from provisioner.render.checkpoint_sync import CHECKPOINT_NOW
 from tests.boot.test_boot_local import User
-from tests.boot.test_boot_move import BUCKET, STORE_KEYS, TOY, _catalog
+from tests.boot.toy_move import BUCKET, STORE_KEYS, TOY, catalog
 from tests.conftest import need_tool
 
 pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -85,7 +89,7 @@ def test_burst_local_moves_the_run_to_the_other_fake_and_resumes_from_the_store(
     user = User(home, node_image)
     user.env.update(STORE_KEYS)
     (home / "spec.yaml").write_text(SPEC)
-    (home / "catalog.json").write_text(json.dumps(_catalog(*host_resources)))
+    (home / "catalog.json").write_text(json.dumps(catalog(*host_resources)))
     out = home / "burst.jsonl"
     job = ["sbatch", "--nodes=2", "--output=/var/tmp/toy.out", "--open-mode=append", f"--wrap={TOY}"]
     cli = str(Path(sys.executable).parent / "provisioner")
@@ -124,12 +128,24 @@ def test_burst_local_moves_the_run_to_the_other_fake_and_resumes_from_the_store(
             seen["old"] = text or seen.get("old", "")
             steps = [int(s) for s in re.findall(r"^step (\d+) ", text, re.M)]
             if "copied" not in seen and "ckpt 10" in text:
-                sync = user.run(
-                    "ssh", "mv", "--", "sudo", "-n", "systemctl", "start", "provisioner-checkpoint-sync.service"
+                # A spot reclaim notice on the head, as its node watch writes it: the path unit copies at once.
+                notice = user.run(
+                    "ssh",
+                    "mv",
+                    "--",
+                    "sudo",
+                    "-n",
+                    "sh",
+                    "-c",
+                    f"'mkdir -p /run/provisioner && date > {CHECKPOINT_NOW}'",
                 )
-                assert sync.returncode == 0, sync.stdout + sync.stderr
-                listed = _in_lab(netns, sys.executable, "-c", LIST, timeout=120)
-                assert "toy/mv-0/toy.ckpt 3" in listed.stdout.splitlines(), listed.stdout + listed.stderr  # "10\n"
+                assert notice.returncode == 0, notice.stdout + notice.stderr
+                for _ in range(45):
+                    listed = _in_lab(netns, sys.executable, "-c", LIST, timeout=120)
+                    if "toy/mv-0/toy.ckpt 3" in listed.stdout.splitlines():  # "10\n"
+                        break
+                    time.sleep(2)
+                assert "toy/mv-0/toy.ckpt 3" in listed.stdout.splitlines(), listed.stdout + listed.stderr
                 seen["copied"] = 10
             elif "copied" in seen and steps and steps[-1] >= 13:
                 status = user.run("status", "mv", "--json", timeout=120)
@@ -161,6 +177,9 @@ def test_burst_local_moves_the_run_to_the_other_fake_and_resumes_from_the_store(
         "runpod",
         "mv-m1",
     ), move
+    # Priced before it was made: the download (3 GB at $0.07) and 2 minutes of the two RunPod nodes
+    # ($3.10/h each) redone, each rounded once: $0.21 + $0.21.
+    assert Decimal(str(move["move_usd"])) == Decimal("0.42"), move
     assert [e["node"] for e in events if e["event"] == "restore"] == ["mv-m1-0", "mv-m1-1"], kinds
     starts = re.findall(r"^start (\d+) ([\d.]+) (.*)$", seen.get("new", ""), re.M)
     assert len(starts) == 1 and starts[0][0] == "10", seen  # resumed from the store's step
