@@ -141,7 +141,8 @@ def served_hostile(
 ) -> Iterator[tuple[FakeApp, HostileProxy, RunningServer]]:
     """The fake ``name`` behind a hostile proxy on 127.0.0.1, the CLI pointed at the proxy."""
     from provisioner.providers import registry
-    from tests.test_lifecycle_support import API_KEYS, fast_limits
+    from tests.fast_limits import fast_limits
+    from tests.test_lifecycle_support import API_KEYS
 
     monkeypatch.setattr(registry, "get_provider", fast_limits(registry.get_provider))
     key = api_key or API_KEYS.get(name, f"{name}-lc-key")

@@ -75,26 +75,45 @@ class RecordingRemote:
         self._note(node=target.node_name, bootstrap=target.user, script_bytes=len(script))
 
 
-def stand_in_ssh() -> None:
-    """Patch this process (a child CLI or a dynamic-provider server) to use ``RecordingRemote``."""
+def _stand_in_runtime(command_support: Any) -> None:
     import dataclasses
 
-    from provisioner.lifecycle import command_support
-    from provisioner.realize import launch
-    from provisioner.stacks.topology import ClusterTopologyProvider
-
     made = command_support.runtime
-    command_support.runtime = lambda emit, *, interrupts=True: dataclasses.replace(  # type: ignore[assignment]
+    command_support.runtime = lambda emit, *, interrupts=True: dataclasses.replace(
         made(emit, interrupts=interrupts), remote=RecordingRemote()
     )
-    apply = ClusterTopologyProvider._apply
+
+
+def _stand_in_topology(topology: Any) -> None:
+    apply = topology.ClusterTopologyProvider._apply
 
     def _apply(self: Any, props: Any) -> Any:
         self.remote = self.remote or RecordingRemote()
         return apply(self, props)
 
-    ClusterTopologyProvider._apply = _apply  # type: ignore[method-assign]
+    topology.ClusterTopologyProvider._apply = _apply
+
+
+def _stand_in_launch(launch: Any) -> None:
     launch.unanswerable = lambda nodes: []
+
+
+# What ``stand_in_ssh`` patches, by module: tests/fixtures/pulumi_cli/sitecustomize.py applies each
+# as its module is imported, so a child that never loads one (``status``, ``pulumi config``) does
+# not pay for loading it (the stack's modules load pulumi: ~1.5 s of CPU per child).
+STAND_INS: dict[str, Callable[[Any], None]] = {
+    "provisioner.lifecycle.command_support": _stand_in_runtime,
+    "provisioner.stacks.topology": _stand_in_topology,
+    "provisioner.realize.launch": _stand_in_launch,
+}
+
+
+def stand_in_ssh() -> None:
+    """Patch this process (a child CLI or a dynamic-provider server) to use ``RecordingRemote``."""
+    import importlib
+
+    for name, patch in STAND_INS.items():
+        patch(importlib.import_module(name))
 
 
 # ----- a machine ---------------------------------------------------------------------------------

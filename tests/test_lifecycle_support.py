@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from provisioner.testing.fakes import make_fake, serve
 from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.validation.model import NodeReport
 from provisioner.validation.runner import CommandResult
+from tests.fast_limits import fast_limits
 
 API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key", "fluence": "fluence-lc-key"}
 
@@ -126,32 +126,6 @@ def instant_runtime(remote: Any, events: list[dict[str, Any]] | None = None, **k
         timeouts=Timeouts(running_s=60, ready_s=60, deleted_s=60, interval_s=1),
         **kwargs,
     )
-
-
-def fast_limits(get_provider: Callable[..., Provider]) -> Callable[..., Provider]:
-    """``registry.get_provider`` building the REST adapters at 100x the published rate limits with
-    millisecond back-off (the CLI has no flags for them, and the limits and retries have their own
-    contract tests). A child CLI gets it through tests/fixtures/fast_cli/sitecustomize.py."""
-    from provisioner.providers import registry
-    from provisioner.providers.http import RetryPolicy
-
-    def fast_get_provider(provider: str, **options: Any) -> Provider:
-        cls: Any = registry.provider_class(provider)
-        client = getattr(cls, "client_class", None)  # a REST adapter's; the SDK adapters' client module's LIMITS
-        limits = (
-            client.default_limits
-            if client is not None
-            else getattr(importlib.import_module(cls.__module__.rsplit(".", 1)[0] + ".client"), "LIMITS", None)
-        )
-        if limits is not None:
-            options = {
-                "limits": limits.scaled(100.0),
-                "retry": RetryPolicy(base_delay_s=0.01, max_delay_s=0.1),
-                **options,
-            }
-        return get_provider(provider, **options)
-
-    return fast_get_provider
 
 
 def fast_cli_env() -> dict[str, str]:

@@ -26,7 +26,8 @@ from provisioner.lifecycle import command_support, ledger, state
 from provisioner.local import lab
 from provisioner.testing.fakes import make_fake, serve
 from tests.conftest import need_shared
-from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, fast_limits, instant_runtime, served_fake
+from tests.fast_limits import fast_limits
+from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_runtime, served_fake
 
 CLUSTER = "lc-twin"
 SPEC = LAMBDA_SPEC.replace("lc-lambda", CLUSTER)

@@ -16,11 +16,11 @@ from provisioner.lifecycle.realize import bring_up, cluster_nodes, tear_down
 from provisioner.lifecycle.spend import budget_expiry, budget_state, cost_so_far
 from provisioner.metering import Metered
 from tests.conftest import need_shared
+from tests.fast_limits import fast_limits
 from tests.test_lifecycle_support import (
     LAMBDA_SPEC,
     StandInRemote,
     fast_cli_env,
-    fast_limits,
     instant_runtime,
     plans_for,
     served_fake,

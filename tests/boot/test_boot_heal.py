@@ -210,7 +210,7 @@ def test_two_faults_mid_job_are_healed_and_the_job_resumes_from_its_checkpoint_e
             seen["error"] = repr(exc)
 
     with serve(fake) as server:
-        # At 100x Lambda's published limits (tests.test_lifecycle_support.fast_limits): its
+        # At 100x Lambda's published limits (tests.fast_limits): its
         # 12 s launch spacing would add ~19 s to each replacement here, and its pacing has its
         # own contract tests.
         adapter = LambdaProvider(
