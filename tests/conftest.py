@@ -135,8 +135,66 @@ def serial_group(nodeid: str) -> str | None:
     return next((name for name, prefixes in SERIAL_GROUPS.items() if nodeid.startswith(prefixes)), None)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Modules with a module-scoped fixture run on one worker, so the fixture is made once per run, not
+# once on each worker that gets one of the module's tests: a fresh venv with the package installed
+# from a built wheel, a real slurmctld, moto and GCS servers, torch's burn-in, a module's fakes.
+# pytest_collection_modifyitems below refuses a module with such a fixture that is not listed here.
+ONE_WORKER_MODULES = (
+    "tests/providers/test_aws.py",
+    "tests/test_catalog_data.py",
+    "tests/test_checkpoint_sync.py",
+    "tests/test_fuzz_providers.py",
+    "tests/test_runtime_only.py",
+    "tests/test_slurm_real.py",
+    "tests/test_stack_topology.py",
+    "tests/test_validation_bench.py",
+    "tests/test_validation_burnin.py",
+    "tests/test_validation_slurm.py",
+)
+
+
+def schedule_scope(nodeid: str) -> str:
+    """What runs on one worker, in order: a SERIAL_GROUPS group, a module of ONE_WORKER_MODULES, or the test alone."""
+    module = nodeid.split("::", 1)[0]
+    return serial_group(nodeid) or (module if module in ONE_WORKER_MODULES else nodeid)
+
+
+# Under ``-n`` the long tests go out first (in this order; the rest after them, in file order), so
+# that none starts last on one worker while the other has nothing left to do. Measured under
+# `--durations` (docs/benchmarks.md, "The suite on two cores"); a prefix of a node id.
+LONG_FIRST = (
+    "tests/test_style.py::test_mypy_strict_is_clean_on_every_package",
+    "tests/test_pulumi_real",
+    "tests/test_engine_events.py::test_both_engines_emit_the_same_events",
+    "tests/test_hostile_proxy.py::test_every_command_ends_in_one_line_under_every_hostile_answer",
+    "tests/test_killed_up.py",
+    "tests/test_fuzz_local.py::test_loads_bounded_returns_a_bounded_value_or_one_refusal",
+    "tests/test_optimizer.py::test_the_engine_agrees_with_the_exact_oracle",
+    "tests/test_stack_cluster.py::test_every_example_on_every_provider",
+    "tests/test_engine_matrix.py::test_both_engines_send_the_same_requests",
+    "tests/test_printer.py::test_every_local_command_and_format_escapes_file_supplied_strings",
+    "tests/test_spec_loader.py",
+    "tests/test_lifecycle_pulumi_blocks.py",
+)
+
+
+def long_first(nodeid: str) -> int:
+    """The sort key of ``nodeid`` under ``-n``: its LONG_FIRST place, or after all of them."""
+    return next((n for n, prefix in enumerate(LONG_FIRST) if nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
+def _has_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(found[-1].scope == "module" for found in defs if found)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/boot/conftest.py has ordered the boot group
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from tests.test_bootstrap_ssh import rig as root_sshd  # the fixture; modules that use it import it
+
+    if hasattr(config, "workerinput"):  # an xdist worker: the order it reports is the order tests go out
+        items.sort(key=lambda item: long_first(item.nodeid))  # stable: the boot group keeps its order
 
     for item in items:
         sshd = "rig" in getattr(item, "fixturenames", ()) and getattr(getattr(item, "module", None), "rig", None)
@@ -145,6 +203,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             raise pytest.UsageError(
                 f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
                 "(it shares this machine with the group's other tests)"
+            )
+        module = item.nodeid.split("::", 1)[0]
+        if module not in ONE_WORKER_MODULES and serial_group(item.nodeid) is None and _has_module_fixture(item):
+            raise pytest.UsageError(
+                f"{module} has a module-scoped fixture: list it in conftest.ONE_WORKER_MODULES "
+                "(made once per run, on one worker)"
             )
 
 
@@ -158,15 +222,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """Under ``-n`` (``--dist load``, the default, or ``loadgroup``): xdist's scope scheduler with a
-    scope per SERIAL_GROUPS group and one per other test. The largest scopes go out first, so the
-    boot group starts at once on a worker of its own."""
+    scope per SERIAL_GROUPS group, one per module of ONE_WORKER_MODULES and one per other test
+    (``schedule_scope``). The largest scopes go out first, so the boot group starts at once on a
+    worker of its own."""
     if config.getvalue("dist") not in ("load", "loadgroup"):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SerialGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return serial_group(nodeid) or nodeid
+            return schedule_scope(nodeid)
 
     return SerialGroups(config, log)
 
