@@ -147,6 +147,8 @@ ONE_WORKER_MODULES = (
     "tests/test_runtime_only.py",
     "tests/test_slurm_real.py",
     "tests/test_stack_topology.py",
+    "tests/test_store_credentials_flow.py",
+    "tests/test_store_credentials_rclone.py",
     "tests/test_validation_bench.py",
     "tests/test_validation_burnin.py",
     "tests/test_validation_slurm.py",

@@ -29,8 +29,9 @@ from provisioner.local import lab, labrecord
 from provisioner.providers import registry, seal
 from provisioner.testing.fakes import make_fake, serve
 from tests.conftest import need_shared
+from tests.fast_limits import fast_limits
 from tests.test_heal import SchedulerRemote
-from tests.test_lifecycle_support import fast_limits, instant_runtime
+from tests.test_lifecycle_support import instant_runtime
 from tests.test_local_sealed import _run, trap  # noqa: F401  (a fixture)
 from tests.test_recover import SOLD, SPEC
 
