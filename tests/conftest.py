@@ -216,9 +216,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: a worker per usable CPU, and at least two, since the boot group (one worker)
-    mostly waits on node boots and lifetime timers while the rest of the suite runs beside it."""
-    return max(2, len(os.sched_getaffinity(0)))
+    """``-n auto``: a worker per usable CPU, plus one for the boot group. That group (one worker)
+    mostly waits, on node boots, a job's steps and lifetime timers (alone: 139 s of CPU in 537 s),
+    so with only a worker per CPU one CPU sat half idle for its whole run while the suite, bound by
+    CPU, queued on the other (docs/benchmarks.md, "The suite on two cores")."""
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.hookimpl(optionalhook=True)
