@@ -80,7 +80,15 @@ class RunLab:
         labrecord.write(CLUSTER, {**record, "fakes": self.urls, "cluster": CLUSTER, "network": lab.NETWORK})
 
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """The lab's process exists and has not exited (a zombie waiting for the reaper has). Not
+        ``proc.poll()``: while the reaper thread is in ``wait()``, ``poll()`` answers None."""
+        if self.proc is None:
+            return False
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
     def close(self) -> None:
         if self.running():

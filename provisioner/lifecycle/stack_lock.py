@@ -19,6 +19,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from provisioner.providers.ownership import pid_alive
+
 WORK_VAR = "PROVISIONER_PULUMI_WORK"
 """Set in the engine's environment to this state dir's workspace: how its orphaned servers are known."""
 
@@ -40,7 +42,7 @@ class StackLock:
         """Held by a process of this host that is gone (a SIGKILLed engine)."""
         if self.host != (host or socket.gethostname()):
             return False
-        return not _alive(self.pid)
+        return not pid_alive(self.pid)
 
     def refusal(self, cluster_id: str, backend_url: str) -> str:
         """The one line for a live lock or one held from another host."""
@@ -58,16 +60,6 @@ def lock_in(text: str) -> StackLock | None:
     if found is None:
         return None
     return StackLock(found["where"], found["user"], found["host"], int(found["pid"]), found["at"])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def orphans(work_dir: Path, proc: Path = Path("/proc")) -> list[int]:

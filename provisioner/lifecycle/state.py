@@ -96,13 +96,9 @@ class ClusterRecord(BaseModel):
         A lease held on another host, or by a live process (or a pid reused since), is not lost."""
         if self.lease_pid is None or self.lease_host != socket.gethostname():
             return False
-        try:
-            os.kill(self.lease_pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            return False
-        return False
+        from provisioner.providers.ownership import pid_alive
+
+        return not pid_alive(self.lease_pid)
 
     def expired(self, now: dt.datetime) -> bool:
         """Past its expiry, or a burst cluster whose process died (nothing else will end it)."""

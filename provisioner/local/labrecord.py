@@ -11,7 +11,6 @@ or an alias of such a record, is dropped when read.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,10 @@ def record_path(cluster_id: str) -> Path:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Whether the lab's process ``pid`` still exists on this host."""
+    from provisioner.providers.ownership import pid_alive
+
+    return pid_alive(pid)
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -99,14 +99,27 @@ def spec(provider: str, *, nodes: int = 2, accounting: bool = False) -> str:
     )
 
 
-def catalog(provider: str, cpus: int, memory_mib: int) -> dict[str, Any]:
-    """The provider's offer in OFFERS with this host's CPUs and memory, in a one-offer catalog."""
-    offer = {
-        **OFFERS[provider],
+FACTS: dict[str, Any] = {
+    "source": "boot test",
+    "internet_egress_tiers": [],
+    "free_egress_gb": 0,
+    "inter_region_usd_per_gb": 0,
+    "shared_storage_usd_per_gib_month": 0.2,
+    "shared_storage_kind": "NFS",
+    "boot_minutes": 6,
+    "egress_note": "none",
+}
+"""A provider's facts in the boot tests' catalogs."""
+
+
+def host_offer(fields: dict[str, Any], cpus: int, memory_mib: int, price_per_hour_usd: float = 0.75) -> dict[str, Any]:
+    """A catalog offer of ``fields`` (as OFFERS gives them) with this host's CPUs and memory."""
+    return {
+        **fields,
         "vcpus": cpus,
         "memory_gib": memory_mib // 1024,
         "local_nvme_gib": 0,
-        "price_per_hour_usd": 0.75,
+        "price_per_hour_usd": price_per_hour_usd,
         "spot_price_per_hour_usd": None,
         "billing_increment_s": 60,
         "billing_minimum_s": 0,
@@ -120,17 +133,15 @@ def catalog(provider: str, cpus: int, memory_mib: int) -> dict[str, Any]:
         "max_nodes": 4,
         "available": True,
     }
-    facts = {
-        "source": "boot test",
-        "internet_egress_tiers": [],
-        "free_egress_gb": 0,
-        "inter_region_usd_per_gb": 0,
-        "shared_storage_usd_per_gib_month": 0.2,
-        "shared_storage_kind": "NFS",
-        "boot_minutes": 6,
-        "egress_note": "none",
+
+
+def catalog(provider: str, cpus: int, memory_mib: int) -> dict[str, Any]:
+    """The provider's offer in OFFERS with this host's CPUs and memory, in a one-offer catalog."""
+    return {
+        "as_of": "2026-11-20",
+        "providers": {provider: FACTS},
+        "offers": [host_offer(OFFERS[provider], cpus, memory_mib)],
     }
-    return {"as_of": "2026-11-20", "providers": {provider: facts}, "offers": [offer]}
 
 
 @dataclass

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.boot.cli_lab import FACTS, OFFERS, host_offer
+
 BUCKET = "ckpt-move"
 STORE_KEYS = {"MOVE_STORE_KEY": "move-test-key", "MOVE_STORE_SECRET": "move-test-secret"}
 """The store's keys in the environment burst runs in (``checkpoint.credentials_env`` names them)."""
@@ -26,74 +28,16 @@ done
 echo "done $(date +%s.%N)" >> $log"""
 
 
-def offer(provider: str, cpus: int, memory_mib: int, **fields: Any) -> dict[str, Any]:
-    return {
-        "provider": provider,
-        "gpu_model": "H100",
-        "gpus": 8,
-        "gpu_memory_gib": 80,
-        "vcpus": cpus,
-        "memory_gib": memory_mib // 1024,
-        "local_nvme_gib": 0,
-        "spot_price_per_hour_usd": None,
-        "billing_increment_s": 60,
-        "billing_minimum_s": 0,
-        "egress_usd_per_gb": 0.0,
-        "ingress_usd_per_gb": 0.0,
-        "disk_usd_per_gib_hour": 0.0,
-        "interruptions_per_node_hour": 0.0002,
-        "spot_interruptions_per_node_hour": None,
-        "interruption_basis": "test",
-        "reliability": 0.995,
-        "max_nodes": 4,
-        "available": True,
-        **fields,
-    }
-
-
 def catalog(cpus: int, memory_mib: int) -> dict[str, Any]:
-    """Lambda's 8x H100 instances (cheaper: ranked first) and RunPod's 8x H100 Instant Cluster, each the
-    size of this host's nodes (slurmd drains a node reporting less than its slurm.conf says)."""
-    facts = {
-        "source": "boot test",
-        "internet_egress_tiers": [],
-        "free_egress_gb": 0,
-        "inter_region_usd_per_gb": 0,
-        "shared_storage_usd_per_gib_month": 0.2,
-        "shared_storage_kind": "NFS",
-        "boot_minutes": 6,
-        "egress_note": "none",
-    }
-    lambda_offer = offer(
-        "lambda",
-        cpus,
-        memory_mib,
-        instance_type=LAMBDA_TYPE,
-        region="us-west-3",
-        price_per_hour_usd=2.40,
-        fabric="ethernet",
-        fabric_gbps=100,
-        purchase="instance",
-        bootstrap="cloud_init",
-        network="private",
-        min_nodes=1,
-    )
-    runpod_offer = offer(
-        "runpod",
-        cpus,
-        memory_mib,
-        instance_type="cluster_8x_H100-SXM",
-        region="US-KS-2",
-        price_per_hour_usd=3.10,
-        fabric="infiniband",
-        fabric_gbps=3200,
-        purchase="cluster",
-        bootstrap="script",
-        network="cluster_fabric",
-        min_nodes=2,
-    )
+    """Lambda's 8x H100 instances (cheaper: ranked first) and RunPod's 8x H100 Instant Cluster (the
+    offer the CLI boot tests buy), each the size of this host's nodes (slurmd drains a node reporting
+    less than its slurm.conf says)."""
+    h100 = {"instance_type": LAMBDA_TYPE, "region": "us-west-3", "gpu_model": "H100", "gpus": 8, "gpu_memory_gib": 80}
     return {
         "as_of": "2026-11-20",
-        "providers": {"lambda": facts, "runpod": facts},
-        "offers": [lambda_offer, runpod_offer],
+        "providers": {"lambda": FACTS, "runpod": FACTS},
+        "offers": [
+            host_offer({**OFFERS["lambda"], **h100}, cpus, memory_mib, price_per_hour_usd=2.40),
+            host_offer(OFFERS["runpod"], cpus, memory_mib, price_per_hour_usd=3.10),
+        ],
     }
