@@ -37,6 +37,7 @@ from provisioner.lifecycle.heal_buy import buy_replacement
 from provisioner.lifecycle.heal_rules import BILLING, HealLimit, HealOptions, ReplacementLost, node_hourly, same_layout
 from provisioner.lifecycle.realize import Runtime, cluster_secrets, head_target, node_address, ssh_pass
 from provisioner.lifecycle.runs import healed_by_run, name_taken
+from provisioner.lifecycle.teardown import report_kept
 from provisioner.metering import BillingRule, NodeUsage, meter
 from provisioner.money import cents_text, round_cents, usd_of_cents, usd_text
 from provisioner.plan import Plan
@@ -266,15 +267,7 @@ class Healer:
         # Only this owner's instances of the name (providers.ownership): never another owner's or an unmarked one.
         deletion = delete_owned(self.provider, cluster, named) if named else Deletion()
         doomed = list(deletion.deleted)
-        for node, kept in deletion.kept:
-            self.rt.emit(
-                "kept",
-                message=f"not deleted: {node.name} ({node.id}) of {cluster}: {kept}",
-                cluster=cluster,
-                node=node.name,
-                id=node.id,
-                why=kept,
-            )
+        report_kept(self.rt, cluster, deletion)
         if doomed:
             gone = {d.id for d in doomed}
             self.rt.wait(

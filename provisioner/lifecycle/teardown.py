@@ -94,16 +94,22 @@ def _unrecorded(left: list[Node]) -> str:
     return f": no record here, so every node of the name you own is deleted, whatever its run (run {runs})"
 
 
-def _report_left(rt: Runtime, cluster_id: str, name: str, deletion: Deletion) -> None:
+def report_kept(rt: Runtime, cluster_id: str, deletion: Deletion, provider: str | None = None) -> None:
+    """A ``kept`` event for each node the owner-checked delete would not touch, and why."""
+    where = f" on {provider}" if provider else ""
     for node, why in deletion.kept:
         rt.emit(
             "kept",
-            message=f"not deleted: {node.name} ({node.id}) of {cluster_id} on {name}: {why}",
+            message=f"not deleted: {node.name} ({node.id}) of {cluster_id}{where}: {why}",
             cluster=cluster_id,
             node=node.name,
             id=node.id,
             why=why,
         )
+
+
+def _report_left(rt: Runtime, cluster_id: str, name: str, deletion: Deletion) -> None:
+    report_kept(rt, cluster_id, deletion, name)
     if deletion.others:
         rt.emit(
             "other-runs",
@@ -114,4 +120,4 @@ def _report_left(rt: Runtime, cluster_id: str, name: str, deletion: Deletion) ->
         )
 
 
-__all__ = ["tear_down"]
+__all__ = ["report_kept", "tear_down"]
