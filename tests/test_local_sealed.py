@@ -108,11 +108,18 @@ class InProcessLab:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(["sleep", "600"])
-        threading.Thread(target=self.proc.wait, daemon=True).start()  # reaped the moment it is stopped
+        self.reaper = threading.Thread(target=self.proc.wait, daemon=True)  # reaped the moment it is stopped
+        self.reaper.start()
         path = lab._record_path(CLUSTER)
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {"pid": self.proc.pid, "netns": "pvl-twin", "url": self.server.url, "provider": "lambda"}
         path.write_text(json.dumps({**record, "cluster": CLUSTER, "network": lab.NETWORK, "workdir": "/nonexistent"}))
+
+    def stopped(self) -> bool:
+        """Whether the lab process has ended. Not ``proc.poll()``: while the reaper thread is in
+        ``wait()`` (or has just learnt that ``lab.stop`` reaped it), ``poll()`` answers None."""
+        self.reaper.join(timeout=10)
+        return self.proc is not None and not self.reaper.is_alive()
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -179,7 +186,7 @@ def test_the_newcomer_journey_on_the_local_twin_never_reaches_a_real_provider(
     events = [json.loads(line) for line in out.splitlines()]
     (cost,) = [e for e in events if e["event"] == "cost"]
     assert "billed" not in cost and cost["local"] is True and "NOT within" not in cost["message"]
-    assert twin.app.instance_count() == 0 and twin.proc is not None and twin.proc.poll() is not None  # lab stopped
+    assert twin.app.instance_count() == 0 and twin.stopped()  # lab stopped
     code, out, err = _run(capsys, "down", CLUSTER)  # again: the lab is gone, nothing is asked of anyone
     assert code == 0 and "nothing left of cluster lc-twin (a local dry run" in out + err, out + err
 
@@ -262,7 +269,7 @@ def test_burst_local_runs_the_job_on_the_labs_nodes_and_leaves_nothing(
     assert code == 0, err
     assert "hello from the job" in out + err  # the stand-in's job output, streamed
     assert twin.app.launched == 2 and twin.app.instance_count() == 0  # bought at the lab's fake, all deleted
-    assert twin.proc is not None and twin.proc.poll() is not None  # the lab is stopped with the job
+    assert twin.stopped()  # the lab is stopped with the job
     (row,) = ledger.rows(ledger.read())
     assert (row.cluster, row.local, row.status) == (CLUSTER, True, "removed") and row.run is not None
     assert state.load_record(CLUSTER) is None and trap == []
