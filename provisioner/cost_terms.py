@@ -16,12 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from provisioner.columns import OfferTable
-from provisioner.costs import HOURS_PER_MONTH, dataset_leave_usd, tiered_usd
+from provisioner.costs import HOURS_PER_MONTH, billed_span, dataset_leave_usd, tiered_usd
 from provisioner.money import NANO, PICO_PER_MICRO, ceil_int, half_even, round_cents, spec_decimal
 from provisioner.offer import ProviderInfo
 from provisioner.spec import ClusterSpec, SharedFsKind
@@ -82,12 +81,6 @@ def _per_key(columns: list[np.ndarray], value: Callable[..., int]) -> np.ndarray
     rows = np.stack([column[first] for column in columns], axis=1).tolist()
     out = np.array([min(value(*row), CENT_CAP) for row in rows], dtype=np.int64)
     return out[inverse.reshape(-1)]
-
-
-def billed_span(run_s: Any, increment_s: Any, minimum_s: Any) -> Any:
-    """Whole seconds run -> seconds billed: up to the billing increment, at least the minimum. Elementwise
-    on int64 columns, and on plain ints (provisioner.metering bills each node's real run with it)."""
-    return np.maximum(-(-run_s // increment_s) * increment_s, minimum_s)
 
 
 def billed_seconds(p: Pricing) -> np.ndarray:
@@ -311,7 +304,6 @@ __all__ = [
     "CENT_CAP",
     "TERMS",
     "Pricing",
-    "billed_span",
     "block_fee_term",
     "boot_cents",
     "boot_exact",

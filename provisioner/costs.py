@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from enum import IntEnum
 from fractions import Fraction
+from typing import Any
 
 from provisioner.errors import CatalogError
 from provisioner.money import spec_decimal
@@ -84,6 +85,14 @@ class Stage(IntEnum):
         return self.name.lower()
 
 
+def billed_span(run_s: Any, increment_s: Any, minimum_s: Any) -> Any:
+    """Whole seconds run -> seconds billed: up to the billing increment, at least the minimum. Elementwise
+    on int64 columns (provisioner.cost_terms), and on plain ints (provisioner.metering bills each node's
+    real run with it). Plain arithmetic, no numpy call, so metering (and `status`, `down`) need no numpy."""
+    billed = -(-run_s // increment_s) * increment_s
+    return billed + (minimum_s - billed) * (billed < minimum_s)
+
+
 def variants(mode: PricingMode) -> tuple[bool, ...]:
     """Pricing variants (``spot`` flags) a pricing mode considers, on-demand first."""
     return {PricingMode.ON_DEMAND: (False,), PricingMode.SPOT: (True,), PricingMode.EITHER: (False, True)}[
@@ -137,6 +146,7 @@ __all__ = [
     "HOURS_PER_MONTH",
     "SPOT_FALLBACK_INTERRUPTIONS_PER_NODE_HOUR",
     "Stage",
+    "billed_span",
     "dataset_leave_usd",
     "fabric_accepts",
     "tiered_usd",

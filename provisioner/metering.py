@@ -10,7 +10,7 @@ Block's upfront fee) and returns exact cents per cost term, the same terms as th
 Rules, each the plan's own (provisioner.offer_table):
 
 - a node's run time is its span in whole seconds, rounded up; billed time is that rounded up
-  to ``billing_increment_s``, at least ``billing_minimum_s`` (``offer_table.billed_span``);
+  to ``billing_increment_s``, at least ``billing_minimum_s`` (``costs.billed_span``);
   time stopped (``stopped_s``) is not billed as compute;
 - compute = price per node-hour x billed seconds / 3600, summed exactly over nodes, rounded
   once, half to even (``money.round_cents``); a Capacity Block's compute is its upfront fee,
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
-from provisioner.cost_terms import billed_span
+from provisioner.costs import billed_span
 from provisioner.money import (
     MICRO,
     NANO,

@@ -74,6 +74,36 @@ def test_a_plan_imports_none_of_what_it_does_not_use(catalog: str, tmp_path: Pat
     assert seen["collecting"] is True  # the plan paused the collector and turned it back on
 
 
+NOT_ON_THE_STATUS_PATH = (
+    "numpy",  # pricing arrays: metering bills a node's real run with plain integers (costs.billed_span)
+    "jinja2",  # templates: status and down render nothing
+    "yaml",  # render.bootstrap's reading of a rendered cloud-config
+    "provisioner.cost_terms",
+    "provisioner.columns",
+)
+
+
+def test_a_status_imports_neither_the_pricing_arrays_nor_the_templates(tmp_path: Path) -> None:
+    """Every `provisioner` child of the suite, and every user's `status`/`down`, pays its imports first
+    (docs/benchmarks.md, 2026-11-29): the lifecycle path (realize, teardown, the ledger) must not pull
+    in numpy or jinja2 through a module that needs them only to plan or to render."""
+    env = {"PROVISIONER_CACHE_DIR": str(tmp_path / "cache"), "PROVISIONER_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-c", _PLAN, "status", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**env, "PATH": "/usr/bin:/bin"},
+    )
+    seen = json.loads(done.stderr.strip().splitlines()[-1])
+    assert seen["code"] == 2  # no record of cluster demo here
+    modules = set(seen["modules"])
+    assert "provisioner.lifecycle.realize" in modules  # the probe did go down the status path
+    assert "provisioner.lifecycle.ledger" in modules
+    assert sorted(m for m in modules for u in NOT_ON_THE_STATUS_PATH if m == u or m.startswith(u + ".")) == []
+
+
 def test_the_plugin_loader_stand_in_answers_as_pydantic_does_with_plugins_disabled() -> None:
     """cli._no_plugin_loader replaces pydantic.plugin._loader when PYDANTIC_DISABLE_PLUGINS disables
     every plugin: pydantic must still look plugins up through that module's get_plugins, and the real

@@ -183,3 +183,36 @@ def test_budget_levels_are_exact_where_float_is_not() -> None:
     assert [budget_level(c, Decimal("2.49")) for c in (248, 249)] == [80, 100]
     assert [budget_level(c, Decimal("0.07")) for c in (6, 7)] == [80, 100]
     assert [budget_level(c, Decimal("0.14")) for c in (6, 7)] == [0, 50]
+
+
+@pytest.mark.parametrize(
+    ("run_s", "increment_s", "minimum_s", "billed_s"),
+    [
+        (0, 1, 0, 0),
+        (1, 60, 0, 60),  # up to the increment
+        (60, 60, 0, 60),
+        (61, 60, 0, 120),
+        (61, 60, 600, 600),  # at least the minimum
+        (600, 60, 600, 600),
+        (601, 60, 600, 660),
+        (3601, 3600, 0, 7200),  # per started hour
+        (5, 1, 60, 60),
+    ],
+)
+def test_billed_span_on_ints_and_on_int64_columns_alike(
+    run_s: int, increment_s: int, minimum_s: int, billed_s: int
+) -> None:
+    """One rule for the plan's columns (cost_terms) and for a node's metered run (metering): written
+    without a numpy call so that metering needs no numpy, it must still work elementwise."""
+    import numpy as np
+
+    from provisioner.costs import billed_span
+
+    single = billed_span(run_s, increment_s, minimum_s)
+    assert type(single) is int and single == billed_s
+    column = billed_span(
+        np.array([run_s, run_s], dtype=np.int64),
+        np.array([increment_s, 1], dtype=np.int64),
+        np.array([minimum_s, 0], dtype=np.int64),
+    )
+    assert column.dtype == np.int64 and column.tolist() == [billed_s, run_s]

@@ -16,13 +16,15 @@ import datetime as dt
 import io
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from provisioner import cliargs
 from provisioner.errors import UsageError
-from provisioner.lifecycle import ledger
 from provisioner.money import usd_of_cents, usd_text
 from provisioner.termtext import counted, say
+
+if TYPE_CHECKING:  # the parser registers `costs` at every start; the ledger (and metering) load on use
+    from provisioner.lifecycle import ledger
 
 GROUPINGS = ("run", "cluster", "provider", "owner")
 COST_FORMATS = ("table", "json", "csv")
@@ -96,6 +98,8 @@ def unrecorded(
     """What ``live()`` finds at a provider ((provider, cluster) or (provider, cluster, run mark)) that the
     ledger does not know: a cluster name it has no entry of, or, given ``runs`` (the ledger's (cluster,
     run) pairs), a run of a known name it has none of (an earlier bring-up's node still alive)."""
+    from provisioner.lifecycle import ledger
+
     seen: dict[tuple[str, str], str] = {}
     for found in live():
         provider, cluster, run = found[0], found[1], (found[2] if len(found) > 2 else None)
@@ -172,6 +176,7 @@ def costs(
     now: Callable[[], dt.datetime] | None = None,
 ) -> int:
     """What clusters planned, metered and were billed, from the local ledger (with --live: unrecorded ones too)."""
+    from provisioner.lifecycle import ledger
     from provisioner.lifecycle.command_support import parse_duration
 
     if by not in GROUPINGS:

@@ -32,8 +32,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from provisioner.render.views import ClusterView, render_template
 
 # The cloud-config keys node.yaml.j2 may use; anything else must be taught to the script first.
@@ -142,6 +140,8 @@ def render_bootstrap_script(view: ClusterView, role: str, user_data: str) -> str
     Pure. Raises ValueError when the document uses a cloud-config key the script cannot honour.
     The result holds the same secrets as ``user_data``.
     """
+    import yaml  # here, not at the top: `status` and `down` import this module's package, render nothing
+
     doc = yaml.safe_load(user_data)
     unknown = sorted(set(doc) - KNOWN_KEYS)
     if unknown:

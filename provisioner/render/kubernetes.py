@@ -35,13 +35,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from typing import TYPE_CHECKING, Any
 
 from provisioner.plan import Plan
 from provisioner.render.views import comment_text, safe_path
 from provisioner.spec import Fabric, SharedFsKind
+
+if TYPE_CHECKING:  # loaded when a manifest is first rendered (as render.views does)
+    from jinja2 import Environment
 
 # Pinned images and versions. Bump deliberately; golden files show the change.
 NVIDIA_DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
@@ -327,6 +328,8 @@ _env: Environment | None = None
 def _environment() -> Environment:
     global _env
     if _env is None:
+        from jinja2 import Environment, PackageLoader, StrictUndefined
+
         _env = Environment(
             loader=PackageLoader("provisioner.templates", "k8s"),
             undefined=StrictUndefined,

@@ -24,9 +24,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from provisioner.errors import PlanError, SpecError
 from provisioner.gpu_names import canonical_gpu
@@ -36,6 +34,9 @@ from provisioner.providers.registry import facts
 from provisioner.render.fabric import fabric_profile, nccl_env
 from provisioner.spec import ControlPlane, SharedFsKind, check_safe_path
 from provisioner.spec_checkpoint import CheckpointSpec
+
+if TYPE_CHECKING:  # loaded when a template is first rendered: `status` and `down` render none
+    import jinja2
 
 # GPUs whose 8-way SXM boards use NVSwitch and therefore need nvidia-fabricmanager.
 _NVSWITCH_GPUS = frozenset({"A100", "H100", "H200", "H800", "A800", "B200"})
@@ -369,6 +370,8 @@ def unit_text(value: Any) -> str:
 
 @cache
 def _environment() -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("provisioner.templates", ""),
         undefined=jinja2.StrictUndefined,
