@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import httpx
 import pytest
@@ -295,3 +296,35 @@ def test_redactor_catches_a_secret_quoted_base64_encoded_or_wrapped(shift: int) 
     # the base64 of the key itself, found inside the encoding of the whole document
     inner = b64.b64encode(munge.encode()).decode()
     assert inner[8:40] not in redactor.scrub(encoded) and inner[8:40] not in redactor.scrub(inner)
+
+
+def test_every_client_shares_one_verifying_tls_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The CA bundle is read once per process, not once per ApiClient (a command builds several), and
+    the shared context still verifies; SSL_CERT_FILE set later gets a context of its own."""
+    import ssl
+
+    from provisioner.providers import http
+
+    made: list[ssl.SSLContext] = []
+
+    def counted() -> ssl.SSLContext:
+        made.append(ssl.create_default_context())
+        return made[-1]
+
+    monkeypatch.setattr(http.httpx, "create_ssl_context", counted)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    http._tls_context.cache_clear()
+    try:
+        first = ApiClient("a", "https://a.invalid", None, error_mapper=mapper, limits=RateLimits(1.0))
+        second = first.twin(RetryPolicy(attempts=1))
+        third = ApiClient("b", "http://127.0.0.1:9", None, error_mapper=mapper, limits=RateLimits(1.0))
+        assert len(made) == 1
+        assert made[0].verify_mode == ssl.CERT_REQUIRED and made[0].check_hostname
+        assert http.tls_context() is made[0]
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+        assert http.tls_context() is not made[0] and len(made) == 2
+        for built in (first, second, third):
+            built.close()
+    finally:
+        http._tls_context.cache_clear()
