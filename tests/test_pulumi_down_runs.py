@@ -5,7 +5,7 @@ recorded (lifecycle.stack_faults.sweep). Those carry the stack's run mark (the n
 the AWS/GCP run tag or label: ``stack_runs``) or the record's; a node an earlier run of the name left
 alive is not deleted but named in one ``other-runs`` line with the gc that removes it. With no record
 and no run in the stack (the rescue) the sweep deletes every node of the name, as the direct ``down``.
-On the Lambda fake; the stack is a stand-in with the state ``export_stack`` returns.
+On the Lambda fake; the stack is a stand-in with the state ``state()`` returns.
 """
 
 from __future__ import annotations
@@ -31,16 +31,11 @@ RUN_B = "20261129-010203-0f0e0d"
 
 
 @dataclass
-class _Exported:
-    deployment: dict[str, Any]
-
-
-@dataclass
 class StandInStack:
     resources: list[dict[str, Any]]
 
-    def export_stack(self) -> _Exported:
-        return _Exported({"resources": self.resources, "pending_operations": []})
+    def state(self) -> dict[str, Any]:  # pulumi_stack.EngineStack's read of the stack's state
+        return {"resources": self.resources, "pending_operations": []}
 
 
 @pytest.fixture(autouse=True)

@@ -75,7 +75,7 @@ log = logging.getLogger("provisioner.lease")
 def _remaining(stack: Any) -> list[str]:
     """Resources still recorded in the stack (type and name), the stack itself left out."""
     try:
-        deployment = stack.export_stack().deployment or {}
+        deployment = stack.state()  # read afresh: the failed update dropped what was read before it
     except Exception:  # best effort: the error message must still be written
         return ["(the stack's state could not be read)"]
     out = []

@@ -142,6 +142,8 @@ def runtime_options(prefix: str = sys.prefix, base_prefix: str = sys.base_prefix
 
 
 def open_stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
+    """The cluster's stack (``pulumi_stack.EngineStack``), created first when ``create`` and absent.
+    StackError (one line) when it is absent (not ``create``) or pulumi cannot open it."""
     auto = automation()
     # PULUMI_PYTHON_CMD: the interpreter a language host or dynamic-provider plugin runs when the
     # project names no virtualenv (this one, where provisioner and its program are installed).
@@ -158,12 +160,17 @@ def open_stack(cluster_id: str, backend: str | None, *, create: bool) -> Any:
         runtime=auto.ProjectRuntimeInfo(name="python", options=runtime_options() or None),
         main=str(program_dir()),
     )
-    opts = auto.LocalWorkspaceOptions(work_dir=str(work_dir()), env_vars=env, project_settings=settings)
-    program = _program if create else _no_program
     try:
-        if create:
-            return auto.create_or_select_stack(cluster_id, PROJECT, program, opts=opts)
-        return auto.select_stack(cluster_id, PROJECT, program, opts=opts)
+        from provisioner.lifecycle.pulumi_stack import EngineStack, cli
+
+        workspace = auto.LocalWorkspace(
+            work_dir=str(work_dir()),
+            program=_program if create else _no_program,
+            env_vars=env,
+            project_settings=settings,
+            pulumi_command=cli(state.state_dir() / "pulumi" / "cli-version.json"),
+        )
+        return EngineStack(cluster_id, workspace, create=create)
     except auto.errors.StackNotFoundError:
         raise StackError(f"no pulumi stack {cluster_id} in {env['PULUMI_BACKEND_URL']}") from None
     except (auto.errors.CommandError, ValueError, OSError) as exc:

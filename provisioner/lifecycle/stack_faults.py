@@ -52,8 +52,10 @@ def unlocked(auto: Any, stack: Any, where: Where, run: Callable[[], Any]) -> Any
 
 
 def pending(stack: Any) -> list[str]:
-    """``kind name`` of each pending operation the stack's state holds (a killed engine's)."""
-    deployment = stack.export_stack().deployment or {}
+    """``kind name`` of each pending operation the stack's state holds (a killed engine's). ``stack.state()``
+    (``pulumi_stack.EngineStack``) is read once per command until an update: ``owners``, ``stack_runs``
+    and this share one ``pulumi stack export``."""
+    deployment = stack.state()
     out = []
     for operation in deployment.get("pending_operations") or []:
         urn = str((operation.get("resource") or {}).get("urn", ""))
@@ -118,7 +120,7 @@ def stack_runs(stack: Any) -> set[str]:
 def _entries(stack: Any) -> list[dict[str, Any]]:
     """The state's resources and pending operations' resources ([] when unreadable)."""
     try:
-        deployment = stack.export_stack().deployment or {}
+        deployment = stack.state()
     except Exception:  # best effort: the callers fall back to what they know without it
         return []
     return [
