@@ -166,20 +166,16 @@ def _up(
     from provisioner.lifecycle.lease import held_mark
 
     mark = held_mark(plan.cluster_id)  # the up's lease mark, on each node as the direct engine writes it
+    run = run_id or _record_run(plan.cluster_id)
+    # a stack once of a block plan must not keep targeting its block; nor an old up's lease or run
+    given = {LEASE_KEY: mark.token() if mark is not None else None, RUN_KEY: run, RESERVATION_KEY: None}
+    if reservation is not None:
+        given[RESERVATION_KEY] = reservation.reservation_id
+    config.update({key: auto.ConfigValue(value=value) for key, value in given.items() if value is not None})
     try:
-        if mark is not None:
-            config[LEASE_KEY] = auto.ConfigValue(value=mark.token())
-        else:
-            stack.remove_config(LEASE_KEY)
-        run = run_id or _record_run(plan.cluster_id)
-        if run is not None:
-            config[RUN_KEY] = auto.ConfigValue(value=run)
-        else:
-            stack.remove_config(RUN_KEY)
-        if reservation is not None:
-            config[RESERVATION_KEY] = auto.ConfigValue(value=reservation.reservation_id)
-        else:  # a stack once of a block plan must not keep targeting its block
-            stack.remove_config(RESERVATION_KEY)
+        stale = _kept_config(stack, [key for key, value in given.items() if value is None])
+        if stale:
+            stack.remove_all_config(stale)
         stack.set_all_config(config)
     except (auto.errors.CommandError, ValueError, OSError) as exc:
         raise StackError(f"pulumi cannot set the config of {plan.cluster_id}: {last_line(str(exc))}") from None
@@ -194,6 +190,16 @@ def _up(
     if renewal is not None:  # done: the record holds the cluster now, as after the direct engine's up
         lease_renewal.release(plan.cluster_id)
     return {key: ("[secret]" if value.secret else value.value) for key, value in result.outputs.items()}
+
+
+def _kept_config(stack: Any, keys: list[str]) -> list[str]:
+    """Those of ``keys`` the stack's config file in the workspace holds (all of them when it cannot be
+    read: the config may live elsewhere), so that ``up`` removes them in one call or none."""
+    try:
+        kept = stack.workspace.stack_settings(stack.name).config or {}
+    except Exception:  # absent or unreadable: remove them all, as pulumi ignores what is not there
+        return keys
+    return [key for key in keys if key in kept]
 
 
 def _renewal(plan: Plan, lease: str, owner: str, runtime: Runtime | None, emit: Emit) -> lease_renewal.Renewal | None:
