@@ -423,6 +423,11 @@ if args[:1] == ["version"]:
 elif args[:1] == ["up"] and os.environ.get("FAKE_PULUMI_UP") == "fail":
     sys.stderr.write("error: update failed: lambda: no capacity for gpu_4x_h100_sxm5\\n")
     sys.exit(255)
+elif args[:2] == ["stack", "select"] and os.environ.get("FAKE_PULUMI_STACKS") and not os.path.exists(args[-1]):
+    sys.stderr.write("error: no stack named '" + args[-1] + "' found\\n")  # with FAKE_PULUMI_STACKS, as pulumi
+    sys.exit(255)
+elif args[:2] == ["stack", "init"]:  # the stack, a file in the workspace
+    open(args[2], "w").close()
 elif args[:2] == ["config", "set-all"]:  # the stack's config file, as pulumi keeps it in the workspace
     keys = [a.split("=", 1)[0] for a in args[2:] if "=" in a and not a.startswith("-")]
     with open("Pulumi." + args[args.index("--stack") + 1] + ".yaml", "w") as kept:

@@ -27,6 +27,7 @@ from tests.test_lifecycle_support import LAMBDA_SPEC, StandInRemote, instant_run
 def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROVISIONER_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("PROVISIONER_OWNER", "tester")
+    monkeypatch.setenv("FAKE_PULUMI_STACKS", "1")  # the stand-in knows which stacks exist
 
 
 def _calls(log: Path) -> list[list[str]]:
@@ -67,8 +68,9 @@ def test_each_command_starts_the_fewest_pulumi_processes_and_none_decrypts(
     capsys.readouterr()
     update = ["up", "stack output", "stack history"]
     assert {name: _verbs(calls) for name, calls in per_command.items()} == {
-        # no config file in the workspace yet: the keys up does not set are removed, in one call
-        "up": ["version", "stack select", "stack export", "config rm-all", "config set-all", *update],
+        # a new stack: not read (it is empty); no config file in the workspace yet: the keys up does
+        # not set are removed, in one call
+        "up": ["version", "stack select", "stack init", "config rm-all", "config set-all", *update],
         "outputs": ["stack select", "stack output"],
         # the CLI's version was checked by the first up; the config file holds none of the keys
         "up again": ["stack select", "stack export", "config set-all", *update],

@@ -7,10 +7,11 @@ a second of CPU, ``docs/benchmarks.md``); the engine reads no secret, so it asks
 - ``outputs()``: one ``pulumi stack output --json``, secret outputs as ``[secret]`` (marked secret),
   where the SDK's runs it twice, the second time with ``--show-secrets``: every caller (``up``'s
   result, ``outputs``, ``down``'s provider) masks secret values anyway. ``up()`` reads them so too.
-- ``state()``: the deployment as ``pulumi stack export`` prints it without ``--show-secrets``, read
-  once and kept until this object runs an update, refresh, destroy, cancel or import (each drops it,
-  before and after). When an input the engine reads (``READ_INPUTS``) is a secret there, the state is
-  read again decrypted, so no reader ever sees ciphertext for a value it looks at.
+- ``state()``: the deployment as ``pulumi stack export`` prints it without ``--show-secrets`` (not
+  read for a stack this object created: it is empty), read once and kept until this object runs an
+  update, refresh, destroy, cancel or import (each drops it, before and after). When an input the
+  engine reads (``READ_INPUTS``) is a secret there, the state is read again decrypted, so no reader
+  ever sees ciphertext for a value it looks at.
 - ``cli()``: the ``PulumiCommand`` without its ``pulumi version`` process when the same executable
   (path, size, mtime) was checked before by this state dir: the SDK's check (minimum version,
   major version) ran then, and its answer is kept in ``<state>/pulumi/cli-version.json``.
@@ -52,8 +53,14 @@ class EngineStack(auto.Stack):
     """``auto.Stack`` as the module docstring says: selected (or created, ``create``) on construction."""
 
     def __init__(self, name: str, workspace: auto.LocalWorkspace, *, create: bool) -> None:
-        super().__init__(name, workspace, StackInitMode.CREATE_OR_SELECT if create else StackInitMode.SELECT)
         self._state: dict[str, Any] | None = None
+        try:
+            super().__init__(name, workspace, StackInitMode.SELECT)
+        except auto.errors.StackNotFoundError:
+            if not create:
+                raise
+            super().__init__(name, workspace, StackInitMode.CREATE)
+            self._state = {}  # a stack just made holds no resource and no pending operation: nothing to read
 
     def outputs(self) -> auto.OutputMap:
         masked = json.loads(self._run_pulumi_cmd_sync(["stack", "output", "--json"]).stdout or "{}")
