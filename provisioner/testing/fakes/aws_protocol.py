@@ -130,4 +130,13 @@ def request_region(request: Request) -> str:
         return "us-east-1"
 
 
-__all__ = ["EC2_ERRORS", "JSON_ERRORS", "base_images_only", "moto_app", "request_region", "reset_moto", "sigv4_ok", "warm_up"]
+__all__ = [
+    "EC2_ERRORS",
+    "JSON_ERRORS",
+    "base_images_only",
+    "moto_app",
+    "request_region",
+    "reset_moto",
+    "sigv4_ok",
+    "warm_up",
+]
