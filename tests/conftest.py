@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,8 +118,27 @@ def _unsealed() -> Iterator[None]:
 # node ids only (xdist's own `xdist_group` marks are lost on pytest 9.2: pytest-xdist issue 1386);
 # pytest_collection_modifyitems below refuses a test that needs a group and sits outside it.
 SERIAL_GROUPS = {
-    # root, network namespaces, systemd-nspawn nodes (tests/boot/conftest.py): serial by design
-    "boot": ("tests/boot/",),
+    # Root, network namespaces, systemd-nspawn nodes (tests/boot/conftest.py): three groups, each
+    # serial on a worker of its own, run at once. Every test boots its nodes in a namespace of its
+    # own (named by its worker's pid), as two users' `up --local` would; the node image is built once
+    # for all three. Balanced by their durations (docs/benchmarks.md); every test of tests/boot must
+    # be in one (pytest_collection_modifyitems below refuses one that is not).
+    "boot-move-heal": (
+        "tests/boot/test_boot_local_move.py",
+        "tests/boot/test_boot_heal.py",
+        "tests/boot/test_boot_cli.py::test_a_killed_up_is_collected_by_gc_cluster",
+    ),
+    "boot-pulumi": (
+        "tests/boot/test_boot_pulumi_local.py",
+        "tests/boot/test_boot_pulumi_path.py",
+        "tests/boot/test_boot_cli.py::test_a_fluence_vm_bootstrapped_over_ssh_only_runs_srun",
+        "tests/boot/test_boot_cli.py::test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothing[runpod]",
+    ),
+    "boot-local-cli": (
+        "tests/boot/test_boot_local.py",  # one group: its lifetime cluster spans its first and last test
+        "tests/boot/test_boot_cli.py::test_the_installed_cli_brings_a_booted_cluster_up_runs_srun_and_leaves_nothing[lambda]",
+        "tests/boot/test_boot_cli.py::test_burst_runs_the_job_on_both_nodes_and_leaves_nothing",
+    ),
     # a real sshd on 127.0.0.1 logs in to this machine's root account (tests/test_bootstrap_ssh.py's
     # `rig`), in whose home each bootstrap run copies provisioner.realize.bootstrap_ssh.REMOTE_SCRIPT
     "root-sshd": (
@@ -128,6 +148,9 @@ SERIAL_GROUPS = {
         "tests/test_lifecycle_endpoint.py",
     ),
 }
+
+
+BOOT_GROUPS = tuple(name for name in SERIAL_GROUPS if name.startswith("boot"))
 
 
 def serial_group(nodeid: str) -> str | None:
@@ -200,10 +223,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     for item in items:
         sshd = "rig" in getattr(item, "fixturenames", ()) and getattr(getattr(item, "module", None), "rig", None)
-        needs = "boot" if item.get_closest_marker("boot") else "root-sshd" if sshd is root_sshd else None
-        if needs is not None and serial_group(item.nodeid) != needs:
+        group = serial_group(item.nodeid)
+        if item.get_closest_marker("boot") or item.nodeid.startswith("tests/boot/"):
+            if group not in BOOT_GROUPS:
+                raise pytest.UsageError(
+                    f"{item.nodeid} must be in one of conftest.SERIAL_GROUPS {', '.join(BOOT_GROUPS)} "
+                    "(a boot test runs on a boot group's worker)"
+                )
+        elif sshd is root_sshd and group != "root-sshd":
             raise pytest.UsageError(
-                f"{item.nodeid} must be in conftest.SERIAL_GROUPS[{needs!r}] "
+                f"{item.nodeid} must be in conftest.SERIAL_GROUPS['root-sshd'] "
                 "(it shares this machine with the group's other tests)"
             )
         module = item.nodeid.split("::", 1)[0]
@@ -216,11 +245,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: a worker per usable CPU, plus one for the boot group. That group (one worker)
-    mostly waits, on node boots, a job's steps and lifetime timers (alone: 139 s of CPU in 537 s),
-    so with only a worker per CPU one CPU sat half idle for its whole run while the suite, bound by
-    CPU, queued on the other (docs/benchmarks.md, "The suite on two cores")."""
-    return len(os.sched_getaffinity(0)) + 1
+    """``-n auto``: a worker per usable CPU, plus one per boot group. Those groups mostly wait, on
+    node boots, a job's steps and lifetime timers (the boot tests alone: 139 s of CPU in 537 s), so
+    with only a worker per CPU they held CPUs half idle while the suite, bound by CPU, queued on the
+    rest; and one boot group was the run's longest chain (~20 min: docs/benchmarks.md)."""
+    return len(os.sched_getaffinity(0)) + len(BOOT_GROUPS)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -236,6 +265,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     class SerialGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return schedule_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The boot groups go out before anything else, one to each of the first workers (the
+            # first assignment gives each worker one scope, in queue order; a worker holding more
+            # than two pending tests gets no second one until it is nearly done).
+            for scope in reversed(BOOT_GROUPS):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
 
     return SerialGroups(config, log)
 

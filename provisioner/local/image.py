@@ -15,6 +15,7 @@ difference is a stand-in for something this host's kernel or nspawn cannot give 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -199,11 +200,23 @@ def build_image(cache: Path, say: Callable[[str], None] | None = None) -> Path:
     if (root / "etc" / "os-release").exists():
         tell(f"node image: {root} (built before)")
         return root
+    cache.mkdir(parents=True, exist_ok=True)
+    # One build at a time per cache: a second `up --local` (another terminal, another cluster) that
+    # asks while the first builds waits for it and takes its image, not a second mmdebstrap of minutes.
+    with open(cache / f".{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / "etc" / "os-release").exists():
+            tell(f"node image: {root} (built meanwhile by another run)")
+            return root
+        return _build(root, cache, tell)
+
+
+def _build(root: Path, cache: Path, tell: Callable[[str], None]) -> Path:
+    """mmdebstrap ``root``'s image beside it and configure it; renamed into place when complete."""
     count = len(IMAGE_PACKAGES)
     tell(f"node image: building Debian {SUITE} with {count} packages (mmdebstrap; minutes the first time)")
     partial = cache / f".{root.name}.{os.getpid()}.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    cache.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         ["mmdebstrap", "--variant=apt", "--quiet", f"--include={','.join(IMAGE_PACKAGES)}", SUITE, str(partial)],
         check=True,

@@ -20,7 +20,14 @@ def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.geteuid() != 0:
         (pytest.fail if require_system() else pytest.skip)("booting nodes needs root")
     cache = os.environ.get("PROVISIONER_BOOT_IMAGE_CACHE")
-    return build_image(Path(cache) if cache else tmp_path_factory.mktemp("boot-image"))
+    if cache:
+        return build_image(Path(cache))
+    # Once per run: the boot groups' workers (tests/conftest.py SERIAL_GROUPS) share the run's base
+    # folder, and build_image lets one of them build while the others wait for its image.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    return build_image(shared / "boot-image")
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +38,7 @@ def host_resources() -> tuple[int, int]:
     return int(re.search(r"CPUs=(\d+)", line)[1]), int(re.search(r"RealMemory=(\d+)", line)[1])  # type: ignore[index]
 
 
-# The lifetime cluster of test_boot_local (a 2-minute TTL, a 1-minute idle timeout) is checked by
+# The lifetime cluster of test_boot_local (a 4-minute TTL, a 1-minute idle timeout) is checked by
 # the group's first test and left to end itself while the other boot tests run; the test that reads
 # how its nodes ended runs last, so the group does not sit out those minutes.
 FIRST = "tests/boot/test_boot_local.py::test_up_local_vms_share_a_path_and_run_the_nvme_setup_with_both_lifetime_timers"

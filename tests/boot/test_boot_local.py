@@ -5,7 +5,7 @@ and ``down`` leaves no node, lab process or network namespace.
 
 Two plans:
 
-- Two Lambda VMs (systemd, cloud-init) with an NFS shared path, NVMe checkpoints and a 2-minute
+- Two Lambda VMs (systemd, cloud-init) with an NFS shared path, NVMe checkpoints and a 4-minute
   TTL and 1-minute idle timeout. On them, through the CLI only (``ssh [--node N] --``): a file
   written under /shared on the head is read on the worker and back; the NVMe service formatted and
   mounted a stand-in disk; both lifetime timers are listed; then the worker powers itself off when
@@ -52,8 +52,9 @@ pytestmark = [pytest.mark.boot, pytest.mark.system, pytest.mark.slow, pytest.mar
 
 CLUSTER = "local-dry"
 HEAD, WORKER = f"{CLUSTER}-0", f"{CLUSTER}-1"
-# ttl_hours 0.03 is 2 minutes once rounded up to whole minutes (render/views.py); the workload
-# must fit in it.
+# ttl_hours 0.065 is 4 minutes once rounded up to whole minutes (render/views.py); the workload
+# must fit in it. The first test's checks must end before it does (under the load of CI's two cores
+# and the other boot groups they took over the 2 minutes this once was: the head went first).
 SPEC = f"""\
 name: {CLUSTER}
 gpus: {{model: [H100], count: 8}}
@@ -62,7 +63,7 @@ control_plane: slurm
 providers: {{allow: [lambda]}}
 workload: {{hours: 0.03}}
 storage: {{checkpoint_nvme_gib_per_node: 100, shared: {{kind: nfs, size_gib: 10}}}}
-lifetime: {{ttl_hours: 0.03, idle_timeout_minutes: 1}}
+lifetime: {{ttl_hours: 0.065, idle_timeout_minutes: 1}}
 """
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pretrain-h100-slurm.yaml"
 # A stand-in nvidia-smi for the worker: its eight GPUs at 0 % (the image has none, and the idle
@@ -179,7 +180,7 @@ def user(node_image: Path) -> Iterator[User]:
 
 @dataclass
 class Lifetimes:
-    """The two Lambda VMs with a 2-minute TTL and a 1-minute idle timeout, up: ``idle_since`` is when
+    """The two Lambda VMs with a 4-minute TTL and a 1-minute idle timeout, up: ``idle_since`` is when
     the head's idle clock was started (time.monotonic()), None until then."""
 
     user: User
@@ -229,7 +230,7 @@ def _journal(root: Path, *match: str) -> str:
 def _idle_head(cluster: Lifetimes) -> None:
     """The head's GPUs go idle (a stand-in nvidia-smi; Slurm, on the head, has no job) and its own
     deadline moves an hour out, so what ends it is the idle timer. The worker (no nvidia-smi:
-    counted busy) ends at its TTL, 2 minutes after its first boot. (Not the other way round: a
+    counted busy) ends at its TTL, 4 minutes after its first boot. (Not the other way round: a
     worker's idle check asks the head's slurmctld, and counts a head that is gone as busy.)"""
     user = cluster.user
     user.on(
@@ -301,7 +302,7 @@ def test_up_local_vms_end_themselves_on_ttl_and_idle(lifetimes: Lifetimes) -> No
     if lifetimes.idle_since is None:  # run without the test above
         _idle_head(lifetimes)
     assert lifetimes.idle_since is not None
-    deadline = lifetimes.idle_since + 300
+    deadline = lifetimes.idle_since + 420
     while _running_nodes(lab["workdir"]) and time.monotonic() < deadline:
         time.sleep(2)
     reasons = {
@@ -309,7 +310,9 @@ def test_up_local_vms_end_themselves_on_ttl_and_idle(lifetimes: Lifetimes) -> No
         for root in Path(lab["workdir"]).glob("i-*")
         if root.is_dir()
     }
-    assert _running_nodes(lab["workdir"]) == [], f"a node did not end itself within 5 minutes: {reasons}"
+    assert _running_nodes(lab["workdir"]) == [], (
+        f"a node did not end itself within 7 minutes of the idle clock starting: {reasons}"
+    )
     assert "idle limit reached; powering off" in reasons[HEAD], reasons
     assert "ttl limit reached; powering off" in reasons[WORKER], reasons
     assert "ttl limit reached" not in reasons[HEAD] and "idle limit reached" not in reasons[WORKER]

@@ -14,13 +14,17 @@ STORE_KEYS = {"MOVE_STORE_KEY": "move-test-key", "MOVE_STORE_SECRET": "move-test
 LAMBDA_TYPE = "gpu_8x_h100_sxm5"
 # The toy training loop (the batch script, on the head): it starts from the checkpoint in its folder
 # (restored there after a move), proves both nodes with srun, takes a step a second and writes a
-# checkpoint every 10 steps. Its log stays on the head (/var/tmp), outside the copied folder.
+# checkpoint every 10 steps. Its log stays on the head (/var/tmp), outside the copied folder. Like a
+# data-parallel run, every step needs both nodes (an srun over both): once the worker is reclaimed
+# the head alone takes no step, so no checkpoint newer than the fault reaches the store while the move
+# is under way (the reclaim notice's second copy comes a minute after the first).
 TOY = r"""d=${PROVISIONER_CHECKPOINT_DIR:?}; log=/var/tmp/toy.log
 sudo -n mkdir -p "$d" && sudo -n chown -R "$(id -u):$(id -g)" "$d"
 step=$(cat "$d/toy.ckpt" 2>/dev/null || echo 0)
 echo "start $step $(date +%s.%N) $(srun -N2 hostname | sort | tr '\n' ' ')" >> $log
 while [ $step -lt 60 ]; do
-  sleep 1; step=$((step + 1)); echo "step $step $(date +%s.%N)" >> $log
+  until srun -N2 true 2>/dev/null; do sleep 1; done
+  sleep 0.5; step=$((step + 1)); echo "step $step $(date +%s.%N)" >> $log
   if [ $((step % 10)) -eq 0 ]; then
     echo $step > "$d/toy.ckpt.tmp" && mv "$d/toy.ckpt.tmp" "$d/toy.ckpt" && echo "ckpt $step" >> $log
   fi
