@@ -15,7 +15,7 @@ from tests.conftest import need_tool, require_system
 
 
 @pytest.fixture(scope="session")
-def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def node_image(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     need_tool("mmdebstrap", "systemd-nspawn", "ip", "nsenter", "slurmd", "ssh")
     if os.geteuid() != 0:
         (pytest.fail if require_system() else pytest.skip)("booting nodes needs root")
@@ -25,7 +25,7 @@ def node_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Once per run: the boot groups' workers (tests/conftest.py SERIAL_GROUPS) share the run's base
     # folder, and build_image lets one of them build while the others wait for its image.
     shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(request.config, "workerinput"):  # an xdist worker: the run's folder is the one above
         shared = shared.parent
     return build_image(shared / "boot-image")
 
