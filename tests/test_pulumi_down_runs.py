@@ -21,10 +21,9 @@ from provisioner.lifecycle.pulumi_engine import _of_stack
 from provisioner.lifecycle.realize import cluster_secrets
 from provisioner.lifecycle.stack_faults import stack_runs, sweep
 from provisioner.providers.base import RUN_TAG, owner_id
-from provisioner.providers.registry import get_provider
 from provisioner.realize.inputs import RunFacts, realize_input
 from tests.conftest import need_shared
-from tests.test_lifecycle_support import LAMBDA_SPEC, plans_for, served_fake
+from tests.test_lifecycle_support import LAMBDA_SPEC, fast_provider, plans_for, served_fake
 
 RUN_A = "20261123-090000-0a1b2c"
 RUN_B = "20261129-010203-0f0e0d"
@@ -63,7 +62,7 @@ def two_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
     need_shared("provider-apis", "lambda", "openapi-1.10.0.json")
     plan = plans_for(LAMBDA_SPEC, tmp_path, count=1)[0]
     with served_fake("lambda", monkeypatch):
-        adapter = get_provider("lambda")
+        adapter = fast_provider("lambda")  # Lambda publishes 1 launch per 12 s: 3 launches took ~30 s
         secrets = cluster_secrets(plan.cluster_id)
         ours = adapter.create_nodes(
             plan.cluster_id, realize_input(plan, secrets, RunFacts(owner_id(), None, run=RUN_B)).specs
