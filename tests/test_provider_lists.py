@@ -91,9 +91,10 @@ def test_every_provider_package_declares_its_facts() -> None:
         assert isinstance(declared, ProviderFacts) and declared.name == name == declared.teardown.provider
         assert declared.fake.partition(":")[0] in import_graph.modules()
         assert declared.docs is not None, f"{name}: FACTS.docs (its docs rows' prose)"
-    from tests.providers.contract import harness_names
+    from tests.providers.contract import fakes_without_harness, harness_names
 
-    assert harness_names() == sorted(REGISTRY)  # every fake hands the contract suite its contract_harness()
+    assert harness_names() == sorted(REGISTRY)
+    assert fakes_without_harness() == []  # every fake hands the contract suite its contract_harness()
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,14 @@ def _fake_module(name: str) -> Any:
 
 
 def harness_names() -> list[str]:
-    """The registered providers whose fake hands the suite a harness, sorted (every one: test_contract)."""
-    return sorted(name for name in REGISTRY if hasattr(_fake_module(name), "contract_harness"))
+    """The registered providers, sorted: every one's fake hands the suite a harness (checked by
+    ``fakes_without_harness``). It imports no fake, so collection pays for no SDK nor moto."""
+    return sorted(REGISTRY)
+
+
+def fakes_without_harness() -> list[str]:
+    """The registered providers whose fake defines no ``contract_harness()`` (none: test_provider_lists)."""
+    return [name for name in sorted(REGISTRY) if not hasattr(_fake_module(name), "contract_harness")]
 
 
 def neocloud_names() -> tuple[str, ...]:
@@ -125,6 +131,7 @@ def wait_gone(provider: Provider, cluster_id: str) -> list[Node]:
 __all__ = [
     "Rig",
     "cluster",
+    "fakes_without_harness",
     "harness_names",
     "load_harness",
     "neocloud_names",
