@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pytest
+from typing import TYPE_CHECKING, Any
 
 from provisioner.lifecycle.realize import Runtime, Timeouts
 from provisioner.plan import Plan
@@ -29,6 +27,9 @@ from provisioner.testing.fakes.base import FakeApp, RunningServer
 from provisioner.validation.model import NodeReport
 from provisioner.validation.runner import CommandResult
 from tests.fast_limits import fast_limits
+
+if TYPE_CHECKING:  # not imported at run time: the child processes of test_killed_up and others import this module
+    import pytest
 
 API_KEYS = {"lambda": "lambda-lc-key", "runpod": "runpod-lc-key", "fluence": "fluence-lc-key"}
 
