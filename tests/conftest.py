@@ -214,6 +214,19 @@ def _has_module_fixture(item: pytest.Item) -> bool:
     return any(found[-1].scope == "module" for found in defs if found)
 
 
+PLAIN_ASSERT_PACKAGES = ("hypothesis",)
+"""Plugin distributions whose own modules pytest need not rewrite. pytest rewrites the asserts of every
+module of a distribution that registers a plugin: for hypothesis, its ~190 modules when a test module
+first imports it, ~2.4 CPU-s in every xdist worker. Their asserts are the library's internal checks,
+which no test here reads; the asserts of tests, conftests and fixtures stay rewritten."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    must_rewrite = getattr(getattr(config.pluginmanager, "rewrite_hook", None), "_must_rewrite", None)
+    if isinstance(must_rewrite, set):  # pytest's own name; elsewhere (--assert=plain) nothing to undo
+        must_rewrite.difference_update(PLAIN_ASSERT_PACKAGES)
+
+
 @pytest.hookimpl(trylast=True)  # after tests/boot/conftest.py has ordered the boot group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from tests.test_bootstrap_ssh import rig as root_sshd  # the fixture; modules that use it import it
