@@ -527,13 +527,15 @@ def test_stack_failures_show_no_key_or_user_data(rig: Rig, fault: str, caplog: p
         "nodes": nodes,
         "user_data": USER_DATA if rig.name != "fluence" else None,
         "ready_timeout_s": 0.15,
-        "delete_timeout_s": 3.0,
+        "delete_timeout_s": 6.0,
     }
     if fault == "no-capacity":
         rig.app.faults.inject("capacity_after", times=None, k=1)
     else:
-        # Fluence's rollback waits for a pending VM to settle before ending it: let it boot later.
-        boot = {"polls": 1, "seconds": 0.3} if rig.name == "fluence" else {"polls": 10_000}
+        # Fluence's rollback waits for a pending VM to settle before ending it: let it boot later, but
+        # well after the 0.15 s ready wait has given up even on a loaded machine (0.3 s was raced:
+        # the create's own calls outran it once at load ~7 and the VM was up before the wait began).
+        boot = {"polls": 1, "seconds": 1.5} if rig.name == "fluence" else {"polls": 10_000}
         rig.app.faults.inject("slow_boot", times=None, **boot)
     with pytest.raises(ProvisionerError) as caught:
         stack.create(props)
